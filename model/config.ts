@@ -1,0 +1,194 @@
+/**
+ * The model config: the shape of a Qwen3-style decoder, its TOML form, and the tensor shapes it implies.
+ *
+ * @example
+ * ```ts
+ * const cfg = parseConfig(`vocab_size = 258\nhidden_size = 64\n...`, "run.config.toml");
+ * for (const { name, dims } of paramShapes(cfg)) console.log(name, dims);
+ * ```
+ * @module
+ */
+import { parse as parseToml } from "smol-toml";
+
+/** Every field of a ferry model config; the names are Hugging Face's Qwen3 config names. */
+export interface ModelConfig {
+  vocab_size: number;
+  hidden_size: number;
+  intermediate_size: number;
+  num_hidden_layers: number;
+  num_attention_heads: number;
+  num_key_value_heads: number;
+  head_dim: number;
+  rms_norm_eps: number;
+  rope_theta: number;
+  max_position_embeddings: number;
+  tie_word_embeddings: boolean;
+}
+
+/** A config that is malformed: `where` names the file (or other source), `field` the offending key. */
+export class ConfigError extends Error {
+  constructor(readonly where: string, readonly field: string, message: string) {
+    super(`${where}: config field '${field}': ${message}`);
+    this.name = "ConfigError";
+  }
+}
+
+type FieldKind = "int" | "float" | "bool";
+
+/** The fields in their canonical order, with their type. */
+export const CONFIG_FIELDS: ReadonlyArray<[keyof ModelConfig, FieldKind]> = [
+  ["vocab_size", "int"],
+  ["hidden_size", "int"],
+  ["intermediate_size", "int"],
+  ["num_hidden_layers", "int"],
+  ["num_attention_heads", "int"],
+  ["num_key_value_heads", "int"],
+  ["head_dim", "int"],
+  ["rms_norm_eps", "float"],
+  ["rope_theta", "float"],
+  ["max_position_embeddings", "int"],
+  ["tie_word_embeddings", "bool"],
+];
+
+/** Named shapes ferry knows; `tiny` is for tests, `default` is the shipped model's shape. */
+export const PRESETS: Record<string, ModelConfig> = {
+  tiny: {
+    vocab_size: 258,
+    hidden_size: 16,
+    intermediate_size: 40,
+    num_hidden_layers: 2,
+    num_attention_heads: 4,
+    num_key_value_heads: 2,
+    head_dim: 6,
+    rms_norm_eps: 1e-6,
+    rope_theta: 10000,
+    max_position_embeddings: 64,
+    tie_word_embeddings: false,
+  },
+  default: {
+    vocab_size: 258,
+    hidden_size: 128,
+    intermediate_size: 352,
+    num_hidden_layers: 4,
+    num_attention_heads: 4,
+    num_key_value_heads: 2,
+    head_dim: 24,
+    rms_norm_eps: 1e-6,
+    rope_theta: 10000,
+    max_position_embeddings: 512,
+    tie_word_embeddings: true,
+  },
+};
+
+/**
+ * Checks a plain object as a config: every field present with the right type, nothing unknown,
+ * and the shape consistent. Returns a fresh, typed config.
+ */
+export function validateConfig(raw: Record<string, unknown>, where: string): ModelConfig {
+  const known = new Set(CONFIG_FIELDS.map(([k]) => k as string));
+  for (const key of Object.keys(raw)) {
+    if (!known.has(key)) throw new ConfigError(where, key, "unknown field (ferry does not support it)");
+  }
+  const out: Record<string, number | boolean> = {};
+  for (const [key, kind] of CONFIG_FIELDS) {
+    const v = raw[key];
+    if (v === undefined) throw new ConfigError(where, key, "missing");
+    if (kind === "bool") {
+      if (typeof v !== "boolean") throw new ConfigError(where, key, `expected true or false, got ${show(v)}`);
+    } else if (typeof v !== "number" && typeof v !== "bigint") {
+      throw new ConfigError(where, key, `expected a number, got ${show(v)}`);
+    } else if (kind === "int" && (!Number.isSafeInteger(Number(v)) || Number(v) <= 0)) {
+      throw new ConfigError(where, key, `expected a positive integer, got ${show(v)}`);
+    } else if (kind === "float" && !(Number.isFinite(Number(v)) && Number(v) > 0)) {
+      throw new ConfigError(where, key, `expected a positive finite number, got ${show(v)}`);
+    }
+    out[key] = typeof v === "bigint" ? Number(v) : v as number | boolean;
+  }
+  const cfg = out as unknown as ModelConfig;
+  if (cfg.num_attention_heads % cfg.num_key_value_heads !== 0) {
+    throw new ConfigError(
+      where,
+      "num_key_value_heads",
+      `${cfg.num_key_value_heads} does not divide num_attention_heads = ${cfg.num_attention_heads}`,
+    );
+  }
+  if (cfg.head_dim % 2 !== 0) throw new ConfigError(where, "head_dim", `must be even for RoPE, got ${cfg.head_dim}`);
+  return cfg;
+}
+
+/** Parses a config from TOML text; `where` (usually the file path) is named in every error. */
+export function parseConfig(text: string, where: string): ModelConfig {
+  let raw: Record<string, unknown>;
+  try {
+    raw = parseToml(text) as Record<string, unknown>;
+  } catch (e) {
+    throw new ConfigError(where, "(toml)", `not valid TOML: ${(e as Error).message.split("\n")[0]}`);
+  }
+  return validateConfig(raw, where);
+}
+
+/** Serializes a config to TOML in canonical field order; floats keep a decimal point. */
+export function configToToml(cfg: ModelConfig): string {
+  const lines = CONFIG_FIELDS.map(([key, kind]) => {
+    const v = cfg[key];
+    if (kind === "float") return `${key} = ${formatFloat(v as number)}`;
+    return `${key} = ${v}`;
+  });
+  return lines.join("\n") + "\n";
+}
+
+/** Reads a config file from disk (a `.config.toml`). */
+export async function readConfigFile(path: string): Promise<ModelConfig> {
+  const { readFile } = await import("node:fs/promises");
+  return parseConfig(await readFile(path, "utf8"), path);
+}
+
+/** One entry of the parameter list a config implies. */
+export interface ParamShape {
+  name: string;
+  dims: number[];
+}
+
+/**
+ * The parameters of a model with this config, in canonical (module) order,
+ * under the Hugging Face Qwen3 names, with [out, in] layout for linear weights.
+ */
+export function paramShapes(cfg: ModelConfig): ParamShape[] {
+  const h = cfg.hidden_size, hd = cfg.head_dim;
+  const q = cfg.num_attention_heads * hd, kv = cfg.num_key_value_heads * hd;
+  const out: ParamShape[] = [{ name: "model.embed_tokens.weight", dims: [cfg.vocab_size, h] }];
+  for (let i = 0; i < cfg.num_hidden_layers; i++) {
+    const p = `model.layers.${i}.`;
+    out.push(
+      { name: p + "input_layernorm.weight", dims: [h] },
+      { name: p + "self_attn.q_proj.weight", dims: [q, h] },
+      { name: p + "self_attn.k_proj.weight", dims: [kv, h] },
+      { name: p + "self_attn.v_proj.weight", dims: [kv, h] },
+      { name: p + "self_attn.q_norm.weight", dims: [hd] },
+      { name: p + "self_attn.k_norm.weight", dims: [hd] },
+      { name: p + "self_attn.o_proj.weight", dims: [h, q] },
+      { name: p + "post_attention_layernorm.weight", dims: [h] },
+      { name: p + "mlp.gate_proj.weight", dims: [cfg.intermediate_size, h] },
+      { name: p + "mlp.up_proj.weight", dims: [cfg.intermediate_size, h] },
+      { name: p + "mlp.down_proj.weight", dims: [h, cfg.intermediate_size] },
+    );
+  }
+  out.push({ name: "model.norm.weight", dims: [h] });
+  if (!cfg.tie_word_embeddings) out.push({ name: "lm_head.weight", dims: [cfg.vocab_size, h] });
+  return out;
+}
+
+/** Total parameter count a config implies. */
+export function configParamCount(cfg: ModelConfig): number {
+  return paramShapes(cfg).reduce((n, p) => n + p.dims.reduce((a, b) => a * b, 1), 0);
+}
+
+// TOML needs a float to look like one: `10000.0`, not `10000`.
+function formatFloat(x: number): string {
+  const s = String(x);
+  return /[.eE]/.test(s) ? s : s + ".0";
+}
+
+function show(v: unknown): string {
+  return typeof v === "string" ? JSON.stringify(v) : String(v);
+}

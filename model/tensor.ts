@@ -1,0 +1,56 @@
+/**
+ * The one tensor type of ferry: a name, its dims (row-major, outermost first) and f32 data.
+ *
+ * Every format writer takes `Tensor[]` and every reader gives `Tensor[]` back; the model and the
+ * engines are built from them.
+ *
+ * @example
+ * ```ts
+ * const t = tensor("model.norm.weight", [4], new Float32Array([1, 1, 1, 1]));
+ * numel(t.dims); // 4
+ * ```
+ * @module
+ */
+
+/** A named f32 tensor. `data.length` always equals the product of `dims`. */
+export interface Tensor {
+  name: string;
+  dims: number[];
+  data: Float32Array;
+}
+
+/** Number of elements of a tensor with these dims (1 for a scalar, `[]`). */
+export function numel(dims: readonly number[]): number {
+  let n = 1;
+  for (const d of dims) n *= d;
+  return n;
+}
+
+/** Makes a tensor, checking that the data length matches the dims. */
+export function tensor(name: string, dims: number[], data?: Float32Array): Tensor {
+  const n = numel(dims);
+  const d = data ?? new Float32Array(n);
+  if (d.length !== n) {
+    throw new RangeError(`tensor ${name}: dims [${dims}] hold ${n} values but data has ${d.length}`);
+  }
+  return { name, dims: [...dims], data: d };
+}
+
+/** Finds a tensor by name in a list, or throws naming what is missing. */
+export function byName(tensors: readonly Tensor[], name: string): Tensor {
+  const t = tensors.find((x) => x.name === name);
+  if (!t) throw new Error(`no tensor named ${name}`);
+  return t;
+}
+
+/** Total number of scalars over a list of tensors. */
+export function countParams(tensors: readonly Tensor[]): number {
+  let n = 0;
+  for (const t of tensors) n += t.data.length;
+  return n;
+}
+
+/** A deep copy, so a caller can mutate it freely. */
+export function cloneTensors(tensors: readonly Tensor[]): Tensor[] {
+  return tensors.map((t) => ({ name: t.name, dims: [...t.dims], data: t.data.slice() }));
+}
