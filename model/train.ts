@@ -48,7 +48,11 @@ export function viewTensors(layout: ParamLayout, flat: Float32Array): Tensor[] {
 }
 
 /** Copies named tensors into a flat buffer, in layout order. */
-export function flattenTensors(layout: ParamLayout, tensors: Tensor[], flat = new Float32Array(layout.size)): Float32Array {
+export function flattenTensors(
+  layout: ParamLayout,
+  tensors: Tensor[],
+  flat: Float32Array = new Float32Array(layout.size),
+): Float32Array {
   const byName = new Map(tensors.map((t) => [t.name, t]));
   for (const e of layout.entries) {
     const t = byName.get(e.name);
