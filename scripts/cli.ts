@@ -56,7 +56,9 @@ export async function run(main: () => Promise<void> | void): Promise<void> {
   try {
     await main();
   } catch (e) {
-    fail((e as Error).message ?? String(e));
+    const err = e as Error & { code?: string; path?: string };
+    if (err.code === "ENOENT" && err.path) fail(`${err.path}: no such file or directory`);
+    fail(err.message ?? String(e));
   }
 }
 
