@@ -13,6 +13,9 @@ import { createScratch, paramLayout, type ParamLayout, type Scratch, sequenceLos
 interface State {
   cfg: ModelConfig;
   layout: ParamLayout;
+  sharedParams: Float32Array;
+  sharedGrads: Float32Array;
+  // Private copies: V8 runs the kernels several times slower on SharedArrayBuffer-backed arrays.
   params: Float32Array;
   grads: Float32Array;
   corpus: Uint8Array;
@@ -30,8 +33,10 @@ scope.onmessage = (ev: MessageEvent) => {
     state = {
       cfg,
       layout: paramLayout(cfg),
-      params: new Float32Array(msg.params),
-      grads: new Float32Array(msg.grads),
+      sharedParams: new Float32Array(msg.params),
+      sharedGrads: new Float32Array(msg.grads),
+      params: new Float32Array(paramLayout(cfg).size),
+      grads: new Float32Array(paramLayout(cfg).size),
       corpus: new Uint8Array(msg.corpus),
       scratch: createScratch(cfg, msg.seqLen),
     };
@@ -40,6 +45,7 @@ scope.onmessage = (ev: MessageEvent) => {
   }
   if (msg.type === "step") {
     const s = state!;
+    s.params.set(s.sharedParams);
     s.grads.fill(0);
     let loss = 0;
     const T: number = msg.seqLen;
@@ -52,6 +58,7 @@ scope.onmessage = (ev: MessageEvent) => {
       }
       loss += sequenceLossAndGrad(s.cfg, s.layout, s.params, s.grads, inputs, targets, s.scratch, msg.gradScale);
     }
+    s.sharedGrads.set(s.grads);
     scope.postMessage({ type: "done", loss });
   }
 };
