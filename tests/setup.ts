@@ -1,11 +1,16 @@
 // Preloaded by bun test (bunfig.toml): on a fresh clone, install the npm dependencies first.
+// Bun's resolver has already looked for node_modules by the time a preload runs, so after the
+// install the same test command is run again in a fresh process, and its exit code is ours.
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
+import process from "node:process";
 
 const root = join(import.meta.dir, "..");
 if (!existsSync(join(root, "node_modules", "smol-toml"))) {
   console.error("tests/setup.ts: node_modules is missing; running bun install");
-  const r = spawnSync("bun", ["install", "--no-save"], { cwd: root, stdio: "inherit" });
-  if (r.status !== 0) throw new Error("bun install failed; install the dependencies with `bun install` or `npm ci`");
+  const install = spawnSync("bun", ["install", "--no-save"], { cwd: root, stdio: "inherit" });
+  if (install.status !== 0) throw new Error("bun install failed; install the dependencies with `bun install` or `npm ci`");
+  const again = spawnSync(process.execPath, process.argv.slice(1), { stdio: "inherit" });
+  process.exit(again.status ?? 1);
 }
