@@ -2,7 +2,7 @@
 // Bun's resolver has already looked for node_modules by the time a preload runs, so after the
 // install the same test command is run again in a fresh process, and its exit code is ours.
 import { spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import process from "node:process";
 
@@ -11,6 +11,11 @@ if (!existsSync(join(root, "node_modules", "smol-toml"))) {
   console.error("tests/setup.ts: node_modules is missing; running bun install");
   const install = spawnSync("bun", ["install", "--no-save"], { cwd: root, stdio: "inherit" });
   if (install.status !== 0) throw new Error("bun install failed; install the dependencies with `bun install` or `npm ci`");
-  const again = spawnSync(process.execPath, process.argv.slice(1), { stdio: "inherit" });
+  // process.argv inside bun test lists one test file, not the command line; /proc has the real one.
+  let args = ["test"];
+  try {
+    args = readFileSync("/proc/self/cmdline", "utf8").split("\0").filter(Boolean).slice(1);
+  } catch { /* not Linux: rerun the whole suite */ }
+  const again = spawnSync(process.execPath, args, { stdio: "inherit" });
   process.exit(again.status ?? 1);
 }
