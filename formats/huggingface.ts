@@ -1,0 +1,685 @@
+/**
+ * The Hugging Face directory: export a ferry model as a `Qwen3ForCausalLM` checkpoint that
+ * transformers loads (config.json, generation_config.json, model.safetensors, tokenizer.json,
+ * tokenizer_config.json), and import such a directory, single-file or sharded, back into ferry.
+ * The spec of what ferry writes and accepts is formats/huggingface.md.
+ *
+ * Import refuses, by name, every config field that would change the maths (rope scaling, sliding
+ * window, biases, mixture of experts, another activation) and every field it does not know: a
+ * checkpoint is run exactly as its config says, or not at all.
+ *
+ * @example
+ * ```ts
+ * await exportHuggingFace("out/hf", tensors, config, { dtype: "bf16" });
+ * const { config: cfg, tensors: back } = await importHuggingFace("out/hf");
+ * const model = buildModel(cfg, back);
+ * ```
+ * @module
+ */
+import { mkdir, readFile, stat } from "node:fs/promises";
+import { join } from "node:path";
+import {
+  type Dtype,
+  INDEX_FILE,
+  isJsonObject,
+  JsonNumber,
+  type JsonObject,
+  type JsonValue,
+  parseStrictJson,
+  readSafetensors,
+  readSafetensorsIndex,
+  StrictJsonError,
+  type WriteDtype,
+  writeSafetensors,
+} from "./safetensors.ts";
+import { writeAtomic } from "./io.ts";
+import { ConfigError, type ModelConfig, paramShapes, validateConfig } from "../model/config.ts";
+import { BOS, BYTE_VOCAB_SIZE, EOS } from "../model/tokenizer.ts";
+import type { Tensor } from "../model/tensor.ts";
+
+/** The weight dtypes of an export, by ferry's name; with their safetensors and torch names. */
+export const HF_DTYPES = {
+  f32: { safetensors: "F32", torch: "float32" },
+  f16: { safetensors: "F16", torch: "float16" },
+  bf16: { safetensors: "BF16", torch: "bfloat16" },
+} as const satisfies Record<string, { safetensors: WriteDtype; torch: string }>;
+/** A dtype `exportHuggingFace` writes. */
+export type HfDtype = keyof typeof HF_DTYPES;
+
+/** The files of the directory. */
+export const HF_FILES = {
+  config: "config.json",
+  generation: "generation_config.json",
+  weights: "model.safetensors",
+  index: INDEX_FILE,
+  tokenizer: "tokenizer.json",
+  tokenizerConfig: "tokenizer_config.json",
+} as const;
+
+/** The text of ferry's special tokens in tokenizer.json (ids 256 and 257). */
+export const BOS_TOKEN = "<|bos|>";
+export const EOS_TOKEN = "<|eos|>";
+
+/** Why a directory (or an export request) was refused; `field` is a config field or a tensor name. */
+export type HuggingFaceErrorCode =
+  | "MissingFile"
+  | "AmbiguousWeights"
+  | "InvalidJson"
+  | "DuplicateKey"
+  | "MissingField"
+  | "UnknownField"
+  | "UnsupportedField"
+  | "InvalidValue"
+  | "UnsupportedDtype"
+  | "MissingTensor"
+  | "UnknownTensor"
+  | "ShapeMismatch"
+  | "TiedMismatch";
+
+/** A Hugging Face directory that ferry refuses: names the file, the field and what was expected. */
+export class HuggingFaceError extends Error {
+  constructor(
+    readonly path: string,
+    readonly code: HuggingFaceErrorCode,
+    readonly field: string,
+    detail: string,
+  ) {
+    super(`${path}: ${field}: ${detail} (${code})`);
+    this.name = "HuggingFaceError";
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Export
+
+/** Options for `exportHuggingFace`. */
+export interface HfExportOptions {
+  /** Weight dtype; default f32, the lossless one. */
+  dtype?: HfDtype;
+  /**
+   * Write ferry's byte tokenizer (tokenizer.json, tokenizer_config.json, BOS/EOS ids). Default: when
+   * the vocab is exactly the byte tokenizer's 258; a model with another vocab has some other tokenizer.
+   */
+  tokenizer?: boolean;
+}
+
+/**
+ * Writes a Hugging Face Qwen3 directory for a ferry model and returns the paths written.
+ * Each file is written atomically, config.json last, so a directory with a config.json is complete.
+ * A tied model stores `model.embed_tokens.weight` only, as transformers saves tied Qwen3 models.
+ *
+ * @example
+ * ```ts
+ * const files = await exportHuggingFace("out/hf", initParams(PRESETS.tiny, 1), PRESETS.tiny, { dtype: "bf16" });
+ * ```
+ */
+export async function exportHuggingFace(
+  dir: string,
+  tensors: readonly Tensor[],
+  config: ModelConfig,
+  opts: HfExportOptions = {},
+): Promise<string[]> {
+  const dtype = opts.dtype ?? "f32";
+  if (!Object.hasOwn(HF_DTYPES, dtype)) {
+    throw new HuggingFaceError(
+      dir,
+      "UnsupportedDtype",
+      "dtype",
+      `expected one of ${Object.keys(HF_DTYPES).join(", ")}, got ${dtype}`,
+    );
+  }
+  const cfg = checkedConfig({ ...config }, "config");
+  const withTokenizer = opts.tokenizer ?? cfg.vocab_size === BYTE_VOCAB_SIZE;
+  if (withTokenizer && cfg.vocab_size < BYTE_VOCAB_SIZE) {
+    throw new HuggingFaceError(
+      dir,
+      "InvalidValue",
+      "vocab_size",
+      `${cfg.vocab_size} is too small for the byte tokenizer's ${BYTE_VOCAB_SIZE} ids`,
+    );
+  }
+  const weights = modelTensors(tensors, cfg, "tensors");
+  await mkdir(dir, { recursive: true });
+  if (await exists(join(dir, HF_FILES.index))) {
+    // Import would find both a single file and an index and refuse the directory.
+    throw new HuggingFaceError(
+      join(dir, HF_FILES.index),
+      "AmbiguousWeights",
+      HF_FILES.index,
+      "a sharded index is already here; export into an empty directory",
+    );
+  }
+  const written: string[] = [];
+  const put = async (name: string, text: string) => {
+    await writeAtomic(join(dir, name), [new TextEncoder().encode(text)]);
+    written.push(join(dir, name));
+  };
+  await writeSafetensors(join(dir, HF_FILES.weights), weights, { dtype: HF_DTYPES[dtype].safetensors });
+  written.push(join(dir, HF_FILES.weights));
+  await put(HF_FILES.generation, jsonText(generationConfigJson(withTokenizer)));
+  if (withTokenizer) {
+    await put(HF_FILES.tokenizer, jsonText(byteTokenizerJson()));
+    await put(HF_FILES.tokenizerConfig, jsonText(tokenizerConfigJson(cfg)));
+  }
+  await put(HF_FILES.config, jsonText(hfConfigJson(cfg, dtype, withTokenizer)));
+  return written;
+}
+
+/**
+ * config.json for a ferry config: every field transformers' Qwen3Config reads, keys sorted as
+ * transformers writes them, with the values that select exactly ferry's maths.
+ *
+ * @example
+ * ```ts
+ * hfConfigJson(PRESETS.tiny, "bf16", true).torch_dtype; // "bfloat16"
+ * ```
+ */
+export function hfConfigJson(
+  cfg: ModelConfig,
+  dtype: HfDtype,
+  withTokenizer = true,
+): Record<string, unknown> {
+  const out: Record<string, unknown> = {
+    architectures: ["Qwen3ForCausalLM"],
+    attention_bias: false,
+    attention_dropout: 0,
+    ...(withTokenizer ? { bos_token_id: BOS, eos_token_id: EOS } : {}),
+    head_dim: cfg.head_dim,
+    hidden_act: "silu",
+    hidden_size: cfg.hidden_size,
+    initializer_range: 0.02,
+    intermediate_size: cfg.intermediate_size,
+    max_position_embeddings: cfg.max_position_embeddings,
+    max_window_layers: cfg.num_hidden_layers,
+    model_type: "qwen3",
+    num_attention_heads: cfg.num_attention_heads,
+    num_hidden_layers: cfg.num_hidden_layers,
+    num_key_value_heads: cfg.num_key_value_heads,
+    rms_norm_eps: cfg.rms_norm_eps,
+    rope_scaling: null,
+    rope_theta: cfg.rope_theta,
+    sliding_window: null,
+    tie_word_embeddings: cfg.tie_word_embeddings,
+    torch_dtype: HF_DTYPES[dtype].torch,
+    use_cache: true,
+    use_sliding_window: false,
+    vocab_size: cfg.vocab_size,
+  };
+  return out;
+}
+
+/** generation_config.json: the special ids generation starts and stops with, when ferry's tokenizer is shipped. */
+export function generationConfigJson(withTokenizer = true): Record<string, unknown> {
+  return withTokenizer ? { bos_token_id: BOS, eos_token_id: EOS } : {};
+}
+
+/**
+ * GPT-2's byte-to-character table: byte `b` is spelled `BYTE_CHARS[b]` in a byte-level vocab.
+ * Printable Latin-1 bytes stand for themselves; the other 68, in byte order, become U+0100 onward.
+ */
+export const BYTE_CHARS: readonly string[] = (() => {
+  const printable = (b: number) => (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || b >= 0xae;
+  let next = 0x100;
+  return Array.from({ length: 256 }, (_, b) => String.fromCharCode(printable(b) ? b : next++));
+})();
+
+const addedToken = (id: number, content: string) => ({
+  id,
+  content,
+  single_word: false,
+  lstrip: false,
+  rstrip: false,
+  normalized: false,
+  special: true,
+});
+
+/**
+ * tokenizer.json for ferry's byte tokenizer: a byte-level BPE whose vocab is the 256 byte characters
+ * in byte order and whose merges are empty, so every byte is one token with id = byte; BOS and EOS
+ * are added tokens 256 and 257. The post-processor puts BOS first, as ferry's models are trained.
+ * The vocab is a Map because a plain object would move the keys "0".."9" to the front.
+ *
+ * @example
+ * ```ts
+ * await writeFile("tokenizer.json", jsonText(byteTokenizerJson()));
+ * ```
+ */
+export function byteTokenizerJson(): Record<string, unknown> {
+  const byteLevel = { type: "ByteLevel", add_prefix_space: false, trim_offsets: true, use_regex: true };
+  const bos = { SpecialToken: { id: BOS_TOKEN, type_id: 0 } };
+  return {
+    version: "1.0",
+    truncation: null,
+    padding: null,
+    added_tokens: [addedToken(BOS, BOS_TOKEN), addedToken(EOS, EOS_TOKEN)],
+    normalizer: null,
+    pre_tokenizer: byteLevel,
+    post_processor: {
+      type: "TemplateProcessing",
+      single: [bos, { Sequence: { id: "A", type_id: 0 } }],
+      pair: [bos, { Sequence: { id: "A", type_id: 0 } }, { Sequence: { id: "B", type_id: 1 } }],
+      special_tokens: { [BOS_TOKEN]: { id: BOS_TOKEN, ids: [BOS], tokens: [BOS_TOKEN] } },
+    },
+    decoder: byteLevel,
+    model: {
+      type: "BPE",
+      dropout: null,
+      unk_token: null,
+      continuing_subword_prefix: null,
+      end_of_word_suffix: null,
+      fuse_unk: false,
+      byte_fallback: false,
+      ignore_merges: false,
+      vocab: new Map(BYTE_CHARS.map((c, b) => [c, b])),
+      merges: [],
+    },
+  };
+}
+
+/**
+ * tokenizer_config.json. `clean_up_tokenization_spaces` must be false: its default (true) makes
+ * decoding delete spaces before punctuation, and then text would not round-trip.
+ */
+export function tokenizerConfigJson(cfg: ModelConfig): Record<string, unknown> {
+  const decoder = (content: string) => {
+    const { id: _, ...rest } = addedToken(0, content);
+    return rest;
+  };
+  return {
+    added_tokens_decoder: { [BOS]: decoder(BOS_TOKEN), [EOS]: decoder(EOS_TOKEN) },
+    bos_token: BOS_TOKEN,
+    clean_up_tokenization_spaces: false,
+    eos_token: EOS_TOKEN,
+    model_max_length: cfg.max_position_embeddings,
+    tokenizer_class: "PreTrainedTokenizerFast",
+  };
+}
+
+/**
+ * JSON text with two-space indentation and a final newline; a `Map` is written as an object in its
+ * own order.
+ */
+export function jsonText(value: unknown): string {
+  const write = (v: unknown, pad: string): string => {
+    const inner = pad + "  ";
+    if (Array.isArray(v)) {
+      return v.length === 0 ? "[]" : `[\n${v.map((x) => inner + write(x, inner)).join(",\n")}\n${pad}]`;
+    }
+    if (v instanceof Map || (typeof v === "object" && v !== null)) {
+      const entries = v instanceof Map ? [...v] : Object.entries(v);
+      if (entries.length === 0) return "{}";
+      return `{\n${
+        entries.map(([k, x]) => `${inner}${JSON.stringify(String(k))}: ${write(x, inner)}`).join(",\n")
+      }\n${pad}}`;
+    }
+    return JSON.stringify(v);
+  };
+  return write(value, "") + "\n";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Import
+
+/** A directory read back: ferry's config and tensors (in canonical order), and what it was stored as. */
+export interface HfImport {
+  config: ModelConfig;
+  tensors: Tensor[];
+  /** The stored weight dtype, or "mixed" when tensors differ. */
+  dtype: "F32" | "F16" | "BF16" | "mixed";
+  /** The special ids config.json declares (metadata; ferry's byte tokenizer uses 256 and 257). */
+  bosTokenId: number | null;
+  eosTokenId: number | number[] | null;
+}
+
+/**
+ * Reads a Hugging Face Qwen3 directory: config.json checked field by field, then model.safetensors or
+ * model.safetensors.index.json with its shards (f32, f16 or bf16, widened exactly to f32). Any vocab
+ * size is accepted; only ferry's byte tokenizer is ferry's to encode with.
+ *
+ * @example
+ * ```ts
+ * const { config, tensors } = await importHuggingFace("Qwen3-0.6B");
+ * ```
+ */
+export async function importHuggingFace(dir: string): Promise<HfImport> {
+  const configPath = join(dir, HF_FILES.config);
+  let text: string;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true }).decode(await readFile(configPath));
+  } catch (e) {
+    if ((e as { code?: string }).code === "ENOENT") {
+      throw new HuggingFaceError(configPath, "MissingFile", HF_FILES.config, "missing");
+    }
+    if (e instanceof TypeError) {
+      throw new HuggingFaceError(configPath, "InvalidJson", HF_FILES.config, "not valid UTF-8");
+    }
+    throw e;
+  }
+  const { config, bosTokenId, eosTokenId } = configFromHfJson(text, configPath);
+  const single = join(dir, HF_FILES.weights), index = join(dir, HF_FILES.index);
+  const [hasSingle, hasIndex] = [await exists(single), await exists(index)];
+  if (hasSingle && hasIndex) {
+    throw new HuggingFaceError(
+      dir,
+      "AmbiguousWeights",
+      HF_FILES.weights,
+      `both ${HF_FILES.weights} and ${HF_FILES.index} are present`,
+    );
+  }
+  if (!hasSingle && !hasIndex) {
+    throw new HuggingFaceError(
+      dir,
+      "MissingFile",
+      HF_FILES.weights,
+      `expected ${HF_FILES.weights} or ${HF_FILES.index}`,
+    );
+  }
+  const file = hasSingle ? await readSafetensors(single) : await readSafetensorsIndex(index);
+  const tensors = modelTensors(file.tensors, config, file.path);
+  const dtypes = new Set(file.tensors.map((t) => t.dtype));
+  const dtype = dtypes.size === 1 ? [...dtypes][0] as HfImport["dtype"] : "mixed";
+  return { config, tensors, dtype, bosTokenId, eosTokenId };
+}
+
+/** What one config.json field must be: `ok` decides, `expect` says it in words. */
+export interface HfFieldRule {
+  expect: string;
+  ok: (v: JsonValue, all: JsonObject) => boolean;
+  /** Set when another value would change the computation. */
+  maths?: true;
+}
+type Rule = HfFieldRule;
+
+const isInt = (v: JsonValue) =>
+  v instanceof JsonNumber && /^(?:0|[1-9][0-9]*)$/.test(v.text) && v.value <= Number.MAX_SAFE_INTEGER;
+const isNum = (v: JsonValue) => v instanceof JsonNumber && Number.isFinite(v.value);
+const isIntOrNull = (v: JsonValue) => v === null || isInt(v);
+const SHAPE_INT: Rule = { expect: "a positive integer", ok: (v) => isInt(v) && (v as JsonNumber).value > 0 };
+const POSITIVE: Rule = {
+  expect: "a positive finite number",
+  ok: (v) => isNum(v) && (v as JsonNumber).value > 0,
+};
+const TORCH_DTYPE: Rule = {
+  expect: '"float32", "float16" or "bfloat16"',
+  ok: (v) => ["float32", "float16", "bfloat16"].includes(v as string),
+};
+const STRING: Rule = { expect: "a string", ok: (v) => typeof v === "string" };
+
+/**
+ * Every config.json field ferry accepts, with what it must be. `maths` marks a field whose other values
+ * would change the computation: refusing those is `UnsupportedField`, the rest `InvalidValue`.
+ */
+export const HF_CONFIG_FIELDS: Readonly<Record<string, Rule>> = {
+  vocab_size: SHAPE_INT,
+  hidden_size: SHAPE_INT,
+  intermediate_size: SHAPE_INT,
+  num_hidden_layers: SHAPE_INT,
+  num_attention_heads: SHAPE_INT,
+  num_key_value_heads: SHAPE_INT,
+  head_dim: SHAPE_INT,
+  max_position_embeddings: SHAPE_INT,
+  rms_norm_eps: POSITIVE,
+  rope_theta: POSITIVE,
+  tie_word_embeddings: { expect: "true or false", ok: (v) => typeof v === "boolean" },
+  model_type: { expect: '"qwen3"', ok: (v) => v === "qwen3", maths: true },
+  architectures: {
+    expect: '["Qwen3ForCausalLM"]',
+    ok: (v) => Array.isArray(v) && v.length === 1 && v[0] === "Qwen3ForCausalLM",
+    maths: true,
+  },
+  hidden_act: { expect: '"silu"', ok: (v) => v === "silu", maths: true },
+  attention_bias: { expect: "false (ferry's attention has no biases)", ok: (v) => v === false, maths: true },
+  mlp_bias: { expect: "false (ferry's MLP has no biases)", ok: (v) => v === false, maths: true },
+  rope_scaling: { expect: "null (plain RoPE)", ok: (v) => v === null, maths: true },
+  rope_parameters: {
+    expect: '{"rope_type": "default", "rope_theta": <number>} (plain RoPE)',
+    ok: (v) =>
+      isJsonObject(v) && v.rope_type === "default" && isNum(v.rope_theta) && Object.keys(v).length === 2,
+    maths: true,
+  },
+  use_sliding_window: {
+    expect: "false (ferry attends to every earlier position)",
+    ok: (v) => v === false,
+    maths: true,
+  },
+  layer_types: {
+    expect: '"full_attention" for every layer',
+    ok: (v, all) =>
+      Array.isArray(v) && v.every((x) => x === "full_attention") &&
+      all.num_hidden_layers instanceof JsonNumber && v.length === all.num_hidden_layers.value,
+    maths: true,
+  },
+  // Read only when use_sliding_window is true, which is refused above.
+  sliding_window: { expect: "an integer or null", ok: isIntOrNull },
+  max_window_layers: { expect: "an integer", ok: isInt },
+  // Dropout is off at inference, so any training-time rate runs the same maths.
+  attention_dropout: {
+    expect: "a number in [0, 1)",
+    ok: (v) => isNum(v) && (v as JsonNumber).value >= 0 && (v as JsonNumber).value < 1,
+  },
+  initializer_range: { expect: "a non-negative number", ok: (v) => isNum(v) && (v as JsonNumber).value >= 0 },
+  use_cache: { expect: "true or false", ok: (v) => typeof v === "boolean" },
+  torch_dtype: TORCH_DTYPE,
+  dtype: TORCH_DTYPE,
+  bos_token_id: { expect: "an integer or null", ok: isIntOrNull },
+  pad_token_id: { expect: "an integer or null", ok: isIntOrNull },
+  eos_token_id: {
+    expect: "an integer, a list of integers or null",
+    ok: (v) => isIntOrNull(v) || (Array.isArray(v) && v.every(isInt)),
+  },
+  transformers_version: STRING,
+  _name_or_path: STRING,
+};
+
+/** Config fields of models ferry does not implement, refused whatever their value. */
+export const HF_REFUSED_FIELDS: Readonly<Record<string, string>> = {
+  num_experts: "mixture of experts (Qwen3-MoE)",
+  num_experts_per_tok: "mixture of experts (Qwen3-MoE)",
+  moe_intermediate_size: "mixture of experts (Qwen3-MoE)",
+  decoder_sparse_step: "mixture of experts (Qwen3-MoE)",
+  mlp_only_layers: "mixture of experts (Qwen3-MoE)",
+  norm_topk_prob: "mixture of experts (Qwen3-MoE)",
+  output_router_logits: "mixture of experts (Qwen3-MoE)",
+  router_aux_loss_coef: "mixture of experts (Qwen3-MoE)",
+  quantization_config: "a quantized checkpoint",
+  partial_rotary_factor: "partial RoPE",
+};
+
+const REQUIRED = [
+  "model_type",
+  "vocab_size",
+  "hidden_size",
+  "intermediate_size",
+  "num_hidden_layers",
+  "num_attention_heads",
+  "num_key_value_heads",
+  "head_dim",
+  "max_position_embeddings",
+  "rms_norm_eps",
+  "tie_word_embeddings",
+];
+
+/**
+ * Turns config.json text into ferry's config, refusing by name anything ferry would have to ignore or
+ * guess: a field that changes the maths, an unknown field, a missing shape field (transformers would
+ * fill in a default, e.g. head_dim 128, that may not be the trained one), an integer written `16.0`.
+ *
+ * @example
+ * ```ts
+ * const { config } = configFromHfJson(await readFile("config.json", "utf8"), "config.json");
+ * ```
+ */
+export function configFromHfJson(
+  text: string,
+  path: string,
+): { config: ModelConfig; bosTokenId: number | null; eosTokenId: number | number[] | null } {
+  const err = (code: HuggingFaceErrorCode, field: string, detail: string) =>
+    new HuggingFaceError(path, code, field, detail);
+  let root: JsonValue;
+  try {
+    root = parseStrictJson(text);
+  } catch (e) {
+    if (!(e instanceof StrictJsonError)) throw e;
+    throw err(e.code, e.at || "config", e.message);
+  }
+  if (!isJsonObject(root)) throw err("InvalidJson", "config", "expected a JSON object");
+  for (const [key, v] of Object.entries(root)) {
+    if (Object.hasOwn(HF_REFUSED_FIELDS, key)) {
+      throw err("UnsupportedField", key, `${HF_REFUSED_FIELDS[key]} is not supported`);
+    }
+    const rule = HF_CONFIG_FIELDS[key];
+    if (!rule) {
+      throw err("UnknownField", key, "ferry does not know this field, and refuses what it cannot check");
+    }
+    if (!rule.ok(v, root)) {
+      throw rule.maths
+        ? err(
+          "UnsupportedField",
+          key,
+          `${show(v)} changes the model's maths; ferry implements only ${rule.expect}`,
+        )
+        : err("InvalidValue", key, `expected ${rule.expect}, got ${show(v)}`);
+    }
+  }
+  for (const key of REQUIRED) {
+    if (!(key in root)) throw err("MissingField", key, "missing (ferry does not guess a default)");
+  }
+  const fromParams = isJsonObject(root.rope_parameters)
+    ? root.rope_parameters.rope_theta as JsonNumber
+    : undefined;
+  const top = root.rope_theta as JsonNumber | undefined;
+  if (!top && !fromParams) {
+    throw err("MissingField", "rope_theta", "missing (neither rope_theta nor rope_parameters.rope_theta)");
+  }
+  if (top && fromParams && top.value !== fromParams.value) {
+    throw err(
+      "InvalidValue",
+      "rope_theta",
+      `${top.text} disagrees with rope_parameters.rope_theta ${fromParams.text}`,
+    );
+  }
+  const raw: Record<string, unknown> = { rope_theta: (top ?? fromParams)!.value };
+  for (const key of REQUIRED.slice(1)) {
+    raw[key] = root[key] instanceof JsonNumber ? (root[key] as JsonNumber).value : root[key];
+  }
+  const config = checkedConfig(raw, path);
+  const num = (v: JsonValue | undefined) => v instanceof JsonNumber ? v.value : null;
+  const eos = root.eos_token_id;
+  return {
+    config,
+    bosTokenId: num(root.bos_token_id),
+    eosTokenId: Array.isArray(eos) ? eos.map((x) => (x as JsonNumber).value) : num(eos),
+  };
+}
+
+function checkedConfig(raw: Record<string, unknown>, where: string): ModelConfig {
+  try {
+    return validateConfig(raw, where);
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      throw new HuggingFaceError(
+        where,
+        "InvalidValue",
+        e.field,
+        e.message.replace(/^.*?: config field '[^']*': /, ""),
+      );
+    }
+    throw e;
+  }
+}
+
+/**
+ * Matches stored tensors to the config: each expected tensor present with its shape, nothing extra,
+ * f32/f16/bf16 only. A tied model's lm_head is accepted only as an exact copy of the embedding (some
+ * writers store both) and dropped. Returns plain f32 tensors in canonical order.
+ */
+function modelTensors(
+  stored: readonly (Tensor & { dtype?: Dtype })[],
+  cfg: ModelConfig,
+  where: string,
+): Tensor[] {
+  const byName = new Map(stored.map((t) => [t.name, t]));
+  for (const t of stored) {
+    if (t.dtype !== undefined && t.dtype !== "F32" && t.dtype !== "F16" && t.dtype !== "BF16") {
+      throw new HuggingFaceError(
+        where,
+        "UnsupportedDtype",
+        t.name,
+        `stored as ${t.dtype}; expected F32, F16 or BF16`,
+      );
+    }
+  }
+  const lm = byName.get("lm_head.weight"), embed = byName.get("model.embed_tokens.weight");
+  if (cfg.tie_word_embeddings && lm) {
+    if (!embed || !sameBits(lm, embed)) {
+      throw new HuggingFaceError(
+        where,
+        "TiedMismatch",
+        "lm_head.weight",
+        "tie_word_embeddings is true but lm_head.weight differs from model.embed_tokens.weight",
+      );
+    }
+    byName.delete("lm_head.weight");
+  }
+  const out: Tensor[] = [];
+  for (const { name, dims } of paramShapes(cfg)) {
+    const t = byName.get(name);
+    if (!t) throw new HuggingFaceError(where, "MissingTensor", name, `missing (expected dims [${dims}])`);
+    if (t.dims.length !== dims.length || t.dims.some((d, i) => d !== dims[i])) {
+      throw new HuggingFaceError(
+        where,
+        "ShapeMismatch",
+        name,
+        `dims [${t.dims}], but config.json implies [${dims}]`,
+      );
+    }
+    if (t.data.length !== t.dims.reduce((a, b) => a * b, 1)) {
+      throw new HuggingFaceError(
+        where,
+        "ShapeMismatch",
+        name,
+        `${t.data.length} values for dims [${t.dims}]`,
+      );
+    }
+    out.push({ name, dims: [...dims], data: t.data });
+    byName.delete(name);
+  }
+  const extra = [...byName.keys()][0];
+  if (extra !== undefined) {
+    const why = /\.bias$/.test(extra)
+      ? "biases are not part of ferry's Qwen3"
+      : "not a tensor of this config's model";
+    throw new HuggingFaceError(where, "UnknownTensor", extra, why);
+  }
+  return out;
+}
+
+function sameBits(a: Tensor, b: Tensor): boolean {
+  if (a.dims.join() !== b.dims.join() || a.data.length !== b.data.length) return false;
+  const x = new Uint32Array(a.data.buffer, a.data.byteOffset, a.data.length);
+  const y = new Uint32Array(b.data.buffer, b.data.byteOffset, b.data.length);
+  return x.every((v, i) => v === y[i]);
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await stat(path);
+    return true;
+  } catch (e) {
+    if ((e as { code?: string }).code === "ENOENT") return false;
+    throw e;
+  }
+}
+
+function show(v: JsonValue | undefined): string {
+  const text = (x: JsonValue): string =>
+    x instanceof JsonNumber
+      ? x.text
+      : Array.isArray(x)
+      ? `[${x.map(text).join(", ")}]`
+      : isJsonObject(x)
+      ? `{${Object.entries(x).map(([k, y]) => `${JSON.stringify(k)}: ${text(y)}`).join(", ")}}`
+      : JSON.stringify(x);
+  const s = v === undefined ? "nothing" : text(v);
+  return s.length > 80 ? s.slice(0, 77) + "..." : s;
+}

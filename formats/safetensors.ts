@@ -1,0 +1,796 @@
+/**
+ * safetensors: a writer and a strict reader, and the sharded `model.safetensors.index.json` layout.
+ * The spec as ferry reads it is formats/safetensors.md.
+ *
+ * The reader enforces every rule of the reference (Rust) implementation and refuses a few things it
+ * lets through: duplicate keys anywhere, numbers that are not plain integer literals or that exceed
+ * 2^53 - 1, unknown fields in a tensor entry, BOOL bytes other than 0 and 1. Every refusal is a
+ * `SafetensorsError` with its own `code`.
+ *
+ * @example
+ * ```ts
+ * await writeSafetensors("out/model.safetensors", tensors, { dtype: "BF16" });
+ * const { metadata, tensors: back } = await readSafetensors("out/model.safetensors");
+ * back[0].dtype; // "BF16"; back[0].data is the exact f32 widening
+ * ```
+ * @module
+ */
+import { open, readFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from "./float16.ts";
+import { f32Bytes, LITTLE_ENDIAN, openAtomic } from "./io.ts";
+import { numel, type Tensor } from "../model/tensor.ts";
+
+/** The element types ferry reads, with their size in bytes. */
+export const DTYPE_BYTES = {
+  F64: 8,
+  F32: 4,
+  F16: 2,
+  BF16: 2,
+  I64: 8,
+  I32: 4,
+  I16: 2,
+  I8: 1,
+  U8: 1,
+  BOOL: 1,
+} as const;
+
+/** A safetensors dtype ferry reads. */
+export type Dtype = keyof typeof DTYPE_BYTES;
+
+/** The dtypes ferry writes: the float types a model is stored in. */
+export const WRITE_DTYPES = ["F32", "F16", "BF16"] as const;
+/** A dtype ferry writes. */
+export type WriteDtype = typeof WRITE_DTYPES[number];
+
+// Valid in the reference implementation but not read by ferry: named so the error can say so.
+const OTHER_REFERENCE_DTYPES = new Set([
+  "F4",
+  "F6_E2M3",
+  "F6_E3M2",
+  "U16",
+  "U32",
+  "U64",
+  "C64",
+  "F8_E5M2",
+  "F8_E4M3",
+  "F8_E8M0",
+  "F8_E4M3FNUZ",
+  "F8_E5M2FNUZ",
+]);
+
+/** The reference implementation's header limit, in bytes (decimal: 10^8, not 100 MiB). */
+export const MAX_HEADER_BYTES = 100_000_000;
+/** The key of the string-to-string metadata map in the header. */
+export const METADATA_KEY = "__metadata__";
+/** The index file of a sharded checkpoint. */
+export const INDEX_FILE = "model.safetensors.index.json";
+
+/**
+ * Why a file was refused. Each code is one rule; formats/safetensors.md lists them all.
+ * The first group mirrors the reference implementation's errors; the rest are ferry's stricter rules.
+ */
+export type SafetensorsErrorCode =
+  | "HeaderTooSmall"
+  | "HeaderTooLarge"
+  | "InvalidHeaderLength"
+  | "InvalidUtf8"
+  | "InvalidJson"
+  | "DuplicateKey"
+  | "NotAnInteger"
+  | "IntegerTooLarge"
+  | "HeaderNotObject"
+  | "InvalidMetadata"
+  | "InvalidTensorEntry"
+  | "MissingField"
+  | "UnknownField"
+  | "UnsupportedDtype"
+  | "InvalidOffset"
+  | "ValidationOverflow"
+  | "TensorInvalidInfo"
+  | "MetadataIncompleteBuffer"
+  | "InvalidBool"
+  | "InvalidIndex"
+  | "ShardMismatch"
+  | "InvalidTensor"
+  | "ReservedName";
+
+/** A safetensors file (or index) that was refused: names the file, the field and the rule. */
+export class SafetensorsError extends Error {
+  constructor(
+    readonly path: string,
+    readonly code: SafetensorsErrorCode,
+    readonly field: string,
+    detail: string,
+  ) {
+    super(`${path}: ${field}: ${detail} (${code})`);
+    this.name = "SafetensorsError";
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Strict JSON
+
+/** A JSON number kept as its source text, so a caller can tell `4` from `4.0` and see past 2^53. */
+export class JsonNumber {
+  constructor(readonly text: string) {}
+  /** The number's value as a JS number (rounded like `JSON.parse` would). */
+  get value(): number {
+    return Number(this.text);
+  }
+}
+
+/** A JSON value as `parseStrictJson` returns it; objects have a null prototype. */
+export type JsonValue = null | boolean | string | JsonNumber | JsonValue[] | JsonObject;
+/** A JSON object: own keys only, in source order. */
+export interface JsonObject {
+  [key: string]: JsonValue;
+}
+
+/** A JSON syntax error or a duplicate key; `at` is the path of the value being read. */
+export class StrictJsonError extends Error {
+  constructor(
+    readonly code: "InvalidJson" | "DuplicateKey",
+    readonly at: string,
+    readonly offset: number,
+    detail: string,
+  ) {
+    super(`${at || "(top level)"}: ${detail} at character ${offset}`);
+    this.name = "StrictJsonError";
+  }
+}
+
+/** True when `v` is a JSON object (not an array, not null). */
+export function isJsonObject(v: JsonValue | undefined): v is JsonObject {
+  return typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof JsonNumber);
+}
+
+const NUMBER = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y;
+// JSON forbids raw control characters in strings, so the plain run stops at them too.
+// deno-lint-ignore no-control-regex
+const PLAIN_CHARS = /[^"\\\u0000-\u001f]*/y;
+const ESCAPES: Record<string, string> = {
+  '"': '"',
+  "\\": "\\",
+  "/": "/",
+  b: "\b",
+  f: "\f",
+  n: "\n",
+  r: "\r",
+  t: "\t",
+};
+
+/**
+ * Parses RFC 8259 JSON strictly, the way serde_json does: a duplicate key, a lone surrogate escape,
+ * nesting deeper than `maxDepth` or anything but whitespace after the value is an error.
+ * Hand-written because `JSON.parse` silently keeps the last of duplicate keys and turns `4.0` into `4`.
+ *
+ * @example
+ * ```ts
+ * parseStrictJson('{"a": [4.0]}'); // { a: [JsonNumber { text: "4.0" }] }
+ * parseStrictJson('{"a": 1, "a": 2}'); // throws StrictJsonError, code "DuplicateKey"
+ * ```
+ */
+export function parseStrictJson(text: string, maxDepth = 128): JsonValue {
+  let i = 0;
+  const path: Array<string | number> = [];
+  const where = () => path.map((p, k) => typeof p === "number" ? `[${p}]` : k === 0 ? p : `.${p}`).join("");
+  const fail = (detail: string, code: "InvalidJson" | "DuplicateKey" = "InvalidJson"): never => {
+    throw new StrictJsonError(code, where(), i, detail);
+  };
+  const skipSpace = () => {
+    for (
+      let c = text.charCodeAt(i);
+      c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d;
+      c = text.charCodeAt(++i)
+    );
+  };
+  const hex4 = (): number => {
+    const h = text.slice(i, i + 4);
+    if (!/^[0-9a-fA-F]{4}$/.test(h)) fail("bad \\u escape");
+    i += 4;
+    return parseInt(h, 16);
+  };
+  const readString = (): string => {
+    i++; // the opening quote
+    let out = "";
+    for (;;) {
+      PLAIN_CHARS.lastIndex = i;
+      PLAIN_CHARS.test(text);
+      out += text.slice(i, PLAIN_CHARS.lastIndex);
+      i = PLAIN_CHARS.lastIndex;
+      const c = text[i];
+      if (c === '"') return i++, out;
+      if (c === undefined) fail("unterminated string");
+      if (c !== "\\") fail("control character in string (must be escaped)");
+      const e = text[++i];
+      i++;
+      if (e in ESCAPES) {
+        out += ESCAPES[e];
+        continue;
+      }
+      if (e !== "u") i--, fail(`unknown escape \\${e ?? ""}`);
+      const u = hex4();
+      if (u >= 0xdc00 && u <= 0xdfff) i -= 6, fail("lone trailing surrogate in \\u escape");
+      if (u >= 0xd800 && u <= 0xdbff) {
+        if (text.slice(i, i + 2) !== "\\u") fail("lone leading surrogate in \\u escape");
+        i += 2;
+        const lo = hex4();
+        if (lo < 0xdc00 || lo > 0xdfff) i -= 6, fail("lone leading surrogate in \\u escape");
+        out += String.fromCharCode(u, lo);
+      } else out += String.fromCharCode(u);
+    }
+  };
+  const readValue = (depth: number): JsonValue => {
+    skipSpace();
+    const c = text[i];
+    if (c === "{" || c === "[") {
+      if (depth >= maxDepth) fail(`nested deeper than ${maxDepth} levels`);
+      i++;
+      skipSpace();
+      const close = c === "{" ? "}" : "]";
+      const obj: JsonObject = Object.create(null);
+      const arr: JsonValue[] = [];
+      if (text[i] === close) return i++, c === "{" ? obj : arr;
+      for (;;) {
+        skipSpace();
+        if (c === "{") {
+          if (text[i] !== '"') fail("expected a string key");
+          const key = readString();
+          skipSpace();
+          if (text[i] !== ":") fail("expected ':' after a key");
+          i++;
+          path.push(key);
+          if (Object.hasOwn(obj, key)) fail(`key ${JSON.stringify(key)} appears twice`, "DuplicateKey");
+          obj[key] = readValue(depth + 1);
+        } else {
+          path.push(arr.length);
+          arr.push(readValue(depth + 1));
+        }
+        path.pop();
+        skipSpace();
+        if (text[i] === ",") i++;
+        else if (text[i] === close) return i++, c === "{" ? obj : arr;
+        else fail(`expected ',' or '${close}'`);
+      }
+    }
+    if (c === '"') return readString();
+    for (const [word, v] of [["true", true], ["false", false], ["null", null]] as const) {
+      if (text.startsWith(word, i)) return i += word.length, v;
+    }
+    NUMBER.lastIndex = i;
+    if (NUMBER.test(text)) {
+      const n = new JsonNumber(text.slice(i, NUMBER.lastIndex));
+      i = NUMBER.lastIndex;
+      return n;
+    }
+    return fail(c === undefined ? "unexpected end of input" : `unexpected character ${JSON.stringify(c)}`);
+  };
+  const value = readValue(0);
+  skipSpace();
+  if (i !== text.length) fail("trailing characters after the JSON value");
+  return value;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Header
+
+/** One tensor as the header describes it. `begin`/`end` are relative to the data buffer. */
+export interface SafetensorsEntry {
+  name: string;
+  dtype: Dtype;
+  dims: number[];
+  begin: number;
+  end: number;
+}
+
+/** A checked header: everything needed to read the data, nothing left to trust. */
+export interface SafetensorsHeader {
+  /** The `__metadata__` map (empty when absent). */
+  metadata: Record<string, string>;
+  /** Tensors in data order (by offsets). */
+  entries: SafetensorsEntry[];
+  /** Byte offset of the data buffer in the file: 8 + header length. */
+  dataStart: number;
+}
+
+const ENTRY_FIELDS = ["dtype", "shape", "data_offsets"];
+const PLAIN_INTEGER = /^(?:0|[1-9][0-9]*)$/;
+
+/**
+ * Checks a file's header: `bytes` is the start of the file (at least 8 + header length bytes; the
+ * whole file is fine) and `fileSize` its full size. The 100,000,000-byte limit is checked before
+ * anything is decoded. Throws `SafetensorsError` naming `path`, the field and the rule.
+ *
+ * @example
+ * ```ts
+ * const { entries, dataStart } = parseSafetensorsHeader(bytes, bytes.length, "model.safetensors");
+ * ```
+ */
+export function parseSafetensorsHeader(
+  bytes: Uint8Array,
+  fileSize = bytes.length,
+  path = "safetensors",
+): SafetensorsHeader {
+  const err = (code: SafetensorsErrorCode, field: string, detail: string) =>
+    new SafetensorsError(path, code, field, detail);
+  const n = headerLength(bytes, fileSize, path);
+  if (bytes.length < 8 + n) {
+    throw new RangeError(`parseSafetensorsHeader needs the first ${8 + n} bytes, got ${bytes.length}`);
+  }
+  let text: string;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes.subarray(8, 8 + n));
+  } catch {
+    throw err("InvalidUtf8", "header", "the header is not valid UTF-8");
+  }
+  let root: JsonValue;
+  try {
+    root = parseStrictJson(text);
+  } catch (e) {
+    if (!(e instanceof StrictJsonError)) throw e;
+    throw err(
+      e.code,
+      e.at || "header",
+      e.code === "DuplicateKey" ? `duplicate key: ${e.message}` : `not valid JSON: ${e.message}`,
+    );
+  }
+  if (!isJsonObject(root)) throw err("HeaderNotObject", "header", "expected a JSON object");
+  const metadata: Record<string, string> = {};
+  const entries: SafetensorsEntry[] = [];
+  for (const [name, v] of Object.entries(root)) {
+    if (name === METADATA_KEY) {
+      if (v === null) continue; // the reference reads null as absent
+      if (!isJsonObject(v)) throw err("InvalidMetadata", name, "expected an object of strings");
+      for (const [k, s] of Object.entries(v)) {
+        if (typeof s !== "string") {
+          throw err("InvalidMetadata", `${name}.${k}`, `expected a string, got ${describe(s)}`);
+        }
+        metadata[k] = s;
+      }
+      continue;
+    }
+    if (!isJsonObject(v)) throw err("InvalidTensorEntry", name, `expected an object, got ${describe(v)}`);
+    for (const k of Object.keys(v)) {
+      if (!ENTRY_FIELDS.includes(k)) {
+        throw err("UnknownField", `${name}.${k}`, `expected only ${ENTRY_FIELDS.join(", ")}`);
+      }
+    }
+    for (const k of ENTRY_FIELDS) if (!(k in v)) throw err("MissingField", `${name}.${k}`, "missing");
+    const { dtype, shape, data_offsets: offsets } = v;
+    if (typeof dtype !== "string") {
+      throw err("InvalidTensorEntry", `${name}.dtype`, `expected a string, got ${describe(dtype)}`);
+    }
+    if (!Object.hasOwn(DTYPE_BYTES, dtype)) {
+      const why = OTHER_REFERENCE_DTYPES.has(dtype)
+        ? "a safetensors dtype ferry does not read"
+        : "not a safetensors dtype";
+      throw err(
+        "UnsupportedDtype",
+        `${name}.dtype`,
+        `${JSON.stringify(dtype)} is ${why} (expected one of ${Object.keys(DTYPE_BYTES).join(", ")})`,
+      );
+    }
+    if (!Array.isArray(shape)) {
+      throw err(
+        "InvalidTensorEntry",
+        `${name}.shape`,
+        `expected an array of integers, got ${describe(shape)}`,
+      );
+    }
+    if (!Array.isArray(offsets) || offsets.length !== 2) {
+      throw err(
+        "InvalidTensorEntry",
+        `${name}.data_offsets`,
+        `expected [begin, end], got ${describe(offsets)}`,
+      );
+    }
+    const int = (x: JsonValue, field: string): number => {
+      if (!(x instanceof JsonNumber)) {
+        throw err("InvalidTensorEntry", field, `expected an integer, got ${describe(x)}`);
+      }
+      if (!PLAIN_INTEGER.test(x.text)) {
+        throw err("NotAnInteger", field, `expected a non-negative integer literal, got ${x.text}`);
+      }
+      if (x.value > Number.MAX_SAFE_INTEGER) {
+        throw err("IntegerTooLarge", field, `${x.text} is above 2^53 - 1`);
+      }
+      return x.value;
+    };
+    entries.push({
+      name,
+      dtype: dtype as Dtype,
+      dims: shape.map((d, k) => int(d, `${name}.shape[${k}]`)),
+      begin: int(offsets[0], `${name}.data_offsets[0]`),
+      end: int(offsets[1], `${name}.data_offsets[1]`),
+    });
+  }
+  // The reference's order of checks: walk tensors by offset; each must start where the last ended.
+  entries.sort((a, b) => a.begin - b.begin || a.end - b.end);
+  let cursor = 0;
+  for (const e of entries) {
+    if (e.begin !== cursor || e.end < e.begin) {
+      const why = e.end < e.begin
+        ? "end is before begin"
+        : e.begin > cursor
+        ? `leaves a hole (expected begin ${cursor})`
+        : `overlaps the tensor before it (expected begin ${cursor})`;
+      throw err("InvalidOffset", `${e.name}.data_offsets`, `[${e.begin}, ${e.end}] ${why}`);
+    }
+    cursor = e.end;
+    const bytes = e.dims.reduce((p, d) => p * BigInt(d), 1n) * BigInt(DTYPE_BYTES[e.dtype]);
+    if (bytes > BigInt(Number.MAX_SAFE_INTEGER)) {
+      throw err(
+        "ValidationOverflow",
+        `${e.name}.shape`,
+        `[${e.dims}] × ${DTYPE_BYTES[e.dtype]} bytes overflows (above 2^53 - 1)`,
+      );
+    }
+    if (BigInt(e.end - e.begin) !== bytes) {
+      throw err(
+        "TensorInvalidInfo",
+        e.name,
+        `${e.dtype} [${e.dims}] needs ${bytes} bytes but data_offsets span ${e.end - e.begin}`,
+      );
+    }
+  }
+  const dataStart = 8 + n;
+  if (BigInt(dataStart) + BigInt(cursor) !== BigInt(fileSize)) {
+    throw err(
+      "MetadataIncompleteBuffer",
+      "data",
+      `tensors cover ${cursor} bytes but the data buffer holds ${fileSize - dataStart}`,
+    );
+  }
+  return { metadata, entries, dataStart };
+}
+
+/** The header length N from the first 8 bytes, checked against the limit and the file size. */
+function headerLength(first8: Uint8Array, fileSize: number, path: string): number {
+  if (fileSize < 8) {
+    throw new SafetensorsError(
+      path,
+      "HeaderTooSmall",
+      "header length",
+      `the file has ${fileSize} bytes, fewer than the 8-byte length prefix`,
+    );
+  }
+  if (first8.length < 8) throw new RangeError("the header length needs the file's first 8 bytes");
+  const n = new DataView(first8.buffer, first8.byteOffset, 8).getBigUint64(0, true);
+  if (n > BigInt(MAX_HEADER_BYTES)) {
+    throw new SafetensorsError(
+      path,
+      "HeaderTooLarge",
+      "header length",
+      `${n} bytes is above the limit of ${MAX_HEADER_BYTES}`,
+    );
+  }
+  if (8n + n > BigInt(fileSize)) {
+    throw new SafetensorsError(
+      path,
+      "InvalidHeaderLength",
+      "header length",
+      `8 + ${n} runs past the end of the ${fileSize}-byte file`,
+    );
+  }
+  return Number(n);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading
+
+/** A tensor read from safetensors: ferry's f32 tensor plus the dtype it was stored in. */
+export interface SafetensorsTensor extends Tensor {
+  dtype: Dtype;
+}
+
+/** What a reader gives back: every tensor, checked and decoded, and the metadata. */
+export interface SafetensorsFile {
+  path: string;
+  metadata: Record<string, string>;
+  /** In data order for one file; shard by shard for an index. */
+  tensors: SafetensorsTensor[];
+}
+
+/**
+ * Reads and checks a whole file. The header length is checked before the header is read; the header
+ * is checked before any tensor is read. `data` is f32: exact for F32, F16, BF16, I16, I8, U8 and BOOL
+ * (0 or 1); F64, I64 and I32 values are rounded to the nearest f32.
+ *
+ * @example
+ * ```ts
+ * const { tensors } = await readSafetensors("model.safetensors");
+ * ```
+ */
+export async function readSafetensors(path: string): Promise<SafetensorsFile> {
+  if (!LITTLE_ENDIAN) throw new Error("ferry needs a little-endian host");
+  const fh = await open(path, "r");
+  try {
+    const size = (await fh.stat()).size;
+    const first8 = await readAt(fh, new Uint8Array(Math.min(8, size)), 0);
+    const n = headerLength(first8, size, path);
+    const head = new Uint8Array(8 + n);
+    head.set(first8);
+    await readAt(fh, head.subarray(8), 8);
+    const header = parseSafetensorsHeader(head, size, path);
+    const tensors: SafetensorsTensor[] = [];
+    for (const e of header.entries) {
+      const count = numel(e.dims);
+      const raw = new Uint8Array(e.end - e.begin);
+      await readAt(fh, raw, header.dataStart + e.begin);
+      tensors.push({ name: e.name, dims: e.dims, dtype: e.dtype, data: decode(raw, e, count, path) });
+    }
+    return { path, metadata: header.metadata, tensors };
+  } finally {
+    await fh.close();
+  }
+}
+
+type Handle = Awaited<ReturnType<typeof open>>;
+
+async function readAt(fh: Handle, into: Uint8Array, position: number): Promise<Uint8Array> {
+  for (let off = 0; off < into.length;) {
+    const { bytesRead } = await fh.read(into, off, into.length - off, position + off);
+    if (bytesRead === 0) throw new Error(`file ended early at byte ${position + off}`);
+    off += bytesRead;
+  }
+  return into;
+}
+
+/** Stored bytes (little-endian, a fresh buffer so aligned) to f32 values. */
+function decode(raw: Uint8Array, e: SafetensorsEntry, count: number, path: string): Float32Array {
+  const buf = raw.buffer as ArrayBuffer;
+  switch (e.dtype) {
+    case "F32":
+      return new Float32Array(buf, 0, count);
+    case "F16":
+      return f16ToF32(new Uint16Array(buf, 0, count));
+    case "BF16":
+      return bf16ToF32(new Uint16Array(buf, 0, count));
+    case "F64":
+      return Float32Array.from(new Float64Array(buf, 0, count));
+    case "I64":
+      return Float32Array.from(new BigInt64Array(buf, 0, count), Number);
+    case "I32":
+      return Float32Array.from(new Int32Array(buf, 0, count));
+    case "I16":
+      return Float32Array.from(new Int16Array(buf, 0, count));
+    case "I8":
+      return Float32Array.from(new Int8Array(buf, 0, count));
+    case "U8":
+      return Float32Array.from(raw);
+    case "BOOL": {
+      const bad = raw.findIndex((b) => b > 1);
+      if (bad >= 0) {
+        throw new SafetensorsError(
+          path,
+          "InvalidBool",
+          e.name,
+          `element ${bad} is byte ${raw[bad]}, expected 0 or 1`,
+        );
+      }
+      return Float32Array.from(raw);
+    }
+  }
+}
+
+/**
+ * Reads a sharded checkpoint through its index (`model.safetensors.index.json`): every shard is read
+ * strictly, and the tensors each shard holds must be exactly the ones the index assigns to it.
+ * Shard names must be plain file names in the index's directory.
+ *
+ * @example
+ * ```ts
+ * const { tensors } = await readSafetensorsIndex("qwen3/model.safetensors.index.json");
+ * ```
+ */
+export async function readSafetensorsIndex(indexPath: string): Promise<SafetensorsFile> {
+  const err = (field: string, detail: string) =>
+    new SafetensorsError(indexPath, "InvalidIndex", field, detail);
+  let root: JsonValue;
+  try {
+    const text = new TextDecoder("utf-8", { fatal: true }).decode(await readFile(indexPath));
+    root = parseStrictJson(text);
+  } catch (e) {
+    if (e instanceof StrictJsonError) {
+      throw new SafetensorsError(indexPath, e.code, e.at || "index", e.message);
+    }
+    if (e instanceof TypeError) {
+      throw new SafetensorsError(indexPath, "InvalidUtf8", "index", "not valid UTF-8");
+    }
+    throw e;
+  }
+  if (!isJsonObject(root)) throw err("index", "expected a JSON object");
+  for (const k of Object.keys(root)) {
+    if (k !== "metadata" && k !== "weight_map") {
+      throw err(k, "unknown field (expected metadata, weight_map)");
+    }
+  }
+  if (root.metadata !== undefined && root.metadata !== null && !isJsonObject(root.metadata)) {
+    throw err("metadata", "expected an object");
+  }
+  const map = root.weight_map;
+  if (!isJsonObject(map)) {
+    throw err("weight_map", `expected an object of tensor name to shard file, got ${describe(map)}`);
+  }
+  const byShard = new Map<string, Set<string>>();
+  for (const [name, shard] of Object.entries(map)) {
+    if (typeof shard !== "string") {
+      throw err(`weight_map.${name}`, `expected a shard file name, got ${describe(shard)}`);
+    }
+    if (!/^[^/\\]+$/.test(shard) || shard === "." || shard === "..") {
+      throw err(`weight_map.${name}`, `${JSON.stringify(shard)} is not a plain file name beside the index`);
+    }
+    if (!byShard.has(shard)) byShard.set(shard, new Set());
+    byShard.get(shard)!.add(name);
+  }
+  if (byShard.size === 0) throw err("weight_map", "lists no tensors");
+  const tensors: SafetensorsTensor[] = [];
+  for (const [shard, names] of byShard) {
+    const file = await readSafetensors(join(dirname(indexPath), shard));
+    for (const t of file.tensors) {
+      if (!names.delete(t.name)) {
+        throw new SafetensorsError(
+          file.path,
+          "ShardMismatch",
+          t.name,
+          `the index does not assign this tensor to ${shard} (it says ${describe(map[t.name] ?? null)})`,
+        );
+      }
+      tensors.push(t);
+    }
+    const missing = [...names][0];
+    if (missing !== undefined) {
+      throw new SafetensorsError(
+        indexPath,
+        "ShardMismatch",
+        `weight_map.${missing}`,
+        `not found in ${shard}`,
+      );
+    }
+  }
+  return { path: indexPath, metadata: {}, tensors };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writing
+
+/** Options for `writeSafetensors`. */
+export interface WriteSafetensorsOptions {
+  /** The stored element type; default F32 (lossless). */
+  dtype?: WriteDtype;
+  /** Extra metadata; `format: "pt"` is always written, because transformers refuses files without it. */
+  metadata?: Record<string, string>;
+}
+
+/**
+ * Writes tensors as one safetensors file, atomically. The layout follows the reference writer:
+ * compact JSON with `__metadata__` first, tensors ordered by name (UTF-8 byte order) and packed with
+ * no gaps, the header padded with spaces to a multiple of 8 so the data is 8-byte aligned.
+ * Values are narrowed to F16/BF16 with round-to-nearest-even.
+ *
+ * @example
+ * ```ts
+ * await writeSafetensors("model.safetensors", initParams(PRESETS.tiny, 1), { dtype: "F16" });
+ * ```
+ */
+export async function writeSafetensors(
+  path: string,
+  tensors: readonly Tensor[],
+  opts: WriteSafetensorsOptions = {},
+): Promise<void> {
+  const { header, order, dtype } = safetensorsHeaderBytes(tensors, opts, path);
+  const w = await openAtomic(path);
+  try {
+    await w.write(header);
+    // One tensor at a time, so a narrowed copy of the whole model never sits in memory.
+    for (const t of order) await w.write(encode(t.data, dtype));
+  } catch (e) {
+    await w.abort();
+    throw e;
+  }
+  await w.commit();
+}
+
+/**
+ * The 8-byte length prefix and padded header `writeSafetensors` writes for these tensors, with the
+ * tensors in file order. Checks names (no duplicates, not `__metadata__`) and dims against data.
+ */
+export function safetensorsHeaderBytes(
+  tensors: readonly Tensor[],
+  opts: WriteSafetensorsOptions = {},
+  path = "safetensors",
+): { header: Uint8Array; order: Tensor[]; dtype: WriteDtype } {
+  const dtype = opts.dtype ?? "F32";
+  if (!(WRITE_DTYPES as readonly string[]).includes(dtype)) {
+    throw new SafetensorsError(
+      path,
+      "UnsupportedDtype",
+      "dtype",
+      `ferry writes ${WRITE_DTYPES.join(", ")}, not ${dtype}`,
+    );
+  }
+  const metadata: Record<string, string> = { ...opts.metadata, format: "pt" };
+  for (const [k, v] of Object.entries(metadata)) {
+    if (typeof v !== "string") {
+      throw new SafetensorsError(
+        path,
+        "InvalidMetadata",
+        `${METADATA_KEY}.${k}`,
+        "metadata values must be strings",
+      );
+    }
+  }
+  const seen = new Set<string>();
+  for (const t of tensors) {
+    if (t.name === METADATA_KEY) {
+      throw new SafetensorsError(path, "ReservedName", t.name, "a tensor cannot be named __metadata__");
+    }
+    if (!t.name.isWellFormed()) {
+      throw new SafetensorsError(
+        path,
+        "InvalidTensor",
+        JSON.stringify(t.name),
+        "the name has a lone surrogate",
+      );
+    }
+    if (seen.has(t.name)) {
+      throw new SafetensorsError(path, "DuplicateKey", t.name, "two tensors have this name");
+    }
+    seen.add(t.name);
+    if (!t.dims.every((d) => Number.isSafeInteger(d) && d >= 0) || numel(t.dims) !== t.data.length) {
+      throw new SafetensorsError(
+        path,
+        "InvalidTensor",
+        t.name,
+        `dims [${t.dims}] do not describe ${t.data.length} values`,
+      );
+    }
+  }
+  const utf8 = new TextEncoder();
+  const order = [...tensors].sort((a, b) => compareBytes(utf8.encode(a.name), utf8.encode(b.name)));
+  const size = DTYPE_BYTES[dtype];
+  const meta = Object.keys(metadata).sort().map((k) => `${JSON.stringify(k)}:${JSON.stringify(metadata[k])}`);
+  const parts = [`${JSON.stringify(METADATA_KEY)}:{${meta.join(",")}}`];
+  let offset = 0;
+  for (const t of order) {
+    const end = offset + t.data.length * size;
+    parts.push(
+      `${JSON.stringify(t.name)}:{"dtype":"${dtype}","shape":[${t.dims}],"data_offsets":[${offset},${end}]}`,
+    );
+    offset = end;
+  }
+  const json = utf8.encode(`{${parts.join(",")}}`);
+  const padded = Math.ceil(json.length / 8) * 8;
+  if (padded > MAX_HEADER_BYTES) {
+    throw new SafetensorsError(
+      path,
+      "HeaderTooLarge",
+      "header length",
+      `${padded} bytes is above the limit of ${MAX_HEADER_BYTES}`,
+    );
+  }
+  const header = new Uint8Array(8 + padded).fill(0x20, 8 + json.length);
+  new DataView(header.buffer).setBigUint64(0, BigInt(padded), true);
+  header.set(json, 8);
+  return { header, order, dtype };
+}
+
+function encode(data: Float32Array, dtype: WriteDtype): Uint8Array {
+  if (dtype === "F32") return f32Bytes(data);
+  const bits = dtype === "F16" ? f32ToF16(data) : f32ToBf16(data);
+  return new Uint8Array(bits.buffer, bits.byteOffset, bits.byteLength);
+}
+
+function compareBytes(a: Uint8Array, b: Uint8Array): number {
+  for (let i = 0; i < a.length && i < b.length; i++) if (a[i] !== b[i]) return a[i] - b[i];
+  return a.length - b.length;
+}
+
+function describe(v: JsonValue | undefined): string {
+  if (v === undefined) return "nothing";
+  if (v instanceof JsonNumber) return v.text;
+  if (Array.isArray(v)) return `[${v.map(describe).join(", ")}]`;
+  if (isJsonObject(v)) return "an object";
+  return JSON.stringify(v);
+}
