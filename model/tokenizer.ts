@@ -36,7 +36,7 @@ export function idsToBytes(ids: ArrayLike<number>): Uint8Array {
 
 /** Ids to text; special ids are dropped and invalid UTF-8 becomes U+FFFD. */
 export function decode(ids: ArrayLike<number>): string {
-  return new TextDecoder().decode(idsToBytes(ids));
+  return new TextDecoder("utf-8", { ignoreBOM: true }).decode(idsToBytes(ids));
 }
 
 /**
@@ -44,6 +44,6 @@ export function decode(ids: ArrayLike<number>): string {
  * holding back bytes of a UTF-8 sequence that has not finished yet.
  */
 export function createStreamDecoder(): (id: number) => string {
-  const dec = new TextDecoder();
+  const dec = new TextDecoder("utf-8", { ignoreBOM: true });
   return (id) => (id < 256 ? dec.decode(new Uint8Array([id]), { stream: true }) : "");
 }

@@ -8,7 +8,7 @@ import { ConfigError, configToToml, parseConfig, PRESETS } from "../model/config
 import { initParams } from "../model/init.ts";
 import { CheckpointError, configPathFor, isCheckpoint, readCheckpoint, writeCheckpoint } from "../formats/checkpoint.ts";
 
-const SAMPLES = ["", "The jury said", "naïve café", "日本語のテキスト", "مرحبا بالعالم", "emoji 🚀👩‍👩‍👧", "e\u0301 combining", "tab\tnew\nline"];
+const SAMPLES = ["", "The jury said", "naïve café", "日本語のテキスト", "مرحبا بالعالم", "emoji 🚀👩‍👩‍👧", "e\u0301 combining", "tab\tnew\nline", "\uFEFFstarts with a byte-order mark"];
 
 test("the byte tokenizer round-trips any UTF-8 text", () => {
   for (const s of SAMPLES) {
