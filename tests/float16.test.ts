@@ -76,7 +76,9 @@ describe("f16", () => {
 
   test("every pattern survives widen-then-narrow bit for bit, NaN payloads and signs included", () => {
     const back = f32ToF16(f16ToF32(ALL));
-    for (let h = 0; h < 65536; h++) if (back[h] !== h) throw new Error(`0x${h.toString(16)} came back 0x${back[h].toString(16)}`);
+    for (let h = 0; h < 65536; h++) {
+      if (back[h] !== h) throw new Error(`0x${h.toString(16)} came back 0x${back[h].toString(16)}`);
+    }
     expect(back).toEqual(ALL);
   });
 
@@ -109,7 +111,11 @@ describe("f16", () => {
       setFloat16(pkgView, 0, x[i], true);
       const pkg = pkgView.getUint16(0, true);
       if (mine[i] !== expected[i] || native[i] !== expected[i] || pkg !== expected[i]) {
-        throw new Error(`${x[i]}: mine 0x${mine[i].toString(16)}, native 0x${native[i].toString(16)}, package 0x${pkg.toString(16)}, definition 0x${expected[i].toString(16)}`);
+        throw new Error(
+          `${x[i]}: mine 0x${mine[i].toString(16)}, native 0x${native[i].toString(16)}, package 0x${
+            pkg.toString(16)
+          }, definition 0x${expected[i].toString(16)}`,
+        );
       }
     }
     expect(x.length).toBe(6 * 0x7c00);
@@ -130,15 +136,47 @@ describe("f16", () => {
       }
       const a = Math.f16round(x[i]), b = pkgF16round(x[i]);
       if (!Object.is(back[i], a) || !Object.is(back[i], b)) {
-        throw new Error(`0x${bits[i].toString(16)} (${x[i]}): mine ${back[i]}, Math.f16round ${a}, package ${b}`);
+        throw new Error(
+          `0x${bits[i].toString(16)} (${x[i]}): mine ${back[i]}, Math.f16round ${a}, package ${b}`,
+        );
       }
     }
     expect(nans).toBeGreaterThan(0);
   });
 
   test("specials: ±0, ±inf, NaN, the largest finite, the overflow edge, subnormals", () => {
-    const x = new Float32Array([0, -0, Infinity, -Infinity, NaN, F16_MAX, 65519.99, 65520, -65520, F16_MIN_NORMAL, F16_MIN_SUBNORMAL, F16_MIN_SUBNORMAL / 2, F16_MIN_SUBNORMAL * 0.5000001, 1e-30]);
-    expect(Array.from(f32ToF16(x))).toEqual([0, 0x8000, 0x7c00, 0xfc00, 0x7e00, 0x7bff, 0x7bff, 0x7c00, 0xfc00, 0x0400, 0x0001, 0, 0x0001, 0]);
+    const x = new Float32Array([
+      0,
+      -0,
+      Infinity,
+      -Infinity,
+      NaN,
+      F16_MAX,
+      65519.99,
+      65520,
+      -65520,
+      F16_MIN_NORMAL,
+      F16_MIN_SUBNORMAL,
+      F16_MIN_SUBNORMAL / 2,
+      F16_MIN_SUBNORMAL * 0.5000001,
+      1e-30,
+    ]);
+    expect(Array.from(f32ToF16(x))).toEqual([
+      0,
+      0x8000,
+      0x7c00,
+      0xfc00,
+      0x7e00,
+      0x7bff,
+      0x7bff,
+      0x7c00,
+      0xfc00,
+      0x0400,
+      0x0001,
+      0,
+      0x0001,
+      0,
+    ]);
     expect(f16Bits(0xffc00000)).toBe(0xfe00); // a negative NaN stays negative
     expect(f16Bits(0x7f800001)).toBe(0x7e00); // a payload only in the low bits gets the quiet bit, so it stays NaN
     expect(roundF16(0.1)).toBe(Math.f16round(0.1));
@@ -160,7 +198,9 @@ describe("bf16", () => {
 
   test("every pattern survives widen-then-narrow bit for bit, NaN payloads and signs included", () => {
     const back = f32ToBf16(bf16ToF32(ALL));
-    for (let b = 0; b < 65536; b++) if (back[b] !== b) throw new Error(`0x${b.toString(16)} came back 0x${back[b].toString(16)}`);
+    for (let b = 0; b < 65536; b++) {
+      if (back[b] !== b) throw new Error(`0x${b.toString(16)} came back 0x${back[b].toString(16)}`);
+    }
     for (let b = 0; b < 65536; b++) expect(bf16Bits(b << 16)).toBe(b);
   });
 
@@ -178,7 +218,11 @@ describe("bf16", () => {
     for (let i = 0; i < x.length; i++) {
       const oracle = bf16Oracle(x[i], probes[i]);
       if (mine[i] !== expected[i] || oracle !== expected[i]) {
-        throw new Error(`0x${probes[i].toString(16)}: mine 0x${mine[i].toString(16)}, definition 0x${oracle.toString(16)}, expected 0x${expected[i].toString(16)}`);
+        throw new Error(
+          `0x${probes[i].toString(16)}: mine 0x${mine[i].toString(16)}, definition 0x${
+            oracle.toString(16)
+          }, expected 0x${expected[i].toString(16)}`,
+        );
       }
     }
     expect(x.length).toBe(6 * 0x7f80);
@@ -195,14 +239,44 @@ describe("bf16", () => {
         continue;
       }
       const want = Number.isFinite(x[i]) ? bf16Oracle(x[i], bits[i]) : bits[i] >>> 16;
-      if (mine[i] !== want) throw new Error(`0x${bits[i].toString(16)}: mine 0x${mine[i].toString(16)}, definition 0x${want.toString(16)}`);
+      if (mine[i] !== want) {
+        throw new Error(
+          `0x${bits[i].toString(16)}: mine 0x${mine[i].toString(16)}, definition 0x${want.toString(16)}`,
+        );
+      }
     }
     expect(mine.length).toBe(1 << 20);
   });
 
   test("specials: ±0, ±inf, NaN, subnormals, the overflow edge, a tie", () => {
-    const x = f32([0, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0x00000001, 0x00008000, 0x00008001, 0x7f7f7fff, 0x7f7f8000, 0x3f808000, 0x3f818000]);
-    expect(Array.from(f32ToBf16(x))).toEqual([0, 0x8000, 0x7f80, 0xff80, 0x7fc0, 0, 0, 1, 0x7f7f, 0x7f80, 0x3f80, 0x3f82]);
+    const x = f32([
+      0,
+      0x80000000,
+      0x7f800000,
+      0xff800000,
+      0x7fc00000,
+      0x00000001,
+      0x00008000,
+      0x00008001,
+      0x7f7f7fff,
+      0x7f7f8000,
+      0x3f808000,
+      0x3f818000,
+    ]);
+    expect(Array.from(f32ToBf16(x))).toEqual([
+      0,
+      0x8000,
+      0x7f80,
+      0xff80,
+      0x7fc0,
+      0,
+      0,
+      1,
+      0x7f7f,
+      0x7f80,
+      0x3f80,
+      0x3f82,
+    ]);
     expect(bf16Bits(0x7f800001)).toBe(0x7fc0); // a payload only in the low bits gets the quiet bit
     expect(roundBf16(1.00390625)).toBe(1);
     expect(() => bf16ToF32(new Uint16Array(3), new Float32Array(4))).toThrow(RangeError);

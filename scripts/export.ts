@@ -1,0 +1,467 @@
+/**
+ * Exports a training checkpoint to an inference format: `deno run -A scripts/export.ts` with no
+ * arguments exports the shipped model (model/default/ferry.ckpt) to out/ as bf16 dmexp.
+ *
+ * The config comes from the `<name>.config.toml` snapshot beside the checkpoint, the shape the weights
+ * were trained under; `--preset` is accepted only when that snapshot is missing. Only the checkpoint's
+ * model section is read into the export: the EMA copy and the optimizer state are passed over (their
+ * bytes go through the checkpoint's checksum and nowhere else). The model streams a chunk at a time,
+ * so memory does not grow with the model.
+ *
+ * Formats plug in through `FORMATS`: one entry (extension, dtypes, writer) per format.
+ *
+ * @example
+ * ```ts
+ * // deno run -A scripts/export.ts --input runs/a.ckpt --format dmexp --dtype f16 --output out/
+ * const summary = await exportCheckpoint({ input: "runs/a.ckpt", output: "out/", format: "dmexp", dtype: "f16" });
+ * ```
+ * @module
+ */
+import { type FileHandle, mkdir, open, stat } from "node:fs/promises";
+import { basename, dirname, join } from "node:path";
+import { crc32 } from "node:zlib";
+import { cli, EXIT_USAGE, fail, type Progress, progress, run } from "./cli.ts";
+import {
+  CHECKPOINT_MAGIC,
+  CheckpointError,
+  configPathFor,
+  isCheckpoint,
+  SECTIONS,
+} from "../formats/checkpoint.ts";
+import {
+  chunksAt,
+  DMEXP_MAGIC,
+  type DmexpDtype,
+  DTYPES,
+  hex32,
+  type TensorSource,
+  writeDmexp,
+} from "../formats/dmexp.ts";
+import { type ModelConfig, paramShapes, PRESETS, readConfigFile } from "../model/config.ts";
+import { numel } from "../model/tensor.ts";
+
+/** The checkpoint exported when `--input` is not given. */
+export const DEFAULT_INPUT = "model/default/ferry.ckpt";
+/** The folder exports go to when `--output` is not given. */
+export const DEFAULT_OUTPUT = "out/";
+
+/** A misuse of the command line (exit code 2), as opposed to refused input (exit code 1). */
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "UsageError";
+  }
+}
+
+/** A checkpoint's model section, opened for streaming, with the config it was trained under. */
+export interface CheckpointModel {
+  path: string;
+  step: number;
+  config: ModelConfig;
+  /** Where the config came from: the snapshot's path, or `preset <name>`. */
+  configFrom: string;
+  /** The model's tensors in canonical order, each read from the file on demand. */
+  tensors: TensorSource[];
+  close(): Promise<void>;
+}
+
+/**
+ * Opens a training checkpoint for export: checks its prefix and its whole-file CRC (in chunks), takes
+ * the config from the snapshot (or an explicitly named preset when the snapshot is missing), and checks
+ * the model section against the shapes the config implies. Nothing is decoded yet.
+ *
+ * @example
+ * ```ts
+ * const ckpt = await openCheckpointModel("runs/a.ckpt");
+ * try { await writeDmexp("a.dmexp", ckpt.tensors, ckpt.config, { source: ckpt.path, step: ckpt.step }); }
+ * finally { await ckpt.close(); }
+ * ```
+ */
+export async function openCheckpointModel(
+  path: string,
+  opts: { preset?: string; onProgress?: (done: number, total: number) => void } = {},
+): Promise<CheckpointModel> {
+  let fh: FileHandle;
+  try {
+    fh = await open(path, "r");
+  } catch (e) {
+    const missing = (e as { code?: string }).code === "ENOENT";
+    const hint = path === DEFAULT_INPUT
+      ? " (the default model appears here once it is trained; pass --input to export another checkpoint)"
+      : "";
+    throw new CheckpointError(path, "file", missing ? `no such file${hint}` : (e as Error).message);
+  }
+  try {
+    const size = (await fh.stat()).size;
+    if (size < 24) {
+      throw new CheckpointError(path, "size", `${size} bytes is shorter than the 24-byte prefix`);
+    }
+    const prefix = await readAt(fh, 0, new Uint8Array(24), path);
+    if (!isCheckpoint(prefix)) {
+      const dmexp = new TextDecoder().decode(prefix.subarray(0, 7)) === DMEXP_MAGIC;
+      throw new CheckpointError(
+        path,
+        "magic",
+        dmexp
+          ? "this is already a dmexp export, not a training checkpoint"
+          : "not a ferry training checkpoint (magic FERRYCK)",
+      );
+    }
+    if (prefix[7] !== CHECKPOINT_MAGIC[7]) {
+      throw new CheckpointError(
+        path,
+        "version",
+        `version ${prefix[7]} is not supported (expected ${CHECKPOINT_MAGIC[7]})`,
+      );
+    }
+    const dv = new DataView(prefix.buffer);
+    const headerLength = dv.getUint32(8, true), payloadLength = dv.getBigUint64(12, true);
+    if (BigInt(24 + headerLength) + payloadLength !== BigInt(size)) {
+      throw new CheckpointError(
+        path,
+        "length",
+        `24 + header ${headerLength} + payload ${payloadLength} != file size ${size} (truncated or padded)`,
+      );
+    }
+    const { config, configFrom } = await resolveConfig(path, opts.preset);
+    const headerBytes = await readAt(fh, 24, new Uint8Array(headerLength), path);
+    let header: { step: number; sections: Record<string, Array<{ name: string; dims: number[] }>> };
+    try {
+      header = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(headerBytes));
+    } catch (e) {
+      throw new CheckpointError(path, "header", `not valid UTF-8 JSON: ${(e as Error).message}`);
+    }
+    if (!Array.isArray(header?.sections?.model)) throw new CheckpointError(path, "sections.model", "missing");
+    // The checksum covers the header and every section; the optimizer's bytes pass through it and go nowhere else.
+    let crc = 0;
+    for await (const chunk of chunksAt(fh, 24, size - 24, path, { onProgress: opts.onProgress })) {
+      crc = crc32(chunk, crc);
+    }
+    if (crc >>> 0 !== dv.getUint32(20, true)) {
+      throw new CheckpointError(
+        path,
+        "crc32",
+        `checksum mismatch (stored ${hex32(dv.getUint32(20, true))}, computed ${
+          hex32(crc)
+        }): the file is corrupt`,
+      );
+    }
+    let covered = 0;
+    for (const section of SECTIONS) {
+      for (const t of header.sections[section] ?? []) covered += numel(t.dims) * 4;
+    }
+    if (BigInt(covered) !== payloadLength) {
+      throw new CheckpointError(path, "payload", "the sections do not cover the payload exactly");
+    }
+    // The model section comes first in the payload.
+    const offsets = new Map<string, { dims: number[]; offset: number }>();
+    let offset = 24 + headerLength;
+    for (const t of header.sections.model) {
+      offsets.set(t.name, { dims: t.dims, offset });
+      offset += numel(t.dims) * 4;
+    }
+    const tensors: TensorSource[] = paramShapes(config).map(({ name, dims }) => {
+      const found = offsets.get(name);
+      if (!found) {
+        throw new CheckpointError(
+          path,
+          `model.${name}`,
+          `missing; ${configFrom} implies it with dims [${dims}]`,
+        );
+      }
+      if (found.dims.length !== dims.length || found.dims.some((d, i) => d !== dims[i])) {
+        throw new CheckpointError(
+          path,
+          `model.${name}`,
+          `dims [${found.dims}], but ${configFrom} implies [${dims}]`,
+        );
+      }
+      offsets.delete(name);
+      return {
+        name,
+        dims,
+        read: async (start, count, scratch) => {
+          const view = scratch.subarray(0, count);
+          await readAt(
+            fh,
+            found.offset + start * 4,
+            new Uint8Array(view.buffer, view.byteOffset, count * 4),
+            path,
+          );
+          return view;
+        },
+      };
+    });
+    for (const name of offsets.keys()) {
+      throw new CheckpointError(
+        path,
+        `model.${name}`,
+        `unknown: ${configFrom} implies no tensor of this name`,
+      );
+    }
+    return { path, step: header.step, config, configFrom, tensors, close: () => fh.close() };
+  } catch (e) {
+    await fh.close();
+    throw e;
+  }
+}
+
+async function resolveConfig(
+  path: string,
+  preset?: string,
+): Promise<{ config: ModelConfig; configFrom: string }> {
+  const snapshot = configPathFor(path);
+  const exists = await stat(snapshot).then(() => true, () => false);
+  if (exists && preset !== undefined) {
+    throw new UsageError(
+      `--preset ${preset} refused: ${snapshot} exists, and it is the shape these weights were trained under. ` +
+        `Drop --preset (it is accepted only when the snapshot is missing).`,
+    );
+  }
+  if (exists) return { config: await readConfigFile(snapshot), configFrom: snapshot };
+  if (preset === undefined) {
+    throw new CheckpointError(
+      path,
+      "config",
+      `the config snapshot ${snapshot} is missing. If you know the shape the run trained under, ` +
+        `name it explicitly with --preset (one of: ${Object.keys(PRESETS).join(", ")}).`,
+    );
+  }
+  if (!Object.hasOwn(PRESETS, preset)) {
+    throw new UsageError(`--preset ${preset}: unknown (expected one of: ${Object.keys(PRESETS).join(", ")})`);
+  }
+  return { config: PRESETS[preset], configFrom: `preset ${preset}` };
+}
+
+async function readAt(fh: FileHandle, position: number, into: Uint8Array, path: string): Promise<Uint8Array> {
+  let got = 0;
+  while (got < into.length) {
+    const { bytesRead } = await fh.read(into, got, into.length - got, position + got);
+    if (bytesRead === 0) {
+      throw new CheckpointError(path, "size", "the file ended early (it changed while being read)");
+    }
+    got += bytesRead;
+  }
+  return into;
+}
+
+/** What a format writer is given. */
+export interface ExportJob {
+  input: CheckpointModel;
+  /** The file (or folder, for a folder format) to write. */
+  output: string;
+  dtype: string;
+  onProgress?: (done: number, total: number) => void;
+}
+
+/** What a writer reports; printed as the summary. */
+export interface ExportResult {
+  file: string;
+  bytes: number;
+  dtype: string;
+  params: number;
+  tensors: number;
+  [detail: string]: unknown;
+}
+
+/** One export format: how its outputs are named, what it stores, and its writer. */
+export interface ExportFormat {
+  /** Extension of the output file (with the dot). */
+  ext: string;
+  dtypes: readonly string[];
+  defaultDtype: string;
+  write(job: ExportJob): Promise<ExportResult>;
+}
+
+/** Every format `--format` accepts; adding a format is one line here. */
+export const FORMATS: Record<string, ExportFormat> = {
+  dmexp: { ext: ".dmexp", dtypes: DTYPES, defaultDtype: "bf16", write: exportDmexp },
+};
+
+async function exportDmexp({ input, output, dtype, onProgress }: ExportJob): Promise<ExportResult> {
+  const r = await writeDmexp(output, input.tensors, input.config, {
+    dtype: dtype as DmexpDtype,
+    source: `${input.path}@step${input.step}`,
+    step: input.step,
+    onProgress,
+  });
+  return {
+    file: r.path,
+    bytes: r.bytes,
+    dtype,
+    params: r.header.num_params,
+    tensors: r.header.num_tensors,
+    max_abs: r.header.max_abs,
+    min_nonzero_abs: r.header.min_nonzero_abs,
+    flushed: r.header.flushed,
+    crc32: hex32(r.crc32),
+  };
+}
+
+/** Options of `exportCheckpoint`. */
+export interface ExportOptions {
+  input?: string;
+  /** A folder, or a file path ending in the format's extension. */
+  output?: string;
+  format?: string;
+  dtype?: string;
+  preset?: string;
+  /** Called per phase (`verify` the checkpoint, then `write`) as work is done. */
+  onProgress?: (phase: "verify" | "write", done: number, total: number) => void;
+}
+
+/** The summary of one export. */
+export interface ExportSummary extends ExportResult {
+  format: string;
+  source: string;
+  step: number;
+  config_from: string;
+  seconds: number;
+}
+
+/** Where an export goes: `output` itself when it ends in the format's extension, else a file in that folder. */
+export function outputPath(output: string, format: string, input: string, dtype: string): string {
+  const ext = FORMATS[format].ext;
+  if (output.endsWith(ext)) return output;
+  return join(output, `${basename(input).replace(/\.ckpt$/, "")}.${dtype}${ext}`);
+}
+
+/**
+ * Exports one checkpoint. Throws `UsageError` for bad options and `CheckpointError`, `ConfigError`
+ * or the format's own error for refused input.
+ *
+ * @example
+ * ```ts
+ * const s = await exportCheckpoint({ input: "runs/a.ckpt", format: "dmexp", dtype: "bf16", output: "out/" });
+ * console.log(s.file, s.bytes);
+ * ```
+ */
+export async function exportCheckpoint(opts: ExportOptions = {}): Promise<ExportSummary> {
+  const started = performance.now();
+  const input = opts.input ?? DEFAULT_INPUT;
+  const formatName = opts.format ?? "dmexp";
+  if (!Object.hasOwn(FORMATS, formatName)) {
+    throw new UsageError(
+      `--format ${formatName}: unknown (expected one of: ${Object.keys(FORMATS).join(", ")})`,
+    );
+  }
+  const format = FORMATS[formatName];
+  const dtype = opts.dtype ?? format.defaultDtype;
+  if (!format.dtypes.includes(dtype)) {
+    throw new UsageError(`--dtype ${dtype}: ${formatName} stores ${format.dtypes.join(", ")}`);
+  }
+  const file = outputPath(opts.output ?? DEFAULT_OUTPUT, formatName, input, dtype);
+  const model = await openCheckpointModel(input, {
+    preset: opts.preset,
+    onProgress: (d, t) => opts.onProgress?.("verify", d, t),
+  });
+  try {
+    await mkdir(dirname(file), { recursive: true });
+    const result = await format.write({
+      input: model,
+      output: file,
+      dtype,
+      onProgress: (d, t) => opts.onProgress?.("write", d, t),
+    });
+    const { file: written, bytes, params, tensors, dtype: _dtype, ...details } = result;
+    return {
+      file: written,
+      format: formatName,
+      dtype,
+      bytes,
+      params,
+      tensors,
+      source: `${input}@step${model.step}`,
+      step: model.step,
+      config_from: model.configFrom,
+      ...details,
+      seconds: (performance.now() - started) / 1000,
+    };
+  } finally {
+    await model.close();
+  }
+}
+
+const HELP = `
+Export a training checkpoint to an inference format.
+
+Usage: deno run -A scripts/export.ts [--input CKPT] [--format NAME] [--dtype NAME] [--output PATH] [--json]
+
+Options:
+  --input CKPT    training checkpoint (default ${DEFAULT_INPUT}); its config is read from the
+                  CKPT-name.config.toml snapshot beside it
+  --format NAME   ${Object.keys(FORMATS).join(", ")} (default dmexp)
+  --dtype NAME    weight dtype; dmexp: ${DTYPES.join(", ")} (default bf16)
+  --output PATH   a folder (default ${DEFAULT_OUTPUT}, file named NAME.DTYPE.EXT) or a file path ending in .EXT
+  --preset NAME   the shape to assume when the snapshot is missing (${Object.keys(PRESETS).join(", ")});
+                  refused when the snapshot exists
+  --json          print the summary as JSON
+  -h, --help      this text
+
+Exit codes: 0 written, 1 refused (missing or corrupt input, a value the dtype cannot hold), 2 usage.
+`;
+
+async function main(): Promise<void> {
+  const { values, positionals } = cli(HELP, {
+    input: { type: "string" },
+    output: { type: "string" },
+    format: { type: "string" },
+    dtype: { type: "string" },
+    preset: { type: "string" },
+    json: { type: "boolean" },
+  });
+  if (positionals.length > 0) {
+    fail(`unexpected argument ${positionals[0]} (use --input)\n\n${HELP.trim()}`, EXIT_USAGE);
+  }
+  const bars: Partial<Record<"verify" | "write", { bar: Progress; shown: number }>> = {};
+  let summary: ExportSummary;
+  try {
+    summary = await exportCheckpoint({
+      input: values.input,
+      output: values.output,
+      format: values.format,
+      dtype: values.dtype,
+      preset: values.preset,
+      onProgress: (phase, done, total) => {
+        // Counted in MiB (verify reports bytes, write reports f32 values); under 64 MiB needs no bar.
+        const unit = phase === "verify" ? 1 << 20 : (1 << 20) / 4;
+        if (total < 64 * unit) return;
+        const b = bars[phase] ??= {
+          bar: progress(phase === "verify" ? "verify checkpoint" : "export", Math.ceil(total / unit), {
+            unit: "MiB",
+          }),
+          shown: 0,
+        };
+        const now = Math.floor(done / unit);
+        if (now > b.shown) b.bar.tick(now - b.shown), b.shown = now;
+        if (done === total) b.bar.done();
+      },
+    });
+  } catch (e) {
+    if (e instanceof UsageError) fail(e.message, EXIT_USAGE);
+    throw e;
+  }
+  if (values.json) {
+    console.log(JSON.stringify(summary, null, 2));
+    return;
+  }
+  console.log(`wrote ${summary.file}`);
+  const rows: Array<[string, unknown]> = [
+    ["format", `${summary.format}, ${summary.dtype}`],
+    ["bytes", summary.bytes.toLocaleString("en-US")],
+    ["params", summary.params.toLocaleString("en-US")],
+    ["tensors", summary.tensors],
+    ["source", summary.source],
+    ["config from", summary.config_from],
+  ];
+  for (const [k, v] of Object.entries(summary)) {
+    if (
+      !["file", "bytes", "dtype", "params", "tensors", "format", "source", "step", "config_from", "seconds"]
+        .includes(k)
+    ) rows.push([k, v]);
+  }
+  rows.push(["seconds", summary.seconds.toFixed(2)]);
+  for (const [k, v] of rows) console.log(`  ${k.padEnd(16)} ${v}`);
+}
+
+if (import.meta.main) await run(main);
