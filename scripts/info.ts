@@ -102,7 +102,9 @@ export function infoText(info: DmexpInfo): string {
 function f16Fit(maxAbs: number, minNonzero: number): string {
   if (maxAbs > F16_MAX) return `max_abs ${maxAbs} > ${F16_MAX}: f16 cannot hold this model; bf16 can`;
   const low = minNonzero > 0 && minNonzero < F16_MIN_NORMAL
-    ? `; weights below ${F16_MIN_NORMAL.toExponential(1)} (f16's smallest normal) lose precision in f16 and may flush to zero`
+    ? `; weights below ${
+      F16_MIN_NORMAL.toExponential(1)
+    } (f16's smallest normal) lose precision in f16 and may flush to zero`
     : "";
   return `max_abs <= ${F16_MAX}: every weight fits f16${low}`;
 }
