@@ -165,7 +165,10 @@ export function f32ToBf16(x: Float32Array, out: Uint16Array = new Uint16Array(x.
  * bf16ToF32(new Uint16Array([0x3f80, 0xff80])); // Float32Array [1, -Infinity]
  * ```
  */
-export function bf16ToF32(bits: Uint16Array, out: Float32Array = new Float32Array(bits.length)): Float32Array {
+export function bf16ToF32(
+  bits: Uint16Array,
+  out: Float32Array = new Float32Array(bits.length),
+): Float32Array {
   checkLength(bits.length, out.length);
   const o = new Int32Array(out.buffer, out.byteOffset, out.length);
   for (let i = 0; i < bits.length; i++) o[i] = bits[i] << 16;
