@@ -1,0 +1,91 @@
+// readers/gguf.ts, the 40-line standalone reader, run as a program under Deno and Bun, must agree
+// with the full reader (formats/gguf.ts) on every tensor of every file type ferry writes.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { spawnSync } from "node:child_process";
+import { readFile, rm } from "node:fs/promises";
+import { fileURLToPath } from "node:url";
+import process from "node:process";
+import { type GgufDtype, parseGguf, tensorToF32 } from "../formats/gguf.ts";
+import { ALL_DTYPES, tempDir, testTensors, writeAllTypes } from "./helpers/gguf-fixtures.ts";
+
+const READER = fileURLToPath(new URL("../readers/gguf.ts", import.meta.url));
+const RUNTIMES: Record<string, string[]> = {
+  deno: ["deno", "run", "-A", READER],
+  bun: ["bun", READER],
+};
+
+let dir = "";
+let files = {} as Record<GgufDtype, string>;
+beforeAll(async () => {
+  dir = await tempDir();
+  const { config, tensors } = testTensors(21, false); // untied, so output.weight is in the files too
+  files = await writeAllTypes(dir, tensors, config, "min");
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+function runReader(runtime: string, args: string[]): { code: number; out: string; err: string } {
+  const [cmd, ...pre] = RUNTIMES[runtime];
+  const r = spawnSync(cmd, [...pre, ...args], {
+    encoding: "utf8",
+    maxBuffer: 1 << 28,
+    env: { ...process.env, NO_COLOR: "1" },
+  });
+  if (r.error) throw r.error;
+  return { code: r.status ?? -1, out: r.stdout, err: r.stderr };
+}
+
+test("the minimal reader is at most 40 lines and imports only node: built-ins", async () => {
+  const src = await readFile(READER, "utf8");
+  expect(src.trimEnd().split("\n").length).toBeLessThanOrEqual(40);
+  const imports = [...src.matchAll(/from\s+"([^"]+)"/g)].map((m) => m[1]);
+  expect(imports.length).toBeGreaterThan(0);
+  expect(imports.every((s) => s.startsWith("node:"))).toBe(true);
+});
+
+for (const runtime of Object.keys(RUNTIMES)) {
+  describe(`readers/gguf.ts under ${runtime}`, () => {
+    test("lists every tensor of every file with the full reader's type and dims", async () => {
+      for (const dtype of ALL_DTYPES) {
+        const full = parseGguf(new Uint8Array(await readFile(files[dtype])), files[dtype]);
+        const r = runReader(runtime, [files[dtype]]);
+        expect(r.err).toBe("");
+        expect(r.code).toBe(0);
+        const want = full.tensors.map((t) => `${t.name}\t${t.type}\t[${[...t.ne].reverse().join(",")}]`);
+        expect(r.out.trimEnd().split("\n")).toEqual(want);
+      }
+    }, 30_000);
+
+    test("prints every tensor of every file with exactly the full reader's f32 values", async () => {
+      for (const dtype of ALL_DTYPES) {
+        const full = parseGguf(new Uint8Array(await readFile(files[dtype])), files[dtype]);
+        const r = runReader(runtime, [files[dtype], ...full.tensors.map((t) => t.name)]);
+        expect(r.code).toBe(0);
+        const lines = r.out.trimEnd().split("\n");
+        expect(lines.length).toBe(2 * full.tensors.length);
+        full.tensors.forEach((t, i) => {
+          expect(lines[2 * i]).toBe(`${t.name}\t${t.type}\t[${[...t.ne].reverse().join(",")}]`);
+          const got = new Float32Array(lines[2 * i + 1].split(" ").map(Number));
+          const want = tensorToF32(t);
+          expect(got.length).toBe(want.length);
+          // Bit patterns, so -0 and 0 count as different and nothing is compared approximately.
+          expect(Buffer.from(got.buffer).equals(Buffer.from(want.buffer, want.byteOffset, want.byteLength)))
+            .toBe(true);
+        });
+      }
+    }, 60_000);
+
+    test("a tensor name that is not in the file is an error naming it", () => {
+      const r = runReader(runtime, [files.q4_0, "blk.9.attn_q.weight"]);
+      expect(r.code).not.toBe(0);
+      expect(r.err).toContain("no tensor named blk.9.attn_q.weight");
+    }, 10_000);
+
+    test("a file that is not GGUF is refused", () => {
+      const r = runReader(runtime, [READER]);
+      expect(r.code).not.toBe(0);
+      expect(r.err).toContain("not a GGUF v3 file");
+    }, 10_000);
+  });
+}

@@ -1,0 +1,88 @@
+/**
+ * Models and files the GGUF tests share: a small config whose matrices all split into 32-value
+ * blocks (so every GGUF type applies), the model under test (the trained default model when it exists,
+ * otherwise a random model of the same shape), and a temporary directory of GGUF files.
+ *
+ * @example
+ * ```ts
+ * const { model, source } = await subjectModel();
+ * const files = await writeAllTypes(dir, model.tensors, model.config);
+ * ```
+ * @module
+ */
+import { existsSync } from "node:fs";
+import { mkdtemp } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type GgufDtype, writeGguf } from "../../formats/gguf.ts";
+import { readCheckpoint } from "../../formats/checkpoint.ts";
+import { type ModelConfig, PRESETS } from "../../model/config.ts";
+import { initParams } from "../../model/init.ts";
+import { buildModel, type Model } from "../../model/qwen3.ts";
+import type { Tensor } from "../../model/tensor.ts";
+
+/** Every type ferry writes. */
+export const ALL_DTYPES: readonly GgufDtype[] = ["f32", "f16", "bf16", "q8_0", "q4_0"];
+
+/**
+ * Small, quantizable, and with head_dim * heads (96) ≠ hidden (64), so the key_length /
+ * value_length keys matter, as they do for real Qwen3.
+ */
+export const GGUF_TEST_CONFIG: ModelConfig = {
+  vocab_size: 258,
+  hidden_size: 64,
+  intermediate_size: 96,
+  num_hidden_layers: 2,
+  num_attention_heads: 4,
+  num_key_value_heads: 2,
+  head_dim: 24,
+  rms_norm_eps: 1e-6,
+  rope_theta: 1000000,
+  max_position_embeddings: 128,
+  tie_word_embeddings: false,
+};
+
+/** A random model of the test config; init std 0.5 so its distributions are peaked, not uniform. */
+export function testTensors(seed = 7, tied = false): { config: ModelConfig; tensors: Tensor[] } {
+  const config = { ...GGUF_TEST_CONFIG, tie_word_embeddings: tied };
+  return { config, tensors: initParams(config, seed, 0.5) };
+}
+
+/** The trained default model. */
+export const DEFAULT_CHECKPOINT = "model/default/ferry.ckpt";
+
+/** The default model if it has been trained, else a random model of its shape (seed 1, std 0.5). */
+export async function subjectModel(): Promise<{ model: Model; source: string }> {
+  if (existsSync(DEFAULT_CHECKPOINT)) {
+    const ck = await readCheckpoint(DEFAULT_CHECKPOINT, { sections: ["model"] });
+    return {
+      model: buildModel(ck.config, ck.model, DEFAULT_CHECKPOINT),
+      source: `${DEFAULT_CHECKPOINT} step ${ck.step}`,
+    };
+  }
+  const cfg = PRESETS.default;
+  return {
+    model: buildModel(cfg, initParams(cfg, 1, 0.5)),
+    source: "random default-shape model (seed 1, init std 0.5)",
+  };
+}
+
+/** A fresh temporary directory. */
+export function tempDir(): Promise<string> {
+  return mkdtemp(join(tmpdir(), "ferry-gguf-test-"));
+}
+
+/** Writes the tensors as GGUF in every type; returns the paths by type. */
+export async function writeAllTypes(
+  dir: string,
+  tensors: Tensor[],
+  config: ModelConfig,
+  prefix = "model",
+): Promise<Record<GgufDtype, string>> {
+  const out = {} as Record<GgufDtype, string>;
+  for (const type of ALL_DTYPES) {
+    out[type] = join(dir, `${prefix}.${type}.gguf`);
+    await writeGguf(out[type], tensors, config, { type });
+  }
+  return out;
+}

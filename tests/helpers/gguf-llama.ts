@@ -1,0 +1,121 @@
+/**
+ * llama.cpp as a test client, through node-llama-cpp (pinned 3.21.1) on CPU with one thread: load a
+ * GGUF, read its next-token distribution at every position of a sequence of token ids, decode
+ * greedily from ids, and tokenize text. Token ids go in as ids, so llama.cpp's tokenizer cannot
+ * confound a comparison of the maths.
+ *
+ * Runs under Bun (and Node); node-llama-cpp is a Node-API addon and uses only its prebuilt
+ * `@node-llama-cpp/linux-x64` binary here (`build: "never"`), never a download.
+ *
+ * @example
+ * ```ts
+ * const lm = await openLlamaGguf("out/model.f32.gguf");
+ * const probs = await lm.nextTokenProbs([256, 72, 105]); // 3 rows of vocab probabilities
+ * const ids = await lm.greedy([256, 72, 105], 64);
+ * await lm.close();
+ * ```
+ * @module
+ */
+import {
+  type ControlledEvaluateInputItem,
+  getLlama,
+  type Llama,
+  LlamaLogLevel,
+  type Token,
+} from "node-llama-cpp";
+
+let shared: Promise<Llama> | undefined;
+
+/** The one CPU llama.cpp instance of this process, at most one thread, warnings only. */
+export function cpuLlama(): Promise<Llama> {
+  shared ??= getLlama({
+    gpu: false,
+    build: "never",
+    maxThreads: 1,
+    logLevel: LlamaLogLevel.error,
+    progressLogs: false,
+  });
+  return shared;
+}
+
+/** Options of `openLlamaGguf`. */
+export interface LlamaGgufOptions {
+  /**
+   * KV cache element type. "F32" (the default here) keeps the F32 file an f32 computation end to
+   * end; "F16" is llama.cpp's own default, as a user running the file would get.
+   */
+  kvCache?: "F32" | "F16";
+  /** Context size in tokens (default 512; llama.cpp rounds it up to a multiple of 256). */
+  contextSize?: number;
+}
+
+/** A GGUF loaded into llama.cpp. */
+export interface LlamaGguf {
+  vocab: number;
+  /** Token ids of BOS and EOS as llama.cpp reads them from the file. */
+  bos: number | null;
+  eos: number | null;
+  /**
+   * For each position of `ids` (fed from an empty context), llama.cpp's probability of every token
+   * being next: row t is the softmax of the logits after ids[0..t], `vocab` values per row.
+   */
+  nextTokenProbs(ids: number[]): Promise<Float64Array[]>;
+  /** The `n` tokens llama.cpp picks greedily (temperature 0) after `prompt`, EOS included if chosen. */
+  greedy(prompt: number[], n: number): Promise<number[]>;
+  /** llama.cpp's tokenization of plain text, no BOS added, special-token text not parsed. */
+  tokenize(text: string): number[];
+  detokenize(ids: number[]): string;
+  close(): Promise<void>;
+}
+
+/** Loads a GGUF file into llama.cpp on the CPU, one thread. */
+export async function openLlamaGguf(path: string, opts: LlamaGgufOptions = {}): Promise<LlamaGguf> {
+  const llama = await cpuLlama();
+  const model = await llama.loadModel({ modelPath: path, gpuLayers: 0 });
+  const kv = opts.kvCache ?? "F32";
+  const context = await model.createContext({
+    contextSize: opts.contextSize ?? 512,
+    batchSize: opts.contextSize ?? 512,
+    threads: 1,
+    sequences: 1,
+    flashAttention: false,
+    experimentalKvCacheKeyType: kv,
+    experimentalKvCacheValueType: kv,
+  });
+  const seq = context.getSequence();
+  const vocab = model.fileInfo.metadata.tokenizer?.ggml?.tokens?.length ?? 0;
+  return {
+    vocab,
+    bos: model.tokens.bos,
+    eos: model.tokens.eos,
+    async nextTokenProbs(ids) {
+      await seq.clearHistory();
+      const res = await seq.controlledEvaluate(
+        ids.map((t): ControlledEvaluateInputItem => [t as Token, { generateNext: { probabilities: true } }]),
+      );
+      return res.map((r, t) => {
+        const probs = r?.next?.probabilities;
+        if (!probs) throw new Error(`${path}: llama.cpp gave no probabilities at position ${t}`);
+        const row = new Float64Array(vocab);
+        for (const [id, p] of probs) row[id as number] = p;
+        return row;
+      });
+    },
+    async greedy(prompt, n) {
+      await seq.clearHistory();
+      const out: number[] = [];
+      if (n <= 0) return out;
+      for await (const t of seq.evaluate(prompt as Token[], { temperature: 0, yieldEogToken: true })) {
+        out.push(t as number);
+        if (out.length >= n) break;
+      }
+      return out;
+    },
+    tokenize: (text) => model.tokenize(text, false) as number[],
+    detokenize: (ids) => model.detokenize(ids as Token[]),
+    async close() {
+      await context.dispose();
+      await model.dispose();
+    },
+  };
+}
