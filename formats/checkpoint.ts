@@ -11,10 +11,10 @@
  * @module
  */
 import { crc32 } from "node:zlib";
-import { readFile } from "node:fs/promises";
-import { f32Bytes, writeAtomic } from "./io.ts";
-import { configToToml, type ModelConfig, readConfigFile } from "../model/config.ts";
-import { numel, type Tensor } from "../model/tensor.ts";
+import { open, readFile } from "node:fs/promises";
+import { chunksAt, f32Bytes, readExact, writeAtomic } from "./io.ts";
+import { configToToml, type ModelConfig, paramShapes, readConfigFile } from "../model/config.ts";
+import { numel, type Tensor, type TensorSource } from "../model/tensor.ts";
 
 /** `FERRYCK` then the format version byte. */
 export const CHECKPOINT_MAGIC = new Uint8Array([0x46, 0x45, 0x52, 0x52, 0x59, 0x43, 0x4b, 0x01]);
@@ -111,58 +111,168 @@ export async function readCheckpoint(
 ): Promise<LoadedCheckpoint> {
   const want = new Set(opts.sections ?? SECTIONS);
   const file = new Uint8Array(await readFile(path));
-  if (file.length < FIXED) throw new CheckpointError(path, "size", `${file.length} bytes is shorter than the 24-byte prefix`);
-  if (!isCheckpoint(file)) throw new CheckpointError(path, "magic", "not a ferry training checkpoint (magic FERRYCK)");
-  if (file[7] !== 1) throw new CheckpointError(path, "version", `version ${file[7]} is not supported (expected 1)`);
-  const dv = new DataView(file.buffer, file.byteOffset, file.byteLength);
-  const headerLength = dv.getUint32(8, true);
-  const payloadLength = Number(dv.getBigUint64(12, true));
-  if (FIXED + headerLength + payloadLength !== file.length) {
+  const prefix = parsePrefix(file, file.length, path);
+  const body = file.subarray(FIXED);
+  checkCrc(crc32(body), prefix, path);
+  const header = parseHeader(body.subarray(0, prefix.headerLength), path);
+  const layout = sectionLayout(header, prefix, path);
+  const config = opts.config ?? await readSnapshot(path);
+  const decoded: Partial<Record<Section, Tensor[]>> = {};
+  for (const section of SECTIONS) {
+    if (!layout[section] || !want.has(section)) continue;
+    decoded[section] = layout[section]!.map(({ name, dims, offset }) => {
+      const data = new Float32Array(numel(dims));
+      new Uint8Array(data.buffer).set(file.subarray(offset, offset + data.byteLength));
+      return { name, dims, data };
+    });
+  }
+  const out: LoadedCheckpoint = { config, step: header.step, model: decoded.model ?? [], trainer: header.trainer ?? {} };
+  if (decoded.ema) out.ema = decoded.ema;
+  if (decoded.adam_m && decoded.adam_v) out.adam = { m: decoded.adam_m, v: decoded.adam_v };
+  return out;
+}
+
+/** A checkpoint's model section opened for streaming: tensors are read from the file on demand. */
+export interface CheckpointModel {
+  path: string;
+  step: number;
+  config: ModelConfig;
+  /** The model's tensors in the config's canonical order. */
+  tensors: TensorSource[];
+  close(): Promise<void>;
+}
+
+/**
+ * Opens a checkpoint's model section without loading the file: checks the prefix, verifies the
+ * whole-file CRC a chunk at a time, and checks the model section against the shapes `config` implies
+ * (default: the snapshot beside the file). The EMA copy and the optimizer state go through the
+ * checksum and nowhere else, so memory does not grow with the model.
+ *
+ * @example
+ * ```ts
+ * const run = await openCheckpointModel("runs/a.ckpt");
+ * try { for (const t of run.tensors) console.log(t.name, t.dims); } finally { await run.close(); }
+ * ```
+ */
+export async function openCheckpointModel(
+  path: string,
+  opts: { config?: ModelConfig; configFrom?: string; onProgress?: (done: number, total: number) => void } = {},
+): Promise<CheckpointModel> {
+  const fh = await open(path, "r");
+  const short = () => new CheckpointError(path, "size", "the file ended early (it changed while being read)");
+  try {
+    const size = (await fh.stat()).size;
+    const prefix = parsePrefix(await readExact(fh, new Uint8Array(Math.min(size, FIXED)), 0, short), size, path);
+    const header = parseHeader(await readExact(fh, new Uint8Array(prefix.headerLength), FIXED, short), path);
+    const config = opts.config ?? await readSnapshot(path);
+    const configFrom = opts.configFrom ?? configPathFor(path);
+    let crc = 0;
+    for await (const chunk of chunksAt(fh, FIXED, size - FIXED, short, { onProgress: opts.onProgress })) {
+      crc = crc32(chunk, crc);
+    }
+    checkCrc(crc, prefix, path);
+    const found = new Map(sectionLayout(header, prefix, path).model!.map((e) => [e.name, e]));
+    const tensors: TensorSource[] = paramShapes(config).map(({ name, dims }) => {
+      const e = found.get(name);
+      if (!e) throw new CheckpointError(path, `model.${name}`, `missing; ${configFrom} implies it with dims [${dims}]`);
+      if (e.dims.length !== dims.length || e.dims.some((d, i) => d !== dims[i])) {
+        throw new CheckpointError(path, `model.${name}`, `dims [${e.dims}], but ${configFrom} implies [${dims}]`);
+      }
+      found.delete(name);
+      return {
+        name,
+        dims,
+        read: async (start, count, scratch) => {
+          const view = scratch.subarray(0, count);
+          await readExact(fh, new Uint8Array(view.buffer, view.byteOffset, count * 4), e.offset + start * 4, short);
+          return view;
+        },
+      };
+    });
+    for (const name of found.keys()) {
+      throw new CheckpointError(path, `model.${name}`, `unknown: ${configFrom} implies no tensor of this name`);
+    }
+    return { path, step: header.step, config, tensors, close: () => fh.close() };
+  } catch (e) {
+    await fh.close();
+    throw e;
+  }
+}
+
+// ---- the one parser both readers share ----
+
+interface Prefix {
+  headerLength: number;
+  payloadLength: number;
+  crc: number;
+}
+
+interface Header {
+  format: number;
+  step: number;
+  sections: Partial<Record<Section, Array<{ name: string; dims: number[] }>>>;
+  trainer: Record<string, unknown>;
+}
+
+function parsePrefix(b: Uint8Array, size: number, path: string): Prefix {
+  if (size < FIXED) throw new CheckpointError(path, "size", `${size} bytes is shorter than the 24-byte prefix`);
+  if (!isCheckpoint(b)) throw new CheckpointError(path, "magic", "not a ferry training checkpoint (magic FERRYCK)");
+  if (b[7] !== CHECKPOINT_MAGIC[7]) {
+    throw new CheckpointError(path, "version", `version ${b[7]} is not supported (expected ${CHECKPOINT_MAGIC[7]})`);
+  }
+  const dv = new DataView(b.buffer, b.byteOffset, FIXED);
+  const headerLength = dv.getUint32(8, true), payloadLength = dv.getBigUint64(12, true);
+  if (BigInt(FIXED + headerLength) + payloadLength !== BigInt(size)) {
     throw new CheckpointError(
       path,
       "length",
-      `24 + header ${headerLength} + payload ${payloadLength} != file size ${file.length} (truncated or padded)`,
+      `24 + header ${headerLength} + payload ${payloadLength} != file size ${size} (truncated or padded)`,
     );
   }
-  const body = file.subarray(FIXED);
-  if ((crc32(body) >>> 0) !== dv.getUint32(20, true)) {
-    throw new CheckpointError(path, "crc32", "checksum mismatch: the file is corrupt");
-  }
-  let header: { format: number; step: number; sections: Record<string, Array<{ name: string; dims: number[] }>>; trainer: Record<string, unknown> };
+  return { headerLength, payloadLength: Number(payloadLength), crc: dv.getUint32(20, true) };
+}
+
+function checkCrc(computed: number, p: Prefix, path: string): void {
+  if ((computed >>> 0) !== p.crc) throw new CheckpointError(path, "crc32", "checksum mismatch: the file is corrupt");
+}
+
+function parseHeader(bytes: Uint8Array, path: string): Header {
+  let h: Header;
   try {
-    header = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(body.subarray(0, headerLength)));
+    h = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
   } catch (e) {
     throw new CheckpointError(path, "header", `not valid UTF-8 JSON: ${(e as Error).message}`);
   }
-  const config = opts.config ?? await readConfigFile(configPathFor(path)).catch((e) => {
+  if (!Array.isArray(h?.sections?.model)) throw new CheckpointError(path, "sections.model", "missing");
+  return h;
+}
+
+/** Where each section's tensors start in the file; the sections must cover the payload exactly. */
+function sectionLayout(h: Header, p: Prefix, path: string) {
+  const out: Partial<Record<Section, Array<{ name: string; dims: number[]; offset: number }>>> = {};
+  let off = FIXED + p.headerLength;
+  for (const section of SECTIONS) {
+    const list = h.sections[section];
+    if (!list) continue;
+    out[section] = list.map(({ name, dims }) => {
+      const e = { name, dims, offset: off };
+      off += numel(dims) * 4;
+      return e;
+    });
+  }
+  if (off !== FIXED + p.headerLength + p.payloadLength) {
+    throw new CheckpointError(path, "payload", "the sections do not cover the payload exactly");
+  }
+  return out;
+}
+
+async function readSnapshot(path: string): Promise<ModelConfig> {
+  try {
+    return await readConfigFile(configPathFor(path));
+  } catch (e) {
     if ((e as { code?: string }).code === "ENOENT") {
       throw new CheckpointError(path, "config", `the config snapshot ${configPathFor(path)} is missing`);
     }
     throw e;
-  });
-  const out: LoadedCheckpoint = { config, step: header.step, model: [], trainer: header.trainer ?? {} };
-  let off = FIXED + headerLength;
-  const decoded: Partial<Record<Section, Tensor[]>> = {};
-  for (const section of SECTIONS) {
-    const list = header.sections[section];
-    if (!list) continue;
-    const tensors: Tensor[] = [];
-    for (const { name, dims } of list) {
-      const bytes = numel(dims) * 4;
-      if (off + bytes > file.length) throw new CheckpointError(path, `${section}.${name}`, "runs past the payload");
-      if (want.has(section)) {
-        const data = new Float32Array(numel(dims));
-        new Uint8Array(data.buffer).set(file.subarray(off, off + bytes));
-        tensors.push({ name, dims, data });
-      }
-      off += bytes;
-    }
-    if (want.has(section)) decoded[section] = tensors;
   }
-  if (off !== file.length) throw new CheckpointError(path, "payload", "tensors do not cover the payload exactly");
-  if (!header.sections.model) throw new CheckpointError(path, "sections.model", "missing");
-  out.model = decoded.model ?? [];
-  if (decoded.ema) out.ema = decoded.ema;
-  if (decoded.adam_m && decoded.adam_v) out.adam = { m: decoded.adam_m, v: decoded.adam_v };
-  return out;
 }

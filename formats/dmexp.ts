@@ -20,11 +20,14 @@ import { basename, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import process from "node:process";
 import { parse as parseToml, stringify as stringifyToml } from "smol-toml";
-import { LITTLE_ENDIAN, openAtomic } from "./io.ts";
+import { chunksAt, LITTLE_ENDIAN, openAtomic, readExact as readInto } from "./io.ts";
 import { bf16ToF32, f16BitsToF32Bits, f16ToF32, f32ToBf16, f32ToF16 } from "./float16.ts";
 import { isCheckpoint } from "./checkpoint.ts";
 import { ConfigError, configToToml, type ModelConfig, paramShapes, parseConfig } from "../model/config.ts";
-import { numel, type Tensor } from "../model/tensor.ts";
+import { numel, type Tensor, type TensorSource, tensorSource } from "../model/tensor.ts";
+
+export type { TensorSource };
+export { tensorSource };
 import { buildModel, type Model } from "../model/qwen3.ts";
 
 /** The 7 magic letters; the 8th byte of the file is the format version. */
@@ -95,22 +98,6 @@ export const HEADER_KEYS = [
   "config",
   "tensors",
 ] as const;
-
-/**
- * A tensor whose values are fetched a chunk at a time, so a writer never holds more than a chunk.
- * `read` returns elements `[start, start + count)`: a view of `scratch` (which holds at least `count`
- * values) or of the tensor's own memory.
- */
-export interface TensorSource {
-  name: string;
-  dims: number[];
-  read(start: number, count: number, scratch: Float32Array): Float32Array | Promise<Float32Array>;
-}
-
-/** A tensor in memory as a `TensorSource`. */
-export function tensorSource(t: Tensor): TensorSource {
-  return { name: t.name, dims: t.dims, read: (start, count) => t.data.subarray(start, start + count) };
-}
 
 /** What the writer needs besides the tensors. */
 export interface DmexpWriteOptions {
@@ -477,7 +464,7 @@ export async function inspectDmexp(path: string, opts: DmexpReadOptions = {}): P
     const p = await readPrefix(fh, path);
     const headerBytes = await readExact(fh, PREFIX_BYTES, p.headerLength, path);
     let computed = 0;
-    for await (const chunk of chunksAt(fh, p.payloadStart, p.payloadLength, path, opts)) {
+    for await (const chunk of chunksAt(fh, p.payloadStart, p.payloadLength, () => shortFile(path), opts)) {
       computed = crc32(chunk, computed);
     }
     computed >>>= 0;
@@ -565,7 +552,7 @@ export async function readDmexp(path: string, opts: DmexpReadOptions = {}): Prom
       }))
       : [];
     let crc = 0, ti = 0, inTensor = 0;
-    for await (const chunk of chunksAt(fh, p.payloadStart, p.payloadLength, path, opts)) {
+    for await (const chunk of chunksAt(fh, p.payloadStart, p.payloadLength, () => shortFile(path), opts)) {
       crc = crc32(chunk, crc);
       if (!header) continue;
       for (let at = 0; at < chunk.length;) {
@@ -624,37 +611,6 @@ export function exportCommand(checkpointPath: string): string {
 export function checkpointRefusal(path: string): string {
   return `${path} is a ferry training checkpoint (magic FERRYCK): a training run with its optimizer state, ` +
     `not an inference export. Convert it to dmexp with:\n  ${exportCommand(path)}`;
-}
-
-/**
- * Reads `length` bytes from `start` in chunks, with the next read already in flight while the caller
- * works on the current chunk. Each yielded chunk is only valid until the next one is requested.
- */
-export async function* chunksAt(
-  fh: FileHandle,
-  start: number,
-  length: number,
-  path: string,
-  opts: DmexpReadOptions = {},
-): AsyncGenerator<Uint8Array> {
-  const size = Math.max(8, Math.floor((opts.chunkBytes ?? DEFAULT_CHUNK_BYTES) / 8) * 8); // whole values of every dtype
-  const bufs = [new Uint8Array(Math.min(size, length)), new Uint8Array(Math.min(size, length))];
-  let off = 0, k = 0;
-  const fetch = () => {
-    if (off >= length) return undefined;
-    const n = Math.min(size, length - off);
-    const p = readExactInto(fh, bufs[k++ & 1].subarray(0, n), start + off, path);
-    off += n;
-    p.catch(() => {}); // awaited below; this only stops an abandoned read from being reported as unhandled
-    return p;
-  };
-  let next = fetch(), done = 0;
-  while (next) {
-    const chunk = await next;
-    next = fetch();
-    yield chunk;
-    opts.onProgress?.(done += chunk.length, length);
-  }
 }
 
 // ---- internals ----
@@ -744,21 +700,12 @@ async function readExact(
   return await readExactInto(fh, new Uint8Array(length), position, path);
 }
 
-async function readExactInto(
-  fh: FileHandle,
-  into: Uint8Array,
-  position: number,
-  path: string,
-): Promise<Uint8Array> {
-  let got = 0;
-  while (got < into.length) {
-    const { bytesRead } = await fh.read(into, got, into.length - got, position + got);
-    if (bytesRead === 0) {
-      throw new DmexpError(path, "size", "the file ended early (it changed while being read)");
-    }
-    got += bytesRead;
-  }
-  return into;
+function readExactInto(fh: FileHandle, into: Uint8Array, position: number, path: string): Promise<Uint8Array> {
+  return readInto(fh, into, position, () => shortFile(path));
+}
+
+function shortFile(path: string): DmexpError {
+  return new DmexpError(path, "size", "the file ended early (it changed while being read)");
 }
 
 // Yields each source's elements in order, a chunk at a time, with the next chunk's read already started.

@@ -10,7 +10,7 @@
  * ```
  * @module
  */
-import { open, rename, rm } from "node:fs/promises";
+import { type FileHandle, open, rename, rm } from "node:fs/promises";
 import process from "node:process";
 
 /** A file being written under a temporary name. */
@@ -70,4 +70,61 @@ export const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 
 export function f32Bytes(data: Float32Array): Uint8Array {
   if (!LITTLE_ENDIAN) throw new Error("ferry needs a little-endian host");
   return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+}
+
+/**
+ * Fills `into` from `position`, looping over short reads. `onShort` makes the error for a file that
+ * ends early, so each format reports it with its own error type.
+ */
+export async function readExact(
+  fh: FileHandle,
+  into: Uint8Array,
+  position: number,
+  onShort: () => Error,
+): Promise<Uint8Array> {
+  let got = 0;
+  while (got < into.length) {
+    const { bytesRead } = await fh.read(into, got, into.length - got, position + got);
+    if (bytesRead === 0) throw onShort();
+    got += bytesRead;
+  }
+  return into;
+}
+
+/** Options of `chunksAt`. */
+export interface ChunkOptions {
+  /** Bytes per chunk (rounded down to a multiple of 8); default 4 MiB. */
+  chunkBytes?: number;
+  onProgress?: (done: number, total: number) => void;
+}
+
+/**
+ * Reads `length` bytes from `start` in chunks, with the next read already in flight while the caller
+ * works on the current chunk. Each yielded chunk is only valid until the next one is requested.
+ */
+export async function* chunksAt(
+  fh: FileHandle,
+  start: number,
+  length: number,
+  onShort: () => Error,
+  opts: ChunkOptions = {},
+): AsyncGenerator<Uint8Array> {
+  const size = Math.max(8, Math.floor((opts.chunkBytes ?? 4 << 20) / 8) * 8); // whole values of every dtype
+  const bufs = [new Uint8Array(Math.min(size, length)), new Uint8Array(Math.min(size, length))];
+  let off = 0, k = 0;
+  const fetch = () => {
+    if (off >= length) return undefined;
+    const n = Math.min(size, length - off);
+    const p = readExact(fh, bufs[k++ & 1].subarray(0, n), start + off, onShort);
+    off += n;
+    p.catch(() => {}); // awaited below; this only stops an abandoned read from being reported as unhandled
+    return p;
+  };
+  let next = fetch(), done = 0;
+  while (next) {
+    const chunk = await next;
+    next = fetch();
+    yield chunk;
+    opts.onProgress?.(done += chunk.length, length);
+  }
 }

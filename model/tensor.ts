@@ -54,3 +54,27 @@ export function countParams(tensors: readonly Tensor[]): number {
 export function cloneTensors(tensors: readonly Tensor[]): Tensor[] {
   return tensors.map((t) => ({ name: t.name, dims: [...t.dims], data: t.data.slice() }));
 }
+
+/**
+ * A tensor whose values are fetched a chunk at a time, so a writer never holds more than a chunk.
+ * `read` returns elements `[start, start + count)`: a view of `scratch` (which holds at least `count`
+ * values) or of the tensor's own memory.
+ */
+export interface TensorSource {
+  name: string;
+  dims: number[];
+  read(start: number, count: number, scratch: Float32Array): Float32Array | Promise<Float32Array>;
+}
+
+/** A tensor in memory as a `TensorSource`. */
+export function tensorSource(t: Tensor): TensorSource {
+  return { name: t.name, dims: t.dims, read: (start, count) => t.data.subarray(start, start + count) };
+}
+
+/** Reads a whole `TensorSource` into memory. */
+export async function materialize(src: TensorSource): Promise<Tensor> {
+  const data = new Float32Array(numel(src.dims));
+  const view = await src.read(0, data.length, data);
+  if (view !== data) data.set(view);
+  return { name: src.name, dims: [...src.dims], data };
+}

@@ -17,28 +17,18 @@
  * ```
  * @module
  */
-import { type FileHandle, mkdir, open, stat } from "node:fs/promises";
+import { mkdir, open, stat } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
-import { crc32 } from "node:zlib";
 import { cli, EXIT_USAGE, fail, type Progress, progress, run } from "./cli.ts";
 import {
-  CHECKPOINT_MAGIC,
   CheckpointError,
+  type CheckpointModel,
   configPathFor,
   isCheckpoint,
-  SECTIONS,
+  openCheckpointModel,
 } from "../formats/checkpoint.ts";
-import {
-  chunksAt,
-  DMEXP_MAGIC,
-  type DmexpDtype,
-  DTYPES,
-  hex32,
-  type TensorSource,
-  writeDmexp,
-} from "../formats/dmexp.ts";
-import { type ModelConfig, paramShapes, PRESETS, readConfigFile } from "../model/config.ts";
-import { numel } from "../model/tensor.ts";
+import { DMEXP_MAGIC, type DmexpDtype, DTYPES, hex32, writeDmexp } from "../formats/dmexp.ts";
+import { type ModelConfig, PRESETS, readConfigFile } from "../model/config.ts";
 
 /** The checkpoint exported when `--input` is not given. */
 export const DEFAULT_INPUT = "model/default/ferry.ckpt";
@@ -53,37 +43,25 @@ export class UsageError extends Error {
   }
 }
 
-/** A checkpoint's model section, opened for streaming, with the config it was trained under. */
-export interface CheckpointModel {
-  path: string;
-  step: number;
-  config: ModelConfig;
-  /** Where the config came from: the snapshot's path, or `preset <name>`. */
+/** A checkpoint's model section opened for streaming, and where its config came from. */
+export interface CheckpointInput extends CheckpointModel {
+  /** The snapshot's path, or `preset <name>`. */
   configFrom: string;
-  /** The model's tensors in canonical order, each read from the file on demand. */
-  tensors: TensorSource[];
-  close(): Promise<void>;
 }
 
 /**
- * Opens a training checkpoint for export: checks its prefix and its whole-file CRC (in chunks), takes
- * the config from the snapshot (or an explicitly named preset when the snapshot is missing), and checks
- * the model section against the shapes the config implies. Nothing is decoded yet.
- *
- * @example
- * ```ts
- * const ckpt = await openCheckpointModel("runs/a.ckpt");
- * try { await writeDmexp("a.dmexp", ckpt.tensors, ckpt.config, { source: ckpt.path, step: ckpt.step }); }
- * finally { await ckpt.close(); }
- * ```
+ * Opens the checkpoint to export: the config from its snapshot (or an explicitly named preset when the
+ * snapshot is missing), the whole-file CRC verified in chunks, and the model section checked against
+ * that config. A missing file or a dmexp given by mistake gets a sentence that says so.
  */
-export async function openCheckpointModel(
+export async function openInput(
   path: string,
   opts: { preset?: string; onProgress?: (done: number, total: number) => void } = {},
-): Promise<CheckpointModel> {
-  let fh: FileHandle;
+): Promise<CheckpointInput> {
+  const head = new Uint8Array(8);
   try {
-    fh = await open(path, "r");
+    const fh = await open(path, "r");
+    await fh.read(head, 0, 8, 0).finally(() => fh.close());
   } catch (e) {
     const missing = (e as { code?: string }).code === "ENOENT";
     const hint = path === DEFAULT_INPUT
@@ -91,119 +69,14 @@ export async function openCheckpointModel(
       : "";
     throw new CheckpointError(path, "file", missing ? `no such file${hint}` : (e as Error).message);
   }
-  try {
-    const size = (await fh.stat()).size;
-    if (size < 24) {
-      throw new CheckpointError(path, "size", `${size} bytes is shorter than the 24-byte prefix`);
-    }
-    const prefix = await readAt(fh, 0, new Uint8Array(24), path);
-    if (!isCheckpoint(prefix)) {
-      const dmexp = new TextDecoder().decode(prefix.subarray(0, 7)) === DMEXP_MAGIC;
-      throw new CheckpointError(
-        path,
-        "magic",
-        dmexp
-          ? "this is already a dmexp export, not a training checkpoint"
-          : "not a ferry training checkpoint (magic FERRYCK)",
-      );
-    }
-    if (prefix[7] !== CHECKPOINT_MAGIC[7]) {
-      throw new CheckpointError(
-        path,
-        "version",
-        `version ${prefix[7]} is not supported (expected ${CHECKPOINT_MAGIC[7]})`,
-      );
-    }
-    const dv = new DataView(prefix.buffer);
-    const headerLength = dv.getUint32(8, true), payloadLength = dv.getBigUint64(12, true);
-    if (BigInt(24 + headerLength) + payloadLength !== BigInt(size)) {
-      throw new CheckpointError(
-        path,
-        "length",
-        `24 + header ${headerLength} + payload ${payloadLength} != file size ${size} (truncated or padded)`,
-      );
-    }
-    const { config, configFrom } = await resolveConfig(path, opts.preset);
-    const headerBytes = await readAt(fh, 24, new Uint8Array(headerLength), path);
-    let header: { step: number; sections: Record<string, Array<{ name: string; dims: number[] }>> };
-    try {
-      header = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(headerBytes));
-    } catch (e) {
-      throw new CheckpointError(path, "header", `not valid UTF-8 JSON: ${(e as Error).message}`);
-    }
-    if (!Array.isArray(header?.sections?.model)) throw new CheckpointError(path, "sections.model", "missing");
-    // The checksum covers the header and every section; the optimizer's bytes pass through it and go nowhere else.
-    let crc = 0;
-    for await (const chunk of chunksAt(fh, 24, size - 24, path, { onProgress: opts.onProgress })) {
-      crc = crc32(chunk, crc);
-    }
-    if (crc >>> 0 !== dv.getUint32(20, true)) {
-      throw new CheckpointError(
-        path,
-        "crc32",
-        `checksum mismatch (stored ${hex32(dv.getUint32(20, true))}, computed ${
-          hex32(crc)
-        }): the file is corrupt`,
-      );
-    }
-    let covered = 0;
-    for (const section of SECTIONS) {
-      for (const t of header.sections[section] ?? []) covered += numel(t.dims) * 4;
-    }
-    if (BigInt(covered) !== payloadLength) {
-      throw new CheckpointError(path, "payload", "the sections do not cover the payload exactly");
-    }
-    // The model section comes first in the payload.
-    const offsets = new Map<string, { dims: number[]; offset: number }>();
-    let offset = 24 + headerLength;
-    for (const t of header.sections.model) {
-      offsets.set(t.name, { dims: t.dims, offset });
-      offset += numel(t.dims) * 4;
-    }
-    const tensors: TensorSource[] = paramShapes(config).map(({ name, dims }) => {
-      const found = offsets.get(name);
-      if (!found) {
-        throw new CheckpointError(
-          path,
-          `model.${name}`,
-          `missing; ${configFrom} implies it with dims [${dims}]`,
-        );
-      }
-      if (found.dims.length !== dims.length || found.dims.some((d, i) => d !== dims[i])) {
-        throw new CheckpointError(
-          path,
-          `model.${name}`,
-          `dims [${found.dims}], but ${configFrom} implies [${dims}]`,
-        );
-      }
-      offsets.delete(name);
-      return {
-        name,
-        dims,
-        read: async (start, count, scratch) => {
-          const view = scratch.subarray(0, count);
-          await readAt(
-            fh,
-            found.offset + start * 4,
-            new Uint8Array(view.buffer, view.byteOffset, count * 4),
-            path,
-          );
-          return view;
-        },
-      };
-    });
-    for (const name of offsets.keys()) {
-      throw new CheckpointError(
-        path,
-        `model.${name}`,
-        `unknown: ${configFrom} implies no tensor of this name`,
-      );
-    }
-    return { path, step: header.step, config, configFrom, tensors, close: () => fh.close() };
-  } catch (e) {
-    await fh.close();
-    throw e;
+  if (new TextDecoder().decode(head.subarray(0, 7)) === DMEXP_MAGIC) {
+    throw new CheckpointError(path, "magic", "this is already a dmexp export, not a training checkpoint");
   }
+  const { config, configFrom } = isCheckpoint(head)
+    ? await resolveConfig(path, opts.preset)
+    : { config: undefined, configFrom: undefined }; // not a checkpoint: openCheckpointModel names the problem
+  const model = await openCheckpointModel(path, { config, configFrom, onProgress: opts.onProgress });
+  return { ...model, configFrom: configFrom ?? configPathFor(path) };
 }
 
 async function resolveConfig(
@@ -233,21 +106,9 @@ async function resolveConfig(
   return { config: PRESETS[preset], configFrom: `preset ${preset}` };
 }
 
-async function readAt(fh: FileHandle, position: number, into: Uint8Array, path: string): Promise<Uint8Array> {
-  let got = 0;
-  while (got < into.length) {
-    const { bytesRead } = await fh.read(into, got, into.length - got, position + got);
-    if (bytesRead === 0) {
-      throw new CheckpointError(path, "size", "the file ended early (it changed while being read)");
-    }
-    got += bytesRead;
-  }
-  return into;
-}
-
 /** What a format writer is given. */
 export interface ExportJob {
-  input: CheckpointModel;
+  input: CheckpointInput;
   /** The file (or folder, for a folder format) to write. */
   output: string;
   dtype: string;
@@ -351,7 +212,7 @@ export async function exportCheckpoint(opts: ExportOptions = {}): Promise<Export
     throw new UsageError(`--dtype ${dtype}: ${formatName} stores ${format.dtypes.join(", ")}`);
   }
   const file = outputPath(opts.output ?? DEFAULT_OUTPUT, formatName, input, dtype);
-  const model = await openCheckpointModel(input, {
+  const model = await openInput(input, {
     preset: opts.preset,
     onProgress: (d, t) => opts.onProgress?.("verify", d, t),
   });

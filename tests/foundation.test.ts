@@ -6,7 +6,15 @@ import { join } from "node:path";
 import { BOS, createStreamDecoder, decode, encode, EOS } from "../model/tokenizer.ts";
 import { ConfigError, configToToml, parseConfig, PRESETS } from "../model/config.ts";
 import { initParams } from "../model/init.ts";
-import { CheckpointError, configPathFor, isCheckpoint, readCheckpoint, writeCheckpoint } from "../formats/checkpoint.ts";
+import {
+  CheckpointError,
+  configPathFor,
+  isCheckpoint,
+  openCheckpointModel,
+  readCheckpoint,
+  writeCheckpoint,
+} from "../formats/checkpoint.ts";
+import { materialize } from "../model/tensor.ts";
 
 const SAMPLES = ["", "The jury said", "naïve café", "日本語のテキスト", "مرحبا بالعالم", "emoji 🚀👩‍👩‍👧", "e\u0301 combining", "tab\tnew\nline", "\uFEFFstarts with a byte-order mark"];
 
@@ -61,10 +69,25 @@ test("a training checkpoint round-trips every section bit-exactly, with its conf
     expect(modelOnly.adam).toBeUndefined();
     expect(modelOnly.ema).toBeUndefined();
 
+    // Streaming the model section gives the same tensors as reading the whole file.
+    const streamed = await openCheckpointModel(path);
+    try {
+      expect(streamed.step).toBe(42);
+      for (const [i, src] of streamed.tensors.entries()) {
+        const t = await materialize(src);
+        expect(t.name).toBe(model[i].name);
+        expect(Buffer.from(t.data.buffer).equals(Buffer.from(model[i].data.buffer))).toBe(true);
+      }
+    } finally {
+      await streamed.close();
+    }
+    await expect(openCheckpointModel(path, { config: { ...cfg, hidden_size: 8 } })).rejects.toThrow(/model\.embed_tokens\.weight: dims/);
+
     const bytes = readFileSync(path);
     bytes[bytes.length - 5] ^= 1;
     writeFileSync(path, bytes);
     await expect(readCheckpoint(path)).rejects.toThrow(/crc32: checksum mismatch/);
+    await expect(openCheckpointModel(path)).rejects.toThrow(/crc32: checksum mismatch/);
     writeFileSync(path, bytes.subarray(0, bytes.length - 3));
     await expect(readCheckpoint(path)).rejects.toThrow(/truncated or padded/);
     rmSync(configPathFor(path));
