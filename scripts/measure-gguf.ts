@@ -295,7 +295,7 @@ if (import.meta.main) {
       int("window-bytes", values["window-bytes"]),
     );
     const prompts = heldOutPrompts(heldOut, int("prompts", values.prompts));
-    const bar = progress("measure-gguf", GGUF_DTYPES.length * 3);
+    const bar = progress("measure-gguf", GGUF_DTYPES.length * 2);
     const rows = await measureGguf(model, {
       windows,
       prompts,
