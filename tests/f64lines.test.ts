@@ -1,0 +1,554 @@
+import { expect, test } from "bun:test";
+import { spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import {
+  decodeF64Token,
+  encodeF64Token,
+  F64LinesError,
+  type F64LinesErrorKind,
+  f64LinesToTensors,
+  fnv1a64Hex,
+  parseF64Lines,
+  readF64Lines,
+  readF64LinesArrays,
+  stringChecksum,
+  tensorsToF64Lines,
+  weightsToF64Lines,
+  weightsToF64LinesBytes,
+  writeF64Lines,
+  writeF64LinesArrays,
+} from "../formats/f64lines.ts";
+import { parse as minimalParse } from "../readers/f64lines.ts";
+import { paramShapes, PRESETS } from "../model/config.ts";
+import { initParams } from "../model/init.ts";
+import { buildModel, createCache, forward } from "../model/qwen3.ts";
+import { createRng } from "../model/random.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "f64lines-"));
+const READER = new URL("../readers/f64lines.ts", import.meta.url).pathname;
+const enc = new TextEncoder();
+const QUIET_NAN = [0, 0x7ff80000]; // the words every NaN reads back as
+
+/** Appends the checksum line a writer would, so a test text fails only where it means to. */
+function sealed(body: string): string {
+  const canonical = body.split("\n").map((l) => l.replace(/\r$/, "")).filter((l) => l !== "").join("\n");
+  const hex = stringChecksum(canonical === "" ? "" : canonical + "\n").toString(16).padStart(8, "0");
+  return `${body}#fnv1a32=${hex}\n`;
+}
+
+/** Asserts that parsing throws F64LinesError of this kind, at this line and column when given. */
+function refuses(
+  input: string | Uint8Array,
+  kind: F64LinesErrorKind,
+  line?: number,
+  column?: number,
+): F64LinesError {
+  let caught: unknown;
+  try {
+    parseF64Lines(input, "t.f64lines");
+  } catch (e) {
+    caught = e;
+  }
+  expect(caught).toBeInstanceOf(F64LinesError);
+  const err = caught as F64LinesError;
+  expect(err.kind).toBe(kind);
+  if (line !== undefined) expect(err.line).toBe(line);
+  if (column !== undefined) expect(err.column).toBe(column);
+  expect(err.message).toStartWith("t.f64lines:");
+  return err;
+}
+
+const sameBits = (a: Float64Array, b: Float64Array) =>
+  a.length === b.length && new Uint32Array(a.buffer, a.byteOffset, 2 * a.length)
+    .every((w, i) => w === new Uint32Array(b.buffer, b.byteOffset, 2 * b.length)[i]);
+
+// The stress set: random bit patterns over the whole float64 space, then the edges by name.
+function stressSet(): Float64Array {
+  const rng = createRng(20240611);
+  const n = 100_000;
+  const specials = [
+    0,
+    -0,
+    Infinity,
+    -Infinity,
+    NaN,
+    5e-324,
+    -5e-324,
+    Number.MAX_VALUE,
+    -Number.MAX_VALUE,
+    2 ** -1022,
+    2 ** -1022 - 2 ** -1074,
+    2 ** 1023,
+    1,
+    -1,
+    0.1,
+    0.5,
+    2 ** 52,
+    2 ** 53,
+    2 ** 53 + 2,
+    2 ** 61,
+    2 ** 62,
+    2 ** 62 - 1024,
+    -(2 ** 62 - 512),
+    2 ** 63,
+    Number.MAX_SAFE_INTEGER,
+    123456789012345,
+    1e15,
+    1e16,
+  ];
+  const out = new Float64Array(n + specials.length);
+  const words = new Uint32Array(out.buffer);
+  for (let i = 0; i < 2 * n; i++) words[i] = rng.next() * 2 ** 32;
+  out.set(specials, n);
+  // Signalling and negative NaN patterns too: they must all come back as the one quiet NaN.
+  words[0] = 1, words[1] = 0x7ff00000, words[2] = 0, words[3] = 0xfff80000;
+  return out;
+}
+const STRESS = stressSet();
+const STRESS_TEXT = weightsToF64Lines(["stress"], [STRESS]);
+writeFileSync(join(dir, "stress.f64lines"), STRESS_TEXT);
+
+// ---------------------------------------------------------------------------------------------
+// Tokens and checksum
+
+test("the source page's token examples", () => {
+  const cases: Array<[number, string]> = [
+    [0.5, "1p-1"],
+    [0.1, "3602879701896397p-55"],
+    [Number.MAX_VALUE, "9007199254740991p971"],
+    [5e-324, "1p-1074"],
+    [2 ** 1023, "1p1023"],
+    [2 ** 61, "2305843009213693952"],
+    [2 ** 62, "1p62"],
+    [-0, "-0"],
+    [0, "0"],
+    [-Infinity, "-inf"],
+    [NaN, "nan"],
+  ];
+  for (const [x, token] of cases) {
+    expect(encodeF64Token(x)).toBe(token);
+    expect(Object.is(decodeF64Token(token), x)).toBe(true);
+  }
+});
+
+test("tokens follow the IEEE-754 decomposition: odd m, exact digits below 2^62", () => {
+  expect(encodeF64Token(-2.5)).toBe("-5p-1");
+  expect(encodeF64Token(2 ** -1022 - 2 ** -1074)).toBe("4503599627370495p-1074"); // largest subnormal
+  expect(encodeF64Token(2 ** 53)).toBe("9007199254740992");
+  expect(encodeF64Token(2 ** 62 - 1024)).toBe("4611686018427386880"); // exact, where String() rounds
+  expect(encodeF64Token(1.5 * 2 ** 62)).toBe("3p61");
+  expect(encodeF64Token(Math.fround(0.1))).toBe("13421773p-27");
+});
+
+test("FNV-1a 64 matches Noll's published vectors, and the fold is high ^ low", () => {
+  expect(fnv1a64Hex(enc.encode(""))).toBe("cbf29ce484222325");
+  expect(fnv1a64Hex(enc.encode("a"))).toBe("af63dc4c8601ec8c");
+  expect(fnv1a64Hex(enc.encode("foobar"))).toBe("85944171f73967e8");
+  expect(stringChecksum("")).toBe(0xcbf29ce4 ^ 0x84222325);
+  expect(stringChecksum("a")).toBe((0xaf63dc4c ^ 0x8601ec8c) >>> 0);
+  expect(stringChecksum("foobar")).toBe((0x85944171 ^ 0xf73967e8) >>> 0);
+  expect(stringChecksum("foobar!")).not.toBe(stringChecksum("foobar")); // one byte more changes it
+  const hex = fnv1a64Hex(enc.encode("é")); // a string's checksum is over its UTF-8 bytes
+  expect(stringChecksum("é")).toBe((parseInt(hex.slice(0, 8), 16) ^ parseInt(hex.slice(8), 16)) >>> 0);
+});
+
+// ---------------------------------------------------------------------------------------------
+// Writing
+
+test("writing is deterministic and the same from f32, f64 and plain arrays", () => {
+  const f32 = new Float32Array([0.1, -3, 1e-40, NaN, -0, 3.4e38]);
+  const a = weightsToF64Lines(["w"], [f32]);
+  expect(weightsToF64Lines(["w"], [f32])).toBe(a);
+  expect(weightsToF64Lines(["w"], [new Float64Array(f32)])).toBe(a);
+  expect(weightsToF64Lines(["w"], [Array.from(f32)])).toBe(a);
+  const wide = new Float64Array([9, ...f32]).subarray(1); // a view with a byte offset
+  expect(weightsToF64Lines(["w"], [wide])).toBe(a);
+  expect(new TextDecoder().decode(weightsToF64LinesBytes(["w"], [f32]))).toBe(a);
+});
+
+test("random f32 bit patterns write the same tokens as their widened float64", () => {
+  const rng = createRng(7);
+  const bits = new Uint32Array(100_000).map(() => rng.next() * 2 ** 32);
+  const f32 = new Float32Array(bits.buffer);
+  expect(weightsToF64Lines(["f"], [f32])).toBe(weightsToF64Lines(["f"], [new Float64Array(f32)]));
+});
+
+test("names: | \\n \\r become _, ASCII and other names round-trip verbatim", () => {
+  let ascii = "";
+  for (let c = 32; c < 127; c++) if (c !== 124) ascii += String.fromCharCode(c);
+  const names = ["a|b\nc\rd", ascii, "\t\x00\x7f", "ümlaut·名前", ""];
+  const back = parseF64Lines(weightsToF64Lines(names, names.map(() => [1])));
+  expect(back.names).toEqual(["a_b_c_d", ascii, "\t\x00\x7f", "ümlaut·名前", ""]);
+});
+
+test("names and arrays of different counts write nothing and say why", async () => {
+  expect(() => weightsToF64Lines(["a", "b"], [[1]])).toThrow(/2 names but 1 arrays/);
+  const path = join(dir, "mismatch.f64lines");
+  let kind = "";
+  await writeF64LinesArrays(path, ["a"], []).catch((e) => kind = (e as F64LinesError).kind);
+  expect(kind).toBe("mismatch");
+  expect(existsSync(path)).toBe(false);
+});
+
+// ---------------------------------------------------------------------------------------------
+// Round trips
+
+test("100k random float64 bit patterns round-trip bit-exact (NaN as the quiet NaN)", () => {
+  const back = parseF64Lines(STRESS_TEXT).arrays[0];
+  const inW = new Uint32Array(STRESS.buffer), outW = new Uint32Array(back.buffer);
+  let nans = 0;
+  for (let i = 0; i < STRESS.length; i++) {
+    const isNaN = STRESS[i] !== STRESS[i];
+    nans += isNaN ? 1 : 0;
+    const want = isNaN ? QUIET_NAN : [inW[2 * i], inW[2 * i + 1]];
+    if (outW[2 * i] !== want[0] || outW[2 * i + 1] !== want[1]) {
+      throw new Error(`value ${i}: ${encodeF64Token(STRESS[i])} came back as ${encodeF64Token(back[i])}`);
+    }
+  }
+  expect(back.length).toBe(STRESS.length);
+  expect(nans).toBeGreaterThan(10); // the set really holds NaNs, including the odd patterns
+  expect(weightsToF64Lines(["stress"], [back])).toBe(STRESS_TEXT); // and the text is canonical
+});
+
+test("blank lines and CRLF endings are tolerated and change nothing, the checksum included", () => {
+  const text = weightsToF64Lines(["a", "b"], [[0.5, -0], [3]]);
+  const messy = "\n\r\n" + text.replaceAll("\n", "\r\n").replace("\r\nv1|b", "\r\n\r\n\nv1|b") + "\r\n\n";
+  const a = parseF64Lines(text), b = parseF64Lines(messy);
+  expect(b.names).toEqual(a.names);
+  expect(b.checksum).toBe(a.checksum);
+  expect(sameBits(b.arrays[0], a.arrays[0]) && sameBits(b.arrays[1], a.arrays[1])).toBe(true);
+  expect(b.lines).toEqual([3, 6]);
+});
+
+test("a model round-trips through an f64lines file bit-exact, and still runs", async () => {
+  const tensors = initParams(PRESETS.tiny, 3);
+  const path = join(dir, "tiny.f64lines");
+  await writeF64Lines(path, tensors);
+  expect(readFileSync(path, "utf8")).toBe(tensorsToF64Lines(tensors));
+  const back = await readF64Lines(path, paramShapes(PRESETS.tiny));
+  expect(back.map((t) => t.name)).toEqual(tensors.map((t) => t.name));
+  for (const [i, t] of back.entries()) {
+    expect(t.dims).toEqual(tensors[i].dims);
+    expect(new Uint32Array(t.data.buffer)).toEqual(new Uint32Array(tensors[i].data.buffer));
+  }
+  const logits = (ts: typeof tensors) => {
+    const model = buildModel(PRESETS.tiny, ts);
+    return forward(model, createCache(model), [256, 72, 105]);
+  };
+  expect(logits(back)).toEqual(logits(tensors));
+});
+
+test("every f32 bit pattern widens and narrows back exactly; NaN stays NaN", () => {
+  const rng = createRng(11);
+  const bits = new Uint32Array(20_000).map(() => rng.next() * 2 ** 32);
+  bits.set([0x00000001, 0x80000001, 0x7f7fffff, 0xff800000, 0x80000000, 0x7fc00001], 0);
+  const f32 = new Float32Array(bits.buffer);
+  const [back] = f64LinesToTensors(weightsToF64Lines(["x"], [f32]));
+  for (let i = 0; i < bits.length; i++) {
+    const want = f32[i] !== f32[i] ? 0x7fc00000 : bits[i];
+    if (new Uint32Array(back.data.buffer)[i] !== want) throw new Error(`f32 bits ${bits[i].toString(16)}`);
+  }
+  expect(back.dims).toEqual([bits.length]);
+});
+
+// ---------------------------------------------------------------------------------------------
+// Refusals: one test per rule
+
+test("refuses: bytes that are not UTF-8, at the byte's line and column", () => {
+  const good = enc.encode(sealed("v1|ok|1|1\nv1|ab\xff|1|1\n"));
+  const bytes = new Uint8Array([...good.subarray(0, 15), 0xff, ...good.subarray(17)]);
+  refuses(bytes, "utf8", 2, 6);
+});
+
+test("refuses: a last line with no newline", () => {
+  refuses(sealed("v1|a|1|1\n").slice(0, -1), "unterminated", 2);
+});
+
+test("refuses: an unknown version tag", () => {
+  const err = refuses(sealed("v1|a|1|1\nv2|b|1|1\n"), "version", 2, 1);
+  expect(err.message).toContain("'v2'");
+});
+
+test("refuses: a byte-order mark (it hides the version tag)", () => {
+  refuses(enc.encode("\ufeff" + sealed("v1|a|1|1\n")), "version", 1, 1);
+});
+
+test("refuses: a v1 line with too few or too many fields", () => {
+  refuses(sealed("v1|a|1\n"), "fields", 1);
+  refuses(sealed("v1|a|2|1|2\n"), "fields", 1, 9);
+});
+
+test("refuses: a name holding \\r", () => {
+  refuses(sealed("v1|a\rb|1|1\n"), "name", 1, 4);
+});
+
+test("refuses: a length that is not canonical decimal", () => {
+  for (const len of ["01", "x", "-1", "", "1e1", "1234567890123456"]) {
+    refuses(sealed(`v1|a|${len}|1\n`), "length-field", 1, 6);
+  }
+});
+
+test("refuses: a declared length that disagrees with the values", () => {
+  refuses(sealed("v1|a|3|1,2\n"), "length", 1, 6);
+  refuses(sealed("v1|a|1|1,2\n"), "length", 1, 6);
+  refuses(sealed("v1|a|1|\n"), "length", 1, 6);
+  refuses(sealed("v1|a|0|5\n"), "length", 1, 6);
+  refuses(sealed("v1|a|999999999999999|1\n"), "length", 1, 6); // refused before allocating
+});
+
+test("refuses: malformed tokens, at the token's column", () => {
+  for (
+    const bad of [
+      "1.5",
+      "1e3",
+      "+1",
+      "Inf",
+      "NaN",
+      "-nan",
+      "1p",
+      "1p-",
+      "p3",
+      "",
+      "--1",
+      "1 ",
+      "0x10",
+      "1p+2",
+    ]
+  ) {
+    refuses(sealed(`v1|a|2|7,${bad}\n`), "token", 1, 10);
+  }
+  refuses(sealed("v1|a|2|7,\n"), "token", 1, 10); // a trailing comma leaves an empty token
+});
+
+test("refuses: 1p1024, past the largest float64", () => {
+  refuses(sealed("v1|a|1|1p1024\n"), "domain", 1, 8);
+  refuses(sealed("v1|a|1|3p1023\n"), "domain", 1, 8);
+  expect(decodeF64Token("1p1023")).toBe(2 ** 1023);
+});
+
+test("refuses: 1p-1075, below the smallest float64 step", () => {
+  refuses(sealed("v1|a|1|1p-1075\n"), "domain", 1, 8);
+  expect(decodeF64Token("3p-1074")).toBe(3 * 5e-324);
+});
+
+test("refuses: a significand of 2^53 or more", () => {
+  refuses(sealed("v1|a|1|9007199254740993p1\n"), "domain", 1, 8);
+  refuses(sealed("v1|a|1|99999999999999999999999p-3\n"), "domain", 1, 8);
+  expect(decodeF64Token("9007199254740991p971")).toBe(Number.MAX_VALUE);
+});
+
+test("refuses: an even significand, where the canonical form needs an odd one", () => {
+  refuses(sealed("v1|a|1|2p-2\n"), "domain", 1, 8);
+  refuses(sealed("v1|a|1|0p3\n"), "domain", 1, 8);
+});
+
+test("refuses: digits that are not a float64 below 2^62", () => {
+  refuses(sealed("v1|a|1|9007199254740993\n"), "domain", 1, 8); // between two float64s
+  refuses(sealed("v1|a|1|4611686018427387904\n"), "domain", 1, 8); // 2^62 is 1p62
+  refuses(sealed("v1|a|1|123456789012345678901\n"), "domain", 1, 8);
+});
+
+test("refuses: non-canonical spellings of valid values", () => {
+  for (const bad of ["007", "-00", "1p07", "1p-0", "1p0", "3p1", "1p61", "-5p2"]) {
+    refuses(sealed(`v1|a|1|${bad}\n`), "noncanonical", 1, 8);
+  }
+});
+
+test("refuses: a file with no checksum line", () => {
+  refuses("v1|a|1|1\n", "checksum-missing", 2);
+  refuses("", "checksum-missing", 1);
+});
+
+test("refuses: a checksum that is not 8 lowercase hex digits", () => {
+  const text = sealed("v1|a|1|1\n");
+  refuses(
+    text.replace(/=([0-9a-f]{8})/, (_, h: string) => "=" + h.toUpperCase() + "x"),
+    "checksum-format",
+    2,
+    10,
+  );
+  refuses(text.replace(/=([0-9a-f]{8})/, (_, h: string) => "=" + h.slice(1)), "checksum-format", 2, 10);
+});
+
+test("refuses: a wrong checksum, so any edit or truncation is caught", () => {
+  const text = weightsToF64Lines(["a", "b"], [[1, 2], [3]]);
+  refuses(text.replace("v1|a|2|1,2", "v1|a|2|1,3"), "checksum", 3, 10);
+  refuses(text.replace("v1|b|1|3\n", ""), "checksum", 2, 10); // a whole line dropped
+});
+
+test("refuses: a line after the checksum line", () => {
+  refuses(sealed("v1|a|1|1\n") + "v1|b|1|2\n", "after-checksum", 3, 1);
+  refuses(sealed("v1|a|1|1\n") + "\n" + sealed(""), "after-checksum", 4, 1);
+});
+
+test("one bad line refuses the whole file: nothing partial comes back", () => {
+  const lines = Array.from({ length: 50 }, (_, i) => `v1|t${i}|2|${i + 1},1p-1`);
+  lines[37] = "v1|t37|2|1,1.5";
+  let result: unknown = "untouched";
+  try {
+    result = parseF64Lines(sealed(lines.join("\n") + "\n"));
+  } catch (e) {
+    expect((e as F64LinesError).line).toBe(38);
+  }
+  expect(result).toBe("untouched");
+});
+
+test("refuses, reading tensors: values that do not narrow to f32 exactly", () => {
+  for (const bad of [0.1, 5e-324, 2 ** 128, 1 + 2 ** -30]) {
+    let err: F64LinesError | undefined;
+    try {
+      f64LinesToTensors(weightsToF64Lines(["w", "v"], [[1], [0.5, bad]]), "m.f64lines");
+    } catch (e) {
+      err = e as F64LinesError;
+    }
+    expect(err?.kind).toBe("f32");
+    expect([err?.line, err?.column]).toEqual([2, 13]); // v1|v|2|1p-1,<here>
+  }
+  expect(f64LinesToTensors(weightsToF64Lines(["w"], [[NaN, 1]]))[0].data[0]).toBeNaN();
+});
+
+test("refuses, reading tensors: names or sizes that differ from the config's shapes", () => {
+  const tensors = initParams(PRESETS.tiny, 1);
+  const text = tensorsToF64Lines(tensors.slice(1));
+  expect(() => f64LinesToTensors(text, "m", paramShapes(PRESETS.tiny))).toThrow(/shape/);
+  const swapped = tensorsToF64Lines([tensors[1], tensors[0], ...tensors.slice(2)]);
+  let kind = "";
+  try {
+    f64LinesToTensors(swapped, "m", paramShapes(PRESETS.tiny));
+  } catch (e) {
+    kind = (e as F64LinesError).kind;
+  }
+  expect(kind).toBe("shape");
+});
+
+// ---------------------------------------------------------------------------------------------
+// The minimal reader
+
+const modelPath = join(dir, "model.f64lines");
+await writeF64Lines(modelPath, initParams(PRESETS.tiny, 5));
+
+// Every malformed file the refusal tests use, as files, for the minimal reader to refuse too.
+const MALFORMED: Array<string | Uint8Array> = [
+  sealed("v1|a|1|1\n").slice(0, -1),
+  sealed("v2|b|1|1\n"),
+  enc.encode("\ufeff" + sealed("v1|a|1|1\n")),
+  new Uint8Array([...enc.encode("v1|a"), 0xff, ...enc.encode(sealed("|1|1\n"))]),
+  sealed("v1|a|1\n"),
+  sealed("v1|a|2|1|2\n"),
+  sealed("v1|a\rb|1|1\n"),
+  ...["01", "x", "-1", "", "1234567890123456"].map((l) => sealed(`v1|a|${l}|1\n`)),
+  ...["v1|a|3|1,2", "v1|a|1|1,2", "v1|a|1|", "v1|a|0|5"].map((l) => sealed(l + "\n")),
+  ...["1.5", "1e3", "+1", "Inf", "NaN", "-nan", "1p", "1p-", "p3", "", "1p+2", "7,"].map((t) =>
+    sealed(`v1|a|2|7,${t}\n`)
+  ),
+  ...["1p1024", "1p-1075", "9007199254740993p1", "2p-2", "0p3", "9007199254740993", "4611686018427387904"]
+    .map((t) => sealed(`v1|a|1|${t}\n`)),
+  ...["007", "-00", "1p07", "1p-0", "1p0", "3p1", "1p61"].map((t) => sealed(`v1|a|1|${t}\n`)),
+  "v1|a|1|1\n",
+  sealed("v1|a|1|1\n").toUpperCase(),
+  weightsToF64Lines(["a"], [[1, 2]]).replace("1,2", "1,3"),
+  sealed("v1|a|1|1\n") + "v1|b|1|2\n",
+  sealed("v1|a|1|1\r\n").replace("\r\n", "\n\r"),
+  sealed("v1|a|1|1\n") + "\r",
+];
+const malformedPaths = MALFORMED.map((m, i) => {
+  const path = join(dir, `bad${i}.f64lines`);
+  writeFileSync(path, m);
+  return path;
+});
+
+test("every malformed file is refused by the full reader too", async () => {
+  for (const path of malformedPaths) {
+    let refused = false;
+    await readF64LinesArrays(path).catch((e) => refused = e instanceof F64LinesError);
+    if (!refused) {
+      throw new Error(`the full reader accepted ${path}: ${JSON.stringify(readFileSync(path, "latin1"))}`);
+    }
+  }
+  expect(malformedPaths.length).toBeGreaterThan(40);
+});
+
+test("the minimal reader is at most 40 lines and imports only node: built-ins", () => {
+  const source = readFileSync(READER, "utf8");
+  expect(source.trimEnd().split("\n").length).toBeLessThanOrEqual(40);
+  const imports = [...source.matchAll(/from\s+"([^"]+)"/g)].map((m) => m[1]);
+  expect(imports.length).toBeGreaterThan(0);
+  expect(imports.every((s) => s.startsWith("node:"))).toBe(true);
+});
+
+test("the minimal reader agrees bit for bit with the full one and refuses the same files", () => {
+  for (const path of [join(dir, "stress.f64lines"), modelPath]) {
+    const bytes = new Uint8Array(readFileSync(path));
+    const full = parseF64Lines(bytes), mini = minimalParse(bytes);
+    expect(mini.names).toEqual(full.names);
+    expect(mini.checksum).toBe(full.checksum);
+    expect(mini.arrays.every((a, i) => sameBits(a, full.arrays[i]))).toBe(true);
+  }
+  for (const path of malformedPaths) {
+    expect(() => minimalParse(new Uint8Array(readFileSync(path)))).toThrow();
+  }
+});
+
+// One Deno process checks the minimal reader there: bits of every array, and every refusal.
+function denoVerdicts(): { digests: string[]; accepted: string[] } {
+  const script = join(dir, "verdicts.ts");
+  writeFileSync(
+    script,
+    `import { parse } from ${JSON.stringify("file://" + READER)};
+import { readFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+const [good, bad] = JSON.parse(Deno.args[0]);
+const digests = good.map((p) => {
+  const { names, arrays, checksum } = parse(readFileSync(p));
+  const h = createHash("sha256").update(JSON.stringify([names, checksum]));
+  for (const a of arrays) h.update(new Uint8Array(a.buffer));
+  return h.digest("hex");
+});
+const accepted = bad.filter((p) => { try { parse(readFileSync(p)); return true; } catch { return false; } });
+console.log(JSON.stringify({ digests, accepted }));`,
+  );
+  const good = [join(dir, "stress.f64lines"), modelPath];
+  const run = spawnSync("deno", ["run", "-A", "--no-check", script, JSON.stringify([good, malformedPaths])], {
+    encoding: "utf8",
+  });
+  if (run.status !== 0) throw new Error(`deno failed: ${run.stderr}`);
+  return JSON.parse(run.stdout);
+}
+
+test("under Deno too, the minimal reader agrees bit for bit and refuses every malformed file", () => {
+  const { digests, accepted } = denoVerdicts();
+  expect(accepted).toEqual([]);
+  const expected = [join(dir, "stress.f64lines"), modelPath].map((p) => {
+    const { names, arrays, checksum } = parseF64Lines(new Uint8Array(readFileSync(p)));
+    const h = createHash("sha256").update(JSON.stringify([names, checksum]));
+    for (const a of arrays) h.update(new Uint8Array(a.buffer));
+    return h.digest("hex");
+  });
+  expect(digests).toEqual(expected);
+});
+
+for (const runtime of ["deno", "bun"] as const) {
+  const cmd = (file: string) =>
+    runtime === "deno"
+      ? spawnSync("deno", ["run", "-A", "--no-check", READER, file], { encoding: "utf8" })
+      : spawnSync(process.execPath, [READER, file], { encoding: "utf8" });
+
+  test(`the minimal reader CLI under ${runtime} prints names, lengths and the checksum`, () => {
+    const run = cmd(modelPath);
+    expect(run.status).toBe(0);
+    const full = parseF64Lines(new Uint8Array(readFileSync(modelPath)));
+    const expected = full.names.map((n, i) => `${n}\t${full.arrays[i].length}`);
+    expected.push(`fnv1a32=${full.checksum.toString(16).padStart(8, "0")}`);
+    expect(run.stdout.trimEnd().split("\n")).toEqual(expected);
+  });
+
+  test(`the minimal reader CLI under ${runtime} exits non-zero on malformed files`, () => {
+    const path = malformedPaths[malformedPaths.length - 4]; // a wrong checksum: the subtlest refusal
+    const run = cmd(path);
+    expect(run.status).toBe(1);
+    expect(run.stderr).toContain(path);
+  });
+}
