@@ -28,7 +28,10 @@ import {
   openCheckpointModel,
 } from "../formats/checkpoint.ts";
 import { DMEXP_MAGIC, type DmexpDtype, DTYPES, hex32, writeDmexp } from "../formats/dmexp.ts";
+import { exportHuggingFace, type HfDtype } from "../formats/huggingface.ts";
+import { type GgufDtype, writeGguf } from "../formats/gguf.ts";
 import { type ModelConfig, PRESETS, readConfigFile } from "../model/config.ts";
+import { countParams, materialize, type Tensor } from "../model/tensor.ts";
 
 /** The checkpoint exported when `--input` is not given. */
 export const DEFAULT_INPUT = "model/default/ferry.ckpt";
@@ -134,10 +137,31 @@ export interface ExportFormat {
   write(job: ExportJob): Promise<ExportResult>;
 }
 
-/** Every format `--format` accepts; adding a format is one line here. */
+/** Every format `--format` accepts; adding a format is one line here. `all` writes each at its default dtype. */
 export const FORMATS: Record<string, ExportFormat> = {
   dmexp: { ext: ".dmexp", dtypes: DTYPES, defaultDtype: "bf16", write: exportDmexp },
+  hf: { ext: ".hf", dtypes: ["f32", "f16", "bf16"], defaultDtype: "f32", write: exportHf },
+  gguf: { ext: ".gguf", dtypes: ["f32", "f16", "bf16", "q8_0", "q4_0"], defaultDtype: "f16", write: exportGguf },
 };
+
+/** The writers below take whole tensors; a model this size fits in memory (dmexp alone streams). */
+async function loadAll(input: CheckpointInput): Promise<Tensor[]> {
+  return await Promise.all(input.tensors.map(materialize));
+}
+
+async function exportHf({ input, output, dtype }: ExportJob): Promise<ExportResult> {
+  const tensors = await loadAll(input);
+  const files = await exportHuggingFace(output, tensors, input.config, { dtype: dtype as HfDtype });
+  let bytes = 0;
+  for (const f of files) bytes += (await stat(f)).size;
+  return { file: output, bytes, dtype, params: countParams(tensors), tensors: tensors.length, files: files.length };
+}
+
+async function exportGguf({ input, output, dtype }: ExportJob): Promise<ExportResult> {
+  const tensors = await loadAll(input);
+  await writeGguf(output, tensors, input.config, { type: dtype as GgufDtype, name: basename(input.path).replace(/\.ckpt$/, "") });
+  return { file: output, bytes: (await stat(output)).size, dtype, params: countParams(tensors), tensors: tensors.length };
+}
 
 async function exportDmexp({ input, output, dtype, onProgress }: ExportJob): Promise<ExportResult> {
   const r = await writeDmexp(output, input.tensors, input.config, {
@@ -248,11 +272,15 @@ Export a training checkpoint to an inference format.
 
 Usage: deno run -A scripts/export.ts [--input CKPT] [--format NAME] [--dtype NAME] [--output PATH] [--json]
 
+With no options: every format of the shipped model (model/default/ferry.ckpt) into out/.
+
 Options:
   --input CKPT    training checkpoint (default ${DEFAULT_INPUT}); its config is read from the
                   CKPT-name.config.toml snapshot beside it
-  --format NAME   ${Object.keys(FORMATS).join(", ")} (default dmexp)
-  --dtype NAME    weight dtype; dmexp: ${DTYPES.join(", ")} (default bf16)
+  --format NAME   all, ${Object.keys(FORMATS).join(", ")} (default all: every format at its default dtype)
+  --dtype NAME    weight dtype (default per format); ${
+  Object.entries(FORMATS).map(([n, f]) => `${n}: ${f.dtypes.join("/")} (default ${f.defaultDtype})`).join("; ")
+}
   --output PATH   a folder (default ${DEFAULT_OUTPUT}, file named NAME.DTYPE.EXT) or a file path ending in .EXT
   --preset NAME   the shape to assume when the snapshot is missing (${Object.keys(PRESETS).join(", ")});
                   refused when the snapshot exists
@@ -266,7 +294,7 @@ async function main(): Promise<void> {
   const { values, positionals } = cli(HELP, {
     input: { type: "string" },
     output: { type: "string" },
-    format: { type: "string" },
+    format: { type: "string", default: "all" },
     dtype: { type: "string" },
     preset: { type: "string" },
     json: { type: "boolean" },
@@ -274,38 +302,53 @@ async function main(): Promise<void> {
   if (positionals.length > 0) {
     fail(`unexpected argument ${positionals[0]} (use --input)\n\n${HELP.trim()}`, EXIT_USAGE);
   }
-  const bars: Partial<Record<"verify" | "write", { bar: Progress; shown: number }>> = {};
-  let summary: ExportSummary;
-  try {
-    summary = await exportCheckpoint({
-      input: values.input,
-      output: values.output,
-      format: values.format,
-      dtype: values.dtype,
-      preset: values.preset,
-      onProgress: (phase, done, total) => {
-        // Counted in MiB (verify reports bytes, write reports f32 values); under 64 MiB needs no bar.
-        const unit = phase === "verify" ? 1 << 20 : (1 << 20) / 4;
-        if (total < 64 * unit) return;
-        const b = bars[phase] ??= {
-          bar: progress(phase === "verify" ? "verify checkpoint" : "export", Math.ceil(total / unit), {
-            unit: "MiB",
-          }),
-          shown: 0,
-        };
-        const now = Math.floor(done / unit);
-        if (now > b.shown) b.bar.tick(now - b.shown), b.shown = now;
-        if (done === total) b.bar.done();
-      },
-    });
-  } catch (e) {
-    if (e instanceof UsageError) fail(e.message, EXIT_USAGE);
-    throw e;
+  const names = values.format === "all" ? Object.keys(FORMATS) : [values.format!];
+  if (names.length > 1 && values.output?.match(/\.[a-z0-9]+$/)) {
+    fail(`--output ${values.output}: with --format all, give a folder`, EXIT_USAGE);
+  }
+  const summaries: ExportSummary[] = [];
+  for (const format of names) {
+    const bars: Partial<Record<"verify" | "write", { bar: Progress; shown: number }>> = {};
+    try {
+      summaries.push(await exportCheckpoint({
+        input: values.input,
+        output: values.output,
+        format,
+        dtype: values.dtype,
+        preset: values.preset,
+        onProgress: (phase, done, total) => {
+          // Counted in MiB (verify reports bytes, write reports f32 values); under 64 MiB needs no bar.
+          const unit = phase === "verify" ? 1 << 20 : (1 << 20) / 4;
+          if (total < 64 * unit) return;
+          const b = bars[phase] ??= {
+            bar: progress(phase === "verify" ? "verify checkpoint" : `export ${format}`, Math.ceil(total / unit), {
+              unit: "MiB",
+            }),
+            shown: 0,
+          };
+          const now = Math.floor(done / unit);
+          if (now > b.shown) b.bar.tick(now - b.shown), b.shown = now;
+          if (done === total) b.bar.done();
+        },
+      }));
+    } catch (e) {
+      if (e instanceof UsageError) fail(e.message, EXIT_USAGE);
+      throw e;
+    }
   }
   if (values.json) {
-    console.log(JSON.stringify(summary, null, 2));
+    console.log(JSON.stringify(names.length === 1 ? summaries[0] : summaries, null, 2));
     return;
   }
+  if (summaries.length > 1) {
+    const s0 = summaries[0];
+    console.log(`exported ${s0.source} (${s0.params.toLocaleString("en-US")} params, config from ${s0.config_from})`);
+    for (const s of summaries) {
+      console.log(`  ${s.format.padEnd(6)} ${s.dtype.padEnd(5)} ${s.bytes.toLocaleString("en-US").padStart(12)} bytes  ${s.file}`);
+    }
+    return;
+  }
+  const summary = summaries[0];
   console.log(`wrote ${summary.file}`);
   const rows: Array<[string, unknown]> = [
     ["format", `${summary.format}, ${summary.dtype}`],

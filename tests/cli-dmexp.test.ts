@@ -54,7 +54,7 @@ afterAll(() => {
 
 describe("scripts/export.ts", () => {
   test("exports the model section only (not EMA, not optimizer state), with the snapshot's config, under Deno", async () => {
-    const r = sh("deno", "scripts/export.ts", [
+    const r = sh("deno", "scripts/export.ts", ["--format", "dmexp", 
       "--input",
       ckpt,
       "--output",
@@ -83,7 +83,7 @@ describe("scripts/export.ts", () => {
   });
 
   test("defaults to bf16 and prints a summary, under Bun", () => {
-    const r = sh("bun", "scripts/export.ts", ["--input", ckpt, "--output", dir]);
+    const r = sh("bun", "scripts/export.ts", ["--format", "dmexp", "--input", ckpt, "--output", dir]);
     expect(r.code).toBe(0);
     for (const k of ["wrote", "bytes", "params", "max_abs", "min_nonzero_abs", "flushed"]) {
       expect(r.out).toContain(k);
@@ -92,16 +92,16 @@ describe("scripts/export.ts", () => {
   });
 
   test("--preset is refused while the snapshot exists (exit 2), required when it is missing (exit 1), and accepted then", async () => {
-    const refused = sh("bun", "scripts/export.ts", ["--input", ckpt, "--output", dir, "--preset", "tiny"]);
+    const refused = sh("bun", "scripts/export.ts", ["--format", "dmexp", "--input", ckpt, "--output", dir, "--preset", "tiny"]);
     expect(refused.code).toBe(2);
     expect(refused.err).toContain("run.config.toml exists");
     await rename(at("run.config.toml"), at("run.config.away"));
     try {
-      const missing = sh("bun", "scripts/export.ts", ["--input", ckpt, "--output", dir]);
+      const missing = sh("bun", "scripts/export.ts", ["--format", "dmexp", "--input", ckpt, "--output", dir]);
       expect(missing.code).toBe(1);
       expect(missing.err).toContain("run.config.toml is missing");
       expect(missing.err).toContain("--preset");
-      const named = sh("bun", "scripts/export.ts", [
+      const named = sh("bun", "scripts/export.ts", ["--format", "dmexp", 
         "--input",
         ckpt,
         "--output",
@@ -112,7 +112,7 @@ describe("scripts/export.ts", () => {
       ]);
       expect(named.code).toBe(0);
       expect(JSON.parse(named.out).config_from).toBe("preset tiny");
-      const wrong = sh("bun", "scripts/export.ts", [
+      const wrong = sh("bun", "scripts/export.ts", ["--format", "dmexp", 
         "--input",
         ckpt,
         "--output",
@@ -132,13 +132,13 @@ describe("scripts/export.ts", () => {
     bytes[bytes.length - 5] ^= 0x40; // inside the optimizer state: still a corrupt file
     await writeFile(at("bad.ckpt"), bytes);
     await writeFile(at("bad.config.toml"), readFileSync(at("run.config.toml")));
-    const bad = sh("bun", "scripts/export.ts", ["--input", at("bad.ckpt"), "--output", dir]);
+    const bad = sh("bun", "scripts/export.ts", ["--format", "dmexp", "--input", at("bad.ckpt"), "--output", dir]);
     expect(bad.code).toBe(1);
     expect(bad.err).toContain("crc32");
-    expect(sh("bun", "scripts/export.ts", ["--input", ckpt, "--dtype", "f8"]).code).toBe(2);
-    expect(sh("bun", "scripts/export.ts", ["--input", ckpt, "--format", "onnx"]).code).toBe(2);
-    expect(sh("bun", "scripts/export.ts", ["--nope"]).code).toBe(2);
-    const none = sh("bun", "scripts/export.ts", ["--input", at("absent.ckpt")]);
+    expect(sh("bun", "scripts/export.ts", ["--format", "dmexp", "--input", ckpt, "--dtype", "f8"]).code).toBe(2);
+    expect(sh("bun", "scripts/export.ts", ["--format", "dmexp", "--input", ckpt, "--format", "onnx"]).code).toBe(2);
+    expect(sh("bun", "scripts/export.ts", ["--format", "dmexp", "--nope"]).code).toBe(2);
+    const none = sh("bun", "scripts/export.ts", ["--format", "dmexp", "--input", at("absent.ckpt")]);
     expect(none.code).toBe(1);
     expect(none.err).toContain("absent.ckpt");
   });
@@ -147,7 +147,7 @@ describe("scripts/export.ts", () => {
     const big = cloneTensors(model);
     big[4].data[1] = -80000;
     await writeCheckpoint(at("big.ckpt"), cfg, { step: 1, model: big });
-    const f16 = sh("bun", "scripts/export.ts", [
+    const f16 = sh("bun", "scripts/export.ts", ["--format", "dmexp", 
       "--input",
       at("big.ckpt"),
       "--output",
@@ -158,7 +158,7 @@ describe("scripts/export.ts", () => {
     expect(f16.code).toBe(1);
     expect(f16.err).toContain("--dtype bf16");
     expect(existsSync(at("big.f16.dmexp"))).toBe(false);
-    const bf16 = sh("bun", "scripts/export.ts", [
+    const bf16 = sh("bun", "scripts/export.ts", ["--format", "dmexp", 
       "--input",
       at("big.ckpt"),
       "--output",

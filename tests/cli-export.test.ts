@@ -1,0 +1,39 @@
+// The main job: with no --format, scripts/export.ts writes every format, and each reads back as the
+// checkpoint's model.
+import { afterAll, expect, test } from "bun:test";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { PRESETS } from "../model/config.ts";
+import { initParams } from "../model/init.ts";
+import { writeCheckpoint } from "../formats/checkpoint.ts";
+import { readDmexp } from "../formats/dmexp.ts";
+import { importHuggingFace } from "../formats/huggingface.ts";
+import { readGguf } from "../formats/gguf.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "ferry-export-all-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+test("--format all (the default) writes every format, and each returns the checkpoint's tensors", async () => {
+  const cfg = { ...PRESETS.tiny, hidden_size: 32, intermediate_size: 64, head_dim: 8 };
+  const model = initParams(cfg, 3);
+  await writeCheckpoint(join(dir, "m.ckpt"), cfg, { step: 7, model });
+  const r = spawnSync("deno", ["run", "-A", "scripts/export.ts", "--input", join(dir, "m.ckpt"), "--output", dir, "--dtype", "f32", "--json"], { encoding: "utf8" });
+  expect(r.status).toBe(0);
+  const summaries = JSON.parse(r.stdout) as Array<{ format: string; file: string; step: number }>;
+  expect(summaries.map((s) => s.format)).toEqual(["dmexp", "hf", "gguf"]);
+  const back = {
+    dmexp: (await readDmexp(join(dir, "m.f32.dmexp"))).tensors,
+    hf: (await importHuggingFace(join(dir, "m.f32.hf"))).tensors,
+    gguf: (await readGguf(join(dir, "m.f32.gguf"))).tensors,
+  };
+  for (const [format, tensors] of Object.entries(back)) {
+    const byName = new Map(tensors.map((t) => [t.name, t]));
+    for (const t of model) {
+      expect(`${format} ${t.name} ${byName.get(t.name)?.data.every((v, i) => Object.is(v, t.data[i]))}`).toBe(`${format} ${t.name} true`);
+    }
+  }
+  const usage = spawnSync("deno", ["run", "-A", "scripts/export.ts", "--input", join(dir, "m.ckpt"), "--output", join(dir, "x.gguf")], { encoding: "utf8" });
+  expect(usage.status).toBe(2);
+});
