@@ -24,7 +24,7 @@ continuation of the prompt.
 Arguments:
   CHECKPOINT          a training checkpoint          [model/default/ferry.ckpt]
 Options:
-  --weights W         model | ema                    [ema]
+  --weights W         model | ema                    [model]
   --windows N         number of windows              [${EVAL_WINDOWS}]
   --prompt TEXT       prompt for the continuation    ["The jury said"]
   --tokens N          bytes to continue              [64]
@@ -33,7 +33,7 @@ Options:
 `;
 
 const { values: a, positionals } = cli(HELP, {
-  weights: { type: "string", default: "ema" },
+  weights: { type: "string", default: "model" },
   windows: { type: "string", default: String(EVAL_WINDOWS) },
   prompt: { type: "string", default: "The jury said" },
   tokens: { type: "string", default: "64" },
