@@ -492,6 +492,47 @@ test("the minimal reader agrees bit for bit with the full one and refuses the sa
   }
 });
 
+test("mutated files: both readers accept and refuse the same ones, and accept only canonical text", () => {
+  const rng = createRng(99);
+  const alphabet = [..."0125-p,|\n\rnaifv#e.+ ", "\xff", "é"];
+  const base = weightsToF64Lines(["a", "b"], [[0.5, -0, 0.1, NaN, 5e-324, 2 ** 61, 2 ** 62, -Infinity], [
+    3,
+    -7,
+  ]]);
+  const canonical = (t: string) =>
+    t.split("\n").map((l) => l.replace(/\r$/, "")).filter((l) => l).map((l) => l + "\n");
+  let accepted = 0;
+  for (let k = 0; k < 5000; k++) {
+    let t = base;
+    for (let e = 1 + rng.int(3); e > 0; e--) {
+      const at = rng.int(t.length + 1), ch = alphabet[rng.int(alphabet.length)], op = rng.int(3);
+      t = t.slice(0, at) + (op === 1 ? "" : ch) + t.slice(op === 0 ? at : at + 1);
+    }
+    // Reseal most of them, so the token and line rules are what decides, not the checksum.
+    const lines = canonical(t), last = lines.at(-1) ?? "";
+    if (rng.next() < 0.8 && last.startsWith("#fnv1a32=")) {
+      const sum = stringChecksum(lines.slice(0, -1).join("")).toString(16).padStart(8, "0");
+      t = t.slice(0, t.lastIndexOf("#fnv1a32=")) + `#fnv1a32=${sum}\n`;
+    }
+    const bytes = enc.encode(t);
+    let full: ReturnType<typeof parseF64Lines> | undefined, mini: ReturnType<typeof minimalParse> | undefined;
+    try {
+      full = parseF64Lines(bytes);
+    } catch (e) {
+      expect(e).toBeInstanceOf(F64LinesError);
+    }
+    try {
+      mini = minimalParse(bytes);
+    } catch { /* refused */ }
+    if (!full !== !mini) throw new Error(`the readers disagree on ${JSON.stringify(t)}`);
+    if (!full || !mini) continue;
+    accepted++;
+    expect(full.arrays.every((a, i) => sameBits(a, mini!.arrays[i]))).toBe(true);
+    expect(weightsToF64Lines(full.names, full.arrays)).toBe(canonical(t).join(""));
+  }
+  expect(accepted).toBeGreaterThan(200); // the mutations reach the token rules, not just the checksum
+});
+
 // One Deno process checks the minimal reader there: bits of every array, and every refusal.
 function denoVerdicts(): { digests: string[]; accepted: string[] } {
   const script = join(dir, "verdicts.ts");
