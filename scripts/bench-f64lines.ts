@@ -24,17 +24,21 @@ usage: deno run -A scripts/bench-f64lines.ts [--json]
   --json   print the results as one JSON object instead of a table
   --help   show this help
 
-Times are the best of many interleaved repetitions (the machine is shared, so the best is the
-least disturbed); ratios are f64lines / JSON. Targets: 10k values each way under 1 ms, and no more
-than 2x the JSON time.`;
+Times are the best of many interleaved repetitions, in wall-clock time and in process CPU time
+(the machine is shared: a process waiting for a core loses wall time but not CPU time, so the CPU
+column is the steadier one); ratios are f64lines / JSON. Targets: 10k values each way under 1 ms,
+and no more than 2x the JSON time.`;
 
-/** One measured operation. */
+/** One measured operation: best wall-clock and best CPU milliseconds of each side. */
 interface Row {
   op: "serialize" | "parse";
   values: number;
   f64linesMs: number;
   jsonMs: number;
   ratio: number;
+  f64linesCpuMs: number;
+  jsonCpuMs: number;
+  cpuRatio: number;
 }
 
 // Weights as ferry initialises them: normal, std 0.02, stored as f32.
@@ -55,7 +59,7 @@ function bench(n: number, reps: number): Row[] {
   if (!new Uint8Array(back.buffer).every((x, i) => x === new Uint8Array(w.buffer)[i])) {
     throw new Error("f64lines round trip is not bit-exact");
   }
-  const best = [Infinity, Infinity, Infinity, Infinity];
+  const wall = [Infinity, Infinity, Infinity, Infinity], cpu = [...wall];
   const ops = [
     () => weightsToF64Lines(["w"], [w]),
     () => JSON.stringify(plain),
@@ -64,14 +68,38 @@ function bench(n: number, reps: number): Row[] {
   ];
   for (let r = 0; r < reps; r++) {
     ops.forEach((op, k) => {
-      const t0 = performance.now();
+      const c0 = process.cpuUsage(), t0 = performance.now();
       op();
-      best[k] = Math.min(best[k], performance.now() - t0);
+      const t1 = performance.now(), c1 = process.cpuUsage(c0);
+      wall[k] = Math.min(wall[k], t1 - t0);
+      cpu[k] = Math.min(cpu[k], (c1.user + c1.system) / 1000);
     });
   }
+  const row = (op: Row["op"], a: number, b: number): Row => ({
+    op,
+    values: n,
+    f64linesMs: wall[a],
+    jsonMs: wall[b],
+    ratio: wall[a] / wall[b],
+    f64linesCpuMs: cpu[a],
+    jsonCpuMs: cpu[b],
+    cpuRatio: cpu[a] / cpu[b],
+  });
+  return [row("serialize", 0, 1), row("parse", 2, 3)];
+}
+
+// Fixed-width columns: times in ms, wall-clock then CPU time, each with its ratio to JSON.
+function table(rows: Row[]): string[] {
+  const ms = (x: number) => x.toFixed(3).padStart(10), ratio = (x: number) => `${x.toFixed(2)}x`.padStart(7);
   return [
-    { op: "serialize", values: n, f64linesMs: best[0], jsonMs: best[1], ratio: best[0] / best[1] },
-    { op: "parse", values: n, f64linesMs: best[2], jsonMs: best[3], ratio: best[2] / best[3] },
+    "                     ---------- wall-clock ms ---------   ----------- CPU-time ms ----------",
+    "op           values    f64lines       JSON    ratio       f64lines       JSON    ratio",
+    ...rows.map((r) =>
+      `${r.op.padEnd(10)} ${String(r.values).padStart(8)}  ${ms(r.f64linesMs)} ${ms(r.jsonMs)} ${
+        ratio(r.ratio)
+      }` +
+      `     ${ms(r.f64linesCpuMs)} ${ms(r.jsonCpuMs)} ${ratio(r.cpuRatio)}`
+    ),
   ];
 }
 
@@ -97,17 +125,8 @@ if (import.meta.main) {
     console.log(JSON.stringify({ runtime, load, cores, rows }));
   } else {
     console.log(
-      `f64lines vs JSON, ${runtime}, best of interleaved repetitions (load ${
-        load.toFixed(1)
-      } on ${cores} cores)`,
+      `f64lines vs JSON, ${runtime}, best of interleaved repetitions, load ${load.toFixed(1)}/${cores} cores`,
     );
-    console.log("op          values     f64lines ms   JSON ms   ratio");
-    for (const r of rows) {
-      console.log(
-        `${r.op.padEnd(11)} ${String(r.values).padStart(9)}  ${r.f64linesMs.toFixed(3).padStart(12)}  ${
-          r.jsonMs.toFixed(3).padStart(8)
-        }  ${r.ratio.toFixed(2).padStart(5)}x`,
-      );
-    }
+    for (const line of table(rows)) console.log(line);
   }
 }
