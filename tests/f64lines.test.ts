@@ -1,7 +1,7 @@
-import { expect, test } from "bun:test";
+import { afterAll, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
@@ -28,6 +28,7 @@ import { buildModel, createCache, forward } from "../model/qwen3.ts";
 import { createRng } from "../model/random.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "f64lines-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const READER = new URL("../readers/f64lines.ts", import.meta.url).pathname;
 const enc = new TextEncoder();
 const QUIET_NAN = [0, 0x7ff80000]; // the words every NaN reads back as
