@@ -30,7 +30,9 @@ import {
 import { DMEXP_MAGIC, type DmexpDtype, DTYPES, hex32, writeDmexp } from "../formats/dmexp.ts";
 import { exportHuggingFace, type HfDtype } from "../formats/huggingface.ts";
 import { type GgufDtype, writeGguf } from "../formats/gguf.ts";
-import { type ModelConfig, PRESETS, readConfigFile } from "../model/config.ts";
+import { writeF64Lines } from "../formats/f64lines.ts";
+import { writeAtomic } from "../formats/io.ts";
+import { configToToml, type ModelConfig, PRESETS, readConfigFile } from "../model/config.ts";
 import { countParams, materialize, type Tensor } from "../model/tensor.ts";
 
 /** The checkpoint exported when `--input` is not given. */
@@ -142,6 +144,7 @@ export const FORMATS: Record<string, ExportFormat> = {
   dmexp: { ext: ".dmexp", dtypes: DTYPES, defaultDtype: "bf16", write: exportDmexp },
   hf: { ext: ".hf", dtypes: ["f32", "f16", "bf16"], defaultDtype: "f32", write: exportHf },
   gguf: { ext: ".gguf", dtypes: ["f32", "f16", "bf16", "q8_0", "q4_0"], defaultDtype: "f16", write: exportGguf },
+  f64lines: { ext: ".f64lines", dtypes: ["f64"], defaultDtype: "f64", write: exportF64Lines },
 };
 
 /** The writers below take whole tensors; a model this size fits in memory (dmexp alone streams). */
@@ -181,6 +184,19 @@ async function exportDmexp({ input, output, dtype, onProgress }: ExportJob): Pro
     flushed: r.header.flushed,
     crc32: hex32(r.crc32),
   };
+}
+
+/** f64lines holds named arrays only, so the shape travels in `NAME.config.toml` beside the file. */
+async function exportF64Lines({ input, output, dtype }: ExportJob): Promise<ExportResult> {
+  const tensors = await loadAll(input);
+  await writeF64Lines(output, tensors);
+  await writeAtomic(f64linesConfigPath(output), [new TextEncoder().encode(configToToml(input.config))]);
+  return { file: output, bytes: (await stat(output)).size, dtype, params: countParams(tensors), tensors: tensors.length, config: f64linesConfigPath(output) };
+}
+
+/** `a.f64lines` → `a.config.toml`: where an f64lines export's config lives. */
+export function f64linesConfigPath(path: string): string {
+  return path.replace(/\.f64lines$/, "") + ".config.toml";
 }
 
 /** Options of `exportCheckpoint`. */
@@ -278,7 +294,7 @@ Options:
   --input CKPT    training checkpoint (default ${DEFAULT_INPUT}); its config is read from the
                   CKPT-name.config.toml snapshot beside it
   --format NAME   all, ${Object.keys(FORMATS).join(", ")} (default all: every format at its default dtype)
-  --dtype NAME    weight dtype (default per format); ${
+  --dtype NAME    weight dtype (default per format; with all, applied where the format stores it); ${
   Object.entries(FORMATS).map(([n, f]) => `${n}: ${f.dtypes.join("/")} (default ${f.defaultDtype})`).join("; ")
 }
   --output PATH   a folder (default ${DEFAULT_OUTPUT}, file named NAME.DTYPE.EXT) or a file path ending in .EXT
@@ -306,15 +322,20 @@ async function main(): Promise<void> {
   if (names.length > 1 && values.output?.match(/\.[a-z0-9]+$/)) {
     fail(`--output ${values.output}: with --format all, give a folder`, EXIT_USAGE);
   }
+  if (values.dtype && !names.some((f) => FORMATS[f]?.dtypes.includes(values.dtype!))) {
+    fail(`--dtype ${values.dtype}: no format stores it (${names.map((f) => `${f}: ${FORMATS[f]?.dtypes.join("/")}`).join("; ")})`, EXIT_USAGE);
+  }
   const summaries: ExportSummary[] = [];
   for (const format of names) {
+    // With every format, --dtype applies where the format stores it; the others keep their default.
+    const dtype = names.length > 1 && !FORMATS[format].dtypes.includes(values.dtype ?? "") ? undefined : values.dtype;
     const bars: Partial<Record<"verify" | "write", { bar: Progress; shown: number }>> = {};
     try {
       summaries.push(await exportCheckpoint({
         input: values.input,
         output: values.output,
         format,
-        dtype: values.dtype,
+        dtype,
         preset: values.preset,
         onProgress: (phase, done, total) => {
           // Counted in MiB (verify reports bytes, write reports f32 values); under 64 MiB needs no bar.

@@ -11,6 +11,7 @@ import { writeCheckpoint } from "../formats/checkpoint.ts";
 import { readDmexp } from "../formats/dmexp.ts";
 import { importHuggingFace } from "../formats/huggingface.ts";
 import { readGguf } from "../formats/gguf.ts";
+import { loadExport } from "../scripts/load.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "ferry-export-all-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -22,11 +23,12 @@ test("--format all (the default) writes every format, and each returns the check
   const r = spawnSync("deno", ["run", "-A", "scripts/export.ts", "--input", join(dir, "m.ckpt"), "--output", dir, "--dtype", "f32", "--json"], { encoding: "utf8" });
   expect(r.status).toBe(0);
   const summaries = JSON.parse(r.stdout) as Array<{ format: string; file: string; step: number }>;
-  expect(summaries.map((s) => s.format)).toEqual(["dmexp", "hf", "gguf"]);
+  expect(summaries.map((s) => s.format)).toEqual(["dmexp", "hf", "gguf", "f64lines"]);
   const back = {
     dmexp: (await readDmexp(join(dir, "m.f32.dmexp"))).tensors,
     hf: (await importHuggingFace(join(dir, "m.f32.hf"))).tensors,
     gguf: (await readGguf(join(dir, "m.f32.gguf"))).tensors,
+    f64lines: (await loadExport(join(dir, "m.f64.f64lines"))).tensors,
   };
   for (const [format, tensors] of Object.entries(back)) {
     const byName = new Map(tensors.map((t) => [t.name, t]));
