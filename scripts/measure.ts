@@ -1,0 +1,152 @@
+/**
+ * What each export costs against the float source, on the trained model: every format and dtype is
+ * written, read back through its own reader, and compared with the checkpoint's f32 weights over the
+ * 64 held-out windows (logit deltas, top-1 agreement, KL divergence, bits per byte and its gap) and on
+ * greedy 64-byte continuations of 8 prompts.
+ *
+ *   deno run -A scripts/measure.ts            # the shipped model, every export
+ *
+ * @module
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { cli, EXIT_USAGE, fail, progress, run } from "./cli.ts";
+import { DEFAULT_INPUT, exportCheckpoint, FORMATS } from "./export.ts";
+import { loadExport } from "./load.ts";
+import { readCheckpoint } from "../formats/checkpoint.ts";
+import { evalWindows, loadBrown } from "../model/corpus.ts";
+import { compareLogits, windowBits, windowLogits } from "../model/measure.ts";
+import { buildModel, type Model } from "../model/qwen3.ts";
+import { generate } from "../model/sample.ts";
+import { encode } from "../model/tokenizer.ts";
+
+/** The prompts whose greedy continuations must match. */
+export const PROMPTS = [
+  "The jury said",
+  "In the beginning",
+  "She walked into the room and",
+  "The government of the United States",
+  "It was a cold night",
+  "Scientists have found that",
+  "He looked at me and said",
+  "The price of",
+];
+
+const HELP = `
+Usage: deno run -A scripts/measure.ts [CHECKPOINT] [options]
+
+Exports the checkpoint to every format and dtype, reads each back through its own reader, and
+compares it with the checkpoint's f32 weights: max and mean |logit delta|, top-1 agreement and mean
+KL divergence over the held-out windows, held-out bits per byte and its gap to the source, and
+whether the greedy ${64}-byte continuations of ${PROMPTS.length} prompts are identical.
+
+Arguments:
+  CHECKPOINT        a training checkpoint            [${DEFAULT_INPUT}]
+Options:
+  --windows N       held-out windows of 256 bytes    [64]
+  --only LIST       comma-separated format:dtype pairs (e.g. dmexp:bf16,gguf:q4_0)
+  --json            machine-readable output
+  -h, --help        this text
+`;
+
+const { values: a, positionals } = cli(HELP, {
+  windows: { type: "string", default: "64" },
+  only: { type: "string" },
+  json: { type: "boolean", default: false },
+});
+
+/** One row of the table. */
+interface Row {
+  format: string;
+  dtype: string;
+  bytes: number;
+  max_abs_delta: number;
+  mean_abs_delta: number;
+  top1: number;
+  mean_kl: number;
+  bpb: number;
+  bpb_gap: number;
+  greedy_identical: number;
+}
+
+await run(async () => {
+  const input = positionals[0] ?? DEFAULT_INPUT;
+  const count = Number(a.windows);
+  if (!Number.isInteger(count) || count < 1) fail("--windows expects a positive integer", EXIT_USAGE);
+  const variants = a.only
+    ? a.only.split(",").map((p) => p.split(":") as [string, string])
+    : Object.entries(FORMATS).flatMap(([f, spec]) => spec.dtypes.map((d) => [f, d] as [string, string]));
+  for (const [f, d] of variants) {
+    if (!FORMATS[f]?.dtypes.includes(d)) fail(`--only ${f}:${d}: not a format and dtype ferry writes`, EXIT_USAGE);
+  }
+  const ck = await readCheckpoint(input, { sections: ["model"] });
+  const source = buildModel(ck.config, ck.model, input);
+  const windows = evalWindows((await loadBrown()).heldOut, count);
+  const V = ck.config.vocab_size;
+  const bar = progress("measure", (variants.length + 1) * (windows.length + PROMPTS.length), { unit: "eval" });
+  const reference = profile(source, windows, () => bar.tick());
+  const dir = mkdtempSync(join(tmpdir(), "ferry-measure-"));
+  const rows: Row[] = [];
+  try {
+    for (const [format, dtype] of variants) {
+      const s = await exportCheckpoint({ input, output: dir, format, dtype });
+      const { model } = await loadExport(s.file);
+      const got = profile(model, windows, () => bar.tick());
+      let maxAbs = 0, sumAbs = 0, top1 = 0, kl = 0;
+      got.logits.forEach((l, i) => {
+        const c = compareLogits(reference.logits[i], l, V);
+        maxAbs = Math.max(maxAbs, c.maxAbsDelta);
+        sumAbs += c.meanAbsDelta, top1 += c.top1Agreement, kl += c.meanKL;
+      });
+      rows.push({
+        format,
+        dtype,
+        bytes: s.bytes,
+        max_abs_delta: maxAbs,
+        mean_abs_delta: sumAbs / windows.length,
+        top1: top1 / windows.length,
+        mean_kl: kl / windows.length,
+        bpb: got.bpb,
+        bpb_gap: got.bpb - reference.bpb,
+        greedy_identical: got.greedy.filter((g, i) => g === reference.greedy[i]).length,
+      });
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  bar.done();
+  const result = { checkpoint: input, step: ck.step, windows: count, prompts: PROMPTS.length, source_bpb: reference.bpb, rows };
+  if (a.json) {
+    console.log(JSON.stringify(result, null, 2));
+    return;
+  }
+  console.log(`${input} (step ${ck.step}): source held-out bits per byte ${reference.bpb.toFixed(4)} over ${count} windows`);
+  console.log("| format | dtype | bytes | max abs Δlogit | mean abs Δlogit | top-1 | mean KL (nats) | bits/byte | gap | greedy identical |");
+  console.log("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+  for (const r of rows) {
+    console.log(
+      `| ${r.format} | ${r.dtype} | ${r.bytes.toLocaleString("en-US")} | ${r.max_abs_delta.toExponential(2)} | ` +
+        `${r.mean_abs_delta.toExponential(2)} | ${(100 * r.top1).toFixed(2)}% | ${r.mean_kl.toExponential(2)} | ` +
+        `${r.bpb.toFixed(4)} | ${r.bpb_gap >= 0 ? "+" : ""}${r.bpb_gap.toFixed(4)} | ${r.greedy_identical}/${PROMPTS.length} |`,
+    );
+  }
+});
+
+/** Logits on every window, held-out bits per byte, and the greedy continuation of every prompt. */
+function profile(model: Model, windows: Uint8Array[], tick: () => void) {
+  let bits = 0, bytes = 0;
+  const logits = windows.map((w) => {
+    const l = windowLogits(model, w);
+    bits += windowBits(l, w, model.config.vocab_size);
+    bytes += w.length;
+    tick();
+    return l;
+  });
+  const greedy = PROMPTS.map((p) => {
+    const out = generate(model, encode(p, { bos: true }), { maxTokens: 64, stopAtEos: false }).join(",");
+    tick();
+    return out;
+  });
+  return { logits, bpb: bits / bytes, greedy };
+}
