@@ -51,4 +51,76 @@ export {
   readCheckpoint,
   writeCheckpoint,
 } from "./formats/checkpoint.ts";
-export { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from "./formats/float16.ts";
+export {
+  bf16Bits,
+  bf16ToF32,
+  F16_MAX,
+  F16_MIN_NORMAL,
+  F16_MIN_SUBNORMAL,
+  f16Bits,
+  f16ToF32,
+  f32ToBf16,
+  f32ToF16,
+  roundBf16,
+  roundF16,
+} from "./formats/float16.ts";
+export { materialize, type TensorSource, tensorSource } from "./model/tensor.ts";
+export { openCheckpointModel } from "./formats/checkpoint.ts";
+export {
+  checkShapes,
+  DMEXP_VERSION,
+  type DmexpDtype,
+  DmexpError,
+  type DmexpHeader,
+  type DmexpInfo,
+  DTYPES,
+  inspectDmexp,
+  loadDmexpModel,
+  readDmexp,
+  verifyDmexp,
+  writeDmexp,
+} from "./formats/dmexp.ts";
+export {
+  type Dtype as SafetensorsDtype,
+  parseSafetensorsHeader,
+  parseStrictJson,
+  readSafetensors,
+  readSafetensorsIndex,
+  SafetensorsError,
+  writeSafetensors,
+} from "./formats/safetensors.ts";
+export {
+  byteTokenizerJson,
+  configFromHfJson,
+  exportHuggingFace,
+  type HfDtype,
+  HuggingFaceError,
+  importHuggingFace,
+} from "./formats/huggingface.ts";
+export {
+  decodeTensor,
+  dequantizeQ4_0,
+  dequantizeQ8_0,
+  encodeTensor,
+  GGML_TYPES,
+  type GgufDtype,
+  GgufError,
+  parseGguf,
+  quantizeQ4_0,
+  quantizeQ8_0,
+  qwen3FromGguf,
+  readGguf,
+  writeGguf,
+} from "./formats/gguf.ts";
+export {
+  decodeF64Token,
+  encodeF64Token,
+  F64LinesError,
+  f64LinesToTensors,
+  parseF64Lines,
+  readF64Lines,
+  stringChecksum,
+  tensorsToF64Lines,
+  weightsToF64Lines,
+  writeF64Lines,
+} from "./formats/f64lines.ts";
