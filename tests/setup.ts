@@ -5,6 +5,10 @@ import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import process from "node:process";
+import { setDefaultTimeout } from "bun:test";
+
+// Tests that spawn runtimes or llama.cpp can take longer than bun's 5 s default on 2 busy cores.
+setDefaultTimeout(60_000);
 
 const root = join(import.meta.dir, "..");
 if (!existsSync(join(root, "node_modules", "smol-toml"))) {
