@@ -10,16 +10,20 @@
  * ```
  * @module
  */
-import { open } from "node:fs/promises";
+import { open, stat } from "node:fs/promises";
 import process from "node:process";
 import { cli, EXIT_REFUSED, EXIT_USAGE, fail, type Progress, progress, run } from "./cli.ts";
 import { checkpointRefusal, loadDmexpModel } from "../formats/dmexp.ts";
 import { isCheckpoint } from "../formats/checkpoint.ts";
 import { createStreamDecoder, encode } from "../model/tokenizer.ts";
 import { generate } from "../model/sample.ts";
+import type { Model } from "../model/qwen3.ts";
+import { countParams } from "../model/tensor.ts";
+import { loadExport } from "./load.ts";
 
 const HELP = `
-Generate text from a dmexp export (not from a training checkpoint: convert that first with scripts/export.ts).
+Generate text from an export: .dmexp, .gguf, .f64lines or a Hugging Face folder (not from a training
+checkpoint: convert that first with scripts/export.ts).
 
 Usage: deno run -A scripts/generate.ts FILE --prompt TEXT [options]
 
@@ -76,27 +80,33 @@ async function main(): Promise<void> {
 
   // A training checkpoint is a run, not a model: say so and how to convert it, and load nothing of it.
   const head = new Uint8Array(8);
-  const fh = await open(path, "r").catch(() => undefined);
+  const fh = await stat(path).then((s) => (s.isFile() ? open(path, "r") : undefined), () => undefined);
   if (fh) {
     await fh.read(head, 0, 8, 0).finally(() => fh.close());
     if (isCheckpoint(head)) fail(checkpointRefusal(path), EXIT_REFUSED);
   }
 
-  let bar: Progress | undefined, shown = 0;
-  const { model, header } = await loadDmexpModel(path, {
-    onProgress: (done, total) => {
-      if (total < 64 << 20) return; // a small model loads faster than a bar could draw
-      bar ??= progress("load", Math.ceil(total / (1 << 20)), { unit: "MiB" });
-      const now = Math.floor(done / (1 << 20));
-      if (now > shown) bar.tick(now - shown), shown = now;
-      if (done === total) bar.done();
-    },
-  });
-  console.error(
-    `${path}: ${header.dtype} export of ${header.source}, ${
-      header.num_params.toLocaleString("en-US")
-    } params`,
-  );
+  let model: Model;
+  if (path.endsWith(".dmexp")) {
+    let bar: Progress | undefined, shown = 0;
+    const loaded = await loadDmexpModel(path, {
+      onProgress: (done, total) => {
+        if (total < 64 << 20) return; // a small model loads faster than a bar could draw
+        bar ??= progress("load", Math.ceil(total / (1 << 20)), { unit: "MiB" });
+        const now = Math.floor(done / (1 << 20));
+        if (now > shown) bar.tick(now - shown), shown = now;
+        if (done === total) bar.done();
+      },
+    });
+    model = loaded.model;
+    const h = loaded.header;
+    console.error(`${path}: ${h.dtype} export of ${h.source}, ${h.num_params.toLocaleString("en-US")} params`);
+  } else {
+    // Any other export ferry writes: a Hugging Face folder, .gguf or .f64lines.
+    const loaded = await loadExport(path);
+    model = loaded.model;
+    console.error(`${path}: ${loaded.format} export, ${countParams(loaded.tensors).toLocaleString("en-US")} params`);
+  }
   const prompt = encode(values.prompt, { bos: true });
   const room = model.config.max_position_embeddings - prompt.length;
   if (room <= 0) {

@@ -36,6 +36,14 @@ test("--format all (the default) writes every format, and each returns the check
       expect(`${format} ${t.name} ${byName.get(t.name)?.data.every((v, i) => Object.is(v, t.data[i]))}`).toBe(`${format} ${t.name} true`);
     }
   }
+  // generate reads every export and gives the same greedy text from each lossless one.
+  const texts = ["m.f32.dmexp", "m.f32.hf", "m.f32.gguf", "m.f64.f64lines"].map((f) => {
+    const g = spawnSync("bun", ["scripts/generate.ts", join(dir, f), "--prompt", "The jury", "--max-tokens", "24"], { encoding: "utf8" });
+    expect(g.status).toBe(0);
+    return g.stdout;
+  });
+  expect(texts[0].length).toBeGreaterThan(0);
+  expect(new Set(texts).size).toBe(1);
   const usage = spawnSync("deno", ["run", "-A", "scripts/export.ts", "--input", join(dir, "m.ckpt"), "--output", join(dir, "x.gguf")], { encoding: "utf8" });
   expect(usage.status).toBe(2);
 });
