@@ -178,7 +178,7 @@ await run(async () => {
     if (step % evalEvery === 0 || step === totalSteps) line += `\t${heldOut(ema).toFixed(4)}`;
     if (step % 10 === 0 || line.split("\t").length > 6) await appendFile(logPath, line + "\n");
     lastTime = now, lastTokens = tokensSeen;
-    bar.tick(1, `loss ${lossAvg.toFixed(3)} bpb ${Math.round(tps)} tok/s`);
+    bar.tick(1, `loss ${lossAvg.toFixed(3)} bits/byte, ${Math.round(tps)} tok/s`);
     if (step % saveEvery === 0 || step === totalSteps) await save();
   }
   if (ran > 0 && step % saveEvery !== 0 && step !== totalSteps) await save();
