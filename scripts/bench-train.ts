@@ -19,12 +19,12 @@ import { createScratch, flattenTensors, paramLayout, sequenceLossAndGrad } from 
 const HELP = `
 Usage: bun scripts/bench-train.ts [--steps N] [--json]
 
-Measures the trainer on the default config (sequences of 256 tokens, batch 16): one-thread
+Measures the trainer on the default config (sequences of 256 tokens, batch 8): one-thread
 loss+gradient throughput, then whole steps of scripts/train.ts with 1 and 2 workers.
-  --steps N   optimizer steps per trainer run   [8]
+  --steps N   optimizer steps per trainer run (logged every 10)  [30]
   --json      machine-readable output
 `;
-const { values: a } = cli(HELP, { steps: { type: "string", default: "8" }, json: { type: "boolean", default: false } });
+const { values: a } = cli(HELP, { steps: { type: "string", default: "30" }, json: { type: "boolean", default: false } });
 
 await run(() => {
   const cfg = PRESETS.default, T = 256, layout = paramLayout(cfg);
@@ -41,11 +41,11 @@ await run(() => {
     try {
       const r = spawnSync(process.execPath, [
         ...(process.versions.bun ? [] : ["run", "-A"]),
-        "scripts/train.ts", "--out", join(dir, "b.ckpt"), "--preset", "default", "--steps", a.steps!, "--batch", "16",
+        "scripts/train.ts", "--out", join(dir, "b.ckpt"), "--preset", "default", "--steps", a.steps!, "--batch", "8",
         "--workers", String(workers), "--save-every", "100000", "--eval-every", "100000",
       ], { encoding: "utf8" });
       if (r.status !== 0) throw new Error(`trainer failed: ${r.stderr}`);
-      // Skip the first logged step (JIT warm-up); average the rest.
+      // The log holds every 10th step; skip the first (JIT warm-up) and average the rest.
       const rates = readFileSync(join(dir, "b.log"), "utf8").split("\n").filter((l) => /^\d/.test(l)).map((l) => Number(l.split("\t")[5]));
       const tail = rates.slice(1);
       return tail.reduce((x, y) => x + y, 0) / Math.max(1, tail.length);
@@ -58,7 +58,7 @@ await run(() => {
   const result = { runtime, params: layout.size, single_thread_tok_s: single, one_worker_tok_s: one, two_workers_tok_s: two, two_over_one: two / one };
   if (a.json) console.log(JSON.stringify(result, null, 2));
   else {
-    console.log(`trainer on ${runtime}, default config (${layout.size} params, seq 256, batch 16)`);
+    console.log(`trainer on ${runtime}, default config (${layout.size} params, seq 256, batch 8)`);
     console.log(`  loss+grad, one thread      ${single.toFixed(0)} tok/s`);
     console.log(`  train.ts, 1 worker         ${one.toFixed(0)} tok/s`);
     console.log(`  train.ts, 2 workers        ${two.toFixed(0)} tok/s   (${(two / one).toFixed(2)}x of 1 worker)`);
