@@ -365,7 +365,7 @@ async function main(): Promise<void> {
     const s0 = summaries[0];
     console.log(`exported ${s0.source} (${s0.params.toLocaleString("en-US")} params, config from ${s0.config_from})`);
     for (const s of summaries) {
-      console.log(`  ${s.format.padEnd(6)} ${s.dtype.padEnd(5)} ${s.bytes.toLocaleString("en-US").padStart(12)} bytes  ${s.file}`);
+      console.log(`  ${s.format.padEnd(8)} ${s.dtype.padEnd(5)} ${s.bytes.toLocaleString("en-US").padStart(12)} bytes  ${s.file}`);
     }
     return;
   }
