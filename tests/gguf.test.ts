@@ -123,9 +123,11 @@ describe("block codecs: hand-derived vectors", () => {
 });
 
 describe("block codecs: byte for byte against llama.cpp's ggml (libggml-base.so via bun:ffi)", () => {
-  const require = createRequire(import.meta.url);
+  // The prebuilt binaries are node-llama-cpp's own dependency: resolve them from there, which works
+  // whether npm hoisted them (npm ci) or nested them (Deno's node_modules layout).
+  const fromLlama = createRequire(createRequire(import.meta.url).resolve("node-llama-cpp/package.json"));
   const libPath = join(
-    dirname(require.resolve("@node-llama-cpp/linux-x64/package.json")),
+    dirname(fromLlama.resolve("@node-llama-cpp/linux-x64/package.json")),
     "bins/linux-x64/libggml-base.so",
   );
   const lib = dlopen(libPath, {
