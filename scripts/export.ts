@@ -28,12 +28,12 @@ import {
   openCheckpointModel,
 } from "../formats/checkpoint.ts";
 import { DMEXP_MAGIC, type DmexpDtype, DTYPES, hex32, writeDmexp } from "../formats/dmexp.ts";
-import { exportHuggingFace, type HfDtype } from "../formats/huggingface.ts";
+import { exportHuggingFace, type HfDtype, importHuggingFace } from "../formats/huggingface.ts";
 import { type GgufDtype, writeGguf } from "../formats/gguf.ts";
 import { writeF64Lines } from "../formats/f64lines.ts";
 import { writeAtomic } from "../formats/io.ts";
 import { configToToml, type ModelConfig, PRESETS, readConfigFile } from "../model/config.ts";
-import { countParams, materialize, type Tensor } from "../model/tensor.ts";
+import { countParams, materialize, type Tensor, tensorSource } from "../model/tensor.ts";
 
 /** The checkpoint exported when `--input` is not given. */
 export const DEFAULT_INPUT = "model/default/ferry.ckpt";
@@ -63,6 +63,7 @@ export async function openInput(
   path: string,
   opts: { preset?: string; onProgress?: (done: number, total: number) => void } = {},
 ): Promise<CheckpointInput> {
+  if (await stat(path).then((st) => st.isDirectory(), () => false)) return await openHfFolder(path, opts.preset);
   const head = new Uint8Array(8);
   try {
     const fh = await open(path, "r");
@@ -82,6 +83,23 @@ export async function openInput(
     : { config: undefined, configFrom: undefined }; // not a checkpoint: openCheckpointModel names the problem
   const model = await openCheckpointModel(path, { config, configFrom, onProgress: opts.onProgress });
   return { ...model, configFrom: configFrom ?? configPathFor(path) };
+}
+
+/**
+ * A Hugging Face Qwen3 folder as export input (a model trained in PyTorch, say): its config.json is
+ * the shape, and it has no training step. The import refuses what ferry's maths would not follow.
+ */
+async function openHfFolder(path: string, preset?: string): Promise<CheckpointInput> {
+  if (preset !== undefined) throw new UsageError(`--preset ${preset} refused: ${path} carries its own config.json`);
+  const { config, tensors } = await importHuggingFace(path);
+  return {
+    path,
+    step: 0,
+    config,
+    configFrom: join(path, "config.json"),
+    tensors: tensors.map(tensorSource),
+    close: () => Promise.resolve(),
+  };
 }
 
 async function resolveConfig(
@@ -224,7 +242,7 @@ export interface ExportSummary extends ExportResult {
 export function outputPath(output: string, format: string, input: string, dtype: string): string {
   const ext = FORMATS[format].ext;
   if (output.endsWith(ext)) return output;
-  return join(output, `${basename(input).replace(/\.ckpt$/, "")}.${dtype}${ext}`);
+  return join(output, `${basename(input).replace(/\.(ckpt|hf)$/, "")}.${dtype}${ext}`);
 }
 
 /**
@@ -292,7 +310,8 @@ With no options: every format of the shipped model (model/default/ferry.ckpt) in
 
 Options:
   --input CKPT    training checkpoint (default ${DEFAULT_INPUT}); its config is read from the
-                  CKPT-name.config.toml snapshot beside it
+                  CKPT-name.config.toml snapshot beside it. A Hugging Face Qwen3 folder (config.json +
+                  model.safetensors, single or sharded) is accepted too
   --format NAME   all, ${Object.keys(FORMATS).join(", ")} (default all: every format at its default dtype)
   --dtype NAME    weight dtype (default per format; with all, applied where the format stores it); ${
   Object.entries(FORMATS).map(([n, f]) => `${n}: ${f.dtypes.join("/")} (default ${f.defaultDtype})`).join("; ")

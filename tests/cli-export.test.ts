@@ -44,6 +44,12 @@ test("--format all (the default) writes every format, and each returns the check
   });
   expect(texts[0].length).toBeGreaterThan(0);
   expect(new Set(texts).size).toBe(1);
+  // A Hugging Face folder is export input too: HF f32 → GGUF f32 keeps every bit.
+  const fromHf = spawnSync("bun", ["scripts/export.ts", "--input", join(dir, "m.f32.hf"), "--format", "gguf", "--dtype", "f32", "--output", join(dir, "from-hf.gguf"), "--json"], { encoding: "utf8" });
+  expect(fromHf.status).toBe(0);
+  expect(JSON.parse(fromHf.stdout).config_from).toBe(join(dir, "m.f32.hf", "config.json"));
+  const again = new Map((await readGguf(join(dir, "from-hf.gguf"))).tensors.map((t) => [t.name, t]));
+  for (const t of model) expect(again.get(t.name)!.data).toEqual(t.data);
   const usage = spawnSync("deno", ["run", "-A", "scripts/export.ts", "--input", join(dir, "m.ckpt"), "--output", join(dir, "x.gguf")], { encoding: "utf8" });
   expect(usage.status).toBe(2);
 });
