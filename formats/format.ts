@@ -1,0 +1,64 @@
+/**
+ * The one shape every export format has. Each `formats/NAME.ts` exports one `FormatDescriptor`, and
+ * `formats/mod.ts` lists them: export, load, generate, info and measure iterate that list, so a new
+ * format is one module and one line there.
+ *
+ * @example
+ * ```ts
+ * import { FORMATS, formatOf } from "./mod.ts";
+ * const f = formatOf("out/ferry.bf16.dmexp");   // the dmexp descriptor
+ * const { config, tensors } = await f.read("out/ferry.bf16.dmexp");
+ * ```
+ * @module
+ */
+import type { ModelConfig } from "../model/config.ts";
+import type { Tensor, TensorSource } from "../model/tensor.ts";
+
+/** What a writer is given: the model's shape and its tensors, streamed a chunk at a time. */
+export interface ExportInput {
+  config: ModelConfig;
+  tensors: TensorSource[];
+  /** Where the weights came from (`path@stepN`), recorded by formats that keep provenance. */
+  source: string;
+  /** Training step of the weights (0 when unknown). */
+  step: number;
+  /** A short model name (the checkpoint's base name), for formats that store one. */
+  name: string;
+}
+
+/** What a writer reports; printed as the export summary. */
+export interface WriteResult {
+  /** The file (or folder) written. */
+  file: string;
+  bytes: number;
+  params: number;
+  tensors: number;
+  /** Format-specific details (checksums, ranges, side files). */
+  [detail: string]: unknown;
+}
+
+/** An export read back: its shape and its named f32 tensors (dequantized where the format quantizes). */
+export interface ReadResult {
+  config: ModelConfig;
+  tensors: Tensor[];
+}
+
+/** One format: how its files are recognised, what it stores, its writer, its full reader and `info`. */
+export interface FormatDescriptor<D extends string = string> {
+  /** The name `--format` takes. */
+  readonly name: string;
+  /** One line for `--help` and the README. */
+  readonly summary: string;
+  /** The output's extension, with the dot (`.dmexp`; a folder format names its folder `NAME.hf`). */
+  readonly extension: string;
+  /** Whether this path is a file (or folder) of this format. */
+  recognises(path: string): boolean;
+  readonly dtypes: readonly D[];
+  readonly defaultDtype: D;
+  /** The engine that runs this format's files unless `--engine` says otherwise. */
+  readonly engine: string;
+  write(path: string, input: ExportInput, options: { dtype: D; onProgress?: (done: number, total: number) => void }): Promise<WriteResult>;
+  read(path: string, options?: { onProgress?: (done: number, total: number) => void }): Promise<ReadResult>;
+  /** Every header field and the verdict of every check, as plain data (`info --json` prints it). */
+  inspect(path: string): Promise<Record<string, unknown>>;
+}
