@@ -25,6 +25,7 @@ import { bf16ToF32, f16BitsToF32Bits, f16ToF32, f32ToBf16, f32ToF16 } from "./fl
 import { isCheckpoint } from "./checkpoint.ts";
 import { ConfigError, configToToml, type ModelConfig, paramShapes, parseConfig } from "../model/config.ts";
 import { numel, type Tensor, type TensorSource, tensorSource } from "../model/tensor.ts";
+import { FormatError, type RefusalDetail } from "../model/error.ts";
 
 export type { TensorSource };
 export { tensorSource };
@@ -49,9 +50,9 @@ const MAGIC_BYTES = new TextEncoder().encode(DMEXP_MAGIC);
 const DEFAULT_CHUNK_BYTES = 4 << 20;
 
 /** Every refusal of the format: `path` names the file, `field` what is wrong in it. */
-export class DmexpError extends Error {
-  constructor(readonly path: string, readonly field: string, message: string) {
-    super(`${path}: ${field}: ${message}`);
+export class DmexpError extends FormatError {
+  constructor(path: string, field: string, message: string, detail?: RefusalDetail) {
+    super(path, field, `${path}: ${field}: ${message}`, detail);
     this.name = "DmexpError";
   }
 }

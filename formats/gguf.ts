@@ -18,6 +18,7 @@ import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from "./float16.ts";
 import { f32Bytes, LITTLE_ENDIAN, writeAtomic } from "./io.ts";
 import { type ModelConfig, paramShapes } from "../model/config.ts";
 import { numel, type Tensor } from "../model/tensor.ts";
+import { FormatError, type RefusalDetail } from "../model/error.ts";
 import { BOS, BYTE_VOCAB_SIZE, EOS } from "../model/tokenizer.ts";
 
 // ─── Constants ────────────────────────────────────────────────────────────────────────────────────
@@ -195,9 +196,9 @@ export const SPECIAL_TOKENS = ["<|startoftext|>", "<|endoftext|>"] as const;
  * try { await readGguf("m.gguf"); } catch (e) { if (e instanceof GgufError) console.error(e.field); }
  * ```
  */
-export class GgufError extends Error {
-  constructor(readonly path: string, readonly field: string, message: string) {
-    super(`${path}: ${field}: ${message}`);
+export class GgufError extends FormatError {
+  constructor(path: string, field: string, message: string, detail?: RefusalDetail) {
+    super(path, field, `${path}: ${field}: ${message}`, detail);
     this.name = "GgufError";
   }
 }

@@ -36,6 +36,7 @@ import { writeAtomic } from "./io.ts";
 import { ConfigError, type ModelConfig, paramShapes, validateConfig } from "../model/config.ts";
 import { BOS, BYTE_VOCAB_SIZE, EOS } from "../model/tokenizer.ts";
 import type { Tensor } from "../model/tensor.ts";
+import { FormatError, type RefusalDetail } from "../model/error.ts";
 
 /** The weight dtypes of an export, by ferry's name; with their safetensors and torch names. */
 export const HF_DTYPES = {
@@ -77,14 +78,15 @@ export type HuggingFaceErrorCode =
   | "TiedMismatch";
 
 /** A Hugging Face directory that ferry refuses: names the file, the field and what was expected. */
-export class HuggingFaceError extends Error {
+export class HuggingFaceError extends FormatError {
   constructor(
-    readonly path: string,
+    path: string,
     readonly code: HuggingFaceErrorCode,
-    readonly field: string,
-    detail: string,
+    field: string,
+    message: string,
+    detail?: RefusalDetail,
   ) {
-    super(`${path}: ${field}: ${detail} (${code})`);
+    super(path, field, `${path}: ${field}: ${message} (${code})`, detail);
     this.name = "HuggingFaceError";
   }
 }

@@ -20,6 +20,7 @@ import { dirname, join } from "node:path";
 import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from "./float16.ts";
 import { f32Bytes, LITTLE_ENDIAN, openAtomic } from "./io.ts";
 import { numel, type Tensor } from "../model/tensor.ts";
+import { FormatError, type RefusalDetail } from "../model/error.ts";
 
 /** The element types ferry reads, with their size in bytes. */
 export const DTYPE_BYTES = {
@@ -96,14 +97,15 @@ export type SafetensorsErrorCode =
   | "ReservedName";
 
 /** A safetensors file (or index) that was refused: names the file, the field and the rule. */
-export class SafetensorsError extends Error {
+export class SafetensorsError extends FormatError {
   constructor(
-    readonly path: string,
+    path: string,
     readonly code: SafetensorsErrorCode,
-    readonly field: string,
-    detail: string,
+    field: string,
+    message: string,
+    detail?: RefusalDetail,
   ) {
-    super(`${path}: ${field}: ${detail} (${code})`);
+    super(path, field, `${path}: ${field}: ${message} (${code})`, detail);
     this.name = "SafetensorsError";
   }
 }
@@ -128,14 +130,15 @@ export interface JsonObject {
 }
 
 /** A JSON syntax error or a duplicate key; `at` is the path of the value being read. */
-export class StrictJsonError extends Error {
+export class StrictJsonError extends FormatError {
   constructor(
     readonly code: "InvalidJson" | "DuplicateKey",
     readonly at: string,
     readonly offset: number,
-    detail: string,
+    message: string,
   ) {
-    super(`${at || "(top level)"}: ${detail} at character ${offset}`);
+    // The scanner sees text, not a file: callers rethrow this under their own error, naming the file.
+    super("<json>", at || "(top level)", `${at || "(top level)"}: ${message} at character ${offset}`);
     this.name = "StrictJsonError";
   }
 }

@@ -9,6 +9,7 @@
  * @module
  */
 import { parse as parseToml } from "smol-toml";
+import { FormatError, type RefusalDetail } from "./error.ts";
 
 /** Every field of a ferry model config; the names are Hugging Face's Qwen3 config names. */
 export interface ModelConfig {
@@ -26,9 +27,9 @@ export interface ModelConfig {
 }
 
 /** A config that is malformed: `where` names the file (or other source), `field` the offending key. */
-export class ConfigError extends Error {
-  constructor(readonly where: string, readonly field: string, message: string) {
-    super(`${where}: config field '${field}': ${message}`);
+export class ConfigError extends FormatError {
+  constructor(readonly where: string, field: string, message: string, detail?: RefusalDetail) {
+    super(where, field, `${where}: config field '${field}': ${message}`, detail);
     this.name = "ConfigError";
   }
 }
