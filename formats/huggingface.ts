@@ -21,17 +21,12 @@ import { join } from "node:path";
 import {
   type Dtype,
   INDEX_FILE,
-  isJsonObject,
-  JsonNumber,
-  type JsonObject,
-  type JsonValue,
-  parseStrictJson,
   readSafetensors,
   readSafetensorsIndex,
-  StrictJsonError,
   type WriteDtype,
   writeSafetensors,
 } from "./safetensors.ts";
+import { isJsonObject, JsonNumber, type JsonObject, type JsonValue, parseStrictJson, StrictJsonError } from "./json.ts";
 import { writeAtomic } from "./io.ts";
 import { ConfigError, type ModelConfig, paramShapes, validateConfig } from "../model/config.ts";
 import { BOS, BYTE_VOCAB_SIZE, EOS } from "../model/tokenizer.ts";
