@@ -18,7 +18,7 @@
  */
 import { readFile } from "node:fs/promises";
 import { writeAtomic } from "./io.ts";
-import type { ParamShape } from "../model/config.ts";
+import { checkTensors, type ParamShape } from "../model/config.ts";
 import type { Tensor } from "../model/tensor.ts";
 import { FormatError, type RefusalDetail } from "../model/error.ts";
 
@@ -587,7 +587,7 @@ export function f64LinesToTensors(
     const why = `holds ${names.length} arrays where ${shapes.length} are expected`;
     throw new F64LinesError(where, "shape", 0, 0, why);
   }
-  return names.map((name, k) => {
+  const tensors = names.map((name, k) => {
     const wide = arrays[k];
     let dims = [wide.length];
     if (shapes) {
@@ -607,6 +607,11 @@ export function f64LinesToTensors(
     }
     return { name, dims, data };
   });
+  // The line-by-line match above is f64lines' own rule (its order is canonical); the shared check
+  // below is the one every reader ends with.
+  const bad = shapes && checkTensors(shapes, tensors);
+  if (bad) throw new F64LinesError(where, "shape", 0, 0, bad.message, bad);
+  return tensors;
 }
 
 // For messages only: the column of value `index` on line `lineNo`.

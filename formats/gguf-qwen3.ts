@@ -11,8 +11,8 @@
  * ```
  * @module
  */
-import { type ModelConfig, paramShapes } from "../model/config.ts";
-import { numel, type Tensor } from "../model/tensor.ts";
+import { checkTensors, type ModelConfig, paramShapes } from "../model/config.ts";
+import type { Tensor } from "../model/tensor.ts";
 import { BOS, BYTE_VOCAB_SIZE, EOS } from "../model/tokenizer.ts";
 import {
   GGUF_DEFAULT_ALIGNMENT,
@@ -165,13 +165,6 @@ export function qwen3Tensors(
   type: GgmlType,
   where = "gguf",
 ): GgufTensorData[] {
-  const byName = new Map(tensors.map((t) => [t.name, t]));
-  const expected = paramShapes(config);
-  for (const t of tensors) {
-    if (!expected.some((p) => p.name === t.name)) {
-      throw new GgufError(where, `tensor ${t.name}`, "is not part of this config's model");
-    }
-  }
   if (config.vocab_size < BYTE_VOCAB_SIZE) {
     throw new GgufError(
       where,
@@ -179,16 +172,12 @@ export function qwen3Tensors(
       `${config.vocab_size}; ferry's byte tokenizer needs at least ${BYTE_VOCAB_SIZE}`,
     );
   }
-  return expected.map(({ name, dims }) => {
-    const t = byName.get(name);
+  const bad = checkTensors(config, tensors);
+  if (bad) throw new GgufError(where, `tensor ${bad.tensor}`, bad.problem, bad);
+  const byName = new Map(tensors.map((t) => [t.name, t]));
+  return paramShapes(config).map(({ name, dims }) => {
+    const t = byName.get(name)!;
     const field = `tensor ${name}`;
-    if (!t) throw new GgufError(where, field, `missing (expected dims [${dims}])`);
-    if (t.dims.length !== dims.length || t.dims.some((d, i) => d !== dims[i])) {
-      throw new GgufError(where, field, `has dims [${t.dims}]; the config implies [${dims}]`);
-    }
-    if (t.data.length !== numel(dims)) {
-      throw new GgufError(where, field, `holds ${t.data.length} values for dims [${dims}]`);
-    }
     const bad = t.data.findIndex((x) => !Number.isFinite(x));
     if (bad >= 0) {
       throw new GgufError(where, field, `element ${bad} is ${t.data[bad]}; expected a finite number`);
@@ -315,24 +304,30 @@ export function qwen3FromGguf(file: GgufFile, where = "gguf"): LoadedGguf {
   const config = cfg as ModelConfig;
   checkTokenizer(md, config.vocab_size, where);
 
-  const expected = paramShapes(config);
-  for (const t of file.tensors) {
+  // The shared shape check on the tensors under ferry's names; the refusal speaks GGUF (names, `ne`).
+  const stored = file.tensors.map((t) => {
     const hf = hfTensorName(t.name);
-    if (!hf || !expected.some((p) => p.name === hf)) {
-      throw new GgufError(where, `tensor ${t.name}`, "is not a tensor of this qwen3 model");
-    }
+    if (!hf) throw new GgufError(where, `tensor ${t.name}`, "is not a tensor of this qwen3 model");
+    return { name: hf, dims: [...t.ne].reverse() };
+  });
+  const bad = checkTensors(config, stored);
+  if (bad) {
+    const gname = ggufTensorName(bad.tensor)!, field = `tensor ${gname}`;
+    const want = [...paramShapes(config).find((p) => p.name === bad.tensor)?.dims ?? []].reverse();
+    const problem = bad.kind === "unknown"
+      ? "is not a tensor of this qwen3 model"
+      : bad.kind === "missing"
+      ? `missing (expected ne [${want}])`
+      : bad.kind === "dims"
+      ? `has ne [${byName.get(gname)!.ne}]; the metadata implies [${want}]`
+      : bad.problem;
+    throw new GgufError(where, field, problem, bad);
   }
   const tensors: Tensor[] = [];
   const types: Record<string, GgmlType> = {};
-  for (const { name, dims } of expected) {
-    const gname = ggufTensorName(name)!;
-    const t = byName.get(gname);
-    const field = `tensor ${gname}`;
-    if (!t) throw new GgufError(where, field, `missing (expected ne [${[...dims].reverse()}])`);
-    const ne = [...dims].reverse();
-    if (t.ne.length !== ne.length || t.ne.some((n, i) => n !== ne[i])) {
-      throw new GgufError(where, field, `has ne [${t.ne}]; the metadata implies [${ne}]`);
-    }
+  for (const { name, dims } of paramShapes(config)) {
+    const t = byName.get(ggufTensorName(name)!)!;
+    const field = `tensor ${t.name}`;
     const data = tensorToF32(t);
     const bad = data.findIndex((x) => !Number.isFinite(x));
     if (bad >= 0) {
