@@ -15,7 +15,8 @@ if (start + Number(view.getBigUint64(12, true)) !== bytes.length) throw new Erro
 if (crc32(bytes.subarray(start)) !== view.getUint32(20, true)) throw new Error("payload CRC-32 mismatch");
 const header = new TextDecoder("utf-8", { fatal: true }).decode(bytes.subarray(24, start));
 const DTYPES = new Map<string, [number, (at: number) => number]>([ // bytes per value, and how to read one
-  ["f32", [4, (at) => view.getFloat32(at, true)]], ["f16", [2, (at) => view.getFloat16(at, true)]],
+  ["f32", [4, (at) => view.getFloat32(at, true)]],
+  ["f16", [2, (at) => view.getFloat16(at, true)]],
   ["bf16", [2, (at) => Buffer.from([0, 0, bytes[at], bytes[at + 1]]).readFloatLE(0)]], // an f32's top half
 ]);
 const dtype = /^dtype\s*=\s*"(f32|f16|bf16)"/m.exec(header)?.[1]; // the header is TOML; one line of it
