@@ -29,10 +29,10 @@ const tensors = Object.entries(header).map(([name, t]: [string, any]) => {
   if (begin + count * size !== end || end > bytes.length) throw new Error(`${name}: bad data_offsets`);
   return { line: `${name}\t${t.dtype}\t[${t.shape.join(",")}]`, name, begin, count, size, read };
 }).sort((a, b) => a.begin - b.begin); // in file order
-const picked = wanted.map((name) => tensors.find((t) => t.name === name)); // in the order asked
-if (picked.includes(undefined)) throw new Error(`no tensor named ${wanted[picked.indexOf(undefined)]}`);
+const missing = wanted.find((name) => !tensors.some((t) => t.name === name)); // checked before any output
+if (missing !== undefined) throw new Error(`no tensor named ${missing}`);
 if (wanted.length === 0) for (const t of tensors) console.log(t.line);
-for (const t of picked as typeof tensors) {
+for (const t of tensors.filter((t) => wanted.includes(t.name))) { // in file order, like the listing
   const values = Array.from({ length: t.count }, (_, i) => t.read(t.begin + i * t.size));
   console.log(`${t.line}\n${values.map((x) => (Object.is(x, -0) ? "-0" : x)).join(" ")}`);
 }

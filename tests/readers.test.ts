@@ -256,7 +256,10 @@ for (const [reader, make] of Object.entries(CASES)) {
         expect(gone.err.trimEnd().split("\n")).toHaveLength(1);
         const good = readdirSync(dir).find((f) => f === `good.${reader}`);
         const real = reader === "gguf" ? "token_embd.weight" : "model.embed_tokens.weight";
-        expect(run(runtime, reader, [join(dir, good!), real]).code).toBe(0);
+        const listing = run(runtime, reader, [join(dir, good!)]).out.trimEnd().split("\n");
+        const [first, second] = listing.map((l) => l.split("\t")[0]);
+        const both = run(runtime, reader, [join(dir, good!), second, first]); // printed in file order
+        expect([both.code, both.out.split("\n")[0], both.out.split("\n")[2]]).toEqual([0, listing[0], listing[1]]);
         const r = run(runtime, reader, [join(dir, good!), real, "no.such.tensor"]); // nothing printed before
         expect(r.code).toBe(1);
         expect(r.err).toBe(`${join(dir, good!)}: no tensor named no.such.tensor\n`);
