@@ -3,7 +3,7 @@
  * only additions, shifts, comparisons and table look-ups (tests/audit.test.ts proves the absence of
  * `*`, `/`, `%`, floats and `Math`). Every kernel lives in kernels/int/; this module wires them in the
  * Qwen3 dataflow: RMSNorm → q, k, v → per-head q/k RMSNorm and gain → RoPE → GQA attention over a
- * 16-bit KV cache → o → residual; RMSNorm → gate, up → SiLU(gate) · up → down → residual; final norm →
+ * 12-bit KV cache → o → residual; RMSNorm → gate, up → SiLU(gate) · up → down → residual; final norm →
  * head (tied or separate) → logits at 2^-16 nats.
  *
  * @example
@@ -16,12 +16,12 @@
  * @module
  */
 import type { Lut4Weights } from "../formats/lut4.ts";
-import { ACC_EXP, activationTables, gemv, type LutMatrix } from "../kernels/int/gemv.ts";
-import { type AttentionContext, attentionScratch, attendHead, SCORE_EXP } from "../kernels/int/attention.ts";
+import { ACC_EXP, activationTables, gemv, type LutMatrix, type PreparedMatrix, prepareMatrix } from "../kernels/int/gemv.ts";
+import { type AttentionContext, attentionScratch, attendHead, CACHE_BITS, queryBits, SCORE_EXP } from "../kernels/int/attention.ts";
 import { mulS16, multiples } from "../kernels/int/mul.ts";
 import { applyGain, gainTables, NORM_EXP, type NormPlan, normPlan, rmsnorm } from "../kernels/int/norm.ts";
 import { ropeHead } from "../kernels/int/rope.ts";
-import { quantize16, satAdd, shift } from "../kernels/int/round.ts";
+import { quantize16, quantizeBits, satAdd, shift } from "../kernels/int/round.ts";
 import { type LookupTable, prepareTable, silu } from "../kernels/int/tables.ts";
 
 /** Exponent of the residual stream. */
@@ -31,13 +31,13 @@ export const LOGIT_EXP = SCORE_EXP;
 
 /** One decoder layer, ready to serve. */
 export interface IntLayer {
-  q: LutMatrix;
-  k: LutMatrix;
-  v: LutMatrix;
-  o: LutMatrix;
-  gate: LutMatrix;
-  up: LutMatrix;
-  down: LutMatrix;
+  q: PreparedMatrix;
+  k: PreparedMatrix;
+  v: PreparedMatrix;
+  o: PreparedMatrix;
+  gate: PreparedMatrix;
+  up: PreparedMatrix;
+  down: PreparedMatrix;
   qGain: Int32Array;
   qGainExp: number;
   kGain: Int32Array;
@@ -52,6 +52,8 @@ export interface IntModel {
   kvHeads: number;
   headDim: number;
   half: number;
+  /** Magnitude bits of a query (attention.ts `queryBits`). */
+  qBits: number;
   ffn: number;
   maxPositions: number;
   qDim: number;
@@ -62,7 +64,7 @@ export interface IntModel {
   /** Byte offset of each embedding row's codes and of its scale bytes. */
   embedRow: Int32Array;
   embedScaleRow: Int32Array;
-  head: LutMatrix;
+  head: PreparedMatrix;
   finalGain: Int32Array | null;
   finalGainExp: number;
   layers: IntLayer[];
@@ -98,11 +100,11 @@ interface Scratch {
   attn: ReturnType<typeof attentionScratch>;
 }
 
-/** A conversation's state: position, tokens, the 16-bit KV cache, pending logits and the sampler's RNG. */
+/** A conversation's state: position, tokens, the 12-bit KV cache, pending logits and the sampler's RNG. */
 export interface IntState {
   pos: number;
   tokens: number[];
-  /** Per layer: [position][kv_head][head_dim] int16, and one exponent per (position, kv_head). */
+  /** Per layer: [position][kv_head][head_dim] 12-bit values in int16, one exponent per (position, kv_head). */
   keys: Int16Array[];
   keyExp: Int16Array[];
   values: Int16Array[];
@@ -135,13 +137,13 @@ export function buildIntModel(w: Lut4Weights): IntModel {
   const layers: IntLayer[] = [];
   for (const l of w.layers) {
     layers.push({
-      q: l.q,
-      k: l.k,
-      v: l.v,
-      o: l.o,
-      gate: l.gate,
-      up: l.up,
-      down: l.down,
+      q: prepareMatrix(l.q),
+      k: prepareMatrix(l.k),
+      v: prepareMatrix(l.v),
+      o: prepareMatrix(l.o),
+      gate: prepareMatrix(l.gate),
+      up: prepareMatrix(l.up),
+      down: prepareMatrix(l.down),
       qGain: gainTables(l.qGain.values),
       qGainExp: l.qGain.exp,
       kGain: gainTables(l.kGain.values),
@@ -157,6 +159,7 @@ export function buildIntModel(w: Lut4Weights): IntModel {
     kvHeads: sh.kvHeads,
     headDim: sh.headDim,
     half: sh.headDim >> 1,
+    qBits: queryBits(sh.headDim),
     ffn: sh.ffn,
     maxPositions: sh.maxPositions,
     qDim,
@@ -165,7 +168,7 @@ export function buildIntModel(w: Lut4Weights): IntModel {
     embed: w.embed,
     embedRow,
     embedScaleRow,
-    head: w.head ?? w.embed,
+    head: prepareMatrix(w.head ?? w.embed),
     finalGain: w.finalGain ? gainTables(w.finalGain.values) : null,
     finalGainExp: w.finalGain ? w.finalGain.exp : 0,
     layers,
@@ -251,16 +254,24 @@ function mulS16Scale(q: number, mant: number): number {
 
 /**
  * Per-head q/k path: RMSNorm of `v[off, off + head_dim)` (int32 at `e`), the stored gain, requantised
- * to 16 bits, then RoPE at table offset `ropeAt`, requantised again. Leaves |v| ≤ 32767 and returns
- * its exponent.
+ * to 16 bits, then RoPE at table offset `ropeAt`, requantised to `bits` bits. Returns the exponent.
  */
-function normRope(m: IntModel, v: Int32Array, off: number, e: number, gain: Int32Array, gainExp: number, ropeAt: number): number {
+function normRope(
+  m: IntModel,
+  v: Int32Array,
+  off: number,
+  e: number,
+  gain: Int32Array,
+  gainExp: number,
+  ropeAt: number,
+  bits: number,
+): number {
   const s = m.s;
   rmsnorm(v, off, e, m.normHead, s.head, 0);
   applyGain(s.head, 0, m.headDim, gain, v, off);
   const eg = quantize16(v, off, m.headDim, NORM_EXP + gainExp, v, off);
   ropeHead(v, off, m.half, m.ropeCos, m.ropeSin, ropeAt, s.rope);
-  return quantize16(v, off, m.headDim, eg, v, off);
+  return quantizeBits(v, off, m.headDim, eg, v, off, bits);
 }
 
 /**
@@ -293,15 +304,15 @@ export function step(m: IntModel, st: IntState, id: number): void {
     gemv(s.v, 0, L.v, s.tabW, NORM_EXP, ACC_EXP);
     let off = 0;
     for (let h = 0; h < m.heads; h++) {
-      s.qExp[h] = normRope(m, s.q, off, ACC_EXP, L.qGain, L.qGainExp, ropeAt);
+      s.qExp[h] = normRope(m, s.q, off, ACC_EXP, L.qGain, L.qGainExp, ropeAt, m.qBits);
       off = off + m.headDim;
     }
     const keys = st.keys[l];
     const values = st.values[l];
     off = 0;
     for (let h = 0; h < m.kvHeads; h++) {
-      const ek = normRope(m, s.k, off, ACC_EXP, L.kGain, L.kGainExp, ropeAt);
-      const ev = quantize16(s.v, off, m.headDim, ACC_EXP, s.v, off);
+      const ek = normRope(m, s.k, off, ACC_EXP, L.kGain, L.kGainExp, ropeAt, CACHE_BITS);
+      const ev = quantizeBits(s.v, off, m.headDim, ACC_EXP, s.v, off, CACHE_BITS);
       for (let i = 0; i < m.headDim; i++) {
         keys[cacheAt + off + i] = s.k[off + i];
         values[cacheAt + off + i] = s.v[off + i];

@@ -4,24 +4,34 @@
  * subtracted, weights normalised to Q15 by one reciprocal, and the value mix from the multiples of each
  * weight read at the digits of the cached values.
  *
- * Cache layout (per layer): keys and values int16, `[position][kv_head][head_dim]`, each (position,
- * kv head) row with its own exponent in `[position][kv_head]` (int16).
+ * Cache layout (per layer): keys and values as 12-bit integers (|v| ≤ 2047, stored in int16),
+ * `[position][kv_head][head_dim]`, each (position, kv head) row with its own exponent, stored in
+ * `[position][kv_head]` (int16). Twelve bits keep every dot product inside int32 with a 15-bit query
+ * for head_dim ≤ 32 (the query gets fewer bits for wider heads, `queryBits`), and cost three digits.
  *
  * @example
  * ```ts
- * attendHead(ctx, q16, 0, eq, kvHead, positions, out, 0);   // out: head_dim values at ACC_EXP
+ * attendHead(ctx, q, 0, eq, kvHead, positions, out, 0);   // out: head_dim values at ACC_EXP
  * ```
  * @module
  */
 import { assertBound, checked } from "./check.ts";
 import { ACC_EXP } from "./gemv.ts";
 import { recip16 } from "./isqrt.ts";
-import { MUL_TABLE, mulS16, mulU16, multiples } from "./mul.ts";
-import { bitlen, I32_MAX, I32_MIN, sat32, shift } from "./round.ts";
+import { MUL_TABLE, mulS12, mulU16, multiples } from "./mul.ts";
+import { bitlen, I32_MIN, sat32, shift } from "./round.ts";
 import { expNeg, type LookupTable } from "./tables.ts";
 
 /** Exponent of attention scores and logits: 2^-16 nats. */
 export const SCORE_EXP = -16;
+/** Magnitude bits of a cached key or value: |v| ≤ 2^11 − 1. */
+export const CACHE_BITS = 11;
+
+/** Magnitude bits of a query so that head_dim · (2^bits − 1) · 2047 < 2^31: 15 up to head_dim 32. */
+export function queryBits(headDim: number): number {
+  const b = 31 - CACHE_BITS - bitlen(headDim - 1);
+  return b > 15 ? 15 : b;
+}
 
 /** One layer's cache and what attention needs around it. */
 export interface AttentionContext {
@@ -56,23 +66,12 @@ export function attentionScratch(capacity: number, headDim: number) {
 }
 
 /**
- * round_half_up((hi · 2^8 + lo) · 2^-s), saturated, for int32 lanes hi and lo: a 40-bit sum held as two
- * 32-bit parts. For s > 8 the low lane's bits below 2^8 cannot change the result (nested floors).
- */
-export function shiftLanes8(hi: number, lo: number, s: number): number {
-  if (s > 8) return shift(hi + (lo >> 8), s - 8);
-  if (s === 8) return hi + (lo >> 8) + ((lo >> 7) & 1);
-  return sat32(shift(hi, s - 8) + shift(lo, s));
-}
-
-/**
- * Attends query head `q[qOff, qOff + head_dim)` (|q| ≤ 32767 at exponent `eq`) to positions
- * 0 … n − 1 of kv head `kvHead`; writes head_dim values at ACC_EXP to `out[oOff, ...)`.
+ * Attends query head `q[qOff, qOff + head_dim)` (|q| < 2^queryBits(head_dim), exponent `eq`) to
+ * positions 0 … n − 1 of kv head `kvHead`; writes head_dim values at ACC_EXP to `out[oOff, ...)`.
  *
- * Bounds: per position the score's lanes are hi = Σ q · (k >> 8), |hi| ≤ head_dim · 2^22, and
- * lo = Σ q · (k & 255) < head_dim · 2^23, both int32 for head_dim ≤ 256. Weights w ≤ 2^15, their sum
- * T < n · 2^15 + 1 < 2^31 for n < 2^16. Q15 probabilities p sum to at most 2^15 + n, so the mix
- * |Σ p · v| ≤ (2^15 + n) · 32767 < 2^31 for n < 2^15.
+ * Bounds: each dot product |Σ q · k| < head_dim · 2^queryBits · 2^11 ≤ 2^31. Weights w ≤ 2^15, their
+ * sum T < n · 2^15 + 1 < 2^31 for n < 2^16. Q15 probabilities p sum to at most 2^15 + n, so the mix
+ * |Σ p · v| ≤ (2^15 + n) · 2047 < 2^31.
  */
 export function attendHead(
   ctx: AttentionContext,
@@ -98,21 +97,20 @@ export function attendHead(
   let best = I32_MIN;
   let ko = 0;
   for (let h = 0; h < kvHead; h++) ko = ko + hd;
+  const first = ko;
   let eo = kvHead;
   const base = SCORE_EXP - eq;
   for (let u = 0; u < n; u++) {
-    let hi = 0;
-    let lo = 0;
+    let dot = 0;
     let tt = 0;
     const end = ko + hd;
     for (let i = ko; i < end; i++) {
       const k = keys[i];
-      hi = hi + (qt[tt + 16 + ((k >> 12) & 15)] << 4) + qt[tt + ((k >> 8) & 15)];
-      lo = lo + (qt[tt + ((k >> 4) & 15)] << 4) + qt[tt + (k & 15)];
+      dot = dot + (qt[tt + 16 + ((k >> 8) & 15)] << 8) + (qt[tt + ((k >> 4) & 15)] << 4) + qt[tt + (k & 15)];
       tt = tt + 32;
     }
-    if (check) assertBound(hi <= I32_MAX && hi >= I32_MIN && lo <= I32_MAX && lo >= I32_MIN, "score lanes");
-    const s = shiftLanes8(hi, lo, base - ctx.keyExp[eo]);
+    if (check) assertBound(dot < 2147483648 && dot >= -2147483648, `score dot ${dot} outside int32`);
+    const s = shift(dot, base - ctx.keyExp[eo]);
     scores[u] = s;
     if (s > best) best = s;
     ko = ko + ctx.kvDim;
@@ -138,22 +136,22 @@ export function attendHead(
   // The value mix: each position's Q15 weight, aligned to the largest value exponent, times its row.
   const mix = ctx.mix;
   for (let i = 0; i < hd; i++) mix[i] = 0;
-  let vo = 0;
-  for (let h = 0; h < kvHead; h++) vo = vo + hd;
+  let vo = first;
   eo = kvHead;
   const values = ctx.values;
   for (let u = 0; u < n; u++) {
     const p = shift(shift(mulU16(ctx.rt, 0, w[u]), lt), emax - ctx.valueExp[eo]);
     if (p !== 0) {
-      multiples(p, ctx.pt, 0);
-      for (let i = 0; i < hd; i++) mix[i] = mix[i] + mulS16(ctx.pt, 0, values[vo + i]);
+      const pt = ctx.pt;
+      multiples(p, pt, 0);
+      for (let i = 0; i < hd; i++) mix[i] = mix[i] + mulS12(pt, 0, values[vo + i]);
     }
     vo = vo + ctx.kvDim;
     eo = eo + ctx.kvHeads;
   }
   const toAcc = ACC_EXP - (emax - 15);
   for (let i = 0; i < hd; i++) {
-    if (check) assertBound(mix[i] <= I32_MAX && mix[i] >= I32_MIN, "value mix exceeds int32");
+    if (check) assertBound(mix[i] < 2147483648 && mix[i] >= -2147483648, "value mix exceeds int32");
     out[oOff + i] = shift(mix[i], toAcc);
   }
 }
