@@ -261,3 +261,50 @@ export function quantizeModel(config: ModelConfig, tensors: Tensor[], opts: { he
     errors,
   };
 }
+
+/**
+ * The float model a lut4 file approximates, before rounding: the same gain folding as `quantizeModel`,
+ * under Hugging Face names and in the layout `dequantizeLut4` gives, so the two can be mixed tensor by
+ * tensor (scripts/gap.ts splits the rounding gap by tensor class that way).
+ */
+export function foldedFloat(config: ModelConfig, tensors: Tensor[], head: HeadMode): Tensor[] {
+  const get = (n: string) => {
+    const t = tensors.find((x) => x.name === n);
+    if (!t) throw new Error(`missing tensor ${n}`);
+    return t;
+  };
+  const H = config.hidden_size;
+  const rootH = Math.sqrt(H);
+  const out: Tensor[] = [];
+  const flat = (name: string) => out.push({ name, dims: [H], data: new Float32Array(H).fill(1 / rootH) });
+  const folded = (name: string, g: Float32Array) => {
+    const t = get(name);
+    const f = Float64Array.from(g, (x) => x * rootH);
+    out.push({ name, dims: t.dims, data: Float32Array.from(foldColumns(t.data, t.dims[0], t.dims[1], f)) });
+  };
+  const copy = (name: string) => out.push({ name, dims: get(name).dims, data: get(name).data.slice() });
+  copy("model.embed_tokens.weight");
+  for (let i = 0; i < config.num_hidden_layers; i++) {
+    const p = `model.layers.${i}.`;
+    const gin = get(p + "input_layernorm.weight").data, gpost = get(p + "post_attention_layernorm.weight").data;
+    flat(p + "input_layernorm.weight");
+    folded(p + "self_attn.q_proj.weight", gin);
+    folded(p + "self_attn.k_proj.weight", gin);
+    folded(p + "self_attn.v_proj.weight", gin);
+    copy(p + "self_attn.q_norm.weight");
+    copy(p + "self_attn.k_norm.weight");
+    copy(p + "self_attn.o_proj.weight");
+    flat(p + "post_attention_layernorm.weight");
+    folded(p + "mlp.gate_proj.weight", gpost);
+    folded(p + "mlp.up_proj.weight", gpost);
+    copy(p + "mlp.down_proj.weight");
+  }
+  if (head === "tied" && config.tie_word_embeddings) copy("model.norm.weight");
+  else {
+    flat("model.norm.weight");
+    const src = config.tie_word_embeddings ? get("model.embed_tokens.weight") : get("lm_head.weight");
+    const f = Float64Array.from(get("model.norm.weight").data, (x) => x * rootH);
+    out.push({ name: "lm_head.weight", dims: src.dims, data: Float32Array.from(foldColumns(src.data, src.dims[0], src.dims[1], f)) });
+  }
+  return out;
+}
