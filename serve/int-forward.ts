@@ -11,14 +11,14 @@
  * const model = buildIntModel(weights);       // weights from formats/lut4.ts
  * const state = newState(model);
  * for (const id of prompt) step(model, state, id);
- * argmax(state.logits);                        // the greedy next token
+ * greedy(state.logits);                        // the next token (int-sampler.ts)
  * ```
  * @module
  */
 import type { Lut4Weights } from "../formats/lut4.ts";
 import { ACC_EXP, activationTables, gemv, type LutMatrix, type PreparedMatrix, prepareMatrix } from "../kernels/int/gemv.ts";
 import { type AttentionContext, attentionScratch, attendHead, CACHE_BITS, queryBits, SCORE_EXP } from "../kernels/int/attention.ts";
-import { mulS16, multiples } from "../kernels/int/mul.ts";
+import { mulS16, mulScale, multiples } from "../kernels/int/mul.ts";
 import { applyGain, gainTables, NORM_EXP, type NormPlan, normPlan, rmsnorm } from "../kernels/int/norm.ts";
 import { ropeHead } from "../kernels/int/rope.ts";
 import { quantize16, quantizeBits, satAdd, shift } from "../kernels/int/round.ts";
@@ -237,19 +237,13 @@ function embedRow(m: IntModel, id: number, x: Int32Array): void {
     const toRes = RESIDUAL_EXP - (e.expBase + (scale >> 4) - 4);
     for (let j = 0; j < 16; j++) {
       const byte = e.nibbles[b];
-      x[c] = shift(mulS16Scale((byte & 15) - 8, mant), toRes);
-      x[c + 1] = shift(mulS16Scale((byte >> 4) - 8, mant), toRes);
+      x[c] = shift(mulScale((byte & 15) - 8, mant), toRes);
+      x[c + 1] = shift(mulScale((byte >> 4) - 8, mant), toRes);
       c = c + 2;
       b = b + 1;
     }
     s = s + 1;
   }
-}
-
-/** (16 + m) · q for a code q in −8..7, by shift-add over the bits of m. */
-function mulS16Scale(q: number, mant: number): number {
-  return (q << 4) + (q & -(mant & 1)) + ((q << 1) & -((mant >> 1) & 1)) + ((q << 2) & -((mant >> 2) & 1)) +
-    ((q << 3) & -(mant >> 3));
 }
 
 /**
@@ -380,11 +374,4 @@ export function step(m: IntModel, st: IntState, id: number): void {
   gemv(st.logits, 0, m.head, s.tabW, ez, LOGIT_EXP);
   st.tokens.push(id);
   st.pos = pos + 1;
-}
-
-/** The greedy choice: the largest logit, the lowest id on a tie. */
-export function argmax(logits: Int32Array): number {
-  let best = 0;
-  for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
-  return best;
 }
