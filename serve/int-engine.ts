@@ -53,8 +53,9 @@ export function intEngineFromFile(file: Lut4File): Engine {
     get tokens() {
       return st.tokens;
     },
-    feed(tokens: readonly number[], wanted: LogitsWanted = "last"): Promise<Float32Array> {
-      return Promise.resolve(feed(model, st, tokens, wanted));
+    // async, so a refusal arrives as a rejected promise like any other failure of feed.
+    async feed(tokens: readonly number[], wanted: LogitsWanted = "last"): Promise<Float32Array> {
+      return feed(model, st, tokens, wanted);
     },
     pick(options?: SamplingOptions): number {
       if (st.pos === 0) throw new Error("pick: nothing fed yet, so there are no logits to pick from");

@@ -15,7 +15,7 @@
  * ```
  * @module
  */
-import { assertBound, checked } from "./check.ts";
+import { assertBound, checked, holds } from "./check.ts";
 import { ACC_EXP } from "./gemv.ts";
 import { recip16 } from "./isqrt.ts";
 import { MUL_TABLE, mulS12, mulU16, multiples } from "./mul.ts";
@@ -109,7 +109,7 @@ export function attendHead(
       dot = dot + (qt[tt + 16 + ((k >> 8) & 15)] << 8) + (qt[tt + ((k >> 4) & 15)] << 4) + qt[tt + (k & 15)];
       tt = tt + 32;
     }
-    if (check) assertBound(dot < 2147483648 && dot >= -2147483648, `score dot ${dot} outside int32`);
+    if (check && !holds(dot < 2147483648 && dot >= -2147483648)) assertBound(false, `score dot ${dot} outside int32`);
     const s = shift(dot, base - ctx.keyExp[eo]);
     scores[u] = s;
     if (s > best) best = s;
@@ -130,7 +130,7 @@ export function attendHead(
     if (ev > emax) emax = ev;
     eo = eo + ctx.kvHeads;
   }
-  if (check) assertBound(total < 1073741824, `softmax total ${total} ≥ 2^30`);
+  if (check && !holds(total < 1073741824)) assertBound(false, `softmax total ${total} ≥ 2^30`);
   const lt = bitlen(total);
   multiples(recip16(total), ctx.rt, 0);
   // The value mix: each position's Q15 weight, aligned to the largest value exponent, times its row.
@@ -151,7 +151,7 @@ export function attendHead(
   }
   const toAcc = ACC_EXP - (emax - 15);
   for (let i = 0; i < hd; i++) {
-    if (check) assertBound(mix[i] < 2147483648 && mix[i] >= -2147483648, "value mix exceeds int32");
+    if (check && !holds(mix[i] < 2147483648 && mix[i] >= -2147483648)) assertBound(false, "value mix exceeds int32");
     out[oOff + i] = shift(mix[i], toAcc);
   }
 }
