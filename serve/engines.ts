@@ -38,6 +38,7 @@ export const ENGINES: Readonly<Record<string, () => Promise<EngineFactory>>> = {
       return createFloatEngine(config, tensors, path);
     };
   },
+  int: async () => (await import("./int-engine.ts")).intEngineFactory,
 };
 
 /** The kinds `--engine` accepts. */
