@@ -83,7 +83,7 @@ export async function createWebGpuEngine(
   const STORAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
   const upload = (data: Float32Array, label: string): Buf => {
     const b = buffer(data.byteLength, STORAGE, label);
-    device.queue.writeBuffer(b.gpu, 0, data.buffer, data.byteOffset, data.byteLength);
+    device.queue.writeBuffer(b.gpu, 0, data as Float32Array<ArrayBuffer>);
     return b;
   };
   const weights: Weights<Buf> = mapWeights(model, upload);
@@ -232,7 +232,7 @@ export async function createWebGpuEngine(
     const rows = head === "all" ? tokens.length : 1;
     if (read !== "none") r.argmax((rows - 1) * V); // over the last row's logits
     pass.end();
-    device.queue.writeBuffer(params.gpu, 0, paramBytes, 0, r.used() * SLOT);
+    device.queue.writeBuffer(params.gpu, 0, new Uint8Array(paramBytes, 0, r.used() * SLOT));
     const logitBytes = read === "logits" ? rows * V * 4 : 0;
     if (read !== "none") encoder.copyBufferToBuffer(argmaxBuf.gpu, 0, readback.gpu, 0, 16);
     if (logitBytes) encoder.copyBufferToBuffer(act.logits.gpu, 0, readback.gpu, 16, logitBytes);

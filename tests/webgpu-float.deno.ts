@@ -1,0 +1,71 @@
+// Run by tests/webgpu.test.ts under Deno: the WebGPU engine against the CPU reference on the default
+// model. Prints one JSON line: the adapter, the largest logit difference, and both engines' greedy
+// continuations, or `skip` with the reason when no adapter can be had at all.
+import { readCheckpoint } from "../formats/checkpoint.ts";
+import { argmax } from "../kernels/cpu.ts";
+import { GpuUnavailable, openGpu } from "../kernels/webgpu/device.ts";
+import { createWebGpuEngine } from "../kernels/webgpu/engine.ts";
+import { buildModel, createCache, forward } from "../model/qwen3.ts";
+import { encode } from "../model/tokenizer.ts";
+
+export const PROMPTS = [
+  "The jury said",
+  "It was a",
+  "In the city of",
+  "He did not",
+  "The president",
+  "She had been",
+  "There is no",
+  "When the",
+];
+const STEPS = 64;
+
+let gpu;
+try {
+  gpu = await openGpu();
+} catch (e) {
+  if (!(e instanceof GpuUnavailable)) throw e;
+  console.log(JSON.stringify({ skip: e.message }));
+  Deno.exit(0);
+}
+const run = await readCheckpoint("model/default/ferry.ckpt", { sections: ["model"] });
+const model = buildModel(run.config, run.model);
+const engine = await createWebGpuEngine(run.config, run.model, "model/default/ferry.ckpt", gpu);
+const V = run.config.vocab_size;
+
+// Logits: every prompt position (the tiled product), then 8 one-token steps (the one-row product).
+let maxDiff = 0, maxLogit = 0;
+const compare = (a: Float32Array, b: Float32Array) => {
+  if (a.length !== b.length) throw new Error(`logit counts differ: ${a.length} vs ${b.length}`);
+  for (let i = 0; i < a.length; i++) {
+    maxDiff = Math.max(maxDiff, Math.abs(a[i] - b[i]));
+    maxLogit = Math.max(maxLogit, Math.abs(b[i]));
+  }
+};
+const gpuTexts: number[][] = [], cpuTexts: number[][] = [];
+for (const prompt of PROMPTS) {
+  const ids = encode(prompt, { bos: true });
+  const s = engine.start(), cache = createCache(model);
+  compare(await s.feed(ids, "all"), forward(model, cache, ids));
+  for (const id of [32, 116, 104, 101, 32, 111, 102, 32]) compare(await s.feed([id]), forward(model, cache, [id]));
+
+  // Greedy: the GPU reads back only its argmax each step.
+  const g = engine.start();
+  await g.feed(ids, "none");
+  const gpuOut: number[] = [];
+  for (let i = 0; i < STEPS; i++) {
+    gpuOut.push(g.pick());
+    if (i + 1 < STEPS) await g.feed([gpuOut[i]], "none");
+  }
+  const c = createCache(model);
+  let logits = forward(model, c, ids), off = (ids.length - 1) * V;
+  const cpuOut: number[] = [];
+  for (let i = 0; i < STEPS; i++) {
+    cpuOut.push(argmax(logits, off, V));
+    if (i + 1 < STEPS) logits = forward(model, c, [cpuOut[i]]), off = 0;
+  }
+  gpuTexts.push(gpuOut);
+  cpuTexts.push(cpuOut);
+}
+engine.dispose?.();
+console.log(JSON.stringify({ adapter: gpu.name, fallback: gpu.fallback, maxDiff, maxLogit, gpuTexts, cpuTexts }));

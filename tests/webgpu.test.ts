@@ -1,0 +1,43 @@
+// The WebGPU engine (Deno) against the CPU reference on the default model: logits within a measured
+// bound and identical greedy continuations. They skip only when Deno can get no adapter at all (on a
+// machine without a GPU, `.ci/run` installs lavapipe so they run), and say why.
+import { describe, expect, test } from "bun:test";
+import { spawnSync } from "node:child_process";
+import { GpuUnavailable, openGpu } from "../kernels/webgpu/device.ts";
+
+/** Largest |logit difference| allowed. Measured 1.5e-5 on lavapipe (logits up to ~20); f32 sums differ. */
+const LOGIT_BOUND = 1e-4;
+
+function deno(script: string, timeout = 240_000) {
+  const r = spawnSync("deno", ["run", "-A", script], { encoding: "utf8", timeout });
+  if (r.status !== 0) throw new Error(`${script} failed (${r.status}):\n${r.stderr}`);
+  return JSON.parse(r.stdout.trim().split("\n").at(-1)!);
+}
+
+test("under Bun the device factory says WebGPU needs Deno", async () => {
+  const err = await openGpu().catch((e) => e);
+  expect(err).toBeInstanceOf(GpuUnavailable);
+  expect(err.message).toContain("Bun has no WebGPU");
+  expect(err.message).toContain("Deno");
+});
+
+describe("WebGPU float engine on the default model", () => {
+  let result: any;
+  const get = () => result ??= deno("tests/webgpu-float.deno.ts");
+
+  test("logits match the CPU engine within the bound; 8 greedy 64-token continuations are identical", () => {
+    const r = get();
+    if (r.skip) {
+      console.warn(`webgpu tests skipped: ${r.skip}`);
+      return;
+    }
+    console.log(`adapter: ${r.adapter}${r.fallback ? " (software)" : ""}; max |logit diff| ${r.maxDiff}`);
+    expect(r.maxLogit).toBeGreaterThan(1);
+    expect(r.maxDiff).toBeLessThanOrEqual(LOGIT_BOUND);
+    expect(r.gpuTexts.length).toBe(8);
+    for (let i = 0; i < 8; i++) {
+      expect(r.gpuTexts[i].length).toBe(64);
+      expect(r.gpuTexts[i]).toEqual(r.cpuTexts[i]);
+    }
+  }, 300_000);
+});
