@@ -47,7 +47,9 @@ for (const prompt of PROMPTS) {
   const ids = encode(prompt, { bos: true });
   const s = engine.start(), cache = createCache(model);
   compare(await s.feed(ids, "all"), forward(model, cache, ids));
-  for (const id of [32, 116, 104, 101, 32, 111, 102, 32]) compare(await s.feed([id]), forward(model, cache, [id]));
+  for (const id of [32, 116, 104, 101, 32, 111, 102, 32]) {
+    compare(await s.feed([id]), forward(model, cache, [id]));
+  }
 
   // Greedy: the GPU reads back only its argmax each step.
   const g = engine.start();
@@ -68,4 +70,6 @@ for (const prompt of PROMPTS) {
   cpuTexts.push(cpuOut);
 }
 engine.dispose?.();
-console.log(JSON.stringify({ adapter: gpu.name, fallback: gpu.fallback, maxDiff, maxLogit, gpuTexts, cpuTexts }));
+console.log(
+  JSON.stringify({ adapter: gpu.name, fallback: gpu.fallback, maxDiff, maxLogit, gpuTexts, cpuTexts }),
+);
