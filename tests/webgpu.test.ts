@@ -3,6 +3,7 @@
 // machine without a GPU, `.ci/run` installs lavapipe so they run), and say why.
 import { describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
+import process from "node:process";
 import { GpuUnavailable, openGpu } from "../kernels/webgpu/device.ts";
 
 /** Largest |logit difference| allowed. Measured 1.5e-5 on lavapipe (logits up to ~20); f32 sums differ. */
@@ -19,6 +20,16 @@ test("under Bun the device factory says WebGPU needs Deno", async () => {
   expect(err).toBeInstanceOf(GpuUnavailable);
   expect(err.message).toContain("Bun has no WebGPU");
   expect(err.message).toContain("Deno");
+});
+
+test("under Deno with no adapter the device factory names the fix", () => {
+  // A backend this platform does not have: Deno gets no adapter at all, as on a machine with no driver.
+  const r = spawnSync("deno", ["eval", "--ext=ts", `
+    import { openGpu } from "./kernels/webgpu/device.ts";
+    await openGpu().then((g) => console.log("got " + g.name), (e) => console.log(e.name + ": " + e.message));
+  `], { encoding: "utf8", env: { ...process.env, DENO_WEBGPU_BACKEND: "metal" } });
+  expect(r.stdout).toContain("GpuUnavailable: WebGPU is unavailable: Deno found no adapter");
+  expect(r.stdout).toContain("apt-get install mesa-vulkan-drivers");
 });
 
 describe("WebGPU float engine on the default model", () => {
