@@ -184,6 +184,28 @@ export interface Qwen3Kernels<B, W> {
 export type HeadRows = "all" | "last" | "none";
 
 /**
+ * Refuses, before anything runs, tokens that cannot be fed at pos0: an id outside the vocabulary, or
+ * positions past the cache's `capacity` or the config's max_position_embeddings.
+ */
+export function checkTokens(c: ModelConfig, tokens: ArrayLike<number>, pos0: number, capacity: number): void {
+  const T = tokens.length, V = c.vocab_size;
+  if (pos0 + T > capacity) {
+    throw new RangeError(`context full: ${pos0} + ${T} positions exceed the cache's ${capacity}`);
+  }
+  if (pos0 + T > c.max_position_embeddings) {
+    throw new RangeError(
+      `position ${pos0 + T - 1} is past max_position_embeddings = ${c.max_position_embeddings}`,
+    );
+  }
+  for (let t = 0; t < T; t++) {
+    const id = tokens[t];
+    if (!(id >= 0 && id < V && Number.isInteger(id))) {
+      throw new RangeError(`token id ${id} is outside [0, ${V})`);
+    }
+  }
+}
+
+/**
  * The Qwen3 forward pass, once for every backend: runs `tokens` at positions pos0.. through the layers,
  * appending to the backend's KV cache, then the final norm and lm_head on the rows `head` asks for.
  * Checks token ids and that the positions fit `capacity` and the config before any kernel runs.
@@ -201,20 +223,7 @@ export function walkForward<B, W>(
   const T = tokens.length, H = c.hidden_size, hd = c.head_dim, eps = c.rms_norm_eps;
   const nh = c.num_attention_heads, nkv = c.num_key_value_heads;
   const qDim = nh * hd, kvDim = nkv * hd, I = c.intermediate_size, V = c.vocab_size;
-  if (pos0 + T > capacity) {
-    throw new RangeError(`context full: ${pos0} + ${T} positions exceed the cache's ${capacity}`);
-  }
-  if (pos0 + T > c.max_position_embeddings) {
-    throw new RangeError(
-      `position ${pos0 + T - 1} is past max_position_embeddings = ${c.max_position_embeddings}`,
-    );
-  }
-  for (let t = 0; t < T; t++) {
-    const id = tokens[t];
-    if (!(id >= 0 && id < V && Number.isInteger(id))) {
-      throw new RangeError(`token id ${id} is outside [0, ${V})`);
-    }
-  }
+  checkTokens(c, tokens, pos0, capacity);
   k.embed(a.x, tokens, w.embed, H);
   for (let l = 0; l < c.num_hidden_layers; l++) {
     const L = w.layers[l];

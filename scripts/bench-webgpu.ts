@@ -68,6 +68,8 @@ interface Figures {
   params: number;
   prefillTokens: number;
   decodeTokens: number;
+  /** The product's shape K x N (hidden x intermediate: the MLP's up projection). */
+  matmul: string;
   cpu: { prefillTokS: number; decodeTokS: number; matmulGflops: number; gemvGflops: number };
   webgpu: { prefillTokS: number; decodeTokS: number; matmulGflops: number; gemvGflops: number };
 }
@@ -160,6 +162,7 @@ async function main(): Promise<void> {
       params: ts.reduce((n, t) => n + t.data.length, 0),
       prefillTokens: P,
       decodeTokens: D,
+      matmul: `${K} x ${N}`,
       cpu: {
         prefillTokS: P / (cpuPrefill / 1000),
         decodeTokS: D / (cpuDecode / 1000),
@@ -197,8 +200,8 @@ async function main(): Promise<void> {
     const rows: [string, keyof Figures["cpu"]][] = [
       ["prefill tok/s", "prefillTokS"],
       ["decode tok/s", "decodeTokS"],
-      [`matmul GFLOP/s (${r.prefillTokens} rows, ${MK})`, "matmulGflops"],
-      ["matmul GFLOP/s (1 row)", "gemvGflops"],
+      [`matmul GFLOP/s (${r.prefillTokens} x ${r.matmul})`, "matmulGflops"],
+      [`matmul GFLOP/s (1 x ${r.matmul})`, "gemvGflops"],
     ];
     console.log(
       `  ${"".padEnd(44)} ${"CPU".padStart(9)} ${"WebGPU".padStart(9)} ${"WebGPU/CPU".padStart(11)}`,

@@ -69,7 +69,33 @@ for (const prompt of PROMPTS) {
   gpuTexts.push(gpuOut);
   cpuTexts.push(cpuOut);
 }
+// Refusals leave the session as it was.
+const r = engine.start();
+await r.feed([256, 84], "none");
+const refusals: string[] = [];
+for (const bad of [[1000], [65, -1], Array(run.config.max_position_embeddings).fill(65)]) {
+  await r.feed(bad).catch((e) => refusals.push((e as Error).message));
+}
+try {
+  r.pick({ temperature: 0.8 });
+} catch (e) {
+  refusals.push((e as Error).message);
+}
+const after = {
+  position: r.position,
+  next: r.pick(),
+  cpuNext: argmax(forward(model, createCache(model), [256, 84]), V, V),
+};
 engine.dispose?.();
 console.log(
-  JSON.stringify({ adapter: gpu.name, fallback: gpu.fallback, maxDiff, maxLogit, gpuTexts, cpuTexts }),
+  JSON.stringify({
+    adapter: gpu.name,
+    fallback: gpu.fallback,
+    maxDiff,
+    maxLogit,
+    gpuTexts,
+    cpuTexts,
+    refusals,
+    after,
+  }),
 );

@@ -24,10 +24,14 @@ test("under Bun the device factory says WebGPU needs Deno", async () => {
 
 test("under Deno with no adapter the device factory names the fix", () => {
   // A backend this platform does not have: Deno gets no adapter at all, as on a machine with no driver.
-  const r = spawnSync("deno", ["eval", "--ext=ts", `
+  const r = spawnSync("deno", [
+    "eval",
+    "--ext=ts",
+    `
     import { openGpu } from "./kernels/webgpu/device.ts";
     await openGpu().then((g) => console.log("got " + g.name), (e) => console.log(e.name + ": " + e.message));
-  `], { encoding: "utf8", env: { ...process.env, DENO_WEBGPU_BACKEND: "metal" } });
+  `,
+  ], { encoding: "utf8", env: { ...process.env, DENO_WEBGPU_BACKEND: "metal" } });
   expect(r.stdout).toContain("GpuUnavailable: WebGPU is unavailable: Deno found no adapter");
   expect(r.stdout).toContain("apt-get install mesa-vulkan-drivers");
 });
@@ -51,4 +55,17 @@ describe("WebGPU float engine on the default model", () => {
       expect(r.gpuTexts[i]).toEqual(r.cpuTexts[i]);
     }
   }, 300_000);
+
+  test("bad tokens, a full context and sampling without logits are refused, leaving the session as it was", () => {
+    const r = get();
+    if (r.skip) return;
+    expect(r.refusals).toEqual([
+      "token id 1000 is outside [0, 258)",
+      "token id -1 is outside [0, 258)",
+      "context full: 2 + 512 positions exceed the cache's 512",
+      "webgpu session: feed(tokens, 'none') keeps the logits on the GPU; feed with 'last' to sample",
+    ]);
+    expect(r.after.position).toBe(2);
+    expect(r.after.next).toBe(r.after.cpuNext);
+  });
 });

@@ -20,6 +20,7 @@ import type { Tensor } from "../../model/tensor.ts";
 import {
   type Activations,
   buildModel,
+  checkTokens,
   type HeadRows,
   mapWeights,
   type Qwen3Kernels,
@@ -228,9 +229,15 @@ export async function createWebGpuEngine(
     const encoder = device.createCommandEncoder();
     const pass = encoder.beginComputePass();
     const r = recorder(pass, cache);
-    walkForward(c, weights, r.kernels, act, tokens, pos0, capacity, head);
     const rows = head === "all" ? tokens.length : 1;
-    if (read !== "none") r.argmax((rows - 1) * V); // over the last row's logits
+    try {
+      walkForward(c, weights, r.kernels, act, tokens, pos0, capacity, head); // feed checked the tokens
+      if (read !== "none") r.argmax((rows - 1) * V); // over the last row's logits
+    } catch (e) {
+      pass.end();
+      await device.popErrorScope();
+      throw e;
+    }
     pass.end();
     device.queue.writeBuffer(params.gpu, 0, new Uint8Array(paramBytes, 0, r.used() * SLOT));
     const logitBytes = read === "logits" ? rows * V * 4 : 0;
@@ -277,6 +284,7 @@ export async function createWebGpuEngine(
       feed(fed: readonly number[], wanted: LogitsWanted = "last") {
         return serialize(async () => {
           const ids = [...fed];
+          checkTokens(c, ids, tokens.length, capacity); // all of them, before any chunk runs
           if (ids.length === 0) return new Float32Array(0);
           const all: Float32Array[] = [];
           let pos = tokens.length, got = null;
