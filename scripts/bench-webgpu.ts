@@ -120,7 +120,7 @@ async function main(): Promise<void> {
   for (const [name, config, tensors] of models) {
     const ts = tensors();
     const model = buildModel(config, ts);
-    const engine = await createWebGpuEngine(config, ts, name, gpu);
+    const engine = await createWebGpuEngine(config, ts, name, { gpu, readback: "argmax" });
     const prompt = Array.from({ length: P }, () => 32 + rng.int(90));
     const cpuPrefill = await time(runs, () => forward(model, createCache(model), prompt));
     bar.tick();

@@ -3,6 +3,8 @@
 // continuations, or `skip` with the reason when no adapter can be had at all.
 import { readCheckpoint } from "../formats/checkpoint.ts";
 import { argmax } from "../kernels/cpu.ts";
+import { createFloatEngine } from "../model/float-engine.ts";
+import { generateAll } from "../model/generate.ts";
 import { GpuUnavailable, openGpu } from "../kernels/webgpu/device.ts";
 import { createWebGpuEngine } from "../kernels/webgpu/engine.ts";
 import { buildModel, createCache, forward } from "../model/qwen3.ts";
@@ -30,7 +32,10 @@ try {
 }
 const run = await readCheckpoint("model/default/ferry.ckpt", { sections: ["model"] });
 const model = buildModel(run.config, run.model);
-const engine = await createWebGpuEngine(run.config, run.model, "model/default/ferry.ckpt", gpu);
+const where = "model/default/ferry.ckpt";
+const engine = await createWebGpuEngine(run.config, run.model, where, { gpu });
+const greedyEngine = await createWebGpuEngine(run.config, run.model, where, { gpu, readback: "argmax" });
+const floatEngine = createFloatEngine(run.config, run.model, where);
 const V = run.config.vocab_size;
 
 // Logits: every prompt position (the tiled product), then 8 one-token steps (the one-row product).
@@ -51,26 +56,21 @@ for (const prompt of PROMPTS) {
     compare(await s.feed([id]), forward(model, cache, [id]));
   }
 
-  // Greedy: the GPU reads back only its argmax each step.
-  const g = engine.start();
-  await g.feed(ids, "none");
-  const gpuOut: number[] = [];
-  for (let i = 0; i < STEPS; i++) {
-    gpuOut.push(g.pick());
-    if (i + 1 < STEPS) await g.feed([gpuOut[i]], "none");
-  }
-  const c = createCache(model);
-  let logits = forward(model, c, ids), off = (ids.length - 1) * V;
-  const cpuOut: number[] = [];
-  for (let i = 0; i < STEPS; i++) {
-    cpuOut.push(argmax(logits, off, V));
-    if (i + 1 < STEPS) logits = forward(model, c, [cpuOut[i]]), off = 0;
-  }
+  // Greedy through the shared generation loop; this engine reads back only its argmax each step.
+  const gpuOut = await generateAll(greedyEngine, ids, { maxTokens: STEPS, stopAtEos: false });
+  const cpuOut = await generateAll(floatEngine, ids, { maxTokens: STEPS, stopAtEos: false });
   gpuTexts.push(gpuOut);
   cpuTexts.push(cpuOut);
 }
+// Sampling (the default engine reads back the logits with the argmax): the same seeded draws.
+const sampling = { maxTokens: 32, temperature: 0.8, topK: 40, topP: 0.95, seed: 5 };
+const sampled = [
+  await generateAll(engine, encode(PROMPTS[0], { bos: true }), sampling),
+  await generateAll(floatEngine, encode(PROMPTS[0], { bos: true }), sampling),
+];
+
 // Refusals leave the session as it was.
-const r = engine.start();
+const r = greedyEngine.start();
 await r.feed([256, 84], "none");
 const refusals: string[] = [];
 for (const bad of [[1000], [65, -1], Array(run.config.max_position_embeddings).fill(65)]) {
@@ -87,6 +87,7 @@ const after = {
   cpuNext: argmax(forward(model, createCache(model), [256, 84]), V, V),
 };
 engine.dispose?.();
+greedyEngine.dispose?.();
 console.log(
   JSON.stringify({
     adapter: gpu.name,
@@ -95,6 +96,7 @@ console.log(
     maxLogit,
     gpuTexts,
     cpuTexts,
+    sampled,
     refusals,
     after,
   }),

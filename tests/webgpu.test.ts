@@ -56,6 +56,13 @@ describe("WebGPU float engine on the default model", () => {
     }
   }, 300_000);
 
+  test("seeded sampling through the shared generation loop draws the CPU engine's tokens", () => {
+    const r = get();
+    if (r.skip) return;
+    expect(r.sampled[0].length).toBe(32);
+    expect(r.sampled[0]).toEqual(r.sampled[1]);
+  });
+
   test("bad tokens, a full context and sampling without logits are refused, leaving the session as it was", () => {
     const r = get();
     if (r.skip) return;
@@ -63,7 +70,7 @@ describe("WebGPU float engine on the default model", () => {
       "token id 1000 is outside [0, 258)",
       "token id -1 is outside [0, 258)",
       "context full: 2 + 512 positions exceed the cache's 512",
-      "webgpu session: feed(tokens, 'none') keeps the logits on the GPU; feed with 'last' to sample",
+      "webgpu session: this engine reads back only the argmax after feed(tokens, 'none'); feed with 'last' to sample",
     ]);
     expect(r.after.position).toBe(2);
     expect(r.after.next).toBe(r.after.cpuNext);

@@ -16,6 +16,7 @@
  */
 import type { Engine, EngineSession, LogitsWanted, SamplingOptions } from "../../model/engine.ts";
 import type { ModelConfig } from "../../model/config.ts";
+import type { FormatDescriptor } from "../../formats/format.ts";
 import type { Tensor } from "../../model/tensor.ts";
 import {
   type Activations,
@@ -27,7 +28,7 @@ import {
   walkForward,
   type Weights,
 } from "../../model/qwen3.ts";
-import { sampleToken } from "../../model/sample.ts";
+import { pickToken } from "../../model/sample.ts";
 import { createRng, type Rng } from "../../model/random.ts";
 import { type Gpu, openGpu } from "./device.ts";
 import * as W from "./wgsl.ts";
@@ -44,13 +45,42 @@ export interface Buf {
 
 const SLOT = 256; // bytes between uniform slots: the minimum uniform-offset alignment WebGPU allows
 
+/**
+ * The engine table's factory (serve/engines.ts): gets the device first, so a machine without WebGPU
+ * (or Bun) is told so before the export is read, then reads the export through its format.
+ */
+export async function loadWebGpuEngine(
+  path: string,
+  format: Pick<FormatDescriptor, "read">,
+  options: { onProgress?: (done: number, total: number) => void } = {},
+): Promise<Engine> {
+  const gpu = await openGpu();
+  const { config, tensors } = await format.read(path, options);
+  return await createWebGpuEngine(config, tensors, path, { gpu });
+}
+
+/** Options of `createWebGpuEngine`. */
+export interface WebGpuEngineOptions {
+  /** The device (default: the process's, from `openGpu`). */
+  gpu?: Gpu;
+  /**
+   * What `feed(tokens, "none")` reads back: the GPU's argmax and the last position's logits, so `pick`
+   * can sample as well as choose greedily (`"logits"`, the default; 4 + 4·vocab bytes), or the argmax
+   * alone (`"argmax"`, 4 bytes; then `pick` is greedy only, and sampling needs `feed` with `"last"`).
+   * Either way it is one readback per feed.
+   */
+  readback?: "logits" | "argmax";
+}
+
 /** Builds the WebGPU engine for a model given by its config and named tensors (`source` names the file). */
 export async function createWebGpuEngine(
   config: ModelConfig,
   tensors: Tensor[],
   source: string,
-  gpu?: Gpu,
+  options: WebGpuEngineOptions = {},
 ): Promise<Engine> {
+  let gpu = options.gpu;
+  const noneReads = options.readback === "argmax" ? "argmax" : "logits";
   const model = buildModel(config, tensors, source);
   const c = config, hd = c.head_dim, nh = c.num_attention_heads, nkv = c.num_key_value_heads;
   const H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
@@ -294,7 +324,7 @@ export async function createWebGpuEngine(
             const read = wanted === "all" || (last && wanted === "last")
               ? "logits"
               : last
-              ? "argmax"
+              ? noneReads
               : "none";
             got = await runChunk(cache, part, pos, head, read);
             if (got?.logits && wanted === "all") all.push(got.logits);
@@ -303,7 +333,7 @@ export async function createWebGpuEngine(
           }
           pending = got;
           if (wanted === "none") return new Float32Array(0);
-          if (wanted === "last") return pending!.logits!;
+          if (wanted === "last") return pending!.logits!.slice();
           pending = { argmax: pending!.argmax, logits: all.at(-1)!.slice(-V) };
           const out = new Float32Array(ids.length * V);
           let o = 0;
@@ -313,14 +343,15 @@ export async function createWebGpuEngine(
       },
       pick(options: SamplingOptions = {}) {
         if (!pending) throw new Error("webgpu session: pick() before any feed()");
-        const { temperature = 0, topP = 1 } = options;
+        const { temperature = 0 } = options;
         if (temperature <= 0) return pending.argmax;
         if (!pending.logits) {
           throw new Error(
-            "webgpu session: feed(tokens, 'none') keeps the logits on the GPU; feed with 'last' to sample",
+            "webgpu session: this engine reads back only the argmax after feed(tokens, 'none'); " +
+              "feed with 'last' to sample",
           );
         }
-        return sampleToken(pending.logits, 0, V, temperature, topP, rng);
+        return pickToken(pending.logits, 0, V, options, rng);
       },
       seed(n: number) {
         rng = createRng(n);
