@@ -22,7 +22,8 @@
  * `v << −s` clamped to [−2^31, 2^31 − 1]; for s = 0 it is v.
  *
  * So each group is rounded once, at 2^ACC_EXP = 2^−24 (eight bits below the residual's 2^−16), and the
- * row is rounded once more to `outExp`. The accumulator holds a real magnitude below 2^(31 + ACC_EXP) =
+ * row is rounded once more to `outExp`. (The kernel reads the codes eight at a time from 32-bit
+ * little-endian words of the same bytes; that changes no result.) The accumulator holds a real magnitude below 2^(31 + ACC_EXP) =
  * 128; beyond that it saturates (checked mode throws). The 16-entry table of an input element's
  * multiples, `tab[16c + u] = (u − 8) · x_c`, is built once per input vector by addition and shared by
  * every row (`activationTables`); step 1 reads it at each weight's nibble.
@@ -31,11 +32,11 @@
  * ```ts
  * const tab = new Int32Array(mat.cols << 4);
  * activationTables(x, 0, mat.cols, tab);
- * gemv(out, 0, mat, tab, xExp, -16);
+ * gemv(out, 0, prepareMatrix(mat), tab, xExp, -16);   // prepare once, at load
  * ```
  * @module
  */
-import { assertBound, checked } from "./check.ts";
+import { assertBound, checked, holds } from "./check.ts";
 import { mulScale } from "./mul.ts";
 import { I32_MAX, I32_MIN, shift } from "./round.ts";
 
@@ -81,16 +82,41 @@ export function activationTables(x: Int32Array, off: number, cols: number, tab: 
   }
 }
 
+/** A matrix ready for `gemv`: its codes also as little-endian 32-bit words (eight codes per word). */
+export interface PreparedMatrix extends LutMatrix {
+  words: Int32Array;
+}
+
+/** Packs a matrix's codes into words, by shifts, once at load (rows · cols is a multiple of 32). */
+export function prepareMatrix(m: LutMatrix): PreparedMatrix {
+  const n = m.nibbles.length >> 2;
+  const words = new Int32Array(n);
+  let b = 0;
+  for (let i = 0; i < n; i++) {
+    const nb = m.nibbles;
+    words[i] = nb[b] | (nb[b + 1] << 8) | (nb[b + 2] << 16) | (nb[b + 3] << 24);
+    b = b + 4;
+  }
+  return { name: m.name, rows: m.rows, cols: m.cols, expBase: m.expBase, nibbles: m.nibbles, scales: m.scales, words };
+}
+
+/** Σ over the eight codes of word `w` of tab[t + 16j + code_j]: eight columns' table reads. */
+function sum8(tab: Int32Array, t: number, w: number): number {
+  return tab[t + (w & 15)] + tab[t + 16 + ((w >> 4) & 15)] + tab[t + 32 + ((w >> 8) & 15)] +
+    tab[t + 48 + ((w >> 12) & 15)] + tab[t + 64 + ((w >> 16) & 15)] + tab[t + 80 + ((w >> 20) & 15)] +
+    tab[t + 96 + ((w >> 24) & 15)] + tab[t + 112 + ((w >> 28) & 15)];
+}
+
 /** `out[outOff + r] = (W · x)_r` at exponent `outExp`, exactly as the module documentation specifies. */
 export function gemv(
   out: Int32Array,
   outOff: number,
-  mat: LutMatrix,
+  mat: PreparedMatrix,
   tab: Int32Array,
   xExp: number,
   outExp: number,
 ): void {
-  const nib = mat.nibbles;
+  const words = mat.words;
   const sc = mat.scales;
   const groups = mat.cols >> 5;
   const base = ACC_EXP + 4 - mat.expBase - xExp; // k = base − de
@@ -103,17 +129,13 @@ export function gemv(
     let acc = 0;
     let t = 0;
     for (let g = 0; g < groups; g++) {
-      let a = 0;
-      const bEnd = b + 16;
-      while (b < bEnd) {
-        const byte = nib[b];
-        a = a + tab[t + (byte & 15)] + tab[t + 16 + (byte >> 4)];
-        t = t + 32;
-        b = b + 1;
-      }
+      const a = sum8(tab, t, words[b]) + sum8(tab, t + 128, words[b + 1]) + sum8(tab, t + 256, words[b + 2]) +
+        sum8(tab, t + 384, words[b + 3]);
+      b = b + 4;
+      t = t + 512;
       const scale = sc[s];
       s = s + 1;
-      if (check) assertBound(a < 8388608 && a > -8388608, `${mat.name}: group sum ${a} outside ±2^23`);
+      if (check && !holds(a < 8388608 && a > -8388608)) assertBound(false, `${mat.name}: group sum ${a} outside ±2^23`);
       const p = mulScale(a, scale & 15);
       const k = base - (scale >> 4);
       let c: number;

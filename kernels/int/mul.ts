@@ -42,6 +42,11 @@ export function mulS16(t: Int32Array, off: number, b: number): number {
     (t[off + ((b >> 4) & 15)] << 4) + t[off + (b & 15)];
 }
 
+/** `a · b` for a signed 12-bit `b` (−2048 ≤ b ≤ 2047): three digits, the top one signed. */
+export function mulS12(t: Int32Array, off: number, b: number): number {
+  return (t[off + 16 + ((b >> 8) & 15)] << 8) + (t[off + ((b >> 4) & 15)] << 4) + t[off + (b & 15)];
+}
+
 /** `a · b` for an unsigned `b` in [0, 2^16), from the multiples table of `a` at `off`. */
 export function mulU16(t: Int32Array, off: number, b: number): number {
   return (t[off + (b >> 12)] << 12) + (t[off + ((b >> 8) & 15)] << 8) + (t[off + ((b >> 4) & 15)] << 4) +

@@ -124,14 +124,28 @@ export function quantize16(
   dst: Int32Array,
   dOff: number,
 ): number {
+  return quantizeBits(src, off, n, e, dst, dOff, 15);
+}
+
+/** `quantize16` to `bits` bits of magnitude (|v| ≤ 2^bits − 1), for 1 ≤ bits ≤ 15. */
+export function quantizeBits(
+  src: Int32Array,
+  off: number,
+  n: number,
+  e: number,
+  dst: Int32Array | Int16Array,
+  dOff: number,
+  bits: number,
+): number {
   const mx = maxAbs(src, off, n);
-  const s = mx === 0 ? 0 : bitlen(mx) - 15;
+  const s = mx === 0 ? 0 : bitlen(mx) - bits;
+  const top = (1 << bits) - 1;
   let j = dOff;
   const end = off + n;
   for (let i = off; i < end; i++) {
     let v = shift(src[i], s);
-    if (v > A16_MAX) v = A16_MAX;
-    if (v < -A16_MAX) v = -A16_MAX;
+    if (v > top) v = top;
+    if (v < -top) v = -top;
     dst[j] = v;
     j = j + 1;
   }
