@@ -1,8 +1,11 @@
 // Run by tests/webgpu-int.test.ts under Deno: the WGSL lut4 kernel against the CPU integer kernel
 // (kernels/int/gemv.ts), bit for bit, on random matrices of many shapes and exponents, on inputs that
-// drive every rounding and saturation path, and on every lut4 matrix of a model when one is given.
+// drive every rounding and saturation path, and on every lut4 matrix of the default model.
 // Prints one JSON line: counts and the first mismatch, or `skip` with the reason when there is no adapter.
-import { activationTables, gemv, type LutMatrix } from "../kernels/int/gemv.ts";
+import { activationTables, gemv, type LutMatrix, prepareMatrix } from "../kernels/int/gemv.ts";
+import { readCheckpoint } from "../formats/checkpoint.ts";
+import { lut4Format, readLut4 } from "../formats/lut4.ts";
+import { tensorSource } from "../model/tensor.ts";
 import { GpuUnavailable, openGpu } from "../kernels/webgpu/device.ts";
 import { gpuLut4 } from "../kernels/webgpu/lut4.ts";
 import { createRng } from "../model/random.ts";
@@ -43,17 +46,29 @@ for (const [rows, cols] of shapes) {
   }
 }
 
-// Every lut4 matrix of a model, when a loader for lut4 files is given as argv[0] (a module exporting
-// `lutMatrices(): Promise<LutMatrix[]>`).
-let modelMatrices = 0;
-if (Deno.args[0]) {
-  const { lutMatrices } = await import(Deno.args[0]);
-  for (const mat of await lutMatrices() as LutMatrix[]) {
-    modelMatrices++;
-    for (let v = 0; v < 2; v++) {
-      const x = Int32Array.from({ length: mat.cols }, () => v ? int(-32767, 32767) : int(-2000, 2000));
-      cases.push({ mat, x, xExp: -16 + v, outExp: -16 });
-    }
+// Every lut4 matrix of the default model, quantized by the lut4 writer into a temporary folder.
+const dir = await Deno.makeTempDir({ prefix: "ferry-webgpu-lut4-" });
+const run = await readCheckpoint("model/default/ferry.ckpt", { sections: ["model"] });
+const path = `${dir}/ferry.lut4`;
+await lut4Format.write(path, {
+  config: run.config,
+  tensors: run.model.map(tensorSource),
+  source: "ferry.ckpt",
+  step: run.step,
+  name: "ferry",
+}, { dtype: "q4" });
+const w = (await readLut4(path)).weights;
+await Deno.remove(dir, { recursive: true });
+const modelMats = [
+  w.embed,
+  ...(w.head ? [w.head] : []),
+  ...w.layers.flatMap((l) => [l.q, l.k, l.v, l.o, l.gate, l.up, l.down]),
+];
+for (const mat of modelMats) {
+  // Activations as the engine feeds them: 16-bit, small and full-range.
+  for (let v = 0; v < 2; v++) {
+    const x = Int32Array.from({ length: mat.cols }, () => v ? int(-32767, 32767) : int(-2000, 2000));
+    cases.push({ mat, x, xExp: -16 + v, outExp: -16 });
   }
 }
 
@@ -63,7 +78,7 @@ for (const { mat, x, xExp, outExp } of cases) {
   const tab = new Int32Array(mat.cols << 4);
   activationTables(x, 0, mat.cols, tab);
   const cpu = new Int32Array(mat.rows);
-  gemv(cpu, 0, mat, tab, xExp, outExp);
+  gemv(cpu, 0, prepareMatrix(mat), tab, xExp, outExp);
   if (!uploaded.has(mat)) uploaded.set(mat, lut.upload(mat));
   const gpuOut = await lut.gemv(uploaded.get(mat)!, x, xExp, outExp);
   for (let r = 0; r < mat.rows; r++) {
@@ -83,5 +98,12 @@ for (const { mat, x, xExp, outExp } of cases) {
   }
 }
 console.log(
-  JSON.stringify({ adapter: gpu.name, cases: cases.length, compared, saturated, modelMatrices, mismatch }),
+  JSON.stringify({
+    adapter: gpu.name,
+    cases: cases.length,
+    compared,
+    saturated,
+    modelMatrices: modelMats.map((m) => m.name),
+    mismatch,
+  }),
 );

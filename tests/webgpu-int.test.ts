@@ -36,18 +36,26 @@ describe("WGSL integer audit", () => {
   });
 });
 
-test("the WGSL lut4 kernel equals kernels/int/gemv.ts bit for bit", () => {
-  const r = spawnSync("deno", ["run", "-A", "tests/webgpu-int.deno.ts"], {
-    encoding: "utf8",
-    timeout: 240_000,
-  });
-  if (r.status !== 0) throw new Error(`tests/webgpu-int.deno.ts failed (${r.status}):\n${r.stderr}`);
-  const out = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
-  if (out.skip) {
-    console.warn(`webgpu integer test skipped: ${out.skip}`);
-    return;
-  }
-  expect(out.mismatch).toBeNull();
-  expect(out.compared).toBeGreaterThan(9000);
-  expect(out.saturated).toBeGreaterThan(0); // the saturating paths were exercised
-}, 300_000);
+test(
+  "the WGSL lut4 kernel equals kernels/int/gemv.ts bit for bit, on every lut4 matrix of the default model",
+  () => {
+    const r = spawnSync("deno", ["run", "-A", "tests/webgpu-int.deno.ts"], {
+      encoding: "utf8",
+      timeout: 240_000,
+    });
+    if (r.status !== 0) throw new Error(`tests/webgpu-int.deno.ts failed (${r.status}):\n${r.stderr}`);
+    const out = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
+    if (out.skip) {
+      console.warn(`webgpu integer test skipped: ${out.skip}`);
+      return;
+    }
+    expect(out.mismatch).toBeNull();
+    expect(out.compared).toBeGreaterThan(9000);
+    expect(out.saturated).toBeGreaterThan(0); // the saturating paths were exercised
+    // Every lut4 matrix of the default model (4 layers × 7, and the tied embedding that is also the head).
+    expect(out.modelMatrices.length).toBe(29);
+    expect(out.modelMatrices).toContain("embed");
+    expect(out.modelMatrices).toContain("layers.3.down");
+  },
+  300_000,
+);
