@@ -16,7 +16,6 @@
  */
 import type { Engine, EngineSession, LogitsWanted, SamplingOptions } from "../../model/engine.ts";
 import type { ModelConfig } from "../../model/config.ts";
-import type { FormatDescriptor } from "../../formats/format.ts";
 import type { Tensor } from "../../model/tensor.ts";
 import {
   type Activations,
@@ -47,11 +46,12 @@ const SLOT = 256; // bytes between uniform slots: the minimum uniform-offset ali
 
 /**
  * The engine table's factory (serve/engines.ts): gets the device first, so a machine without WebGPU
- * (or Bun) is told so before the export is read, then reads the export through its format.
+ * (or Bun) is told so before the export is read, then reads the export through its format (a
+ * `FormatDescriptor`; kernels know no format, so only its `read` is named here).
  */
 export async function loadWebGpuEngine(
   path: string,
-  format: Pick<FormatDescriptor, "read">,
+  format: { read(path: string, options?: object): Promise<{ config: ModelConfig; tensors: Tensor[] }> },
   options: { onProgress?: (done: number, total: number) => void } = {},
 ): Promise<Engine> {
   const gpu = await openGpu();
