@@ -144,8 +144,19 @@ async function main(): Promise<void> {
     const w = Float32Array.from({ length: N * K }, () => rng.normal() * 0.02);
     const x = Float32Array.from({ length: P * K }, () => rng.normal());
     const out = new Float32Array(P * N);
-    const cpuMm = await time(runs, () => matmul(out, x, w, P, K, N));
-    const cpuMv = await time(runs, () => matmul(out, x, w, 1, K, N));
+    // Repeat small products until a run lasts about a second, as on the GPU side.
+    const cpuReps = (M: number) => {
+      const t0 = performance.now();
+      matmul(out, x, w, M, K, N);
+      return Math.max(1, Math.min(1000, Math.round(1000 / Math.max(performance.now() - t0, 0.01))));
+    };
+    const mmR = cpuReps(P), mvR = cpuReps(1);
+    const cpuMm = await time(runs, () => {
+      for (let i = 0; i < mmR; i++) matmul(out, x, w, P, K, N);
+    }) / mmR;
+    const cpuMv = await time(runs, () => {
+      for (let i = 0; i < mvR; i++) matmul(out, x, w, 1, K, N);
+    }) / mvR;
     bar.tick();
     // Enough products per submission to fill about a second, so the one readback is amortized.
     const reps = async (M: number) =>

@@ -42,6 +42,12 @@ export interface Buf {
   bytes: number;
 }
 
+/** A session's KV cache on the GPU, [k, v] per layer, and the bind groups that use it (cached by key). */
+interface SessionCache {
+  layers: Buf[][];
+  bindGroups: Map<string, GPUBindGroup>;
+}
+
 const SLOT = 256; // bytes between uniform slots: the minimum uniform-offset alignment WebGPU allows
 
 /**
@@ -106,11 +112,17 @@ export async function createWebGpuEngine(
 
   let nextId = 1;
   const owned: GPUBuffer[] = [];
-  const buffer = (bytes: number, usage: number, label: string): Buf => {
+  const buffer = (bytes: number, usage: number, label: string, keep = owned): Buf => {
     const b = device.createBuffer({ size: Math.max(16, Math.ceil(bytes / 16) * 16), usage, label });
-    owned.push(b);
+    keep.push(b);
     return { gpu: b, id: nextId++, bytes };
   };
+  // A session's KV cache is freed when the session is collected, or by dispose() while it lives.
+  const liveCaches = new Set<GPUBuffer[]>();
+  const collect = new FinalizationRegistry<GPUBuffer[]>((bufs) => {
+    liveCaches.delete(bufs);
+    for (const b of bufs) b.destroy();
+  });
   const STORAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
   const upload = (data: Float32Array, label: string): Buf => {
     const b = buffer(data.byteLength, STORAGE, label);
@@ -168,10 +180,10 @@ export async function createWebGpuEngine(
     argmax: W.ARGMAX,
   };
   for (const [name, code] of Object.entries(shaders)) pipeline(name, code);
-  const bindGroups = new Map<string, GPUBindGroup>();
 
   /** Records dispatches of one forward chunk into one compute pass. */
-  function recorder(pass: GPUComputePassEncoder, cache: Buf[][]) {
+  function recorder(pass: GPUComputePassEncoder, cache: SessionCache) {
+    const bindGroups = cache.bindGroups;
     let slot = 0;
     const dispatch = (
       name: string,
@@ -221,7 +233,7 @@ export async function createWebGpuEngine(
         dispatch("rope", [T, heads, hd, pos0], [x, cosT, sinT], flat(T * heads * hd / 2));
       },
       attention(out, q, k, v, layer, T, pos0) {
-        const [kc, vc] = cache[layer];
+        const [kc, vc] = cache.layers[layer];
         dispatch("kvStore", [T * kvDim, pos0 * kvDim], [k, v, kc, vc], flat(T * kvDim));
         dispatch("attention", [pos0, nh, nkv, hd, 0], [q, kc, vc, out], [nh, T], [4, 1 / Math.sqrt(hd)]);
       },
@@ -249,7 +261,7 @@ export async function createWebGpuEngine(
 
   /** Runs one chunk; returns what was read back (argmax, logits) when `read` asks for it. */
   async function runChunk(
-    cache: Buf[][],
+    cache: SessionCache,
     tokens: number[],
     pos0: number,
     head: HeadRows,
@@ -292,21 +304,23 @@ export async function createWebGpuEngine(
     start: () => startSession(),
     dispose() {
       for (const b of owned) b.destroy();
+      for (const bufs of liveCaches) for (const b of bufs) b.destroy();
+      liveCaches.clear();
     },
   };
 
   function startSession(): EngineSession {
-    const cache = Array.from(
-      { length: c.num_hidden_layers },
-      (
-        _,
-        l,
-      ) => [buffer(capacity * kvDim * 4, STORAGE, `k${l}`), buffer(capacity * kvDim * 4, STORAGE, `v${l}`)],
-    );
+    const bufs: GPUBuffer[] = [];
+    const kv = (name: string) => buffer(capacity * kvDim * 4, STORAGE, name, bufs);
+    const cache: SessionCache = {
+      layers: Array.from({ length: c.num_hidden_layers }, (_, l) => [kv(`k${l}`), kv(`v${l}`)]),
+      bindGroups: new Map(),
+    };
+    liveCaches.add(bufs);
     const tokens: number[] = [];
     let rng: Rng = createRng(0);
     let pending: { argmax: number; logits: Float32Array | null } | null = null;
-    return {
+    const session: EngineSession = {
       get position() {
         return tokens.length;
       },
@@ -357,6 +371,8 @@ export async function createWebGpuEngine(
         rng = createRng(n);
       },
     };
+    collect.register(cache, bufs); // the cache, not the session: a feed in flight keeps it alive
+    return session;
   }
 
   const error = await device.popErrorScope();
