@@ -3,7 +3,11 @@
 // machine without a GPU, `.ci/run` installs lavapipe so they run), and say why.
 import { describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import process from "node:process";
+import { exportCheckpoint } from "../formats/export.ts";
 import { GpuUnavailable, openGpu } from "../kernels/webgpu/device.ts";
 
 /** Largest |logit difference| allowed. Measured 1.5e-5 on lavapipe (logits up to ~20); f32 sums differ. */
@@ -76,3 +80,32 @@ describe("WebGPU float engine on the default model", () => {
     expect(r.after.next).toBe(r.after.cpuNext);
   });
 });
+
+test(
+  "--engine webgpu: generate under Deno gives the float engine's text; under Bun it says to use Deno",
+  async () => {
+    const dir = mkdtempSync(join(tmpdir(), "ferry-webgpu-cli-"));
+    try {
+      const file = join(dir, "ferry.f32.dmexp");
+      await exportCheckpoint({ output: file, format: "dmexp", dtype: "f32" });
+      const args = ["scripts/generate.ts", file, "--prompt", "The jury said", "--max-tokens", "24"];
+      const float = spawnSync("deno", ["run", "-A", ...args], { encoding: "utf8" });
+      const gpu = spawnSync("deno", ["run", "-A", ...args, "--engine", "webgpu"], { encoding: "utf8" });
+      const bun = spawnSync("bun", [...args, "--engine", "webgpu"], { encoding: "utf8" });
+      expect(bun.status).toBe(1);
+      expect(bun.stderr).toContain("WebGPU is unavailable: Bun has no WebGPU; run this under Deno");
+      expect(float.status).toBe(0);
+      if (gpu.stderr.includes("WebGPU is unavailable")) {
+        console.warn(`webgpu generate skipped: ${gpu.stderr.trim()}`);
+        return;
+      }
+      expect(gpu.status).toBe(0);
+      expect(gpu.stderr).toContain("on the webgpu engine");
+      expect(float.stdout.length).toBeGreaterThan(10);
+      expect(gpu.stdout).toBe(float.stdout);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+  120_000,
+);
