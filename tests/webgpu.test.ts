@@ -60,10 +60,16 @@ describe("WebGPU float engine on the default model", () => {
     }
   }, 300_000);
 
+  test("a context longer than one attention tile (1031 positions) matches the CPU within the bound", () => {
+    const r = get();
+    if (r.skip) return;
+    expect(r.longDiff).toBeLessThanOrEqual(LOGIT_BOUND);
+  });
+
   test("seeded sampling through the shared generation loop draws the CPU engine's tokens", () => {
     const r = get();
     if (r.skip) return;
-    expect(r.sampled[0].length).toBe(32);
+    expect(r.sampled[0].length).toBe(16);
     expect(r.sampled[0]).toEqual(r.sampled[1]);
   });
 

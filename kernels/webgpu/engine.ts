@@ -105,8 +105,11 @@ export async function createWebGpuEngine(
     capacity * kvDim * 4,
     CHUNK * V * 4,
   );
-  const attnBytes = (capacity + W.WG) * 4;
-  gpu ??= await openGpu({ bufferBytes: largest, workgroupBytes: Math.max(attnBytes, 2 * W.TILE * 16 * 4) });
+  if (hd > W.MAX_HEAD_DIM) {
+    throw new Error(`${source}: the WebGPU engine takes head_dim up to ${W.MAX_HEAD_DIM}, got ${hd}`);
+  }
+  const workgroupBytes = Math.max((W.ATTN_TILE + W.WG) * 4, 2 * W.TILE * 16 * 4);
+  gpu ??= await openGpu({ bufferBytes: largest, workgroupBytes });
   const device = gpu.device;
   device.pushErrorScope("validation");
 
@@ -172,7 +175,7 @@ export async function createWebGpuEngine(
     rmsnormInPlace: W.rmsnormSource(true),
     rope: W.ROPE,
     kvStore: W.KV_STORE,
-    attention: W.attentionSource(capacity),
+    attention: W.ATTENTION,
     add: W.ADD,
     swiglu: W.SWIGLU,
     embed: W.EMBED,

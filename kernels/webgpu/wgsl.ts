@@ -178,20 +178,25 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
   vc[p.at + gid.x] = v[gid.x];
 }`;
 
+/** Scores one attention workgroup holds at a time; longer contexts go through in tiles of this many. */
+export const ATTN_TILE = 1024;
+/** Largest head_dim the attention kernel takes (4 output dims a thread). */
+export const MAX_HEAD_DIM = 4 * WG;
+
 /**
- * Causal attention with grouped KV heads over the GPU-resident cache: one workgroup per (head, row);
- * scores for positions 0..pos0+t live in workgroup memory (`capacity` floats), softmax is max-shifted.
- * Grid: (heads, T).
+ * Causal attention with grouped KV heads over the GPU-resident cache: one workgroup per (head, row).
+ * Scores for up to ATTN_TILE positions at a time live in workgroup memory; across tiles the softmax is
+ * merged online (running max and sum, earlier partial sums rescaled), so any context length fits.
+ * Up to ATTN_TILE positions, it is one max-shifted softmax. Grid: (heads, T).
  */
-export function attentionSource(capacity: number): string {
-  return /* wgsl */ `
+export const ATTENTION = /* wgsl */ `
 struct P { pos0: u32, nh: u32, nkv: u32, hd: u32, scale: f32, pad0: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> kc: array<f32>;
 @group(0) @binding(3) var<storage, read> vc: array<f32>;
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
-var<workgroup> sc: array<f32, ${capacity}>;
+var<workgroup> sc: array<f32, ${ATTN_TILE}>;
 var<workgroup> red: array<f32, ${WG}>;
 @compute @workgroup_size(${WG})
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u) {
@@ -202,38 +207,54 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let kvDim = p.nkv * p.hd;
   let ko = (h / (p.nh / p.nkv)) * p.hd;
   let qo = (t * p.nh + h) * p.hd;
-  var mx = -3.0e38;
-  for (var j = tid; j < n; j += ${WG}u) {
-    var s = 0.0;
-    for (var i = 0u; i < p.hd; i++) { s += q[qo + i] * kc[j * kvDim + ko + i]; }
-    s *= p.scale;
-    sc[j] = s;
-    mx = max(mx, s);
-  }
-  red[tid] = mx;
-  workgroupBarrier();
-  for (var s = ${WG / 2}u; s > 0u; s >>= 1u) {
-    if (tid < s) { red[tid] = max(red[tid], red[tid + s]); }
+  var mRun = -3.0e38;
+  var lRun = 0.0;
+  var acc = vec4<f32>(0.0);
+  for (var base = 0u; base < n; base += ${ATTN_TILE}u) {
+    let cnt = min(${ATTN_TILE}u, n - base);
+    var mx = -3.0e38;
+    for (var j = tid; j < cnt; j += ${WG}u) {
+      var s = 0.0;
+      let kp = (base + j) * kvDim + ko;
+      for (var i = 0u; i < p.hd; i++) { s += q[qo + i] * kc[kp + i]; }
+      s *= p.scale;
+      sc[j] = s;
+      mx = max(mx, s);
+    }
+    red[tid] = mx;
+    workgroupBarrier();
+    for (var s = ${WG / 2}u; s > 0u; s >>= 1u) {
+      if (tid < s) { red[tid] = max(red[tid], red[tid + s]); }
+      workgroupBarrier();
+    }
+    let mNew = max(mRun, red[0]);
+    let corr = exp(mRun - mNew);
+    workgroupBarrier();
+    var sum = 0.0;
+    for (var j = tid; j < cnt; j += ${WG}u) { let e = exp(sc[j] - mNew); sc[j] = e; sum += e; }
+    red[tid] = sum;
+    workgroupBarrier();
+    for (var s = ${WG / 2}u; s > 0u; s >>= 1u) {
+      if (tid < s) { red[tid] += red[tid + s]; }
+      workgroupBarrier();
+    }
+    lRun = lRun * corr + red[0];
+    for (var d = 0u; d < 4u; d++) {
+      let i = tid + d * ${WG}u;
+      if (i < p.hd) {
+        var a = 0.0;
+        for (var j = 0u; j < cnt; j++) { a += sc[j] * vc[(base + j) * kvDim + ko + i]; }
+        acc[d] = acc[d] * corr + a;
+      }
+    }
+    mRun = mNew;
     workgroupBarrier();
   }
-  let m = red[0];
-  workgroupBarrier();
-  var sum = 0.0;
-  for (var j = tid; j < n; j += ${WG}u) { let e = exp(sc[j] - m); sc[j] = e; sum += e; }
-  red[tid] = sum;
-  workgroupBarrier();
-  for (var s = ${WG / 2}u; s > 0u; s >>= 1u) {
-    if (tid < s) { red[tid] += red[tid + s]; }
-    workgroupBarrier();
-  }
-  let inv = 1.0 / red[0];
-  for (var i = tid; i < p.hd; i += ${WG}u) {
-    var acc = 0.0;
-    for (var j = 0u; j < n; j++) { acc += sc[j] * vc[j * kvDim + ko + i]; }
-    out[qo + i] = acc * inv;
+  for (var d = 0u; d < 4u; d++) {
+    let i = tid + d * ${WG}u;
+    if (i < p.hd) { out[qo + i] = acc[d] / lRun; }
   }
 }`;
-}
 
 /** x += y. Grid: n. */
 export const ADD = /* wgsl */ `
