@@ -20,6 +20,7 @@ import { writeAtomic } from "./io.ts";
 import { type HeadMode, quantizeModel, dequantizeMatrix, TABLES, type TensorError } from "./lut4-quantize.ts";
 import type { LutMatrix } from "../kernels/int/gemv.ts";
 import { type ModelConfig, validateConfig } from "../model/config.ts";
+import { FormatError } from "../model/error.ts";
 import { materialize, type Tensor } from "../model/tensor.ts";
 
 /** The framing's 8 magic bytes (the reference's). */
@@ -131,9 +132,9 @@ export interface Lut4Header {
 }
 
 /** A refusal of a lut4 file: names the file and the field. */
-export class Lut4Error extends Error {
-  constructor(readonly path: string, readonly field: string, message: string) {
-    super(`${path}: ${field}: ${message}`);
+export class Lut4Error extends FormatError {
+  constructor(path: string, field: string, message: string) {
+    super(path, field, `${path}: ${field}: ${message}`);
     this.name = "Lut4Error";
   }
 }
@@ -509,7 +510,18 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
     });
     let params = 0;
     for (const t of tensors) params += t.data.length;
-    return { file: path, bytes: r.bytes, params, tensors: tensors.length, sha256: r.sha256, data_crc32: r.crc32, head, rounding: errors };
+    const worst = errors.reduce((a, b) => (b.relRmse > a.relRmse ? b : a));
+    const mean = errors.reduce((s, e) => s + e.relRmse, 0) / errors.length;
+    return {
+      file: path,
+      bytes: r.bytes,
+      params,
+      tensors: tensors.length,
+      sha256: r.sha256,
+      data_crc32: r.crc32,
+      head,
+      rounding: `relative RMS error ${mean.toFixed(4)} mean, ${worst.relRmse.toFixed(4)} worst (${worst.name}); per tensor: scripts/gap.ts`,
+    };
   },
   async read(path): Promise<ReadResult> {
     const file = await readLut4(path);

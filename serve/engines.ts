@@ -42,6 +42,7 @@ export const ENGINES: Readonly<Record<string, () => Promise<EngineFactory>>> = {
       return createFloatEngine(config, tensors, path);
     };
   },
+  int: async () => (await import("./int-engine.ts")).intEngineFactory,
   webgpu: async () => (await import("../kernels/webgpu/engine.ts")).loadWebGpuEngine,
 };
 

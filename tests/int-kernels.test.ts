@@ -4,7 +4,7 @@ import { expect, test } from "bun:test";
 import { I32_MAX, I32_MIN, quantizeBits, shift } from "../kernels/int/round.ts";
 import { mulS12, mulS16, mulScale, mulU16, multiples } from "../kernels/int/mul.ts";
 import { divShifted, isqrtScaled, recip16 } from "../kernels/int/isqrt.ts";
-import { ACC_EXP, activationTables, gemv, prepareMatrix } from "../kernels/int/gemv.ts";
+import { ACC_EXP, activationTables, gemv, gemvPairs, pairTables, prepareMatrix } from "../kernels/int/gemv.ts";
 import { expNeg, prepareTable, silu } from "../kernels/int/tables.ts";
 import { rmsnorm, normPlan } from "../kernels/int/norm.ts";
 import { makeTables } from "../formats/lut4-quantize.ts";
@@ -98,6 +98,11 @@ test("gemv follows its written contract: group sums, (16+m) scale, one rounding 
       }
       expect(out[r]).toBe(shiftRef(acc, outExp - ACC_EXP));
     }
+    // The pair-table kernel reads the same exact group sums: identical output.
+    const tab2 = new Int32Array(cols << 7), out2 = new Int32Array(rows);
+    pairTables(x, 0, cols, tab2, new Int32Array(cols << 4));
+    gemvPairs(out2, 0, prepareMatrix(mat), tab2, -15, outExp);
+    expect(Array.from(out2)).toEqual(Array.from(out));
   }
 });
 
