@@ -3,11 +3,11 @@
  * of `wgsl.ts` in place of the CPU ones: weights, shapes and the order of operations come from the
  * model definition, not from a copy of it. Weights and every session's KV cache stay on the GPU; each
  * `feed` is one command submission per chunk of up to CHUNK tokens, and one readback at the end: the
- * GPU's argmax (4 bytes) and, when asked for, the logits.
+ * GPU's argmax (4 bytes), with the logits the caller asked for (see `WebGpuEngineOptions.readback`).
  *
  * @example
  * ```ts
- * const engine = await createWebGpuEngine(config, tensors, "out/ferry.bf16.dmexp");
+ * const engine = await createWebGpuEngine(config, tensors, "out/ferry.bf16.dmexp", { readback: "argmax" });
  * const s = engine.start();
  * await s.feed(encode("The jury said", { bos: true }), "none"); // reads back 4 bytes: the argmax
  * const next = s.pick();                                          // greedy, from the GPU's argmax
@@ -91,13 +91,11 @@ export async function createWebGpuEngine(
   const c = config, hd = c.head_dim, nh = c.num_attention_heads, nkv = c.num_key_value_heads;
   const H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
   const qDim = nh * hd, kvDim = nkv * hd, capacity = c.max_position_embeddings;
-  for (
-    const [name, k] of [["hidden_size", H], ["intermediate_size", I], ["heads × head_dim", qDim]] as const
-  ) {
+  // The one-row product reads rows as vec4s.
+  const widths = { hidden_size: H, intermediate_size: I, "heads × head_dim": qDim };
+  for (const [name, k] of Object.entries(widths)) {
     if (k % 4 !== 0) {
-      throw new Error(
-        `${source}: the WebGPU engine needs ${name} to be a multiple of 4, got ${k}`,
-      );
+      throw new Error(`${source}: the WebGPU engine needs ${name} to be a multiple of 4, got ${k}`);
     }
   }
   const largest = Math.max(
