@@ -13,7 +13,7 @@
  * @module
  */
 import process from "node:process";
-import { cli, EXIT_USAGE, fail, progress, run } from "./cli.ts";
+import { cli, EXIT_REFUSED, EXIT_USAGE, fail, progress, run } from "./cli.ts";
 import { readCheckpoint } from "../formats/checkpoint.ts";
 import { argmax, matmul } from "../kernels/cpu.ts";
 import { openGpu } from "../kernels/webgpu/device.ts";
@@ -205,9 +205,6 @@ async function main(): Promise<void> {
         (r.params / 1e6).toFixed(2)
       }M params; prefill ${r.prefillTokens} tokens, decode ${r.decodeTokens}`,
     );
-    const MK = r.model.startsWith("wide")
-      ? `${WIDE.hidden_size}x${WIDE.intermediate_size}`
-      : "hidden x intermediate";
     const rows: [string, keyof Figures["cpu"]][] = [
       ["prefill tok/s", "prefillTokS"],
       ["decode tok/s", "decodeTokS"],
@@ -229,7 +226,7 @@ async function main(): Promise<void> {
 if (import.meta.main) {
   if (!("Deno" in globalThis)) {
     console.error("error: bench-webgpu needs Deno (Bun has no WebGPU): deno run -A scripts/bench-webgpu.ts");
-    process.exit(EXIT_USAGE);
+    process.exit(EXIT_REFUSED);
   }
   await run(main);
 }
