@@ -30,9 +30,10 @@ struct P {
 const I32_MAX: i32 = 2147483647;
 const I32_MIN: i32 = -2147483647 - 1;
 const WG: u32 = 64u;
+// Groups of 32 columns a row may have (kernels/webgpu/lut4.ts MAX_GROUPS).
 const MAX_GROUPS: u32 = 256u;
 
-var<workgroup> part: array<i32, 256>;
+var<workgroup> part: array<i32, MAX_GROUPS>;
 
 // a times b for run-time u32 values, by shift-and-add over the bits of b (b < 2^16 here).
 fn mul_u(a: u32, b: u32) -> u32 {
