@@ -72,15 +72,17 @@ const sampled = [
 ];
 
 // A context longer than one attention tile (1024 scores): a small random model at 1031 positions,
-// prefilled in chunks, then one decode step; its last logits against the CPU.
-const longCfg = {
+// prefilled in 9 chunks with every position's logits, then one decode step, against the CPU.
+const long = {
   ...PRESETS.tiny,
   hidden_size: 32,
-  head_dim: 16,
+  intermediate_size: 64,
+  num_hidden_layers: 1,
   num_attention_heads: 2,
   num_key_value_heads: 1,
+  head_dim: 16,
+  max_position_embeddings: 1040,
 };
-const long = { ...longCfg, num_hidden_layers: 1, intermediate_size: 64, max_position_embeddings: 1040 };
 const longTensors = initParams(long, 3, 0.5);
 const longGpu = await createWebGpuEngine(long, longTensors, "long", { gpu });
 const longModel = buildModel(long, longTensors), longCache = createCache(longModel);
@@ -88,10 +90,13 @@ const longIds = Array.from({ length: 1030 }, (_, i) => 32 + ((i * 7919) % 90));
 const ls = longGpu.start();
 let longDiff = 0;
 const pairs: [Float32Array, Float32Array][] = [
-  [await ls.feed(longIds), forward(longModel, longCache, longIds).slice(-V)],
+  [await ls.feed(longIds, "all"), forward(longModel, longCache, longIds)], // 9 chunks, every row read back
   [await ls.feed([65]), forward(longModel, longCache, [65])],
 ];
-for (const [a, b] of pairs) for (let i = 0; i < V; i++) longDiff = Math.max(longDiff, Math.abs(a[i] - b[i]));
+for (const [a, b] of pairs) {
+  if (a.length !== b.length) throw new Error(`long context: ${a.length} logits vs the CPU's ${b.length}`);
+  for (let i = 0; i < a.length; i++) longDiff = Math.max(longDiff, Math.abs(a[i] - b[i]));
+}
 longGpu.dispose?.();
 
 // Refusals leave the session as it was.
