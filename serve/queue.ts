@@ -3,7 +3,8 @@
  * function when it is the caller's turn, returns `undefined` at once when the line is full (the server
  * answers 429), and drops a waiter whose signal aborts (a client that went away frees its place).
  *
- * Written by hand: it is twenty lines, and the abort-aware bounded behaviour is the point of it.
+ * Hand-written: Hono has no such gate, and a general-purpose queue library would still need the
+ * abort handling and the bound, which are the whole of it.
  *
  * @example
  * ```ts
