@@ -40,6 +40,7 @@ function render() {
 }
 
 function setRunning(on) {
+  log.setAttribute("aria-busy", String(on)); // screen readers read the reply once, not token by token
   send.disabled = on;
   stop.disabled = !on;
   $("restore").disabled = on;
