@@ -80,11 +80,17 @@ async function main(): Promise<void> {
     sessions: { type: "string", default: DEFAULT_SESSIONS },
     queue: { type: "string", default: "8" },
   });
-  if (positionals.length > 1) fail(`expected at most one MODEL, got ${positionals.length}\n\n${HELP.trim()}`, EXIT_USAGE);
+  if (positionals.length > 1) {
+    fail(`expected at most one MODEL, got ${positionals.length}\n\n${HELP.trim()}`, EXIT_USAGE);
+  }
   const port = Number(values.port);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) fail(`--port ${values.port}: expected 0 to 65535`, EXIT_USAGE);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    fail(`--port ${values.port}: expected 0 to 65535`, EXIT_USAGE);
+  }
   const queueLimit = Number(values.queue);
-  if (!Number.isInteger(queueLimit) || queueLimit < 0) fail(`--queue ${values.queue}: expected an integer >= 0`, EXIT_USAGE);
+  if (!Number.isInteger(queueLimit) || queueLimit < 0) {
+    fail(`--queue ${values.queue}: expected an integer >= 0`, EXIT_USAGE);
+  }
 
   const engine = await openServedEngine(positionals[0], values.engine);
   const sessions = await createSessionStore(values.sessions!);

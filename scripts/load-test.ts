@@ -96,8 +96,18 @@ async function one(base: string, i: number, maxTokens: number, disconnect: boole
   const streamed = disconnect || i % 2 === 0;
   const chat = i % 3 !== 0;
   const body = chat
-    ? { messages: [{ role: "user", content: `Question ${i}: what did the jury say?` }], max_tokens: maxTokens, stream: streamed }
-    : { prompt: `Request ${i}. The jury said`, max_tokens: maxTokens, stream: streamed, temperature: 0.8, seed: i };
+    ? {
+      messages: [{ role: "user", content: `Question ${i}: what did the jury say?` }],
+      max_tokens: maxTokens,
+      stream: streamed,
+    }
+    : {
+      prompt: `Request ${i}. The jury said`,
+      max_tokens: maxTokens,
+      stream: streamed,
+      temperature: 0.8,
+      seed: i,
+    };
   const ac = new AbortController();
   let res: Response;
   try {
@@ -114,17 +124,30 @@ async function one(base: string, i: number, maxTokens: number, disconnect: boole
     const err = await res.json().catch(() => undefined) as any;
     const retry = Number(res.headers.get("retry-after"));
     if (err?.error?.type !== "rate_limit_error" || !(retry >= 1)) {
-      return { kind: "bad", totalMs: performance.now() - t0, detail: "429 without the error shape or Retry-After" };
+      return {
+        kind: "bad",
+        totalMs: performance.now() - t0,
+        detail: "429 without the error shape or Retry-After",
+      };
     }
     return { kind: "429", totalMs: performance.now() - t0 };
   }
-  if (res.status !== 200) return { kind: "bad", totalMs: performance.now() - t0, detail: `status ${res.status}: ${await res.text()}` };
+  if (res.status !== 200) {
+    return {
+      kind: "bad",
+      totalMs: performance.now() - t0,
+      detail: `status ${res.status}: ${await res.text()}`,
+    };
+  }
   if (!streamed) {
     const json = await res.json().catch(() => undefined) as any;
     const c = json?.choices?.[0];
-    const ok = c && typeof (chat ? c.message?.content : c.text) === "string" && Number.isInteger(json.usage?.completion_tokens);
+    const ok = c && typeof (chat ? c.message?.content : c.text) === "string" &&
+      Number.isInteger(json.usage?.completion_tokens);
     const totalMs = performance.now() - t0;
-    return ok ? { kind: "ok", ttftMs: totalMs, totalMs } : { kind: "bad", totalMs, detail: "malformed JSON body" };
+    return ok
+      ? { kind: "ok", ttftMs: totalMs, totalMs }
+      : { kind: "bad", totalMs, detail: "malformed JSON body" };
   }
   const reader = res.body!.getReader();
   const decoder = new TextDecoder();
@@ -145,7 +168,9 @@ async function one(base: string, i: number, maxTokens: number, disconnect: boole
   }
   const problem = checkStream(text);
   const totalMs = performance.now() - t0;
-  return problem ? { kind: "bad", totalMs, detail: problem } : { kind: "ok", ttftMs: ttftMs ?? totalMs, totalMs };
+  return problem
+    ? { kind: "bad", totalMs, detail: problem }
+    : { kind: "ok", ttftMs: ttftMs ?? totalMs, totalMs };
 }
 
 /** Whether this runtime lets the test collect garbage before measuring (Deno: --v8-flags=--expose-gc). */
@@ -250,25 +275,36 @@ async function main(): Promise<void> {
     memory_checked: false,
   };
   const failures: string[] = [];
-  for (const o of outcomes.filter((o) => o.kind === "bad").slice(0, 5)) failures.push(`malformed: ${o.detail}`);
+  for (const o of outcomes.filter((o) => o.kind === "bad").slice(0, 5)) {
+    failures.push(`malformed: ${o.detail}`);
+  }
   if (outcomes.length !== requests) failures.push(`${requests - outcomes.length} requests never finished`);
   if (!result.served_after) failures.push("the server did not answer after the load");
   // Baseline: the heap may keep a few MiB of caches, not the replies it served. Against a server in
   // another process (--url) this process's memory says nothing, and without a collector it is noise.
   const memoryChecked = values.url === undefined && canCollect();
   result.memory_checked = memoryChecked;
-  if (memoryChecked && heapGrowth > 16 * 2 ** 20) failures.push(`heap grew by ${(heapGrowth / 2 ** 20).toFixed(1)} MiB`);
+  if (memoryChecked && heapGrowth > 16 * 2 ** 20) {
+    failures.push(`heap grew by ${(heapGrowth / 2 ** 20).toFixed(1)} MiB`);
+  }
   if (values.json) console.log(JSON.stringify({ ...result, failures }, null, 2));
   else {
     const r = result;
     console.log(`${r.requests} requests from ${r.clients} clients on the ${r.engine} engine, ${r.wall_s} s`);
-    console.log(`  ok ${r.ok}, 429 ${r.rejected_429}, disconnected mid-stream ${r.disconnected}, malformed ${r.bad}`);
+    console.log(
+      `  ok ${r.ok}, 429 ${r.rejected_429}, disconnected mid-stream ${r.disconnected}, malformed ${r.bad}`,
+    );
     console.log(`  throughput ${r.throughput_req_s} completed requests/s`);
     console.log(`  time to first token  p50 ${r.ttft_ms.p50} ms  p99 ${r.ttft_ms.p99} ms`);
     console.log(`  total latency        p50 ${r.total_ms.p50} ms  p99 ${r.total_ms.p99} ms`);
-    const note = r.memory_checked ? "" : values.url ? " (not checked: the server is another process)"
+    const note = r.memory_checked
+      ? ""
+      : values.url
+      ? " (not checked: the server is another process)"
       : " (not checked: run Deno with --v8-flags=--expose-gc)";
-    console.log(`  heap ${r.heap_mb.before} -> ${r.heap_mb.after} MiB, rss ${r.rss_mb.before} -> ${r.rss_mb.after} MiB${note}`);
+    console.log(
+      `  heap ${r.heap_mb.before} -> ${r.heap_mb.after} MiB, rss ${r.rss_mb.before} -> ${r.rss_mb.after} MiB${note}`,
+    );
     for (const f of failures) console.log(`  FAIL ${f}`);
   }
   if (failures.length) process.exit(EXIT_REFUSED);

@@ -26,7 +26,13 @@ import { decode, encode } from "../model/tokenizer.ts";
 import { ApiError, errorBody } from "./errors.ts";
 import { generateReply, type ReplyResult } from "./generation.ts";
 import { createQueue } from "./queue.ts";
-import { type ChatRequest, type CompletionRequest, type GenerationFields, readChatRequest, readCompletionRequest } from "./requests.ts";
+import {
+  type ChatRequest,
+  type CompletionRequest,
+  type GenerationFields,
+  readChatRequest,
+  readCompletionRequest,
+} from "./requests.ts";
 import type { SessionStore } from "./session-store.ts";
 import { openAIStream } from "./sse.ts";
 import { CHAT_STOP, parseTranscript, renderChat } from "./transcript.ts";
@@ -91,13 +97,23 @@ export function createApp(opts: ChatAppOptions): Hono {
   const jsonLimit = bodyLimit({
     maxSize: opts.maxBodyBytes ?? 256 * 1024,
     onError: () => {
-      throw new ApiError(413, `request body is larger than ${opts.maxBodyBytes ?? 256 * 1024} bytes`, null, "body_too_large");
+      throw new ApiError(
+        413,
+        `request body is larger than ${opts.maxBodyBytes ?? 256 * 1024} bytes`,
+        null,
+        "body_too_large",
+      );
     },
   });
   const sessionLimit = bodyLimit({
     maxSize: opts.maxSessionBytes ?? 64 << 20,
     onError: () => {
-      throw new ApiError(413, `session file is larger than ${opts.maxSessionBytes ?? 64 << 20} bytes`, null, "body_too_large");
+      throw new ApiError(
+        413,
+        `session file is larger than ${opts.maxSessionBytes ?? 64 << 20} bytes`,
+        null,
+        "body_too_large",
+      );
     },
   });
 
@@ -124,14 +140,21 @@ export function createApp(opts: ChatAppOptions): Hono {
 
   const store = (): SessionStore => {
     if (!sessions || !canSave) {
-      throw new ApiError(501, `sessions are not available on this server (engine ${engine.kind})`, "session", "sessions_unavailable");
+      throw new ApiError(
+        501,
+        `sessions are not available on this server (engine ${engine.kind})`,
+        "session",
+        "sessions_unavailable",
+      );
     }
     return sessions;
   };
 
   const restore = async (id: string): Promise<EngineSession> => {
     const bytes = await store().get(id);
-    if (!bytes) throw new ApiError(404, `session: no session ${JSON.stringify(id)}`, "session", "session_not_found");
+    if (!bytes) {
+      throw new ApiError(404, `session: no session ${JSON.stringify(id)}`, "session", "session_not_found");
+    }
     return restoreBytes(bytes, `session ${id}`);
   };
 
@@ -149,13 +172,18 @@ export function createApp(opts: ChatAppOptions): Hono {
     const session = restoreBytes(bytes, "uploaded session");
     const id = await s.put(bytes);
     const text = decode(session.tokens);
-    return c.json({ id, object: "session", tokens: session.position, text, messages: parseTranscript(text) }, 201);
+    return c.json(
+      { id, object: "session", tokens: session.position, text, messages: parseTranscript(text) },
+      201,
+    );
   });
 
   app.get("/v1/sessions/:id", async (c) => {
     const id = c.req.param("id");
     const bytes = await store().get(id);
-    if (!bytes) throw new ApiError(404, `session: no session ${JSON.stringify(id)}`, "session", "session_not_found");
+    if (!bytes) {
+      throw new ApiError(404, `session: no session ${JSON.stringify(id)}`, "session", "session_not_found");
+    }
     return c.body(bytes, 200, {
       "Content-Type": "application/octet-stream",
       "Content-Disposition": `attachment; filename="ferry-${id}.session"`,
@@ -174,7 +202,12 @@ export function createApp(opts: ChatAppOptions): Hono {
   };
 
   /** The session to generate on and the new tokens to feed it, checked against the context. */
-  const prepare = async (req: GenerationFields, text: string, field: string, chat: boolean): Promise<Prepared> => {
+  const prepare = async (
+    req: GenerationFields,
+    text: string,
+    field: string,
+    chat: boolean,
+  ): Promise<Prepared> => {
     let session: EngineSession, prompt: number[];
     if (req.session !== undefined) {
       session = await restore(req.session);
@@ -185,7 +218,9 @@ export function createApp(opts: ChatAppOptions): Hono {
         if (had.length > full.length || had.some((t, i) => t !== full[i])) {
           throw new ApiError(
             400,
-            `messages: the conversation does not continue session ${req.session} (${JSON.stringify(decode(had).slice(-40))} ...)`,
+            `messages: the conversation does not continue session ${req.session} (${
+              JSON.stringify(decode(had).slice(-40))
+            } ...)`,
             "messages",
             "session_mismatch",
           );
@@ -200,13 +235,20 @@ export function createApp(opts: ChatAppOptions): Hono {
     if (room < 1) {
       throw new ApiError(
         400,
-        `${field}: ${session.position + prompt.length} tokens leave no room in the model's context of ${context}`,
+        `${field}: ${
+          session.position + prompt.length
+        } tokens leave no room in the model's context of ${context}`,
         field,
         "context_length_exceeded",
       );
     }
     if (req.maxTokens !== undefined && req.maxTokens > context) {
-      throw new ApiError(400, `max_tokens: ${req.maxTokens} is more than the model's context of ${context}`, "max_tokens", "invalid_value");
+      throw new ApiError(
+        400,
+        `max_tokens: ${req.maxTokens} is more than the model's context of ${context}`,
+        "max_tokens",
+        "invalid_value",
+      );
     }
     if (req.saveSession) store();
     return { session, prompt, maxTokens: Math.min(req.maxTokens ?? defaultMaxTokens, room) };
@@ -222,9 +264,15 @@ export function createApp(opts: ChatAppOptions): Hono {
     }
     if (!leave) {
       const wait = Math.max(1, Math.ceil(((queue.waiting + 1) * replyMs) / 1000));
-      throw new ApiError(429, `the engine is busy and ${queue.waiting} requests are waiting; retry later`, null, "queue_full", {
-        "Retry-After": String(wait),
-      });
+      throw new ApiError(
+        429,
+        `the engine is busy and ${queue.waiting} requests are waiting; retry later`,
+        null,
+        "queue_full",
+        {
+          "Retry-After": String(wait),
+        },
+      );
     }
     return leave;
   };
@@ -238,7 +286,13 @@ export function createApp(opts: ChatAppOptions): Hono {
   ): Promise<ReplyResult & { sessionId?: string }> => {
     const t0 = performance.now();
     const sampling = { temperature: req.temperature, topK: req.topK, topP: req.topP, minP: req.minP };
-    const r = await generateReply(p.session, p.prompt, { maxTokens: p.maxTokens, sampling, seed: req.seed, stop, signal }, onText);
+    const r = await generateReply(p.session, p.prompt, {
+      maxTokens: p.maxTokens,
+      sampling,
+      seed: req.seed,
+      stop,
+      signal,
+    }, onText);
     replyMs = 0.8 * replyMs + 0.2 * (performance.now() - t0);
     let sessionId: string | undefined;
     if (req.saveSession && r.finishReason !== "abort") sessionId = await store().put(p.session.save!());
@@ -267,12 +321,23 @@ export function createApp(opts: ChatAppOptions): Hono {
     let streaming = false;
     try {
       const p = await prepare(req, text, field, kind === "chat.completion");
-      const id = (kind === "chat.completion" ? "chatcmpl-" : "cmpl-") + crypto.randomUUID().replaceAll("-", "").slice(0, 24);
+      const id = (kind === "chat.completion" ? "chatcmpl-" : "cmpl-") +
+        crypto.randomUUID().replaceAll("-", "").slice(0, 24);
       const created = Math.floor(Date.now() / 1000);
-      const head = { id, object: kind === "chat.completion" ? "chat.completion.chunk" : "text_completion", created, model: modelId };
+      const head = {
+        id,
+        object: kind === "chat.completion" ? "chat.completion.chunk" : "text_completion",
+        created,
+        model: modelId,
+      };
       const choice = (piece: string, finishReason: string | null) =>
         kind === "chat.completion"
-          ? { index: 0, delta: piece === "" && finishReason ? {} : { content: piece }, logprobs: null, finish_reason: finishReason }
+          ? {
+            index: 0,
+            delta: piece === "" && finishReason ? {} : { content: piece },
+            logprobs: null,
+            finish_reason: finishReason,
+          }
           : { index: 0, text: piece, logprobs: null, finish_reason: finishReason };
 
       if (req.stream) {
@@ -280,11 +345,29 @@ export function createApp(opts: ChatAppOptions): Hono {
         return openAIStream(c, signal, async (send, gone) => {
           try {
             if (kind === "chat.completion") {
-              await send({ ...head, choices: [{ index: 0, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }] });
+              await send({
+                ...head,
+                choices: [{
+                  index: 0,
+                  delta: { role: "assistant", content: "" },
+                  logprobs: null,
+                  finish_reason: null,
+                }],
+              });
             }
-            const r = await run(req, p, stop, gone, (piece) => send({ ...head, choices: [choice(piece, null)] }));
+            const r = await run(
+              req,
+              p,
+              stop,
+              gone,
+              (piece) => send({ ...head, choices: [choice(piece, null)] }),
+            );
             if (r.finishReason === "abort") return;
-            await send({ ...head, choices: [choice("", finish(r))], ...(r.sessionId ? { session: r.sessionId } : {}) });
+            await send({
+              ...head,
+              choices: [choice("", finish(r))],
+              ...(r.sessionId ? { session: r.sessionId } : {}),
+            });
             if (req.includeUsage) await send({ ...head, choices: [], usage: usage(p, r) });
           } finally {
             leave();
@@ -294,7 +377,12 @@ export function createApp(opts: ChatAppOptions): Hono {
 
       const r = await run(req, p, stop, signal);
       const body = kind === "chat.completion"
-        ? { index: 0, message: { role: "assistant", content: r.text }, logprobs: null, finish_reason: finish(r) }
+        ? {
+          index: 0,
+          message: { role: "assistant", content: r.text },
+          logprobs: null,
+          finish_reason: finish(r),
+        }
         : { index: 0, text: r.text, logprobs: null, finish_reason: finish(r) };
       return c.json({
         id,

@@ -39,6 +39,11 @@ export function errorType(status: number): string {
 }
 
 /** The body for an error. */
-export function errorBody(status: number, message: string, param: string | null = null, code: string | null = null): ErrorBody {
+export function errorBody(
+  status: number,
+  message: string,
+  param: string | null = null,
+  code: string | null = null,
+): ErrorBody {
   return { error: { message, type: errorType(status), param, code } };
 }

@@ -75,7 +75,9 @@ function optBoolean(o: Record<string, unknown>, field: string): boolean | undefi
 
 function generationFields(o: Record<string, unknown>): GenerationFields {
   if (o.model !== undefined && typeof o.model !== "string") refuse("model", "a string", o.model);
-  if (optNumber(o, "n", (x) => x === 1, "1 (one choice per request)") !== undefined) { /* n = 1 is the default */ }
+  if (
+    optNumber(o, "n", (x) => x === 1, "1 (one choice per request)") !== undefined
+  ) { /* n = 1 is the default */ }
   let stop: string[] = [];
   if (typeof o.stop === "string") stop = [o.stop];
   else if (Array.isArray(o.stop)) {
@@ -83,7 +85,9 @@ function generationFields(o: Record<string, unknown>): GenerationFields {
       refuse("stop", `a string or an array of at most ${MAX_STOPS} strings`, o.stop);
     }
     stop = o.stop as string[];
-  } else if (o.stop !== undefined && o.stop !== null) refuse("stop", "a string or an array of strings", o.stop);
+  } else if (o.stop !== undefined && o.stop !== null) {
+    refuse("stop", "a string or an array of strings", o.stop);
+  }
   stop = stop.filter((s) => s !== "");
   let includeUsage = false;
   if (o.stream_options !== undefined && o.stream_options !== null) {
@@ -92,7 +96,9 @@ function generationFields(o: Record<string, unknown>): GenerationFields {
     includeUsage = optBoolean(so as Record<string, unknown>, "include_usage") ?? false;
   }
   const session = o.session;
-  if (session !== undefined && session !== null && typeof session !== "string") refuse("session", "a session id string", session);
+  if (session !== undefined && session !== null && typeof session !== "string") {
+    refuse("session", "a session id string", session);
+  }
   return {
     stream: optBoolean(o, "stream") ?? false,
     includeUsage,
@@ -121,12 +127,16 @@ const ROLES = ["system", "user", "assistant"];
 /** Reads a `/v1/chat/completions` body; content may be a string or OpenAI's array of text parts. */
 export function readChatRequest(body: unknown): ChatRequest {
   const o = object(body);
-  if (!Array.isArray(o.messages) || o.messages.length === 0) refuse("messages", "a non-empty array", o.messages);
+  if (!Array.isArray(o.messages) || o.messages.length === 0) {
+    refuse("messages", "a non-empty array", o.messages);
+  }
   const messages = (o.messages as unknown[]).map((m, i): ChatMessage => {
     const field = `messages[${i}]`;
     if (typeof m !== "object" || m === null || Array.isArray(m)) refuse(field, "an object", m);
     const { role, content } = m as Record<string, unknown>;
-    if (typeof role !== "string" || !ROLES.includes(role)) refuse(`${field}.role`, `one of ${ROLES.join(", ")}`, role);
+    if (typeof role !== "string" || !ROLES.includes(role)) {
+      refuse(`${field}.role`, `one of ${ROLES.join(", ")}`, role);
+    }
     if (typeof content === "string") return { role: role as ChatMessage["role"], content };
     if (Array.isArray(content) && content.every((p) => p?.type === "text" && typeof p.text === "string")) {
       return { role: role as ChatMessage["role"], content: content.map((p) => p.text).join("") };

@@ -21,7 +21,7 @@ export interface SessionStore {
   /** Stores bytes under a new id and returns it. */
   put(bytes: Uint8Array): Promise<string>;
   /** The bytes stored under `id`, or undefined when there are none (or `id` is not an id). */
-  get(id: string): Promise<Uint8Array | undefined>;
+  get(id: string): Promise<Uint8Array<ArrayBuffer> | undefined>;
 }
 
 const ID = /^[0-9a-f]{32}$/;
@@ -37,7 +37,9 @@ export async function createSessionStore(dir: string, capacity = 256): Promise<S
   await mkdir(dir, { recursive: true });
   const pathOf = (id: string) => join(dir, id + SUFFIX);
   const prune = async () => {
-    const names = (await readdir(dir)).filter((n) => ID.test(n.slice(0, -SUFFIX.length)) && n.endsWith(SUFFIX));
+    const names = (await readdir(dir)).filter((n) =>
+      ID.test(n.slice(0, -SUFFIX.length)) && n.endsWith(SUFFIX)
+    );
     if (names.length <= capacity) return;
     const dated = await Promise.all(names.map(async (n) => ({ n, t: (await stat(join(dir, n))).mtimeMs })));
     dated.sort((a, b) => a.t - b.t);

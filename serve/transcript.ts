@@ -7,7 +7,7 @@
  * ```text
  * System: Answer briefly.
  * User: Where is the jury?
- * Assistant: 
+ * Assistant:
  * ```
  *
  * The reply ends at the first newline (the model starting a new line would be writing the next turn),

@@ -25,7 +25,14 @@ function counting(e: Engine): Engine {
     s.feed = (t, w) => (feeds++, feed(t, w));
     return s;
   };
-  return { ...e, kind: e.kind, config: e.config, source: e.source, start: () => wrap(e.start()), restore: (b, w) => wrap(e.restore!(b, w)) };
+  return {
+    ...e,
+    kind: e.kind,
+    config: e.config,
+    source: e.source,
+    start: () => wrap(e.start()),
+    restore: (b, w) => wrap(e.restore!(b, w)),
+  };
 }
 
 beforeAll(async () => {
@@ -36,7 +43,11 @@ beforeAll(async () => {
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const post = (path: string, body: unknown, init: RequestInit = {}) =>
-  app.request(path, { method: "POST", body: typeof body === "string" ? body : JSON.stringify(body), ...init });
+  app.request(path, {
+    method: "POST",
+    body: typeof body === "string" ? body : JSON.stringify(body),
+    ...init,
+  });
 const complete = async (body: Record<string, unknown>) => {
   const res = await post("/v1/completions", body);
   expect(res.status).toBe(200);
@@ -60,7 +71,12 @@ describe("endpoints", () => {
     const body = await res.json() as any;
     expect(body.object).toBe("list");
     expect(body.data).toHaveLength(1);
-    expect(body.data[0]).toMatchObject({ object: "model", owned_by: "ferry", engine: engine.kind, context_length: 512 });
+    expect(body.data[0]).toMatchObject({
+      object: "model",
+      owned_by: "ferry",
+      engine: engine.kind,
+      context_length: 512,
+    });
   });
 
   test("a greedy completion repeats, counts its tokens, and streams the same text ending with [DONE]", async () => {
@@ -72,7 +88,11 @@ describe("endpoints", () => {
     expect(a.choices[0].finish_reason).toBe("length");
     expect(a.usage).toEqual({ prompt_tokens: 14, completion_tokens: 24, total_tokens: 38 }); // BOS + 13 bytes
 
-    const res = await post("/v1/completions", { ...req, stream: true, stream_options: { include_usage: true } });
+    const res = await post("/v1/completions", {
+      ...req,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     expect(res.headers.get("content-type")).toStartWith("text/event-stream");
     const chunks = sseChunks(await res.text());
     expect(chunks.length).toBeGreaterThan(24); // one chunk per token, then the finish and usage chunks
@@ -102,19 +122,33 @@ describe("endpoints", () => {
 
   test("sampling is seeded: the same seed repeats, another seed differs, temperature 0 ignores it", async () => {
     const req = { prompt: "It was", max_tokens: 40, temperature: 1, top_k: 40, min_p: 0.01 };
-    const a = await complete({ ...req, seed: 1 }), b = await complete({ ...req, seed: 1 }), c = await complete({ ...req, seed: 2 });
+    const a = await complete({ ...req, seed: 1 }),
+      b = await complete({ ...req, seed: 1 }),
+      c = await complete({ ...req, seed: 2 });
     expect(b.choices[0].text).toBe(a.choices[0].text);
     expect(c.choices[0].text).not.toBe(a.choices[0].text);
   });
 
   test("a stop string ends the reply before it, in both modes", async () => {
-    const greedy = (await complete({ prompt: "The jury said", max_tokens: 24, temperature: 0 })).choices[0].text as string;
+    const greedy = (await complete({ prompt: "The jury said", max_tokens: 24, temperature: 0 })).choices[0]
+      .text as string;
     const stop = greedy.slice(8, 11);
     const cut = greedy.slice(0, greedy.indexOf(stop));
-    const a = await complete({ prompt: "The jury said", max_tokens: 24, temperature: 0, stop: [stop, "zzz"] });
+    const a = await complete({
+      prompt: "The jury said",
+      max_tokens: 24,
+      temperature: 0,
+      stop: [stop, "zzz"],
+    });
     expect(a.choices[0].text).toBe(cut);
     expect(a.choices[0].finish_reason).toBe("stop");
-    const res = await post("/v1/completions", { prompt: "The jury said", max_tokens: 24, temperature: 0, stop, stream: true });
+    const res = await post("/v1/completions", {
+      prompt: "The jury said",
+      max_tokens: 24,
+      temperature: 0,
+      stop,
+      stream: true,
+    });
     expect(streamedText(sseChunks(await res.text()))).toBe(cut);
   });
 
@@ -129,7 +163,7 @@ describe("endpoints", () => {
 
 describe("limits and bad input", () => {
   test("malformed JSON and non-object bodies are 400 in OpenAI's error shape", async () => {
-    const e = await expectError(await post("/v1/completions", "{\"prompt\": "), 400, "body");
+    const e = await expectError(await post("/v1/completions", '{"prompt": '), 400, "body");
     expect(e.type).toBe("invalid_request_error");
     await expectError(await post("/v1/completions", "[1, 2]"), 400, "body");
     await expectError(await post("/v1/chat/completions", "null"), 400, "body");
@@ -155,7 +189,11 @@ describe("limits and bad input", () => {
       ["/v1/chat/completions", { messages: "hi" }, "messages"],
       ["/v1/chat/completions", { messages: [] }, "messages"],
       ["/v1/chat/completions", { messages: [{ role: "bot", content: "hi" }] }, "messages[0].role"],
-      ["/v1/chat/completions", { messages: [{ role: "user", content: "a" }, { role: "user", content: 3 }] }, "messages[1].content"],
+      [
+        "/v1/chat/completions",
+        { messages: [{ role: "user", content: "a" }, { role: "user", content: 3 }] },
+        "messages[1].content",
+      ],
     ];
     for (const [path, body, param] of cases) await expectError(await post(path, body), 400, param);
   });
@@ -164,7 +202,11 @@ describe("limits and bad input", () => {
     await expectError(await post("/v1/completions", { prompt: "a", max_tokens: 513 }), 400, "max_tokens");
     const e = await expectError(await post("/v1/completions", { prompt: "x".repeat(511) }), 400, "prompt");
     expect(e.code).toBe("context_length_exceeded");
-    await expectError(await post("/v1/chat/completions", { messages: [{ role: "user", content: "x".repeat(600) }] }), 400, "messages");
+    await expectError(
+      await post("/v1/chat/completions", { messages: [{ role: "user", content: "x".repeat(600) }] }),
+      400,
+      "messages",
+    );
     // 510 prompt bytes + BOS leave one position: max_tokens is cut to it.
     const r = await complete({ prompt: "x".repeat(510), max_tokens: 50, temperature: 0 });
     expect(r.usage.completion_tokens).toBe(1);
@@ -180,7 +222,10 @@ describe("limits and bad input", () => {
         c.close();
       },
     });
-    const res = await app.request("/v1/completions", { method: "POST", body: chunked, duplex: "half" } as RequestInit);
+    const res = await app.request(
+      "/v1/completions",
+      { method: "POST", body: chunked, duplex: "half" } as RequestInit,
+    );
     await expectError(res, 413, null);
   });
 });
@@ -240,8 +285,15 @@ describe("sessions", () => {
   test("save, continue: the exact tokens of an uninterrupted run; download and upload keep them", async () => {
     // Sampling settings belong to each request; the sampler's state travels in the session.
     const sampling = { temperature: 0.9, top_k: 50 };
-    const whole = (await complete({ prompt: "The jury said", ...sampling, seed: 11, max_tokens: 40 })).choices[0].text as string;
-    const first = await complete({ prompt: "The jury said", ...sampling, seed: 11, max_tokens: 20, save_session: true });
+    const whole = (await complete({ prompt: "The jury said", ...sampling, seed: 11, max_tokens: 40 }))
+      .choices[0].text as string;
+    const first = await complete({
+      prompt: "The jury said",
+      ...sampling,
+      seed: 11,
+      max_tokens: 20,
+      save_session: true,
+    });
     expect(first.session).toMatch(/^[0-9a-f]{32}$/);
     const rest = await complete({ prompt: "", ...sampling, max_tokens: 20, session: first.session });
     expect(first.choices[0].text + rest.choices[0].text).toBe(whole);
@@ -260,22 +312,46 @@ describe("sessions", () => {
     const again = await complete({ prompt: "", ...sampling, max_tokens: 20, session: uploaded.id });
     expect(again.choices[0].text).toBe(rest.choices[0].text);
     // Streaming continues the same way.
-    const s = await post("/v1/completions", { prompt: "", ...sampling, max_tokens: 20, session: uploaded.id, stream: true });
+    const s = await post("/v1/completions", {
+      prompt: "",
+      ...sampling,
+      max_tokens: 20,
+      session: uploaded.id,
+      stream: true,
+    });
     expect(streamedText(sseChunks(await s.text()))).toBe(rest.choices[0].text);
   });
 
   test("a chat continues from its session reading only the new turn, with the same reply", async () => {
     const turn1 = [{ role: "user", content: "Hello." }];
-    const a = await (await post("/v1/chat/completions", { messages: turn1, max_tokens: 30, temperature: 0, save_session: true })).json() as any;
+    const a = await (await post("/v1/chat/completions", {
+      messages: turn1,
+      max_tokens: 30,
+      temperature: 0,
+      save_session: true,
+    })).json() as any;
     const turn2 = [...turn1, a.choices[0].message, { role: "user", content: "And then?" }];
-    const fresh = await (await post("/v1/chat/completions", { messages: turn2, max_tokens: 30, temperature: 0 })).json() as any;
-    const cont = await (await post("/v1/chat/completions", { messages: turn2, max_tokens: 30, temperature: 0, session: a.session }))
+    const fresh =
+      await (await post("/v1/chat/completions", { messages: turn2, max_tokens: 30, temperature: 0 }))
+        .json() as any;
+    const cont = await (await post("/v1/chat/completions", {
+      messages: turn2,
+      max_tokens: 30,
+      temperature: 0,
+      session: a.session,
+    }))
       .json() as any;
     expect(cont.choices[0].message.content).toBe(fresh.choices[0].message.content);
-    expect(cont.usage.prompt_tokens).toBe(fresh.usage.prompt_tokens - (1 + renderChat(turn1 as any).length + a.usage.completion_tokens));
+    expect(cont.usage.prompt_tokens).toBe(
+      fresh.usage.prompt_tokens - (1 + renderChat(turn1 as any).length + a.usage.completion_tokens),
+    );
     // A conversation that is not the session's own is refused.
     const other = [{ role: "user", content: "Something else" }];
-    await expectError(await post("/v1/chat/completions", { messages: other, session: a.session }), 400, "messages");
+    await expectError(
+      await post("/v1/chat/completions", { messages: other, session: a.session }),
+      400,
+      "messages",
+    );
   });
 
   test("session ids are opaque: unknown, malformed and path-like ids are 404 and read no file", async () => {
@@ -287,7 +363,11 @@ describe("sessions", () => {
     for (const session of ["../../etc/passwd", "/etc/passwd", "0".repeat(32)]) {
       await expectError(await post("/v1/completions", { prompt: "a", session }), 404, "session");
     }
-    await expectError(await app.request("/v1/sessions", { method: "POST", body: new Uint8Array([1, 2, 3]) }), 400, "session");
+    await expectError(
+      await app.request("/v1/sessions", { method: "POST", body: new Uint8Array([1, 2, 3]) }),
+      400,
+      "session",
+    );
   });
 });
 
@@ -311,9 +391,13 @@ test("the same app answers the same under Deno", async () => {
   expect(deno.status).toBe(0);
   const [kind, greedy, stream, param, status, sampled] = JSON.parse(deno.stdout);
   expect(kind).toBe(engine.kind);
-  expect(greedy).toBe((await complete({ prompt: "The jury said", max_tokens: 24, temperature: 0 })).choices[0].text);
+  expect(greedy).toBe(
+    (await complete({ prompt: "The jury said", max_tokens: 24, temperature: 0 })).choices[0].text,
+  );
   expect(streamedText(sseChunks(stream))).toBe(greedy);
   expect(param).toBe("top_k");
   expect(status).toBe(413);
-  expect(sampled).toBe((await complete({ prompt: "It was", max_tokens: 40, temperature: 1, seed: 1 })).choices[0].text);
+  expect(sampled).toBe(
+    (await complete({ prompt: "It was", max_tokens: 40, temperature: 1, seed: 1 })).choices[0].text,
+  );
 });

@@ -15,9 +15,14 @@ const CHROMIUM = "/usr/bin/chromium";
 let dir: string, server: Listening, browser: Browser;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)`);
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)`);
+  }
   dir = mkdtempSync(join(tmpdir(), "ferry-browser-"));
-  const app = createApp({ engine: await loadTestEngine(), sessions: await createSessionStore(join(dir, "sessions")) });
+  const app = createApp({
+    engine: await loadTestEngine(),
+    sessions: await createSessionStore(join(dir, "sessions")),
+  });
   server = await listen(app.fetch, { hostname: "127.0.0.1", port: 0 });
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--headless=new"] });
 });
@@ -87,14 +92,19 @@ test("the chat page streams a reply, stops one, saves and restores a session, by
   await fresh.goto(server.url);
   await fresh.locator("summary").press("Enter");
   await fresh.setInputFiles("#restore", file);
-  await fresh.waitForFunction(() => document.getElementById("stats")!.textContent!.startsWith("session restored"));
+  await fresh.waitForFunction(() =>
+    document.getElementById("stats")!.textContent!.startsWith("session restored")
+  );
   expect(await fresh.locator("#log li.user").first().textContent()).toBe("The jury said");
   expect(await fresh.locator("#log li.assistant").first().textContent()).toBe(first);
   await fresh.fill("#max-tokens", "20");
   await fresh.focus("#prompt");
   await fresh.keyboard.type("Go on");
   await fresh.keyboard.press("Enter");
-  await fresh.waitForFunction(() => document.querySelectorAll("#log li.assistant").length === 2 && !document.querySelector("#log li.streaming"));
+  await fresh.waitForFunction(() =>
+    document.querySelectorAll("#log li.assistant").length === 2 &&
+    !document.querySelector("#log li.streaming")
+  );
   expect(await fresh.locator("#stats").textContent()).not.toContain("error");
   expect(errors).toEqual([]);
   if (process.env.FERRY_SCREENSHOT) await page.screenshot({ path: process.env.FERRY_SCREENSHOT });

@@ -9,7 +9,9 @@ import { join } from "node:path";
 
 /** Starts the chat script and resolves with the URL it prints. */
 function start(cmd: string[], sessions: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(cmd[0], [...cmd.slice(1), "--port", "0", "--sessions", sessions], { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(cmd[0], [...cmd.slice(1), "--port", "0", "--sessions", sessions], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let out = "", err = "";
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no URL after 50 s:\n${out}\n${err}`)), 50_000);
@@ -23,7 +25,14 @@ function start(cmd: string[], sessions: string): Promise<{ child: ChildProcess; 
   });
 }
 
-for (const [runtime, cmd] of [["bun", ["bun", "scripts/chat.ts"]], ["deno", ["deno", "run", "-A", "scripts/chat.ts"]]] as const) {
+for (
+  const [runtime, cmd] of [["bun", ["bun", "scripts/chat.ts"]], ["deno", [
+    "deno",
+    "run",
+    "-A",
+    "scripts/chat.ts",
+  ]]] as const
+) {
   test(`${runtime}: scripts/chat.ts serves the default model on loopback and prints its URL`, async () => {
     const dir = mkdtempSync(join(tmpdir(), "ferry-chat-cli-"));
     const { child, url } = await start([...cmd], dir);
@@ -53,11 +62,24 @@ test("a training checkpoint is refused with the command that converts it", () =>
 
 test("usage errors exit 2", () => {
   expect(spawnSync("bun", ["scripts/chat.ts", "--port", "http"], { encoding: "utf8" }).status).toBe(2);
-  expect(spawnSync("bun", ["scripts/load-test.ts", "--url", "http://example.com/"], { encoding: "utf8" }).status).toBe(2);
+  expect(
+    spawnSync("bun", ["scripts/load-test.ts", "--url", "http://example.com/"], { encoding: "utf8" }).status,
+  ).toBe(2);
 });
 
 test("the load test: every answer well formed or a clean 429, disconnects, memory back at baseline", () => {
-  const r = spawnSync("bun", ["scripts/load-test.ts", "--requests", "40", "--clients", "8", "--disconnect", "5", "--queue", "2", "--json"], {
+  const r = spawnSync("bun", [
+    "scripts/load-test.ts",
+    "--requests",
+    "40",
+    "--clients",
+    "8",
+    "--disconnect",
+    "5",
+    "--queue",
+    "2",
+    "--json",
+  ], {
     encoding: "utf8",
   });
   expect(r.status).toBe(0);

@@ -18,10 +18,21 @@ afterAll(() => server?.close());
 
 test("the openai client lists the model and gets a non-streamed and a streamed completion", async () => {
   expect(model.length).toBeGreaterThan(0);
-  const once = await client.completions.create({ model, prompt: "The jury said", max_tokens: 24, temperature: 0 });
+  const once = await client.completions.create({
+    model,
+    prompt: "The jury said",
+    max_tokens: 24,
+    temperature: 0,
+  });
   expect(once.choices[0].text).toHaveLength(24);
   expect(once.usage).toEqual({ prompt_tokens: 14, completion_tokens: 24, total_tokens: 38 });
-  const stream = await client.completions.create({ model, prompt: "The jury said", max_tokens: 24, temperature: 0, stream: true });
+  const stream = await client.completions.create({
+    model,
+    prompt: "The jury said",
+    max_tokens: 24,
+    temperature: 0,
+    stream: true,
+  });
   let text = "", chunks = 0;
   for await (const chunk of stream) text += chunk.choices[0]?.text ?? "", chunks++;
   expect(chunks).toBeGreaterThanOrEqual(24);

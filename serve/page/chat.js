@@ -17,7 +17,7 @@ async function loadModel() {
     const model = (await res.json()).data[0];
     engineKind = model.engine;
     $("model").textContent = `${model.id} · ${model.engine} engine · context ${model.context_length}`;
-  } catch (e) {
+  } catch {
     $("model").textContent = "server unreachable";
   }
 }
