@@ -25,7 +25,7 @@ beforeAll(async () => {
   });
   server = await listen(app.fetch, { hostname: "127.0.0.1", port: 0 });
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--headless=new"] });
-});
+}, 60_000);
 
 afterAll(async () => {
   await browser?.close();
@@ -109,4 +109,4 @@ test("the chat page streams a reply, stops one, saves and restores a session, by
   expect(errors).toEqual([]);
   if (process.env.FERRY_SCREENSHOT) await page.screenshot({ path: process.env.FERRY_SCREENSHOT });
   await context.close();
-});
+}, 60_000);

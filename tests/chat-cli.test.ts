@@ -50,7 +50,7 @@ for (
       child.kill("SIGTERM");
       rmSync(dir, { recursive: true, force: true });
     }
-  });
+  }, 60_000);
 }
 
 test("a training checkpoint is refused with the command that converts it", () => {
@@ -90,4 +90,4 @@ test("the load test: every answer well formed or a clean 429, disconnects, memor
   expect(out.disconnected).toBeGreaterThan(0);
   expect(out.served_after).toBe(true);
   expect(out.memory_checked).toBe(true);
-});
+}, 60_000);
