@@ -1,0 +1,536 @@
+/**
+ * lut4: the integer engine's file (spec: formats/lut4.md). UORLUT01 framing — magic, u64 header length,
+ * a JSON header, a 64-byte-aligned data section — with the schema `ferry.lut-qwen3/1`: 4-bit codes in
+ * offset binary, one scale byte per group of 32, and the integer tables the engine needs. ferry adds a
+ * CRC-32 of the data section to the header and names the model by the SHA-256 of the whole file.
+ *
+ * @example
+ * ```ts
+ * await writeLut4("out/ferry.lut4", weights, { source: "ferry.ckpt@step10" });
+ * const file = await readLut4("out/ferry.lut4");   // checked: framing, CRC, inventory, every span
+ * const { config, tensors } = await lut4Format.read("out/ferry.lut4"); // dequantized, for the float engine
+ * ```
+ * @module
+ */
+import { createHash } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import { crc32 } from "node:zlib";
+import type { FormatDescriptor, ReadResult, WriteResult } from "./format.ts";
+import { writeAtomic } from "./io.ts";
+import { type HeadMode, quantizeModel, dequantizeMatrix, TABLES, type TensorError } from "./lut4-quantize.ts";
+import type { LutMatrix } from "../kernels/int/gemv.ts";
+import { type ModelConfig, validateConfig } from "../model/config.ts";
+import { materialize, type Tensor } from "../model/tensor.ts";
+
+/** The framing's 8 magic bytes (the reference's). */
+export const LUT4_MAGIC = "UORLUT01";
+/** ferry's schema name: the Qwen3 layout. */
+export const LUT4_SCHEMA = "ferry.lut-qwen3/1";
+/** Largest header ferry reads (the reference's limit). */
+export const MAX_HEADER_BYTES = 64 << 20;
+/** Alignment of the data section and of every span in it. */
+export const ALIGN = 64;
+
+/** The model's shape, under the reference's key names (header key `shape`, snake_case there). */
+export interface Lut4Shape {
+  vocab: number;
+  width: number;
+  layers: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  ffn: number;
+  maxPositions: number;
+}
+
+/** A per-channel gain: int16 values meaning values[i] · 2^exp. */
+export interface GainTable {
+  values: Int16Array;
+  exp: number;
+}
+
+/** Everything the integer engine reads from a lut4 file, as integers. */
+export interface Lut4Weights {
+  shape: Lut4Shape;
+  /** rms_norm_eps = epsMantissa · 2^epsExp. */
+  epsMantissa: number;
+  epsExp: number;
+  embed: LutMatrix;
+  /** null: the head is the embedding matrix (tied), with `finalGain` applied before it. */
+  head: LutMatrix | null;
+  finalGain: GainTable | null;
+  layers: {
+    q: LutMatrix;
+    k: LutMatrix;
+    v: LutMatrix;
+    o: LutMatrix;
+    gate: LutMatrix;
+    up: LutMatrix;
+    down: LutMatrix;
+    qGain: GainTable;
+    kGain: GainTable;
+  }[];
+  /** round(2^30 · exp(−i/256)). */
+  exp: Int32Array;
+  /** round(2^16 · silu((i − siluHalf)/256)). */
+  silu: Int32Array;
+  siluHalf: number;
+  /** round(2^14 · cos / sin(p · θ^(−2i/head_dim))), [position][i]. */
+  ropeCos: Int16Array;
+  ropeSin: Int16Array;
+}
+
+/** A lut4 file read and checked. */
+export interface Lut4File {
+  path: string;
+  header: Lut4Header;
+  weights: Lut4Weights;
+  /** The float model's config (for the dequantized read). */
+  config: ModelConfig;
+  /** SHA-256 of the whole file, hex: the model's identity (sessions name it). */
+  sha256: string;
+  bytes: number;
+}
+
+/** A span of the data section: offset from the data section's start, and length. */
+export interface Span {
+  offset: number;
+  bytes: number;
+}
+
+/** The JSON header as written. */
+export interface Lut4Header {
+  schema: string;
+  shape: {
+    vocab: number;
+    width: number;
+    layers: number;
+    heads: number;
+    kv_heads: number;
+    head_dim: number;
+    ffn: number;
+    max_positions: number;
+  };
+  rope_theta: number;
+  rms_norm_eps: number;
+  rms_eps: { mantissa: number; exp: number };
+  head: HeadMode;
+  exp_step_log2: number;
+  exp_q: number;
+  silu_step_log2: number;
+  silu_range_log2: number;
+  silu_q: number;
+  rope_q: number;
+  matrices: { name: string; rows: number; cols: number; exp_base: number; nibbles: Span; scales: Span }[];
+  tables: { name: string; kind: "i16" | "i32"; length: number; exp?: number; span: Span }[];
+  data_bytes: number;
+  data_crc32: number;
+  source: string;
+  quantizer: Record<string, unknown>;
+}
+
+/** A refusal of a lut4 file: names the file and the field. */
+export class Lut4Error extends Error {
+  constructor(readonly path: string, readonly field: string, message: string) {
+    super(`${path}: ${field}: ${message}`);
+    this.name = "Lut4Error";
+  }
+}
+
+const align = (n: number) => Math.ceil(n / ALIGN) * ALIGN;
+
+/** The names of the matrices and tables a file with this shape and head holds, in file order. */
+export function inventory(shape: Lut4Shape, head: HeadMode): { matrices: string[]; tables: string[] } {
+  const matrices = ["embed"];
+  const tables = ["exp", "silu", "rope_cos", "rope_sin"];
+  for (let i = 0; i < shape.layers; i++) {
+    for (const m of ["q", "k", "v", "o", "gate", "up", "down"]) matrices.push(`layers.${i}.${m}`);
+    tables.push(`layers.${i}.q_gain`, `layers.${i}.k_gain`);
+  }
+  if (head === "separate") matrices.push("head");
+  else tables.push("final_gain");
+  return { matrices, tables };
+}
+
+/** Writes a lut4 file atomically from integer weights. */
+export async function writeLut4(
+  path: string,
+  w: Lut4Weights,
+  meta: { source: string; ropeTheta: number; rmsNormEps: number; quantizer?: Record<string, unknown> },
+): Promise<{ bytes: number; sha256: string; crc32: number }> {
+  const head: HeadMode = w.head ? "separate" : "tied";
+  const chunks: Uint8Array[] = [];
+  let at = 0;
+  const put = (bytes: Uint8Array): Span => {
+    const span = { offset: at, bytes: bytes.length };
+    chunks.push(bytes);
+    const padded = align(bytes.length);
+    if (padded > bytes.length) chunks.push(new Uint8Array(padded - bytes.length));
+    at += padded;
+    return span;
+  };
+  const matrices: Lut4Header["matrices"] = [];
+  const mat = (m: LutMatrix) =>
+    matrices.push({
+      name: m.name,
+      rows: m.rows,
+      cols: m.cols,
+      exp_base: m.expBase,
+      nibbles: put(m.nibbles),
+      scales: put(m.scales),
+    });
+  mat(w.embed);
+  for (const l of w.layers) for (const m of [l.q, l.k, l.v, l.o, l.gate, l.up, l.down]) mat(m);
+  if (w.head) mat(w.head);
+  const tables: Lut4Header["tables"] = [];
+  const bytesOf = (a: Int16Array | Int32Array) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+  const table = (name: string, a: Int16Array | Int32Array, exp?: number) =>
+    tables.push({
+      name,
+      kind: a instanceof Int16Array ? "i16" : "i32",
+      length: a.length,
+      ...(exp === undefined ? {} : { exp }),
+      span: put(bytesOf(a)),
+    });
+  table("exp", w.exp);
+  table("silu", w.silu);
+  table("rope_cos", w.ropeCos);
+  table("rope_sin", w.ropeSin);
+  w.layers.forEach((l, i) => {
+    table(`layers.${i}.q_gain`, l.qGain.values, l.qGain.exp);
+    table(`layers.${i}.k_gain`, l.kGain.values, l.kGain.exp);
+  });
+  if (w.finalGain) table("final_gain", w.finalGain.values, w.finalGain.exp);
+  const data = new Uint8Array(at);
+  let o = 0;
+  for (const c of chunks) data.set(c, o), o += c.length;
+  const s = w.shape;
+  const header: Lut4Header = {
+    schema: LUT4_SCHEMA,
+    shape: {
+      vocab: s.vocab,
+      width: s.width,
+      layers: s.layers,
+      heads: s.heads,
+      kv_heads: s.kvHeads,
+      head_dim: s.headDim,
+      ffn: s.ffn,
+      max_positions: s.maxPositions,
+    },
+    rope_theta: meta.ropeTheta,
+    rms_norm_eps: meta.rmsNormEps,
+    rms_eps: { mantissa: w.epsMantissa, exp: w.epsExp },
+    head,
+    exp_step_log2: TABLES.expStepLog2,
+    exp_q: TABLES.expQ,
+    silu_step_log2: TABLES.siluStepLog2,
+    silu_range_log2: TABLES.siluRangeLog2,
+    silu_q: TABLES.siluQ,
+    rope_q: TABLES.ropeQ,
+    matrices,
+    tables,
+    data_bytes: data.length,
+    data_crc32: crc32(data) >>> 0,
+    source: meta.source,
+    quantizer: meta.quantizer ?? {},
+  };
+  let json = JSON.stringify(header);
+  // Pad the header with spaces (still JSON) so the data section starts on a 64-byte boundary.
+  json += " ".repeat(align(16 + json.length) - 16 - json.length);
+  const headBytes = new TextEncoder().encode(json);
+  const prefix = new Uint8Array(16);
+  prefix.set(new TextEncoder().encode(LUT4_MAGIC));
+  new DataView(prefix.buffer).setBigUint64(8, BigInt(headBytes.length), true);
+  await writeAtomic(path, [prefix, headBytes, data]);
+  const sha = createHash("sha256").update(prefix).update(headBytes).update(data).digest("hex");
+  return { bytes: 16 + headBytes.length + data.length, sha256: sha, crc32: header.data_crc32 };
+}
+
+function int(v: unknown, path: string, field: string, lo: number, hi: number): number {
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < lo || v > hi) {
+    throw new Lut4Error(path, field, `expected an integer in [${lo}, ${hi}], got ${JSON.stringify(v)}`);
+  }
+  return v;
+}
+
+/** Parses and checks a lut4 file's bytes; hands out nothing until every check has passed. */
+export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
+  // A plain Uint8Array view: node's Buffer.slice would share memory where we mean to copy.
+  const file = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (file.length < 16) throw new Lut4Error(path, "magic", `file of ${file.length} bytes is too short for the framing`);
+  if (new TextDecoder().decode(file.subarray(0, 8)) !== LUT4_MAGIC) {
+    throw new Lut4Error(path, "magic", `expected ${LUT4_MAGIC}, this is not a lut4 file`);
+  }
+  const dv = new DataView(file.buffer, file.byteOffset, file.byteLength);
+  const hlen = dv.getBigUint64(8, true);
+  if (hlen > BigInt(Math.min(MAX_HEADER_BYTES, file.length - 16))) {
+    throw new Lut4Error(path, "header_length", `${hlen} bytes does not fit the file (${file.length} bytes, limit 64 MiB)`);
+  }
+  const start = 16 + Number(hlen);
+  if (start % ALIGN !== 0) throw new Lut4Error(path, "header_length", `data section at ${start} is not 64-byte aligned`);
+  let raw: Record<string, unknown>;
+  try {
+    raw = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(file.subarray(16, start)));
+  } catch (e) {
+    throw new Lut4Error(path, "header", `not valid UTF-8 JSON: ${(e as Error).message}`);
+  }
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) throw new Lut4Error(path, "header", "not a JSON object");
+  const h = raw as unknown as Lut4Header;
+  if (h.schema !== LUT4_SCHEMA) {
+    throw new Lut4Error(path, "schema", `expected ${LUT4_SCHEMA}, got ${JSON.stringify(h.schema)} (ferry serves only its Qwen3 schema)`);
+  }
+  const dataBytes = file.length - start;
+  if (h.data_bytes !== dataBytes) throw new Lut4Error(path, "data_bytes", `header says ${h.data_bytes}, the file holds ${dataBytes}`);
+  if (dataBytes % ALIGN !== 0) throw new Lut4Error(path, "data_bytes", `${dataBytes} is not a multiple of 64`);
+  const data = file.subarray(start);
+  if ((crc32(data) >>> 0) !== h.data_crc32) {
+    throw new Lut4Error(path, "data_crc32", `the data section's CRC-32 is ${crc32(data) >>> 0}, the header says ${h.data_crc32}: corrupt`);
+  }
+  const sh = (h.shape ?? {}) as Lut4Header["shape"];
+  const shape: Lut4Shape = {
+    vocab: int(sh.vocab, path, "shape.vocab", 1, 1 << 20),
+    width: int(sh.width, path, "shape.width", 32, 1 << 14),
+    layers: int(sh.layers, path, "shape.layers", 1, 1024),
+    heads: int(sh.heads, path, "shape.heads", 1, 1024),
+    kvHeads: int(sh.kv_heads, path, "shape.kv_heads", 1, 1024),
+    headDim: int(sh.head_dim, path, "shape.head_dim", 2, 256),
+    ffn: int(sh.ffn, path, "shape.ffn", 32, 1 << 16),
+    maxPositions: int(sh.max_positions, path, "shape.max_positions", 1, 1 << 14),
+  };
+  if (shape.width % 32) throw new Lut4Error(path, "shape.width", `${shape.width} is not a multiple of 32`);
+  if (shape.ffn % 32) throw new Lut4Error(path, "shape.ffn", `${shape.ffn} is not a multiple of 32`);
+  if (shape.headDim % 2) throw new Lut4Error(path, "shape.head_dim", `${shape.headDim} is odd; RoPE pairs dimensions`);
+  if (shape.heads % shape.kvHeads) throw new Lut4Error(path, "shape.kv_heads", `${shape.kvHeads} does not divide heads = ${shape.heads}`);
+  if ((shape.heads * shape.headDim) % 32) throw new Lut4Error(path, "shape.heads", `heads · head_dim is not a multiple of 32`);
+  const fixed: [keyof Lut4Header, number][] = [
+    ["exp_step_log2", TABLES.expStepLog2],
+    ["exp_q", TABLES.expQ],
+    ["silu_step_log2", TABLES.siluStepLog2],
+    ["silu_range_log2", TABLES.siluRangeLog2],
+    ["silu_q", TABLES.siluQ],
+    ["rope_q", TABLES.ropeQ],
+  ];
+  for (const [k, v] of fixed) if (h[k] !== v) throw new Lut4Error(path, k, `expected ${v} (the one value this engine serves), got ${JSON.stringify(h[k])}`);
+  if (h.head !== "tied" && h.head !== "separate") throw new Lut4Error(path, "head", `expected "tied" or "separate", got ${JSON.stringify(h.head)}`);
+  const eps = h.rms_eps ?? {};
+  const epsMantissa = int(eps.mantissa, path, "rms_eps.mantissa", 1, 65535);
+  const epsExp = int(eps.exp, path, "rms_eps.exp", -120, 0);
+  const inv = inventory(shape, h.head);
+  if (!Array.isArray(h.matrices) || !Array.isArray(h.tables)) throw new Lut4Error(path, "matrices", "matrices and tables must be arrays");
+  // Spans: inside the data section, 64-aligned, in increasing order without overlap.
+  let end = 0;
+  const span = (s: Span | undefined, field: string, want: number): Uint8Array => {
+    if (!s || typeof s !== "object") throw new Lut4Error(path, field, "missing span");
+    const off = int(s.offset, path, `${field}.offset`, 0, dataBytes);
+    const n = int(s.bytes, path, `${field}.bytes`, 0, dataBytes);
+    if (n !== want) throw new Lut4Error(path, `${field}.bytes`, `expected ${want}, got ${n}`);
+    if (off % ALIGN) throw new Lut4Error(path, `${field}.offset`, `${off} is not 64-byte aligned`);
+    if (off < end) throw new Lut4Error(path, `${field}.offset`, `${off} overlaps the span before it (ends at ${end})`);
+    if (off + n > dataBytes) throw new Lut4Error(path, field, `span [${off}, ${off + n}) runs past the data section (${dataBytes})`);
+    end = off + n;
+    return data.subarray(off, off + n);
+  };
+  if (h.matrices.length !== inv.matrices.length) {
+    throw new Lut4Error(path, "matrices", `expected ${inv.matrices.length} matrices for this shape, got ${h.matrices.length}`);
+  }
+  const qDim = shape.heads * shape.headDim, kvDim = shape.kvHeads * shape.headDim;
+  const dims: Record<string, [number, number]> = { embed: [shape.vocab, shape.width], head: [shape.vocab, shape.width] };
+  for (let i = 0; i < shape.layers; i++) {
+    const p = `layers.${i}.`;
+    Object.assign(dims, {
+      [p + "q"]: [qDim, shape.width],
+      [p + "k"]: [kvDim, shape.width],
+      [p + "v"]: [kvDim, shape.width],
+      [p + "o"]: [shape.width, qDim],
+      [p + "gate"]: [shape.ffn, shape.width],
+      [p + "up"]: [shape.ffn, shape.width],
+      [p + "down"]: [shape.width, shape.ffn],
+    });
+  }
+  const mats = new Map<string, LutMatrix>();
+  h.matrices.forEach((m, i) => {
+    const f = `matrices[${i}]`;
+    if (m?.name !== inv.matrices[i]) throw new Lut4Error(path, `${f}.name`, `expected ${inv.matrices[i]}, got ${JSON.stringify(m?.name)}`);
+    const [rows, cols] = dims[m.name];
+    if (m.rows !== rows || m.cols !== cols) throw new Lut4Error(path, m.name, `expected ${rows} x ${cols}, got ${m.rows} x ${m.cols}`);
+    const expBase = int(m.exp_base, path, `${m.name}.exp_base`, -100, 60);
+    const nibbles = span(m.nibbles, `${m.name}.nibbles`, (rows * cols) / 2);
+    const scales = span(m.scales, `${m.name}.scales`, (rows * cols) / 32);
+    mats.set(m.name, { name: m.name, rows, cols, expBase, nibbles: nibbles.slice(), scales: scales.slice() });
+  });
+  if (h.tables.length !== inv.tables.length) {
+    throw new Lut4Error(path, "tables", `expected ${inv.tables.length} tables for this shape, got ${h.tables.length}`);
+  }
+  const half = shape.headDim / 2;
+  const siluHalf = 2 ** (TABLES.siluRangeLog2 - TABLES.siluStepLog2);
+  const want: Record<string, ["i16" | "i32", number, boolean]> = {
+    exp: ["i32", TABLES.expRangeNats * 256 + 2, false],
+    silu: ["i32", 2 * siluHalf + 1, false],
+    rope_cos: ["i16", shape.maxPositions * half, false],
+    rope_sin: ["i16", shape.maxPositions * half, false],
+    final_gain: ["i16", shape.width, true],
+  };
+  for (let i = 0; i < shape.layers; i++) {
+    want[`layers.${i}.q_gain`] = ["i16", shape.headDim, true];
+    want[`layers.${i}.k_gain`] = ["i16", shape.headDim, true];
+  }
+  const tabs = new Map<string, { data: Int16Array | Int32Array; exp: number }>();
+  h.tables.forEach((t, i) => {
+    const f = `tables[${i}]`;
+    if (t?.name !== inv.tables[i]) throw new Lut4Error(path, `${f}.name`, `expected ${inv.tables[i]}, got ${JSON.stringify(t?.name)}`);
+    const [kind, length, hasExp] = want[t.name];
+    if (t.kind !== kind || t.length !== length) {
+      throw new Lut4Error(path, t.name, `expected ${kind} x ${length}, got ${JSON.stringify(t.kind)} x ${JSON.stringify(t.length)}`);
+    }
+    const exp = hasExp ? int(t.exp, path, `${t.name}.exp`, -100, 60) : 0;
+    const bytes = span(t.span, `${t.name}.span`, length * (kind === "i16" ? 2 : 4)).slice();
+    const data = kind === "i16" ? new Int16Array(bytes.buffer) : new Int32Array(bytes.buffer);
+    tabs.set(t.name, { data, exp });
+  });
+  const m = (n: string) => mats.get(n)!;
+  const g = (n: string): GainTable => ({ values: tabs.get(n)!.data as Int16Array, exp: tabs.get(n)!.exp });
+  const weights: Lut4Weights = {
+    shape,
+    epsMantissa,
+    epsExp,
+    embed: m("embed"),
+    head: h.head === "separate" ? m("head") : null,
+    finalGain: h.head === "tied" ? g("final_gain") : null,
+    layers: Array.from({ length: shape.layers }, (_, i) => ({
+      q: m(`layers.${i}.q`),
+      k: m(`layers.${i}.k`),
+      v: m(`layers.${i}.v`),
+      o: m(`layers.${i}.o`),
+      gate: m(`layers.${i}.gate`),
+      up: m(`layers.${i}.up`),
+      down: m(`layers.${i}.down`),
+      qGain: g(`layers.${i}.q_gain`),
+      kGain: g(`layers.${i}.k_gain`),
+    })),
+    exp: tabs.get("exp")!.data as Int32Array,
+    silu: tabs.get("silu")!.data as Int32Array,
+    siluHalf,
+    ropeCos: tabs.get("rope_cos")!.data as Int16Array,
+    ropeSin: tabs.get("rope_sin")!.data as Int16Array,
+  };
+  // The exp table must fall from 2^30 (softmax bounds rely on it), SiLU must stay within ±2^22.
+  if (weights.exp[0] !== 2 ** 30) throw new Lut4Error(path, "exp", `entry 0 must be 2^30, got ${weights.exp[0]}`);
+  for (let i = 1; i < weights.exp.length; i++) {
+    if (weights.exp[i] < 0 || weights.exp[i] > weights.exp[i - 1]) throw new Lut4Error(path, "exp", `entry ${i} is not in [0, entry ${i - 1}]`);
+  }
+  for (const v of weights.silu) if (v > 1 << 22 || v < -(1 << 22)) throw new Lut4Error(path, "silu", `entry ${v} outside ±2^22`);
+  for (const t of [weights.ropeCos, weights.ropeSin]) {
+    for (const v of t) if (v > 16384 || v < -16384) throw new Lut4Error(path, "rope", `entry ${v} outside ±2^14`);
+  }
+  let config: ModelConfig;
+  try {
+    config = validateConfig({
+      vocab_size: shape.vocab,
+      hidden_size: shape.width,
+      intermediate_size: shape.ffn,
+      num_hidden_layers: shape.layers,
+      num_attention_heads: shape.heads,
+      num_key_value_heads: shape.kvHeads,
+      head_dim: shape.headDim,
+      rms_norm_eps: h.rms_norm_eps,
+      rope_theta: h.rope_theta,
+      max_position_embeddings: shape.maxPositions,
+      tie_word_embeddings: h.head === "tied",
+    }, path);
+  } catch (e) {
+    throw new Lut4Error(path, "header", (e as Error).message);
+  }
+  const sha256 = createHash("sha256").update(file).digest("hex");
+  return { path, header: h, weights, config, sha256, bytes: file.length };
+}
+
+/** Reads and checks a lut4 file. */
+export async function readLut4(path: string): Promise<Lut4File> {
+  return parseLut4(await readFile(path), path);
+}
+
+/**
+ * The float tensors a lut4 file stands for, under Hugging Face Qwen3 names: matrices and gains
+ * dequantized exactly; the folded norms become the constant 1/sqrt(n) (ferry's norm divides by
+ * sqrt(Σx²), the float norm by the RMS); k's gain is divided by sqrt(head_dim) again.
+ */
+export function dequantizeLut4(file: Lut4File): Tensor[] {
+  const w = file.weights, s = w.shape;
+  const out: Tensor[] = [];
+  const flat = (name: string, v: number, n: number) => out.push({ name, dims: [n], data: new Float32Array(n).fill(v) });
+  const mat = (name: string, m: LutMatrix) => out.push({ name, dims: [m.rows, m.cols], data: dequantizeMatrix(m) });
+  const gain = (name: string, g: GainTable, f = 1) =>
+    out.push({ name, dims: [g.values.length], data: Float32Array.from(g.values, (v) => (v * 2 ** g.exp) / f) });
+  const invRootW = 1 / Math.sqrt(s.width);
+  mat("model.embed_tokens.weight", w.embed);
+  w.layers.forEach((l, i) => {
+    const p = `model.layers.${i}.`;
+    flat(p + "input_layernorm.weight", invRootW, s.width);
+    mat(p + "self_attn.q_proj.weight", l.q);
+    mat(p + "self_attn.k_proj.weight", l.k);
+    mat(p + "self_attn.v_proj.weight", l.v);
+    gain(p + "self_attn.q_norm.weight", l.qGain);
+    gain(p + "self_attn.k_norm.weight", l.kGain, Math.sqrt(s.headDim));
+    mat(p + "self_attn.o_proj.weight", l.o);
+    flat(p + "post_attention_layernorm.weight", invRootW, s.width);
+    mat(p + "mlp.gate_proj.weight", l.gate);
+    mat(p + "mlp.up_proj.weight", l.up);
+    mat(p + "mlp.down_proj.weight", l.down);
+  });
+  if (w.finalGain) gain("model.norm.weight", w.finalGain, Math.sqrt(s.width));
+  else flat("model.norm.weight", invRootW, s.width);
+  if (w.head) mat("lm_head.weight", w.head);
+  return out;
+}
+
+/** Export options: the head stored once (tied, final-norm gain at run time) or twice (gain folded). */
+export const LUT4_DTYPES = ["q4", "q4-head"] as const;
+export type Lut4Dtype = typeof LUT4_DTYPES[number];
+
+/** The lut4 format for the registry: written by the quantizer, run by the integer engine. */
+export const lut4Format: FormatDescriptor<Lut4Dtype> = {
+  name: "lut4",
+  summary: "4-bit codes, one-byte group scales and integer tables (UORLUT01 framing) for the integer engine",
+  extension: ".lut4",
+  recognises: (path) => path.endsWith(".lut4"),
+  dtypes: LUT4_DTYPES,
+  defaultDtype: "q4",
+  engine: "int",
+  async write(path, input, options): Promise<WriteResult> {
+    const tensors: Tensor[] = [];
+    for (const [i, src] of input.tensors.entries()) {
+      tensors.push(await materialize(src));
+      options.onProgress?.(i + 1, input.tensors.length);
+    }
+    const head: HeadMode = options.dtype === "q4-head" ? "separate" : "tied";
+    const { weights, errors } = quantizeModel(input.config, tensors, { head });
+    const r = await writeLut4(path, weights, {
+      source: input.source,
+      ropeTheta: input.config.rope_theta,
+      rmsNormEps: input.config.rms_norm_eps,
+      quantizer: { head, scale_search: "mse", grid: "(16+m)*2^(e-4)" },
+    });
+    let params = 0;
+    for (const t of tensors) params += t.data.length;
+    return { file: path, bytes: r.bytes, params, tensors: tensors.length, sha256: r.sha256, data_crc32: r.crc32, head, rounding: errors };
+  },
+  async read(path): Promise<ReadResult> {
+    const file = await readLut4(path);
+    return { config: file.config, tensors: dequantizeLut4(file) };
+  },
+  async inspect(path) {
+    const file = await readLut4(path);
+    const { matrices, tables, ...rest } = file.header;
+    return {
+      file: path,
+      bytes: file.bytes,
+      sha256: file.sha256,
+      checks: { framing: "ok", data_crc32: "ok", inventory: "ok", spans: "ok", tables: "ok" },
+      ...rest,
+      matrices: matrices.map((m) => ({ name: m.name, rows: m.rows, cols: m.cols, exp_base: m.exp_base })),
+      tables: tables.map((t) => ({ name: t.name, kind: t.kind, length: t.length, exp: t.exp })),
+    };
+  },
+};
+
+export type { TensorError };

@@ -1,0 +1,21 @@
+/**
+ * The integer engine's checked mode. Off when serving; the tests switch it on, and then every bound the
+ * kernels rely on (written beside each kernel) is asserted, and any saturation throws instead of
+ * clamping silently. A bound that holds in checked mode on the held-out windows holds for those inputs;
+ * a saturation in normal mode is still defined (the value clamps to the int32 range).
+ *
+ * @example
+ * ```ts
+ * checked.on = true;   // tests only
+ * ```
+ * @module
+ */
+
+/** Checked mode's switch and its counters (plain data, so the hot loops read one property). */
+export const checked = { on: false, asserts: 0 };
+
+/** Throws `what` when `ok` is false; counts the assertion. Call only under `if (checked.on)`. */
+export function assertBound(ok: boolean, what: string): void {
+  checked.asserts = checked.asserts + 1;
+  if (!ok) throw new RangeError(`integer engine bound violated: ${what}`);
+}

@@ -1,0 +1,131 @@
+/**
+ * The integer engine behind the one engine interface (model/engine.ts). This module is the adapter,
+ * not the engine: it reads the lut4 file, turns the caller's float sampling options into fixed point,
+ * and converts the fixed-point logits to floats for callers that measure. It is deliberately outside the
+ * audited set (tests/audit.test.ts); everything that serves a token — int-forward.ts, int-sampler.ts
+ * and kernels/int/ — is inside it and never sees a float.
+ *
+ * @example
+ * ```ts
+ * const engine = await loadIntEngine("out/ferry.lut4");
+ * const s = engine.start();
+ * await s.feed(encode("The jury said", { bos: true }), "none");
+ * const next = s.pick();                     // greedy
+ * await writeSessionFile("a.session", s.save!());
+ * ```
+ * @module
+ */
+import type { Engine, EngineSession, LogitsWanted, SamplingOptions } from "../model/engine.ts";
+import { type Lut4File, readLut4 } from "../formats/lut4.ts";
+import { decodeSession, encodeSession, type SessionShape } from "../formats/session.ts";
+import { buildIntModel, type IntModel, type IntState, LOGIT_EXP, newState, step } from "./int-forward.ts";
+import { type IntSampling, sample, samplerScratch, seedRng } from "./int-sampler.ts";
+
+const LOGIT_SCALE = 2 ** LOGIT_EXP;
+
+/** Sampling options in the sampler's fixed point; refuses values it cannot represent. */
+export function toIntSampling(o: SamplingOptions = {}): IntSampling {
+  const t = o.temperature ?? 0;
+  const topK = o.topK ?? 0, minP = o.minP ?? 0, topP = o.topP ?? 1;
+  if (!(t >= 0 && t <= 1024)) throw new RangeError(`temperature ${t}: expected a number in [0, 1024]`);
+  if (!(Number.isInteger(topK) && topK >= 0)) throw new RangeError(`topK ${topK}: expected a non-negative integer`);
+  if (!(minP >= 0 && minP <= 1)) throw new RangeError(`minP ${minP}: expected a number in [0, 1]`);
+  if (!(topP > 0 && topP <= 1)) throw new RangeError(`topP ${topP}: expected a number in (0, 1]`);
+  const tempQ16 = Math.round(t * 65536);
+  return { tempQ16: t > 0 && tempQ16 === 0 ? 1 : tempQ16, topK, minPQ16: Math.round(minP * 65536), topPQ16: Math.round(topP * 65536) };
+}
+
+/** The shape sessions of this file must match. */
+export function sessionShape(file: Lut4File): SessionShape {
+  const s = file.weights.shape;
+  return { sha256: file.sha256, vocab: s.vocab, layers: s.layers, kvHeads: s.kvHeads, headDim: s.headDim, maxPositions: s.maxPositions };
+}
+
+/** Builds the integer engine from a read lut4 file. */
+export function intEngineFromFile(file: Lut4File): Engine {
+  const model = buildIntModel(file.weights);
+  const shape = sessionShape(file);
+  const scratch = samplerScratch(model.vocab, model.exp);
+  const session = (st: IntState): EngineSession => ({
+    get position() {
+      return st.pos;
+    },
+    get tokens() {
+      return st.tokens;
+    },
+    feed(tokens: readonly number[], wanted: LogitsWanted = "last"): Promise<Float32Array> {
+      return Promise.resolve(feed(model, st, tokens, wanted));
+    },
+    pick(options?: SamplingOptions): number {
+      if (st.pos === 0) throw new Error("pick: nothing fed yet, so there are no logits to pick from");
+      return sample(st.logits, toIntSampling(options), st.rng, scratch);
+    },
+    seed(seed: number): void {
+      if (!Number.isSafeInteger(seed) || seed < 0) throw new RangeError(`seed ${seed}: expected a non-negative safe integer`);
+      seedRng(st.rng, Math.floor(seed / 2 ** 32) | 0, seed | 0);
+    },
+    save(): Uint8Array {
+      return encodeSession({
+        shape,
+        position: st.pos,
+        tokens: st.tokens,
+        rngHi: st.rng[0],
+        rngLo: st.rng[1],
+        logits: st.logits,
+        keys: st.keys,
+        keyExp: st.keyExp,
+        values: st.values,
+        valueExp: st.valueExp,
+      });
+    },
+  });
+  return {
+    kind: "int",
+    config: file.config,
+    source: file.path,
+    start() {
+      const st = newState(model);
+      seedRng(st.rng, 0, 0);
+      return session(st);
+    },
+    restore(bytes: Uint8Array, where = "session"): EngineSession {
+      const d = decodeSession(bytes, shape, where);
+      const st = newState(model);
+      st.pos = d.position;
+      st.tokens.push(...d.tokens);
+      st.rng[0] = d.rngHi;
+      st.rng[1] = d.rngLo;
+      st.logits.set(d.logits);
+      for (let l = 0; l < model.layers.length; l++) {
+        st.keys[l].set(d.keys[l]);
+        st.keyExp[l].set(d.keyExp[l]);
+        st.values[l].set(d.values[l]);
+        st.valueExp[l].set(d.valueExp[l]);
+      }
+      return session(st);
+    },
+  };
+}
+
+/** Loads a lut4 file onto the integer engine. */
+export async function loadIntEngine(path: string): Promise<Engine> {
+  return intEngineFromFile(await readLut4(path));
+}
+
+/** Checks every token and the room left, then steps them; converts the wanted logits to floats. */
+function feed(m: IntModel, st: IntState, tokens: readonly number[], wanted: LogitsWanted): Float32Array {
+  for (const id of tokens) {
+    if (!(Number.isInteger(id) && id >= 0 && id < m.vocab)) throw new RangeError(`token id ${id} is outside [0, ${m.vocab})`);
+  }
+  if (st.pos + tokens.length > m.maxPositions) {
+    throw new RangeError(`context full: ${st.pos} + ${tokens.length} positions exceed the model's ${m.maxPositions}`);
+  }
+  const all = wanted === "all" ? new Float32Array(tokens.length * m.vocab) : undefined;
+  tokens.forEach((id, t) => {
+    step(m, st, id);
+    if (all) for (let i = 0; i < m.vocab; i++) all[t * m.vocab + i] = st.logits[i] * LOGIT_SCALE;
+  });
+  if (all) return all;
+  if (wanted === "none" || tokens.length === 0) return new Float32Array(0);
+  return Float32Array.from(st.logits, (v) => v * LOGIT_SCALE);
+}

@@ -1,0 +1,377 @@
+/**
+ * The integer-only Qwen3 forward: one token per step, prefill and decode through the same code, using
+ * only additions, shifts, comparisons and table look-ups (tests/audit.test.ts proves the absence of
+ * `*`, `/`, `%`, floats and `Math`). Every kernel lives in kernels/int/; this module wires them in the
+ * Qwen3 dataflow: RMSNorm → q, k, v → per-head q/k RMSNorm and gain → RoPE → GQA attention over a
+ * 12-bit KV cache → o → residual; RMSNorm → gate, up → SiLU(gate) · up → down → residual; final norm →
+ * head (tied or separate) → logits at 2^-16 nats.
+ *
+ * @example
+ * ```ts
+ * const model = buildIntModel(weights);       // weights from formats/lut4.ts
+ * const state = newState(model);
+ * for (const id of prompt) step(model, state, id);
+ * greedy(state.logits);                        // the next token (int-sampler.ts)
+ * ```
+ * @module
+ */
+import type { Lut4Weights } from "../formats/lut4.ts";
+import { ACC_EXP, activationTables, gemv, type LutMatrix, type PreparedMatrix, prepareMatrix } from "../kernels/int/gemv.ts";
+import { type AttentionContext, attentionScratch, attendHead, CACHE_BITS, queryBits, SCORE_EXP } from "../kernels/int/attention.ts";
+import { mulS16, mulScale, multiples } from "../kernels/int/mul.ts";
+import { applyGain, gainTables, NORM_EXP, type NormPlan, normPlan, rmsnorm } from "../kernels/int/norm.ts";
+import { ropeHead } from "../kernels/int/rope.ts";
+import { quantize16, quantizeBits, satAdd, shift } from "../kernels/int/round.ts";
+import { type LookupTable, prepareTable, silu } from "../kernels/int/tables.ts";
+
+/** Exponent of the residual stream. */
+export const RESIDUAL_EXP = -16;
+/** Exponent of the logits (nats). */
+export const LOGIT_EXP = SCORE_EXP;
+
+/** One decoder layer, ready to serve. */
+export interface IntLayer {
+  q: PreparedMatrix;
+  k: PreparedMatrix;
+  v: PreparedMatrix;
+  o: PreparedMatrix;
+  gate: PreparedMatrix;
+  up: PreparedMatrix;
+  down: PreparedMatrix;
+  qGain: Int32Array;
+  qGainExp: number;
+  kGain: Int32Array;
+  kGainExp: number;
+}
+
+/** A lut4 model prepared for the integer forward, with its scratch. */
+export interface IntModel {
+  vocab: number;
+  width: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  half: number;
+  /** Magnitude bits of a query (attention.ts `queryBits`). */
+  qBits: number;
+  ffn: number;
+  maxPositions: number;
+  qDim: number;
+  kvDim: number;
+  /** q heads per kv head. */
+  group: number;
+  embed: LutMatrix;
+  /** Byte offset of each embedding row's codes and of its scale bytes. */
+  embedRow: Int32Array;
+  embedScaleRow: Int32Array;
+  head: PreparedMatrix;
+  finalGain: Int32Array | null;
+  finalGainExp: number;
+  layers: IntLayer[];
+  exp: LookupTable;
+  silu: LookupTable;
+  ropeCos: Int16Array;
+  ropeSin: Int16Array;
+  normWidth: NormPlan;
+  normHead: NormPlan;
+  s: Scratch;
+}
+
+interface Scratch {
+  x: Int32Array;
+  z: Int32Array;
+  a16: Int32Array;
+  tabW: Int32Array;
+  tabQ: Int32Array;
+  tabF: Int32Array;
+  q: Int32Array;
+  k: Int32Array;
+  v: Int32Array;
+  qExp: Int32Array;
+  att: Int32Array;
+  proj: Int32Array;
+  gate: Int32Array;
+  up: Int32Array;
+  up16: Int32Array;
+  prod: Int32Array;
+  mt: Int32Array;
+  rope: Int32Array;
+  head: Int32Array;
+  attn: ReturnType<typeof attentionScratch>;
+}
+
+/** A conversation's state: position, tokens, the 12-bit KV cache, pending logits and the sampler's RNG. */
+export interface IntState {
+  pos: number;
+  tokens: number[];
+  /** Per layer: [position][kv_head][head_dim] 12-bit values in int16, one exponent per (position, kv_head). */
+  keys: Int16Array[];
+  keyExp: Int16Array[];
+  values: Int16Array[];
+  valueExp: Int16Array[];
+  /** Logits of the last position fed, at LOGIT_EXP (meaningful when pos > 0). */
+  logits: Int32Array;
+  /** xorshift64 state as two 32-bit halves (never both zero). */
+  rng: Int32Array;
+}
+
+/** Prepares a model: multiples tables of the gains and of the table differences, norm plans, scratch. */
+export function buildIntModel(w: Lut4Weights): IntModel {
+  const sh = w.shape;
+  let qDim = 0;
+  for (let h = 0; h < sh.heads; h++) qDim = qDim + sh.headDim;
+  let kvDim = 0;
+  for (let h = 0; h < sh.kvHeads; h++) kvDim = kvDim + sh.headDim;
+  let group = 0;
+  for (let h = 0; h < sh.heads; h = h + sh.kvHeads) group = group + 1;
+  const embedRow = new Int32Array(sh.vocab);
+  const embedScaleRow = new Int32Array(sh.vocab);
+  let at = 0;
+  let sat = 0;
+  for (let r = 0; r < sh.vocab; r++) {
+    embedRow[r] = at;
+    embedScaleRow[r] = sat;
+    at = at + (sh.width >> 1);
+    sat = sat + (sh.width >> 5);
+  }
+  const layers: IntLayer[] = [];
+  for (const l of w.layers) {
+    layers.push({
+      q: prepareMatrix(l.q),
+      k: prepareMatrix(l.k),
+      v: prepareMatrix(l.v),
+      o: prepareMatrix(l.o),
+      gate: prepareMatrix(l.gate),
+      up: prepareMatrix(l.up),
+      down: prepareMatrix(l.down),
+      qGain: gainTables(l.qGain.values),
+      qGainExp: l.qGain.exp,
+      kGain: gainTables(l.kGain.values),
+      kGainExp: l.kGain.exp,
+    });
+  }
+  const widest = qDim > sh.ffn ? qDim : sh.ffn;
+  const wider = widest > sh.width ? widest : sh.width;
+  return {
+    vocab: sh.vocab,
+    width: sh.width,
+    heads: sh.heads,
+    kvHeads: sh.kvHeads,
+    headDim: sh.headDim,
+    half: sh.headDim >> 1,
+    qBits: queryBits(sh.headDim),
+    ffn: sh.ffn,
+    maxPositions: sh.maxPositions,
+    qDim,
+    kvDim,
+    group,
+    embed: w.embed,
+    embedRow,
+    embedScaleRow,
+    head: prepareMatrix(w.head ?? w.embed),
+    finalGain: w.finalGain ? gainTables(w.finalGain.values) : null,
+    finalGainExp: w.finalGain ? w.finalGain.exp : 0,
+    layers,
+    exp: prepareTable(w.exp, 0),
+    silu: prepareTable(w.silu, w.siluHalf),
+    ropeCos: w.ropeCos,
+    ropeSin: w.ropeSin,
+    normWidth: normPlan(sh.width, w.epsMantissa, w.epsExp),
+    normHead: normPlan(sh.headDim, w.epsMantissa, w.epsExp),
+    s: {
+      x: new Int32Array(sh.width),
+      z: new Int32Array(wider),
+      a16: new Int32Array(wider),
+      tabW: new Int32Array(sh.width << 4),
+      tabQ: new Int32Array(qDim << 4),
+      tabF: new Int32Array(sh.ffn << 4),
+      q: new Int32Array(qDim),
+      k: new Int32Array(kvDim),
+      v: new Int32Array(kvDim),
+      qExp: new Int32Array(sh.heads),
+      att: new Int32Array(qDim),
+      proj: new Int32Array(sh.width),
+      gate: new Int32Array(sh.ffn),
+      up: new Int32Array(sh.ffn),
+      up16: new Int32Array(sh.ffn),
+      prod: new Int32Array(sh.ffn),
+      mt: new Int32Array(32),
+      rope: new Int32Array(64),
+      head: new Int32Array(sh.headDim),
+      attn: attentionScratch(sh.maxPositions, sh.headDim),
+    },
+  };
+}
+
+/** A fresh state at position 0 (its RNG state is set by int-sampler.ts `seedRng`). */
+export function newState(m: IntModel): IntState {
+  const keys: Int16Array[] = [];
+  const keyExp: Int16Array[] = [];
+  const values: Int16Array[] = [];
+  const valueExp: Int16Array[] = [];
+  let cache = 0;
+  let exps = 0;
+  for (let p = 0; p < m.maxPositions; p++) {
+    cache = cache + m.kvDim;
+    exps = exps + m.kvHeads;
+  }
+  for (let l = 0; l < m.layers.length; l++) {
+    keys.push(new Int16Array(cache));
+    keyExp.push(new Int16Array(exps));
+    values.push(new Int16Array(cache));
+    valueExp.push(new Int16Array(exps));
+  }
+  const rng = new Int32Array(2);
+  return { pos: 0, tokens: [], keys, keyExp, values, valueExp, logits: new Int32Array(m.vocab), rng };
+}
+
+/** Writes embedding row `id` at RESIDUAL_EXP into `x`. */
+function embedRow(m: IntModel, id: number, x: Int32Array): void {
+  const e = m.embed;
+  let b = m.embedRow[id];
+  let s = m.embedScaleRow[id];
+  let c = 0;
+  for (let g = 0; g < (m.width >> 5); g++) {
+    const scale = e.scales[s];
+    const mant = scale & 15;
+    const toRes = RESIDUAL_EXP - (e.expBase + (scale >> 4) - 4);
+    for (let j = 0; j < 16; j++) {
+      const byte = e.nibbles[b];
+      x[c] = shift(mulScale((byte & 15) - 8, mant), toRes);
+      x[c + 1] = shift(mulScale((byte >> 4) - 8, mant), toRes);
+      c = c + 2;
+      b = b + 1;
+    }
+    s = s + 1;
+  }
+}
+
+/**
+ * Per-head q/k path: RMSNorm of `v[off, off + head_dim)` (int32 at `e`), the stored gain, requantised
+ * to 16 bits, then RoPE at table offset `ropeAt`, requantised to `bits` bits. Returns the exponent.
+ */
+function normRope(
+  m: IntModel,
+  v: Int32Array,
+  off: number,
+  e: number,
+  gain: Int32Array,
+  gainExp: number,
+  ropeAt: number,
+  bits: number,
+): number {
+  const s = m.s;
+  rmsnorm(v, off, e, m.normHead, s.head, 0);
+  applyGain(s.head, 0, m.headDim, gain, v, off);
+  const eg = quantize16(v, off, m.headDim, NORM_EXP + gainExp, v, off);
+  ropeHead(v, off, m.half, m.ropeCos, m.ropeSin, ropeAt, s.rope);
+  return quantizeBits(v, off, m.headDim, eg, v, off, bits);
+}
+
+/**
+ * Feeds one token at position `st.pos`: appends its keys and values, leaves the next token's logits in
+ * `st.logits`, and advances the position. Refuses a full context and an id outside the vocabulary
+ * before changing anything.
+ */
+export function step(m: IntModel, st: IntState, id: number): void {
+  if (st.pos >= m.maxPositions) throw new RangeError(`context full: ${m.maxPositions} positions`);
+  if (!(id >= 0 && id < m.vocab && (id | 0) === id)) throw new RangeError(`token id ${id} is outside [0, ${m.vocab})`);
+  const s = m.s;
+  const x = s.x;
+  embedRow(m, id, x);
+  const pos = st.pos;
+  let ropeAt = 0;
+  let cacheAt = 0;
+  let expAt = 0;
+  for (let p = 0; p < pos; p++) {
+    ropeAt = ropeAt + m.half;
+    cacheAt = cacheAt + m.kvDim;
+    expAt = expAt + m.kvHeads;
+  }
+  for (let l = 0; l < m.layers.length; l++) {
+    const L = m.layers[l];
+    // Attention block.
+    rmsnorm(x, 0, RESIDUAL_EXP, m.normWidth, s.z, 0);
+    activationTables(s.z, 0, m.width, s.tabW);
+    gemv(s.q, 0, L.q, s.tabW, NORM_EXP, ACC_EXP);
+    gemv(s.k, 0, L.k, s.tabW, NORM_EXP, ACC_EXP);
+    gemv(s.v, 0, L.v, s.tabW, NORM_EXP, ACC_EXP);
+    let off = 0;
+    for (let h = 0; h < m.heads; h++) {
+      s.qExp[h] = normRope(m, s.q, off, ACC_EXP, L.qGain, L.qGainExp, ropeAt, m.qBits);
+      off = off + m.headDim;
+    }
+    const keys = st.keys[l];
+    const values = st.values[l];
+    off = 0;
+    for (let h = 0; h < m.kvHeads; h++) {
+      const ek = normRope(m, s.k, off, ACC_EXP, L.kGain, L.kGainExp, ropeAt, CACHE_BITS);
+      const ev = quantizeBits(s.v, off, m.headDim, ACC_EXP, s.v, off, CACHE_BITS);
+      for (let i = 0; i < m.headDim; i++) {
+        keys[cacheAt + off + i] = s.k[off + i];
+        values[cacheAt + off + i] = s.v[off + i];
+      }
+      st.keyExp[l][expAt + h] = ek;
+      st.valueExp[l][expAt + h] = ev;
+      off = off + m.headDim;
+    }
+    const ctx: AttentionContext = {
+      headDim: m.headDim,
+      kvHeads: m.kvHeads,
+      kvDim: m.kvDim,
+      keys,
+      keyExp: st.keyExp[l],
+      values,
+      valueExp: st.valueExp[l],
+      exp: m.exp,
+      scores: s.attn.scores,
+      weights: s.attn.weights,
+      qt: s.attn.qt,
+      pt: s.attn.pt,
+      rt: s.attn.rt,
+      mix: s.attn.mix,
+    };
+    off = 0;
+    let kvHead = 0;
+    let inGroup = 0;
+    for (let h = 0; h < m.heads; h++) {
+      attendHead(ctx, s.q, off, s.qExp[h], kvHead, pos + 1, s.att, off);
+      off = off + m.headDim;
+      inGroup = inGroup + 1;
+      if (inGroup === m.group) {
+        inGroup = 0;
+        kvHead = kvHead + 1;
+      }
+    }
+    const ea = quantize16(s.att, 0, m.qDim, ACC_EXP, s.a16, 0);
+    activationTables(s.a16, 0, m.qDim, s.tabQ);
+    gemv(s.proj, 0, L.o, s.tabQ, ea, RESIDUAL_EXP);
+    for (let i = 0; i < m.width; i++) x[i] = satAdd(x[i], s.proj[i]);
+    // MLP block.
+    rmsnorm(x, 0, RESIDUAL_EXP, m.normWidth, s.z, 0);
+    activationTables(s.z, 0, m.width, s.tabW);
+    gemv(s.gate, 0, L.gate, s.tabW, NORM_EXP, RESIDUAL_EXP);
+    gemv(s.up, 0, L.up, s.tabW, NORM_EXP, ACC_EXP);
+    for (let i = 0; i < m.ffn; i++) s.gate[i] = silu(m.silu, s.gate[i]);
+    const eg = quantize16(s.gate, 0, m.ffn, RESIDUAL_EXP, s.a16, 0);
+    const eu = quantize16(s.up, 0, m.ffn, ACC_EXP, s.up16, 0);
+    for (let i = 0; i < m.ffn; i++) {
+      multiples(s.a16[i], s.mt, 0);
+      s.prod[i] = mulS16(s.mt, 0, s.up16[i]);
+    }
+    const ep = quantize16(s.prod, 0, m.ffn, eg + eu, s.a16, 0);
+    activationTables(s.a16, 0, m.ffn, s.tabF);
+    gemv(s.proj, 0, L.down, s.tabF, ep, RESIDUAL_EXP);
+    for (let i = 0; i < m.width; i++) x[i] = satAdd(x[i], s.proj[i]);
+  }
+  rmsnorm(x, 0, RESIDUAL_EXP, m.normWidth, s.z, 0);
+  let ez = NORM_EXP;
+  if (m.finalGain !== null) {
+    applyGain(s.z, 0, m.width, m.finalGain, s.a16, 0);
+    ez = quantize16(s.a16, 0, m.width, NORM_EXP + m.finalGainExp, s.z, 0);
+  }
+  activationTables(s.z, 0, m.width, s.tabW);
+  gemv(st.logits, 0, m.head, s.tabW, ez, LOGIT_EXP);
+  st.tokens.push(id);
+  st.pos = pos + 1;
+}

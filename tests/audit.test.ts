@@ -1,0 +1,147 @@
+// The zero-multiply audit: every serving source file of the integer engine is parsed with the
+// TypeScript compiler API and every function in it is checked for the forbidden classes — `*`, `/`,
+// `%`, `**` and their compound assignments; `Math.*`; non-integer numeric literals (and NaN, Infinity);
+// float typed arrays; float DataView access; and calls into code outside the audited set except the
+// allow-list (allocation and errors). It prints the per-function counts and the list of functions.
+//
+// What it proves: those constructs are absent from the source of the audited functions. What it does
+// not: it says nothing about the JavaScript engine's machine code (a JIT may use a multiplier for
+// `a[i]` addressing or for `|` on doubles), about functions outside the set (the adapter in
+// serve/int-engine.ts, the lut4 reader, the CLI), or about model quality. See formats/lut4.md.
+import { expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import ts from "typescript";
+
+const ROOT = join(import.meta.dir, "..");
+
+/** The serving sources: the kernels, the forward, the sampler. */
+export const AUDITED = [
+  "kernels/int/check.ts",
+  "kernels/int/round.ts",
+  "kernels/int/mul.ts",
+  "kernels/int/isqrt.ts",
+  "kernels/int/gemv.ts",
+  "kernels/int/norm.ts",
+  "kernels/int/tables.ts",
+  "kernels/int/rope.ts",
+  "kernels/int/attention.ts",
+  "serve/int-forward.ts",
+  "serve/int-sampler.ts",
+];
+
+/** Calls allowed outside the audited set: allocation and errors (constructors) and array growth. */
+const ALLOWED_CONSTRUCTORS = new Set(["Int32Array", "Int16Array", "Int8Array", "Uint8Array", "Uint16Array", "Uint32Array", "Error", "RangeError"]);
+const ALLOWED_METHODS = new Set(["push"]);
+const FLOAT_ARRAYS = new Set(["Float16Array", "Float32Array", "Float64Array"]);
+const FLOAT_VIEW = /^(get|set)Float(16|32|64)$/;
+const OPS: Record<number, string> = {
+  [ts.SyntaxKind.AsteriskToken]: "mul",
+  [ts.SyntaxKind.AsteriskEqualsToken]: "mul",
+  [ts.SyntaxKind.SlashToken]: "div",
+  [ts.SyntaxKind.SlashEqualsToken]: "div",
+  [ts.SyntaxKind.PercentToken]: "rem",
+  [ts.SyntaxKind.PercentEqualsToken]: "rem",
+  [ts.SyntaxKind.AsteriskAsteriskToken]: "pow",
+  [ts.SyntaxKind.AsteriskAsteriskEqualsToken]: "pow",
+};
+export const CLASSES = ["mul", "div", "rem", "pow", "math", "floatLiteral", "floatArray", "floatView", "outsideCall"] as const;
+type Counts = Record<typeof CLASSES[number], number>;
+
+export interface AuditResult {
+  functions: Map<string, Counts>;
+  findings: string[];
+}
+
+/** Audits sources (path → text); `known` names the functions callable inside the set. */
+export function audit(sources: Record<string, string>): AuditResult {
+  const files = Object.entries(sources).map(([path, text]) => ts.createSourceFile(path, text, ts.ScriptTarget.ES2022, true));
+  const known = new Set<string>();
+  const functions = new Map<string, Counts>();
+  const findings: string[] = [];
+  // Every function declared in the set (declarations and consts bound to functions) may be called.
+  for (const f of files) {
+    const collect = (n: ts.Node) => {
+      if (ts.isFunctionDeclaration(n) && n.name) known.add(n.name.text);
+      if (ts.isVariableDeclaration(n) && ts.isIdentifier(n.name) && n.initializer && ts.isArrowFunction(n.initializer)) known.add(n.name.text);
+      ts.forEachChild(n, collect);
+    };
+    collect(f);
+  }
+  for (const f of files) {
+    for (const st of f.statements) {
+      if (ts.isImportDeclaration(st) && !st.importClause?.isTypeOnly) {
+        const spec = (st.moduleSpecifier as ts.StringLiteral).text;
+        const named = st.importClause?.namedBindings;
+        const valueImports = named && ts.isNamedImports(named) ? named.elements.filter((e) => !e.isTypeOnly) : [];
+        const target = join(f.fileName, "..", spec).replace(/^\.\//, "");
+        if (valueImports.length > 0 && !sources[target]) findings.push(`${f.fileName}: imports values from ${spec}, outside the audited set`);
+      }
+    }
+    const visit = (n: ts.Node, owner: string) => {
+      let here = owner;
+      if ((ts.isFunctionDeclaration(n) || ts.isMethodDeclaration(n) || ts.isGetAccessor(n)) && n.name) here = `${f.fileName}:${n.name.getText()}`;
+      else if ((ts.isArrowFunction(n) || ts.isFunctionExpression(n)) && ts.isVariableDeclaration(n.parent) && ts.isIdentifier(n.parent.name)) {
+        here = `${f.fileName}:${n.parent.name.text}`;
+      }
+      if (here !== owner || !functions.has(here)) {
+        if (!functions.has(here)) functions.set(here, Object.fromEntries(CLASSES.map((c) => [c, 0])) as Counts);
+      }
+      const count = (c: typeof CLASSES[number], what: string) => {
+        functions.get(here)![c]++;
+        const { line } = f.getLineAndCharacterOfPosition(n.getStart());
+        findings.push(`${f.fileName}:${line + 1} ${c}: ${what}`);
+      };
+      if (ts.isBinaryExpression(n) && OPS[n.operatorToken.kind]) count(OPS[n.operatorToken.kind] as never, n.getText());
+      if (ts.isPropertyAccessExpression(n) && ts.isIdentifier(n.expression) && n.expression.text === "Math") count("math", n.getText());
+      if (ts.isNumericLiteral(n)) {
+        const t = n.text;
+        if (!/^0[xXbBoO]/.test(t) && (/[.eE]/.test(t) || !Number.isSafeInteger(Number(t)))) count("floatLiteral", t);
+      }
+      if (ts.isIdentifier(n) && (n.text === "NaN" || n.text === "Infinity")) count("floatLiteral", n.text);
+      if (ts.isIdentifier(n) && FLOAT_ARRAYS.has(n.text)) count("floatArray", n.text);
+      if (ts.isPropertyAccessExpression(n) && FLOAT_VIEW.test(n.name.text)) count("floatView", n.getText());
+      if (ts.isCallExpression(n) || ts.isNewExpression(n)) {
+        const callee = n.expression;
+        let ok = false;
+        if (ts.isIdentifier(callee)) ok = known.has(callee.text) || (ts.isNewExpression(n) && ALLOWED_CONSTRUCTORS.has(callee.text));
+        else if (ts.isPropertyAccessExpression(callee)) ok = ALLOWED_METHODS.has(callee.name.text);
+        if (!ok) count("outsideCall", callee.getText());
+      }
+      ts.forEachChild(n, (c) => visit(c, here));
+    };
+    visit(f, `${f.fileName}:(module)`);
+  }
+  return { functions, findings };
+}
+
+test("the integer engine's serving functions hold no multiply, divide, float or outside call", () => {
+  const sources = Object.fromEntries(AUDITED.map((p) => [p, readFileSync(join(ROOT, p), "utf8")]));
+  const { functions, findings } = audit(sources);
+  const rows = [...functions].filter(([name]) => !name.endsWith(":(module)"));
+  console.log(`audited ${rows.length} functions in ${AUDITED.length} files; per function: ${CLASSES.join(" ")}`);
+  for (const [name, c] of rows) console.log(`  ${name.padEnd(44)} ${CLASSES.map((k) => c[k]).join(" ")}`);
+  const totals = CLASSES.map((k) => [...functions.values()].reduce((s, c) => s + c[k], 0));
+  console.log(`  totals${" ".repeat(38)} ${totals.join(" ")}`);
+  expect(findings).toEqual([]);
+  // The functions that serve a token are all in the list.
+  for (const f of ["gemv", "activationTables", "rmsnorm", "isqrtScaled", "recip16", "divShifted", "attendHead", "expNeg", "silu", "ropeHead", "mulS16", "step", "sample", "drawBelow", "nextU32", "greedy", "shift", "quantizeBits"]) {
+    expect(rows.some(([n]) => n.endsWith(`:${f}`))).toBe(true);
+  }
+});
+
+test("the audit catches each forbidden class", () => {
+  const bad = `
+import { thing } from "./elsewhere.ts";
+export function f(a: number, b: number) {
+  let x = a * b; x /= 2; x = x % 3; x = x ** 2;
+  const y = Math.floor(a) + 0.5 + 1e3;
+  const z = new Float32Array(4); const dv = new DataView(z.buffer); dv.getFloat32(0);
+  thing(a);
+  return x + y;
+}`;
+  const { findings } = audit({ "kernels/int/bad.ts": bad });
+  const kinds = new Set(findings.map((s) => s.split(" ")[1]?.replace(":", "")));
+  for (const k of ["mul", "div", "rem", "pow", "math", "floatLiteral", "floatArray", "floatView", "outsideCall"]) expect(kinds.has(k)).toBe(true);
+  expect(findings.some((s) => s.includes("outside the audited set"))).toBe(true);
+});
