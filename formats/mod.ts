@@ -17,6 +17,7 @@ import { dmexpFormat } from "./dmexp.ts";
 import { hfFormat } from "./huggingface.ts";
 import { ggufFormat } from "./gguf.ts";
 import { f64linesFormat } from "./f64lines.ts";
+import { lut4Format } from "./lut4.ts";
 
 export type { ExportInput, FormatDescriptor, ReadResult, WriteResult } from "./format.ts";
 
@@ -26,6 +27,7 @@ export const FORMATS: readonly FormatDescriptor[] = [
   hfFormat,
   ggufFormat,
   f64linesFormat,
+  lut4Format,
 ];
 
 /** A format by its `--format` name, or undefined. */

@@ -13,16 +13,17 @@
 import { open, stat } from "node:fs/promises";
 import process from "node:process";
 import { cli, EXIT_REFUSED, EXIT_USAGE, fail, run } from "./cli.ts";
-import { DEFAULT_INPUT, DEFAULT_OUTPUT, exportCheckpoint } from "./export.ts";
+import { DEFAULT_INPUT, DEFAULT_OUTPUT, exportCheckpoint, outputPath } from "../formats/export.ts";
 import { isCheckpoint } from "../formats/checkpoint.ts";
+import { lut4Format } from "../formats/lut4.ts";
 import type { Engine } from "../model/engine.ts";
 import { createApp } from "../serve/app.ts";
 import { loadEngine } from "../serve/engines.ts";
 import { listen } from "../serve/listen.ts";
 import { createSessionStore } from "../serve/session-store.ts";
 
-/** The model served when none is named: the default model's lut4 export. */
-export const DEFAULT_MODEL = `${DEFAULT_OUTPUT}ferry.lut4`;
+/** The model served when none is named: the default model's lut4 export (out/ferry.q4.lut4). */
+export const DEFAULT_MODEL = outputPath(DEFAULT_OUTPUT, lut4Format, DEFAULT_INPUT, lut4Format.defaultDtype);
 /** Where saved sessions are kept unless `--sessions` says otherwise. */
 export const DEFAULT_SESSIONS = `${DEFAULT_OUTPUT}sessions`;
 
@@ -54,7 +55,8 @@ export async function openServedEngine(model?: string, kind?: string): Promise<E
   const path = model ?? DEFAULT_MODEL;
   if (model === undefined && !(await stat(path).then(() => true, () => false))) {
     console.error(`${path} is missing: exporting ${DEFAULT_INPUT} to lut4 (first run only)`);
-    await exportCheckpoint({ input: DEFAULT_INPUT, output: DEFAULT_OUTPUT, format: "lut4" });
+    const made = await exportCheckpoint({ input: DEFAULT_INPUT, output: DEFAULT_MODEL, format: "lut4" });
+    console.error(`wrote ${made.file} (${made.bytes.toLocaleString("en-US")} bytes)`);
   }
   const st = await stat(path).catch(() => fail(`${path}: no such file or directory`));
   if (st.isFile()) {

@@ -286,7 +286,7 @@ export function createApp(opts: ChatAppOptions): Hono {
   ): Promise<ReplyResult & { sessionId?: string }> => {
     const t0 = performance.now();
     const sampling = { temperature: req.temperature, topK: req.topK, topP: req.topP, minP: req.minP };
-    const r = await generateReply(p.session, p.prompt, {
+    const r = await generateReply(engine, p.session, p.prompt, {
       maxTokens: p.maxTokens,
       sampling,
       seed: req.seed,

@@ -9,13 +9,14 @@
  * @example
  * ```ts
  * const s = engine.start();
- * const r = await generateReply(s, encode("The jury", { bos: true }), { maxTokens: 32, sampling: {} }, (t) => out.push(t));
+ * const r = await generateReply(engine, s, encode("The jury", { bos: true }), { maxTokens: 32, sampling: {} }, (t) => out.push(t));
  * r.finishReason; // "stop" | "length" | "abort"
  * ```
  * @module
  */
-import type { EngineSession, SamplingOptions } from "../model/engine.ts";
-import { createStreamDecoder, EOS } from "../model/tokenizer.ts";
+import type { Engine, EngineSession, SamplingOptions } from "../model/engine.ts";
+import { generateTokens } from "../model/generate.ts";
+import { createStreamDecoder } from "../model/tokenizer.ts";
 import { createStopMatcher } from "./stop.ts";
 
 /** How one reply is generated. */
@@ -34,56 +35,52 @@ export interface ReplyResult {
   completionTokens: number;
   /** `stop`: EOS or a stop string; `length`: the budget; `abort`: the caller went away. */
   finishReason: "stop" | "length" | "abort";
-  /** Milliseconds from the start to the first token picked (prefill included). */
-  firstTokenMs: number;
 }
 
 const nextTick = () => new Promise<void>((resolve) => setTimeout(resolve, 0));
 
 /**
- * Feeds `prompt` (which may be empty when a restored session continues) and generates up to
- * `maxTokens` tokens, calling `onText` with each piece of shown text as soon as it is settled.
- * The caller makes sure the context has room: position + prompt + maxTokens <= context.
+ * Feeds `prompt` to `session` (the prompt may be empty when a restored session continues) and generates
+ * up to `maxTokens` tokens with the shared loop (model/generate.ts), calling `onText` with each piece
+ * of text as soon as it is settled. The caller makes sure the context has room for all of them.
  */
 export async function generateReply(
+  engine: Engine,
   session: EngineSession,
   prompt: readonly number[],
   opts: ReplyOptions,
   onText?: (text: string) => void | Promise<void>,
 ): Promise<ReplyResult> {
-  const t0 = performance.now();
-  if (opts.seed !== undefined) session.seed(opts.seed);
-  if (prompt.length > 0) await session.feed(prompt);
   const decode = createStreamDecoder();
   const stops = createStopMatcher(opts.stop ?? []);
-  let text = "", count = 0, firstTokenMs = 0;
-  let finishReason: ReplyResult["finishReason"] = "length";
+  let text = "", count = 0;
+  let finishReason: ReplyResult["finishReason"] = "stop"; // the loop ending early means EOS
   const show = async (piece: string) => {
     if (piece === "") return;
     text += piece;
     await onText?.(piece);
   };
-  while (count < opts.maxTokens) {
+  const tokens = generateTokens(engine, prompt, {
+    ...opts.sampling,
+    maxTokens: opts.maxTokens,
+    seed: opts.seed,
+    session,
+  });
+  for await (const id of tokens) {
+    count++;
+    const step = stops.push(decode(id));
+    await show(step.text);
+    if (step.stopped) break;
+    if (count === opts.maxTokens) {
+      finishReason = "length";
+      break;
+    }
+    await nextTick();
     if (opts.signal?.aborted) {
       finishReason = "abort";
       break;
     }
-    const id = session.pick(opts.sampling);
-    if (count === 0) firstTokenMs = performance.now() - t0;
-    if (id === EOS) {
-      finishReason = "stop";
-      break;
-    }
-    count++;
-    await session.feed([id]);
-    const step = stops.push(decode(id));
-    await show(step.text);
-    if (step.stopped) {
-      finishReason = "stop";
-      break;
-    }
-    await nextTick();
   }
   if (finishReason !== "stop") await show(stops.flush());
-  return { text, completionTokens: count, finishReason, firstTokenMs };
+  return { text, completionTokens: count, finishReason };
 }

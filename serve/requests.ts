@@ -108,7 +108,7 @@ function generationFields(o: Record<string, unknown>): GenerationFields {
     topK: optNumber(o, "top_k", (x) => Number.isInteger(x) && x >= 0, "an integer >= 0") ?? 0,
     topP: optNumber(o, "top_p", (x) => x > 0 && x <= 1, "a number in (0, 1]") ?? 1,
     minP: optNumber(o, "min_p", (x) => x >= 0 && x <= 1, "a number in [0, 1]") ?? 0,
-    seed: optNumber(o, "seed", Number.isSafeInteger, "an integer"),
+    seed: optNumber(o, "seed", (x) => Number.isSafeInteger(x) && x >= 0, "an integer >= 0"),
     stop,
     session: (session ?? undefined) as string | undefined,
     saveSession: optBoolean(o, "save_session") ?? false,

@@ -3,17 +3,16 @@
 // uninterrupted run. The Deno half runs the same app under deno and compares.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
+import process from "node:process";
 import type { Engine } from "../model/engine.ts";
 import { createApp } from "../serve/app.ts";
 import { createSessionStore } from "../serve/session-store.ts";
 import { renderChat } from "../serve/transcript.ts";
-import { loadTestEngine } from "./helpers/chat-engine.ts";
+import { chatEngine, exportChatModel } from "./helpers/chat-model.ts";
 import { sseChunks, streamedText } from "./helpers/chat-sse.ts";
 
-let dir: string;
+let model: Awaited<ReturnType<typeof exportChatModel>>;
 let engine: Engine;
 let feeds = 0;
 let app: ReturnType<typeof createApp>;
@@ -36,11 +35,16 @@ function counting(e: Engine): Engine {
 }
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "ferry-chat-"));
-  engine = counting(await loadTestEngine());
-  app = createApp({ engine, sessions: await createSessionStore(dir), queueLimit: 1, maxBodyBytes: 4096 });
-});
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  model = await exportChatModel();
+  engine = counting(await chatEngine(model.path));
+  app = createApp({
+    engine,
+    sessions: await createSessionStore(join(model.dir, "sessions")),
+    queueLimit: 1,
+    maxBodyBytes: 4096,
+  });
+}, 60_000);
+afterAll(() => model?.cleanup());
 
 const post = (path: string, body: unknown, init: RequestInit = {}) =>
   app.request(path, {
@@ -104,7 +108,7 @@ describe("endpoints", () => {
 
   test("chat renders a transcript, replies up to the end of its line, and streams the same reply", async () => {
     const messages = [{ role: "user", content: "Where did the jury go?" }];
-    const res = await post("/v1/chat/completions", { messages, max_tokens: 200, temperature: 0 });
+    const res = await post("/v1/chat/completions", { messages, max_tokens: 60, temperature: 0 });
     const body = await res.json() as any;
     expect(body.object).toBe("chat.completion");
     expect(body.choices[0].message.role).toBe("assistant");
@@ -113,7 +117,7 @@ describe("endpoints", () => {
     expect(body.usage.prompt_tokens).toBe(1 + renderChat(messages as any).length);
     if (body.choices[0].finish_reason === "stop") expect(body.usage.completion_tokens).toBe(reply.length + 1);
 
-    const s = await post("/v1/chat/completions", { messages, max_tokens: 200, temperature: 0, stream: true });
+    const s = await post("/v1/chat/completions", { messages, max_tokens: 60, temperature: 0, stream: true });
     const chunks = sseChunks(await s.text());
     expect(chunks[0].object).toBe("chat.completion.chunk");
     expect(chunks[0].choices[0].delta.role).toBe("assistant");
@@ -180,6 +184,7 @@ describe("limits and bad input", () => {
       ["/v1/completions", { prompt: "a", top_p: 0 }, "top_p"],
       ["/v1/completions", { prompt: "a", min_p: 2 }, "min_p"],
       ["/v1/completions", { prompt: "a", seed: "x" }, "seed"],
+      ["/v1/completions", { prompt: "a", seed: -1 }, "seed"],
       ["/v1/completions", { prompt: "a", stop: 5 }, "stop"],
       ["/v1/completions", { prompt: "a", stop: ["a", "b", "c", "d", "e"] }, "stop"],
       ["/v1/completions", { prompt: "a", stream: "yes" }, "stream"],
@@ -360,7 +365,7 @@ describe("sessions", () => {
     for (const id of ["..%2F..%2Fetc%2Fpasswd", "%2E%2E%2Fpackage.json", "..", "%2E%2E"]) {
       expect((await app.request(`/v1/sessions/${id}`)).status).toBe(404); // the URL may normalise away the route
     }
-    for (const session of ["../../etc/passwd", "/etc/passwd", "0".repeat(32)]) {
+    for (const session of ["../../etc/passwd", "/etc/passwd", "0".repeat(32), "../ferry.q4"]) {
       await expectError(await post("/v1/completions", { prompt: "a", session }), 404, "session");
     }
     await expectError(
@@ -374,8 +379,9 @@ describe("sessions", () => {
 test("the same app answers the same under Deno", async () => {
   const script = `
     import { createApp } from "./serve/app.ts";
-    import { loadTestEngine } from "./tests/helpers/chat-engine.ts";
-    const app = createApp({ engine: await loadTestEngine(), maxBodyBytes: 4096 });
+    import { loadEngine } from "./serve/engines.ts";
+    import process from "node:process";
+    const app = createApp({ engine: await loadEngine(process.env.FERRY_CHAT_MODEL), maxBodyBytes: 4096 });
     const post = (p, b) => app.request(p, { method: "POST", body: JSON.stringify(b) });
     const out = [];
     out.push((await (await app.request("/v1/models")).json()).data[0].engine);
@@ -386,7 +392,10 @@ test("the same app answers the same under Deno", async () => {
     out.push((await (await post("/v1/completions", { prompt: "It was", max_tokens: 40, temperature: 1, seed: 1 })).json()).choices[0].text);
     console.log(JSON.stringify(out));
   `;
-  const deno = spawnSync("deno", ["eval", "--ext=ts", script], { encoding: "utf8" });
+  const deno = spawnSync("deno", ["eval", "--ext=ts", script], {
+    encoding: "utf8",
+    env: { ...process.env, FERRY_CHAT_MODEL: model.path },
+  });
   expect(deno.stderr).toBe("");
   expect(deno.status).toBe(0);
   const [kind, greedy, stream, param, status, sampled] = JSON.parse(deno.stdout);

@@ -2,25 +2,25 @@
 // on loopback: a prompt streams text in, a long reply is stopped, and a session is saved (downloaded)
 // and restored (uploaded) into a fresh page that continues the conversation.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { type Browser, chromium } from "playwright-core";
 import { createApp } from "../serve/app.ts";
 import { listen, type Listening } from "../serve/listen.ts";
 import { createSessionStore } from "../serve/session-store.ts";
-import { loadTestEngine } from "./helpers/chat-engine.ts";
+import { chatEngine, exportChatModel } from "./helpers/chat-model.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
-let dir: string, server: Listening, browser: Browser;
+let dir: string, cleanup = () => {}, server: Listening, browser: Browser;
 
 beforeAll(async () => {
   if (!existsSync(CHROMIUM)) {
     throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)`);
   }
-  dir = mkdtempSync(join(tmpdir(), "ferry-browser-"));
+  const exported = await exportChatModel();
+  (dir = exported.dir), (cleanup = exported.cleanup);
   const app = createApp({
-    engine: await loadTestEngine(),
+    engine: await chatEngine(exported.path),
     sessions: await createSessionStore(join(dir, "sessions")),
   });
   server = await listen(app.fetch, { hostname: "127.0.0.1", port: 0 });
@@ -30,7 +30,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await browser?.close();
   await server?.close();
-  rmSync(dir, { recursive: true, force: true });
+  cleanup();
 });
 
 test("the chat page streams a reply, stops one, saves and restores a session, by keyboard", async () => {
@@ -60,7 +60,7 @@ test("the chat page streams a reply, stops one, saves and restores a session, by
   await page.waitForFunction(() => !document.querySelector("#log li.streaming"));
   const first = await reply.textContent();
   expect(first!.length).toBeGreaterThan(0);
-  expect(await page.locator("#stats").textContent()).toMatch(/\d+ tokens · [\d.–]+ tok\/s · float/);
+  expect(await page.locator("#stats").textContent()).toMatch(/\d+ tokens · [\d.–]+ tok\/s · int/);
 
   // A long reply, stopped with Escape while it streams.
   await page.fill("#max-tokens", "500");

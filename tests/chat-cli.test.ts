@@ -25,32 +25,35 @@ function start(cmd: string[], sessions: string): Promise<{ child: ChildProcess; 
   });
 }
 
-for (
-  const [runtime, cmd] of [["bun", ["bun", "scripts/chat.ts"]], ["deno", [
-    "deno",
-    "run",
-    "-A",
-    "scripts/chat.ts",
-  ]]] as const
-) {
-  test(`${runtime}: scripts/chat.ts serves the default model on loopback and prints its URL`, async () => {
-    const dir = mkdtempSync(join(tmpdir(), "ferry-chat-cli-"));
-    const { child, url } = await start([...cmd], dir);
-    try {
-      expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
-      const models = await (await fetch(new URL("v1/models", url))).json() as any;
-      expect(models.data[0].id).toBe("ferry.lut4");
-      const res = await fetch(new URL("v1/completions", url), {
-        method: "POST",
-        body: JSON.stringify({ prompt: "The jury said", max_tokens: 8, temperature: 0, stream: true }),
-      });
-      expect(await res.text()).toEndWith("data: [DONE]\n\n");
-      expect((await fetch(url)).headers.get("content-type")).toStartWith("text/html");
-    } finally {
-      child.kill("SIGTERM");
-      rmSync(dir, { recursive: true, force: true });
-    }
-  }, 60_000);
+const RUNS = [
+  ["bun", ["bun", "scripts/chat.ts"], "int"],
+  ["deno", ["deno", "run", "-A", "scripts/chat.ts"], "int"],
+  ["bun --engine float", ["bun", "scripts/chat.ts", "--engine", "float"], "float"],
+] as const;
+
+for (const [name, cmd, kind] of RUNS) {
+  test(
+    `${name}: scripts/chat.ts serves the default model's lut4 export on loopback and prints its URL`,
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), "ferry-chat-cli-"));
+      const { child, url } = await start([...cmd], dir);
+      try {
+        expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
+        const models = await (await fetch(new URL("v1/models", url))).json() as any;
+        expect(models.data[0]).toMatchObject({ id: "ferry.q4.lut4", engine: kind });
+        const res = await fetch(new URL("v1/completions", url), {
+          method: "POST",
+          body: JSON.stringify({ prompt: "The jury said", max_tokens: 8, temperature: 0, stream: true }),
+        });
+        expect(await res.text()).toEndWith("data: [DONE]\n\n");
+        expect((await fetch(url)).headers.get("content-type")).toStartWith("text/html");
+      } finally {
+        child.kill("SIGTERM");
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    60_000,
+  );
 }
 
 test("a training checkpoint is refused with the command that converts it", () => {
@@ -78,6 +81,8 @@ test("the load test: every answer well formed or a clean 429, disconnects, memor
     "5",
     "--queue",
     "2",
+    "--max-tokens",
+    "8",
     "--json",
   ], {
     encoding: "utf8",

@@ -4,17 +4,22 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import OpenAI from "openai";
 import { createApp } from "../serve/app.ts";
 import { listen, type Listening } from "../serve/listen.ts";
-import { loadTestEngine } from "./helpers/chat-engine.ts";
+import { chatEngine, exportChatModel } from "./helpers/chat-model.ts";
 
-let server: Listening, client: OpenAI, model: string;
+let server: Listening, client: OpenAI, model: string, cleanup = () => {};
 
 beforeAll(async () => {
-  const app = createApp({ engine: await loadTestEngine() });
+  const exported = await exportChatModel();
+  cleanup = exported.cleanup;
+  const app = createApp({ engine: await chatEngine(exported.path) });
   server = await listen(app.fetch, { hostname: "127.0.0.1", port: 0 });
   client = new OpenAI({ baseURL: new URL("v1", server.url).href, apiKey: "unused", maxRetries: 0 });
   model = (await client.models.list()).data[0].id;
+}, 60_000);
+afterAll(async () => {
+  await server?.close();
+  cleanup();
 });
-afterAll(() => server?.close());
 
 test("the openai client lists the model and gets a non-streamed and a streamed completion", async () => {
   expect(model.length).toBeGreaterThan(0);
