@@ -27,11 +27,7 @@ export interface EngineLoadOptions {
  * its own reader when the engine runs a format's bytes directly) and refuses a format it cannot run
  * with a `FormatError`.
  */
-export type EngineFactory = (
-  path: string,
-  format: FormatDescriptor,
-  options: EngineLoadOptions,
-) => Promise<Engine>;
+export type EngineFactory = (path: string, format: FormatDescriptor, options: EngineLoadOptions) => Promise<Engine>;
 
 /** Every engine, by kind; each loads its module only when used. */
 export const ENGINES: Readonly<Record<string, () => Promise<EngineFactory>>> = {
@@ -46,15 +42,10 @@ export const ENGINES: Readonly<Record<string, () => Promise<EngineFactory>>> = {
     const { loadIntEngine } = await import("./int-engine.ts");
     return async (path, format) => {
       if (format.name !== "lut4") {
-        throw new FormatError(
-          path,
-          "engine",
-          `${path}: engine: the int engine runs lut4 files, not ${format.name}`,
-          {
-            expected: "lut4",
-            found: format.name,
-          },
-        );
+        throw new FormatError(path, "engine", `${path}: engine: the int engine runs lut4 files, not ${format.name}`, {
+          expected: "lut4",
+          found: format.name,
+        });
       }
       return await loadIntEngine(path);
     };
@@ -77,26 +68,17 @@ export function engineKinds(): string[] {
  * const logits = await engine.start().feed([256, 84, 104, 101]);
  * ```
  */
-export async function loadEngine(
-  path: string,
-  kind?: string,
-  options: EngineLoadOptions = {},
-): Promise<Engine> {
+export async function loadEngine(path: string, kind?: string, options: EngineLoadOptions = {}): Promise<Engine> {
   if (await isCheckpointFile(path)) {
     throw new CheckpointError(path, "magic", "a training checkpoint, not an export: export it first");
   }
   const format = formatOf(path);
   const name = kind ?? format.engine;
   if (!Object.hasOwn(ENGINES, name)) {
-    throw new FormatError(
-      path,
-      "engine",
-      `${path}: engine: unknown engine ${name} (known: ${engineKinds().join(", ")})`,
-      {
-        expected: engineKinds().join(", "),
-        found: name,
-      },
-    );
+    throw new FormatError(path, "engine", `${path}: engine: unknown engine ${name} (known: ${engineKinds().join(", ")})`, {
+      expected: engineKinds().join(", "),
+      found: name,
+    });
   }
   const factory = await ENGINES[name]();
   return await factory(path, format, options);
