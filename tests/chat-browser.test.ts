@@ -78,6 +78,8 @@ test("the chat page streams a reply, stops one, saves and restores a session, by
   expect(await page.locator("#stats").textContent()).toContain("stopped");
   const stopped = await page.locator("#log li.assistant").nth(1).textContent();
   expect(stopped!.length).toBeLessThan(500);
+  // The README's picture: FERRY_SCREENSHOT=docs/chat.png bun test tests/chat-browser.test.ts
+  if (process.env.FERRY_SCREENSHOT) await page.screenshot({ path: process.env.FERRY_SCREENSHOT });
 
   // Save: the session after the first reply downloads as a file.
   const download = page.waitForEvent("download");
@@ -107,6 +109,5 @@ test("the chat page streams a reply, stops one, saves and restores a session, by
   );
   expect(await fresh.locator("#stats").textContent()).not.toContain("error");
   expect(errors).toEqual([]);
-  if (process.env.FERRY_SCREENSHOT) await page.screenshot({ path: process.env.FERRY_SCREENSHOT });
   await context.close();
 }, 60_000);
