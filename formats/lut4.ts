@@ -20,6 +20,7 @@ import { writeAtomic } from "./io.ts";
 import { type HeadMode, quantizeModel, dequantizeMatrix, TABLES, type TensorError } from "./lut4-quantize.ts";
 import type { LutMatrix } from "../kernels/int/gemv.ts";
 import { type ModelConfig, validateConfig } from "../model/config.ts";
+import { FormatError } from "../model/error.ts";
 import { materialize, type Tensor } from "../model/tensor.ts";
 
 /** The framing's 8 magic bytes (the reference's). */
@@ -122,7 +123,8 @@ export interface Lut4Header {
   silu_q: number;
   rope_q: number;
   matrices: { name: string; rows: number; cols: number; exp_base: number; nibbles: Span; scales: Span }[];
-  tables: { name: string; kind: "i16" | "i32"; length: number; exp?: number; span: Span }[];
+  /** Each entry's value is entry · 2^exp. */
+  tables: { name: string; kind: "i16" | "i32"; length: number; exp: number; span: Span }[];
   data_bytes: number;
   data_crc32: number;
   source: string;
@@ -130,9 +132,9 @@ export interface Lut4Header {
 }
 
 /** A refusal of a lut4 file: names the file and the field. */
-export class Lut4Error extends Error {
-  constructor(readonly path: string, readonly field: string, message: string) {
-    super(`${path}: ${field}: ${message}`);
+export class Lut4Error extends FormatError {
+  constructor(path: string, field: string, message: string) {
+    super(path, field, `${path}: ${field}: ${message}`);
     this.name = "Lut4Error";
   }
 }
@@ -184,18 +186,12 @@ export async function writeLut4(
   if (w.head) mat(w.head);
   const tables: Lut4Header["tables"] = [];
   const bytesOf = (a: Int16Array | Int32Array) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
-  const table = (name: string, a: Int16Array | Int32Array, exp?: number) =>
-    tables.push({
-      name,
-      kind: a instanceof Int16Array ? "i16" : "i32",
-      length: a.length,
-      ...(exp === undefined ? {} : { exp }),
-      span: put(bytesOf(a)),
-    });
-  table("exp", w.exp);
-  table("silu", w.silu);
-  table("rope_cos", w.ropeCos);
-  table("rope_sin", w.ropeSin);
+  const table = (name: string, a: Int16Array | Int32Array, exp: number) =>
+    tables.push({ name, kind: a instanceof Int16Array ? "i16" : "i32", length: a.length, exp, span: put(bytesOf(a)) });
+  table("exp", w.exp, -TABLES.expQ);
+  table("silu", w.silu, -TABLES.siluQ);
+  table("rope_cos", w.ropeCos, -TABLES.ropeQ);
+  table("rope_sin", w.ropeSin, -TABLES.ropeQ);
   w.layers.forEach((l, i) => {
     table(`layers.${i}.q_gain`, l.qGain.values, l.qGain.exp);
     table(`layers.${i}.k_gain`, l.kGain.values, l.kGain.exp);
@@ -363,26 +359,28 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
   }
   const half = shape.headDim / 2;
   const siluHalf = 2 ** (TABLES.siluRangeLog2 - TABLES.siluStepLog2);
-  const want: Record<string, ["i16" | "i32", number, boolean]> = {
-    exp: ["i32", TABLES.expRangeNats * 256 + 2, false],
-    silu: ["i32", 2 * siluHalf + 1, false],
-    rope_cos: ["i16", shape.maxPositions * half, false],
-    rope_sin: ["i16", shape.maxPositions * half, false],
-    final_gain: ["i16", shape.width, true],
+  // kind, length, and the exponent when it is fixed (gains carry their own).
+  const want: Record<string, ["i16" | "i32", number, number | null]> = {
+    exp: ["i32", TABLES.expRangeNats * 256 + 2, -TABLES.expQ],
+    silu: ["i32", 2 * siluHalf + 1, -TABLES.siluQ],
+    rope_cos: ["i16", shape.maxPositions * half, -TABLES.ropeQ],
+    rope_sin: ["i16", shape.maxPositions * half, -TABLES.ropeQ],
+    final_gain: ["i16", shape.width, null],
   };
   for (let i = 0; i < shape.layers; i++) {
-    want[`layers.${i}.q_gain`] = ["i16", shape.headDim, true];
-    want[`layers.${i}.k_gain`] = ["i16", shape.headDim, true];
+    want[`layers.${i}.q_gain`] = ["i16", shape.headDim, null];
+    want[`layers.${i}.k_gain`] = ["i16", shape.headDim, null];
   }
   const tabs = new Map<string, { data: Int16Array | Int32Array; exp: number }>();
   h.tables.forEach((t, i) => {
     const f = `tables[${i}]`;
     if (t?.name !== inv.tables[i]) throw new Lut4Error(path, `${f}.name`, `expected ${inv.tables[i]}, got ${JSON.stringify(t?.name)}`);
-    const [kind, length, hasExp] = want[t.name];
+    const [kind, length, fixedExp] = want[t.name];
     if (t.kind !== kind || t.length !== length) {
       throw new Lut4Error(path, t.name, `expected ${kind} x ${length}, got ${JSON.stringify(t.kind)} x ${JSON.stringify(t.length)}`);
     }
-    const exp = hasExp ? int(t.exp, path, `${t.name}.exp`, -100, 60) : 0;
+    const exp = int(t.exp, path, `${t.name}.exp`, -100, 60);
+    if (fixedExp !== null && exp !== fixedExp) throw new Lut4Error(path, `${t.name}.exp`, `expected ${fixedExp}, got ${exp}`);
     const bytes = span(t.span, `${t.name}.span`, length * (kind === "i16" ? 2 : 4)).slice();
     const data = kind === "i16" ? new Int16Array(bytes.buffer) : new Int32Array(bytes.buffer);
     tabs.set(t.name, { data, exp });
@@ -512,7 +510,18 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
     });
     let params = 0;
     for (const t of tensors) params += t.data.length;
-    return { file: path, bytes: r.bytes, params, tensors: tensors.length, sha256: r.sha256, data_crc32: r.crc32, head, rounding: errors };
+    const worst = errors.reduce((a, b) => (b.relRmse > a.relRmse ? b : a));
+    const mean = errors.reduce((s, e) => s + e.relRmse, 0) / errors.length;
+    return {
+      file: path,
+      bytes: r.bytes,
+      params,
+      tensors: tensors.length,
+      sha256: r.sha256,
+      data_crc32: r.crc32,
+      head,
+      rounding: `relative RMS error ${mean.toFixed(4)} mean, ${worst.relRmse.toFixed(4)} worst (${worst.name}); per tensor: scripts/gap.ts`,
+    };
   },
   async read(path): Promise<ReadResult> {
     const file = await readLut4(path);

@@ -14,6 +14,7 @@
  */
 import { crc32 } from "node:zlib";
 import { writeAtomic } from "./io.ts";
+import { FormatError } from "../model/error.ts";
 
 /** The 8 magic bytes. */
 export const SESSION_MAGIC = "FERRYSES";
@@ -51,9 +52,9 @@ export interface SessionData {
 }
 
 /** A refused session file: names the file and the field. */
-export class SessionError extends Error {
-  constructor(readonly path: string, readonly field: string, message: string) {
-    super(`${path}: ${field}: ${message}`);
+export class SessionError extends FormatError {
+  constructor(path: string, field: string, message: string) {
+    super(path, field, `${path}: ${field}: ${message}`);
     this.name = "SessionError";
   }
 }

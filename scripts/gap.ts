@@ -110,9 +110,9 @@ export async function compareGreedy(engine: Engine, model: Model, prompts: numbe
 
 async function llamaQ4Gap(config: Model["config"], tensors: Tensor[], windows: Uint8Array[], dir: string) {
   const { writeGguf } = await import("../formats/gguf.ts");
-  const { openLlamaGguf } = await import("../tests/helpers/gguf-llama.ts");
+  const { openLlamaGguf } = await import("../serve/llama-cpp.ts");
   const path = join(dir, "q4_0.gguf");
-  await writeGguf(path, tensors, config, { dtype: "q4_0" } as never);
+  await writeGguf(path, tensors, config, { type: "q4_0" });
   const lm = await openLlamaGguf(path, { contextSize: 512 });
   let bits = 0, bytes = 0;
   for (const w of windows) {
@@ -166,7 +166,7 @@ if (import.meta.main) {
       bar.done();
       const greedy = await compareGreedy(engine, deqModel, gapPrompts(heldOut), 64);
       const llama = a.llama ? await llamaQ4Gap(config, tensors, windows, dir) : undefined;
-      const worst = [...errors].sort((x, y) => y.relRmse - x.relRmse).slice(0, 5);
+      const rounding = errors.map((e) => ({ name: e.name, kind: e.kind, rel_rmse: e.relRmse, rmse: e.rmse, max_abs_error: e.maxAbsError }));
       const result = {
         checkpoint: path,
         head,
@@ -178,7 +178,7 @@ if (import.meta.main) {
         rounding_by_class: byClass,
         engine_vs_float_same_weights: greedy,
         llama_q4_0: llama === undefined ? undefined : { bpb: llama, gap: llama - f32 },
-        worst_rounded_tensors: worst,
+        rounding_per_tensor: rounding,
       };
       if (a.json) console.log(JSON.stringify(result, null, 2));
       else printTable(result);
@@ -201,4 +201,6 @@ function printTable(r: Record<string, any>): void {
   for (const [k, v] of Object.entries(r.rounding_by_class)) console.log(`rounding of ${k} alone: ${g(v as number)} bits/byte`);
   const c = r.engine_vs_float_same_weights;
   console.log(`integer vs float on the same weights, ${c.prompts} prompts x 64 tokens: max |Δlogit| ${c.maxAbsDelta.toExponential(2)}, mean ${c.meanAbsDelta.toExponential(2)}, greedy identical ${c.greedySame}/${c.prompts} (mean common prefix ${c.meanPrefix.toFixed(1)})`);
+  console.log(`\nrounding error per stored tensor (relative RMS, RMS, max abs), against the gain-folded float values:`);
+  for (const e of r.rounding_per_tensor) console.log(`  ${e.name.padEnd(18)} ${e.kind.padEnd(6)} ${e.rel_rmse.toFixed(4)}  ${e.rmse.toExponential(2)}  ${e.max_abs_error.toExponential(2)}`);
 }

@@ -38,18 +38,7 @@ export const ENGINES: Readonly<Record<string, () => Promise<EngineFactory>>> = {
       return createFloatEngine(config, tensors, path);
     };
   },
-  int: async () => {
-    const { loadIntEngine } = await import("./int-engine.ts");
-    return async (path, format) => {
-      if (format.name !== "lut4") {
-        throw new FormatError(path, "engine", `${path}: engine: the int engine runs lut4 files, not ${format.name}`, {
-          expected: "lut4",
-          found: format.name,
-        });
-      }
-      return await loadIntEngine(path);
-    };
-  },
+  int: async () => (await import("./int-engine.ts")).intEngineFactory,
 };
 
 /** The kinds `--engine` accepts. */

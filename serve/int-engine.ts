@@ -16,6 +16,8 @@
  * @module
  */
 import type { Engine, EngineSession, LogitsWanted, SamplingOptions } from "../model/engine.ts";
+import { FormatError } from "../model/error.ts";
+import type { FormatDescriptor } from "../formats/format.ts";
 import { type Lut4File, readLut4 } from "../formats/lut4.ts";
 import { decodeSession, encodeSession, type SessionShape } from "../formats/session.ts";
 import { buildIntModel, type IntModel, type IntState, LOGIT_EXP, newState, step } from "./int-forward.ts";
@@ -53,16 +55,18 @@ export function intEngineFromFile(file: Lut4File): Engine {
     get tokens() {
       return st.tokens;
     },
-    feed(tokens: readonly number[], wanted: LogitsWanted = "last"): Promise<Float32Array> {
-      return Promise.resolve(feed(model, st, tokens, wanted));
+    // async, so a refusal arrives as a rejected promise like any other failure of feed.
+    async feed(tokens: readonly number[], wanted: LogitsWanted = "last"): Promise<Float32Array> {
+      return feed(model, st, tokens, wanted);
     },
     pick(options?: SamplingOptions): number {
       if (st.pos === 0) throw new Error("pick: nothing fed yet, so there are no logits to pick from");
       return sample(st.logits, toIntSampling(options), st.rng, scratch);
     },
     seed(seed: number): void {
-      if (!Number.isSafeInteger(seed) || seed < 0) throw new RangeError(`seed ${seed}: expected a non-negative safe integer`);
-      seedRng(st.rng, Math.floor(seed / 2 ** 32) | 0, seed | 0);
+      if (!Number.isSafeInteger(seed)) throw new RangeError(`seed ${seed}: expected a safe integer`);
+      const bits = BigInt.asUintN(64, BigInt(seed)); // a negative seed as its 64-bit two's complement
+      seedRng(st.rng, Number(bits >> 32n) | 0, Number(bits & 0xffffffffn) | 0);
     },
     save(): Uint8Array {
       return encodeSession({
@@ -106,6 +110,17 @@ export function intEngineFromFile(file: Lut4File): Engine {
     },
   };
 }
+
+/** The engine table's factory (serve/engines.ts): lut4 files only, read by their own full reader. */
+export const intEngineFactory = async (path: string, format: FormatDescriptor): Promise<Engine> => {
+  if (format.name !== "lut4") {
+    throw new FormatError(path, "engine", `${path}: engine: the integer engine runs lut4 files, not ${format.name} (export with --format lut4)`, {
+      expected: "a .lut4 file",
+      found: format.name,
+    });
+  }
+  return await loadIntEngine(path);
+};
 
 /** Loads a lut4 file onto the integer engine. */
 export async function loadIntEngine(path: string): Promise<Engine> {

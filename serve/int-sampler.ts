@@ -16,7 +16,7 @@
  */
 import { divShifted } from "../kernels/int/isqrt.ts";
 import { mulU16, mulU8, multiples } from "../kernels/int/mul.ts";
-import { bitlen, shift } from "../kernels/int/round.ts";
+import { bitlen, sat32, shift } from "../kernels/int/round.ts";
 import { expNeg, type LookupTable } from "../kernels/int/tables.ts";
 
 /** Sampling options as integers. */
@@ -120,7 +120,7 @@ export function sample(logits: Int32Array, o: IntSampling, rng: Int32Array, s: S
   const thr = o.minPQ16 <= 0 ? 1 : shift(o.minPQ16, 16 - massBits);
   let n = 0;
   for (let i = 0; i < vocab; i++) {
-    const scaled = divShifted(top - logits[i], 16, o.tempQ16, cap);
+    const scaled = divShifted(sat32(top - logits[i]), 16, o.tempQ16, cap);
     const m = shift(expNeg(s.exp, scaled), 30 - massBits);
     if (m > 0 && m >= thr) {
       s.mass[i] = m;

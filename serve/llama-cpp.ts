@@ -1,11 +1,12 @@
 /**
- * llama.cpp as a test client, through node-llama-cpp (pinned 3.21.1) on CPU with one thread: load a
- * GGUF, read its next-token distribution at every position of a sequence of token ids, decode
- * greedily from ids, and tokenize text. Token ids go in as ids, so llama.cpp's tokenizer cannot
+ * llama.cpp as a client for tests and measurement, through node-llama-cpp (pinned 3.21.1) on CPU with
+ * one thread: load a GGUF, read its next-token distribution at every position of a sequence of token
+ * ids, decode greedily from ids, and tokenize text. Token ids go in as ids, so llama.cpp's tokenizer cannot
  * confound a comparison of the maths.
  *
  * Runs under Bun (and Node); node-llama-cpp is a Node-API addon and uses only its prebuilt
- * `@node-llama-cpp/linux-x64` binary here (`build: "never"`), never a download.
+ * `@node-llama-cpp/linux-x64` binary here (`build: "never"`), never a download. It is one of
+ * package.json's optionalDependencies, installed by `bun test` / `npm ci` but not by `deno run`.
  *
  * @example
  * ```ts

@@ -125,7 +125,7 @@ test("the integer engine's serving functions hold no multiply, divide, float or 
   console.log(`  totals${" ".repeat(38)} ${totals.join(" ")}`);
   expect(findings).toEqual([]);
   // The functions that serve a token are all in the list.
-  for (const f of ["gemv", "activationTables", "rmsnorm", "isqrtScaled", "recip16", "divShifted", "attendHead", "expNeg", "silu", "ropeHead", "mulS16", "step", "sample", "drawBelow", "nextU32", "greedy", "shift", "quantizeBits"]) {
+  for (const f of ["gemv", "gemvPairs", "pairTables", "activationTables", "rmsnorm", "isqrtScaled", "recip16", "divShifted", "attendGroup", "probabilities", "expNeg", "silu", "ropeHead", "mulS16", "step", "sample", "drawBelow", "nextU32", "greedy", "shift", "quantizeBits"]) {
     expect(rows.some(([n]) => n.endsWith(`:${f}`))).toBe(true);
   }
 });

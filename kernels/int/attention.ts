@@ -11,14 +11,14 @@
  *
  * @example
  * ```ts
- * attendHead(ctx, q, 0, eq, kvHead, positions, out, 0);   // out: head_dim values at ACC_EXP
+ * attendGroup(ctx, q, 0, eq0, eq1, true, kvHead, positions, out, 0);   // two query heads, one kv head
  * ```
  * @module
  */
-import { assertBound, checked } from "./check.ts";
+import { assertBound, checked, holds } from "./check.ts";
 import { ACC_EXP } from "./gemv.ts";
 import { recip16 } from "./isqrt.ts";
-import { MUL_TABLE, mulS12, mulU16, multiples } from "./mul.ts";
+import { MUL_TABLE, mulU16, multiples } from "./mul.ts";
 import { bitlen, I32_MIN, sat32, shift } from "./round.ts";
 import { expNeg, type LookupTable } from "./tables.ts";
 
@@ -44,114 +44,161 @@ export interface AttentionContext {
   values: Int16Array;
   valueExp: Int16Array;
   exp: LookupTable;
-  /** Scratch: scores and weights per position, q's multiples, one weight's multiples, the mix. */
-  scores: Int32Array;
-  weights: Int32Array;
+  /** Scratch (`attentionScratch`). */
+  s: AttentionScratch;
+}
+
+/** Scratch of attention for up to two query heads at once. */
+export interface AttentionScratch {
+  scores0: Int32Array;
+  scores1: Int32Array;
+  /** Multiples tables of the queries: head_dim · 32 per head. */
   qt: Int32Array;
-  pt: Int32Array;
+  /** Multiples tables of every position's probability: capacity · 32 per head. */
+  pt0: Int32Array;
+  pt1: Int32Array;
   rt: Int32Array;
-  mix: Int32Array;
 }
 
 /** Scratch for a cache of `capacity` positions and heads of `headDim`. */
-export function attentionScratch(capacity: number, headDim: number) {
+export function attentionScratch(capacity: number, headDim: number): AttentionScratch {
   return {
-    scores: new Int32Array(capacity),
-    weights: new Int32Array(capacity),
-    qt: new Int32Array(headDim << 5),
-    pt: new Int32Array(MUL_TABLE),
+    scores0: new Int32Array(capacity),
+    scores1: new Int32Array(capacity),
+    qt: new Int32Array(headDim << 6),
+    pt0: new Int32Array(capacity << 5),
+    pt1: new Int32Array(capacity << 5),
     rt: new Int32Array(MUL_TABLE),
-    mix: new Int32Array(headDim),
   };
 }
 
+/** Offset of kv head `kvHead` within a position's row. */
+function headOffset(hd: number, kvHead: number): number {
+  let o = 0;
+  for (let h = 0; h < kvHead; h++) o = o + hd;
+  return o;
+}
+
 /**
- * Attends query head `q[qOff, qOff + head_dim)` (|q| < 2^queryBits(head_dim), exponent `eq`) to
- * positions 0 … n − 1 of kv head `kvHead`; writes head_dim values at ACC_EXP to `out[oOff, ...)`.
+ * Softmax of `scores[0, n)` into the multiples tables of each position's Q15 probability, aligned to
+ * the largest value exponent of the kv head (`pt[32u …]`); returns that exponent. The numerators
+ * w ≤ 2^15 come from the exp table at (max − score) (the maximum gets exactly 2^15), their total T < 2^30
+ * is asserted, and p = shift(w · R, bitlen(T)) with R = floor(2^(bitlen(T)+15) / T).
+ */
+function probabilities(ctx: AttentionContext, scores: Int32Array, n: number, kvHead: number, pt: Int32Array): number {
+  let best = I32_MIN;
+  for (let u = 0; u < n; u++) if (scores[u] > best) best = scores[u];
+  let total = 0;
+  let emax = I32_MIN;
+  let eo = kvHead;
+  for (let u = 0; u < n; u++) {
+    const wu = shift(expNeg(ctx.exp, sat32(best - scores[u])), 15);
+    scores[u] = wu;
+    total = total + wu;
+    const ev = ctx.valueExp[eo];
+    if (ev > emax) emax = ev;
+    eo = eo + ctx.kvHeads;
+  }
+  if (checked.on && !holds(total < 1073741824)) assertBound(false, `softmax total ${total} ≥ 2^30`);
+  const lt = bitlen(total);
+  multiples(recip16(total), ctx.s.rt, 0);
+  eo = kvHead;
+  let t = 0;
+  for (let u = 0; u < n; u++) {
+    multiples(shift(shift(mulU16(ctx.s.rt, 0, scores[u]), lt), emax - ctx.valueExp[eo]), pt, t);
+    eo = eo + ctx.kvHeads;
+    t = t + 32;
+  }
+  return emax;
+}
+
+/**
+ * Attends one or two query heads that share kv head `kvHead` (GQA), reading each cached key and value
+ * once for both: query head j is `q[qOff + j·head_dim, … + head_dim)` with |q| < 2^queryBits(head_dim)
+ * at exponent `eqs[j]`, over positions 0 … n − 1. Writes head_dim values per head at ACC_EXP to
+ * `out[oOff + j·head_dim, …)`.
  *
  * Bounds: each dot product |Σ q · k| < head_dim · 2^queryBits · 2^11 ≤ 2^31. Weights w ≤ 2^15, their
  * sum T < n · 2^15 + 1 < 2^31 for n < 2^16. Q15 probabilities p sum to at most 2^15 + n, so the mix
- * |Σ p · v| ≤ (2^15 + n) · 2047 < 2^31.
+ * |Σ p · v| ≤ (2^15 + n) · 2047 < 2^31. All three are asserted in checked mode.
  */
-export function attendHead(
+export function attendGroup(
   ctx: AttentionContext,
   q: Int32Array,
   qOff: number,
-  eq: number,
+  eq0: number,
+  eq1: number,
+  two: boolean,
   kvHead: number,
   n: number,
   out: Int32Array,
   oOff: number,
 ): void {
   const hd = ctx.headDim;
-  const qt = ctx.qt;
+  const sc = ctx.s;
+  const qt = sc.qt;
   const keys = ctx.keys;
-  const scores = ctx.scores;
   const check = checked.on;
+  const heads = two ? hd + hd : hd;
   let t = 0;
-  for (let i = 0; i < hd; i++) {
+  for (let i = 0; i < heads; i++) {
     multiples(q[qOff + i], qt, t);
     t = t + 32;
   }
-  // Scores, and their maximum.
-  let best = I32_MIN;
-  let ko = 0;
-  for (let h = 0; h < kvHead; h++) ko = ko + hd;
-  const first = ko;
+  const second = hd << 5; // the second head's tables follow the first's
+  // Scores: q · k for each cached position, both heads from one read of each key.
+  const first = headOffset(hd, kvHead);
+  let ko = first;
   let eo = kvHead;
-  const base = SCORE_EXP - eq;
   for (let u = 0; u < n; u++) {
-    let dot = 0;
+    let dot0 = 0;
+    let dot1 = 0;
     let tt = 0;
     const end = ko + hd;
     for (let i = ko; i < end; i++) {
       const k = keys[i];
-      dot = dot + (qt[tt + 16 + ((k >> 8) & 15)] << 8) + (qt[tt + ((k >> 4) & 15)] << 4) + qt[tt + (k & 15)];
+      const d2 = 16 + ((k >> 8) & 15);
+      const d1 = (k >> 4) & 15;
+      const d0 = k & 15;
+      dot0 = dot0 + (qt[tt + d2] << 8) + (qt[tt + d1] << 4) + qt[tt + d0];
+      if (two) dot1 = dot1 + (qt[tt + second + d2] << 8) + (qt[tt + second + d1] << 4) + qt[tt + second + d0];
       tt = tt + 32;
     }
-    if (check) assertBound(dot < 2147483648 && dot >= -2147483648, `score dot ${dot} outside int32`);
-    const s = shift(dot, base - ctx.keyExp[eo]);
-    scores[u] = s;
-    if (s > best) best = s;
+    if (check && !holds(dot0 < 2147483648 && dot0 >= -2147483648 && dot1 < 2147483648 && dot1 >= -2147483648)) {
+      assertBound(false, `score dot outside int32`);
+    }
+    const ek = ctx.keyExp[eo];
+    sc.scores0[u] = shift(dot0, SCORE_EXP - eq0 - ek);
+    if (two) sc.scores1[u] = shift(dot1, SCORE_EXP - eq1 - ek);
     ko = ko + ctx.kvDim;
     eo = eo + ctx.kvHeads;
   }
-  // Softmax numerators in Q15 (the maximum gets exactly 2^15), their total, and 2^(L+15) / total.
-  const w = ctx.weights;
-  let total = 0;
-  let emax = I32_MIN;
-  eo = kvHead;
-  for (let u = 0; u < n; u++) {
-    const d = sat32(best - scores[u]);
-    const wu = shift(expNeg(ctx.exp, d), 15);
-    w[u] = wu;
-    total = total + wu;
-    const ev = ctx.valueExp[eo];
-    if (ev > emax) emax = ev;
-    eo = eo + ctx.kvHeads;
-  }
-  if (check) assertBound(total < 1073741824, `softmax total ${total} ≥ 2^30`);
-  const lt = bitlen(total);
-  multiples(recip16(total), ctx.rt, 0);
-  // The value mix: each position's Q15 weight, aligned to the largest value exponent, times its row.
-  const mix = ctx.mix;
-  for (let i = 0; i < hd; i++) mix[i] = 0;
-  let vo = first;
-  eo = kvHead;
+  const emax = probabilities(ctx, sc.scores0, n, kvHead, sc.pt0);
+  if (two) probabilities(ctx, sc.scores1, n, kvHead, sc.pt1);
+  // The value mix, one dimension at a time over the positions, both heads from one read of each value.
   const values = ctx.values;
-  for (let u = 0; u < n; u++) {
-    const p = shift(shift(mulU16(ctx.rt, 0, w[u]), lt), emax - ctx.valueExp[eo]);
-    if (p !== 0) {
-      const pt = ctx.pt;
-      multiples(p, pt, 0);
-      for (let i = 0; i < hd; i++) mix[i] = mix[i] + mulS12(pt, 0, values[vo + i]);
-    }
-    vo = vo + ctx.kvDim;
-    eo = eo + ctx.kvHeads;
-  }
   const toAcc = ACC_EXP - (emax - 15);
+  const pt0 = sc.pt0;
+  const pt1 = sc.pt1;
   for (let i = 0; i < hd; i++) {
-    if (check) assertBound(mix[i] < 2147483648 && mix[i] >= -2147483648, "value mix exceeds int32");
-    out[oOff + i] = shift(mix[i], toAcc);
+    let m0 = 0;
+    let m1 = 0;
+    let vo = first + i;
+    let tp = 0;
+    for (let u = 0; u < n; u++) {
+      const v = values[vo];
+      const d2 = 16 + ((v >> 8) & 15);
+      const d1 = (v >> 4) & 15;
+      const d0 = v & 15;
+      m0 = m0 + (pt0[tp + d2] << 8) + (pt0[tp + d1] << 4) + pt0[tp + d0];
+      if (two) m1 = m1 + (pt1[tp + d2] << 8) + (pt1[tp + d1] << 4) + pt1[tp + d0];
+      vo = vo + ctx.kvDim;
+      tp = tp + 32;
+    }
+    if (check && !holds(m0 < 2147483648 && m0 >= -2147483648 && m1 < 2147483648 && m1 >= -2147483648)) {
+      assertBound(false, "value mix exceeds int32");
+    }
+    out[oOff + i] = shift(m0, toAcc);
+    if (two) out[oOff + hd + i] = shift(m1, toAcc);
   }
 }

@@ -14,8 +14,13 @@
 /** Checked mode's switch and its counters (plain data, so the hot loops read one property). */
 export const checked = { on: false, asserts: 0 };
 
-/** Throws `what` when `ok` is false; counts the assertion. Call only under `if (checked.on)`. */
-export function assertBound(ok: boolean, what: string): void {
+/** Counts one asserted bound and returns whether it holds: `if (check && !holds(x < B)) assertBound(false, …)`. */
+export function holds(ok: boolean): boolean {
   checked.asserts = checked.asserts + 1;
+  return ok;
+}
+
+/** Throws `what` when `ok` is false. Call only in checked mode (the message is built by the caller). */
+export function assertBound(ok: boolean, what: string): void {
   if (!ok) throw new RangeError(`integer engine bound violated: ${what}`);
 }

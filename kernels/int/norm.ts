@@ -13,7 +13,7 @@
  * ```
  * @module
  */
-import { assertBound, checked } from "./check.ts";
+import { assertBound, checked, holds } from "./check.ts";
 import { isqrtScaled, recip16 } from "./isqrt.ts";
 import { MUL_TABLE, mulS16, multiples } from "./mul.ts";
 import { A16_MAX, bitlen, I32_MAX, maxAbs, shift } from "./round.ts";
@@ -87,7 +87,7 @@ export function rmsnorm(
     const c = shift(v < 0 ? -v : v, s2);
     sum = sum + plan.sq[c];
   }
-  if (checked.on) assertBound(sum <= I32_MAX, `rmsnorm: sum of squares ${sum} exceeds int32`);
+  if (checked.on && !holds(sum <= I32_MAX)) assertBound(false, `rmsnorm: sum of squares ${sum} exceeds int32`);
   // eps · n in units of 2^(2 · (ey + s2)); shift by e2 (right when positive).
   let e2 = ey + ey + s2 + s2 - plan.epsExp;
   let extra = 0;
