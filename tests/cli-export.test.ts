@@ -23,7 +23,7 @@ test("--format all (the default) writes every format, and each returns the check
   const r = spawnSync("deno", ["run", "-A", "scripts/export.ts", "--input", join(dir, "m.ckpt"), "--output", dir, "--dtype", "f32", "--json"], { encoding: "utf8" });
   expect(r.status).toBe(0);
   const summaries = JSON.parse(r.stdout) as Array<{ format: string; file: string; step: number }>;
-  expect(summaries.map((s) => s.format)).toEqual(["dmexp", "hf", "gguf", "f64lines"]);
+  expect(summaries.map((s) => s.format)).toEqual(["dmexp", "hf", "gguf", "f64lines", "lut4"]); // lut4 at its own q4
   const back = {
     dmexp: (await readDmexp(join(dir, "m.f32.dmexp"))).tensors,
     hf: (await importHuggingFace(join(dir, "m.f32.hf"))).tensors,

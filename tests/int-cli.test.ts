@@ -26,7 +26,7 @@ test("generate.ts on a lut4 file: the int engine, greedy and sampled, the same t
   }
   expect(out.deno).toEqual(out.bun);
   expect(out.bun[0]).not.toBe(out.bun[1]);
-});
+}, 180_000);
 
 test("eval.ts FILE --json gives the integer engine's held-out bits per byte", async () => {
   const lut = await defaultLut4();
@@ -36,4 +36,4 @@ test("eval.ts FILE --json gives the integer engine's held-out bits per byte", as
   expect(j.engine).toBe("int");
   expect(j.heldout_bpb).toBeGreaterThan(1.5);
   expect(j.heldout_bpb).toBeLessThan(3.5);
-});
+}, 180_000);

@@ -32,7 +32,7 @@ test("checked mode holds every bound on held-out windows; the engine adds < 1e-3
   expect(checked.asserts).toBeGreaterThan(100000);
   const float = bitsPerByte(buildModel(file.config, dequantizeLut4(file)), windows);
   expect(Math.abs(bits / bytes - float)).toBeLessThan(1e-3);
-});
+}, 180_000);
 
 test("prefill and decode are the same code: feeding at once or token by token gives the same logits", async () => {
   const engine = intEngineFromFile(await readLut4(await defaultLut4()));
@@ -45,7 +45,7 @@ test("prefill and decode are the same code: feeding at once or token by token gi
   }
   expect(s.position).toBe(ids.length);
   expect(s.tokens).toEqual(ids);
-});
+}, 180_000);
 
 test("greedy takes the lowest id on a tie; top-k 1, min-p 1 and temperature 0 are greedy", async () => {
   expect(greedy(new Int32Array([3, 9, 9, -1, 9]))).toBe(1);
@@ -60,7 +60,7 @@ test("greedy takes the lowest id on a tie; top-k 1, min-p 1 and temperature 0 ar
     s.seed(seed);
     expect(s.pick({ temperature: 1, minP: 1 })).toBe(best);
   }
-});
+}, 180_000);
 
 test("seeded sampling repeats exactly, differs across seeds, and respects top-k", async () => {
   const engine = intEngineFromFile(await readLut4(await defaultLut4()));
@@ -81,7 +81,7 @@ test("seeded sampling repeats exactly, differs across seeds, and respects top-k"
   const top3 = Array.from(logits.keys()).sort((x, y) => logits[y] - logits[x] || x - y).slice(0, 3);
   s.seed(9);
   for (let i = 0; i < 50; i++) expect(top3).toContain(s.pick({ temperature: 2, topK: 3 }));
-});
+}, 180_000);
 
 test("bad tokens, a full context and bad options are refused before the state changes", async () => {
   const engine = intEngineFromFile(await readLut4(await defaultLut4()));
@@ -94,4 +94,4 @@ test("bad tokens, a full context and bad options are refused before the state ch
   expect(() => s.pick({ temperature: -1 })).toThrow(/temperature/);
   expect(() => toIntSampling({ minP: 2 })).toThrow(/minP/);
   expect(() => engine.start().pick()).toThrow(/nothing fed/);
-});
+}, 180_000);

@@ -25,7 +25,7 @@ test("the default model's lut4 file reads back: header, inventory, CRC, SHA-256,
   expect(forward(model, createCache(model), [256, 84, 104]).every(Number.isFinite)).toBe(true);
   const info = await lut4Format.inspect(path);
   expect(info.sha256).toBe(file.sha256);
-});
+}, 180_000);
 
 test("the scale of each group minimises squared error over the grid, not max-abs", () => {
   let seed = 7;
@@ -53,7 +53,7 @@ test("the scale of each group minimises squared error over the grid, not max-abs
   expect(sse).toBeLessThan(sseMaxAbs);
   expect(error.relRmse).toBeGreaterThan(0);
   expect(error.rmse).toBeCloseTo(Math.sqrt(sse / w.length), 6);
-});
+}, 180_000);
 
 test("short, truncated, tampered, foreign-schema and non-lut4 files are refused by name", async () => {
   const good = readFileSync(await defaultLut4());
@@ -77,7 +77,7 @@ test("short, truncated, tampered, foreign-schema and non-lut4 files are refused 
   const usage = spawnSync("bun", [join(ROOT, "readers/lut4.ts")], { encoding: "utf8" });
   expect(usage.status).toBe(2);
   expect(usage.stderr).toContain("usage: readers/lut4.ts FILE [TENSOR...]");
-});
+}, 180_000);
 
 test("the minimal reader agrees with the full reader on every matrix and table, under Bun and Deno", async () => {
   const path = await defaultLut4();
@@ -110,4 +110,4 @@ test("the minimal reader agrees with the full reader on every matrix and table, 
   // dequantizeLut4 is what the float engine reads: the same numbers.
   const embed = dequantizeLut4(file).find((t) => t.name === "model.embed_tokens.weight")!;
   expect(Array.from(embed.data)).toEqual(full.get("embed")!);
-});
+}, 180_000);

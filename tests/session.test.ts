@@ -55,7 +55,7 @@ test("save after N, restore in a fresh process, M more = N + M uninterrupted; De
   }
   expect(results.deno).toEqual(results.bun);
   expect(readdirSync(dir).filter((f) => f.includes(".tmp"))).toEqual([]);
-});
+}, 180_000);
 
 test("sessions for another model, truncated, tampered or inconsistent are refused before any change", async () => {
   const file = await readLut4(await defaultLut4());
@@ -91,7 +91,7 @@ test("sessions for another model, truncated, tampered or inconsistent are refuse
   const again = engine.restore!(good, "s");
   expect(again.pick({ temperature: 1 })).toBe(s.pick({ temperature: 1 }));
   expect(again.position).toBe(4);
-});
+}, 180_000);
 
 test("writeSessionFile replaces a file atomically and leaves no temporary file", async () => {
   const dir = scratchDir();
@@ -100,4 +100,4 @@ test("writeSessionFile replaces a file atomically and leaves no temporary file",
   await writeSessionFile(path, new Uint8Array([4, 5]));
   expect(Array.from(readFileSync(path))).toEqual([4, 5]);
   expect(readdirSync(dir)).toEqual(["a.session"]);
-});
+}, 180_000);
