@@ -17,6 +17,7 @@ import { DEFAULT_INPUT, DEFAULT_OUTPUT, exportCheckpoint, outputPath } from "../
 import { isCheckpoint } from "../formats/checkpoint.ts";
 import { lut4Format } from "../formats/lut4.ts";
 import type { Engine } from "../model/engine.ts";
+import { FormatError } from "../model/error.ts";
 import { createApp } from "../serve/app.ts";
 import { loadEngine } from "../serve/engines.ts";
 import { listen } from "../serve/listen.ts";
@@ -52,26 +53,41 @@ Exit codes: 0 stopped, 1 refused (a checkpoint, a corrupt file), 2 usage.
  * `kind` (default: the format's natural engine). A training checkpoint is refused.
  */
 export async function openServedEngine(model?: string, kind?: string): Promise<Engine> {
-  const path = model ?? DEFAULT_MODEL;
-  if (model === undefined && !(await stat(path).then(() => true, () => false))) {
-    console.error(`${path} is missing: exporting ${DEFAULT_INPUT} to lut4 (first run only)`);
-    const made = await exportCheckpoint({ input: DEFAULT_INPUT, output: DEFAULT_MODEL, format: "lut4" });
-    console.error(`wrote ${made.file} (${made.bytes.toLocaleString("en-US")} bytes)`);
-  }
-  const st = await stat(path).catch(() => fail(`${path}: no such file or directory`));
+  if (model === undefined) return await openDefault(kind);
+  const st = await stat(model).catch(() => fail(`${model}: no such file or directory`));
   if (st.isFile()) {
     const head = new Uint8Array(8);
-    const fh = await open(path, "r");
+    const fh = await open(model, "r");
     await fh.read(head, 0, 8, 0).finally(() => fh.close());
     if (isCheckpoint(head)) {
       fail(
-        `${path} is a training checkpoint (its weights plus optimizer state), not a model to serve. ` +
-          `Convert it first:\n  deno run -A scripts/export.ts --input ${path} --format lut4 --output ${DEFAULT_OUTPUT}`,
+        `${model} is a training checkpoint (its weights plus optimizer state), not a model to serve. ` +
+          `Convert it first:\n  deno run -A scripts/export.ts --input ${model} --format lut4 --output ${DEFAULT_OUTPUT}`,
         EXIT_REFUSED,
       );
     }
   }
-  return await loadEngine(path, kind);
+  return await loadEngine(model, kind);
+}
+
+/**
+ * The default model, exported on first run. The file is ferry's own output, so one it can no longer
+ * read (written by an older ferry whose lut4 layout differed) is written again rather than refused.
+ */
+async function openDefault(kind?: string): Promise<Engine> {
+  const exportDefault = async (why: string) => {
+    console.error(`${DEFAULT_MODEL} ${why}: exporting ${DEFAULT_INPUT} to lut4`);
+    const made = await exportCheckpoint({ input: DEFAULT_INPUT, output: DEFAULT_MODEL, format: "lut4" });
+    console.error(`wrote ${made.file} (${made.bytes.toLocaleString("en-US")} bytes)`);
+  };
+  if (!(await stat(DEFAULT_MODEL).then(() => true, () => false))) await exportDefault("is missing (first run)");
+  try {
+    return await loadEngine(DEFAULT_MODEL, kind);
+  } catch (e) {
+    if (!(e instanceof FormatError) || e.field === "engine") throw e;
+    await exportDefault(`cannot be read (${e.message})`);
+    return await loadEngine(DEFAULT_MODEL, kind);
+  }
 }
 
 async function main(): Promise<void> {
