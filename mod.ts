@@ -176,3 +176,19 @@ export {
   weightsToF64Lines,
   writeF64Lines,
 } from "./formats/f64lines.ts";
+
+// lut4 and the integer engine: the file, its quantizer, sessions, and the engine.
+export {
+  dequantizeLut4,
+  type Lut4Dtype,
+  Lut4Error,
+  type Lut4File,
+  lut4Format,
+  type Lut4Weights,
+  parseLut4,
+  readLut4,
+  writeLut4,
+} from "./formats/lut4.ts";
+export { foldedFloat, type HeadMode, quantizeModel, type TensorError } from "./formats/lut4-quantize.ts";
+export { decodeSession, encodeSession, SessionError, writeSessionFile } from "./formats/session.ts";
+export { intEngineFromFile, loadIntEngine, toIntSampling } from "./serve/int-engine.ts";
