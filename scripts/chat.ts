@@ -80,7 +80,9 @@ async function openDefault(kind?: string): Promise<Engine> {
     const made = await exportCheckpoint({ input: DEFAULT_INPUT, output: DEFAULT_MODEL, format: "lut4" });
     console.error(`wrote ${made.file} (${made.bytes.toLocaleString("en-US")} bytes)`);
   };
-  if (!(await stat(DEFAULT_MODEL).then(() => true, () => false))) await exportDefault("is missing (first run)");
+  if (!(await stat(DEFAULT_MODEL).then(() => true, () => false))) {
+    await exportDefault("is missing (first run)");
+  }
   try {
     return await loadEngine(DEFAULT_MODEL, kind);
   } catch (e) {

@@ -146,9 +146,7 @@ async function one(base: string, i: number, maxTokens: number, disconnect: boole
     const ok = c && typeof (chat ? c.message?.content : c.text) === "string" &&
       Number.isInteger(json.usage?.completion_tokens);
     const totalMs = performance.now() - t0;
-    return ok
-      ? { kind: "ok", totalMs }
-      : { kind: "bad", totalMs, detail: "malformed JSON body" };
+    return ok ? { kind: "ok", totalMs } : { kind: "bad", totalMs, detail: "malformed JSON body" };
   }
   const reader = res.body!.getReader();
   const decoder = new TextDecoder();

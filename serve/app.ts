@@ -10,7 +10,7 @@
  *
  * @example
  * ```ts
- * const app = createApp({ engine: await loadEngine("out/ferry.lut4"), sessions: await createSessionStore("out/sessions") });
+ * const app = createApp({ engine: await loadEngine("out/ferry.q4.lut4"), sessions: await createSessionStore("out/sessions") });
  * Deno.serve({ hostname: "127.0.0.1", port: 8080 }, app.fetch);
  * const res = await app.request("/v1/models");
  * ```
