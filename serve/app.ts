@@ -201,6 +201,30 @@ export function createApp(opts: ChatAppOptions): Hono {
     }
   };
 
+  const refuseLength = (field: string, tokens: number): never => {
+    throw new ApiError(
+      400,
+      `${field}: ${tokens} tokens leave no room in the model's context of ${context}`,
+      field,
+      "context_length_exceeded",
+    );
+  };
+
+  /** What can be refused before waiting for the engine: limits that do not depend on a session. */
+  const precheck = (req: GenerationFields, text: string, field: string) => {
+    if (req.maxTokens !== undefined && req.maxTokens > context) {
+      throw new ApiError(
+        400,
+        `max_tokens: ${req.maxTokens} is more than the model's context of ${context}`,
+        "max_tokens",
+        "invalid_value",
+      );
+    }
+    const tokens = encode(text, { bos: true }).length;
+    if (req.session === undefined && tokens >= context) refuseLength(field, tokens);
+    if (req.saveSession || req.session !== undefined) store();
+  };
+
   /** The session to generate on and the new tokens to feed it, checked against the context. */
   const prepare = async (
     req: GenerationFields,
@@ -232,25 +256,7 @@ export function createApp(opts: ChatAppOptions): Hono {
       prompt = encode(text, { bos: true });
     }
     const room = context - session.position - prompt.length;
-    if (room < 1) {
-      throw new ApiError(
-        400,
-        `${field}: ${
-          session.position + prompt.length
-        } tokens leave no room in the model's context of ${context}`,
-        field,
-        "context_length_exceeded",
-      );
-    }
-    if (req.maxTokens !== undefined && req.maxTokens > context) {
-      throw new ApiError(
-        400,
-        `max_tokens: ${req.maxTokens} is more than the model's context of ${context}`,
-        "max_tokens",
-        "invalid_value",
-      );
-    }
-    if (req.saveSession) store();
+    if (room < 1) refuseLength(field, session.position + prompt.length);
     return { session, prompt, maxTokens: Math.min(req.maxTokens ?? defaultMaxTokens, room) };
   };
 
@@ -317,6 +323,7 @@ export function createApp(opts: ChatAppOptions): Hono {
     stop: string[],
   ): Promise<Response> => {
     const signal = c.req.raw.signal;
+    precheck(req, text, field);
     const leave = await turn(signal);
     let streaming = false;
     try {
