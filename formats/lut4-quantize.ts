@@ -42,7 +42,12 @@ export const TABLES = {
 } as const;
 
 /** The (m, E) of the grid scale that minimises Σ (w − q·s)² over a group, for E in [eLo, eHi]. */
-function bestScale(w: Float64Array, off: number, eLo: number, eHi: number): { m: number; e: number; sse: number } {
+function bestScale(
+  w: Float64Array,
+  off: number,
+  eLo: number,
+  eHi: number,
+): { m: number; e: number; sse: number } {
   let best = { m: 0, e: eLo, sse: Infinity };
   for (let e = eLo; e <= eHi; e++) {
     for (let m = 0; m < 16; m++) {
@@ -110,7 +115,14 @@ export function quantizeMatrix(name: string, data: ArrayLike<number>, rows: numb
   };
 }
 
-function errorOf(name: string, kind: "matrix" | "gain", n: number, sse: number, ss: number, maxErr: number): TensorError {
+function errorOf(
+  name: string,
+  kind: "matrix" | "gain",
+  n: number,
+  sse: number,
+  ss: number,
+  maxErr: number,
+): TensorError {
   const rmse = Math.sqrt(sse / n);
   return { name, kind, values: n, rmse, relRmse: ss > 0 ? rmse / Math.sqrt(ss / n) : 0, maxAbsError: maxErr };
 }
@@ -197,7 +209,9 @@ export function quantizeModel(config: ModelConfig, tensors: Tensor[], opts: { he
   };
   const H = config.hidden_size, hd = config.head_dim, F = config.intermediate_size;
   const qDim = config.num_attention_heads * hd, kvDim = config.num_key_value_heads * hd;
-  for (const [what, n] of [["hidden_size", H], ["heads · head_dim", qDim], ["intermediate_size", F]] as const) {
+  for (
+    const [what, n] of [["hidden_size", H], ["heads · head_dim", qDim], ["intermediate_size", F]] as const
+  ) {
     if (n % 32 !== 0) throw new RangeError(`lut4 export: ${what} = ${n} is not a multiple of 32`);
   }
   const errors: TensorError[] = [];
@@ -286,7 +300,8 @@ export function foldedFloat(config: ModelConfig, tensors: Tensor[], head: HeadMo
   copy("model.embed_tokens.weight");
   for (let i = 0; i < config.num_hidden_layers; i++) {
     const p = `model.layers.${i}.`;
-    const gin = get(p + "input_layernorm.weight").data, gpost = get(p + "post_attention_layernorm.weight").data;
+    const gin = get(p + "input_layernorm.weight").data,
+      gpost = get(p + "post_attention_layernorm.weight").data;
     flat(p + "input_layernorm.weight");
     folded(p + "self_attn.q_proj.weight", gin);
     folded(p + "self_attn.k_proj.weight", gin);
@@ -304,7 +319,11 @@ export function foldedFloat(config: ModelConfig, tensors: Tensor[], head: HeadMo
     flat("model.norm.weight");
     const src = config.tie_word_embeddings ? get("model.embed_tokens.weight") : get("lm_head.weight");
     const f = Float64Array.from(get("model.norm.weight").data, (x) => x * rootH);
-    out.push({ name: "lm_head.weight", dims: src.dims, data: Float32Array.from(foldColumns(src.data, src.dims[0], src.dims[1], f)) });
+    out.push({
+      name: "lm_head.weight",
+      dims: src.dims,
+      data: Float32Array.from(foldColumns(src.data, src.dims[0], src.dims[1], f)),
+    });
   }
   return out;
 }

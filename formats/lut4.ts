@@ -17,7 +17,7 @@ import { readFile } from "node:fs/promises";
 import { crc32 } from "node:zlib";
 import type { FormatDescriptor, ReadResult, WriteResult } from "./format.ts";
 import { writeAtomic } from "./io.ts";
-import { type HeadMode, quantizeModel, dequantizeMatrix, TABLES, type TensorError } from "./lut4-quantize.ts";
+import { dequantizeMatrix, type HeadMode, quantizeModel, TABLES, type TensorError } from "./lut4-quantize.ts";
 import type { LutMatrix } from "../kernels/int/gemv.ts";
 import { type ModelConfig, validateConfig } from "../model/config.ts";
 import { FormatError } from "../model/error.ts";
@@ -187,7 +187,13 @@ export async function writeLut4(
   const tables: Lut4Header["tables"] = [];
   const bytesOf = (a: Int16Array | Int32Array) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
   const table = (name: string, a: Int16Array | Int32Array, exp: number) =>
-    tables.push({ name, kind: a instanceof Int16Array ? "i16" : "i32", length: a.length, exp, span: put(bytesOf(a)) });
+    tables.push({
+      name,
+      kind: a instanceof Int16Array ? "i16" : "i32",
+      length: a.length,
+      exp,
+      span: put(bytesOf(a)),
+    });
   table("exp", w.exp, -TABLES.expQ);
   table("silu", w.silu, -TABLES.siluQ);
   table("rope_cos", w.ropeCos, -TABLES.ropeQ);
@@ -253,34 +259,56 @@ function int(v: unknown, path: string, field: string, lo: number, hi: number): n
 export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
   // A plain Uint8Array view: node's Buffer.slice would share memory where we mean to copy.
   const file = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  if (file.length < 16) throw new Lut4Error(path, "magic", `file of ${file.length} bytes is too short for the framing`);
+  if (file.length < 16) {
+    throw new Lut4Error(path, "magic", `file of ${file.length} bytes is too short for the framing`);
+  }
   if (new TextDecoder().decode(file.subarray(0, 8)) !== LUT4_MAGIC) {
     throw new Lut4Error(path, "magic", `expected ${LUT4_MAGIC}, this is not a lut4 file`);
   }
   const dv = new DataView(file.buffer, file.byteOffset, file.byteLength);
   const hlen = dv.getBigUint64(8, true);
   if (hlen > BigInt(Math.min(MAX_HEADER_BYTES, file.length - 16))) {
-    throw new Lut4Error(path, "header_length", `${hlen} bytes does not fit the file (${file.length} bytes, limit 64 MiB)`);
+    throw new Lut4Error(
+      path,
+      "header_length",
+      `${hlen} bytes does not fit the file (${file.length} bytes, limit 64 MiB)`,
+    );
   }
   const start = 16 + Number(hlen);
-  if (start % ALIGN !== 0) throw new Lut4Error(path, "header_length", `data section at ${start} is not 64-byte aligned`);
+  if (start % ALIGN !== 0) {
+    throw new Lut4Error(path, "header_length", `data section at ${start} is not 64-byte aligned`);
+  }
   let raw: Record<string, unknown>;
   try {
     raw = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(file.subarray(16, start)));
   } catch (e) {
     throw new Lut4Error(path, "header", `not valid UTF-8 JSON: ${(e as Error).message}`);
   }
-  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) throw new Lut4Error(path, "header", "not a JSON object");
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
+    throw new Lut4Error(path, "header", "not a JSON object");
+  }
   const h = raw as unknown as Lut4Header;
   if (h.schema !== LUT4_SCHEMA) {
-    throw new Lut4Error(path, "schema", `expected ${LUT4_SCHEMA}, got ${JSON.stringify(h.schema)} (ferry serves only its Qwen3 schema)`);
+    throw new Lut4Error(
+      path,
+      "schema",
+      `expected ${LUT4_SCHEMA}, got ${JSON.stringify(h.schema)} (ferry serves only its Qwen3 schema)`,
+    );
   }
   const dataBytes = file.length - start;
-  if (h.data_bytes !== dataBytes) throw new Lut4Error(path, "data_bytes", `header says ${h.data_bytes}, the file holds ${dataBytes}`);
-  if (dataBytes % ALIGN !== 0) throw new Lut4Error(path, "data_bytes", `${dataBytes} is not a multiple of 64`);
+  if (h.data_bytes !== dataBytes) {
+    throw new Lut4Error(path, "data_bytes", `header says ${h.data_bytes}, the file holds ${dataBytes}`);
+  }
+  if (dataBytes % ALIGN !== 0) {
+    throw new Lut4Error(path, "data_bytes", `${dataBytes} is not a multiple of 64`);
+  }
   const data = file.subarray(start);
   if ((crc32(data) >>> 0) !== h.data_crc32) {
-    throw new Lut4Error(path, "data_crc32", `the data section's CRC-32 is ${crc32(data) >>> 0}, the header says ${h.data_crc32}: corrupt`);
+    throw new Lut4Error(
+      path,
+      "data_crc32",
+      `the data section's CRC-32 is ${crc32(data) >>> 0}, the header says ${h.data_crc32}: corrupt`,
+    );
   }
   const sh = (h.shape ?? {}) as Lut4Header["shape"];
   const shape: Lut4Shape = {
@@ -295,9 +323,15 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
   };
   if (shape.width % 32) throw new Lut4Error(path, "shape.width", `${shape.width} is not a multiple of 32`);
   if (shape.ffn % 32) throw new Lut4Error(path, "shape.ffn", `${shape.ffn} is not a multiple of 32`);
-  if (shape.headDim % 2) throw new Lut4Error(path, "shape.head_dim", `${shape.headDim} is odd; RoPE pairs dimensions`);
-  if (shape.heads % shape.kvHeads) throw new Lut4Error(path, "shape.kv_heads", `${shape.kvHeads} does not divide heads = ${shape.heads}`);
-  if ((shape.heads * shape.headDim) % 32) throw new Lut4Error(path, "shape.heads", `heads · head_dim is not a multiple of 32`);
+  if (shape.headDim % 2) {
+    throw new Lut4Error(path, "shape.head_dim", `${shape.headDim} is odd; RoPE pairs dimensions`);
+  }
+  if (shape.heads % shape.kvHeads) {
+    throw new Lut4Error(path, "shape.kv_heads", `${shape.kvHeads} does not divide heads = ${shape.heads}`);
+  }
+  if ((shape.heads * shape.headDim) % 32) {
+    throw new Lut4Error(path, "shape.heads", `heads · head_dim is not a multiple of 32`);
+  }
   const fixed: [keyof Lut4Header, number][] = [
     ["exp_step_log2", TABLES.expStepLog2],
     ["exp_q", TABLES.expQ],
@@ -306,13 +340,25 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
     ["silu_q", TABLES.siluQ],
     ["rope_q", TABLES.ropeQ],
   ];
-  for (const [k, v] of fixed) if (h[k] !== v) throw new Lut4Error(path, k, `expected ${v} (the one value this engine serves), got ${JSON.stringify(h[k])}`);
-  if (h.head !== "tied" && h.head !== "separate") throw new Lut4Error(path, "head", `expected "tied" or "separate", got ${JSON.stringify(h.head)}`);
+  for (const [k, v] of fixed) {
+    if (h[k] !== v) {
+      throw new Lut4Error(
+        path,
+        k,
+        `expected ${v} (the one value this engine serves), got ${JSON.stringify(h[k])}`,
+      );
+    }
+  }
+  if (h.head !== "tied" && h.head !== "separate") {
+    throw new Lut4Error(path, "head", `expected "tied" or "separate", got ${JSON.stringify(h.head)}`);
+  }
   const eps = h.rms_eps ?? {};
   const epsMantissa = int(eps.mantissa, path, "rms_eps.mantissa", 1, 65535);
   const epsExp = int(eps.exp, path, "rms_eps.exp", -120, 0);
   const inv = inventory(shape, h.head);
-  if (!Array.isArray(h.matrices) || !Array.isArray(h.tables)) throw new Lut4Error(path, "matrices", "matrices and tables must be arrays");
+  if (!Array.isArray(h.matrices) || !Array.isArray(h.tables)) {
+    throw new Lut4Error(path, "matrices", "matrices and tables must be arrays");
+  }
   // Spans: inside the data section, 64-aligned, in increasing order without overlap.
   let end = 0;
   const span = (s: Span | undefined, field: string, want: number): Uint8Array => {
@@ -321,16 +367,27 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
     const n = int(s.bytes, path, `${field}.bytes`, 0, dataBytes);
     if (n !== want) throw new Lut4Error(path, `${field}.bytes`, `expected ${want}, got ${n}`);
     if (off % ALIGN) throw new Lut4Error(path, `${field}.offset`, `${off} is not 64-byte aligned`);
-    if (off < end) throw new Lut4Error(path, `${field}.offset`, `${off} overlaps the span before it (ends at ${end})`);
-    if (off + n > dataBytes) throw new Lut4Error(path, field, `span [${off}, ${off + n}) runs past the data section (${dataBytes})`);
+    if (off < end) {
+      throw new Lut4Error(path, `${field}.offset`, `${off} overlaps the span before it (ends at ${end})`);
+    }
+    if (off + n > dataBytes) {
+      throw new Lut4Error(path, field, `span [${off}, ${off + n}) runs past the data section (${dataBytes})`);
+    }
     end = off + n;
     return data.subarray(off, off + n);
   };
   if (h.matrices.length !== inv.matrices.length) {
-    throw new Lut4Error(path, "matrices", `expected ${inv.matrices.length} matrices for this shape, got ${h.matrices.length}`);
+    throw new Lut4Error(
+      path,
+      "matrices",
+      `expected ${inv.matrices.length} matrices for this shape, got ${h.matrices.length}`,
+    );
   }
   const qDim = shape.heads * shape.headDim, kvDim = shape.kvHeads * shape.headDim;
-  const dims: Record<string, [number, number]> = { embed: [shape.vocab, shape.width], head: [shape.vocab, shape.width] };
+  const dims: Record<string, [number, number]> = {
+    embed: [shape.vocab, shape.width],
+    head: [shape.vocab, shape.width],
+  };
   for (let i = 0; i < shape.layers; i++) {
     const p = `layers.${i}.`;
     Object.assign(dims, {
@@ -346,16 +403,24 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
   const mats = new Map<string, LutMatrix>();
   h.matrices.forEach((m, i) => {
     const f = `matrices[${i}]`;
-    if (m?.name !== inv.matrices[i]) throw new Lut4Error(path, `${f}.name`, `expected ${inv.matrices[i]}, got ${JSON.stringify(m?.name)}`);
+    if (m?.name !== inv.matrices[i]) {
+      throw new Lut4Error(path, `${f}.name`, `expected ${inv.matrices[i]}, got ${JSON.stringify(m?.name)}`);
+    }
     const [rows, cols] = dims[m.name];
-    if (m.rows !== rows || m.cols !== cols) throw new Lut4Error(path, m.name, `expected ${rows} x ${cols}, got ${m.rows} x ${m.cols}`);
+    if (m.rows !== rows || m.cols !== cols) {
+      throw new Lut4Error(path, m.name, `expected ${rows} x ${cols}, got ${m.rows} x ${m.cols}`);
+    }
     const expBase = int(m.exp_base, path, `${m.name}.exp_base`, -100, 60);
     const nibbles = span(m.nibbles, `${m.name}.nibbles`, (rows * cols) / 2);
     const scales = span(m.scales, `${m.name}.scales`, (rows * cols) / 32);
     mats.set(m.name, { name: m.name, rows, cols, expBase, nibbles: nibbles.slice(), scales: scales.slice() });
   });
   if (h.tables.length !== inv.tables.length) {
-    throw new Lut4Error(path, "tables", `expected ${inv.tables.length} tables for this shape, got ${h.tables.length}`);
+    throw new Lut4Error(
+      path,
+      "tables",
+      `expected ${inv.tables.length} tables for this shape, got ${h.tables.length}`,
+    );
   }
   const half = shape.headDim / 2;
   const siluHalf = 2 ** (TABLES.siluRangeLog2 - TABLES.siluStepLog2);
@@ -374,13 +439,21 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
   const tabs = new Map<string, { data: Int16Array | Int32Array; exp: number }>();
   h.tables.forEach((t, i) => {
     const f = `tables[${i}]`;
-    if (t?.name !== inv.tables[i]) throw new Lut4Error(path, `${f}.name`, `expected ${inv.tables[i]}, got ${JSON.stringify(t?.name)}`);
+    if (t?.name !== inv.tables[i]) {
+      throw new Lut4Error(path, `${f}.name`, `expected ${inv.tables[i]}, got ${JSON.stringify(t?.name)}`);
+    }
     const [kind, length, fixedExp] = want[t.name];
     if (t.kind !== kind || t.length !== length) {
-      throw new Lut4Error(path, t.name, `expected ${kind} x ${length}, got ${JSON.stringify(t.kind)} x ${JSON.stringify(t.length)}`);
+      throw new Lut4Error(
+        path,
+        t.name,
+        `expected ${kind} x ${length}, got ${JSON.stringify(t.kind)} x ${JSON.stringify(t.length)}`,
+      );
     }
     const exp = int(t.exp, path, `${t.name}.exp`, -100, 60);
-    if (fixedExp !== null && exp !== fixedExp) throw new Lut4Error(path, `${t.name}.exp`, `expected ${fixedExp}, got ${exp}`);
+    if (fixedExp !== null && exp !== fixedExp) {
+      throw new Lut4Error(path, `${t.name}.exp`, `expected ${fixedExp}, got ${exp}`);
+    }
     const bytes = span(t.span, `${t.name}.span`, length * (kind === "i16" ? 2 : 4)).slice();
     const data = kind === "i16" ? new Int16Array(bytes.buffer) : new Int32Array(bytes.buffer);
     tabs.set(t.name, { data, exp });
@@ -412,13 +485,21 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
     ropeSin: tabs.get("rope_sin")!.data as Int16Array,
   };
   // The exp table must fall from 2^30 (softmax bounds rely on it), SiLU must stay within ±2^22.
-  if (weights.exp[0] !== 2 ** 30) throw new Lut4Error(path, "exp", `entry 0 must be 2^30, got ${weights.exp[0]}`);
-  for (let i = 1; i < weights.exp.length; i++) {
-    if (weights.exp[i] < 0 || weights.exp[i] > weights.exp[i - 1]) throw new Lut4Error(path, "exp", `entry ${i} is not in [0, entry ${i - 1}]`);
+  if (weights.exp[0] !== 2 ** 30) {
+    throw new Lut4Error(path, "exp", `entry 0 must be 2^30, got ${weights.exp[0]}`);
   }
-  for (const v of weights.silu) if (v > 1 << 22 || v < -(1 << 22)) throw new Lut4Error(path, "silu", `entry ${v} outside ±2^22`);
+  for (let i = 1; i < weights.exp.length; i++) {
+    if (weights.exp[i] < 0 || weights.exp[i] > weights.exp[i - 1]) {
+      throw new Lut4Error(path, "exp", `entry ${i} is not in [0, entry ${i - 1}]`);
+    }
+  }
+  for (const v of weights.silu) {
+    if (v > 1 << 22 || v < -(1 << 22)) throw new Lut4Error(path, "silu", `entry ${v} outside ±2^22`);
+  }
   for (const t of [weights.ropeCos, weights.ropeSin]) {
-    for (const v of t) if (v > 16384 || v < -16384) throw new Lut4Error(path, "rope", `entry ${v} outside ±2^14`);
+    for (const v of t) {
+      if (v > 16384 || v < -16384) throw new Lut4Error(path, "rope", `entry ${v} outside ±2^14`);
+    }
   }
   let config: ModelConfig;
   try {
@@ -455,10 +536,16 @@ export async function readLut4(path: string): Promise<Lut4File> {
 export function dequantizeLut4(file: Lut4File): Tensor[] {
   const w = file.weights, s = w.shape;
   const out: Tensor[] = [];
-  const flat = (name: string, v: number, n: number) => out.push({ name, dims: [n], data: new Float32Array(n).fill(v) });
-  const mat = (name: string, m: LutMatrix) => out.push({ name, dims: [m.rows, m.cols], data: dequantizeMatrix(m) });
+  const flat = (name: string, v: number, n: number) =>
+    out.push({ name, dims: [n], data: new Float32Array(n).fill(v) });
+  const mat = (name: string, m: LutMatrix) =>
+    out.push({ name, dims: [m.rows, m.cols], data: dequantizeMatrix(m) });
   const gain = (name: string, g: GainTable, f = 1) =>
-    out.push({ name, dims: [g.values.length], data: Float32Array.from(g.values, (v) => (v * 2 ** g.exp) / f) });
+    out.push({
+      name,
+      dims: [g.values.length],
+      data: Float32Array.from(g.values, (v) => (v * 2 ** g.exp) / f),
+    });
   const invRootW = 1 / Math.sqrt(s.width);
   mat("model.embed_tokens.weight", w.embed);
   w.layers.forEach((l, i) => {
@@ -520,7 +607,9 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
       sha256: r.sha256,
       data_crc32: r.crc32,
       head,
-      rounding: `relative RMS error ${mean.toFixed(4)} mean, ${worst.relRmse.toFixed(4)} worst (${worst.name}); per tensor: scripts/gap.ts`,
+      rounding: `relative RMS error ${mean.toFixed(4)} mean, ${
+        worst.relRmse.toFixed(4)
+      } worst (${worst.name}); per tensor: scripts/gap.ts`,
     };
   },
   async read(path): Promise<ReadResult> {

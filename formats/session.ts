@@ -95,10 +95,15 @@ export function encodeSession(d: SessionData): Uint8Array {
   dv.setUint32(76, d.position > 0 ? 1 : 0, true);
   let at = SESSION_PREFIX;
   for (const t of d.tokens) dv.setUint32(at, t, true), at += 4;
-  if (d.position > 0) for (const v of d.logits) dv.setInt32(at, v, true), at += 4;
+  if (d.position > 0) { for (const v of d.logits) dv.setInt32(at, v, true), at += 4; }
   const kvDim = s.kvHeads * s.headDim;
   for (let l = 0; l < s.layers; l++) {
-    for (const [arr, n] of [[d.keys[l], d.position * kvDim], [d.keyExp[l], d.position * s.kvHeads], [d.values[l], d.position * kvDim], [d.valueExp[l], d.position * s.kvHeads]] as const) {
+    for (
+      const [arr, n] of [[d.keys[l], d.position * kvDim], [d.keyExp[l], d.position * s.kvHeads], [
+        d.values[l],
+        d.position * kvDim,
+      ], [d.valueExp[l], d.position * s.kvHeads]] as const
+    ) {
       for (let i = 0; i < n; i++) dv.setInt16(at, arr[i], true), at += 2;
     }
   }
@@ -113,15 +118,29 @@ export function encodeSession(d: SessionData): Uint8Array {
  */
 export function decodeSession(bytes: Uint8Array, want: SessionShape, path = "session"): SessionData {
   const b = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  if (b.length < SESSION_PREFIX + 4) throw new SessionError(path, "length", `${b.length} bytes is too short for a session`);
-  if (new TextDecoder().decode(b.subarray(0, 8)) !== SESSION_MAGIC) throw new SessionError(path, "magic", `expected ${SESSION_MAGIC}`);
+  if (b.length < SESSION_PREFIX + 4) {
+    throw new SessionError(path, "length", `${b.length} bytes is too short for a session`);
+  }
+  if (new TextDecoder().decode(b.subarray(0, 8)) !== SESSION_MAGIC) {
+    throw new SessionError(path, "magic", `expected ${SESSION_MAGIC}`);
+  }
   const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
   const version = dv.getUint32(8, true);
-  if (version !== SESSION_VERSION) throw new SessionError(path, "version", `expected ${SESSION_VERSION}, got ${version}`);
+  if (version !== SESSION_VERSION) {
+    throw new SessionError(path, "version", `expected ${SESSION_VERSION}, got ${version}`);
+  }
   const crc = dv.getUint32(b.length - 4, true);
-  if ((crc32(b.subarray(0, b.length - 4)) >>> 0) !== crc) throw new SessionError(path, "crc32", "checksum mismatch: the file is truncated or altered");
+  if ((crc32(b.subarray(0, b.length - 4)) >>> 0) !== crc) {
+    throw new SessionError(path, "crc32", "checksum mismatch: the file is truncated or altered");
+  }
   const sha = bytesToHex(b.subarray(12, 44));
-  if (sha !== want.sha256) throw new SessionError(path, "model_sha256", `the session is for model ${sha.slice(0, 16)}…, this model is ${want.sha256.slice(0, 16)}…`);
+  if (sha !== want.sha256) {
+    throw new SessionError(
+      path,
+      "model_sha256",
+      `the session is for model ${sha.slice(0, 16)}…, this model is ${want.sha256.slice(0, 16)}…`,
+    );
+  }
   const fields: [string, number, number][] = [
     ["vocab", dv.getUint32(44, true), want.vocab],
     ["layers", dv.getUint32(48, true), want.layers],
@@ -129,20 +148,40 @@ export function decodeSession(bytes: Uint8Array, want: SessionShape, path = "ses
     ["head_dim", dv.getUint32(56, true), want.headDim],
     ["max_positions", dv.getUint32(60, true), want.maxPositions],
   ];
-  for (const [name, got, exp] of fields) if (got !== exp) throw new SessionError(path, name, `expected ${exp}, got ${got}`);
+  for (const [name, got, exp] of fields) {
+    if (got !== exp) throw new SessionError(path, name, `expected ${exp}, got ${got}`);
+  }
   const position = dv.getUint32(64, true);
-  if (position > want.maxPositions) throw new SessionError(path, "position", `${position} exceeds max_positions ${want.maxPositions}`);
+  if (position > want.maxPositions) {
+    throw new SessionError(path, "position", `${position} exceeds max_positions ${want.maxPositions}`);
+  }
   const expect = sessionBytes(want, position);
-  if (b.length !== expect) throw new SessionError(path, "length", `position ${position} implies ${expect} bytes, the file has ${b.length}`);
+  if (b.length !== expect) {
+    throw new SessionError(
+      path,
+      "length",
+      `position ${position} implies ${expect} bytes, the file has ${b.length}`,
+    );
+  }
   const rngHi = dv.getInt32(68, true), rngLo = dv.getInt32(72, true);
-  if (rngHi === 0 && rngLo === 0) throw new SessionError(path, "rng", "the xorshift state is zero (it never is)");
+  if (rngHi === 0 && rngLo === 0) {
+    throw new SessionError(path, "rng", "the xorshift state is zero (it never is)");
+  }
   const flags = dv.getUint32(76, true);
-  if (flags !== (position > 0 ? 1 : 0)) throw new SessionError(path, "flags", `expected ${position > 0 ? 1 : 0} at position ${position}, got ${flags}`);
+  if (flags !== (position > 0 ? 1 : 0)) {
+    throw new SessionError(
+      path,
+      "flags",
+      `expected ${position > 0 ? 1 : 0} at position ${position}, got ${flags}`,
+    );
+  }
   let at = SESSION_PREFIX;
   const tokens: number[] = [];
   for (let i = 0; i < position; i++) {
     const t = dv.getUint32(at, true);
-    if (t >= want.vocab) throw new SessionError(path, `tokens[${i}]`, `${t} is outside the vocabulary (${want.vocab})`);
+    if (t >= want.vocab) {
+      throw new SessionError(path, `tokens[${i}]`, `${t} is outside the vocabulary (${want.vocab})`);
+    }
     tokens.push(t);
     at += 4;
   }
@@ -159,7 +198,10 @@ export function decodeSession(bytes: Uint8Array, want: SessionShape, path = "ses
     }
     return a;
   };
-  const keys: Int16Array[] = [], keyExp: Int16Array[] = [], values: Int16Array[] = [], valueExp: Int16Array[] = [];
+  const keys: Int16Array[] = [],
+    keyExp: Int16Array[] = [],
+    values: Int16Array[] = [],
+    valueExp: Int16Array[] = [];
   for (let l = 0; l < want.layers; l++) {
     keys.push(read16(position * kvDim, `layers[${l}].keys`, CACHE_MAX));
     keyExp.push(read16(position * want.kvHeads, `layers[${l}].key_exp`, 1024));

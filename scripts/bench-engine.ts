@@ -68,7 +68,13 @@ async function bench(path: string, reps: number, tokens: number): Promise<Row[]>
   const dir = await mkdtemp(join(tmpdir(), "ferry-bench-engine-"));
   try {
     const lut = join(dir, "m.lut4");
-    const input = { config: ck.config, tensors: ck.model!.map(tensorSource), source: path, step: ck.step, name: "ferry" };
+    const input = {
+      config: ck.config,
+      tensors: ck.model!.map(tensorSource),
+      source: path,
+      step: ck.step,
+      name: "ferry",
+    };
     await lut4Format.write(lut, input, { dtype: "q4" });
     const runners: Record<string, () => Promise<{ decode: number; prefill: number }>> = {};
     const int = await loadIntEngine(lut);
@@ -105,19 +111,31 @@ async function bench(path: string, reps: number, tokens: number): Promise<Row[]>
         got[name].prefill.push(x.prefill);
       }
     }
-    return Object.entries(got).map(([engine, v]) => ({ runtime: RUNTIME, engine, decode: median(v.decode), prefill: median(v.prefill) }));
+    return Object.entries(got).map(([engine, v]) => ({
+      runtime: RUNTIME,
+      engine,
+      decode: median(v.decode),
+      prefill: median(v.prefill),
+    }));
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
 }
 
 function table(rows: Row[]): string {
-  const lines = ["| runtime | engine | decode tok/s | prefill tok/s | decode vs llama.cpp Q4_0 | decode vs ferry float |", "|---|---|---:|---:|---:|---:|"];
+  const lines = [
+    "| runtime | engine | decode tok/s | prefill tok/s | decode vs llama.cpp Q4_0 | decode vs ferry float |",
+    "|---|---|---:|---:|---:|---:|",
+  ];
   for (const r of rows) {
     const q4 = rows.find((x) => x.runtime === r.runtime && x.engine === "llama.cpp Q4_0");
     const fl = rows.find((x) => x.runtime === r.runtime && x.engine === "ferry float (f32)")!;
     const ratio = (a: number, b?: number) => (b ? `${(a / b).toFixed(2)}x` : "n/a");
-    lines.push(`| ${r.runtime} | ${r.engine} | ${r.decode.toFixed(0)} | ${r.prefill.toFixed(0)} | ${ratio(r.decode, q4?.decode)} | ${ratio(r.decode, fl.decode)} |`);
+    lines.push(
+      `| ${r.runtime} | ${r.engine} | ${r.decode.toFixed(0)} | ${r.prefill.toFixed(0)} | ${
+        ratio(r.decode, q4?.decode)
+      } | ${ratio(r.decode, fl.decode)} |`,
+    );
   }
   return lines.join("\n");
 }
@@ -140,16 +158,39 @@ if (import.meta.main) {
       rows = [];
       for (const rt of a.runtimes.split(",")) {
         if (rt !== "deno" && rt !== "bun") fail(`--runtimes: ${rt} is not deno or bun`, EXIT_USAGE);
-        const args = [...(rt === "deno" ? ["run", "-A"] : []), "scripts/bench-engine.ts", path, "--reps", a.reps!, "--tokens", a.tokens!, "--json"];
-        const r = spawnSync(rt, args, { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], maxBuffer: 1 << 24 });
+        const args = [
+          ...(rt === "deno" ? ["run", "-A"] : []),
+          "scripts/bench-engine.ts",
+          path,
+          "--reps",
+          a.reps!,
+          "--tokens",
+          a.tokens!,
+          "--json",
+        ];
+        const r = spawnSync(rt, args, {
+          encoding: "utf8",
+          stdio: ["ignore", "pipe", "inherit"],
+          maxBuffer: 1 << 24,
+        });
         if (r.status !== 0) fail(`${rt} run failed (exit ${r.status})`);
         rows.push(...JSON.parse(r.stdout).rows);
       }
     } else rows = await bench(path, reps, tokens);
-    const meta = { checkpoint: path, reps, tokens, prefill_tokens: 256, load: (await import("node:os")).loadavg() };
+    const meta = {
+      checkpoint: path,
+      reps,
+      tokens,
+      prefill_tokens: 256,
+      load: (await import("node:os")).loadavg(),
+    };
     if (a.json) console.log(JSON.stringify({ ...meta, rows }, null, 2));
     else {
-      console.log(`${path}: ${tokens} greedy tokens after "The jury said"; prefill of 256 tokens; median of ${reps} interleaved repetitions; load ${meta.load.map((x) => x.toFixed(1)).join(" ")}`);
+      console.log(
+        `${path}: ${tokens} greedy tokens after "The jury said"; prefill of 256 tokens; median of ${reps} interleaved repetitions; load ${
+          meta.load.map((x) => x.toFixed(1)).join(" ")
+        }`,
+      );
       console.log(table(rows));
     }
     process.exitCode = 0;

@@ -44,13 +44,18 @@ Options:
 
 /** Tensor classes the rounding gap is split by. */
 const CLASSES: Record<string, (name: string) => boolean> = {
-  "embedding and head": (n) => n === "model.embed_tokens.weight" || n === "lm_head.weight" || n === "model.norm.weight",
+  "embedding and head": (n) =>
+    n === "model.embed_tokens.weight" || n === "lm_head.weight" || n === "model.norm.weight",
   attention: (n) => n.includes(".self_attn."),
   mlp: (n) => n.includes(".mlp."),
 };
 
 /** Bits per byte of an engine over the windows (each window from a fresh session). */
-export async function engineBitsPerByte(engine: Engine, windows: Uint8Array[], onWindow?: () => void): Promise<number> {
+export async function engineBitsPerByte(
+  engine: Engine,
+  windows: Uint8Array[],
+  onWindow?: () => void,
+): Promise<number> {
   let bits = 0, bytes = 0;
   for (const w of windows) {
     const s = engine.start();
@@ -105,7 +110,13 @@ export async function compareGreedy(engine: Engine, model: Model, prompts: numbe
     prefix += k;
     if (k === tokens) same++;
   }
-  return { maxAbsDelta: maxAbs, meanAbsDelta: sumAbs / count, greedySame: same, prompts: prompts.length, meanPrefix: prefix / prompts.length };
+  return {
+    maxAbsDelta: maxAbs,
+    meanAbsDelta: sumAbs / count,
+    greedySame: same,
+    prompts: prompts.length,
+    meanPrefix: prefix / prompts.length,
+  };
 }
 
 async function llamaQ4Gap(config: Model["config"], tensors: Tensor[], windows: Uint8Array[], dir: string) {
@@ -145,7 +156,11 @@ if (import.meta.main) {
     try {
       const file = join(dir, "model.lut4");
       const { weights, errors } = quantizeModel(config, tensors, { head });
-      await writeLut4(file, weights, { source: path, ropeTheta: config.rope_theta, rmsNormEps: config.rms_norm_eps });
+      await writeLut4(file, weights, {
+        source: path,
+        ropeTheta: config.rope_theta,
+        rmsNormEps: config.rms_norm_eps,
+      });
       const lut = await readLut4(file);
       const deq = dequantizeLut4(lut);
       const folded = foldedFloat(config, tensors, head);
@@ -166,7 +181,13 @@ if (import.meta.main) {
       bar.done();
       const greedy = await compareGreedy(engine, deqModel, gapPrompts(heldOut), 64);
       const llama = a.llama ? await llamaQ4Gap(config, tensors, windows, dir) : undefined;
-      const rounding = errors.map((e) => ({ name: e.name, kind: e.kind, rel_rmse: e.relRmse, rmse: e.rmse, max_abs_error: e.maxAbsError }));
+      const rounding = errors.map((e) => ({
+        name: e.name,
+        kind: e.kind,
+        rel_rmse: e.relRmse,
+        rmse: e.rmse,
+        max_abs_error: e.maxAbsError,
+      }));
       const result = {
         checkpoint: path,
         head,
@@ -190,17 +211,45 @@ if (import.meta.main) {
 
 function printTable(r: Record<string, any>): void {
   const f = (x: number) => x.toFixed(4), g = (x: number) => (x >= 0 ? "+" : "") + x.toFixed(6);
-  console.log(`${r.checkpoint}: lut4 (${r.head} head, ${r.file_bytes.toLocaleString("en-US")} bytes), ${r.windows} held-out windows of ${r.window_bytes} bytes`);
+  console.log(
+    `${r.checkpoint}: lut4 (${r.head} head, ${
+      r.file_bytes.toLocaleString("en-US")
+    } bytes), ${r.windows} held-out windows of ${r.window_bytes} bytes`,
+  );
   console.log(`| measure | bits/byte | gap vs f32 |`);
   console.log(`|---|---:|---:|`);
   console.log(`| f32 float model | ${f(r.bpb.f32)} | |`);
-  console.log(`| float model, lut4 weights (rounding) | ${f(r.bpb.lut4_dequantized_float)} | ${g(r.gap.weight_rounding)} |`);
+  console.log(
+    `| float model, lut4 weights (rounding) | ${f(r.bpb.lut4_dequantized_float)} | ${
+      g(r.gap.weight_rounding)
+    } |`,
+  );
   console.log(`| integer engine, lut4 file | ${f(r.bpb.lut4_integer_engine)} | ${g(r.gap.total)} |`);
-  if (r.llama_q4_0) console.log(`| llama.cpp Q4_0 (node-llama-cpp) | ${f(r.llama_q4_0.bpb)} | ${g(r.llama_q4_0.gap)} |`);
-  console.log(`\nengine arithmetic (integer − float on the same weights): ${g(r.gap.engine_arithmetic)} bits/byte`);
-  for (const [k, v] of Object.entries(r.rounding_by_class)) console.log(`rounding of ${k} alone: ${g(v as number)} bits/byte`);
+  if (r.llama_q4_0) {
+    console.log(`| llama.cpp Q4_0 (node-llama-cpp) | ${f(r.llama_q4_0.bpb)} | ${g(r.llama_q4_0.gap)} |`);
+  }
+  console.log(
+    `\nengine arithmetic (integer − float on the same weights): ${g(r.gap.engine_arithmetic)} bits/byte`,
+  );
+  for (const [k, v] of Object.entries(r.rounding_by_class)) {
+    console.log(`rounding of ${k} alone: ${g(v as number)} bits/byte`);
+  }
   const c = r.engine_vs_float_same_weights;
-  console.log(`integer vs float on the same weights, ${c.prompts} prompts x 64 tokens: max |Δlogit| ${c.maxAbsDelta.toExponential(2)}, mean ${c.meanAbsDelta.toExponential(2)}, greedy identical ${c.greedySame}/${c.prompts} (mean common prefix ${c.meanPrefix.toFixed(1)})`);
-  console.log(`\nrounding error per stored tensor (relative RMS, RMS, max abs), against the gain-folded float values:`);
-  for (const e of r.rounding_per_tensor) console.log(`  ${e.name.padEnd(18)} ${e.kind.padEnd(6)} ${e.rel_rmse.toFixed(4)}  ${e.rmse.toExponential(2)}  ${e.max_abs_error.toExponential(2)}`);
+  console.log(
+    `integer vs float on the same weights, ${c.prompts} prompts x 64 tokens: max |Δlogit| ${
+      c.maxAbsDelta.toExponential(2)
+    }, mean ${
+      c.meanAbsDelta.toExponential(2)
+    }, greedy identical ${c.greedySame}/${c.prompts} (mean common prefix ${c.meanPrefix.toFixed(1)})`,
+  );
+  console.log(
+    `\nrounding error per stored tensor (relative RMS, RMS, max abs), against the gain-folded float values:`,
+  );
+  for (const e of r.rounding_per_tensor) {
+    console.log(
+      `  ${e.name.padEnd(18)} ${e.kind.padEnd(6)} ${e.rel_rmse.toFixed(4)}  ${e.rmse.toExponential(2)}  ${
+        e.max_abs_error.toExponential(2)
+      }`,
+    );
+  }
 }

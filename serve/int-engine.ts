@@ -30,17 +30,31 @@ export function toIntSampling(o: SamplingOptions = {}): IntSampling {
   const t = o.temperature ?? 0;
   const topK = o.topK ?? 0, minP = o.minP ?? 0, topP = o.topP ?? 1;
   if (!(t >= 0 && t <= 1024)) throw new RangeError(`temperature ${t}: expected a number in [0, 1024]`);
-  if (!(Number.isInteger(topK) && topK >= 0)) throw new RangeError(`topK ${topK}: expected a non-negative integer`);
+  if (!(Number.isInteger(topK) && topK >= 0)) {
+    throw new RangeError(`topK ${topK}: expected a non-negative integer`);
+  }
   if (!(minP >= 0 && minP <= 1)) throw new RangeError(`minP ${minP}: expected a number in [0, 1]`);
   if (!(topP > 0 && topP <= 1)) throw new RangeError(`topP ${topP}: expected a number in (0, 1]`);
   const tempQ16 = Math.round(t * 65536);
-  return { tempQ16: t > 0 && tempQ16 === 0 ? 1 : tempQ16, topK, minPQ16: Math.round(minP * 65536), topPQ16: Math.round(topP * 65536) };
+  return {
+    tempQ16: t > 0 && tempQ16 === 0 ? 1 : tempQ16,
+    topK,
+    minPQ16: Math.round(minP * 65536),
+    topPQ16: Math.round(topP * 65536),
+  };
 }
 
 /** The shape sessions of this file must match. */
 export function sessionShape(file: Lut4File): SessionShape {
   const s = file.weights.shape;
-  return { sha256: file.sha256, vocab: s.vocab, layers: s.layers, kvHeads: s.kvHeads, headDim: s.headDim, maxPositions: s.maxPositions };
+  return {
+    sha256: file.sha256,
+    vocab: s.vocab,
+    layers: s.layers,
+    kvHeads: s.kvHeads,
+    headDim: s.headDim,
+    maxPositions: s.maxPositions,
+  };
 }
 
 /** Builds the integer engine from a read lut4 file. */
@@ -114,10 +128,15 @@ export function intEngineFromFile(file: Lut4File): Engine {
 /** The engine table's factory (serve/engines.ts): lut4 files only, read by their own full reader. */
 export const intEngineFactory = async (path: string, format: FormatDescriptor): Promise<Engine> => {
   if (format.name !== "lut4") {
-    throw new FormatError(path, "engine", `${path}: engine: the integer engine runs lut4 files, not ${format.name} (export with --format lut4)`, {
-      expected: "a .lut4 file",
-      found: format.name,
-    });
+    throw new FormatError(
+      path,
+      "engine",
+      `${path}: engine: the integer engine runs lut4 files, not ${format.name} (export with --format lut4)`,
+      {
+        expected: "a .lut4 file",
+        found: format.name,
+      },
+    );
   }
   return await loadIntEngine(path);
 };
@@ -130,15 +149,19 @@ export async function loadIntEngine(path: string): Promise<Engine> {
 /** Checks every token and the room left, then steps them; converts the wanted logits to floats. */
 function feed(m: IntModel, st: IntState, tokens: readonly number[], wanted: LogitsWanted): Float32Array {
   for (const id of tokens) {
-    if (!(Number.isInteger(id) && id >= 0 && id < m.vocab)) throw new RangeError(`token id ${id} is outside [0, ${m.vocab})`);
+    if (!(Number.isInteger(id) && id >= 0 && id < m.vocab)) {
+      throw new RangeError(`token id ${id} is outside [0, ${m.vocab})`);
+    }
   }
   if (st.pos + tokens.length > m.maxPositions) {
-    throw new RangeError(`context full: ${st.pos} + ${tokens.length} positions exceed the model's ${m.maxPositions}`);
+    throw new RangeError(
+      `context full: ${st.pos} + ${tokens.length} positions exceed the model's ${m.maxPositions}`,
+    );
   }
   const all = wanted === "all" ? new Float32Array(tokens.length * m.vocab) : undefined;
   tokens.forEach((id, t) => {
     step(m, st, id);
-    if (all) for (let i = 0; i < m.vocab; i++) all[t * m.vocab + i] = st.logits[i] * LOGIT_SCALE;
+    if (all) { for (let i = 0; i < m.vocab; i++) all[t * m.vocab + i] = st.logits[i] * LOGIT_SCALE; }
   });
   if (all) return all;
   if (wanted === "none" || tokens.length === 0) return new Float32Array(0);

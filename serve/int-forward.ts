@@ -26,7 +26,14 @@ import {
   type PreparedMatrix,
   prepareMatrix,
 } from "../kernels/int/gemv.ts";
-import { type AttentionContext, attentionScratch, attendGroup, CACHE_BITS, queryBits, SCORE_EXP } from "../kernels/int/attention.ts";
+import {
+  attendGroup,
+  type AttentionContext,
+  attentionScratch,
+  CACHE_BITS,
+  queryBits,
+  SCORE_EXP,
+} from "../kernels/int/attention.ts";
 import { mulS16, mulScale, multiples } from "../kernels/int/mul.ts";
 import { applyGain, gainTables, NORM_EXP, type NormPlan, normPlan, rmsnorm } from "../kernels/int/norm.ts";
 import { ropeHead } from "../kernels/int/rope.ts";
@@ -286,7 +293,9 @@ function normRope(
  */
 export function step(m: IntModel, st: IntState, id: number): void {
   if (st.pos >= m.maxPositions) throw new RangeError(`context full: ${m.maxPositions} positions`);
-  if (!(id >= 0 && id < m.vocab && (id | 0) === id)) throw new RangeError(`token id ${id} is outside [0, ${m.vocab})`);
+  if (!(id >= 0 && id < m.vocab && (id | 0) === id)) {
+    throw new RangeError(`token id ${id} is outside [0, ${m.vocab})`);
+  }
   const s = m.s;
   const x = s.x;
   embedRow(m, id, x);

@@ -15,7 +15,7 @@
  * @module
  */
 import { divShifted } from "../kernels/int/isqrt.ts";
-import { mulU16, mulU8, multiples } from "../kernels/int/mul.ts";
+import { multiples, mulU16, mulU8 } from "../kernels/int/mul.ts";
 import { bitlen, sat32, shift } from "../kernels/int/round.ts";
 import { expNeg, type LookupTable } from "../kernels/int/tables.ts";
 

@@ -31,7 +31,16 @@ export const AUDITED = [
 ];
 
 /** Calls allowed outside the audited set: allocation and errors (constructors) and array growth. */
-const ALLOWED_CONSTRUCTORS = new Set(["Int32Array", "Int16Array", "Int8Array", "Uint8Array", "Uint16Array", "Uint32Array", "Error", "RangeError"]);
+const ALLOWED_CONSTRUCTORS = new Set([
+  "Int32Array",
+  "Int16Array",
+  "Int8Array",
+  "Uint8Array",
+  "Uint16Array",
+  "Uint32Array",
+  "Error",
+  "RangeError",
+]);
 const ALLOWED_METHODS = new Set(["push"]);
 const FLOAT_ARRAYS = new Set(["Float16Array", "Float32Array", "Float64Array"]);
 const FLOAT_VIEW = /^(get|set)Float(16|32|64)$/;
@@ -45,7 +54,17 @@ const OPS: Record<number, string> = {
   [ts.SyntaxKind.AsteriskAsteriskToken]: "pow",
   [ts.SyntaxKind.AsteriskAsteriskEqualsToken]: "pow",
 };
-export const CLASSES = ["mul", "div", "rem", "pow", "math", "floatLiteral", "floatArray", "floatView", "outsideCall"] as const;
+export const CLASSES = [
+  "mul",
+  "div",
+  "rem",
+  "pow",
+  "math",
+  "floatLiteral",
+  "floatArray",
+  "floatView",
+  "outsideCall",
+] as const;
 type Counts = Record<typeof CLASSES[number], number>;
 
 export interface AuditResult {
@@ -55,7 +74,9 @@ export interface AuditResult {
 
 /** Audits sources (path → text); `known` names the functions callable inside the set. */
 export function audit(sources: Record<string, string>): AuditResult {
-  const files = Object.entries(sources).map(([path, text]) => ts.createSourceFile(path, text, ts.ScriptTarget.ES2022, true));
+  const files = Object.entries(sources).map(([path, text]) =>
+    ts.createSourceFile(path, text, ts.ScriptTarget.ES2022, true)
+  );
   const known = new Set<string>();
   const functions = new Map<string, Counts>();
   const findings: string[] = [];
@@ -63,7 +84,10 @@ export function audit(sources: Record<string, string>): AuditResult {
   for (const f of files) {
     const collect = (n: ts.Node) => {
       if (ts.isFunctionDeclaration(n) && n.name) known.add(n.name.text);
-      if (ts.isVariableDeclaration(n) && ts.isIdentifier(n.name) && n.initializer && ts.isArrowFunction(n.initializer)) known.add(n.name.text);
+      if (
+        ts.isVariableDeclaration(n) && ts.isIdentifier(n.name) && n.initializer &&
+        ts.isArrowFunction(n.initializer)
+      ) known.add(n.name.text);
       ts.forEachChild(n, collect);
     };
     collect(f);
@@ -73,30 +97,46 @@ export function audit(sources: Record<string, string>): AuditResult {
       if (ts.isImportDeclaration(st) && !st.importClause?.isTypeOnly) {
         const spec = (st.moduleSpecifier as ts.StringLiteral).text;
         const named = st.importClause?.namedBindings;
-        const valueImports = named && ts.isNamedImports(named) ? named.elements.filter((e) => !e.isTypeOnly) : [];
+        const valueImports = named && ts.isNamedImports(named)
+          ? named.elements.filter((e) => !e.isTypeOnly)
+          : [];
         const target = join(f.fileName, "..", spec).replace(/^\.\//, "");
-        if (valueImports.length > 0 && !sources[target]) findings.push(`${f.fileName}: imports values from ${spec}, outside the audited set`);
+        if (valueImports.length > 0 && !sources[target]) {
+          findings.push(`${f.fileName}: imports values from ${spec}, outside the audited set`);
+        }
       }
     }
     const visit = (n: ts.Node, owner: string) => {
       let here = owner;
-      if ((ts.isFunctionDeclaration(n) || ts.isMethodDeclaration(n) || ts.isGetAccessor(n)) && n.name) here = `${f.fileName}:${n.name.getText()}`;
-      else if ((ts.isArrowFunction(n) || ts.isFunctionExpression(n)) && ts.isVariableDeclaration(n.parent) && ts.isIdentifier(n.parent.name)) {
+      if ((ts.isFunctionDeclaration(n) || ts.isMethodDeclaration(n) || ts.isGetAccessor(n)) && n.name) {
+        here = `${f.fileName}:${n.name.getText()}`;
+      } else if (
+        (ts.isArrowFunction(n) || ts.isFunctionExpression(n)) && ts.isVariableDeclaration(n.parent) &&
+        ts.isIdentifier(n.parent.name)
+      ) {
         here = `${f.fileName}:${n.parent.name.text}`;
       }
       if (here !== owner || !functions.has(here)) {
-        if (!functions.has(here)) functions.set(here, Object.fromEntries(CLASSES.map((c) => [c, 0])) as Counts);
+        if (!functions.has(here)) {
+          functions.set(here, Object.fromEntries(CLASSES.map((c) => [c, 0])) as Counts);
+        }
       }
       const count = (c: typeof CLASSES[number], what: string) => {
         functions.get(here)![c]++;
         const { line } = f.getLineAndCharacterOfPosition(n.getStart());
         findings.push(`${f.fileName}:${line + 1} ${c}: ${what}`);
       };
-      if (ts.isBinaryExpression(n) && OPS[n.operatorToken.kind]) count(OPS[n.operatorToken.kind] as never, n.getText());
-      if (ts.isPropertyAccessExpression(n) && ts.isIdentifier(n.expression) && n.expression.text === "Math") count("math", n.getText());
+      if (ts.isBinaryExpression(n) && OPS[n.operatorToken.kind]) {
+        count(OPS[n.operatorToken.kind] as never, n.getText());
+      }
+      if (ts.isPropertyAccessExpression(n) && ts.isIdentifier(n.expression) && n.expression.text === "Math") {
+        count("math", n.getText());
+      }
       if (ts.isNumericLiteral(n)) {
         const t = n.text;
-        if (!/^0[xXbBoO]/.test(t) && (/[.eE]/.test(t) || !Number.isSafeInteger(Number(t)))) count("floatLiteral", t);
+        if (!/^0[xXbBoO]/.test(t) && (/[.eE]/.test(t) || !Number.isSafeInteger(Number(t)))) {
+          count("floatLiteral", t);
+        }
       }
       if (ts.isIdentifier(n) && (n.text === "NaN" || n.text === "Infinity")) count("floatLiteral", n.text);
       if (ts.isIdentifier(n) && FLOAT_ARRAYS.has(n.text)) count("floatArray", n.text);
@@ -104,8 +144,9 @@ export function audit(sources: Record<string, string>): AuditResult {
       if (ts.isCallExpression(n) || ts.isNewExpression(n)) {
         const callee = n.expression;
         let ok = false;
-        if (ts.isIdentifier(callee)) ok = known.has(callee.text) || (ts.isNewExpression(n) && ALLOWED_CONSTRUCTORS.has(callee.text));
-        else if (ts.isPropertyAccessExpression(callee)) ok = ALLOWED_METHODS.has(callee.name.text);
+        if (ts.isIdentifier(callee)) {
+          ok = known.has(callee.text) || (ts.isNewExpression(n) && ALLOWED_CONSTRUCTORS.has(callee.text));
+        } else if (ts.isPropertyAccessExpression(callee)) ok = ALLOWED_METHODS.has(callee.name.text);
         if (!ok) count("outsideCall", callee.getText());
       }
       ts.forEachChild(n, (c) => visit(c, here));
@@ -119,13 +160,39 @@ test("the integer engine's serving functions hold no multiply, divide, float or 
   const sources = Object.fromEntries(AUDITED.map((p) => [p, readFileSync(join(ROOT, p), "utf8")]));
   const { functions, findings } = audit(sources);
   const rows = [...functions].filter(([name]) => !name.endsWith(":(module)"));
-  console.log(`audited ${rows.length} functions in ${AUDITED.length} files; per function: ${CLASSES.join(" ")}`);
+  console.log(
+    `audited ${rows.length} functions in ${AUDITED.length} files; per function: ${CLASSES.join(" ")}`,
+  );
   for (const [name, c] of rows) console.log(`  ${name.padEnd(44)} ${CLASSES.map((k) => c[k]).join(" ")}`);
   const totals = CLASSES.map((k) => [...functions.values()].reduce((s, c) => s + c[k], 0));
   console.log(`  totals${" ".repeat(38)} ${totals.join(" ")}`);
   expect(findings).toEqual([]);
   // The functions that serve a token are all in the list.
-  for (const f of ["gemv", "gemvPairs", "pairTables", "activationTables", "rmsnorm", "isqrtScaled", "recip16", "divShifted", "attendGroup", "probabilities", "expNeg", "silu", "ropeHead", "mulS16", "step", "sample", "drawBelow", "nextU32", "greedy", "shift", "quantizeBits"]) {
+  for (
+    const f of [
+      "gemv",
+      "gemvPairs",
+      "pairTables",
+      "activationTables",
+      "rmsnorm",
+      "isqrtScaled",
+      "recip16",
+      "divShifted",
+      "attendGroup",
+      "probabilities",
+      "expNeg",
+      "silu",
+      "ropeHead",
+      "mulS16",
+      "step",
+      "sample",
+      "drawBelow",
+      "nextU32",
+      "greedy",
+      "shift",
+      "quantizeBits",
+    ]
+  ) {
     expect(rows.some(([n]) => n.endsWith(`:${f}`))).toBe(true);
   }
 });
@@ -142,6 +209,8 @@ export function f(a: number, b: number) {
 }`;
   const { findings } = audit({ "kernels/int/bad.ts": bad });
   const kinds = new Set(findings.map((s) => s.split(" ")[1]?.replace(":", "")));
-  for (const k of ["mul", "div", "rem", "pow", "math", "floatLiteral", "floatArray", "floatView", "outsideCall"]) expect(kinds.has(k)).toBe(true);
+  for (
+    const k of ["mul", "div", "rem", "pow", "math", "floatLiteral", "floatArray", "floatView", "outsideCall"]
+  ) expect(kinds.has(k)).toBe(true);
   expect(findings.some((s) => s.includes("outside the audited set"))).toBe(true);
 });

@@ -9,24 +9,28 @@ const ROOT = join(import.meta.dir, "..");
 const run = (rt: string, args: string[]) =>
   spawnSync(rt, rt === "deno" ? ["run", "-A", ...args] : args, { cwd: ROOT, encoding: "utf8" });
 
-test("generate.ts on a lut4 file: the int engine, greedy and sampled, the same text on Deno and Bun", async () => {
-  const lut = await defaultLut4();
-  const greedy = ["scripts/generate.ts", lut, "--prompt", "The jury said", "--max-tokens", "40"];
-  const sampled = [...greedy, "--temperature", "0.8", "--top-k", "40", "--min-p", "0.05", "--seed", "11"];
-  const out: Record<string, string[]> = {};
-  for (const rt of ["deno", "bun"]) {
-    out[rt] = [];
-    for (const args of [greedy, sampled]) {
-      const r = run(rt, args);
-      expect(r.status).toBe(0);
-      expect(r.stderr).toContain("on the int engine");
-      expect(r.stdout.length).toBeGreaterThan(20);
-      out[rt].push(r.stdout);
+test(
+  "generate.ts on a lut4 file: the int engine, greedy and sampled, the same text on Deno and Bun",
+  async () => {
+    const lut = await defaultLut4();
+    const greedy = ["scripts/generate.ts", lut, "--prompt", "The jury said", "--max-tokens", "40"];
+    const sampled = [...greedy, "--temperature", "0.8", "--top-k", "40", "--min-p", "0.05", "--seed", "11"];
+    const out: Record<string, string[]> = {};
+    for (const rt of ["deno", "bun"]) {
+      out[rt] = [];
+      for (const args of [greedy, sampled]) {
+        const r = run(rt, args);
+        expect(r.status).toBe(0);
+        expect(r.stderr).toContain("on the int engine");
+        expect(r.stdout.length).toBeGreaterThan(20);
+        out[rt].push(r.stdout);
+      }
     }
-  }
-  expect(out.deno).toEqual(out.bun);
-  expect(out.bun[0]).not.toBe(out.bun[1]);
-}, 180_000);
+    expect(out.deno).toEqual(out.bun);
+    expect(out.bun[0]).not.toBe(out.bun[1]);
+  },
+  180_000,
+);
 
 test("eval.ts FILE --json gives the integer engine's held-out bits per byte", async () => {
   const lut = await defaultLut4();

@@ -34,18 +34,22 @@ test("checked mode holds every bound on held-out windows; the engine adds < 1e-3
   expect(Math.abs(bits / bytes - float)).toBeLessThan(1e-3);
 }, 180_000);
 
-test("prefill and decode are the same code: feeding at once or token by token gives the same logits", async () => {
-  const engine = intEngineFromFile(await readLut4(await defaultLut4()));
-  const ids = encode("The jury said that", { bos: true });
-  const all = await engine.start().feed(ids, "all");
-  const s = engine.start();
-  for (let t = 0; t < ids.length; t++) {
-    const row = await s.feed([ids[t]]);
-    expect(Array.from(row)).toEqual(Array.from(all.subarray(t * 258, t * 258 + 258)));
-  }
-  expect(s.position).toBe(ids.length);
-  expect(s.tokens).toEqual(ids);
-}, 180_000);
+test(
+  "prefill and decode are the same code: feeding at once or token by token gives the same logits",
+  async () => {
+    const engine = intEngineFromFile(await readLut4(await defaultLut4()));
+    const ids = encode("The jury said that", { bos: true });
+    const all = await engine.start().feed(ids, "all");
+    const s = engine.start();
+    for (let t = 0; t < ids.length; t++) {
+      const row = await s.feed([ids[t]]);
+      expect(Array.from(row)).toEqual(Array.from(all.subarray(t * 258, t * 258 + 258)));
+    }
+    expect(s.position).toBe(ids.length);
+    expect(s.tokens).toEqual(ids);
+  },
+  180_000,
+);
 
 test("greedy takes the lowest id on a tie; top-k 1, min-p 1 and temperature 0 are greedy", async () => {
   expect(greedy(new Int32Array([3, 9, 9, -1, 9]))).toBe(1);

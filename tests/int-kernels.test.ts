@@ -2,11 +2,18 @@
 // primitive, the digit products, the square root, the divisions, the GEMV contract, the tables.
 import { expect, test } from "bun:test";
 import { I32_MAX, I32_MIN, quantizeBits, shift } from "../kernels/int/round.ts";
-import { mulS12, mulS16, mulScale, mulU16, multiples } from "../kernels/int/mul.ts";
+import { mulS12, mulS16, mulScale, multiples, mulU16 } from "../kernels/int/mul.ts";
 import { divShifted, isqrtScaled, recip16 } from "../kernels/int/isqrt.ts";
-import { ACC_EXP, activationTables, gemv, gemvPairs, pairTables, prepareMatrix } from "../kernels/int/gemv.ts";
+import {
+  ACC_EXP,
+  activationTables,
+  gemv,
+  gemvPairs,
+  pairTables,
+  prepareMatrix,
+} from "../kernels/int/gemv.ts";
 import { expNeg, prepareTable, silu } from "../kernels/int/tables.ts";
-import { rmsnorm, normPlan } from "../kernels/int/norm.ts";
+import { normPlan, rmsnorm } from "../kernels/int/norm.ts";
 import { makeTables } from "../formats/lut4-quantize.ts";
 import { PRESETS } from "../model/config.ts";
 import { drawBelow, nextU32, seedRng } from "../serve/int-sampler.ts";
@@ -50,7 +57,9 @@ test("multiples tables give exact products for signed 16- and 12-bit and unsigne
     multiples(au, t, 0);
     expect(mulU16(t, 0, u)).toBe(au * u);
   }
-  for (let m = 0; m < 16; m++) for (const a of [0, 1, -1, 8388607, -8388607, 12345]) expect(mulScale(a, m)).toBe((16 + m) * a);
+  for (let m = 0; m < 16; m++) {
+    for (const a of [0, 1, -1, 8388607, -8388607, 12345]) expect(mulScale(a, m)).toBe((16 + m) * a);
+  }
 });
 
 test("isqrtScaled is floor(sqrt(s * 4^p)), recip16 and divShifted are floor divisions", () => {
@@ -94,7 +103,10 @@ test("gemv follows its written contract: group sums, (16+m) scale, one rounding 
           a += (((nibbles[k >> 1] >> ((k & 1) * 4)) & 15) - 8) * x[c];
         }
         const sc = scales[(r * cols) / 32 + g];
-        acc = Math.max(I32_MIN, Math.min(I32_MAX, acc + shiftRef((16 + (sc & 15)) * a, ACC_EXP - (-12 + (sc >> 4) - 4 - 15))));
+        acc = Math.max(
+          I32_MIN,
+          Math.min(I32_MAX, acc + shiftRef((16 + (sc & 15)) * a, ACC_EXP - (-12 + (sc >> 4) - 4 - 15))),
+        );
       }
       expect(out[r]).toBe(shiftRef(acc, outExp - ACC_EXP));
     }

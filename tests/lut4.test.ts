@@ -17,7 +17,16 @@ test("the default model's lut4 file reads back: header, inventory, CRC, SHA-256,
   const file = await readLut4(path);
   expect(file.header.schema).toBe("ferry.lut-qwen3/1");
   expect(file.header.head).toBe("tied");
-  expect(file.header.shape).toEqual({ vocab: 258, width: 96, layers: 4, heads: 4, kv_heads: 2, head_dim: 32, ffn: 256, max_positions: 512 });
+  expect(file.header.shape).toEqual({
+    vocab: 258,
+    width: 96,
+    layers: 4,
+    heads: 4,
+    kv_heads: 2,
+    head_dim: 32,
+    ffn: 256,
+    max_positions: 512,
+  });
   expect(file.sha256).toMatch(/^[0-9a-f]{64}$/);
   expect(file.weights.layers[0].q.rows).toBe(128); // heads x head_dim != hidden
   const { config, tensors } = await lut4Format.read(path);
@@ -40,9 +49,11 @@ test("the scale of each group minimises squared error over the grid, not max-abs
     for (let i = 0; i < 32; i++) amax = Math.max(amax, Math.abs(w[g * 32 + i]));
     // The max-abs choice: the smallest grid scale with amax / s <= 8 (within the same exp_base).
     let s = Infinity;
-    for (let e = matrix.expBase; e < matrix.expBase + 16; e++) for (let m = 0; m < 16; m++) {
-      const c = (16 + m) * 2 ** (e - 4);
-      if (amax / c <= 7.5 && c < s) s = c;
+    for (let e = matrix.expBase; e < matrix.expBase + 16; e++) {
+      for (let m = 0; m < 16; m++) {
+        const c = (16 + m) * 2 ** (e - 4);
+        if (amax / c <= 7.5 && c < s) s = c;
+      }
     }
     for (let i = 0; i < 32; i++) {
       const x = w[g * 32 + i];
@@ -61,9 +72,34 @@ test("short, truncated, tampered, foreign-schema and non-lut4 files are refused 
   const cases: [string, Uint8Array, RegExp][] = [
     ["short", good.subarray(0, 10), /magic/],
     ["truncated", good.subarray(0, good.length - 64), /data_bytes/],
-    ["tampered", (() => { const b = Uint8Array.from(good); b[b.length - 200] ^= 1; return b; })(), /data_crc32/],
-    ["schema", (() => { const b = Uint8Array.from(good); const i = Buffer.from(b).indexOf("ferry.lut-qwen3/1"); b[i] = 0x46; return b; })(), /schema/],
-    ["magic", (() => { const b = Uint8Array.from(good); b[0] = 0x58; return b; })(), /magic/],
+    [
+      "tampered",
+      (() => {
+        const b = Uint8Array.from(good);
+        b[b.length - 200] ^= 1;
+        return b;
+      })(),
+      /data_crc32/,
+    ],
+    [
+      "schema",
+      (() => {
+        const b = Uint8Array.from(good);
+        const i = Buffer.from(b).indexOf("ferry.lut-qwen3/1");
+        b[i] = 0x46;
+        return b;
+      })(),
+      /schema/,
+    ],
+    [
+      "magic",
+      (() => {
+        const b = Uint8Array.from(good);
+        b[0] = 0x58;
+        return b;
+      })(),
+      /magic/,
+    ],
   ];
   for (const [name, bytes, field] of cases) {
     const p = join(dir, `${name}.lut4`);
@@ -79,35 +115,59 @@ test("short, truncated, tampered, foreign-schema and non-lut4 files are refused 
   expect(usage.stderr).toContain("usage: readers/lut4.ts FILE [TENSOR...]");
 }, 180_000);
 
-test("the minimal reader agrees with the full reader on every matrix and table, under Bun and Deno", async () => {
-  const path = await defaultLut4();
-  const file = await readLut4(path);
-  const full = new Map<string, number[]>();
-  for (const m of [file.weights.embed, ...file.weights.layers.flatMap((l) => [l.q, l.k, l.v, l.o, l.gate, l.up, l.down])]) {
-    full.set(m.name, Array.from(dequantizeMatrix(m)));
-  }
-  for (const t of file.header.tables) {
-    const w = file.weights;
-    const arr: Int16Array | Int32Array = t.name === "exp" ? w.exp : t.name === "silu" ? w.silu : t.name === "rope_cos" ? w.ropeCos
-      : t.name === "rope_sin" ? w.ropeSin : t.name === "final_gain" ? w.finalGain!.values
-      : t.name.endsWith("q_gain") ? w.layers[Number(t.name.split(".")[1])].qGain.values : w.layers[Number(t.name.split(".")[1])].kGain.values;
-    full.set(t.name, Array.from(arr, (v) => v * 2 ** t.exp));
-  }
-  const names = [...full.keys()];
-  for (const runtime of [["bun"], ["deno", "run", "-A"]]) {
-    const list = spawnSync(runtime[0], [...runtime.slice(1), join(ROOT, "readers/lut4.ts"), path], { encoding: "utf8" });
-    expect(list.status).toBe(0);
-    expect(list.stdout.trim().split("\n").map((l) => l.split("\t")[0])).toEqual(names);
-    const r = spawnSync(runtime[0], [...runtime.slice(1), join(ROOT, "readers/lut4.ts"), path, ...names], { encoding: "utf8", maxBuffer: 64 << 20 });
-    expect(r.status).toBe(0);
-    const lines = r.stdout.trim().split("\n");
-    expect(lines.length).toBe(2 * names.length);
-    names.forEach((n, i) => {
-      expect(lines[2 * i].split("\t")[0]).toBe(n);
-      expect(lines[2 * i + 1].split(" ").map(Number)).toEqual(full.get(n)!);
-    });
-  }
-  // dequantizeLut4 is what the float engine reads: the same numbers.
-  const embed = dequantizeLut4(file).find((t) => t.name === "model.embed_tokens.weight")!;
-  expect(Array.from(embed.data)).toEqual(full.get("embed")!);
-}, 180_000);
+test(
+  "the minimal reader agrees with the full reader on every matrix and table, under Bun and Deno",
+  async () => {
+    const path = await defaultLut4();
+    const file = await readLut4(path);
+    const full = new Map<string, number[]>();
+    for (
+      const m of [
+        file.weights.embed,
+        ...file.weights.layers.flatMap((l) => [l.q, l.k, l.v, l.o, l.gate, l.up, l.down]),
+      ]
+    ) {
+      full.set(m.name, Array.from(dequantizeMatrix(m)));
+    }
+    for (const t of file.header.tables) {
+      const w = file.weights;
+      const arr: Int16Array | Int32Array = t.name === "exp"
+        ? w.exp
+        : t.name === "silu"
+        ? w.silu
+        : t.name === "rope_cos"
+        ? w.ropeCos
+        : t.name === "rope_sin"
+        ? w.ropeSin
+        : t.name === "final_gain"
+        ? w.finalGain!.values
+        : t.name.endsWith("q_gain")
+        ? w.layers[Number(t.name.split(".")[1])].qGain.values
+        : w.layers[Number(t.name.split(".")[1])].kGain.values;
+      full.set(t.name, Array.from(arr, (v) => v * 2 ** t.exp));
+    }
+    const names = [...full.keys()];
+    for (const runtime of [["bun"], ["deno", "run", "-A"]]) {
+      const list = spawnSync(runtime[0], [...runtime.slice(1), join(ROOT, "readers/lut4.ts"), path], {
+        encoding: "utf8",
+      });
+      expect(list.status).toBe(0);
+      expect(list.stdout.trim().split("\n").map((l) => l.split("\t")[0])).toEqual(names);
+      const r = spawnSync(runtime[0], [...runtime.slice(1), join(ROOT, "readers/lut4.ts"), path, ...names], {
+        encoding: "utf8",
+        maxBuffer: 64 << 20,
+      });
+      expect(r.status).toBe(0);
+      const lines = r.stdout.trim().split("\n");
+      expect(lines.length).toBe(2 * names.length);
+      names.forEach((n, i) => {
+        expect(lines[2 * i].split("\t")[0]).toBe(n);
+        expect(lines[2 * i + 1].split(" ").map(Number)).toEqual(full.get(n)!);
+      });
+    }
+    // dequantizeLut4 is what the float engine reads: the same numbers.
+    const embed = dequantizeLut4(file).find((t) => t.name === "model.embed_tokens.weight")!;
+    expect(Array.from(embed.data)).toEqual(full.get("embed")!);
+  },
+  180_000,
+);

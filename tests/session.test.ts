@@ -40,58 +40,88 @@ function runIn(runtime: string, code: string): string {
   return r.stdout.trim();
 }
 
-test("save after N, restore in a fresh process, M more = N + M uninterrupted; Deno and Bun agree byte for byte", async () => {
-  const lut = await defaultLut4();
-  const dir = scratchDir();
-  const results: Record<string, { first: string; rest: string; whole: string; file: string }> = {};
-  for (const rt of ["bun", "deno"]) {
-    const session = join(dir, `${rt}.session`);
-    const first = runIn(rt, script(lut, "first", session));
-    const rest = runIn(rt, script(lut, "rest", session));
-    const whole = runIn(rt, script(lut, "whole", session));
-    expect(`${first},${rest}`).toBe(whole);
-    expect(whole.split(",").length).toBe(N + M);
-    results[rt] = { first, rest, whole, file: createHash("sha256").update(readFileSync(session)).digest("hex") };
-  }
-  expect(results.deno).toEqual(results.bun);
-  expect(readdirSync(dir).filter((f) => f.includes(".tmp"))).toEqual([]);
-}, 180_000);
+test(
+  "save after N, restore in a fresh process, M more = N + M uninterrupted; Deno and Bun agree byte for byte",
+  async () => {
+    const lut = await defaultLut4();
+    const dir = scratchDir();
+    const results: Record<string, { first: string; rest: string; whole: string; file: string }> = {};
+    for (const rt of ["bun", "deno"]) {
+      const session = join(dir, `${rt}.session`);
+      const first = runIn(rt, script(lut, "first", session));
+      const rest = runIn(rt, script(lut, "rest", session));
+      const whole = runIn(rt, script(lut, "whole", session));
+      expect(`${first},${rest}`).toBe(whole);
+      expect(whole.split(",").length).toBe(N + M);
+      results[rt] = {
+        first,
+        rest,
+        whole,
+        file: createHash("sha256").update(readFileSync(session)).digest("hex"),
+      };
+    }
+    expect(results.deno).toEqual(results.bun);
+    expect(readdirSync(dir).filter((f) => f.includes(".tmp"))).toEqual([]);
+  },
+  180_000,
+);
 
-test("sessions for another model, truncated, tampered or inconsistent are refused before any change", async () => {
-  const file = await readLut4(await defaultLut4());
-  const engine = intEngineFromFile(file);
-  const s = engine.start();
-  s.seed(3);
-  await s.feed([256, 65, 66, 67], "none");
-  const good = s.save!();
-  const resealed = (edit: (b: Uint8Array, dv: DataView) => void) => {
-    const b = Uint8Array.from(good);
-    const dv = new DataView(b.buffer);
-    edit(b, dv);
-    dv.setUint32(b.length - 4, crc32(b.subarray(0, b.length - 4)) >>> 0, true);
-    return b;
-  };
-  // Another model: the same weights with the head stored separately have another SHA-256.
-  const other = join(scratchDir(), "other.lut4");
-  await writeLut4(other, { ...file.weights, head: { ...file.weights.embed, name: "head" }, finalGain: null }, { source: "x", ropeTheta: 10000, rmsNormEps: 1e-6 });
-  const otherEngine = intEngineFromFile(await readLut4(other));
-  expect(() => otherEngine.restore!(good, "s")).toThrow(/model_sha256/);
-  const cases: [Uint8Array, RegExp][] = [
-    [good.subarray(0, good.length - 10), /crc32|length/],
-    [(() => { const b = Uint8Array.from(good); b[SESSION_PREFIX + 2] ^= 4; return b; })(), /crc32/],
-    [resealed((_, dv) => dv.setUint32(64, 5, true)), /length/], // position disagrees with the size
-    [resealed((_, dv) => dv.setUint32(SESSION_PREFIX, 300, true)), /tokens\[0\]/],
-    [resealed((_, dv) => dv.setUint32(76, 0, true)), /flags/],
-    [resealed((_, dv) => dv.setUint32(44, 259, true)), /vocab/],
-    [resealed((b, dv) => dv.setInt16(b.length - 4 - 2 * 2 * 4 - 2, 4000, true)), /values|value_exp|keys/],
-    [resealed((_, dv) => { dv.setInt32(68, 0, true); dv.setInt32(72, 0, true); }), /rng/],
-  ];
-  for (const [bytes, field] of cases) expect(() => engine.restore!(bytes, "s")).toThrow(field);
-  // The live session is untouched and still continues as before.
-  const again = engine.restore!(good, "s");
-  expect(again.pick({ temperature: 1 })).toBe(s.pick({ temperature: 1 }));
-  expect(again.position).toBe(4);
-}, 180_000);
+test(
+  "sessions for another model, truncated, tampered or inconsistent are refused before any change",
+  async () => {
+    const file = await readLut4(await defaultLut4());
+    const engine = intEngineFromFile(file);
+    const s = engine.start();
+    s.seed(3);
+    await s.feed([256, 65, 66, 67], "none");
+    const good = s.save!();
+    const resealed = (edit: (b: Uint8Array, dv: DataView) => void) => {
+      const b = Uint8Array.from(good);
+      const dv = new DataView(b.buffer);
+      edit(b, dv);
+      dv.setUint32(b.length - 4, crc32(b.subarray(0, b.length - 4)) >>> 0, true);
+      return b;
+    };
+    // Another model: the same weights with the head stored separately have another SHA-256.
+    const other = join(scratchDir(), "other.lut4");
+    await writeLut4(other, {
+      ...file.weights,
+      head: { ...file.weights.embed, name: "head" },
+      finalGain: null,
+    }, { source: "x", ropeTheta: 10000, rmsNormEps: 1e-6 });
+    const otherEngine = intEngineFromFile(await readLut4(other));
+    expect(() => otherEngine.restore!(good, "s")).toThrow(/model_sha256/);
+    const cases: [Uint8Array, RegExp][] = [
+      [good.subarray(0, good.length - 10), /crc32|length/],
+      [
+        (() => {
+          const b = Uint8Array.from(good);
+          b[SESSION_PREFIX + 2] ^= 4;
+          return b;
+        })(),
+        /crc32/,
+      ],
+      [resealed((_, dv) => dv.setUint32(64, 5, true)), /length/], // position disagrees with the size
+      [resealed((_, dv) => dv.setUint32(SESSION_PREFIX, 300, true)), /tokens\[0\]/],
+      [resealed((_, dv) => dv.setUint32(76, 0, true)), /flags/],
+      [resealed((_, dv) => dv.setUint32(44, 259, true)), /vocab/],
+      [resealed((b, dv) => dv.setInt16(b.length - 4 - 2 * 2 * 4 - 2, 4000, true)), /values|value_exp|keys/],
+      [
+        resealed((_, dv) => {
+          dv.setInt32(68, 0, true);
+          dv.setInt32(72, 0, true);
+        }),
+        /rng/,
+      ],
+    ];
+    for (const [bytes, field] of cases) expect(() => engine.restore!(bytes, "s")).toThrow(field);
+    // The live session is untouched and still continues as before.
+    const again = engine.restore!(good, "s");
+    expect(again.pick({ temperature: 1 })).toBe(s.pick({ temperature: 1 }));
+    expect(again.position).toBe(4);
+  },
+  180_000,
+);
 
 test("writeSessionFile replaces a file atomically and leaves no temporary file", async () => {
   const dir = scratchDir();

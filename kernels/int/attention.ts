@@ -18,7 +18,7 @@
 import { assertBound, checked, holds } from "./check.ts";
 import { ACC_EXP } from "./gemv.ts";
 import { recip16 } from "./isqrt.ts";
-import { MUL_TABLE, mulU16, multiples } from "./mul.ts";
+import { MUL_TABLE, multiples, mulU16 } from "./mul.ts";
 import { bitlen, I32_MIN, sat32, shift } from "./round.ts";
 import { expNeg, type LookupTable } from "./tables.ts";
 
@@ -85,7 +85,13 @@ function headOffset(hd: number, kvHead: number): number {
  * w ≤ 2^15 come from the exp table at (max − score) (the maximum gets exactly 2^15), their total T < 2^30
  * is asserted, and p = shift(w · R, bitlen(T)) with R = floor(2^(bitlen(T)+15) / T).
  */
-function probabilities(ctx: AttentionContext, scores: Int32Array, n: number, kvHead: number, pt: Int32Array): number {
+function probabilities(
+  ctx: AttentionContext,
+  scores: Int32Array,
+  n: number,
+  kvHead: number,
+  pt: Int32Array,
+): number {
   let best = I32_MIN;
   for (let u = 0; u < n; u++) if (scores[u] > best) best = scores[u];
   let total = 0;
@@ -164,7 +170,9 @@ export function attendGroup(
       if (two) dot1 = dot1 + (qt[tt + second + d2] << 8) + (qt[tt + second + d1] << 4) + qt[tt + second + d0];
       tt = tt + 32;
     }
-    if (check && !holds(dot0 < 2147483648 && dot0 >= -2147483648 && dot1 < 2147483648 && dot1 >= -2147483648)) {
+    if (
+      check && !holds(dot0 < 2147483648 && dot0 >= -2147483648 && dot1 < 2147483648 && dot1 >= -2147483648)
+    ) {
       assertBound(false, `score dot outside int32`);
     }
     const ek = ctx.keyExp[eo];

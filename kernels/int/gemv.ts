@@ -97,7 +97,15 @@ export function prepareMatrix(m: LutMatrix): PreparedMatrix {
     words[i] = nb[b] | (nb[b + 1] << 8) | (nb[b + 2] << 16) | (nb[b + 3] << 24);
     b = b + 4;
   }
-  return { name: m.name, rows: m.rows, cols: m.cols, expBase: m.expBase, nibbles: m.nibbles, scales: m.scales, words };
+  return {
+    name: m.name,
+    rows: m.rows,
+    cols: m.cols,
+    expBase: m.expBase,
+    nibbles: m.nibbles,
+    scales: m.scales,
+    words,
+  };
 }
 
 /** Σ over the eight codes of word `w` of tab[t + 16j + code_j]: eight columns' table reads. */
@@ -135,7 +143,9 @@ export function gemv(
       t = t + 512;
       const scale = sc[s];
       s = s + 1;
-      if (check && !holds(a < 8388608 && a > -8388608)) assertBound(false, `${mat.name}: group sum ${a} outside ±2^23`);
+      if (check && !holds(a < 8388608 && a > -8388608)) {
+        assertBound(false, `${mat.name}: group sum ${a} outside ±2^23`);
+      }
       const p = mulScale(a, scale & 15);
       const k = base - (scale >> 4);
       let c: number;
@@ -157,7 +167,13 @@ export function gemv(
  * one entry per possible code byte of columns (2p, 2p + 1), built by addition from the two columns'
  * multiples (256 additions per pair). |entry| ≤ 16 · 32767 < 2^20.
  */
-export function pairTables(x: Int32Array, off: number, cols: number, tab2: Int32Array, scratch: Int32Array): void {
+export function pairTables(
+  x: Int32Array,
+  off: number,
+  cols: number,
+  tab2: Int32Array,
+  scratch: Int32Array,
+): void {
   activationTables(x, off, cols, scratch);
   let t = 0;
   let s = 0;
@@ -204,13 +220,16 @@ export function gemvPairs(
     let acc = 0;
     let t = 0;
     for (let g = 0; g < groups; g++) {
-      const a = sum4(tab2, t, words[b]) + sum4(tab2, t + 1024, words[b + 1]) + sum4(tab2, t + 2048, words[b + 2]) +
+      const a = sum4(tab2, t, words[b]) + sum4(tab2, t + 1024, words[b + 1]) +
+        sum4(tab2, t + 2048, words[b + 2]) +
         sum4(tab2, t + 3072, words[b + 3]);
       b = b + 4;
       t = t + 4096;
       const scale = sc[s];
       s = s + 1;
-      if (check && !holds(a < 8388608 && a > -8388608)) assertBound(false, `${mat.name}: group sum ${a} outside ±2^23`);
+      if (check && !holds(a < 8388608 && a > -8388608)) {
+        assertBound(false, `${mat.name}: group sum ${a} outside ±2^23`);
+      }
       const p = mulScale(a, scale & 15);
       const k = base - (scale >> 4);
       let c: number;

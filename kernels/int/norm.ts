@@ -87,7 +87,9 @@ export function rmsnorm(
     const c = shift(v < 0 ? -v : v, s2);
     sum = sum + plan.sq[c];
   }
-  if (checked.on && !holds(sum <= I32_MAX)) assertBound(false, `rmsnorm: sum of squares ${sum} exceeds int32`);
+  if (checked.on && !holds(sum <= I32_MAX)) {
+    assertBound(false, `rmsnorm: sum of squares ${sum} exceeds int32`);
+  }
   // eps · n in units of 2^(2 · (ey + s2)); shift by e2 (right when positive).
   let e2 = ey + ey + s2 + s2 - plan.epsExp;
   let extra = 0;
