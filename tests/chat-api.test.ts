@@ -244,7 +244,7 @@ describe("one generation at a time", () => {
     // The second waits in the one place of the line; the third finds the line full.
     const waiting = new AbortController();
     const second = post("/v1/completions", { prompt: "The", max_tokens: 2 }, { signal: waiting.signal });
-    await Bun.sleep(20);
+    await Bun.sleep(150);
     const third = await post("/v1/completions", { prompt: "The", max_tokens: 2 });
     await expectError(third, 429, null);
     expect(Number(third.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
@@ -252,7 +252,7 @@ describe("one generation at a time", () => {
     waiting.abort();
     await second.then((r) => r.status, () => "aborted");
     const fourth = post("/v1/completions", { prompt: "The", max_tokens: 2, temperature: 0 });
-    await Bun.sleep(20);
+    await Bun.sleep(150);
     // The streaming client disconnects: its generation stops well short of 400 tokens.
     const before = feeds;
     await reader.cancel();
