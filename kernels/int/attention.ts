@@ -57,6 +57,8 @@ export interface AttentionScratch {
   /** Multiples tables of every position's probability: capacity · 32 per head. */
   pt0: Int32Array;
   pt1: Int32Array;
+  /** Value-row offsets of the positions whose probability is not zero for some head. */
+  live: Int32Array;
   rt: Int32Array;
 }
 
@@ -68,6 +70,7 @@ export function attentionScratch(capacity: number, headDim: number): AttentionSc
     qt: new Int32Array(headDim << 6),
     pt0: new Int32Array(capacity << 5),
     pt1: new Int32Array(capacity << 5),
+    live: new Int32Array(capacity),
     rt: new Int32Array(MUL_TABLE),
   };
 }
@@ -80,18 +83,12 @@ function headOffset(hd: number, kvHead: number): number {
 }
 
 /**
- * Softmax of `scores[0, n)` into the multiples tables of each position's Q15 probability, aligned to
- * the largest value exponent of the kv head (`pt[32u …]`); returns that exponent. The numerators
- * w ≤ 2^15 come from the exp table at (max − score) (the maximum gets exactly 2^15), their total T < 2^30
- * is asserted, and p = shift(w · R, bitlen(T)) with R = floor(2^(bitlen(T)+15) / T).
+ * Softmax of `scores[0, n)` in place: each becomes its position's Q15 probability, aligned to the largest
+ * value exponent of the kv head, which it returns. The numerators w ≤ 2^15 come from the exp table at
+ * (max − score) (the maximum gets exactly 2^15), their total T < 2^30 is asserted, and
+ * p = shift(w · R, bitlen(T)) with R = floor(2^(bitlen(T)+15) / T), read from R's multiples.
  */
-function probabilities(
-  ctx: AttentionContext,
-  scores: Int32Array,
-  n: number,
-  kvHead: number,
-  pt: Int32Array,
-): number {
+function probabilities(ctx: AttentionContext, scores: Int32Array, n: number, kvHead: number): number {
   let best = I32_MIN;
   for (let u = 0; u < n; u++) if (scores[u] > best) best = scores[u];
   let total = 0;
@@ -109,11 +106,9 @@ function probabilities(
   const lt = bitlen(total);
   multiples(recip16(total), ctx.s.rt, 0);
   eo = kvHead;
-  let t = 0;
   for (let u = 0; u < n; u++) {
-    multiples(shift(shift(mulU16(ctx.s.rt, 0, scores[u]), lt), emax - ctx.valueExp[eo]), pt, t);
+    scores[u] = shift(shift(mulU16(ctx.s.rt, 0, scores[u]), lt), emax - ctx.valueExp[eo]);
     eo = eo + ctx.kvHeads;
-    t = t + 32;
   }
   return emax;
 }
@@ -181,26 +176,42 @@ export function attendGroup(
     ko = ko + ctx.kvDim;
     eo = eo + ctx.kvHeads;
   }
-  const emax = probabilities(ctx, sc.scores0, n, kvHead, sc.pt0);
-  if (two) probabilities(ctx, sc.scores1, n, kvHead, sc.pt1);
-  // The value mix, one dimension at a time over the positions, both heads from one read of each value.
-  const values = ctx.values;
-  const toAcc = ACC_EXP - (emax - 15);
+  const emax = probabilities(ctx, sc.scores0, n, kvHead);
+  if (two) probabilities(ctx, sc.scores1, n, kvHead);
+  // Multiples tables of the probabilities, only for positions some head gives a non-zero one (the
+  // others add nothing), packed in order, with each one's value-row offset.
   const pt0 = sc.pt0;
   const pt1 = sc.pt1;
+  const live = sc.live;
+  let count = 0;
+  let tp = 0;
+  let vo = first;
+  for (let u = 0; u < n; u++) {
+    const p0 = sc.scores0[u];
+    const p1 = two ? sc.scores1[u] : 0;
+    if (p0 !== 0 || p1 !== 0) {
+      multiples(p0, pt0, tp);
+      if (two) multiples(p1, pt1, tp);
+      live[count] = vo;
+      count = count + 1;
+      tp = tp + 32;
+    }
+    vo = vo + ctx.kvDim;
+  }
+  // The value mix, one dimension at a time over those positions, both heads from one read of each value.
+  const values = ctx.values;
+  const toAcc = ACC_EXP - (emax - 15);
   for (let i = 0; i < hd; i++) {
     let m0 = 0;
     let m1 = 0;
-    let vo = first + i;
-    let tp = 0;
-    for (let u = 0; u < n; u++) {
-      const v = values[vo];
+    tp = 0;
+    for (let j = 0; j < count; j++) {
+      const v = values[live[j] + i];
       const d2 = 16 + ((v >> 8) & 15);
       const d1 = (v >> 4) & 15;
       const d0 = v & 15;
       m0 = m0 + (pt0[tp + d2] << 8) + (pt0[tp + d1] << 4) + pt0[tp + d0];
       if (two) m1 = m1 + (pt1[tp + d2] << 8) + (pt1[tp + d1] << 4) + pt1[tp + d0];
-      vo = vo + ctx.kvDim;
       tp = tp + 32;
     }
     if (check && !holds(m0 < 2147483648 && m0 >= -2147483648 && m1 < 2147483648 && m1 >= -2147483648)) {
