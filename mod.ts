@@ -192,3 +192,8 @@ export {
 export { foldedFloat, type HeadMode, quantizeModel, type TensorError } from "./formats/lut4-quantize.ts";
 export { decodeSession, encodeSession, SessionError, writeSessionFile } from "./formats/session.ts";
 export { intEngineFromFile, loadIntEngine, toIntSampling } from "./serve/int-engine.ts";
+
+// The chat server: the Hono app handed an engine, its session store, and a listener for Deno or Bun.
+export { type ChatAppOptions, createApp } from "./serve/app.ts";
+export { createSessionStore, type SessionStore } from "./serve/session-store.ts";
+export { listen, type Listening } from "./serve/listen.ts";

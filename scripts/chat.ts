@@ -1,0 +1,131 @@
+/**
+ * Starts the chat server: the Hono app from serve/app.ts on an engine, listening on loopback.
+ * With no model named it serves the lut4 export of the default model on the integer engine, exporting
+ * it on first run. A training checkpoint is refused with the command that converts it.
+ *
+ * @example
+ * ```ts
+ * // deno run -A scripts/chat.ts                       # http://127.0.0.1:8080/
+ * // bun scripts/chat.ts out/ferry.bf16.dmexp --engine float --port 9000
+ * ```
+ * @module
+ */
+import { open, stat } from "node:fs/promises";
+import process from "node:process";
+import { cli, EXIT_REFUSED, EXIT_USAGE, fail, run } from "./cli.ts";
+import { DEFAULT_INPUT, DEFAULT_OUTPUT, exportCheckpoint, outputPath } from "../formats/export.ts";
+import { isCheckpoint } from "../formats/checkpoint.ts";
+import { lut4Format } from "../formats/lut4.ts";
+import type { Engine } from "../model/engine.ts";
+import { FormatError } from "../model/error.ts";
+import { createApp } from "../serve/app.ts";
+import { loadEngine } from "../serve/engines.ts";
+import { listen } from "../serve/listen.ts";
+import { createSessionStore } from "../serve/session-store.ts";
+
+/** The model served when none is named: the default model's lut4 export (out/ferry.q4.lut4). */
+export const DEFAULT_MODEL = outputPath(DEFAULT_OUTPUT, lut4Format, DEFAULT_INPUT, lut4Format.defaultDtype);
+/** Where saved sessions are kept unless `--sessions` says otherwise. */
+export const DEFAULT_SESSIONS = `${DEFAULT_OUTPUT}sessions`;
+
+const HELP = `
+Serve a model as a local chat: the page at / and OpenAI-style endpoints under /v1.
+
+Usage: deno run -A scripts/chat.ts [MODEL] [options]
+       bun scripts/chat.ts [MODEL] [options]
+
+MODEL is any export (.lut4, .dmexp, .gguf, .f64lines, a Hugging Face folder); with none, the lut4
+export of the default model (${DEFAULT_MODEL}), created from ${DEFAULT_INPUT} on first run.
+
+Options:
+  --host HOST       address to listen on (default 127.0.0.1: this machine only)
+  --port PORT       port (default 8080; 0 picks a free one)
+  --engine KIND     int, float, or webgpu (Deno only); default: the format's own engine
+  --sessions DIR    where saved sessions are kept (default ${DEFAULT_SESSIONS})
+  --queue N         requests that may wait for the engine before 429 (default 8)
+  -h, --help        this text
+
+Exit codes: 0 stopped, 1 refused (a checkpoint, a corrupt file), 2 usage.
+`;
+
+/**
+ * The engine to serve: `model` (default: the default model's lut4 export, created when missing) on
+ * `kind` (default: the format's natural engine). A training checkpoint is refused.
+ */
+export async function openServedEngine(model?: string, kind?: string): Promise<Engine> {
+  if (model === undefined) return await openDefault(kind);
+  const st = await stat(model).catch(() => fail(`${model}: no such file or directory`));
+  if (st.isFile()) {
+    const head = new Uint8Array(8);
+    const fh = await open(model, "r");
+    await fh.read(head, 0, 8, 0).finally(() => fh.close());
+    if (isCheckpoint(head)) {
+      fail(
+        `${model} is a training checkpoint (its weights plus optimizer state), not a model to serve. ` +
+          `Convert it first:\n  deno run -A scripts/export.ts --input ${model} --format lut4 --output ${DEFAULT_OUTPUT}`,
+        EXIT_REFUSED,
+      );
+    }
+  }
+  return await loadEngine(model, kind);
+}
+
+/**
+ * The default model, exported on first run. The file is ferry's own output, so one it can no longer
+ * read (written by an older ferry whose lut4 layout differed) is written again rather than refused.
+ */
+async function openDefault(kind?: string): Promise<Engine> {
+  const exportDefault = async (why: string) => {
+    console.error(`${DEFAULT_MODEL} ${why}: exporting ${DEFAULT_INPUT} to lut4`);
+    const made = await exportCheckpoint({ input: DEFAULT_INPUT, output: DEFAULT_MODEL, format: "lut4" });
+    console.error(`wrote ${made.file} (${made.bytes.toLocaleString("en-US")} bytes)`);
+  };
+  if (!(await stat(DEFAULT_MODEL).then(() => true, () => false))) {
+    await exportDefault("is missing (first run)");
+  }
+  try {
+    return await loadEngine(DEFAULT_MODEL, kind);
+  } catch (e) {
+    if (!(e instanceof FormatError) || e.field === "engine") throw e;
+    await exportDefault(`cannot be read (${e.message})`);
+    return await loadEngine(DEFAULT_MODEL, kind);
+  }
+}
+
+async function main(): Promise<void> {
+  const { values, positionals } = cli(HELP, {
+    host: { type: "string", default: "127.0.0.1" },
+    port: { type: "string", default: "8080" },
+    engine: { type: "string" },
+    sessions: { type: "string", default: DEFAULT_SESSIONS },
+    queue: { type: "string", default: "8" },
+  });
+  if (positionals.length > 1) {
+    fail(`expected at most one MODEL, got ${positionals.length}\n\n${HELP.trim()}`, EXIT_USAGE);
+  }
+  const port = Number(values.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    fail(`--port ${values.port}: expected 0 to 65535`, EXIT_USAGE);
+  }
+  const queueLimit = Number(values.queue);
+  if (!Number.isInteger(queueLimit) || queueLimit < 0) {
+    fail(`--queue ${values.queue}: expected an integer >= 0`, EXIT_USAGE);
+  }
+
+  const engine = await openServedEngine(positionals[0], values.engine);
+  const sessions = await createSessionStore(values.sessions!);
+  const app = createApp({ engine, sessions, queueLimit });
+  const server = await listen(app.fetch, { hostname: values.host!, port });
+  const loopback = ["127.0.0.1", "::1", "localhost"].includes(values.host!);
+  console.log(`ferry chat: ${server.url}  (${engine.source} on the ${engine.kind} engine; Ctrl+C stops)`);
+  if (!loopback) console.log(`note: listening on ${values.host}, reachable from other machines`);
+  const stop = async () => {
+    await server.close();
+    engine.dispose?.();
+    process.exit(0);
+  };
+  process.on("SIGINT", stop);
+  process.on("SIGTERM", stop);
+}
+
+if (import.meta.main) await run(main);

@@ -1,0 +1,53 @@
+/**
+ * Puts a fetch handler on a socket under whichever runtime is running: `Deno.serve` or `Bun.serve`.
+ * Bun closes a connection that is quiet for 10 s by default, which would cut a request waiting in the
+ * generation queue (no bytes flow until its turn) or a slow stream, so each request's idle timeout is
+ * turned off with `server.timeout(request, 0)`.
+ *
+ * @example
+ * ```ts
+ * const server = await listen(app.fetch, { hostname: "127.0.0.1", port: 8080 });
+ * console.log(server.url); // http://127.0.0.1:8080/
+ * await server.close();
+ * ```
+ * @module
+ */
+
+/** A listening server. */
+export interface Listening {
+  /** Where it listens, e.g. `http://127.0.0.1:8080/`. */
+  url: string;
+  /** Stops listening and ends open connections. */
+  close(): Promise<void>;
+}
+
+type Handler = (request: Request) => Response | Promise<Response>;
+
+/** Serves `fetch` on `hostname:port` (port 0: any free port). */
+export async function listen(fetch: Handler, opts: { hostname: string; port: number }): Promise<Listening> {
+  const g = globalThis as any;
+  const host = (h: string) => (h.includes(":") ? `[${h}]` : h);
+  if (g.Bun) {
+    const server = g.Bun.serve({
+      hostname: opts.hostname,
+      port: opts.port,
+      fetch(request: Request, srv: any) {
+        srv.timeout(request, 0);
+        return fetch(request);
+      },
+    });
+    return { url: `http://${host(opts.hostname)}:${server.port}/`, close: () => server.stop(true) };
+  }
+  if (g.Deno) {
+    let ready: (port: number) => void;
+    const bound = new Promise<number>((resolve) => (ready = resolve));
+    const server = g.Deno.serve({
+      hostname: opts.hostname,
+      port: opts.port,
+      onListen: (addr: { port: number }) => ready(addr.port),
+    }, fetch);
+    const port = await bound;
+    return { url: `http://${host(opts.hostname)}:${port}/`, close: () => server.shutdown() };
+  }
+  throw new Error("listen: needs Deno or Bun");
+}

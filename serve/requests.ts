@@ -1,0 +1,147 @@
+/**
+ * Reads the OpenAI-style request bodies the server accepts, field by field: a field of the wrong type or
+ * out of range is refused with a 400 that names it. Fields OpenAI clients send that a byte-level
+ * continuer has no use for (`presence_penalty`, `user`, ...) are accepted and ignored.
+ *
+ * @example
+ * ```ts
+ * const req = readCompletionRequest(await c.req.json());
+ * req.maxTokens; // a positive integer, or undefined when the client did not say
+ * ```
+ * @module
+ */
+import { ApiError } from "./errors.ts";
+
+/** One chat message. */
+export interface ChatMessage {
+  role: "system" | "user" | "assistant";
+  content: string;
+}
+
+/** What both endpoints share. */
+export interface GenerationFields {
+  stream: boolean;
+  /** Send a last chunk with `usage` (OpenAI's `stream_options.include_usage`). */
+  includeUsage: boolean;
+  maxTokens?: number;
+  temperature: number;
+  topK: number;
+  topP: number;
+  minP: number;
+  seed?: number;
+  stop: string[];
+  /** Continue from this stored session (ferry extension). */
+  session?: string;
+  /** Store the state after the reply and report its id (ferry extension). */
+  saveSession: boolean;
+}
+
+/** A `/v1/completions` body. */
+export interface CompletionRequest extends GenerationFields {
+  prompt: string;
+}
+
+/** A `/v1/chat/completions` body. */
+export interface ChatRequest extends GenerationFields {
+  messages: ChatMessage[];
+}
+
+/** The most stop strings a request may give (OpenAI's limit). */
+export const MAX_STOPS = 4;
+
+function refuse(field: string, expected: string, got: unknown): never {
+  const shown = JSON.stringify(got)?.slice(0, 60) ?? String(got);
+  throw new ApiError(400, `${field}: expected ${expected}, got ${shown}`, field, "invalid_value");
+}
+
+function object(body: unknown): Record<string, unknown> {
+  if (typeof body !== "object" || body === null || Array.isArray(body)) refuse("body", "a JSON object", body);
+  return body as Record<string, unknown>;
+}
+
+function optNumber(o: Record<string, unknown>, field: string, ok: (x: number) => boolean, expected: string) {
+  const v = o[field];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "number" || !Number.isFinite(v) || !ok(v)) refuse(field, expected, v);
+  return v;
+}
+
+function optBoolean(o: Record<string, unknown>, field: string): boolean | undefined {
+  const v = o[field];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "boolean") refuse(field, "true or false", v);
+  return v;
+}
+
+function generationFields(o: Record<string, unknown>): GenerationFields {
+  if (o.model !== undefined && typeof o.model !== "string") refuse("model", "a string", o.model);
+  if (
+    optNumber(o, "n", (x) => x === 1, "1 (one choice per request)") !== undefined
+  ) { /* n = 1 is the default */ }
+  let stop: string[] = [];
+  if (typeof o.stop === "string") stop = [o.stop];
+  else if (Array.isArray(o.stop)) {
+    if (o.stop.length > MAX_STOPS || !o.stop.every((s) => typeof s === "string")) {
+      refuse("stop", `a string or an array of at most ${MAX_STOPS} strings`, o.stop);
+    }
+    stop = o.stop as string[];
+  } else if (o.stop !== undefined && o.stop !== null) {
+    refuse("stop", "a string or an array of strings", o.stop);
+  }
+  stop = stop.filter((s) => s !== "");
+  let includeUsage = false;
+  if (o.stream_options !== undefined && o.stream_options !== null) {
+    const so = o.stream_options;
+    if (typeof so !== "object" || Array.isArray(so)) refuse("stream_options", "an object", so);
+    includeUsage = optBoolean(so as Record<string, unknown>, "include_usage") ?? false;
+  }
+  const session = o.session;
+  if (session !== undefined && session !== null && typeof session !== "string") {
+    refuse("session", "a session id string", session);
+  }
+  return {
+    stream: optBoolean(o, "stream") ?? false,
+    includeUsage,
+    maxTokens: optNumber(o, "max_tokens", (x) => Number.isInteger(x) && x >= 1, "an integer >= 1") ??
+      optNumber(o, "max_completion_tokens", (x) => Number.isInteger(x) && x >= 1, "an integer >= 1"),
+    temperature: optNumber(o, "temperature", (x) => x >= 0 && x <= 2, "a number in [0, 2]") ?? 1,
+    topK: optNumber(o, "top_k", (x) => Number.isInteger(x) && x >= 0, "an integer >= 0") ?? 0,
+    topP: optNumber(o, "top_p", (x) => x > 0 && x <= 1, "a number in (0, 1]") ?? 1,
+    minP: optNumber(o, "min_p", (x) => x >= 0 && x <= 1, "a number in [0, 1]") ?? 0,
+    seed: optNumber(o, "seed", (x) => Number.isSafeInteger(x) && x >= 0, "an integer >= 0"),
+    stop,
+    session: (session ?? undefined) as string | undefined,
+    saveSession: optBoolean(o, "save_session") ?? false,
+  };
+}
+
+/** Reads a `/v1/completions` body; `prompt` is one string. */
+export function readCompletionRequest(body: unknown): CompletionRequest {
+  const o = object(body);
+  if (typeof o.prompt !== "string") refuse("prompt", "a string", o.prompt);
+  return { ...generationFields(o), prompt: o.prompt as string };
+}
+
+const ROLES = ["system", "user", "assistant"];
+
+/** Reads a `/v1/chat/completions` body; content may be a string or OpenAI's array of text parts. */
+export function readChatRequest(body: unknown): ChatRequest {
+  const o = object(body);
+  if (!Array.isArray(o.messages) || o.messages.length === 0) {
+    refuse("messages", "a non-empty array", o.messages);
+  }
+  const messages = (o.messages as unknown[]).map((m, i): ChatMessage => {
+    const field = `messages[${i}]`;
+    if (typeof m !== "object" || m === null || Array.isArray(m)) refuse(field, "an object", m);
+    const { role, content } = m as Record<string, unknown>;
+    if (typeof role !== "string" || !ROLES.includes(role)) {
+      refuse(`${field}.role`, `one of ${ROLES.join(", ")}`, role);
+    }
+    if (typeof content === "string") return { role: role as ChatMessage["role"], content };
+    if (Array.isArray(content) && content.every((p) => p?.type === "text" && typeof p.text === "string")) {
+      return { role: role as ChatMessage["role"], content: content.map((p) => p.text).join("") };
+    }
+    refuse(`${field}.content`, "a string or an array of text parts", content);
+  });
+  return { ...generationFields(o), messages };
+}

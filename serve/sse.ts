@@ -1,0 +1,49 @@
+/**
+ * OpenAI-style server-sent events on top of Hono's `streamSSE`: one `data: {json}` event per chunk,
+ * `data: [DONE]` at the end, an error after the headers went out sent as one last `data: {"error": ...}`
+ * event (OpenAI clients raise it), and a client that goes away turned into an aborted signal.
+ *
+ * @example
+ * ```ts
+ * return openAIStream(c, c.req.raw.signal, async (send, signal) => {
+ *   await send({ choices: [{ index: 0, text: "Hi", finish_reason: null }] });
+ * });
+ * ```
+ * @module
+ */
+import type { Context } from "hono";
+import { streamSSE } from "hono/streaming";
+import { ApiError, errorBody } from "./errors.ts";
+
+/** Sends one chunk as a `data:` event. */
+export type SendChunk = (chunk: unknown) => Promise<void>;
+
+/**
+ * Streams the chunks `produce` sends. `signal` aborts when the request's own signal does or when the
+ * client stops reading the response (either can come first, depending on the runtime).
+ */
+export function openAIStream(
+  c: Context,
+  requestSignal: AbortSignal,
+  produce: (send: SendChunk, signal: AbortSignal) => Promise<void>,
+): Response {
+  const gone = new AbortController();
+  const onGone = () => gone.abort(new Error("client disconnected"));
+  requestSignal.addEventListener("abort", onGone, { once: true });
+  return streamSSE(c, async (stream) => {
+    stream.onAbort(onGone);
+    const send: SendChunk = async (chunk) => {
+      if (!gone.signal.aborted) await stream.writeSSE({ data: JSON.stringify(chunk) });
+    };
+    try {
+      await produce(send, gone.signal);
+      if (!gone.signal.aborted) await stream.writeSSE({ data: "[DONE]" });
+    } catch (e) {
+      const status = e instanceof ApiError ? e.status : 500;
+      if (!(e instanceof ApiError)) console.error(e);
+      await send(errorBody(status, (e as Error).message ?? String(e)));
+    } finally {
+      requestSignal.removeEventListener("abort", onGone);
+    }
+  });
+}

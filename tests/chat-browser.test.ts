@@ -1,0 +1,113 @@
+// End to end in a real browser: Debian's chromium, driven by playwright-core, uses the chat page served
+// on loopback: a prompt streams text in, a long reply is stopped, and a session is saved (downloaded)
+// and restored (uploaded) into a fresh page that continues the conversation.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { type Browser, chromium } from "playwright-core";
+import { createApp } from "../serve/app.ts";
+import { listen, type Listening } from "../serve/listen.ts";
+import { createSessionStore } from "../serve/session-store.ts";
+import { chatEngine, exportChatModel } from "./helpers/chat-model.ts";
+
+const CHROMIUM = "/usr/bin/chromium";
+let dir: string, cleanup = () => {}, server: Listening, browser: Browser;
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)`);
+  }
+  const exported = await exportChatModel();
+  (dir = exported.dir), (cleanup = exported.cleanup);
+  const app = createApp({
+    engine: await chatEngine(exported.path),
+    sessions: await createSessionStore(join(dir, "sessions")),
+  });
+  server = await listen(app.fetch, { hostname: "127.0.0.1", port: 0 });
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--headless=new"] });
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await server?.close();
+  cleanup();
+});
+
+test("the chat page streams a reply, stops one, saves and restores a session, by keyboard", async () => {
+  const context = await browser.newContext({ viewport: { width: 390, height: 844 }, acceptDownloads: true });
+  const page = await context.newPage();
+  const errors: string[] = [];
+  page.on("pageerror", (e) => errors.push(e.message));
+  await page.goto(server.url);
+  await expect(page.locator("#model")).toBeDefined();
+  await page.waitForFunction(() => document.getElementById("model")!.textContent!.includes("engine"));
+
+  // Short, fully greedy replies so the test does not wait on a long generation.
+  await page.locator("summary").press("Enter");
+  await page.fill("#max-tokens", "40");
+  await page.fill("#temperature", "0");
+
+  // Keyboard only: the prompt has focus; Enter sends.
+  await page.focus("#prompt");
+  await page.keyboard.type("The jury said");
+  await page.keyboard.press("Enter");
+  const reply = page.locator("#log li.assistant").first();
+  // Text arrives while the reply is still streaming, then the reply completes.
+  await page.waitForFunction(() => {
+    const li = document.querySelector("#log li.assistant");
+    return li !== null && li.textContent!.length > 0;
+  });
+  await page.waitForFunction(() => !document.querySelector("#log li.streaming"));
+  const first = await reply.textContent();
+  expect(first!.length).toBeGreaterThan(0);
+  expect(await page.locator("#stats").textContent()).toMatch(/\d+ tokens · [\d.–]+ tok\/s · int/);
+
+  // A long reply, stopped with Escape while it streams.
+  await page.fill("#max-tokens", "500");
+  await page.fill("#temperature", "1");
+  await page.focus("#prompt");
+  await page.keyboard.type("Tell me more");
+  await page.keyboard.press("Enter");
+  // Seen mid-stream: the reply already shows text while it is still marked as streaming.
+  await page.waitForFunction(() => {
+    const li = document.querySelectorAll("#log li.assistant")[1];
+    return li?.classList.contains("streaming") && li.textContent!.length > 3;
+  });
+  await page.keyboard.press("Escape");
+  await page.waitForFunction(() => !document.querySelector("#log li.streaming"));
+  expect(await page.locator("#stats").textContent()).toContain("stopped");
+  const stopped = await page.locator("#log li.assistant").nth(1).textContent();
+  expect(stopped!.length).toBeLessThan(500);
+  // The README's picture: FERRY_SCREENSHOT=docs/chat.png bun test tests/chat-browser.test.ts
+  if (process.env.FERRY_SCREENSHOT) await page.screenshot({ path: process.env.FERRY_SCREENSHOT });
+
+  // Save: the session after the first reply downloads as a file.
+  const download = page.waitForEvent("download");
+  await page.locator("#save").focus();
+  await page.keyboard.press("Enter");
+  const file = join(dir, "chat.session");
+  await (await download).saveAs(file);
+  expect(readFileSync(file).length).toBeGreaterThan(0);
+
+  // Restore it into a fresh page: the conversation up to the saved reply comes back and continues.
+  const fresh = await context.newPage();
+  await fresh.goto(server.url);
+  await fresh.locator("summary").press("Enter");
+  await fresh.setInputFiles("#restore", file);
+  await fresh.waitForFunction(() =>
+    document.getElementById("stats")!.textContent!.startsWith("session restored")
+  );
+  expect(await fresh.locator("#log li.user").first().textContent()).toBe("The jury said");
+  expect(await fresh.locator("#log li.assistant").first().textContent()).toBe(first);
+  await fresh.fill("#max-tokens", "20");
+  await fresh.focus("#prompt");
+  await fresh.keyboard.type("Go on");
+  await fresh.keyboard.press("Enter");
+  await fresh.waitForFunction(() =>
+    document.querySelectorAll("#log li.assistant").length === 2 &&
+    !document.querySelector("#log li.streaming")
+  );
+  expect(await fresh.locator("#stats").textContent()).not.toContain("error");
+  expect(errors).toEqual([]);
+  await context.close();
+}, 60_000);

@@ -1,0 +1,79 @@
+// A real OpenAI client library (npm `openai`) against the chat server on loopback: streamed and
+// non-streamed completions and chat completions, and an API error surfacing as the client's own error.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import OpenAI from "openai";
+import { createApp } from "../serve/app.ts";
+import { listen, type Listening } from "../serve/listen.ts";
+import { chatEngine, exportChatModel } from "./helpers/chat-model.ts";
+
+let server: Listening, client: OpenAI, model: string, cleanup = () => {};
+
+beforeAll(async () => {
+  const exported = await exportChatModel();
+  cleanup = exported.cleanup;
+  const app = createApp({ engine: await chatEngine(exported.path) });
+  server = await listen(app.fetch, { hostname: "127.0.0.1", port: 0 });
+  client = new OpenAI({ baseURL: new URL("v1", server.url).href, apiKey: "unused", maxRetries: 0 });
+  model = (await client.models.list()).data[0].id;
+}, 60_000);
+afterAll(async () => {
+  await server?.close();
+  cleanup();
+});
+
+test("the openai client lists the model and gets a non-streamed and a streamed completion", async () => {
+  expect(model.length).toBeGreaterThan(0);
+  const once = await client.completions.create({
+    model,
+    prompt: "The jury said",
+    max_tokens: 24,
+    temperature: 0,
+  });
+  expect(once.choices[0].text).toHaveLength(24);
+  expect(once.usage).toEqual({ prompt_tokens: 14, completion_tokens: 24, total_tokens: 38 });
+  const stream = await client.completions.create({
+    model,
+    prompt: "The jury said",
+    max_tokens: 24,
+    temperature: 0,
+    stream: true,
+  });
+  let text = "", chunks = 0;
+  for await (const chunk of stream) text += chunk.choices[0]?.text ?? "", chunks++;
+  expect(chunks).toBeGreaterThanOrEqual(24);
+  expect(text).toBe(once.choices[0].text);
+});
+
+test("the openai client gets a non-streamed and a streamed chat completion with usage", async () => {
+  const messages = [{ role: "user" as const, content: "Where did the jury go?" }];
+  const once = await client.chat.completions.create({ model, messages, max_tokens: 32, temperature: 0 });
+  expect(once.choices[0].message.role).toBe("assistant");
+  expect(once.choices[0].message.content).not.toContain("\n");
+  const stream = await client.chat.completions.create({
+    model,
+    messages,
+    max_tokens: 32,
+    temperature: 0,
+    stream: true,
+    stream_options: { include_usage: true },
+  });
+  let text = "", usage;
+  for await (const chunk of stream) {
+    text += chunk.choices[0]?.delta?.content ?? "";
+    usage = chunk.usage ?? usage;
+  }
+  expect(text).toBe(once.choices[0].message.content!);
+  expect(usage).toEqual(once.usage);
+});
+
+test("a refused request is the client's BadRequestError naming the field", async () => {
+  let error: unknown;
+  try {
+    await client.completions.create({ model, prompt: "a", max_tokens: 100_000 });
+  } catch (e) {
+    error = e;
+  }
+  expect(error).toBeInstanceOf(OpenAI.BadRequestError);
+  expect((error as InstanceType<typeof OpenAI.APIError>).status).toBe(400);
+  expect((error as InstanceType<typeof OpenAI.APIError>).param).toBe("max_tokens");
+});

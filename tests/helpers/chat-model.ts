@@ -1,0 +1,22 @@
+// The model the chat tests serve: the default checkpoint's lut4 export, written once per test file into
+// a temporary folder and run on the integer engine, as `scripts/chat.ts` serves it by default.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { exportCheckpoint } from "../../formats/export.ts";
+import type { Engine } from "../../model/engine.ts";
+import { loadEngine } from "../../serve/engines.ts";
+
+/** A lut4 export of the default model in a fresh temporary folder; `cleanup` removes the folder. */
+export async function exportChatModel(): Promise<{ dir: string; path: string; cleanup(): void }> {
+  const dir = mkdtempSync(join(tmpdir(), "ferry-chat-"));
+  const { file } = await exportCheckpoint({ format: "lut4", output: join(dir, "ferry.lut4") });
+  return { dir, path: file, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** The integer engine on that export. */
+export async function chatEngine(path: string): Promise<Engine> {
+  const engine = await loadEngine(path);
+  if (engine.kind !== "int") throw new Error(`expected the int engine for ${path}, got ${engine.kind}`);
+  return engine;
+}
