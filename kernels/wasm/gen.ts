@@ -1,0 +1,176 @@
+/**
+ * The WebAssembly SIMD kernels, generated as instruction sequences with kernels/wasm/asm.ts.
+ *
+ * The matrix product is packed: `pack_a` copies A (any two strides, so plain, transposed and strided
+ * views all work) into panels of MR rows laid out k-major, `pack_b` copies B into panels of NR
+ * columns, and `gemm` runs an MR x NR register tile over each pair of panels. The caller zeroes the
+ * packed buffers first, so edge panels are padded with zeros and every tile runs the same code: each
+ * output is, wherever it sits, the same f32 sum in the same order,
+ * `s = 0; for k in 0..K: s = s + a[m,k] * b[k,n]` (each product and each sum rounded to f32, no
+ * fused multiply-add), then `c = s` or `c = c + s`. That fixed order makes the results identical on
+ * every runtime and for every M: a one-row decode gives the bits of the same row in a full prefill.
+ *
+ * Arguments are i32: pointers are byte addresses, sizes and strides are counts of f32 elements.
+ * @module
+ */
+import { type Code, F32, fn, type Func, I32, op, V128, type ValType } from "./asm.ts";
+
+/** Register tile: MR rows of A by NR columns of B (NR a multiple of 4). */
+export const MR = 4, NR = 8;
+
+const { get, set } = op;
+
+/** Numbers a function's locals: parameters first, then each `local(type)` call. */
+function locals(paramCount: number) {
+  const types: ValType[] = [];
+  return {
+    types,
+    local(t: ValType): number {
+      types.push(t);
+      return paramCount + types.length - 1;
+    },
+  };
+}
+
+/** `for (i = from; i < to; i += step) body`; `to` is re-evaluated each pass. */
+function forLoop(i: number, from: Code, to: Code, step: number, body: Code[]): Code {
+  return [
+    from,
+    set(i),
+    op.block([op.loop([get(i), to, op.i32_ge_s, op.br_if(1), ...body, get(i), op.i32(step), op.i32_add, set(i), op.br(0)])]),
+  ];
+}
+
+/** `x = x + n` for an i32 local. */
+const bump = (x: number, n: Code): Code => [get(x), n, op.i32_add, set(x)];
+/** `min(x, y)` of two i32 expressions (each evaluated twice). */
+const minI32 = (x: Code, y: Code): Code => [x, y, x, y, op.i32_lt_s, op.select];
+
+/**
+ * pack_a(src, rs, ks, M, K, dst): A(m, k) = src[m*rs + k*ks] goes to dst[m / MR][k][m % MR].
+ * Only rows below M are written; the caller zeroes dst so the last panel's padding is 0.
+ */
+export function packA(): Func {
+  const [src, rs, ks, M, K, dst] = [0, 1, 2, 3, 4, 5];
+  const L = locals(6);
+  const m = L.local(I32), k = L.local(I32), from = L.local(I32), to = L.local(I32), ksB = L.local(I32);
+  return fn([I32, I32, I32, I32, I32, I32], [], L.types, [
+    get(ks), op.i32(4), op.i32_mul, set(ksB),
+    forLoop(m, op.i32(0), get(M), 1, [
+      get(src), get(m), get(rs), op.i32_mul, op.i32(4), op.i32_mul, op.i32_add, set(from),
+      // to = dst + ((m / MR) * K * MR + m % MR) * 4
+      get(dst),
+      get(m), op.i32(MR), op.i32_div_u, get(K), op.i32_mul, op.i32(MR), op.i32_mul,
+      get(m), op.i32(MR), op.i32_rem_u, op.i32_add,
+      op.i32(4), op.i32_mul, op.i32_add, set(to),
+      forLoop(k, op.i32(0), get(K), 1, [
+        get(to), get(from), op.f32_load(), op.f32_store(),
+        bump(from, get(ksB)),
+        bump(to, op.i32(4 * MR)),
+      ]),
+    ]),
+  ]);
+}
+
+/**
+ * pack_b(src, ks, cs, K, N, dst): B(k, n) = src[k*ks + n*cs] goes to dst[n / NR][k][n % NR].
+ * Only columns below N are written; the caller zeroes dst.
+ */
+export function packB(): Func {
+  const [src, ks, cs, K, N, dst] = [0, 1, 2, 3, 4, 5];
+  const L = locals(6);
+  const k = L.local(I32), n = L.local(I32), from = L.local(I32), to = L.local(I32), csB = L.local(I32);
+  // k outer, n inner: reads rows of B (contiguous when cs = 1), writes NR-runs of each panel.
+  return fn([I32, I32, I32, I32, I32, I32], [], L.types, [
+    get(cs), op.i32(4), op.i32_mul, set(csB),
+    forLoop(k, op.i32(0), get(K), 1, [
+      get(src), get(k), get(ks), op.i32_mul, op.i32(4), op.i32_mul, op.i32_add, set(from),
+      get(dst), get(k), op.i32(NR * 4), op.i32_mul, op.i32_add, set(to),
+      forLoop(n, op.i32(0), get(N), 1, [
+        // to + ((n / NR) * K * NR + n % NR) * 4
+        get(to),
+        get(n), op.i32(NR), op.i32_div_u, get(K), op.i32_mul, op.i32(NR), op.i32_mul,
+        get(n), op.i32(NR), op.i32_rem_u, op.i32_add,
+        op.i32(4), op.i32_mul, op.i32_add,
+        get(from), op.f32_load(), op.f32_store(),
+        bump(from, get(csB)),
+      ]),
+    ]),
+  ]);
+}
+
+/**
+ * gemm(pa, pb, M, N, K, c, ldc, accumulate, tmp): C[m, n] = (accumulate ? C[m, n] : 0) + sum_k A B
+ * over packed panels, C row-major with row stride ldc. `tmp` holds MR*NR floats for edge tiles.
+ */
+export function gemm(): Func {
+  const [pa, pb, M, N, K, c, ldc, accumulate, tmp] = [0, 1, 2, 3, 4, 5, 6, 7, 8];
+  const L = locals(9);
+  const m0 = L.local(I32), n0 = L.local(I32), a = L.local(I32), b = L.local(I32), k = L.local(I32);
+  const panelA = L.local(I32), ldcB = L.local(I32), out = L.local(I32), r = L.local(I32), j = L.local(I32);
+  const addr = L.local(I32), t = L.local(F32);
+  const nb = NR / 4;
+  const acc = Array.from({ length: MR * nb }, () => L.local(V128)); // acc[r * nb + j]
+  const bv = Array.from({ length: nb }, () => L.local(V128));
+  const av = L.local(V128);
+  const A = (rr: number, jj: number) => acc[rr * nb + jj];
+
+  const step: Code[] = [
+    bv.map((x, jj) => [get(b), op.v128_load(16 * jj), set(x)]),
+    Array.from({ length: MR }, (_, rr) => [
+      get(a), op.v128_load32_splat(4 * rr), set(av),
+      bv.map((x, jj) => [get(A(rr, jj)), get(av), get(x), op.f32x4_mul, op.f32x4_add, set(A(rr, jj))]),
+    ]),
+    bump(a, op.i32(4 * MR)),
+    bump(b, op.i32(4 * NR)),
+  ];
+  const fullTile: Code[] = [
+    get(accumulate),
+    op.if_(
+      Array.from({ length: MR }, (_, rr) => [
+        bv.map((_, jj) => [get(out), get(out), op.v128_load(16 * jj), get(A(rr, jj)), op.f32x4_add, op.v128_store(16 * jj)]),
+        bump(out, get(ldcB)),
+      ]),
+      Array.from({ length: MR }, (_, rr) => [
+        bv.map((_, jj) => [get(out), get(A(rr, jj)), op.v128_store(16 * jj)]),
+        bump(out, get(ldcB)),
+      ]),
+    ),
+  ];
+  const edgeTile: Code[] = [
+    Array.from({ length: MR }, (_, rr) => bv.map((_, jj) => [get(tmp), get(A(rr, jj)), op.v128_store(16 * (rr * nb + jj))])),
+    forLoop(r, op.i32(0), minI32([get(M), get(m0), op.i32_sub], op.i32(MR)), 1, [
+      forLoop(j, op.i32(0), minI32([get(N), get(n0), op.i32_sub], op.i32(NR)), 1, [
+        get(out), get(r), get(ldcB), op.i32_mul, op.i32_add, get(j), op.i32(4), op.i32_mul, op.i32_add, set(addr),
+        get(tmp), get(r), op.i32(NR), op.i32_mul, get(j), op.i32_add, op.i32(4), op.i32_mul, op.i32_add,
+        op.f32_load(), set(t),
+        get(addr),
+        get(addr), op.f32_load(), get(t), op.f32_add,
+        get(t),
+        get(accumulate),
+        op.select,
+        op.f32_store(),
+      ]),
+    ]),
+  ];
+  return fn([I32, I32, I32, I32, I32, I32, I32, I32, I32], [], L.types, [
+    get(ldc), op.i32(4), op.i32_mul, set(ldcB),
+    get(pa), set(panelA),
+    forLoop(m0, op.i32(0), get(M), MR, [
+      get(pb), set(b),
+      forLoop(n0, op.i32(0), get(N), NR, [
+        acc.map((x) => [op.v128_const(new Uint8Array(16)), set(x)]),
+        get(panelA), set(a),
+        get(K), set(k),
+        op.block([op.loop([get(k), op.i32_eqz, op.br_if(1), ...step, get(k), op.i32(1), op.i32_sub, set(k), op.br(0)])]),
+        // out = c + (m0 * ldc + n0) * 4; b now points at the next panel of B.
+        get(c), get(m0), get(ldcB), op.i32_mul, op.i32_add, get(n0), op.i32(4), op.i32_mul, op.i32_add, set(out),
+        get(m0), op.i32(MR), op.i32_add, get(M), op.i32_le_s,
+        get(n0), op.i32(NR), op.i32_add, get(N), op.i32_le_s,
+        op.i32_and,
+        op.if_(fullTile, edgeTile),
+      ]),
+      get(panelA), get(K), op.i32(4 * MR), op.i32_mul, op.i32_add, set(panelA),
+    ]),
+  ]);
+}

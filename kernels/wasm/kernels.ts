@@ -1,0 +1,117 @@
+/**
+ * The WebAssembly SIMD kernels behind the same calls as kernels/cpu.ts: the module is assembled and
+ * instantiated when this file loads, operands are copied into its memory, and results copied out.
+ * The copies cost O(inputs + outputs) against O(M*N*K) arithmetic, a few percent on the model's shapes.
+ *
+ * Every sum is an f32 sum in a fixed order (see kernels/wasm/gen.ts), so results are the same bits on
+ * every runtime and run; they differ from kernels/cpu.ts (which sums in f64) within the bounds that
+ * tests/wasm-kernels.test.ts states.
+ *
+ * @example
+ * ```ts
+ * if (wasmKernels) wasmKernels.matmul(y, x, w, 2, 3, 4); // y = x @ w^T, as cpu.ts's matmul
+ * ```
+ * @module
+ */
+import { assemble, simdSupported } from "./asm.ts";
+import { gemm, MR, NR, packA, packB } from "./gen.ts";
+
+interface Exports {
+  memory: WebAssembly.Memory;
+  pack_a(src: number, rs: number, ks: number, M: number, K: number, dst: number): void;
+  pack_b(src: number, ks: number, cs: number, K: number, N: number, dst: number): void;
+  gemm(pa: number, pb: number, M: number, N: number, K: number, c: number, ldc: number, acc: number, tmp: number): void;
+}
+
+/** The module's bytes, assembled from kernels/wasm/gen.ts. */
+export function wasmModuleBytes(): Uint8Array<ArrayBuffer> {
+  return assemble({ pages: 16, functions: { pack_a: packA(), pack_b: packB(), gemm: gemm() } });
+}
+
+/** The kernels, bound to one instance and its memory. */
+export interface WasmKernels {
+  /** `out[m, n] (+)= sum_k a[m, k] * b[n, k]`: x @ W^T, as kernels/cpu.ts `matmul`. */
+  matmul(out: Float32Array, a: Float32Array, b: Float32Array, M: number, K: number, N: number, accumulate?: boolean): void;
+  /** `out[m, n] (+)= sum_k a[m, k] * b[k, n]`: a @ b with b: [K, N]. */
+  matmulNN(out: Float32Array, a: Float32Array, b: Float32Array, M: number, K: number, N: number, accumulate?: boolean): void;
+  /** `out[m, n] (+)= sum_k a[k, m] * b[k, n]`: a^T @ b with a: [K, M], b: [K, N]. */
+  matmulTN(out: Float32Array, a: Float32Array, b: Float32Array, M: number, K: number, N: number, accumulate?: boolean): void;
+  /** The instance's exports, for kernels built on the product (attention). */
+  raw: WasmRaw;
+}
+
+/** Direct access to the instance: its memory as f32, an arena, and the product on f32 offsets. */
+export interface WasmRaw {
+  /** Reserves `sizes` f32 slots (each 16-byte aligned) from offset 0; returns their f32 offsets. */
+  reserve(sizes: number[]): number[];
+  /** The memory as f32 (a fresh view after any growth: call after `reserve`). */
+  heap(): Float32Array;
+  /**
+   * C (+)= A B at f32 offsets, with A(m, k) = heap[a + m*aRs + k*aKs], B(k, n) = heap[b + k*bKs + n*bCs],
+   * C[m, n] = heap[c + m*ldc + n]. Uses scratch above `scratch` (an f32 offset past every operand).
+   */
+  gemm(
+    M: number, N: number, K: number,
+    a: number, aRs: number, aKs: number,
+    b: number, bKs: number, bCs: number,
+    c: number, ldc: number, accumulate: boolean, scratch: number,
+  ): void;
+  /** f32 slots `gemm`'s scratch needs for a product of this shape. */
+  gemmScratch(M: number, N: number, K: number): number;
+}
+
+const roundUp = (n: number, m: number) => Math.ceil(n / m) * m;
+
+function bind(ex: Exports): WasmKernels {
+  let heap = new Float32Array(ex.memory.buffer);
+  const reserve = (sizes: number[]): number[] => {
+    const offsets: number[] = [];
+    let end = 0;
+    for (const s of sizes) offsets.push(end), end += roundUp(s, 4);
+    const need = end * 4 - ex.memory.buffer.byteLength;
+    if (need > 0) ex.memory.grow(Math.ceil(need / 65536));
+    if (heap.buffer !== ex.memory.buffer) heap = new Float32Array(ex.memory.buffer);
+    return offsets;
+  };
+  const gemmScratch = (M: number, N: number, K: number) => roundUp(M, MR) * K + roundUp(N, NR) * K + MR * NR;
+  const raw: WasmRaw = {
+    reserve,
+    heap: () => heap,
+    gemmScratch,
+    gemm(M, N, K, a, aRs, aKs, b, bKs, bCs, c, ldc, accumulate, scratch) {
+      if (M === 0 || N === 0) return;
+      const pa = scratch, pb = pa + roundUp(M, MR) * K, tmp = pb + roundUp(N, NR) * K;
+      heap.fill(0, pa, tmp);
+      ex.pack_a(a * 4, aRs, aKs, M, K, pa * 4);
+      ex.pack_b(b * 4, bKs, bCs, K, N, pb * 4);
+      ex.gemm(pa * 4, pb * 4, M, N, K, c * 4, ldc, accumulate ? 1 : 0, tmp * 4);
+    },
+  };
+  // One product over copies of the operands: A(m, k) = a[m*aRs + k*aKs], B(k, n) = b[k*bKs + n*bCs].
+  const product = (
+    out: Float32Array, a: Float32Array, b: Float32Array, M: number, K: number, N: number, accumulate: boolean,
+    aRs: number, aKs: number, bKs: number, bCs: number,
+  ) => {
+    const [ao, bo, co, s] = reserve([M * K, K * N, M * N, gemmScratch(M, N, K)]);
+    heap.set(a.length === M * K ? a : a.subarray(0, M * K), ao);
+    heap.set(b.length === K * N ? b : b.subarray(0, K * N), bo);
+    if (accumulate) heap.set(out.subarray(0, M * N), co);
+    raw.gemm(M, N, K, ao, aRs, aKs, bo, bKs, bCs, co, N, accumulate, s);
+    out.set(heap.subarray(co, co + M * N));
+  };
+  return {
+    raw,
+    matmul: (out, a, b, M, K, N, accumulate = false) => product(out, a, b, M, K, N, accumulate, K, 1, 1, K),
+    matmulNN: (out, a, b, M, K, N, accumulate = false) => product(out, a, b, M, K, N, accumulate, K, 1, N, 1),
+    matmulTN: (out, a, b, M, K, N, accumulate = false) => product(out, a, b, M, K, N, accumulate, 1, M, N, 1),
+  };
+}
+
+function load(): WasmKernels | undefined {
+  if (!simdSupported()) return undefined;
+  const instance = new WebAssembly.Instance(new WebAssembly.Module(wasmModuleBytes()));
+  return bind(instance.exports as unknown as Exports);
+}
+
+/** The kernels, or undefined where this runtime lacks WebAssembly SIMD. */
+export const wasmKernels: WasmKernels | undefined = load();
