@@ -15,7 +15,7 @@
 import { checkTensors, type ModelConfig, paramShapes } from "./config.ts";
 import { FormatError } from "./error.ts";
 import type { Tensor } from "./tensor.ts";
-import { matmul, rmsnorm, ropeHead, type RopeTables, ropeTables, silu, softmax } from "../kernels/cpu.ts";
+import { attendCached, matmul, rmsnorm, ropeHead, type RopeTables, ropeTables, silu } from "../kernels/kernels.ts";
 
 /** One decoder layer's weights. */
 export interface Layer {
@@ -112,7 +112,7 @@ export function createCache(model: Model, capacity = model.config.max_position_e
 export function forward(model: Model, cache: KVCache, tokens: ArrayLike<number>): Float32Array {
   const c = model.config;
   const T = tokens.length, H = c.hidden_size, hd = c.head_dim;
-  const nh = c.num_attention_heads, nkv = c.num_key_value_heads, group = nh / nkv;
+  const nh = c.num_attention_heads, nkv = c.num_key_value_heads;
   const qDim = nh * hd, kvDim = nkv * hd, I = c.intermediate_size, V = c.vocab_size;
   const pos0 = cache.length;
   if (pos0 + T > cache.capacity) {
@@ -131,8 +131,6 @@ export function forward(model: Model, cache: KVCache, tokens: ArrayLike<number>)
   const q = new Float32Array(T * qDim), k = new Float32Array(T * kvDim), v = new Float32Array(T * kvDim);
   const att = new Float32Array(T * qDim), proj = new Float32Array(T * H);
   const gate = new Float32Array(T * I), up = new Float32Array(T * I);
-  const scores = new Float32Array(pos0 + T);
-  const scale = 1 / Math.sqrt(hd);
 
   for (let l = 0; l < c.num_hidden_layers; l++) {
     const L = model.layers[l];
@@ -149,24 +147,7 @@ export function forward(model: Model, cache: KVCache, tokens: ArrayLike<number>)
     const K = cache.keys[l], Vc = cache.values[l];
     K.set(k, pos0 * kvDim);
     Vc.set(v, pos0 * kvDim);
-    for (let t = 0; t < T; t++) {
-      const n = pos0 + t + 1;
-      for (let h = 0; h < nh; h++) {
-        const qo = t * qDim + h * hd, ko = Math.floor(h / group) * hd;
-        for (let p = 0; p < n; p++) {
-          let s = 0;
-          const kp = p * kvDim + ko;
-          for (let i = 0; i < hd; i++) s += q[qo + i] * K[kp + i];
-          scores[p] = s * scale;
-        }
-        softmax(scores, 0, n);
-        for (let i = 0; i < hd; i++) {
-          let s = 0;
-          for (let p = 0; p < n; p++) s += scores[p] * Vc[p * kvDim + ko + i];
-          att[qo + i] = s;
-        }
-      }
-    }
+    attendCached(att, q, K, Vc, T, pos0, nh, nkv, hd);
     matmul(proj, att, L.wo, T, qDim, H);
     for (let i = 0; i < x.length; i++) x[i] += proj[i];
     rmsnorm(xn, x, L.postNorm, T, H, c.rms_norm_eps);

@@ -174,3 +174,131 @@ export function gemm(): Func {
     ]),
   ]);
 }
+
+/**
+ * e^x for each lane of the v128 on the stack (x <= 0 here; inputs below -87 give about 0), as a
+ * fixed sequence of f32 operations: x = n ln2 + r with n = round(x / ln2) and ln2 split in two
+ * (Cody-Waite), e^r by Cephes' degree-7 polynomial in Horner form, 2^n from the exponent bits.
+ * Relative error about 2e-7. Uses the given v128 locals as temporaries; leaves e^x on the stack.
+ */
+function expLanes(x: number, n: number, r: number): Code {
+  const c = (v: number) => [op.f32(v), op.f32x4_splat];
+  const poly = [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1];
+  return [
+    set(x),
+    get(x), c(-87.0), op.f32x4_max, set(x),
+    get(x), c(1.44269504088896341), op.f32x4_mul, op.f32x4_nearest, set(n),
+    get(x), get(n), c(0.693359375), op.f32x4_mul, op.f32x4_sub,
+    get(n), c(-2.12194440e-4), op.f32x4_mul, op.f32x4_sub, set(r),
+    // p = ((((p0 r + p1) r + p2) r + p3) r + p4) r + p5;  e^r = 1 + r + r^2 p
+    c(poly[0]),
+    poly.slice(1).map((p) => [get(r), op.f32x4_mul, c(p), op.f32x4_add]),
+    get(r), get(r), op.f32x4_mul, op.f32x4_mul,
+    get(r), op.f32x4_add, c(1), op.f32x4_add,
+    // times 2^n: (n + 127) << 23 as f32 bits
+    get(n), op.i32x4_trunc_sat_f32x4_s, op.i32(127), op.i32x4_splat, op.i32x4_add, op.i32(23), op.i32x4_shl,
+    op.f32x4_mul,
+  ];
+}
+
+/** Horizontal sum of a v128 local in a fixed order: (l0 + l1) + (l2 + l3). */
+const hsum = (v: number): Code => [
+  get(v), op.f32x4_extract_lane(0), get(v), op.f32x4_extract_lane(1), op.f32_add,
+  get(v), op.f32x4_extract_lane(2), get(v), op.f32x4_extract_lane(3), op.f32_add,
+  op.f32_add,
+];
+
+/**
+ * softmax_rows(s, rows, ld, valid0, scale): for row i of s (row stride ld), the first
+ * n = min(valid0 + i, ld) entries become softmax(scale * x) and the rest of the row becomes 0 (the
+ * causal mask). Sums run four lanes over groups of four, then the lanes, then the tail, in that order.
+ */
+export function softmaxRows(): Func {
+  const [s, rows, ld, valid0, scale] = [0, 1, 2, 3, 4];
+  const L = locals(5);
+  const i = L.local(I32), j = L.local(I32), n = L.local(I32), row = L.local(I32), p = L.local(I32), n4 = L.local(I32);
+  const mx = L.local(F32), sum = L.local(F32), inv = L.local(F32);
+  const v = L.local(V128), acc = L.local(V128), vs = L.local(V128), t1 = L.local(V128), t2 = L.local(V128), t3 = L.local(V128);
+  const addr = [get(row), get(j), op.i32(4), op.i32_mul, op.i32_add];
+  return fn([I32, I32, I32, I32, F32], [], L.types, [
+    get(scale), op.f32x4_splat, set(vs),
+    get(s), set(row),
+    forLoop(i, op.i32(0), get(rows), 1, [
+      minI32([get(valid0), get(i), op.i32_add], get(ld)), set(n),
+      get(n), op.i32(-4), op.i32_and, set(n4),
+      // pass 1: scale, and the maximum
+      op.f32(-Infinity), op.f32x4_splat, set(acc),
+      forLoop(j, op.i32(0), get(n4), 4, [
+        addr, addr, op.v128_load(), get(vs), op.f32x4_mul, op.v128_store(),
+        get(acc), addr, op.v128_load(), op.f32x4_max, set(acc),
+      ]),
+      get(acc), op.f32x4_extract_lane(0), get(acc), op.f32x4_extract_lane(1), op.f32_max,
+      get(acc), op.f32x4_extract_lane(2), get(acc), op.f32x4_extract_lane(3), op.f32_max, op.f32_max, set(mx),
+      forLoop(j, get(n4), get(n), 1, [
+        addr, addr, op.f32_load(), get(scale), op.f32_mul, op.f32_store(),
+        get(mx), addr, op.f32_load(), op.f32_max, set(mx),
+      ]),
+      // pass 2: e^(x - max), and the sum
+      op.f32(0), op.f32x4_splat, set(acc),
+      forLoop(j, op.i32(0), get(n4), 4, [
+        addr, op.v128_load(), get(mx), op.f32x4_splat, op.f32x4_sub, expLanes(v, t1, t2), set(t3),
+        addr, get(t3), op.v128_store(),
+        get(acc), get(t3), op.f32x4_add, set(acc),
+      ]),
+      hsum(acc), set(sum),
+      forLoop(j, get(n4), get(n), 1, [
+        addr, op.f32_load(), get(mx), op.f32_sub, op.f32x4_splat, expLanes(v, t1, t2), op.f32x4_extract_lane(0), set(inv),
+        addr, get(inv), op.f32_store(),
+        get(sum), get(inv), op.f32_add, set(sum),
+      ]),
+      // pass 3: normalise, and zero the masked tail
+      op.f32(1), get(sum), op.f32_div, set(inv),
+      get(inv), op.f32x4_splat, set(acc),
+      forLoop(j, op.i32(0), get(n4), 4, [addr, addr, op.v128_load(), get(acc), op.f32x4_mul, op.v128_store()]),
+      forLoop(j, get(n4), get(n), 1, [addr, addr, op.f32_load(), get(inv), op.f32_mul, op.f32_store()]),
+      forLoop(j, get(n), get(ld), 1, [addr, op.f32(0), op.f32_store()]),
+      get(row), get(ld), op.i32(4), op.i32_mul, op.i32_add, set(row),
+    ]),
+  ]);
+}
+
+/**
+ * softmax_back_rows(p, d, rows, ld, valid0, scale): the softmax backward in place. For row i with
+ * n = min(valid0 + i, ld) valid entries, dot = sum_j p[j] d[j], then d[j] = p[j] (d[j] - dot) scale
+ * for j < n and d[j] = 0 past n. `p` holds the probabilities, `d` the gradient of them.
+ */
+export function softmaxBackRows(): Func {
+  const [pp, dd, rows, ld, valid0, scale] = [0, 1, 2, 3, 4, 5];
+  const L = locals(6);
+  const i = L.local(I32), j = L.local(I32), n = L.local(I32), rp = L.local(I32), rd = L.local(I32), n4 = L.local(I32);
+  const dot = L.local(F32);
+  const acc = L.local(V128), vd = L.local(V128), vs = L.local(V128);
+  const at = (base: number) => [get(base), get(j), op.i32(4), op.i32_mul, op.i32_add];
+  return fn([I32, I32, I32, I32, I32, F32], [], L.types, [
+    get(scale), op.f32x4_splat, set(vs),
+    get(pp), set(rp),
+    get(dd), set(rd),
+    forLoop(i, op.i32(0), get(rows), 1, [
+      minI32([get(valid0), get(i), op.i32_add], get(ld)), set(n),
+      get(n), op.i32(-4), op.i32_and, set(n4),
+      op.f32(0), op.f32x4_splat, set(acc),
+      forLoop(j, op.i32(0), get(n4), 4, [
+        get(acc), at(rp), op.v128_load(), at(rd), op.v128_load(), op.f32x4_mul, op.f32x4_add, set(acc),
+      ]),
+      hsum(acc), set(dot),
+      forLoop(j, get(n4), get(n), 1, [get(dot), at(rp), op.f32_load(), at(rd), op.f32_load(), op.f32_mul, op.f32_add, set(dot)]),
+      get(dot), op.f32x4_splat, set(vd),
+      forLoop(j, op.i32(0), get(n4), 4, [
+        at(rd), at(rp), op.v128_load(), at(rd), op.v128_load(), get(vd), op.f32x4_sub, op.f32x4_mul, get(vs), op.f32x4_mul,
+        op.v128_store(),
+      ]),
+      forLoop(j, get(n4), get(n), 1, [
+        at(rd), at(rp), op.f32_load(), at(rd), op.f32_load(), get(dot), op.f32_sub, op.f32_mul, get(scale), op.f32_mul,
+        op.f32_store(),
+      ]),
+      forLoop(j, get(n), get(ld), 1, [at(rd), op.f32(0), op.f32_store()]),
+      get(rp), get(ld), op.i32(4), op.i32_mul, op.i32_add, set(rp),
+      get(rd), get(ld), op.i32(4), op.i32_mul, op.i32_add, set(rd),
+    ]),
+  ]);
+}

@@ -14,22 +14,32 @@
  * @module
  */
 import { assemble, simdSupported } from "./asm.ts";
-import { gemm, MR, NR, packA, packB } from "./gen.ts";
+import { gemm, MR, NR, packA, packB, softmaxBackRows, softmaxRows } from "./gen.ts";
+import { type AttentionKernels, attentionKernels } from "./attention.ts";
 
 interface Exports {
   memory: WebAssembly.Memory;
   pack_a(src: number, rs: number, ks: number, M: number, K: number, dst: number): void;
   pack_b(src: number, ks: number, cs: number, K: number, N: number, dst: number): void;
   gemm(pa: number, pb: number, M: number, N: number, K: number, c: number, ldc: number, acc: number, tmp: number): void;
+  softmax_rows(s: number, rows: number, ld: number, valid0: number, scale: number): void;
+  softmax_back_rows(p: number, d: number, rows: number, ld: number, valid0: number, scale: number): void;
 }
 
 /** The module's bytes, assembled from kernels/wasm/gen.ts. */
 export function wasmModuleBytes(): Uint8Array<ArrayBuffer> {
-  return assemble({ pages: 16, functions: { pack_a: packA(), pack_b: packB(), gemm: gemm() } });
+  return assemble({ pages: 16, functions: {
+      pack_a: packA(),
+      pack_b: packB(),
+      gemm: gemm(),
+      softmax_rows: softmaxRows(),
+      softmax_back_rows: softmaxBackRows(),
+    },
+  });
 }
 
 /** The kernels, bound to one instance and its memory. */
-export interface WasmKernels {
+export interface WasmKernels extends AttentionKernels {
   /** `out[m, n] (+)= sum_k a[m, k] * b[n, k]`: x @ W^T, as kernels/cpu.ts `matmul`. */
   matmul(out: Float32Array, a: Float32Array, b: Float32Array, M: number, K: number, N: number, accumulate?: boolean): void;
   /** `out[m, n] (+)= sum_k a[m, k] * b[k, n]`: a @ b with b: [K, N]. */
@@ -58,6 +68,10 @@ export interface WasmRaw {
   ): void;
   /** f32 slots `gemm`'s scratch needs for a product of this shape. */
   gemmScratch(M: number, N: number, K: number): number;
+  /** In place at f32 offset s: kernels/wasm/gen.ts `softmaxRows` (causal rows, valid0 + i entries in row i). */
+  softmaxRows(s: number, rows: number, ld: number, valid0: number, scale: number): void;
+  /** In place at f32 offset d: kernels/wasm/gen.ts `softmaxBackRows`. */
+  softmaxBackRows(p: number, d: number, rows: number, ld: number, valid0: number, scale: number): void;
 }
 
 const roundUp = (n: number, m: number) => Math.ceil(n / m) * m;
@@ -86,6 +100,8 @@ function bind(ex: Exports): WasmKernels {
       ex.pack_b(b * 4, bKs, bCs, K, N, pb * 4);
       ex.gemm(pa * 4, pb * 4, M, N, K, c * 4, ldc, accumulate ? 1 : 0, tmp * 4);
     },
+    softmaxRows: (s, rows, ld, valid0, scale) => ex.softmax_rows(s * 4, rows, ld, valid0, scale),
+    softmaxBackRows: (p, d, rows, ld, valid0, scale) => ex.softmax_back_rows(p * 4, d * 4, rows, ld, valid0, scale),
   };
   // One product over copies of the operands: A(m, k) = a[m*aRs + k*aKs], B(k, n) = b[k*bKs + n*bCs].
   const product = (
@@ -101,6 +117,7 @@ function bind(ex: Exports): WasmKernels {
   };
   return {
     raw,
+    ...attentionKernels(raw),
     matmul: (out, a, b, M, K, N, accumulate = false) => product(out, a, b, M, K, N, accumulate, K, 1, 1, K),
     matmulNN: (out, a, b, M, K, N, accumulate = false) => product(out, a, b, M, K, N, accumulate, K, 1, N, 1),
     matmulTN: (out, a, b, M, K, N, accumulate = false) => product(out, a, b, M, K, N, accumulate, 1, M, N, 1),
