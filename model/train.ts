@@ -13,15 +13,22 @@
  */
 import { checkTensors, type ModelConfig, paramShapes } from "./config.ts";
 import type { Tensor } from "./tensor.ts";
-import { matmul, rmsnorm, ropeHead, type RopeTables, ropeTables, silu, transpose } from "../kernels/cpu.ts";
 import {
   attentionBackward,
   attentionForward,
   crossEntropyBackward,
+  matmul,
+  matmulNN,
+  matmulTN,
   ropeBackward,
+  rmsnorm,
   rmsnormBackward,
+  ropeHead,
+  type RopeTables,
+  ropeTables,
+  silu,
   swigluBackward,
-} from "../kernels/cpu-grad.ts";
+} from "../kernels/kernels.ts";
 
 /** Where each parameter lives in the flat buffer. */
 export interface ParamLayout {
@@ -82,9 +89,6 @@ export interface Scratch {
   dqRaw: Float32Array;
   dkRaw: Float32Array;
   dxn2: Float32Array;
-  tIn: Float32Array; // transposes, sized for the largest [dim, T]
-  tOut: Float32Array;
-  wT: Float32Array; // a transposed weight
 }
 
 interface LayerActs {
@@ -133,7 +137,6 @@ export function createScratch(cfg: ModelConfig, T: number): Scratch {
     up: f(T * I),
     h: f(T * I),
   }));
-  const widest = Math.max(H, I, qDim, V);
   return {
     T,
     rope: ropeTables(Math.max(T, 1), hd, cfg.rope_theta),
@@ -154,9 +157,6 @@ export function createScratch(cfg: ModelConfig, T: number): Scratch {
     dqRaw: f(T * qDim),
     dkRaw: f(T * kvDim),
     dxn2: f(T * H),
-    tIn: f(T * widest),
-    tOut: f(T * widest),
-    wT: f(widest * Math.max(H, I, qDim)),
   };
 }
 
@@ -221,23 +221,23 @@ export function sequenceLossAndGrad(
   // ---- backward
   const dx = s.dx.subarray(0, T * H), dxn = s.dxn.subarray(0, T * H);
   // logits = xn @ head^T: dxn = dlogits @ head; dhead += dlogits^T @ xn
-  linearBackward(dxn, G(headName, V * H), logits, s.xnFinal, head, T, H, V, s);
+  linearBackward(dxn, G(headName, V * H), logits, s.xnFinal, head, T, H, V);
   dx.fill(0);
   rmsnormBackward(dx, G("model.norm.weight", H), dxn, s.xFinal, P("model.norm.weight", H), s.rstdFinal, T, H);
   for (let l = cfg.num_hidden_layers - 1; l >= 0; l--) {
     const a = s.layers[l], p = `model.layers.${l}.`;
     // MLP: x_out = x_mid + down(h)
     const dh = s.dh.subarray(0, T * I), dg = s.dg.subarray(0, T * I), du = s.du.subarray(0, T * I);
-    linearBackward(dh, G(p + "mlp.down_proj.weight", H * I), dx, a.h, P(p + "mlp.down_proj.weight", H * I), T, I, H, s);
+    linearBackward(dh, G(p + "mlp.down_proj.weight", H * I), dx, a.h, P(p + "mlp.down_proj.weight", H * I), T, I, H);
     swigluBackward(dg, du, dh, a.gate, a.up);
-    linearBackward(dxn, G(p + "mlp.gate_proj.weight", I * H), dg, a.xn2, P(p + "mlp.gate_proj.weight", I * H), T, H, I, s);
+    linearBackward(dxn, G(p + "mlp.gate_proj.weight", I * H), dg, a.xn2, P(p + "mlp.gate_proj.weight", I * H), T, H, I);
     const dxn2b = s.dxn2.subarray(0, T * H);
-    linearBackward(dxn2b, G(p + "mlp.up_proj.weight", I * H), du, a.xn2, P(p + "mlp.up_proj.weight", I * H), T, H, I, s);
+    linearBackward(dxn2b, G(p + "mlp.up_proj.weight", I * H), du, a.xn2, P(p + "mlp.up_proj.weight", I * H), T, H, I);
     for (let i = 0; i < T * H; i++) dxn[i] += dxn2b[i];
     rmsnormBackward(dx, G(p + "post_attention_layernorm.weight", H), dxn, a.xMid, P(p + "post_attention_layernorm.weight", H), a.rstd2, T, H);
     // attention: x_mid = x_in + o_proj(att)
     const dAtt = s.dAtt.subarray(0, T * qDim);
-    linearBackward(dAtt, G(p + "self_attn.o_proj.weight", H * qDim), dx, a.att, P(p + "self_attn.o_proj.weight", H * qDim), T, qDim, H, s);
+    linearBackward(dAtt, G(p + "self_attn.o_proj.weight", H * qDim), dx, a.att, P(p + "self_attn.o_proj.weight", H * qDim), T, qDim, H);
     const dq = s.dq.subarray(0, T * qDim), dk = s.dk.subarray(0, T * kvDim), dv = s.dv.subarray(0, T * kvDim);
     dq.fill(0), dk.fill(0), dv.fill(0);
     attentionBackward(dq, dk, dv, dAtt, a.probs, a.q, a.k, a.v, shape);
@@ -253,11 +253,11 @@ export function sequenceLossAndGrad(
     const dkRaw = s.dkRaw.subarray(0, T * kvDim);
     dkRaw.fill(0);
     rmsnormBackward(dkRaw, G(p + "self_attn.k_norm.weight", hd), dk, a.kRaw, P(p + "self_attn.k_norm.weight", hd), a.rstdK, T * nkv, hd);
-    linearBackward(dxn, G(p + "self_attn.q_proj.weight", qDim * H), dqRaw, a.xn1, P(p + "self_attn.q_proj.weight", qDim * H), T, H, qDim, s);
+    linearBackward(dxn, G(p + "self_attn.q_proj.weight", qDim * H), dqRaw, a.xn1, P(p + "self_attn.q_proj.weight", qDim * H), T, H, qDim);
     const dxnk = s.dxn2.subarray(0, T * H);
-    linearBackward(dxnk, G(p + "self_attn.k_proj.weight", kvDim * H), dkRaw, a.xn1, P(p + "self_attn.k_proj.weight", kvDim * H), T, H, kvDim, s);
+    linearBackward(dxnk, G(p + "self_attn.k_proj.weight", kvDim * H), dkRaw, a.xn1, P(p + "self_attn.k_proj.weight", kvDim * H), T, H, kvDim);
     for (let i = 0; i < T * H; i++) dxn[i] += dxnk[i];
-    linearBackward(dxnk, G(p + "self_attn.v_proj.weight", kvDim * H), dv, a.xn1, P(p + "self_attn.v_proj.weight", kvDim * H), T, H, kvDim, s);
+    linearBackward(dxnk, G(p + "self_attn.v_proj.weight", kvDim * H), dv, a.xn1, P(p + "self_attn.v_proj.weight", kvDim * H), T, H, kvDim);
     for (let i = 0; i < T * H; i++) dxn[i] += dxnk[i];
     rmsnormBackward(dx, G(p + "input_layernorm.weight", H), dxn, a.xIn, P(p + "input_layernorm.weight", H), a.rstd1, T, H);
   }
@@ -271,7 +271,7 @@ export function sequenceLossAndGrad(
 
 /**
  * Backward of y = x @ W^T with x: [T, IN], W: [OUT, IN], given dy: [T, OUT].
- * Writes dx (overwriting) and adds into dW. Both become one `matmul` over transposed operands.
+ * Writes dx = dy @ W (overwriting) and adds dy^T @ x into dW.
  */
 function linearBackward(
   dxOut: Float32Array,
@@ -282,17 +282,9 @@ function linearBackward(
   T: number,
   IN: number,
   OUT: number,
-  s: Scratch,
 ): void {
-  // dx[t, i] = sum_o dy[t, o] W[o, i]  ->  matmul(dy, W^T)
-  const wT = s.wT.subarray(0, IN * OUT);
-  transpose(wT, W, OUT, IN);
-  matmul(dxOut, dy, wT, T, OUT, IN);
-  // dW[o, i] += sum_t dy[t, o] x[t, i]  ->  matmul(dy^T, x^T)
-  const dyT = s.tOut.subarray(0, OUT * T), xT = s.tIn.subarray(0, IN * T);
-  transpose(dyT, dy, T, OUT);
-  transpose(xT, x, T, IN);
-  matmul(dW, dyT, xT, OUT, T, IN, true);
+  matmulNN(dxOut, dy, W, T, OUT, IN);
+  matmulTN(dW, dy, x, OUT, T, IN, true);
 }
 
 /** AdamW hyperparameters. */

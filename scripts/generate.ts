@@ -12,7 +12,7 @@
  */
 import { open, stat } from "node:fs/promises";
 import process from "node:process";
-import { cli, EXIT_REFUSED, EXIT_USAGE, fail, type Progress, progress, run } from "./cli.ts";
+import { chooseKernels, cli, EXIT_REFUSED, EXIT_USAGE, fail, KERNELS_HELP, type Progress, progress, run } from "./cli.ts";
 import { checkpointRefusal, loadDmexpModel } from "../formats/dmexp.ts";
 import { isCheckpoint } from "../formats/checkpoint.ts";
 import { createStreamDecoder, encode } from "../model/tokenizer.ts";
@@ -33,6 +33,7 @@ Options:
   --temperature T     0 is greedy (default 0)
   --top-p P           nucleus sampling mass, in (0, 1] (default 1)
   --seed S            sampling seed, an integer (default 0)
+${KERNELS_HELP}
   -h, --help          this text
 
 Prints the continuation to stdout as it is produced.
@@ -61,7 +62,9 @@ async function main(): Promise<void> {
     temperature: { type: "string" },
     "top-p": { type: "string" },
     seed: { type: "string" },
+    kernels: { type: "string", default: "wasm" },
   });
+  chooseKernels(values.kernels);
   if (positionals.length !== 1) {
     fail(`expected one FILE, got ${positionals.length}\n\n${HELP.trim()}`, EXIT_USAGE);
   }

@@ -11,7 +11,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { cli, EXIT_USAGE, fail, progress, run } from "./cli.ts";
+import { chooseKernels, cli, EXIT_USAGE, fail, KERNELS_HELP, progress, run } from "./cli.ts";
 import { DEFAULT_INPUT, exportCheckpoint, FORMATS } from "./export.ts";
 import { loadExport } from "./load.ts";
 import { readCheckpoint } from "../formats/checkpoint.ts";
@@ -46,6 +46,7 @@ Arguments:
 Options:
   --windows N       held-out windows of 256 bytes    [64]
   --only LIST       comma-separated format:dtype pairs (e.g. dmexp:bf16,gguf:q4_0)
+${KERNELS_HELP}
   --json            machine-readable output
   -h, --help        this text
 `;
@@ -53,6 +54,7 @@ Options:
 const { values: a, positionals } = cli(HELP, {
   windows: { type: "string", default: "64" },
   only: { type: "string" },
+  kernels: { type: "string", default: "wasm" },
   json: { type: "boolean", default: false },
 });
 
@@ -71,6 +73,7 @@ interface Row {
 }
 
 await run(async () => {
+  chooseKernels(a.kernels);
   const input = positionals[0] ?? DEFAULT_INPUT;
   const count = Number(a.windows);
   if (!Number.isInteger(count) || count < 1) fail("--windows expects a positive integer", EXIT_USAGE);

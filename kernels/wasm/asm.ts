@@ -87,6 +87,8 @@ export const op = {
   loop: (body: Code[]): Code => [0x03, 0x40, body, 0x0b],
   if_: (then: Code[], otherwise?: Code[]): Code =>
     otherwise ? [0x04, 0x40, then, 0x05, otherwise, 0x0b] : [0x04, 0x40, then, 0x0b],
+  /** An if/else whose arms each leave one f32. */
+  if_f32: (then: Code[], otherwise: Code[]): Code => [0x04, 0x7d, then, 0x05, otherwise, 0x0b],
   br: (depth: number): Code => [0x0c, ...uleb(depth)],
   br_if: (depth: number): Code => [0x0d, ...uleb(depth)],
   return_: 0x0f,

@@ -3,8 +3,8 @@
  *
  * The matrix product is packed: `pack_a` copies A (any two strides, so plain, transposed and strided
  * views all work) into panels of MR rows laid out k-major, `pack_b` copies B into panels of NR
- * columns, and `gemm` runs an MR x NR register tile over each pair of panels. The caller zeroes the
- * packed buffers first, so edge panels are padded with zeros and every tile runs the same code: each
+ * columns, and `gemm` runs an MR x NR register tile over each pair of panels. Edge panels are padded
+ * with zeros, so every tile runs the same code: each
  * output is, wherever it sits, the same f32 sum in the same order,
  * `s = 0; for k in 0..K: s = s + a[m,k] * b[k,n]` (each product and each sum rounded to f32, no
  * fused multiply-add), then `c = s` or `c = c + s`. That fixed order makes the results identical on
@@ -47,57 +47,52 @@ const bump = (x: number, n: Code): Code => [get(x), n, op.i32_add, set(x)];
 const minI32 = (x: Code, y: Code): Code => [x, y, x, y, op.i32_lt_s, op.select];
 
 /**
- * pack_a(src, rs, ks, M, K, dst): A(m, k) = src[m*rs + k*ks] goes to dst[m / MR][k][m % MR].
- * Only rows below M are written; the caller zeroes dst so the last panel's padding is 0.
+ * One packing routine for both operands: element (i, k) of a matrix, i < rows, is src[i*is + k*ks];
+ * it goes to dst[i / W][k][i % W] for panels of W = MR rows of A or W = NR columns of B. A last,
+ * partial panel is padded with zeros. When is = 1 the W values of a panel are adjacent in memory and
+ * move as vectors (B of x @ W^T after a transpose, A of dy^T @ x); otherwise one by one.
+ *
+ * pack(src, is, ks, rows, K, dst)
  */
-export function packA(): Func {
-  const [src, rs, ks, M, K, dst] = [0, 1, 2, 3, 4, 5];
+function pack(W: number): Func {
+  const [src, is, ks, rows, K, dst] = [0, 1, 2, 3, 4, 5];
   const L = locals(6);
-  const m = L.local(I32), k = L.local(I32), from = L.local(I32), to = L.local(I32), ksB = L.local(I32);
+  const i0 = L.local(I32), k = L.local(I32), from = L.local(I32), to = L.local(I32), ksB = L.local(I32), isB = L.local(I32);
+  const off = Array.from({ length: W }, () => L.local(I32)); // off[j] = j * is * 4
+  const element = (j: number): Code => [get(from), get(off[j]), op.i32_add, op.f32_load()];
+  const perK = (body: Code[]): Code =>
+    forLoop(k, op.i32(0), get(K), 1, [...body, bump(from, get(ksB)), bump(to, op.i32(4 * W))]);
   return fn([I32, I32, I32, I32, I32, I32], [], L.types, [
     get(ks), op.i32(4), op.i32_mul, set(ksB),
-    forLoop(m, op.i32(0), get(M), 1, [
-      get(src), get(m), get(rs), op.i32_mul, op.i32(4), op.i32_mul, op.i32_add, set(from),
-      // to = dst + ((m / MR) * K * MR + m % MR) * 4
-      get(dst),
-      get(m), op.i32(MR), op.i32_div_u, get(K), op.i32_mul, op.i32(MR), op.i32_mul,
-      get(m), op.i32(MR), op.i32_rem_u, op.i32_add,
-      op.i32(4), op.i32_mul, op.i32_add, set(to),
-      forLoop(k, op.i32(0), get(K), 1, [
-        get(to), get(from), op.f32_load(), op.f32_store(),
-        bump(from, get(ksB)),
-        bump(to, op.i32(4 * MR)),
-      ]),
+    get(is), op.i32(4), op.i32_mul, set(isB),
+    off.map((o, j) => [get(isB), op.i32(j), op.i32_mul, set(o)]),
+    get(dst), set(to),
+    forLoop(i0, op.i32(0), get(rows), W, [
+      get(src), get(i0), get(isB), op.i32_mul, op.i32_add, set(from),
+      get(i0), op.i32(W), op.i32_add, get(rows), op.i32_le_s,
+      op.if_(
+        [
+          get(is), op.i32(1), op.i32_eq,
+          op.if_(
+            [perK(Array.from({ length: W / 4 }, (_, v) => [get(to), get(from), op.v128_load(16 * v), op.v128_store(16 * v)]))],
+            [perK(Array.from({ length: W }, (_, j) => [get(to), element(j), op.f32_store(4 * j)]))],
+          ),
+        ],
+        [perK(Array.from({ length: W }, (_, j) => [
+          get(to),
+          get(i0), op.i32(j), op.i32_add, get(rows), op.i32_lt_s,
+          op.if_f32([element(j)], [op.f32(0)]),
+          op.f32_store(4 * j),
+        ]))],
+      ),
     ]),
   ]);
 }
 
-/**
- * pack_b(src, ks, cs, K, N, dst): B(k, n) = src[k*ks + n*cs] goes to dst[n / NR][k][n % NR].
- * Only columns below N are written; the caller zeroes dst.
- */
-export function packB(): Func {
-  const [src, ks, cs, K, N, dst] = [0, 1, 2, 3, 4, 5];
-  const L = locals(6);
-  const k = L.local(I32), n = L.local(I32), from = L.local(I32), to = L.local(I32), csB = L.local(I32);
-  // k outer, n inner: reads rows of B (contiguous when cs = 1), writes NR-runs of each panel.
-  return fn([I32, I32, I32, I32, I32, I32], [], L.types, [
-    get(cs), op.i32(4), op.i32_mul, set(csB),
-    forLoop(k, op.i32(0), get(K), 1, [
-      get(src), get(k), get(ks), op.i32_mul, op.i32(4), op.i32_mul, op.i32_add, set(from),
-      get(dst), get(k), op.i32(NR * 4), op.i32_mul, op.i32_add, set(to),
-      forLoop(n, op.i32(0), get(N), 1, [
-        // to + ((n / NR) * K * NR + n % NR) * 4
-        get(to),
-        get(n), op.i32(NR), op.i32_div_u, get(K), op.i32_mul, op.i32(NR), op.i32_mul,
-        get(n), op.i32(NR), op.i32_rem_u, op.i32_add,
-        op.i32(4), op.i32_mul, op.i32_add,
-        get(from), op.f32_load(), op.f32_store(),
-        bump(from, get(csB)),
-      ]),
-    ]),
-  ]);
-}
+/** pack_a(src, rs, ks, M, K, dst): A(m, k) = src[m*rs + k*ks] into panels of MR rows. */
+export const packA = (): Func => pack(MR);
+/** pack_b(src, cs, ks, N, K, dst): B(k, n) = src[k*ks + n*cs] into panels of NR columns. */
+export const packB = (): Func => pack(NR);
 
 /**
  * gemm(pa, pb, M, N, K, c, ldc, accumulate, tmp): C[m, n] = (accumulate ? C[m, n] : 0) + sum_k A B

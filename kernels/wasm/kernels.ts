@@ -20,7 +20,7 @@ import { type AttentionKernels, attentionKernels } from "./attention.ts";
 interface Exports {
   memory: WebAssembly.Memory;
   pack_a(src: number, rs: number, ks: number, M: number, K: number, dst: number): void;
-  pack_b(src: number, ks: number, cs: number, K: number, N: number, dst: number): void;
+  pack_b(src: number, cs: number, ks: number, N: number, K: number, dst: number): void;
   gemm(pa: number, pb: number, M: number, N: number, K: number, c: number, ldc: number, acc: number, tmp: number): void;
   softmax_rows(s: number, rows: number, ld: number, valid0: number, scale: number): void;
   softmax_back_rows(p: number, d: number, rows: number, ld: number, valid0: number, scale: number): void;
@@ -95,9 +95,8 @@ function bind(ex: Exports): WasmKernels {
     gemm(M, N, K, a, aRs, aKs, b, bKs, bCs, c, ldc, accumulate, scratch) {
       if (M === 0 || N === 0) return;
       const pa = scratch, pb = pa + roundUp(M, MR) * K, tmp = pb + roundUp(N, NR) * K;
-      heap.fill(0, pa, tmp);
       ex.pack_a(a * 4, aRs, aKs, M, K, pa * 4);
-      ex.pack_b(b * 4, bKs, bCs, K, N, pb * 4);
+      ex.pack_b(b * 4, bCs, bKs, N, K, pb * 4);
       ex.gemm(pa * 4, pb * 4, M, N, K, c * 4, ldc, accumulate ? 1 : 0, tmp * 4);
     },
     softmaxRows: (s, rows, ld, valid0, scale) => ex.softmax_rows(s * 4, rows, ld, valid0, scale),
