@@ -21,14 +21,17 @@ import * as grad from "./cpu-grad.ts";
 import { type WasmKernels, wasmKernels } from "./wasm/kernels.ts";
 
 export { argmax, type RopeTables, ropeHead, ropeTables, rmsnorm, silu, softmax, transpose } from "./cpu.ts";
-export { type AttentionShape, crossEntropyBackward, ropeBackward, rmsnormBackward, swigluBackward } from "./cpu-grad.ts";
+export { type AttentionShape, crossEntropyBackward, ropeBackward, rmsnormBackward } from "./cpu-grad.ts";
 
 /** The kernel sets: `wasm` (WebAssembly SIMD) and `ref` (the JavaScript reference). */
 export type KernelsName = "wasm" | "ref";
 /** The names `useKernels` accepts, for CLI help and checks. */
 export const KERNELS: readonly KernelsName[] = ["wasm", "ref"];
 
-type Set = Pick<WasmKernels, "matmul" | "matmulNN" | "matmulTN" | "attentionForward" | "attentionBackward" | "attendCached">;
+type Set = Pick<
+  WasmKernels,
+  "matmul" | "matmulNN" | "matmulTN" | "attentionForward" | "attentionBackward" | "attendCached" | "swiglu" | "swigluBackward"
+>;
 
 // The reference forms of the transposed products: transpose, then cpu.ts's matmul (exactly the
 // trainer's arithmetic before the SIMD kernels existed, so its logged runs still reproduce).
@@ -51,6 +54,10 @@ const reference: Set = {
   attentionForward: grad.attentionForward,
   attentionBackward: grad.attentionBackward,
   attendCached: cpu.attendCached,
+  swiglu(h, g, u, n) {
+    for (let i = 0; i < n; i++) h[i] = cpu.silu(g[i]) * u[i];
+  },
+  swigluBackward: grad.swigluBackward,
 };
 
 let current: Set = wasmKernels ?? reference;
@@ -106,4 +113,14 @@ export function attendCached(
   T: number, pos0: number, heads: number, kvHeads: number, headDim: number,
 ): void {
   current.attendCached(out, q, keys, values, T, pos0, heads, kvHeads, headDim);
+}
+
+/** The SwiGLU gate: `h[i] = silu(g[i]) * u[i]` for i < n (h may be g). */
+export function swiglu(h: Float32Array, g: Float32Array, u: Float32Array, n: number): void {
+  current.swiglu(h, g, u, n);
+}
+
+/** SwiGLU backward: writes dg and du from dh; see cpu-grad.ts `swigluBackward`. */
+export function swigluBackward(dg: Float32Array, du: Float32Array, dh: Float32Array, g: Float32Array, u: Float32Array): void {
+  current.swigluBackward(dg, du, dh, g, u);
 }

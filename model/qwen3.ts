@@ -15,7 +15,7 @@
 import { checkTensors, type ModelConfig, paramShapes } from "./config.ts";
 import { FormatError } from "./error.ts";
 import type { Tensor } from "./tensor.ts";
-import { attendCached, matmul, rmsnorm, ropeHead, type RopeTables, ropeTables, silu } from "../kernels/kernels.ts";
+import { attendCached, matmul, rmsnorm, ropeHead, type RopeTables, ropeTables, swiglu } from "../kernels/kernels.ts";
 
 /** One decoder layer's weights. */
 export interface Layer {
@@ -153,7 +153,7 @@ export function forward(model: Model, cache: KVCache, tokens: ArrayLike<number>)
     rmsnorm(xn, x, L.postNorm, T, H, c.rms_norm_eps);
     matmul(gate, xn, L.wGate, T, H, I);
     matmul(up, xn, L.wUp, T, H, I);
-    for (let i = 0; i < gate.length; i++) gate[i] = silu(gate[i]) * up[i];
+    swiglu(gate, gate, up, gate.length);
     matmul(proj, gate, L.wDown, T, I, H);
     for (let i = 0; i < x.length; i++) x[i] += proj[i];
   }

@@ -26,7 +26,7 @@ import {
   ropeHead,
   type RopeTables,
   ropeTables,
-  silu,
+  swiglu,
   swigluBackward,
 } from "../kernels/kernels.ts";
 
@@ -203,14 +203,14 @@ export function sequenceLossAndGrad(
     }
     attentionForward(a.att, a.probs, a.q, a.k, a.v, shape);
     matmul(a.xMid, a.att, P(p + "self_attn.o_proj.weight", H * qDim), T, qDim, H);
-    for (let i = 0; i < T * H; i++) a.xMid[i] += a.xIn[i];
+    addInto(a.xMid, a.xIn, T * H);
     rmsnorm(a.xn2, a.xMid, P(p + "post_attention_layernorm.weight", H), T, H, eps, a.rstd2);
     matmul(a.gate, a.xn2, P(p + "mlp.gate_proj.weight", I * H), T, H, I);
     matmul(a.up, a.xn2, P(p + "mlp.up_proj.weight", I * H), T, H, I);
-    for (let i = 0; i < T * I; i++) a.h[i] = silu(a.gate[i]) * a.up[i];
+    swiglu(a.h, a.gate, a.up, T * I);
     const next = l + 1 < cfg.num_hidden_layers ? s.layers[l + 1].xIn : s.xFinal;
     matmul(next, a.h, P(p + "mlp.down_proj.weight", H * I), T, I, H);
-    for (let i = 0; i < T * H; i++) next[i] += a.xMid[i];
+    addInto(next, a.xMid, T * H);
   }
   rmsnorm(s.xnFinal, s.xFinal, P("model.norm.weight", H), T, H, eps, s.rstdFinal);
   const head = P(headName, V * H);
@@ -233,7 +233,7 @@ export function sequenceLossAndGrad(
     linearBackward(dxn, G(p + "mlp.gate_proj.weight", I * H), dg, a.xn2, P(p + "mlp.gate_proj.weight", I * H), T, H, I);
     const dxn2b = s.dxn2.subarray(0, T * H);
     linearBackward(dxn2b, G(p + "mlp.up_proj.weight", I * H), du, a.xn2, P(p + "mlp.up_proj.weight", I * H), T, H, I);
-    for (let i = 0; i < T * H; i++) dxn[i] += dxn2b[i];
+    addInto(dxn, dxn2b, T * H);
     rmsnormBackward(dx, G(p + "post_attention_layernorm.weight", H), dxn, a.xMid, P(p + "post_attention_layernorm.weight", H), a.rstd2, T, H);
     // attention: x_mid = x_in + o_proj(att)
     const dAtt = s.dAtt.subarray(0, T * qDim);
@@ -256,17 +256,20 @@ export function sequenceLossAndGrad(
     linearBackward(dxn, G(p + "self_attn.q_proj.weight", qDim * H), dqRaw, a.xn1, P(p + "self_attn.q_proj.weight", qDim * H), T, H, qDim);
     const dxnk = s.dxn2.subarray(0, T * H);
     linearBackward(dxnk, G(p + "self_attn.k_proj.weight", kvDim * H), dkRaw, a.xn1, P(p + "self_attn.k_proj.weight", kvDim * H), T, H, kvDim);
-    for (let i = 0; i < T * H; i++) dxn[i] += dxnk[i];
+    addInto(dxn, dxnk, T * H);
     linearBackward(dxnk, G(p + "self_attn.v_proj.weight", kvDim * H), dv, a.xn1, P(p + "self_attn.v_proj.weight", kvDim * H), T, H, kvDim);
-    for (let i = 0; i < T * H; i++) dxn[i] += dxnk[i];
+    addInto(dxn, dxnk, T * H);
     rmsnormBackward(dx, G(p + "input_layernorm.weight", H), dxn, a.xIn, P(p + "input_layernorm.weight", H), a.rstd1, T, H);
   }
   const dEmbed = G(embedName, V * H);
-  for (let t = 0; t < T; t++) {
-    const o = inputs[t] * H;
-    for (let i = 0; i < H; i++) dEmbed[o + i] += dx[t * H + i];
-  }
+  for (let t = 0; t < T; t++) addInto(dEmbed.subarray(inputs[t] * H), dx.subarray(t * H), H);
   return loss;
+}
+
+// The elementwise loops live in small functions: inside sequenceLossAndGrad, JavaScriptCore ran
+// them several times slower (a loop in a large function is optimised late, if at all).
+function addInto(out: Float32Array, x: Float32Array, n: number): void {
+  for (let i = 0; i < n; i++) out[i] += x[i];
 }
 
 /**

@@ -17,6 +17,8 @@ import { type Code, F32, fn, type Func, I32, op, V128, type ValType } from "./as
 
 /** Register tile: MR rows of A by NR columns of B (NR a multiple of 4). */
 export const MR = 4, NR = 8;
+/** Steps of the k loop per pass (the remainder runs one at a time). */
+export const UNROLL = 2;
 
 const { get, set } = op;
 
@@ -90,15 +92,16 @@ function pack(W: number): Func {
 }
 
 /** pack_a(src, rs, ks, M, K, dst): A(m, k) = src[m*rs + k*ks] into panels of MR rows. */
-export const packA = (): Func => pack(MR);
+export const packA = (mr = MR): Func => pack(mr);
 /** pack_b(src, cs, ks, N, K, dst): B(k, n) = src[k*ks + n*cs] into panels of NR columns. */
-export const packB = (): Func => pack(NR);
+export const packB = (nr = NR): Func => pack(nr);
 
 /**
  * gemm(pa, pb, M, N, K, c, ldc, accumulate, tmp): C[m, n] = (accumulate ? C[m, n] : 0) + sum_k A B
  * over packed panels, C row-major with row stride ldc. `tmp` holds MR*NR floats for edge tiles.
  */
-export function gemm(): Func {
+export function gemm(MR_ = MR, NR_ = NR, unroll = UNROLL): Func {
+  const MR = MR_, NR = NR_;
   const [pa, pb, M, N, K, c, ldc, accumulate, tmp] = [0, 1, 2, 3, 4, 5, 6, 7, 8];
   const L = locals(9);
   const m0 = L.local(I32), n0 = L.local(I32), a = L.local(I32), b = L.local(I32), k = L.local(I32);
@@ -157,6 +160,12 @@ export function gemm(): Func {
         acc.map((x) => [op.v128_const(new Uint8Array(16)), set(x)]),
         get(panelA), set(a),
         get(K), set(k),
+        unroll > 1
+          ? op.block([op.loop([
+            get(k), op.i32(unroll), op.i32_lt_s, op.br_if(1),
+            ...Array(unroll).fill(step).flat(), get(k), op.i32(unroll), op.i32_sub, set(k), op.br(0),
+          ])])
+          : [],
         op.block([op.loop([get(k), op.i32_eqz, op.br_if(1), ...step, get(k), op.i32(1), op.i32_sub, set(k), op.br(0)])]),
         // out = c + (m0 * ldc + n0) * 4; b now points at the next panel of B.
         get(c), get(m0), get(ldcB), op.i32_mul, op.i32_add, get(n0), op.i32(4), op.i32_mul, op.i32_add, set(out),
@@ -171,7 +180,7 @@ export function gemm(): Func {
 }
 
 /**
- * e^x for each lane of the v128 on the stack (x <= 0 here; inputs below -87 give about 0), as a
+ * e^x for each lane of the v128 on the stack (inputs are clamped to [-87, 88]), as a
  * fixed sequence of f32 operations: x = n ln2 + r with n = round(x / ln2) and ln2 split in two
  * (Cody-Waite), e^r by Cephes' degree-7 polynomial in Horner form, 2^n from the exponent bits.
  * Relative error about 2e-7. Uses the given v128 locals as temporaries; leaves e^x on the stack.
@@ -181,7 +190,7 @@ function expLanes(x: number, n: number, r: number): Code {
   const poly = [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1];
   return [
     set(x),
-    get(x), c(-87.0), op.f32x4_max, set(x),
+    get(x), c(-87.0), op.f32x4_max, c(88.0), op.f32x4_min, set(x),
     get(x), c(1.44269504088896341), op.f32x4_mul, op.f32x4_nearest, set(n),
     get(x), get(n), c(0.693359375), op.f32x4_mul, op.f32x4_sub,
     get(n), c(-2.12194440e-4), op.f32x4_mul, op.f32x4_sub, set(r),
@@ -294,6 +303,57 @@ export function softmaxBackRows(): Func {
       forLoop(j, get(n), get(ld), 1, [at(rd), op.f32(0), op.f32_store()]),
       get(rp), get(ld), op.i32(4), op.i32_mul, op.i32_add, set(rp),
       get(rd), get(ld), op.i32(4), op.i32_mul, op.i32_add, set(rd),
+    ]),
+  ]);
+}
+
+/**
+ * swiglu(h, g, u, n): h[i] = silu(g[i]) * u[i] with silu(x) = x / (1 + e^-x), four lanes at a time
+ * over n rounded up to a multiple of 4 (the caller's buffers are padded to that).
+ */
+export function swiglu(): Func {
+  const [h, g, u, n] = [0, 1, 2, 3];
+  const L = locals(4);
+  const i = L.local(I32), x = L.local(V128), t1 = L.local(V128), t2 = L.local(V128), t3 = L.local(V128);
+  const at = (base: number) => [get(base), get(i), op.i32_add];
+  const one = [op.f32(1), op.f32x4_splat];
+  return fn([I32, I32, I32, I32], [], L.types, [
+    get(n), op.i32(4), op.i32_mul, set(n),
+    forLoop(i, op.i32(0), get(n), 16, [
+      at(g), op.v128_load(), set(x),
+      at(h),
+      get(x),
+      one, op.v128_const(new Uint8Array(16)), get(x), op.f32x4_sub, expLanes(t1, t2, t3), op.f32x4_add,
+      op.f32x4_div,
+      at(u), op.v128_load(), op.f32x4_mul,
+      op.v128_store(),
+    ]),
+  ]);
+}
+
+/**
+ * swiglu_back(dg, du, dh, g, u, n): with s = 1 / (1 + e^-g): du = dh * g * s and
+ * dg = dh * u * s * (1 + g * (1 - s)), four lanes at a time as `swiglu`.
+ */
+export function swigluBack(): Func {
+  const [dg, du, dh, g, u, n] = [0, 1, 2, 3, 4, 5];
+  const L = locals(6);
+  const i = L.local(I32), x = L.local(V128), s = L.local(V128), d = L.local(V128);
+  const t1 = L.local(V128), t2 = L.local(V128), t3 = L.local(V128);
+  const at = (base: number) => [get(base), get(i), op.i32_add];
+  const one = [op.f32(1), op.f32x4_splat];
+  return fn([I32, I32, I32, I32, I32, I32], [], L.types, [
+    get(n), op.i32(4), op.i32_mul, set(n),
+    forLoop(i, op.i32(0), get(n), 16, [
+      at(g), op.v128_load(), set(x),
+      at(dh), op.v128_load(), set(d),
+      one, one, op.v128_const(new Uint8Array(16)), get(x), op.f32x4_sub, expLanes(t1, t2, t3), op.f32x4_add, op.f32x4_div, set(s),
+      at(du), get(d), get(x), get(s), op.f32x4_mul, op.f32x4_mul, op.v128_store(),
+      at(dg),
+      get(d), at(u), op.v128_load(), op.f32x4_mul, get(s), op.f32x4_mul,
+      one, get(x), one, get(s), op.f32x4_sub, op.f32x4_mul, op.f32x4_add,
+      op.f32x4_mul,
+      op.v128_store(),
     ]),
   ]);
 }

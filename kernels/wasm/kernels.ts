@@ -14,7 +14,7 @@
  * @module
  */
 import { assemble, simdSupported } from "./asm.ts";
-import { gemm, MR, NR, packA, packB, softmaxBackRows, softmaxRows } from "./gen.ts";
+import { gemm, MR, NR, packA, packB, softmaxBackRows, softmaxRows, swiglu, swigluBack } from "./gen.ts";
 import { type AttentionKernels, attentionKernels } from "./attention.ts";
 
 interface Exports {
@@ -24,6 +24,8 @@ interface Exports {
   gemm(pa: number, pb: number, M: number, N: number, K: number, c: number, ldc: number, acc: number, tmp: number): void;
   softmax_rows(s: number, rows: number, ld: number, valid0: number, scale: number): void;
   softmax_back_rows(p: number, d: number, rows: number, ld: number, valid0: number, scale: number): void;
+  swiglu(h: number, g: number, u: number, n: number): void;
+  swiglu_back(dg: number, du: number, dh: number, g: number, u: number, n: number): void;
 }
 
 /** The module's bytes, assembled from kernels/wasm/gen.ts. */
@@ -34,6 +36,8 @@ export function wasmModuleBytes(): Uint8Array<ArrayBuffer> {
       gemm: gemm(),
       softmax_rows: softmaxRows(),
       softmax_back_rows: softmaxBackRows(),
+      swiglu: swiglu(),
+      swiglu_back: swigluBack(),
     },
   });
 }
@@ -46,6 +50,10 @@ export interface WasmKernels extends AttentionKernels {
   matmulNN(out: Float32Array, a: Float32Array, b: Float32Array, M: number, K: number, N: number, accumulate?: boolean): void;
   /** `out[m, n] (+)= sum_k a[k, m] * b[k, n]`: a^T @ b with a: [K, M], b: [K, N]. */
   matmulTN(out: Float32Array, a: Float32Array, b: Float32Array, M: number, K: number, N: number, accumulate?: boolean): void;
+  /** `h[i] = silu(g[i]) * u[i]` for i < n (h may be g). */
+  swiglu(h: Float32Array, g: Float32Array, u: Float32Array, n: number): void;
+  /** As kernels/cpu-grad.ts `swigluBackward`. */
+  swigluBackward(dg: Float32Array, du: Float32Array, dh: Float32Array, g: Float32Array, u: Float32Array): void;
   /** The instance's exports, for kernels built on the product (attention). */
   raw: WasmRaw;
 }
@@ -117,6 +125,19 @@ function bind(ex: Exports): WasmKernels {
   return {
     raw,
     ...attentionKernels(raw),
+    swiglu(h, g, u, n) {
+      const [go, uo] = reserve([n, n]);
+      heap.set(g.subarray(0, n), go), heap.set(u.subarray(0, n), uo);
+      ex.swiglu(go * 4, go * 4, uo * 4, n);
+      h.set(heap.subarray(go, go + n));
+    },
+    swigluBackward(dg, du, dh, g, u) {
+      // dg overwrites dh in place (each lane reads dh before it writes dg); du gets its own slot.
+      const n = dh.length, [dho, go, uo, duo] = reserve([n, n, n, n]);
+      heap.set(dh, dho), heap.set(g.subarray(0, n), go), heap.set(u.subarray(0, n), uo);
+      ex.swiglu_back(dho * 4, duo * 4, dho * 4, go * 4, uo * 4, n);
+      dg.set(heap.subarray(dho, dho + n)), du.set(heap.subarray(duo, duo + n));
+    },
     matmul: (out, a, b, M, K, N, accumulate = false) => product(out, a, b, M, K, N, accumulate, K, 1, 1, K),
     matmulNN: (out, a, b, M, K, N, accumulate = false) => product(out, a, b, M, K, N, accumulate, K, 1, N, 1),
     matmulTN: (out, a, b, M, K, N, accumulate = false) => product(out, a, b, M, K, N, accumulate, 1, M, N, 1),
