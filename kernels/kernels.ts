@@ -20,8 +20,8 @@ import * as cpu from "./cpu.ts";
 import * as grad from "./cpu-grad.ts";
 import { type WasmKernels, wasmKernels } from "./wasm/kernels.ts";
 
-export { argmax, type RopeTables, ropeHead, ropeTables, rmsnorm, silu, softmax, transpose } from "./cpu.ts";
-export { type AttentionShape, crossEntropyBackward, ropeBackward, rmsnormBackward } from "./cpu-grad.ts";
+export { argmax, rmsnorm, ropeHead, type RopeTables, ropeTables, silu, softmax, transpose } from "./cpu.ts";
+export { type AttentionShape, crossEntropyBackward, rmsnormBackward, ropeBackward } from "./cpu-grad.ts";
 
 /** The kernel sets: `wasm` (WebAssembly SIMD) and `ref` (the JavaScript reference). */
 export type KernelsName = "wasm" | "ref";
@@ -30,7 +30,14 @@ export const KERNELS: readonly KernelsName[] = ["wasm", "ref"];
 
 type Set = Pick<
   WasmKernels,
-  "matmul" | "matmulNN" | "matmulTN" | "attentionForward" | "attentionBackward" | "attendCached" | "swiglu" | "swigluBackward"
+  | "matmul"
+  | "matmulNN"
+  | "matmulTN"
+  | "attentionForward"
+  | "attentionBackward"
+  | "attendCached"
+  | "swiglu"
+  | "swigluBackward"
 >;
 
 // The reference forms of the transposed products: transpose, then cpu.ts's matmul (exactly the
@@ -78,39 +85,82 @@ export function kernelsInUse(): KernelsName {
 }
 
 /** `out[m, n] (+)= sum_k a[m, k] * b[n, k]` (x @ W^T for W in [out, in] layout); see cpu.ts. */
-export function matmul(out: Float32Array, a: Float32Array, b: Float32Array, M: number, K: number, N: number, accumulate = false): void {
+export function matmul(
+  out: Float32Array,
+  a: Float32Array,
+  b: Float32Array,
+  M: number,
+  K: number,
+  N: number,
+  accumulate = false,
+): void {
   current.matmul(out, a, b, M, K, N, accumulate);
 }
 
 /** `out[m, n] (+)= sum_k a[m, k] * b[k, n]`: a: [M, K] @ b: [K, N]. */
-export function matmulNN(out: Float32Array, a: Float32Array, b: Float32Array, M: number, K: number, N: number, accumulate = false): void {
+export function matmulNN(
+  out: Float32Array,
+  a: Float32Array,
+  b: Float32Array,
+  M: number,
+  K: number,
+  N: number,
+  accumulate = false,
+): void {
   current.matmulNN(out, a, b, M, K, N, accumulate);
 }
 
 /** `out[m, n] (+)= sum_k a[k, m] * b[k, n]`: a^T @ b for a: [K, M], b: [K, N]. */
-export function matmulTN(out: Float32Array, a: Float32Array, b: Float32Array, M: number, K: number, N: number, accumulate = false): void {
+export function matmulTN(
+  out: Float32Array,
+  a: Float32Array,
+  b: Float32Array,
+  M: number,
+  K: number,
+  N: number,
+  accumulate = false,
+): void {
   current.matmulTN(out, a, b, M, K, N, accumulate);
 }
 
 /** Causal GQA attention forward saving probabilities; see cpu-grad.ts `attentionForward`. */
 export function attentionForward(
-  out: Float32Array, probs: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array, s: grad.AttentionShape,
+  out: Float32Array,
+  probs: Float32Array,
+  q: Float32Array,
+  k: Float32Array,
+  v: Float32Array,
+  s: grad.AttentionShape,
 ): void {
   current.attentionForward(out, probs, q, k, v, s);
 }
 
 /** Causal GQA attention backward (accumulates); see cpu-grad.ts `attentionBackward`. */
 export function attentionBackward(
-  dq: Float32Array, dk: Float32Array, dv: Float32Array, dOut: Float32Array, probs: Float32Array,
-  q: Float32Array, k: Float32Array, v: Float32Array, s: grad.AttentionShape,
+  dq: Float32Array,
+  dk: Float32Array,
+  dv: Float32Array,
+  dOut: Float32Array,
+  probs: Float32Array,
+  q: Float32Array,
+  k: Float32Array,
+  v: Float32Array,
+  s: grad.AttentionShape,
 ): void {
   current.attentionBackward(dq, dk, dv, dOut, probs, q, k, v, s);
 }
 
 /** Attention of T new positions over a KV cache; see cpu.ts `attendCached`. */
 export function attendCached(
-  out: Float32Array, q: Float32Array, keys: Float32Array, values: Float32Array,
-  T: number, pos0: number, heads: number, kvHeads: number, headDim: number,
+  out: Float32Array,
+  q: Float32Array,
+  keys: Float32Array,
+  values: Float32Array,
+  T: number,
+  pos0: number,
+  heads: number,
+  kvHeads: number,
+  headDim: number,
 ): void {
   current.attendCached(out, q, keys, values, T, pos0, heads, kvHeads, headDim);
 }
@@ -121,6 +171,12 @@ export function swiglu(h: Float32Array, g: Float32Array, u: Float32Array, n: num
 }
 
 /** SwiGLU backward: writes dg and du from dh; see cpu-grad.ts `swigluBackward`. */
-export function swigluBackward(dg: Float32Array, du: Float32Array, dh: Float32Array, g: Float32Array, u: Float32Array): void {
+export function swigluBackward(
+  dg: Float32Array,
+  du: Float32Array,
+  dh: Float32Array,
+  g: Float32Array,
+  u: Float32Array,
+): void {
   current.swigluBackward(dg, du, dh, g, u);
 }

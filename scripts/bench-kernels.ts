@@ -6,8 +6,9 @@
  *
  *   bun scripts/bench-kernels.ts
  *
- * Run it with Bun: node-llama-cpp is a Node-API addon. The machine is shared, so each figure is
- * the best of several interleaved rounds, and only the ratios mean much.
+ * Run it with Bun: node-llama-cpp is a Node-API addon. The machine is shared, so each one-thread
+ * figure is CPU time of this process (wall-clock is in --json too), the best of several interleaved
+ * rounds, and only the ratios mean much. The trainer's figures are wall-clock (it uses two cores).
  * @module
  */
 import { spawnSync } from "node:child_process";
@@ -46,18 +47,34 @@ const { values: a } = cli(HELP, {
 const rounds = Number(a.rounds);
 if (!Number.isInteger(rounds) || rounds < 1) fail("--rounds expects a positive integer", EXIT_USAGE);
 
-/** Best seconds per call of `f` over `rounds` rounds, each running `f` for at least `minMs`. */
-function timeBest(fs: Array<() => void>, minMs: number, bar: { tick(): void }): number[] {
-  const best = fs.map(() => Infinity);
+/** Seconds per call: wall-clock, and CPU time of this process (what a shared machine leaves intact). */
+interface Timing {
+  wall: number;
+  cpu: number;
+}
+
+const cpuSeconds = () => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1e6;
+};
+
+/** Best wall and CPU seconds per call of each `f`, over `rounds` interleaved rounds of at least `minMs`. */
+async function timeBest(fs: Array<() => unknown>, minMs: number, bar: { tick(): void }): Promise<Timing[]> {
+  const best = fs.map(() => ({ wall: Infinity, cpu: Infinity }));
   for (let r = 0; r < rounds; r++) {
-    fs.forEach((f, i) => {
-      f();
+    for (let i = 0; i < fs.length; i++) {
+      const call = async () => {
+        const r = fs[i]();
+        if (r instanceof Promise) await r; // only llama.cpp's calls are asynchronous
+      };
+      await call();
       let n = 0;
-      const t0 = performance.now();
-      do f(), n++; while (performance.now() - t0 < minMs);
-      best[i] = Math.min(best[i], (performance.now() - t0) / 1000 / n);
+      const t0 = performance.now(), c0 = cpuSeconds();
+      do await call(), n++; while (performance.now() - t0 < minMs);
+      best[i].wall = Math.min(best[i].wall, (performance.now() - t0) / 1000 / n);
+      best[i].cpu = Math.min(best[i].cpu, (cpuSeconds() - c0) / n);
       bar.tick();
-    });
+    }
   }
   return best;
 }
@@ -71,7 +88,9 @@ const SHAPES = [
 ];
 
 await run(async () => {
-  const runtime = process.versions.bun ? `bun ${process.versions.bun}` : `deno ${(globalThis as any).Deno?.version?.deno}`;
+  const runtime = process.versions.bun
+    ? `bun ${process.versions.bun}`
+    : `deno ${(globalThis as any).Deno?.version?.deno}`;
   const rng = createRng(7);
   const rand = (n: number) => Float32Array.from({ length: n }, () => rng.next() * 2 - 1);
 
@@ -83,9 +102,16 @@ await run(async () => {
       useKernels(k);
       f(out, x, y, M, K, N);
     };
-    const [js, wasm] = timeBest([call("ref"), call("wasm")], M === 1 ? 50 : 250, bar);
+    const [js, wasm] = await timeBest([call("ref"), call("wasm")], M === 1 ? 50 : 250, bar);
     const gf = (s: number) => (2 * M * N * K) / s / 1e9;
-    return { form, shape: `${M}x${K}x${N}`, js_gflops: gf(js), wasm_gflops: gf(wasm), ratio: js / wasm };
+    return {
+      form,
+      shape: `${M}x${K}x${N}`,
+      js_gflops: gf(js.cpu),
+      wasm_gflops: gf(wasm.cpu),
+      ratio: js.cpu / wasm.cpu,
+      wall_ratio: js.wall / wasm.wall,
+    };
   });
   bar.done();
 
@@ -94,24 +120,30 @@ await run(async () => {
   const model = buildModel(ck.config, ck.model!, "model/default/ferry.ckpt");
   const window = evalWindows((await loadBrown()).heldOut, 1)[0];
   const ids = [BOS, ...window.subarray(0, 255)];
-  const pbar = progress("prefill", rounds * 2, { unit: "run" });
-  const [ferryJs, ferryWasm] = timeBest(
-    (["ref", "wasm"] as const).map((k) => () => {
-      useKernels(k);
-      forward(model, createCache(model, ids.length), ids);
-    }),
-    300,
-    pbar,
-  );
+  const llama = await openLlama(model).catch((e) => ({ error: String((e as Error).message ?? e) }));
+  const runners: Array<() => unknown> = (["ref", "wasm"] as const).map((k) => () => {
+    useKernels(k);
+    forward(model, createCache(model, ids.length), ids);
+  });
+  if ("prefill" in llama) runners.push(() => llama.prefill(ids));
+  const pbar = progress("prefill", rounds * runners.length, { unit: "run" });
+  const [ferryJs, ferryWasm, llamaCpp] = await timeBest(runners, 300, pbar);
   pbar.done();
+  if ("prefill" in llama) await llama.close();
   useKernels("wasm");
-  const llama = await llamaPrefill(model, ids).catch((e) => ({ error: String((e as Error).message ?? e) }));
   const prefill = {
     tokens: ids.length,
-    ferry_wasm_tok_s: ids.length / ferryWasm,
-    ferry_js_tok_s: ids.length / ferryJs,
-    llama_cpp_tok_s: typeof llama === "number" ? ids.length / llama : null,
-    llama_cpp_note: typeof llama === "number" ? "node-llama-cpp 3.21.1, CPU, 1 thread, F32 file, F32 KV cache" : llama.error,
+    ferry_wasm_tok_s: ids.length / ferryWasm.cpu,
+    ferry_js_tok_s: ids.length / ferryJs.cpu,
+    llama_cpp_tok_s: llamaCpp ? ids.length / llamaCpp.cpu : null,
+    wall_tok_s: {
+      ferry_wasm: ids.length / ferryWasm.wall,
+      ferry_js: ids.length / ferryJs.wall,
+      llama_cpp: llamaCpp ? ids.length / llamaCpp.wall : null,
+    },
+    llama_cpp_note: "error" in llama
+      ? llama.error
+      : "node-llama-cpp 3.21.1, CPU, 1 thread, F32 file, F32 KV cache",
   };
 
   // ---- trainer, before (ref) and after (wasm), on both runtimes
@@ -120,8 +152,18 @@ await run(async () => {
     const tbar = progress("trainer", 4, { unit: "run" });
     for (const [exe, pre] of [["bun", []], ["deno", ["run", "-A"]]] as const) {
       for (const k of ["ref", "wasm"]) {
-        const r = spawnSync(exe, [...pre, "scripts/bench-train.ts", "--json", "--kernels", k, "--steps", a.steps!], { encoding: "utf8" });
-        if (r.status !== 0) throw new Error(`${exe} bench-train --kernels ${k} failed: ${r.stderr.trim().split("\n").pop()}`);
+        const r = spawnSync(exe, [
+          ...pre,
+          "scripts/bench-train.ts",
+          "--json",
+          "--kernels",
+          k,
+          "--steps",
+          a.steps!,
+        ], { encoding: "utf8" });
+        if (r.status !== 0) {
+          throw new Error(`${exe} bench-train --kernels ${k} failed: ${r.stderr.trim().split("\n").pop()}`);
+        }
         trainer.push(JSON.parse(r.stdout));
         tbar.tick();
       }
@@ -132,61 +174,96 @@ await run(async () => {
   const result = { runtime, products, prefill, trainer };
   if (a.json) return console.log(JSON.stringify(result, null, 2));
   const f0 = (x: number) => x.toFixed(0).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
-  console.log(`ferry kernels on ${runtime}: best of ${rounds} interleaved rounds; ratios are what to read`);
+  console.log(
+    `ferry kernels on ${runtime}: best of ${rounds} interleaved rounds, by CPU time; ratios are what to read`,
+  );
   console.log(`\nmatrix product, one thread, GFLOP/s\n`);
-  console.log(`${"form".padEnd(28)}${"M x K x N".padEnd(16)}${"JS".padStart(8)}${"wasm".padStart(8)}${"wasm/JS".padStart(10)}`);
+  console.log(
+    `${"form".padEnd(28)}${"M x K x N".padEnd(16)}${"JS".padStart(8)}${"wasm".padStart(8)}${
+      "wasm/JS".padStart(10)
+    }`,
+  );
   for (const p of products) {
-    console.log(`${p.form.padEnd(28)}${p.shape.padEnd(16)}${p.js_gflops.toFixed(2).padStart(8)}${p.wasm_gflops.toFixed(2).padStart(8)}${(p.ratio.toFixed(1) + "x").padStart(10)}`);
+    console.log(
+      `${p.form.padEnd(28)}${p.shape.padEnd(16)}${p.js_gflops.toFixed(2).padStart(8)}${
+        p.wasm_gflops.toFixed(2).padStart(8)
+      }${(p.ratio.toFixed(1) + "x").padStart(10)}`,
+    );
   }
   console.log(`\nprefill of a ${prefill.tokens}-token prompt, default model, one thread, tokens/s\n`);
   console.log(`  ferry-wasm   ${f0(prefill.ferry_wasm_tok_s).padStart(8)}`);
-  console.log(`  ferry-JS     ${f0(prefill.ferry_js_tok_s).padStart(8)}   wasm/JS ${(prefill.ferry_wasm_tok_s / prefill.ferry_js_tok_s).toFixed(1)}x`);
+  console.log(
+    `  ferry-JS     ${f0(prefill.ferry_js_tok_s).padStart(8)}   wasm/JS ${
+      (prefill.ferry_wasm_tok_s / prefill.ferry_js_tok_s).toFixed(1)
+    }x`,
+  );
   if (prefill.llama_cpp_tok_s) {
-    console.log(`  llama.cpp    ${f0(prefill.llama_cpp_tok_s).padStart(8)}   ferry-wasm/llama.cpp ${(prefill.ferry_wasm_tok_s / prefill.llama_cpp_tok_s).toFixed(2)}x  (${prefill.llama_cpp_note})`);
+    console.log(
+      `  llama.cpp    ${f0(prefill.llama_cpp_tok_s).padStart(8)}   ferry-wasm/llama.cpp ${
+        (prefill.ferry_wasm_tok_s / prefill.llama_cpp_tok_s).toFixed(2)
+      }x  (${prefill.llama_cpp_note})`,
+    );
   } else console.log(`  llama.cpp    n/a (${prefill.llama_cpp_note})`);
   if (trainer.length) {
     console.log(`\ntrainer, default config (seq 256, batch 8), tokens/s\n`);
-    console.log(`${"runtime".padEnd(12)}${"kernels".padEnd(9)}${"one thread".padStart(11)}${"1 worker".padStart(10)}${"2 workers".padStart(11)}${"2/1".padStart(7)}`);
+    console.log(
+      `${"runtime".padEnd(12)}${"kernels".padEnd(9)}${"one thread".padStart(11)}${"1 worker".padStart(10)}${
+        "2 workers".padStart(11)
+      }${"2/1".padStart(7)}`,
+    );
     for (const t of trainer) {
       const n = (k: string) => t[k] as number;
-      console.log(`${String(t.runtime).padEnd(12)}${String(t.kernels).padEnd(9)}${f0(n("single_thread_tok_s")).padStart(11)}${f0(n("one_worker_tok_s")).padStart(10)}${f0(n("two_workers_tok_s")).padStart(11)}${(n("two_over_one").toFixed(2) + "x").padStart(7)}`);
+      console.log(
+        `${String(t.runtime).padEnd(12)}${String(t.kernels).padEnd(9)}${
+          f0(n("single_thread_tok_s")).padStart(11)
+        }${f0(n("one_worker_tok_s")).padStart(10)}${f0(n("two_workers_tok_s")).padStart(11)}${
+          (n("two_over_one").toFixed(2) + "x").padStart(7)
+        }`,
+      );
     }
     for (let i = 0; i + 1 < trainer.length; i += 2) {
       const [ref, wasm] = [trainer[i], trainer[i + 1]];
       const x = (k: string) => ((wasm[k] as number) / (ref[k] as number)).toFixed(2) + "x";
-      console.log(`${String(ref.runtime).padEnd(12)}wasm/ref: one thread ${x("single_thread_tok_s")}, 1 worker ${x("one_worker_tok_s")}, 2 workers ${x("two_workers_tok_s")}`);
+      console.log(
+        `${String(ref.runtime).padEnd(12)}wasm/ref: one thread ${x("single_thread_tok_s")}, 1 worker ${
+          x("one_worker_tok_s")
+        }, 2 workers ${x("two_workers_tok_s")}`,
+      );
     }
   }
 });
 
-/** Best seconds of llama.cpp (one thread, F32 GGUF of the same weights) to take in `ids`. */
-async function llamaPrefill(model: ReturnType<typeof buildModel>, ids: number[]): Promise<number> {
-  if (!process.versions.bun) throw new Error("run under bun for llama.cpp (node-llama-cpp is a Node-API addon)");
+/** llama.cpp (one thread) on an F32 GGUF of the same weights, ready to prefill from an empty context. */
+async function openLlama(model: ReturnType<typeof buildModel>) {
+  if (!process.versions.bun) {
+    throw new Error("run under bun for llama.cpp (node-llama-cpp is a Node-API addon)");
+  }
   const { cpuLlama } = await import("../tests/helpers/gguf-llama.ts");
   const dir = mkdtempSync(join(tmpdir(), "ferry-bench-kernels-"));
-  try {
-    const path = join(dir, "model.f32.gguf");
-    await writeGguf(path, model.tensors, model.config, { type: "f32" });
-    const llama = await cpuLlama();
-    const lm = await llama.loadModel({ modelPath: path, gpuLayers: 0 });
-    const context = await lm.createContext({
-      contextSize: 512, batchSize: 512, threads: 1, sequences: 1, flashAttention: false,
-      experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32",
-    });
-    const seq = context.getSequence();
-    let best = Infinity;
-    // deno-lint-ignore no-explicit-any
-    const tokens = ids as any[];
-    for (let r = 0; r < rounds * 4; r++) {
+  const path = join(dir, "model.f32.gguf");
+  await writeGguf(path, model.tensors, model.config, { type: "f32" });
+  const llama = await cpuLlama();
+  const lm = await llama.loadModel({ modelPath: path, gpuLayers: 0 });
+  const context = await lm.createContext({
+    contextSize: 512,
+    batchSize: 512,
+    threads: 1,
+    sequences: 1,
+    flashAttention: false,
+    experimentalKvCacheKeyType: "F32",
+    experimentalKvCacheValueType: "F32",
+  });
+  const seq = context.getSequence();
+  return {
+    async prefill(ids: number[]) {
       await seq.clearHistory();
-      const t0 = performance.now();
-      await seq.evaluateWithoutGeneratingNewTokens(tokens);
-      best = Math.min(best, (performance.now() - t0) / 1000);
-    }
-    await context.dispose();
-    await lm.dispose();
-    return best;
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+      // deno-lint-ignore no-explicit-any
+      await seq.evaluateWithoutGeneratingNewTokens(ids as any[]);
+    },
+    async close() {
+      await context.dispose();
+      await lm.dispose();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }

@@ -38,23 +38,58 @@ test("the assembler: LEB128 encodings and a module that runs", () => {
 
 /** The three product forms as (A(m, k), B(k, n)) accessors over the operands' layouts. */
 const FORMS = {
-  matmul: { f: W.matmul, ref: cpu.matmul, A: (a: Float32Array, M: number, K: number) => (m: number, k: number) => a[m * K + k], B: (b: Float32Array, K: number, N: number) => (k: number, n: number) => b[n * K + k] },
-  matmulNN: { f: W.matmulNN, ref: refNN, A: (a: Float32Array, M: number, K: number) => (m: number, k: number) => a[m * K + k], B: (b: Float32Array, K: number, N: number) => (k: number, n: number) => b[k * N + n] },
-  matmulTN: { f: W.matmulTN, ref: refTN, A: (a: Float32Array, M: number, K: number) => (m: number, k: number) => a[k * M + m], B: (b: Float32Array, K: number, N: number) => (k: number, n: number) => b[k * N + n] },
+  matmul: {
+    f: W.matmul,
+    ref: cpu.matmul,
+    A: (a: Float32Array, M: number, K: number) => (m: number, k: number) => a[m * K + k],
+    B: (b: Float32Array, K: number, N: number) => (k: number, n: number) => b[n * K + k],
+  },
+  matmulNN: {
+    f: W.matmulNN,
+    ref: refNN,
+    A: (a: Float32Array, M: number, K: number) => (m: number, k: number) => a[m * K + k],
+    B: (b: Float32Array, K: number, N: number) => (k: number, n: number) => b[k * N + n],
+  },
+  matmulTN: {
+    f: W.matmulTN,
+    ref: refTN,
+    A: (a: Float32Array, M: number, K: number) => (m: number, k: number) => a[k * M + m],
+    B: (b: Float32Array, K: number, N: number) => (k: number, n: number) => b[k * N + n],
+  },
 };
 
-function refNN(out: Float32Array, a: Float32Array, b: Float32Array, M: number, K: number, N: number, acc = false) {
+function refNN(
+  out: Float32Array,
+  a: Float32Array,
+  b: Float32Array,
+  M: number,
+  K: number,
+  N: number,
+  acc = false,
+) {
   useKernels("ref");
   matmulNN(out, a, b, M, K, N, acc);
 }
-function refTN(out: Float32Array, a: Float32Array, b: Float32Array, M: number, K: number, N: number, acc = false) {
+function refTN(
+  out: Float32Array,
+  a: Float32Array,
+  b: Float32Array,
+  M: number,
+  K: number,
+  N: number,
+  acc = false,
+) {
   useKernels("ref");
   matmulTN(out, a, b, M, K, N, acc);
 }
 
 for (const [name, form] of Object.entries(FORMS)) {
   test(`${name}: the fixed-order f32 sum exactly, and the reference within (K+1) 2^-24 sum|ab|, on ragged shapes`, () => {
-    const shapes = [[1, 1, 1], [1, 96, 256], [3, 5, 7], [4, 8, 8], [5, 9, 17], [13, 31, 9], [37, 64, 33], [64, 100, 3], [67, 45, 130]];
+    const shapes = [[1, 1, 1], [1, 96, 256], [3, 5, 7], [4, 8, 8], [5, 9, 17], [13, 31, 9], [37, 64, 33], [
+      64,
+      100,
+      3,
+    ], [67, 45, 130]];
     for (let i = 0; i < 6; i++) shapes.push([1 + rng.int(40), 1 + rng.int(70), 1 + rng.int(40)]);
     for (const [M, K, N] of shapes) {
       for (const accumulate of [false, true]) {
@@ -67,7 +102,9 @@ for (const [name, form] of Object.entries(FORMS)) {
         for (let m = 0; m < M; m++) {
           for (let n = 0; n < N; n++) {
             let s = 0, mag = 0;
-            for (let k = 0; k < K; k++) s = Math.fround(s + Math.fround(A(m, k) * B(k, n))), mag += Math.abs(A(m, k) * B(k, n));
+            for (let k = 0; k < K; k++) {
+              s = Math.fround(s + Math.fround(A(m, k) * B(k, n))), mag += Math.abs(A(m, k) * B(k, n));
+            }
             const o = m * N + n, sim = accumulate ? Math.fround(c0[o] + s) : s;
             if (Object.is(got[o], sim)) exact++;
             const bound = (K + 1) * U * mag + (accumulate ? U * Math.abs(c0[o]) * 2 : 0);
@@ -101,17 +138,31 @@ const close = (got: Float32Array, want: Float32Array, what: string) => {
 };
 
 test("attention forward and backward match kernels/cpu-grad.ts within 2e-5 (ragged T, GQA, odd head sizes)", () => {
-  for (const [T, heads, kvHeads, hd] of [[1, 2, 1, 4], [7, 4, 2, 6], [33, 4, 2, 32], [70, 4, 4, 5], [130, 6, 2, 16]]) {
+  for (
+    const [T, heads, kvHeads, hd] of [[1, 2, 1, 4], [7, 4, 2, 6], [33, 4, 2, 32], [70, 4, 4, 5], [
+      130,
+      6,
+      2,
+      16,
+    ]]
+  ) {
     const s = { T, heads, kvHeads, headDim: hd }, qDim = heads * hd, kvDim = kvHeads * hd;
     const q = rand(T * qDim), k = rand(T * kvDim), v = rand(T * kvDim), dOut = rand(T * qDim);
-    const o1 = new Float32Array(T * qDim), o2 = o1.slice(), p1 = new Float32Array(heads * T * T), p2 = p1.slice();
+    const o1 = new Float32Array(T * qDim),
+      o2 = o1.slice(),
+      p1 = new Float32Array(heads * T * T),
+      p2 = p1.slice();
     grad.attentionForward(o1, p1, q, k, v, s);
     W.attentionForward(o2, p2, q, k, v, s);
     close(o2, o1, `out T=${T}`);
     close(p2, p1, `probs T=${T}`);
     let masked = 0; // probabilities past the causal mask must be exactly 0
     for (let h = 0; h < heads; h++) {
-      for (let t = 0; t < T; t++) for (let p = t + 1; p < T; p++) masked += p2[(h * T + t) * T + p] === 0 ? 0 : 1;
+      for (let t = 0; t < T; t++) {
+        for (let p = t + 1; p < T; p++) {
+          masked += p2[(h * T + t) * T + p] === 0 ? 0 : 1;
+        }
+      }
     }
     expect(masked).toBe(0);
     const seed = [rand(T * qDim), rand(T * kvDim), rand(T * kvDim)]; // backward accumulates into these
@@ -123,7 +174,15 @@ test("attention forward and backward match kernels/cpu-grad.ts within 2e-5 (ragg
 });
 
 test("attention over a KV cache matches kernels/cpu.ts attendCached within 2e-5, from any start position", () => {
-  for (const [T, pos0, heads, kvHeads, hd] of [[1, 0, 4, 2, 32], [1, 77, 4, 2, 32], [5, 3, 2, 1, 6], [40, 0, 4, 2, 32], [35, 33, 4, 2, 32]]) {
+  for (
+    const [T, pos0, heads, kvHeads, hd] of [[1, 0, 4, 2, 32], [1, 77, 4, 2, 32], [5, 3, 2, 1, 6], [
+      40,
+      0,
+      4,
+      2,
+      32,
+    ], [35, 33, 4, 2, 32]]
+  ) {
     const n = pos0 + T, qDim = heads * hd, kvDim = kvHeads * hd;
     const q = rand(T * qDim), keys = rand(n * kvDim + 5), values = rand(n * kvDim + 5);
     const want = new Float32Array(T * qDim), got = want.slice();
@@ -149,7 +208,9 @@ test("without WebAssembly SIMD the kernels fall back to JavaScript and say so in
   const r = spawnSync("bun", ["--eval", script], { encoding: "utf8" });
   expect(r.status).toBe(0);
   expect(r.stdout.trim()).toBe("ref ref");
-  expect(r.stderr.trim().split("\n")).toEqual(["ferry: this runtime lacks WebAssembly SIMD; using the JavaScript kernels"]);
+  expect(r.stderr.trim().split("\n")).toEqual([
+    "ferry: this runtime lacks WebAssembly SIMD; using the JavaScript kernels",
+  ]);
 });
 
 test("SwiGLU forward and backward match the reference within 4e-6 max(1, |value|) (exp by polynomial)", () => {
@@ -159,12 +220,17 @@ test("SwiGLU forward and backward match the reference within 4e-6 max(1, |value|
     const h1 = new Float32Array(n), h2 = new Float32Array(n);
     for (let i = 0; i < n; i++) h1[i] = cpu.silu(g[i]) * u[i];
     W.swiglu(h2, g, u, n);
-    const dg1 = new Float32Array(n), du1 = new Float32Array(n), dg2 = new Float32Array(n), du2 = new Float32Array(n);
+    const dg1 = new Float32Array(n),
+      du1 = new Float32Array(n),
+      dg2 = new Float32Array(n),
+      du2 = new Float32Array(n);
     grad.swigluBackward(dg1, du1, dh, g, u);
     W.swigluBackward(dg2, du2, dh, g, u);
     for (const [got, want] of [[h2, h1], [dg2, dg1], [du2, du1]]) {
       let bad = 0;
-      for (let i = 0; i < n; i++) if (!(Math.abs(got[i] - want[i]) <= 4e-6 * Math.max(1, Math.abs(want[i])))) bad++;
+      for (let i = 0; i < n; i++) {
+        if (!(Math.abs(got[i] - want[i]) <= 4e-6 * Math.max(1, Math.abs(want[i])))) bad++;
+      }
       expect(bad).toBe(0);
     }
   }

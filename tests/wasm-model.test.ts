@@ -67,22 +67,45 @@ test("trainer on the wasm kernels: the first steps give the same bits on Bun and
   const dir = mkdtempSync(join(tmpdir(), "ferry-wasm-train-"));
   try {
     const args = (out: string, kernels: string) => [
-      "scripts/train.ts", "--out", join(dir, out), "--preset", "default", "--seq", "32", "--batch", "2",
-      "--steps", "3", "--warmup", "2", "--save-every", "3", "--eval-every", "3", "--kernels", kernels,
+      "scripts/train.ts",
+      "--out",
+      join(dir, out),
+      "--preset",
+      "default",
+      "--seq",
+      "32",
+      "--batch",
+      "2",
+      "--steps",
+      "3",
+      "--warmup",
+      "2",
+      "--save-every",
+      "3",
+      "--eval-every",
+      "3",
+      "--kernels",
+      kernels,
     ];
     const bun = spawnSync("bun", args("bun.ckpt", "wasm"), { encoding: "utf8" });
     const deno = spawnSync("deno", ["run", "-A", ...args("deno.ckpt", "wasm")], { encoding: "utf8" });
     const ref = spawnSync("bun", args("ref.ckpt", "ref"), { encoding: "utf8" });
     for (const r of [bun, deno, ref]) expect(r.stderr).not.toContain("error");
     expect([bun.status, deno.status, ref.status]).toEqual([0, 0, 0]);
-    const [b, d, r] = await Promise.all(["bun", "deno", "ref"].map((n) => readCheckpoint(join(dir, `${n}.ckpt`))));
+    const [b, d, r] = await Promise.all(
+      ["bun", "deno", "ref"].map((n) => readCheckpoint(join(dir, `${n}.ckpt`))),
+    );
     const bits = (ck: typeof b) =>
-      [...ck.model, ...ck.ema!, ...ck.adam!.m, ...ck.adam!.v].map((t) => Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength).toString("base64"));
+      [...ck.model, ...ck.ema!, ...ck.adam!.m, ...ck.adam!.v].map((t) =>
+        Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength).toString("base64")
+      );
     expect(b.step).toBe(3);
     expect(bits(d)).toEqual(bits(b));
     // The log's loss, gradient norm and held-out columns agree too (the rate column is timing).
     const cols = (n: string) =>
-      readFileSync(join(dir, `${n}.log`), "utf8").split("\n").filter((l) => /^\d/.test(l)).map((l) => l.split("\t").filter((_, i) => i !== 5));
+      readFileSync(join(dir, `${n}.log`), "utf8").split("\n").filter((l) => /^\d/.test(l)).map((l) =>
+        l.split("\t").filter((_, i) => i !== 5)
+      );
     expect(cols("deno")).toEqual(cols("bun"));
     expect(cols("bun").at(-1)!.length).toBe(6);
     // The reference kernels train the same model to within rounding, but not to the same bits.

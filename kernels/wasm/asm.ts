@@ -209,7 +209,14 @@ export function assemble(spec: ModuleSpec): Uint8Array<ArrayBuffer> {
     return [...uleb(body.length), ...body];
   }));
   return new Uint8Array([
-    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+    0x00,
+    0x61,
+    0x73,
+    0x6d,
+    0x01,
+    0x00,
+    0x00,
+    0x00,
     ...section(1, vec(types)),
     ...section(3, functionSec),
     ...section(5, memorySec),
@@ -224,8 +231,16 @@ export function assemble(spec: ModuleSpec): Uint8Array<ArrayBuffer> {
  */
 export function simdSupported(): boolean {
   try {
-    const probe = fn([], [], [], [op.f32(1), op.f32x4_splat, op.f32(2), op.f32x4_splat, op.f32x4_add, op.drop]);
-    return typeof WebAssembly === "object" && WebAssembly.validate(assemble({ pages: 0, functions: { probe } }));
+    const probe = fn([], [], [], [
+      op.f32(1),
+      op.f32x4_splat,
+      op.f32(2),
+      op.f32x4_splat,
+      op.f32x4_add,
+      op.drop,
+    ]);
+    return typeof WebAssembly === "object" &&
+      WebAssembly.validate(assemble({ pages: 0, functions: { probe } }));
   } catch {
     return false;
   }

@@ -1,3 +1,4 @@
+// deno-fmt-ignore-file -- instruction listings are laid out by hand, one logical step per line
 /**
  * The WebAssembly SIMD kernels, generated as instruction sequences with kernels/wasm/asm.ts.
  *

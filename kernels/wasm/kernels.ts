@@ -21,7 +21,17 @@ interface Exports {
   memory: WebAssembly.Memory;
   pack_a(src: number, rs: number, ks: number, M: number, K: number, dst: number): void;
   pack_b(src: number, cs: number, ks: number, N: number, K: number, dst: number): void;
-  gemm(pa: number, pb: number, M: number, N: number, K: number, c: number, ldc: number, acc: number, tmp: number): void;
+  gemm(
+    pa: number,
+    pb: number,
+    M: number,
+    N: number,
+    K: number,
+    c: number,
+    ldc: number,
+    acc: number,
+    tmp: number,
+  ): void;
   softmax_rows(s: number, rows: number, ld: number, valid0: number, scale: number): void;
   softmax_back_rows(p: number, d: number, rows: number, ld: number, valid0: number, scale: number): void;
   swiglu(h: number, g: number, u: number, n: number): void;
@@ -30,7 +40,9 @@ interface Exports {
 
 /** The module's bytes, assembled from kernels/wasm/gen.ts. */
 export function wasmModuleBytes(): Uint8Array<ArrayBuffer> {
-  return assemble({ pages: 16, functions: {
+  return assemble({
+    pages: 16,
+    functions: {
       pack_a: packA(),
       pack_b: packB(),
       gemm: gemm(),
@@ -45,18 +57,51 @@ export function wasmModuleBytes(): Uint8Array<ArrayBuffer> {
 /** The kernels, bound to one instance and its memory. */
 export interface WasmKernels extends AttentionKernels {
   /** `out[m, n] (+)= sum_k a[m, k] * b[n, k]`: x @ W^T, as kernels/cpu.ts `matmul`. */
-  matmul(out: Float32Array, a: Float32Array, b: Float32Array, M: number, K: number, N: number, accumulate?: boolean): void;
+  matmul(
+    out: Float32Array,
+    a: Float32Array,
+    b: Float32Array,
+    M: number,
+    K: number,
+    N: number,
+    accumulate?: boolean,
+  ): void;
   /** `out[m, n] (+)= sum_k a[m, k] * b[k, n]`: a @ b with b: [K, N]. */
-  matmulNN(out: Float32Array, a: Float32Array, b: Float32Array, M: number, K: number, N: number, accumulate?: boolean): void;
+  matmulNN(
+    out: Float32Array,
+    a: Float32Array,
+    b: Float32Array,
+    M: number,
+    K: number,
+    N: number,
+    accumulate?: boolean,
+  ): void;
   /** `out[m, n] (+)= sum_k a[k, m] * b[k, n]`: a^T @ b with a: [K, M], b: [K, N]. */
-  matmulTN(out: Float32Array, a: Float32Array, b: Float32Array, M: number, K: number, N: number, accumulate?: boolean): void;
+  matmulTN(
+    out: Float32Array,
+    a: Float32Array,
+    b: Float32Array,
+    M: number,
+    K: number,
+    N: number,
+    accumulate?: boolean,
+  ): void;
   /** `h[i] = silu(g[i]) * u[i]` for i < n (h may be g). */
   swiglu(h: Float32Array, g: Float32Array, u: Float32Array, n: number): void;
   /** As kernels/cpu-grad.ts `swigluBackward`. */
-  swigluBackward(dg: Float32Array, du: Float32Array, dh: Float32Array, g: Float32Array, u: Float32Array): void;
+  swigluBackward(
+    dg: Float32Array,
+    du: Float32Array,
+    dh: Float32Array,
+    g: Float32Array,
+    u: Float32Array,
+  ): void;
   /** The instance's exports, for kernels built on the product (attention). */
   raw: WasmRaw;
 }
+
+/** A strided matrix in the heap: [f32 offset, stride of the first index, stride of the second]. */
+export type View = [number, number, number];
 
 /** Direct access to the instance: its memory as f32, an arena, and the product on f32 offsets. */
 export interface WasmRaw {
@@ -65,14 +110,18 @@ export interface WasmRaw {
   /** The memory as f32 (a fresh view after any growth: call after `reserve`). */
   heap(): Float32Array;
   /**
-   * C (+)= A B at f32 offsets, with A(m, k) = heap[a + m*aRs + k*aKs], B(k, n) = heap[b + k*bKs + n*bCs],
-   * C[m, n] = heap[c + m*ldc + n]. Uses scratch above `scratch` (an f32 offset past every operand).
+   * C (+)= A B at f32 offsets, with A(m, k) = heap[a0 + m*a1 + k*a2], B(k, n) = heap[b0 + k*b1 + n*b2]
+   * and C[m, n] = heap[c0 + m*c1 + n], using scratch from f32 offset `scratch` on (past every operand).
    */
   gemm(
-    M: number, N: number, K: number,
-    a: number, aRs: number, aKs: number,
-    b: number, bKs: number, bCs: number,
-    c: number, ldc: number, accumulate: boolean, scratch: number,
+    M: number,
+    N: number,
+    K: number,
+    A: View,
+    B: View,
+    C: [number, number],
+    accumulate: boolean,
+    scratch: number,
   ): void;
   /** f32 slots `gemm`'s scratch needs for a product of this shape. */
   gemmScratch(M: number, N: number, K: number): number;
@@ -100,7 +149,7 @@ function bind(ex: Exports): WasmKernels {
     reserve,
     heap: () => heap,
     gemmScratch,
-    gemm(M, N, K, a, aRs, aKs, b, bKs, bCs, c, ldc, accumulate, scratch) {
+    gemm(M, N, K, [a, aRs, aKs], [b, bKs, bCs], [c, ldc], accumulate, scratch) {
       if (M === 0 || N === 0) return;
       const pa = scratch, pb = pa + roundUp(M, MR) * K, tmp = pb + roundUp(N, NR) * K;
       ex.pack_a(a * 4, aRs, aKs, M, K, pa * 4);
@@ -108,18 +157,28 @@ function bind(ex: Exports): WasmKernels {
       ex.gemm(pa * 4, pb * 4, M, N, K, c * 4, ldc, accumulate ? 1 : 0, tmp * 4);
     },
     softmaxRows: (s, rows, ld, valid0, scale) => ex.softmax_rows(s * 4, rows, ld, valid0, scale),
-    softmaxBackRows: (p, d, rows, ld, valid0, scale) => ex.softmax_back_rows(p * 4, d * 4, rows, ld, valid0, scale),
+    softmaxBackRows: (p, d, rows, ld, valid0, scale) =>
+      ex.softmax_back_rows(p * 4, d * 4, rows, ld, valid0, scale),
   };
   // One product over copies of the operands: A(m, k) = a[m*aRs + k*aKs], B(k, n) = b[k*bKs + n*bCs].
   const product = (
-    out: Float32Array, a: Float32Array, b: Float32Array, M: number, K: number, N: number, accumulate: boolean,
-    aRs: number, aKs: number, bKs: number, bCs: number,
+    out: Float32Array,
+    a: Float32Array,
+    b: Float32Array,
+    M: number,
+    K: number,
+    N: number,
+    accumulate: boolean,
+    aRs: number,
+    aKs: number,
+    bKs: number,
+    bCs: number,
   ) => {
     const [ao, bo, co, s] = reserve([M * K, K * N, M * N, gemmScratch(M, N, K)]);
     heap.set(a.length === M * K ? a : a.subarray(0, M * K), ao);
     heap.set(b.length === K * N ? b : b.subarray(0, K * N), bo);
     if (accumulate) heap.set(out.subarray(0, M * N), co);
-    raw.gemm(M, N, K, ao, aRs, aKs, bo, bKs, bCs, co, N, accumulate, s);
+    raw.gemm(M, N, K, [ao, aRs, aKs], [bo, bKs, bCs], [co, N], accumulate, s);
     out.set(heap.subarray(co, co + M * N));
   };
   return {
