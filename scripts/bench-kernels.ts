@@ -96,7 +96,8 @@ await run(async () => {
 
   // ---- matrix products
   const bar = progress("matmul", SHAPES.length * rounds * 2, { unit: "run" });
-  const products = SHAPES.map(({ form, f, M, K, N }) => {
+  const products = [];
+  for (const { form, f, M, K, N } of SHAPES) {
     const x = rand(M * K), y = rand(K * N), out = new Float32Array(M * N);
     const call = (k: "ref" | "wasm") => () => {
       useKernels(k);
@@ -104,15 +105,15 @@ await run(async () => {
     };
     const [js, wasm] = await timeBest([call("ref"), call("wasm")], M === 1 ? 50 : 250, bar);
     const gf = (s: number) => (2 * M * N * K) / s / 1e9;
-    return {
+    products.push({
       form,
       shape: `${M}x${K}x${N}`,
       js_gflops: gf(js.cpu),
       wasm_gflops: gf(wasm.cpu),
       ratio: js.cpu / wasm.cpu,
       wall_ratio: js.wall / wasm.wall,
-    };
-  });
+    });
+  }
   bar.done();
 
   // ---- prefill of a 256-token prompt: BOS and 255 held-out bytes
