@@ -13,7 +13,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
 import { cli, EXIT_USAGE, fail, progress, run } from "./cli.ts";
@@ -172,7 +172,8 @@ await run(async () => {
     tbar.done();
   }
 
-  const result = { runtime, products, prefill, trainer };
+  const load = `load ${loadavg()[0].toFixed(1)} at the end on ${navigator.hardwareConcurrency} cores`;
+  const result = { runtime, load, products, prefill, trainer };
   if (a.json) return console.log(JSON.stringify(result, null, 2));
   const f0 = (x: number) => x.toFixed(0).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
   console.log(
