@@ -54,38 +54,25 @@ export function wasmModuleBytes(): Uint8Array<ArrayBuffer> {
   });
 }
 
+/** A matrix product: `out` (+)= A B for A: M x K, B: K x N (each form says how a and b store them). */
+export type Product = (
+  out: Float32Array,
+  a: Float32Array,
+  b: Float32Array,
+  M: number,
+  K: number,
+  N: number,
+  accumulate?: boolean,
+) => void;
+
 /** The kernels, bound to one instance and its memory. */
 export interface WasmKernels extends AttentionKernels {
   /** `out[m, n] (+)= sum_k a[m, k] * b[n, k]`: x @ W^T, as kernels/cpu.ts `matmul`. */
-  matmul(
-    out: Float32Array,
-    a: Float32Array,
-    b: Float32Array,
-    M: number,
-    K: number,
-    N: number,
-    accumulate?: boolean,
-  ): void;
+  matmul: Product;
   /** `out[m, n] (+)= sum_k a[m, k] * b[k, n]`: a @ b with b: [K, N]. */
-  matmulNN(
-    out: Float32Array,
-    a: Float32Array,
-    b: Float32Array,
-    M: number,
-    K: number,
-    N: number,
-    accumulate?: boolean,
-  ): void;
+  matmulNN: Product;
   /** `out[m, n] (+)= sum_k a[k, m] * b[k, n]`: a^T @ b with a: [K, M], b: [K, N]. */
-  matmulTN(
-    out: Float32Array,
-    a: Float32Array,
-    b: Float32Array,
-    M: number,
-    K: number,
-    N: number,
-    accumulate?: boolean,
-  ): void;
+  matmulTN: Product;
   /** `h[i] = silu(g[i]) * u[i]` for i < n (h may be g). */
   swiglu(h: Float32Array, g: Float32Array, u: Float32Array, n: number): void;
   /** As kernels/cpu-grad.ts `swigluBackward`. */
