@@ -28,7 +28,7 @@ export type KernelsName = "wasm" | "ref";
 /** The names `useKernels` accepts, for CLI help and checks. */
 export const KERNELS: readonly KernelsName[] = ["wasm", "ref"];
 
-type Set = Pick<
+type KernelSet = Pick<
   WasmKernels,
   | "matmul"
   | "matmulNN"
@@ -45,7 +45,7 @@ type Set = Pick<
 let tA = new Float32Array(0), tB = new Float32Array(0);
 const grow = (t: Float32Array, n: number) => (t.length >= n ? t : new Float32Array(n));
 
-const reference: Set = {
+const reference: KernelSet = {
   matmul: cpu.matmul,
   matmulNN(out, a, b, M, K, N, accumulate = false) {
     tB = grow(tB, K * N);
@@ -67,7 +67,7 @@ const reference: Set = {
   swigluBackward: grad.swigluBackward,
 };
 
-let current: Set = wasmKernels ?? reference;
+let current: KernelSet = wasmKernels ?? reference;
 let currentName: KernelsName = wasmKernels ? "wasm" : "ref";
 if (!wasmKernels) console.error("ferry: this runtime lacks WebAssembly SIMD; using the JavaScript kernels");
 
