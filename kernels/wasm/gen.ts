@@ -1,12 +1,13 @@
 // deno-fmt-ignore-file -- instruction listings are laid out by hand, one logical step per line
 /**
- * The WebAssembly SIMD kernels, generated as instruction sequences with kernels/wasm/asm.ts.
+ * The WebAssembly SIMD kernels, generated as instruction sequences with kernels/wasm/asm.ts: the
+ * matrix product, the causal row softmax and its backward, and the SwiGLU gate and its backward.
  *
  * The matrix product is packed: `pack_a` copies A (any two strides, so plain, transposed and strided
  * views all work) into panels of MR rows laid out k-major, `pack_b` copies B into panels of NR
  * columns, and `gemm` runs an MR x NR register tile over each pair of panels. Edge panels are padded
- * with zeros, so every tile runs the same code: each
- * output is, wherever it sits, the same f32 sum in the same order,
+ * with zeros, so every tile runs the same code: each output is, wherever it sits, the same f32 sum in
+ * the same order,
  * `s = 0; for k in 0..K: s = s + a[m,k] * b[k,n]` (each product and each sum rounded to f32, no
  * fused multiply-add), then `c = s` or `c = c + s`. That fixed order makes the results identical on
  * every runtime and for every M: a one-row decode gives the bits of the same row in a full prefill.
@@ -53,7 +54,7 @@ const minI32 = (x: Code, y: Code): Code => [x, y, x, y, op.i32_lt_s, op.select];
  * One packing routine for both operands: element (i, k) of a matrix, i < rows, is src[i*is + k*ks];
  * it goes to dst[i / W][k][i % W] for panels of W = MR rows of A or W = NR columns of B. A last,
  * partial panel is padded with zeros. When is = 1 the W values of a panel are adjacent in memory and
- * move as vectors (B of x @ W^T after a transpose, A of dy^T @ x); otherwise one by one.
+ * move as vectors (B of dy @ W, A of dy^T @ x); otherwise one by one.
  *
  * pack(src, is, ks, rows, K, dst)
  */
