@@ -42,7 +42,7 @@ type KernelSet = Pick<
 
 // The reference forms of the transposed products: transpose, then cpu.ts's matmul (exactly the
 // trainer's arithmetic before the SIMD kernels existed, so its logged runs still reproduce).
-let tA = new Float32Array(0), tB = new Float32Array(0);
+let tA: Float32Array = new Float32Array(0), tB: Float32Array = new Float32Array(0);
 const grow = (t: Float32Array, n: number) => (t.length >= n ? t : new Float32Array(n));
 
 const reference: KernelSet = {

@@ -6,7 +6,7 @@
  *
  *   bun scripts/bench-kernels.ts
  *
- * Run it with Bun: node-llama-cpp is a Node-API addon. The machine is shared, so each one-thread
+ * llama.cpp needs node-llama-cpp installed (`bun install`). The machine is shared, so each one-thread
  * figure is CPU time of this process (wall-clock is in --json too), the best of several interleaved
  * rounds, and only the ratios mean much. The trainer's figures are wall-clock (it uses two cores).
  * @module
@@ -237,10 +237,7 @@ await run(async () => {
 
 /** llama.cpp (one thread) on an F32 GGUF of the same weights, ready to prefill from an empty context. */
 async function openLlama(model: ReturnType<typeof buildModel>) {
-  if (!process.versions.bun) {
-    throw new Error("run under bun for llama.cpp (node-llama-cpp is a Node-API addon)");
-  }
-  const { cpuLlama } = await import("../tests/helpers/gguf-llama.ts");
+  const { cpuLlama } = await import("../serve/llama-cpp.ts");
   const dir = mkdtempSync(join(tmpdir(), "ferry-bench-kernels-"));
   const path = join(dir, "model.f32.gguf");
   await writeGguf(path, model.tensors, model.config, { type: "f32" });

@@ -13,6 +13,8 @@
  * @module
  */
 import { parseArgs, type ParseArgsConfig } from "node:util";
+import { basename, relative } from "node:path";
+import { fileURLToPath } from "node:url";
 import process from "node:process";
 import { type KernelsName, useKernels } from "../kernels/kernels.ts";
 
@@ -116,4 +118,32 @@ export const KERNELS_HELP = "  --kernels K        compute kernels: wasm (WebAsse
 export function chooseKernels(name: string | undefined): KernelsName {
   if (name !== "wasm" && name !== "ref") fail(`--kernels must be wasm or ref, got ${name}`, EXIT_USAGE);
   return useKernels(name);
+}
+
+/**
+ * The exact command that converts a training checkpoint to dmexp, runnable from the current
+ * directory (the script path is made relative to it).
+ *
+ * @example
+ * ```ts
+ * exportCommand("model/default/ferry.ckpt");
+ * // "deno run -A scripts/export.ts --input model/default/ferry.ckpt --format dmexp --output out/ferry.dmexp"
+ * ```
+ */
+export function exportCommand(checkpointPath: string): string {
+  const script = relative(process.cwd(), fileURLToPath(new URL("./export.ts", import.meta.url)));
+  const stem = basename(checkpointPath).replace(/\.ckpt$/, "");
+  return `deno run -A ${shellQuote(script)} --input ${shellQuote(checkpointPath)} --format dmexp --output ${
+    shellQuote(`out/${stem}.dmexp`)
+  }`;
+}
+
+/** The sentence for a training checkpoint handed to a command that reads exports. */
+export function checkpointRefusal(path: string): string {
+  return `${path} is a ferry training checkpoint (magic FERRYCK): a training run with its optimizer state, ` +
+    `not an inference export. Convert it to dmexp with:\n  ${exportCommand(path)}`;
+}
+
+function shellQuote(s: string): string {
+  return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replaceAll("'", `'\\''`)}'`;
 }
