@@ -177,7 +177,7 @@ await run(async () => {
   if (a.json) return console.log(JSON.stringify(result, null, 2));
   const f0 = (x: number) => x.toFixed(0).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
   console.log(
-    `ferry kernels on ${runtime}: best of ${rounds} interleaved rounds, by CPU time; ratios are what to read`,
+    `ferry kernels on ${runtime}, ${load}: best of ${rounds} interleaved rounds, by CPU time`,
   );
   console.log(`\nmatrix product, one thread, GFLOP/s\n`);
   console.log(
