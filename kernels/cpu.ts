@@ -177,3 +177,41 @@ export function argmax(x: Float32Array, off = 0, n = x.length - off): number {
   }
   return best;
 }
+
+/**
+ * Causal grouped-query attention of T new positions over a KV cache: query rows q: [T, heads*hd]
+ * at positions pos0.., cached keys and values [positions, kvHeads*hd] filled up to pos0 + T; writes
+ * out: [T, heads*hd]. Scores are q . k / sqrt(hd), softmaxed over positions 0..pos0+t.
+ */
+export function attendCached(
+  out: Float32Array,
+  q: Float32Array,
+  keys: Float32Array,
+  values: Float32Array,
+  T: number,
+  pos0: number,
+  heads: number,
+  kvHeads: number,
+  hd: number,
+): void {
+  const qDim = heads * hd, kvDim = kvHeads * hd, group = heads / kvHeads, scale = 1 / Math.sqrt(hd);
+  const scores = new Float32Array(pos0 + T);
+  for (let t = 0; t < T; t++) {
+    const n = pos0 + t + 1;
+    for (let h = 0; h < heads; h++) {
+      const qo = t * qDim + h * hd, ko = Math.floor(h / group) * hd;
+      for (let p = 0; p < n; p++) {
+        let s = 0;
+        const kp = p * kvDim + ko;
+        for (let i = 0; i < hd; i++) s += q[qo + i] * keys[kp + i];
+        scores[p] = s * scale;
+      }
+      softmax(scores, 0, n);
+      for (let i = 0; i < hd; i++) {
+        let s = 0;
+        for (let p = 0; p < n; p++) s += scores[p] * values[p * kvDim + ko + i];
+        out[qo + i] = s;
+      }
+    }
+  }
+}

@@ -15,7 +15,7 @@
 import { checkTensors, type ModelConfig, paramShapes } from "./config.ts";
 import { FormatError } from "./error.ts";
 import type { Tensor } from "./tensor.ts";
-import { matmul, rmsnorm, ropeHead, type RopeTables, ropeTables, silu, softmax } from "../kernels/cpu.ts";
+import { attendCached, matmul, rmsnorm, ropeHead, type RopeTables, ropeTables, swiglu } from "../kernels/kernels.ts";
 
 /**
  * One decoder layer's weights. `W` is how a backend holds a weight: a Float32Array here, a GPU buffer in
@@ -259,8 +259,7 @@ export function walkForward<B, W>(
 /** The CPU kernels over f32 arrays, attending over (and appending to) `cache`. */
 function cpuKernels(model: Model, cache: KVCache): Qwen3Kernels<Float32Array, Float32Array> {
   const c = model.config, hd = c.head_dim;
-  const nh = c.num_attention_heads, nkv = c.num_key_value_heads, group = nh / nkv;
-  const qDim = nh * hd, kvDim = nkv * hd, scale = 1 / Math.sqrt(hd);
+  const nh = c.num_attention_heads, nkv = c.num_key_value_heads, kvDim = nkv * hd;
   return {
     embed(x, tokens, table, dim) {
       for (let t = 0; t < tokens.length; t++) {
@@ -278,32 +277,12 @@ function cpuKernels(model: Model, cache: KVCache): Qwen3Kernels<Float32Array, Fl
       const K = cache.keys[layer], Vc = cache.values[layer];
       K.set(k.subarray(0, T * kvDim), pos0 * kvDim);
       Vc.set(v.subarray(0, T * kvDim), pos0 * kvDim);
-      const scores = new Float32Array(pos0 + T);
-      for (let t = 0; t < T; t++) {
-        const n = pos0 + t + 1;
-        for (let h = 0; h < nh; h++) {
-          const qo = t * qDim + h * hd, ko = Math.floor(h / group) * hd;
-          for (let p = 0; p < n; p++) {
-            let s = 0;
-            const kp = p * kvDim + ko;
-            for (let i = 0; i < hd; i++) s += q[qo + i] * K[kp + i];
-            scores[p] = s * scale;
-          }
-          softmax(scores, 0, n);
-          for (let i = 0; i < hd; i++) {
-            let s = 0;
-            for (let p = 0; p < n; p++) s += scores[p] * Vc[p * kvDim + ko + i];
-            att[qo + i] = s;
-          }
-        }
-      }
+      attendCached(att, q, K, Vc, T, pos0, nh, nkv, hd);
     },
     addInto(x, y, n) {
       for (let i = 0; i < n; i++) x[i] += y[i];
     },
-    swiglu(gate, up, n) {
-      for (let i = 0; i < n; i++) gate[i] = silu(gate[i]) * up[i];
-    },
+    swiglu: (gate, up, n) => swiglu(gate, gate, up, n),
     copyRow(out, x, row, dim) {
       out.set(x.subarray(row * dim, row * dim + dim));
     },

@@ -2,12 +2,14 @@
  * A training worker: computes the loss and gradient of its share of each batch over parameters
  * shared with the main thread (SharedArrayBuffer), so two cores train one model without copying it.
  *
- * Protocol: `init` {config, params, grads, corpus} once; then `step` {starts, seqLen, gradScale}
- * → replies {loss} after writing its summed gradient into its own `grads` buffer.
+ * Protocol: `init` {config, params, grads, corpus, seqLen, kernels} once; then `step`
+ * {starts, seqLen, gradScale} → replies {loss} after writing its summed gradient into its own `grads`
+ * buffer.
  * @module
  */
 import type { ModelConfig } from "./config.ts";
 import { BOS } from "./tokenizer.ts";
+import { useKernels } from "../kernels/kernels.ts";
 import { createScratch, paramLayout, type ParamLayout, type Scratch, sequenceLossAndGrad } from "./train.ts";
 
 interface State {
@@ -30,6 +32,7 @@ scope.onmessage = (ev: MessageEvent) => {
   const msg = ev.data;
   if (msg.type === "init") {
     const cfg = msg.config as ModelConfig;
+    useKernels(msg.kernels ?? "wasm");
     state = {
       cfg,
       layout: paramLayout(cfg),

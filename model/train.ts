@@ -13,15 +13,22 @@
  */
 import { checkTensors, type ModelConfig, paramShapes } from "./config.ts";
 import type { Tensor } from "./tensor.ts";
-import { matmul, rmsnorm, ropeHead, type RopeTables, ropeTables, silu, transpose } from "../kernels/cpu.ts";
 import {
   attentionBackward,
   attentionForward,
   crossEntropyBackward,
+  matmul,
+  matmulNN,
+  matmulTN,
   ropeBackward,
+  rmsnorm,
   rmsnormBackward,
+  ropeHead,
+  type RopeTables,
+  ropeTables,
+  swiglu,
   swigluBackward,
-} from "../kernels/cpu-grad.ts";
+} from "../kernels/kernels.ts";
 
 /** Where each parameter lives in the flat buffer. */
 export interface ParamLayout {
@@ -82,9 +89,6 @@ export interface Scratch {
   dqRaw: Float32Array;
   dkRaw: Float32Array;
   dxn2: Float32Array;
-  tIn: Float32Array; // transposes, sized for the largest [dim, T]
-  tOut: Float32Array;
-  wT: Float32Array; // a transposed weight
 }
 
 interface LayerActs {
@@ -133,7 +137,6 @@ export function createScratch(cfg: ModelConfig, T: number): Scratch {
     up: f(T * I),
     h: f(T * I),
   }));
-  const widest = Math.max(H, I, qDim, V);
   return {
     T,
     rope: ropeTables(Math.max(T, 1), hd, cfg.rope_theta),
@@ -154,9 +157,6 @@ export function createScratch(cfg: ModelConfig, T: number): Scratch {
     dqRaw: f(T * qDim),
     dkRaw: f(T * kvDim),
     dxn2: f(T * H),
-    tIn: f(T * widest),
-    tOut: f(T * widest),
-    wT: f(widest * Math.max(H, I, qDim)),
   };
 }
 
@@ -203,14 +203,14 @@ export function sequenceLossAndGrad(
     }
     attentionForward(a.att, a.probs, a.q, a.k, a.v, shape);
     matmul(a.xMid, a.att, P(p + "self_attn.o_proj.weight", H * qDim), T, qDim, H);
-    for (let i = 0; i < T * H; i++) a.xMid[i] += a.xIn[i];
+    addInto(a.xMid, a.xIn, T * H);
     rmsnorm(a.xn2, a.xMid, P(p + "post_attention_layernorm.weight", H), T, H, eps, a.rstd2);
     matmul(a.gate, a.xn2, P(p + "mlp.gate_proj.weight", I * H), T, H, I);
     matmul(a.up, a.xn2, P(p + "mlp.up_proj.weight", I * H), T, H, I);
-    for (let i = 0; i < T * I; i++) a.h[i] = silu(a.gate[i]) * a.up[i];
+    swiglu(a.h, a.gate, a.up, T * I);
     const next = l + 1 < cfg.num_hidden_layers ? s.layers[l + 1].xIn : s.xFinal;
     matmul(next, a.h, P(p + "mlp.down_proj.weight", H * I), T, I, H);
-    for (let i = 0; i < T * H; i++) next[i] += a.xMid[i];
+    addInto(next, a.xMid, T * H);
   }
   rmsnorm(s.xnFinal, s.xFinal, P("model.norm.weight", H), T, H, eps, s.rstdFinal);
   const head = P(headName, V * H);
@@ -221,23 +221,23 @@ export function sequenceLossAndGrad(
   // ---- backward
   const dx = s.dx.subarray(0, T * H), dxn = s.dxn.subarray(0, T * H);
   // logits = xn @ head^T: dxn = dlogits @ head; dhead += dlogits^T @ xn
-  linearBackward(dxn, G(headName, V * H), logits, s.xnFinal, head, T, H, V, s);
+  linearBackward(dxn, G(headName, V * H), logits, s.xnFinal, head, T, H, V);
   dx.fill(0);
   rmsnormBackward(dx, G("model.norm.weight", H), dxn, s.xFinal, P("model.norm.weight", H), s.rstdFinal, T, H);
   for (let l = cfg.num_hidden_layers - 1; l >= 0; l--) {
     const a = s.layers[l], p = `model.layers.${l}.`;
     // MLP: x_out = x_mid + down(h)
     const dh = s.dh.subarray(0, T * I), dg = s.dg.subarray(0, T * I), du = s.du.subarray(0, T * I);
-    linearBackward(dh, G(p + "mlp.down_proj.weight", H * I), dx, a.h, P(p + "mlp.down_proj.weight", H * I), T, I, H, s);
+    linearBackward(dh, G(p + "mlp.down_proj.weight", H * I), dx, a.h, P(p + "mlp.down_proj.weight", H * I), T, I, H);
     swigluBackward(dg, du, dh, a.gate, a.up);
-    linearBackward(dxn, G(p + "mlp.gate_proj.weight", I * H), dg, a.xn2, P(p + "mlp.gate_proj.weight", I * H), T, H, I, s);
+    linearBackward(dxn, G(p + "mlp.gate_proj.weight", I * H), dg, a.xn2, P(p + "mlp.gate_proj.weight", I * H), T, H, I);
     const dxn2b = s.dxn2.subarray(0, T * H);
-    linearBackward(dxn2b, G(p + "mlp.up_proj.weight", I * H), du, a.xn2, P(p + "mlp.up_proj.weight", I * H), T, H, I, s);
-    for (let i = 0; i < T * H; i++) dxn[i] += dxn2b[i];
+    linearBackward(dxn2b, G(p + "mlp.up_proj.weight", I * H), du, a.xn2, P(p + "mlp.up_proj.weight", I * H), T, H, I);
+    addInto(dxn, dxn2b, T * H);
     rmsnormBackward(dx, G(p + "post_attention_layernorm.weight", H), dxn, a.xMid, P(p + "post_attention_layernorm.weight", H), a.rstd2, T, H);
     // attention: x_mid = x_in + o_proj(att)
     const dAtt = s.dAtt.subarray(0, T * qDim);
-    linearBackward(dAtt, G(p + "self_attn.o_proj.weight", H * qDim), dx, a.att, P(p + "self_attn.o_proj.weight", H * qDim), T, qDim, H, s);
+    linearBackward(dAtt, G(p + "self_attn.o_proj.weight", H * qDim), dx, a.att, P(p + "self_attn.o_proj.weight", H * qDim), T, qDim, H);
     const dq = s.dq.subarray(0, T * qDim), dk = s.dk.subarray(0, T * kvDim), dv = s.dv.subarray(0, T * kvDim);
     dq.fill(0), dk.fill(0), dv.fill(0);
     attentionBackward(dq, dk, dv, dAtt, a.probs, a.q, a.k, a.v, shape);
@@ -253,25 +253,28 @@ export function sequenceLossAndGrad(
     const dkRaw = s.dkRaw.subarray(0, T * kvDim);
     dkRaw.fill(0);
     rmsnormBackward(dkRaw, G(p + "self_attn.k_norm.weight", hd), dk, a.kRaw, P(p + "self_attn.k_norm.weight", hd), a.rstdK, T * nkv, hd);
-    linearBackward(dxn, G(p + "self_attn.q_proj.weight", qDim * H), dqRaw, a.xn1, P(p + "self_attn.q_proj.weight", qDim * H), T, H, qDim, s);
+    linearBackward(dxn, G(p + "self_attn.q_proj.weight", qDim * H), dqRaw, a.xn1, P(p + "self_attn.q_proj.weight", qDim * H), T, H, qDim);
     const dxnk = s.dxn2.subarray(0, T * H);
-    linearBackward(dxnk, G(p + "self_attn.k_proj.weight", kvDim * H), dkRaw, a.xn1, P(p + "self_attn.k_proj.weight", kvDim * H), T, H, kvDim, s);
-    for (let i = 0; i < T * H; i++) dxn[i] += dxnk[i];
-    linearBackward(dxnk, G(p + "self_attn.v_proj.weight", kvDim * H), dv, a.xn1, P(p + "self_attn.v_proj.weight", kvDim * H), T, H, kvDim, s);
-    for (let i = 0; i < T * H; i++) dxn[i] += dxnk[i];
+    linearBackward(dxnk, G(p + "self_attn.k_proj.weight", kvDim * H), dkRaw, a.xn1, P(p + "self_attn.k_proj.weight", kvDim * H), T, H, kvDim);
+    addInto(dxn, dxnk, T * H);
+    linearBackward(dxnk, G(p + "self_attn.v_proj.weight", kvDim * H), dv, a.xn1, P(p + "self_attn.v_proj.weight", kvDim * H), T, H, kvDim);
+    addInto(dxn, dxnk, T * H);
     rmsnormBackward(dx, G(p + "input_layernorm.weight", H), dxn, a.xIn, P(p + "input_layernorm.weight", H), a.rstd1, T, H);
   }
   const dEmbed = G(embedName, V * H);
-  for (let t = 0; t < T; t++) {
-    const o = inputs[t] * H;
-    for (let i = 0; i < H; i++) dEmbed[o + i] += dx[t * H + i];
-  }
+  for (let t = 0; t < T; t++) addInto(dEmbed.subarray(inputs[t] * H), dx.subarray(t * H), H);
   return loss;
+}
+
+// The elementwise loops live in small functions: inside sequenceLossAndGrad, JavaScriptCore ran
+// them several times slower (a loop in a large function is optimised late, if at all).
+function addInto(out: Float32Array, x: Float32Array, n: number): void {
+  for (let i = 0; i < n; i++) out[i] += x[i];
 }
 
 /**
  * Backward of y = x @ W^T with x: [T, IN], W: [OUT, IN], given dy: [T, OUT].
- * Writes dx (overwriting) and adds into dW. Both become one `matmul` over transposed operands.
+ * Writes dx = dy @ W (overwriting) and adds dy^T @ x into dW.
  */
 function linearBackward(
   dxOut: Float32Array,
@@ -282,17 +285,9 @@ function linearBackward(
   T: number,
   IN: number,
   OUT: number,
-  s: Scratch,
 ): void {
-  // dx[t, i] = sum_o dy[t, o] W[o, i]  ->  matmul(dy, W^T)
-  const wT = s.wT.subarray(0, IN * OUT);
-  transpose(wT, W, OUT, IN);
-  matmul(dxOut, dy, wT, T, OUT, IN);
-  // dW[o, i] += sum_t dy[t, o] x[t, i]  ->  matmul(dy^T, x^T)
-  const dyT = s.tOut.subarray(0, OUT * T), xT = s.tIn.subarray(0, IN * T);
-  transpose(dyT, dy, T, OUT);
-  transpose(xT, x, T, IN);
-  matmul(dW, dyT, xT, OUT, T, IN, true);
+  matmulNN(dxOut, dy, W, T, OUT, IN);
+  matmulTN(dW, dy, x, OUT, T, IN, true);
 }
 
 /** AdamW hyperparameters. */

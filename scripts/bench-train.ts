@@ -11,20 +11,26 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
-import { cli, run } from "./cli.ts";
+import { chooseKernels, cli, KERNELS_HELP, run } from "./cli.ts";
 import { PRESETS } from "../model/config.ts";
 import { initParams } from "../model/init.ts";
 import { createScratch, flattenTensors, paramLayout, sequenceLossAndGrad } from "../model/train.ts";
 
 const HELP = `
-Usage: bun scripts/bench-train.ts [--steps N] [--json]
+Usage: bun scripts/bench-train.ts [--steps N] [--kernels K] [--json]
 
 Measures the trainer on the default config (sequences of 256 tokens, batch 8): one-thread
 loss+gradient throughput, then whole steps of scripts/train.ts with 1 and 2 workers.
   --steps N   optimizer steps per trainer run (logged every 10)  [30]
+${KERNELS_HELP}
   --json      machine-readable output
 `;
-const { values: a } = cli(HELP, { steps: { type: "string", default: "30" }, json: { type: "boolean", default: false } });
+const { values: a } = cli(HELP, {
+  steps: { type: "string", default: "30" },
+  kernels: { type: "string", default: "wasm" },
+  json: { type: "boolean", default: false },
+});
+const kernels = chooseKernels(a.kernels);
 
 await run(() => {
   const cfg = PRESETS.default, T = 256, layout = paramLayout(cfg);
@@ -42,7 +48,7 @@ await run(() => {
       const r = spawnSync(process.execPath, [
         ...(process.versions.bun ? [] : ["run", "-A"]),
         "scripts/train.ts", "--out", join(dir, "b.ckpt"), "--preset", "default", "--steps", a.steps!, "--batch", "8",
-        "--workers", String(workers), "--save-every", "100000", "--eval-every", "100000",
+        "--workers", String(workers), "--save-every", "100000", "--eval-every", "100000", "--kernels", kernels,
       ], { encoding: "utf8" });
       if (r.status !== 0) throw new Error(`trainer failed: ${r.stderr}`);
       // The log holds every 10th step; skip the first (JIT warm-up) and average the rest.
@@ -55,10 +61,10 @@ await run(() => {
   };
   const one = runTrainer(1), two = runTrainer(2);
   const runtime = process.versions.bun ? `bun ${process.versions.bun}` : `deno ${(globalThis as any).Deno?.version?.deno}`;
-  const result = { runtime, params: layout.size, single_thread_tok_s: single, one_worker_tok_s: one, two_workers_tok_s: two, two_over_one: two / one };
+  const result = { runtime, kernels, params: layout.size, single_thread_tok_s: single, one_worker_tok_s: one, two_workers_tok_s: two, two_over_one: two / one };
   if (a.json) console.log(JSON.stringify(result, null, 2));
   else {
-    console.log(`trainer on ${runtime}, default config (${layout.size} params, seq 256, batch 8)`);
+    console.log(`trainer on ${runtime}, ${kernels} kernels, default config (${layout.size} params, seq 256, batch 8)`);
     console.log(`  loss+grad, one thread      ${single.toFixed(0)} tok/s`);
     console.log(`  train.ts, 1 worker         ${one.toFixed(0)} tok/s`);
     console.log(`  train.ts, 2 workers        ${two.toFixed(0)} tok/s   (${(two / one).toFixed(2)}x of 1 worker)`);

@@ -16,6 +16,7 @@ import { parseArgs, type ParseArgsConfig } from "node:util";
 import { basename, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import process from "node:process";
+import { type KernelsName, useKernels } from "../kernels/kernels.ts";
 
 /** Exit code for refused input (a corrupt file, a failed check). */
 export const EXIT_REFUSED = 1;
@@ -108,6 +109,15 @@ function fmtTime(s: number): string {
   if (!Number.isFinite(s)) return "?";
   const m = Math.floor(s / 60), sec = Math.round(s % 60);
   return m > 0 ? `${m}m${String(sec).padStart(2, "0")}s` : `${s.toFixed(1)}s`;
+}
+
+/** Help line and handling of `--kernels wasm|ref` (the compute kernels; see kernels/kernels.ts). */
+export const KERNELS_HELP = "  --kernels K        compute kernels: wasm (WebAssembly SIMD) | ref (JavaScript reference)  [wasm]";
+
+/** Selects the kernels named by `--kernels`; an unknown name is a usage error. */
+export function chooseKernels(name: string | undefined): KernelsName {
+  if (name !== "wasm" && name !== "ref") fail(`--kernels must be wasm or ref, got ${name}`, EXIT_USAGE);
+  return useKernels(name);
 }
 
 /**

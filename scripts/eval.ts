@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { cli, EXIT_USAGE, fail, progress, run } from "./cli.ts";
+import { chooseKernels, cli, EXIT_USAGE, fail, KERNELS_HELP, progress, run } from "./cli.ts";
 import { isCheckpointFile, readCheckpoint } from "../formats/checkpoint.ts";
 import { engineKinds, loadEngine } from "../serve/engines.ts";
 import { EVAL_WINDOWS, evalWindows, loadBrown, WINDOW_BYTES } from "../model/corpus.ts";
@@ -33,6 +33,7 @@ Options:
   --windows N         number of windows                      [${EVAL_WINDOWS}]
   --prompt TEXT       prompt for the continuation            ["The jury said"]
   --tokens N          bytes to continue                      [64]
+${KERNELS_HELP}
   --json              machine-readable output
   -h, --help          this text
 `;
@@ -43,10 +44,12 @@ const { values: a, positionals } = cli(HELP, {
   windows: { type: "string", default: String(EVAL_WINDOWS) },
   prompt: { type: "string", default: "The jury said" },
   tokens: { type: "string", default: "64" },
+  kernels: { type: "string", default: "wasm" },
   json: { type: "boolean", default: false },
 });
 
 await run(async () => {
+  chooseKernels(a.kernels);
   const path = positionals[0] ?? "model/default/ferry.ckpt";
   if (a.weights !== "model" && a.weights !== "ema") fail(`--weights must be model or ema, got ${a.weights}`, EXIT_USAGE);
   if (a.engine !== undefined && !engineKinds().includes(a.engine)) {

@@ -11,7 +11,18 @@
  * @module
  */
 import process from "node:process";
-import { checkpointRefusal, cli, EXIT_REFUSED, EXIT_USAGE, fail, type Progress, progress, run } from "./cli.ts";
+import {
+  checkpointRefusal,
+  chooseKernels,
+  cli,
+  EXIT_REFUSED,
+  EXIT_USAGE,
+  fail,
+  KERNELS_HELP,
+  type Progress,
+  progress,
+  run,
+} from "./cli.ts";
 import { isCheckpointFile } from "../formats/checkpoint.ts";
 import { formatOf, FORMATS } from "../formats/mod.ts";
 import { engineKinds, loadEngine } from "../serve/engines.ts";
@@ -34,6 +45,7 @@ Options:
   --min-p P           drop tokens below P times the top token's probability (default 0: none)
   --top-p P           nucleus sampling mass, in (0, 1] (default 1)
   --seed S            sampling seed, an integer (default 0)
+${KERNELS_HELP}
   -h, --help          this text
 
 Prints the continuation to stdout as it is produced.
@@ -65,7 +77,9 @@ async function main(): Promise<void> {
     "min-p": { type: "string" },
     "top-p": { type: "string" },
     seed: { type: "string" },
+    kernels: { type: "string", default: "wasm" },
   });
+  chooseKernels(values.kernels);
   if (positionals.length !== 1) {
     fail(`expected one FILE, got ${positionals.length}\n\n${HELP.trim()}`, EXIT_USAGE);
   }

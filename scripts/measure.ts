@@ -12,7 +12,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { cli, EXIT_USAGE, fail, progress, run } from "./cli.ts";
+import { chooseKernels, cli, EXIT_USAGE, fail, KERNELS_HELP, progress, run } from "./cli.ts";
 import { DEFAULT_INPUT, exportCheckpoint } from "../formats/export.ts";
 import { formatNamed, FORMATS } from "../formats/mod.ts";
 import { readCheckpoint } from "../formats/checkpoint.ts";
@@ -48,6 +48,7 @@ Arguments:
 Options:
   --windows N       held-out windows of 256 bytes    [64]
   --only LIST       comma-separated format:dtype pairs (e.g. dmexp:bf16,gguf:q4_0)
+${KERNELS_HELP}
   --engine NAME     run every export on this engine (${engineKinds().join(", ")}) [each format's own]
   --json            machine-readable output
   -h, --help        this text
@@ -56,6 +57,7 @@ Options:
 const { values: a, positionals } = cli(HELP, {
   windows: { type: "string", default: "64" },
   only: { type: "string" },
+  kernels: { type: "string", default: "wasm" },
   engine: { type: "string" },
   json: { type: "boolean", default: false },
 });
@@ -76,6 +78,7 @@ interface Row {
 }
 
 await run(async () => {
+  chooseKernels(a.kernels);
   const input = positionals[0] ?? DEFAULT_INPUT;
   const count = Number(a.windows);
   if (!Number.isInteger(count) || count < 1) fail("--windows expects a positive integer", EXIT_USAGE);

@@ -9,7 +9,7 @@ import { existsSync } from "node:fs";
 import { appendFile, mkdir } from "node:fs/promises";
 import { dirname } from "node:path";
 import process from "node:process";
-import { cli, EXIT_USAGE, fail, progress, run } from "./cli.ts";
+import { chooseKernels, cli, EXIT_USAGE, fail, KERNELS_HELP, progress, run } from "./cli.ts";
 import { type ModelConfig, PRESETS, readConfigFile } from "../model/config.ts";
 import { loadBrown, evalWindows } from "../model/corpus.ts";
 import { initParams } from "../model/init.ts";
@@ -48,6 +48,7 @@ Options:
   --save-every N     steps between checkpoints                   [200]
   --eval-every N     steps between held-out evaluations (16 windows) [500]
   --stop-after N     stop (with a checkpoint) after this many steps of this invocation
+${KERNELS_HELP}
   --json             print the final summary as JSON
   -h, --help         this text
 `;
@@ -66,6 +67,7 @@ const { values: a } = cli(HELP, {
   "save-every": { type: "string", default: "200" },
   "eval-every": { type: "string", default: "500" },
   "stop-after": { type: "string" },
+  kernels: { type: "string", default: "wasm" },
   json: { type: "boolean", default: false },
 });
 
@@ -83,6 +85,7 @@ await run(async () => {
   const saveEvery = int("save-every", a["save-every"]), evalEvery = int("eval-every", a["eval-every"]);
   const stopAfter = a["stop-after"] ? int("stop-after", a["stop-after"]) : Infinity;
   const peakLr = Number(a.lr);
+  const kernels = chooseKernels(a.kernels);
   if (batch % nWorkers !== 0) fail(`--batch ${batch} must be a multiple of --workers ${nWorkers}`, EXIT_USAGE);
 
   const resuming = existsSync(out);
@@ -123,7 +126,7 @@ await run(async () => {
   const grads = Array.from({ length: nWorkers }, () => shared(layout.size));
   const workers = grads.map((g) => {
     const w = new Worker(new URL("../model/train-worker.ts", import.meta.url).href, { type: "module" });
-    w.postMessage({ type: "init", config: cfg, params: params.buffer, grads: g.buffer, corpus: trainBytes.buffer, seqLen });
+    w.postMessage({ type: "init", config: cfg, params: params.buffer, grads: g.buffer, corpus: trainBytes.buffer, seqLen, kernels });
     return w;
   });
   const call = (w: Worker, msg: unknown) =>
@@ -137,7 +140,7 @@ await run(async () => {
   const evalSet = evalWindows(corpus.heldOut, 16, Math.min(256, seqLen));
   const logPath = out.replace(/\.ckpt$/, "") + ".log";
   if (!resuming) {
-    await appendFile(logPath, `# ferry train: ${JSON.stringify({ ...cfg })}\n# steps=${totalSteps} batch=${batch} seq=${seqLen} lr=${peakLr} warmup=${warmup} seed=${seed} workers=${nWorkers}\n# step\ttokens\tloss_bits_per_byte\tlr\tgrad_norm\ttok_per_s\theldout16_bpb\n`);
+    await appendFile(logPath, `# ferry train: ${JSON.stringify({ ...cfg })}\n# steps=${totalSteps} batch=${batch} seq=${seqLen} lr=${peakLr} warmup=${warmup} seed=${seed} workers=${nWorkers} kernels=${kernels}\n# step\ttokens\tloss_bits_per_byte\tlr\tgrad_norm\ttok_per_s\theldout16_bpb\n`);
   }
   const adam = { beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.1 };
   const emaDecay = 0.998;

@@ -1,0 +1,254 @@
+/**
+ * A small WebAssembly assembler: builds a module's binary bytes from TypeScript, so ferry's SIMD
+ * kernels are generated when their module loads (no build step, nothing binary in the repository).
+ * Written by hand because it is about 200 lines and the kernels need only a few dozen opcodes; the
+ * alternative (npm `wabt`) is a 1.4 MB Emscripten build for the same job.
+ *
+ * Instructions are plain byte arrays; `op` holds the encoders. A function is its signature, its extra
+ * locals and its body. Every module imports nothing and exports one memory named `memory`.
+ *
+ * Opcodes follow the WebAssembly 2.0 core spec (binary format, section 5.4) and its fixed-width SIMD
+ * proposal (prefix 0xfd). Only deterministic instructions are offered: no relaxed-SIMD.
+ *
+ * @example
+ * ```ts
+ * const add = fn([I32, I32], [I32], [], [op.get(0), op.get(1), op.i32_add]);
+ * const bytes = assemble({ pages: 1, functions: { add } });
+ * const { exports } = new WebAssembly.Instance(new WebAssembly.Module(bytes));
+ * ```
+ * @module
+ */
+
+/** Value types. */
+export const I32 = 0x7f, I64 = 0x7e, F32 = 0x7d, F64 = 0x7c, V128 = 0x7b;
+export type ValType = typeof I32 | typeof I64 | typeof F32 | typeof F64 | typeof V128;
+
+/** An instruction sequence (nested arrays are flattened when the module is assembled). */
+export type Code = number | Code[];
+
+/** One function: parameter and result types, the types of its extra locals, and its body. */
+export interface Func {
+  params: ValType[];
+  results: ValType[];
+  locals: ValType[];
+  body: Code[];
+}
+
+/** Makes a function record. Locals are numbered after the parameters, in order. */
+export function fn(params: ValType[], results: ValType[], locals: ValType[], body: Code[]): Func {
+  return { params, results, locals, body };
+}
+
+/** Unsigned LEB128. */
+export function uleb(n: number): number[] {
+  const out: number[] = [];
+  do {
+    let b = n & 0x7f;
+    n = Math.floor(n / 128);
+    if (n !== 0) b |= 0x80;
+    out.push(b);
+  } while (n !== 0);
+  return out;
+}
+
+/** Signed LEB128 of a 32-bit integer. */
+export function sleb(n: number): number[] {
+  const out: number[] = [];
+  n |= 0;
+  while (true) {
+    const b = n & 0x7f;
+    n >>= 7;
+    if ((n === 0 && (b & 0x40) === 0) || (n === -1 && (b & 0x40) !== 0)) {
+      out.push(b);
+      return out;
+    }
+    out.push(b | 0x80);
+  }
+}
+
+function flat(code: Code, out: number[] = []): number[] {
+  if (typeof code === "number") out.push(code);
+  else for (const c of code) flat(c, out);
+  return out;
+}
+
+const vec = (items: number[][]): number[] => [...uleb(items.length), ...items.flat()];
+const section = (id: number, body: number[]): number[] => [id, ...uleb(body.length), ...body];
+const name = (s: string): number[] => vec([...new TextEncoder().encode(s)].map((b) => [b]));
+
+/** Memory access immediate: alignment as log2 bytes, then a constant byte offset. */
+const mem = (align: number, offset = 0): number[] => [...uleb(align), ...uleb(offset)];
+const simd = (opcode: number): number[] => [0xfd, ...uleb(opcode)];
+
+/** Instruction encoders. Loads and stores take an optional constant byte offset. */
+export const op = {
+  // control
+  block: (body: Code[]): Code => [0x02, 0x40, body, 0x0b],
+  loop: (body: Code[]): Code => [0x03, 0x40, body, 0x0b],
+  if_: (then: Code[], otherwise?: Code[]): Code =>
+    otherwise ? [0x04, 0x40, then, 0x05, otherwise, 0x0b] : [0x04, 0x40, then, 0x0b],
+  /** An if/else whose arms each leave one f32. */
+  if_f32: (then: Code[], otherwise: Code[]): Code => [0x04, 0x7d, then, 0x05, otherwise, 0x0b],
+  br: (depth: number): Code => [0x0c, ...uleb(depth)],
+  br_if: (depth: number): Code => [0x0d, ...uleb(depth)],
+  return_: 0x0f,
+  drop: 0x1a,
+  select: 0x1b,
+  call: (index: number): Code => [0x10, ...uleb(index)],
+  // locals
+  get: (i: number): Code => [0x20, ...uleb(i)],
+  set: (i: number): Code => [0x21, ...uleb(i)],
+  tee: (i: number): Code => [0x22, ...uleb(i)],
+  // memory
+  i32_load: (offset = 0): Code => [0x28, ...mem(2, offset)],
+  f32_load: (offset = 0): Code => [0x2a, ...mem(2, offset)],
+  i32_store: (offset = 0): Code => [0x36, ...mem(2, offset)],
+  f32_store: (offset = 0): Code => [0x38, ...mem(2, offset)],
+  i32_load8_u: (offset = 0): Code => [0x2d, ...mem(0, offset)],
+  i32_store8: (offset = 0): Code => [0x3a, ...mem(0, offset)],
+  // constants
+  i32: (n: number): Code => [0x41, ...sleb(n)],
+  f32: (x: number): Code => [0x43, ...new Uint8Array(new Float32Array([x]).buffer)],
+  // i32 arithmetic and comparison
+  i32_eqz: 0x45,
+  i32_eq: 0x46,
+  i32_ne: 0x47,
+  i32_lt_s: 0x48,
+  i32_lt_u: 0x49,
+  i32_gt_s: 0x4a,
+  i32_le_s: 0x4c,
+  i32_ge_s: 0x4e,
+  i32_add: 0x6a,
+  i32_sub: 0x6b,
+  i32_mul: 0x6c,
+  i32_div_u: 0x6e,
+  i32_rem_u: 0x70,
+  i32_and: 0x71,
+  i32_or: 0x72,
+  i32_shl: 0x74,
+  i32_shr_s: 0x75,
+  i32_shr_u: 0x76,
+  // f32 scalar
+  f32_lt: 0x5d,
+  f32_gt: 0x5e,
+  f32_sqrt: 0x91,
+  f32_add: 0x92,
+  f32_sub: 0x93,
+  f32_mul: 0x94,
+  f32_div: 0x95,
+  f32_min: 0x96,
+  f32_max: 0x97,
+  i32_trunc_f32_s: 0xa8,
+  f32_convert_i32_s: 0xb2,
+  i32_reinterpret_f32: 0xbc,
+  f32_reinterpret_i32: 0xbe,
+  // 128-bit SIMD (prefix 0xfd)
+  v128_load: (offset = 0): Code => [simd(0x00), ...mem(4, offset)],
+  v128_load32_splat: (offset = 0): Code => [simd(0x09), ...mem(2, offset)],
+  v128_store: (offset = 0): Code => [simd(0x0b), ...mem(4, offset)],
+  v128_const: (bytes: ArrayLike<number>): Code => [simd(0x0c), ...Array.from(bytes)],
+  /** Picks 16 bytes from the 32 of two vectors by constant indices. */
+  i8x16_shuffle: (lanes: number[]): Code => [simd(0x0d), ...lanes],
+  /** A 16-entry byte table read: out[i] = table[idx[i]] (0 when idx[i] >= 16). Stack: table, idx. */
+  i8x16_swizzle: simd(0x0e),
+  i8x16_splat: simd(0x0f),
+  i32x4_splat: simd(0x11),
+  f32x4_splat: simd(0x13),
+  f32x4_extract_lane: (lane: number): Code => [simd(0x1f), lane],
+  v128_and: simd(0x4e),
+  v128_or: simd(0x50),
+  v128_xor: simd(0x51),
+  v128_bitselect: simd(0x52),
+  i8x16_shr_u: simd(0x6d),
+  i8x16_add: simd(0x6e),
+  i8x16_sub: simd(0x71),
+  i16x8_add: simd(0x8e),
+  i16x8_extend_low_i8x16_s: simd(0x87),
+  i16x8_extend_high_i8x16_s: simd(0x88),
+  i16x8_extend_low_i8x16_u: simd(0x89),
+  i16x8_extend_high_i8x16_u: simd(0x8a),
+  i32x4_extend_low_i16x8_s: simd(0xa7),
+  i32x4_extend_high_i16x8_s: simd(0xa8),
+  i32x4_extend_low_i16x8_u: simd(0xa9),
+  i32x4_extend_high_i16x8_u: simd(0xaa),
+  i32x4_extadd_pairwise_i16x8_s: simd(0x7e),
+  i32x4_shl: simd(0xab),
+  i32x4_add: simd(0xae),
+  i32x4_sub: simd(0xb1),
+  f32x4_eq: simd(0x41),
+  f32x4_lt: simd(0x43),
+  f32x4_gt: simd(0x44),
+  f32x4_add: simd(0xe4),
+  f32x4_sub: simd(0xe5),
+  f32x4_mul: simd(0xe6),
+  f32x4_div: simd(0xe7),
+  f32x4_min: simd(0xe8),
+  f32x4_max: simd(0xe9),
+  f32x4_nearest: simd(0x6a),
+  i32x4_trunc_sat_f32x4_s: simd(0xf8),
+};
+
+/** A module: initial memory pages (64 KiB each) and named, exported functions. */
+export interface ModuleSpec {
+  pages: number;
+  functions: Record<string, Func>;
+}
+
+/** Assembles a module's binary bytes: one type per function, one exported memory, every function exported. */
+export function assemble(spec: ModuleSpec): Uint8Array<ArrayBuffer> {
+  const names = Object.keys(spec.functions), funcs = names.map((n) => spec.functions[n]);
+  const types = funcs.map((f) => [0x60, ...vec(f.params.map((t) => [t])), ...vec(f.results.map((t) => [t]))]);
+  const functionSec = vec(funcs.map((_, i) => uleb(i)));
+  const memorySec = vec([[0x00, ...uleb(spec.pages)]]);
+  const exportSec = vec([
+    [...name("memory"), 0x02, 0x00],
+    ...names.map((n, i) => [...name(n), 0x00, ...uleb(i)]),
+  ]);
+  const codeSec = vec(funcs.map((f) => {
+    // Locals as (count, type) runs of equal neighbours.
+    const runs: number[][] = [];
+    for (const t of f.locals) {
+      const last = runs[runs.length - 1];
+      if (last && last[1] === t) last[0]++;
+      else runs.push([1, t]);
+    }
+    const body = [...vec(runs.map(([n, t]) => [...uleb(n), t])), ...flat(f.body), 0x0b];
+    return [...uleb(body.length), ...body];
+  }));
+  return new Uint8Array([
+    0x00,
+    0x61,
+    0x73,
+    0x6d,
+    0x01,
+    0x00,
+    0x00,
+    0x00,
+    ...section(1, vec(types)),
+    ...section(3, functionSec),
+    ...section(5, memorySec),
+    ...section(7, exportSec),
+    ...section(10, codeSec),
+  ]);
+}
+
+/**
+ * Whether this runtime runs 128-bit SIMD: validates a one-function module that splats, adds and
+ * drops a vector.
+ */
+export function simdSupported(): boolean {
+  try {
+    const probe = fn([], [], [], [
+      op.f32(1),
+      op.f32x4_splat,
+      op.f32(2),
+      op.f32x4_splat,
+      op.f32x4_add,
+      op.drop,
+    ]);
+    return typeof WebAssembly === "object" &&
+      WebAssembly.validate(assemble({ pages: 0, functions: { probe } }));
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,200 @@
+/**
+ * The WebAssembly SIMD kernels behind the same calls as kernels/cpu.ts: the module is assembled and
+ * instantiated when this file loads, operands are copied into its memory, and results copied out.
+ * The copies cost O(inputs + outputs) against O(M*N*K) arithmetic, a few percent on the model's shapes.
+ *
+ * Every sum is an f32 sum in a fixed order (see kernels/wasm/gen.ts), so results are the same bits on
+ * every runtime and run; they differ from kernels/cpu.ts (which sums in f64) within the bounds that
+ * tests/wasm-kernels.test.ts states.
+ *
+ * @example
+ * ```ts
+ * if (wasmKernels) wasmKernels.matmul(y, x, w, 2, 3, 4); // y = x @ w^T, as cpu.ts's matmul
+ * ```
+ * @module
+ */
+import { assemble, simdSupported } from "./asm.ts";
+import { gemm, MR, NR, packA, packB, softmaxBackRows, softmaxRows, swiglu, swigluBack } from "./gen.ts";
+import { type AttentionKernels, attentionKernels } from "./attention.ts";
+
+interface Exports {
+  memory: WebAssembly.Memory;
+  pack_a(src: number, rs: number, ks: number, M: number, K: number, dst: number): void;
+  pack_b(src: number, cs: number, ks: number, N: number, K: number, dst: number): void;
+  gemm(
+    pa: number,
+    pb: number,
+    M: number,
+    N: number,
+    K: number,
+    c: number,
+    ldc: number,
+    acc: number,
+    tmp: number,
+  ): void;
+  softmax_rows(s: number, rows: number, ld: number, valid0: number, scale: number): void;
+  softmax_back_rows(p: number, d: number, rows: number, ld: number, valid0: number, scale: number): void;
+  swiglu(h: number, g: number, u: number, n: number): void;
+  swiglu_back(dg: number, du: number, dh: number, g: number, u: number, n: number): void;
+}
+
+/** The module's bytes, assembled from kernels/wasm/gen.ts. */
+export function wasmModuleBytes(): Uint8Array<ArrayBuffer> {
+  return assemble({
+    pages: 16,
+    functions: {
+      pack_a: packA(),
+      pack_b: packB(),
+      gemm: gemm(),
+      softmax_rows: softmaxRows(),
+      softmax_back_rows: softmaxBackRows(),
+      swiglu: swiglu(),
+      swiglu_back: swigluBack(),
+    },
+  });
+}
+
+/** A matrix product: `out` (+)= A B for A: M x K, B: K x N (each form says how a and b store them). */
+export type Product = (
+  out: Float32Array,
+  a: Float32Array,
+  b: Float32Array,
+  M: number,
+  K: number,
+  N: number,
+  accumulate?: boolean,
+) => void;
+
+/** The kernels, bound to one instance and its memory. */
+export interface WasmKernels extends AttentionKernels {
+  /** `out[m, n] (+)= sum_k a[m, k] * b[n, k]`: x @ W^T, as kernels/cpu.ts `matmul`. */
+  matmul: Product;
+  /** `out[m, n] (+)= sum_k a[m, k] * b[k, n]`: a @ b with b: [K, N]. */
+  matmulNN: Product;
+  /** `out[m, n] (+)= sum_k a[k, m] * b[k, n]`: a^T @ b with a: [K, M], b: [K, N]. */
+  matmulTN: Product;
+  /** `h[i] = silu(g[i]) * u[i]` for i < n (h may be g). */
+  swiglu(h: Float32Array, g: Float32Array, u: Float32Array, n: number): void;
+  /** As kernels/cpu-grad.ts `swigluBackward`. */
+  swigluBackward(
+    dg: Float32Array,
+    du: Float32Array,
+    dh: Float32Array,
+    g: Float32Array,
+    u: Float32Array,
+  ): void;
+  /** The instance's exports, for kernels built on the product (attention). */
+  raw: WasmRaw;
+}
+
+/** A strided matrix in the heap: [f32 offset, stride of the first index, stride of the second]. */
+export type View = [number, number, number];
+
+/** Direct access to the instance: its memory as f32, an arena, and the product on f32 offsets. */
+export interface WasmRaw {
+  /** Reserves `sizes` f32 slots (each 16-byte aligned) from offset 0; returns their f32 offsets. */
+  reserve(sizes: number[]): number[];
+  /** The memory as f32 (a fresh view after any growth: call after `reserve`). */
+  heap(): Float32Array;
+  /**
+   * C (+)= A B at f32 offsets, with A(m, k) = heap[a0 + m*a1 + k*a2], B(k, n) = heap[b0 + k*b1 + n*b2]
+   * and C[m, n] = heap[c0 + m*c1 + n], using scratch from f32 offset `scratch` on (past every operand).
+   */
+  gemm(
+    M: number,
+    N: number,
+    K: number,
+    A: View,
+    B: View,
+    C: [number, number],
+    accumulate: boolean,
+    scratch: number,
+  ): void;
+  /** f32 slots `gemm`'s scratch needs for a product of this shape. */
+  gemmScratch(M: number, N: number, K: number): number;
+  /** In place at f32 offset s: kernels/wasm/gen.ts `softmaxRows` (causal rows, valid0 + i entries in row i). */
+  softmaxRows(s: number, rows: number, ld: number, valid0: number, scale: number): void;
+  /** In place at f32 offset d: kernels/wasm/gen.ts `softmaxBackRows`. */
+  softmaxBackRows(p: number, d: number, rows: number, ld: number, valid0: number, scale: number): void;
+}
+
+const roundUp = (n: number, m: number) => Math.ceil(n / m) * m;
+
+function bind(ex: Exports): WasmKernels {
+  let heap = new Float32Array(ex.memory.buffer);
+  const reserve = (sizes: number[]): number[] => {
+    const offsets: number[] = [];
+    let end = 0;
+    for (const s of sizes) offsets.push(end), end += roundUp(s, 4);
+    const need = end * 4 - ex.memory.buffer.byteLength;
+    if (need > 0) ex.memory.grow(Math.ceil(need / 65536));
+    if (heap.buffer !== ex.memory.buffer) heap = new Float32Array(ex.memory.buffer);
+    return offsets;
+  };
+  const gemmScratch = (M: number, N: number, K: number) => roundUp(M, MR) * K + roundUp(N, NR) * K + MR * NR;
+  const raw: WasmRaw = {
+    reserve,
+    heap: () => heap,
+    gemmScratch,
+    gemm(M, N, K, [a, aRs, aKs], [b, bKs, bCs], [c, ldc], accumulate, scratch) {
+      if (M === 0 || N === 0) return;
+      const pa = scratch, pb = pa + roundUp(M, MR) * K, tmp = pb + roundUp(N, NR) * K;
+      ex.pack_a(a * 4, aRs, aKs, M, K, pa * 4);
+      ex.pack_b(b * 4, bCs, bKs, N, K, pb * 4);
+      ex.gemm(pa * 4, pb * 4, M, N, K, c * 4, ldc, accumulate ? 1 : 0, tmp * 4);
+    },
+    softmaxRows: (s, rows, ld, valid0, scale) => ex.softmax_rows(s * 4, rows, ld, valid0, scale),
+    softmaxBackRows: (p, d, rows, ld, valid0, scale) =>
+      ex.softmax_back_rows(p * 4, d * 4, rows, ld, valid0, scale),
+  };
+  // One product over copies of the operands: A(m, k) = a[m*aRs + k*aKs], B(k, n) = b[k*bKs + n*bCs].
+  const product = (
+    out: Float32Array,
+    a: Float32Array,
+    b: Float32Array,
+    M: number,
+    K: number,
+    N: number,
+    accumulate: boolean,
+    aRs: number,
+    aKs: number,
+    bKs: number,
+    bCs: number,
+  ) => {
+    const [ao, bo, co, s] = reserve([M * K, K * N, M * N, gemmScratch(M, N, K)]);
+    heap.set(a.length === M * K ? a : a.subarray(0, M * K), ao);
+    heap.set(b.length === K * N ? b : b.subarray(0, K * N), bo);
+    if (accumulate) heap.set(out.subarray(0, M * N), co);
+    raw.gemm(M, N, K, [ao, aRs, aKs], [bo, bKs, bCs], [co, N], accumulate, s);
+    out.set(heap.subarray(co, co + M * N));
+  };
+  return {
+    raw,
+    ...attentionKernels(raw),
+    swiglu(h, g, u, n) {
+      const [go, uo] = reserve([n, n]);
+      heap.set(g.subarray(0, n), go), heap.set(u.subarray(0, n), uo);
+      ex.swiglu(go * 4, go * 4, uo * 4, n);
+      h.set(heap.subarray(go, go + n));
+    },
+    swigluBackward(dg, du, dh, g, u) {
+      // dg overwrites dh in place (each lane reads dh before it writes dg); du gets its own slot.
+      const n = dh.length, [dho, go, uo, duo] = reserve([n, n, n, n]);
+      heap.set(dh, dho), heap.set(g.subarray(0, n), go), heap.set(u.subarray(0, n), uo);
+      ex.swiglu_back(dho * 4, duo * 4, dho * 4, go * 4, uo * 4, n);
+      dg.set(heap.subarray(dho, dho + n)), du.set(heap.subarray(duo, duo + n));
+    },
+    matmul: (out, a, b, M, K, N, accumulate = false) => product(out, a, b, M, K, N, accumulate, K, 1, 1, K),
+    matmulNN: (out, a, b, M, K, N, accumulate = false) => product(out, a, b, M, K, N, accumulate, K, 1, N, 1),
+    matmulTN: (out, a, b, M, K, N, accumulate = false) => product(out, a, b, M, K, N, accumulate, 1, M, N, 1),
+  };
+}
+
+function load(): WasmKernels | undefined {
+  if (!simdSupported()) return undefined;
+  const instance = new WebAssembly.Instance(new WebAssembly.Module(wasmModuleBytes()));
+  return bind(instance.exports as unknown as Exports);
+}
+
+/** The kernels, or undefined where this runtime lacks WebAssembly SIMD. */
+export const wasmKernels: WasmKernels | undefined = load();
