@@ -21,6 +21,7 @@ import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from "../formats/float16.ts"
 import { PRESETS } from "../model/config.ts";
 import { initParams } from "../model/init.ts";
 import { type Tensor, tensor } from "../model/tensor.ts";
+import { expectSameBits } from "./helpers/bits.ts";
 
 const dir = await mkdtemp(join(tmpdir(), "ferry-st-"));
 afterAll(() => rm(dir, { recursive: true, force: true }));
@@ -329,7 +330,7 @@ describe("sharded input", () => {
     const { tensors: back } = await readSafetensorsIndex(await writeSharded("ok", goodMap()));
     expect(back.map((t) => t.name).sort()).toEqual(tensors.map((t) => t.name).sort());
     for (const t of back) {
-      expect(t.data).toEqual(bf16ToF32(f32ToBf16(tensors.find((x) => x.name === t.name)!.data)));
+      expectSameBits(t.data, bf16ToF32(f32ToBf16(tensors.find((x) => x.name === t.name)!.data)), t.name);
     }
   });
 
@@ -392,7 +393,8 @@ describe("minimal reader (readers/safetensors.ts)", () => {
               const values = out[2 * i + 1].split(" ").map(Number);
               expect(values.length).toBe(t.data.length);
               let mismatches = 0;
-              for (let k = 0; k < values.length; k++) if (values[k] !== t.data[k]) mismatches++;
+              // Object.is, not !==: -0 printed as "0" (or the reverse) is a mismatch; NaN equals NaN.
+              for (let k = 0; k < values.length; k++) if (!Object.is(values[k], t.data[k])) mismatches++;
               expect(`${cmd} ${dtype} ${t.name}: ${mismatches} mismatches`).toBe(
                 `${cmd} ${dtype} ${t.name}: 0 mismatches`,
               );
