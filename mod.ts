@@ -83,12 +83,12 @@ export {
 export {
   type Dtype as SafetensorsDtype,
   parseSafetensorsHeader,
-  parseStrictJson,
   readSafetensors,
   readSafetensorsIndex,
   SafetensorsError,
   writeSafetensors,
 } from "./formats/safetensors.ts";
+export { isJsonObject, JsonNumber, type JsonValue, parseStrictJson, StrictJsonError } from "./formats/json.ts";
 export {
   byteTokenizerJson,
   configFromHfJson,

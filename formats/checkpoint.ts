@@ -15,6 +15,7 @@ import { open, readFile } from "node:fs/promises";
 import { chunksAt, f32Bytes, readExact, writeAtomic } from "./io.ts";
 import { configToToml, type ModelConfig, paramShapes, readConfigFile } from "../model/config.ts";
 import { numel, type Tensor, type TensorSource } from "../model/tensor.ts";
+import { FormatError, type RefusalDetail } from "../model/error.ts";
 
 /** `FERRYCK` then the format version byte. */
 export const CHECKPOINT_MAGIC = new Uint8Array([0x46, 0x45, 0x52, 0x52, 0x59, 0x43, 0x4b, 0x01]);
@@ -35,9 +36,9 @@ export interface Checkpoint {
 }
 
 /** A checkpoint that cannot be read: names the file and what is wrong. */
-export class CheckpointError extends Error {
-  constructor(readonly path: string, readonly field: string, message: string) {
-    super(`${path}: ${field}: ${message}`);
+export class CheckpointError extends FormatError {
+  constructor(path: string, field: string, message: string, detail?: RefusalDetail) {
+    super(path, field, `${path}: ${field}: ${message}`, detail);
     this.name = "CheckpointError";
   }
 }

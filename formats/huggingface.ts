@@ -21,21 +21,17 @@ import { join } from "node:path";
 import {
   type Dtype,
   INDEX_FILE,
-  isJsonObject,
-  JsonNumber,
-  type JsonObject,
-  type JsonValue,
-  parseStrictJson,
   readSafetensors,
   readSafetensorsIndex,
-  StrictJsonError,
   type WriteDtype,
   writeSafetensors,
 } from "./safetensors.ts";
+import { isJsonObject, JsonNumber, type JsonObject, type JsonValue, parseStrictJson, StrictJsonError } from "./json.ts";
 import { writeAtomic } from "./io.ts";
-import { ConfigError, type ModelConfig, paramShapes, validateConfig } from "../model/config.ts";
+import { checkTensors, ConfigError, type ModelConfig, paramShapes, validateConfig } from "../model/config.ts";
 import { BOS, BYTE_VOCAB_SIZE, EOS } from "../model/tokenizer.ts";
 import type { Tensor } from "../model/tensor.ts";
+import { FormatError, type RefusalDetail } from "../model/error.ts";
 
 /** The weight dtypes of an export, by ferry's name; with their safetensors and torch names. */
 export const HF_DTYPES = {
@@ -77,14 +73,15 @@ export type HuggingFaceErrorCode =
   | "TiedMismatch";
 
 /** A Hugging Face directory that ferry refuses: names the file, the field and what was expected. */
-export class HuggingFaceError extends Error {
+export class HuggingFaceError extends FormatError {
   constructor(
-    readonly path: string,
+    path: string,
     readonly code: HuggingFaceErrorCode,
-    readonly field: string,
-    detail: string,
+    field: string,
+    message: string,
+    detail?: RefusalDetail,
   ) {
-    super(`${path}: ${field}: ${detail} (${code})`);
+    super(path, field, `${path}: ${field}: ${message} (${code})`, detail);
     this.name = "HuggingFaceError";
   }
 }
@@ -621,36 +618,15 @@ function modelTensors(
     }
     byName.delete("lm_head.weight");
   }
-  const out: Tensor[] = [];
-  for (const { name, dims } of paramShapes(cfg)) {
-    const t = byName.get(name);
-    if (!t) throw new HuggingFaceError(where, "MissingTensor", name, `missing (expected dims [${dims}])`);
-    if (t.dims.length !== dims.length || t.dims.some((d, i) => d !== dims[i])) {
-      throw new HuggingFaceError(
-        where,
-        "ShapeMismatch",
-        name,
-        `dims [${t.dims}], but config.json implies [${dims}]`,
-      );
-    }
-    if (t.data.length !== t.dims.reduce((a, b) => a * b, 1)) {
-      throw new HuggingFaceError(
-        where,
-        "ShapeMismatch",
-        name,
-        `${t.data.length} values for dims [${t.dims}]`,
-      );
-    }
-    out.push({ name, dims: [...dims], data: t.data });
-    byName.delete(name);
-  }
-  const extra = [...byName.keys()][0];
-  if (extra !== undefined) {
-    const why = /\.bias$/.test(extra)
+  const bad = checkTensors(cfg, [...byName.values()]);
+  if (bad) {
+    const code = bad.kind === "missing" ? "MissingTensor" : bad.kind === "unknown" ? "UnknownTensor" : "ShapeMismatch";
+    const why = bad.kind === "unknown" && /\.bias$/.test(bad.tensor)
       ? "biases are not part of ferry's Qwen3"
-      : "not a tensor of this config's model";
-    throw new HuggingFaceError(where, "UnknownTensor", extra, why);
+      : bad.problem.replace("the config", "config.json");
+    throw new HuggingFaceError(where, code, bad.tensor, why, bad);
   }
+  const out = paramShapes(cfg).map(({ name, dims }) => ({ name, dims: [...dims], data: byName.get(name)!.data }));
   return out;
 }
 
