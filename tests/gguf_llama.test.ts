@@ -26,8 +26,8 @@ import { ALL_DTYPES, subjectModel, tempDir, testTensors } from "./helpers/gguf-f
 
 /**
  * Largest |p_llama.cpp − p_ferry| allowed for the F32 file, over every position and token. Measured
- * 8.5e-6 [1.1e-5]; on the random untied model below (1 window × 100 bytes), 2.5e-6. llama.cpp 's own default F16 KV cache alone
- * moves probabilities by 5.5e-3.
+ * 8.5e-6 [1.1e-5]; on the random untied model below (1 window × 100 bytes), 2.5e-6. llama.cpp's own
+ * default F16 KV cache alone moves probabilities by 5.5e-3.
  */
 const F32_PROB_BOUND = 3e-5;
 
