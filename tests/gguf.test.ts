@@ -30,6 +30,8 @@ import { configToToml } from "../model/config.ts";
 import { initParams } from "../model/init.ts";
 import { createRng } from "../model/random.ts";
 import { ALL_DTYPES, tempDir, testTensors, writeAllTypes } from "./helpers/gguf-fixtures.ts";
+import { expectSameBits } from "./helpers/bits.ts";
+import { GGML_TYPE_ID, openGgml } from "./helpers/ggml.ts";
 
 let dir = "";
 beforeAll(async () => {
@@ -756,6 +758,44 @@ describe("@huggingface/gguf reads ferry's files and agrees with ferry's reader",
       );
       expect(Number(hf.tensorDataOffset)).toBe(ours.dataOffset);
       expect(hf.littleEndian).toBe(true);
+    }
+  });
+  test("tensor data: the bytes @huggingface/gguf locates decode, through llama.cpp's ggml, to exactly ferry's values, for every type", async () => {
+    // @huggingface/gguf 0.4.6 parses a file's header, tensor infos and data offset but decodes no tensor
+    // data itself (no type's values): so its offsets, shapes and types locate each tensor's bytes, and
+    // ggml's own row decoders (bun:ffi) turn them into values, compared bit for bit with ferry's reader.
+    const { config, tensors } = testTensors(9, false);
+    const files = await writeAllTypes(dir, tensors, config, "hfdata");
+    const byId = new Map(Object.entries(GGML_TYPE_ID).map(([k, v]) => [v as number, k as keyof typeof GGML_TYPE_ID]));
+    const bytesFor = (type: keyof typeof GGML_TYPE_ID, n: number) =>
+      type === "F32" ? 4 * n : type === "F16" || type === "BF16" ? 2 * n : (n / 32) * (type === "Q8_0" ? 34 : 18);
+    const ggml = openGgml();
+    try {
+      const seen = new Set<string>();
+      for (const dtype of ALL_DTYPES) {
+        const file = new Uint8Array(await readFile(files[dtype]));
+        const hf = await hfGguf(files[dtype], { allowLocalFile: true });
+        const ours = new Map(parseGguf(file, files[dtype]).tensors.map((t) => [t.name, t]));
+        expect(hf.tensorInfos.length).toBe(ours.size);
+        let end = Number(hf.tensorDataOffset);
+        for (const info of hf.tensorInfos) {
+          const type = byId.get(info.dtype)!;
+          seen.add(type);
+          const n = info.shape.reduce((a, b) => a * Number(b), 1);
+          const start = Number(hf.tensorDataOffset) + Number(info.offset);
+          expect(start).toBeGreaterThanOrEqual(end); // in order, no overlap
+          end = start + bytesFor(type, n);
+          expect(end).toBeLessThanOrEqual(file.length);
+          const theirs = ggml.decode(type, file.subarray(start, end), n);
+          const mine = ours.get(info.name);
+          expect(mine).toBeDefined();
+          expectSameBits(tensorToF32(mine!), theirs, `${dtype} ${info.name}`);
+        }
+        expect(file.length - end).toBeLessThan(32); // at most the alignment padding after the last tensor
+      }
+      expect([...seen].sort()).toEqual(["BF16", "F16", "F32", "Q4_0", "Q8_0"]);
+    } finally {
+      ggml.close();
     }
   });
 });
