@@ -31,7 +31,17 @@ export {
 // The float reference model, tokenizer and sampling.
 export { buildModel, createCache, forward, type KVCache, type Model } from "./model/qwen3.ts";
 export { initParams } from "./model/init.ts";
-export { BOS, BYTE_VOCAB_SIZE, createStreamDecoder, decode, encode, EOS } from "./model/tokenizer.ts";
+export {
+  BOS,
+  BOS_TOKEN,
+  BYTE_CHARS,
+  BYTE_VOCAB_SIZE,
+  createStreamDecoder,
+  decode,
+  encode,
+  EOS,
+  EOS_TOKEN,
+} from "./model/tokenizer.ts";
 export { generate, type GenerateOptions, sampleToken } from "./model/sample.ts";
 export { createRng, type Rng } from "./model/random.ts";
 

@@ -9,34 +9,11 @@
  * ```
  * @module
  */
-import { BOS, BYTE_VOCAB_SIZE, EOS } from "../model/tokenizer.ts";
+import { BOS, BOS_TOKEN, BYTE_CHARS, BYTE_VOCAB_SIZE, EOS, EOS_TOKEN } from "../model/tokenizer.ts";
 import { GgufError, type GgufValue } from "./gguf-container.ts";
 
 /** tokenizer.ggml.token_type values (gguf-py's TokenType, llama.cpp's LLAMA_TOKEN_TYPE_*). */
 export const TOKEN_TYPE = { NORMAL: 1, UNKNOWN: 2, CONTROL: 3, USER_DEFINED: 4, UNUSED: 5, BYTE: 6 } as const;
-
-/** Names of the two special tokens in the GGUF vocabulary (ids 256 and 257). */
-export const SPECIAL_TOKENS = ["<|startoftext|>", "<|endoftext|>"] as const;
-
-/**
- * GPT-2's byte-to-character table (`bytes_to_unicode`): printable Latin-1 bytes stand for
- * themselves, the other 68 bytes, in order, for U+0100 onwards. llama.cpp's "gpt2" tokenizer looks
- * text up through it, so a byte vocabulary must be spelled with these characters.
- *
- * @example
- * ```ts
- * byteToUnicode()[0x20]; // "Ġ"
- * ```
- */
-export function byteToUnicode(): string[] {
-  const out: string[] = [];
-  let extra = 0;
-  for (let b = 0; b < 256; b++) {
-    const printable = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
-    out.push(String.fromCodePoint(printable ? b : 0x100 + extra++));
-  }
-  return out;
-}
 
 /**
  * The GGUF vocabulary of ferry's byte tokenizer for a model with `vocab` rows: the 256 byte
@@ -45,11 +22,11 @@ export function byteToUnicode(): string[] {
  *
  * @example
  * ```ts
- * const { tokens, types } = byteVocabulary(258); // tokens[256] === "<|bos|>", types[256] === 3
+ * const { tokens, types } = byteVocabulary(258); // tokens[256] === "<|startoftext|>", types[256] === 3
  * ```
  */
 export function byteVocabulary(vocab: number): { tokens: string[]; types: number[] } {
-  const tokens = [...byteToUnicode(), ...SPECIAL_TOKENS];
+  const tokens = [...BYTE_CHARS, BOS_TOKEN, EOS_TOKEN];
   const types = [...new Array(256).fill(TOKEN_TYPE.NORMAL), TOKEN_TYPE.CONTROL, TOKEN_TYPE.CONTROL];
   for (let i = BYTE_VOCAB_SIZE; i < vocab; i++) tokens.push(`[PAD${i}]`), types.push(TOKEN_TYPE.UNUSED);
   return { tokens, types };
@@ -77,7 +54,7 @@ export function checkTokenizer(md: Map<string, GgufValue>, vocab: number, where:
       `has ${tokens.value.length} tokens; token_embd.weight has ${vocab} rows`,
     );
   }
-  const want = byteToUnicode();
+  const want = BYTE_CHARS;
   const off = want.findIndex((s, i) => tokens.value[i] !== s);
   if (off >= 0) {
     throw new GgufError(

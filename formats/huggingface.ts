@@ -29,7 +29,7 @@ import {
 import { isJsonObject, JsonNumber, type JsonObject, type JsonValue, parseStrictJson, StrictJsonError } from "./json.ts";
 import { writeAtomic } from "./io.ts";
 import { checkTensors, ConfigError, type ModelConfig, paramShapes, validateConfig } from "../model/config.ts";
-import { BOS, BYTE_VOCAB_SIZE, EOS } from "../model/tokenizer.ts";
+import { BOS, BOS_TOKEN, BYTE_CHARS, BYTE_VOCAB_SIZE, EOS, EOS_TOKEN } from "../model/tokenizer.ts";
 import type { Tensor } from "../model/tensor.ts";
 import { FormatError, type RefusalDetail } from "../model/error.ts";
 
@@ -53,8 +53,6 @@ export const HF_FILES = {
 } as const;
 
 /** The text of ferry's special tokens in tokenizer.json (ids 256 and 257). */
-export const BOS_TOKEN = "<|bos|>";
-export const EOS_TOKEN = "<|eos|>";
 
 /** Why a directory (or an export request) was refused; `field` is a config field or a tensor name. */
 export type HuggingFaceErrorCode =
@@ -209,16 +207,6 @@ export function hfConfigJson(
 export function generationConfigJson(withTokenizer = true): Record<string, unknown> {
   return withTokenizer ? { bos_token_id: BOS, eos_token_id: EOS } : {};
 }
-
-/**
- * GPT-2's byte-to-character table: byte `b` is spelled `BYTE_CHARS[b]` in a byte-level vocab.
- * Printable Latin-1 bytes stand for themselves; the other 68, in byte order, become U+0100 onward.
- */
-export const BYTE_CHARS: readonly string[] = (() => {
-  const printable = (b: number) => (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || b >= 0xae;
-  let next = 0x100;
-  return Array.from({ length: 256 }, (_, b) => String.fromCharCode(printable(b) ? b : next++));
-})();
 
 const addedToken = (id: number, content: string) => ({
   id,
