@@ -45,6 +45,7 @@ Arguments:
   CHECKPOINT        a training checkpoint            [${DEFAULT_INPUT}]
 Options:
   --windows N       held-out windows of 256 bytes    [64]
+  --prompts N       the first N greedy prompts       [${PROMPTS.length}]
   --only LIST       comma-separated format:dtype pairs (e.g. dmexp:bf16,gguf:q4_0)
   --json            machine-readable output
   -h, --help        this text
@@ -52,6 +53,7 @@ Options:
 
 const { values: a, positionals } = cli(HELP, {
   windows: { type: "string", default: "64" },
+  prompts: { type: "string", default: String(PROMPTS.length) },
   only: { type: "string" },
   json: { type: "boolean", default: false },
 });
@@ -74,6 +76,11 @@ await run(async () => {
   const input = positionals[0] ?? DEFAULT_INPUT;
   const count = Number(a.windows);
   if (!Number.isInteger(count) || count < 1) fail("--windows expects a positive integer", EXIT_USAGE);
+  const promptCount = Number(a.prompts);
+  if (!Number.isInteger(promptCount) || promptCount < 1 || promptCount > PROMPTS.length) {
+    fail(`--prompts expects an integer from 1 to ${PROMPTS.length}`, EXIT_USAGE);
+  }
+  const prompts = PROMPTS.slice(0, promptCount);
   const variants = a.only
     ? a.only.split(",").map((p) => p.split(":") as [string, string])
     : Object.entries(FORMATS).flatMap(([f, spec]) => spec.dtypes.map((d) => [f, d] as [string, string]));
@@ -84,15 +91,15 @@ await run(async () => {
   const source = buildModel(ck.config, ck.model, input);
   const windows = evalWindows((await loadBrown()).heldOut, count);
   const V = ck.config.vocab_size;
-  const bar = progress("measure", (variants.length + 1) * (windows.length + PROMPTS.length), { unit: "eval" });
-  const reference = profile(source, windows, () => bar.tick());
+  const bar = progress("measure", (variants.length + 1) * (windows.length + prompts.length), { unit: "eval" });
+  const reference = profile(source, windows, prompts, () => bar.tick());
   const dir = mkdtempSync(join(tmpdir(), "ferry-measure-"));
   const rows: Row[] = [];
   try {
     for (const [format, dtype] of variants) {
       const s = await exportCheckpoint({ input, output: dir, format, dtype });
       const { model } = await loadExport(s.file);
-      const got = profile(model, windows, () => bar.tick());
+      const got = profile(model, windows, prompts, () => bar.tick());
       let maxAbs = 0, sumAbs = 0, top1 = 0, kl = 0;
       got.logits.forEach((l, i) => {
         const c = compareLogits(reference.logits[i], l, V);
@@ -116,7 +123,7 @@ await run(async () => {
     rmSync(dir, { recursive: true, force: true });
   }
   bar.done();
-  const result = { checkpoint: input, step: ck.step, windows: count, prompts: PROMPTS.length, source_bpb: reference.bpb, rows };
+  const result = { checkpoint: input, step: ck.step, windows: count, prompts: prompts.length, source_bpb: reference.bpb, rows };
   if (a.json) {
     console.log(JSON.stringify(result, null, 2));
     return;
@@ -128,13 +135,13 @@ await run(async () => {
     console.log(
       `| ${r.format} | ${r.dtype} | ${r.bytes.toLocaleString("en-US")} | ${r.max_abs_delta.toExponential(2)} | ` +
         `${r.mean_abs_delta.toExponential(2)} | ${(100 * r.top1).toFixed(2)}% | ${r.mean_kl.toExponential(2)} | ` +
-        `${r.bpb.toFixed(4)} | ${r.bpb_gap >= 0 ? "+" : ""}${r.bpb_gap.toFixed(4)} | ${r.greedy_identical}/${PROMPTS.length} |`,
+        `${r.bpb.toFixed(4)} | ${r.bpb_gap >= 0 ? "+" : ""}${r.bpb_gap.toFixed(4)} | ${r.greedy_identical}/${prompts.length} |`,
     );
   }
 });
 
 /** Logits on every window, held-out bits per byte, and the greedy continuation of every prompt. */
-function profile(model: Model, windows: Uint8Array[], tick: () => void) {
+function profile(model: Model, windows: Uint8Array[], prompts: readonly string[], tick: () => void) {
   let bits = 0, bytes = 0;
   const logits = windows.map((w) => {
     const l = windowLogits(model, w);
@@ -143,7 +150,7 @@ function profile(model: Model, windows: Uint8Array[], tick: () => void) {
     tick();
     return l;
   });
-  const greedy = PROMPTS.map((p) => {
+  const greedy = prompts.map((p) => {
     const out = generate(model, encode(p, { bos: true }), { maxTokens: 64, stopAtEos: false }).join(",");
     tick();
     return out;
