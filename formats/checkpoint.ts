@@ -13,7 +13,7 @@
 import { crc32 } from "node:zlib";
 import { open, readFile } from "node:fs/promises";
 import { chunksAt, f32Bytes, readExact, writeAtomic } from "./io.ts";
-import { configToToml, type ModelConfig, paramShapes, readConfigFile } from "../model/config.ts";
+import { checkTensors, configToToml, type ModelConfig, paramShapes, readConfigFile } from "../model/config.ts";
 import { numel, type Tensor, type TensorSource } from "../model/tensor.ts";
 import { FormatError, type RefusalDetail } from "../model/error.ts";
 
@@ -51,6 +51,22 @@ export function configPathFor(ckptPath: string): string {
 /** True when the bytes start with a training checkpoint's magic (any version). */
 export function isCheckpoint(head: Uint8Array): boolean {
   return head.length >= 7 && CHECKPOINT_MAGIC.subarray(0, 7).every((b, i) => head[i] === b);
+}
+
+/**
+ * True when `path` is a file that starts with a training checkpoint's magic: the one sniff every
+ * command uses to say "this is a run, not an export" (a missing or unreadable path is just false).
+ */
+export async function isCheckpointFile(path: string): Promise<boolean> {
+  const fh = await open(path, "r").catch(() => undefined);
+  if (!fh) return false;
+  try {
+    const head = new Uint8Array(8);
+    const { bytesRead } = await fh.read(head, 0, 8, 0).catch(() => ({ bytesRead: 0 }));
+    return isCheckpoint(head.subarray(0, bytesRead));
+  } finally {
+    await fh.close();
+  }
 }
 
 /** Writes the checkpoint and its config snapshot, each to a temporary name renamed when complete. */
@@ -172,14 +188,18 @@ export async function openCheckpointModel(
       crc = crc32(chunk, crc);
     }
     checkCrc(crc, prefix, path);
-    const found = new Map(sectionLayout(header, prefix, path).model!.map((e) => [e.name, e]));
+    const entries = sectionLayout(header, prefix, path).model!;
+    const bad = checkTensors(config, entries);
+    if (bad) {
+      const field = `model.${bad.tensor}`;
+      const why = bad.kind === "dims"
+        ? `${bad.found}, but ${configFrom} implies ${bad.expected.replace("dims ", "")}`
+        : bad.problem.replace("the config", configFrom);
+      throw new CheckpointError(path, field, why, bad);
+    }
+    const found = new Map(entries.map((e) => [e.name, e]));
     const tensors: TensorSource[] = paramShapes(config).map(({ name, dims }) => {
-      const e = found.get(name);
-      if (!e) throw new CheckpointError(path, `model.${name}`, `missing; ${configFrom} implies it with dims [${dims}]`);
-      if (e.dims.length !== dims.length || e.dims.some((d, i) => d !== dims[i])) {
-        throw new CheckpointError(path, `model.${name}`, `dims [${e.dims}], but ${configFrom} implies [${dims}]`);
-      }
-      found.delete(name);
+      const e = found.get(name)!;
       return {
         name,
         dims,
@@ -190,9 +210,6 @@ export async function openCheckpointModel(
         },
       };
     });
-    for (const name of found.keys()) {
-      throw new CheckpointError(path, `model.${name}`, `unknown: ${configFrom} implies no tensor of this name`);
-    }
     return { path, step: header.step, config, tensors, close: () => fh.close() };
   } catch (e) {
     await fh.close();

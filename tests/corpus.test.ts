@@ -31,7 +31,7 @@ test("the split: 500 documents, every 20th held out, 25 in all, the texts loadBr
   expect(Buffer.from(corpus.train).equals(Buffer.from(enc.encode(text(names.filter((n) => !heldOutNames.includes(n))))))).toBe(true);
   const says = "every 20th document — 25 documents, 5%";
   expect(README.replace(/\s+/g, " ").includes(says) ? says : `README does not say: ${says}`).toBe(says);
-});
+}, 30_000);
 
 test("no held-out document reaches training: no 64-byte piece of any of them (one per KiB) occurs in training", async () => {
   const { train } = await loadBrown();
@@ -47,7 +47,7 @@ test("no held-out document reaches training: no 64-byte piece of any of them (on
   }
   expect(pieces).toBeGreaterThan(250);
   expect(leaks).toEqual([]);
-});
+}, 30_000);
 
 test("the held-out documents cover 14 of the 15 genres, all but science fiction, as the README says", () => {
   const all = genres();
@@ -59,7 +59,7 @@ test("the held-out documents cover 14 of the 15 genres, all but science fiction,
   expect(names.filter((n) => n[1] === "m").length).toBe(6);
   const says = "from 14 of the 15 genres (all but science fiction, whose 6 documents are all trained on)";
   expect(README.replace(/\s+/g, " ").includes(says) ? says : `README does not say: ${says}`).toBe(says);
-});
+}, 30_000);
 
 test("the 64 evaluation windows are held-out text only: each lies in the held-out text and none occurs in training", async () => {
   const { train, heldOut } = await loadBrown();
@@ -76,4 +76,4 @@ test("the 64 evaluation windows are held-out text only: each lies in the held-ou
   // Evenly spread: the first starts at the start of the held-out text, the last ends at its end.
   expect(windows[0].byteOffset).toBe(heldOut.byteOffset);
   expect(windows[63].byteOffset + 256).toBe(heldOut.byteOffset + heldOut.length);
-});
+}, 30_000);
