@@ -17,7 +17,7 @@
 import { crc32 } from "node:zlib";
 import { type FileHandle, open } from "node:fs/promises";
 import { parse as parseToml, stringify as stringifyToml } from "smol-toml";
-import { chunksAt, LITTLE_ENDIAN, openAtomic, readExact as readInto } from "./io.ts";
+import { chunksAt, openAtomic, readExact as readInto } from "./io.ts";
 import { bf16ToF32, f16BitsToF32Bits, f16ToF32, f32ToBf16, f32ToF16 } from "./float16.ts";
 import { isCheckpoint } from "./checkpoint.ts";
 import { checkTensors, ConfigError, configToToml, type ModelConfig, parseConfig } from "../model/config.ts";
@@ -147,7 +147,6 @@ export async function writeDmexp(
   if (!DTYPES.includes(dtype)) {
     throw new DmexpError(path, "dtype", `expected one of ${DTYPES.join(", ")}, got ${dtype}`);
   }
-  if (!LITTLE_ENDIAN) throw new DmexpError(path, "host", "ferry needs a little-endian host");
   if (!Number.isSafeInteger(opts.step) || opts.step < 0) {
     throw new DmexpError(path, "step", `expected a non-negative integer, got ${opts.step}`);
   }
@@ -528,7 +527,6 @@ export interface DmexpContents {
  * ```
  */
 export async function readDmexp(path: string, opts: DmexpReadOptions = {}): Promise<DmexpContents> {
-  if (!LITTLE_ENDIAN) throw new DmexpError(path, "host", "ferry needs a little-endian host");
   const fh = await openForRead(path);
   try {
     const p = await readPrefix(fh, path);
