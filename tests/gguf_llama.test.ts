@@ -3,6 +3,7 @@
 // (model/default/ferry.ckpt; the test fails if it is missing). `bun scripts/measure-gguf.ts` prints the
 // same figures for it at a larger sample (the README's table).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { writeGguf } from "../formats/gguf.ts";
@@ -114,6 +115,18 @@ describe("llama.cpp on the default model's GGUF files", () => {
       expect(r.top1).toBeGreaterThanOrEqual(TOP1_VS_F32[type]);
     });
   }
+
+  test("file sizes and greedy columns equal the README's measure-gguf table (same prompts, exactly)", () => {
+    // The script's default prompts are this test's (8 held-out prompts × 64 tokens); only its windows
+    // differ (16 × 256), so the bytes, "greedy =" and "prefix" columns must match the README's table.
+    const readme = readFileSync("README.md", "utf8");
+    const at = readme.indexOf("type    bytes   mean KL");
+    expect(at).toBeGreaterThan(0);
+    const table = readme.slice(at, readme.indexOf("```", at)).trim().split("\n").slice(1);
+    const cells = (line: string) => line.trim().split(/\s+/);
+    expect(table.map((l) => { const c = cells(l); return [c[0], c[1], c[9], c[10]].join(" "); }))
+      .toEqual(rows.map((r) => [r.type, r.fileBytes, `${r.greedySame}/${r.greedyPrompts}`, r.greedyMeanPrefix.toFixed(1)].join(" ")));
+  });
 
   test("f16 and bf16 keep every greedy continuation, as the README says", () => {
     // Measured 8/8 for both, here and in the README's table; Q8_0 and Q4_0 lose some (6/8 measured).
