@@ -28,6 +28,13 @@ export const GGML_TYPE_ID = { F32: 0, F16: 1, Q4_0: 2, Q8_0: 8, BF16: 30 } as co
 export interface Ggml {
   /** ggml_fp32_to_bf16_row_ref: f32 → bf16 bits, round to nearest even (NaN forced quiet). */
   toBf16(x: Float32Array): Uint16Array;
+  /** ggml_fp32_to_fp16_row: f32 → f16 bits. */
+  toF16(x: Float32Array): Uint16Array;
+  /**
+   * ggml_quantize_chunk (llama-quantize's path) on rows of `perRow` values, no importance matrix;
+   * returns the blocks and the byte count ggml reports.
+   */
+  quantize(type: "Q8_0" | "Q4_0", x: Float32Array, perRow: number): { bytes: Uint8Array; written: number };
   /** ggml_fp16_to_fp32_row / ggml_bf16_to_fp32_row / dequantize_row_q8_0 / dequantize_row_q4_0. */
   decode(type: keyof typeof GGML_TYPE_ID, bytes: Uint8Array, n: number): Float32Array;
   close(): void;
@@ -37,6 +44,12 @@ export interface Ggml {
 export function openGgml(): Ggml {
   const row = { args: [FFIType.ptr, FFIType.ptr, FFIType.i64], returns: FFIType.void } as const;
   const lib = dlopen(ggmlBasePath(), {
+    // size_t ggml_quantize_chunk(type, const float *src, void *dst, int64 start, int64 nrows, int64 n_per_row, const float *imatrix)
+    ggml_quantize_chunk: {
+      args: [FFIType.i32, FFIType.ptr, FFIType.ptr, FFIType.i64, FFIType.i64, FFIType.i64, FFIType.ptr],
+      returns: FFIType.u64,
+    },
+    ggml_fp32_to_fp16_row: row,
     ggml_fp32_to_bf16_row_ref: row,
     ggml_fp16_to_fp32_row: row,
     ggml_bf16_to_fp32_row: row,
@@ -48,6 +61,16 @@ export function openGgml(): Ggml {
       const out = new Uint16Array(x.length);
       if (x.length) lib.symbols.ggml_fp32_to_bf16_row_ref(ptr(x), ptr(out), x.length);
       return out;
+    },
+    toF16(x) {
+      const out = new Uint16Array(x.length);
+      if (x.length) lib.symbols.ggml_fp32_to_fp16_row(ptr(x), ptr(out), x.length);
+      return out;
+    },
+    quantize(type, x, perRow) {
+      const bytes = new Uint8Array((x.length / 32) * (type === "Q8_0" ? 34 : 18));
+      const written = lib.symbols.ggml_quantize_chunk(GGML_TYPE_ID[type], ptr(x), ptr(bytes), 0, x.length / perRow, perRow, null);
+      return { bytes, written: Number(written) };
     },
     decode(type, bytes, n) {
       const out = new Float32Array(n);
