@@ -98,6 +98,8 @@ describe("writer layout", () => {
 describe("round trip", () => {
   const tensors = initParams(PRESETS.tiny, 3);
   tensors.push(tensor("scalar", [], new Float32Array([7])), tensor("empty", [0, 3]));
+  // Values a value comparison would blur: -0 against +0, subnormals (f16 and bf16 flush some to ±0).
+  tensors.push(tensor("signed", [6], new Float32Array([-0, 0, -1e-45, 1e-45, -3e-8, -Infinity])));
 
   test("F32 is bit-exact, F16 and BF16 are exactly the round-to-nearest-even narrowing", async () => {
     for (const dtype of ["F32", "F16", "BF16"] as const) {
