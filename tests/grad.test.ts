@@ -67,7 +67,7 @@ function mutations(g: Float32Array, dims: number[]): Array<[string, Float32Array
  * Checks an analytic gradient against central differences at every coordinate of `x`, and that the same
  * check refuses the gradient zeroed, halved and transposed. `loss` must read `x` afresh each call.
  * Bounds: these op-level cases measure a tensor error of at most 2e-5 and entry errors within 8e-4
- * relative and 3e-5 absolute at h = 1e-2 (bun, x86-64); the limits are 10× that.
+ * relative and 3.1e-5 absolute at h = 1e-2 (bun, x86-64); the limits are 10× that.
  */
 function checkGrad(x: Float32Array, analytic: Float32Array, loss: () => number, dims = [analytic.length]) {
   const num = numericGrad(x, loss, 1e-2);
