@@ -25,29 +25,38 @@ test("the split: 500 documents, every 20th held out, 25 in all, the texts loadBr
   expect(names.length).toBe(500);
   expect(corpus.documents).toBe(500);
   expect(heldOutNames.length).toBe(25);
-  const text = (list: string[]) => list.map((n) => untag(readFileSync(join(dir, n), "utf8"))).join("\n\n") + "\n";
+  const text = (list: string[]) =>
+    list.map((n) => untag(readFileSync(join(dir, n), "utf8"))).join("\n\n") + "\n";
   const enc = new TextEncoder();
   expect(Buffer.from(corpus.heldOut).equals(Buffer.from(enc.encode(text(heldOutNames))))).toBe(true);
-  expect(Buffer.from(corpus.train).equals(Buffer.from(enc.encode(text(names.filter((n) => !heldOutNames.includes(n))))))).toBe(true);
+  expect(
+    Buffer.from(corpus.train).equals(
+      Buffer.from(enc.encode(text(names.filter((n) => !heldOutNames.includes(n))))),
+    ),
+  ).toBe(true);
   const says = "every 20th document — 25 documents, 5%";
   expect(README.replace(/\s+/g, " ").includes(says) ? says : `README does not say: ${says}`).toBe(says);
 }, 30_000);
 
-test("no held-out document reaches training: no 64-byte piece of any of them (one per KiB) occurs in training", async () => {
-  const { train } = await loadBrown();
-  const trainBuf = Buffer.from(train.buffer, train.byteOffset, train.byteLength);
-  const leaks: string[] = [];
-  let pieces = 0;
-  for (const n of heldOutNames) {
-    const doc = Buffer.from(untag(readFileSync(join(dir, n), "utf8")));
-    for (let at = 0; at + 64 <= doc.length; at += 1024) {
-      pieces++;
-      if (trainBuf.indexOf(doc.subarray(at, at + 64)) >= 0) leaks.push(`${n}@${at}`);
+test(
+  "no held-out document reaches training: no 64-byte piece of any of them (one per KiB) occurs in training",
+  async () => {
+    const { train } = await loadBrown();
+    const trainBuf = Buffer.from(train.buffer, train.byteOffset, train.byteLength);
+    const leaks: string[] = [];
+    let pieces = 0;
+    for (const n of heldOutNames) {
+      const doc = Buffer.from(untag(readFileSync(join(dir, n), "utf8")));
+      for (let at = 0; at + 64 <= doc.length; at += 1024) {
+        pieces++;
+        if (trainBuf.indexOf(doc.subarray(at, at + 64)) >= 0) leaks.push(`${n}@${at}`);
+      }
     }
-  }
-  expect(pieces).toBeGreaterThan(250);
-  expect(leaks).toEqual([]);
-}, 30_000);
+    expect(pieces).toBeGreaterThan(250);
+    expect(leaks).toEqual([]);
+  },
+  30_000,
+);
 
 test("the held-out documents cover 14 of the 15 genres, all but science fiction, as the README says", () => {
   const all = genres();
@@ -61,19 +70,23 @@ test("the held-out documents cover 14 of the 15 genres, all but science fiction,
   expect(README.replace(/\s+/g, " ").includes(says) ? says : `README does not say: ${says}`).toBe(says);
 }, 30_000);
 
-test("the 64 evaluation windows are held-out text only: each lies in the held-out text and none occurs in training", async () => {
-  const { train, heldOut } = await loadBrown();
-  const windows = evalWindows(heldOut);
-  expect(windows.length).toBe(64);
-  const trainBuf = Buffer.from(train.buffer, train.byteOffset, train.byteLength);
-  const heldBuf = Buffer.from(heldOut.buffer, heldOut.byteOffset, heldOut.byteLength);
-  for (const w of windows) {
-    expect(w.length).toBe(256);
-    expect(w.buffer).toBe(heldOut.buffer); // a view of the held-out bytes, not a copy of something else
-    expect(heldBuf.indexOf(Buffer.from(w))).toBeGreaterThanOrEqual(0);
-    expect(trainBuf.indexOf(Buffer.from(w))).toBe(-1);
-  }
-  // Evenly spread: the first starts at the start of the held-out text, the last ends at its end.
-  expect(windows[0].byteOffset).toBe(heldOut.byteOffset);
-  expect(windows[63].byteOffset + 256).toBe(heldOut.byteOffset + heldOut.length);
-}, 30_000);
+test(
+  "the 64 evaluation windows are held-out text only: each lies in the held-out text and none occurs in training",
+  async () => {
+    const { train, heldOut } = await loadBrown();
+    const windows = evalWindows(heldOut);
+    expect(windows.length).toBe(64);
+    const trainBuf = Buffer.from(train.buffer, train.byteOffset, train.byteLength);
+    const heldBuf = Buffer.from(heldOut.buffer, heldOut.byteOffset, heldOut.byteLength);
+    for (const w of windows) {
+      expect(w.length).toBe(256);
+      expect(w.buffer).toBe(heldOut.buffer); // a view of the held-out bytes, not a copy of something else
+      expect(heldBuf.indexOf(Buffer.from(w))).toBeGreaterThanOrEqual(0);
+      expect(trainBuf.indexOf(Buffer.from(w))).toBe(-1);
+    }
+    // Evenly spread: the first starts at the start of the held-out text, the last ends at its end.
+    expect(windows[0].byteOffset).toBe(heldOut.byteOffset);
+    expect(windows[63].byteOffset + 256).toBe(heldOut.byteOffset + heldOut.length);
+  },
+  30_000,
+);

@@ -320,7 +320,13 @@ describe("bf16 against independent oracles", () => {
     const mine = f32ToBf16(x);
     let bad = -1;
     for (let i = 0; i < probes.length && bad < 0; i++) if (mine[i] !== bf16ByHalves(probes[i])) bad = i;
-    expect(bad < 0 ? "none" : `0x${probes[bad].toString(16)}: mine 0x${mine[bad].toString(16)}, oracle 0x${bf16ByHalves(probes[bad]).toString(16)}`).toBe("none");
+    expect(
+      bad < 0
+        ? "none"
+        : `0x${probes[bad].toString(16)}: mine 0x${mine[bad].toString(16)}, oracle 0x${
+          bf16ByHalves(probes[bad]).toString(16)
+        }`,
+    ).toBe("none");
     expect(mine.length).toBe(65536 * 8);
     for (let i = 0; i < 4096; i++) expect(bf16Bits(probes[i * 128])).toBe(bf16ByHalves(probes[i * 128]));
   });
@@ -338,7 +344,13 @@ describe("bf16 against independent oracles", () => {
           if ((mine[i] | 0x40) !== theirs[i] || !isNaNBf(mine[i])) bad = i;
         } else if (mine[i] !== theirs[i]) bad = i;
       }
-      expect(bad < 0 ? "none" : `0x${probes[bad].toString(16)}: mine 0x${mine[bad].toString(16)}, ggml 0x${theirs[bad].toString(16)}`).toBe("none");
+      expect(
+        bad < 0
+          ? "none"
+          : `0x${probes[bad].toString(16)}: mine 0x${mine[bad].toString(16)}, ggml 0x${
+            theirs[bad].toString(16)
+          }`,
+      ).toBe("none");
       expect(nans).toBeGreaterThan(1000);
     } finally {
       ggml.close();

@@ -736,9 +736,15 @@ describe("@huggingface/gguf reads ferry's files and agrees with ferry's reader",
     // ggml's own row decoders (bun:ffi) turn them into values, compared bit for bit with ferry's reader.
     const { config, tensors } = testTensors(9, false);
     const files = await writeAllTypes(dir, tensors, config, "hfdata");
-    const byId = new Map(Object.entries(GGML_TYPE_ID).map(([k, v]) => [v as number, k as keyof typeof GGML_TYPE_ID]));
+    const byId = new Map(
+      Object.entries(GGML_TYPE_ID).map(([k, v]) => [v as number, k as keyof typeof GGML_TYPE_ID]),
+    );
     const bytesFor = (type: keyof typeof GGML_TYPE_ID, n: number) =>
-      type === "F32" ? 4 * n : type === "F16" || type === "BF16" ? 2 * n : (n / 32) * (type === "Q8_0" ? 34 : 18);
+      type === "F32"
+        ? 4 * n
+        : type === "F16" || type === "BF16"
+        ? 2 * n
+        : (n / 32) * (type === "Q8_0" ? 34 : 18);
     const ggml = openGgml();
     try {
       const seen = new Set<string>();

@@ -124,8 +124,15 @@ describe("llama.cpp on the default model's GGUF files", () => {
     expect(at).toBeGreaterThan(0);
     const table = readme.slice(at, readme.indexOf("```", at)).trim().split("\n").slice(1);
     const cells = (line: string) => line.trim().split(/\s+/);
-    expect(table.map((l) => { const c = cells(l); return [c[0], c[1], c[9], c[10]].join(" "); }))
-      .toEqual(rows.map((r) => [r.type, r.fileBytes, `${r.greedySame}/${r.greedyPrompts}`, r.greedyMeanPrefix.toFixed(1)].join(" ")));
+    expect(table.map((l) => {
+      const c = cells(l);
+      return [c[0], c[1], c[9], c[10]].join(" ");
+    }))
+      .toEqual(
+        rows.map((r) =>
+          [r.type, r.fileBytes, `${r.greedySame}/${r.greedyPrompts}`, r.greedyMeanPrefix.toFixed(1)].join(" ")
+        ),
+      );
   });
 
   test("f16 and bf16 keep every greedy continuation, as the README says", () => {

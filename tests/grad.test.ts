@@ -9,11 +9,17 @@ import {
   ropeBackward,
   swigluBackward,
 } from "../kernels/cpu-grad.ts";
-import { PRESETS, type ModelConfig } from "../model/config.ts";
+import { type ModelConfig, PRESETS } from "../model/config.ts";
 import { initParams } from "../model/init.ts";
 import { createRng } from "../model/random.ts";
 import { buildModel, createCache, forward } from "../model/qwen3.ts";
-import { createScratch, flattenTensors, paramLayout, sequenceLossAndGrad, viewTensors } from "../model/train.ts";
+import {
+  createScratch,
+  flattenTensors,
+  paramLayout,
+  sequenceLossAndGrad,
+  viewTensors,
+} from "../model/train.ts";
 import { logSoftmax } from "../model/measure.ts";
 
 const rng = createRng(7);
@@ -60,7 +66,10 @@ function mutations(g: Float32Array, dims: number[]): Array<[string, Float32Array
     const [R, C] = dims;
     for (let r = 0; r < R; r++) for (let c = 0; c < C; c++) moved[c * R + r] = g[r * C + c];
   } else moved.set(g.slice().reverse());
-  return [["zeroed", new Float32Array(g.length)], ["halved", g.map((v) => v / 2)], [dims.length === 2 ? "transposed" : "reversed", moved]];
+  return [["zeroed", new Float32Array(g.length)], ["halved", g.map((v) => v / 2)], [
+    dims.length === 2 ? "transposed" : "reversed",
+    moved,
+  ]];
 }
 
 /**
@@ -78,7 +87,9 @@ function checkGrad(x: Float32Array, analytic: Float32Array, loss: () => number, 
   expect(gradError(num, analytic, 1e-2, 3e-4).norm).toBeGreaterThan(1e-2); // an all-zero gradient proves nothing
   expect(gradError(num, analytic, 1e-2, 3e-4)).toMatchObject({ entries: 0 });
   expect(gradError(num, analytic, 1e-2, 3e-4).tensor).toBeLessThan(2e-4);
-  for (const [name, bad] of mutations(analytic, dims)) expect(`${name}: ${verdict(bad)}`).toBe(`${name}: false`);
+  for (const [name, bad] of mutations(analytic, dims)) {
+    expect(`${name}: ${verdict(bad)}`).toBe(`${name}: false`);
+  }
 }
 
 /** A fixed random linear read-out turns any output into a scalar loss: L = sum(y * r). */
@@ -151,7 +162,14 @@ test("cross-entropy backward matches finite differences and returns the loss", (
 });
 
 function smallConfig(tied: boolean): ModelConfig {
-  return { ...PRESETS.tiny, hidden_size: 8, intermediate_size: 12, head_dim: 4, vocab_size: 258, tie_word_embeddings: tied };
+  return {
+    ...PRESETS.tiny,
+    hidden_size: 8,
+    intermediate_size: 12,
+    head_dim: 4,
+    vocab_size: 258,
+    tie_word_embeddings: tied,
+  };
 }
 
 /**
@@ -164,50 +182,67 @@ function smallConfig(tied: boolean): ModelConfig {
 const MODEL_TENSOR_TOL = 5e-3, MODEL_RTOL = 1e-2, MODEL_ATOL = 1e-3;
 
 for (const tied of [false, true]) {
-  test(`whole-model gradient matches finite differences at every coordinate (tie_word_embeddings = ${tied})`, () => {
-    const cfg = smallConfig(tied);
-    const layout = paramLayout(cfg);
-    const params = flattenTensors(layout, initParams(cfg, 3, 0.3));
-    const inputs = [256, 72, 101, 108, 108, 111], targets = [72, 101, 108, 108, 111, 33];
-    const scratch = createScratch(cfg, inputs.length);
-    const grads = new Float32Array(layout.size);
-    const loss0 = sequenceLossAndGrad(cfg, layout, params, grads, inputs, targets, scratch);
-    // The training forward and the inference forward are the same maths.
-    const model = buildModel(cfg, viewTensors(layout, params));
-    const logits = forward(model, createCache(model), inputs);
-    const lp = new Float64Array(cfg.vocab_size);
-    let ref = 0;
-    for (let t = 0; t < inputs.length; t++) logSoftmax(logits, t * cfg.vocab_size, cfg.vocab_size, lp), ref -= lp[targets[t]];
-    expect(Math.abs(loss0 - ref)).toBeLessThan(1e-4);
-    const junk = new Float32Array(layout.size);
-    const num = numericGrad(params, () => sequenceLossAndGrad(cfg, layout, params, junk, inputs, targets, scratch), 1e-3);
-    const failures: string[] = [], caught: string[] = [];
-    for (const e of layout.entries) {
-      const n = num.subarray(e.offset, e.offset + e.length), a = grads.subarray(e.offset, e.offset + e.length);
-      const err = gradError(n, a, MODEL_RTOL, MODEL_ATOL);
-      expect(err.norm).toBeGreaterThan(0.1); // every tensor's gradient is far from zero: no tensor is checked vacuously
-      if (err.tensor >= MODEL_TENSOR_TOL || err.entries > 0) failures.push(`${e.name}: ${JSON.stringify(err)}`);
-      // The mutation test: the same check must refuse each broken gradient of each tensor.
-      for (const [how, bad] of mutations(a, e.dims)) {
-        const m = gradError(n, bad, MODEL_RTOL, MODEL_ATOL);
-        if (m.tensor < MODEL_TENSOR_TOL && m.entries === 0) caught.push(`${e.name} ${how} passes`);
+  test(
+    `whole-model gradient matches finite differences at every coordinate (tie_word_embeddings = ${tied})`,
+    () => {
+      const cfg = smallConfig(tied);
+      const layout = paramLayout(cfg);
+      const params = flattenTensors(layout, initParams(cfg, 3, 0.3));
+      const inputs = [256, 72, 101, 108, 108, 111], targets = [72, 101, 108, 108, 111, 33];
+      const scratch = createScratch(cfg, inputs.length);
+      const grads = new Float32Array(layout.size);
+      const loss0 = sequenceLossAndGrad(cfg, layout, params, grads, inputs, targets, scratch);
+      // The training forward and the inference forward are the same maths.
+      const model = buildModel(cfg, viewTensors(layout, params));
+      const logits = forward(model, createCache(model), inputs);
+      const lp = new Float64Array(cfg.vocab_size);
+      let ref = 0;
+      for (let t = 0; t < inputs.length; t++) {
+        logSoftmax(logits, t * cfg.vocab_size, cfg.vocab_size, lp), ref -= lp[targets[t]];
       }
-    }
-    expect(failures).toEqual([]);
-    expect(caught).toEqual([]);
-    // The output head's large entries sit in the target rows (the softmax's -1): they are checked, and
-    // they dominate its gradient. Rows of tokens never targeted carry only the softmax mass.
-    const head = layout.entries.find((e) => e.name === (tied ? "model.embed_tokens.weight" : "lm_head.weight"))!;
-    const H = cfg.hidden_size;
-    let targetMax = 0, otherMax = 0;
-    for (let row = 0; row < cfg.vocab_size; row++) {
-      for (let i = 0; i < H; i++) {
-        const g = Math.abs(num[head.offset + row * H + i]);
-        if (targets.includes(row)) targetMax = Math.max(targetMax, g);
-        else if (!inputs.includes(row)) otherMax = Math.max(otherMax, g);
+      expect(Math.abs(loss0 - ref)).toBeLessThan(1e-4);
+      const junk = new Float32Array(layout.size);
+      const num = numericGrad(
+        params,
+        () => sequenceLossAndGrad(cfg, layout, params, junk, inputs, targets, scratch),
+        1e-3,
+      );
+      const failures: string[] = [], caught: string[] = [];
+      for (const e of layout.entries) {
+        const n = num.subarray(e.offset, e.offset + e.length),
+          a = grads.subarray(e.offset, e.offset + e.length);
+        const err = gradError(n, a, MODEL_RTOL, MODEL_ATOL);
+        expect(err.norm).toBeGreaterThan(0.1); // every tensor's gradient is far from zero: no tensor is checked vacuously
+        if (err.tensor >= MODEL_TENSOR_TOL || err.entries > 0) {
+          failures.push(`${e.name}: ${JSON.stringify(err)}`);
+        }
+        // The mutation test: the same check must refuse each broken gradient of each tensor.
+        for (const [how, bad] of mutations(a, e.dims)) {
+          const m = gradError(n, bad, MODEL_RTOL, MODEL_ATOL);
+          if (m.tensor < MODEL_TENSOR_TOL && m.entries === 0) {
+            caught.push(`${e.name} ${how} passes`);
+          }
+        }
       }
-    }
-    expect(targetMax).toBeGreaterThan(0.5);
-    expect(otherMax).toBeLessThan(targetMax / 10);
-  }, 60_000); // an explicit limit: bun applies the preload's default timeout to the first file only
+      expect(failures).toEqual([]);
+      expect(caught).toEqual([]);
+      // The output head's large entries sit in the target rows (the softmax's -1): they are checked, and
+      // they dominate its gradient. Rows of tokens never targeted carry only the softmax mass.
+      const head = layout.entries.find((e) =>
+        e.name === (tied ? "model.embed_tokens.weight" : "lm_head.weight")
+      )!;
+      const H = cfg.hidden_size;
+      let targetMax = 0, otherMax = 0;
+      for (let row = 0; row < cfg.vocab_size; row++) {
+        for (let i = 0; i < H; i++) {
+          const g = Math.abs(num[head.offset + row * H + i]);
+          if (targets.includes(row)) targetMax = Math.max(targetMax, g);
+          else if (!inputs.includes(row)) otherMax = Math.max(otherMax, g);
+        }
+      }
+      expect(targetMax).toBeGreaterThan(0.5);
+      expect(otherMax).toBeLessThan(targetMax / 10);
+    },
+    60_000,
+  ); // an explicit limit: bun applies the preload's default timeout to the first file only
 }

@@ -135,11 +135,25 @@ describe("what each export costs: deno run -A scripts/measure.ts, on 4 windows a
 
   test("f32 exports and f64lines are bit-exact: every difference is 0, not small, and every continuation identical", () => {
     const exact = result!.rows.filter((x) => x.dtype === "f32" || x.format === "f64lines");
-    expect(exact.map((x) => `${x.format} ${x.dtype}`)).toEqual(["dmexp f32", "hf f32", "gguf f32", "f64lines f64"]);
+    expect(exact.map((x) => `${x.format} ${x.dtype}`)).toEqual([
+      "dmexp f32",
+      "hf f32",
+      "gguf f32",
+      "f64lines f64",
+    ]);
     for (const x of exact) {
       const { format, dtype, max_abs_delta, mean_abs_delta, top1, mean_kl, bpb_gap, greedy_identical } = x;
       expect({ format, dtype, max_abs_delta, mean_abs_delta, top1, mean_kl, bpb_gap, greedy_identical })
-        .toEqual({ format, dtype, max_abs_delta: 0, mean_abs_delta: 0, top1: 1, mean_kl: 0, bpb_gap: 0, greedy_identical: 2 });
+        .toEqual({
+          format,
+          dtype,
+          max_abs_delta: 0,
+          mean_abs_delta: 0,
+          top1: 1,
+          mean_kl: 0,
+          bpb_gap: 0,
+          greedy_identical: 2,
+        });
     }
     // The README's rows for them say exactly that.
     for (const c of readme.filter((c) => c[1] === "f32" || c[0] === "f64lines")) {
@@ -150,7 +164,9 @@ describe("what each export costs: deno run -A scripts/measure.ts, on 4 windows a
   test("2-byte formats keep every greedy continuation; f16 costs about a tenth of bf16's logit error", () => {
     const two = result!.rows.filter((x) => x.dtype === "f16" || x.dtype === "bf16");
     expect(two.length).toBe(6);
-    for (const x of two) expect(`${x.format} ${x.dtype} ${x.greedy_identical}/2`).toBe(`${x.format} ${x.dtype} 2/2`);
+    for (const x of two) {
+      expect(`${x.format} ${x.dtype} ${x.greedy_identical}/2`).toBe(`${x.format} ${x.dtype} 2/2`);
+    }
     for (const f of ["dmexp", "hf", "gguf"]) {
       const f16 = two.find((x) => x.format === f && x.dtype === "f16")!;
       const bf16 = two.find((x) => x.format === f && x.dtype === "bf16")!;
@@ -171,41 +187,68 @@ describe("the 2-byte bits-per-byte bound, at the README's full 64 windows", () =
   // byte under bf16 (measured on the shipped model), so 4 windows cannot test it. Hugging Face's f16
   // and bf16 files hold the same weights as dmexp's (the reduced run above shows identical rows), so
   // dmexp and GGUF (which keeps norms in f32) cover every distinct 2-byte model.
-  test("deno run -A scripts/measure.ts --only dmexp:f16,dmexp:bf16,gguf:f16,gguf:bf16: every |gap| within the README's bound", () => {
-    const r = sh("deno", ["run", "-A", "scripts/measure.ts", "--only", "dmexp:f16,dmexp:bf16,gguf:f16,gguf:bf16", "--prompts", "1", "--json"]);
-    expect(r.code).toBe(0);
-    const res = JSON.parse(r.out) as { windows: number; source_bpb: number; rows: Array<{ format: string; dtype: string; bpb_gap: number; greedy_identical: number }> };
-    expect(res.windows).toBe(64);
-    readmeSays(`**${res.source_bpb.toFixed(4)}**`);
-    const bound = Number(/Both 2-byte formats keep bits per byte within (\S+) of/.exec(README)?.[1]);
-    expect(bound).toBeGreaterThan(0);
-    expect(res.rows.length).toBe(4);
-    for (const x of res.rows) {
-      expect(`${x.format} ${x.dtype} |gap| ${Math.abs(x.bpb_gap) <= bound ? "within" : `${x.bpb_gap} beyond`} ${bound}`)
-        .toBe(`${x.format} ${x.dtype} |gap| within ${bound}`);
-      expect(x.greedy_identical).toBe(1);
-    }
-  }, 300_000);
+  test(
+    "deno run -A scripts/measure.ts --only dmexp:f16,dmexp:bf16,gguf:f16,gguf:bf16: every |gap| within the README's bound",
+    () => {
+      const r = sh("deno", [
+        "run",
+        "-A",
+        "scripts/measure.ts",
+        "--only",
+        "dmexp:f16,dmexp:bf16,gguf:f16,gguf:bf16",
+        "--prompts",
+        "1",
+        "--json",
+      ]);
+      expect(r.code).toBe(0);
+      const res = JSON.parse(r.out) as {
+        windows: number;
+        source_bpb: number;
+        rows: Array<{ format: string; dtype: string; bpb_gap: number; greedy_identical: number }>;
+      };
+      expect(res.windows).toBe(64);
+      readmeSays(`**${res.source_bpb.toFixed(4)}**`);
+      const bound = Number(/Both 2-byte formats keep bits per byte within (\S+) of/.exec(README)?.[1]);
+      expect(bound).toBeGreaterThan(0);
+      expect(res.rows.length).toBe(4);
+      for (const x of res.rows) {
+        expect(
+          `${x.format} ${x.dtype} |gap| ${
+            Math.abs(x.bpb_gap) <= bound ? "within" : `${x.bpb_gap} beyond`
+          } ${bound}`,
+        )
+          .toBe(`${x.format} ${x.dtype} |gap| within ${bound}`);
+        expect(x.greedy_identical).toBe(1);
+      }
+    },
+    300_000,
+  );
 });
 
 describe("the default model's training figures", () => {
   const log = readFileSync("model/default/ferry.log", "utf8").trimEnd().split("\n");
   const command = blockAfter("It was trained with this command").replace(/\\\n\s*/g, " ").trim().split(/\s+/);
 
-  test("the step count, batch and tokens agree between the README, the command, the log and the checkpoint", async () => {
-    const ck = await readCheckpoint(CHECKPOINT, { sections: ["model"] });
-    const flag = (f: string) => command[command.indexOf(f) + 1];
-    const steps = Number(flag("--steps")), batch = Number(flag("--batch")), seq = 256;
-    expect(ck.step).toBe(steps);
-    expect(log[1]).toBe(
-      `# steps=${steps} batch=${batch} seq=${seq} lr=${Number(flag("--lr"))} warmup=${flag("--warmup")} seed=${flag("--seed")} workers=2`,
-    );
-    const last = log.at(-1)!.split("\t");
-    expect(last.slice(0, 2)).toEqual([String(steps), String(steps * batch * seq)]);
-    readmeSays(`${steps.toLocaleString("en-US")} steps × ${batch} sequences × ${seq} bytes`);
-    readmeSays(`${(steps * batch * seq).toLocaleString("en-US")} tokens`);
-    readmeSays(`model/default/ferry.ckpt@step${steps}`);
-  }, 30_000);
+  test(
+    "the step count, batch and tokens agree between the README, the command, the log and the checkpoint",
+    async () => {
+      const ck = await readCheckpoint(CHECKPOINT, { sections: ["model"] });
+      const flag = (f: string) => command[command.indexOf(f) + 1];
+      const steps = Number(flag("--steps")), batch = Number(flag("--batch")), seq = 256;
+      expect(ck.step).toBe(steps);
+      expect(log[1]).toBe(
+        `# steps=${steps} batch=${batch} seq=${seq} lr=${Number(flag("--lr"))} warmup=${
+          flag("--warmup")
+        } seed=${flag("--seed")} workers=2`,
+      );
+      const last = log.at(-1)!.split("\t");
+      expect(last.slice(0, 2)).toEqual([String(steps), String(steps * batch * seq)]);
+      readmeSays(`${steps.toLocaleString("en-US")} steps × ${batch} sequences × ${seq} bytes`);
+      readmeSays(`${(steps * batch * seq).toLocaleString("en-US")} tokens`);
+      readmeSays(`model/default/ferry.ckpt@step${steps}`);
+    },
+    30_000,
+  );
 
   test("the EMA figure: deno run -A scripts/eval.ts --weights ema gives the README's number", () => {
     const r = sh("deno", ["run", "-A", "scripts/eval.ts", "--weights", "ema", "--json"]);
@@ -219,19 +262,23 @@ describe("the default model's training figures", () => {
   // Ten steps are the least that reach a logged line (the trainer logs every tenth step). tok_per_s is
   // the machine's speed, not the maths, so it is the one column left out.
   for (const [runtime, launch] of [["bun", ["bun"]], ["deno", ["deno", "run", "-A"]]] as const) {
-    test(`${runtime}: the README's training command, stopped after 10 steps, prints the log's first line to every digit`, () => {
-      expect(command.slice(0, 2)).toEqual(["bun", "scripts/train.ts"]);
-      const out = join(dir, `train-${runtime}`, "ferry.ckpt");
-      const args = command.slice(1).map((a, i, all) => (all[i - 1] === "--out" ? out : a));
-      const r = sh(launch[0], [...launch.slice(1), ...args, "--stop-after", "10"]);
-      expect(r.code).toBe(0);
-      const mine = readFileSync(out.replace(/\.ckpt$/, ".log"), "utf8").trimEnd().split("\n");
-      expect(mine.length).toBe(4);
-      expect(mine.slice(0, 3)).toEqual(log.slice(0, 3));
-      const drop = (line: string) => line.split("\t").filter((_, i) => i !== 5).join("\t");
-      expect(log[3].split("\t")[0]).toBe("10");
-      expect(drop(mine[3])).toBe(drop(log[3]));
-    }, 600_000);
+    test(
+      `${runtime}: the README's training command, stopped after 10 steps, prints the log's first line to every digit`,
+      () => {
+        expect(command.slice(0, 2)).toEqual(["bun", "scripts/train.ts"]);
+        const out = join(dir, `train-${runtime}`, "ferry.ckpt");
+        const args = command.slice(1).map((a, i, all) => (all[i - 1] === "--out" ? out : a));
+        const r = sh(launch[0], [...launch.slice(1), ...args, "--stop-after", "10"]);
+        expect(r.code).toBe(0);
+        const mine = readFileSync(out.replace(/\.ckpt$/, ".log"), "utf8").trimEnd().split("\n");
+        expect(mine.length).toBe(4);
+        expect(mine.slice(0, 3)).toEqual(log.slice(0, 3));
+        const drop = (line: string) => line.split("\t").filter((_, i) => i !== 5).join("\t");
+        expect(log[3].split("\t")[0]).toBe("10");
+        expect(drop(mine[3])).toBe(drop(log[3]));
+      },
+      600_000,
+    );
   }
 });
 

@@ -45,18 +45,22 @@ const ids = generate(model, encode("The jury said", { bos: true }), { maxTokens:
 console.log(ids.length, ids.join(","));
 `;
 
-test("the shipped model: Deno and Bun give the same logits bit for bit over full held-out windows, and the same greedy text", () => {
-  const deno = spawnSync("deno", ["eval", "--ext=ts", SHIPPED], { encoding: "utf8" });
-  const bun = spawnSync("bun", ["--eval", SHIPPED], { encoding: "utf8" });
-  expect(deno.stderr).toBe("");
-  expect(deno.status).toBe(0);
-  expect(bun.stderr).toBe("");
-  expect(bun.status).toBe(0);
-  const lines = deno.stdout.trim().split("\n");
-  expect(lines.length).toBe(3);
-  // Every position of the window (BOS and the first 255 bytes predict the 256 bytes) × 258 logits.
-  for (const l of lines.slice(0, 2)) expect(l).toMatch(/^256 66048 [0-9a-f]{64}$/);
-  expect(lines[0]).not.toBe(lines[1]);
-  expect(lines[2]).toMatch(/^64 (\d+,){63}\d+$/);
-  expect(bun.stdout).toBe(deno.stdout);
-}, 90_000);
+test(
+  "the shipped model: Deno and Bun give the same logits bit for bit over full held-out windows, and the same greedy text",
+  () => {
+    const deno = spawnSync("deno", ["eval", "--ext=ts", SHIPPED], { encoding: "utf8" });
+    const bun = spawnSync("bun", ["--eval", SHIPPED], { encoding: "utf8" });
+    expect(deno.stderr).toBe("");
+    expect(deno.status).toBe(0);
+    expect(bun.stderr).toBe("");
+    expect(bun.status).toBe(0);
+    const lines = deno.stdout.trim().split("\n");
+    expect(lines.length).toBe(3);
+    // Every position of the window (BOS and the first 255 bytes predict the 256 bytes) × 258 logits.
+    for (const l of lines.slice(0, 2)) expect(l).toMatch(/^256 66048 [0-9a-f]{64}$/);
+    expect(lines[0]).not.toBe(lines[1]);
+    expect(lines[2]).toMatch(/^64 (\d+,){63}\d+$/);
+    expect(bun.stdout).toBe(deno.stdout);
+  },
+  90_000,
+);

@@ -45,6 +45,8 @@ export interface NamedData {
 
 /** Fails unless both lists hold the same tensors in the same order: names, dims and every bit. */
 export function expectSameTensors(got: readonly NamedData[], want: readonly NamedData[], label = ""): void {
-  expect(got.map((t) => `${t.name} [${t.dims.join(",")}]`)).toEqual(want.map((t) => `${t.name} [${t.dims.join(",")}]`));
+  expect(got.map((t) => `${t.name} [${t.dims.join(",")}]`)).toEqual(
+    want.map((t) => `${t.name} [${t.dims.join(",")}]`),
+  );
   for (let i = 0; i < want.length; i++) expectSameBits(got[i].data, want[i].data, `${label}${want[i].name}`);
 }

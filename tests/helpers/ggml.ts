@@ -18,7 +18,10 @@ import { dirname, join } from "node:path";
 /** Path of node-llama-cpp's prebuilt libggml-base.so. */
 export function ggmlBasePath(): string {
   const fromLlama = createRequire(createRequire(import.meta.url).resolve("node-llama-cpp/package.json"));
-  return join(dirname(fromLlama.resolve("@node-llama-cpp/linux-x64/package.json")), "bins/linux-x64/libggml-base.so");
+  return join(
+    dirname(fromLlama.resolve("@node-llama-cpp/linux-x64/package.json")),
+    "bins/linux-x64/libggml-base.so",
+  );
 }
 
 /** ggml type ids (ggml.h `enum ggml_type`). */
@@ -69,7 +72,15 @@ export function openGgml(): Ggml {
     },
     quantize(type, x, perRow) {
       const bytes = new Uint8Array((x.length / 32) * (type === "Q8_0" ? 34 : 18));
-      const written = lib.symbols.ggml_quantize_chunk(GGML_TYPE_ID[type], ptr(x), ptr(bytes), 0, x.length / perRow, perRow, null);
+      const written = lib.symbols.ggml_quantize_chunk(
+        GGML_TYPE_ID[type],
+        ptr(x),
+        ptr(bytes),
+        0,
+        x.length / perRow,
+        perRow,
+        null,
+      );
       return { bytes, written: Number(written) };
     },
     decode(type, bytes, n) {

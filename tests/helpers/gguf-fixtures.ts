@@ -58,7 +58,9 @@ export const DEFAULT_CHECKPOINT = "model/default/ferry.ckpt";
  */
 export async function subjectModel(path = DEFAULT_CHECKPOINT): Promise<{ model: Model; source: string }> {
   if (!existsSync(path)) {
-    throw new Error(`${path} is missing: the GGUF/llama.cpp tests measure the shipped model (git checkout ${path})`);
+    throw new Error(
+      `${path} is missing: the GGUF/llama.cpp tests measure the shipped model (git checkout ${path})`,
+    );
   }
   const ck = await readCheckpoint(path, { sections: ["model"] });
   return { model: buildModel(ck.config, ck.model, path), source: `${path} step ${ck.step}` };
