@@ -47,6 +47,7 @@ Arguments:
   CHECKPOINT        a training checkpoint            [${DEFAULT_INPUT}]
 Options:
   --windows N       held-out windows of 256 bytes    [64]
+  --prompts N       the first N greedy prompts       [${PROMPTS.length}]
   --only LIST       comma-separated format:dtype pairs (e.g. dmexp:bf16,gguf:q4_0)
 ${KERNELS_HELP}
   --engine NAME     run every export on this engine (${engineKinds().join(", ")}) [each format's own]
@@ -56,6 +57,7 @@ ${KERNELS_HELP}
 
 const { values: a, positionals } = cli(HELP, {
   windows: { type: "string", default: "64" },
+  prompts: { type: "string", default: String(PROMPTS.length) },
   only: { type: "string" },
   kernels: { type: "string", default: "wasm" },
   engine: { type: "string" },
@@ -82,6 +84,10 @@ await run(async () => {
   const input = positionals[0] ?? DEFAULT_INPUT;
   const count = Number(a.windows);
   if (!Number.isInteger(count) || count < 1) fail("--windows expects a positive integer", EXIT_USAGE);
+  const promptCount = Number(a.prompts);
+  if (!Number.isInteger(promptCount) || promptCount < 1 || promptCount > PROMPTS.length) {
+    fail(`--prompts expects an integer from 1 to ${PROMPTS.length}`, EXIT_USAGE);
+  }
   const variants = a.only
     ? a.only.split(",").map((p) => p.split(":") as [string, string])
     : FORMATS.flatMap((f) => f.dtypes.map((d) => [f.name, d] as [string, string]));
@@ -94,9 +100,9 @@ await run(async () => {
   const ck = await readCheckpoint(input, { sections: ["model"] });
   const source = createFloatEngine(ck.config, ck.model, input);
   const windows = evalWindows((await loadBrown()).heldOut, count);
-  const prompts = PROMPTS.map((p) => encode(p, { bos: true }));
+  const prompts = PROMPTS.slice(0, promptCount).map((p) => encode(p, { bos: true }));
   const V = ck.config.vocab_size;
-  const bar = progress("measure", (variants.length + 1) * (windows.length + PROMPTS.length), { unit: "eval" });
+  const bar = progress("measure", (variants.length + 1) * (windows.length + prompts.length), { unit: "eval" });
   const reference = await profileEngine(source, windows, prompts, 64, () => bar.tick());
   const dir = mkdtempSync(join(tmpdir(), "ferry-measure-"));
   const rows: Row[] = [];
@@ -130,7 +136,7 @@ await run(async () => {
     rmSync(dir, { recursive: true, force: true });
   }
   bar.done();
-  const result = { checkpoint: input, step: ck.step, windows: count, prompts: PROMPTS.length, source_bpb: reference.bpb, rows };
+  const result = { checkpoint: input, step: ck.step, windows: count, prompts: prompts.length, source_bpb: reference.bpb, rows };
   if (a.json) {
     console.log(JSON.stringify(result, null, 2));
     return;
@@ -146,7 +152,7 @@ await run(async () => {
     console.log(
       `| ${r.format} | ${r.dtype} |${withEngine ? ` ${r.engine} |` : ""} ${r.bytes.toLocaleString("en-US")} | ${r.max_abs_delta.toExponential(2)} | ` +
         `${r.mean_abs_delta.toExponential(2)} | ${(100 * r.top1).toFixed(2)}% | ${r.mean_kl.toExponential(2)} | ` +
-        `${r.bpb.toFixed(4)} | ${r.bpb_gap >= 0 ? "+" : ""}${r.bpb_gap.toFixed(4)} | ${r.greedy_identical}/${PROMPTS.length} |`,
+        `${r.bpb.toFixed(4)} | ${r.bpb_gap >= 0 ? "+" : ""}${r.bpb_gap.toFixed(4)} | ${r.greedy_identical}/${prompts.length} |`,
     );
   }
 });

@@ -14,6 +14,7 @@ import { generate } from "../model/sample.ts";
 import { decode, encode } from "../model/tokenizer.ts";
 import { cloneTensors } from "../model/tensor.ts";
 import { disassemble, foreignFile, ROOT, tempDir, withHeader } from "./dmexp-fixtures.ts";
+import { expectSameTensors } from "./helpers/bits.ts";
 
 type Runtime = "deno" | "bun";
 function sh(runtime: Runtime, script: string, args: string[]) {
@@ -77,7 +78,7 @@ describe("scripts/export.ts", () => {
       expect(s).toHaveProperty(k);
     }
     const { tensors, header } = await readDmexp(s.file);
-    tensors.forEach((t, i) => expect(t.data).toEqual(model[i].data));
+    expectSameTensors(tensors, model);
     expect(header.source).toBe(`${ckpt}@step42`);
     expect(header.step).toBe(42);
   });

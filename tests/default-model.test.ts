@@ -23,4 +23,4 @@ test("the default model reaches the README's held-out bits per byte and greedy t
   expect(readme).toContain(`**${bpb.toFixed(4)}**`);
   const text = "The jury said" + decode(generate(model, encode("The jury said", { bos: true }), { maxTokens: 64 }));
   expect(readme).toContain("`" + text + "`");
-});
+}, 60_000);

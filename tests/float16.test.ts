@@ -1,7 +1,9 @@
 // Narrowing and widening, checked on every 16-bit pattern of both formats, at and around every
 // rounding midpoint, and on random f32 patterns. f16 has two independent oracles (the platform's
-// Float16Array / Math.f16round, and @petamoriken/float16); bf16 has no platform type, so its oracle is
-// the definition itself, computed in f64.
+// Float16Array / Math.f16round, and @petamoriken/float16); bf16 has no platform type (and the package
+// has no bf16 helpers), so its oracles are the definition computed in f64, an integer rounding of the
+// pattern's halves written independently of ferry's, llama.cpp's own ggml (bun:ffi), and a table of
+// cases derived by hand.
 import { describe, expect, test } from "bun:test";
 import { f16round as pkgF16round, getFloat16, setFloat16 } from "@petamoriken/float16";
 import {
@@ -18,6 +20,7 @@ import {
   roundBf16,
   roundF16,
 } from "../formats/float16.ts";
+import { openGgml } from "./helpers/ggml.ts";
 
 const ALL = Uint16Array.from({ length: 65536 }, (_, i) => i);
 const isNaN16 = (h: number) => (h & 0x7c00) === 0x7c00 && (h & 0x3ff) !== 0;
@@ -280,5 +283,107 @@ describe("bf16", () => {
     expect(bf16Bits(0x7f800001)).toBe(0x7fc0); // a payload only in the low bits gets the quiet bit
     expect(roundBf16(1.00390625)).toBe(1);
     expect(() => bf16ToF32(new Uint16Array(3), new Float32Array(4))).toThrow(RangeError);
+  });
+});
+
+/**
+ * bf16 rounding by integer arithmetic on the two halves of the f32 pattern, written independently of
+ * ferry's add-and-shift: keep the top half, and step it up by one when the bottom half is over
+ * 0x8000, or exactly 0x8000 with the top half odd (the carry walks into the exponent, and from the
+ * largest finite into infinity, by itself). A NaN keeps its sign and top payload; when that payload
+ * is empty the quiet bit is set, so it stays a NaN.
+ */
+function bf16ByHalves(bits: number): number {
+  const u = bits >>> 0;
+  const top = Math.floor(u / 65536), low = u % 65536;
+  const exponent = (top >> 7) & 0xff, payload = top & 0x7f;
+  if (exponent === 0xff && (payload !== 0 || low !== 0)) return payload !== 0 ? top : top + 0x40;
+  if (low > 0x8000 || (low === 0x8000 && top % 2 === 1)) return top + 1;
+  return top;
+}
+
+describe("bf16 against independent oracles", () => {
+  // Every top half (every sign, exponent and kept mantissa) with bottom halves at and around the tie,
+  // the extremes, and one random value: 65,536 × 8 patterns.
+  const LOWS = [0, 1, 0x7fff, 0x8000, 0x8001, 0xffff, 0x4000, 0];
+  const probes = new Uint32Array(65536 * LOWS.length);
+  const rnd = randomBits(65536, 777);
+  for (let top = 0; top < 65536; top++) {
+    for (let j = 0; j < LOWS.length; j++) {
+      const low = j === LOWS.length - 1 ? rnd[top] & 0xffff : LOWS[j];
+      probes[top * LOWS.length + j] = ((top << 16) | low) >>> 0;
+    }
+  }
+  const x = new Float32Array(probes.buffer);
+
+  test("every top half × the bottom halves around the tie: ferry equals the integer oracle", () => {
+    const mine = f32ToBf16(x);
+    let bad = -1;
+    for (let i = 0; i < probes.length && bad < 0; i++) if (mine[i] !== bf16ByHalves(probes[i])) bad = i;
+    expect(
+      bad < 0
+        ? "none"
+        : `0x${probes[bad].toString(16)}: mine 0x${mine[bad].toString(16)}, oracle 0x${
+          bf16ByHalves(probes[bad]).toString(16)
+        }`,
+    ).toBe("none");
+    expect(mine.length).toBe(65536 * 8);
+    for (let i = 0; i < 4096; i++) expect(bf16Bits(probes[i * 128])).toBe(bf16ByHalves(probes[i * 128]));
+  });
+
+  test("the same patterns: ferry equals llama.cpp's ggml_fp32_to_bf16_row_ref on every non-NaN, and on NaN up to ggml's forced quiet bit", () => {
+    const ggml = openGgml();
+    try {
+      const theirs = ggml.toBf16(x), mine = f32ToBf16(x);
+      expect(theirs.length).toBe(mine.length);
+      let bad = -1, nans = 0;
+      for (let i = 0; i < probes.length && bad < 0; i++) {
+        if (Number.isNaN(x[i])) {
+          nans++;
+          // ggml sets the quiet bit on every NaN; ferry keeps a signalling NaN's top payload as it is.
+          if ((mine[i] | 0x40) !== theirs[i] || !isNaNBf(mine[i])) bad = i;
+        } else if (mine[i] !== theirs[i]) bad = i;
+      }
+      expect(
+        bad < 0
+          ? "none"
+          : `0x${probes[bad].toString(16)}: mine 0x${mine[bad].toString(16)}, ggml 0x${
+            theirs[bad].toString(16)
+          }`,
+      ).toBe("none");
+      expect(nans).toBeGreaterThan(1000);
+    } finally {
+      ggml.close();
+    }
+  });
+
+  test("a table of cases derived by hand", () => {
+    const cases: Array<[number, number, string]> = [
+      [0x3f800000, 0x3f80, "1.0 is exact"],
+      [0x3f808000, 0x3f80, "1 + 2^-8 is halfway between 1 and 1 + 2^-7: the tie goes to the even 0x3f80"],
+      [0x3f818000, 0x3f82, "halfway above the odd 0x3f81: up to the even 0x3f82"],
+      [0x3f808001, 0x3f81, "one f32 ulp past the tie: up"],
+      [0x3f807fff, 0x3f80, "one f32 ulp before the tie: down"],
+      [0x3fffffff, 0x4000, "1.99999988: the carry runs through the mantissa into the exponent (2.0)"],
+      [0x7f7f7fff, 0x7f7f, "just under the midpoint above bf16's largest finite: stays finite"],
+      [0x7f7f8000, 0x7f80, "the midpoint above the largest finite (odd 0x7f7f): rounds to +inf"],
+      [0x7f7fffff, 0x7f80, "f32's largest finite overflows bf16 to +inf"],
+      [0xff7fffff, 0xff80, "and its negative to -inf"],
+      [0x00000001, 0x0000, "the smallest f32 subnormal rounds to +0"],
+      [0x80000001, 0x8000, "and its negative to -0: the sign survives"],
+      [0x00008000, 0x0000, "the tie between 0 and bf16's smallest subnormal goes to the even 0"],
+      [0x00018000, 0x0002, "the tie above the odd subnormal 0x0001 goes to 0x0002"],
+      [0x007fffff, 0x0080, "the largest f32 subnormal rounds up into bf16's smallest normal"],
+      [0x80000000, 0x8000, "-0 stays -0"],
+      [0x7f800000, 0x7f80, "+inf"],
+      [0x7fc00000, 0x7fc0, "the quiet NaN"],
+      [0x7f800001, 0x7fc0, "a NaN whose payload is only in the dropped half: made quiet so it stays NaN"],
+      [0xffa00000, 0xffa0, "a negative signalling NaN with a top payload: sign and payload kept"],
+      [0x7fffffff, 0x7fff, "the NaN with every payload bit set: never rounded up into the sign"],
+    ];
+    const got = f32ToBf16(f32(cases.map((c) => c[0])));
+    expect(cases.map(([b, , why], i) => `0x${b.toString(16)} → 0x${got[i].toString(16)} (${why})`))
+      .toEqual(cases.map(([b, want, why]) => `0x${b.toString(16)} → 0x${want.toString(16)} (${why})`));
+    for (const [b, want] of cases) expect(bf16ByHalves(b)).toBe(want); // the oracle agrees with the hand
   });
 });

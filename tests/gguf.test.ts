@@ -1,9 +1,7 @@
 // GGUF format: block codecs against hand-derived vectors and against llama.cpp's own ggml code,
 // container layout and round trips, the qwen3 mapping, every refusal, and @huggingface/gguf's reading.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { dlopen, FFIType, ptr } from "bun:ffi";
-import { createRequire } from "node:module";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { readFile, rm, writeFile } from "node:fs/promises";
 import { gguf as hfGguf } from "@huggingface/gguf";
 import {
@@ -30,6 +28,8 @@ import { BYTE_CHARS } from "../model/tokenizer.ts";
 import { initParams } from "../model/init.ts";
 import { createRng } from "../model/random.ts";
 import { ALL_DTYPES, tempDir, testTensors, writeAllTypes } from "./helpers/gguf-fixtures.ts";
+import { expectSameBits } from "./helpers/bits.ts";
+import { GGML_TYPE_ID, openGgml } from "./helpers/ggml.ts";
 
 let dir = "";
 beforeAll(async () => {
@@ -123,25 +123,8 @@ describe("block codecs: hand-derived vectors", () => {
 });
 
 describe("block codecs: byte for byte against llama.cpp's ggml (libggml-base.so via bun:ffi)", () => {
-  // The prebuilt binaries are node-llama-cpp's own dependency: resolve them from there, which works
-  // whether npm hoisted them (npm ci) or nested them (Deno's node_modules layout).
-  const fromLlama = createRequire(createRequire(import.meta.url).resolve("node-llama-cpp/package.json"));
-  const libPath = join(
-    dirname(fromLlama.resolve("@node-llama-cpp/linux-x64/package.json")),
-    "bins/linux-x64/libggml-base.so",
-  );
-  const lib = dlopen(libPath, {
-    // size_t ggml_quantize_chunk(type, const float *src, void *dst, int64 start, int64 nrows, int64 n_per_row, const float *imatrix)
-    ggml_quantize_chunk: {
-      args: [FFIType.i32, FFIType.ptr, FFIType.ptr, FFIType.i64, FFIType.i64, FFIType.i64, FFIType.ptr],
-      returns: FFIType.u64,
-    },
-    dequantize_row_q4_0: { args: [FFIType.ptr, FFIType.ptr, FFIType.i64], returns: FFIType.void },
-    dequantize_row_q8_0: { args: [FFIType.ptr, FFIType.ptr, FFIType.i64], returns: FFIType.void },
-    ggml_fp32_to_fp16_row: { args: [FFIType.ptr, FFIType.ptr, FFIType.i64], returns: FFIType.void },
-    ggml_fp32_to_bf16_row_ref: { args: [FFIType.ptr, FFIType.ptr, FFIType.i64], returns: FFIType.void },
-  });
-  afterAll(() => lib.close());
+  const ggml = openGgml();
+  afterAll(() => ggml.close());
 
   // 2048 blocks of random rows, plus blocks built to sit on rounding boundaries: values k/16 of a
   // power-of-two maximum hit x/d + 8.5 exactly on integers, and the tiny offsets push them either way.
@@ -155,33 +138,22 @@ describe("block codecs: byte for byte against llama.cpp's ggml (libggml-base.so 
 
   for (const [type, blockBytes] of [["Q4_0", 18], ["Q8_0", 34]] as const) {
     test(`${type}: ferry's quantizer equals ggml_quantize_chunk (llama-quantize's path), and its dequantizer ggml's`, () => {
-      const theirs = new Uint8Array((n / 32) * blockBytes);
-      const written = lib.symbols.ggml_quantize_chunk(
-        GGML_TYPES[type].id,
-        ptr(x),
-        ptr(theirs),
-        0,
-        n / 256,
-        256,
-        null,
-      );
-      expect(Number(written)).toBe(theirs.length);
+      expect(GGML_TYPES[type].id).toBe(GGML_TYPE_ID[type]);
+      const { bytes: theirs, written } = ggml.quantize(type, x, 256);
+      expect(theirs.length).toBe((n / 32) * blockBytes);
+      expect(written).toBe(theirs.length);
       const ours = encodeTensor(type, x);
       expect(ours.length).toBe(theirs.length);
       let firstDiff = -1;
       for (let i = 0; i < ours.length && firstDiff < 0; i++) if (ours[i] !== theirs[i]) firstDiff = i;
       expect(firstDiff).toBe(-1);
-      const deq = new Float32Array(n);
-      const fn = type === "Q4_0" ? lib.symbols.dequantize_row_q4_0 : lib.symbols.dequantize_row_q8_0;
-      fn(ptr(theirs), ptr(deq), n);
+      const deq = ggml.decode(type, theirs, n);
       expect(Buffer.from(decodeTensor(type, ours, n).buffer).equals(Buffer.from(deq.buffer))).toBe(true);
     });
   }
 
   test("F16 and BF16 narrowing equal ggml's row converters", () => {
-    const h = new Uint16Array(n), b = new Uint16Array(n);
-    lib.symbols.ggml_fp32_to_fp16_row(ptr(x), ptr(h), n);
-    lib.symbols.ggml_fp32_to_bf16_row_ref(ptr(x), ptr(b), n);
+    const h = ggml.toF16(x), b = ggml.toBf16(x);
     expect(Buffer.from(encodeTensor("F16", x)).equals(Buffer.from(h.buffer))).toBe(true);
     expect(Buffer.from(encodeTensor("BF16", x)).equals(Buffer.from(b.buffer))).toBe(true);
   });
@@ -756,6 +728,50 @@ describe("@huggingface/gguf reads ferry's files and agrees with ferry's reader",
       );
       expect(Number(hf.tensorDataOffset)).toBe(ours.dataOffset);
       expect(hf.littleEndian).toBe(true);
+    }
+  });
+  test("tensor data: the bytes @huggingface/gguf locates decode, through llama.cpp's ggml, to exactly ferry's values, for every type", async () => {
+    // @huggingface/gguf 0.4.6 parses a file's header, tensor infos and data offset but decodes no tensor
+    // data itself (no type's values): so its offsets, shapes and types locate each tensor's bytes, and
+    // ggml's own row decoders (bun:ffi) turn them into values, compared bit for bit with ferry's reader.
+    const { config, tensors } = testTensors(9, false);
+    const files = await writeAllTypes(dir, tensors, config, "hfdata");
+    const byId = new Map(
+      Object.entries(GGML_TYPE_ID).map(([k, v]) => [v as number, k as keyof typeof GGML_TYPE_ID]),
+    );
+    const bytesFor = (type: keyof typeof GGML_TYPE_ID, n: number) =>
+      type === "F32"
+        ? 4 * n
+        : type === "F16" || type === "BF16"
+        ? 2 * n
+        : (n / 32) * (type === "Q8_0" ? 34 : 18);
+    const ggml = openGgml();
+    try {
+      const seen = new Set<string>();
+      for (const dtype of ALL_DTYPES) {
+        const file = new Uint8Array(await readFile(files[dtype]));
+        const hf = await hfGguf(files[dtype], { allowLocalFile: true });
+        const ours = new Map(parseGguf(file, files[dtype]).tensors.map((t) => [t.name, t]));
+        expect(hf.tensorInfos.length).toBe(ours.size);
+        let end = Number(hf.tensorDataOffset);
+        for (const info of hf.tensorInfos) {
+          const type = byId.get(info.dtype)!;
+          seen.add(type);
+          const n = info.shape.reduce((a, b) => a * Number(b), 1);
+          const start = Number(hf.tensorDataOffset) + Number(info.offset);
+          expect(start).toBeGreaterThanOrEqual(end); // in order, no overlap
+          end = start + bytesFor(type, n);
+          expect(end).toBeLessThanOrEqual(file.length);
+          const theirs = ggml.decode(type, file.subarray(start, end), n);
+          const mine = ours.get(info.name);
+          expect(mine).toBeDefined();
+          expectSameBits(tensorToF32(mine!), theirs, `${dtype} ${info.name}`);
+        }
+        expect(file.length - end).toBeLessThan(32); // at most the alignment padding after the last tensor
+      }
+      expect([...seen].sort()).toEqual(["BF16", "F16", "F32", "Q4_0", "Q8_0"]);
+    } finally {
+      ggml.close();
     }
   });
 });

@@ -1,8 +1,9 @@
 // Proof by a real client: llama.cpp (node-llama-cpp 3.21.1, prebuilt CPU binary, one thread) loads
-// every GGUF ferry writes and computes what ferry computes. The model is the trained default model
-// when model/default/ferry.ckpt exists, otherwise a random model of its shape (init std 0.5).
-// `bun scripts/measure-gguf.ts` prints the same figures for the default model at a larger sample.
+// every GGUF ferry writes and computes what ferry computes. The model is the shipped default model
+// (model/default/ferry.ckpt; the test fails if it is missing). `bun scripts/measure-gguf.ts` prints the
+// same figures for it at a larger sample (the README's table).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { writeGguf } from "../formats/gguf.ts";
@@ -14,23 +15,48 @@ import { formatGgufTable, type GgufFigures, heldOutPrompts, measureGguf } from "
 import { openLlamaGguf } from "../serve/llama-cpp.ts";
 import { ALL_DTYPES, subjectModel, tempDir, testTensors } from "./helpers/gguf-fixtures.ts";
 
-/**
- * Largest |p_llama.cpp − p_ferry| allowed for the F32 file, over every position and token.
- * Measured (KV cache F32): 1.0e-5 on the random default-shape model (seed 1, std 0.5, 16 windows x
- * 256 bytes), 1.1e-5 on the shipped default model (step 1400, `bun scripts/measure-gguf.ts`). The bound leaves room
- * for other CPUs' summation orders and is still far below what any real difference in the maths
- * gives: llama.cpp's own default F16 KV cache alone moves probabilities by 5.5e-3.
+/*
+ * Every bound below was measured on the shipped model (model/default/ferry.ckpt, step 1400) at this
+ * test's own budget (4 held-out windows × 128 bytes = 512 positions; 8 held-out prompts × 64 greedy
+ * tokens), node-llama-cpp 3.21.1, CPU, one thread, KV cache F32, on this repository's x86-64 machine;
+ * the test prints the measured table. Each bound is about 3× the measurement (or allows a few
+ * positions more than measured for top-1), so a different CPU's summation order fits and a real change
+ * in the maths does not. The figures `bun scripts/measure-gguf.ts` prints (16 × 256 bytes, README) are
+ * in brackets.
  */
-const F32_PROB_BOUND = 1e-4;
 
 /**
- * Mean KL(ferry on the file's own weights ‖ llama.cpp on the file) allowed per type: llama.cpp's
- * kernels round activations to f16 / bf16 / Q8_0 for those weight types, which costs this much at
- * most; a wrong block layout or nibble order costs KL ≈ 1. Measured on the random default-shape
- * model: f16 9.5e-6, bf16 7.0e-4, q8_0 4.9e-3, q4_0 7.0e-3; on the default model at step 200:
- * 3.3e-8, 2.2e-6, 2.8e-5, 3.5e-5.
+ * Largest |p_llama.cpp − p_ferry| allowed for the F32 file, over every position and token. Measured
+ * 8.5e-6 [1.1e-5]; on the random untied model below (1 window × 100 bytes), 2.5e-6. llama.cpp's own
+ * default F16 KV cache alone moves probabilities by 5.5e-3.
  */
-const SAME_WEIGHTS_KL: Record<string, number> = { f32: 1e-8, f16: 1e-4, bf16: 5e-3, q8_0: 2e-2, q4_0: 3e-2 };
+const F32_PROB_BOUND = 3e-5;
+
+/** Mean KL(ferry f32 ‖ llama.cpp F32 file) allowed: measured 8.0e-13 [3.0e-12]. */
+const F32_KL_BOUND = 1e-11;
+
+/**
+ * Mean KL(ferry on the file's own weights ‖ llama.cpp on the file), per type: what llama.cpp's kernels
+ * add on top of the file's rounding. Measured f16 1.13e-7 [1.11e-7], bf16 7.28e-6 [7.12e-6], q8_0
+ * 1.17e-4 [1.22e-4], q4_0 1.32e-4 [1.29e-4]. For Q8_0 and Q4_0 llama.cpp rounds the activations to 8
+ * bits before each product, so that KL cannot be much smaller either (the README's "about 1.2e-4"):
+ * those two also have a floor at a third of the measurement. A wrong block layout or nibble order
+ * costs KL ≈ 1.
+ */
+const SAME_WEIGHTS_KL: Record<string, [number, number]> = {
+  f16: [0, 3e-7],
+  bf16: [0, 2e-5],
+  q8_0: [4e-5, 3.5e-4],
+  q4_0: [4e-5, 4e-4],
+};
+
+/**
+ * Top-1 agreement floors over the 512 positions: llama.cpp against ferry on the file's own weights
+ * (measured f16 100%, bf16 99.6%, q8_0 99.6%, q4_0 98.8%) and against ferry's f32 source (measured
+ * f16 100%, bf16 99.6%, q8_0 99.0%, q4_0 92.4% [100.0, 99.7, 99.2, 92.1]).
+ */
+const TOP1_SAME: Record<string, number> = { f16: 0.998, bf16: 0.99, q8_0: 0.99, q4_0: 0.97 };
+const TOP1_VS_F32: Record<string, number> = { f16: 0.998, bf16: 0.99, q8_0: 0.98, q4_0: 0.88 };
 
 let dir = "";
 let rows: GgufFigures[] = [];
@@ -68,14 +94,16 @@ describe("llama.cpp on the default model's GGUF files", () => {
 
   test(`F32: every next-token probability within ${F32_PROB_BOUND} of ferry's`, () => {
     expect(row("f32").maxAbsDeltaP).toBeLessThanOrEqual(F32_PROB_BOUND);
-    expect(row("f32").meanKL).toBeLessThan(1e-8);
+    expect(row("f32").meanKL).toBeLessThan(F32_KL_BOUND);
     expect(row("f32").top1).toBe(1);
   });
 
   for (const type of ["f16", "bf16", "q8_0", "q4_0"]) {
     test(`${type}: llama.cpp computes what ferry computes from the same file`, () => {
-      expect(row(type).sameWeightsMeanKL).toBeLessThan(SAME_WEIGHTS_KL[type]);
-      expect(row(type).sameWeightsTop1).toBeGreaterThan(0.9);
+      const [floor, ceiling] = SAME_WEIGHTS_KL[type];
+      expect(row(type).sameWeightsMeanKL).toBeGreaterThanOrEqual(floor);
+      expect(row(type).sameWeightsMeanKL).toBeLessThan(ceiling);
+      expect(row(type).sameWeightsTop1).toBeGreaterThanOrEqual(TOP1_SAME[type]);
     });
 
     test(`${type}: its cost against ferry's f32 logits is the file's rounding, no more`, () => {
@@ -83,10 +111,34 @@ describe("llama.cpp on the default model's GGUF files", () => {
       // noise; the test allows the noise bound above on top of 10% of the rounding.
       const r = row(type);
       expect(r.meanKL).toBeGreaterThan(0);
-      expect(r.meanKL).toBeLessThan(1.1 * r.roundingMeanKL + SAME_WEIGHTS_KL[type]);
-      expect(r.top1).toBeGreaterThan(0.3);
+      expect(r.meanKL).toBeLessThan(1.1 * r.roundingMeanKL + SAME_WEIGHTS_KL[type][1]);
+      expect(r.top1).toBeGreaterThanOrEqual(TOP1_VS_F32[type]);
     });
   }
+
+  test("file sizes and greedy columns equal the README's measure-gguf table (same prompts, exactly)", () => {
+    // The script's default prompts are this test's (8 held-out prompts × 64 tokens); only its windows
+    // differ (16 × 256), so the bytes, "greedy =" and "prefix" columns must match the README's table.
+    const readme = readFileSync("README.md", "utf8");
+    const at = readme.indexOf("type    bytes   mean KL");
+    expect(at).toBeGreaterThan(0);
+    const table = readme.slice(at, readme.indexOf("```", at)).trim().split("\n").slice(1);
+    const cells = (line: string) => line.trim().split(/\s+/);
+    expect(table.map((l) => {
+      const c = cells(l);
+      return [c[0], c[1], c[9], c[10]].join(" ");
+    }))
+      .toEqual(
+        rows.map((r) =>
+          [r.type, r.fileBytes, `${r.greedySame}/${r.greedyPrompts}`, r.greedyMeanPrefix.toFixed(1)].join(" ")
+        ),
+      );
+  });
+
+  test("f16 and bf16 keep every greedy continuation, as the README says", () => {
+    // Measured 8/8 for both, here and in the README's table; Q8_0 and Q4_0 lose some (6/8 measured).
+    for (const type of ["f16", "bf16"]) expect(`${type} ${row(type).greedySame}/8`).toBe(`${type} 8/8`);
+  });
 
   test("the smaller the type, the larger the measured cost (f16 < q8_0 < q4_0)", () => {
     expect(row("f16").meanKL).toBeLessThan(row("q8_0").meanKL);

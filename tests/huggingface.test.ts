@@ -182,6 +182,7 @@ describe("round trip ferry → HF directory → ferry", () => {
       await exportHuggingFace(dir, src, untied, { dtype });
       const back = await importHuggingFace(dir);
       expect(back.dtype).toBe(dtype.toUpperCase() as "F16");
+      expect(back.tensors.length).toBe(src.length);
       back.tensors.forEach((t, i) => expect(bits(t.data)).toEqual(bits(narrow(src[i].data))));
     }
   });
@@ -205,6 +206,7 @@ describe("round trip ferry → HF directory → ferry", () => {
     );
     const back = await importHuggingFace(dir);
     expect(back.tensors.map((t) => t.name)).toEqual(src.map((t) => t.name));
+    expect(back.tensors.length).toBe(src.length);
     back.tensors.forEach((t, i) => expect(bits(t.data)).toEqual(bits(bf16ToF32(f32ToBf16(src[i].data)))));
   });
 

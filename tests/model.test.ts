@@ -96,6 +96,55 @@ test("one token, one layer: logits equal a case computed by hand", () => {
   expect(logits[1]).toBeCloseTo(0.8 * Math.SQRT2, 6);
 });
 
+test("two tokens, one layer: RoPE, q/k norm, causal softmax and a working MLP, against a case computed by hand", () => {
+  // hidden 2, one head of dim 2 (so RoPE turns the pair (x0, x1) by `position` radians), vocab 2,
+  // intermediate 1, every norm weight 1, eps ~0. Omitting RoPE, turning it the wrong way, skipping the
+  // q/k norms, the 1/√head_dim scale or the MLP each moves some logit below by 0.036 or more.
+  const cfg: ModelConfig = {
+    vocab_size: 2, hidden_size: 2, intermediate_size: 1, num_hidden_layers: 1, num_attention_heads: 1,
+    num_key_value_heads: 1, head_dim: 2, rms_norm_eps: 1e-30, rope_theta: 10000, max_position_embeddings: 4,
+    tie_word_embeddings: false,
+  };
+  const t = (name: string, dims: number[], v: number[]) => ({ name, dims, data: new Float32Array(v) });
+  const p = "model.layers.0.";
+  const tensors = [
+    t("model.embed_tokens.weight", [2, 2], [3, 4, 0, 2]),
+    t(p + "input_layernorm.weight", [2], [1, 1]),
+    t(p + "self_attn.q_proj.weight", [2, 2], [2, 0, 0, 2]), // q = 2·n: the q norm must undo the 2
+    t(p + "self_attn.k_proj.weight", [2, 2], [3, 0, 0, 3]), // k = 3·n: the k norm must undo the 3
+    t(p + "self_attn.v_proj.weight", [2, 2], [1, 0, 0, 1]),
+    t(p + "self_attn.q_norm.weight", [2], [1, 1]),
+    t(p + "self_attn.k_norm.weight", [2], [1, 1]),
+    t(p + "self_attn.o_proj.weight", [2, 2], [1, 0, 0, 1]),
+    t(p + "post_attention_layernorm.weight", [2], [1, 1]),
+    t(p + "mlp.gate_proj.weight", [1, 2], [1, 0]), // gate = h0
+    t(p + "mlp.up_proj.weight", [1, 2], [0, 1]), // up = h1
+    t(p + "mlp.down_proj.weight", [2, 1], [1, -1]), // adds [a, -a] with a = silu(h0)·h1
+    t("model.norm.weight", [2], [1, 1]),
+    t("lm_head.weight", [2, 2], [1, 0, 0, 1]),
+  ];
+  // Normed inputs: n0 = [3, 4]/rms = [0.6√2, 0.8√2]; n1 = [0, 2]/√2 = [0, √2]. v = n.
+  // Queries and keys after their norms are n again; RoPE leaves position 0 alone and turns position 1
+  // by 1 radian: q1 = k1 = [-√2·sin 1, √2·cos 1].
+  // Position 0 attends to itself: att0 = n0. Position 1: scores q1·k0/√2 = √2(0.8 cos 1 − 0.6 sin 1)
+  // = -0.1027295 and q1·k1/√2 = √2 = 1.4142136; softmax [0.1799121, 0.8200879];
+  // att1 = 0.1799121·n0 + 0.8200879·n1 = [0.1526605, 1.3633267].
+  // Residual: x0 = [3.8485281, 5.1313708], x1 = [0.1526605, 3.3633267].
+  // Post-attention norm h = x/rms(x): h0 = [0.8485281, 1.1313708], h1 = [0.0641247, 1.4127590].
+  // MLP a = silu(h[0])·h[1] = h0·h1/(1 + e^-h0): a0 = 0.6722480, a1 = 0.0467482.
+  // Out: x0 + [a0, -a0] = [4.5207761, 4.4591229]; x1 + [a1, -a1] = [0.1994087, 3.3165785].
+  // Final norm (the logits, lm_head = I): [1.0068420, 0.9931109] and [0.0848761, 1.4116643].
+  const model = buildModel(cfg, tensors);
+  const logits = forward(model, createCache(model), [0, 1]);
+  expect(logits.length).toBe(4);
+  const want = [1.0068420, 0.9931109, 0.0848761, 1.4116643];
+  for (let i = 0; i < 4; i++) expect(Math.abs(logits[i] - want[i])).toBeLessThan(2e-6);
+  // The same case decoded one token at a time through the cache gives the same numbers.
+  const cache = createCache(model);
+  const stepwise = [...forward(model, cache, [0]), ...forward(model, cache, [1])];
+  expect(stepwise).toEqual([...logits]);
+});
+
 test("forward equals an independent naive implementation (GQA, untied and tied)", () => {
   for (const tied of [false, true]) {
     const cfg = { ...PRESETS.tiny, tie_word_embeddings: tied };

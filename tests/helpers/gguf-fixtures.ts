@@ -1,7 +1,7 @@
 /**
  * Models and files the GGUF tests share: a small config whose matrices all split into 32-value
- * blocks (so every GGUF type applies), the model under test (the trained default model when it exists,
- * otherwise a random model of the same shape), and a temporary directory of GGUF files.
+ * blocks (so every GGUF type applies), the model under test (the trained default model, which must
+ * exist: the bounds that use it were measured on it), and a temporary directory of GGUF files.
  *
  * @example
  * ```ts
@@ -16,7 +16,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type GgufDtype, writeGguf } from "../../formats/gguf.ts";
 import { readCheckpoint } from "../../formats/checkpoint.ts";
-import { type ModelConfig, PRESETS } from "../../model/config.ts";
+import type { ModelConfig } from "../../model/config.ts";
 import { initParams } from "../../model/init.ts";
 import { buildModel, type Model } from "../../model/qwen3.ts";
 import type { Tensor } from "../../model/tensor.ts";
@@ -51,20 +51,19 @@ export function testTensors(seed = 7, tied = false): { config: ModelConfig; tens
 /** The trained default model. */
 export const DEFAULT_CHECKPOINT = "model/default/ferry.ckpt";
 
-/** The default model if it has been trained, else a random model of its shape (seed 1, std 0.5). */
-export async function subjectModel(): Promise<{ model: Model; source: string }> {
-  if (existsSync(DEFAULT_CHECKPOINT)) {
-    const ck = await readCheckpoint(DEFAULT_CHECKPOINT, { sections: ["model"] });
-    return {
-      model: buildModel(ck.config, ck.model, DEFAULT_CHECKPOINT),
-      source: `${DEFAULT_CHECKPOINT} step ${ck.step}`,
-    };
+/**
+ * The shipped default model. Throws when the checkpoint is missing rather than substituting another
+ * model: the tests that use it compare against figures measured on this model, and a random model would
+ * pass or fail them for reasons that have nothing to do with the file.
+ */
+export async function subjectModel(path = DEFAULT_CHECKPOINT): Promise<{ model: Model; source: string }> {
+  if (!existsSync(path)) {
+    throw new Error(
+      `${path} is missing: the GGUF/llama.cpp tests measure the shipped model (git checkout ${path})`,
+    );
   }
-  const cfg = PRESETS.default;
-  return {
-    model: buildModel(cfg, initParams(cfg, 1, 0.5)),
-    source: "random default-shape model (seed 1, init std 0.5)",
-  };
+  const ck = await readCheckpoint(path, { sections: ["model"] });
+  return { model: buildModel(ck.config, ck.model, path), source: `${path} step ${ck.step}` };
 }
 
 /** A fresh temporary directory. */
