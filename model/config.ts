@@ -112,7 +112,9 @@ export function validateConfig(raw: Record<string, unknown>, where: string): Mod
       `${cfg.num_key_value_heads} does not divide num_attention_heads = ${cfg.num_attention_heads}`,
     );
   }
-  if (cfg.head_dim % 2 !== 0) throw new ConfigError(where, "head_dim", `must be even for RoPE, got ${cfg.head_dim}`);
+  if (cfg.head_dim % 2 !== 0) {
+    throw new ConfigError(where, "head_dim", `must be even for RoPE, got ${cfg.head_dim}`);
+  }
   return cfg;
 }
 
@@ -176,6 +178,27 @@ export function paramShapes(cfg: ModelConfig): ParamShape[] {
   out.push({ name: "model.norm.weight", dims: [h] });
   if (!cfg.tie_word_embeddings) out.push({ name: "lm_head.weight", dims: [cfg.vocab_size, h] });
   return out;
+}
+
+/**
+ * How many tensors and values a config implies, computed without building the list: a config read
+ * from an untrusted file is bounded with this (against the tensors the file holds) before
+ * `paramShapes` is called, so a claimed 10^11 layers costs nothing. Values above 2^53 are approximate.
+ *
+ * @example
+ * ```ts
+ * configSize(PRESETS.tiny); // { tensors: 25, params: ... }
+ * ```
+ */
+export function configSize(cfg: ModelConfig): { tensors: number; params: number } {
+  const h = cfg.hidden_size, hd = cfg.head_dim, f = cfg.intermediate_size;
+  const q = cfg.num_attention_heads * hd, kv = cfg.num_key_value_heads * hd;
+  const perLayer = 2 * h + 2 * hd + 2 * q * h + 2 * kv * h + 3 * f * h;
+  const head = cfg.tie_word_embeddings ? 0 : 1;
+  return {
+    tensors: 2 + head + 11 * cfg.num_hidden_layers,
+    params: (1 + head) * cfg.vocab_size * h + h + cfg.num_hidden_layers * perLayer,
+  };
 }
 
 /** Total parameter count a config implies. */
