@@ -31,7 +31,17 @@ export {
 // The float reference model, tokenizer and sampling.
 export { buildModel, createCache, forward, type KVCache, type Model } from "./model/qwen3.ts";
 export { initParams } from "./model/init.ts";
-export { BOS, BYTE_VOCAB_SIZE, createStreamDecoder, decode, encode, EOS } from "./model/tokenizer.ts";
+export {
+  BOS,
+  BOS_TOKEN,
+  BYTE_CHARS,
+  BYTE_VOCAB_SIZE,
+  createStreamDecoder,
+  decode,
+  encode,
+  EOS,
+  EOS_TOKEN,
+} from "./model/tokenizer.ts";
 export { generate, type GenerateOptions, sampleToken } from "./model/sample.ts";
 export { createRng, type Rng } from "./model/random.ts";
 
@@ -83,12 +93,12 @@ export {
 export {
   type Dtype as SafetensorsDtype,
   parseSafetensorsHeader,
-  parseStrictJson,
   readSafetensors,
   readSafetensorsIndex,
   SafetensorsError,
   writeSafetensors,
 } from "./formats/safetensors.ts";
+export { isJsonObject, JsonNumber, type JsonValue, parseStrictJson, StrictJsonError } from "./formats/json.ts";
 export {
   byteTokenizerJson,
   configFromHfJson,

@@ -13,8 +13,9 @@
 import { crc32 } from "node:zlib";
 import { open, readFile } from "node:fs/promises";
 import { chunksAt, f32Bytes, readExact, writeAtomic } from "./io.ts";
-import { configSize, configToToml, type ModelConfig, paramShapes, readConfigFile } from "../model/config.ts";
+import { checkTensors, configToToml, type ModelConfig, paramShapes, readConfigFile } from "../model/config.ts";
 import { numel, type Tensor, type TensorSource } from "../model/tensor.ts";
+import { FormatError, type RefusalDetail } from "../model/error.ts";
 
 /** `FERRYCK` then the format version byte. */
 export const CHECKPOINT_MAGIC = new Uint8Array([0x46, 0x45, 0x52, 0x52, 0x59, 0x43, 0x4b, 0x01]);
@@ -35,9 +36,9 @@ export interface Checkpoint {
 }
 
 /** A checkpoint that cannot be read: names the file and what is wrong. */
-export class CheckpointError extends Error {
-  constructor(readonly path: string, readonly field: string, message: string) {
-    super(`${path}: ${field}: ${message}`);
+export class CheckpointError extends FormatError {
+  constructor(path: string, field: string, message: string, detail?: RefusalDetail) {
+    super(path, field, `${path}: ${field}: ${message}`, detail);
     this.name = "CheckpointError";
   }
 }
@@ -359,10 +360,7 @@ function sectionLayout(h: Header, p: Prefix, path: string) {
   return out;
 }
 
-/**
- * Checks one section against the shapes the config implies: the same names, each with the same dims.
- * The config's size is bounded by the section's before its shape list is built.
- */
+/** Checks one section against the shapes the config implies: the same names, each with the same dims. */
 function checkSection(
   list: ReadonlyArray<{ name: string; dims: number[] }>,
   section: Section,
@@ -370,40 +368,9 @@ function checkSection(
   configFrom: string,
   path: string,
 ): void {
-  const size = configSize(config);
-  const held = list.reduce((n, e) => n + numel(e.dims), 0);
-  if (size.tensors !== list.length || size.params !== held) {
-    throw new CheckpointError(
-      path,
-      `sections.${section}`,
-      `${list.length} tensors of ${held} values, but ${configFrom} implies ${size.tensors} of ${size.params}`,
-    );
-  }
-  const found = new Map(list.map((e) => [e.name, e.dims]));
-  for (const { name, dims } of paramShapes(config)) {
-    const d = found.get(name);
-    if (!d) {
-      throw new CheckpointError(
-        path,
-        `${section}.${name}`,
-        `missing; ${configFrom} implies it with dims [${dims}]`,
-      );
-    }
-    if (d.length !== dims.length || d.some((x, i) => x !== dims[i])) {
-      throw new CheckpointError(
-        path,
-        `${section}.${name}`,
-        `dims [${d}], but ${configFrom} implies [${dims}]`,
-      );
-    }
-    found.delete(name);
-  }
-  for (const name of found.keys()) {
-    throw new CheckpointError(
-      path,
-      `${section}.${name}`,
-      `unknown: ${configFrom} implies no tensor of this name`,
-    );
+  const bad = checkTensors(config, list);
+  if (bad) {
+    throw new CheckpointError(path, `${section}.${bad.tensor}`, `${bad.problem} (config: ${configFrom})`, bad);
   }
 }
 

@@ -23,8 +23,9 @@ import { parse as parseToml, stringify as stringifyToml } from "smol-toml";
 import { chunksAt, LITTLE_ENDIAN, openAtomic, readExact as readInto } from "./io.ts";
 import { bf16ToF32, f16BitsToF32Bits, f16ToF32, f32ToBf16, f32ToF16 } from "./float16.ts";
 import { isCheckpoint } from "./checkpoint.ts";
-import { ConfigError, configToToml, type ModelConfig, paramShapes, parseConfig } from "../model/config.ts";
+import { checkTensors, ConfigError, configToToml, type ModelConfig, parseConfig } from "../model/config.ts";
 import { numel, type Tensor, type TensorSource, tensorSource } from "../model/tensor.ts";
+import { FormatError, type RefusalDetail } from "../model/error.ts";
 
 export type { TensorSource };
 export { tensorSource };
@@ -49,9 +50,9 @@ const MAGIC_BYTES = new TextEncoder().encode(DMEXP_MAGIC);
 const DEFAULT_CHUNK_BYTES = 4 << 20;
 
 /** Every refusal of the format: `path` names the file, `field` what is wrong in it. */
-export class DmexpError extends Error {
-  constructor(readonly path: string, readonly field: string, message: string) {
-    super(`${path}: ${field}: ${message}`);
+export class DmexpError extends FormatError {
+  constructor(path: string, field: string, message: string, detail?: RefusalDetail) {
+    super(path, field, `${path}: ${field}: ${message}`, detail);
     this.name = "DmexpError";
   }
 }
@@ -817,34 +818,17 @@ function narrowingError(
   );
 }
 
+// The shared shape check, its refusal worded for dmexp: the field is the tensor's header entry.
 function checkTensorsAgainstConfig(
   path: string,
   tensors: ReadonlyArray<{ name: string; dims: readonly number[] }>,
   config: ModelConfig,
   what = "the config",
 ): void {
-  const expected = new Map(paramShapes(config).map((p) => [p.name, p.dims]));
-  const seen = new Set<string>();
-  for (const t of tensors) {
-    const dims = expected.get(t.name);
-    if (!dims) {
-      throw new DmexpError(path, `tensors.${t.name}`, `unknown: ${what} implies no tensor of this name`);
-    }
-    if (seen.has(t.name)) throw new DmexpError(path, `tensors.${t.name}`, "appears twice");
-    seen.add(t.name);
-    if (t.dims.length !== dims.length || t.dims.some((d, i) => d !== dims[i])) {
-      throw new DmexpError(
-        path,
-        `tensors.${t.name}.dims`,
-        `[${t.dims}] given, but ${what} implies [${dims}]`,
-      );
-    }
-  }
-  for (const [name, dims] of expected) {
-    if (!seen.has(name)) {
-      throw new DmexpError(path, `tensors.${name}`, `missing: ${what} implies it, with dims [${dims}]`);
-    }
-  }
+  const bad = checkTensors(config, tensors);
+  if (!bad) return;
+  const field = bad.kind === "dims" ? `tensors.${bad.tensor}.dims` : `tensors.${bad.tensor}`;
+  throw new DmexpError(path, field, bad.problem.replace("the config", what), bad);
 }
 
 function decodeInto(dtype: DmexpDtype, bytes: Uint8Array, out: Float32Array, at: number): void {

@@ -18,8 +18,9 @@
  */
 import { readFile } from "node:fs/promises";
 import { writeAtomic } from "./io.ts";
-import type { ParamShape } from "../model/config.ts";
+import { checkTensors, type ParamShape } from "../model/config.ts";
 import type { Tensor } from "../model/tensor.ts";
+import { FormatError, type RefusalDetail } from "../model/error.ts";
 
 /** Every way a text can fail to be f64lines, or a call can fail to make or use one. */
 export type F64LinesErrorKind =
@@ -50,15 +51,17 @@ export type F64LinesErrorKind =
  * try { parseF64Lines(text, "w.f64lines"); } catch (e) { if (e instanceof F64LinesError) e.kind; }
  * ```
  */
-export class F64LinesError extends Error {
+export class F64LinesError extends FormatError {
   constructor(
     readonly where: string,
     readonly kind: F64LinesErrorKind,
     readonly line: number,
     readonly column: number,
-    detail: string,
+    message: string,
+    detail?: RefusalDetail,
   ) {
-    super(`${where}${line > 0 ? `:${line}:${column}` : ""}: ${kind}: ${detail}`);
+    // The field of a line-oriented text is its line (the rule is `kind`); a whole-file rule names the file.
+    super(where, line > 0 ? `line ${line}` : "file", `${where}${line > 0 ? `:${line}:${column}` : ""}: ${kind}: ${message}`, detail);
     this.name = "F64LinesError";
   }
 }
@@ -584,7 +587,7 @@ export function f64LinesToTensors(
     const why = `holds ${names.length} arrays where ${shapes.length} are expected`;
     throw new F64LinesError(where, "shape", 0, 0, why);
   }
-  return names.map((name, k) => {
+  const tensors = names.map((name, k) => {
     const wide = arrays[k];
     let dims = [wide.length];
     if (shapes) {
@@ -604,6 +607,11 @@ export function f64LinesToTensors(
     }
     return { name, dims, data };
   });
+  // The line-by-line match above is f64lines' own rule (its order is canonical); the shared check
+  // below is the one every reader ends with.
+  const bad = shapes && checkTensors(shapes, tensors);
+  if (bad) throw new F64LinesError(where, "shape", 0, 0, bad.message, bad);
+  return tensors;
 }
 
 // For messages only: the column of value `index` on line `lineNo`.

@@ -21,21 +21,17 @@ import { join } from "node:path";
 import {
   type Dtype,
   INDEX_FILE,
-  isJsonObject,
-  JsonNumber,
-  type JsonObject,
-  type JsonValue,
-  parseStrictJson,
   readSafetensors,
   readSafetensorsIndex,
-  StrictJsonError,
   type WriteDtype,
   writeSafetensors,
 } from "./safetensors.ts";
+import { isJsonObject, JsonNumber, type JsonObject, type JsonValue, parseStrictJson, StrictJsonError } from "./json.ts";
 import { writeAtomic } from "./io.ts";
-import { ConfigError, type ModelConfig, paramShapes, validateConfig } from "../model/config.ts";
-import { BOS, BYTE_VOCAB_SIZE, EOS } from "../model/tokenizer.ts";
+import { checkTensors, ConfigError, type ModelConfig, paramShapes, validateConfig } from "../model/config.ts";
+import { BOS, BOS_TOKEN, BYTE_CHARS, BYTE_VOCAB_SIZE, EOS, EOS_TOKEN } from "../model/tokenizer.ts";
 import type { Tensor } from "../model/tensor.ts";
+import { FormatError, type RefusalDetail } from "../model/error.ts";
 
 /** The weight dtypes of an export, by ferry's name; with their safetensors and torch names. */
 export const HF_DTYPES = {
@@ -57,8 +53,6 @@ export const HF_FILES = {
 } as const;
 
 /** The text of ferry's special tokens in tokenizer.json (ids 256 and 257). */
-export const BOS_TOKEN = "<|bos|>";
-export const EOS_TOKEN = "<|eos|>";
 
 /** Why a directory (or an export request) was refused; `field` is a config field or a tensor name. */
 export type HuggingFaceErrorCode =
@@ -77,14 +71,15 @@ export type HuggingFaceErrorCode =
   | "TiedMismatch";
 
 /** A Hugging Face directory that ferry refuses: names the file, the field and what was expected. */
-export class HuggingFaceError extends Error {
+export class HuggingFaceError extends FormatError {
   constructor(
-    readonly path: string,
+    path: string,
     readonly code: HuggingFaceErrorCode,
-    readonly field: string,
-    detail: string,
+    field: string,
+    message: string,
+    detail?: RefusalDetail,
   ) {
-    super(`${path}: ${field}: ${detail} (${code})`);
+    super(path, field, `${path}: ${field}: ${message} (${code})`, detail);
     this.name = "HuggingFaceError";
   }
 }
@@ -212,16 +207,6 @@ export function hfConfigJson(
 export function generationConfigJson(withTokenizer = true): Record<string, unknown> {
   return withTokenizer ? { bos_token_id: BOS, eos_token_id: EOS } : {};
 }
-
-/**
- * GPT-2's byte-to-character table: byte `b` is spelled `BYTE_CHARS[b]` in a byte-level vocab.
- * Printable Latin-1 bytes stand for themselves; the other 68, in byte order, become U+0100 onward.
- */
-export const BYTE_CHARS: readonly string[] = (() => {
-  const printable = (b: number) => (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || b >= 0xae;
-  let next = 0x100;
-  return Array.from({ length: 256 }, (_, b) => String.fromCharCode(printable(b) ? b : next++));
-})();
 
 const addedToken = (id: number, content: string) => ({
   id,
@@ -621,36 +606,15 @@ function modelTensors(
     }
     byName.delete("lm_head.weight");
   }
-  const out: Tensor[] = [];
-  for (const { name, dims } of paramShapes(cfg)) {
-    const t = byName.get(name);
-    if (!t) throw new HuggingFaceError(where, "MissingTensor", name, `missing (expected dims [${dims}])`);
-    if (t.dims.length !== dims.length || t.dims.some((d, i) => d !== dims[i])) {
-      throw new HuggingFaceError(
-        where,
-        "ShapeMismatch",
-        name,
-        `dims [${t.dims}], but config.json implies [${dims}]`,
-      );
-    }
-    if (t.data.length !== t.dims.reduce((a, b) => a * b, 1)) {
-      throw new HuggingFaceError(
-        where,
-        "ShapeMismatch",
-        name,
-        `${t.data.length} values for dims [${t.dims}]`,
-      );
-    }
-    out.push({ name, dims: [...dims], data: t.data });
-    byName.delete(name);
-  }
-  const extra = [...byName.keys()][0];
-  if (extra !== undefined) {
-    const why = /\.bias$/.test(extra)
+  const bad = checkTensors(cfg, [...byName.values()]);
+  if (bad) {
+    const code = bad.kind === "missing" ? "MissingTensor" : bad.kind === "unknown" ? "UnknownTensor" : "ShapeMismatch";
+    const why = bad.kind === "unknown" && /\.bias$/.test(bad.tensor)
       ? "biases are not part of ferry's Qwen3"
-      : "not a tensor of this config's model";
-    throw new HuggingFaceError(where, "UnknownTensor", extra, why);
+      : bad.problem.replace("the config", "config.json");
+    throw new HuggingFaceError(where, code, bad.tensor, why, bad);
   }
+  const out = paramShapes(cfg).map(({ name, dims }) => ({ name, dims: [...dims], data: byName.get(name)!.data }));
   return out;
 }
 

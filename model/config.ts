@@ -9,6 +9,7 @@
  * @module
  */
 import { parse as parseToml } from "smol-toml";
+import { FormatError, type RefusalDetail } from "./error.ts";
 
 /** Every field of a ferry model config; the names are Hugging Face's Qwen3 config names. */
 export interface ModelConfig {
@@ -26,9 +27,9 @@ export interface ModelConfig {
 }
 
 /** A config that is malformed: `where` names the file (or other source), `field` the offending key. */
-export class ConfigError extends Error {
-  constructor(readonly where: string, readonly field: string, message: string) {
-    super(`${where}: config field '${field}': ${message}`);
+export class ConfigError extends FormatError {
+  constructor(readonly where: string, field: string, message: string, detail?: RefusalDetail) {
+    super(where, field, `${where}: config field '${field}': ${message}`, detail);
     this.name = "ConfigError";
   }
 }
@@ -156,28 +157,30 @@ export interface ParamShape {
  * under the Hugging Face Qwen3 names, with [out, in] layout for linear weights.
  */
 export function paramShapes(cfg: ModelConfig): ParamShape[] {
+  return [...shapesOf(cfg)];
+}
+
+// The parameter list one entry at a time, so a caller can stop early (see `checkTensors`).
+function* shapesOf(cfg: ModelConfig): Generator<ParamShape> {
   const h = cfg.hidden_size, hd = cfg.head_dim;
   const q = cfg.num_attention_heads * hd, kv = cfg.num_key_value_heads * hd;
-  const out: ParamShape[] = [{ name: "model.embed_tokens.weight", dims: [cfg.vocab_size, h] }];
+  yield { name: "model.embed_tokens.weight", dims: [cfg.vocab_size, h] };
   for (let i = 0; i < cfg.num_hidden_layers; i++) {
     const p = `model.layers.${i}.`;
-    out.push(
-      { name: p + "input_layernorm.weight", dims: [h] },
-      { name: p + "self_attn.q_proj.weight", dims: [q, h] },
-      { name: p + "self_attn.k_proj.weight", dims: [kv, h] },
-      { name: p + "self_attn.v_proj.weight", dims: [kv, h] },
-      { name: p + "self_attn.q_norm.weight", dims: [hd] },
-      { name: p + "self_attn.k_norm.weight", dims: [hd] },
-      { name: p + "self_attn.o_proj.weight", dims: [h, q] },
-      { name: p + "post_attention_layernorm.weight", dims: [h] },
-      { name: p + "mlp.gate_proj.weight", dims: [cfg.intermediate_size, h] },
-      { name: p + "mlp.up_proj.weight", dims: [cfg.intermediate_size, h] },
-      { name: p + "mlp.down_proj.weight", dims: [h, cfg.intermediate_size] },
-    );
+    yield { name: p + "input_layernorm.weight", dims: [h] };
+    yield { name: p + "self_attn.q_proj.weight", dims: [q, h] };
+    yield { name: p + "self_attn.k_proj.weight", dims: [kv, h] };
+    yield { name: p + "self_attn.v_proj.weight", dims: [kv, h] };
+    yield { name: p + "self_attn.q_norm.weight", dims: [hd] };
+    yield { name: p + "self_attn.k_norm.weight", dims: [hd] };
+    yield { name: p + "self_attn.o_proj.weight", dims: [h, q] };
+    yield { name: p + "post_attention_layernorm.weight", dims: [h] };
+    yield { name: p + "mlp.gate_proj.weight", dims: [cfg.intermediate_size, h] };
+    yield { name: p + "mlp.up_proj.weight", dims: [cfg.intermediate_size, h] };
+    yield { name: p + "mlp.down_proj.weight", dims: [h, cfg.intermediate_size] };
   }
-  out.push({ name: "model.norm.weight", dims: [h] });
-  if (!cfg.tie_word_embeddings) out.push({ name: "lm_head.weight", dims: [cfg.vocab_size, h] });
-  return out;
+  yield { name: "model.norm.weight", dims: [h] };
+  if (!cfg.tie_word_embeddings) yield { name: "lm_head.weight", dims: [cfg.vocab_size, h] };
 }
 
 /**
@@ -199,6 +202,86 @@ export function configSize(cfg: ModelConfig): { tensors: number; params: number 
     tensors: 2 + head + 11 * cfg.num_hidden_layers,
     params: (1 + head) * cfg.vocab_size * h + h + cfg.num_hidden_layers * perLayer,
   };
+}
+
+/** How a set of tensors departs from the shapes a config implies (see `checkTensors`). */
+export interface TensorMismatch {
+  kind: "missing" | "unknown" | "duplicate" | "dims" | "length";
+  /** The tensor's name (ferry's Hugging Face spelling). */
+  tensor: string;
+  /** The problem without the tensor's name, for errors whose field already names it. */
+  problem: string;
+  /** The whole sentence, naming the tensor. */
+  message: string;
+  expected: string;
+  found: string;
+}
+
+/**
+ * The one check that tensors are exactly the ones a config implies: every expected name present once,
+ * no other name, each with the implied dims and (when `data` is given) that many values. Order does not
+ * matter. Returns the first mismatch, or undefined; each caller wraps it in its own error (a format's
+ * error naming the file, the model's naming its source), so this never throws.
+ *
+ * @example
+ * ```ts
+ * const bad = checkTensors(config, tensors);
+ * if (bad) throw new DmexpError(path, `tensors.${bad.tensor}`, bad.problem, bad);
+ * ```
+ */
+export function checkTensors(
+  config: ModelConfig | readonly ParamShape[],
+  tensors: ReadonlyArray<{ name: string; dims: readonly number[]; data?: { length: number } }>,
+): TensorMismatch | undefined {
+  const seen = new Set<string>();
+  const fail = (
+    kind: TensorMismatch["kind"],
+    tensor: string,
+    problem: string,
+    message: string,
+    expected: string,
+    found: string,
+  ): TensorMismatch => ({ kind, tensor, problem, message, expected, found });
+  // A config from an untrusted file may imply more tensors than memory holds (10^11 layers): when it
+  // implies more than are given, name the first missing one, walking the implied list only that far.
+  if (!Array.isArray(config) && configSize(config as ModelConfig).tensors > tensors.length) {
+    const given = new Set(tensors.map((t) => t.name));
+    for (const { name, dims } of shapesOf(config as ModelConfig)) {
+      if (!given.delete(name)) {
+        const problem = `missing (the config implies dims [${dims}])`;
+        return fail("missing", name, problem, `missing tensor ${name} ${problem.slice(8)}`, `dims [${dims}]`, "nothing");
+      }
+    }
+  }
+  const shapes = Array.isArray(config) ? config as readonly ParamShape[] : paramShapes(config as ModelConfig);
+  const expected = new Map(shapes.map((p) => [p.name, p.dims]));
+  for (const t of tensors) {
+    const dims = expected.get(t.name);
+    if (!dims) {
+      const problem = "is not part of this config's model";
+      return fail("unknown", t.name, problem, `unknown tensor ${t.name}: ${problem}`, "no tensor of this name", t.name);
+    }
+    if (seen.has(t.name)) {
+      return fail("duplicate", t.name, "appears twice", `tensor ${t.name} appears twice`, "one tensor", "two");
+    }
+    seen.add(t.name);
+    if (t.dims.length !== dims.length || t.dims.some((d, i) => d !== dims[i])) {
+      const problem = `has dims [${t.dims}]; the config implies [${dims}]`;
+      return fail("dims", t.name, problem, `tensor ${t.name} ${problem}`, `dims [${dims}]`, `dims [${t.dims}]`);
+    }
+    const count = dims.reduce((a, b) => a * b, 1);
+    if (t.data && t.data.length !== count) {
+      const problem = `holds ${t.data.length} values for dims [${dims}]`;
+      return fail("length", t.name, problem, `tensor ${t.name} ${problem}`, `${count} values`, `${t.data.length} values`);
+    }
+  }
+  for (const { name, dims } of shapes) {
+    if (!seen.has(name)) {
+      const problem = `missing (the config implies dims [${dims}])`;
+      return fail("missing", name, problem, `missing tensor ${name} ${problem.slice(8)}`, `dims [${dims}]`, "nothing");
+    }
+  }
+  return undefined;
 }
 
 /** Total parameter count a config implies. */

@@ -12,7 +12,8 @@
  * ```
  * @module
  */
-import { type ModelConfig, paramShapes } from "./config.ts";
+import { checkTensors, type ModelConfig, paramShapes } from "./config.ts";
+import { FormatError } from "./error.ts";
 import type { Tensor } from "./tensor.ts";
 import { matmul, rmsnorm, ropeHead, type RopeTables, ropeTables, silu, softmax } from "../kernels/cpu.ts";
 
@@ -48,27 +49,10 @@ export interface Model {
  * source (a file) in the message.
  */
 export function buildModel(config: ModelConfig, tensors: Tensor[], where = "model"): Model {
-  const byName = new Map<string, Tensor>();
-  for (const t of tensors) {
-    if (byName.has(t.name)) throw new Error(`${where}: tensor ${t.name} appears twice`);
-    byName.set(t.name, t);
-  }
+  const bad = checkTensors(config, tensors);
+  if (bad) throw new FormatError(where, bad.tensor, `${where}: ${bad.message}`, bad);
+  const byName = new Map(tensors.map((t) => [t.name, t]));
   const expected = paramShapes(config);
-  for (const { name, dims } of expected) {
-    const t = byName.get(name);
-    if (!t) throw new Error(`${where}: missing tensor ${name} (expected dims [${dims}])`);
-    if (t.dims.length !== dims.length || t.dims.some((d, i) => d !== dims[i])) {
-      throw new Error(`${where}: tensor ${name} has dims [${t.dims}], but the config implies [${dims}]`);
-    }
-    if (t.data.length !== dims.reduce((a, b) => a * b, 1)) {
-      throw new Error(`${where}: tensor ${name} holds ${t.data.length} values for dims [${dims}]`);
-    }
-  }
-  if (byName.size !== expected.length) {
-    const known = new Set(expected.map((p) => p.name));
-    const extra = [...byName.keys()].filter((n) => !known.has(n));
-    throw new Error(`${where}: unknown tensor ${extra[0]} (not part of this config's model)`);
-  }
   const get = (n: string) => byName.get(n)!.data;
   const layers: Layer[] = [];
   for (let i = 0; i < config.num_hidden_layers; i++) {

@@ -11,7 +11,7 @@
  * ```
  * @module
  */
-import { type ModelConfig, paramShapes } from "./config.ts";
+import { checkTensors, type ModelConfig, paramShapes } from "./config.ts";
 import type { Tensor } from "./tensor.ts";
 import { matmul, rmsnorm, ropeHead, type RopeTables, ropeTables, silu, transpose } from "../kernels/cpu.ts";
 import {
@@ -53,12 +53,10 @@ export function flattenTensors(
   tensors: Tensor[],
   flat: Float32Array = new Float32Array(layout.size),
 ): Float32Array {
+  const bad = checkTensors(layout.entries, tensors);
+  if (bad) throw new Error(`flattenTensors: ${bad.message}`);
   const byName = new Map(tensors.map((t) => [t.name, t]));
-  for (const e of layout.entries) {
-    const t = byName.get(e.name);
-    if (!t || t.data.length !== e.length) throw new Error(`parameter ${e.name} is missing or has the wrong size`);
-    flat.set(t.data, e.offset);
-  }
+  for (const e of layout.entries) flat.set(byName.get(e.name)!.data, e.offset);
   return flat;
 }
 

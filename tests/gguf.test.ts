@@ -7,7 +7,6 @@ import { dirname, join } from "node:path";
 import { readFile, rm, writeFile } from "node:fs/promises";
 import { gguf as hfGguf } from "@huggingface/gguf";
 import {
-  byteToUnicode,
   decodeTensor,
   encodeGguf,
   encodeTensor,
@@ -27,6 +26,7 @@ import {
   writeGguf,
 } from "../formats/gguf.ts";
 import { configToToml } from "../model/config.ts";
+import { BYTE_CHARS } from "../model/tokenizer.ts";
 import { initParams } from "../model/init.ts";
 import { createRng } from "../model/random.ts";
 import { ALL_DTYPES, tempDir, testTensors, writeAllTypes } from "./helpers/gguf-fixtures.ts";
@@ -507,7 +507,7 @@ describe("qwen3 model files", () => {
   });
 
   test("byte table: 188 printable bytes stand for themselves, 68 map to U+0100 onwards, all distinct", () => {
-    const t = byteToUnicode();
+    const t = [...BYTE_CHARS];
     expect(t.filter((c, b) => c.codePointAt(0) === b).length).toBe(188);
     expect(t[0]).toBe("\u0100");
     expect(t[0xad]).toBe("\u0143");
@@ -640,7 +640,7 @@ describe("qwen3 reader refusals", () => {
       /expected "gpt2"/,
     ));
   test("a vocabulary that is not ferry's bytes", () => {
-    const tokens = byteToUnicode().concat(["<|startoftext|>", "<|endoftext|>"]);
+    const tokens = [...BYTE_CHARS].concat(["<|startoftext|>", "<|endoftext|>"]);
     tokens[65] = "a";
     expectGgufError(
       read(set("tokenizer.ggml.tokens", { type: "array", elem: "string", value: tokens })),
@@ -650,7 +650,7 @@ describe("qwen3 reader refusals", () => {
   });
   test("a vocabulary shorter than token_embd", () => {
     expectGgufError(
-      read(set("tokenizer.ggml.tokens", { type: "array", elem: "string", value: byteToUnicode() })),
+      read(set("tokenizer.ggml.tokens", { type: "array", elem: "string", value: [...BYTE_CHARS] })),
       "tokenizer.ggml.tokens",
       /256 tokens; token_embd.weight has 258 rows/,
     );

@@ -6,7 +6,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Tokenizer } from "@huggingface/tokenizers";
 import {
-  BYTE_CHARS,
   configFromHfJson,
   exportHuggingFace,
   type HfDtype,
@@ -19,7 +18,7 @@ import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from "../formats/float16.ts"
 import { type ModelConfig, PRESETS } from "../model/config.ts";
 import { initParams } from "../model/init.ts";
 import { buildModel, createCache, forward } from "../model/qwen3.ts";
-import { decode, encode } from "../model/tokenizer.ts";
+import { BYTE_CHARS, decode, encode } from "../model/tokenizer.ts";
 import { loadBrown } from "../model/corpus.ts";
 import type { Tensor } from "../model/tensor.ts";
 
@@ -84,8 +83,8 @@ describe("export", () => {
     });
     const tc = await readJson(join(dir, "tokenizer_config.json"));
     expect(tc).toMatchObject({
-      bos_token: "<|bos|>",
-      eos_token: "<|eos|>",
+      bos_token: "<|startoftext|>",
+      eos_token: "<|endoftext|>",
       clean_up_tokenization_spaces: false,
     });
     const { metadata, tensors } = await readSafetensors(join(dir, "model.safetensors"));
@@ -119,8 +118,8 @@ describe("export", () => {
     expect(tj.model.merges).toEqual([]);
     expect(tj.added_tokens.map((t: { id: number; content: string }) => [t.id, t.content])).toEqual([[
       256,
-      "<|bos|>",
-    ], [257, "<|eos|>"]]);
+      "<|startoftext|>",
+    ], [257, "<|endoftext|>"]]);
   });
 
   test("no tokenizer files for a vocab that is not the byte tokenizer's", async () => {
@@ -486,9 +485,9 @@ describe("tokenizer.json under @huggingface/tokenizers", () => {
   }
 
   test("BOS/EOS decode to their token text unless skipped; ids 256/257 map to them", () => {
-    expect(hf.token_to_id("<|bos|>")).toBe(256);
-    expect(hf.token_to_id("<|eos|>")).toBe(257);
-    expect(hf.decode([256, 104, 105, 257])).toBe("<|bos|>hi<|eos|>");
+    expect(hf.token_to_id("<|startoftext|>")).toBe(256);
+    expect(hf.token_to_id("<|endoftext|>")).toBe(257);
+    expect(hf.decode([256, 104, 105, 257])).toBe("<|startoftext|>hi<|endoftext|>");
     expect(hf.decode([256, 104, 105, 257], { skip_special_tokens: true })).toBe("hi");
   });
 

@@ -7,16 +7,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import {
-  JsonNumber,
   parseSafetensorsHeader,
-  parseStrictJson,
   readSafetensors,
   readSafetensorsIndex,
   SafetensorsError,
   type SafetensorsErrorCode,
-  StrictJsonError,
   writeSafetensors,
 } from "../formats/safetensors.ts";
+import { JsonNumber, parseStrictJson, StrictJsonError } from "../formats/json.ts";
 import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from "../formats/float16.ts";
 import { PRESETS } from "../model/config.ts";
 import { initParams } from "../model/init.ts";

@@ -1,0 +1,357 @@
+/**
+ * The mapping between a ferry Qwen3 model and llama.cpp's `qwen3` architecture, like gguf-py's
+ * `tensor_mapping.py` and `constants.py`: metadata keys and their strict types, tensor names in both
+ * spellings, and the two directions (a model to metadata and encoded tensors; a parsed file back to a
+ * config and f32 tensors).
+ *
+ * @example
+ * ```ts
+ * const chunks = encodeGguf(qwen3Metadata(cfg, "Q8_0"), qwen3Tensors(tensors, cfg, "Q8_0", "m.gguf"));
+ * const { config, tensors: back } = qwen3FromGguf(parseGguf(bytes, "m.gguf"), "m.gguf");
+ * ```
+ * @module
+ */
+import { checkTensors, type ModelConfig, paramShapes } from "../model/config.ts";
+import type { Tensor } from "../model/tensor.ts";
+import { BOS, BYTE_VOCAB_SIZE, EOS } from "../model/tokenizer.ts";
+import {
+  GGUF_DEFAULT_ALIGNMENT,
+  GgufError,
+  type GgufFile,
+  type GgufTensorData,
+  type GgufValue,
+  tensorToF32,
+} from "./gguf-container.ts";
+import { decodeTensor, encodeTensor, GGML_QNT_VERSION, GGML_TYPES, type GgmlType, getScales, QK } from "./quants.ts";
+import { byteVocabulary, checkTokenizer } from "./gguf-vocab.ts";
+
+/** The architecture string and metadata key prefix. */
+export const QWEN3_ARCH = "qwen3";
+
+/** Hugging Face name ↔ llama.cpp name, for tensors outside the layers. */
+export const QWEN3_GLOBAL_TENSORS: ReadonlyArray<readonly [string, string]> = [
+  ["model.embed_tokens.weight", "token_embd.weight"],
+  ["model.norm.weight", "output_norm.weight"],
+  ["lm_head.weight", "output.weight"],
+];
+
+/** Hugging Face `model.layers.N.` suffix ↔ llama.cpp `blk.N.` suffix. */
+export const QWEN3_LAYER_TENSORS: ReadonlyArray<readonly [string, string]> = [
+  ["input_layernorm.weight", "attn_norm.weight"],
+  ["self_attn.q_proj.weight", "attn_q.weight"],
+  ["self_attn.k_proj.weight", "attn_k.weight"],
+  ["self_attn.v_proj.weight", "attn_v.weight"],
+  ["self_attn.q_norm.weight", "attn_q_norm.weight"],
+  ["self_attn.k_norm.weight", "attn_k_norm.weight"],
+  ["self_attn.o_proj.weight", "attn_output.weight"],
+  ["post_attention_layernorm.weight", "ffn_norm.weight"],
+  ["mlp.gate_proj.weight", "ffn_gate.weight"],
+  ["mlp.up_proj.weight", "ffn_up.weight"],
+  ["mlp.down_proj.weight", "ffn_down.weight"],
+];
+
+/**
+ * `qwen3.*` hyperparameter keys: the suffix, its stored type (llama.cpp refuses any other type), the
+ * config field it carries, and the default llama.cpp assumes when a file leaves it out
+ * (`undefined` = required).
+ */
+export const QWEN3_HPARAMS: ReadonlyArray<
+  readonly [
+    string,
+    "u32" | "f32",
+    keyof ModelConfig,
+    ((c: Partial<ModelConfig>) => number | undefined) | undefined,
+  ]
+> = [
+  ["context_length", "u32", "max_position_embeddings", undefined],
+  ["embedding_length", "u32", "hidden_size", undefined],
+  ["block_count", "u32", "num_hidden_layers", undefined],
+  ["feed_forward_length", "u32", "intermediate_size", undefined],
+  ["attention.head_count", "u32", "num_attention_heads", undefined],
+  ["attention.head_count_kv", "u32", "num_key_value_heads", (c) => c.num_attention_heads],
+  ["attention.key_length", "u32", "head_dim", (c) => c.hidden_size! / c.num_attention_heads!],
+  ["attention.value_length", "u32", "head_dim", (c) => c.hidden_size! / c.num_attention_heads!],
+  ["rope.dimension_count", "u32", "head_dim", (c) => c.head_dim],
+  ["attention.layer_norm_rms_epsilon", "f32", "rms_norm_eps", undefined],
+  ["rope.freq_base", "f32", "rope_theta", () => 10000],
+];
+
+// ─── Writing ─────────────────────────────────────────────────────────────────────────────────────
+
+/**
+ * llama.cpp's name for a ferry (Hugging Face) tensor name, or undefined when it has none.
+ *
+ * @example
+ * ```ts
+ * ggufTensorName("model.layers.3.mlp.down_proj.weight"); // "blk.3.ffn_down.weight"
+ * ```
+ */
+export function ggufTensorName(hf: string): string | undefined {
+  const g = QWEN3_GLOBAL_TENSORS.find(([h]) => h === hf);
+  if (g) return g[1];
+  const m = /^model\.layers\.(\d+)\.(.+)$/.exec(hf);
+  const l = m && QWEN3_LAYER_TENSORS.find(([h]) => h === m[2]);
+  return l ? `blk.${m![1]}.${l[1]}` : undefined;
+}
+
+/**
+ * The ferry (Hugging Face) name of a llama.cpp tensor name, or undefined when it has none.
+ *
+ * @example
+ * ```ts
+ * hfTensorName("output_norm.weight"); // "model.norm.weight"
+ * ```
+ */
+export function hfTensorName(gguf: string): string | undefined {
+  const g = QWEN3_GLOBAL_TENSORS.find(([, n]) => n === gguf);
+  if (g) return g[0];
+  const m = /^blk\.(\d+)\.(.+)$/.exec(gguf);
+  const l = m && QWEN3_LAYER_TENSORS.find(([, n]) => n === m[2]);
+  return l ? `model.layers.${m![1]}.${l[0]}` : undefined;
+}
+
+/**
+ * The metadata ferry writes for a model: general.*, the qwen3.* hyperparameters with the types
+ * llama.cpp checks, and the byte tokenizer as a "gpt2" vocabulary with no merges.
+ *
+ * @example
+ * ```ts
+ * const kv = qwen3Metadata(PRESETS.default, "Q4_0", "ferry");
+ * ```
+ */
+export function qwen3Metadata(
+  config: ModelConfig,
+  type: GgmlType,
+  name = "ferry",
+): Array<[string, GgufValue]> {
+  const { tokens, types } = byteVocabulary(config.vocab_size);
+  const kv: Array<[string, GgufValue]> = [
+    ["general.architecture", { type: "string", value: QWEN3_ARCH }],
+    ["general.name", { type: "string", value: name }],
+    ["general.file_type", { type: "u32", value: GGML_TYPES[type].ftype }],
+    ["general.quantization_version", { type: "u32", value: GGML_QNT_VERSION }],
+    ["general.alignment", { type: "u32", value: GGUF_DEFAULT_ALIGNMENT }],
+  ];
+  for (const [suffix, t, field] of QWEN3_HPARAMS) {
+    kv.push([`${QWEN3_ARCH}.${suffix}`, { type: t, value: config[field] as number }]);
+  }
+  kv.push(
+    ["tokenizer.ggml.model", { type: "string", value: "gpt2" }],
+    ["tokenizer.ggml.pre", { type: "string", value: "default" }],
+    ["tokenizer.ggml.tokens", { type: "array", elem: "string", value: tokens }],
+    ["tokenizer.ggml.token_type", { type: "array", elem: "i32", value: types }],
+    ["tokenizer.ggml.merges", { type: "array", elem: "string", value: [] }],
+    ["tokenizer.ggml.bos_token_id", { type: "u32", value: BOS }],
+    ["tokenizer.ggml.eos_token_id", { type: "u32", value: EOS }],
+    ["tokenizer.ggml.add_bos_token", { type: "bool", value: true }],
+    ["tokenizer.ggml.add_eos_token", { type: "bool", value: false }],
+  );
+  return kv;
+}
+
+/**
+ * The GGUF tensors of a model: llama.cpp names, `ne` reversed from ferry's dims, matrices encoded as
+ * `type` and 1-D tensors as F32. Checks the tensors against the config first (names, dims, finite
+ * values, blocks, f16 range); `where` names the destination in errors.
+ *
+ * @example
+ * ```ts
+ * const chunks = encodeGguf(qwen3Metadata(cfg, "Q8_0"), qwen3Tensors(tensors, cfg, "Q8_0", "m.gguf"));
+ * ```
+ */
+export function qwen3Tensors(
+  tensors: readonly Tensor[],
+  config: ModelConfig,
+  type: GgmlType,
+  where = "gguf",
+): GgufTensorData[] {
+  if (config.vocab_size < BYTE_VOCAB_SIZE) {
+    throw new GgufError(
+      where,
+      "vocab_size",
+      `${config.vocab_size}; ferry's byte tokenizer needs at least ${BYTE_VOCAB_SIZE}`,
+    );
+  }
+  const bad = checkTensors(config, tensors);
+  if (bad) throw new GgufError(where, `tensor ${bad.tensor}`, bad.problem, bad);
+  const byName = new Map(tensors.map((t) => [t.name, t]));
+  return paramShapes(config).map(({ name, dims }) => {
+    const t = byName.get(name)!;
+    const field = `tensor ${name}`;
+    const bad = t.data.findIndex((x) => !Number.isFinite(x));
+    if (bad >= 0) {
+      throw new GgufError(where, field, `element ${bad} is ${t.data[bad]}; expected a finite number`);
+    }
+    const ty = dims.length === 1 ? "F32" : type;
+    const ne = [...dims].reverse();
+    if (ne[0] % GGML_TYPES[ty].blockSize !== 0) {
+      throw new GgufError(
+        where,
+        field,
+        `${ty} needs the input dim (${ne[0]}) to be a multiple of ${
+          GGML_TYPES[ty].blockSize
+        }; choose f32, f16 or bf16`,
+      );
+    }
+    const bytes = encodeTensor(ty, t.data);
+    if (ty === "F16") {
+      const back = decodeTensor(ty, bytes, t.data.length);
+      const over = back.findIndex((x) => !Number.isFinite(x));
+      if (over >= 0) {
+        throw new GgufError(where, field, `element ${over} = ${t.data[over]} overflows f16 (max 65504)`);
+      }
+    }
+    if (ty === "Q8_0" || ty === "Q4_0") {
+      const d = getScales(bytes, GGML_TYPES[ty].blockBytes, t.data.length / QK);
+      const over = d.findIndex((x) => !Number.isFinite(x));
+      if (over >= 0) throw new GgufError(where, field, `block ${over}'s scale overflows f16`);
+    }
+    return { name: ggufTensorName(name)!, ne, type: ty, bytes };
+  });
+}
+
+// ─── Reading ─────────────────────────────────────────────────────────────────────────────────────
+
+/** What `readGguf` gives back. */
+export interface LoadedGguf {
+  config: ModelConfig;
+  /** f32 tensors under ferry's names, in `paramShapes` order, dequantized where stored quantized. */
+  tensors: Tensor[];
+  /** The type each tensor was stored as, by ferry name. */
+  types: Record<string, GgmlType>;
+  /** The parsed file, for metadata beyond the config. */
+  file: GgufFile;
+}
+
+/**
+ * The ferry model in a parsed GGUF file (see `readGguf`); `where` names the source in errors.
+ *
+ * @example
+ * ```ts
+ * const { config, tensors } = qwen3FromGguf(parseGguf(bytes, "m.gguf"), "m.gguf");
+ * ```
+ */
+export function qwen3FromGguf(file: GgufFile, where = "gguf"): LoadedGguf {
+  const md = file.metadata;
+  const arch = md.get("general.architecture");
+  if (!arch) throw new GgufError(where, "general.architecture", "missing");
+  if (arch.type !== "string" || arch.value !== QWEN3_ARCH) {
+    throw new GgufError(
+      where,
+      "general.architecture",
+      `${JSON.stringify(arch.value)}; expected "${QWEN3_ARCH}"`,
+    );
+  }
+  const cfg: Partial<ModelConfig> = {};
+  for (const [suffix, type, field, fallback] of QWEN3_HPARAMS) {
+    const key = `${QWEN3_ARCH}.${suffix}`;
+    const v = md.get(key);
+    let x: number | undefined;
+    if (v === undefined) {
+      x = fallback?.(cfg);
+      if (x === undefined) throw new GgufError(where, key, `missing (expected ${type})`);
+    } else if (v.type !== type) {
+      throw new GgufError(
+        where,
+        key,
+        `has type ${v.type === "array" ? `array of ${v.elem}` : v.type}; expected ${type}`,
+      );
+    } else x = type === "f32" ? shortestF32Decimal(v.value as number) : v.value as number;
+    if (!(x > 0) || !Number.isFinite(x) || (type === "u32" && !Number.isInteger(x))) {
+      throw new GgufError(where, key, `${x}; expected a positive ${type === "u32" ? "integer" : "number"}`);
+    }
+    const prev = cfg[field];
+    if (prev !== undefined && prev !== x) {
+      throw new GgufError(
+        where,
+        key,
+        `${x} differs from ${prev} set by another key; ferry needs one head size for q, k, v and RoPE`,
+      );
+    }
+    (cfg as Record<string, number>)[field] = x;
+  }
+  const scaling = md.get(`${QWEN3_ARCH}.rope.scaling.type`);
+  if (scaling && !(scaling.type === "string" && scaling.value === "none")) {
+    throw new GgufError(
+      where,
+      `${QWEN3_ARCH}.rope.scaling.type`,
+      `${JSON.stringify(scaling.value)}; ferry supports no RoPE scaling`,
+    );
+  }
+  if (cfg.num_attention_heads! % cfg.num_key_value_heads! !== 0) {
+    throw new GgufError(
+      where,
+      `${QWEN3_ARCH}.attention.head_count_kv`,
+      `${cfg.num_key_value_heads} does not divide head_count ${cfg.num_attention_heads}`,
+    );
+  }
+  if (cfg.head_dim! % 2 !== 0) {
+    throw new GgufError(
+      where,
+      `${QWEN3_ARCH}.attention.key_length`,
+      `${cfg.head_dim} is odd; RoPE needs it even`,
+    );
+  }
+
+  const byName = new Map(file.tensors.map((t) => [t.name, t]));
+  const embd = byName.get("token_embd.weight");
+  if (!embd) throw new GgufError(where, "tensor token_embd.weight", "missing");
+  if (embd.ne.length !== 2) {
+    throw new GgufError(where, "tensor token_embd.weight", `has ne [${embd.ne}]; expected 2 dims`);
+  }
+  cfg.vocab_size = embd.ne[1];
+  cfg.tie_word_embeddings = !byName.has("output.weight");
+  const config = cfg as ModelConfig;
+  checkTokenizer(md, config.vocab_size, where);
+
+  // The shared shape check on the tensors under ferry's names; the refusal speaks GGUF (names, `ne`).
+  const stored = file.tensors.map((t) => {
+    const hf = hfTensorName(t.name);
+    if (!hf) throw new GgufError(where, `tensor ${t.name}`, "is not a tensor of this qwen3 model");
+    return { name: hf, dims: [...t.ne].reverse() };
+  });
+  const bad = checkTensors(config, stored);
+  if (bad) {
+    const gname = ggufTensorName(bad.tensor)!, field = `tensor ${gname}`;
+    const want = [...paramShapes(config).find((p) => p.name === bad.tensor)?.dims ?? []].reverse();
+    const problem = bad.kind === "unknown"
+      ? "is not a tensor of this qwen3 model"
+      : bad.kind === "missing"
+      ? `missing (expected ne [${want}])`
+      : bad.kind === "dims"
+      ? `has ne [${byName.get(gname)!.ne}]; the metadata implies [${want}]`
+      : bad.problem;
+    throw new GgufError(where, field, problem, bad);
+  }
+  const tensors: Tensor[] = [];
+  const types: Record<string, GgmlType> = {};
+  for (const { name, dims } of paramShapes(config)) {
+    const t = byName.get(ggufTensorName(name)!)!;
+    const field = `tensor ${t.name}`;
+    const data = tensorToF32(t);
+    const bad = data.findIndex((x) => !Number.isFinite(x));
+    if (bad >= 0) {
+      throw new GgufError(where, field, `element ${bad} is ${data[bad]}; expected a finite number`);
+    }
+    tensors.push({ name, dims: [...dims], data });
+    types[name] = t.type;
+  }
+  return { config, tensors, types, file };
+}
+
+/**
+ * The shortest decimal that narrows to the same f32: a config value such as 1e-6 is stored as the
+ * f32 nearest it, and this gives 1e-6 back rather than 9.999999974752427e-7.
+ *
+ * @example
+ * ```ts
+ * shortestF32Decimal(Math.fround(1e-6)); // 1e-6
+ * ```
+ */
+export function shortestF32Decimal(x: number): number {
+  for (let p = 1; p <= 9; p++) {
+    const y = Number(x.toPrecision(p));
+    if (Math.fround(y) === x) return y;
+  }
+  return x;
+}
