@@ -369,9 +369,15 @@ function checkSection(
   path: string,
 ): void {
   const bad = checkTensors(config, list);
-  if (bad) {
-    throw new CheckpointError(path, `${section}.${bad.tensor}`, `${bad.problem} (config: ${configFrom})`, bad);
-  }
+  if (!bad) return;
+  const why = bad.kind === "dims"
+    ? `${bad.found}, but ${configFrom} implies ${bad.expected}`
+    : bad.kind === "missing"
+    ? `missing; ${configFrom} implies it with ${bad.expected}`
+    : bad.kind === "unknown"
+    ? `unknown: ${configFrom} implies no tensor of this name`
+    : bad.problem;
+  throw new CheckpointError(path, `${section}.${bad.tensor}`, why, bad);
 }
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {

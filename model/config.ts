@@ -246,10 +246,16 @@ export function checkTensors(
   // implies more than are given, name the first missing one, walking the implied list only that far.
   if (!Array.isArray(config) && configSize(config as ModelConfig).tensors > tensors.length) {
     const given = new Set(tensors.map((t) => t.name));
+    const byName = new Map(tensors.map((t) => [t.name, t.dims]));
     for (const { name, dims } of shapesOf(config as ModelConfig)) {
-      if (!given.delete(name)) {
+      const d = byName.get(name);
+      if (!given.delete(name) || !d) {
         const problem = `missing (the config implies dims [${dims}])`;
         return fail("missing", name, problem, `missing tensor ${name} ${problem.slice(8)}`, `dims [${dims}]`, "nothing");
+      }
+      if (d.length !== dims.length || d.some((x, i) => x !== dims[i])) {
+        const problem = `has dims [${d}]; the config implies [${dims}]`;
+        return fail("dims", name, problem, `tensor ${name} ${problem}`, `dims [${dims}]`, `dims [${d}]`);
       }
     }
   }
