@@ -26,7 +26,7 @@ import {
   readCheckpoint,
   writeCheckpoint,
 } from "../formats/checkpoint.ts";
-import { DmexpError, readDmexp, writeDmexp } from "../formats/dmexp.ts";
+import { DmexpError, readDmexp, sealHeader, writeDmexp } from "../formats/dmexp.ts";
 import { readSafetensors, SafetensorsError, writeSafetensors } from "../formats/safetensors.ts";
 import { GgufError, readGguf, writeGguf } from "../formats/gguf.ts";
 import { exportHuggingFace, HuggingFaceError, importHuggingFace } from "../formats/huggingface.ts";
@@ -162,6 +162,11 @@ const dmexp: FuzzFormat = {
   },
   readers: { readDmexp: (p) => readDmexp(p) },
   refusal: (e) => e instanceof DmexpError,
+  reseal: (f) => {
+    if (f.length < 24) return f;
+    const p = dmexpParts(f);
+    return concat(p.prefix, sealHeader(p.prefix, p.header), p.payload);
+  },
   minimal: "readers/dmexp.ts",
 };
 

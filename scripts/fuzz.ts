@@ -324,7 +324,10 @@ export interface ReaderCounts {
   format: string;
   reader: string;
   counts: Record<Outcome, number>;
+  /** Up to 40 cases that ended in another exception, a timeout or an oversize allocation. */
   examples: Array<{ case: number; outcome: Outcome; kind: string; detail?: string }>;
+  /** Up to 10 cases accepted with a different result. */
+  differentExamples: Array<{ case: number; kind: string }>;
   /** How many accepted-and-different cases each mutation kind produced. */
   different: Record<string, number>;
 }
@@ -451,6 +454,7 @@ export async function campaign(o: CampaignOptions): Promise<ReaderCounts[]> {
             reader,
             counts: Object.fromEntries(OUTCOMES.map((k) => [k, 0])) as Record<Outcome, number>,
             examples: [],
+            differentExamples: [],
             different: {},
           };
           rows.set(reader, r);
@@ -464,7 +468,12 @@ export async function campaign(o: CampaignOptions): Promise<ReaderCounts[]> {
         const r = row(v.reader);
         r.counts[v.outcome]++;
         if (v.outcome === "different") r.different[v.kind] = (r.different[v.kind] ?? 0) + 1;
-        if (v.outcome !== "refused" && v.outcome !== "identical" && r.examples.length < 40) {
+        if (v.outcome === "different" && r.differentExamples.length < 10) {
+          r.differentExamples.push({ case: v.i, kind: v.kind });
+        } else if (
+          v.outcome !== "refused" && v.outcome !== "identical" && v.outcome !== "different" &&
+          r.examples.length < 40
+        ) {
           r.examples.push({ case: v.i, outcome: v.outcome, kind: v.kind, detail: v.detail });
         }
         if (v.reader === lastReader) o.onCase?.();
@@ -564,6 +573,10 @@ async function main() {
             e.detail ? `: ${e.detail}` : ""
           }`,
         );
+      }
+      const kinds = Object.entries(r.different).sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k} ${n}`);
+      if (kinds.length) {
+        console.log(`${r.format} ${r.reader} accepted and different, by mutation: ${kinds.join(", ")}`);
       }
     }
   }

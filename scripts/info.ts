@@ -41,6 +41,7 @@ export function infoJson(info: DmexpInfo): Record<string, unknown> {
     header_length: info.headerLength,
     payload_length: info.payloadLength,
     crc32: { stored: hex32(info.crc32.stored), computed: hex32(info.crc32.computed), ok: info.crc32.ok },
+    header_crc32: info.headerCrc32 ?? null,
     header: { ...keys, ...extra, tensors },
     model: info.model.ok ? { ok: true } : { ok: false, field: info.model.field, reason: info.model.reason },
   };
@@ -63,6 +64,14 @@ export function infoText(info: DmexpInfo): string {
         : `MISMATCH: stored ${hex32(info.crc32.stored)}, payload's ${
           hex32(info.crc32.computed)
         }: the payload is corrupt`,
+    ],
+    [
+      "header check",
+      !info.headerCrc32
+        ? "none (no header_crc32 key: a file written without ferry's header checksum)"
+        : info.headerCrc32.ok
+        ? `header_crc32 ${info.headerCrc32.stored}: ok, the header is as written`
+        : `MISMATCH: stored ${info.headerCrc32.stored}, prefix and header give ${info.headerCrc32.computed}: the header was changed`,
     ],
     ["format", h.format],
     ["dtype", `${h.dtype} (${DTYPE_BYTES[h.dtype]} bytes per value)`],
@@ -125,7 +134,8 @@ async function main(): Promise<void> {
     },
   });
   console.log(values.json ? JSON.stringify(infoJson(info), null, 2) : infoText(info));
-  const refused = !info.crc32.ok || (!info.model.ok && info.model.field !== "config");
+  const refused = !info.crc32.ok || info.headerCrc32?.ok === false ||
+    (!info.model.ok && info.model.field !== "config");
   if (refused) process.exitCode = EXIT_REFUSED;
 }
 
