@@ -313,7 +313,7 @@ export function qwen3FromGguf(file: GgufFile, where = "gguf"): LoadedGguf {
   const bad = checkTensors(config, stored);
   if (bad) {
     const gname = ggufTensorName(bad.tensor)!, field = `tensor ${gname}`;
-    const want = [...paramShapes(config).find((p) => p.name === bad.tensor)?.dims ?? []].reverse();
+    const want = [...bad.expectedDims ?? []].reverse();
     const problem = bad.kind === "unknown"
       ? "is not a tensor of this qwen3 model"
       : bad.kind === "missing"

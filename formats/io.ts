@@ -23,6 +23,8 @@ import process from "node:process";
 export interface AtomicWriter {
   /** Appends bytes. */
   write(bytes: Uint8Array): Promise<void>;
+  /** Overwrites bytes already written, at `position` (a header field known only at the end). */
+  patch(position: number, bytes: Uint8Array): Promise<void>;
   /** Flushes, closes and renames the file into place. */
   commit(): Promise<void>;
   /** Closes and deletes the temporary file. */
@@ -54,6 +56,13 @@ export async function openAtomic(path: string): Promise<AtomicWriter> {
       let off = 0;
       while (off < bytes.length) {
         const { bytesWritten } = await fh.write(bytes, off, bytes.length - off);
+        off += bytesWritten;
+      }
+    },
+    async patch(position, bytes) {
+      let off = 0;
+      while (off < bytes.length) {
+        const { bytesWritten } = await fh.write(bytes, off, bytes.length - off, position + off);
         off += bytesWritten;
       }
     },

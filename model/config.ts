@@ -215,6 +215,8 @@ export interface TensorMismatch {
   message: string;
   expected: string;
   found: string;
+  /** The dims the config implies for this tensor (for `missing` and `dims`). */
+  expectedDims?: number[];
 }
 
 /**
@@ -241,7 +243,8 @@ export function checkTensors(
     message: string,
     expected: string,
     found: string,
-  ): TensorMismatch => ({ kind, tensor, problem, message, expected, found });
+    expectedDims?: number[],
+  ): TensorMismatch => ({ kind, tensor, problem, message, expected, found, ...(expectedDims ? { expectedDims } : {}) });
   // A config from an untrusted file may imply more tensors than memory holds (10^11 layers): when it
   // implies more than are given, name the first missing one, walking the implied list only that far.
   if (!Array.isArray(config) && configSize(config as ModelConfig).tensors > tensors.length) {
@@ -251,11 +254,11 @@ export function checkTensors(
       const d = byName.get(name);
       if (!given.delete(name) || !d) {
         const problem = `missing (the config implies dims [${dims}])`;
-        return fail("missing", name, problem, `missing tensor ${name} ${problem.slice(8)}`, `dims [${dims}]`, "nothing");
+        return fail("missing", name, problem, `missing tensor ${name} ${problem.slice(8)}`, `dims [${dims}]`, "nothing", dims);
       }
       if (d.length !== dims.length || d.some((x, i) => x !== dims[i])) {
         const problem = `has dims [${d}]; the config implies [${dims}]`;
-        return fail("dims", name, problem, `tensor ${name} ${problem}`, `dims [${dims}]`, `dims [${d}]`);
+        return fail("dims", name, problem, `tensor ${name} ${problem}`, `dims [${dims}]`, `dims [${d}]`, dims);
       }
     }
   }
@@ -273,7 +276,7 @@ export function checkTensors(
     seen.add(t.name);
     if (t.dims.length !== dims.length || t.dims.some((d, i) => d !== dims[i])) {
       const problem = `has dims [${t.dims}]; the config implies [${dims}]`;
-      return fail("dims", t.name, problem, `tensor ${t.name} ${problem}`, `dims [${dims}]`, `dims [${t.dims}]`);
+      return fail("dims", t.name, problem, `tensor ${t.name} ${problem}`, `dims [${dims}]`, `dims [${t.dims}]`, dims);
     }
     const count = dims.reduce((a, b) => a * b, 1);
     if (t.data && t.data.length !== count) {
@@ -284,7 +287,7 @@ export function checkTensors(
   for (const { name, dims } of shapes) {
     if (!seen.has(name)) {
       const problem = `missing (the config implies dims [${dims}])`;
-      return fail("missing", name, problem, `missing tensor ${name} ${problem.slice(8)}`, `dims [${dims}]`, "nothing");
+      return fail("missing", name, problem, `missing tensor ${name} ${problem.slice(8)}`, `dims [${dims}]`, "nothing", dims);
     }
   }
   return undefined;

@@ -27,8 +27,14 @@ import {
   writeCheckpoint,
 } from "../formats/checkpoint.ts";
 import { DmexpError, readDmexp, sealHeader, writeDmexp } from "../formats/dmexp.ts";
-import { readSafetensors, SafetensorsError, writeSafetensors } from "../formats/safetensors.ts";
-import { GgufError, readGguf, writeGguf } from "../formats/gguf.ts";
+import {
+  readSafetensors,
+  SAFETENSORS_DIGEST_NEEDLE,
+  SafetensorsError,
+  writeSafetensors,
+} from "../formats/safetensors.ts";
+import { GGUF_DIGEST_NEEDLE, GgufError, readGguf, writeGguf } from "../formats/gguf.ts";
+import { sealDigest } from "../formats/digest.ts";
 import { exportHuggingFace, HuggingFaceError, importHuggingFace } from "../formats/huggingface.ts";
 import { F64LinesError, readF64Lines, stringChecksum, writeF64Lines } from "../formats/f64lines.ts";
 import { configToToml, type ModelConfig, paramShapes } from "../model/config.ts";
@@ -306,6 +312,7 @@ const safetensors: FuzzFormat = {
   },
   readers: { readSafetensors: (p) => readSafetensors(p) },
   refusal: (e) => e instanceof SafetensorsError,
+  reseal: (f) => sealDigest(f, SAFETENSORS_DIGEST_NEEDLE),
   minimal: "readers/safetensors.ts",
 };
 
@@ -541,6 +548,7 @@ const gguf: FuzzFormat = {
   },
   readers: { readGguf: (p) => readGguf(p) },
   refusal: (e) => e instanceof GgufError,
+  reseal: (f) => sealDigest(f, GGUF_DIGEST_NEEDLE),
   minimal: "readers/gguf.ts",
 };
 
