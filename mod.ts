@@ -2,21 +2,50 @@
  * ferry: get a trained language model out of the lab — exported, proven faithful, and served.
  *
  * This module is the public API. Data flows one way: a checkpoint becomes named f32 tensors, a
- * format writer stores them; a reader gives named tensors back to a model or an engine.
+ * format writer stores them (`exportCheckpoint`, through the registry `FORMATS`); a reader gives named
+ * tensors back to an engine (`loadEngine`, through `ENGINES`), and the engine gives tokens
+ * (`generateTokens`).
  *
  * @example
  * ```ts
- * import { buildModel, createCache, forward, readCheckpoint } from "./mod.ts";
- * const run = await readCheckpoint("model/default/ferry.ckpt", { sections: ["model"] });
- * const model = buildModel(run.config, run.model);
- * const logits = forward(model, createCache(model), [256, 84, 104, 101]);
+ * import { encode, exportCheckpoint, generateAll, loadEngine } from "./mod.ts";
+ * const { file } = await exportCheckpoint({ format: "gguf", dtype: "q8_0" });
+ * const engine = await loadEngine(file);                   // the format's natural engine
+ * const ids = await generateAll(engine, encode("The jury said", { bos: true }), { maxTokens: 32 });
  * ```
  * @module
  */
 
+// The registry of formats, the engine interface and table, the generation loop, the one error shape.
+export {
+  type ExportInput,
+  type FormatDescriptor,
+  formatNamed,
+  formatOf,
+  FORMATS,
+  readExport,
+  type ReadResult,
+  type WriteResult,
+} from "./formats/mod.ts";
+export {
+  DEFAULT_INPUT,
+  DEFAULT_OUTPUT,
+  exportCheckpoint,
+  type ExportOptions,
+  type ExportSummary,
+  openInput,
+  UsageError,
+} from "./formats/export.ts";
+export type { Engine, EngineSession, LogitsWanted, SamplingOptions } from "./model/engine.ts";
+export { type EngineFactory, engineKinds, ENGINES, loadEngine } from "./serve/engines.ts";
+export { createFloatEngine, floatEngineOf } from "./model/float-engine.ts";
+export { generateAll, generateTokens, type GenerateOptions as EngineGenerateOptions } from "./model/generate.ts";
+export { FormatError, type RefusalDetail } from "./model/error.ts";
+
 // The one tensor type and the model's shape.
 export { byName, countParams, numel, type Tensor, tensor } from "./model/tensor.ts";
 export {
+  checkTensors,
   ConfigError,
   configParamCount,
   configToToml,
@@ -25,6 +54,7 @@ export {
   parseConfig,
   PRESETS,
   readConfigFile,
+  type TensorMismatch,
   validateConfig,
 } from "./model/config.ts";
 
@@ -42,12 +72,20 @@ export {
   EOS,
   EOS_TOKEN,
 } from "./model/tokenizer.ts";
-export { generate, type GenerateOptions, sampleToken } from "./model/sample.ts";
+export { generate, type GenerateOptions, pickToken, sampleToken } from "./model/sample.ts";
 export { createRng, type Rng } from "./model/random.ts";
 
 // Data and measurement.
 export { evalWindows, loadBrown, untag } from "./model/corpus.ts";
-export { bitsPerByte, compareLogits, type LogitComparison, windowBits, windowLogits } from "./model/measure.ts";
+export {
+  bitsPerByte,
+  compareLogits,
+  type EngineProfile,
+  type LogitComparison,
+  profileEngine,
+  windowBits,
+  windowLogits,
+} from "./model/measure.ts";
 
 // Training.
 export { adamwStep, clipGradNorm, emaUpdate, learningRate, paramLayout, sequenceLossAndGrad } from "./model/train.ts";
@@ -84,8 +122,8 @@ export {
   type DmexpHeader,
   type DmexpInfo,
   DTYPES,
+  dmexpFormat,
   inspectDmexp,
-  loadDmexpModel,
   readDmexp,
   verifyDmexp,
   writeDmexp,
@@ -104,6 +142,7 @@ export {
   configFromHfJson,
   exportHuggingFace,
   type HfDtype,
+  hfFormat,
   HuggingFaceError,
   importHuggingFace,
 } from "./formats/huggingface.ts";
@@ -115,6 +154,7 @@ export {
   GGML_TYPES,
   type GgufDtype,
   GgufError,
+  ggufFormat,
   parseGguf,
   quantizeQ4_0,
   quantizeQ8_0,
@@ -126,6 +166,8 @@ export {
   decodeF64Token,
   encodeF64Token,
   F64LinesError,
+  f64linesConfigPath,
+  f64linesFormat,
   f64LinesToTensors,
   parseF64Lines,
   readF64Lines,

@@ -53,6 +53,22 @@ export function isCheckpoint(head: Uint8Array): boolean {
   return head.length >= 7 && CHECKPOINT_MAGIC.subarray(0, 7).every((b, i) => head[i] === b);
 }
 
+/**
+ * True when `path` is a file that starts with a training checkpoint's magic: the one sniff every
+ * command uses to say "this is a run, not an export" (a missing or unreadable path is just false).
+ */
+export async function isCheckpointFile(path: string): Promise<boolean> {
+  const fh = await open(path, "r").catch(() => undefined);
+  if (!fh) return false;
+  try {
+    const head = new Uint8Array(8);
+    const { bytesRead } = await fh.read(head, 0, 8, 0).catch(() => ({ bytesRead: 0 }));
+    return isCheckpoint(head.subarray(0, bytesRead));
+  } finally {
+    await fh.close();
+  }
+}
+
 /** Writes the checkpoint and its config snapshot, each to a temporary name renamed when complete. */
 export async function writeCheckpoint(path: string, config: ModelConfig, ckpt: Checkpoint): Promise<void> {
   const parts: Array<[Section, Tensor[] | undefined]> = [

@@ -10,26 +10,23 @@
  * ```ts
  * await writeDmexp("out/m.dmexp", tensors, config, { dtype: "bf16", source: "a.ckpt@step10", step: 10 });
  * const info = await inspectDmexp("out/m.dmexp");    // header + checksum verdict, no model built
- * const { model } = await loadDmexpModel("out/m.dmexp"); // f32, widened from the stored bits
+ * const { config, tensors } = await readDmexp("out/m.dmexp"); // f32, widened from the stored bits
  * ```
  * @module
  */
 import { crc32 } from "node:zlib";
 import { type FileHandle, open } from "node:fs/promises";
-import { basename, relative } from "node:path";
-import { fileURLToPath } from "node:url";
-import process from "node:process";
 import { parse as parseToml, stringify as stringifyToml } from "smol-toml";
-import { chunksAt, LITTLE_ENDIAN, openAtomic, readExact as readInto } from "./io.ts";
+import { chunksAt, openAtomic, readExact as readInto } from "./io.ts";
 import { bf16ToF32, f16BitsToF32Bits, f16ToF32, f32ToBf16, f32ToF16 } from "./float16.ts";
 import { isCheckpoint } from "./checkpoint.ts";
 import { checkTensors, ConfigError, configToToml, type ModelConfig, parseConfig } from "../model/config.ts";
 import { numel, type Tensor, type TensorSource, tensorSource } from "../model/tensor.ts";
 import { FormatError, type RefusalDetail } from "../model/error.ts";
+import type { FormatDescriptor } from "./format.ts";
 
 export type { TensorSource };
 export { tensorSource };
-import { buildModel, type Model } from "../model/qwen3.ts";
 
 /** The 7 magic letters; the 8th byte of the file is the format version. */
 export const DMEXP_MAGIC = "DMEXPRT";
@@ -152,7 +149,6 @@ export async function writeDmexp(
   if (!DTYPES.includes(dtype)) {
     throw new DmexpError(path, "dtype", `expected one of ${DTYPES.join(", ")}, got ${dtype}`);
   }
-  if (!LITTLE_ENDIAN) throw new DmexpError(path, "host", "ferry needs a little-endian host");
   if (!Number.isSafeInteger(opts.step) || opts.step < 0) {
     throw new DmexpError(path, "step", `expected a non-negative integer, got ${opts.step}`);
   }
@@ -630,7 +626,6 @@ export interface DmexpContents {
  * ```
  */
 export async function readDmexp(path: string, opts: DmexpReadOptions = {}): Promise<DmexpContents> {
-  if (!LITTLE_ENDIAN) throw new DmexpError(path, "host", "ferry needs a little-endian host");
   const fh = await openForRead(path);
   try {
     const p = await readPrefix(fh, path);
@@ -690,45 +685,65 @@ export async function readDmexp(path: string, opts: DmexpReadOptions = {}): Prom
 }
 
 /**
- * Reads a file and builds the model from it: f32, widened from the stored bits.
- *
- * @example
- * ```ts
- * const { model, header } = await loadDmexpModel("out/ferry.bf16.dmexp");
- * const ids = generate(model, encode("The jury", { bos: true }), { maxTokens: 32 });
- * ```
+ * `inspectDmexp`'s answer as plain data, the form `info --json` prints: every header key (the extra
+ * ones after the standard ones), the checksum verdict and whether ferry can build a model from it.
  */
-export async function loadDmexpModel(
-  path: string,
-  opts: DmexpReadOptions = {},
-): Promise<{ model: Model; header: DmexpHeader }> {
-  const { header, config, tensors } = await readDmexp(path, opts);
-  return { model: buildModel(config, tensors, path), header };
+export function dmexpInfoJson(info: DmexpInfo): Record<string, unknown> {
+  const { extra, tensors, ...keys } = info.header;
+  return {
+    file: info.path,
+    bytes: info.fileBytes,
+    version: info.version,
+    header_length: info.headerLength,
+    payload_length: info.payloadLength,
+    crc32: { stored: hex32(info.crc32.stored), computed: hex32(info.crc32.computed), ok: info.crc32.ok },
+    header_crc32: info.headerCrc32 ?? null,
+    header: { ...keys, ...extra, tensors },
+    model: info.model.ok ? { ok: true } : { ok: false, field: info.model.field, reason: info.model.reason },
+  };
 }
 
 /**
- * The exact command that converts a training checkpoint to dmexp, runnable from the current
- * directory (the script path is made relative to it).
+ * The dmexp format in the registry (formats/mod.ts): streamed writes, checked reads, and `inspect`
+ * without building a model.
  *
  * @example
  * ```ts
- * exportCommand("model/default/ferry.ckpt");
- * // "deno run -A scripts/export.ts --input model/default/ferry.ckpt --format dmexp --output out/ferry.dmexp"
+ * const { config, tensors } = await dmexpFormat.read("out/ferry.bf16.dmexp");
  * ```
  */
-export function exportCommand(checkpointPath: string): string {
-  const script = relative(process.cwd(), fileURLToPath(new URL("../scripts/export.ts", import.meta.url)));
-  const stem = basename(checkpointPath).replace(/\.ckpt$/, "");
-  return `deno run -A ${shellQuote(script)} --input ${shellQuote(checkpointPath)} --format dmexp --output ${
-    shellQuote(`out/${stem}.dmexp`)
-  }`;
-}
-
-/** The sentence for a training checkpoint handed to something that reads exports. */
-export function checkpointRefusal(path: string): string {
-  return `${path} is a ferry training checkpoint (magic FERRYCK): a training run with its optimizer state, ` +
-    `not an inference export. Convert it to dmexp with:\n  ${exportCommand(path)}`;
-}
+export const dmexpFormat: FormatDescriptor<DmexpDtype> = {
+  name: "dmexp",
+  summary: "ferry's self-describing container: TOML header with the config, CRC-32, f32/f16/bf16",
+  extension: ".dmexp",
+  recognises: (path) => path.endsWith(".dmexp"),
+  dtypes: DTYPES,
+  defaultDtype: "bf16",
+  engine: "float",
+  async write(path, input, { dtype, onProgress }) {
+    const r = await writeDmexp(path, input.tensors, input.config, {
+      dtype,
+      source: input.source,
+      step: input.step,
+      onProgress,
+    });
+    return {
+      file: r.path,
+      bytes: r.bytes,
+      params: r.header.num_params,
+      tensors: r.header.num_tensors,
+      max_abs: r.header.max_abs,
+      min_nonzero_abs: r.header.min_nonzero_abs,
+      flushed: r.header.flushed,
+      crc32: hex32(r.crc32),
+    };
+  },
+  async read(path, options) {
+    const { config, tensors } = await readDmexp(path, options);
+    return { config, tensors };
+  },
+  inspect: async (path, options) => dmexpInfoJson(await inspectDmexp(path, options)),
+};
 
 // ---- internals ----
 
@@ -762,7 +777,11 @@ async function readPrefix(fh: FileHandle, path: string): Promise<Prefix> {
   }
   const b = await readExact(fh, 0, PREFIX_BYTES, path);
   if (!MAGIC_BYTES.every((x, i) => b[i] === x)) {
-    if (isCheckpoint(b)) throw new DmexpError(path, "magic", checkpointRefusal(path));
+    if (isCheckpoint(b)) {
+      const why = "a ferry training checkpoint (magic FERRYCK): a training run with its optimizer state, " +
+        "not an inference export; export it first";
+      throw new DmexpError(path, "magic", why);
+    }
     const found = Array.from(b.subarray(0, 8), (x) => x.toString(16).padStart(2, "0")).join(" ");
     throw new DmexpError(
       path,
@@ -1015,8 +1034,4 @@ function describe(v: unknown): string {
   if (Array.isArray(v)) return "an array";
   if (v === null || v === undefined) return String(v);
   return typeof v === "object" ? "a table" : `${typeof v} ${String(v)}`;
-}
-
-function shellQuote(s: string): string {
-  return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replaceAll("'", `'\\''`)}'`;
 }

@@ -16,10 +16,11 @@
  * ```
  * @module
  */
-import { readFile } from "node:fs/promises";
+import { readFile, stat } from "node:fs/promises";
 import { writeAtomic } from "./io.ts";
-import { checkTensors, type ParamShape } from "../model/config.ts";
-import type { Tensor } from "../model/tensor.ts";
+import { checkTensors, configToToml, type ParamShape, paramShapes, readConfigFile } from "../model/config.ts";
+import { materialize, type Tensor } from "../model/tensor.ts";
+import type { FormatDescriptor } from "./format.ts";
 import { FormatError, type RefusalDetail } from "../model/error.ts";
 
 /** Every way a text can fail to be f64lines, or a call can fail to make or use one. */
@@ -40,7 +41,8 @@ export type F64LinesErrorKind =
   | "after-checksum" // a non-blank line after the checksum line
   | "mismatch" // writing: names and arrays differ in count
   | "f32" // reading tensors: a value that does not narrow to f32 exactly
-  | "shape"; // reading tensors: names or lengths differ from the expected shapes
+  | "shape" // reading tensors: names or lengths differ from the expected shapes
+  | "file"; // the file (or the config beside it) cannot be read
 
 /**
  * The one error of the format: `where` names the file (or `<string>`), `line` and `column` (both
@@ -676,4 +678,65 @@ export async function writeF64LinesArrays(
  */
 export async function readF64LinesArrays(path: string): Promise<F64Lines> {
   return parseF64Lines(new Uint8Array(await readFile(path)), path);
+}
+
+/** `a.f64lines` → `a.config.toml`: f64lines holds named arrays only, so an export's shape lives there. */
+export function f64linesConfigPath(path: string): string {
+  return path.replace(/\.f64lines$/, "") + ".config.toml";
+}
+
+/**
+ * f64lines in the registry (formats/mod.ts): the tensors as text, with `NAME.config.toml` beside the
+ * file for the shape. Reading needs both.
+ *
+ * @example
+ * ```ts
+ * const { config, tensors } = await f64linesFormat.read("out/ferry.f64.f64lines");
+ * ```
+ */
+export const f64linesFormat: FormatDescriptor<"f64"> = {
+  name: "f64lines",
+  summary: "plain text, one tensor per line, every value as its exact float64 spelling; config beside it",
+  extension: ".f64lines",
+  recognises: (path) => path.endsWith(".f64lines"),
+  dtypes: ["f64"],
+  defaultDtype: "f64",
+  engine: "float",
+  async write(path, input) {
+    const tensors = await Promise.all(input.tensors.map(materialize));
+    await writeF64Lines(path, tensors);
+    const config = f64linesConfigPath(path);
+    await writeAtomic(config, [new TextEncoder().encode(configToToml(input.config))]);
+    const params = tensors.reduce((n, t) => n + t.data.length, 0);
+    return { file: path, bytes: (await stat(path)).size, params, tensors: tensors.length, config };
+  },
+  async read(path) {
+    const config = await readConfigFile(f64linesConfigPath(path)).catch((e) => {
+      throw missing(e, f64linesConfigPath(path));
+    });
+    const bytes = await readFile(path).catch((e) => {
+      throw missing(e, path);
+    });
+    return { config, tensors: f64LinesToTensors(new Uint8Array(bytes), path, paramShapes(config)) };
+  },
+  async inspect(path) {
+    const bytes = await readFile(path).catch((e) => {
+      throw missing(e, path);
+    });
+    const { names, arrays, checksum } = parseF64Lines(new Uint8Array(bytes), path);
+    return {
+      file: path,
+      bytes: bytes.length,
+      checksum: `fnv1a32=${(checksum >>> 0).toString(16).padStart(8, "0")}`,
+      config: f64linesConfigPath(path),
+      arrays: names.map((name, i) => ({ name, length: arrays[i].length })),
+    };
+  },
+};
+
+// A file that cannot be read is a refusal like any other, in this format's error.
+function missing(e: unknown, path: string): unknown {
+  if (e instanceof FormatError) return e;
+  const code = (e as { code?: string }).code;
+  return new F64LinesError(path, "file", 0, 0, code === "ENOENT" ? "no such file" : `cannot be read: ${(e as Error).message}`);
 }

@@ -59,6 +59,10 @@ export interface FormatDescriptor<D extends string = string> {
   readonly engine: string;
   write(path: string, input: ExportInput, options: { dtype: D; onProgress?: (done: number, total: number) => void }): Promise<WriteResult>;
   read(path: string, options?: { onProgress?: (done: number, total: number) => void }): Promise<ReadResult>;
-  /** Every header field and the verdict of every check, as plain data (`info --json` prints it). */
-  inspect(path: string): Promise<Record<string, unknown>>;
+  /**
+   * Every header field and the verdict of every check, as plain data (`info --json` prints it). A file
+   * this format refuses outright throws its `FormatError`; a verdict that `info` should still show (a
+   * dmexp checksum mismatch) is reported in the data.
+   */
+  inspect(path: string, options?: { onProgress?: (done: number, total: number) => void }): Promise<Record<string, unknown>>;
 }

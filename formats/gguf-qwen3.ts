@@ -221,6 +221,8 @@ export interface LoadedGguf {
   types: Record<string, GgmlType>;
   /** The parsed file, for metadata beyond the config. */
   file: GgufFile;
+  /** The verdict on ferry's `ferry.sha256` (see formats/digest.ts); absent when the file has none. */
+  digest?: { stored: string; computed: string; ok: boolean };
 }
 
 /**

@@ -12,11 +12,12 @@
  * ```
  * @module
  */
-import { readFile } from "node:fs/promises";
+import { readFile, stat } from "node:fs/promises";
 import { writeAtomic } from "./io.ts";
 import type { ModelConfig } from "../model/config.ts";
-import type { Tensor } from "../model/tensor.ts";
-import { encodeGguf, GgufError, type GgufFile, parseGguf } from "./gguf-container.ts";
+import { materialize, type Tensor } from "../model/tensor.ts";
+import type { FormatDescriptor } from "./format.ts";
+import { encodeGguf, GgufError, type GgufFile, type GgufValue, parseGguf } from "./gguf-container.ts";
 import { DIGEST_KEY, DIGEST_PLACEHOLDER, digestOffset, fileDigest, isDigest } from "./digest.ts";
 import { GGML_TYPES, type GgmlType } from "./quants.ts";
 import { type LoadedGguf, qwen3FromGguf, qwen3Metadata, qwen3Tensors } from "./gguf-qwen3.ts";
@@ -153,5 +154,49 @@ export async function readGguf(path: string): Promise<LoadedGguf> {
       { expected: digest.stored, found: digest.computed },
     );
   }
-  return qwen3FromGguf(file, path);
+  const model = qwen3FromGguf(file, path);
+  return digest ? { ...model, digest } : model;
 }
+
+/**
+ * GGUF in the registry (formats/mod.ts): matrices in the chosen type, norms in F32, the metadata and
+ * vocabulary llama.cpp needs. `inspect` lists the metadata (vocabulary arrays by length) and tensors.
+ *
+ * @example
+ * ```ts
+ * const { config, tensors } = await ggufFormat.read("out/ferry.f16.gguf"); // dequantized to f32
+ * ```
+ */
+export const ggufFormat: FormatDescriptor<GgufDtype> = {
+  name: "gguf",
+  summary: "llama.cpp's GGUF v3, architecture qwen3: f32, f16, bf16, q8_0 or q4_0 matrices",
+  extension: ".gguf",
+  recognises: (path) => path.endsWith(".gguf"),
+  dtypes: ["f32", "f16", "bf16", "q8_0", "q4_0"],
+  defaultDtype: "f16",
+  engine: "float",
+  async write(path, input, { dtype }) {
+    const tensors = await Promise.all(input.tensors.map(materialize));
+    await writeGguf(path, tensors, input.config, { type: dtype, name: input.name });
+    const params = tensors.reduce((n, t) => n + t.data.length, 0);
+    return { file: path, bytes: (await stat(path)).size, params, tensors: tensors.length };
+  },
+  async read(path) {
+    const { config, tensors } = await readGguf(path);
+    return { config, tensors };
+  },
+  async inspect(path) {
+    const { config, file, digest } = await readGguf(path);
+    const show = (v: GgufValue) =>
+      v.type === "array" ? `[${v.value.length} × ${v.elem}]` : typeof v.value === "bigint" ? String(v.value) : v.value;
+    return {
+      file: path,
+      version: file.version,
+      alignment: file.alignment,
+      [DIGEST_KEY]: digest ? `${digest.stored}: ok, the whole file is as written` : "none (not written by ferry)",
+      metadata: Object.fromEntries([...file.metadata].map(([k, v]) => [k, show(v)])),
+      config,
+      tensors: file.tensors.map((t) => ({ name: t.name, ne: t.ne, type: t.type })),
+    };
+  },
+};

@@ -17,6 +17,7 @@
  * @module
  */
 import { mkdir, readFile, stat } from "node:fs/promises";
+import { statSync } from "node:fs";
 import { join } from "node:path";
 import {
   type Dtype,
@@ -30,8 +31,9 @@ import { isJsonObject, JsonNumber, type JsonObject, type JsonValue, parseStrictJ
 import { writeAtomic } from "./io.ts";
 import { checkTensors, ConfigError, type ModelConfig, paramShapes, validateConfig } from "../model/config.ts";
 import { BOS, BOS_TOKEN, BYTE_CHARS, BYTE_VOCAB_SIZE, EOS, EOS_TOKEN } from "../model/tokenizer.ts";
-import type { Tensor } from "../model/tensor.ts";
+import { materialize, type Tensor } from "../model/tensor.ts";
 import { FormatError, type RefusalDetail } from "../model/error.ts";
+import type { FormatDescriptor } from "./format.ts";
 
 /** The weight dtypes of an export, by ferry's name; with their safetensors and torch names. */
 export const HF_DTYPES = {
@@ -314,6 +316,8 @@ export interface HfImport {
   /** The special ids config.json declares (metadata; ferry's byte tokenizer uses 256 and 257). */
   bosTokenId: number | null;
   eosTokenId: number | number[] | null;
+  /** The verdict on model.safetensors' `ferry.sha256`, when it has one (single-file folders). */
+  digest?: { stored: string; computed: string; ok: boolean };
 }
 
 /**
@@ -363,8 +367,58 @@ export async function importHuggingFace(dir: string): Promise<HfImport> {
   const tensors = modelTensors(file.tensors, config, file.path);
   const dtypes = new Set(file.tensors.map((t) => t.dtype));
   const dtype = dtypes.size === 1 ? [...dtypes][0] as HfImport["dtype"] : "mixed";
-  return { config, tensors, dtype, bosTokenId, eosTokenId };
+  return { config, tensors, dtype, bosTokenId, eosTokenId, ...(file.digest ? { digest: file.digest } : {}) };
 }
+
+/**
+ * The Hugging Face folder format in the registry (formats/mod.ts). A path is this format when it
+ * names a folder holding config.json, or ends in `.hf` (the name ferry gives the folders it writes).
+ *
+ * @example
+ * ```ts
+ * const { config, tensors } = await hfFormat.read("out/ferry.f32.hf");
+ * ```
+ */
+export const hfFormat: FormatDescriptor<HfDtype> = {
+  name: "hf",
+  summary: "a Hugging Face Qwen3 folder: config.json, model.safetensors, ferry's byte tokenizer",
+  extension: ".hf",
+  recognises(path) {
+    if (path.replace(/\/+$/, "").endsWith(".hf")) return true;
+    try {
+      return statSync(path).isDirectory() && statSync(join(path, HF_FILES.config)).isFile();
+    } catch {
+      return false;
+    }
+  },
+  dtypes: Object.keys(HF_DTYPES) as HfDtype[],
+  defaultDtype: "f32",
+  engine: "float",
+  async write(path, input, { dtype }) {
+    const tensors = await Promise.all(input.tensors.map(materialize));
+    const files = await exportHuggingFace(path, tensors, input.config, { dtype });
+    let bytes = 0;
+    for (const f of files) bytes += (await stat(f)).size;
+    const params = tensors.reduce((n, t) => n + t.data.length, 0);
+    return { file: path, bytes, params, tensors: tensors.length, files: files.length };
+  },
+  async read(path) {
+    const { config, tensors } = await importHuggingFace(path);
+    return { config, tensors };
+  },
+  async inspect(path) {
+    const r = await importHuggingFace(path);
+    return {
+      folder: path,
+      dtype: r.dtype,
+      bos_token_id: r.bosTokenId,
+      eos_token_id: r.eosTokenId,
+      "ferry.sha256": r.digest ? `${r.digest.stored}: ok, model.safetensors is as written` : "none (not written by ferry)",
+      config: r.config,
+      tensors: r.tensors.map((t) => ({ name: t.name, dims: t.dims })),
+    };
+  },
+};
 
 /** What one config.json field must be: `ok` decides, `expect` says it in words. */
 export interface HfFieldRule {

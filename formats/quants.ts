@@ -11,7 +11,7 @@
  * @module
  */
 import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from "./float16.ts";
-import { f32Bytes, LITTLE_ENDIAN } from "./io.ts";
+import { f32Bytes } from "./io.ts";
 
 /** `general.quantization_version` llama.cpp expects for Q4_0 / Q8_0 blocks. */
 export const GGML_QNT_VERSION = 2;
@@ -198,7 +198,6 @@ export function dequantizeQ4_0(bytes: Uint8Array, n: number): Float32Array {
  * ```
  */
 export function encodeTensor(type: GgmlType, data: Float32Array): Uint8Array {
-  if (!LITTLE_ENDIAN) throw new Error("ferry needs a little-endian host");
   switch (type) {
     case "F32":
       return f32Bytes(data);

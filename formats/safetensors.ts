@@ -19,7 +19,7 @@ import { DIGEST_KEY, DIGEST_PLACEHOLDER, digestOffset, digestStream, isDigest } 
 import { open, readFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from "./float16.ts";
-import { f32Bytes, LITTLE_ENDIAN, openAtomic } from "./io.ts";
+import { f32Bytes, openAtomic } from "./io.ts";
 import { numel, type Tensor } from "../model/tensor.ts";
 import { FormatError, type RefusalDetail } from "../model/error.ts";
 import { isJsonObject, JsonNumber, type JsonValue, parseStrictJson, StrictJsonError } from "./json.ts";
@@ -346,7 +346,6 @@ export interface SafetensorsFile {
  * ```
  */
 export async function readSafetensors(path: string): Promise<SafetensorsFile> {
-  if (!LITTLE_ENDIAN) throw new Error("ferry needs a little-endian host");
   const fh = await open(path, "r");
   try {
     const size = (await fh.stat()).size;

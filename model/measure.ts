@@ -1,6 +1,7 @@
 /**
- * What an export costs: logits of a model under test compared with the float source's, position by
- * position, and held-out bits per byte.
+ * What an export costs: logits of a model or engine under test compared with the float source's,
+ * position by position, held-out bits per byte, and greedy continuations. Every function that runs a
+ * model takes any `Engine` (float, integer, WebGPU); the float model itself is accepted too, synchronously.
  *
  * @example
  * ```ts
@@ -12,6 +13,8 @@
  */
 import { BOS } from "./tokenizer.ts";
 import { createCache, forward, type Model } from "./qwen3.ts";
+import type { Engine } from "./engine.ts";
+import { generateAll } from "./generate.ts";
 
 /** Differences between reference logits and logits under test, over the same positions. */
 export interface LogitComparison {
@@ -82,9 +85,15 @@ export function windowInputs(window: Uint8Array): number[] {
   return ids;
 }
 
-/** Logits of every position of a window, from a fresh cache. */
-export function windowLogits(model: Model, window: Uint8Array): Float32Array {
-  return forward(model, createCache(model, window.length), windowInputs(window));
+/**
+ * Logits of every position of a window, from a fresh start: on the float model directly (sync), or on
+ * any engine (async, through a fresh session).
+ */
+export function windowLogits(model: Model, window: Uint8Array): Float32Array;
+export function windowLogits(engine: Engine, window: Uint8Array): Promise<Float32Array>;
+export function windowLogits(m: Model | Engine, window: Uint8Array): Float32Array | Promise<Float32Array> {
+  if (isEngine(m)) return m.start().feed(windowInputs(window), "all");
+  return forward(m, createCache(m, window.length), windowInputs(window));
 }
 
 /** Bits per byte of `window` under `logits` (as given by `windowLogits`). */
@@ -98,13 +107,79 @@ export function windowBits(logits: Float32Array, window: Uint8Array, vocab: numb
   return nats / Math.LN2;
 }
 
-/** Held-out bits per byte of a model over the given windows. */
-export function bitsPerByte(model: Model, windows: Uint8Array[], onWindow?: (i: number) => void): number {
-  let bits = 0, bytes = 0;
+/** Held-out bits per byte over the given windows: of the float model (sync), or of any engine (async). */
+export function bitsPerByte(model: Model, windows: Uint8Array[], onWindow?: (i: number) => void): number;
+export function bitsPerByte(engine: Engine, windows: Uint8Array[], onWindow?: (i: number) => void): Promise<number>;
+export function bitsPerByte(
+  m: Model | Engine,
+  windows: Uint8Array[],
+  onWindow?: (i: number) => void,
+): number | Promise<number> {
+  const V = m.config.vocab_size;
+  const bytes = windows.reduce((n, w) => n + w.length, 0);
+  if (isEngine(m)) {
+    return (async () => {
+      let bits = 0;
+      for (let i = 0; i < windows.length; i++) {
+        bits += windowBits(await windowLogits(m, windows[i]), windows[i], V);
+        onWindow?.(i);
+      }
+      return bits / bytes;
+    })();
+  }
+  let bits = 0;
   windows.forEach((w, i) => {
-    bits += windowBits(windowLogits(model, w), w, model.config.vocab_size);
-    bytes += w.length;
+    bits += windowBits(windowLogits(m, w), w, V);
     onWindow?.(i);
   });
   return bits / bytes;
+}
+
+/** What an engine gives on the measurement set: logits per window, bits per byte, greedy continuations. */
+export interface EngineProfile {
+  /** `[positions × vocab]` logits of each window. */
+  logits: Float32Array[];
+  bpb: number;
+  /** Each prompt's greedy continuation, as comma-joined token ids. */
+  greedy: string[];
+}
+
+/**
+ * Runs an engine over held-out windows and greedy prompts: the raw material of every export-cost
+ * figure (compare two profiles with `compareLogits` and the greedy strings). `tick` is called once
+ * per window and per prompt.
+ *
+ * @example
+ * ```ts
+ * const ref = await profileEngine(floatEngine, windows, prompts, 64);
+ * const got = await profileEngine(await loadEngine("out/ferry.q4_0.gguf"), windows, prompts, 64);
+ * ```
+ */
+export async function profileEngine(
+  engine: Engine,
+  windows: Uint8Array[],
+  prompts: readonly number[][],
+  tokens: number,
+  tick: () => void = () => {},
+): Promise<EngineProfile> {
+  const V = engine.config.vocab_size;
+  let bits = 0, bytes = 0;
+  const logits: Float32Array[] = [];
+  for (const w of windows) {
+    const l = await windowLogits(engine, w);
+    bits += windowBits(l, w, V);
+    bytes += w.length;
+    logits.push(l);
+    tick();
+  }
+  const greedy: string[] = [];
+  for (const p of prompts) {
+    greedy.push((await generateAll(engine, p, { maxTokens: tokens, stopAtEos: false })).join(","));
+    tick();
+  }
+  return { logits, bpb: bits / bytes, greedy };
+}
+
+function isEngine(m: Model | Engine): m is Engine {
+  return typeof (m as Engine).start === "function";
 }

@@ -1,6 +1,6 @@
 /**
- * Choosing the next token from logits, and the generation loop: greedy, or seeded temperature with
- * top-p (nucleus) sampling.
+ * Choosing the next token from logits (greedy, or seeded temperature with top-k, min-p and top-p), and
+ * the float model's own synchronous generation loop. Engines generate through model/generate.ts.
  *
  * @example
  * ```ts
@@ -12,6 +12,7 @@ import { argmax } from "../kernels/cpu.ts";
 import { createCache, forward, type Model } from "./qwen3.ts";
 import { createRng, type Rng } from "./random.ts";
 import { EOS } from "./tokenizer.ts";
+import type { SamplingOptions } from "./engine.ts";
 
 /** How to pick tokens: temperature 0 is greedy. */
 export interface SampleOptions {
@@ -20,7 +21,42 @@ export interface SampleOptions {
   seed?: number;
 }
 
-/** Picks a token from one row of logits `[off, off + n)`. Greedy when temperature is 0. */
+/**
+ * Picks a token from one row of logits `[off, off + n)`. Greedy (lowest id on a tie) when temperature
+ * is 0; otherwise a seeded draw from the softmax at that temperature, cut to the `topK` most likely
+ * tokens, then those with at least `minP` times the top token's probability, then the smallest prefix
+ * whose mass reaches `topP` of what is left. With topK and minP off this is `sampleToken`, draw for draw.
+ *
+ * @example
+ * ```ts
+ * pickToken(logits, 0, 258, { temperature: 0.8, topK: 40, minP: 0.05 }, createRng(1));
+ * ```
+ */
+export function pickToken(logits: Float32Array, off: number, n: number, opts: SamplingOptions, rng: Rng): number {
+  const { temperature = 0, topK = 0, topP = 1, minP = 0 } = opts;
+  if (temperature <= 0) return argmax(logits, off, n);
+  let max = -Infinity;
+  for (let i = 0; i < n; i++) max = Math.max(max, logits[off + i]);
+  const probs = new Float64Array(n);
+  for (let i = 0; i < n; i++) probs[i] = Math.exp((logits[off + i] - max) / temperature);
+  const order = Array.from({ length: n }, (_, i) => i).sort((a, b) => probs[b] - probs[a] || a - b);
+  let candidates = topK > 0 ? Math.min(n, topK) : n;
+  // probs[order[0]] is the top token's (unnormalised) probability.
+  while (minP > 0 && candidates > 1 && probs[order[candidates - 1]] < minP * probs[order[0]]) candidates--;
+  let sum = 0;
+  for (let j = 0; j < candidates; j++) sum += probs[order[j]];
+  // Keep the smallest prefix of the sorted candidates whose mass reaches topP.
+  let kept = 0, mass = 0;
+  while (kept < candidates && (kept === 0 || mass < topP * sum)) mass += probs[order[kept++]];
+  let r = rng.next() * mass;
+  for (let j = 0; j < kept; j++) {
+    r -= probs[order[j]];
+    if (r < 0) return order[j];
+  }
+  return order[kept - 1];
+}
+
+/** Picks a token from one row of logits `[off, off + n)` by temperature and top-p (see `pickToken`). */
 export function sampleToken(
   logits: Float32Array,
   off: number,
@@ -29,22 +65,7 @@ export function sampleToken(
   topP: number,
   rng: Rng,
 ): number {
-  if (temperature <= 0) return argmax(logits, off, n);
-  let max = -Infinity;
-  for (let i = 0; i < n; i++) max = Math.max(max, logits[off + i]);
-  const probs = new Float64Array(n);
-  let sum = 0;
-  for (let i = 0; i < n; i++) sum += probs[i] = Math.exp((logits[off + i] - max) / temperature);
-  const order = Array.from({ length: n }, (_, i) => i).sort((a, b) => probs[b] - probs[a] || a - b);
-  // Keep the smallest prefix of the sorted tokens whose mass reaches topP.
-  let kept = 0, mass = 0;
-  while (kept < n && (kept === 0 || mass < topP * sum)) mass += probs[order[kept++]];
-  let r = rng.next() * mass;
-  for (let j = 0; j < kept; j++) {
-    r -= probs[order[j]];
-    if (r < 0) return order[j];
-  }
-  return order[kept - 1];
+  return pickToken(logits, off, n, { temperature, topP }, rng);
 }
 
 /** Options of `generate`. */

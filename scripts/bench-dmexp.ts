@@ -29,7 +29,7 @@ import { verifyDmexp } from "../formats/dmexp.ts";
 import { writeCheckpoint } from "../formats/checkpoint.ts";
 import { type ModelConfig, paramShapes } from "../model/config.ts";
 import { numel, type Tensor } from "../model/tensor.ts";
-import { exportCheckpoint } from "./export.ts";
+import { exportCheckpoint } from "../formats/export.ts";
 
 const HELP = `
 Benchmark dmexp on a synthetic checkpoint: copy vs export (bf16), read vs verify, export peak memory.

@@ -13,6 +13,8 @@
  * @module
  */
 import { parseArgs, type ParseArgsConfig } from "node:util";
+import { basename, relative } from "node:path";
+import { fileURLToPath } from "node:url";
 import process from "node:process";
 
 /** Exit code for refused input (a corrupt file, a failed check). */
@@ -106,4 +108,32 @@ function fmtTime(s: number): string {
   if (!Number.isFinite(s)) return "?";
   const m = Math.floor(s / 60), sec = Math.round(s % 60);
   return m > 0 ? `${m}m${String(sec).padStart(2, "0")}s` : `${s.toFixed(1)}s`;
+}
+
+/**
+ * The exact command that converts a training checkpoint to dmexp, runnable from the current
+ * directory (the script path is made relative to it).
+ *
+ * @example
+ * ```ts
+ * exportCommand("model/default/ferry.ckpt");
+ * // "deno run -A scripts/export.ts --input model/default/ferry.ckpt --format dmexp --output out/ferry.dmexp"
+ * ```
+ */
+export function exportCommand(checkpointPath: string): string {
+  const script = relative(process.cwd(), fileURLToPath(new URL("./export.ts", import.meta.url)));
+  const stem = basename(checkpointPath).replace(/\.ckpt$/, "");
+  return `deno run -A ${shellQuote(script)} --input ${shellQuote(checkpointPath)} --format dmexp --output ${
+    shellQuote(`out/${stem}.dmexp`)
+  }`;
+}
+
+/** The sentence for a training checkpoint handed to a command that reads exports. */
+export function checkpointRefusal(path: string): string {
+  return `${path} is a ferry training checkpoint (magic FERRYCK): a training run with its optimizer state, ` +
+    `not an inference export. Convert it to dmexp with:\n  ${exportCommand(path)}`;
+}
+
+function shellQuote(s: string): string {
+  return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replaceAll("'", `'\\''`)}'`;
 }

@@ -1,39 +1,45 @@
 /**
- * Held-out bits per byte of a training checkpoint over the fixed evaluation windows (64 windows of
- * 256 bytes spread evenly through the held-out Brown documents), plus a greedy continuation.
+ * Held-out bits per byte of a training checkpoint or of any export, on any engine, over the fixed
+ * evaluation windows (64 windows of 256 bytes spread evenly through the held-out Brown documents),
+ * plus a greedy continuation.
  *
  *   deno run -A scripts/eval.ts model/default/ferry.ckpt
+ *   deno run -A scripts/eval.ts out/ferry.q8_0.gguf --engine float
  *
  * @module
  */
 import { cli, EXIT_USAGE, fail, progress, run } from "./cli.ts";
+import { isCheckpointFile, readCheckpoint } from "../formats/checkpoint.ts";
+import { engineKinds, loadEngine } from "../serve/engines.ts";
 import { EVAL_WINDOWS, evalWindows, loadBrown, WINDOW_BYTES } from "../model/corpus.ts";
+import type { Engine } from "../model/engine.ts";
+import { createFloatEngine } from "../model/float-engine.ts";
+import { generateAll } from "../model/generate.ts";
 import { bitsPerByte } from "../model/measure.ts";
-import { buildModel } from "../model/qwen3.ts";
-import { generate } from "../model/sample.ts";
 import { decode, encode } from "../model/tokenizer.ts";
-import { readCheckpoint } from "../formats/checkpoint.ts";
 
 const HELP = `
-Usage: deno run -A scripts/eval.ts [CHECKPOINT] [options]
+Usage: deno run -A scripts/eval.ts [FILE] [options]
 
 Reports held-out bits per byte over ${EVAL_WINDOWS} windows of ${WINDOW_BYTES} bytes spread evenly through
 the held-out Brown documents (the same windows every ferry measurement uses), and a greedy
 continuation of the prompt.
 
 Arguments:
-  CHECKPOINT          a training checkpoint          [model/default/ferry.ckpt]
+  FILE                a training checkpoint or any export    [model/default/ferry.ckpt]
 Options:
-  --weights W         model | ema                    [model]
-  --windows N         number of windows              [${EVAL_WINDOWS}]
-  --prompt TEXT       prompt for the continuation    ["The jury said"]
-  --tokens N          bytes to continue              [64]
+  --weights W         model | ema (checkpoints only)          [model]
+  --engine NAME       ${engineKinds().join(", ")}        [the format's own; float for a checkpoint]
+  --windows N         number of windows                      [${EVAL_WINDOWS}]
+  --prompt TEXT       prompt for the continuation            ["The jury said"]
+  --tokens N          bytes to continue                      [64]
   --json              machine-readable output
   -h, --help          this text
 `;
 
 const { values: a, positionals } = cli(HELP, {
   weights: { type: "string", default: "model" },
+  engine: { type: "string" },
   windows: { type: "string", default: String(EVAL_WINDOWS) },
   prompt: { type: "string", default: "The jury said" },
   tokens: { type: "string", default: "64" },
@@ -43,22 +49,44 @@ const { values: a, positionals } = cli(HELP, {
 await run(async () => {
   const path = positionals[0] ?? "model/default/ferry.ckpt";
   if (a.weights !== "model" && a.weights !== "ema") fail(`--weights must be model or ema, got ${a.weights}`, EXIT_USAGE);
+  if (a.engine !== undefined && !engineKinds().includes(a.engine)) {
+    fail(`--engine ${a.engine}: unknown (expected one of: ${engineKinds().join(", ")})`, EXIT_USAGE);
+  }
   const count = Number(a.windows);
   if (!Number.isInteger(count) || count < 1) fail(`--windows expects a positive integer`, EXIT_USAGE);
-  const run = await readCheckpoint(path, { sections: [a.weights as "model" | "ema"] });
-  const tensors = a.weights === "ema" ? run.ema : run.model;
-  if (!tensors) fail(`${path}: has no ${a.weights} section`);
-  const model = buildModel(run.config, tensors!, path);
+  let engine: Engine, step: number | null = null;
+  if (await isCheckpointFile(path)) {
+    // A checkpoint holds float training weights: they run on the float engine, as the trainer ran them.
+    if (a.engine !== undefined && a.engine !== "float") fail(`--engine ${a.engine}: a checkpoint runs on float; export it first`, EXIT_USAGE);
+    const ck = await readCheckpoint(path, { sections: [a.weights as "model" | "ema"] });
+    const tensors = a.weights === "ema" ? ck.ema : ck.model;
+    if (!tensors) fail(`${path}: has no ${a.weights} section`);
+    engine = createFloatEngine(ck.config, tensors!, path);
+    step = ck.step;
+  } else {
+    if (a.weights !== "model") fail(`--weights ${a.weights}: an export holds one set of weights`, EXIT_USAGE);
+    engine = await loadEngine(path, a.engine);
+  }
   const { heldOut } = await loadBrown();
   const windows = evalWindows(heldOut, count);
   const bar = progress("eval", windows.length, { unit: "window" });
-  const bpb = bitsPerByte(model, windows, () => bar.tick());
+  const bpb = await bitsPerByte(engine, windows, () => bar.tick());
   bar.done();
-  const cont = decode(generate(model, encode(a.prompt!, { bos: true }), { maxTokens: Number(a.tokens) }));
-  const result = { file: path, weights: a.weights, step: run.step, windows: count, window_bytes: WINDOW_BYTES, heldout_bpb: bpb, prompt: a.prompt, continuation: cont };
+  const cont = decode(await generateAll(engine, encode(a.prompt!, { bos: true }), { maxTokens: Number(a.tokens) }));
+  const result = {
+    file: path,
+    weights: a.weights,
+    engine: engine.kind,
+    step,
+    windows: count,
+    window_bytes: WINDOW_BYTES,
+    heldout_bpb: bpb,
+    prompt: a.prompt,
+    continuation: cont,
+  };
   if (a.json) console.log(JSON.stringify(result, null, 2));
   else {
-    console.log(`${path} (${a.weights} weights, step ${run.step})`);
+    console.log(`${path} (${step === null ? `${engine.kind} engine` : `${a.weights} weights, step ${step}`})`);
     console.log(`held-out bits per byte: ${bpb.toFixed(4)} over ${count} windows of ${WINDOW_BYTES} bytes`);
     console.log(`greedy: ${JSON.stringify(a.prompt + cont)}`);
   }

@@ -1,7 +1,7 @@
 /**
- * Generates text from an export, and from nothing else: pointed at a training checkpoint it says what
- * the file is, prints the exact command that converts it, and exits 1. Greedy by default; the
- * continuation (not the prompt) streams to stdout as it is produced.
+ * Generates text from an export on any engine, and from nothing else: pointed at a training checkpoint
+ * it says what the file is, prints the exact command that converts it, and exits 1. Greedy by default;
+ * the continuation (not the prompt) streams to stdout as it is produced.
  *
  * @example
  * ```ts
@@ -10,19 +10,17 @@
  * ```
  * @module
  */
-import { open, stat } from "node:fs/promises";
 import process from "node:process";
-import { cli, EXIT_REFUSED, EXIT_USAGE, fail, type Progress, progress, run } from "./cli.ts";
-import { checkpointRefusal, loadDmexpModel } from "../formats/dmexp.ts";
-import { isCheckpoint } from "../formats/checkpoint.ts";
+import { checkpointRefusal, cli, EXIT_REFUSED, EXIT_USAGE, fail, type Progress, progress, run } from "./cli.ts";
+import { isCheckpointFile } from "../formats/checkpoint.ts";
+import { formatOf, FORMATS } from "../formats/mod.ts";
+import { engineKinds, loadEngine } from "../serve/engines.ts";
+import { configParamCount } from "../model/config.ts";
+import { generateTokens } from "../model/generate.ts";
 import { createStreamDecoder, encode } from "../model/tokenizer.ts";
-import { generate } from "../model/sample.ts";
-import type { Model } from "../model/qwen3.ts";
-import { countParams } from "../model/tensor.ts";
-import { loadExport } from "./load.ts";
 
 const HELP = `
-Generate text from an export: .dmexp, .gguf, .f64lines or a Hugging Face folder (not from a training
+Generate text from an export: ${FORMATS.map((f) => f.extension).join(" ")} (not from a training
 checkpoint: convert that first with scripts/export.ts).
 
 Usage: deno run -A scripts/generate.ts FILE --prompt TEXT [options]
@@ -30,7 +28,10 @@ Usage: deno run -A scripts/generate.ts FILE --prompt TEXT [options]
 Options:
   --prompt TEXT       the text to continue (required)
   --max-tokens N      at most N new tokens (default 200; capped by the model's context)
+  --engine NAME       ${engineKinds().join(", ")} (default: the format's own engine)
   --temperature T     0 is greedy (default 0)
+  --top-k K           sample from the K most likely tokens only (default 0: all)
+  --min-p P           drop tokens below P times the top token's probability (default 0: none)
   --top-p P           nucleus sampling mass, in (0, 1] (default 1)
   --seed S            sampling seed, an integer (default 0)
   -h, --help          this text
@@ -58,7 +59,10 @@ async function main(): Promise<void> {
   const { values, positionals } = cli(HELP, {
     prompt: { type: "string" },
     "max-tokens": { type: "string" },
+    engine: { type: "string" },
     temperature: { type: "string" },
+    "top-k": { type: "string" },
+    "min-p": { type: "string" },
     "top-p": { type: "string" },
     seed: { type: "string" },
   });
@@ -75,54 +79,37 @@ async function main(): Promise<void> {
     "a positive integer",
   );
   const temperature = numberFlag("temperature", values.temperature, 0, (x) => x >= 0, "a number >= 0");
+  const topK = numberFlag("top-k", values["top-k"], 0, (x) => Number.isInteger(x) && x >= 0, "an integer >= 0");
+  const minP = numberFlag("min-p", values["min-p"], 0, (x) => x >= 0 && x <= 1, "a number in [0, 1]");
   const topP = numberFlag("top-p", values["top-p"], 1, (x) => x > 0 && x <= 1, "a number in (0, 1]");
   const seed = numberFlag("seed", values.seed, 0, Number.isSafeInteger, "an integer");
+  if (values.engine !== undefined && !engineKinds().includes(values.engine)) {
+    fail(`--engine ${values.engine}: unknown (expected one of: ${engineKinds().join(", ")})`, EXIT_USAGE);
+  }
 
   // A training checkpoint is a run, not a model: say so and how to convert it, and load nothing of it.
-  const head = new Uint8Array(8);
-  const fh = await stat(path).then((s) => (s.isFile() ? open(path, "r") : undefined), () => undefined);
-  if (fh) {
-    await fh.read(head, 0, 8, 0).finally(() => fh.close());
-    if (isCheckpoint(head)) fail(checkpointRefusal(path), EXIT_REFUSED);
-  }
+  if (await isCheckpointFile(path)) fail(checkpointRefusal(path), EXIT_REFUSED);
 
-  let model: Model;
-  if (path.endsWith(".dmexp")) {
-    let bar: Progress | undefined, shown = 0;
-    const loaded = await loadDmexpModel(path, {
-      onProgress: (done, total) => {
-        if (total < 64 << 20) return; // a small model loads faster than a bar could draw
-        bar ??= progress("load", Math.ceil(total / (1 << 20)), { unit: "MiB" });
-        const now = Math.floor(done / (1 << 20));
-        if (now > shown) bar.tick(now - shown), shown = now;
-        if (done === total) bar.done();
-      },
-    });
-    model = loaded.model;
-    const h = loaded.header;
-    console.error(`${path}: ${h.dtype} export of ${h.source}, ${h.num_params.toLocaleString("en-US")} params`);
-  } else {
-    // Any other export ferry writes: a Hugging Face folder, .gguf or .f64lines.
-    const loaded = await loadExport(path);
-    model = loaded.model;
-    console.error(`${path}: ${loaded.format} export, ${countParams(loaded.tensors).toLocaleString("en-US")} params`);
-  }
+  let bar: Progress | undefined, shown = 0;
+  const engine = await loadEngine(path, values.engine, {
+    onProgress: (done, total) => {
+      if (total < 64 << 20) return; // a small model loads faster than a bar could draw
+      bar ??= progress("load", Math.ceil(total / (1 << 20)), { unit: "MiB" });
+      const now = Math.floor(done / (1 << 20));
+      if (now > shown) bar.tick(now - shown), shown = now;
+      if (done === total) bar.done();
+    },
+  });
+  const params = configParamCount(engine.config).toLocaleString("en-US");
+  console.error(`${path}: ${formatOf(path).name} export, ${params} params, on the ${engine.kind} engine`);
   const prompt = encode(values.prompt, { bos: true });
-  const room = model.config.max_position_embeddings - prompt.length;
-  if (room <= 0) {
-    fail(
-      `--prompt is ${prompt.length} tokens with BOS; the model's context holds ${model.config.max_position_embeddings}`,
-      EXIT_USAGE,
-    );
+  const context = engine.config.max_position_embeddings;
+  if (prompt.length >= context) {
+    fail(`--prompt is ${prompt.length} tokens with BOS; the model's context holds ${context}`, EXIT_USAGE);
   }
   const decode = createStreamDecoder();
-  generate(model, prompt, {
-    maxTokens: Math.min(maxTokens, room),
-    temperature,
-    topP,
-    seed,
-    onToken: (id) => process.stdout.write(decode(id)),
-  });
+  const sampling = { maxTokens, temperature, topK, minP, topP, seed };
+  for await (const id of generateTokens(engine, prompt, sampling)) process.stdout.write(decode(id));
   process.stdout.write("\n");
 }
 

@@ -1,9 +1,10 @@
 /**
- * Says everything a dmexp file says about itself, and whether its checksum holds, without building a
- * model: the answer to "someone handed me one file on a machine that has never seen this repository".
- * A file whose config is not a ferry config (one written by another implementation) is still shown.
+ * Says everything an export says about itself, and whether its checks hold, without building a model:
+ * the answer to "someone handed me one file on a machine that has never seen this repository". The
+ * format is recognised from the path (formats/mod.ts) and its `inspect` does the work. A dmexp file
+ * whose config is not a ferry config (one written by another implementation) is still shown.
  *
- * Exit codes: 0 the file is intact, 1 refused (not a dmexp, corrupt, or its header disagrees with its
+ * Exit codes: 0 the file is intact, 1 refused (not an export, corrupt, or its header disagrees with its
  * own config), 2 usage.
  *
  * @example
@@ -14,64 +15,55 @@
  * @module
  */
 import process from "node:process";
-import { cli, EXIT_REFUSED, EXIT_USAGE, fail, type Progress, progress, run } from "./cli.ts";
-import { type DmexpInfo, DTYPE_BYTES, hex32, inspectDmexp } from "../formats/dmexp.ts";
+import { checkpointRefusal, cli, EXIT_REFUSED, EXIT_USAGE, fail, type Progress, progress, run } from "./cli.ts";
+import { DTYPE_BYTES, type DmexpDtype } from "../formats/dmexp.ts";
+import { formatOf, FORMATS } from "../formats/mod.ts";
+import { isCheckpointFile } from "../formats/checkpoint.ts";
 import { F16_MAX, F16_MIN_NORMAL } from "../formats/float16.ts";
 import { numel } from "../model/tensor.ts";
 
 const HELP = `
-Print every header field of a dmexp file and verify its checksum, without building a model.
+Print every header field of an export and verify it, without building a model.
 
 Usage: deno run -A scripts/info.ts FILE [--json]
+
+FILE is any export: ${FORMATS.map((f) => `${f.extension} (${f.name})`).join(", ")}. A dmexp file's
+checksum is verified and reported even when it fails.
 
 Options:
   --json      print the result as JSON
   -h, --help  this text
 
-Exit codes: 0 intact, 1 refused (not a dmexp file, checksum mismatch, header disagrees with its config), 2 usage.
+Exit codes: 0 intact, 1 refused (not an export, checksum mismatch, header disagrees with its config), 2 usage.
 `;
 
-/** The JSON form of an inspection: every header key, the checksum verdict and the model verdict. */
-export function infoJson(info: DmexpInfo): Record<string, unknown> {
-  const { extra, tensors, ...keys } = info.header;
-  return {
-    file: info.path,
-    bytes: info.fileBytes,
-    version: info.version,
-    header_length: info.headerLength,
-    payload_length: info.payloadLength,
-    crc32: { stored: hex32(info.crc32.stored), computed: hex32(info.crc32.computed), ok: info.crc32.ok },
-    header_crc32: info.headerCrc32 ?? null,
-    header: { ...keys, ...extra, tensors },
-    model: info.model.ok ? { ok: true } : { ok: false, field: info.model.field, reason: info.model.reason },
+// The dmexp inspection (dmexpInfoJson's shape) as text: one field per line, then the config and tensors.
+// deno-lint-ignore no-explicit-any
+function dmexpText(info: any): string {
+  const { tensors, config, ...fields } = info.header as Record<string, unknown> & {
+    tensors: Array<{ name: string; dims: number[]; overflowed: number }>;
+    config: string;
   };
-}
-
-/** The human form: one field per line, then the config text and the tensor list. */
-export function infoText(info: DmexpInfo): string {
-  const h = info.header, n = (x: number) => x.toLocaleString("en-US");
+  const h = fields as Record<string, unknown> & { dtype: DmexpDtype; num_params: number; flushed: number; max_abs: number; min_nonzero_abs: number };
+  const n = (x: number) => x.toLocaleString("en-US");
+  const standard = ["format", "dtype", "source", "step", "num_params", "num_tensors", "flushed", "max_abs", "min_nonzero_abs"];
   const rows: Array<[string, unknown]> = [
-    ["file", info.path],
-    [
-      "bytes",
-      `${n(info.fileBytes)} = 24 prefix + ${n(info.headerLength)} header + ${n(info.payloadLength)} payload`,
-    ],
+    ["file", info.file],
+    ["bytes", `${n(info.bytes)} = 24 prefix + ${n(info.header_length)} header + ${n(info.payload_length)} payload`],
     ["version", info.version],
     [
       "checksum",
       info.crc32.ok
-        ? `crc32 ${hex32(info.crc32.stored)}: ok, the payload is intact`
-        : `MISMATCH: stored ${hex32(info.crc32.stored)}, payload's ${
-          hex32(info.crc32.computed)
-        }: the payload is corrupt`,
+        ? `crc32 ${info.crc32.stored}: ok, the payload is intact`
+        : `MISMATCH: stored ${info.crc32.stored}, payload's ${info.crc32.computed}: the payload is corrupt`,
     ],
     [
       "header check",
-      !info.headerCrc32
+      !info.header_crc32
         ? "none (no header_crc32 key: a file written without ferry's header checksum)"
-        : info.headerCrc32.ok
-        ? `header_crc32 ${info.headerCrc32.stored}: ok, the header is as written`
-        : `MISMATCH: stored ${info.headerCrc32.stored}, prefix and header give ${info.headerCrc32.computed}: the header was changed`,
+        : info.header_crc32.ok
+        ? `header_crc32 ${info.header_crc32.stored}: ok, the header is as written`
+        : `MISMATCH: stored ${info.header_crc32.stored}, prefix and header give ${info.header_crc32.computed}: the header was changed`,
     ],
     ["format", h.format],
     ["dtype", `${h.dtype} (${DTYPE_BYTES[h.dtype]} bytes per value)`],
@@ -83,7 +75,7 @@ export function infoText(info: DmexpInfo): string {
     ["max_abs", h.max_abs],
     ["min_nonzero_abs", h.min_nonzero_abs],
     ["f16 range", f16Fit(h.max_abs, h.min_nonzero_abs)],
-    ...Object.entries(h.extra),
+    ...Object.entries(h).filter(([k]) => !standard.includes(k)),
     [
       "model",
       info.model.ok
@@ -94,15 +86,24 @@ export function infoText(info: DmexpInfo): string {
     ],
   ];
   const lines = rows.map(([k, v]) => `${k.padEnd(16)} ${typeof v === "string" ? v : JSON.stringify(v)}`);
-  lines.push("config", ...h.config.trimEnd().split("\n").map((l) => `  ${l}`));
-  const width = Math.max(...h.tensors.map((t) => t.name.length));
+  lines.push("config", ...config.trimEnd().split("\n").map((l) => `  ${l}`));
+  const width = Math.max(...tensors.map((t) => t.name.length));
   lines.push("tensors");
-  for (const t of h.tensors) {
-    lines.push(
-      `  ${t.name.padEnd(width)}  [${t.dims.join(", ")}]  ${
-        n(numel(t.dims))
-      } values  overflowed ${t.overflowed}`,
-    );
+  for (const t of tensors) {
+    lines.push(`  ${t.name.padEnd(width)}  [${t.dims.join(", ")}]  ${n(numel(t.dims))} values  overflowed ${t.overflowed}`);
+  }
+  return lines.join("\n");
+}
+
+// Any other format's inspection as text: scalar fields one per line, lists one entry per line.
+function genericText(info: Record<string, unknown>): string {
+  const lines: string[] = [];
+  for (const [k, v] of Object.entries(info)) {
+    if (Array.isArray(v)) {
+      lines.push(k, ...v.map((e) => `  ${typeof e === "object" ? Object.values(e as object).map((x) => Array.isArray(x) ? `[${x.join(", ")}]` : x).join("  ") : e}`));
+    } else if (v && typeof v === "object") {
+      lines.push(k, ...Object.entries(v).map(([a, b]) => `  ${a.padEnd(40)} ${typeof b === "string" ? b : JSON.stringify(b)}`));
+    } else lines.push(`${k.padEnd(16)} ${typeof v === "string" ? v : JSON.stringify(v)}`);
   }
   return lines.join("\n");
 }
@@ -123,8 +124,11 @@ async function main(): Promise<void> {
   if (positionals.length !== 1) {
     fail(`expected one FILE, got ${positionals.length}\n\n${HELP.trim()}`, EXIT_USAGE);
   }
+  const path = positionals[0];
+  if (await isCheckpointFile(path)) fail(checkpointRefusal(path), EXIT_REFUSED);
+  const format = formatOf(path);
   let bar: Progress | undefined, shown = 0;
-  const info = await inspectDmexp(positionals[0], {
+  const info = await format.inspect(path, {
     onProgress: (done, total) => {
       if (total < 64 << 20) return;
       bar ??= progress("verify", Math.ceil(total / (1 << 20)), { unit: "MiB" });
@@ -133,10 +137,13 @@ async function main(): Promise<void> {
       if (done === total) bar.done();
     },
   });
-  console.log(values.json ? JSON.stringify(infoJson(info), null, 2) : infoText(info));
-  const refused = !info.crc32.ok || info.headerCrc32?.ok === false ||
-    (!info.model.ok && info.model.field !== "config");
-  if (refused) process.exitCode = EXIT_REFUSED;
+  console.log(values.json ? JSON.stringify(info, null, 2) : format.name === "dmexp" ? dmexpText(info) : genericText(info));
+  // A dmexp file is shown even when its checks fail; the verdict is the exit code.
+  // deno-lint-ignore no-explicit-any
+  const v = info as any;
+  if (format.name === "dmexp" && (!v.crc32.ok || v.header_crc32?.ok === false || (!v.model.ok && v.model.field !== "config"))) {
+    process.exitCode = EXIT_REFUSED;
+  }
 }
 
 if (import.meta.main) await run(main);

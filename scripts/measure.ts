@@ -4,7 +4,8 @@
  * 64 held-out windows (logit deltas, top-1 agreement, KL divergence, bits per byte and its gap) and on
  * greedy 64-byte continuations of 8 prompts.
  *
- *   deno run -A scripts/measure.ts            # the shipped model, every export
+ *   deno run -A scripts/measure.ts                    # the shipped model, every export, natural engines
+ *   deno run -A scripts/measure.ts --engine float     # every export on one engine
  *
  * @module
  */
@@ -12,13 +13,13 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { cli, EXIT_USAGE, fail, progress, run } from "./cli.ts";
-import { DEFAULT_INPUT, exportCheckpoint, FORMATS } from "./export.ts";
-import { loadExport } from "./load.ts";
+import { DEFAULT_INPUT, exportCheckpoint } from "../formats/export.ts";
+import { formatNamed, FORMATS } from "../formats/mod.ts";
 import { readCheckpoint } from "../formats/checkpoint.ts";
+import { engineKinds, loadEngine } from "../serve/engines.ts";
 import { evalWindows, loadBrown } from "../model/corpus.ts";
-import { compareLogits, windowBits, windowLogits } from "../model/measure.ts";
-import { buildModel, type Model } from "../model/qwen3.ts";
-import { generate } from "../model/sample.ts";
+import { createFloatEngine } from "../model/float-engine.ts";
+import { compareLogits, profileEngine } from "../model/measure.ts";
 import { encode } from "../model/tokenizer.ts";
 
 /** The prompts whose greedy continuations must match. */
@@ -36,16 +37,18 @@ export const PROMPTS = [
 const HELP = `
 Usage: deno run -A scripts/measure.ts [CHECKPOINT] [options]
 
-Exports the checkpoint to every format and dtype, reads each back through its own reader, and
-compares it with the checkpoint's f32 weights: max and mean |logit delta|, top-1 agreement and mean
-KL divergence over the held-out windows, held-out bits per byte and its gap to the source, and
-whether the greedy ${64}-byte continuations of ${PROMPTS.length} prompts are identical.
+Exports the checkpoint to every format and dtype, loads each on an engine (the format's own, or
+--engine), and compares it with the checkpoint's f32 weights on the float engine: max and mean
+|logit delta|, top-1 agreement and mean KL divergence over the held-out windows, held-out bits per
+byte and its gap to the source, and whether the greedy ${64}-byte continuations of ${PROMPTS.length} prompts
+are identical.
 
 Arguments:
   CHECKPOINT        a training checkpoint            [${DEFAULT_INPUT}]
 Options:
   --windows N       held-out windows of 256 bytes    [64]
   --only LIST       comma-separated format:dtype pairs (e.g. dmexp:bf16,gguf:q4_0)
+  --engine NAME     run every export on this engine (${engineKinds().join(", ")}) [each format's own]
   --json            machine-readable output
   -h, --help        this text
 `;
@@ -53,6 +56,7 @@ Options:
 const { values: a, positionals } = cli(HELP, {
   windows: { type: "string", default: "64" },
   only: { type: "string" },
+  engine: { type: "string" },
   json: { type: "boolean", default: false },
 });
 
@@ -60,6 +64,7 @@ const { values: a, positionals } = cli(HELP, {
 interface Row {
   format: string;
   dtype: string;
+  engine: string;
   bytes: number;
   max_abs_delta: number;
   mean_abs_delta: number;
@@ -76,23 +81,28 @@ await run(async () => {
   if (!Number.isInteger(count) || count < 1) fail("--windows expects a positive integer", EXIT_USAGE);
   const variants = a.only
     ? a.only.split(",").map((p) => p.split(":") as [string, string])
-    : Object.entries(FORMATS).flatMap(([f, spec]) => spec.dtypes.map((d) => [f, d] as [string, string]));
+    : FORMATS.flatMap((f) => f.dtypes.map((d) => [f.name, d] as [string, string]));
   for (const [f, d] of variants) {
-    if (!FORMATS[f]?.dtypes.includes(d)) fail(`--only ${f}:${d}: not a format and dtype ferry writes`, EXIT_USAGE);
+    if (!formatNamed(f)?.dtypes.includes(d)) fail(`--only ${f}:${d}: not a format and dtype ferry writes`, EXIT_USAGE);
+  }
+  if (a.engine !== undefined && !engineKinds().includes(a.engine)) {
+    fail(`--engine ${a.engine}: unknown (expected one of: ${engineKinds().join(", ")})`, EXIT_USAGE);
   }
   const ck = await readCheckpoint(input, { sections: ["model"] });
-  const source = buildModel(ck.config, ck.model, input);
+  const source = createFloatEngine(ck.config, ck.model, input);
   const windows = evalWindows((await loadBrown()).heldOut, count);
+  const prompts = PROMPTS.map((p) => encode(p, { bos: true }));
   const V = ck.config.vocab_size;
   const bar = progress("measure", (variants.length + 1) * (windows.length + PROMPTS.length), { unit: "eval" });
-  const reference = profile(source, windows, () => bar.tick());
+  const reference = await profileEngine(source, windows, prompts, 64, () => bar.tick());
   const dir = mkdtempSync(join(tmpdir(), "ferry-measure-"));
   const rows: Row[] = [];
   try {
     for (const [format, dtype] of variants) {
       const s = await exportCheckpoint({ input, output: dir, format, dtype });
-      const { model } = await loadExport(s.file);
-      const got = profile(model, windows, () => bar.tick());
+      const engine = await loadEngine(s.file, a.engine);
+      const got = await profileEngine(engine, windows, prompts, 64, () => bar.tick());
+      engine.dispose?.();
       let maxAbs = 0, sumAbs = 0, top1 = 0, kl = 0;
       got.logits.forEach((l, i) => {
         const c = compareLogits(reference.logits[i], l, V);
@@ -102,6 +112,7 @@ await run(async () => {
       rows.push({
         format,
         dtype,
+        engine: engine.kind,
         bytes: s.bytes,
         max_abs_delta: maxAbs,
         mean_abs_delta: sumAbs / windows.length,
@@ -122,31 +133,17 @@ await run(async () => {
     return;
   }
   console.log(`${input} (step ${ck.step}): source held-out bits per byte ${reference.bpb.toFixed(4)} over ${count} windows`);
-  console.log("| format | dtype | bytes | max abs Δlogit | mean abs Δlogit | top-1 | mean KL (nats) | bits/byte | gap | greedy identical |");
-  console.log("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+  const engines = new Set(rows.map((r) => r.engine));
+  const withEngine = engines.size > 1 || (engines.size === 1 && !engines.has("float"));
+  console.log(
+    `| format | dtype |${withEngine ? " engine |" : ""} bytes | max abs Δlogit | mean abs Δlogit | top-1 | mean KL (nats) | bits/byte | gap | greedy identical |`,
+  );
+  console.log(`|---|---|${withEngine ? "---|" : ""}---:|---:|---:|---:|---:|---:|---:|---:|`);
   for (const r of rows) {
     console.log(
-      `| ${r.format} | ${r.dtype} | ${r.bytes.toLocaleString("en-US")} | ${r.max_abs_delta.toExponential(2)} | ` +
+      `| ${r.format} | ${r.dtype} |${withEngine ? ` ${r.engine} |` : ""} ${r.bytes.toLocaleString("en-US")} | ${r.max_abs_delta.toExponential(2)} | ` +
         `${r.mean_abs_delta.toExponential(2)} | ${(100 * r.top1).toFixed(2)}% | ${r.mean_kl.toExponential(2)} | ` +
         `${r.bpb.toFixed(4)} | ${r.bpb_gap >= 0 ? "+" : ""}${r.bpb_gap.toFixed(4)} | ${r.greedy_identical}/${PROMPTS.length} |`,
     );
   }
 });
-
-/** Logits on every window, held-out bits per byte, and the greedy continuation of every prompt. */
-function profile(model: Model, windows: Uint8Array[], tick: () => void) {
-  let bits = 0, bytes = 0;
-  const logits = windows.map((w) => {
-    const l = windowLogits(model, w);
-    bits += windowBits(l, w, model.config.vocab_size);
-    bytes += w.length;
-    tick();
-    return l;
-  });
-  const greedy = PROMPTS.map((p) => {
-    const out = generate(model, encode(p, { bos: true }), { maxTokens: 64, stopAtEos: false }).join(",");
-    tick();
-    return out;
-  });
-  return { logits, bpb: bits / bytes, greedy };
-}

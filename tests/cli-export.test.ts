@@ -11,7 +11,7 @@ import { writeCheckpoint } from "../formats/checkpoint.ts";
 import { readDmexp } from "../formats/dmexp.ts";
 import { importHuggingFace } from "../formats/huggingface.ts";
 import { readGguf } from "../formats/gguf.ts";
-import { loadExport } from "../scripts/load.ts";
+import { readExport } from "../formats/mod.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "ferry-export-all-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -28,7 +28,7 @@ test("--format all (the default) writes every format, and each returns the check
     dmexp: (await readDmexp(join(dir, "m.f32.dmexp"))).tensors,
     hf: (await importHuggingFace(join(dir, "m.f32.hf"))).tensors,
     gguf: (await readGguf(join(dir, "m.f32.gguf"))).tensors,
-    f64lines: (await loadExport(join(dir, "m.f64.f64lines"))).tensors,
+    f64lines: (await readExport(join(dir, "m.f64.f64lines"))).tensors,
   };
   for (const [format, tensors] of Object.entries(back)) {
     const byName = new Map(tensors.map((t) => [t.name, t]));

@@ -10,8 +10,8 @@ import { evalWindows, loadBrown } from "../model/corpus.ts";
 import { logSoftmax, windowInputs, windowLogits } from "../model/measure.ts";
 import { buildModel } from "../model/qwen3.ts";
 import { encode } from "../model/tokenizer.ts";
-import { formatGgufTable, type GgufFigures, heldOutPrompts, measureGguf } from "../scripts/measure-gguf.ts";
-import { openLlamaGguf } from "./helpers/gguf-llama.ts";
+import { formatGgufTable, type GgufFigures, heldOutPrompts, measureGguf } from "../serve/measure-gguf.ts";
+import { openLlamaGguf } from "../serve/llama-cpp.ts";
 import { ALL_DTYPES, subjectModel, tempDir, testTensors } from "./helpers/gguf-fixtures.ts";
 
 /**

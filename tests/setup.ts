@@ -11,8 +11,13 @@ import { setDefaultTimeout } from "bun:test";
 setDefaultTimeout(60_000);
 
 const root = join(import.meta.dir, "..");
-if (!existsSync(join(root, "node_modules", "smol-toml"))) {
-  console.error("tests/setup.ts: node_modules is missing; running bun install");
+// The test- and measurement-only packages are package.json's optionalDependencies, which
+// `deno run` does not install: after a Deno-only first run, node_modules exists but lacks them.
+const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
+const needed = [...Object.keys(pkg.dependencies ?? {}), ...Object.keys(pkg.optionalDependencies ?? {})];
+const missing = needed.filter((name) => !existsSync(join(root, "node_modules", name, "package.json")));
+if (missing.length > 0) {
+  console.error(`tests/setup.ts: node_modules lacks ${missing.join(", ")}; running bun install`);
   const install = spawnSync("bun", ["install", "--no-save"], { cwd: root, stdio: "inherit" });
   if (install.status !== 0) throw new Error("bun install failed; install the dependencies with `bun install` or `npm ci`");
   // process.argv inside bun test lists one test file, not the command line; /proc has the real one.

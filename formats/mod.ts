@@ -1,0 +1,82 @@
+/**
+ * The format registry: every export format ferry writes and reads, in the order `export` writes them.
+ * export, load, generate, info and measure iterate `FORMATS`; a new format is one module exporting a
+ * `FormatDescriptor` and one line in the list below.
+ *
+ * @example
+ * ```ts
+ * import { formatOf, readExport } from "./formats/mod.ts";
+ * formatOf("out/ferry.bf16.dmexp").name;                        // "dmexp"
+ * const { format, config, tensors } = await readExport("out/ferry.f16.gguf");
+ * ```
+ * @module
+ */
+import { FormatError } from "../model/error.ts";
+import type { FormatDescriptor, ReadResult } from "./format.ts";
+import { dmexpFormat } from "./dmexp.ts";
+import { hfFormat } from "./huggingface.ts";
+import { ggufFormat } from "./gguf.ts";
+import { f64linesFormat } from "./f64lines.ts";
+
+export type { ExportInput, FormatDescriptor, ReadResult, WriteResult } from "./format.ts";
+
+/** Every format, in the order `export --format all` writes them. */
+export const FORMATS: readonly FormatDescriptor[] = [
+  dmexpFormat,
+  hfFormat,
+  ggufFormat,
+  f64linesFormat,
+];
+
+/** A format by its `--format` name, or undefined. */
+export function formatNamed(name: string): FormatDescriptor | undefined {
+  return FORMATS.find((f) => f.name === name);
+}
+
+/** What a format refusal says a path should look like: `.dmexp, .hf (a folder), .gguf, .f64lines`. */
+export function knownFormats(): string {
+  return FORMATS.map((f) => `${f.extension} (${f.name})`).join(", ");
+}
+
+/**
+ * The format a path is in, by its extension or folder shape. A path no format recognises is refused
+ * with a `FormatError` that names the formats ferry knows.
+ *
+ * @example
+ * ```ts
+ * formatOf("out/ferry.f32.hf").name; // "hf"
+ * formatOf("notes.txt");             // throws: notes.txt: format: not a ferry export (expected one of ...)
+ * ```
+ */
+export function formatOf(path: string): FormatDescriptor {
+  const format = FORMATS.find((f) => f.recognises(path));
+  if (format) return format;
+  throw new FormatError(
+    path,
+    "format",
+    `${path}: format: not a ferry export (expected one of: ${knownFormats()})`,
+    { expected: knownFormats(), found: path },
+  );
+}
+
+/** An export read back, and the format it was read as. */
+export interface ReadExport extends ReadResult {
+  format: FormatDescriptor;
+}
+
+/**
+ * Reads any export through its format's full reader: the config and the named f32 tensors, checked
+ * before they are handed out.
+ *
+ * @example
+ * ```ts
+ * const { format, config, tensors } = await readExport("out/ferry.f64.f64lines");
+ * ```
+ */
+export async function readExport(
+  path: string,
+  options?: { onProgress?: (done: number, total: number) => void },
+): Promise<ReadExport> {
+  const format = formatOf(path);
+  return { format, ...await format.read(path, options) };
+}

@@ -1,0 +1,74 @@
+/**
+ * The float CPU engine: the reference Qwen3 model (model/qwen3.ts) in f32 behind the `Engine`
+ * interface. It is built from a config and named tensors, whatever file they came from; reading files
+ * is the loader's job (serve/engines.ts), so this module knows no format.
+ *
+ * @example
+ * ```ts
+ * const engine = createFloatEngine(config, tensors, "out/ferry.bf16.dmexp");
+ * const s = engine.start();
+ * await s.feed(encode("The jury said", { bos: true }));
+ * const next = s.pick();                      // greedy
+ * ```
+ * @module
+ */
+import type { ModelConfig } from "./config.ts";
+import type { Engine, EngineSession, LogitsWanted, SamplingOptions } from "./engine.ts";
+import { buildModel, createCache, forward, type Model } from "./qwen3.ts";
+import { createRng, type Rng } from "./random.ts";
+import { pickToken } from "./sample.ts";
+import type { Tensor } from "./tensor.ts";
+
+/**
+ * A float engine over `tensors`, which must be exactly the ones `config` implies (checked; the
+ * refusal names `source`). The tensors are used in place, not copied.
+ */
+export function createFloatEngine(config: ModelConfig, tensors: Tensor[], source = "tensors"): Engine {
+  return floatEngineOf(buildModel(config, tensors, source), source);
+}
+
+/** The float engine over a model already built (the trainer evaluates its live weights this way). */
+export function floatEngineOf(model: Model, source = "model"): Engine {
+  return {
+    kind: "float",
+    config: model.config,
+    source,
+    start: () => floatSession(model),
+  };
+}
+
+function floatSession(model: Model): EngineSession {
+  const V = model.config.vocab_size;
+  const cache = createCache(model);
+  const tokens: number[] = [];
+  let rng: Rng = createRng(0);
+  let pending: Float32Array | undefined;
+  return {
+    get position() {
+      return tokens.length;
+    },
+    get tokens() {
+      return tokens;
+    },
+    feed(ids: readonly number[], wanted: LogitsWanted = "last") {
+      // A refusal (a position past the context, an id outside the vocabulary) rejects, never throws.
+      try {
+        if (ids.length === 0) return Promise.resolve(new Float32Array(0));
+        const logits = forward(model, cache, ids);
+        tokens.push(...ids);
+        pending = logits.subarray(logits.length - V);
+        if (wanted === "all") return Promise.resolve(logits);
+        return Promise.resolve(wanted === "last" ? pending.slice() : new Float32Array(0));
+      } catch (e) {
+        return Promise.reject(e);
+      }
+    },
+    pick(options: SamplingOptions = {}) {
+      if (!pending) throw new Error("pick: nothing fed yet, so there is no next-token distribution");
+      return pickToken(pending, 0, V, options, rng);
+    },
+    seed(seed: number) {
+      rng = createRng(seed);
+    },
+  };
+}

@@ -1,0 +1,60 @@
+/**
+ * The generation loop every engine shares: feed the prompt, then pick a token and feed it back, one at
+ * a time, streaming each as it is chosen. It uses only the `Engine` interface, so the float, integer and
+ * WebGPU engines generate the same way (and give the same text when their logits agree).
+ *
+ * @example
+ * ```ts
+ * const engine = await loadEngine("out/ferry.bf16.dmexp");
+ * const decode = createStreamDecoder();
+ * for await (const id of generateTokens(engine, encode("The jury said", { bos: true }), { maxTokens: 64 })) {
+ *   process.stdout.write(decode(id));
+ * }
+ * ```
+ * @module
+ */
+import type { Engine, EngineSession, SamplingOptions } from "./engine.ts";
+import { EOS } from "./tokenizer.ts";
+
+/** Options of `generateTokens`. */
+export interface GenerateOptions extends SamplingOptions {
+  /** At most this many new tokens (fewer when the context fills). */
+  maxTokens: number;
+  /** Reseeds the session's sampler first (a fresh session is seeded with 0). */
+  seed?: number;
+  /** Stop when EOS is picked (default true); the EOS is neither yielded nor fed. */
+  stopAtEos?: boolean;
+  /** Continue this session (a conversation) instead of starting a fresh one. */
+  session?: EngineSession;
+}
+
+/**
+ * Feeds `prompt` (which may be empty when continuing a session that has been fed), then yields up to
+ * `maxTokens` new tokens. Each yielded token is fed back, so afterwards the session holds the prompt and
+ * every yielded token, ready to continue.
+ */
+export async function* generateTokens(
+  engine: Engine,
+  prompt: readonly number[],
+  opts: GenerateOptions,
+): AsyncGenerator<number, void, undefined> {
+  const { stopAtEos = true } = opts;
+  const session = opts.session ?? engine.start();
+  if (opts.seed !== undefined) session.seed(opts.seed);
+  const budget = Math.min(opts.maxTokens, engine.config.max_position_embeddings - session.position - prompt.length);
+  if (budget <= 0) return;
+  if (prompt.length > 0) await session.feed(prompt, "none");
+  for (let i = 0; i < budget; i++) {
+    const id = session.pick(opts);
+    if (stopAtEos && id === EOS) return;
+    await session.feed([id], "none");
+    yield id;
+  }
+}
+
+/** `generateTokens`, collected: the new tokens as one array. */
+export async function generateAll(engine: Engine, prompt: readonly number[], opts: GenerateOptions): Promise<number[]> {
+  const out: number[] = [];
+  for await (const id of generateTokens(engine, prompt, opts)) out.push(id);
+  return out;
+}
