@@ -15,6 +15,7 @@ import { crc32 } from "node:zlib";
 import {
   type ByteMap,
   concat,
+  type Mutation,
   type MutationSpec,
   type NumField,
   type Region,
@@ -34,7 +35,7 @@ import {
   writeSafetensors,
 } from "../formats/safetensors.ts";
 import { GGUF_DIGEST_NEEDLE, GgufError, readGguf, writeGguf } from "../formats/gguf.ts";
-import { sealDigest } from "../formats/digest.ts";
+import { digestOffset, sealDigest } from "../formats/digest.ts";
 import { exportHuggingFace, HuggingFaceError, importHuggingFace } from "../formats/huggingface.ts";
 import { F64LinesError, readF64Lines, stringChecksum, writeF64Lines } from "../formats/f64lines.ts";
 import { configToToml, type ModelConfig, paramShapes } from "../model/config.ts";
@@ -77,7 +78,19 @@ export interface FuzzFormat extends Omit<MutationSpec, "map"> {
   reseal?: (file: Uint8Array) => Uint8Array;
   /** The minimal reader (path from the repository root), given the file and every tensor name. */
   minimal?: string;
+  /**
+   * Why a mutation that a reader accepted with a different result could pass: what no checksum of the
+   * format covers (or that the mutation forged the checksums). Undefined means it should not have passed.
+   */
+  explain?: (m: Mutation) => string | undefined;
 }
+
+const FORGED = "forged: every checksum the file carries was recomputed after the edit";
+// Whether a mutated file still carries ferry's own checksum (found exactly once where the format puts it).
+const sealed = (bytes: Uint8Array, needle: Uint8Array) => {
+  const found = digestOffset(bytes, needle);
+  return found !== undefined && "at" in found;
+};
 
 const tensors = () => initParams(FUZZ_CONFIG, 7);
 const names = () => paramShapes(FUZZ_CONFIG).map((p) => p.name);
@@ -174,6 +187,11 @@ const dmexp: FuzzFormat = {
     return concat(p.prefix, sealHeader(p.prefix, p.header), p.payload);
   },
   minimal: "readers/dmexp.ts",
+  explain: (m) =>
+    m.kind.endsWith("+resealed") ? FORGED : m.bytes.length >= 24 &&
+        !/^header_crc32 = "[0-9a-f]{8}"$/m.test(dec.decode(dmexpParts(m.bytes).header))
+      ? "header_crc32 removed: the file reads as a reference-style file, whose header no checksum covers"
+      : undefined,
 };
 
 // Where each `[[tensors]]` table starts and ends in the header (section boundaries for truncation).
@@ -262,6 +280,7 @@ const checkpoint: FuzzFormat = {
     },
   },
   refusal: (e) => e instanceof CheckpointError,
+  explain: (m) => (m.kind.startsWith("text") ? "forged: the header edit recomputed the CRC-32" : undefined),
 };
 
 // ---- safetensors ----
@@ -313,6 +332,12 @@ const safetensors: FuzzFormat = {
   readers: { readSafetensors: (p) => readSafetensors(p) },
   refusal: (e) => e instanceof SafetensorsError,
   reseal: (f) => sealDigest(f, SAFETENSORS_DIGEST_NEEDLE),
+  explain: (m) =>
+    m.kind.endsWith("+resealed")
+      ? FORGED
+      : !sealed(m.bytes, SAFETENSORS_DIGEST_NEEDLE)
+      ? "ferry.sha256 removed or damaged: the file reads as one not written by ferry, which no checksum covers"
+      : undefined,
   minimal: "readers/safetensors.ts",
 };
 
@@ -329,6 +354,7 @@ const hf: FuzzFormat = {
   text: { get: (f) => dec.decode(f), set: (_f, t) => enc.encode(t) },
   readers: { importHuggingFace: (p) => importHuggingFace(p) },
   refusal: (e) => e instanceof HuggingFaceError || e instanceof SafetensorsError,
+  explain: () => "config.json is Hugging Face's plain JSON: no checksum covers it",
 };
 
 // ---- f64lines (its config beside it is not attacked) ----
@@ -360,6 +386,9 @@ const f64lines: FuzzFormat = {
   text: { get: (f) => dec.decode(f), set: (_f, t) => enc.encode(f64Reseal(t)) },
   readers: { readF64Lines: (p) => readF64Lines(p, paramShapes(FUZZ_CONFIG)) },
   refusal: (e) => e instanceof F64LinesError,
+  explain: (
+    m,
+  ) => (m.kind.startsWith("text") ? "forged: the edit recomputed the fnv1a32 checksum line" : undefined),
   minimal: "readers/f64lines.ts",
 };
 
@@ -549,6 +578,12 @@ const gguf: FuzzFormat = {
   readers: { readGguf: (p) => readGguf(p) },
   refusal: (e) => e instanceof GgufError,
   reseal: (f) => sealDigest(f, GGUF_DIGEST_NEEDLE),
+  explain: (m) =>
+    m.kind.endsWith("+resealed")
+      ? FORGED
+      : !sealed(m.bytes, GGUF_DIGEST_NEEDLE)
+      ? "ferry.sha256 removed or damaged: the file reads as one not written by ferry, which no checksum covers"
+      : undefined,
   minimal: "readers/gguf.ts",
 };
 

@@ -69,6 +69,8 @@ interface Verdict {
   outcome: Outcome;
   kind: string;
   detail?: string;
+  /** For `different`: what no checksum of the format covers that let the change through (format's `explain`). */
+  why?: string;
 }
 
 const SELF = fileURLToPath(import.meta.url);
@@ -272,7 +274,9 @@ async function child(name: string, seed: number, from: number, to: number, work:
         let v: Verdict;
         try {
           const got = canon(await read(target));
-          v = { i, reader: r, kind: m.kind, outcome: got === baseline[r] ? "identical" : "different" };
+          v = got === baseline[r]
+            ? { i, reader: r, kind: m.kind, outcome: "identical" }
+            : { i, reader: r, kind: m.kind, outcome: "different", why: fmt.explain?.(m) };
         } catch (e) {
           v = e instanceof Oversize
             ? { i, reader: r, kind: m.kind, outcome: "oversize", detail: e.message }
@@ -292,7 +296,13 @@ async function child(name: string, seed: number, from: number, to: number, work:
         } else if (run.thrown) {
           v = { i, reader: r, kind: m.kind, outcome: "other", detail: describe(run.thrown) };
         } else if (run.code === 0) {
-          v = { i, reader: r, kind: m.kind, outcome: run.out === minimalBase ? "identical" : "different" };
+          v = run.out === minimalBase ? { i, reader: r, kind: m.kind, outcome: "identical" } : {
+            i,
+            reader: r,
+            kind: m.kind,
+            outcome: "different",
+            why: fmt.explain?.(m) ?? "the minimal reader checks only what its 40 lines check",
+          };
         } else if (run.code === 1 && run.err.startsWith(`${file}: `) && !/\n\s+at /.test(run.err)) {
           v = { i, reader: r, kind: m.kind, outcome: "refused" };
         } else {v = {
@@ -326,8 +336,10 @@ export interface ReaderCounts {
   counts: Record<Outcome, number>;
   /** Up to 40 cases that ended in another exception, a timeout or an oversize allocation. */
   examples: Array<{ case: number; outcome: Outcome; kind: string; detail?: string }>;
-  /** Up to 10 cases accepted with a different result. */
-  differentExamples: Array<{ case: number; kind: string }>;
+  /** Up to 10 cases accepted with a different result (up to 40 when unexplained ones come in). */
+  differentExamples: Array<{ case: number; kind: string; why?: string }>;
+  /** The accepted-and-different cases by explanation; `UNEXPLAINED` counts those the format cannot explain. */
+  explained: Record<string, number>;
   /** How many accepted-and-different cases each mutation kind produced. */
   different: Record<string, number>;
 }
@@ -455,6 +467,7 @@ export async function campaign(o: CampaignOptions): Promise<ReaderCounts[]> {
             counts: Object.fromEntries(OUTCOMES.map((k) => [k, 0])) as Record<Outcome, number>,
             examples: [],
             differentExamples: [],
+            explained: {},
             different: {},
           };
           rows.set(reader, r);
@@ -467,9 +480,16 @@ export async function campaign(o: CampaignOptions): Promise<ReaderCounts[]> {
       const onVerdict = (v: Verdict) => {
         const r = row(v.reader);
         r.counts[v.outcome]++;
-        if (v.outcome === "different") r.different[v.kind] = (r.different[v.kind] ?? 0) + 1;
-        if (v.outcome === "different" && r.differentExamples.length < 10) {
-          r.differentExamples.push({ case: v.i, kind: v.kind });
+        if (v.outcome === "different") {
+          r.different[v.kind] = (r.different[v.kind] ?? 0) + 1;
+          const why = v.why ?? "UNEXPLAINED";
+          r.explained[why] = (r.explained[why] ?? 0) + 1;
+        }
+        if (
+          v.outcome === "different" &&
+          (r.differentExamples.length < 10 || (!v.why && r.differentExamples.length < 40))
+        ) {
+          r.differentExamples.push({ case: v.i, kind: v.kind, why: v.why });
         } else if (
           v.outcome !== "refused" && v.outcome !== "identical" && v.outcome !== "different" &&
           r.examples.length < 40
@@ -577,6 +597,7 @@ async function main() {
       const kinds = Object.entries(r.different).sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k} ${n}`);
       if (kinds.length) {
         console.log(`${r.format} ${r.reader} accepted and different, by mutation: ${kinds.join(", ")}`);
+        for (const [why, n] of Object.entries(r.explained)) console.log(`  ${n} × ${why}`);
       }
     }
   }
