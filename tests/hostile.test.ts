@@ -6,7 +6,12 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { crc32 } from "node:zlib";
-import { CheckpointError, openCheckpointModel, readCheckpoint, writeCheckpoint } from "../formats/checkpoint.ts";
+import {
+  CheckpointError,
+  openCheckpointModel,
+  readCheckpoint,
+  writeCheckpoint,
+} from "../formats/checkpoint.ts";
 import { DmexpError, readDmexp, sealHeader, writeDmexp } from "../formats/dmexp.ts";
 import { exportHuggingFace, HuggingFaceError, importHuggingFace } from "../formats/huggingface.ts";
 import { GGUF_DIGEST_NEEDLE, GgufError, readGguf, writeGguf } from "../formats/gguf.ts";
@@ -46,11 +51,16 @@ let n = 0;
 const fresh = (ext: string) => join(dir, `f${n++}${ext}`);
 
 /** Awaits a refusal and returns it; fails the test on success or on any other exception type. */
-async function refusal<E extends FormatError>(p: Promise<unknown>, type: new (...a: never[]) => E): Promise<E> {
+async function refusal<E extends FormatError>(
+  p: Promise<unknown>,
+  type: new (...a: never[]) => E,
+): Promise<E> {
   try {
     await p;
   } catch (e) {
-    if (!(e instanceof type)) throw new Error(`expected a ${type.name}, got ${(e as Error)?.name}: ${(e as Error)?.message}`);
+    if (!(e instanceof type)) {
+      throw new Error(`expected a ${type.name}, got ${(e as Error)?.name}: ${(e as Error)?.message}`);
+    }
     return e;
   }
   throw new Error(`expected a ${type.name}, but the file was accepted`);
@@ -161,11 +171,16 @@ describe("1. out of memory from one number: the implied shape is bounded by the 
     await cheaply(() => refusal(importHuggingFace(folder), HuggingFaceError));
   });
 
-  for (const [key, value] of [["qwen3.block_count", 2 ** 31], ["qwen3.embedding_length", 2 ** 32 - 1]] as const) {
+  for (
+    const [key, value] of [["qwen3.block_count", 2 ** 31], ["qwen3.embedding_length", 2 ** 32 - 1]] as const
+  ) {
     test(`GGUF: ${key} = ${value} is refused at once (digest forged too)`, async () => {
       const path = fresh(".gguf");
       await writeGguf(path, tensors, CFG, { type: "f16" });
-      const forged = sealDigest(setGgufU32(new Uint8Array(readFileSync(path)), key, value), GGUF_DIGEST_NEEDLE);
+      const forged = sealDigest(
+        setGgufU32(new Uint8Array(readFileSync(path)), key, value),
+        GGUF_DIGEST_NEEDLE,
+      );
       writeFileSync(path, forged);
       await cheaply(() => refusal(readGguf(path), GgufError));
     });
@@ -174,8 +189,13 @@ describe("1. out of memory from one number: the implied shape is bounded by the 
   test("checkpoint: a config snapshot claiming 2^31 layers is refused at once", async () => {
     const path = fresh(".ckpt");
     await writeCheckpoint(path, CFG, { step: 1, model: tensors });
-    writeFileSync(path.replace(/\.ckpt$/, ".config.toml"), configToToml({ ...CFG, num_hidden_layers: 2 ** 31 }));
-    for (const read of Object.values(checkpointReaders)) await cheaply(() => refusal(read(path), CheckpointError));
+    writeFileSync(
+      path.replace(/\.ckpt$/, ".config.toml"),
+      configToToml({ ...CFG, num_hidden_layers: 2 ** 31 }),
+    );
+    for (const read of Object.values(checkpointReaders)) {
+      await cheaply(() => refusal(read(path), CheckpointError));
+    }
   });
 });
 
@@ -189,7 +209,11 @@ describe("2. checkpoint headers that crashed the readers are refused by field, C
     ["a section that is an object", (h) => (h.sections.ema = { a: 1 }), /sections\.ema/],
     ["a tensor name of null", (h) => (h.sections.model[2].name = null), /sections\.model\[2\]\.name/],
     ["a tensor name of 5", (h) => (h.sections.model[2].name = 5), /sections\.model\[2\]\.name/],
-    ["negative dims [-96, -256]", (h) => (h.sections.model[0].dims = [-96, -256]), /sections\.model\[0\]\.dims/],
+    [
+      "negative dims [-96, -256]",
+      (h) => (h.sections.model[0].dims = [-96, -256]),
+      /sections\.model\[0\]\.dims/,
+    ],
     ["nested dims", (h) => (h.sections.model[0].dims = [[258], [8]]), /sections\.model\[0\]\.dims/],
     ['step = "x"', (h) => (h.step = "x"), /step/],
     ["an unknown section", (h) => (h.sections.extra = []), /sections\.extra/],
@@ -212,11 +236,14 @@ describe("3. checkpoint sizes shifted between tensors are refused", () => {
   test("[2147508224] and [-2147477504] keep the total but are refused, in every reader", async () => {
     const path = await checkpointWith((h) => {
       const [a, b] = [h.sections.model[0], h.sections.model[1]];
-      const total = a.dims.reduce((x: number, y: number) => x * y, 1) + b.dims.reduce((x: number, y: number) => x * y, 1);
+      const total = a.dims.reduce((x: number, y: number) => x * y, 1) +
+        b.dims.reduce((x: number, y: number) => x * y, 1);
       a.dims = [2147508224];
       b.dims = [total - 2147508224];
     });
-    for (const read of Object.values(checkpointReaders)) await cheaply(() => refusal(read(path), CheckpointError));
+    for (const read of Object.values(checkpointReaders)) {
+      await cheaply(() => refusal(read(path), CheckpointError));
+    }
   });
 
   test("a small shift (8 values moved from one tensor to the next) is refused by the shape check", async () => {
@@ -246,9 +273,18 @@ describe("4. dmexp headers are tamper-evident (header_crc32), compatibly", () =>
   };
   const edits: Array<[string, (p: { header: string; payload: Uint8Array }) => void]> = [
     ["two [[tensors]] tables swapped", swapTables],
-    ['dtype "bf16" changed to "f16"', (p) => (p.header = p.header.replace('dtype = "bf16"', 'dtype = "f16"'))],
-    ["rms_norm_eps edited", (p) => (p.header = p.header.replace("rms_norm_eps = 0.000001", "rms_norm_eps = 0.1"))],
-    ["rope_theta edited", (p) => (p.header = p.header.replace("rope_theta = 10000.0", "rope_theta = 20000.0"))],
+    [
+      'dtype "bf16" changed to "f16"',
+      (p) => (p.header = p.header.replace('dtype = "bf16"', 'dtype = "f16"')),
+    ],
+    [
+      "rms_norm_eps edited",
+      (p) => (p.header = p.header.replace("rms_norm_eps = 0.000001", "rms_norm_eps = 0.1")),
+    ],
+    [
+      "rope_theta edited",
+      (p) => (p.header = p.header.replace("rope_theta = 10000.0", "rope_theta = 20000.0")),
+    ],
     [
       "max_position_embeddings edited",
       (p) => (p.header = p.header.replace("max_position_embeddings = 64", "max_position_embeddings = 65")),
@@ -276,7 +312,8 @@ describe("4. dmexp headers are tamper-evident (header_crc32), compatibly", () =>
     const path = await dmexpWith(swapTables);
     const [ok, forged] = [await readDmexp(await dmexpWith(() => {})), await readDmexp(path)];
     expect(forged.tensors.map((t) => t.name).sort()).toEqual(ok.tensors.map((t) => t.name).sort());
-    const q = (r: typeof ok) => r.tensors.find((t) => t.name === "model.layers.0.self_attn.q_proj.weight")!.data;
+    const q = (r: typeof ok) =>
+      r.tensors.find((t) => t.name === "model.layers.0.self_attn.q_proj.weight")!.data;
     expect(Buffer.from(q(forged).buffer).equals(Buffer.from(q(ok).buffer))).toBe(false);
   });
 
