@@ -513,7 +513,7 @@ function ggufJoin(kvs: GgufKv[], infos: GgufInfo[], data: Uint8Array): Uint8Arra
   return concat(head, new Uint8Array(Math.ceil(head.length / 32) * 32 - head.length), data);
 }
 
-function ggufEdit(f: Uint8Array, rng: Rng, edit: (kvs: GgufKv[], infos: GgufInfo[]) => boolean) {
+function ggufEdit(f: Uint8Array, edit: (kvs: GgufKv[], infos: GgufInfo[]) => boolean) {
   const w = walkGguf(f);
   return edit(w.kvs, w.infos) ? ggufJoin(w.kvs, w.infos, f.subarray(w.dataStart)) : undefined;
 }
@@ -528,18 +528,18 @@ const gguf: FuzzFormat = {
   map: (f) => walkGguf(f).map,
   edits: {
     "swap names": (f, rng) =>
-      ggufEdit(f, rng, (_kvs, infos) => {
+      ggufEdit(f, (_kvs, infos) => {
         const a = rng.pick(infos), b = rng.pick(infos);
         [a.name, b.name] = [b.name, a.name];
         return a !== b;
       }),
     "type": (f, rng) =>
-      ggufEdit(f, rng, (_kvs, infos) => {
+      ggufEdit(f, (_kvs, infos) => {
         rng.pick(infos).type = rng.pick([0, 1, 30, 8, 2, 99]); // F32, F16, BF16, Q8_0, Q4_0, unknown
         return true;
       }),
     "hparam": (f, rng) =>
-      ggufEdit(f, rng, (kvs) => {
+      ggufEdit(f, (kvs) => {
         const u32s = kvs.filter((k) => k.type === 4 || k.type === 6);
         const kv = rng.pick(u32s);
         const b = new Uint8Array(4);
@@ -550,19 +550,19 @@ const gguf: FuzzFormat = {
         return true;
       }),
     "duplicate kv": (f, rng) =>
-      ggufEdit(f, rng, (kvs) => {
+      ggufEdit(f, (kvs) => {
         kvs.splice(rng.int(kvs.length), 0, rng.pick(kvs));
         return true;
       }),
-    "drop kv": (f, rng) => ggufEdit(f, rng, (kvs) => (kvs.splice(rng.int(kvs.length), 1), true)),
+    "drop kv": (f, rng) => ggufEdit(f, (kvs) => (kvs.splice(rng.int(kvs.length), 1), true)),
     "swap kvs": (f, rng) =>
-      ggufEdit(f, rng, (kvs) => {
+      ggufEdit(f, (kvs) => {
         const i = rng.int(kvs.length), j = rng.int(kvs.length);
         [kvs[i], kvs[j]] = [kvs[j], kvs[i]];
         return i !== j;
       }),
     "swap infos": (f, rng) =>
-      ggufEdit(f, rng, (_kvs, infos) => {
+      ggufEdit(f, (_kvs, infos) => {
         const i = rng.int(infos.length), j = rng.int(infos.length);
         [infos[i], infos[j]] = [infos[j], infos[i]];
         return i !== j;
