@@ -82,6 +82,34 @@ export const PRESETS: Record<string, ModelConfig> = {
 };
 
 /**
+ * The largest value any integer config field may have: every field is a count or a size that some
+ * format stores as a u32 or i32 (GGUF), and no real model comes near it. A config claiming more is
+ * refused before anything is sized from it.
+ */
+export const MAX_CONFIG_INT = 2 ** 31 - 1;
+/** The most positions a config may claim: RoPE tables and KV caches are sized from it (2^20 = 1,048,576). */
+export const MAX_POSITIONS = 2 ** 20;
+
+/**
+ * The limits of `MAX_CONFIG_INT` and `MAX_POSITIONS` on a config that is otherwise valid; the message
+ * of the first one broken, with its field, or undefined.
+ */
+export function configLimit(cfg: ModelConfig): { field: string; message: string } | undefined {
+  for (const [key, kind] of CONFIG_FIELDS) {
+    if (kind === "int" && (cfg[key] as number) > MAX_CONFIG_INT) {
+      return { field: key, message: `${cfg[key]} is above ferry's limit of ${MAX_CONFIG_INT}` };
+    }
+  }
+  if (cfg.max_position_embeddings > MAX_POSITIONS) {
+    return {
+      field: "max_position_embeddings",
+      message: `${cfg.max_position_embeddings} is above ferry's limit of ${MAX_POSITIONS} (RoPE tables are sized from it)`,
+    };
+  }
+  return undefined;
+}
+
+/**
  * Checks a plain object as a config: every field present with the right type, nothing unknown,
  * and the shape consistent. Returns a fresh, typed config.
  */
@@ -106,6 +134,8 @@ export function validateConfig(raw: Record<string, unknown>, where: string): Mod
     out[key] = typeof v === "bigint" ? Number(v) : v as number | boolean;
   }
   const cfg = out as unknown as ModelConfig;
+  const limit = configLimit(cfg);
+  if (limit) throw new ConfigError(where, limit.field, limit.message);
   if (cfg.num_attention_heads % cfg.num_key_value_heads !== 0) {
     throw new ConfigError(
       where,

@@ -149,15 +149,24 @@ function setGgufU32(file: Uint8Array, key: string, value: number): Uint8Array {
 }
 
 describe("1. out of memory from one number: the implied shape is bounded by the file before it is built", () => {
-  for (const layers of [99999999999, 2 ** 31, 2 ** 53 - 1]) {
+  // Above 2^31 - 1 the config's own limit refuses it; below, the implied tensor count is bounded by the file's.
+  for (const [layers, field] of [[99999999999, "config"], [2 ** 31, "config"], [2 ** 31 - 1, "tensors."]] as const) {
     test(`dmexp: config num_hidden_layers = ${layers} is refused at once (header_crc32 forged too)`, async () => {
       const path = await dmexpWith((p) => {
         p.header = p.header.replace("num_hidden_layers = 2", `num_hidden_layers = ${layers}`);
       });
       const e = await cheaply(() => refusal(readDmexp(path), DmexpError));
-      expect(e.field).toStartWith("tensors.");
+      expect(e.field).toStartWith(field);
     });
   }
+
+  test("dmexp: max_position_embeddings = 2^40 is refused (RoPE tables would be sized from it)", async () => {
+    const path = await dmexpWith((p) => {
+      p.header = p.header.replace("max_position_embeddings = 64", `max_position_embeddings = ${2 ** 40}`);
+    });
+    const e = await cheaply(() => refusal(readDmexp(path), DmexpError));
+    expect(e.message).toContain("max_position_embeddings");
+  });
 
   test("Hugging Face config.json: num_hidden_layers = 99999999999 is refused at once", async () => {
     const folder = fresh(".hf");
@@ -186,15 +195,15 @@ describe("1. out of memory from one number: the implied shape is bounded by the 
     });
   }
 
-  test("checkpoint: a config snapshot claiming 2^31 layers is refused at once", async () => {
+  test("checkpoint: a config snapshot claiming 2^31 - 1 layers is refused at once, naming the section", async () => {
     const path = fresh(".ckpt");
     await writeCheckpoint(path, CFG, { step: 1, model: tensors });
     writeFileSync(
       path.replace(/\.ckpt$/, ".config.toml"),
-      configToToml({ ...CFG, num_hidden_layers: 2 ** 31 }),
+      configToToml({ ...CFG, num_hidden_layers: 2 ** 31 - 1 }),
     );
     for (const read of Object.values(checkpointReaders)) {
-      await cheaply(() => refusal(read(path), CheckpointError));
+      expect((await cheaply(() => refusal(read(path), CheckpointError))).field).toStartWith("model.");
     }
   });
 });
