@@ -73,6 +73,6 @@ describe(`scripts/fuzz.ts, ${CASES} cases per format, seed ${SEED}`, () => {
           expect({ label, unexplained }).toEqual({ label, unexplained: [] });
         }
       }
-    });
+    }, 120_000);
   }
 });
