@@ -1,11 +1,12 @@
 /**
- * llama.cpp as a test client, through node-llama-cpp (pinned 3.21.1) on CPU with one thread: load a
- * GGUF, read its next-token distribution at every position of a sequence of token ids, decode
- * greedily from ids, and tokenize text. Token ids go in as ids, so llama.cpp's tokenizer cannot
+ * llama.cpp as a client for tests and measurement, through node-llama-cpp (pinned 3.21.1) on CPU with
+ * one thread: load a GGUF, read its next-token distribution at every position of a sequence of token
+ * ids, decode greedily from ids, and tokenize text. Token ids go in as ids, so llama.cpp's tokenizer cannot
  * confound a comparison of the maths.
  *
  * Runs under Bun (and Node); node-llama-cpp is a Node-API addon and uses only its prebuilt
- * `@node-llama-cpp/linux-x64` binary here (`build: "never"`), never a download.
+ * `@node-llama-cpp/linux-x64` binary here (`build: "never"`), never a download. It is one of
+ * package.json's optionalDependencies, installed by `bun test` / `npm ci` but not by `deno run`.
  *
  * @example
  * ```ts
@@ -16,25 +17,39 @@
  * ```
  * @module
  */
-import {
-  type ControlledEvaluateInputItem,
-  getLlama,
-  type Llama,
-  LlamaLogLevel,
-  type Token,
-} from "node-llama-cpp";
+import { createRequire } from "node:module";
+import { pathToFileURL } from "node:url";
+import type { ControlledEvaluateInputItem, Llama, Token } from "node-llama-cpp";
+
+/**
+ * node-llama-cpp itself. It is an optional dependency that `deno run` does not install, and Deno
+ * refuses a bare import of a package outside its install set, so the package is found by Node's
+ * resolution in node_modules (where `bun test` and `npm ci` put it) and imported by path: the same
+ * module under Bun and Deno.
+ */
+async function nodeLlamaCpp(): Promise<typeof import("node-llama-cpp")> {
+  let path: string;
+  try {
+    path = createRequire(import.meta.url).resolve("node-llama-cpp");
+  } catch {
+    throw new Error("node-llama-cpp is not installed: run `bun install` or `npm ci` (`deno run` leaves it out)");
+  }
+  return await import(pathToFileURL(path).href);
+}
 
 let shared: Promise<Llama> | undefined;
 
 /** The one CPU llama.cpp instance of this process, at most one thread, warnings only. */
 export function cpuLlama(): Promise<Llama> {
-  shared ??= getLlama({
-    gpu: false,
-    build: "never",
-    maxThreads: 1,
-    logLevel: LlamaLogLevel.error,
-    progressLogs: false,
-  });
+  shared ??= nodeLlamaCpp().then(({ getLlama, LlamaLogLevel }) =>
+    getLlama({
+      gpu: false,
+      build: "never",
+      maxThreads: 1,
+      logLevel: LlamaLogLevel.error,
+      progressLogs: false,
+    })
+  );
   return shared;
 }
 
