@@ -52,6 +52,7 @@ Options:
   --timeout MS   per reader per case (default 10000)
   --max-rss MIB  a child above this resident size is killed: oversize (default 1536)
   --no-minimal   skip the minimal readers
+  --no-full      skip the full readers (only the minimal ones)
   --json         print the counts as JSON
   -h, --help     this text
 
@@ -186,7 +187,22 @@ async function runMinimal(copyDir: string, source: string, n: number, args: stri
     outWrite: process.stdout.write,
     errWrite: process.stderr.write,
     exitCode: process.exitCode,
+    on: process.on,
+    once: process.once,
+    addListener: process.addListener,
   };
+  // A reader may end its own errors with an "uncaughtException" handler (print one line, exit 1): keep
+  // such handlers for this run and call them as the runtime would, instead of installing them for good.
+  const handlers: Array<(e: unknown) => void> = [];
+  const listen = (real: typeof process.on) =>
+    function (event: string, fn: (...a: unknown[]) => void) {
+      if (event === "uncaughtException") handlers.push(fn);
+      else real.call(process, event, fn);
+      return process;
+    } as typeof process.on;
+  process.on = listen(saved.on),
+    process.once = listen(saved.once),
+    process.addListener = listen(saved.addListener);
   let code: number | undefined;
   const fmt = (a: unknown[]) => a.map((x) => (typeof x === "string" ? x : String(x))).join(" ");
   process.argv = [process.argv[0], copy, ...args];
@@ -203,8 +219,17 @@ async function runMinimal(copyDir: string, source: string, n: number, args: stri
   try {
     await import(pathToFileURL(copy).href);
   } catch (e) {
-    if (!(e instanceof Exit)) thrown = e;
+    if (e instanceof Exit) { /* an exit, its code already kept */ }
+    else if (e instanceof Oversize || handlers.length === 0) thrown = e;
+    else {
+      try {
+        for (const h of handlers) h(e);
+      } catch (e2) {
+        if (!(e2 instanceof Exit)) thrown = e2;
+      }
+    }
   } finally {
+    process.on = saved.on, process.once = saved.once, process.addListener = saved.addListener;
     const finalCode = Number(process.exitCode ?? 0);
     process.argv = saved.argv;
     (process as { exit: unknown }).exit = saved.exit;
@@ -225,7 +250,15 @@ function emit(obj: unknown): void {
   process.stdout.write(MARK + JSON.stringify(obj) + "\n");
 }
 
-async function child(name: string, seed: number, from: number, to: number, work: string, minimal: boolean) {
+async function child(
+  name: string,
+  seed: number,
+  from: number,
+  to: number,
+  work: string,
+  minimal: boolean,
+  full = true,
+) {
   guardAllocations();
   const fmt = FUZZ_FORMATS[name];
   const seedDir = join(work, "seed");
@@ -269,7 +302,7 @@ async function child(name: string, seed: number, from: number, to: number, work:
       if (fmt.reseal && rng.next() < 0.5) m = { kind: m.kind + " +resealed", bytes: fmt.reseal(m.bytes) };
       writeFileSync(file, m.bytes);
       allocLimit = 16 * Math.max(m.bytes.length, valid.length) + (16 << 20);
-      for (const [r, read] of Object.entries(fmt.readers)) {
+      for (const [r, read] of full ? Object.entries(fmt.readers) : []) {
         emit({ start: i, reader: r });
         let v: Verdict;
         try {
@@ -352,6 +385,8 @@ interface CampaignOptions {
   timeoutMs: number;
   maxRssMiB: number;
   minimal: boolean;
+  /** Run the full readers (default true). */
+  full?: boolean;
   only?: number;
   onCase?: () => void;
 }
@@ -396,6 +431,7 @@ function runBatch(
       work,
     ];
     if (!o.minimal) args.push("--no-minimal");
+    if (o.full === false) args.push("--no-full");
     const proc = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"] });
     let current: { i: number; reader: string; since: number } | undefined;
     let killedFor: Outcome | undefined, buf = "", errText = "";
@@ -474,8 +510,9 @@ export async function campaign(o: CampaignOptions): Promise<ReaderCounts[]> {
         }
         return r;
       };
-      for (const r of Object.keys(fmt.readers)) row(r);
+      if (o.full !== false) { for (const r of Object.keys(fmt.readers)) row(r); }
       if (fmt.minimal && o.minimal) row("minimal");
+      if (rows.size === 0) continue;
       const lastReader = [...rows.keys()].at(-1);
       const onVerdict = (v: Verdict) => {
         const r = row(v.reader);
@@ -531,6 +568,7 @@ async function main() {
     timeout: { type: "string", default: "10000" },
     "max-rss": { type: "string", default: "1536" },
     "no-minimal": { type: "boolean", default: false },
+    "no-full": { type: "boolean", default: false },
     json: { type: "boolean", default: false },
     child: { type: "boolean", default: false },
     from: { type: "string" },
@@ -559,6 +597,7 @@ async function main() {
       int(values.to, "to"),
       values.work!,
       !values["no-minimal"],
+      !values["no-full"],
     );
     process.exit(0);
   }
@@ -579,6 +618,7 @@ async function main() {
     timeoutMs: int(values.timeout, "timeout"),
     maxRssMiB: int(values["max-rss"], "max-rss"),
     minimal: !values["no-minimal"],
+    full: !values["no-full"],
     only: values.case !== undefined ? int(values.case, "case") : undefined,
     onCase: () => bar.tick(),
   });
