@@ -1,40 +1,39 @@
-// A dmexp reader that needs only the runtime (spec: formats/dmexp.md): checks the prefix and CRC, lists
-// tensors and dims, prints named tensors as f32. deno run -A | bun readers/dmexp.ts FILE [TENSOR...]
+// A minimal dmexp reader, runtime built-ins only (spec: formats/dmexp.md; the full reader: formats/dmexp.ts).
+// deno run -A readers/dmexp.ts FILE [TENSOR...] (or bun): lists name<TAB>dtype<TAB>[dims], or TENSORs' values
 import { readFileSync } from "node:fs";
 import { crc32 } from "node:zlib";
-import process from "node:process";
-const [path, ...wanted] = process.argv.slice(2);
-const die = (why: string): never => (console.error(`${path ?? "dmexp"}: ${why}`), process.exit(path ? 1 : 2));
-if (!path) die("usage: readers/dmexp.ts FILE [TENSOR...]");
-const file = readFileSync(path), dv = new DataView(file.buffer, file.byteOffset, file.byteLength);
-if (file.length < 24 || String.fromCharCode(...file.subarray(0, 7)) !== "DMEXPRT") die("not a dmexp file");
-if (file[7] !== 1) die(`format version ${file[7]}, this reader knows 1`);
-const start = 24 + dv.getUint32(8, true), payload = Number(dv.getBigUint64(12, true));
-if (start + payload !== file.length) die(`truncated or padded: ${file.length} bytes, not ${start + payload}`);
-if (crc32(file.subarray(start)) >>> 0 !== dv.getUint32(20, true)) die("CRC-32 mismatch: corrupt payload");
-// The header is TOML; the dtype and each [[tensors]] table's name and dims are plain lines in it.
-const header = new TextDecoder("utf-8", { fatal: true }).decode(file.subarray(24, start));
-const dtype = /^dtype\s*=\s*"(\w+)"/m.exec(header)?.[1] ?? die("no dtype in the header");
-const size = ({ f32: 4, f16: 2, bf16: 2 } as Record<string, number>)[dtype] ?? die(`unknown dtype ${dtype}`);
-let at = start;
-const tensors = header.split(/^\[\[tensors\]\]\s*$/m).slice(1).map((table) => {
-  const name = /^name\s*=\s*"([^"]*)"/m.exec(table)?.[1] ?? die("a tensor without a name");
-  const list = /^dims\s*=\s*\[([^\]]*)\]/m.exec(table)?.[1] ?? die(`${name} has no dims`);
-  const dims = list.split(",").filter((d) => d.trim()).map(Number), count = dims.reduce((a, b) => a * b, 1);
-  return { name, dims, count, from: file.byteOffset + (at += count * size) - count * size };
+const [file, ...wanted] = process.argv.slice(2);
+if (!file) console.error("usage: readers/dmexp.ts FILE [TENSOR...]");
+if (!file) process.exit(2);
+process.exitCode = 1; // a refusal until the last line; any error, ours or the runtime's, ends as one line:
+process.on("uncaughtException", (e) => console.error(`${file}: ${String(e?.message).replace(/\s+/g, " ")}`));
+const bytes = readFileSync(file);
+const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
+if (bytes.length < 24 || bytes.toString("latin1", 0, 8) !== "DMEXPRT\x01") throw new Error("not dmexp v1");
+const start = 24 + view.getUint32(8, true); // the 24-byte prefix, H bytes of TOML header, then the payload
+if (start + Number(view.getBigUint64(12, true)) !== bytes.length) throw new Error("size is not 24 + H + P");
+if (crc32(bytes.subarray(start)) !== view.getUint32(20, true)) throw new Error("payload CRC-32 mismatch");
+const header = new TextDecoder("utf-8", { fatal: true }).decode(bytes.subarray(24, start));
+const DTYPES = new Map<string, [number, (at: number) => number]>([ // bytes per value, and how to read one
+  ["f32", [4, (at) => view.getFloat32(at, true)]], ["f16", [2, (at) => view.getFloat16(at, true)]],
+  ["bf16", [2, (at) => Buffer.from([0, 0, bytes[at], bytes[at + 1]]).readFloatLE(0)]], // an f32's top half
+]);
+const dtype = /^dtype\s*=\s*"(f32|f16|bf16)"/m.exec(header)?.[1]; // the header is TOML; one line of it
+if (!dtype) throw new Error('the header has no line dtype = "f32", "f16" or "bf16"');
+const [size, read] = DTYPES.get(dtype)!;
+const TABLE = /^\[\[tensors\]\]\s*^name\s*=\s*"([^"\n]*)"\s*^dims\s*=\s*\[([\d\s,]*)\]/gm; // one per tensor
+const tensors = [...header.matchAll(TABLE)].map(([, name, list]) => {
+  const dims = list.split(",").filter((d) => d.trim() !== "").map(Number);
+  return { line: `${name}\t${dtype}\t[${dims.join(",")}]`, name, count: dims.reduce((n, d) => n * d, 1) };
 });
-if (at !== file.length) die(`the tensors take ${at - start} bytes, the payload has ${payload}`);
-// Widening is exact: f32 as stored, bf16 as the top half of an f32, f16 by its definition.
-const f16 = (h: number, e = (h >> 10) & 31, m = h & 0x3ff, s = h & 0x8000 ? -1 : 1) =>
-  e === 31 ? (m ? NaN : s * Infinity) : s * (e ? 1024 + m : 2 * m) * 2 ** (e - 25);
-const widen: Record<string, (raw: ArrayBuffer) => Float32Array> = {
-  f32: (raw) => new Float32Array(raw),
-  f16: (raw) => Float32Array.from(new Uint16Array(raw), (h) => f16(h)),
-  bf16: (raw) => new Float32Array(Uint32Array.from(new Uint16Array(raw), (b) => b << 16).buffer),
-};
-console.log(`${path}: dmexp 1, ${dtype}, ${tensors.length} tensors, ${payload / size} values, crc32 ok`);
-for (const t of tensors) console.log(`${t.name} [${t.dims.join(", ")}]`);
-for (const name of wanted) {
-  const t = tensors.find((x) => x.name === name) ?? die(`no tensor named ${name}`);
-  console.log(`${name} = [${widen[dtype](file.buffer.slice(t.from, t.from + t.count * size))}]`); // an aligned copy
+const before = (i: number) => tensors.slice(0, i).reduce((sum, t) => sum + t.count, 0); // values before i
+if (start + before(tensors.length) * size !== bytes.length) throw new Error("the dims do not add up to P");
+const picked = wanted.map((name) => tensors.findIndex((t) => t.name === name)); // in the order asked
+if (picked.includes(-1)) throw new Error(`no tensor named ${wanted[picked.indexOf(-1)]}`);
+if (wanted.length === 0) for (const t of tensors) console.log(t.line);
+for (const i of picked) {
+  const begin = start + before(i) * size; // the values follow one another in header order
+  const values = Array.from({ length: tensors[i].count }, (_, j) => read(begin + j * size));
+  console.log(`${tensors[i].line}\n${values.map((x) => (Object.is(x, -0) ? "-0" : x)).join(" ")}`);
 }
+process.exitCode = 0;

@@ -1,40 +1,40 @@
-// Minimal f64lines reader (formats/f64lines.md), built-ins only: bun readers/f64lines.ts FILE, or deno run -A
-import assert from "node:assert";
+// A minimal f64lines reader, runtime built-ins only, as strict as the full one (spec: formats/f64lines.md).
+// deno run -A readers/f64lines.ts FILE [TENSOR...] (or bun): lists name<TAB>f64<TAB>[length], or the values
 import { readFileSync } from "node:fs";
-function fnv32(bytes: Uint8Array, h = 0xcbf29ce4, l = 0x84222325): number { // FNV-1a 64 as two exact halves
-  for (const b of bytes) {
-    h = (h * 435 + (((l ^= b) >>> 0) * 435 / 2 ** 32 | 0) + (l << 8)) >>> 0, l = Math.imul(l, 435);
-  }
-  return (h ^ l) >>> 0; // the prime is 2^40 + 435; the result is xor-folded to 32 bits
+const [file, ...wanted] = process.argv.slice(2);
+if (!file) console.error("usage: readers/f64lines.ts FILE [TENSOR...]");
+if (!file) process.exit(2);
+process.exitCode = 1; // a refusal until the last line; any error, ours or the runtime's, ends as one line:
+process.on("uncaughtException", (e) => console.error(`${file}: ${String(e?.message).replace(/\s+/g, " ")}`));
+const TOKEN = /^(-(?!nan))?(?:(0|inf|nan)|([1-9]\d{0,18})(?:p(-?[1-9]\d{0,3}))?)$/; // see the spec's Tokens
+function value(token: string): string { // one spelling per value; near misses (1p0, 007, 2p1) are refused
+  const [, minus, word, digits, exp] = TOKEN.exec(token) ?? [];
+  const m = Number(digits ?? 0);
+  const x = m * 2 ** Number(exp ?? 0); // exact whenever m < 2^53 and the result is a float64
+  const integer = digits !== undefined && !exp && x < 2 ** 62 && BigInt(x) === BigInt(digits);
+  const pow = exp && m % 2 === 1 && m < 2 ** 53 && x > 0 && x < Infinity && (exp[0] === "-" || x >= 2 ** 62);
+  if (!word && !integer && !pow) throw new Error(`bad value '${token.slice(0, 40)}'`);
+  return (minus ? "-" : "") + String(word === "nan" ? NaN : word === "inf" ? Infinity : x); // -0 prints "-0"
 }
-function value(t: string, at: string): number { // nan is unsigned; digits below 2^62, else m odd below 2^53
-  const [, sg, sp, d, x] = /^(-(?!nan))?(?:(0|inf|nan)|([1-9]\d*)(?:p(-?[1-9]\d*))?)$/.exec(t) ?? [];
-  const m = BigInt(d ?? 0), bits = m.toString(2).length, e = Number(x ?? 0), s = sg ? -1 : 1;
-  const ok = (sp || d) && (x ? m % 2n === 1n && m < 2n ** 53n : m < 2n ** 62n && BigInt(Number(m)) === m);
-  assert(ok && e >= -1074 && e + bits <= 1024 && (e < 0 || e + bits > 62 || !x), `${at}bad token '${t}'`);
-  return sp ? (sp === "nan" ? NaN : s * (sp === "0" ? 0 : Infinity)) : s * Number(m) * 2 ** e;
+function fnv1a32(text: string): number { // FNV-1a 64 of the text's UTF-8, folded to 32 bits as high ^ low
+  let h = 0xcbf29ce484222325n;
+  for (const b of new TextEncoder().encode(text)) h = BigInt.asUintN(64, (h ^ BigInt(b)) * 0x100000001b3n);
+  return Number((h >> 32n) ^ (h & 0xffffffffn));
 }
-/** Parses an f64lines file's bytes into names, float64 arrays and the verified checksum, or throws. */
-export function parse(bytes: Uint8Array): { names: string[]; arrays: Float64Array[]; checksum: number } {
-  const text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
-  const c = /^((?:[^\n]*\n)*)#fnv1a32=([0-9a-f]{8})\r?\n(?:\r?\n)*$/.exec(text) ?? assert.fail("no checksum");
-  const names: string[] = [], arrays: Float64Array[] = [], body: string[] = [];
-  for (const [i, raw] of c[1].split("\n").slice(0, -1).entries()) {
-    const l = raw.replace(/\r$/, ""), at = `line ${i + 1}: `;
-    if (l === "") continue;
-    const [, name, len, field] = /^v1\|([^|\r]*)\|(0|[1-9]\d{0,14})\|([^|]*)$/.exec(l) ?? assert.fail(at + l);
-    arrays.push(Float64Array.from(field ? field.split(",") : [], (t) => value(t, at))), names.push(name);
-    assert(arrays[arrays.length - 1].length === +len, `${at}the length is not ${len}`), body.push(l + "\n");
-  }
-  assert(fnv32(new TextEncoder().encode(body.join(""))) === parseInt(c[2], 16), "checksum mismatch");
-  return { names, arrays, checksum: parseInt(c[2], 16) };
-}
-if (import.meta.main) {
-  try {
-    const { names, arrays, checksum } = parse(readFileSync(process.argv[2]));
-    names.forEach((name, i) => console.log(`${name}\t${arrays[i].length}`));
-    console.log(`fnv1a32=${checksum.toString(16).padStart(8, "0")}`);
-  } catch (e) {
-    console.error(`f64lines: ${process.argv[2]}: ${(e as Error).message}`), process.exit(1);
-  }
-}
+const text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(readFileSync(file));
+const found = /^((?:[^\n]*\n)*)#fnv1a32=([0-9a-f]{8})\r?\n(?:\r?\n)*$/.exec(text); // data lines, the checksum
+if (!found) throw new Error("the last line that is not blank is not #fnv1a32=<8 hex digits> ending in \\n");
+const lines = found[1].split("\n").map((line) => line.replace(/\r$/, "")).filter((line) => line !== "");
+if (fnv1a32(lines.map((l) => `${l}\n`).join("")) !== parseInt(found[2], 16)) throw new Error("bad checksum");
+const arrays = lines.map((line) => {
+  const [, name, length, field] = /^v1\|([^|\r]*)\|(0|[1-9]\d{0,14})\|([^|]*)$/.exec(line) ?? [];
+  if (name === undefined) throw new Error(`not "v1|name|length|values": ${line.slice(0, 40)}`);
+  const values = field === "" ? [] : field.split(",").map(value);
+  if (values.length !== Number(length)) throw new Error(`${name}: ${values.length} values, not ${length}`);
+  return { line: `${name}\tf64\t[${length}]`, name, values: values.join(" ") };
+});
+const find = (name: string) => arrays.find((a) => a.name === name); // the first array of that name
+for (const name of wanted) if (!find(name)) throw new Error(`no tensor named ${name}`);
+if (wanted.length === 0) for (const a of arrays) console.log(a.line);
+for (const name of wanted) console.log(`${find(name)!.line}\n${find(name)!.values}`);
+process.exitCode = 0;

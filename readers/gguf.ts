@@ -1,40 +1,40 @@
-// Minimal GGUF v3 reader, built-ins only, trusting the file (formats/gguf.ts validates): deno run -A readers/gguf.ts
-// FILE [TENSOR...] (or bun). Lists "name<TAB>type<TAB>[dims]" (outermost first); per TENSOR also its f32 values.
-import { readFileSync } from "node:fs";
-import process from "node:process";
-const [file, ...names] = process.argv.slice(2);
-if (!file) console.error("usage: gguf.ts FILE [TENSOR...]"), process.exit(2);
-const die = (msg: string): never => (console.error(`${file}: ${msg}`), process.exit(1));
-const buf = readFileSync(file), dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
-let p = 0, align = 32;
-const u32 = () => (p += 4, dv.getUint32(p - 4, true)), u64 = () => (p += 8, Number(dv.getBigUint64(p - 8, true)));
-const str = () => new TextDecoder().decode(buf.subarray(p + 8, (p += 8 + Number(dv.getBigUint64(p, true)))));
-const SIZE = [1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8]; // bytes of value types 0..12 (8 string, 9 array)
-function value(t: number): number { // skips a metadata value; returns it when it is a u32 (general.alignment)
-  if (t === 8) str();
-  else if (t === 9) for (let e = u32(), n = u64(); n > 0; n--) value(e);
-  else if (t in SIZE) return t === 4 ? u32() : (p += SIZE[t], 0);
-  else die(`unknown metadata value type ${t}`);
-  return 0;
+import { readFileSync } from "node:fs"; // a minimal GGUF v3 reader, built-ins only (spec: formats/gguf.md)
+const [file, ...wanted] = process.argv.slice(2); // deno run -A readers/gguf.ts FILE [TENSOR...], or bun
+if (!file) console.error("usage: readers/gguf.ts FILE [TENSOR...]");
+if (!file) process.exit(2);
+process.exitCode = 1; // a refusal until the last line; any error, ours or the runtime's, ends as one line:
+process.on("uncaughtException", (e) => console.error(`${file}: ${String(e?.message).replace(/\s+/g, " ")}`));
+const bytes = readFileSync(file); // its read methods refuse offsets past the end ("out of range")
+let at = 0; // the read cursor: the header, the metadata, the tensor infos; then the data, 32-byte aligned
+function take(n: number): Buffer { // the next n bytes (a string cut short by the end fails the next read)
+  at += n;
+  return bytes.subarray(at - n, at);
 }
-if (u32() !== 0x46554747 || u32() !== 3) die("not a GGUF v3 file");
-const nTensors = u64(), nKv = u64();
-for (let i = 0; i < nKv; i++) if (str() === "general.alignment") align = value(u32()); else value(u32());
-const TYPES: Record<number, [string, number, number]> = { // ggml id: name, block elements, block bytes
-  0: ["F32", 1, 4], 1: ["F16", 1, 2], 30: ["BF16", 1, 2], 8: ["Q8_0", 32, 34], 2: ["Q4_0", 32, 18] };
-const infos = Array.from({ length: nTensors }, () => ({ name: str(), ne: Array.from({ length: u32() }, u64), type: u32(), off: u64() }));
-const base = Math.ceil(p / align) * align, bf16 = (o: number) => new Float32Array(new Uint32Array([dv.getUint16(o, true) << 16]).buffer)[0];
-const line = (t: typeof infos[0]) => `${t.name}\t${TYPES[t.type]?.[0] ?? `type ${t.type}`}\t[${[...t.ne].reverse()}]`;
-if (names.length === 0) for (const t of infos) console.log(line(t));
-for (const name of names) {
-  const t = infos.find((x) => x.name === name) ?? die(`no tensor named ${name}`);
-  const [type, bs, bb] = TYPES[t.type] ?? die(`${name}: ggml type ${t.type} is not decoded here`);
-  const o = base + t.off, out = new Float32Array(t.ne.reduce((a, b) => a * b, 1));
-  for (let i = 0; i < out.length; i++) {
-    const blk = o + Math.floor(i / bs) * bb, j = i % bs, d = bs > 1 ? dv.getFloat16(blk, true) : 0;
-    out[i] = type === "F32" ? dv.getFloat32(o + 4 * i, true) : type === "F16" ? dv.getFloat16(o + 2 * i, true)
-      : type === "BF16" ? bf16(o + 2 * i) : type === "Q8_0" ? dv.getInt8(blk + 2 + j) * d
-      : (((dv.getUint8(blk + 2 + (j % 16)) >> (j < 16 ? 0 : 4)) & 15) - 8) * d; // Q4_0: low nibbles first
-  }
-  console.log(`${line(t)}\n${[...out].map((x) => (Object.is(x, -0) ? "-0" : x)).join(" ")}`); // -0 kept visible
-}
+const u32 = () => take(4).readUInt32LE(0), u64 = () => Number(take(8).readBigUInt64LE(0));
+const str = () => new TextDecoder("utf-8", { fatal: true }).decode(take(u64())); // u64 length, then UTF-8
+if (take(8).toString("latin1") !== "GGUF\x03\x00\x00\x00") throw new Error("not a GGUF version 3 file");
+const n = Math.min(u64(), bytes.length); // tensors (u64s are exact below 2^53; no count can pass the size)
+const SIZE = [1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8]; // bytes of metadata value types 0-12 (8: a string)
+const skip = (type: number): unknown => (type === 9 ? items(u32()) : take(type === 8 ? u64() : SIZE[type]));
+const items = (type: number) => Array.from({ length: Math.min(u64(), bytes.length) }, () => skip(type));
+Array.from({ length: Math.min(u64(), bytes.length) }, () => [str(), skip(u32())]); // keys, each with a value
+const f16 = (at: number) => new Float16Array(Uint8Array.of(bytes[at], bytes[at + 1]).buffer)[0];
+const bf16 = (at: number) => Buffer.from([0, 0, bytes[at], bytes[at + 1]]).readFloatLE(0); // f32's top half
+const TYPES = new Map<number, [string, number, number, (at: number, j: number) => number]>([ // ggml id: name,
+  [0, ["F32", 1, 4, (at) => bytes.readFloatLE(at)]], [1, ["F16", 1, 2, f16]], [30, ["BF16", 1, 2, bf16]],
+  [8, ["Q8_0", 32, 34, (at, j) => f16(at) * bytes.readInt8(at + 2 + j)]], // values and bytes per block, value
+  [2, ["Q4_0", 32, 18, (at, j) => f16(at) * (((bytes[at + 2 + (j % 16)] >> (j < 16 ? 0 : 4)) & 15) - 8)]]]);
+const dims = () => Array.from({ length: Math.min(u32(), 5) }, u64); // ne, innermost first; a fifth is refused
+const raw = Array.from({ length: n }, () => ({ name: str(), ne: dims(), type: TYPES.get(u32()), at: u64() }));
+const list = raw.map(({ name, ne, type: [type, per, size, read] = ["?", NaN, NaN, f16], at: offset }) => ({
+  line: `${name}\t${type}\t[${ne.toReversed().join(",")}]`, name, per, read, // j of the block at `at`
+  count: ne.length > 4 || ne[0] % per ? NaN : ne.reduce((a, b) => a * b, 1), // NaN: refused below
+  pos: (i: number) => Math.ceil(at / 32) * 32 + offset + Math.floor(i / per) * size, // value i's block
+})); // the data begins where the infos end, rounded up to a multiple of 32
+for (const t of list) if (!(t.pos(t.count) <= bytes.length)) throw new Error(`${t.name}: bad type/dims/data`);
+for (const name of wanted) if (!list.some((t) => t.name === name)) throw new Error(`no tensor named ${name}`);
+const show = (x: number) => (Object.is(x, -0) ? "-0" : String(x)); // String(-0) is "0"
+const values = (t: typeof list[0]) => Array.from({ length: t.count }, (_, i) => t.read(t.pos(i), i % t.per));
+if (wanted.length === 0) for (const t of list) console.log(t.line);
+for (const t of list) if (wanted.includes(t.name)) console.log(`${t.line}\n${values(t).map(show).join(" ")}`);
+process.exitCode = 0;

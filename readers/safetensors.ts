@@ -1,37 +1,39 @@
-// A minimal safetensors reader on runtime built-ins only, to check ferry's full reader against and to
-// show how small the format is. It trusts the file: formats/safetensors.ts is the one that validates.
-// Usage: deno run -A readers/safetensors.ts FILE [TENSOR...]   (or: bun readers/safetensors.ts ...)
-// Without TENSOR: one line per tensor, "name<TAB>dtype<TAB>[dims]". With TENSOR: that line, then the
-// tensor's values on one line, space-separated, in row-major order.
+// A minimal safetensors reader on runtime built-ins only (spec: formats/safetensors.md; the full reader is
+// formats/safetensors.ts). Usage: deno run -A readers/safetensors.ts FILE [TENSOR...]  (or: bun readers/...)
+// Prints "name<TAB>dtype<TAB>[dims]" per tensor in file order; per TENSOR, that line and its values instead.
 import { readFileSync } from "node:fs";
 import process from "node:process";
-
-const [file, ...names] = process.argv.slice(2);
-if (!file) console.error("usage: safetensors.ts FILE [TENSOR...]"), process.exit(2);
-const bytes = readFileSync(file);
-const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-const n = Number(view.getBigUint64(0, true)); // u64 LE header length, then the JSON header, then data
-const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n)));
-const f16 = (h: number) => (h >> 15 ? -1 : 1) * ((h >> 10 & 31) === 31 ? (h & 1023 ? NaN : Infinity)
-  : (h >> 10 & 31) === 0 ? (h & 1023) * 2 ** -24 : (1 + (h & 1023) / 1024) * 2 ** ((h >> 10 & 31) - 15));
-const bf16 = (h: number) => new Float32Array(new Uint32Array([h << 16]).buffer)[0]; // top half of an f32
-// Element size in bytes and how to read one little-endian element at a byte offset.
-const DTYPES: Record<string, [number, (o: number) => number | bigint]> = {
-  F64: [8, (o) => view.getFloat64(o, true)], F32: [4, (o) => view.getFloat32(o, true)],
-  F16: [2, (o) => f16(view.getUint16(o, true))], BF16: [2, (o) => bf16(view.getUint16(o, true))],
-  I64: [8, (o) => view.getBigInt64(o, true)], I32: [4, (o) => view.getInt32(o, true)],
-  I16: [2, (o) => view.getInt16(o, true)], I8: [1, (o) => view.getInt8(o)],
-  U8: [1, (o) => view.getUint8(o)], BOOL: [1, (o) => view.getUint8(o)],
-};
-const entries = Object.entries(header).filter(([k]) => k !== "__metadata__") as [string, any][];
-entries.sort((a, b) => a[1].data_offsets[0] - b[1].data_offsets[0]); // file order
-const line = (name: string, e: any) => `${name}\t${e.dtype}\t[${e.shape.join(",")}]`;
-if (names.length === 0) for (const [name, e] of entries) console.log(line(name, e));
-for (const name of names) {
-  const e = header[name];
-  if (!e || name === "__metadata__") console.error(`${file}: no tensor named ${name}`), process.exit(1);
-  const [size, get] = DTYPES[e.dtype] ?? (console.error(`${file}: ${name}: unknown dtype ${e.dtype}`), process.exit(1));
-  const values: string[] = [];
-  for (let o = 8 + n + e.data_offsets[0]; o < 8 + n + e.data_offsets[1]; o += size) values.push(String(get(o)));
-  console.log(line(name, e) + "\n" + values.join(" "));
+const [file, ...wanted] = process.argv.slice(2);
+if (!file) console.error("usage: readers/safetensors.ts FILE [TENSOR...]");
+if (!file) process.exit(2);
+process.exitCode = 1; // a refusal until the last line; any error, ours or the runtime's, ends as one line:
+process.on("uncaughtException", (e) => console.error(`${file}: ${String(e?.message).replace(/\s+/g, " ")}`));
+const bytes = new Uint8Array(readFileSync(file)); // a copy, at offset 0 of its own buffer
+const view = new DataView(bytes.buffer);
+const n = bytes.length < 8 ? Infinity : Number(view.getBigUint64(0, true)); // the header length, u64 LE
+if (8 + n > bytes.length) throw new Error("the header length (the first 8 bytes) runs past the end");
+const header = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes.subarray(8, 8 + n)));
+if (typeof header !== "object" || !header || Array.isArray(header)) throw new Error("header: not an object");
+delete header.__metadata__; // an optional string-to-string map, not a tensor
+const DTYPES = new Map<string, [number, (at: number) => number]>([ // bytes per value, and how to read one
+  ["F32", [4, (at) => view.getFloat32(at, true)]], ["F16", [2, (at) => view.getFloat16(at, true)]],
+  ["BF16", [2, (at) => new Float32Array(Uint32Array.of(view.getUint16(at, true) << 16).buffer)[0]]],
+]);
+const naturals = (list: any) => Array.isArray(list) && list.every((x) => Number.isSafeInteger(x) && x >= 0);
+const tensors = Object.entries(header).map(([name, t]: [string, any]) => {
+  const [size, read] = DTYPES.get(t?.dtype) ?? [0, Number];
+  if (!size) throw new Error(`${name}: the dtype is not F32, F16 or BF16`);
+  if (!naturals(t.shape) || !naturals(t.data_offsets)) throw new Error(`${name}: bad shape or offsets`);
+  const [begin, end] = t.data_offsets.map((offset: number) => 8 + n + offset); // from the data's start
+  const count = t.shape.reduce((a: number, b: number) => a * b, 1);
+  if (begin + count * size !== end || end > bytes.length) throw new Error(`${name}: bad data_offsets`);
+  return { line: `${name}\t${t.dtype}\t[${t.shape.join(",")}]`, name, begin, count, size, read };
+}).sort((a, b) => a.begin - b.begin); // in file order
+if (wanted.length === 0) for (const t of tensors) console.log(t.line);
+for (const name of wanted) {
+  const t = tensors.find((t) => t.name === name);
+  if (!t) throw new Error(`no tensor named ${name}`);
+  const values = Array.from({ length: t.count }, (_, i) => t.read(t.begin + i * t.size));
+  console.log(`${t.line}\n${values.map((x) => (Object.is(x, -0) ? "-0" : x)).join(" ")}`);
 }
+process.exitCode = 0;

@@ -76,16 +76,17 @@ for (const runtime of Object.keys(RUNTIMES)) {
       }
     }, 60_000);
 
-    test("a tensor name that is not in the file is an error naming it", () => {
-      const r = runReader(runtime, [files.q4_0, "blk.9.attn_q.weight"]);
-      expect(r.code).not.toBe(0);
-      expect(r.err).toContain("no tensor named blk.9.attn_q.weight");
+    test("a tensor name that is not in the file is an error naming it, and nothing else is printed", () => {
+      const r = runReader(runtime, [files.q4_0, "output.weight", "blk.9.attn_q.weight"]);
+      expect(r.code).toBe(1);
+      expect(r.out).toBe("");
+      expect(r.err).toBe(`${files.q4_0}: no tensor named blk.9.attn_q.weight\n`);
     }, 10_000);
 
-    test("a file that is not GGUF is refused", () => {
+    test("a file that is not GGUF is refused in one line", () => {
       const r = runReader(runtime, [READER]);
-      expect(r.code).not.toBe(0);
-      expect(r.err).toContain("not a GGUF v3 file");
+      expect(r.code).toBe(1);
+      expect(r.err).toBe(`${READER}: not a GGUF version 3 file\n`);
     }, 10_000);
   });
 }

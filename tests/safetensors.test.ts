@@ -391,12 +391,12 @@ describe("minimal reader (readers/safetensors.ts)", () => {
             expect(out.length).toBe(2 * full.tensors.length);
             full.tensors.forEach((t, i) => {
               expect(out[2 * i]).toBe(lines[i]);
-              const values = out[2 * i + 1].split(" ").map(Number);
-              expect(values.length).toBe(t.data.length);
-              let mismatches = 0;
-              for (let k = 0; k < values.length; k++) if (values[k] !== t.data[k]) mismatches++;
-              expect(`${cmd} ${dtype} ${t.name}: ${mismatches} mismatches`).toBe(
-                `${cmd} ${dtype} ${t.name}: 0 mismatches`,
+              const got = Float32Array.from(out[2 * i + 1].split(" "), Number);
+              expect(got.length).toBe(t.data.length);
+              // Bytes, so -0 and 0 differ: the reader prints -0 as "-0".
+              const same = Buffer.from(got.buffer).equals(Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength));
+              expect(`${cmd} ${dtype} ${t.name}: ${same ? "same bytes" : "different bytes"}`).toBe(
+                `${cmd} ${dtype} ${t.name}: same bytes`,
               );
             });
           })());
@@ -407,12 +407,21 @@ describe("minimal reader (readers/safetensors.ts)", () => {
     30_000,
   );
 
-  test("exits non-zero naming a tensor that is not there", async () => {
+  test("exits 1 with one line naming a tensor that is not there", async () => {
     const path = join(dir, "minimal-missing.safetensors");
     await writeSafetensors(path, tensors.slice(0, 2));
     await expect(
       run("bun", ["readers/safetensors.ts", path, "no.such.tensor"], { cwd: import.meta.dir + "/.." }),
     )
-      .rejects.toMatchObject({ code: 1, stderr: expect.stringContaining("no tensor named no.such.tensor") });
+      .rejects.toMatchObject({ code: 1, stdout: "", stderr: `${path}: no tensor named no.such.tensor\n` });
+  });
+
+  test("prints -0 as -0", async () => {
+    const path = join(dir, "minimal-zero.safetensors");
+    const zero = tensors.slice(0, 1).map((t) => ({ ...t, data: Float32Array.from(t.data) }));
+    zero[0].data[0] = -0;
+    await writeSafetensors(path, zero, { dtype: "F16" });
+    const r = await run("bun", ["readers/safetensors.ts", path, zero[0].name], { cwd: import.meta.dir + "/.." });
+    expect(r.stdout.split("\n")[1].split(" ")[0]).toBe("-0");
   });
 });
