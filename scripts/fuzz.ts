@@ -373,6 +373,8 @@ export interface ReaderCounts {
   differentExamples: Array<{ case: number; kind: string; why?: string }>;
   /** The accepted-and-different cases by explanation; `UNEXPLAINED` counts those the format cannot explain. */
   explained: Record<string, number>;
+  /** Cases run a second time because their child process died without being killed (not counted twice). */
+  retried?: number[];
   /** How many accepted-and-different cases each mutation kind produced. */
   different: Record<string, number>;
 }
@@ -405,15 +407,19 @@ function rssMiB(pid: number): number {
   }
 }
 
-// Runs cases [from, to) in one child; resolves with the verdicts and the index to resume from.
+// Runs cases [from, to) in one child; resolves with the index to resume from. A case's verdicts are
+// passed on once its last reader has answered; a child that dies in a case without being killed (a
+// runtime hiccup, not a reader's doing: the reader's own exits are intercepted) gets that case once more.
 function runBatch(
   name: string,
   work: string,
   from: number,
   to: number,
   o: CampaignOptions,
+  lastReader: string,
   onVerdict: (v: Verdict) => void,
-): Promise<{ next: number }> {
+  retried = -1,
+): Promise<{ next: number; retry?: number }> {
   return new Promise((resolve, reject) => {
     const args = [
       ...runtimeArgs(),
@@ -435,6 +441,7 @@ function runBatch(
     const proc = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"] });
     let current: { i: number; reader: string; since: number } | undefined;
     let killedFor: Outcome | undefined, buf = "", errText = "";
+    let pending: Verdict[] = [];
     const kill = (why: Outcome) => {
       if (killedFor) return;
       killedFor = why;
@@ -451,12 +458,14 @@ function runBatch(
       while ((nl = buf.indexOf("\n")) >= 0) {
         const line = buf.slice(0, nl);
         buf = buf.slice(nl + 1);
-        if (!line.startsWith(MARK)) continue;
-        const msg = JSON.parse(line.slice(MARK.length));
+        const at = line.indexOf(MARK);
+        if (at < 0) continue;
+        const msg = JSON.parse(line.slice(at + MARK.length));
         if ("start" in msg) current = { i: msg.start, reader: msg.reader, since: performance.now() };
         else {
           current = undefined;
-          onVerdict(msg as Verdict);
+          pending.push(msg as Verdict);
+          if (msg.reader === lastReader) pending.forEach(onVerdict), pending = [];
         }
       }
     });
@@ -464,18 +473,22 @@ function runBatch(
     proc.stderr.on("data", (s: string) => (errText = (errText + s).slice(-4000)));
     proc.on("close", (code) => {
       clearInterval(timer);
-      if (current) {
-        const outcome: Outcome = killedFor ?? "other";
+      const died = current ??
+        (pending.length ? { i: pending[0].i, reader: pending.at(-1)!.reader } : undefined);
+      if (died && !killedFor && died.i !== retried) {
+        resolve({ next: died.i, retry: died.i });
+      } else if (died) {
+        pending.forEach(onVerdict);
         onVerdict({
-          i: current.i,
-          reader: current.reader,
-          outcome,
+          i: died.i,
+          reader: current?.reader ?? lastReader,
+          outcome: killedFor ?? "other",
           kind: "?",
           detail: killedFor
             ? `killed: ${killedFor}`
-            : `the child died (exit ${code}): ${errText.slice(-300)}`,
+            : `the child died twice here (exit ${code}): ${errText.slice(-300)}`,
         });
-        resolve({ next: current.i + 1 });
+        resolve({ next: died.i + 1 });
       } else if (code === 0) resolve({ next: to });
       else reject(new Error(`fuzz child for ${name} failed (exit ${code}) outside any case: ${errText}`));
     });
@@ -536,10 +549,16 @@ export async function campaign(o: CampaignOptions): Promise<ReaderCounts[]> {
         if (v.reader === lastReader) o.onCase?.();
       };
       const [first, last] = o.only !== undefined ? [o.only, o.only + 1] : [0, o.cases];
+      let retried = -1;
+      const retries: number[] = [];
       for (let from = first; from < last;) {
         const to = Math.min(last, from + o.batch);
-        from = (await runBatch(name, work, from, to, o, onVerdict)).next;
+        const r = await runBatch(name, work, from, to, o, lastReader!, onVerdict, retried);
+        if (r.retry !== undefined) retries.push(r.retry);
+        retried = r.retry ?? -1;
+        from = r.next;
       }
+      for (const row of rows.values()) row.retried = retries;
       results.push(...rows.values());
     }
   } finally {
@@ -599,6 +618,7 @@ async function main() {
       !values["no-minimal"],
       !values["no-full"],
     );
+    await new Promise<void>((done) => process.stdout.write("", () => done())); // flushed before the exit
     process.exit(0);
   }
   if (values.case !== undefined) {
