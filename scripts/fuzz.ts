@@ -290,9 +290,9 @@ async function child(
     tensorNames = listing.out.split("\n").filter((l) => l && !l.startsWith(file)).map((l) =>
       l.split(/\s/)[0]
     );
-    const full = await runMinimal(copyDir, source, runs++, [file, ...tensorNames]);
-    if (full.code !== 0) throw new Error(`${fmt.minimal} does not read the valid file: ${full.err}`);
-    minimalBase = full.out;
+    const all = await runMinimal(copyDir, source, runs++, [file, ...tensorNames]);
+    if (all.code !== 0) throw new Error(`${fmt.minimal} does not read the valid file: ${all.err}`);
+    minimalBase = all.out;
   }
 
   try {
