@@ -374,7 +374,7 @@ export interface ReaderCounts {
   /** The accepted-and-different cases by explanation; `UNEXPLAINED` counts those the format cannot explain. */
   explained: Record<string, number>;
   /** Cases run a second time because their child process died without being killed (not counted twice). */
-  retried?: number[];
+  retried?: Array<{ case: number; exit: string }>;
   /** How many accepted-and-different cases each mutation kind produced. */
   different: Record<string, number>;
 }
@@ -419,7 +419,7 @@ function runBatch(
   lastReader: string,
   onVerdict: (v: Verdict) => void,
   retried = -1,
-): Promise<{ next: number; retry?: number }> {
+): Promise<{ next: number; retry?: number; exit?: string }> {
   return new Promise((resolve, reject) => {
     const args = [
       ...runtimeArgs(),
@@ -471,12 +471,12 @@ function runBatch(
     });
     proc.stderr.setEncoding("utf8");
     proc.stderr.on("data", (s: string) => (errText = (errText + s).slice(-4000)));
-    proc.on("close", (code) => {
+    proc.on("close", (code, signal) => {
       clearInterval(timer);
       const died = current ??
         (pending.length ? { i: pending[0].i, reader: pending.at(-1)!.reader } : undefined);
       if (died && !killedFor && died.i !== retried) {
-        resolve({ next: died.i, retry: died.i });
+        resolve({ next: died.i, retry: died.i, exit: signal ?? `exit ${code}` });
       } else if (died) {
         pending.forEach(onVerdict);
         onVerdict({
@@ -550,11 +550,11 @@ export async function campaign(o: CampaignOptions): Promise<ReaderCounts[]> {
       };
       const [first, last] = o.only !== undefined ? [o.only, o.only + 1] : [0, o.cases];
       let retried = -1;
-      const retries: number[] = [];
+      const retries: Array<{ case: number; exit: string }> = [];
       for (let from = first; from < last;) {
         const to = Math.min(last, from + o.batch);
         const r = await runBatch(name, work, from, to, o, lastReader!, onVerdict, retried);
-        if (r.retry !== undefined) retries.push(r.retry);
+        if (r.retry !== undefined) retries.push({ case: r.retry, exit: r.exit! });
         retried = r.retry ?? -1;
         from = r.next;
       }
