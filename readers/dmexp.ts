@@ -15,7 +15,8 @@ if (start + Number(view.getBigUint64(12, true)) !== bytes.length) throw new Erro
 if (crc32(bytes.subarray(start)) !== view.getUint32(20, true)) throw new Error("payload CRC-32 mismatch");
 const header = new TextDecoder("utf-8", { fatal: true }).decode(bytes.subarray(24, start));
 const DTYPES = new Map<string, [number, (at: number) => number]>([ // bytes per value, and how to read one
-  ["f32", [4, (at) => view.getFloat32(at, true)]], ["f16", [2, (at) => view.getFloat16(at, true)]],
+  ["f32", [4, (at) => view.getFloat32(at, true)]],
+  ["f16", [2, (at) => view.getFloat16(at, true)]],
   ["bf16", [2, (at) => Buffer.from([0, 0, bytes[at], bytes[at + 1]]).readFloatLE(0)]], // an f32's top half
 ]);
 const dtype = /^dtype\s*=\s*"(f32|f16|bf16)"/m.exec(header)?.[1]; // the header is TOML; one line of it
@@ -28,12 +29,12 @@ const tensors = [...header.matchAll(TABLE)].map(([, name, list]) => {
 });
 const before = (i: number) => tensors.slice(0, i).reduce((sum, t) => sum + t.count, 0); // values before i
 if (start + before(tensors.length) * size !== bytes.length) throw new Error("the dims do not add up to P");
-const picked = wanted.map((name) => tensors.findIndex((t) => t.name === name)); // in the order asked
-if (picked.includes(-1)) throw new Error(`no tensor named ${wanted[picked.indexOf(-1)]}`);
+const missing = wanted.find((name) => !tensors.some((t) => t.name === name)); // checked before any output
+if (missing !== undefined) throw new Error(`no tensor named ${missing}`);
 if (wanted.length === 0) for (const t of tensors) console.log(t.line);
-for (const i of picked) {
-  const begin = start + before(i) * size; // the values follow one another in header order
-  const values = Array.from({ length: tensors[i].count }, (_, j) => read(begin + j * size));
-  console.log(`${tensors[i].line}\n${values.map((x) => (Object.is(x, -0) ? "-0" : x)).join(" ")}`);
+for (const t of tensors.filter((t) => wanted.includes(t.name))) { // in file order, like the listing
+  const begin = start + before(tensors.indexOf(t)) * size; // the values follow one another in header order
+  const values = Array.from({ length: t.count }, (_, j) => read(begin + j * size));
+  console.log(`${t.line}\n${values.map((x) => (Object.is(x, -0) ? "-0" : x)).join(" ")}`);
 }
 process.exitCode = 0;

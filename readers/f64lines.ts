@@ -33,8 +33,8 @@ const arrays = lines.map((line) => {
   if (values.length !== Number(length)) throw new Error(`${name}: ${values.length} values, not ${length}`);
   return { line: `${name}\tf64\t[${length}]`, name, values: values.join(" ") };
 });
-const find = (name: string) => arrays.find((a) => a.name === name); // the first array of that name
-for (const name of wanted) if (!find(name)) throw new Error(`no tensor named ${name}`);
+const missing = wanted.find((name) => !arrays.some((a) => a.name === name)); // checked before any output
+if (missing !== undefined) throw new Error(`no tensor named ${missing}`);
 if (wanted.length === 0) for (const a of arrays) console.log(a.line);
-for (const name of wanted) console.log(`${find(name)!.line}\n${find(name)!.values}`);
+for (const a of arrays) if (wanted.includes(a.name)) console.log(`${a.line}\n${a.values}`); // in file order
 process.exitCode = 0;

@@ -2,7 +2,6 @@
 // formats/safetensors.ts). Usage: deno run -A readers/safetensors.ts FILE [TENSOR...]  (or: bun readers/...)
 // Prints "name<TAB>dtype<TAB>[dims]" per tensor in file order; per TENSOR, that line and its values instead.
 import { readFileSync } from "node:fs";
-import process from "node:process";
 const [file, ...wanted] = process.argv.slice(2);
 if (!file) console.error("usage: readers/safetensors.ts FILE [TENSOR...]");
 if (!file) process.exit(2);
@@ -16,7 +15,8 @@ const header = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes
 if (typeof header !== "object" || !header || Array.isArray(header)) throw new Error("header: not an object");
 delete header.__metadata__; // an optional string-to-string map, not a tensor
 const DTYPES = new Map<string, [number, (at: number) => number]>([ // bytes per value, and how to read one
-  ["F32", [4, (at) => view.getFloat32(at, true)]], ["F16", [2, (at) => view.getFloat16(at, true)]],
+  ["F32", [4, (at) => view.getFloat32(at, true)]],
+  ["F16", [2, (at) => view.getFloat16(at, true)]],
   ["BF16", [2, (at) => new Float32Array(Uint32Array.of(view.getUint16(at, true) << 16).buffer)[0]]],
 ]);
 const naturals = (list: any) => Array.isArray(list) && list.every((x) => Number.isSafeInteger(x) && x >= 0);
@@ -29,10 +29,10 @@ const tensors = Object.entries(header).map(([name, t]: [string, any]) => {
   if (begin + count * size !== end || end > bytes.length) throw new Error(`${name}: bad data_offsets`);
   return { line: `${name}\t${t.dtype}\t[${t.shape.join(",")}]`, name, begin, count, size, read };
 }).sort((a, b) => a.begin - b.begin); // in file order
+const missing = wanted.find((name) => !tensors.some((t) => t.name === name)); // checked before any output
+if (missing !== undefined) throw new Error(`no tensor named ${missing}`);
 if (wanted.length === 0) for (const t of tensors) console.log(t.line);
-for (const name of wanted) {
-  const t = tensors.find((t) => t.name === name);
-  if (!t) throw new Error(`no tensor named ${name}`);
+for (const t of tensors.filter((t) => wanted.includes(t.name))) { // in file order, like the listing
   const values = Array.from({ length: t.count }, (_, i) => t.read(t.begin + i * t.size));
   console.log(`${t.line}\n${values.map((x) => (Object.is(x, -0) ? "-0" : x)).join(" ")}`);
 }

@@ -564,18 +564,19 @@ test("mutated files: both readers accept and refuse the same ones, and accept on
   }
   expect(accepted.length).toBeGreaterThan(200); // the mutations reach the token rules, not just the checksum
   // The minimal reader, as a program, on a sample of each kind: the same verdict and the same bits.
-  const sample = [...accepted.slice(0, 40).map(([t]) => t), ...refused.slice(0, 40)];
+  const SAMPLE = 100; // of each verdict: as programs these cost a process each, so not all 5000
+  const sample = [...accepted.slice(0, SAMPLE).map(([t]) => t), ...refused.slice(0, SAMPLE)];
   const paths = sample.map((t, i) => {
     const path = join(dir, `mutant${i}.f64lines`);
     writeFileSync(path, t);
     return path;
   });
-  const runs = await cli("bun", paths.map((p, i) => [p, ...(i < 40 ? accepted[i][1].names : [])]));
+  const runs = await cli("bun", paths.map((p, i) => [p, ...(i < SAMPLE ? accepted[i][1].names : [])]));
   runs.forEach((r, i) => {
-    if (i >= 40) return expect(`${i}: exit ${r.code}`).toBe(`${i}: exit 1`);
+    if (i >= SAMPLE) return expect(`${i}: exit ${r.code}`).toBe(`${i}: exit 1`);
     expect(`${i}: exit ${r.code} ${r.err}`).toBe(`${i}: exit 0 `);
     const full = accepted[i][1];
-    const arrays = printed(r.out, full.names); // a repeated name prints its first array each time it is asked
-    arrays.forEach((a, k) => expect(sameBits(a, full.arrays[full.names.indexOf(full.names[k])])).toBe(true));
+    const arrays = printed(r.out, full.names); // every array whose name is asked, once each, in file order
+    arrays.forEach((a, k) => expect(sameBits(a, full.arrays[k])).toBe(true));
   });
 }, 60_000);

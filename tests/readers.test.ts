@@ -2,7 +2,7 @@
 // 110 columns, node: imports only), the usage error, and the refusal contract on malformed files: exit 1, one
 // line "FILE: why" on stderr, nothing on stdout, no stack trace, and no allocation sized by a lying count (a
 // run that tried one would take the time limit or die of memory instead of exiting 1).
-import { afterAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { execFile, spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -224,6 +224,10 @@ test("every minimal reader is at most 40 lines of at most 110 columns and import
 
 for (const [reader, make] of Object.entries(CASES)) {
   describe(`readers/${reader}.ts`, () => {
+    let bad: Array<[string, string]> = []; // [what is wrong, path], and good.<reader> beside them
+    beforeAll(async () => {
+      bad = await make();
+    });
     for (const runtime of ["deno", "bun"] as const) {
       test(`${runtime}: no FILE is a usage error, exit 2`, () => {
         const r = run(runtime, reader, []);
@@ -233,7 +237,6 @@ for (const [reader, make] of Object.entries(CASES)) {
       });
 
       test(`${runtime}: every malformed file is refused: exit 1, one line "FILE: why", no stack trace`, async () => {
-        const bad = await make();
         expect(bad.length).toBeGreaterThanOrEqual(10);
         const failures: string[] = [];
         const runs = await runAll(runtime, reader, bad.map(([, path]) => path));
@@ -247,12 +250,17 @@ for (const [reader, make] of Object.entries(CASES)) {
         expect(failures).toEqual([]);
       }, 120_000);
 
-      test(`${runtime}: a file that does not exist is one line too, and a missing tensor is named`, async () => {
+      test(`${runtime}: a file that does not exist is one line too; a missing tensor is named, with nothing printed`, async () => {
         const gone = run(runtime, reader, [join(dir, "no-such-file")]);
         expect(gone.code).toBe(1);
         expect(gone.err.trimEnd().split("\n")).toHaveLength(1);
         const good = readdirSync(dir).find((f) => f === `good.${reader}`);
-        const r = run(runtime, reader, [join(dir, good!), "no.such.tensor"]);
+        const real = reader === "gguf" ? "token_embd.weight" : "model.embed_tokens.weight";
+        const listing = run(runtime, reader, [join(dir, good!)]).out.trimEnd().split("\n");
+        const [first, second] = listing.map((l) => l.split("\t")[0]);
+        const both = run(runtime, reader, [join(dir, good!), second, first]); // printed in file order
+        expect([both.code, both.out.split("\n")[0], both.out.split("\n")[2]]).toEqual([0, listing[0], listing[1]]);
+        const r = run(runtime, reader, [join(dir, good!), real, "no.such.tensor"]); // nothing printed before
         expect(r.code).toBe(1);
         expect(r.err).toBe(`${join(dir, good!)}: no tensor named no.such.tensor\n`);
         expect(r.out).toBe("");
