@@ -37,7 +37,7 @@ export {
   UsageError,
 } from "./formats/export.ts";
 export type { Engine, EngineSession, LogitsWanted, SamplingOptions } from "./model/engine.ts";
-export { type EngineFactory, engineKinds, ENGINES, loadEngine } from "./serve/engines.ts";
+export { type EngineFactory, engineKinds, ENGINES, fromTensors, loadEngine } from "./serve/engines.ts";
 export { createFloatEngine, floatEngineOf } from "./model/float-engine.ts";
 export { generateAll, generateTokens, type GenerateOptions as EngineGenerateOptions } from "./model/generate.ts";
 export { FormatError, type RefusalDetail } from "./model/error.ts";

@@ -11,7 +11,9 @@
  * ```
  * @module
  */
+import type { ModelConfig } from "../model/config.ts";
 import type { Engine } from "../model/engine.ts";
+import type { Tensor } from "../model/tensor.ts";
 import { FormatError } from "../model/error.ts";
 import { CheckpointError, isCheckpointFile } from "../formats/checkpoint.ts";
 import { formatOf } from "../formats/mod.ts";
@@ -29,15 +31,23 @@ export interface EngineLoadOptions {
  */
 export type EngineFactory = (path: string, format: FormatDescriptor, options: EngineLoadOptions) => Promise<Engine>;
 
-/** Every engine, by kind; each loads its module only when used. */
+/**
+ * The factory of an engine built from a config and named f32 tensors (the float and WebGPU engines):
+ * the export is read through its format's full reader, then handed over. Such an engine's module needs
+ * to know nothing of formats (model/ and kernels/ may not import formats/).
+ */
+export function fromTensors(
+  create: (config: ModelConfig, tensors: Tensor[], source: string) => Engine | Promise<Engine>,
+): EngineFactory {
+  return async (path, format, options) => {
+    const { config, tensors } = await format.read(path, options);
+    return await create(config, tensors, path);
+  };
+}
+
+/** Every engine, by kind; each loads its module only when used (WebGPU code never loads under Bun). */
 export const ENGINES: Readonly<Record<string, () => Promise<EngineFactory>>> = {
-  float: async () => {
-    const { createFloatEngine } = await import("../model/float-engine.ts");
-    return async (path, format, options) => {
-      const { config, tensors } = await format.read(path, options);
-      return createFloatEngine(config, tensors, path);
-    };
-  },
+  float: async () => fromTensors((await import("../model/float-engine.ts")).createFloatEngine),
 };
 
 /** The kinds `--engine` accepts. */
