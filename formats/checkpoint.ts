@@ -134,6 +134,9 @@ export async function readCheckpoint(
   const header = parseHeader(body.subarray(0, prefix.headerLength), path);
   const layout = sectionLayout(header, prefix, path);
   const config = opts.config ?? await readSnapshot(path);
+  for (const section of SECTIONS) {
+    if (layout[section]) checkSection(layout[section]!, section, config, configPathFor(path), path);
+  }
   const decoded: Partial<Record<Section, Tensor[]>> = {};
   for (const section of SECTIONS) {
     if (!layout[section] || !want.has(section)) continue;
@@ -143,7 +146,12 @@ export async function readCheckpoint(
       return { name, dims, data };
     });
   }
-  const out: LoadedCheckpoint = { config, step: header.step, model: decoded.model ?? [], trainer: header.trainer ?? {} };
+  const out: LoadedCheckpoint = {
+    config,
+    step: header.step,
+    model: decoded.model ?? [],
+    trainer: header.trainer ?? {},
+  };
   if (decoded.ema) out.ema = decoded.ema;
   if (decoded.adam_m && decoded.adam_v) out.adam = { m: decoded.adam_m, v: decoded.adam_v };
   return out;
@@ -173,13 +181,18 @@ export interface CheckpointModel {
  */
 export async function openCheckpointModel(
   path: string,
-  opts: { config?: ModelConfig; configFrom?: string; onProgress?: (done: number, total: number) => void } = {},
+  opts: { config?: ModelConfig; configFrom?: string; onProgress?: (done: number, total: number) => void } =
+    {},
 ): Promise<CheckpointModel> {
   const fh = await open(path, "r");
   const short = () => new CheckpointError(path, "size", "the file ended early (it changed while being read)");
   try {
     const size = (await fh.stat()).size;
-    const prefix = parsePrefix(await readExact(fh, new Uint8Array(Math.min(size, FIXED)), 0, short), size, path);
+    const prefix = parsePrefix(
+      await readExact(fh, new Uint8Array(Math.min(size, FIXED)), 0, short),
+      size,
+      path,
+    );
     const header = parseHeader(await readExact(fh, new Uint8Array(prefix.headerLength), FIXED, short), path);
     const config = opts.config ?? await readSnapshot(path);
     const configFrom = opts.configFrom ?? configPathFor(path);
@@ -188,16 +201,9 @@ export async function openCheckpointModel(
       crc = crc32(chunk, crc);
     }
     checkCrc(crc, prefix, path);
-    const entries = sectionLayout(header, prefix, path).model!;
-    const bad = checkTensors(config, entries);
-    if (bad) {
-      const field = `model.${bad.tensor}`;
-      const why = bad.kind === "dims"
-        ? `${bad.found}, but ${configFrom} implies ${bad.expected.replace("dims ", "")}`
-        : bad.problem.replace("the config", configFrom);
-      throw new CheckpointError(path, field, why, bad);
-    }
-    const found = new Map(entries.map((e) => [e.name, e]));
+    const model = sectionLayout(header, prefix, path).model!;
+    checkSection(model, "model", config, configFrom, path);
+    const found = new Map(model.map((e) => [e.name, e]));
     const tensors: TensorSource[] = paramShapes(config).map(({ name, dims }) => {
       const e = found.get(name)!;
       return {
@@ -205,7 +211,12 @@ export async function openCheckpointModel(
         dims,
         read: async (start, count, scratch) => {
           const view = scratch.subarray(0, count);
-          await readExact(fh, new Uint8Array(view.buffer, view.byteOffset, count * 4), e.offset + start * 4, short);
+          await readExact(
+            fh,
+            new Uint8Array(view.buffer, view.byteOffset, count * 4),
+            e.offset + start * 4,
+            short,
+          );
           return view;
         },
       };
@@ -233,10 +244,18 @@ interface Header {
 }
 
 function parsePrefix(b: Uint8Array, size: number, path: string): Prefix {
-  if (size < FIXED) throw new CheckpointError(path, "size", `${size} bytes is shorter than the 24-byte prefix`);
-  if (!isCheckpoint(b)) throw new CheckpointError(path, "magic", "not a ferry training checkpoint (magic FERRYCK)");
+  if (size < FIXED) {
+    throw new CheckpointError(path, "size", `${size} bytes is shorter than the 24-byte prefix`);
+  }
+  if (!isCheckpoint(b)) {
+    throw new CheckpointError(path, "magic", "not a ferry training checkpoint (magic FERRYCK)");
+  }
   if (b[7] !== CHECKPOINT_MAGIC[7]) {
-    throw new CheckpointError(path, "version", `version ${b[7]} is not supported (expected ${CHECKPOINT_MAGIC[7]})`);
+    throw new CheckpointError(
+      path,
+      "version",
+      `version ${b[7]} is not supported (expected ${CHECKPOINT_MAGIC[7]})`,
+    );
   }
   const dv = new DataView(b.buffer, b.byteOffset, FIXED);
   const headerLength = dv.getUint32(8, true), payloadLength = dv.getBigUint64(12, true);
@@ -251,37 +270,139 @@ function parsePrefix(b: Uint8Array, size: number, path: string): Prefix {
 }
 
 function checkCrc(computed: number, p: Prefix, path: string): void {
-  if ((computed >>> 0) !== p.crc) throw new CheckpointError(path, "crc32", "checksum mismatch: the file is corrupt");
+  if ((computed >>> 0) !== p.crc) {
+    throw new CheckpointError(path, "crc32", "checksum mismatch: the file is corrupt");
+  }
 }
 
+// The header is JSON anyone can write with the CRC recomputed, so every field is checked for its type
+// and range before it is used: no value from it reaches an allocation or a loop unchecked.
 function parseHeader(bytes: Uint8Array, path: string): Header {
-  let h: Header;
+  let raw: unknown;
   try {
-    h = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+    raw = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
   } catch (e) {
     throw new CheckpointError(path, "header", `not valid UTF-8 JSON: ${(e as Error).message}`);
   }
-  if (!Array.isArray(h?.sections?.model)) throw new CheckpointError(path, "sections.model", "missing");
-  return h;
+  if (!isPlainObject(raw)) {
+    throw new CheckpointError(path, "header", `expected a JSON object, got ${show(raw)}`);
+  }
+  if (raw.format !== 1) throw new CheckpointError(path, "format", `expected 1, got ${show(raw.format)}`);
+  const step = raw.step;
+  if (typeof step !== "number" || !Number.isSafeInteger(step) || step < 0) {
+    throw new CheckpointError(path, "step", `expected a non-negative integer, got ${show(step)}`);
+  }
+  const trainer = raw.trainer ?? {};
+  if (!isPlainObject(trainer)) {
+    throw new CheckpointError(path, "trainer", `expected an object, got ${show(trainer)}`);
+  }
+  const sections = raw.sections;
+  if (!isPlainObject(sections)) {
+    throw new CheckpointError(path, "sections", `expected an object, got ${show(sections)}`);
+  }
+  const out: Header["sections"] = {};
+  for (const [key, list] of Object.entries(sections)) {
+    if (!(SECTIONS as readonly string[]).includes(key)) {
+      throw new CheckpointError(path, `sections.${key}`, `unknown section (expected ${SECTIONS.join(", ")})`);
+    }
+    if (!Array.isArray(list)) {
+      throw new CheckpointError(path, `sections.${key}`, `expected a list, got ${show(list)}`);
+    }
+    const names = new Set<string>();
+    out[key as Section] = list.map((entry, i) => {
+      const where = `sections.${key}[${i}]`;
+      if (!isPlainObject(entry)) {
+        throw new CheckpointError(path, where, `expected {name, dims}, got ${show(entry)}`);
+      }
+      const { name, dims } = entry;
+      if (typeof name !== "string" || name === "") {
+        throw new CheckpointError(path, `${where}.name`, `expected a non-empty string, got ${show(name)}`);
+      }
+      if (names.has(name)) throw new CheckpointError(path, `${where}.name`, `${name} appears twice`);
+      names.add(name);
+      if (
+        !Array.isArray(dims) || dims.length > MAX_DIMS ||
+        !dims.every((d) => typeof d === "number" && Number.isSafeInteger(d) && d >= 0)
+      ) {
+        throw new CheckpointError(
+          path,
+          `${where}.dims`,
+          `expected a list of at most ${MAX_DIMS} non-negative integers, got ${show(dims)}`,
+        );
+      }
+      return { name, dims: dims as number[] };
+    });
+  }
+  if (!out.model) throw new CheckpointError(path, "sections.model", "missing");
+  return { format: 1, step, sections: out, trainer };
 }
 
-/** Where each section's tensors start in the file; the sections must cover the payload exactly. */
+/** The most dims a checkpoint tensor has (every Qwen3 tensor has 1 or 2). */
+const MAX_DIMS = 8;
+
+/**
+ * Where each section's tensors start in the file. Each tensor must fit in what is left of the payload
+ * before the next is placed, so sizes cannot be shifted between tensors (one huge, one negative) to
+ * keep the total right; the sections must then cover the payload exactly.
+ */
 function sectionLayout(h: Header, p: Prefix, path: string) {
   const out: Partial<Record<Section, Array<{ name: string; dims: number[]; offset: number }>>> = {};
+  const end = FIXED + p.headerLength + p.payloadLength;
   let off = FIXED + p.headerLength;
   for (const section of SECTIONS) {
     const list = h.sections[section];
     if (!list) continue;
-    out[section] = list.map(({ name, dims }) => {
+    out[section] = list.map(({ name, dims }, i) => {
+      const bytes = dims.reduce((n, d) => n * d, 4);
+      if (bytes > end - off) {
+        throw new CheckpointError(
+          path,
+          `sections.${section}[${i}].dims`,
+          `[${dims}] takes ${bytes} bytes but only ${end - off} of the payload are left`,
+        );
+      }
       const e = { name, dims, offset: off };
-      off += numel(dims) * 4;
+      off += bytes;
       return e;
     });
   }
-  if (off !== FIXED + p.headerLength + p.payloadLength) {
-    throw new CheckpointError(path, "payload", "the sections do not cover the payload exactly");
+  if (off !== end) {
+    throw new CheckpointError(
+      path,
+      "payload",
+      `the sections cover ${off - FIXED - p.headerLength} of ${p.payloadLength} payload bytes`,
+    );
   }
   return out;
+}
+
+/** Checks one section against the shapes the config implies: the same names, each with the same dims. */
+function checkSection(
+  list: ReadonlyArray<{ name: string; dims: number[] }>,
+  section: Section,
+  config: ModelConfig,
+  configFrom: string,
+  path: string,
+): void {
+  const bad = checkTensors(config, list);
+  if (!bad) return;
+  const why = bad.kind === "dims"
+    ? `${bad.found}, but ${configFrom} implies ${bad.expected}`
+    : bad.kind === "missing"
+    ? `missing; ${configFrom} implies it with ${bad.expected}`
+    : bad.kind === "unknown"
+    ? `unknown: ${configFrom} implies no tensor of this name`
+    : bad.problem;
+  throw new CheckpointError(path, `${section}.${bad.tensor}`, why, bad);
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function show(v: unknown): string {
+  const s = JSON.stringify(v) ?? String(v);
+  return s.length > 60 ? s.slice(0, 60) + "…" : s;
 }
 
 async function readSnapshot(path: string): Promise<ModelConfig> {

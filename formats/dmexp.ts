@@ -110,6 +110,8 @@ export interface DmexpWriteOptions {
   onProgress?: (done: number, total: number) => void;
   /** Chunk size in bytes of source f32 (tests make it tiny to cross every boundary). */
   chunkBytes?: number;
+  /** Write the `header_crc32` key (default true); false writes the reference's keys only. */
+  headerChecksum?: boolean;
 }
 
 /** What `writeDmexp` wrote. */
@@ -189,9 +191,14 @@ export async function writeDmexp(
     tensors: sources.map((s) => ({ name: s.name, dims: [...s.dims], overflowed: 0 })),
     extra: { ...(opts.extra ?? FERRY_KEYS) },
   };
-  const headerBytes = new TextEncoder().encode(encodeHeader(header));
+  if (opts.headerChecksum !== false) header.extra[HEADER_CRC_KEY] = "00000000";
+  let headerBytes: Uint8Array = new TextEncoder().encode(encodeHeader(header));
   const payloadLength = total * DTYPE_BYTES[dtype];
   const prefix = encodePrefix(headerBytes.length, payloadLength, crc >>> 0);
+  if (opts.headerChecksum !== false) {
+    headerBytes = sealHeader(prefix, headerBytes);
+    header.extra[HEADER_CRC_KEY] = headerChecksum(prefix, headerBytes)!.stored;
+  }
 
   // Pass 2: narrow again and write.
   const w = await openAtomic(path);
@@ -270,6 +277,80 @@ export function encodePrefix(headerLength: number, payloadLength: number, crc: n
   dv.setBigUint64(12, BigInt(payloadLength), true);
   dv.setUint32(20, crc >>> 0, true);
   return prefix;
+}
+
+/** ferry's own header key: the CRC-32 of the prefix and the header, so an edited header is refused. */
+export const HEADER_CRC_KEY = "header_crc32";
+const HEADER_CRC_LINE = /^header_crc32 = "([0-9a-f]{8})"$/gm;
+
+/**
+ * The header checksum of a file, when its header carries one: `stored` is the `header_crc32` value,
+ * `computed` the CRC-32 (as 8 lowercase hex digits) of the 24-byte prefix followed by the header bytes
+ * with that value written as `00000000`. The key must be written as the line
+ * `header_crc32 = "xxxxxxxx"` exactly once; `malformed` says when it is present in any other way.
+ * Undefined when the header has no such key (a file written by the reference implementation).
+ *
+ * @example
+ * ```ts
+ * const c = headerChecksum(prefix, headerBytes); // { stored: "1a2b3c4d", computed: "1a2b3c4d" }
+ * ```
+ */
+export function headerChecksum(
+  prefix: Uint8Array,
+  header: Uint8Array,
+): { stored: string; computed: string; malformed?: string } | undefined {
+  let text: string;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true }).decode(header);
+  } catch {
+    return undefined; // not UTF-8: the header's own check reports it
+  }
+  const lines = [...text.matchAll(HEADER_CRC_LINE)];
+  if (lines.length === 0) {
+    if (!/^\s*"?header_crc32"?\s*=/m.test(text)) return undefined;
+    return { stored: "", computed: "", malformed: 'expected one line header_crc32 = "<8 hex digits>"' };
+  }
+  if (lines.length > 1) {
+    return { stored: lines[0][1], computed: "", malformed: `appears ${lines.length} times` };
+  }
+  // The value's bytes: ASCII, so its string index is its byte index once the text before it is encoded.
+  const at = new TextEncoder().encode(text.slice(0, lines[0].index! + lines[0][0].length - 9)).length;
+  const zeroed = header.slice();
+  zeroed.fill(0x30, at, at + 8); // "00000000"
+  const computed = (crc32(zeroed, crc32(prefix)) >>> 0).toString(16).padStart(8, "0");
+  return { stored: lines[0][1], computed };
+}
+
+/**
+ * The header with its `header_crc32` value filled in (see `headerChecksum`); a header without the key
+ * is returned unchanged. Writers call it last; a test that forges a header calls it too.
+ */
+export function sealHeader(prefix: Uint8Array, header: Uint8Array): Uint8Array {
+  const c = headerChecksum(prefix, header);
+  if (!c || c.malformed) return header;
+  const text = new TextDecoder().decode(header);
+  const m = [...text.matchAll(HEADER_CRC_LINE)][0];
+  const at = new TextEncoder().encode(text.slice(0, m.index! + m[0].length - 9)).length;
+  const out = header.slice();
+  out.set(new TextEncoder().encode(c.computed), at);
+  return out;
+}
+
+// Refuses a header whose checksum is present and wrong (or present in another form than the one
+// ferry writes); returns whether there was one.
+function checkHeaderChecksum(p: Prefix, header: Uint8Array, path: string): boolean {
+  const c = headerChecksum(encodePrefix(p.headerLength, p.payloadLength, p.crc), header);
+  if (!c) return false;
+  if (c.malformed) throw new DmexpError(path, HEADER_CRC_KEY, c.malformed);
+  if (c.stored !== c.computed) {
+    throw new DmexpError(
+      path,
+      HEADER_CRC_KEY,
+      `stored ${c.stored} but the prefix and header give ${c.computed}: the header was changed or is corrupt`,
+      { expected: c.stored, found: c.computed },
+    );
+  }
+  return true;
 }
 
 /**
@@ -430,6 +511,8 @@ export interface DmexpInfo {
   headerLength: number;
   payloadLength: number;
   crc32: { stored: number; computed: number; ok: boolean };
+  /** The verdict of ferry's header checksum; absent from files written without it (the reference's). */
+  headerCrc32?: { stored: string; computed: string; ok: boolean };
   header: DmexpHeader;
   /** Whether the header's config is a ferry config whose shapes match every tensor. */
   model: { ok: true; config: ModelConfig } | { ok: false; field: string; reason: string };
@@ -466,12 +549,18 @@ export async function inspectDmexp(path: string, opts: DmexpReadOptions = {}): P
     }
     computed >>>= 0;
     let header: DmexpHeader;
+    const hc = headerChecksum(encodePrefix(p.headerLength, p.payloadLength, p.crc), headerBytes);
+    if (hc?.malformed) throw new DmexpError(path, HEADER_CRC_KEY, hc.malformed);
     try {
       header = parseHeader(headerBytes, path, p.version, p.payloadLength);
     } catch (e) {
       // The CRC comes first in the check order: a corrupt payload is the fault to report.
       if (computed !== p.crc) throw crcError(path, p.crc, computed);
+      if (hc && hc.stored !== hc.computed) checkHeaderChecksum(p, headerBytes, path);
       throw e;
+    }
+    if (!hc && HEADER_CRC_KEY in header.extra) {
+      throw new DmexpError(path, HEADER_CRC_KEY, "not in the form ferry writes");
     }
     let model: DmexpInfo["model"];
     try {
@@ -487,6 +576,9 @@ export async function inspectDmexp(path: string, opts: DmexpReadOptions = {}): P
       headerLength: p.headerLength,
       payloadLength: p.payloadLength,
       crc32: { stored: p.crc, computed, ok: computed === p.crc },
+      ...(hc
+        ? { headerCrc32: { stored: hc.stored, computed: hc.computed, ok: hc.stored === hc.computed } }
+        : {}),
       header,
       model,
     };
@@ -506,6 +598,13 @@ export async function inspectDmexp(path: string, opts: DmexpReadOptions = {}): P
 export async function verifyDmexp(path: string, opts: DmexpReadOptions = {}): Promise<DmexpInfo> {
   const info = await inspectDmexp(path, opts);
   if (!info.crc32.ok) throw crcError(path, info.crc32.stored, info.crc32.computed);
+  if (info.headerCrc32 && !info.headerCrc32.ok) {
+    throw new DmexpError(
+      path,
+      HEADER_CRC_KEY,
+      `stored ${info.headerCrc32.stored} but the prefix and header give ${info.headerCrc32.computed}: the header was changed or is corrupt`,
+    );
+  }
   return info;
 }
 
@@ -548,6 +647,7 @@ export async function readDmexp(path: string, opts: DmexpReadOptions = {}): Prom
       }))
       : [];
     let crc = 0, ti = 0, inTensor = 0;
+    let nonFinite: { name: string; index: number; value: number } | undefined;
     for await (const chunk of chunksAt(fh, p.payloadStart, p.payloadLength, () => shortFile(path), opts)) {
       crc = crc32(chunk, crc);
       if (!header) continue;
@@ -556,12 +656,28 @@ export async function readDmexp(path: string, opts: DmexpReadOptions = {}): Prom
         const t = tensors[ti];
         const n = Math.min(chunk.length - at, t.data.length * bpe - inTensor);
         decodeInto(header.dtype, chunk.subarray(at, at + n), t.data, inTensor / bpe);
+        if (!nonFinite) {
+          const bad = firstNonFinite(t.data, inTensor / bpe, (inTensor + n) / bpe);
+          if (bad >= 0) nonFinite = { name: t.name, index: bad, value: t.data[bad] };
+        }
         at += n, inTensor += n;
       }
     }
     if (crc >>> 0 !== p.crc) throw crcError(path, p.crc, crc >>> 0);
+    const sealed = checkHeaderChecksum(p, headerBytes, path);
     if (!header) throw headerFault;
+    if (!sealed && HEADER_CRC_KEY in header.extra) {
+      throw new DmexpError(path, HEADER_CRC_KEY, "not in the form ferry writes");
+    }
     const config = checkShapes(header, path);
+    if (nonFinite) {
+      throw new DmexpError(
+        path,
+        `tensors.${nonFinite.name}`,
+        `holds ${nonFinite.value} at index ${nonFinite.index}; an export holds only finite weights`,
+        { expected: "finite values", found: String(nonFinite.value) },
+      );
+    }
     return { header, config, tensors };
   } finally {
     await fh.close();
@@ -581,6 +697,7 @@ export function dmexpInfoJson(info: DmexpInfo): Record<string, unknown> {
     header_length: info.headerLength,
     payload_length: info.payloadLength,
     crc32: { stored: hex32(info.crc32.stored), computed: hex32(info.crc32.computed), ok: info.crc32.ok },
+    header_crc32: info.headerCrc32 ?? null,
     header: { ...keys, ...extra, tensors },
     model: info.model.ok ? { ok: true } : { ok: false, field: info.model.field, reason: info.model.reason },
   };
@@ -719,7 +836,12 @@ async function readExact(
   return await readExactInto(fh, new Uint8Array(length), position, path);
 }
 
-function readExactInto(fh: FileHandle, into: Uint8Array, position: number, path: string): Promise<Uint8Array> {
+function readExactInto(
+  fh: FileHandle,
+  into: Uint8Array,
+  position: number,
+  path: string,
+): Promise<Uint8Array> {
   return readInto(fh, into, position, () => shortFile(path));
 }
 
@@ -857,6 +979,12 @@ function decodeInto(dtype: DmexpDtype, bytes: Uint8Array, out: Float32Array, at:
   const n = bytes.length / 2;
   const bits = new Uint16Array(bytes.buffer, bytes.byteOffset, n);
   (dtype === "f16" ? f16ToF32 : bf16ToF32)(bits, out.subarray(at, at + n));
+}
+
+// The index of the first NaN or infinity in data[from, to), or -1.
+function firstNonFinite(data: Float32Array, from: number, to: number): number {
+  for (let i = from; i < to; i++) if (data[i] - data[i] !== 0) return i;
+  return -1;
 }
 
 function crcError(path: string, stored: number, computed: number): DmexpError {

@@ -11,7 +11,7 @@
  * ```
  * @module
  */
-import { checkTensors, type ModelConfig, paramShapes } from "../model/config.ts";
+import { checkTensors, configLimit, type ModelConfig, paramShapes } from "../model/config.ts";
 import type { Tensor } from "../model/tensor.ts";
 import { BOS, BYTE_VOCAB_SIZE, EOS } from "../model/tokenizer.ts";
 import {
@@ -221,6 +221,8 @@ export interface LoadedGguf {
   types: Record<string, GgmlType>;
   /** The parsed file, for metadata beyond the config. */
   file: GgufFile;
+  /** The verdict on ferry's `ferry.sha256` (see formats/digest.ts); absent when the file has none. */
+  digest?: { stored: string; computed: string; ok: boolean };
 }
 
 /**
@@ -302,6 +304,11 @@ export function qwen3FromGguf(file: GgufFile, where = "gguf"): LoadedGguf {
   cfg.vocab_size = embd.ne[1];
   cfg.tie_word_embeddings = !byName.has("output.weight");
   const config = cfg as ModelConfig;
+  const limit = configLimit(config);
+  if (limit) {
+    const key = QWEN3_HPARAMS.find(([, , field]) => field === limit.field)?.[0];
+    throw new GgufError(where, key ? `${QWEN3_ARCH}.${key}` : limit.field, limit.message);
+  }
   checkTokenizer(md, config.vocab_size, where);
 
   // The shared shape check on the tensors under ferry's names; the refusal speaks GGUF (names, `ne`).
@@ -313,7 +320,7 @@ export function qwen3FromGguf(file: GgufFile, where = "gguf"): LoadedGguf {
   const bad = checkTensors(config, stored);
   if (bad) {
     const gname = ggufTensorName(bad.tensor)!, field = `tensor ${gname}`;
-    const want = [...paramShapes(config).find((p) => p.name === bad.tensor)?.dims ?? []].reverse();
+    const want = [...bad.expectedDims ?? []].reverse();
     const problem = bad.kind === "unknown"
       ? "is not a tensor of this qwen3 model"
       : bad.kind === "missing"

@@ -17,7 +17,8 @@ import { writeAtomic } from "./io.ts";
 import type { ModelConfig } from "../model/config.ts";
 import { materialize, type Tensor } from "../model/tensor.ts";
 import type { FormatDescriptor } from "./format.ts";
-import { encodeGguf, GgufError, type GgufValue, parseGguf } from "./gguf-container.ts";
+import { encodeGguf, GgufError, type GgufFile, type GgufValue, parseGguf } from "./gguf-container.ts";
+import { DIGEST_KEY, DIGEST_PLACEHOLDER, digestOffset, fileDigest, isDigest } from "./digest.ts";
 import { GGML_TYPES, type GgmlType } from "./quants.ts";
 import { type LoadedGguf, qwen3FromGguf, qwen3Metadata, qwen3Tensors } from "./gguf-qwen3.ts";
 
@@ -36,6 +37,51 @@ export interface GgufWriteOptions {
   type: GgufDtype;
   /** `general.name` (default "ferry"). */
   name?: string;
+  /** Store `ferry.sha256`, the digest of the whole file (default true). */
+  digest?: boolean;
+}
+
+// `ferry.sha256` as a GGUF key-value up to its value's first byte: key length, key, type 8 (string),
+// string length 64.
+/** Where the digest's value starts: the key as this format encodes it, up to the value. */
+export const GGUF_DIGEST_NEEDLE = (() => {
+  const key = new TextEncoder().encode(DIGEST_KEY);
+  const b = new Uint8Array(8 + key.length + 4 + 8);
+  const dv = new DataView(b.buffer);
+  dv.setBigUint64(0, BigInt(key.length), true);
+  b.set(key, 8);
+  dv.setUint32(8 + key.length, 8, true);
+  dv.setBigUint64(12 + key.length, 64n, true);
+  return b;
+})();
+
+/**
+ * The verdict on a parsed file's `ferry.sha256`: undefined when the file has none (a file not written by
+ * ferry); otherwise the stored and computed digests. A `ferry.sha256` that is not a single 64-digit
+ * string in the metadata is refused.
+ *
+ * @example
+ * ```ts
+ * const d = ggufDigest(bytes, parseGguf(bytes, "m.gguf"), "m.gguf"); // { stored, computed, ok }
+ * ```
+ */
+export function ggufDigest(
+  bytes: Uint8Array,
+  file: GgufFile,
+  where: string,
+): { stored: string; computed: string; ok: boolean } | undefined {
+  const v = file.metadata.get(DIGEST_KEY);
+  if (!v) return undefined;
+  const found = digestOffset(bytes, GGUF_DIGEST_NEEDLE, file.dataOffset);
+  if (v.type !== "string" || !isDigest(v.value) || !found || !("at" in found) || found.value !== v.value) {
+    throw new GgufError(
+      where,
+      DIGEST_KEY,
+      "expected one string of 64 lowercase hex digits, as ferry writes it",
+    );
+  }
+  const computed = fileDigest([bytes], found.at);
+  return { stored: v.value, computed, ok: computed === v.value };
 }
 
 /**
@@ -70,11 +116,13 @@ export async function writeGguf(
   opts: GgufWriteOptions,
 ): Promise<void> {
   const type = ggmlType(opts.type);
-  const chunks = encodeGguf(
-    qwen3Metadata(config, type, opts.name),
-    qwen3Tensors(tensors, config, type, path),
-    path,
-  );
+  const metadata = qwen3Metadata(config, type, opts.name);
+  if (opts.digest !== false) metadata.push([DIGEST_KEY, { type: "string", value: DIGEST_PLACEHOLDER }]);
+  const chunks = encodeGguf(metadata, qwen3Tensors(tensors, config, type, path), path);
+  if (opts.digest !== false) {
+    const found = digestOffset(chunks[0], GGUF_DIGEST_NEEDLE) as { at: number };
+    chunks[0].set(new TextEncoder().encode(fileDigest(chunks, found.at)), found.at);
+  }
   await writeAtomic(path, chunks);
 }
 
@@ -96,7 +144,18 @@ export async function readGguf(path: string): Promise<LoadedGguf> {
   } catch (e) {
     throw new GgufError(path, "file", `cannot be read: ${(e as Error).message}`);
   }
-  return qwen3FromGguf(parseGguf(bytes, path), path);
+  const file = parseGguf(bytes, path);
+  const digest = ggufDigest(bytes, file, path);
+  if (digest && !digest.ok) {
+    throw new GgufError(
+      path,
+      DIGEST_KEY,
+      `stored ${digest.stored} but the file's SHA-256 is ${digest.computed}: the file was changed or is corrupt`,
+      { expected: digest.stored, found: digest.computed },
+    );
+  }
+  const model = qwen3FromGguf(file, path);
+  return digest ? { ...model, digest } : model;
 }
 
 /**
@@ -127,13 +186,14 @@ export const ggufFormat: FormatDescriptor<GgufDtype> = {
     return { config, tensors };
   },
   async inspect(path) {
-    const { config, file } = await readGguf(path);
+    const { config, file, digest } = await readGguf(path);
     const show = (v: GgufValue) =>
       v.type === "array" ? `[${v.value.length} × ${v.elem}]` : typeof v.value === "bigint" ? String(v.value) : v.value;
     return {
       file: path,
       version: file.version,
       alignment: file.alignment,
+      [DIGEST_KEY]: digest ? `${digest.stored}: ok, the whole file is as written` : "none (not written by ferry)",
       metadata: Object.fromEntries([...file.metadata].map(([k, v]) => [k, show(v)])),
       config,
       tensors: file.tensors.map((t) => ({ name: t.name, ne: t.ne, type: t.type })),

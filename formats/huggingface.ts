@@ -316,6 +316,8 @@ export interface HfImport {
   /** The special ids config.json declares (metadata; ferry's byte tokenizer uses 256 and 257). */
   bosTokenId: number | null;
   eosTokenId: number | number[] | null;
+  /** The verdict on model.safetensors' `ferry.sha256`, when it has one (single-file folders). */
+  digest?: { stored: string; computed: string; ok: boolean };
 }
 
 /**
@@ -365,7 +367,7 @@ export async function importHuggingFace(dir: string): Promise<HfImport> {
   const tensors = modelTensors(file.tensors, config, file.path);
   const dtypes = new Set(file.tensors.map((t) => t.dtype));
   const dtype = dtypes.size === 1 ? [...dtypes][0] as HfImport["dtype"] : "mixed";
-  return { config, tensors, dtype, bosTokenId, eosTokenId };
+  return { config, tensors, dtype, bosTokenId, eosTokenId, ...(file.digest ? { digest: file.digest } : {}) };
 }
 
 /**
@@ -411,6 +413,7 @@ export const hfFormat: FormatDescriptor<HfDtype> = {
       dtype: r.dtype,
       bos_token_id: r.bosTokenId,
       eos_token_id: r.eosTokenId,
+      "ferry.sha256": r.digest ? `${r.digest.stored}: ok, model.safetensors is as written` : "none (not written by ferry)",
       config: r.config,
       tensors: r.tensors.map((t) => ({ name: t.name, dims: t.dims })),
     };

@@ -8,25 +8,45 @@
  * const w = await openAtomic("out/big.bin");
  * await w.write(chunk); await w.commit(); // or w.abort()
  * ```
+ *
+ * A temporary never outlives its writer for long: it is removed on every exit the process can see
+ * (an error, `process.exit`, SIGINT, SIGTERM, SIGHUP), and one left by a writer that was killed
+ * outright (SIGKILL) is removed by the next write to the same target.
  * @module
  */
-import { type FileHandle, open, rename, rm } from "node:fs/promises";
+import { type FileHandle, open, readdir, rename, rm } from "node:fs/promises";
+import { rmSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
 import process from "node:process";
 
 /** A file being written under a temporary name. */
 export interface AtomicWriter {
   /** Appends bytes. */
   write(bytes: Uint8Array): Promise<void>;
+  /** Overwrites bytes already written, at `position` (a header field known only at the end). */
+  patch(position: number, bytes: Uint8Array): Promise<void>;
   /** Flushes, closes and renames the file into place. */
   commit(): Promise<void>;
   /** Closes and deletes the temporary file. */
   abort(): Promise<void>;
 }
 
-/** Opens `path` for an atomic write: the data goes to `path.<pid>.tmp` until `commit`. */
+/**
+ * Opens `path` for an atomic write: the data goes to `path.<pid>.tmp` until `commit`. Temporaries
+ * that a killed writer left beside `path` (its pid no longer running) are removed first, and this
+ * one is removed on every exit the process sees: an error, `process.exit`, SIGINT, SIGTERM, SIGHUP.
+ */
 export async function openAtomic(path: string): Promise<AtomicWriter> {
+  await removeStaleTemporaries(path);
   const tmp = `${path}.${process.pid}.tmp`;
-  const fh = await open(tmp, "w");
+  track(tmp);
+  let fh: FileHandle;
+  try {
+    fh = await open(tmp, "w");
+  } catch (e) {
+    untrack(tmp);
+    throw e;
+  }
   let closed = false;
   const close = async () => {
     if (!closed) closed = true, await fh.close();
@@ -39,16 +59,104 @@ export async function openAtomic(path: string): Promise<AtomicWriter> {
         off += bytesWritten;
       }
     },
+    async patch(position, bytes) {
+      let off = 0;
+      while (off < bytes.length) {
+        const { bytesWritten } = await fh.write(bytes, off, bytes.length - off, position + off);
+        off += bytesWritten;
+      }
+    },
     async commit() {
       await fh.sync();
       await close();
       await rename(tmp, path);
+      untrack(tmp);
     },
     async abort() {
-      await close();
+      await close().catch(() => {});
       await rm(tmp, { force: true });
+      untrack(tmp);
     },
   };
+}
+
+/** `NAME.<pid>.tmp`: the temporary name of an atomic write of NAME by process `pid`. */
+const TEMP_NAME = /^(.*)\.(\d+)\.tmp$/;
+
+/**
+ * Removes the temporaries of `path` (`path.<pid>.tmp`) whose writer is gone: a process that was
+ * killed with SIGKILL, or lost its machine, could not remove its own. A temporary of a process that
+ * is still running is left alone. Returns the paths removed.
+ *
+ * @example
+ * ```ts
+ * await removeStaleTemporaries("out/ferry.bf16.dmexp"); // ["out/ferry.bf16.dmexp.4242.tmp"]
+ * ```
+ */
+export async function removeStaleTemporaries(path: string): Promise<string[]> {
+  const dir = dirname(path), name = basename(path);
+  let entries: string[];
+  try {
+    entries = await readdir(dir);
+  } catch {
+    return [];
+  }
+  const removed: string[] = [];
+  for (const entry of entries) {
+    const m = TEMP_NAME.exec(entry);
+    if (!m || m[1] !== name) continue;
+    const pid = Number(m[2]);
+    if (pid === process.pid || isRunning(pid)) continue;
+    await rm(join(dir, entry), { force: true });
+    removed.push(join(dir, entry));
+  }
+  return removed;
+}
+
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as { code?: string }).code === "EPERM"; // alive, but someone else's
+  }
+}
+
+// The temporaries this process has open, removed by the exit and signal handlers below. The handlers
+// are installed only while a write is in flight, so a process that writes nothing keeps its defaults.
+const inFlight = new Set<string>();
+const SIGNALS = [["SIGINT", 130], ["SIGTERM", 143], ["SIGHUP", 129]] as const;
+const onSignal: Record<string, () => void> = {};
+for (const [signal, code] of SIGNALS) {
+  onSignal[signal] = () => {
+    removeInFlight();
+    process.exit(code);
+  };
+}
+
+function removeInFlight(): void {
+  for (const tmp of inFlight) rmSync(tmp, { force: true });
+  inFlight.clear();
+}
+
+function track(tmp: string): void {
+  if (inFlight.size === 0) {
+    process.on("exit", removeInFlight);
+    for (const [signal] of SIGNALS) {
+      try {
+        process.on(signal, onSignal[signal]);
+      } catch { /* a runtime without this signal (Windows has no SIGHUP) */ }
+    }
+  }
+  inFlight.add(tmp);
+}
+
+function untrack(tmp: string): void {
+  inFlight.delete(tmp);
+  if (inFlight.size === 0) {
+    process.off("exit", removeInFlight);
+    for (const [signal] of SIGNALS) process.off(signal, onSignal[signal]);
+  }
 }
 
 /** Writes the chunks, in order, to `path` atomically. */

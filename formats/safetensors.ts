@@ -15,6 +15,7 @@
  * ```
  * @module
  */
+import { DIGEST_KEY, DIGEST_PLACEHOLDER, digestOffset, digestStream, isDigest } from "./digest.ts";
 import { open, readFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from "./float16.ts";
@@ -95,7 +96,8 @@ export type SafetensorsErrorCode =
   | "InvalidIndex"
   | "ShardMismatch"
   | "InvalidTensor"
-  | "ReservedName";
+  | "ReservedName"
+  | "DigestMismatch";
 
 /** A safetensors file (or index) that was refused: names the file, the field and the rule. */
 export class SafetensorsError extends FormatError {
@@ -329,6 +331,8 @@ export interface SafetensorsFile {
   metadata: Record<string, string>;
   /** In data order for one file; shard by shard for an index. */
   tensors: SafetensorsTensor[];
+  /** The verdict on ferry's `ferry.sha256` metadata (one file only); absent when the file has none. */
+  digest?: { stored: string; computed: string; ok: boolean };
 }
 
 /**
@@ -351,14 +355,40 @@ export async function readSafetensors(path: string): Promise<SafetensorsFile> {
     head.set(first8);
     await readAt(fh, head.subarray(8), 8);
     const header = parseSafetensorsHeader(head, size, path);
+    const stored = header.metadata[DIGEST_KEY];
+    let digest: ReturnType<typeof digestStream> | undefined;
+    if (stored !== undefined) {
+      const found = digestOffset(head, SAFETENSORS_DIGEST_NEEDLE);
+      if (!isDigest(stored) || !found || !("at" in found) || found.value !== stored) {
+        throw new SafetensorsError(
+          path,
+          "InvalidMetadata",
+          `${METADATA_KEY}.${DIGEST_KEY}`,
+          "expected one string of 64 lowercase hex digits, as ferry writes it",
+        );
+      }
+      digest = digestStream(found.at);
+      digest.update(head);
+    }
     const tensors: SafetensorsTensor[] = [];
     for (const e of header.entries) {
       const count = numel(e.dims);
       const raw = new Uint8Array(e.end - e.begin);
       await readAt(fh, raw, header.dataStart + e.begin);
+      digest?.update(raw); // the entries are in data order and cover the data exactly
       tensors.push({ name: e.name, dims: e.dims, dtype: e.dtype, data: decode(raw, e, count, path) });
     }
-    return { path, metadata: header.metadata, tensors };
+    if (!digest) return { path, metadata: header.metadata, tensors };
+    const computed = digest.hex();
+    if (computed !== stored) {
+      throw new SafetensorsError(
+        path,
+        "DigestMismatch",
+        `${METADATA_KEY}.${DIGEST_KEY}`,
+        `stored ${stored} but the file's SHA-256 is ${computed}: the file was changed or is corrupt`,
+      );
+    }
+    return { path, metadata: header.metadata, tensors, digest: { stored, computed, ok: true } };
   } finally {
     await fh.close();
   }
@@ -499,7 +529,13 @@ export interface WriteSafetensorsOptions {
   dtype?: WriteDtype;
   /** Extra metadata; `format: "pt"` is always written, because transformers refuses files without it. */
   metadata?: Record<string, string>;
+  /** Store `ferry.sha256` in the metadata, the digest of the whole file (default true). */
+  digest?: boolean;
 }
+
+// `"ferry.sha256":"` as the compact JSON header spells it, up to the value's first digit.
+/** Where the digest's value starts: the key as this format encodes it, up to the value. */
+export const SAFETENSORS_DIGEST_NEEDLE = new TextEncoder().encode(`${JSON.stringify(DIGEST_KEY)}:"`);
 
 /**
  * Writes tensors as one safetensors file, atomically. The layout follows the reference writer:
@@ -517,12 +553,22 @@ export async function writeSafetensors(
   tensors: readonly Tensor[],
   opts: WriteSafetensorsOptions = {},
 ): Promise<void> {
-  const { header, order, dtype } = safetensorsHeaderBytes(tensors, opts, path);
+  const withDigest = opts.digest !== false;
+  const metadata = withDigest ? { ...opts.metadata, [DIGEST_KEY]: DIGEST_PLACEHOLDER } : opts.metadata;
+  const { header, order, dtype } = safetensorsHeaderBytes(tensors, { ...opts, metadata }, path);
+  const at = withDigest ? (digestOffset(header, SAFETENSORS_DIGEST_NEEDLE) as { at: number }).at : -1;
+  const digest = digestStream(at);
   const w = await openAtomic(path);
   try {
     await w.write(header);
+    digest.update(header);
     // One tensor at a time, so a narrowed copy of the whole model never sits in memory.
-    for (const t of order) await w.write(encode(t.data, dtype));
+    for (const t of order) {
+      const bytes = encode(t.data, dtype);
+      if (withDigest) digest.update(bytes);
+      await w.write(bytes);
+    }
+    if (withDigest) await w.patch(at, new TextEncoder().encode(digest.hex()));
   } catch (e) {
     await w.abort();
     throw e;

@@ -82,6 +82,34 @@ export const PRESETS: Record<string, ModelConfig> = {
 };
 
 /**
+ * The largest value any integer config field may have: every field is a count or a size that some
+ * format stores as a u32 or i32 (GGUF), and no real model comes near it. A config claiming more is
+ * refused before anything is sized from it.
+ */
+export const MAX_CONFIG_INT = 2 ** 31 - 1;
+/** The most positions a config may claim: RoPE tables and KV caches are sized from it (2^20 = 1,048,576). */
+export const MAX_POSITIONS = 2 ** 20;
+
+/**
+ * The limits of `MAX_CONFIG_INT` and `MAX_POSITIONS` on a config that is otherwise valid; the message
+ * of the first one broken, with its field, or undefined.
+ */
+export function configLimit(cfg: ModelConfig): { field: string; message: string } | undefined {
+  for (const [key, kind] of CONFIG_FIELDS) {
+    if (kind === "int" && (cfg[key] as number) > MAX_CONFIG_INT) {
+      return { field: key, message: `${cfg[key]} is above ferry's limit of ${MAX_CONFIG_INT}` };
+    }
+  }
+  if (cfg.max_position_embeddings > MAX_POSITIONS) {
+    return {
+      field: "max_position_embeddings",
+      message: `${cfg.max_position_embeddings} is above ferry's limit of ${MAX_POSITIONS} (RoPE tables are sized from it)`,
+    };
+  }
+  return undefined;
+}
+
+/**
  * Checks a plain object as a config: every field present with the right type, nothing unknown,
  * and the shape consistent. Returns a fresh, typed config.
  */
@@ -106,6 +134,8 @@ export function validateConfig(raw: Record<string, unknown>, where: string): Mod
     out[key] = typeof v === "bigint" ? Number(v) : v as number | boolean;
   }
   const cfg = out as unknown as ModelConfig;
+  const limit = configLimit(cfg);
+  if (limit) throw new ConfigError(where, limit.field, limit.message);
   if (cfg.num_attention_heads % cfg.num_key_value_heads !== 0) {
     throw new ConfigError(
       where,
@@ -113,7 +143,9 @@ export function validateConfig(raw: Record<string, unknown>, where: string): Mod
       `${cfg.num_key_value_heads} does not divide num_attention_heads = ${cfg.num_attention_heads}`,
     );
   }
-  if (cfg.head_dim % 2 !== 0) throw new ConfigError(where, "head_dim", `must be even for RoPE, got ${cfg.head_dim}`);
+  if (cfg.head_dim % 2 !== 0) {
+    throw new ConfigError(where, "head_dim", `must be even for RoPE, got ${cfg.head_dim}`);
+  }
   return cfg;
 }
 
@@ -155,28 +187,51 @@ export interface ParamShape {
  * under the Hugging Face Qwen3 names, with [out, in] layout for linear weights.
  */
 export function paramShapes(cfg: ModelConfig): ParamShape[] {
+  return [...shapesOf(cfg)];
+}
+
+// The parameter list one entry at a time, so a caller can stop early (see `checkTensors`).
+function* shapesOf(cfg: ModelConfig): Generator<ParamShape> {
   const h = cfg.hidden_size, hd = cfg.head_dim;
   const q = cfg.num_attention_heads * hd, kv = cfg.num_key_value_heads * hd;
-  const out: ParamShape[] = [{ name: "model.embed_tokens.weight", dims: [cfg.vocab_size, h] }];
+  yield { name: "model.embed_tokens.weight", dims: [cfg.vocab_size, h] };
   for (let i = 0; i < cfg.num_hidden_layers; i++) {
     const p = `model.layers.${i}.`;
-    out.push(
-      { name: p + "input_layernorm.weight", dims: [h] },
-      { name: p + "self_attn.q_proj.weight", dims: [q, h] },
-      { name: p + "self_attn.k_proj.weight", dims: [kv, h] },
-      { name: p + "self_attn.v_proj.weight", dims: [kv, h] },
-      { name: p + "self_attn.q_norm.weight", dims: [hd] },
-      { name: p + "self_attn.k_norm.weight", dims: [hd] },
-      { name: p + "self_attn.o_proj.weight", dims: [h, q] },
-      { name: p + "post_attention_layernorm.weight", dims: [h] },
-      { name: p + "mlp.gate_proj.weight", dims: [cfg.intermediate_size, h] },
-      { name: p + "mlp.up_proj.weight", dims: [cfg.intermediate_size, h] },
-      { name: p + "mlp.down_proj.weight", dims: [h, cfg.intermediate_size] },
-    );
+    yield { name: p + "input_layernorm.weight", dims: [h] };
+    yield { name: p + "self_attn.q_proj.weight", dims: [q, h] };
+    yield { name: p + "self_attn.k_proj.weight", dims: [kv, h] };
+    yield { name: p + "self_attn.v_proj.weight", dims: [kv, h] };
+    yield { name: p + "self_attn.q_norm.weight", dims: [hd] };
+    yield { name: p + "self_attn.k_norm.weight", dims: [hd] };
+    yield { name: p + "self_attn.o_proj.weight", dims: [h, q] };
+    yield { name: p + "post_attention_layernorm.weight", dims: [h] };
+    yield { name: p + "mlp.gate_proj.weight", dims: [cfg.intermediate_size, h] };
+    yield { name: p + "mlp.up_proj.weight", dims: [cfg.intermediate_size, h] };
+    yield { name: p + "mlp.down_proj.weight", dims: [h, cfg.intermediate_size] };
   }
-  out.push({ name: "model.norm.weight", dims: [h] });
-  if (!cfg.tie_word_embeddings) out.push({ name: "lm_head.weight", dims: [cfg.vocab_size, h] });
-  return out;
+  yield { name: "model.norm.weight", dims: [h] };
+  if (!cfg.tie_word_embeddings) yield { name: "lm_head.weight", dims: [cfg.vocab_size, h] };
+}
+
+/**
+ * How many tensors and values a config implies, computed without building the list: a config read
+ * from an untrusted file is bounded with this (against the tensors the file holds) before
+ * `paramShapes` is called, so a claimed 10^11 layers costs nothing. Values above 2^53 are approximate.
+ *
+ * @example
+ * ```ts
+ * configSize(PRESETS.tiny); // { tensors: 25, params: ... }
+ * ```
+ */
+export function configSize(cfg: ModelConfig): { tensors: number; params: number } {
+  const h = cfg.hidden_size, hd = cfg.head_dim, f = cfg.intermediate_size;
+  const q = cfg.num_attention_heads * hd, kv = cfg.num_key_value_heads * hd;
+  const perLayer = 2 * h + 2 * hd + 2 * q * h + 2 * kv * h + 3 * f * h;
+  const head = cfg.tie_word_embeddings ? 0 : 1;
+  return {
+    tensors: 2 + head + 11 * cfg.num_hidden_layers,
+    params: (1 + head) * cfg.vocab_size * h + h + cfg.num_hidden_layers * perLayer,
+  };
 }
 
 /** How a set of tensors departs from the shapes a config implies (see `checkTensors`). */
@@ -190,6 +245,8 @@ export interface TensorMismatch {
   message: string;
   expected: string;
   found: string;
+  /** The dims the config implies for this tensor (for `missing` and `dims`). */
+  expectedDims?: number[];
 }
 
 /**
@@ -208,8 +265,6 @@ export function checkTensors(
   config: ModelConfig | readonly ParamShape[],
   tensors: ReadonlyArray<{ name: string; dims: readonly number[]; data?: { length: number } }>,
 ): TensorMismatch | undefined {
-  const shapes = Array.isArray(config) ? config as readonly ParamShape[] : paramShapes(config as ModelConfig);
-  const expected = new Map(shapes.map((p) => [p.name, p.dims]));
   const seen = new Set<string>();
   const fail = (
     kind: TensorMismatch["kind"],
@@ -218,7 +273,27 @@ export function checkTensors(
     message: string,
     expected: string,
     found: string,
-  ): TensorMismatch => ({ kind, tensor, problem, message, expected, found });
+    expectedDims?: number[],
+  ): TensorMismatch => ({ kind, tensor, problem, message, expected, found, ...(expectedDims ? { expectedDims } : {}) });
+  // A config from an untrusted file may imply more tensors than memory holds (10^11 layers): when it
+  // implies more than are given, name the first missing one, walking the implied list only that far.
+  if (!Array.isArray(config) && configSize(config as ModelConfig).tensors > tensors.length) {
+    const given = new Set(tensors.map((t) => t.name));
+    const byName = new Map(tensors.map((t) => [t.name, t.dims]));
+    for (const { name, dims } of shapesOf(config as ModelConfig)) {
+      const d = byName.get(name);
+      if (!given.delete(name) || !d) {
+        const problem = `missing (the config implies dims [${dims}])`;
+        return fail("missing", name, problem, `missing tensor ${name} ${problem.slice(8)}`, `dims [${dims}]`, "nothing", dims);
+      }
+      if (d.length !== dims.length || d.some((x, i) => x !== dims[i])) {
+        const problem = `has dims [${d}]; the config implies [${dims}]`;
+        return fail("dims", name, problem, `tensor ${name} ${problem}`, `dims [${dims}]`, `dims [${d}]`, dims);
+      }
+    }
+  }
+  const shapes = Array.isArray(config) ? config as readonly ParamShape[] : paramShapes(config as ModelConfig);
+  const expected = new Map(shapes.map((p) => [p.name, p.dims]));
   for (const t of tensors) {
     const dims = expected.get(t.name);
     if (!dims) {
@@ -231,7 +306,7 @@ export function checkTensors(
     seen.add(t.name);
     if (t.dims.length !== dims.length || t.dims.some((d, i) => d !== dims[i])) {
       const problem = `has dims [${t.dims}]; the config implies [${dims}]`;
-      return fail("dims", t.name, problem, `tensor ${t.name} ${problem}`, `dims [${dims}]`, `dims [${t.dims}]`);
+      return fail("dims", t.name, problem, `tensor ${t.name} ${problem}`, `dims [${dims}]`, `dims [${t.dims}]`, dims);
     }
     const count = dims.reduce((a, b) => a * b, 1);
     if (t.data && t.data.length !== count) {
@@ -242,7 +317,7 @@ export function checkTensors(
   for (const { name, dims } of shapes) {
     if (!seen.has(name)) {
       const problem = `missing (the config implies dims [${dims}])`;
-      return fail("missing", name, problem, `missing tensor ${name} ${problem.slice(8)}`, `dims [${dims}]`, "nothing");
+      return fail("missing", name, problem, `missing tensor ${name} ${problem.slice(8)}`, `dims [${dims}]`, "nothing", dims);
     }
   }
   return undefined;

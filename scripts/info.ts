@@ -57,6 +57,14 @@ function dmexpText(info: any): string {
         ? `crc32 ${info.crc32.stored}: ok, the payload is intact`
         : `MISMATCH: stored ${info.crc32.stored}, payload's ${info.crc32.computed}: the payload is corrupt`,
     ],
+    [
+      "header check",
+      !info.header_crc32
+        ? "none (no header_crc32 key: a file written without ferry's header checksum)"
+        : info.header_crc32.ok
+        ? `header_crc32 ${info.header_crc32.stored}: ok, the header is as written`
+        : `MISMATCH: stored ${info.header_crc32.stored}, prefix and header give ${info.header_crc32.computed}: the header was changed`,
+    ],
     ["format", h.format],
     ["dtype", `${h.dtype} (${DTYPE_BYTES[h.dtype]} bytes per value)`],
     ["source", h.source],
@@ -133,7 +141,7 @@ async function main(): Promise<void> {
   // A dmexp file is shown even when its checks fail; the verdict is the exit code.
   // deno-lint-ignore no-explicit-any
   const v = info as any;
-  if (format.name === "dmexp" && (!v.crc32.ok || (!v.model.ok && v.model.field !== "config"))) {
+  if (format.name === "dmexp" && (!v.crc32.ok || v.header_crc32?.ok === false || (!v.model.ok && v.model.field !== "config"))) {
     process.exitCode = EXIT_REFUSED;
   }
 }

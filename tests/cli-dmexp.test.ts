@@ -215,6 +215,7 @@ describe("scripts/info.ts", () => {
       "config",
       "arch",
       "tokenizer",
+      "header_crc32",
       "tensors",
     ]);
     expect(j.header.tensors[0]).toEqual({

@@ -15,11 +15,14 @@ export function tempDir(): { dir: string; cleanup: () => void } {
   return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-/** A dmexp file from its parts, per formats/dmexp.md: prefix, header text, payload. */
+/**
+ * A dmexp file from its parts, per formats/dmexp.md: prefix, header text, payload. A header that carries
+ * ferry's `header_crc32 = "…"` line gets it recomputed (as a forger would), unless `seal` is false.
+ */
 export function assemble(
   header: string | Uint8Array,
   payload: Uint8Array,
-  opts: { version?: number; crc?: number } = {},
+  opts: { version?: number; crc?: number; seal?: boolean } = {},
 ): Uint8Array {
   const h = typeof header === "string" ? new TextEncoder().encode(header) : header;
   const out = new Uint8Array(24 + h.length + payload.length);
@@ -30,7 +33,20 @@ export function assemble(
   dv.setUint32(20, opts.crc ?? crc32(payload) >>> 0, true);
   out.set(h, 24);
   out.set(payload, 24 + h.length);
+  if (opts.seal !== false) sealByHand(out, h.length);
   return out;
+}
+
+// The spec's header checksum, computed here without formats/dmexp.ts: CRC-32 of the prefix and the
+// header with the checksum's 8 hex digits written as zeros, stored in place of those digits.
+function sealByHand(file: Uint8Array, headerLength: number): void {
+  const text = new TextDecoder().decode(file.subarray(24, 24 + headerLength));
+  const m = /^header_crc32 = "[0-9a-f]{8}"$/m.exec(text);
+  if (!m) return;
+  const at = 24 + new TextEncoder().encode(text.slice(0, m.index + m[0].length - 9)).length;
+  file.fill(0x30, at, at + 8);
+  const crc = (crc32(file.subarray(0, 24 + headerLength)) >>> 0).toString(16).padStart(8, "0");
+  file.set(new TextEncoder().encode(crc), at);
 }
 
 /** The parts of a file on disk. */

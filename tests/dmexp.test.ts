@@ -122,7 +122,11 @@ describe("round trip", () => {
     expect(header.num_tensors).toBe(shapes.length);
     expect(header.num_params).toBe(shapes.reduce((n, s) => n + numel(s.dims), 0));
     expect([header.source, header.step, header.dtype, header.format]).toEqual(["init@step0", 0, "bf16", 1]);
-    expect(header.extra).toEqual({ arch: "qwen3", tokenizer: "bytes" });
+    expect(header.extra).toEqual({
+      arch: "qwen3",
+      tokenizer: "bytes",
+      header_crc32: expect.stringMatching(/^[0-9a-f]{8}$/),
+    });
     // Key order in the text: the reference's scalars, in its order, before the tensor tables.
     const { header: text } = await disassemble(written.bf16.path);
     const order = HEADER_KEYS.filter((k) => k !== "tensors").map((k) =>

@@ -88,7 +88,7 @@ describe("export", () => {
       clean_up_tokenization_spaces: false,
     });
     const { metadata, tensors } = await readSafetensors(join(dir, "model.safetensors"));
-    expect(metadata).toEqual({ format: "pt" });
+    expect(metadata).toEqual({ format: "pt", "ferry.sha256": expect.stringMatching(/^[0-9a-f]{64}$/) });
     expect(new Set(tensors.map((t) => t.dtype))).toEqual(new Set(["BF16"] as const));
   });
 

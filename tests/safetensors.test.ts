@@ -60,7 +60,7 @@ describe("writer layout", () => {
     await writeSafetensors(path, [
       tensor("b", [2], new Float32Array([1, -2])),
       tensor("a", [1, 2], new Float32Array([0.5, 3])),
-    ], { metadata: { zeta: "z", alpha: "x" } });
+    ], { metadata: { zeta: "z", alpha: "x" }, digest: false }); // the reference's layout, without ferry's digest
     const bytes = new Uint8Array(await readFile(path));
     const json = '{"__metadata__":{"alpha":"x","format":"pt","zeta":"z"},' +
       '"a":{"dtype":"F32","shape":[1,2],"data_offsets":[0,8]},' +
@@ -74,7 +74,7 @@ describe("writer layout", () => {
 
   test('no tensors: only the metadata, {"format":"pt"}', async () => {
     const path = join(dir, "empty.safetensors");
-    await writeSafetensors(path, []);
+    await writeSafetensors(path, [], { digest: false });
     const bytes = new Uint8Array(await readFile(path));
     expect(new TextDecoder().decode(bytes.subarray(8))).toBe('{"__metadata__":{"format":"pt"}}');
     expect((await readSafetensors(path)).tensors).toEqual([]);
@@ -106,7 +106,11 @@ describe("round trip", () => {
       const path = join(dir, `rt-${dtype}.safetensors`);
       await writeSafetensors(path, tensors, { dtype });
       const back = await readSafetensors(path);
-      expect(back.metadata).toEqual({ format: "pt" });
+      expect(back.metadata).toEqual({
+        format: "pt",
+        "ferry.sha256": expect.stringMatching(/^[0-9a-f]{64}$/),
+      });
+      expect(back.digest?.ok).toBe(true);
       expect(back.tensors.length).toBe(tensors.length);
       for (const t of tensors) {
         const got = back.tensors.find((x) => x.name === t.name)!;

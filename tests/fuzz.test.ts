@@ -1,0 +1,75 @@
+// A seeded, bounded mutation campaign per format (scripts/fuzz.ts), full and minimal readers. The long
+// campaign (100,000 cases per format) and its counts are in the README; this one keeps the property
+// from regressing: no reader crashes, hangs or over-allocates, and every change a full reader accepts
+// is one the format's explanation covers (a forged checksum, or something no checksum covers).
+import { describe, expect, test } from "bun:test";
+import { spawnSync } from "node:child_process";
+
+const ROOT = new URL("..", import.meta.url).pathname;
+const FORMATS = ["dmexp", "checkpoint", "safetensors", "hf", "f64lines", "gguf"];
+const CASES = 500, SEED = 20261130;
+
+interface Row {
+  format: string;
+  reader: string;
+  counts: Record<string, number>;
+  explained: Record<string, number>;
+  examples: Array<{ case: number; outcome: string; kind: string; detail?: string }>;
+  differentExamples: Array<{ case: number; kind: string; why?: string }>;
+}
+
+function campaign(format: string): Row[] {
+  const r = spawnSync(
+    process.execPath,
+    [
+      "scripts/fuzz.ts",
+      "--format",
+      format,
+      "--cases",
+      String(CASES),
+      "--seed",
+      String(SEED),
+      "--json",
+      "--timeout",
+      "20000",
+    ],
+    { cwd: ROOT, encoding: "utf8", maxBuffer: 64 << 20 },
+  );
+  if (r.status !== 0 && r.status !== 1) throw new Error(`fuzz.ts exited ${r.status}: ${r.stderr}`);
+  return JSON.parse(r.stdout).results;
+}
+
+describe(`scripts/fuzz.ts, ${CASES} cases per format, seed ${SEED}`, () => {
+  for (const format of FORMATS) {
+    test(
+      `${format}: every reader refuses cleanly or returns a result; a full reader's changed result is explained`,
+      () => {
+        const rows = campaign(format);
+        expect(rows.length).toBeGreaterThan(0);
+        for (const row of rows) {
+          const label = `${format} ${row.reader}`;
+          const minimal = row.reader === "minimal";
+          const total = Object.values(row.counts).reduce((a, b) => a + b, 0);
+          expect({ label, total }).toEqual({ label, total: CASES });
+          // Nothing but refusals and results: no other exception, no hang, no allocation the file did not justify.
+          expect({
+            label,
+            other: row.counts.other,
+            timeout: row.counts.timeout,
+            oversize: row.counts.oversize,
+            examples: row.examples,
+          })
+            .toEqual({ label, other: 0, timeout: 0, oversize: 0, examples: [] });
+          // The campaign reached both sides: it refused most files and accepted some.
+          expect(row.counts.refused).toBeGreaterThan(CASES / 2);
+          expect(row.counts.identical + row.counts.different).toBeGreaterThan(0);
+          if (!minimal) {
+            const unexplained = row.differentExamples.filter((d) => !d.why);
+            expect({ label, unexplained }).toEqual({ label, unexplained: [] });
+          }
+        }
+      },
+      120_000,
+    );
+  }
+});
