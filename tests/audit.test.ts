@@ -8,10 +8,12 @@
 // not: it says nothing about the JavaScript engine's machine code (a JIT may use a multiplier for
 // `a[i]` addressing or for `|` on doubles), about functions outside the set (the adapter in
 // serve/int-engine.ts, the lut4 reader, the CLI), or about model quality. See formats/lut4.md.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import ts from "typescript";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 const ROOT = join(import.meta.dir, "..");
 

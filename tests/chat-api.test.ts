@@ -1,7 +1,7 @@
 // The chat server's API through app.request (no sockets): both response modes, every limit and
 // refusal, the queue, disconnects, and sessions that continue with exactly the tokens of an
 // uninterrupted run. The Deno half runs the same app under deno and compares.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import process from "node:process";
@@ -11,6 +11,8 @@ import { createSessionStore } from "../serve/session-store.ts";
 import { renderChat } from "../serve/transcript.ts";
 import { chatEngine, exportChatModel } from "./helpers/chat-model.ts";
 import { sseChunks, streamedText } from "./helpers/chat-sse.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 let model: Awaited<ReturnType<typeof exportChatModel>>;
 let engine: Engine;

@@ -1,7 +1,7 @@
 // End to end in a real browser: Debian's chromium, driven by playwright-core, uses the chat page served
 // on loopback: a prompt streams text in, a long reply is stopped, and a session is saved (downloaded)
 // and restored (uploaded) into a fresh page that continues the conversation.
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { type Browser, chromium } from "playwright-core";
@@ -9,6 +9,8 @@ import { createApp } from "../serve/app.ts";
 import { listen, type Listening } from "../serve/listen.ts";
 import { createSessionStore } from "../serve/session-store.ts";
 import { chatEngine, exportChatModel } from "./helpers/chat-model.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 const CHROMIUM = "/usr/bin/chromium";
 let dir: string, cleanup = () => {}, server: Listening, browser: Browser;

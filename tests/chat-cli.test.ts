@@ -1,11 +1,13 @@
 // scripts/chat.ts under both runtimes: it prints the URL it listens on (loopback by default) and
 // serves there; a training checkpoint is refused with the command that converts it; the load test
 // runs clean on a small bounded load.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 /** Starts the chat script and resolves with the URL it prints. */
 function start(cmd: string[], sessions: string): Promise<{ child: ChildProcess; url: string }> {

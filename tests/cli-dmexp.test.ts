@@ -1,6 +1,6 @@
 // The dmexp commands as a user runs them, in subprocesses: export, info, generate, and the minimal
 // reader under both Deno and Bun.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { rename, writeFile } from "node:fs/promises";
@@ -15,6 +15,8 @@ import { decode, encode } from "../model/tokenizer.ts";
 import { cloneTensors } from "../model/tensor.ts";
 import { disassemble, foreignFile, ROOT, tempDir, withHeader } from "./dmexp-fixtures.ts";
 import { expectSameTensors } from "./helpers/bits.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 type Runtime = "deno" | "bun";
 function sh(runtime: Runtime, script: string, args: string[]) {

@@ -1,6 +1,6 @@
 // The main job: with no --format, scripts/export.ts writes every format, and each reads back as the
 // checkpoint's model.
-import { afterAll, expect, test } from "bun:test";
+import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -13,6 +13,8 @@ import { importHuggingFace } from "../formats/huggingface.ts";
 import { readGguf } from "../formats/gguf.ts";
 import { readExport } from "../formats/mod.ts";
 import { expectSameBits, expectSameTensors } from "./helpers/bits.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 const dir = mkdtempSync(join(tmpdir(), "ferry-export-all-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -1,5 +1,5 @@
 // The shipped model: what the README says about it is what it does.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { readCheckpoint } from "../formats/checkpoint.ts";
 import { evalWindows, loadBrown } from "../model/corpus.ts";
@@ -8,6 +8,8 @@ import { buildModel } from "../model/qwen3.ts";
 import { generate } from "../model/sample.ts";
 import { decode, encode } from "../model/tokenizer.ts";
 import { configParamCount } from "../model/config.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 test("the default model reaches the README's held-out bits per byte and greedy text", async () => {
   const run = await readCheckpoint("model/default/ferry.ckpt", { sections: ["model"] });

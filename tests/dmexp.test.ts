@@ -1,5 +1,5 @@
 // The dmexp gate, in process: every claim of formats/dmexp.md asserted on tiny models.
-import { afterAll, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readdirSync, statSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -23,6 +23,8 @@ import { compareLogits, windowLogits } from "../model/measure.ts";
 import { cloneTensors, numel, type Tensor } from "../model/tensor.ts";
 import { assemble, disassemble, foreignFile, tempDir, withHeader } from "./dmexp-fixtures.ts";
 import { expectSameTensors } from "./helpers/bits.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 // A file read back and built into the float model (formats no longer build models themselves).
 const loadDmexpModel = async (path: string) => {

@@ -1,7 +1,7 @@
 // The format registry and the engine interface: every format recognised and read back through one
 // list, the float engine giving the reference model's exact logits and text, its sampler's options,
 // and the loader's refusals.
-import { afterAll, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -17,6 +17,8 @@ import { generateAll, generateTokens } from "../model/generate.ts";
 import { generate } from "../model/sample.ts";
 import { encode, EOS } from "../model/tokenizer.ts";
 import { engineKinds, loadEngine } from "../serve/engines.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 const dir = mkdtempSync(join(tmpdir(), "ferry-engine-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

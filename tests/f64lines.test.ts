@@ -1,4 +1,4 @@
-import { afterAll, expect, test } from "bun:test";
+import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
 import { execFile } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -24,6 +24,8 @@ import { paramShapes, PRESETS } from "../model/config.ts";
 import { initParams } from "../model/init.ts";
 import { buildModel, createCache, forward } from "../model/qwen3.ts";
 import { createRng } from "../model/random.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 const dir = mkdtempSync(join(tmpdir(), "f64lines-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

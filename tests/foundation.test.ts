@@ -1,5 +1,5 @@
 // The byte tokenizer, the config's TOML form and refusals, and the training checkpoint round trip.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -16,6 +16,8 @@ import {
 } from "../formats/checkpoint.ts";
 import { materialize } from "../model/tensor.ts";
 import { expectSameBits, expectSameTensors } from "./helpers/bits.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 const SAMPLES = ["", "The jury said", "naïve café", "日本語のテキスト", "مرحبا بالعالم", "emoji 🚀👩‍👩‍👧", "e\u0301 combining", "tab\tnew\nline", "\uFEFFstarts with a byte-order mark"];
 

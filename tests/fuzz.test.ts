@@ -2,8 +2,10 @@
 // campaign (100,000 cases per format) and its counts are in the README; this one keeps the property
 // from regressing: no reader crashes, hangs or over-allocates, and every change a full reader accepts
 // is one the format's explanation covers (a forged checksum, or something no checksum covers).
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { spawnSync } from "node:child_process";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const FORMATS = ["dmexp", "checkpoint", "safetensors", "hf", "f64lines", "gguf"];

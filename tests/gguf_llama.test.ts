@@ -2,7 +2,7 @@
 // every GGUF ferry writes and computes what ferry computes. The model is the shipped default model
 // (model/default/ferry.ckpt; the test fails if it is missing). `bun scripts/measure-gguf.ts` prints the
 // same figures for it at a larger sample (the README's table).
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
@@ -14,6 +14,8 @@ import { encode } from "../model/tokenizer.ts";
 import { formatGgufTable, type GgufFigures, heldOutPrompts, measureGguf } from "../serve/measure-gguf.ts";
 import { openLlamaGguf } from "../serve/llama-cpp.ts";
 import { ALL_DTYPES, subjectModel, tempDir, testTensors } from "./helpers/gguf-fixtures.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 /*
  * Every bound below was measured on the shipped model (model/default/ferry.ckpt, step 1400) at this

@@ -1,12 +1,14 @@
 // readers/gguf.ts, the 40-line standalone reader, run as a program under Deno and Bun, must agree
 // with the full reader (formats/gguf.ts) on every tensor of every file type ferry writes.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { readFile, rm } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import process from "node:process";
 import { type GgufDtype, parseGguf, tensorToF32 } from "../formats/gguf.ts";
 import { ALL_DTYPES, tempDir, testTensors, writeAllTypes } from "./helpers/gguf-fixtures.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 const READER = fileURLToPath(new URL("../readers/gguf.ts", import.meta.url));
 const RUNTIMES: Record<string, string[]> = {

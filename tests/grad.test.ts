@@ -1,5 +1,5 @@
 // Every hand-written backward against central finite differences, op by op and for the whole model.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { rmsnorm, ropeHead, ropeTables, silu } from "../kernels/cpu.ts";
 import {
   attentionBackward,
@@ -21,6 +21,8 @@ import {
   viewTensors,
 } from "../model/train.ts";
 import { logSoftmax } from "../model/measure.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 const rng = createRng(7);
 const randn = (n: number, s = 1) => Float32Array.from({ length: n }, () => rng.normal() * s);

@@ -1,6 +1,6 @@
 // Killed writes leave nothing behind (issue 14, item 7): a real export is killed in the middle of its
 // write, with SIGTERM, SIGINT and SIGKILL, and the folder is looked at afterwards.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -9,6 +9,8 @@ import { writeCheckpoint } from "../formats/checkpoint.ts";
 import { openAtomic, removeStaleTemporaries, writeAtomic } from "../formats/io.ts";
 import { type ModelConfig, paramShapes } from "../model/config.ts";
 import { tensor } from "../model/tensor.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 const ROOT = new URL("..", import.meta.url).pathname;
 // About 8 M parameters: an f32 dmexp export of it takes long enough on two busy cores to be caught mid-write.

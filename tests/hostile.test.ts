@@ -1,7 +1,7 @@
 // Hostile input (issue 14): each class of finding of the mutation campaign, as a named regression test.
 // Every edit here is the attacker's: the format's own checksum, and ferry's where it is forged, are
 // recomputed, so what refuses the file is the check named in the test, not a checksum by accident.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -25,6 +25,8 @@ import { sealDigest } from "../formats/digest.ts";
 import { FormatError } from "../model/error.ts";
 import { configToToml, type ModelConfig } from "../model/config.ts";
 import { initParams } from "../model/init.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 const CFG: ModelConfig = {
   vocab_size: 258,

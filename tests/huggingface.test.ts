@@ -1,6 +1,6 @@
 // The Hugging Face directory: what export writes, the bit-exact round trip, sharded and narrowed
 // import, every refused config field and tensor, and tokenizer.json against @huggingface/tokenizers.
-import { afterAll, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -21,6 +21,8 @@ import { buildModel, createCache, forward } from "../model/qwen3.ts";
 import { BYTE_CHARS, decode, encode } from "../model/tokenizer.ts";
 import { loadBrown } from "../model/corpus.ts";
 import type { Tensor } from "../model/tensor.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 const root = await mkdtemp(join(tmpdir(), "ferry-hf-"));
 afterAll(() => rm(root, { recursive: true, force: true }));

@@ -1,9 +1,11 @@
 // The import rules that keep data flowing one way (the developers' guide, "Style"): formats know their
 // bytes, not the CLI or the server; scripts are entry points nobody else imports; minimal readers stand
 // alone on runtime built-ins; the model and the kernels know no file format. Checked on every .ts file.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, normalize, relative } from "node:path";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 const ROOT = join(import.meta.dir, "..");
 const SKIP = new Set(["node_modules", ".git", "out", "tmp"]);
@@ -94,4 +96,13 @@ test("every module of the repository keeps the import rules", () => {
   expect(modules.size).toBeGreaterThan(40);
   expect(modules.has("formats/mod.ts") && modules.has("scripts/export.ts")).toBe(true);
   expect(importViolations(modules)).toEqual([]);
+});
+
+// Bun 1.4.5 applies a preload's setDefaultTimeout to the first test file only; the others keep the 5 s
+// default and fail at random on a busy machine unless each file sets its own.
+test("every test file sets its own default timeout", () => {
+  const files = readdirSync(join(ROOT, "tests")).filter((f) => f.endsWith(".test.ts"));
+  expect(files.length).toBeGreaterThan(30);
+  const missing = files.filter((f) => !/^setDefaultTimeout\(/m.test(readFileSync(join(ROOT, "tests", f), "utf8")));
+  expect(missing).toEqual([]);
 });

@@ -1,7 +1,7 @@
 // The integer engine on the shipped model: checked mode (every written bound asserted) over held-out
 // windows, bits per byte within a hair of the float model on the same weights, prefill equal to
 // decode, the sampler's rules, and refusals before any state changes.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { defaultLut4 } from "./helpers/lut4-fixture.ts";
 import { dequantizeLut4, readLut4 } from "../formats/lut4.ts";
 import { checked } from "../kernels/int/check.ts";
@@ -11,6 +11,8 @@ import { buildModel } from "../model/qwen3.ts";
 import { encode } from "../model/tokenizer.ts";
 import { intEngineFromFile, toIntSampling } from "../serve/int-engine.ts";
 import { greedy } from "../serve/int-sampler.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 test("checked mode holds every bound on held-out windows; the engine adds < 1e-3 bits per byte", async () => {
   const file = await readLut4(await defaultLut4());

@@ -1,6 +1,6 @@
 // The integer kernels against exact references (BigInt or plain small-integer maths): the rounding
 // primitive, the digit products, the square root, the divisions, the GEMV contract, the tables.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { I32_MAX, I32_MIN, quantizeBits, shift } from "../kernels/int/round.ts";
 import { mulS12, mulS16, mulScale, multiples, mulU16 } from "../kernels/int/mul.ts";
 import { divShifted, isqrtScaled, recip16 } from "../kernels/int/isqrt.ts";
@@ -17,6 +17,8 @@ import { normPlan, rmsnorm } from "../kernels/int/norm.ts";
 import { makeTables } from "../formats/lut4-quantize.ts";
 import { PRESETS } from "../model/config.ts";
 import { drawBelow, nextU32, seedRng } from "../serve/int-sampler.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 let seed = 12345;
 const rand = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32;

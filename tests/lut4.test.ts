@@ -1,7 +1,7 @@
 // lut4 files: the writer and the full reader round-trip; the quantizer's scales are MSE-optimal on the
 // grid; every refusal names the file and the field; the minimal reader agrees with the full reader on
 // every matrix and table, under Bun and under Deno.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -9,6 +9,8 @@ import { defaultLut4, scratchDir } from "./helpers/lut4-fixture.ts";
 import { dequantizeLut4, lut4Format, parseLut4, readLut4 } from "../formats/lut4.ts";
 import { dequantizeMatrix, quantizeMatrix } from "../formats/lut4-quantize.ts";
 import { buildModel, createCache, forward } from "../model/qwen3.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 const ROOT = join(import.meta.dir, "..");
 

@@ -2,7 +2,7 @@
 // 110 columns, node: imports only), the usage error, and the refusal contract on malformed files: exit 1, one
 // line "FILE: why" on stderr, nothing on stdout, no stack trace, and no allocation sized by a lying count (a
 // run that tried one would take the time limit or die of memory instead of exiting 1).
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { execFile, spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -17,6 +17,8 @@ import { PRESETS } from "../model/config.ts";
 import { initParams } from "../model/init.ts";
 import { testTensors } from "./helpers/gguf-fixtures.ts";
 import { assemble, disassemble } from "./dmexp-fixtures.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const dir = mkdtempSync(join(tmpdir(), "ferry-readers-"));

@@ -1,7 +1,7 @@
 // The README's figures, asserted by running the commands it names, on a reduced budget where the full
 // measurement is a benchmark (fewer windows, fewer prompts, ten training steps), and exactly where the
 // README states something exact (sizes, zero differences, the training log, the EMA figure).
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -9,6 +9,8 @@ import { join } from "node:path";
 import { readCheckpoint } from "../formats/checkpoint.ts";
 import { parseGguf } from "../formats/gguf.ts";
 import { configParamCount, paramShapes } from "../model/config.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 const README = readFileSync("README.md", "utf8");
 const CHECKPOINT = "model/default/ferry.ckpt";

@@ -1,6 +1,6 @@
 // safetensors: the writer's exact layout, every dtype read, every refusal as its own named error,
 // sharded input, and the minimal reader (under Deno and Bun) agreeing with the full one.
-import { afterAll, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { execFile } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -20,6 +20,8 @@ import { PRESETS } from "../model/config.ts";
 import { initParams } from "../model/init.ts";
 import { type Tensor, tensor } from "../model/tensor.ts";
 import { expectSameBits } from "./helpers/bits.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 const dir = await mkdtemp(join(tmpdir(), "ferry-st-"));
 afterAll(() => rm(dir, { recursive: true, force: true }));

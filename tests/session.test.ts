@@ -2,7 +2,7 @@
 // Deno and Bun write byte-identical session files and pick identical tokens; a session for another
 // model, a truncated or tampered file, or fields that disagree are refused before anything changes;
 // saves are atomic.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { createHash } from "node:crypto";
@@ -12,6 +12,8 @@ import { defaultLut4, scratchDir } from "./helpers/lut4-fixture.ts";
 import { readLut4, writeLut4 } from "../formats/lut4.ts";
 import { SESSION_PREFIX, writeSessionFile } from "../formats/session.ts";
 import { intEngineFromFile } from "../serve/int-engine.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 const ROOT = join(import.meta.dir, "..");
 const N = 12, M = 10;

@@ -7,7 +7,8 @@ import { join } from "node:path";
 import process from "node:process";
 import { setDefaultTimeout } from "bun:test";
 
-// Tests that spawn runtimes or llama.cpp can take longer than bun's 5 s default on 2 busy cores.
+// Tests that spawn runtimes or llama.cpp can take longer than bun's 5 s default on 2 busy cores. Bun 1.4.5
+// applies this only to the first test file, so every test file also sets it (tests/imports.test.ts checks).
 setDefaultTimeout(60_000);
 
 const root = join(import.meta.dir, "..");

@@ -1,6 +1,6 @@
 // A short training smoke test: on a tiny model the loss falls within seconds, and the trainer CLI
 // writes a checkpoint it can resume from.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -10,6 +10,8 @@ import { initParams } from "../model/init.ts";
 import { encode } from "../model/tokenizer.ts";
 import { adamwStep, createScratch, flattenTensors, paramLayout, sequenceLossAndGrad } from "../model/train.ts";
 import { readCheckpoint } from "../formats/checkpoint.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 test("AdamW on a tiny model drives the loss on a fixed sentence down", () => {
   const cfg = PRESETS.tiny;

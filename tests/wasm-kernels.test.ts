@@ -7,7 +7,7 @@
 // (K + 1) * 2^-24 * sum_k |a_k b_k| (+ 2^-24 |c| when accumulating). Attention (a product, a
 // softmax with a polynomial exp of relative error about 2e-7, a product) must stay within
 // 2e-5 * max(1, max |reference|) on inputs in [-1, 1].
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { assemble, fn, I32, op, simdSupported, sleb, uleb } from "../kernels/wasm/asm.ts";
 import { wasmKernels } from "../kernels/wasm/kernels.ts";
@@ -15,6 +15,8 @@ import * as cpu from "../kernels/cpu.ts";
 import * as grad from "../kernels/cpu-grad.ts";
 import { kernelsInUse, matmulNN, matmulTN, useKernels } from "../kernels/kernels.ts";
 import { createRng } from "../model/random.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 const rng = createRng(13);
 const rand = (n: number) => Float32Array.from({ length: n }, () => rng.next() * 2 - 1);

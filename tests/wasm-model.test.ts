@@ -1,7 +1,7 @@
 // The shipped model and the trainer on the WebAssembly kernels: the default model's logits stay
 // within a stated bound of the JavaScript reference's and its greedy continuations are identical,
 // and the trainer on the fast kernels gives the same bits on Bun and Deno.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -13,6 +13,8 @@ import { compareLogits, windowLogits } from "../model/measure.ts";
 import { buildModel } from "../model/qwen3.ts";
 import { generate } from "../model/sample.ts";
 import { encode } from "../model/tokenizer.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 /** The prompts of scripts/measure.ts (a CLI, so not importable). */
 const PROMPTS = [

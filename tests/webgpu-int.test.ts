@@ -1,11 +1,13 @@
 // The lut4 projection in WGSL: bit for bit the CPU integer kernel (run under Deno), and audited to hold
 // no multiply, divide or float in its source.
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { auditWgsl } from "../kernels/webgpu/wgsl-audit.ts";
 import { LUT4_WGSL } from "../kernels/webgpu/lut4.ts";
 import { GEMV } from "../kernels/webgpu/wgsl.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 describe("WGSL integer audit", () => {
   test("kernels/webgpu/lut4.wgsl has no multiply, divide, remainder or float", () => {

@@ -1,7 +1,7 @@
 // The WebGPU engine (Deno) against the CPU reference on the default model: logits within a measured
 // bound and identical greedy continuations. They skip only when Deno can get no adapter at all (on a
 // machine without a GPU, `.ci/run` installs lavapipe so they run), and say why.
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -9,6 +9,8 @@ import { join } from "node:path";
 import process from "node:process";
 import { exportCheckpoint } from "../formats/export.ts";
 import { GpuUnavailable, openGpu } from "../kernels/webgpu/device.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 /** Largest |logit difference| allowed. Measured 1.5e-5 on lavapipe (logits up to ~20); f32 sums differ. */
 const LOGIT_BOUND = 1e-4;
