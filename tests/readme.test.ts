@@ -291,8 +291,12 @@ describe("the default model's training figures", () => {
 describe("every benchmark figure in the README names the command that produced it", () => {
   // [where the figure is, a command that must appear in the same section before it (or right after)]
   const FIGURES: Array<[string, string]> = [
-    ["| runtime | loss + gradient, one thread", "bun scripts/bench-train.ts"],
-    ["| runtime | loss + gradient, one thread", "deno run -A`)"],
+    ["trainer, default config (seq 256, batch 8)", "bun scripts/bench-kernels.ts"],
+    ["form                        M x K x N", "bun scripts/bench-kernels.ts"],
+    ["| runtime | engine | decode tok/s", "bun scripts/bench-engine.ts"],
+    ["one readback (16 bytes, mapAsync)", "deno run -A scripts/bench-webgpu.ts"],
+    ["| run | ok | 429 | hung up", "bun scripts/load-test.ts"],
+    ["| format | full reader | refused", "bun scripts/fuzz.ts --cases 100000"],
     ["averaged about", "ferry.log"],
     ["**held-out bits per byte**", "deno run -A scripts/eval.ts"],
     ["the EMA copy gives", "--weights ema"],
