@@ -2,6 +2,7 @@
 // refusal, the queue, disconnects, and sessions that continue with exactly the tokens of an
 // uninterrupted run. The Deno half runs the same app under deno and compares.
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { withoutDenoDownloads } from "./helpers/deno.ts";
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import process from "node:process";
@@ -398,7 +399,7 @@ test("the same app answers the same under Deno", async () => {
     encoding: "utf8",
     env: { ...process.env, FERRY_CHAT_MODEL: model.path },
   });
-  expect(deno.stderr).toBe("");
+  expect(withoutDenoDownloads(deno.stderr)).toBe("");
   expect(deno.status).toBe(0);
   const [kind, greedy, stream, param, status, sampled] = JSON.parse(deno.stdout);
   expect(kind).toBe(engine.kind);
