@@ -34,6 +34,7 @@ import {
   queryBits,
   SCORE_EXP,
 } from "../kernels/int/attention.ts";
+import { gemvLut, inputPlanes, type LutSums } from "../kernels/int/gemv-lut.ts";
 import { mulS16, mulScale, multiples } from "../kernels/int/mul.ts";
 import { applyGain, gainTables, NORM_EXP, type NormPlan, normPlan, rmsnorm } from "../kernels/int/norm.ts";
 import { ropeHead } from "../kernels/int/rope.ts";
@@ -91,6 +92,13 @@ export interface IntModel {
   normWidth: NormPlan;
   normHead: NormPlan;
   s: Scratch;
+  /**
+   * The WebAssembly SIMD group sums (kernels/int/gemv-lut.ts), or null for the TypeScript kernels alone;
+   * set after `buildIntModel` by `useLut`. Either way the integers are the same.
+   */
+  lut: LutSums | null;
+  /** Byte address of each matrix's codes in `lut`'s memory: per layer q, k, v, o, gate, up, down; then the head. */
+  lutAt: Int32Array;
 }
 
 interface Scratch {
@@ -218,7 +226,25 @@ export function buildIntModel(w: Lut4Weights): IntModel {
       head: new Int32Array(sh.headDim),
       attn: attentionScratch(sh.maxPositions, sh.headDim),
     },
+    lut: null,
+    lutAt: new Int32Array(0),
   };
+}
+
+/** The matrices `lutAt` addresses, in its order: per layer q, k, v, o, gate, up, down; then the head. */
+export function lutMatrices(m: IntModel): PreparedMatrix[] {
+  const mats: PreparedMatrix[] = [];
+  for (const L of m.layers) {
+    mats.push(L.q, L.k, L.v, L.o, L.gate, L.up, L.down);
+  }
+  mats.push(m.head);
+  return mats;
+}
+
+/** Serves the projections through `lut` (its codes laid out at `at`, in `lutMatrices` order). */
+export function useLut(m: IntModel, lut: LutSums, at: Int32Array): void {
+  m.lut = lut;
+  m.lutAt = at;
 }
 
 /** A fresh state at position 0 (its RNG state is set by int-sampler.ts `seedRng`). */
@@ -308,15 +334,24 @@ export function step(m: IntModel, st: IntState, id: number): void {
     cacheAt = cacheAt + m.kvDim;
     expAt = expAt + m.kvHeads;
   }
+  const lut = m.lut;
+  let la = 0; // this layer's first entry in m.lutAt
   for (let l = 0; l < m.layers.length; l++) {
     const L = m.layers[l];
     // Attention block.
     rmsnorm(x, 0, RESIDUAL_EXP, m.normWidth, s.z, 0);
-    // q, k and v share one input: its pair tables cost 256 additions per two columns and save half the reads.
-    pairTables(s.z, 0, m.width, s.tab2, s.tabW);
-    gemvPairs(s.q, 0, L.q, s.tab2, NORM_EXP, ACC_EXP);
-    gemvPairs(s.k, 0, L.k, s.tab2, NORM_EXP, ACC_EXP);
-    gemvPairs(s.v, 0, L.v, s.tab2, NORM_EXP, ACC_EXP);
+    if (lut !== null) {
+      inputPlanes(s.z, 0, m.width, lut.mem8, lut.planesAt);
+      gemvLut(s.q, 0, L.q, lut, m.lutAt[la], NORM_EXP, ACC_EXP);
+      gemvLut(s.k, 0, L.k, lut, m.lutAt[la + 1], NORM_EXP, ACC_EXP);
+      gemvLut(s.v, 0, L.v, lut, m.lutAt[la + 2], NORM_EXP, ACC_EXP);
+    } else {
+      // q, k and v share one input: its pair tables cost 256 additions per two columns and save half the reads.
+      pairTables(s.z, 0, m.width, s.tab2, s.tabW);
+      gemvPairs(s.q, 0, L.q, s.tab2, NORM_EXP, ACC_EXP);
+      gemvPairs(s.k, 0, L.k, s.tab2, NORM_EXP, ACC_EXP);
+      gemvPairs(s.v, 0, L.v, s.tab2, NORM_EXP, ACC_EXP);
+    }
     let off = 0;
     for (let h = 0; h < m.heads; h++) {
       s.qExp[h] = normRope(m, s.q, off, ACC_EXP, L.qGain, L.qGainExp, ropeAt, m.qBits);
@@ -362,14 +397,25 @@ export function step(m: IntModel, st: IntState, id: number): void {
       }
     }
     const ea = quantize16(s.att, 0, m.qDim, ACC_EXP, s.a16, 0);
-    activationTables(s.a16, 0, m.qDim, s.tabQ);
-    gemv(s.proj, 0, L.o, s.tabQ, ea, RESIDUAL_EXP);
+    if (lut !== null) {
+      inputPlanes(s.a16, 0, m.qDim, lut.mem8, lut.planesAt);
+      gemvLut(s.proj, 0, L.o, lut, m.lutAt[la + 3], ea, RESIDUAL_EXP);
+    } else {
+      activationTables(s.a16, 0, m.qDim, s.tabQ);
+      gemv(s.proj, 0, L.o, s.tabQ, ea, RESIDUAL_EXP);
+    }
     for (let i = 0; i < m.width; i++) x[i] = satAdd(x[i], s.proj[i]);
     // MLP block.
     rmsnorm(x, 0, RESIDUAL_EXP, m.normWidth, s.z, 0);
-    pairTables(s.z, 0, m.width, s.tab2, s.tabW);
-    gemvPairs(s.gate, 0, L.gate, s.tab2, NORM_EXP, RESIDUAL_EXP);
-    gemvPairs(s.up, 0, L.up, s.tab2, NORM_EXP, ACC_EXP);
+    if (lut !== null) {
+      inputPlanes(s.z, 0, m.width, lut.mem8, lut.planesAt);
+      gemvLut(s.gate, 0, L.gate, lut, m.lutAt[la + 4], NORM_EXP, RESIDUAL_EXP);
+      gemvLut(s.up, 0, L.up, lut, m.lutAt[la + 5], NORM_EXP, ACC_EXP);
+    } else {
+      pairTables(s.z, 0, m.width, s.tab2, s.tabW);
+      gemvPairs(s.gate, 0, L.gate, s.tab2, NORM_EXP, RESIDUAL_EXP);
+      gemvPairs(s.up, 0, L.up, s.tab2, NORM_EXP, ACC_EXP);
+    }
     for (let i = 0; i < m.ffn; i++) s.gate[i] = silu(m.silu, s.gate[i]);
     const eg = quantize16(s.gate, 0, m.ffn, RESIDUAL_EXP, s.a16, 0);
     const eu = quantize16(s.up, 0, m.ffn, ACC_EXP, s.up16, 0);
@@ -378,9 +424,15 @@ export function step(m: IntModel, st: IntState, id: number): void {
       s.prod[i] = mulS16(s.mt, 0, s.up16[i]);
     }
     const ep = quantize16(s.prod, 0, m.ffn, eg + eu, s.a16, 0);
-    activationTables(s.a16, 0, m.ffn, s.tabF);
-    gemv(s.proj, 0, L.down, s.tabF, ep, RESIDUAL_EXP);
+    if (lut !== null) {
+      inputPlanes(s.a16, 0, m.ffn, lut.mem8, lut.planesAt);
+      gemvLut(s.proj, 0, L.down, lut, m.lutAt[la + 6], ep, RESIDUAL_EXP);
+    } else {
+      activationTables(s.a16, 0, m.ffn, s.tabF);
+      gemv(s.proj, 0, L.down, s.tabF, ep, RESIDUAL_EXP);
+    }
     for (let i = 0; i < m.width; i++) x[i] = satAdd(x[i], s.proj[i]);
+    la = la + 7;
   }
   rmsnorm(x, 0, RESIDUAL_EXP, m.normWidth, s.z, 0);
   let ez = NORM_EXP;
@@ -388,8 +440,13 @@ export function step(m: IntModel, st: IntState, id: number): void {
     applyGain(s.z, 0, m.width, m.finalGain, s.a16, 0);
     ez = quantize16(s.a16, 0, m.width, NORM_EXP + m.finalGainExp, s.z, 0);
   }
-  pairTables(s.z, 0, m.width, s.tab2, s.tabW);
-  gemvPairs(st.logits, 0, m.head, s.tab2, ez, LOGIT_EXP);
+  if (lut !== null) {
+    inputPlanes(s.z, 0, m.width, lut.mem8, lut.planesAt);
+    gemvLut(st.logits, 0, m.head, lut, m.lutAt[la], ez, LOGIT_EXP);
+  } else {
+    pairTables(s.z, 0, m.width, s.tab2, s.tabW);
+    gemvPairs(st.logits, 0, m.head, s.tab2, ez, LOGIT_EXP);
+  }
   st.tokens.push(id);
   st.pos = pos + 1;
 }

@@ -1,0 +1,97 @@
+// The WebAssembly SIMD projection (kernels/int/gemv-lut.ts on kernels/wasm/int-lut.ts) gives exactly
+// the integers of the TypeScript contract (kernels/int/gemv.ts): on every lut4 matrix of the default
+// model with random and extreme inputs, on random matrices whose rows saturate, and through the engine.
+import { expect, test } from "bun:test";
+import { defaultLut4 } from "./helpers/lut4-fixture.ts";
+import { readLut4 } from "../formats/lut4.ts";
+import { checked } from "../kernels/int/check.ts";
+import { activationTables, gemv, type LutMatrix, prepareMatrix } from "../kernels/int/gemv.ts";
+import { gemvLut, inputPlanes } from "../kernels/int/gemv-lut.ts";
+import { createLutSums } from "../kernels/wasm/int-lut.ts";
+import { evalWindows, loadBrown } from "../model/corpus.ts";
+import { createRng } from "../model/random.ts";
+import { intEngineFromFile } from "../serve/int-engine.ts";
+import { buildIntModel, lutMatrices } from "../serve/int-forward.ts";
+
+const rng = createRng(11);
+
+/** Both kernels on one input; returns [typescript, wasm] outputs. */
+function both(mat: LutMatrix, x: Int32Array, xExp: number, outExp: number): [number[], number[]] {
+  const prepared = prepareMatrix(mat);
+  const made = createLutSums([prepared])!;
+  const tab = new Int32Array(mat.cols << 4);
+  activationTables(x, 0, mat.cols, tab);
+  const want = new Int32Array(mat.rows);
+  gemv(want, 0, prepared, tab, xExp, outExp);
+  inputPlanes(x, 0, mat.cols, made.lut.mem8, made.lut.planesAt);
+  const got = new Int32Array(mat.rows);
+  gemvLut(got, 0, prepared, made.lut, made.at[0], xExp, outExp);
+  return [Array.from(want), Array.from(got)];
+}
+
+const inputs = (cols: number) => [
+  Int32Array.from({ length: cols }, () => rng.int(65535) - 32767),
+  new Int32Array(cols).fill(32767),
+  new Int32Array(cols).fill(-32767),
+  Int32Array.from({ length: cols }, (_, i) => (i & 1 ? 32767 : -32767)),
+];
+
+test("gemvLut equals gemv on every lut4 matrix of the default model", async () => {
+  const file = await readLut4(await defaultLut4());
+  const model = buildIntModel(file.weights);
+  const mats = lutMatrices(model);
+  expect(mats.length).toBe(file.weights.layers.length * 7 + 1);
+  let compared = 0;
+  for (const mat of mats) {
+    for (const x of inputs(mat.cols)) {
+      for (const [xExp, outExp] of [[-15, -16], [-10, -24], [0, -16]]) {
+        const [want, got] = both(mat, x, xExp, outExp);
+        expect(got).toEqual(want);
+        compared += want.length;
+      }
+    }
+  }
+  expect(compared).toBeGreaterThan(10000);
+});
+
+test("gemvLut equals gemv on random matrices, rows not a multiple of 16, saturating accumulators", () => {
+  let saturated = 0;
+  for (const [rows, cols, expBase] of [[1, 32, -8], [17, 64, -3], [40, 256, 4], [33, 128, 12]]) {
+    const mat: LutMatrix = {
+      name: `random ${rows}x${cols}`,
+      rows,
+      cols,
+      expBase,
+      nibbles: Uint8Array.from({ length: (rows * cols) / 2 }, () => rng.int(256)),
+      scales: Uint8Array.from({ length: (rows * cols) / 32 }, () => rng.int(256)),
+    };
+    for (const x of inputs(cols)) {
+      for (const [xExp, outExp] of [[-15, -16], [0, -24], [6, -30], [-20, 3]]) {
+        const [want, got] = both(mat, x, xExp, outExp);
+        expect(got).toEqual(want);
+        saturated += want.filter((v) => v === 2147483647 || v === -2147483648).length;
+      }
+    }
+  }
+  expect(saturated).toBeGreaterThan(0); // the saturating path was exercised, and agreed
+});
+
+test(
+  "the engine on SIMD and on TypeScript kernels: identical logits on held-out windows, checked mode",
+  async () => {
+    const file = await readLut4(await defaultLut4());
+    const simd = intEngineFromFile(file), plain = intEngineFromFile(file, { simd: false });
+    const { heldOut } = await loadBrown();
+    checked.on = true;
+    try {
+      for (const w of evalWindows(heldOut, 2, 128)) {
+        const a = await simd.start().feed([256, ...w], "all");
+        const b = await plain.start().feed([256, ...w], "all");
+        expect(Buffer.from(a.buffer).equals(Buffer.from(b.buffer))).toBe(true);
+      }
+    } finally {
+      checked.on = false;
+    }
+  },
+  120_000,
+);
