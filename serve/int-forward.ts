@@ -123,6 +123,8 @@ interface Scratch {
   rope: Int32Array;
   head: Int32Array;
   attn: ReturnType<typeof attentionScratch>;
+  /** One attention context, pointed at each layer's cache in turn (no allocation per token). */
+  ctx: AttentionContext;
 }
 
 /** A conversation's state: position, tokens, the 12-bit KV cache, pending logits and the sampler's RNG. */
@@ -175,6 +177,8 @@ export function buildIntModel(w: Lut4Weights): IntModel {
       kGainExp: l.kGain.exp,
     });
   }
+  const exp = prepareTable(w.exp, 0);
+  const attn = attentionScratch(sh.maxPositions, sh.headDim);
   const widest = qDim > sh.ffn ? qDim : sh.ffn;
   const wider = widest > sh.width ? widest : sh.width;
   return {
@@ -197,7 +201,7 @@ export function buildIntModel(w: Lut4Weights): IntModel {
     finalGain: w.finalGain ? gainTables(w.finalGain.values) : null,
     finalGainExp: w.finalGain ? w.finalGain.exp : 0,
     layers,
-    exp: prepareTable(w.exp, 0),
+    exp,
     silu: prepareTable(w.silu, w.siluHalf),
     ropeCos: w.ropeCos,
     ropeSin: w.ropeSin,
@@ -224,7 +228,18 @@ export function buildIntModel(w: Lut4Weights): IntModel {
       mt: new Int32Array(32),
       rope: new Int32Array(64),
       head: new Int32Array(sh.headDim),
-      attn: attentionScratch(sh.maxPositions, sh.headDim),
+      attn,
+      ctx: {
+        headDim: sh.headDim,
+        kvHeads: sh.kvHeads,
+        kvDim,
+        keys: new Int16Array(0),
+        keyExp: new Int16Array(0),
+        values: new Int16Array(0),
+        valueExp: new Int16Array(0),
+        exp,
+        s: attn,
+      },
     },
     lut: null,
     lutAt: new Int32Array(0),
@@ -371,17 +386,11 @@ export function step(m: IntModel, st: IntState, id: number): void {
       st.valueExp[l][expAt + h] = ev;
       off = off + m.headDim;
     }
-    const ctx: AttentionContext = {
-      headDim: m.headDim,
-      kvHeads: m.kvHeads,
-      kvDim: m.kvDim,
-      keys,
-      keyExp: st.keyExp[l],
-      values,
-      valueExp: st.valueExp[l],
-      exp: m.exp,
-      s: s.attn,
-    };
+    const ctx = s.ctx;
+    ctx.keys = keys;
+    ctx.keyExp = st.keyExp[l];
+    ctx.values = values;
+    ctx.valueExp = st.valueExp[l];
     // The q heads of each kv head, two at a time (GQA): keys and values are read once per pair.
     off = 0;
     let h = 0;
