@@ -3,6 +3,8 @@
 // `%`, `**` and their compound assignments; `Math.*`; non-integer numeric literals (and NaN, Infinity);
 // float typed arrays; float DataView access; and calls into code outside the audited set except the
 // allow-list (allocation and errors). It prints the per-function counts and the list of functions.
+// The WebAssembly the engine instantiates is audited by opcode: integer multiply, divide, remainder,
+// every float opcode and every opcode not classified in LUT_OPCODES fail; per-function counts printed.
 //
 // What it proves: those constructs are absent from the source of the audited functions. What it does
 // not: it says nothing about the JavaScript engine's machine code (a JIT may use a multiplier for
