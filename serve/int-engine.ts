@@ -78,7 +78,7 @@ export function sessionShape(file: Lut4File): SessionShape {
 export function intEngineFromFile(file: Lut4File, opts: { simd?: boolean } = {}): Engine {
   const model = buildIntModel(file.weights);
   if (opts.simd !== false) {
-    const made = createLutSums(lutMatrices(model));
+    const made = createLutSums(lutMatrices(model), model.digitBytes, 4 * model.headDim);
     if (made) useLut(model, made.lut, made.at);
   }
   const shape = sessionShape(file);

@@ -99,6 +99,16 @@ export interface IntModel {
   lut: LutSums | null;
   /** Byte address of each matrix's codes in `lut`'s memory: per layer q, k, v, o, gate, up, down; then the head. */
   lutAt: Int32Array;
+  /**
+   * The keys' digit planes in `lut`'s memory (kernels/int/gemv-lut.ts `LutSums.digitsAt`), for the SIMD
+   * scores: bytes of one 16-position block, of one kv head, of one layer, of all; and the state they
+   * were written for (another state's step rewrites them from its cache first).
+   */
+  digitsBlock: number;
+  digitsHeadStride: number;
+  digitsLayerStride: number;
+  digitBytes: number;
+  digitOwner: IntState | null;
 }
 
 interface Scratch {
@@ -179,6 +189,13 @@ export function buildIntModel(w: Lut4Weights): IntModel {
   }
   const exp = prepareTable(w.exp, 0);
   const attn = attentionScratch(sh.maxPositions, sh.headDim);
+  const digitsBlock = (sh.headDim << 5) + (sh.headDim << 4);
+  let digitsHeadStride = 0;
+  for (let p = 0; p < sh.maxPositions; p = p + 16) digitsHeadStride = digitsHeadStride + digitsBlock;
+  let digitsLayerStride = 0;
+  for (let h = 0; h < sh.kvHeads; h++) digitsLayerStride = digitsLayerStride + digitsHeadStride;
+  let digitBytes = 0;
+  for (let l = 0; l < w.layers.length; l++) digitBytes = digitBytes + digitsLayerStride;
   const widest = qDim > sh.ffn ? qDim : sh.ffn;
   const wider = widest > sh.width ? widest : sh.width;
   return {
@@ -239,10 +256,18 @@ export function buildIntModel(w: Lut4Weights): IntModel {
         valueExp: new Int16Array(0),
         exp,
         s: attn,
+        lut: null,
+        digitsAt: 0,
+        digitsHeadStride,
       },
     },
     lut: null,
     lutAt: new Int32Array(0),
+    digitsBlock,
+    digitsHeadStride,
+    digitsLayerStride,
+    digitBytes,
+    digitOwner: null,
   };
 }
 
@@ -260,6 +285,47 @@ export function lutMatrices(m: IntModel): PreparedMatrix[] {
 export function useLut(m: IntModel, lut: LutSums, at: Int32Array): void {
   m.lut = lut;
   m.lutAt = at;
+  m.digitOwner = null;
+}
+
+/** Writes the three base-16 digits of `head_dim` cached key values at byte `at` (one position's lane). */
+function writeDigits(m: IntModel, mem8: Uint8Array, at: number, keys: Int16Array, from: number): void {
+  const plane = m.headDim << 4;
+  let p = at;
+  for (let i = from; i < from + m.headDim; i++) {
+    const k = keys[i];
+    mem8[p] = k & 15;
+    mem8[p + plane] = (k >> 4) & 15;
+    mem8[p + plane + plane] = (k >> 8) & 15;
+    p = p + 16;
+  }
+}
+
+/** Rewrites every layer's key digit planes from `st`'s cache (positions before `st.pos`). */
+function fillDigits(m: IntModel, lut: LutSums, st: IntState): void {
+  let layerAt = lut.digitsAt;
+  for (let l = 0; l < m.layers.length; l++) {
+    let cacheAt = 0;
+    let blockAt = 0;
+    let lane = 0;
+    for (let p = 0; p < st.pos; p++) {
+      let headAt = layerAt;
+      let off = 0;
+      for (let h = 0; h < m.kvHeads; h++) {
+        writeDigits(m, lut.mem8, headAt + blockAt + lane, st.keys[l], cacheAt + off);
+        headAt = headAt + m.digitsHeadStride;
+        off = off + m.headDim;
+      }
+      cacheAt = cacheAt + m.kvDim;
+      lane = lane + 1;
+      if (lane === 16) {
+        lane = 0;
+        blockAt = blockAt + m.digitsBlock;
+      }
+    }
+    layerAt = layerAt + m.digitsLayerStride;
+  }
+  m.digitOwner = st;
 }
 
 /** A fresh state at position 0 (its RNG state is set by int-sampler.ts `seedRng`). */
@@ -351,6 +417,16 @@ export function step(m: IntModel, st: IntState, id: number): void {
   }
   const lut = m.lut;
   let la = 0; // this layer's first entry in m.lutAt
+  // SIMD scores need the keys' digit planes; they hold the last stepped state's cache.
+  const digits = lut !== null && m.digitBytes > 0 && m.headDim <= 128;
+  let digitsAt = 0; // this layer's digit planes
+  let laneAt = 0; // this position's lane in its block
+  if (digits) {
+    if (m.digitOwner !== st) fillDigits(m, lut, st);
+    digitsAt = lut.digitsAt;
+    laneAt = pos & 15;
+    for (let p = 16; p <= pos; p = p + 16) laneAt = laneAt + m.digitsBlock;
+  }
   for (let l = 0; l < m.layers.length; l++) {
     const L = m.layers[l];
     // Attention block.
@@ -375,6 +451,7 @@ export function step(m: IntModel, st: IntState, id: number): void {
     const keys = st.keys[l];
     const values = st.values[l];
     off = 0;
+    let headDigits = 0;
     for (let h = 0; h < m.kvHeads; h++) {
       const ek = normRope(m, s.k, off, ACC_EXP, L.kGain, L.kGainExp, ropeAt, CACHE_BITS);
       const ev = quantizeBits(s.v, off, m.headDim, ACC_EXP, s.v, off, CACHE_BITS);
@@ -382,6 +459,8 @@ export function step(m: IntModel, st: IntState, id: number): void {
         keys[cacheAt + off + i] = s.k[off + i];
         values[cacheAt + off + i] = s.v[off + i];
       }
+      if (digits) writeDigits(m, lut.mem8, digitsAt + headDigits + laneAt, keys, cacheAt + off);
+      headDigits = headDigits + m.digitsHeadStride;
       st.keyExp[l][expAt + h] = ek;
       st.valueExp[l][expAt + h] = ev;
       off = off + m.headDim;
@@ -391,6 +470,8 @@ export function step(m: IntModel, st: IntState, id: number): void {
     ctx.keyExp = st.keyExp[l];
     ctx.values = values;
     ctx.valueExp = st.valueExp[l];
+    ctx.lut = digits ? lut : null;
+    ctx.digitsAt = digitsAt;
     // The q heads of each kv head, two at a time (GQA): keys and values are read once per pair.
     off = 0;
     let h = 0;
@@ -442,6 +523,7 @@ export function step(m: IntModel, st: IntState, id: number): void {
     }
     for (let i = 0; i < m.width; i++) x[i] = satAdd(x[i], s.proj[i]);
     la = la + 7;
+    digitsAt = digitsAt + m.digitsLayerStride;
   }
   rmsnorm(x, 0, RESIDUAL_EXP, m.normWidth, s.z, 0);
   let ez = NORM_EXP;

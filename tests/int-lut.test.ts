@@ -95,3 +95,30 @@ test(
   },
   120_000,
 );
+
+test(
+  "SIMD scores keep the keys' digit planes per state: interleaved and restored sessions match the TypeScript engine",
+  async () => {
+    const file = await readLut4(await defaultLut4());
+    const simd = intEngineFromFile(file), plain = intEngineFromFile(file, { simd: false });
+    const { heldOut } = await loadBrown();
+    const [w1, w2] = evalWindows(heldOut, 2, 40);
+    const a = simd.start(), b = simd.start(), ref1 = plain.start(), ref2 = plain.start();
+    const same = (x: Float32Array, y: Float32Array) => Buffer.from(x.buffer).equals(Buffer.from(y.buffer));
+    for (let i = 0; i < 40; i++) {
+      // a and b take turns on one engine (one digit-plane area), so each step follows the other state's.
+      expect(same(await a.feed([w1[i]], "last"), await ref1.feed([w1[i]], "last"))).toBe(true);
+      expect(same(await b.feed([w2[i]], "last"), await ref2.feed([w2[i]], "last"))).toBe(true);
+    }
+    // A session restored mid-way continues exactly, on a fresh SIMD engine and on the same one.
+    const saved = a.save!();
+    for (const engine of [intEngineFromFile(file), simd]) {
+      const r = engine.restore(saved);
+      const ref = plain.restore(saved);
+      for (const id of w2.slice(0, 20)) {
+        expect(same(await r.feed([id], "last"), await ref.feed([id], "last"))).toBe(true);
+      }
+    }
+  },
+  120_000,
+);

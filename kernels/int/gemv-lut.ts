@@ -31,6 +31,12 @@ export interface LutSums {
   /** Byte address of the group sums, and the same as an int32 index. */
   sumsAt: number;
   sumsIndex: number;
+  /**
+   * Byte address of the keys' digit planes (serve/int-forward.ts keeps them; kernels/int/attention.ts
+   * reads them): per layer, per kv head, per block of 16 positions, per digit (low, middle, top), per
+   * head dimension, the 16 positions' digits in 16 bytes.
+   */
+  digitsAt: number;
 }
 
 /**

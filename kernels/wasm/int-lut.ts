@@ -46,11 +46,16 @@ export function layoutCodes(m: LutMatrix, mem: Uint8Array, at: number): void {
 }
 
 /**
- * An instance holding `mats`' codes, with room for the planes of the widest input and one block's sums;
+ * An instance holding `mats`' codes, with room for the planes of the widest input, one block's sums and
+ * `digitBytes` of key digit planes (kernels/int/gemv-lut.ts `LutSums.digitsAt`);
  * `at[i]` is the byte address of `mats[i]`'s codes. Null where the runtime lacks WebAssembly SIMD (the
  * engine then runs kernels/int/gemv.ts alone).
  */
-export function createLutSums(mats: LutMatrix[]): { lut: LutSums; at: Int32Array } | null {
+export function createLutSums(
+  mats: LutMatrix[],
+  digitBytes = 0,
+  minPlaneCols = 0,
+): { lut: LutSums; at: Int32Array } | null {
   if (typeof WebAssembly === "undefined") return null;
   let widest = 0;
   let groupsMax = 0;
@@ -59,15 +64,18 @@ export function createLutSums(mats: LutMatrix[]): { lut: LutSums; at: Int32Array
     widest = Math.max(widest, m.cols);
     groupsMax = Math.max(groupsMax, m.cols / 32);
   }
+  // Attention reuses the planes and sums areas: four tables of head_dim columns, six blocks of sums.
   const planesAt = 0;
-  const sumsAt = planesAt + widest * 48;
-  let next = sumsAt + groupsMax * 64;
+  const sumsAt = planesAt + Math.max(widest, minPlaneCols) * 48;
+  let next = sumsAt + Math.max(groupsMax, 6) * 64;
   const at = new Int32Array(mats.length);
   mats.forEach((m, i) => {
     next = Math.ceil(next / 16) * 16;
     at[i] = next;
     next += codeBytes(m);
   });
+  const digitsAt = Math.ceil(next / 16) * 16;
+  next = digitsAt + digitBytes;
   const pages = Math.ceil(next / PAGE);
   const bytes = assemble({ pages, functions: INT_LUT_FUNCTIONS });
   if (!WebAssembly.validate(bytes)) return null;
@@ -85,6 +93,7 @@ export function createLutSums(mats: LutMatrix[]): { lut: LutSums; at: Int32Array
       planesAt,
       sumsAt,
       sumsIndex: sumsAt >> 2,
+      digitsAt,
     },
     at,
   };
