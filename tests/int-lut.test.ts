@@ -8,6 +8,10 @@ import { checked } from "../kernels/int/check.ts";
 import { activationTables, gemv, type LutMatrix, prepareMatrix } from "../kernels/int/gemv.ts";
 import { gemvLut, inputPlanes } from "../kernels/int/gemv-lut.ts";
 import { createLutSums } from "../kernels/wasm/int-lut.ts";
+import { attendGroup, type AttentionContext, attentionScratch } from "../kernels/int/attention.ts";
+import { prepareTable } from "../kernels/int/tables.ts";
+import { makeTables } from "../formats/lut4-quantize.ts";
+import { PRESETS } from "../model/config.ts";
 import { evalWindows, loadBrown } from "../model/corpus.ts";
 import { createRng } from "../model/random.ts";
 import { intEngineFromFile } from "../serve/int-engine.ts";
@@ -122,3 +126,70 @@ test(
   },
   120_000,
 );
+
+test("SIMD scores equal the digit-table loop at the extremes: |q| = 32767, keys ±2047, 1 to 200 positions", () => {
+  const hd = 32, kvHeads = 2, kvDim = 64, cap = 208;
+  const exp = prepareTable(makeTables(PRESETS.default).exp, 0);
+  const made = createLutSums([], kvHeads * 48 * hd * (cap / 16), 4 * hd)!;
+  const headStride = 48 * hd * (cap / 16);
+  for (
+    const [n, fill] of [[1, "random"], [17, "max"], [200, "random"], [64, "min"], [33, "mixed"]] as const
+  ) {
+    const val = () =>
+      fill === "max"
+        ? 2047
+        : fill === "min"
+        ? -2047
+        : fill === "mixed"
+        ? (rng.int(2) ? 2047 : -2047)
+        : rng.int(4095) - 2047;
+    const keys = Int16Array.from({ length: cap * kvDim }, val);
+    const values = Int16Array.from({ length: cap * kvDim }, val);
+    const keyExp = Int16Array.from({ length: cap * kvHeads }, () => -10 - rng.int(4));
+    const valueExp = Int16Array.from({ length: cap * kvHeads }, () => -10 - rng.int(4));
+    // The digit planes in the documented layout: [kv head][block of 16][digit][dimension][16 positions].
+    for (let p = 0; p < cap; p++) {
+      for (let h = 0; h < kvHeads; h++) {
+        for (let i = 0; i < hd; i++) {
+          const k = keys[p * kvDim + h * hd + i];
+          const at = made.lut.digitsAt + h * headStride + (p >> 4) * 48 * hd + i * 16 + (p & 15);
+          made.lut.mem8[at] = k & 15;
+          made.lut.mem8[at + 16 * hd] = (k >> 4) & 15;
+          made.lut.mem8[at + 32 * hd] = (k >> 8) & 15;
+        }
+      }
+    }
+    const q = Int32Array.from(
+      { length: 2 * hd },
+      () => (fill === "random" ? rng.int(65535) - 32767 : fill === "min" ? -32767 : 32767),
+    );
+    const outs = [null, made.lut].map((lut) => {
+      const ctx: AttentionContext = {
+        headDim: hd,
+        kvHeads,
+        kvDim,
+        keys,
+        keyExp,
+        values,
+        valueExp,
+        exp,
+        s: attentionScratch(cap, hd),
+        lut,
+        digitsAt: made.lut.digitsAt,
+        digitsHeadStride: headStride,
+      };
+      const got: number[][] = [];
+      for (const kvHead of [0, 1]) {
+        const out = new Int32Array(2 * hd);
+        attendGroup(ctx, q, 0, -15, -14, true, kvHead, n, out, 0);
+        got.push(
+          Array.from(out),
+          Array.from(ctx.s.scores0.subarray(0, n)),
+          Array.from(ctx.s.scores1.subarray(0, n)),
+        );
+      }
+      return got;
+    });
+    expect(outs[1]).toEqual(outs[0]);
+  }
+});
