@@ -20,10 +20,24 @@ import { FormatError } from "../model/error.ts";
 import type { FormatDescriptor } from "../formats/format.ts";
 import { type Lut4File, readLut4 } from "../formats/lut4.ts";
 import { decodeSession, encodeSession, type SessionShape } from "../formats/session.ts";
-import { buildIntModel, type IntModel, type IntState, LOGIT_EXP, newState, step } from "./int-forward.ts";
+import { createLutSums } from "../kernels/wasm/int-lut.ts";
+import {
+  buildIntModel,
+  type IntModel,
+  type IntState,
+  LOGIT_EXP,
+  lutMatrices,
+  newState,
+  step,
+  useLut,
+} from "./int-forward.ts";
 import { type IntSampling, sample, samplerScratch, seedRng } from "./int-sampler.ts";
 
 const LOGIT_SCALE = 2 ** LOGIT_EXP;
+/** What `feed(…, "none")` returns: shared, so the serving path allocates nothing per token. */
+const NO_LOGITS = new Float32Array(0);
+/** Greedy in fixed point, the options of a plain `pick()`: made once, not per token. */
+const GREEDY: IntSampling = { tempQ16: 0, topK: 0, minPQ16: 0, topPQ16: 65536 };
 
 /** Sampling options in the sampler's fixed point; refuses values it cannot represent. */
 export function toIntSampling(o: SamplingOptions = {}): IntSampling {
@@ -57,9 +71,16 @@ export function sessionShape(file: Lut4File): SessionShape {
   };
 }
 
-/** Builds the integer engine from a read lut4 file. */
-export function intEngineFromFile(file: Lut4File): Engine {
+/**
+ * Builds the integer engine from a read lut4 file. Its projections run on WebAssembly SIMD where the
+ * runtime has it (`simd: false` forces the TypeScript kernels); the integers are the same either way.
+ */
+export function intEngineFromFile(file: Lut4File, opts: { simd?: boolean } = {}): Engine {
   const model = buildIntModel(file.weights);
+  if (opts.simd !== false) {
+    const made = createLutSums(lutMatrices(model), model.digitBytes, 4 * model.headDim);
+    if (made) useLut(model, made.lut, made.at);
+  }
   const shape = sessionShape(file);
   const scratch = samplerScratch(model.vocab, model.exp);
   const session = (st: IntState): EngineSession => ({
@@ -75,7 +96,7 @@ export function intEngineFromFile(file: Lut4File): Engine {
     },
     pick(options?: SamplingOptions): number {
       if (st.pos === 0) throw new Error("pick: nothing fed yet, so there are no logits to pick from");
-      return sample(st.logits, toIntSampling(options), st.rng, scratch);
+      return sample(st.logits, options === undefined ? GREEDY : toIntSampling(options), st.rng, scratch);
     },
     seed(seed: number): void {
       if (!Number.isSafeInteger(seed)) throw new RangeError(`seed ${seed}: expected a safe integer`);
@@ -158,12 +179,17 @@ function feed(m: IntModel, st: IntState, tokens: readonly number[], wanted: Logi
       `context full: ${st.pos} + ${tokens.length} positions exceed the model's ${m.maxPositions}`,
     );
   }
-  const all = wanted === "all" ? new Float32Array(tokens.length * m.vocab) : undefined;
+  if (wanted !== "all") {
+    // The serving path: step only; floats are made for a caller that asked for them.
+    for (let t = 0; t < tokens.length; t++) step(m, st, tokens[t]);
+    if (wanted === "none" || tokens.length === 0) return NO_LOGITS;
+    return Float32Array.from(st.logits, (v) => v * LOGIT_SCALE);
+  }
+  const all = new Float32Array(tokens.length * m.vocab);
   tokens.forEach((id, t) => {
     step(m, st, id);
-    if (all) { for (let i = 0; i < m.vocab; i++) all[t * m.vocab + i] = st.logits[i] * LOGIT_SCALE; }
+    for (let i = 0; i < m.vocab; i++) all[t * m.vocab + i] = st.logits[i] * LOGIT_SCALE;
   });
-  if (all) return all;
-  if (wanted === "none" || tokens.length === 0) return new Float32Array(0);
+  return all;
   return Float32Array.from(st.logits, (v) => v * LOGIT_SCALE);
 }

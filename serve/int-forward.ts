@@ -34,6 +34,7 @@ import {
   queryBits,
   SCORE_EXP,
 } from "../kernels/int/attention.ts";
+import { gemvLut, inputPlanes, type LutSums } from "../kernels/int/gemv-lut.ts";
 import { mulS16, mulScale, multiples } from "../kernels/int/mul.ts";
 import { applyGain, gainTables, NORM_EXP, type NormPlan, normPlan, rmsnorm } from "../kernels/int/norm.ts";
 import { ropeHead } from "../kernels/int/rope.ts";
@@ -91,6 +92,23 @@ export interface IntModel {
   normWidth: NormPlan;
   normHead: NormPlan;
   s: Scratch;
+  /**
+   * The WebAssembly SIMD group sums (kernels/int/gemv-lut.ts), or null for the TypeScript kernels alone;
+   * set after `buildIntModel` by `useLut`. Either way the integers are the same.
+   */
+  lut: LutSums | null;
+  /** Byte address of each matrix's codes in `lut`'s memory: per layer q, k, v, o, gate, up, down; then the head. */
+  lutAt: Int32Array;
+  /**
+   * The keys' digit planes in `lut`'s memory (kernels/int/gemv-lut.ts `LutSums.digitsAt`), for the SIMD
+   * scores: bytes of one 16-position block, of one kv head, of one layer, of all; and the state they
+   * were written for (another state's step rewrites them from its cache first).
+   */
+  digitsBlock: number;
+  digitsHeadStride: number;
+  digitsLayerStride: number;
+  digitBytes: number;
+  digitOwner: IntState | null;
 }
 
 interface Scratch {
@@ -115,6 +133,8 @@ interface Scratch {
   rope: Int32Array;
   head: Int32Array;
   attn: ReturnType<typeof attentionScratch>;
+  /** One attention context, pointed at each layer's cache in turn (no allocation per token). */
+  ctx: AttentionContext;
 }
 
 /** A conversation's state: position, tokens, the 12-bit KV cache, pending logits and the sampler's RNG. */
@@ -167,6 +187,15 @@ export function buildIntModel(w: Lut4Weights): IntModel {
       kGainExp: l.kGain.exp,
     });
   }
+  const exp = prepareTable(w.exp, 0);
+  const attn = attentionScratch(sh.maxPositions, sh.headDim);
+  const digitsBlock = (sh.headDim << 5) + (sh.headDim << 4);
+  let digitsHeadStride = 0;
+  for (let p = 0; p < sh.maxPositions; p = p + 16) digitsHeadStride = digitsHeadStride + digitsBlock;
+  let digitsLayerStride = 0;
+  for (let h = 0; h < sh.kvHeads; h++) digitsLayerStride = digitsLayerStride + digitsHeadStride;
+  let digitBytes = 0;
+  for (let l = 0; l < w.layers.length; l++) digitBytes = digitBytes + digitsLayerStride;
   const widest = qDim > sh.ffn ? qDim : sh.ffn;
   const wider = widest > sh.width ? widest : sh.width;
   return {
@@ -189,7 +218,7 @@ export function buildIntModel(w: Lut4Weights): IntModel {
     finalGain: w.finalGain ? gainTables(w.finalGain.values) : null,
     finalGainExp: w.finalGain ? w.finalGain.exp : 0,
     layers,
-    exp: prepareTable(w.exp, 0),
+    exp,
     silu: prepareTable(w.silu, w.siluHalf),
     ropeCos: w.ropeCos,
     ropeSin: w.ropeSin,
@@ -216,9 +245,87 @@ export function buildIntModel(w: Lut4Weights): IntModel {
       mt: new Int32Array(32),
       rope: new Int32Array(64),
       head: new Int32Array(sh.headDim),
-      attn: attentionScratch(sh.maxPositions, sh.headDim),
+      attn,
+      ctx: {
+        headDim: sh.headDim,
+        kvHeads: sh.kvHeads,
+        kvDim,
+        keys: new Int16Array(0),
+        keyExp: new Int16Array(0),
+        values: new Int16Array(0),
+        valueExp: new Int16Array(0),
+        exp,
+        s: attn,
+        lut: null,
+        digitsAt: 0,
+        digitsHeadStride,
+      },
     },
+    lut: null,
+    lutAt: new Int32Array(0),
+    digitsBlock,
+    digitsHeadStride,
+    digitsLayerStride,
+    digitBytes,
+    digitOwner: null,
   };
+}
+
+/** The matrices `lutAt` addresses, in its order: per layer q, k, v, o, gate, up, down; then the head. */
+export function lutMatrices(m: IntModel): PreparedMatrix[] {
+  const mats: PreparedMatrix[] = [];
+  for (const L of m.layers) {
+    mats.push(L.q, L.k, L.v, L.o, L.gate, L.up, L.down);
+  }
+  mats.push(m.head);
+  return mats;
+}
+
+/** Serves the projections through `lut` (its codes laid out at `at`, in `lutMatrices` order). */
+export function useLut(m: IntModel, lut: LutSums, at: Int32Array): void {
+  m.lut = lut;
+  m.lutAt = at;
+  m.digitOwner = null;
+}
+
+/** Writes the three base-16 digits of `head_dim` cached key values at byte `at` (one position's lane). */
+function writeDigits(m: IntModel, mem8: Uint8Array, at: number, keys: Int16Array, from: number): void {
+  const plane = m.headDim << 4;
+  let p = at;
+  for (let i = from; i < from + m.headDim; i++) {
+    const k = keys[i];
+    mem8[p] = k & 15;
+    mem8[p + plane] = (k >> 4) & 15;
+    mem8[p + plane + plane] = (k >> 8) & 15;
+    p = p + 16;
+  }
+}
+
+/** Rewrites every layer's key digit planes from `st`'s cache (positions before `st.pos`). */
+function fillDigits(m: IntModel, lut: LutSums, st: IntState): void {
+  let layerAt = lut.digitsAt;
+  for (let l = 0; l < m.layers.length; l++) {
+    let cacheAt = 0;
+    let blockAt = 0;
+    let lane = 0;
+    for (let p = 0; p < st.pos; p++) {
+      let headAt = layerAt;
+      let off = 0;
+      for (let h = 0; h < m.kvHeads; h++) {
+        writeDigits(m, lut.mem8, headAt + blockAt + lane, st.keys[l], cacheAt + off);
+        headAt = headAt + m.digitsHeadStride;
+        off = off + m.headDim;
+      }
+      cacheAt = cacheAt + m.kvDim;
+      lane = lane + 1;
+      if (lane === 16) {
+        lane = 0;
+        blockAt = blockAt + m.digitsBlock;
+      }
+    }
+    layerAt = layerAt + m.digitsLayerStride;
+  }
+  m.digitOwner = st;
 }
 
 /** A fresh state at position 0 (its RNG state is set by int-sampler.ts `seedRng`). */
@@ -308,15 +415,34 @@ export function step(m: IntModel, st: IntState, id: number): void {
     cacheAt = cacheAt + m.kvDim;
     expAt = expAt + m.kvHeads;
   }
+  const lut = m.lut;
+  let la = 0; // this layer's first entry in m.lutAt
+  // SIMD scores need the keys' digit planes; they hold the last stepped state's cache.
+  const digits = lut !== null && m.digitBytes > 0 && m.headDim <= 128;
+  let digitsAt = 0; // this layer's digit planes
+  let laneAt = 0; // this position's lane in its block
+  if (digits) {
+    if (m.digitOwner !== st) fillDigits(m, lut, st);
+    digitsAt = lut.digitsAt;
+    laneAt = pos & 15;
+    for (let p = 16; p <= pos; p = p + 16) laneAt = laneAt + m.digitsBlock;
+  }
   for (let l = 0; l < m.layers.length; l++) {
     const L = m.layers[l];
     // Attention block.
     rmsnorm(x, 0, RESIDUAL_EXP, m.normWidth, s.z, 0);
-    // q, k and v share one input: its pair tables cost 256 additions per two columns and save half the reads.
-    pairTables(s.z, 0, m.width, s.tab2, s.tabW);
-    gemvPairs(s.q, 0, L.q, s.tab2, NORM_EXP, ACC_EXP);
-    gemvPairs(s.k, 0, L.k, s.tab2, NORM_EXP, ACC_EXP);
-    gemvPairs(s.v, 0, L.v, s.tab2, NORM_EXP, ACC_EXP);
+    if (lut !== null) {
+      inputPlanes(s.z, 0, m.width, lut.mem8, lut.planesAt);
+      gemvLut(s.q, 0, L.q, lut, m.lutAt[la], NORM_EXP, ACC_EXP);
+      gemvLut(s.k, 0, L.k, lut, m.lutAt[la + 1], NORM_EXP, ACC_EXP);
+      gemvLut(s.v, 0, L.v, lut, m.lutAt[la + 2], NORM_EXP, ACC_EXP);
+    } else {
+      // q, k and v share one input: its pair tables cost 256 additions per two columns and save half the reads.
+      pairTables(s.z, 0, m.width, s.tab2, s.tabW);
+      gemvPairs(s.q, 0, L.q, s.tab2, NORM_EXP, ACC_EXP);
+      gemvPairs(s.k, 0, L.k, s.tab2, NORM_EXP, ACC_EXP);
+      gemvPairs(s.v, 0, L.v, s.tab2, NORM_EXP, ACC_EXP);
+    }
     let off = 0;
     for (let h = 0; h < m.heads; h++) {
       s.qExp[h] = normRope(m, s.q, off, ACC_EXP, L.qGain, L.qGainExp, ropeAt, m.qBits);
@@ -325,6 +451,7 @@ export function step(m: IntModel, st: IntState, id: number): void {
     const keys = st.keys[l];
     const values = st.values[l];
     off = 0;
+    let headDigits = 0;
     for (let h = 0; h < m.kvHeads; h++) {
       const ek = normRope(m, s.k, off, ACC_EXP, L.kGain, L.kGainExp, ropeAt, CACHE_BITS);
       const ev = quantizeBits(s.v, off, m.headDim, ACC_EXP, s.v, off, CACHE_BITS);
@@ -332,21 +459,19 @@ export function step(m: IntModel, st: IntState, id: number): void {
         keys[cacheAt + off + i] = s.k[off + i];
         values[cacheAt + off + i] = s.v[off + i];
       }
+      if (digits) writeDigits(m, lut.mem8, digitsAt + headDigits + laneAt, keys, cacheAt + off);
+      headDigits = headDigits + m.digitsHeadStride;
       st.keyExp[l][expAt + h] = ek;
       st.valueExp[l][expAt + h] = ev;
       off = off + m.headDim;
     }
-    const ctx: AttentionContext = {
-      headDim: m.headDim,
-      kvHeads: m.kvHeads,
-      kvDim: m.kvDim,
-      keys,
-      keyExp: st.keyExp[l],
-      values,
-      valueExp: st.valueExp[l],
-      exp: m.exp,
-      s: s.attn,
-    };
+    const ctx = s.ctx;
+    ctx.keys = keys;
+    ctx.keyExp = st.keyExp[l];
+    ctx.values = values;
+    ctx.valueExp = st.valueExp[l];
+    ctx.lut = digits ? lut : null;
+    ctx.digitsAt = digitsAt;
     // The q heads of each kv head, two at a time (GQA): keys and values are read once per pair.
     off = 0;
     let h = 0;
@@ -362,14 +487,25 @@ export function step(m: IntModel, st: IntState, id: number): void {
       }
     }
     const ea = quantize16(s.att, 0, m.qDim, ACC_EXP, s.a16, 0);
-    activationTables(s.a16, 0, m.qDim, s.tabQ);
-    gemv(s.proj, 0, L.o, s.tabQ, ea, RESIDUAL_EXP);
+    if (lut !== null) {
+      inputPlanes(s.a16, 0, m.qDim, lut.mem8, lut.planesAt);
+      gemvLut(s.proj, 0, L.o, lut, m.lutAt[la + 3], ea, RESIDUAL_EXP);
+    } else {
+      activationTables(s.a16, 0, m.qDim, s.tabQ);
+      gemv(s.proj, 0, L.o, s.tabQ, ea, RESIDUAL_EXP);
+    }
     for (let i = 0; i < m.width; i++) x[i] = satAdd(x[i], s.proj[i]);
     // MLP block.
     rmsnorm(x, 0, RESIDUAL_EXP, m.normWidth, s.z, 0);
-    pairTables(s.z, 0, m.width, s.tab2, s.tabW);
-    gemvPairs(s.gate, 0, L.gate, s.tab2, NORM_EXP, RESIDUAL_EXP);
-    gemvPairs(s.up, 0, L.up, s.tab2, NORM_EXP, ACC_EXP);
+    if (lut !== null) {
+      inputPlanes(s.z, 0, m.width, lut.mem8, lut.planesAt);
+      gemvLut(s.gate, 0, L.gate, lut, m.lutAt[la + 4], NORM_EXP, RESIDUAL_EXP);
+      gemvLut(s.up, 0, L.up, lut, m.lutAt[la + 5], NORM_EXP, ACC_EXP);
+    } else {
+      pairTables(s.z, 0, m.width, s.tab2, s.tabW);
+      gemvPairs(s.gate, 0, L.gate, s.tab2, NORM_EXP, RESIDUAL_EXP);
+      gemvPairs(s.up, 0, L.up, s.tab2, NORM_EXP, ACC_EXP);
+    }
     for (let i = 0; i < m.ffn; i++) s.gate[i] = silu(m.silu, s.gate[i]);
     const eg = quantize16(s.gate, 0, m.ffn, RESIDUAL_EXP, s.a16, 0);
     const eu = quantize16(s.up, 0, m.ffn, ACC_EXP, s.up16, 0);
@@ -378,9 +514,16 @@ export function step(m: IntModel, st: IntState, id: number): void {
       s.prod[i] = mulS16(s.mt, 0, s.up16[i]);
     }
     const ep = quantize16(s.prod, 0, m.ffn, eg + eu, s.a16, 0);
-    activationTables(s.a16, 0, m.ffn, s.tabF);
-    gemv(s.proj, 0, L.down, s.tabF, ep, RESIDUAL_EXP);
+    if (lut !== null) {
+      inputPlanes(s.a16, 0, m.ffn, lut.mem8, lut.planesAt);
+      gemvLut(s.proj, 0, L.down, lut, m.lutAt[la + 6], ep, RESIDUAL_EXP);
+    } else {
+      activationTables(s.a16, 0, m.ffn, s.tabF);
+      gemv(s.proj, 0, L.down, s.tabF, ep, RESIDUAL_EXP);
+    }
     for (let i = 0; i < m.width; i++) x[i] = satAdd(x[i], s.proj[i]);
+    la = la + 7;
+    digitsAt = digitsAt + m.digitsLayerStride;
   }
   rmsnorm(x, 0, RESIDUAL_EXP, m.normWidth, s.z, 0);
   let ez = NORM_EXP;
@@ -388,8 +531,13 @@ export function step(m: IntModel, st: IntState, id: number): void {
     applyGain(s.z, 0, m.width, m.finalGain, s.a16, 0);
     ez = quantize16(s.a16, 0, m.width, NORM_EXP + m.finalGainExp, s.z, 0);
   }
-  pairTables(s.z, 0, m.width, s.tab2, s.tabW);
-  gemvPairs(st.logits, 0, m.head, s.tab2, ez, LOGIT_EXP);
+  if (lut !== null) {
+    inputPlanes(s.z, 0, m.width, lut.mem8, lut.planesAt);
+    gemvLut(st.logits, 0, m.head, lut, m.lutAt[la], ez, LOGIT_EXP);
+  } else {
+    pairTables(s.z, 0, m.width, s.tab2, s.tabW);
+    gemvPairs(st.logits, 0, m.head, s.tab2, ez, LOGIT_EXP);
+  }
   st.tokens.push(id);
   st.pos = pos + 1;
 }

@@ -3,6 +3,8 @@
 // `%`, `**` and their compound assignments; `Math.*`; non-integer numeric literals (and NaN, Infinity);
 // float typed arrays; float DataView access; and calls into code outside the audited set except the
 // allow-list (allocation and errors). It prints the per-function counts and the list of functions.
+// The WebAssembly the engine instantiates is audited by opcode: integer multiply, divide, remainder,
+// every float opcode and every opcode not classified in LUT_OPCODES fail; per-function counts printed.
 //
 // What it proves: those constructs are absent from the source of the audited functions. What it does
 // not: it says nothing about the JavaScript engine's machine code (a JIT may use a multiplier for
@@ -12,6 +14,9 @@ import { expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import ts from "typescript";
+import { fn, I32, op, V128 } from "../kernels/wasm/asm.ts";
+import { INT_LUT_FUNCTIONS } from "../kernels/wasm/int-lut.ts";
+import { LUT_OPCODES, opcodeCensus } from "../kernels/wasm/lut.ts";
 
 setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
@@ -24,6 +29,7 @@ export const AUDITED = [
   "kernels/int/mul.ts",
   "kernels/int/isqrt.ts",
   "kernels/int/gemv.ts",
+  "kernels/int/gemv-lut.ts",
   "kernels/int/norm.ts",
   "kernels/int/tables.ts",
   "kernels/int/rope.ts",
@@ -43,7 +49,8 @@ const ALLOWED_CONSTRUCTORS = new Set([
   "Error",
   "RangeError",
 ]);
-const ALLOWED_METHODS = new Set(["push"]);
+// `lut16_rows` is the WebAssembly function of kernels/wasm/int-lut.ts: its bytes are audited by opcode below.
+const ALLOWED_METHODS = new Set(["push", "lut16_rows"]);
 const FLOAT_ARRAYS = new Set(["Float16Array", "Float32Array", "Float64Array"]);
 const FLOAT_VIEW = /^(get|set)Float(16|32|64)$/;
 const OPS: Record<number, string> = {
@@ -174,6 +181,8 @@ test("the integer engine's serving functions hold no multiply, divide, float or 
     const f of [
       "gemv",
       "gemvPairs",
+      "gemvLut",
+      "inputPlanes",
       "pairTables",
       "activationTables",
       "rmsnorm",
@@ -215,4 +224,87 @@ export function f(a: number, b: number) {
     const k of ["mul", "div", "rem", "pow", "math", "floatLiteral", "floatArray", "floatView", "outsideCall"]
   ) expect(kinds.has(k)).toBe(true);
   expect(findings.some((s) => s.includes("outside the audited set"))).toBe(true);
+});
+
+// The WebAssembly the engine runs, audited by opcode: every function of the module, decoded from the
+// very records kernels/wasm/int-lut.ts assembles. Classes: integer multiply, divide, remainder; any
+// float opcode; and any opcode (SIMD or not) that is not in the classified list LUT_OPCODES.
+const WASM_CLASSES = ["mul", "div", "rem", "float", "unclassified"] as const;
+const ALLOWED_OPCODES = new Set<string>(Object.values(LUT_OPCODES).flat());
+// One-byte float opcodes (core spec 5.4): loads/stores, constants, compares, arithmetic, conversions
+// (the conversion range also holds integer wrap/extend, which this engine does not use: refused too).
+const FLOAT_BYTES = [[0x2a, 0x2b], [0x38, 0x39], [0x43, 0x44], [0x5b, 0x66], [0x8b, 0xbf]];
+
+/** Per function, the forbidden-class counts of its opcodes (and the findings naming them). */
+function auditWasm(funcs: Record<string, ReturnType<typeof fn>>) {
+  const counts = new Map<string, Record<typeof WASM_CLASSES[number], number>>();
+  const census = new Map<string, Map<string, number>>();
+  const findings: string[] = [];
+  for (const [name, f] of Object.entries(funcs)) {
+    const c = Object.fromEntries(WASM_CLASSES.map((k) => [k, 0])) as Record<
+      typeof WASM_CLASSES[number],
+      number
+    >;
+    const ops = opcodeCensus(f);
+    for (const [opName, n] of ops) {
+      let cls: typeof WASM_CLASSES[number] | null = null;
+      const code = /^unknown 0x([0-9a-f]{2})$/.exec(opName)?.[1]; // a one-byte opcode the census does not name
+      const byte = code === undefined ? -1 : parseInt(code, 16);
+      if (/(^|[._])f(32|64)/.test(opName) || FLOAT_BYTES.some(([lo, hi]) => byte >= lo && byte <= hi)) {
+        cls = "float";
+      } else if (/\.mul|_mul/.test(opName) || byte === 0x7e) cls = "mul";
+      else if (/\.div|_div/.test(opName) || [0x6d, 0x6e, 0x7f, 0x80].includes(byte)) cls = "div";
+      else if (/\.rem|_rem/.test(opName) || [0x6f, 0x70, 0x81, 0x82].includes(byte)) cls = "rem";
+      else if (!ALLOWED_OPCODES.has(opName)) cls = "unclassified";
+      if (cls) {
+        c[cls] += n;
+        findings.push(`${name}: ${cls}: ${opName} x${n}`);
+      }
+    }
+    counts.set(name, c);
+    census.set(name, ops);
+  }
+  return { counts, census, findings };
+}
+
+test("the integer engine's WebAssembly holds no multiply, divide, float or unclassified opcode", () => {
+  const { counts, census, findings } = auditWasm(INT_LUT_FUNCTIONS);
+  console.log(`audited ${counts.size} WebAssembly functions; per function: ${WASM_CLASSES.join(" ")}`);
+  for (const [name, c] of counts) {
+    console.log(`  wasm:${name.padEnd(39)} ${WASM_CLASSES.map((k) => c[k]).join(" ")}`);
+    console.log(`    opcodes: ${[...census.get(name)!].map(([o, n]) => `${o} ${n}`).join(", ")}`);
+  }
+  expect(findings).toEqual([]);
+  expect(counts.has("lut16_rows")).toBe(true);
+  expect(census.get("lut16_rows")!.get("i8x16.swizzle")).toBe(3);
+});
+
+test("the WebAssembly audit catches multiply, divide, float and unknown SIMD opcodes", () => {
+  const bad = fn([I32], [], [V128], [
+    op.get(0),
+    op.get(0),
+    op.i32_mul,
+    op.get(0),
+    op.i32_div_u,
+    op.i32_rem_u,
+    op.i32_add,
+    [0x1a],
+    op.get(1),
+    op.get(1),
+    [0xfd, 0xb5, 0x01],
+    op.set(1), // i32x4.mul
+    op.get(1),
+    op.get(1),
+    op.f32x4_div,
+    op.set(1), // a SIMD opcode the census does not name
+    op.get(1),
+    op.get(1),
+    [0xfd, 0xe6, 0x01],
+    op.set(1), // f32x4.mul
+  ]);
+  const { findings } = auditWasm({ bad });
+  const kinds = new Set(findings.map((f) => f.split(": ")[1]));
+  for (const k of ["mul", "div", "rem", "float", "unclassified"]) expect(kinds.has(k)).toBe(true);
+  expect(findings.some((f) => f.includes("i32x4.mul"))).toBe(true);
+  expect(findings.some((f) => f.includes("unknown 0xfde7"))).toBe(true);
 });

@@ -17,6 +17,7 @@
  */
 import { assertBound, checked, holds } from "./check.ts";
 import { ACC_EXP } from "./gemv.ts";
+import type { LutSums } from "./gemv-lut.ts";
 import { recip16 } from "./isqrt.ts";
 import { MUL_TABLE, multiples, mulU16 } from "./mul.ts";
 import { bitlen, I32_MIN, sat32, shift } from "./round.ts";
@@ -46,6 +47,13 @@ export interface AttentionContext {
   exp: LookupTable;
   /** Scratch (`attentionScratch`). */
   s: AttentionScratch;
+  /**
+   * Where the scores may run on WebAssembly SIMD: the instance (null: TypeScript only), the byte address
+   * of this layer's key digit planes for kv head 0 (`LutSums.digitsAt`), and the stride between kv heads.
+   */
+  lut: LutSums | null;
+  digitsAt: number;
+  digitsHeadStride: number;
 }
 
 /** Scratch of attention for up to two query heads at once. */
@@ -140,15 +148,20 @@ export function attendGroup(
   const qt = sc.qt;
   const keys = ctx.keys;
   const check = checked.on;
-  const heads = two ? hd + hd : hd;
+  // The query's multiples tables, unless the SIMD scores (which read its digit planes instead) serve.
+  const heads = two && ctx.lut !== null ? 0 : two ? hd + hd : hd;
   let t = 0;
   for (let i = 0; i < heads; i++) {
     multiples(q[qOff + i], qt, t);
     t = t + 32;
   }
   const second = hd << 5; // the second head's tables follow the first's
-  // Scores: q · k for each cached position, both heads from one read of each key.
   const first = headOffset(hd, kvHead);
+  if (two) {
+    attendPair(ctx, q, qOff, eq0, eq1, kvHead, first, n, out, oOff);
+    return;
+  }
+  // Scores: q · k for each cached position.
   let ko = first;
   let eo = kvHead;
   for (let u = 0; u < n; u++) {
@@ -219,5 +232,197 @@ export function attendGroup(
     }
     out[oOff + i] = shift(m0, toAcc);
     if (two) out[oOff + hd + i] = shift(m1, toAcc);
+  }
+}
+
+/**
+ * `attendGroup` for two query heads (their multiples tables already in `ctx.s.qt`): the same integers
+ * in the same order, with the one-or-two decision taken once instead of in every inner loop, and each
+ * digit's table reads for the two heads side by side.
+ */
+function attendPair(
+  ctx: AttentionContext,
+  q: Int32Array,
+  qOff: number,
+  eq0: number,
+  eq1: number,
+  kvHead: number,
+  first: number,
+  n: number,
+  out: Int32Array,
+  oOff: number,
+): void {
+  const hd = ctx.headDim;
+  const sc = ctx.s;
+  const qt = sc.qt;
+  const keys = ctx.keys;
+  const keyExp = ctx.keyExp;
+  const scores0 = sc.scores0;
+  const scores1 = sc.scores1;
+  const check = checked.on;
+  const second = hd << 5;
+  const kvDim = ctx.kvDim;
+  const kvHeads = ctx.kvHeads;
+  if (ctx.lut !== null) {
+    scoresLut(ctx, q, qOff, eq0, eq1, kvHead, n);
+  } else {
+    let ko = first;
+    let eo = kvHead;
+    for (let u = 0; u < n; u++) {
+      let dot0 = 0;
+      let dot1 = 0;
+      let tt = 0;
+      const end = ko + hd;
+      for (let i = ko; i < end; i++) {
+        const k = keys[i];
+        const d2 = 16 + ((k >> 8) & 15);
+        const d1 = (k >> 4) & 15;
+        const d0 = k & 15;
+        const ts = tt + second;
+        dot0 = dot0 + (qt[tt + d2] << 8) + (qt[tt + d1] << 4) + qt[tt + d0];
+        dot1 = dot1 + (qt[ts + d2] << 8) + (qt[ts + d1] << 4) + qt[ts + d0];
+        tt = tt + 32;
+      }
+      if (
+        check && !holds(dot0 < 2147483648 && dot0 >= -2147483648 && dot1 < 2147483648 && dot1 >= -2147483648)
+      ) {
+        assertBound(false, `score dot outside int32`);
+      }
+      const ek = keyExp[eo];
+      scores0[u] = shift(dot0, SCORE_EXP - eq0 - ek);
+      scores1[u] = shift(dot1, SCORE_EXP - eq1 - ek);
+      ko = ko + kvDim;
+      eo = eo + kvHeads;
+    }
+  }
+  const emax = probabilities(ctx, scores0, n, kvHead);
+  probabilities(ctx, scores1, n, kvHead);
+  const pt0 = sc.pt0;
+  const pt1 = sc.pt1;
+  const live = sc.live;
+  let count = 0;
+  let tp = 0;
+  let vo = first;
+  for (let u = 0; u < n; u++) {
+    const p0 = scores0[u];
+    const p1 = scores1[u];
+    if (p0 !== 0 || p1 !== 0) {
+      multiples(p0, pt0, tp);
+      multiples(p1, pt1, tp);
+      live[count] = vo;
+      count = count + 1;
+      tp = tp + 32;
+    }
+    vo = vo + kvDim;
+  }
+  const values = ctx.values;
+  const toAcc = ACC_EXP - (emax - 15);
+  for (let i = 0; i < hd; i++) {
+    let m0 = 0;
+    let m1 = 0;
+    tp = 0;
+    for (let j = 0; j < count; j++) {
+      const v = values[live[j] + i];
+      const d2 = 16 + ((v >> 8) & 15);
+      const d1 = (v >> 4) & 15;
+      const d0 = v & 15;
+      m0 = m0 + (pt0[tp + d2] << 8) + (pt0[tp + d1] << 4) + pt0[tp + d0];
+      m1 = m1 + (pt1[tp + d2] << 8) + (pt1[tp + d1] << 4) + pt1[tp + d0];
+      tp = tp + 32;
+    }
+    if (check && !holds(m0 < 2147483648 && m0 >= -2147483648 && m1 < 2147483648 && m1 >= -2147483648)) {
+      assertBound(false, "value mix exceeds int32");
+    }
+    out[oOff + i] = shift(m0, toAcc);
+    out[oOff + hd + i] = shift(m1, toAcc);
+  }
+}
+
+/**
+ * Writes the byte planes of a query head's digit tables at `mem8[at, …)`: first the table of the low and
+ * middle digits, entry u = u · q_e, then the top digit's, entry u = (u < 8 ? u : u − 16) · q_e; 48 bytes per
+ * dimension each (bits 0–7, 8–15, 16–23). |q_e| < 2^15, so every entry lies in (−2^19, 2^19).
+ */
+function queryPlanes(q: Int32Array, qOff: number, hd: number, mem8: Uint8Array, at: number): void {
+  let p = at;
+  let ps = at;
+  for (let i = 0; i < hd; i++) {
+    ps = ps + 48;
+  }
+  for (let i = qOff; i < qOff + hd; i++) {
+    const v = q[i];
+    let e = 0;
+    const sixteen = v << 4; // |v| < 2^15: exact
+    for (let u = 0; u < 16; u++) {
+      const sgn = u < 8 ? e : e - sixteen; // the top digit's entry: (u − 16) · v from u = 8 on
+      mem8[p + u] = e & 255;
+      mem8[p + 16 + u] = (e >> 8) & 255;
+      mem8[p + 32 + u] = (e >> 16) & 255;
+      mem8[ps + u] = sgn & 255;
+      mem8[ps + 16 + u] = (sgn >> 8) & 255;
+      mem8[ps + 32 + u] = (sgn >> 16) & 255;
+      e = e + v;
+    }
+    p = p + 48;
+    ps = ps + 48;
+  }
+}
+
+/**
+ * The two heads' scores of `attendPair` from SIMD table reads, 16 positions at a time: per digit plane d
+ * of the cached keys, `lut16_rows` sums the query's table at the 16 positions' digits over head_dim
+ * columns, and dot = s_0 + (s_1 << 4) + (s_2 << 8), the same exact integer as the TypeScript loop's sum
+ * (|s_1| < 2^24 and |s_2| ≤ 32 · 8 · 32767 < 2^23 for head_dim ≤ 32, so no shift leaves int32).
+ */
+function scoresLut(
+  ctx: AttentionContext,
+  q: Int32Array,
+  qOff: number,
+  eq0: number,
+  eq1: number,
+  kvHead: number,
+  n: number,
+): void {
+  const lut = ctx.lut!;
+  const hd = ctx.headDim;
+  const sc = ctx.s;
+  const sums = lut.mem32;
+  const plane = hd << 4; // bytes of one digit plane of a block
+  const table = (hd << 5) + (hd << 4); // bytes of one query table's planes
+  const u0 = lut.planesAt;
+  const s0 = u0 + table;
+  const u1 = s0 + table;
+  const s1 = u1 + table;
+  queryPlanes(q, qOff, hd, lut.mem8, u0);
+  queryPlanes(q, qOff + hd, hd, lut.mem8, u1);
+  const check = checked.on;
+  let block = ctx.digitsAt;
+  for (let h = 0; h < kvHead; h++) block = block + ctx.digitsHeadStride;
+  const out = lut.sumsAt;
+  let eo = kvHead;
+  for (let u0pos = 0; u0pos < n; u0pos = u0pos + 16) {
+    lut.lut16_rows(u0, block, hd, out);
+    lut.lut16_rows(u0, block + plane, hd, out + 64);
+    lut.lut16_rows(s0, block + plane + plane, hd, out + 128);
+    lut.lut16_rows(u1, block, hd, out + 192);
+    lut.lut16_rows(u1, block + plane, hd, out + 256);
+    lut.lut16_rows(s1, block + plane + plane, hd, out + 320);
+    block = block + plane + plane + plane;
+    const lanes = n - u0pos < 16 ? n - u0pos : 16;
+    let i = lut.sumsIndex;
+    for (let lane = 0; lane < lanes; lane++) {
+      const dot0 = sums[i] + (sums[i + 16] << 4) + (sums[i + 32] << 8);
+      const dot1 = sums[i + 48] + (sums[i + 64] << 4) + (sums[i + 80] << 8);
+      if (
+        check && !holds(dot0 < 2147483648 && dot0 >= -2147483648 && dot1 < 2147483648 && dot1 >= -2147483648)
+      ) {
+        assertBound(false, `score dot outside int32`);
+      }
+      const ek = ctx.keyExp[eo];
+      sc.scores0[u0pos + lane] = shift(dot0, SCORE_EXP - eq0 - ek);
+      sc.scores1[u0pos + lane] = shift(dot1, SCORE_EXP - eq1 - ek);
+      eo = eo + ctx.kvHeads;
+      i = i + 1;
+    }
   }
 }

@@ -1,0 +1,195 @@
+// The WebAssembly SIMD projection (kernels/int/gemv-lut.ts on kernels/wasm/int-lut.ts) gives exactly
+// the integers of the TypeScript contract (kernels/int/gemv.ts): on every lut4 matrix of the default
+// model with random and extreme inputs, on random matrices whose rows saturate, and through the engine.
+import { expect, test } from "bun:test";
+import { defaultLut4 } from "./helpers/lut4-fixture.ts";
+import { readLut4 } from "../formats/lut4.ts";
+import { checked } from "../kernels/int/check.ts";
+import { activationTables, gemv, type LutMatrix, prepareMatrix } from "../kernels/int/gemv.ts";
+import { gemvLut, inputPlanes } from "../kernels/int/gemv-lut.ts";
+import { createLutSums } from "../kernels/wasm/int-lut.ts";
+import { attendGroup, type AttentionContext, attentionScratch } from "../kernels/int/attention.ts";
+import { prepareTable } from "../kernels/int/tables.ts";
+import { makeTables } from "../formats/lut4-quantize.ts";
+import { PRESETS } from "../model/config.ts";
+import { evalWindows, loadBrown } from "../model/corpus.ts";
+import { createRng } from "../model/random.ts";
+import { intEngineFromFile } from "../serve/int-engine.ts";
+import { buildIntModel, lutMatrices } from "../serve/int-forward.ts";
+
+const rng = createRng(11);
+
+/** Both kernels on one input; returns [typescript, wasm] outputs. */
+function both(mat: LutMatrix, x: Int32Array, xExp: number, outExp: number): [number[], number[]] {
+  const prepared = prepareMatrix(mat);
+  const made = createLutSums([prepared])!;
+  const tab = new Int32Array(mat.cols << 4);
+  activationTables(x, 0, mat.cols, tab);
+  const want = new Int32Array(mat.rows);
+  gemv(want, 0, prepared, tab, xExp, outExp);
+  inputPlanes(x, 0, mat.cols, made.lut.mem8, made.lut.planesAt);
+  const got = new Int32Array(mat.rows);
+  gemvLut(got, 0, prepared, made.lut, made.at[0], xExp, outExp);
+  return [Array.from(want), Array.from(got)];
+}
+
+const inputs = (cols: number) => [
+  Int32Array.from({ length: cols }, () => rng.int(65535) - 32767),
+  new Int32Array(cols).fill(32767),
+  new Int32Array(cols).fill(-32767),
+  Int32Array.from({ length: cols }, (_, i) => (i & 1 ? 32767 : -32767)),
+];
+
+test("gemvLut equals gemv on every lut4 matrix of the default model", async () => {
+  const file = await readLut4(await defaultLut4());
+  const model = buildIntModel(file.weights);
+  const mats = lutMatrices(model);
+  expect(mats.length).toBe(file.weights.layers.length * 7 + 1);
+  let compared = 0;
+  for (const mat of mats) {
+    for (const x of inputs(mat.cols)) {
+      for (const [xExp, outExp] of [[-15, -16], [-10, -24], [0, -16]]) {
+        const [want, got] = both(mat, x, xExp, outExp);
+        expect(got).toEqual(want);
+        compared += want.length;
+      }
+    }
+  }
+  expect(compared).toBeGreaterThan(10000);
+});
+
+test("gemvLut equals gemv on random matrices, rows not a multiple of 16, saturating accumulators", () => {
+  let saturated = 0;
+  for (const [rows, cols, expBase] of [[1, 32, -8], [17, 64, -3], [40, 256, 4], [33, 128, 12]]) {
+    const mat: LutMatrix = {
+      name: `random ${rows}x${cols}`,
+      rows,
+      cols,
+      expBase,
+      nibbles: Uint8Array.from({ length: (rows * cols) / 2 }, () => rng.int(256)),
+      scales: Uint8Array.from({ length: (rows * cols) / 32 }, () => rng.int(256)),
+    };
+    for (const x of inputs(cols)) {
+      for (const [xExp, outExp] of [[-15, -16], [0, -24], [6, -30], [-20, 3]]) {
+        const [want, got] = both(mat, x, xExp, outExp);
+        expect(got).toEqual(want);
+        saturated += want.filter((v) => v === 2147483647 || v === -2147483648).length;
+      }
+    }
+  }
+  expect(saturated).toBeGreaterThan(0); // the saturating path was exercised, and agreed
+});
+
+test(
+  "the engine on SIMD and on TypeScript kernels: identical logits on held-out windows, checked mode",
+  async () => {
+    const file = await readLut4(await defaultLut4());
+    const simd = intEngineFromFile(file), plain = intEngineFromFile(file, { simd: false });
+    const { heldOut } = await loadBrown();
+    checked.on = true;
+    try {
+      for (const w of evalWindows(heldOut, 2, 128)) {
+        const a = await simd.start().feed([256, ...w], "all");
+        const b = await plain.start().feed([256, ...w], "all");
+        expect(Buffer.from(a.buffer).equals(Buffer.from(b.buffer))).toBe(true);
+      }
+    } finally {
+      checked.on = false;
+    }
+  },
+  120_000,
+);
+
+test(
+  "SIMD scores keep the keys' digit planes per state: interleaved and restored sessions match the TypeScript engine",
+  async () => {
+    const file = await readLut4(await defaultLut4());
+    const simd = intEngineFromFile(file), plain = intEngineFromFile(file, { simd: false });
+    const { heldOut } = await loadBrown();
+    const [w1, w2] = evalWindows(heldOut, 2, 40);
+    const a = simd.start(), b = simd.start(), ref1 = plain.start(), ref2 = plain.start();
+    const same = (x: Float32Array, y: Float32Array) => Buffer.from(x.buffer).equals(Buffer.from(y.buffer));
+    for (let i = 0; i < 40; i++) {
+      // a and b take turns on one engine (one digit-plane area), so each step follows the other state's.
+      expect(same(await a.feed([w1[i]], "last"), await ref1.feed([w1[i]], "last"))).toBe(true);
+      expect(same(await b.feed([w2[i]], "last"), await ref2.feed([w2[i]], "last"))).toBe(true);
+    }
+    // A session restored mid-way continues exactly, on a fresh SIMD engine and on the same one.
+    const saved = a.save!();
+    for (const engine of [intEngineFromFile(file), simd]) {
+      const r = engine.restore(saved);
+      const ref = plain.restore(saved);
+      for (const id of w2.slice(0, 20)) {
+        expect(same(await r.feed([id], "last"), await ref.feed([id], "last"))).toBe(true);
+      }
+    }
+  },
+  120_000,
+);
+
+test("SIMD scores equal the digit-table loop at the extremes: |q| = 32767, keys ±2047, 1 to 200 positions", () => {
+  const hd = 32, kvHeads = 2, kvDim = 64, cap = 208;
+  const exp = prepareTable(makeTables(PRESETS.default).exp, 0);
+  const made = createLutSums([], kvHeads * 48 * hd * (cap / 16), 4 * hd)!;
+  const headStride = 48 * hd * (cap / 16);
+  for (
+    const [n, fill] of [[1, "random"], [17, "max"], [200, "random"], [64, "min"], [33, "mixed"]] as const
+  ) {
+    const val = () =>
+      fill === "max"
+        ? 2047
+        : fill === "min"
+        ? -2047
+        : fill === "mixed"
+        ? (rng.int(2) ? 2047 : -2047)
+        : rng.int(4095) - 2047;
+    const keys = Int16Array.from({ length: cap * kvDim }, val);
+    const values = Int16Array.from({ length: cap * kvDim }, val);
+    const keyExp = Int16Array.from({ length: cap * kvHeads }, () => -10 - rng.int(4));
+    const valueExp = Int16Array.from({ length: cap * kvHeads }, () => -10 - rng.int(4));
+    // The digit planes in the documented layout: [kv head][block of 16][digit][dimension][16 positions].
+    for (let p = 0; p < cap; p++) {
+      for (let h = 0; h < kvHeads; h++) {
+        for (let i = 0; i < hd; i++) {
+          const k = keys[p * kvDim + h * hd + i];
+          const at = made.lut.digitsAt + h * headStride + (p >> 4) * 48 * hd + i * 16 + (p & 15);
+          made.lut.mem8[at] = k & 15;
+          made.lut.mem8[at + 16 * hd] = (k >> 4) & 15;
+          made.lut.mem8[at + 32 * hd] = (k >> 8) & 15;
+        }
+      }
+    }
+    const q = Int32Array.from(
+      { length: 2 * hd },
+      () => (fill === "random" ? rng.int(65535) - 32767 : fill === "min" ? -32767 : 32767),
+    );
+    const outs = [null, made.lut].map((lut) => {
+      const ctx: AttentionContext = {
+        headDim: hd,
+        kvHeads,
+        kvDim,
+        keys,
+        keyExp,
+        values,
+        valueExp,
+        exp,
+        s: attentionScratch(cap, hd),
+        lut,
+        digitsAt: made.lut.digitsAt,
+        digitsHeadStride: headStride,
+      };
+      const got: number[][] = [];
+      for (const kvHead of [0, 1]) {
+        const out = new Int32Array(2 * hd);
+        attendGroup(ctx, q, 0, -15, -14, true, kvHead, n, out, 0);
+        got.push(
+          Array.from(out),
+          Array.from(ctx.s.scores0.subarray(0, n)),
+          Array.from(ctx.s.scores1.subarray(0, n)),
+        );
+      }
+      return got;
+    });
+    expect(outs[1]).toEqual(outs[0]);
+  }
+});
