@@ -1,7 +1,7 @@
 // The WebAssembly SIMD projection (kernels/int/gemv-lut.ts on kernels/wasm/int-lut.ts) gives exactly
 // the integers of the TypeScript contract (kernels/int/gemv.ts): on every lut4 matrix of the default
 // model with random and extreme inputs, on random matrices whose rows saturate, and through the engine.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { defaultLut4 } from "./helpers/lut4-fixture.ts";
 import { readLut4 } from "../formats/lut4.ts";
 import { checked } from "../kernels/int/check.ts";
@@ -16,6 +16,8 @@ import { evalWindows, loadBrown } from "../model/corpus.ts";
 import { createRng } from "../model/random.ts";
 import { intEngineFromFile } from "../serve/int-engine.ts";
 import { buildIntModel, lutMatrices } from "../serve/int-forward.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 const rng = createRng(11);
 
