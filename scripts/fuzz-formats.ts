@@ -4,8 +4,8 @@
  * way an attacker who knows the format would), the full readers to feed and the error type each may
  * refuse with, and the minimal reader in readers/.
  *
- * Adding a format (lut4, session files) is one more entry in `FUZZ_FORMATS`: `make`, `map`, `readers`,
- * `refusal`, and optionally `text`, `edits`, `reseal` and `minimal`.
+ * Adding a format is one more entry in `FUZZ_FORMATS` (as lut4 and session files were): `make`, `map`,
+ * `readers`, `refusal`, and optionally `text`, `edits`, `reseal`, `explain` and `minimal`.
  *
  * @module
  */
