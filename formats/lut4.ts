@@ -248,6 +248,11 @@ export async function writeLut4(
   return { bytes: 16 + headBytes.length + data.length, sha256: sha, crc32: header.data_crc32 };
 }
 
+/** The largest KV cache (keys, values and their exponents, bytes) a lut4 file of `fileBytes` may imply. */
+export function maxCacheBytes(fileBytes: number): number {
+  return 16 * fileBytes + (16 << 20);
+}
+
 function int(v: unknown, path: string, field: string, lo: number, hi: number): number {
   if (typeof v !== "number" || !Number.isSafeInteger(v) || v < lo || v > hi) {
     throw new Lut4Error(path, field, `expected an integer in [${lo}, ${hi}], got ${JSON.stringify(v)}`);
@@ -332,6 +337,17 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
   if ((shape.heads * shape.headDim) % 32) {
     throw new Lut4Error(path, "shape.heads", `heads · head_dim is not a multiple of 32`);
   }
+  // The engine sizes its KV cache from the shape, not from the file: a small forged file claiming a long
+  // context and many kv heads would have it allocate gigabytes. The cache must be justified by the file.
+  const cacheBytes = shape.layers * shape.maxPositions * shape.kvHeads * (shape.headDim + 1) * 4;
+  if (cacheBytes > maxCacheBytes(file.length)) {
+    throw new Lut4Error(
+      path,
+      "shape",
+      `layers · max_positions · kv_heads · (head_dim + 1) · 4 = ${cacheBytes} bytes of KV cache exceeds ` +
+        `${maxCacheBytes(file.length)} (16 × the file's ${file.length} bytes + 16 MiB)`,
+    );
+  }
   const fixed: [keyof Lut4Header, number][] = [
     ["exp_step_log2", TABLES.expStepLog2],
     ["exp_q", TABLES.expQ],
@@ -361,6 +377,14 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
   }
   // Spans: inside the data section, 64-aligned, in increasing order without overlap.
   let end = 0;
+  // Padding and gaps between spans are zero, so one model has one data section (and one SHA-256).
+  const zeros = (from: number, to: number, field: string) => {
+    for (let i = from; i < to; i++) {
+      if (data[i] !== 0) {
+        throw new Lut4Error(path, field, `byte ${i} of the data section is padding before this span, not 0`);
+      }
+    }
+  };
   const span = (s: Span | undefined, field: string, want: number): Uint8Array => {
     if (!s || typeof s !== "object") throw new Lut4Error(path, field, "missing span");
     const off = int(s.offset, path, `${field}.offset`, 0, dataBytes);
@@ -373,6 +397,7 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
     if (off + n > dataBytes) {
       throw new Lut4Error(path, field, `span [${off}, ${off + n}) runs past the data section (${dataBytes})`);
     }
+    zeros(end, off, field);
     end = off + n;
     return data.subarray(off, off + n);
   };
@@ -458,6 +483,7 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
     const data = kind === "i16" ? new Int16Array(bytes.buffer) : new Int32Array(bytes.buffer);
     tabs.set(t.name, { data, exp });
   });
+  zeros(end, dataBytes, "data_bytes");
   const m = (n: string) => mats.get(n)!;
   const g = (n: string): GainTable => ({ values: tabs.get(n)!.data as Int16Array, exp: tabs.get(n)!.exp });
   const weights: Lut4Weights = {

@@ -4,13 +4,14 @@
  * way an attacker who knows the format would), the full readers to feed and the error type each may
  * refuse with, and the minimal reader in readers/.
  *
- * Adding a format (lut4, session files) is one more entry in `FUZZ_FORMATS`: `make`, `map`, `readers`,
- * `refusal`, and optionally `text`, `edits`, `reseal` and `minimal`.
+ * Adding a format is one more entry in `FUZZ_FORMATS` (as lut4 and session files were): `make`, `map`,
+ * `readers`, `refusal`, and optionally `text`, `edits`, `reseal`, `explain` and `minimal`.
  *
  * @module
  */
+import { readFileSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { crc32 } from "node:zlib";
 import {
   type ByteMap,
@@ -38,9 +39,13 @@ import { GGUF_DIGEST_NEEDLE, GgufError, readGguf, writeGguf } from "../formats/g
 import { digestOffset, sealDigest } from "../formats/digest.ts";
 import { exportHuggingFace, HuggingFaceError, importHuggingFace } from "../formats/huggingface.ts";
 import { F64LinesError, readF64Lines, stringChecksum, writeF64Lines } from "../formats/f64lines.ts";
+import { Lut4Error, lut4Format, readLut4 } from "../formats/lut4.ts";
+import { decodeSession, SessionError, writeSessionFile } from "../formats/session.ts";
+import { loadIntEngine, sessionShape } from "../serve/int-engine.ts";
+import type { Engine } from "../model/engine.ts";
 import { configToToml, type ModelConfig, paramShapes } from "../model/config.ts";
 import { initParams } from "../model/init.ts";
-import { materialize } from "../model/tensor.ts";
+import { materialize, tensorSource } from "../model/tensor.ts";
 
 /** The model every fuzzed file holds: the smallest shape every format accepts (byte vocab, one layer). */
 export const FUZZ_CONFIG: ModelConfig = {
@@ -587,6 +592,351 @@ const gguf: FuzzFormat = {
   minimal: "readers/gguf.ts",
 };
 
+// ---- lut4 ----
+
+/** The model of every fuzzed lut4 file and session: the smallest shape the integer engine takes. */
+export const FUZZ_LUT4_CONFIG: ModelConfig = {
+  vocab_size: 258,
+  hidden_size: 32,
+  intermediate_size: 32,
+  num_hidden_layers: 1,
+  num_attention_heads: 2,
+  num_key_value_heads: 1,
+  head_dim: 16,
+  rms_norm_eps: 1e-6,
+  rope_theta: 10000,
+  max_position_embeddings: 16,
+  tie_word_embeddings: true,
+};
+
+async function makeLut4(file: string): Promise<void> {
+  await lut4Format.write(file, {
+    config: FUZZ_LUT4_CONFIG,
+    tensors: initParams(FUZZ_LUT4_CONFIG, 7).map(tensorSource),
+    source: "fuzz@step1",
+    step: 1,
+    name: "fuzz",
+  }, { dtype: "q4" });
+}
+
+function lut4Parts(f: Uint8Array) {
+  const h = f.length < 16 ? 0 : Number(dv(f).getBigUint64(8, true));
+  return { header: f.subarray(16, 16 + h), data: f.subarray(16 + h) };
+}
+
+// Frames a header text and a data section as a lut4 file, padding the header with spaces as the writer does.
+function lut4Join(text: string, data: Uint8Array): Uint8Array {
+  const head = enc.encode(text + " ".repeat((64 - ((16 + enc.encode(text).length) % 64)) % 64));
+  const out = concat(enc.encode("UORLUT01"), new Uint8Array(8), head, data);
+  dv(out).setBigUint64(8, BigInt(head.length), true);
+  return out;
+}
+
+type Lut4Json = {
+  matrices: {
+    name: string;
+    rows: number;
+    cols: number;
+    exp_base: number;
+    nibbles: { offset: number };
+    scales: { offset: number };
+  }[];
+  tables: {
+    name: string;
+    kind: string;
+    length: number;
+    exp: number;
+    span: { offset: number; bytes: number };
+  }[];
+  [k: string]: unknown;
+};
+
+// Edits the header object of a valid lut4 file (the data section and its CRC-32 stay as they are).
+function lut4Edit(f: Uint8Array, edit: (h: Lut4Json) => boolean): Uint8Array | undefined {
+  const p = lut4Parts(f);
+  const h = JSON.parse(dec.decode(p.header)) as Lut4Json;
+  return edit(h) ? lut4Join(JSON.stringify(h), p.data) : undefined;
+}
+
+// Rewrites bytes of a valid lut4 file's data section and recomputes `data_crc32`, as a forger would.
+function lut4Forge(f: Uint8Array, edit: (h: Lut4Json, data: Uint8Array) => boolean): Uint8Array | undefined {
+  const p = lut4Parts(f);
+  const h = JSON.parse(dec.decode(p.header)) as Lut4Json;
+  const data = p.data.slice();
+  if (!edit(h, data)) return undefined;
+  h.data_crc32 = crc32(data) >>> 0;
+  return lut4Join(JSON.stringify(h), data);
+}
+
+// Whether a (mutated) lut4 file's data section still has the CRC-32 its header states.
+function lut4DataIntact(f: Uint8Array): boolean {
+  try {
+    const p = lut4Parts(f);
+    const h = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(p.header));
+    return h?.data_crc32 === crc32(p.data) >>> 0;
+  } catch {
+    return false;
+  }
+}
+
+const LUT4_HEADER_OPEN =
+  "data section intact by its CRC-32; the lut4 header has no checksum (formats/lut4.md): a header value that " +
+  "passes its check is read as written, and the file's SHA-256 (its identity for sessions) changes";
+
+const lut4: FuzzFormat = {
+  name: "lut4",
+  async make(dir) {
+    const file = join(dir, "m.lut4");
+    await makeLut4(file);
+    return { file, target: file };
+  },
+  map(f) {
+    const h = Number(dv(f).getBigUint64(8, true)), start = 16 + h;
+    const head = JSON.parse(dec.decode(f.subarray(16, start))) as Lut4Json;
+    const spans: Region[] = [];
+    const at = (name: string, s: { offset: number; bytes?: number }, bytes: number) =>
+      spans.push({ name, start: start + s.offset, end: start + s.offset + bytes });
+    for (const m of head.matrices) {
+      at(`${m.name}.nibbles`, m.nibbles, (m.rows * m.cols) / 2),
+        at(`${m.name}.scales`, m.scales, (m.rows * m.cols) / 32);
+    }
+    for (const t of head.tables) at(t.name, t.span, t.span.bytes);
+    return {
+      regions: [
+        { name: "magic", start: 0, end: 8 },
+        { name: "header_length", start: 8, end: 16 },
+        { name: "header", start: 16, end: start },
+        { name: "data", start, end: f.length },
+        ...spans,
+      ],
+      fields: [{ name: "header_length", offset: 8, width: 8 }],
+    };
+  },
+  text: {
+    get: (f) => dec.decode(lut4Parts(f).header),
+    set: (f, t) => lut4Join(t.trimEnd(), lut4Parts(f).data),
+  },
+  edits: {
+    // Spans must rise through the data section: two same-shape matrices cannot trade places in the header.
+    "swap spans": (f, rng) =>
+      lut4Edit(f, (h) => {
+        const [a, b] = rng.pick([["layers.0.k", "layers.0.v"], ["layers.0.gate", "layers.0.up"]]);
+        const x = h.matrices.find((m) => m.name === a)!, y = h.matrices.find((m) => m.name === b)!;
+        [x.nibbles, y.nibbles, x.scales, y.scales] = [y.nibbles, x.nibbles, y.scales, x.scales];
+        return true;
+      }),
+    "swap names": (f, rng) =>
+      lut4Edit(f, (h) => {
+        const x = rng.pick(h.matrices), y = rng.pick(h.matrices);
+        [x.name, y.name] = [y.name, x.name];
+        return x !== y;
+      }),
+    "exp_base": (f, rng) =>
+      lut4Edit(f, (h) => {
+        rng.pick(h.matrices).exp_base = rng.pick([-101, -100, -20, 0, 60, 61, 2 ** 31, 0.5]);
+        return true;
+      }),
+    "table exp": (f, rng) =>
+      lut4Edit(f, (h) => {
+        rng.pick(h.tables).exp = rng.pick([-101, -100, -30, -14, 0, 60, 61, 1e308]);
+        return true;
+      }),
+    "table length": (f, rng) =>
+      lut4Edit(f, (h) => {
+        const t = rng.pick(h.tables);
+        t.length = rng.pick([0, 1, t.length + 1, 2 ** 31, 2 ** 53]);
+        if (rng.next() < 0.5) t.span.bytes = t.length * 4;
+        return true;
+      }),
+    "shape": (f, rng) =>
+      lut4Edit(f, (h) => {
+        const shape = h.shape as Record<string, number>;
+        const k = rng.pick(Object.keys(shape));
+        shape[k] = rng.pick([0, 1, 2, 32, 64, 1 << 14, 2 ** 31, 2 ** 53, shape[k] * 2, shape[k] - 1]);
+        return true;
+      }),
+    // Data edits with data_crc32 recomputed: the table checks are all that stands in their way.
+    "forged table entry": (f, rng) =>
+      lut4Forge(f, (h, data) => {
+        const t = rng.pick(h.tables);
+        const d = new DataView(data.buffer, data.byteOffset, data.byteLength);
+        const i16 = t.kind === "i16";
+        const at = t.span.offset + rng.int(t.span.bytes / (i16 ? 2 : 4)) * (i16 ? 2 : 4);
+        const v = rng.pick([-32768, -16385, 16385, 32767, 0, -1]);
+        if (i16) d.setInt16(at, v, true);
+        else d.setInt32(at, rng.pick([v, 2 ** 30 + 1, -(2 ** 31), 2 ** 31 - 1, (1 << 22) + 1]), true);
+        return true;
+      }),
+    "forged padding": (f, rng) =>
+      lut4Forge(f, (h, data) => {
+        const s = rng.pick(h.tables).span;
+        const end = s.offset + s.bytes;
+        if (end % 64 === 0) return false;
+        data[end + rng.int(64 - (end % 64))] = 1 + rng.int(255);
+        return true;
+      }),
+  },
+  readers: {
+    readLut4: (p) => readLut4(p),
+    "lut4Format.read": (p) => lut4Format.read(p),
+    // The integer engine's loader, and one forward pass on what it loaded.
+    loadIntEngine: async (p) => {
+      const engine = await loadIntEngine(p);
+      const s = engine.start();
+      return { config: engine.config, logits: await s.feed([1, 2, 3], "last"), next: s.pick() };
+    },
+  },
+  refusal: (e) => e instanceof Lut4Error,
+  reseal: (f) => {
+    try {
+      const p = lut4Parts(f);
+      const h = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(p.header));
+      if (typeof h !== "object" || h === null || Array.isArray(h)) return f;
+      h.data_crc32 = crc32(p.data) >>> 0;
+      return lut4Join(JSON.stringify(h), p.data);
+    } catch {
+      return f;
+    }
+  },
+  minimal: "readers/lut4.ts",
+  explain: (m) =>
+    m.kind.endsWith("+resealed") || m.kind.startsWith("edit forged")
+      ? FORGED
+      : lut4DataIntact(m.bytes)
+      ? LUT4_HEADER_OPEN
+      : undefined,
+};
+
+// ---- session (the integer engine's saved conversation, restored onto the fuzz lut4 model) ----
+
+const engines = new Map<string, Promise<Engine>>();
+// One engine per lut4 file per process: the model file beside the session is never mutated.
+const engineFor = (session: string) => {
+  const lut = join(dirname(session), "m.lut4");
+  if (!engines.has(lut)) engines.set(lut, loadIntEngine(lut));
+  return engines.get(lut)!;
+};
+const shapes = new Map<string, ReturnType<typeof sessionShape>>();
+const shapeFor = async (session: string) => {
+  const lut = join(dirname(session), "m.lut4");
+  if (!shapes.has(lut)) shapes.set(lut, sessionShape(await readLut4(lut)));
+  return shapes.get(lut)!;
+};
+
+function sessionMap(f: Uint8Array): ByteMap {
+  const d = dv(f);
+  const V = d.getUint32(44, true),
+    L = d.getUint32(48, true),
+    K = d.getUint32(52, true),
+    D = d.getUint32(56, true),
+    n = d.getUint32(64, true);
+  const regions: Region[] = [
+    { name: "magic", start: 0, end: 8 },
+    { name: "version", start: 8, end: 12 },
+    { name: "model_sha256", start: 12, end: 44 },
+    { name: "shape", start: 44, end: 64 },
+    { name: "position", start: 64, end: 68 },
+    { name: "rng", start: 68, end: 76 },
+    { name: "flags", start: 76, end: 80 },
+  ];
+  let at = 80;
+  const put = (
+    name: string,
+    bytes: number,
+  ) => (regions.push({ name, start: at, end: at + bytes }), at += bytes);
+  put("tokens", 4 * n);
+  put("logits", n > 0 ? 4 * V : 0);
+  for (let l = 0; l < L; l++) {
+    put(`layers[${l}].keys`, 2 * n * K * D), put(`layers[${l}].key_exp`, 2 * n * K);
+    put(`layers[${l}].values`, 2 * n * K * D), put(`layers[${l}].value_exp`, 2 * n * K);
+  }
+  regions.push({ name: "crc32", start: at, end: at + 4 });
+  const u32 = (name: string, offset: number): NumField => ({ name, offset, width: 4 });
+  return {
+    regions,
+    fields: [
+      u32("version", 8),
+      u32("vocab", 44),
+      u32("layers", 48),
+      u32("kv_heads", 52),
+      u32("head_dim", 56),
+      u32("max_positions", 60),
+      u32("position", 64),
+      u32("flags", 76),
+    ],
+  };
+}
+
+// The trailing CRC-32 recomputed over every byte before it, as a forger would.
+function sessionReseal(f: Uint8Array): Uint8Array {
+  if (f.length < 4) return f;
+  const out = f.slice();
+  dv(out).setUint32(out.length - 4, crc32(out.subarray(0, out.length - 4)) >>> 0, true);
+  return out;
+}
+
+// Edits a valid session's field or value and recomputes the CRC-32.
+function sessionForge(f: Uint8Array, edit: (out: Uint8Array, map: ByteMap) => void): Uint8Array {
+  const out = f.slice();
+  edit(out, sessionMap(f));
+  return sessionReseal(out);
+}
+
+const regionOf = (map: ByteMap, name: string) => map.regions.find((r) => r.name === name)!;
+
+const session: FuzzFormat = {
+  name: "session",
+  async make(dir) {
+    const lut = join(dir, "m.lut4"), file = join(dir, "s.session");
+    await makeLut4(lut);
+    const s = (await loadIntEngine(lut)).start();
+    s.seed(5);
+    await s.feed([10, 20, 30, 40], "none");
+    s.pick({ temperature: 1 });
+    await writeSessionFile(file, s.save!());
+    return { file, target: file };
+  },
+  map: sessionMap,
+  edits: {
+    "forged token": (f, rng) =>
+      sessionForge(f, (out, map) => {
+        const r = regionOf(map, "tokens");
+        dv(out).setUint32(
+          r.start + 4 * rng.int((r.end - r.start) / 4),
+          rng.pick([257, 258, 2 ** 32 - 1]),
+          true,
+        );
+      }),
+    "forged cache": (f, rng) =>
+      sessionForge(f, (out, map) => {
+        const r = rng.pick(map.regions.filter((x) => x.name.startsWith("layers[")));
+        const v = rng.pick([2047, 2048, -2048, -32768, 1024, 1025, -1025]);
+        dv(out).setInt16(r.start + 2 * rng.int((r.end - r.start) / 2), v, true);
+      }),
+    "forged rng": (f) => sessionForge(f, (out) => out.fill(0, 68, 76)),
+    "forged flags": (f, rng) => sessionForge(f, (out) => dv(out).setUint32(76, rng.pick([0, 2, 3]), true)),
+    "forged model": (f, rng) => sessionForge(f, (out) => void (out[12 + rng.int(32)] ^= 1 << rng.int(8))),
+    // A shorter session, consistent in every field: it reads as the conversation one token earlier would not.
+    "forged position": (f, rng) =>
+      sessionForge(f, (out) => dv(out).setUint32(64, rng.pick([0, 1, 3, 5, 16, 17, 2 ** 31]), true)),
+  },
+  readers: {
+    decodeSession: async (p) => decodeSession(new Uint8Array(readFileSync(p)), await shapeFor(p), p),
+    // restore, then what the restored session does: its saved bytes, one more step and a sampled token.
+    restore: async (p) => {
+      const engine = await engineFor(p);
+      const s = engine.restore!(new Uint8Array(readFileSync(p)), p);
+      const saved = s.save!();
+      const next = s.position > 0 ? s.pick({ temperature: 1 }) : -1;
+      const logits = s.position < FUZZ_LUT4_CONFIG.max_position_embeddings ? await s.feed([7], "last") : null;
+      return { saved, position: s.position, tokens: [...s.tokens], next, logits };
+    },
+  },
+  refusal: (e) => e instanceof SessionError,
+  reseal: sessionReseal,
+  explain: (m) => m.kind.endsWith("+resealed") || m.kind.startsWith("edit forged") ? FORGED : undefined, // the CRC-32 covers every byte: an unforged change must be refused
+};
+
 /** Every format the campaign attacks, by name. */
 export const FUZZ_FORMATS: Record<string, FuzzFormat> = {
   dmexp,
@@ -595,6 +945,8 @@ export const FUZZ_FORMATS: Record<string, FuzzFormat> = {
   hf,
   f64lines,
   gguf,
+  lut4,
+  session,
 };
 
 /** The tensor names the minimal readers are asked to print (every tensor of `FUZZ_CONFIG`). */

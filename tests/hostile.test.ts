@@ -22,6 +22,18 @@ import {
   writeSafetensors,
 } from "../formats/safetensors.ts";
 import { sealDigest } from "../formats/digest.ts";
+import {
+  Lut4Error,
+  lut4Format,
+  type Lut4Weights,
+  maxCacheBytes,
+  readLut4,
+  writeLut4,
+} from "../formats/lut4.ts";
+import { decodeSession, SessionError } from "../formats/session.ts";
+import { loadIntEngine, sessionShape } from "../serve/int-engine.ts";
+import { tensorSource } from "../model/tensor.ts";
+import { spawnSync } from "node:child_process";
 import { FormatError } from "../model/error.ts";
 import { configToToml, type ModelConfig } from "../model/config.ts";
 import { initParams } from "../model/init.ts";
@@ -152,7 +164,12 @@ function setGgufU32(file: Uint8Array, key: string, value: number): Uint8Array {
 
 describe("1. out of memory from one number: the implied shape is bounded by the file before it is built", () => {
   // Above 2^31 - 1 the config's own limit refuses it; below, the implied tensor count is bounded by the file's.
-  for (const [layers, field] of [[99999999999, "config"], [2 ** 31, "config"], [2 ** 31 - 1, "tensors."]] as const) {
+  for (
+    const [layers, field] of [[99999999999, "config"], [2 ** 31, "config"], [
+      2 ** 31 - 1,
+      "tensors.",
+    ]] as const
+  ) {
     test(`dmexp: config num_hidden_layers = ${layers} is refused at once (header_crc32 forged too)`, async () => {
       const path = await dmexpWith((p) => {
         p.header = p.header.replace("num_hidden_layers = 2", `num_hidden_layers = ${layers}`);
@@ -478,5 +495,192 @@ describe("5. GGUF and safetensors written by ferry carry ferry.sha256, verified 
       computed: expect.stringMatching(/^[0-9a-f]{64}$/),
       ok: true,
     });
+  });
+});
+
+// ---- lut4 and session files (issue 14, extended as they landed) ----
+
+const LUT_CFG: ModelConfig = {
+  ...CFG,
+  hidden_size: 32,
+  intermediate_size: 32,
+  num_hidden_layers: 1,
+  head_dim: 16,
+  max_position_embeddings: 16,
+};
+
+async function smallLut4(): Promise<string> {
+  const path = fresh(".lut4");
+  await lut4Format.write(path, {
+    config: LUT_CFG,
+    tensors: initParams(LUT_CFG, 5).map(tensorSource),
+    source: "t@step1",
+    step: 1,
+    name: "t",
+  }, { dtype: "q4" });
+  return path;
+}
+
+/** A lut4 file's header object and data section, and the file framed again (data_crc32 recomputed: forged). */
+function lut4Parts(file: Uint8Array) {
+  const h = Number(new DataView(file.buffer, file.byteOffset).getBigUint64(8, true));
+  return { header: JSON.parse(dec.decode(file.subarray(16, 16 + h))), data: file.slice(16 + h) };
+}
+function lut4Forged(header: Record<string, any>, data: Uint8Array): Uint8Array {
+  header.data_crc32 = crc32(data) >>> 0;
+  let text = JSON.stringify(header);
+  text += " ".repeat((64 - ((16 + enc.encode(text).length) % 64)) % 64);
+  const hb = enc.encode(text);
+  const out = new Uint8Array(16 + hb.length + data.length);
+  out.set(enc.encode("UORLUT01"));
+  new DataView(out.buffer).setBigUint64(8, BigInt(hb.length), true);
+  out.set(hb, 16), out.set(data, 16 + hb.length);
+  return out;
+}
+
+/** A consistent lut4 file (every span, table and CRC as the writer makes them) of a shape chosen freely. */
+async function lut4OfShape(path: string, maxPositions: number) {
+  const small = (await readLut4(await smallLut4())).weights;
+  const H = 128, hd = 256, qd = H * hd;
+  const mat = (name: string, rows: number, cols: number) => ({
+    name,
+    rows,
+    cols,
+    expBase: 0,
+    nibbles: new Uint8Array((rows * cols) / 2),
+    scales: new Uint8Array((rows * cols) / 32),
+  });
+  const gain = (n: number) => ({ values: new Int16Array(n), exp: -14 });
+  const w: Lut4Weights = {
+    ...small,
+    shape: { vocab: 258, width: 32, layers: 1, heads: H, kvHeads: H, headDim: hd, ffn: 32, maxPositions },
+    embed: mat("embed", 258, 32),
+    head: null,
+    finalGain: gain(32),
+    layers: [{
+      q: mat("layers.0.q", qd, 32),
+      k: mat("layers.0.k", qd, 32),
+      v: mat("layers.0.v", qd, 32),
+      o: mat("layers.0.o", 32, qd),
+      gate: mat("layers.0.gate", 32, 32),
+      up: mat("layers.0.up", 32, 32),
+      down: mat("layers.0.down", 32, 32),
+      qGain: gain(hd),
+      kGain: gain(hd),
+    }],
+    ropeCos: new Int16Array((maxPositions * hd) / 2),
+    ropeSin: new Int16Array((maxPositions * hd) / 2),
+  };
+  await writeLut4(path, w, { source: "forged", ropeTheta: 10000, rmsNormEps: 1e-6 });
+  return path;
+}
+
+describe("6. lut4: the engine's state is bounded by the file, the data section is canonical, nothing crashes", () => {
+  test("a 10 MiB file claiming 2^14 positions × 128 kv heads of 256 (2 GiB of KV cache) is refused at once", async () => {
+    const path = await lut4OfShape(fresh(".lut4"), 1 << 14);
+    const size = readFileSync(path).length;
+    expect(size).toBeLessThan(12 << 20);
+    expect(1 * (1 << 14) * 128 * 257 * 4).toBeGreaterThan(maxCacheBytes(size)); // what the engine would allocate
+    for (const read of [() => readLut4(path), () => loadIntEngine(path)]) {
+      const e = await cheaply(() => refusal(read(), Lut4Error));
+      expect(e.field).toBe("shape");
+      expect(e.message).toContain("KV cache");
+    }
+  });
+
+  test("the same shape with 64 positions (its cache justified by the file) reads and runs", async () => {
+    const path = await lut4OfShape(fresh(".lut4"), 64);
+    const s = (await loadIntEngine(path)).start();
+    expect((await s.feed([1, 2], "last")).length).toBe(258);
+  });
+
+  test("forged (data_crc32 recomputed): a nonzero padding byte is refused; one model, one data section", async () => {
+    const path = await smallLut4();
+    const { header, data } = lut4Parts(new Uint8Array(readFileSync(path)));
+    const t = header.tables.find((x: any) => x.span.bytes % 64 !== 0);
+    data[t.span.offset + t.span.bytes] = 1;
+    writeFileSync(path, lut4Forged(header, data));
+    expect((await refusal(readLut4(path), Lut4Error)).message).toContain("padding");
+  });
+
+  const forged: [string, (h: any, d: DataView) => void, string][] = [
+    ["the exp table rising", (h, d) => d.setInt32(h.tables[0].span.offset + 40, 2 ** 30 - 1, true), "exp"],
+    ["a RoPE entry beyond ±2^14", (h, d) => d.setInt16(h.tables[2].span.offset, 16385, true), "rope"],
+    ["a SiLU entry beyond ±2^22", (h, d) => d.setInt32(h.tables[1].span.offset, (1 << 22) + 1, true), "silu"],
+    ["two same-shape matrices trading spans", (h) => {
+      const [k, v] = [h.matrices[2], h.matrices[3]];
+      [k.nibbles, v.nibbles] = [v.nibbles, k.nibbles];
+    }, "layers.0.k.nibbles"], // k now starts later: the bytes it skips are not padding
+    ["a table length of 2^31 with its span to match", (h) => {
+      h.tables[0].length = 2 ** 31, h.tables[0].span.bytes = 2 ** 33;
+    }, "exp"],
+    ["layers = 1024", (h) => (h.shape.layers = 1024), "matrices"],
+  ];
+  for (const [what, edit, field] of forged) {
+    test(`forged: ${what} is refused by field (${field})`, async () => {
+      const path = await smallLut4();
+      const { header, data } = lut4Parts(new Uint8Array(readFileSync(path)));
+      edit(header, new DataView(data.buffer));
+      writeFileSync(path, lut4Forged(header, data));
+      const e = await cheaply(() => refusal(readLut4(path), Lut4Error));
+      expect(e.field).toBe(field);
+    });
+  }
+
+  test("header_length and truncation: every length the campaign tries is refused cheaply, the minimal reader too", async () => {
+    const path = await smallLut4();
+    const good = new Uint8Array(readFileSync(path));
+    const variants: Uint8Array[] = [good.subarray(0, 15), good.subarray(0, good.length - 64)];
+    for (const v of [0n, 2n ** 31n, 2n ** 53n, 2n ** 64n - 1n, BigInt(good.length)]) {
+      const b = good.slice();
+      new DataView(b.buffer).setBigUint64(8, v, true);
+      variants.push(b);
+    }
+    for (const v of variants) {
+      writeFileSync(path, v);
+      await cheaply(() => refusal(readLut4(path), Lut4Error));
+      const r = spawnSync(process.execPath, ["readers/lut4.ts", path], { encoding: "utf8" });
+      expect({ code: r.status, lines: r.stderr.trim().split("\n").length }).toEqual({ code: 1, lines: 1 });
+      expect(r.stderr.startsWith(`${path}: `)).toBe(true);
+    }
+  });
+});
+
+describe("7. session files: refused by the typed error before anything is sized from them", () => {
+  async function sessionOf() {
+    const lut = await smallLut4();
+    const engine = await loadIntEngine(lut);
+    const s = engine.start();
+    s.seed(9);
+    await s.feed([10, 20, 30], "none");
+    return { engine, shape: sessionShape(await readLut4(lut)), bytes: s.save!() };
+  }
+  const resealed = (good: Uint8Array, edit: (d: DataView) => void) => {
+    const b = good.slice();
+    const d = new DataView(b.buffer);
+    edit(d);
+    d.setUint32(b.length - 4, crc32(b.subarray(0, b.length - 4)) >>> 0, true);
+    return b;
+  };
+
+  for (const [field, at] of [["position", 64], ["vocab", 44], ["layers", 48], ["head_dim", 56]] as const) {
+    for (const v of [2 ** 31, 2 ** 32 - 1]) {
+      test(`forged: ${field} = ${v} is refused by field, no allocation`, async () => {
+        const { engine, shape, bytes } = await sessionOf();
+        const b = resealed(bytes, (d) => d.setUint32(at, v, true));
+        const e = await cheaply(async () =>
+          refusal((async () => decodeSession(b, shape, "s"))(), SessionError)
+        );
+        expect(e.field).toBe(field);
+        await cheaply(() => refusal((async () => engine.restore!(b, "s"))(), SessionError));
+      });
+    }
+  }
+
+  test("truncated at every byte of the prefix and at the end: refused (crc32 or length), never another error", async () => {
+    const { engine, bytes } = await sessionOf();
+    for (const n of [0, 8, 12, 44, 64, 79, 80, 83, 84, bytes.length - 4, bytes.length - 1]) {
+      await refusal((async () => engine.restore!(bytes.subarray(0, n), "s"))(), SessionError);
+    }
   });
 });
