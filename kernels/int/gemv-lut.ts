@@ -15,10 +15,8 @@
  * column, the 16 rows' codes (0..15) in 16 bytes; rows past the matrix's last are code 8 (weight 0).
  * @module
  */
-import { assertBound, checked, holds } from "./check.ts";
-import { ACC_EXP, type PreparedMatrix } from "./gemv.ts";
-import { mulScale } from "./mul.ts";
-import { I32_MAX, I32_MIN, shift } from "./round.ts";
+import { ACC_EXP, addGroup, type PreparedMatrix } from "./gemv.ts";
+import { shift } from "./round.ts";
 
 /** A WebAssembly instance with `lut16_rows` and the matrices' codes in its memory (kernels/wasm/int-lut.ts). */
 export interface LutSums {
@@ -77,7 +75,6 @@ export function gemvLut(
   const groups = mat.cols >> 5;
   const base = ACC_EXP + 4 - mat.expBase - xExp; // k = base − de
   const finalShift = outExp - ACC_EXP;
-  const check = checked.on;
   const blockCodes = mat.cols << 4; // bytes of one 16-row block's codes
   let codes = codesAt;
   let s0 = 0; // scale index of the block's first row
@@ -104,19 +101,7 @@ export function gemvLut(
         idx = idx + 16;
         const scale = sc[s];
         s = s + 1;
-        if (check && !holds(a < 8388608 && a > -8388608)) {
-          assertBound(false, `${mat.name}: group sum ${a} outside ±2^23`);
-        }
-        const p = mulScale(a, scale & 15);
-        const k = base - (scale >> 4);
-        let d: number;
-        if (k > 0) d = k >= 32 ? 0 : (p >> k) + ((p >> (k - 1)) & 1);
-        else d = shift(p, k);
-        acc = acc + d;
-        if (acc > I32_MAX || acc < I32_MIN) {
-          if (check) assertBound(false, `${mat.name}: row ${r0 + lane} accumulator saturates`);
-          acc = acc > 0 ? I32_MAX : I32_MIN;
-        }
+        acc = addGroup(acc, a, scale, base, mat.name, r0 + lane);
       }
       out[o] = shift(acc, finalShift);
       o = o + 1;

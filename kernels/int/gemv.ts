@@ -129,7 +129,6 @@ export function gemv(
   const groups = mat.cols >> 5;
   const base = ACC_EXP + 4 - mat.expBase - xExp; // k = base − de
   const finalShift = outExp - ACC_EXP;
-  const check = checked.on;
   let b = 0;
   let s = 0;
   let o = outOff;
@@ -143,23 +142,40 @@ export function gemv(
       t = t + 512;
       const scale = sc[s];
       s = s + 1;
-      if (check && !holds(a < 8388608 && a > -8388608)) {
-        assertBound(false, `${mat.name}: group sum ${a} outside ±2^23`);
-      }
-      const p = mulScale(a, scale & 15);
-      const k = base - (scale >> 4);
-      let c: number;
-      if (k > 0) c = k >= 32 ? 0 : (p >> k) + ((p >> (k - 1)) & 1);
-      else c = shift(p, k);
-      acc = acc + c;
-      if (acc > I32_MAX || acc < I32_MIN) {
-        if (check) assertBound(false, `${mat.name}: row ${r} accumulator saturates`);
-        acc = acc > 0 ? I32_MAX : I32_MIN;
-      }
+      acc = addGroup(acc, a, scale, base, mat.name, r);
     }
     out[o] = shift(acc, finalShift);
     o = o + 1;
   }
+}
+
+
+/**
+ * One group's step of a row's accumulation, shared by every 4-bit projection kernel: the group's exact
+ * sum `a` (|a| < 2^23) times its scale's (16 + m), shifted down to the row's common exponent (`base`
+ * minus the group's de) with round half up, added to `acc` and saturated to int32. Checked mode asserts
+ * the group-sum bound and reports a saturation; `name` and `row` name the place in those reports.
+ */
+export function addGroup(
+  acc: number,
+  a: number,
+  scale: number,
+  base: number,
+  name: string,
+  row: number,
+): number {
+  if (checked.on && !holds(a < 8388608 && a > -8388608)) {
+    assertBound(false, `${name}: group sum ${a} outside ±2^23`);
+  }
+  const p = mulScale(a, scale & 15);
+  const k = base - (scale >> 4);
+  let c: number;
+  if (k > 0) c = k >= 32 ? 0 : (p >> k) + ((p >> (k - 1)) & 1);
+  else c = shift(p, k);
+  const sum = acc + c;
+  if (sum <= I32_MAX && sum >= I32_MIN) return sum;
+  if (checked.on) assertBound(false, `${name}: row ${row} accumulator saturates`);
+  return sum > 0 ? I32_MAX : I32_MIN;
 }
 
 /**
@@ -212,7 +228,6 @@ export function gemvPairs(
   const groups = mat.cols >> 5;
   const base = ACC_EXP + 4 - mat.expBase - xExp;
   const finalShift = outExp - ACC_EXP;
-  const check = checked.on;
   let b = 0;
   let s = 0;
   let o = outOff;
@@ -227,19 +242,7 @@ export function gemvPairs(
       t = t + 4096;
       const scale = sc[s];
       s = s + 1;
-      if (check && !holds(a < 8388608 && a > -8388608)) {
-        assertBound(false, `${mat.name}: group sum ${a} outside ±2^23`);
-      }
-      const p = mulScale(a, scale & 15);
-      const k = base - (scale >> 4);
-      let c: number;
-      if (k > 0) c = k >= 32 ? 0 : (p >> k) + ((p >> (k - 1)) & 1);
-      else c = shift(p, k);
-      acc = acc + c;
-      if (acc > I32_MAX || acc < I32_MIN) {
-        if (check) assertBound(false, `${mat.name}: row ${r} accumulator saturates`);
-        acc = acc > 0 ? I32_MAX : I32_MIN;
-      }
+      acc = addGroup(acc, a, scale, base, mat.name, r);
     }
     out[o] = shift(acc, finalShift);
     o = o + 1;
