@@ -78,8 +78,14 @@ export function sessionShape(file: Lut4File): SessionShape {
 export function intEngineFromFile(file: Lut4File, opts: { simd?: boolean } = {}): Engine {
   const model = buildIntModel(file.weights);
   if (opts.simd !== false) {
-    const made = createLutSums(lutMatrices(model), model.digitBytes, 4 * model.headDim);
-    if (made) useLut(model, made.lut, made.at);
+    const made = createLutSums(lutMatrices(model), {
+      keyDigitBytes: model.digitBytes,
+      valueDigitBytes: model.valueDigitBytes,
+      planeCols: 4 * model.headDim,
+      positions: model.maxPositions,
+      headDim: model.headDim,
+    });
+    if (made) useLut(model, made.lut, made.at, made.scalesAt);
   }
   const shape = sessionShape(file);
   const scratch = samplerScratch(model.vocab, model.exp);

@@ -99,6 +99,8 @@ export interface IntModel {
   lut: LutSums | null;
   /** Byte address of each matrix's codes in `lut`'s memory: per layer q, k, v, o, gate, up, down; then the head. */
   lutAt: Int32Array;
+  /** Byte address of each matrix's scales in `lut`'s memory, in the same order. */
+  lutScales: Int32Array;
   /**
    * The keys' digit planes in `lut`'s memory (kernels/int/gemv-lut.ts `LutSums.digitsAt`), for the SIMD
    * scores: bytes of one 16-position block, of one kv head, of one layer, of all; and the state they
@@ -108,6 +110,18 @@ export interface IntModel {
   digitsHeadStride: number;
   digitsLayerStride: number;
   digitBytes: number;
+  /**
+   * The values' digit planes (`LutSums.valueDigitsAt`), for the SIMD value mix: bytes of one (digit,
+   * block of 16 dimensions) plane over all positions, of one digit, of one kv head, of one layer, of all;
+   * and the number of blocks of 16 dimensions in a head.
+   */
+  valuePlane: number;
+  valueDigitStride: number;
+  valueHeadStride: number;
+  valueLayerStride: number;
+  valueDigitBytes: number;
+  dimBlocks: number;
+  /** The state whose cache the key and value digit planes hold. */
   digitOwner: IntState | null;
 }
 
@@ -196,6 +210,18 @@ export function buildIntModel(w: Lut4Weights): IntModel {
   for (let h = 0; h < sh.kvHeads; h++) digitsLayerStride = digitsLayerStride + digitsHeadStride;
   let digitBytes = 0;
   for (let l = 0; l < w.layers.length; l++) digitBytes = digitBytes + digitsLayerStride;
+  const valuePlane = sh.maxPositions << 4;
+  let dimBlocks = 0;
+  let valueDigitStride = 0;
+  for (let d = 0; d < sh.headDim; d = d + 16) {
+    dimBlocks = dimBlocks + 1;
+    valueDigitStride = valueDigitStride + valuePlane;
+  }
+  const valueHeadStride = valueDigitStride + valueDigitStride + valueDigitStride;
+  let valueLayerStride = 0;
+  for (let h = 0; h < sh.kvHeads; h++) valueLayerStride = valueLayerStride + valueHeadStride;
+  let valueDigitBytes = 0;
+  for (let l = 0; l < w.layers.length; l++) valueDigitBytes = valueDigitBytes + valueLayerStride;
   const widest = qDim > sh.ffn ? qDim : sh.ffn;
   const wider = widest > sh.width ? widest : sh.width;
   return {
@@ -259,14 +285,26 @@ export function buildIntModel(w: Lut4Weights): IntModel {
         lut: null,
         digitsAt: 0,
         digitsHeadStride,
+        valueDigitsAt: 0,
+        valueHeadStride,
+        valuePlane,
+        valueDigitStride,
+        dimBlocks,
       },
     },
     lut: null,
     lutAt: new Int32Array(0),
+    lutScales: new Int32Array(0),
     digitsBlock,
     digitsHeadStride,
     digitsLayerStride,
     digitBytes,
+    valuePlane,
+    valueDigitStride,
+    valueHeadStride,
+    valueLayerStride,
+    valueDigitBytes,
+    dimBlocks,
     digitOwner: null,
   };
 }
@@ -281,11 +319,36 @@ export function lutMatrices(m: IntModel): PreparedMatrix[] {
   return mats;
 }
 
-/** Serves the projections through `lut` (its codes laid out at `at`, in `lutMatrices` order). */
-export function useLut(m: IntModel, lut: LutSums, at: Int32Array): void {
+/**
+ * Serves the projections and attention through `lut` (the codes and scales laid out at `at` and
+ * `scalesAt`, in `lutMatrices` order; room for `digitBytes` and `valueDigitBytes` of digit planes).
+ */
+export function useLut(m: IntModel, lut: LutSums, at: Int32Array, scalesAt: Int32Array): void {
   m.lut = lut;
   m.lutAt = at;
+  m.lutScales = scalesAt;
   m.digitOwner = null;
+}
+
+/**
+ * Writes the three base-16 digits of one position's `head_dim` cached values: `at` is that position's
+ * byte in the kv head's first plane (`valueDigitsAt` + head + position · 16).
+ */
+function writeValueDigits(m: IntModel, mem8: Uint8Array, at: number, values: Int16Array, from: number): void {
+  const two = m.valueDigitStride + m.valueDigitStride;
+  let block = at;
+  let lane = 0;
+  for (let i = from; i < from + m.headDim; i++) {
+    const v = values[i];
+    mem8[block + lane] = v & 15;
+    mem8[block + m.valueDigitStride + lane] = (v >> 4) & 15;
+    mem8[block + two + lane] = (v >> 8) & 15;
+    lane = lane + 1;
+    if (lane === 16) {
+      lane = 0;
+      block = block + m.valuePlane;
+    }
+  }
 }
 
 /** Writes the three base-16 digits of `head_dim` cached key values at byte `at` (one position's lane). */
@@ -324,6 +387,21 @@ function fillDigits(m: IntModel, lut: LutSums, st: IntState): void {
       }
     }
     layerAt = layerAt + m.digitsLayerStride;
+  }
+  layerAt = lut.valueDigitsAt;
+  for (let l = 0; l < m.layers.length; l++) {
+    let cacheAt = 0;
+    for (let p = 0; p < st.pos; p++) {
+      let headAt = layerAt + (p << 4);
+      let off = 0;
+      for (let h = 0; h < m.kvHeads; h++) {
+        writeValueDigits(m, lut.mem8, headAt, st.values[l], cacheAt + off);
+        headAt = headAt + m.valueHeadStride;
+        off = off + m.headDim;
+      }
+      cacheAt = cacheAt + m.kvDim;
+    }
+    layerAt = layerAt + m.valueLayerStride;
   }
   m.digitOwner = st;
 }
@@ -421,9 +499,11 @@ export function step(m: IntModel, st: IntState, id: number): void {
   const digits = lut !== null && m.digitBytes > 0 && m.headDim <= 128;
   let digitsAt = 0; // this layer's digit planes
   let laneAt = 0; // this position's lane in its block
+  let valuesAt = 0; // this layer's value digit planes, at this position
   if (digits) {
     if (m.digitOwner !== st) fillDigits(m, lut, st);
     digitsAt = lut.digitsAt;
+    valuesAt = lut.valueDigitsAt + (pos << 4);
     laneAt = pos & 15;
     for (let p = 16; p <= pos; p = p + 16) laneAt = laneAt + m.digitsBlock;
   }
@@ -432,10 +512,10 @@ export function step(m: IntModel, st: IntState, id: number): void {
     // Attention block.
     rmsnorm(x, 0, RESIDUAL_EXP, m.normWidth, s.z, 0);
     if (lut !== null) {
-      inputPlanes(s.z, 0, m.width, lut.mem8, lut.planesAt);
-      gemvLut(s.q, 0, L.q, lut, m.lutAt[la], NORM_EXP, ACC_EXP);
-      gemvLut(s.k, 0, L.k, lut, m.lutAt[la + 1], NORM_EXP, ACC_EXP);
-      gemvLut(s.v, 0, L.v, lut, m.lutAt[la + 2], NORM_EXP, ACC_EXP);
+      inputPlanes(s.z, 0, m.width, lut);
+      gemvLut(s.q, 0, L.q, lut, m.lutAt[la], m.lutScales[la], NORM_EXP, ACC_EXP);
+      gemvLut(s.k, 0, L.k, lut, m.lutAt[la + 1], m.lutScales[la + 1], NORM_EXP, ACC_EXP);
+      gemvLut(s.v, 0, L.v, lut, m.lutAt[la + 2], m.lutScales[la + 2], NORM_EXP, ACC_EXP);
     } else {
       // q, k and v share one input: its pair tables cost 256 additions per two columns and save half the reads.
       pairTables(s.z, 0, m.width, s.tab2, s.tabW);
@@ -452,6 +532,7 @@ export function step(m: IntModel, st: IntState, id: number): void {
     const values = st.values[l];
     off = 0;
     let headDigits = 0;
+    let headValues = valuesAt;
     for (let h = 0; h < m.kvHeads; h++) {
       const ek = normRope(m, s.k, off, ACC_EXP, L.kGain, L.kGainExp, ropeAt, CACHE_BITS);
       const ev = quantizeBits(s.v, off, m.headDim, ACC_EXP, s.v, off, CACHE_BITS);
@@ -459,8 +540,12 @@ export function step(m: IntModel, st: IntState, id: number): void {
         keys[cacheAt + off + i] = s.k[off + i];
         values[cacheAt + off + i] = s.v[off + i];
       }
-      if (digits) writeDigits(m, lut.mem8, digitsAt + headDigits + laneAt, keys, cacheAt + off);
+      if (digits) {
+        writeDigits(m, lut.mem8, digitsAt + headDigits + laneAt, keys, cacheAt + off);
+        writeValueDigits(m, lut.mem8, headValues, values, cacheAt + off);
+      }
       headDigits = headDigits + m.digitsHeadStride;
+      headValues = headValues + m.valueHeadStride;
       st.keyExp[l][expAt + h] = ek;
       st.valueExp[l][expAt + h] = ev;
       off = off + m.headDim;
@@ -472,6 +557,7 @@ export function step(m: IntModel, st: IntState, id: number): void {
     ctx.valueExp = st.valueExp[l];
     ctx.lut = digits ? lut : null;
     ctx.digitsAt = digitsAt;
+    ctx.valueDigitsAt = valuesAt - (pos << 4);
     // The q heads of each kv head, two at a time (GQA): keys and values are read once per pair.
     off = 0;
     let h = 0;
@@ -488,8 +574,8 @@ export function step(m: IntModel, st: IntState, id: number): void {
     }
     const ea = quantize16(s.att, 0, m.qDim, ACC_EXP, s.a16, 0);
     if (lut !== null) {
-      inputPlanes(s.a16, 0, m.qDim, lut.mem8, lut.planesAt);
-      gemvLut(s.proj, 0, L.o, lut, m.lutAt[la + 3], ea, RESIDUAL_EXP);
+      inputPlanes(s.a16, 0, m.qDim, lut);
+      gemvLut(s.proj, 0, L.o, lut, m.lutAt[la + 3], m.lutScales[la + 3], ea, RESIDUAL_EXP);
     } else {
       activationTables(s.a16, 0, m.qDim, s.tabQ);
       gemv(s.proj, 0, L.o, s.tabQ, ea, RESIDUAL_EXP);
@@ -498,9 +584,9 @@ export function step(m: IntModel, st: IntState, id: number): void {
     // MLP block.
     rmsnorm(x, 0, RESIDUAL_EXP, m.normWidth, s.z, 0);
     if (lut !== null) {
-      inputPlanes(s.z, 0, m.width, lut.mem8, lut.planesAt);
-      gemvLut(s.gate, 0, L.gate, lut, m.lutAt[la + 4], NORM_EXP, RESIDUAL_EXP);
-      gemvLut(s.up, 0, L.up, lut, m.lutAt[la + 5], NORM_EXP, ACC_EXP);
+      inputPlanes(s.z, 0, m.width, lut);
+      gemvLut(s.gate, 0, L.gate, lut, m.lutAt[la + 4], m.lutScales[la + 4], NORM_EXP, RESIDUAL_EXP);
+      gemvLut(s.up, 0, L.up, lut, m.lutAt[la + 5], m.lutScales[la + 5], NORM_EXP, ACC_EXP);
     } else {
       pairTables(s.z, 0, m.width, s.tab2, s.tabW);
       gemvPairs(s.gate, 0, L.gate, s.tab2, NORM_EXP, RESIDUAL_EXP);
@@ -515,8 +601,8 @@ export function step(m: IntModel, st: IntState, id: number): void {
     }
     const ep = quantize16(s.prod, 0, m.ffn, eg + eu, s.a16, 0);
     if (lut !== null) {
-      inputPlanes(s.a16, 0, m.ffn, lut.mem8, lut.planesAt);
-      gemvLut(s.proj, 0, L.down, lut, m.lutAt[la + 6], ep, RESIDUAL_EXP);
+      inputPlanes(s.a16, 0, m.ffn, lut);
+      gemvLut(s.proj, 0, L.down, lut, m.lutAt[la + 6], m.lutScales[la + 6], ep, RESIDUAL_EXP);
     } else {
       activationTables(s.a16, 0, m.ffn, s.tabF);
       gemv(s.proj, 0, L.down, s.tabF, ep, RESIDUAL_EXP);
@@ -524,6 +610,7 @@ export function step(m: IntModel, st: IntState, id: number): void {
     for (let i = 0; i < m.width; i++) x[i] = satAdd(x[i], s.proj[i]);
     la = la + 7;
     digitsAt = digitsAt + m.digitsLayerStride;
+    valuesAt = valuesAt + m.valueLayerStride;
   }
   rmsnorm(x, 0, RESIDUAL_EXP, m.normWidth, s.z, 0);
   let ez = NORM_EXP;
@@ -532,8 +619,8 @@ export function step(m: IntModel, st: IntState, id: number): void {
     ez = quantize16(s.a16, 0, m.width, NORM_EXP + m.finalGainExp, s.z, 0);
   }
   if (lut !== null) {
-    inputPlanes(s.z, 0, m.width, lut.mem8, lut.planesAt);
-    gemvLut(st.logits, 0, m.head, lut, m.lutAt[la], ez, LOGIT_EXP);
+    inputPlanes(s.z, 0, m.width, lut);
+    gemvLut(st.logits, 0, m.head, lut, m.lutAt[la], m.lutScales[la], ez, LOGIT_EXP);
   } else {
     pairTables(s.z, 0, m.width, s.tab2, s.tabW);
     gemvPairs(st.logits, 0, m.head, s.tab2, ez, LOGIT_EXP);

@@ -29,9 +29,9 @@ function both(mat: LutMatrix, x: Int32Array, xExp: number, outExp: number): [num
   activationTables(x, 0, mat.cols, tab);
   const want = new Int32Array(mat.rows);
   gemv(want, 0, prepared, tab, xExp, outExp);
-  inputPlanes(x, 0, mat.cols, made.lut.mem8, made.lut.planesAt);
+  inputPlanes(x, 0, mat.cols, made.lut);
   const got = new Int32Array(mat.rows);
-  gemvLut(got, 0, prepared, made.lut, made.at[0], xExp, outExp);
+  gemvLut(got, 0, prepared, made.lut, made.at[0], made.scalesAt[0], xExp, outExp);
   return [Array.from(want), Array.from(got)];
 }
 
@@ -72,7 +72,9 @@ test("gemvLut equals gemv on random matrices, rows not a multiple of 16, saturat
       scales: Uint8Array.from({ length: (rows * cols) / 32 }, () => rng.int(256)),
     };
     for (const x of inputs(cols)) {
-      for (const [xExp, outExp] of [[-15, -16], [0, -24], [6, -30], [-20, 3]]) {
+      // Bases (ACC_EXP + 4 − expBase − xExp) inside and outside [−15, 31], where the four-lane step runs,
+      // and final shifts of 0, inside [1, 31] and outside it.
+      for (const [xExp, outExp] of [[-15, -16], [0, -24], [6, -30], [-20, 3], [-40, 20], [-15, -24], [-2, -16]]) {
         const [want, got] = both(mat, x, xExp, outExp);
         expect(got).toEqual(want);
         saturated += want.filter((v) => v === 2147483647 || v === -2147483648).length;
@@ -80,6 +82,53 @@ test("gemvLut equals gemv on random matrices, rows not a multiple of 16, saturat
     }
   }
   expect(saturated).toBeGreaterThan(0); // the saturating path was exercised, and agreed
+});
+
+test("gemvLut equals gemv over random exponents: every shift case of both the four-lane and row-by-row steps", () => {
+  const mat: LutMatrix = {
+    name: "random 40x128",
+    rows: 40,
+    cols: 128,
+    expBase: -17,
+    nibbles: Uint8Array.from({ length: 40 * 64 }, () => rng.int(256)),
+    scales: Uint8Array.from({ length: 40 * 4 }, () => rng.int(256)),
+  };
+  const x = Int32Array.from({ length: 128 }, () => rng.int(65535) - 32767);
+  for (let trial = 0; trial < 300; trial++) {
+    const xExp = rng.int(80) - 50; // base −20 − expBase − xExp runs over [−43, 36]
+    const outExp = rng.int(80) - 60; // final shift outExp + 24 over [−36, 43]
+    const [want, got] = both(mat, x, xExp, outExp);
+    expect(got).toEqual(want);
+  }
+});
+
+test("checked mode turns a saturation inside the SIMD projection into the engine's bound error", () => {
+  const mat: LutMatrix = {
+    name: "saturating",
+    rows: 3,
+    cols: 64,
+    expBase: 12,
+    nibbles: new Uint8Array(96).fill(0xff),
+    scales: new Uint8Array(6).fill(0xff),
+  };
+  const prepared = prepareMatrix(mat);
+  const made = createLutSums([prepared])!;
+  inputPlanes(new Int32Array(64).fill(32767), 0, 64, made.lut);
+  const out = new Int32Array(3);
+  // Every group's (16 + m) · a = 31 · 32 · 7 · 32767 shifted left by −k = de − base: by 53 (base −38,
+  // row by row) and by 30 (base −15, four lanes); both saturate, as in gemv.
+  for (const xExp of [6, -17]) {
+    gemvLut(out, 0, prepared, made.lut, made.at[0], made.scalesAt[0], xExp, -24); // unchecked: saturates quietly
+    expect(Array.from(out)).toEqual([2147483647, 2147483647, 2147483647]);
+    checked.on = true;
+    try {
+      expect(() => gemvLut(out, 0, prepared, made.lut, made.at[0], made.scalesAt[0], xExp, -24)).toThrow(
+        /integer engine bound violated: saturating: \d+ saturations/,
+      );
+    } finally {
+      checked.on = false;
+    }
+  }
 });
 
 test(
@@ -129,11 +178,18 @@ test(
   120_000,
 );
 
-test("SIMD scores equal the digit-table loop at the extremes: |q| = 32767, keys ±2047, 1 to 200 positions", () => {
+test("SIMD scores and value mix equal the digit-table loops at the extremes: |q| = 32767, keys ±2047, 1 to 200 positions", () => {
   const hd = 32, kvHeads = 2, kvDim = 64, cap = 208;
   const exp = prepareTable(makeTables(PRESETS.default).exp, 0);
-  const made = createLutSums([], kvHeads * 48 * hd * (cap / 16), 4 * hd)!;
   const headStride = 48 * hd * (cap / 16);
+  const valuePlane = 16 * cap, valueDigitStride = valuePlane * (hd / 16), valueHeadStride = 3 * valueDigitStride;
+  const made = createLutSums([], {
+    keyDigitBytes: kvHeads * headStride,
+    valueDigitBytes: kvHeads * valueHeadStride,
+    planeCols: 4 * hd,
+    positions: cap,
+    headDim: hd,
+  })!;
   for (
     const [n, fill] of [[1, "random"], [17, "max"], [200, "random"], [64, "min"], [33, "mixed"]] as const
   ) {
@@ -158,6 +214,12 @@ test("SIMD scores equal the digit-table loop at the extremes: |q| = 32767, keys 
           made.lut.mem8[at] = k & 15;
           made.lut.mem8[at + 16 * hd] = (k >> 4) & 15;
           made.lut.mem8[at + 32 * hd] = (k >> 8) & 15;
+          // Values: [kv head][digit][block of 16 dimensions][position][16 dimensions].
+          const v = values[p * kvDim + h * hd + i];
+          const vat = made.lut.valueDigitsAt + h * valueHeadStride + (i >> 4) * valuePlane + p * 16 + (i & 15);
+          made.lut.mem8[vat] = v & 15;
+          made.lut.mem8[vat + valueDigitStride] = (v >> 4) & 15;
+          made.lut.mem8[vat + 2 * valueDigitStride] = (v >> 8) & 15;
         }
       }
     }
@@ -179,6 +241,11 @@ test("SIMD scores equal the digit-table loop at the extremes: |q| = 32767, keys 
         lut,
         digitsAt: made.lut.digitsAt,
         digitsHeadStride: headStride,
+        valueDigitsAt: made.lut.valueDigitsAt,
+        valueHeadStride,
+        valuePlane,
+        valueDigitStride,
+        dimBlocks: hd / 16,
       };
       const got: number[][] = [];
       for (const kvHead of [0, 1]) {

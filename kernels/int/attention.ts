@@ -54,6 +54,16 @@ export interface AttentionContext {
   lut: LutSums | null;
   digitsAt: number;
   digitsHeadStride: number;
+  /**
+   * Where the value mix may run on WebAssembly SIMD (when `lut` is set): the byte address of this
+   * layer's value digit planes for kv head 0 (`LutSums.valueDigitsAt`), the stride between kv heads,
+   * the bytes of one (digit, block) plane and of one digit, and the blocks of 16 dimensions per head.
+   */
+  valueDigitsAt: number;
+  valueHeadStride: number;
+  valuePlane: number;
+  valueDigitStride: number;
+  dimBlocks: number;
 }
 
 /** Scratch of attention for up to two query heads at once. */
@@ -191,6 +201,11 @@ export function attendGroup(
   }
   const emax = probabilities(ctx, sc.scores0, n, kvHead);
   if (two) probabilities(ctx, sc.scores1, n, kvHead);
+  if (ctx.lut !== null) {
+    mixLut(ctx, sc.scores0, n, kvHead, emax, out, oOff);
+    if (two) mixLut(ctx, sc.scores1, n, kvHead, emax, out, oOff + hd);
+    return;
+  }
   // Multiples tables of the probabilities, only for positions some head gives a non-zero one (the
   // others add nothing), packed in order, with each one's value-row offset.
   const pt0 = sc.pt0;
@@ -297,6 +312,11 @@ function attendPair(
   }
   const emax = probabilities(ctx, scores0, n, kvHead);
   probabilities(ctx, scores1, n, kvHead);
+  if (ctx.lut !== null) {
+    mixLut(ctx, scores0, n, kvHead, emax, out, oOff);
+    mixLut(ctx, scores1, n, kvHead, emax, out, oOff + hd);
+    return;
+  }
   const pt0 = sc.pt0;
   const pt1 = sc.pt1;
   const live = sc.live;
@@ -339,32 +359,55 @@ function attendPair(
 }
 
 /**
- * Writes the byte planes of a query head's digit tables at `mem8[at, …)`: first the table of the low and
- * middle digits, entry u = u · q_e, then the top digit's, entry u = (u < 8 ? u : u − 16) · q_e; 48 bytes per
- * dimension each (bits 0–7, 8–15, 16–23). |q_e| < 2^15, so every entry lies in (−2^19, 2^19).
+ * Writes a query head's digit tables at `at`: first the table of the low and middle digits, entry
+ * u = u · q_e, then at `at + 48 · head_dim` the top digit's, entry u = (u < 8 ? u : u − 16) · q_e; 48
+ * bytes per dimension each (bits 0–7, 8–15, 16–23), by the module's `planes_digits`. |q_e| < 2^15, so
+ * every entry lies in (−2^19, 2^19).
  */
-function queryPlanes(q: Int32Array, qOff: number, hd: number, mem8: Uint8Array, at: number): void {
-  let p = at;
+function queryPlanes(q: Int32Array, qOff: number, hd: number, lut: LutSums, at: number): void {
+  const mem = lut.mem32;
+  let j = lut.inIndex;
   let ps = at;
-  for (let i = 0; i < hd; i++) {
+  for (let i = qOff; i < qOff + hd; i++) {
+    mem[j] = q[i];
+    j = j + 1;
     ps = ps + 48;
   }
-  for (let i = qOff; i < qOff + hd; i++) {
-    const v = q[i];
-    let e = 0;
-    const sixteen = v << 4; // |v| < 2^15: exact
-    for (let u = 0; u < 16; u++) {
-      const sgn = u < 8 ? e : e - sixteen; // the top digit's entry: (u − 16) · v from u = 8 on
-      mem8[p + u] = e & 255;
-      mem8[p + 16 + u] = (e >> 8) & 255;
-      mem8[p + 32 + u] = (e >> 16) & 255;
-      mem8[ps + u] = sgn & 255;
-      mem8[ps + 16 + u] = (sgn >> 8) & 255;
-      mem8[ps + 32 + u] = (sgn >> 16) & 255;
-      e = e + v;
-    }
-    p = p + 48;
-    ps = ps + 48;
+  lut.planes_digits(lut.inAt, hd, at, ps);
+}
+
+/**
+ * The value mix of one head on SIMD: `out[oOff + i] = shift(Σ_j p_j · v_{j,i}, toAcc)`, the same
+ * integers as the TypeScript loop (which skips the zero probabilities; they add nothing). The
+ * probabilities' tables are made by the module's `planes_digits` (p ≤ 2^15, so entries lie below
+ * 2^19), and `mix` reads them at the values' digit planes, 16 dimensions at a time. The sum is exact:
+ * |Σ p · v| ≤ (2^15 + n) · 2047 < 2^31, as in `attendGroup`.
+ */
+function mixLut(
+  ctx: AttentionContext,
+  probs: Int32Array,
+  n: number,
+  kvHead: number,
+  emax: number,
+  out: Int32Array,
+  oOff: number,
+): void {
+  const lut = ctx.lut!;
+  const mem = lut.mem32;
+  let j = lut.inIndex;
+  for (let u = 0; u < n; u++) {
+    mem[j] = probs[u];
+    j = j + 1;
+  }
+  lut.planes_digits(lut.inAt, n, lut.probUAt, lut.probSAt);
+  let codes = ctx.valueDigitsAt;
+  for (let h = 0; h < kvHead; h++) codes = codes + ctx.valueHeadStride;
+  lut.mix(lut.probUAt, lut.probSAt, codes, n, ctx.dimBlocks, ctx.valuePlane, ctx.valueDigitStride, lut.outAt);
+  const toAcc = ACC_EXP - (emax - 15);
+  j = lut.outIndex;
+  for (let i = oOff; i < oOff + ctx.headDim; i++) {
+    out[i] = shift(mem[j], toAcc);
+    j = j + 1;
   }
 }
 
@@ -393,8 +436,8 @@ function scoresLut(
   const s0 = u0 + table;
   const u1 = s0 + table;
   const s1 = u1 + table;
-  queryPlanes(q, qOff, hd, lut.mem8, u0);
-  queryPlanes(q, qOff + hd, hd, lut.mem8, u1);
+  queryPlanes(q, qOff, hd, lut, u0);
+  queryPlanes(q, qOff + hd, hd, lut, u1);
   const check = checked.on;
   let block = ctx.digitsAt;
   for (let h = 0; h < kvHead; h++) block = block + ctx.digitsHeadStride;

@@ -14,18 +14,30 @@
  * @module
  */
 import { assemble, type Func } from "./asm.ts";
+import { gemvFn, mixFn, planesFn } from "./int-gen.ts";
 import { lut16Rows } from "./lut.ts";
 import type { LutMatrix } from "../int/gemv.ts";
 import type { LutSums } from "../int/gemv-lut.ts";
 
 /** The functions of the module, by export name: what `createLutSums` assembles and the audit censuses. */
-export const INT_LUT_FUNCTIONS: Record<string, Func> = { lut16_rows: lut16Rows() };
+export const INT_LUT_FUNCTIONS: Record<string, Func> = {
+  lut16_rows: lut16Rows(),
+  planes_offset: planesFn("offset"),
+  planes_digits: planesFn("digits"),
+  gemv_lut: gemvFn(),
+  mix: mixFn(),
+};
 
 const PAGE = 65536;
 
 /** Bytes of a matrix's codes in the 16-row-block layout (rows rounded up to 16). */
 function codeBytes(m: LutMatrix): number {
   return Math.ceil(m.rows / 16) * 16 * m.cols;
+}
+
+/** Bytes of a matrix's scales in the 16-row-block layout: per block, per group, 16 bytes. */
+function scaleBytes(m: LutMatrix): number {
+  return Math.ceil(m.rows / 16) * 16 * (m.cols / 32);
 }
 
 /** Writes a matrix's codes at `mem[at, …)`: per 16-row block, per column, 16 rows' codes; padding is 8. */
@@ -45,56 +57,105 @@ export function layoutCodes(m: LutMatrix, mem: Uint8Array, at: number): void {
   }
 }
 
+/** Writes a matrix's scale bytes at `mem[at, …)`: per 16-row block, per group, 16 rows' bytes; padding 0. */
+export function layoutScales(m: LutMatrix, mem: Uint8Array, at: number): void {
+  const groups = m.cols / 32;
+  mem.fill(0, at, at + scaleBytes(m));
+  for (let r = 0; r < m.rows; r++) {
+    for (let g = 0; g < groups; g++) {
+      mem[at + ((r >> 4) * groups + g) * 16 + (r & 15)] = m.scales[r * groups + g];
+    }
+  }
+}
+
+/** What the instance must hold beside the matrices (all optional). */
+export interface LutRoom {
+  /** Bytes of key digit planes (`LutSums.digitsAt`) and of value digit planes (`LutSums.valueDigitsAt`). */
+  keyDigitBytes?: number;
+  valueDigitBytes?: number;
+  /** Columns of input planes needed beyond the widest matrix (attention's four query tables). */
+  planeCols?: number;
+  /** Positions the attention tables and probabilities must hold, and the head width. */
+  positions?: number;
+  headDim?: number;
+}
+
 /**
- * An instance holding `mats`' codes, with room for the planes of the widest input, one block's sums and
- * `digitBytes` of key digit planes (kernels/int/gemv-lut.ts `LutSums.digitsAt`);
- * `at[i]` is the byte address of `mats[i]`'s codes. Null where the runtime lacks WebAssembly SIMD (the
- * engine then runs kernels/int/gemv.ts alone).
+ * An instance holding `mats`' codes and scales, with room for the planes of the widest input, the
+ * scratch of the projections and attention, and the digit planes `room` asks for; `at[i]` and
+ * `scalesAt[i]` are the byte addresses of `mats[i]`'s codes and scales. Null where the runtime lacks
+ * WebAssembly SIMD (the engine then runs the TypeScript kernels alone).
  */
 export function createLutSums(
   mats: LutMatrix[],
-  digitBytes = 0,
-  minPlaneCols = 0,
-): { lut: LutSums; at: Int32Array } | null {
+  room: LutRoom = {},
+): { lut: LutSums; at: Int32Array; scalesAt: Int32Array } | null {
   if (typeof WebAssembly === "undefined") return null;
   let widest = 0;
+  let tallest = 0;
   let groupsMax = 0;
   for (const m of mats) {
     if (m.cols % 32 !== 0) throw new RangeError(`${m.name}: ${m.cols} columns, expected a multiple of 32`);
     widest = Math.max(widest, m.cols);
+    tallest = Math.max(tallest, m.rows);
     groupsMax = Math.max(groupsMax, m.cols / 32);
   }
+  const positions = room.positions ?? 0;
+  const headDim = room.headDim ?? 0;
+  const align = (n: number) => Math.ceil(n / 16) * 16;
   // Attention reuses the planes and sums areas: four tables of head_dim columns, six blocks of sums.
   const planesAt = 0;
-  const sumsAt = planesAt + Math.max(widest, minPlaneCols) * 48;
-  let next = sumsAt + Math.max(groupsMax, 6) * 64;
+  const sumsAt = align(planesAt + Math.max(widest, room.planeCols ?? 0) * 48);
+  const scratchAt = align(sumsAt + Math.max(groupsMax, 6) * 64);
+  const inAt = scratchAt + 128;
+  const outAt = align(inAt + Math.max(widest, positions) * 4);
+  const probUAt = align(outAt + Math.ceil(Math.max(tallest, headDim) / 16) * 16 * 4);
+  const probSAt = probUAt + positions * 48;
+  let next = probSAt + positions * 48;
   const at = new Int32Array(mats.length);
+  const scalesAt = new Int32Array(mats.length);
   mats.forEach((m, i) => {
-    next = Math.ceil(next / 16) * 16;
-    at[i] = next;
-    next += codeBytes(m);
+    at[i] = align(next);
+    scalesAt[i] = at[i] + codeBytes(m);
+    next = scalesAt[i] + scaleBytes(m);
   });
-  const digitsAt = Math.ceil(next / 16) * 16;
-  next = digitsAt + digitBytes;
+  const digitsAt = align(next);
+  const valueDigitsAt = align(digitsAt + (room.keyDigitBytes ?? 0));
+  next = valueDigitsAt + (room.valueDigitBytes ?? 0);
   const pages = Math.ceil(next / PAGE);
   const bytes = assemble({ pages, functions: INT_LUT_FUNCTIONS });
   if (!WebAssembly.validate(bytes)) return null;
-  const exports = new WebAssembly.Instance(new WebAssembly.Module(bytes)).exports as unknown as {
-    memory: WebAssembly.Memory;
-    lut16_rows(tabs: number, codes: number, cols: number, out: number): void;
-  };
+  const exports = new WebAssembly.Instance(new WebAssembly.Module(bytes)).exports as unknown as
+    & { memory: WebAssembly.Memory }
+    & Pick<LutSums, "lut16_rows" | "planes_offset" | "planes_digits" | "gemv_lut" | "mix">;
   const mem8 = new Uint8Array(exports.memory.buffer);
-  mats.forEach((m, i) => layoutCodes(m, mem8, at[i]));
+  mats.forEach((m, i) => {
+    layoutCodes(m, mem8, at[i]);
+    layoutScales(m, mem8, scalesAt[i]);
+  });
   return {
     lut: {
       lut16_rows: exports.lut16_rows,
+      planes_offset: exports.planes_offset,
+      planes_digits: exports.planes_digits,
+      gemv_lut: exports.gemv_lut,
+      mix: exports.mix,
       mem8,
       mem32: new Int32Array(exports.memory.buffer),
       planesAt,
       sumsAt,
       sumsIndex: sumsAt >> 2,
+      scratchAt,
+      inAt,
+      inIndex: inAt >> 2,
+      outAt,
+      outIndex: outAt >> 2,
+      probUAt,
+      probSAt,
       digitsAt,
+      valueDigitsAt,
     },
     at,
+    scalesAt,
   };
 }

@@ -1,0 +1,366 @@
+// deno-fmt-ignore-file -- instruction listings are laid out by hand, one logical step per line
+/**
+ * The integer engine's hot loops as WebAssembly, generated at load with kernels/wasm/asm.ts: each
+ * function computes exactly the integers of its TypeScript definition in kernels/int/ (the tests
+ * compare them bit for bit), with only the opcodes `INT_OPCODES` classifies (kernels/wasm/lut.ts): no
+ * multiply, no divide, no float.
+ *
+ * - `planes_offset(x, n, out)`: the byte planes of the tables (u − 8) · x_i (kernels/int/gemv-lut.ts
+ *   `inputPlanes`), 48 bytes per input.
+ * - `planes_digits(x, n, outU, outS)`: the byte planes of u · x_i and of the signed top digit's table
+ *   (u < 8 ? u : u − 16) · x_i (kernels/int/attention.ts `queryPlanes`), 48 bytes per input each.
+ * - `gemv_lut(planes, codes, scales, rows, groups, base, fin, out, scratch)`: the whole 4-bit projection
+ *   of kernels/int/gemv.ts, 16 rows at a time: each group's sums by table look-up (`lutColumn`), then
+ *   per row its scale (16 + m) by shifts and adds, the round-half-up shift by `base − de`, the saturating
+ *   accumulate, and the final shift by `fin`. Returns how many shifts or sums saturated (checked mode
+ *   turns a non-zero count into an error).
+ * - `mix(tabsU, tabsS, codes, n, blocks, plane, digitStride, out)`: one head's attention value mix,
+ *   Σ_j p_j · v_j per dimension, from the tables of each position's probability (`planes_digits`) read
+ *   at the three base-16 digits of the cached values, 16 dimensions at a time, in runs of at most 128
+ *   positions (so no 16-bit sum overflows) added in 32 bits.
+ *
+ * @module
+ */
+import { type Code, fn, type Func, I32, op, V128, type ValType } from "./asm.ts";
+import { type LutLocals, lutColumn, lutTotals, lutZero } from "./lut.ts";
+
+const { get, set } = op;
+const I32_MAX = 0x7fffffff;
+const I32_MIN = -0x80000000;
+
+/** Numbers locals after the parameters as they are asked for, remembering their types for `fn`. */
+function localsAfter(params: number) {
+  const types: ValType[] = [];
+  const take = (t: ValType) => {
+    types.push(t);
+    return params + types.length - 1;
+  };
+  return { types, i32: () => take(I32), v128: () => take(V128) };
+}
+
+/** Locals for one `lutColumn` run. */
+function lutLocals(l: ReturnType<typeof localsAfter>): LutLocals {
+  return {
+    t: l.i32(), k: l.i32(), idx: l.v128(), v: l.v128(),
+    lo0: l.v128(), lo1: l.v128(), mid0: l.v128(), mid1: l.v128(), hi0: l.v128(), hi1: l.v128(),
+  };
+}
+
+const inc = (local: number, by: number): Code => [get(local), op.i32(by), op.i32_add, set(local)];
+
+/**
+ * `dst = shift(src, amount)` of kernels/int/round.ts (round half up to the right, saturating to the
+ * left), adding 1 to `sat` where it saturates. `kk` and `lim` are scratch locals.
+ */
+function shiftRound(src: number, amount: number, dst: number, sat: number, kk: number, lim: number): Code {
+  const saturated = inc(sat, 1);
+  return [
+    get(amount), op.i32(0), op.i32_gt_s,
+    op.if_([
+      get(amount), op.i32(32), op.i32_ge_s,
+      op.if_([op.i32(0), set(dst)], [
+        get(src), get(amount), op.i32_shr_s,
+        get(src), get(amount), op.i32(1), op.i32_sub, op.i32_shr_s, op.i32(1), op.i32_and,
+        op.i32_add, set(dst),
+      ]),
+    ], [
+      get(amount), op.i32_eqz,
+      op.if_([get(src), set(dst)], [
+        op.i32(0), get(amount), op.i32_sub, set(kk),
+        get(kk), op.i32(31), op.i32_ge_s,
+        op.if_([
+          get(src), op.i32_eqz,
+          op.if_([op.i32(0), set(dst)], [
+            get(src), op.i32(31), op.i32_shr_s, op.i32(I32_MAX), op.i32_xor, set(dst), saturated,
+          ]),
+        ], [
+          op.i32(I32_MAX), get(kk), op.i32_shr_s, set(lim),
+          get(src), get(lim), op.i32_gt_s,
+          op.if_([op.i32(I32_MAX), set(dst), saturated], [
+            get(src), get(lim), op.i32(-1), op.i32_xor, op.i32_lt_s,
+            op.if_([op.i32(I32_MIN), set(dst), saturated], [get(src), get(kk), op.i32_shl, set(dst)]),
+          ]),
+        ]),
+      ]),
+    ]),
+  ];
+}
+
+/** Leaves (16 + m) · a on the stack, by shifts, masks and adds (kernels/int/mul.ts `mulScale`). */
+function mulScale(a: number, m: number): Code {
+  const bit = (b: number): Code => [
+    get(a), op.i32(b), op.i32_shl,
+    op.i32(0), get(m), op.i32(b), op.i32_shr_s, op.i32(1), op.i32_and, op.i32_sub,
+    op.i32_and, op.i32_add,
+  ];
+  return [get(a), op.i32(4), op.i32_shl, bit(0), bit(1), bit(2), bit(3)];
+}
+
+/**
+ * Leaves the i32x4 [0, x, 2x, 3x] on the stack, x being the i32x4 splat in `vx`, by masks and adds.
+ */
+function firstFour(vx: number): Code {
+  const mask = (from: number) =>
+    op.v128_const(new Uint8Array(Int32Array.from([0, 1, 2, 3], (i) => (i >= from ? -1 : 0)).buffer));
+  return [
+    get(vx), mask(1), op.v128_and,
+    get(vx), mask(2), op.v128_and, op.i32x4_add,
+    get(vx), mask(3), op.v128_and, op.i32x4_add,
+  ];
+}
+
+/** Stores the three byte planes (bits 0–7, 8–15, 16–23) of the 16 int32 entries in e0..e3 at `out`. */
+function storePlanes(e: number[], out: number, a: number, b: number): Code {
+  const pick = (byte: number) => [0, 4, 8, 12, 16, 20, 24, 28].map((i) => i + byte).concat([0, 0, 0, 0, 0, 0, 0, 0]);
+  const halves = [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23];
+  return [0, 1, 2].map((byte) => [
+    get(e[0]), get(e[1]), op.i8x16_shuffle(pick(byte)), set(a),
+    get(e[2]), get(e[3]), op.i8x16_shuffle(pick(byte)), set(b),
+    get(out), get(a), get(b), op.i8x16_shuffle(halves), op.v128_store(16 * byte),
+  ]);
+}
+
+/**
+ * `planes_offset(x, n, out)` or `planes_digits(x, n, outU, outS)`: per int32 x_i (|x_i| < 2^19), the 16
+ * entries of its table made by additions from [0, x, 2x, 3x] and 4x, 8x (shifts), stored as byte planes.
+ */
+export function planesFn(kind: "offset" | "digits"): Func {
+  const digits = kind === "digits";
+  const x = 0, n = 1, outA = 2, outB = 3;
+  const l = localsAfter(digits ? 4 : 3);
+  const i = l.i32(), vx = l.v128(), t0 = l.v128(), v4 = l.v128(), v8 = l.v128();
+  const e = [l.v128(), l.v128(), l.v128(), l.v128()], a = l.v128(), b = l.v128();
+  const quarter = (k: number, parts: Code[]): Code => [parts, set(e[k])];
+  const plus = (w: number): Code => [get(t0), get(w), op.i32x4_add];
+  const minus = (w: number): Code => [get(t0), get(w), op.i32x4_sub];
+  const offset = [quarter(0, [minus(v8)]), quarter(1, [minus(v4)]), quarter(2, [get(t0)]), quarter(3, [plus(v4)])];
+  const unsigned = [quarter(0, [get(t0)]), quarter(1, [plus(v4)]), quarter(2, [plus(v8)]),
+    quarter(3, [plus(v8), get(v4), op.i32x4_add])];
+  const signedTop = [quarter(2, [minus(v8)]), quarter(3, [minus(v8), get(v4), op.i32x4_add])];
+  const params: ValType[] = digits ? [I32, I32, I32, I32] : [I32, I32, I32];
+  return fn(params, [], l.types, [
+    op.i32(0), set(i),
+    op.block([op.loop([
+      get(i), get(n), op.i32_ge_s, op.br_if(1),
+      get(x), op.v128_load32_splat(), set(vx),
+      firstFour(vx), set(t0),
+      get(vx), op.i32(2), op.i32x4_shl, set(v4),
+      get(vx), op.i32(3), op.i32x4_shl, set(v8),
+      digits
+        ? [unsigned, storePlanes(e, outA, a, b), signedTop, storePlanes(e, outB, a, b), inc(outB, 48)]
+        : [offset, storePlanes(e, outA, a, b)],
+      inc(outA, 48),
+      inc(x, 4),
+      inc(i, 1),
+      op.br(0),
+    ])]),
+  ]);
+}
+
+/** A v128 constant of four equal int32 lanes. */
+const splat4 = (v: number): Code => op.v128_const(new Uint8Array(Int32Array.from([v, v, v, v]).buffer));
+
+/**
+ * `gemv_lut(planes, codes, scales, rows, groups, base, fin, out, scratch) → saturations`: see the
+ * module comment. Codes are laid out per 16-row block, per column, 16 bytes; scales per block, per
+ * group, 16 bytes; `scratch` holds 128 bytes; `out` receives whole blocks of 16 (rows rounded up).
+ *
+ * Each group's step runs on four lanes at a time when every row's shift k = base − de can lie only in
+ * [−30, 31] (base in [−15, 31], the usual case), computing both of `shift`'s cases and keeping each
+ * lane's: for k > 0 the right shift by k − 1 as five conditional shifts (16, 8, 4, 2, 1, picked by
+ * k − 1's bits), then the rounding `(t >> 1) + (t & 1)`, which is `(p >> k) + ((p >> (k − 1)) & 1)`;
+ * for k ≤ 0 the left shift by −k the same way, saturated where p lies outside ±(2^31 − 1) >> −k (that
+ * limit shifted the same way). Other bases go row by row through `shift`'s every case.
+ */
+export function gemvFn(): Func {
+  const planes = 0, codes = 1, scales = 2, rows = 3, groups = 4, base = 5, fin = 6, out = 7, scratch = 8;
+  const l = localsAfter(9);
+  const r = l.i32(), g = l.i32(), c = l.i32(), fast = l.i32();
+  const a = l.i32(), sc = l.i32(), m = l.i32(), p = l.i32(), amount = l.i32(), term = l.i32();
+  const acc = l.i32(), sum = l.i32(), sat = l.i32(), kk = l.i32(), lim = l.i32();
+  const lut = lutLocals(l);
+  const accs = [l.v128(), l.v128(), l.v128(), l.v128()];
+  const scv = l.v128(), basev = l.v128(), satv = l.v128();
+  const av = l.v128(), mv = l.v128(), pv = l.v128(), kv = l.v128(), sv = l.v128(), tv = l.v128();
+  const leftv = l.v128(), limv = l.v128(), bad = l.v128(), sumv = l.v128(), ovf = l.v128();
+  const zero = op.v128_const(new Uint8Array(16));
+  // One row's group step (kernels/int/gemv.ts `addGroup`) on the sums and accumulators in scratch.
+  const addGroup = (lane: number): Code => [
+    get(scratch), op.i32_load(4 * lane), set(a),
+    get(scales), op.i32_load8_u(lane), set(sc),
+    get(sc), op.i32(15), op.i32_and, set(m),
+    mulScale(a, m), set(p),
+    get(base), get(sc), op.i32(4), op.i32_shr_s, op.i32_sub, set(amount),
+    shiftRound(p, amount, term, sat, kk, lim),
+    get(scratch), op.i32_load(64 + 4 * lane), set(acc),
+    get(acc), get(term), op.i32_add, set(sum),
+    // Signed overflow: both addends' signs differ from the sum's. Saturate toward the accumulator's sign.
+    get(acc), get(sum), op.i32_xor, get(term), get(sum), op.i32_xor, op.i32_and, op.i32(0), op.i32_lt_s,
+    op.if_([get(acc), op.i32(31), op.i32_shr_s, op.i32(I32_MAX), op.i32_xor, set(sum), inc(sat, 1)]),
+    get(scratch), get(sum), op.i32_store(64 + 4 * lane),
+  ];
+  // The same step for lanes 4q..4q+3 in vectors (every k in [−30, 31]); `av` holds their group sums.
+  const widen = (q: number): Code => [
+    get(scv), q < 2 ? op.i16x8_extend_low_i8x16_u : op.i16x8_extend_high_i8x16_u,
+    (q & 1) === 0 ? op.i32x4_extend_low_i16x8_u : op.i32x4_extend_high_i16x8_u,
+  ];
+  const maskBit = (v: number, b: number): Code => [zero, get(v), op.i32(b), op.i32x4_shr_u, splat4(1), op.v128_and, op.i32x4_sub];
+  const addGroup4 = (q: number): Code => [
+    widen(q), splat4(15), op.v128_and, set(mv),
+    get(av), op.i32(4), op.i32x4_shl,
+    [0, 1, 2, 3].map((b) => [get(av), op.i32(b), op.i32x4_shl, maskBit(mv, b), op.v128_and, op.i32x4_add]),
+    set(pv),
+    get(basev), widen(q), op.i32(4), op.i32x4_shr_u, op.i32x4_sub, set(kv),
+    // k > 0: t = p >> (k − 1), then round.
+    get(kv), splat4(1), op.i32x4_sub, set(sv),
+    get(pv), set(tv),
+    [4, 3, 2, 1, 0].map((b) => [
+      get(tv), op.i32(1 << b), op.i32x4_shr_s, get(tv), maskBit(sv, b), op.v128_bitselect, set(tv),
+    ]),
+    get(tv), op.i32(1), op.i32x4_shr_s, get(tv), splat4(1), op.v128_and, op.i32x4_add, set(tv),
+    // k ≤ 0: p << −k and the limit (2^31 − 1) >> −k, both by the bits of −k.
+    zero, get(kv), op.i32x4_sub, set(sv),
+    get(pv), set(leftv),
+    splat4(I32_MAX), set(limv),
+    [4, 3, 2, 1, 0].map((b) => [
+      get(leftv), op.i32(1 << b), op.i32x4_shl, get(leftv), maskBit(sv, b), op.v128_bitselect, set(leftv),
+      get(limv), op.i32(1 << b), op.i32x4_shr_s, get(limv), maskBit(sv, b), op.v128_bitselect, set(limv),
+    ]),
+    // Saturate: above the limit to I32_MAX, below −limit − 1 to I32_MIN; counted for k ≤ 0 lanes only.
+    get(pv), get(limv), op.i32x4_gt_s, set(ovf),
+    get(pv), get(limv), op.v128_const(new Uint8Array(16).fill(255)), op.v128_xor, op.i32x4_lt_s, set(bad),
+    splat4(I32_MAX), splat4(I32_MIN), get(leftv), get(bad), op.v128_bitselect, get(ovf), op.v128_bitselect, set(leftv),
+    get(kv), zero, op.i32x4_gt_s, set(sv), // lanes with k > 0
+    get(satv), get(ovf), get(bad), op.v128_or, get(sv), op.v128_xor, get(ovf), get(bad), op.v128_or, op.v128_and,
+    op.i32x4_sub, set(satv),
+    get(tv), get(leftv), get(sv), op.v128_bitselect, set(tv),
+    get(accs[q]), get(tv), op.i32x4_add, set(sumv),
+    get(accs[q]), get(sumv), op.v128_xor, get(tv), get(sumv), op.v128_xor, op.v128_and, op.i32(31), op.i32x4_shr_s,
+    set(ovf),
+    get(accs[q]), op.i32(31), op.i32x4_shr_s, splat4(I32_MAX), op.v128_xor, get(sumv), get(ovf), op.v128_bitselect,
+    set(accs[q]),
+    get(satv), get(ovf), op.i32x4_sub, set(satv),
+  ];
+  // Lane `lane`'s output through `shift`'s every case (the final shift outside [0, 31]).
+  const emit = (lane: number): Code => [
+    get(scratch), op.i32_load(64 + 4 * lane), set(acc),
+    shiftRound(acc, fin, term, sat, kk, lim),
+    get(out), get(term), op.i32_store(4 * lane),
+  ];
+  const lanes = Array.from({ length: 16 }, (_, lane) => lane);
+  const quarters = [0, 1, 2, 3];
+  const spill = quarters.map((q) => [get(scratch), get(accs[q]), op.v128_store(64 + 16 * q)]);
+  const reload = quarters.map((q) => [get(scratch), op.v128_load(64 + 16 * q), set(accs[q])]);
+  return fn([I32, I32, I32, I32, I32, I32, I32, I32, I32], [I32], l.types, [
+    op.i32(0), set(sat),
+    zero, set(satv),
+    op.i32(0), set(r),
+    get(codes), set(lut.k),
+    // Four-lane steps need every k = base − de (de in 0..15) in [−30, 31]: base in [−15, 31].
+    get(base), op.i32(-15), op.i32_ge_s, get(base), op.i32(31), op.i32_le_s, op.i32_and, set(fast),
+    get(base), op.i32x4_splat, set(basev),
+    op.block([op.loop([
+      get(r), get(rows), op.i32_ge_s, op.br_if(1),
+      accs.map((x) => [zero, set(x)]),
+      get(planes), set(lut.t),
+      op.i32(0), set(g),
+      op.block([op.loop([
+        get(g), get(groups), op.i32_ge_s, op.br_if(1),
+        lutZero(lut),
+        op.i32(0), set(c),
+        op.block([op.loop([
+          get(c), op.i32(32), op.i32_ge_s, op.br_if(1),
+          lutColumn(lut),
+          inc(c, 1),
+          op.br(0),
+        ])]),
+        get(scales), op.v128_load(), set(scv),
+        get(fast),
+        op.if_(
+          quarters.map((q) => [lutTotals(lut, q), set(av), addGroup4(q)]),
+          [
+            quarters.map((q) => [get(scratch), lutTotals(lut, q), op.v128_store(16 * q)]),
+            spill,
+            lanes.map(addGroup),
+            reload,
+          ],
+        ),
+        inc(scales, 16),
+        inc(g, 1),
+        op.br(0),
+      ])]),
+      // The final shift by `fin`: four lanes at a time for fin in [0, 31], else row by row.
+      get(fin), op.i32(0), op.i32_ge_s, get(fin), op.i32(31), op.i32_le_s, op.i32_and,
+      op.if_(
+        quarters.map((q) => [
+          get(out),
+          get(fin), op.i32_eqz,
+          op.if_v128([get(accs[q])], [
+            get(accs[q]), get(fin), op.i32(1), op.i32_sub, op.i32x4_shr_s, set(tv),
+            get(tv), op.i32(1), op.i32x4_shr_s, get(tv), splat4(1), op.v128_and, op.i32x4_add,
+          ]),
+          op.v128_store(16 * q),
+        ]),
+        [spill, lanes.map(emit)],
+      ),
+      inc(out, 64),
+      inc(r, 16),
+      op.br(0),
+    ])]),
+    // Saturations: the row-by-row count plus the four-lane counts.
+    get(sat),
+    [0, 1, 2, 3].map((q) => [get(satv), op.i32x4_extract_lane(q), op.i32_add]),
+  ]);
+}
+
+/**
+ * `mix(tabsU, tabsS, codes, n, blocks, plane, digitStride, out)`: for each block b of 16 dimensions,
+ * out[16b + lane] = Σ_{j<n} U_j[d0] + (U_j[d1] << 4) + (S_j[d2] << 8), the digits d0, d1, d2 of value
+ * (j, 16b + lane) read from `codes + d · digitStride + b · plane + 16 j`; U_j and S_j are position j's
+ * tables (`planes_digits`, 48 bytes each per position). Exact in 32 bits while |Σ p · v| < 2^31.
+ */
+export function mixFn(): Func {
+  const tabsU = 0, tabsS = 1, codes = 2, n = 3, blocks = 4, plane = 5, digitStride = 6, out = 7;
+  const l = localsAfter(8);
+  const b = l.i32(), j = l.i32(), end = l.i32(), base = l.i32();
+  const res = [l.v128(), l.v128(), l.v128(), l.v128()];
+  const s = [l.v128(), l.v128(), l.v128(), l.v128()];
+  const lut = lutLocals(l);
+  const zero = op.v128_const(new Uint8Array(16));
+  // One digit's sums over all n positions into s, in runs of at most 128 columns.
+  const digit = (d: number): Code => [
+    s.map((x) => [zero, set(x)]),
+    get(d < 2 ? tabsU : tabsS), set(lut.t),
+    get(base), d === 0 ? [] : [get(digitStride), op.i32_add], d === 2 ? [get(digitStride), op.i32_add] : [], set(lut.k),
+    op.i32(0), set(j),
+    op.block([op.loop([
+      get(j), get(n), op.i32_ge_s, op.br_if(1),
+      get(j), op.i32(128), op.i32_add, set(end),
+      get(end), get(n), op.i32_gt_s, op.if_([get(n), set(end)]),
+      lutZero(lut),
+      op.block([op.loop([
+        get(j), get(end), op.i32_ge_s, op.br_if(1),
+        lutColumn(lut),
+        inc(j, 1),
+        op.br(0),
+      ])]),
+      [0, 1, 2, 3].map((q) => [get(s[q]), lutTotals(lut, q), op.i32x4_add, set(s[q])]),
+      op.br(0),
+    ])]),
+    [0, 1, 2, 3].map((q) => [get(res[q]), get(s[q]), op.i32(4 * d), op.i32x4_shl, op.i32x4_add, set(res[q])]),
+  ];
+  return fn([I32, I32, I32, I32, I32, I32, I32, I32], [], l.types, [
+    op.i32(0), set(b),
+    get(codes), set(base),
+    op.block([op.loop([
+      get(b), get(blocks), op.i32_ge_s, op.br_if(1),
+      res.map((x) => [zero, set(x)]),
+      digit(0), digit(1), digit(2),
+      [0, 1, 2, 3].map((q) => [get(out), get(res[q]), op.v128_store(16 * q)]),
+      inc(out, 64),
+      get(base), get(plane), op.i32_add, set(base),
+      inc(b, 1),
+      op.br(0),
+    ])]),
+  ]);
+}
