@@ -84,6 +84,8 @@ export function intEngineFromFile(file: Lut4File, opts: { simd?: boolean } = {})
       planeCols: 4 * model.headDim,
       positions: model.maxPositions,
       headDim: model.headDim,
+      expMirrorBytes: model.expMirrorBytes,
+      exp: model.exp,
     });
     if (made) useLut(model, made.lut, made.at, made.scalesAt);
   }

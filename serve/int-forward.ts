@@ -121,7 +121,14 @@ export interface IntModel {
   valueLayerStride: number;
   valueDigitBytes: number;
   dimBlocks: number;
-  /** The state whose cache the key and value digit planes hold. */
+  /**
+   * The cache's exponents mirrored as int32 for the SIMD attention (`LutSums.keyExpAt`, `valueExpAt`):
+   * bytes of one kv head's positions (rounded up to 16), of one layer, of all.
+   */
+  expHeadStride: number;
+  expLayerStride: number;
+  expMirrorBytes: number;
+  /** The state whose cache the key and value digit planes and exponent mirrors hold. */
   digitOwner: IntState | null;
 }
 
@@ -222,6 +229,12 @@ export function buildIntModel(w: Lut4Weights): IntModel {
   for (let h = 0; h < sh.kvHeads; h++) valueLayerStride = valueLayerStride + valueHeadStride;
   let valueDigitBytes = 0;
   for (let l = 0; l < w.layers.length; l++) valueDigitBytes = valueDigitBytes + valueLayerStride;
+  let expHeadStride = 0;
+  for (let p = 0; p < sh.maxPositions; p = p + 16) expHeadStride = expHeadStride + 64;
+  let expLayerStride = 0;
+  for (let h = 0; h < sh.kvHeads; h++) expLayerStride = expLayerStride + expHeadStride;
+  let expMirrorBytes = 0;
+  for (let l = 0; l < w.layers.length; l++) expMirrorBytes = expMirrorBytes + expLayerStride;
   const widest = qDim > sh.ffn ? qDim : sh.ffn;
   const wider = widest > sh.width ? widest : sh.width;
   return {
@@ -290,6 +303,9 @@ export function buildIntModel(w: Lut4Weights): IntModel {
         valuePlane,
         valueDigitStride,
         dimBlocks,
+        keyExpAt: 0,
+        valueExpAt: 0,
+        expHeadStride,
       },
     },
     lut: null,
@@ -305,6 +321,9 @@ export function buildIntModel(w: Lut4Weights): IntModel {
     valueLayerStride,
     valueDigitBytes,
     dimBlocks,
+    expHeadStride,
+    expLayerStride,
+    expMirrorBytes,
     digitOwner: null,
   };
 }
@@ -403,6 +422,22 @@ function fillDigits(m: IntModel, lut: LutSums, st: IntState): void {
     }
     layerAt = layerAt + m.valueLayerStride;
   }
+  let keyLayer = lut.keyExpAt >> 2;
+  let valueLayer = lut.valueExpAt >> 2;
+  for (let l = 0; l < m.layers.length; l++) {
+    let headAt = 0;
+    for (let h = 0; h < m.kvHeads; h++) {
+      let pe = h;
+      for (let p = 0; p < st.pos; p++) {
+        lut.mem32[keyLayer + headAt + p] = st.keyExp[l][pe];
+        lut.mem32[valueLayer + headAt + p] = st.valueExp[l][pe];
+        pe = pe + m.kvHeads;
+      }
+      headAt = headAt + (m.expHeadStride >> 2);
+    }
+    keyLayer = keyLayer + (m.expLayerStride >> 2);
+    valueLayer = valueLayer + (m.expLayerStride >> 2);
+  }
   m.digitOwner = st;
 }
 
@@ -500,6 +535,7 @@ export function step(m: IntModel, st: IntState, id: number): void {
   let digitsAt = 0; // this layer's digit planes
   let laneAt = 0; // this position's lane in its block
   let valuesAt = 0; // this layer's value digit planes, at this position
+  let expsAt = 0; // this layer's exponent mirrors' offset, in bytes
   if (digits) {
     if (m.digitOwner !== st) fillDigits(m, lut, st);
     digitsAt = lut.digitsAt;
@@ -543,6 +579,10 @@ export function step(m: IntModel, st: IntState, id: number): void {
       if (digits) {
         writeDigits(m, lut.mem8, digitsAt + headDigits + laneAt, keys, cacheAt + off);
         writeValueDigits(m, lut.mem8, headValues, values, cacheAt + off);
+        let mirror = expsAt;
+        for (let i = 0; i < h; i++) mirror = mirror + m.expHeadStride;
+        lut.mem32[((lut.keyExpAt + mirror) >> 2) + pos] = ek;
+        lut.mem32[((lut.valueExpAt + mirror) >> 2) + pos] = ev;
       }
       headDigits = headDigits + m.digitsHeadStride;
       headValues = headValues + m.valueHeadStride;
@@ -558,6 +598,10 @@ export function step(m: IntModel, st: IntState, id: number): void {
     ctx.lut = digits ? lut : null;
     ctx.digitsAt = digitsAt;
     ctx.valueDigitsAt = valuesAt - (pos << 4);
+    if (digits) {
+      ctx.keyExpAt = lut.keyExpAt + expsAt;
+      ctx.valueExpAt = lut.valueExpAt + expsAt;
+    }
     // The q heads of each kv head, two at a time (GQA): keys and values are read once per pair.
     off = 0;
     let h = 0;
@@ -611,6 +655,7 @@ export function step(m: IntModel, st: IntState, id: number): void {
     la = la + 7;
     digitsAt = digitsAt + m.digitsLayerStride;
     valuesAt = valuesAt + m.valueLayerStride;
+    expsAt = expsAt + m.expLayerStride;
   }
   rmsnorm(x, 0, RESIDUAL_EXP, m.normWidth, s.z, 0);
   let ez = NORM_EXP;

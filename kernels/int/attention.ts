@@ -64,6 +64,13 @@ export interface AttentionContext {
   valuePlane: number;
   valueDigitStride: number;
   dimBlocks: number;
+  /**
+   * The exponent mirrors of this layer for kv head 0 (`LutSums.keyExpAt`, `valueExpAt` plus the
+   * layer's offset) and the stride between kv heads, in bytes.
+   */
+  keyExpAt: number;
+  valueExpAt: number;
+  expHeadStride: number;
 }
 
 /** Scratch of attention for up to two query heads at once. */
@@ -154,12 +161,16 @@ export function attendGroup(
   oOff: number,
 ): void {
   const hd = ctx.headDim;
+  if (ctx.lut !== null) {
+    attendLut(ctx, q, qOff, eq0, kvHead, n, out, oOff);
+    if (two) attendLut(ctx, q, qOff + hd, eq1, kvHead, n, out, oOff + hd);
+    return;
+  }
   const sc = ctx.s;
   const qt = sc.qt;
   const keys = ctx.keys;
   const check = checked.on;
-  // The query's multiples tables, unless the SIMD scores (which read its digit planes instead) serve.
-  const heads = two && ctx.lut !== null ? 0 : two ? hd + hd : hd;
+  const heads = two ? hd + hd : hd;
   let t = 0;
   for (let i = 0; i < heads; i++) {
     multiples(q[qOff + i], qt, t);
@@ -201,11 +212,6 @@ export function attendGroup(
   }
   const emax = probabilities(ctx, sc.scores0, n, kvHead);
   if (two) probabilities(ctx, sc.scores1, n, kvHead);
-  if (ctx.lut !== null) {
-    mixLut(ctx, sc.scores0, n, kvHead, emax, out, oOff);
-    if (two) mixLut(ctx, sc.scores1, n, kvHead, emax, out, oOff + hd);
-    return;
-  }
   // Multiples tables of the probabilities, only for positions some head gives a non-zero one (the
   // others add nothing), packed in order, with each one's value-row offset.
   const pt0 = sc.pt0;
@@ -278,45 +284,36 @@ function attendPair(
   const second = hd << 5;
   const kvDim = ctx.kvDim;
   const kvHeads = ctx.kvHeads;
-  if (ctx.lut !== null) {
-    scoresLut(ctx, q, qOff, eq0, eq1, kvHead, n);
-  } else {
-    let ko = first;
-    let eo = kvHead;
-    for (let u = 0; u < n; u++) {
-      let dot0 = 0;
-      let dot1 = 0;
-      let tt = 0;
-      const end = ko + hd;
-      for (let i = ko; i < end; i++) {
-        const k = keys[i];
-        const d2 = 16 + ((k >> 8) & 15);
-        const d1 = (k >> 4) & 15;
-        const d0 = k & 15;
-        const ts = tt + second;
-        dot0 = dot0 + (qt[tt + d2] << 8) + (qt[tt + d1] << 4) + qt[tt + d0];
-        dot1 = dot1 + (qt[ts + d2] << 8) + (qt[ts + d1] << 4) + qt[ts + d0];
-        tt = tt + 32;
-      }
-      if (
-        check && !holds(dot0 < 2147483648 && dot0 >= -2147483648 && dot1 < 2147483648 && dot1 >= -2147483648)
-      ) {
-        assertBound(false, `score dot outside int32`);
-      }
-      const ek = keyExp[eo];
-      scores0[u] = shift(dot0, SCORE_EXP - eq0 - ek);
-      scores1[u] = shift(dot1, SCORE_EXP - eq1 - ek);
-      ko = ko + kvDim;
-      eo = eo + kvHeads;
+  let ko = first;
+  let eo = kvHead;
+  for (let u = 0; u < n; u++) {
+    let dot0 = 0;
+    let dot1 = 0;
+    let tt = 0;
+    const end = ko + hd;
+    for (let i = ko; i < end; i++) {
+      const k = keys[i];
+      const d2 = 16 + ((k >> 8) & 15);
+      const d1 = (k >> 4) & 15;
+      const d0 = k & 15;
+      const ts = tt + second;
+      dot0 = dot0 + (qt[tt + d2] << 8) + (qt[tt + d1] << 4) + qt[tt + d0];
+      dot1 = dot1 + (qt[ts + d2] << 8) + (qt[ts + d1] << 4) + qt[ts + d0];
+      tt = tt + 32;
     }
+    if (
+      check && !holds(dot0 < 2147483648 && dot0 >= -2147483648 && dot1 < 2147483648 && dot1 >= -2147483648)
+    ) {
+      assertBound(false, `score dot outside int32`);
+    }
+    const ek = keyExp[eo];
+    scores0[u] = shift(dot0, SCORE_EXP - eq0 - ek);
+    scores1[u] = shift(dot1, SCORE_EXP - eq1 - ek);
+    ko = ko + kvDim;
+    eo = eo + kvHeads;
   }
   const emax = probabilities(ctx, scores0, n, kvHead);
   probabilities(ctx, scores1, n, kvHead);
-  if (ctx.lut !== null) {
-    mixLut(ctx, scores0, n, kvHead, emax, out, oOff);
-    mixLut(ctx, scores1, n, kvHead, emax, out, oOff + hd);
-    return;
-  }
   const pt0 = sc.pt0;
   const pt1 = sc.pt1;
   const live = sc.live;
@@ -359,113 +356,79 @@ function attendPair(
 }
 
 /**
- * Writes a query head's digit tables at `at`: first the table of the low and middle digits, entry
- * u = u · q_e, then at `at + 48 · head_dim` the top digit's, entry u = (u < 8 ? u : u − 16) · q_e; 48
- * bytes per dimension each (bits 0–7, 8–15, 16–23), by the module's `planes_digits`. |q_e| < 2^15, so
- * every entry lies in (−2^19, 2^19).
+ * Writes a query head's digit tables at `lut.planesAt`: first the table of the low and middle digits,
+ * entry u = u · q_e, then the top digit's, entry u = (u < 8 ? u : u − 16) · q_e, at the address it
+ * returns; 48 bytes per dimension each (bits 0–7, 8–15, 16–23), by the module's `planes_digits`.
+ * |q_e| < 2^15, so every entry lies in (−2^19, 2^19).
  */
-function queryPlanes(q: Int32Array, qOff: number, hd: number, lut: LutSums, at: number): void {
+function queryPlanes(q: Int32Array, qOff: number, hd: number, lut: LutSums): number {
   const mem = lut.mem32;
   let j = lut.inIndex;
-  let ps = at;
+  let top = lut.planesAt;
   for (let i = qOff; i < qOff + hd; i++) {
     mem[j] = q[i];
     j = j + 1;
-    ps = ps + 48;
+    top = top + 48;
   }
-  lut.planes_digits(lut.inAt, hd, at, ps);
+  lut.planes_digits(lut.inAt, hd, lut.planesAt, top);
+  return top;
 }
 
 /**
- * The value mix of one head on SIMD: `out[oOff + i] = shift(Σ_j p_j · v_{j,i}, toAcc)`, the same
- * integers as the TypeScript loop (which skips the zero probabilities; they add nothing). The
- * probabilities' tables are made by the module's `planes_digits` (p ≤ 2^15, so entries lie below
- * 2^19), and `mix` reads them at the values' digit planes, 16 dimensions at a time. The sum is exact:
+ * One query head's attention on WebAssembly SIMD, the same integers as `attendGroup`'s TypeScript loops:
+ * the query's digit tables (`queryPlanes`), the scores from them read at the keys' digit planes
+ * (`scores`: one `i8x16.swizzle` per plane, 16 positions at a time), the softmax (`softmax`, the same
+ * exp table, reciprocal and rounding as `probabilities`), the probabilities' tables (`planes_digits`)
+ * and the value mix read at the values' digit planes (`mix`, 16 dimensions at a time), then the shift to
+ * ACC_EXP. The module keeps everything in 32 bits: |dot| < 2^31 by `queryBits`, the softmax total
+ * below 2^30 (checked mode asserts it, and that no difference saturated), and the mix
  * |Σ p · v| ≤ (2^15 + n) · 2047 < 2^31, as in `attendGroup`.
  */
-function mixLut(
+function attendLut(
   ctx: AttentionContext,
-  probs: Int32Array,
-  n: number,
+  q: Int32Array,
+  qOff: number,
+  eq: number,
   kvHead: number,
-  emax: number,
+  n: number,
   out: Int32Array,
   oOff: number,
 ): void {
   const lut = ctx.lut!;
+  const hd = ctx.headDim;
   const mem = lut.mem32;
-  let j = lut.inIndex;
-  for (let u = 0; u < n; u++) {
-    mem[j] = probs[u];
-    j = j + 1;
+  const topAt = queryPlanes(q, qOff, hd, lut);
+  let keys = ctx.digitsAt;
+  let codes = ctx.valueDigitsAt;
+  let keyExp = ctx.keyExpAt;
+  let valueExp = ctx.valueExpAt;
+  for (let h = 0; h < kvHead; h++) {
+    keys = keys + ctx.digitsHeadStride;
+    codes = codes + ctx.valueHeadStride;
+    keyExp = keyExp + ctx.expHeadStride;
+    valueExp = valueExp + ctx.expHeadStride;
+  }
+  lut.scores(lut.planesAt, topAt, keys, n, hd, keyExp, SCORE_EXP - eq, lut.scoresAt, lut.sumsAt);
+  const emax = lut.softmax(
+    lut.scoresAt,
+    n,
+    lut.expTAt,
+    lut.expMulAt,
+    lut.expLen1,
+    valueExp,
+    lut.inAt,
+    lut.rtAt,
+    lut.statAt,
+  );
+  if (checked.on && !holds(mem[lut.statIndex] < 1073741824 && mem[lut.statIndex + 1] === 0)) {
+    assertBound(false, `softmax total ${mem[lut.statIndex]} ≥ 2^30 or a score difference saturates`);
   }
   lut.planes_digits(lut.inAt, n, lut.probUAt, lut.probSAt);
-  let codes = ctx.valueDigitsAt;
-  for (let h = 0; h < kvHead; h++) codes = codes + ctx.valueHeadStride;
   lut.mix(lut.probUAt, lut.probSAt, codes, n, ctx.dimBlocks, ctx.valuePlane, ctx.valueDigitStride, lut.outAt);
   const toAcc = ACC_EXP - (emax - 15);
-  j = lut.outIndex;
-  for (let i = oOff; i < oOff + ctx.headDim; i++) {
+  let j = lut.outIndex;
+  for (let i = oOff; i < oOff + hd; i++) {
     out[i] = shift(mem[j], toAcc);
     j = j + 1;
-  }
-}
-
-/**
- * The two heads' scores of `attendPair` from SIMD table reads, 16 positions at a time: per digit plane d
- * of the cached keys, `lut16_rows` sums the query's table at the 16 positions' digits over head_dim
- * columns, and dot = s_0 + (s_1 << 4) + (s_2 << 8), the same exact integer as the TypeScript loop's sum
- * (|s_1| < 2^24 and |s_2| ≤ 32 · 8 · 32767 < 2^23 for head_dim ≤ 32, so no shift leaves int32).
- */
-function scoresLut(
-  ctx: AttentionContext,
-  q: Int32Array,
-  qOff: number,
-  eq0: number,
-  eq1: number,
-  kvHead: number,
-  n: number,
-): void {
-  const lut = ctx.lut!;
-  const hd = ctx.headDim;
-  const sc = ctx.s;
-  const sums = lut.mem32;
-  const plane = hd << 4; // bytes of one digit plane of a block
-  const table = (hd << 5) + (hd << 4); // bytes of one query table's planes
-  const u0 = lut.planesAt;
-  const s0 = u0 + table;
-  const u1 = s0 + table;
-  const s1 = u1 + table;
-  queryPlanes(q, qOff, hd, lut, u0);
-  queryPlanes(q, qOff + hd, hd, lut, u1);
-  const check = checked.on;
-  let block = ctx.digitsAt;
-  for (let h = 0; h < kvHead; h++) block = block + ctx.digitsHeadStride;
-  const out = lut.sumsAt;
-  let eo = kvHead;
-  for (let u0pos = 0; u0pos < n; u0pos = u0pos + 16) {
-    lut.lut16_rows(u0, block, hd, out);
-    lut.lut16_rows(u0, block + plane, hd, out + 64);
-    lut.lut16_rows(s0, block + plane + plane, hd, out + 128);
-    lut.lut16_rows(u1, block, hd, out + 192);
-    lut.lut16_rows(u1, block + plane, hd, out + 256);
-    lut.lut16_rows(s1, block + plane + plane, hd, out + 320);
-    block = block + plane + plane + plane;
-    const lanes = n - u0pos < 16 ? n - u0pos : 16;
-    let i = lut.sumsIndex;
-    for (let lane = 0; lane < lanes; lane++) {
-      const dot0 = sums[i] + (sums[i + 16] << 4) + (sums[i + 32] << 8);
-      const dot1 = sums[i + 48] + (sums[i + 64] << 4) + (sums[i + 80] << 8);
-      if (
-        check && !holds(dot0 < 2147483648 && dot0 >= -2147483648 && dot1 < 2147483648 && dot1 >= -2147483648)
-      ) {
-        assertBound(false, `score dot outside int32`);
-      }
-      const ek = ctx.keyExp[eo];
-      sc.scores0[u0pos + lane] = shift(dot0, SCORE_EXP - eq0 - ek);
-      sc.scores1[u0pos + lane] = shift(dot1, SCORE_EXP - eq1 - ek);
-      eo = eo + ctx.kvHeads;
-      i = i + 1;
-    }
   }
 }

@@ -40,6 +40,30 @@ export interface LutSums {
     out: number,
     scratch: number,
   ): number;
+  /** One query head's attention scores over `n` positions (kernels/wasm/int-gen.ts `scoresFn`). */
+  scores(
+    qU: number,
+    qS: number,
+    keys: number,
+    n: number,
+    hd: number,
+    keyExp: number,
+    scoreShift: number,
+    out: number,
+    sums: number,
+  ): void;
+  /** Q15 probabilities of `n` scores; returns the largest value exponent (`softmaxFn`). */
+  softmax(
+    scores: number,
+    n: number,
+    expT: number,
+    expMul: number,
+    tlen1: number,
+    valueExp: number,
+    out: number,
+    rt: number,
+    stat: number,
+  ): number;
   /** One head's value mix over `n` positions, `blocks` blocks of 16 dimensions. */
   mix(
     tabsU: number,
@@ -79,6 +103,21 @@ export interface LutSums {
    * dimensions, per position, the 16 dimensions' digits in 16 bytes.
    */
   valueDigitsAt: number;
+  /** Attention scratch: the scores of one head, R's multiples table, and the softmax's total and saturations. */
+  scoresAt: number;
+  rtAt: number;
+  statAt: number;
+  statIndex: number;
+  /** The exp table and its differences' multiples, and the table's length − 1. */
+  expTAt: number;
+  expMulAt: number;
+  expLen1: number;
+  /**
+   * Mirrors of the cache's exponents as int32: per layer, per kv head, per position (rounded up to 16),
+   * for keys and for values.
+   */
+  keyExpAt: number;
+  valueExpAt: number;
 }
 
 /** Copies `x[off, off + cols)` into the instance and writes its tables' byte planes at `lut.planesAt`. */

@@ -120,6 +120,8 @@ export const op = {
   i32_gt_s: 0x4a,
   i32_le_s: 0x4c,
   i32_ge_s: 0x4e,
+  i32_ge_u: 0x4f,
+  i32_clz: 0x67,
   i32_add: 0x6a,
   i32_sub: 0x6b,
   i32_mul: 0x6c,

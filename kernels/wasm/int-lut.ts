@@ -14,7 +14,7 @@
  * @module
  */
 import { assemble, type Func } from "./asm.ts";
-import { gemvFn, mixFn, planesFn } from "./int-gen.ts";
+import { gemvFn, mixFn, planesFn, scoresFn, softmaxFn } from "./int-gen.ts";
 import { lut16Rows } from "./lut.ts";
 import type { LutMatrix } from "../int/gemv.ts";
 import type { LutSums } from "../int/gemv-lut.ts";
@@ -25,6 +25,8 @@ export const INT_LUT_FUNCTIONS: Record<string, Func> = {
   planes_offset: planesFn("offset"),
   planes_digits: planesFn("digits"),
   gemv_lut: gemvFn(),
+  scores: scoresFn(),
+  softmax: softmaxFn(),
   mix: mixFn(),
 };
 
@@ -78,6 +80,10 @@ export interface LutRoom {
   /** Positions the attention tables and probabilities must hold, and the head width. */
   positions?: number;
   headDim?: number;
+  /** Bytes of the key and value exponent mirrors (`LutSums.keyExpAt`, `valueExpAt`). */
+  expMirrorBytes?: number;
+  /** The softmax's exp table and its differences' multiples (kernels/int/tables.ts `LookupTable`). */
+  exp?: { t: Int32Array; mul: Int32Array };
 }
 
 /**
@@ -111,7 +117,12 @@ export function createLutSums(
   const outAt = align(inAt + Math.max(widest, positions) * 4);
   const probUAt = align(outAt + Math.ceil(Math.max(tallest, headDim) / 16) * 16 * 4);
   const probSAt = probUAt + positions * 48;
-  let next = probSAt + positions * 48;
+  const scoresAt = align(probSAt + positions * 48);
+  const rtAt = scoresAt + Math.ceil(positions / 16) * 64;
+  const statAt = rtAt + 64;
+  const expTAt = statAt + 16;
+  const expMulAt = expTAt + (room.exp?.t.length ?? 0) * 4;
+  let next = expMulAt + (room.exp?.mul.length ?? 0) * 4;
   const at = new Int32Array(mats.length);
   const scalesAt = new Int32Array(mats.length);
   mats.forEach((m, i) => {
@@ -121,27 +132,36 @@ export function createLutSums(
   });
   const digitsAt = align(next);
   const valueDigitsAt = align(digitsAt + (room.keyDigitBytes ?? 0));
-  next = valueDigitsAt + (room.valueDigitBytes ?? 0);
+  const keyExpAt = align(valueDigitsAt + (room.valueDigitBytes ?? 0));
+  const valueExpAt = keyExpAt + (room.expMirrorBytes ?? 0);
+  next = valueExpAt + (room.expMirrorBytes ?? 0);
   const pages = Math.ceil(next / PAGE);
   const bytes = assemble({ pages, functions: INT_LUT_FUNCTIONS });
   if (!WebAssembly.validate(bytes)) return null;
   const exports = new WebAssembly.Instance(new WebAssembly.Module(bytes)).exports as unknown as
     & { memory: WebAssembly.Memory }
-    & Pick<LutSums, "lut16_rows" | "planes_offset" | "planes_digits" | "gemv_lut" | "mix">;
+    & Pick<LutSums, "lut16_rows" | "planes_offset" | "planes_digits" | "gemv_lut" | "scores" | "softmax" | "mix">;
   const mem8 = new Uint8Array(exports.memory.buffer);
   mats.forEach((m, i) => {
     layoutCodes(m, mem8, at[i]);
     layoutScales(m, mem8, scalesAt[i]);
   });
+  const mem32 = new Int32Array(exports.memory.buffer);
+  if (room.exp) {
+    mem32.set(room.exp.t, expTAt >> 2);
+    mem32.set(room.exp.mul, expMulAt >> 2);
+  }
   return {
     lut: {
       lut16_rows: exports.lut16_rows,
       planes_offset: exports.planes_offset,
       planes_digits: exports.planes_digits,
       gemv_lut: exports.gemv_lut,
+      scores: exports.scores,
+      softmax: exports.softmax,
       mix: exports.mix,
       mem8,
-      mem32: new Int32Array(exports.memory.buffer),
+      mem32,
       planesAt,
       sumsAt,
       sumsIndex: sumsAt >> 2,
@@ -154,6 +174,15 @@ export function createLutSums(
       probSAt,
       digitsAt,
       valueDigitsAt,
+      scoresAt,
+      rtAt,
+      statAt,
+      statIndex: statAt >> 2,
+      expTAt,
+      expMulAt,
+      expLen1: Math.max((room.exp?.t.length ?? 1) - 1, 0),
+      keyExpAt,
+      valueExpAt,
     },
     at,
     scalesAt,

@@ -41,7 +41,7 @@ export const LUT_OPCODES = {
   locals: ["local.get", "local.set"],
   integer: [
     "i32.const", "i32.add", "i32.sub", "i32.and", "i32.xor", "i32.shl", "i32.shr_s", "i32.shr_u",
-    "i32.eqz", "i32.ge_s", "i32.gt_s", "i32.lt_s", "i32.le_s",
+    "i32.eqz", "i32.ge_s", "i32.gt_s", "i32.lt_s", "i32.le_s", "i32.ge_u", "i32.clz",
   ],
   memory: ["v128.load", "v128.store", "v128.load32_splat", "i32.load", "i32.load8_u", "i32.store"],
   simd: [
@@ -155,7 +155,7 @@ const OPCODES: Record<string, [string, string?]> = {
   "28": ["i32.load", "mem"], "2d": ["i32.load8_u", "mem"], "36": ["i32.store", "mem"], "3a": ["i32.store8", "mem"],
   "41": ["i32.const", "leb"],
   "45": ["i32.eqz"], "46": ["i32.eq"], "47": ["i32.ne"], "48": ["i32.lt_s"], "49": ["i32.lt_u"],
-  "4a": ["i32.gt_s"], "4c": ["i32.le_s"], "4e": ["i32.ge_s"],
+  "4a": ["i32.gt_s"], "4c": ["i32.le_s"], "4e": ["i32.ge_s"], "4f": ["i32.ge_u"], "67": ["i32.clz"],
   "6a": ["i32.add"], "6b": ["i32.sub"], "6c": ["i32.mul"], "6d": ["i32.div_s"], "6e": ["i32.div_u"],
   "6f": ["i32.rem_s"], "70": ["i32.rem_u"], "71": ["i32.and"], "72": ["i32.or"], "73": ["i32.xor"],
   "74": ["i32.shl"], "75": ["i32.shr_s"], "76": ["i32.shr_u"],
