@@ -16,7 +16,9 @@ setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to
 
 test("checked mode holds every bound on held-out windows; the engine adds < 1e-3 bits per byte", async () => {
   const file = await readLut4(await defaultLut4());
-  const engine = intEngineFromFile(file);
+  // The TypeScript kernels assert each bound where it arises (the SIMD ones report saturation counts per
+  // call instead; tests/int-lut.test.ts shows both give the same integers, in checked mode).
+  const engine = intEngineFromFile(file, { simd: false });
   const { heldOut } = await loadBrown();
   const windows = evalWindows(heldOut, 2);
   checked.on = true;
