@@ -165,8 +165,30 @@ export function planesFn(kind: "offset" | "digits"): Func {
   ]);
 }
 
-/** A v128 constant of four equal int32 lanes. */
+/** A v128 constant of four equal int32 lanes, and of sixteen equal bytes. */
 const splat4 = (v: number): Code => op.v128_const(new Uint8Array(Int32Array.from([v, v, v, v]).buffer));
+const bytes16 = (v: number): Code => op.v128_const(new Uint8Array(16).fill(v));
+
+/**
+ * One column of `gemv_lut`'s look-up: as `lutColumn`, but the top plane's bytes are added as bytes into
+ * `hi8`: an entry (u − 8) · x_c with |x_c| ≤ 32767 has a top byte in [−4, 3], so 32 columns sum to
+ * [−128, 96] and no byte sum overflows within a group.
+ */
+function gemvColumn(l: LutLocals, hi8: number): Code {
+  const plane = (offset: number, a: number, b: number): Code => [
+    get(l.t), op.v128_load(offset), get(l.idx), op.i8x16_swizzle, set(l.v),
+    get(a), get(l.v), op.i16x8_extend_low_i8x16_u, op.i16x8_add, set(a),
+    get(b), get(l.v), op.i16x8_extend_high_i8x16_u, op.i16x8_add, set(b),
+  ];
+  return [
+    get(l.k), op.v128_load(), set(l.idx),
+    plane(0, l.lo0, l.lo1),
+    plane(16, l.mid0, l.mid1),
+    get(hi8), get(l.t), op.v128_load(32), get(l.idx), op.i8x16_swizzle, op.i8x16_add, set(hi8),
+    get(l.t), op.i32(48), op.i32_add, set(l.t),
+    get(l.k), op.i32(16), op.i32_add, set(l.k),
+  ];
+}
 
 /**
  * `gemv_lut(planes, codes, scales, rows, groups, base, fin, out, scratch) → saturations`: see the
@@ -174,11 +196,15 @@ const splat4 = (v: number): Code => op.v128_const(new Uint8Array(Int32Array.from
  * group, 16 bytes; `scratch` holds 128 bytes; `out` receives whole blocks of 16 (rows rounded up).
  *
  * Each group's step runs on four lanes at a time when every row's shift k = base − de can lie only in
- * [−30, 31] (base in [−15, 31], the usual case), computing both of `shift`'s cases and keeping each
- * lane's: for k > 0 the right shift by k − 1 as five conditional shifts (16, 8, 4, 2, 1, picked by
- * k − 1's bits), then the rounding `(t >> 1) + (t & 1)`, which is `(p >> k) + ((p >> (k − 1)) & 1)`;
- * for k ≤ 0 the left shift by −k the same way, saturated where p lies outside ±(2^31 − 1) >> −k (that
- * limit shifted the same way). Other bases go row by row through `shift`'s every case.
+ * [−30, 31] (base in [−15, 31], the usual case). The per-lane shifts are conditional shifts by 16, 8, 4,
+ * 2, 1 picked by the amount's bits. Which of `shift`'s cases a group needs is read from its 16 scale
+ * bytes first:
+ * - every k in [−3, 0]: p << −k, which cannot overflow (|p| < 2^28, so |p · 8| < 2^31);
+ * - every k in [1, 8]: t = p >> (k − 1), then the rounding `(t >> 1) + (t & 1)`, which is `shift`'s
+ *   `(p >> k) + ((p >> (k − 1)) & 1)`;
+ * - otherwise both cases for every lane, each lane keeping its own, the left shift saturated where p
+ *   lies outside ±(2^31 − 1) >> −k (that limit shifted the same way).
+ * Other bases go row by row through `shift`'s every case.
  */
 export function gemvFn(): Func {
   const planes = 0, codes = 1, scales = 2, rows = 3, groups = 4, base = 5, fin = 6, out = 7, scratch = 8;
@@ -188,9 +214,9 @@ export function gemvFn(): Func {
   const acc = l.i32(), sum = l.i32(), sat = l.i32(), kk = l.i32(), lim = l.i32();
   const lut = lutLocals(l);
   const accs = [l.v128(), l.v128(), l.v128(), l.v128()];
-  const scv = l.v128(), basev = l.v128(), satv = l.v128();
-  const av = l.v128(), mv = l.v128(), pv = l.v128(), kv = l.v128(), sv = l.v128(), tv = l.v128();
-  const leftv = l.v128(), limv = l.v128(), bad = l.v128(), sumv = l.v128(), ovf = l.v128();
+  const scv = l.v128(), deb = l.v128(), base8 = l.v128(), baseLess8 = l.v128(), basev = l.v128(), satv = l.v128();
+  const hi8 = l.v128(), av = l.v128(), mv = l.v128(), dev = l.v128(), pv = l.v128(), kv = l.v128(), sv = l.v128();
+  const tv = l.v128(), leftv = l.v128(), limv = l.v128(), bad = l.v128(), sumv = l.v128(), ovf = l.v128();
   const zero = op.v128_const(new Uint8Array(16));
   // One row's group step (kernels/int/gemv.ts `addGroup`) on the sums and accumulators in scratch.
   const addGroup = (lane: number): Code => [
@@ -207,47 +233,76 @@ export function gemvFn(): Func {
     op.if_([get(acc), op.i32(31), op.i32_shr_s, op.i32(I32_MAX), op.i32_xor, set(sum), inc(sat, 1)]),
     get(scratch), get(sum), op.i32_store(64 + 4 * lane),
   ];
-  // The same step for lanes 4q..4q+3 in vectors (every k in [−30, 31]); `av` holds their group sums.
+  // Lanes 4q..4q+3 of the scale bytes, widened to int32.
   const widen = (q: number): Code => [
     get(scv), q < 2 ? op.i16x8_extend_low_i8x16_u : op.i16x8_extend_high_i8x16_u,
     (q & 1) === 0 ? op.i32x4_extend_low_i16x8_u : op.i32x4_extend_high_i16x8_u,
   ];
-  const maskBit = (v: number, b: number): Code => [zero, get(v), op.i32(b), op.i32x4_shr_u, splat4(1), op.v128_and, op.i32x4_sub];
-  const addGroup4 = (q: number): Code => [
-    widen(q), splat4(15), op.v128_and, set(mv),
+  // All ones in the lanes where bit b of v is set: that bit moved to the sign, then spread.
+  const maskBit = (v: number, b: number): Code => [get(v), op.i32(31 - b), op.i32x4_shl, op.i32(31), op.i32x4_shr_s];
+  // A conditional shift of `x` by 2^b in the lanes where bit b of `by` is set.
+  const stepBy = (x: number, by: number, b: number, shiftOp: Code): Code => [
+    get(x), op.i32(1 << b), shiftOp, get(x), maskBit(by, b), op.v128_bitselect, set(x),
+  ];
+  // pv = (16 + m) · av and dev = de, for lanes 4q..4q+3.
+  const scaled = (q: number): Code => [
+    widen(q), set(dev),
+    get(dev), splat4(15), op.v128_and, set(mv),
+    get(dev), op.i32(4), op.i32x4_shr_u, set(dev),
     get(av), op.i32(4), op.i32x4_shl,
     [0, 1, 2, 3].map((b) => [get(av), op.i32(b), op.i32x4_shl, maskBit(mv, b), op.v128_and, op.i32x4_add]),
     set(pv),
-    get(basev), widen(q), op.i32(4), op.i32x4_shr_u, op.i32x4_sub, set(kv),
-    // k > 0: t = p >> (k − 1), then round.
-    get(kv), splat4(1), op.i32x4_sub, set(sv),
-    get(pv), set(tv),
-    [4, 3, 2, 1, 0].map((b) => [
-      get(tv), op.i32(1 << b), op.i32x4_shr_s, get(tv), maskBit(sv, b), op.v128_bitselect, set(tv),
-    ]),
-    get(tv), op.i32(1), op.i32x4_shr_s, get(tv), splat4(1), op.v128_and, op.i32x4_add, set(tv),
-    // k ≤ 0: p << −k and the limit (2^31 − 1) >> −k, both by the bits of −k.
-    zero, get(kv), op.i32x4_sub, set(sv),
-    get(pv), set(leftv),
-    splat4(I32_MAX), set(limv),
-    [4, 3, 2, 1, 0].map((b) => [
-      get(leftv), op.i32(1 << b), op.i32x4_shl, get(leftv), maskBit(sv, b), op.v128_bitselect, set(leftv),
-      get(limv), op.i32(1 << b), op.i32x4_shr_s, get(limv), maskBit(sv, b), op.v128_bitselect, set(limv),
-    ]),
-    // Saturate: above the limit to I32_MAX, below −limit − 1 to I32_MIN; counted for k ≤ 0 lanes only.
-    get(pv), get(limv), op.i32x4_gt_s, set(ovf),
-    get(pv), get(limv), op.v128_const(new Uint8Array(16).fill(255)), op.v128_xor, op.i32x4_lt_s, set(bad),
-    splat4(I32_MAX), splat4(I32_MIN), get(leftv), get(bad), op.v128_bitselect, get(ovf), op.v128_bitselect, set(leftv),
-    get(kv), zero, op.i32x4_gt_s, set(sv), // lanes with k > 0
-    get(satv), get(ovf), get(bad), op.v128_or, get(sv), op.v128_xor, get(ovf), get(bad), op.v128_or, op.v128_and,
-    op.i32x4_sub, set(satv),
-    get(tv), get(leftv), get(sv), op.v128_bitselect, set(tv),
+  ];
+  // accs[q] = saturating accs[q] + tv, counting the saturated lanes.
+  const accumulate = (q: number): Code => [
     get(accs[q]), get(tv), op.i32x4_add, set(sumv),
     get(accs[q]), get(sumv), op.v128_xor, get(tv), get(sumv), op.v128_xor, op.v128_and, op.i32(31), op.i32x4_shr_s,
     set(ovf),
     get(accs[q]), op.i32(31), op.i32x4_shr_s, splat4(I32_MAX), op.v128_xor, get(sumv), get(ovf), op.v128_bitselect,
     set(accs[q]),
     get(satv), get(ovf), op.i32x4_sub, set(satv),
+  ];
+  // tv = p >> (k − 1) rounded, for k − 1 in sv, by `steps` conditional shifts.
+  const rightShift = (steps: number): Code => [
+    get(pv), set(tv),
+    Array.from({ length: steps }, (_, i) => stepBy(tv, sv, steps - 1 - i, op.i32x4_shr_s)),
+    get(tv), op.i32(1), op.i32x4_shr_s, get(tv), splat4(1), op.v128_and, op.i32x4_add, set(tv),
+  ];
+  // The three kinds of group (see the function's comment), for lanes 4q..4q+3.
+  const leftSmall = (q: number): Code => [
+    lutTotals(lut, q), set(av), scaled(q),
+    get(dev), get(basev), op.i32x4_sub, set(sv), // −k in [0, 3]
+    get(pv), set(tv),
+    stepBy(tv, sv, 1, op.i32x4_shl),
+    stepBy(tv, sv, 0, op.i32x4_shl),
+    accumulate(q),
+  ];
+  const rightSmall = (q: number): Code => [
+    lutTotals(lut, q), set(av), scaled(q),
+    get(basev), get(dev), op.i32x4_sub, splat4(1), op.i32x4_sub, set(sv), // k − 1 in [0, 7]
+    rightShift(3),
+    accumulate(q),
+  ];
+  const general = (q: number): Code => [
+    lutTotals(lut, q), set(av), scaled(q),
+    get(basev), get(dev), op.i32x4_sub, set(kv),
+    // k > 0: t = p >> (k − 1), then round.
+    get(kv), splat4(1), op.i32x4_sub, set(sv),
+    rightShift(5),
+    // k ≤ 0: p << −k and the limit (2^31 − 1) >> −k, both by the bits of −k.
+    zero, get(kv), op.i32x4_sub, set(sv),
+    get(pv), set(leftv),
+    splat4(I32_MAX), set(limv),
+    [4, 3, 2, 1, 0].map((b) => [stepBy(leftv, sv, b, op.i32x4_shl), stepBy(limv, sv, b, op.i32x4_shr_s)]),
+    // Saturate: above the limit to I32_MAX, below −limit − 1 to I32_MIN; counted for k ≤ 0 lanes only.
+    get(pv), get(limv), op.i32x4_gt_s, set(ovf),
+    get(pv), get(limv), bytes16(255), op.v128_xor, op.i32x4_lt_s, set(bad),
+    splat4(I32_MAX), splat4(I32_MIN), get(leftv), get(bad), op.v128_bitselect, get(ovf), op.v128_bitselect, set(leftv),
+    get(kv), zero, op.i32x4_gt_s, set(sv), // lanes with k > 0
+    get(satv), get(ovf), get(bad), op.v128_or, get(sv), op.v128_xor, get(ovf), get(bad), op.v128_or, op.v128_and,
+    op.i32x4_sub, set(satv),
+    get(tv), get(leftv), get(sv), op.v128_bitselect, set(tv),
+    accumulate(q),
   ];
   // Lane `lane`'s output through `shift`'s every case (the final shift outside [0, 31]).
   const emit = (lane: number): Code => [
@@ -259,6 +314,8 @@ export function gemvFn(): Func {
   const quarters = [0, 1, 2, 3];
   const spill = quarters.map((q) => [get(scratch), get(accs[q]), op.v128_store(64 + 16 * q)]);
   const reload = quarters.map((q) => [get(scratch), op.v128_load(64 + 16 * q), set(accs[q])]);
+  // Whether every lane of the group's bytes `x` lies in [0, 2^bits) (no bit above them set).
+  const allBelow = (x: Code, bits: number): Code => [x, bytes16(256 - (1 << bits)), op.v128_and, op.v128_any_true, op.i32_eqz];
   return fn([I32, I32, I32, I32, I32, I32, I32, I32, I32], [I32], l.types, [
     op.i32(0), set(sat),
     zero, set(satv),
@@ -267,6 +324,8 @@ export function gemvFn(): Func {
     // Four-lane steps need every k = base − de (de in 0..15) in [−30, 31]: base in [−15, 31].
     get(base), op.i32(-15), op.i32_ge_s, get(base), op.i32(31), op.i32_le_s, op.i32_and, set(fast),
     get(base), op.i32x4_splat, set(basev),
+    get(base), op.i8x16_splat, set(base8),
+    get(base), op.i32(1), op.i32_sub, op.i8x16_splat, set(baseLess8),
     op.block([op.loop([
       get(r), get(rows), op.i32_ge_s, op.br_if(1),
       accs.map((x) => [zero, set(x)]),
@@ -275,24 +334,32 @@ export function gemvFn(): Func {
       op.block([op.loop([
         get(g), get(groups), op.i32_ge_s, op.br_if(1),
         lutZero(lut),
+        zero, set(hi8),
         op.i32(0), set(c),
         op.block([op.loop([
           get(c), op.i32(32), op.i32_ge_s, op.br_if(1),
-          lutColumn(lut),
+          gemvColumn(lut, hi8),
           inc(c, 1),
           op.br(0),
         ])]),
+        get(hi8), op.i16x8_extend_low_i8x16_s, set(lut.hi0),
+        get(hi8), op.i16x8_extend_high_i8x16_s, set(lut.hi1),
         get(scales), op.v128_load(), set(scv),
+        get(scv), op.i32(4), op.i8x16_shr_u, set(deb),
         get(fast),
-        op.if_(
-          quarters.map((q) => [lutTotals(lut, q), set(av), addGroup4(q)]),
-          [
-            quarters.map((q) => [get(scratch), lutTotals(lut, q), op.v128_store(16 * q)]),
-            spill,
-            lanes.map(addGroup),
-            reload,
-          ],
-        ),
+        op.if_([
+          // de − base in [0, 3] everywhere, or base − 1 − de in [0, 7] everywhere (bytes, mod 256).
+          allBelow([get(deb), get(base8), op.i8x16_sub], 2),
+          op.if_(quarters.map(leftSmall), [
+            allBelow([get(baseLess8), get(deb), op.i8x16_sub], 3),
+            op.if_(quarters.map(rightSmall), quarters.map(general)),
+          ]),
+        ], [
+          quarters.map((q) => [get(scratch), lutTotals(lut, q), op.v128_store(16 * q)]),
+          spill,
+          lanes.map(addGroup),
+          reload,
+        ]),
         inc(scales, 16),
         inc(g, 1),
         op.br(0),
