@@ -30,6 +30,7 @@ import {
   newState,
   step,
   useLut,
+  vectorRoom,
 } from "./int-forward.ts";
 import { type IntSampling, sample, samplerScratch, seedRng } from "./int-sampler.ts";
 
@@ -86,6 +87,7 @@ export function intEngineFromFile(file: Lut4File, opts: { simd?: boolean } = {})
       headDim: model.headDim,
       expMirrorBytes: model.expMirrorBytes,
       exp: model.exp,
+      vectorInts: vectorRoom(model),
     });
     if (made) useLut(model, made.lut, made.at, made.scalesAt);
   }

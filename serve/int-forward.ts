@@ -338,15 +338,45 @@ export function lutMatrices(m: IntModel): PreparedMatrix[] {
   return mats;
 }
 
+/** The vectors `useLut` places in the module's memory, in order: z, a16, q, k, v, proj, gate, up. */
+function vectorLengths(m: IntModel): number[] {
+  const widest = m.qDim > m.ffn ? m.qDim : m.ffn;
+  const wider = widest > m.width ? widest : m.width;
+  return [wider, wider, m.qDim, m.kvDim, m.kvDim, m.width, m.ffn, m.ffn];
+}
+
+/** int32 entries `useLut` needs for the vectors: each rounded up to 16 (the module writes whole blocks). */
+export function vectorRoom(m: IntModel): number {
+  let total = 0;
+  for (const n of vectorLengths(m)) total = total + (((n + 15) >> 4) << 4);
+  return total;
+}
+
 /**
  * Serves the projections and attention through `lut` (the codes and scales laid out at `at` and
- * `scalesAt`, in `lutMatrices` order; room for `digitBytes` and `valueDigitBytes` of digit planes).
+ * `scalesAt`, in `lutMatrices` order; room for the digit planes, exponent mirrors and `vectorRoom`).
+ * The projections' inputs and outputs become views of the module's memory, so nothing is copied.
  */
 export function useLut(m: IntModel, lut: LutSums, at: Int32Array, scalesAt: Int32Array): void {
   m.lut = lut;
   m.lutAt = at;
   m.lutScales = scalesAt;
   m.digitOwner = null;
+  const views: Int32Array[] = [];
+  let byte = lut.vectorsAt;
+  for (const n of vectorLengths(m)) {
+    views.push(new Int32Array(lut.mem32.buffer, byte, n));
+    byte = byte + ((((n + 15) >> 4) << 4) << 2);
+  }
+  const s = m.s;
+  s.z = views[0];
+  s.a16 = views[1];
+  s.q = views[2];
+  s.k = views[3];
+  s.v = views[4];
+  s.proj = views[5];
+  s.gate = views[6];
+  s.up = views[7];
 }
 
 /**

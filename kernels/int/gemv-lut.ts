@@ -118,10 +118,19 @@ export interface LutSums {
    */
   keyExpAt: number;
   valueExpAt: number;
+  /** Room for the engine's vectors as views of this memory, so that no call copies its input or output. */
+  vectorsAt: number;
 }
 
-/** Copies `x[off, off + cols)` into the instance and writes its tables' byte planes at `lut.planesAt`. */
+/**
+ * Writes the byte planes of the tables of `x[off, off + cols)` at `lut.planesAt`, reading `x` where it
+ * lies when it is a view of the instance's memory, else from a copy.
+ */
 export function inputPlanes(x: Int32Array, off: number, cols: number, lut: LutSums): void {
+  if (x.buffer === lut.mem32.buffer) {
+    lut.planes_offset(x.byteOffset + (off << 2), cols, lut.planesAt);
+    return;
+  }
   const mem = lut.mem32;
   let j = lut.inIndex;
   const end = off + cols;
@@ -135,7 +144,8 @@ export function inputPlanes(x: Int32Array, off: number, cols: number, lut: LutSu
 /**
  * `out[outOff + r] = (W · x)_r` at exponent `outExp`, exactly `gemv`'s result, for the input whose
  * planes are at `lut.planesAt` (`inputPlanes`) and the matrix whose codes and scales are at byte
- * `codesAt` and `scalesAt`.
+ * `codesAt` and `scalesAt`. When `out` is a view of the instance's memory the module writes it in
+ * place, whole blocks of 16 rows, so it must have room up to the next multiple of 16 past the rows.
  */
 export function gemvLut(
   out: Int32Array,
@@ -150,6 +160,8 @@ export function gemvLut(
   const base = ACC_EXP + 4 - mat.expBase - xExp; // k = base − de
   const finalShift = outExp - ACC_EXP;
   const groups = mat.cols >> 5;
+  // Written in place when `out` is a view of the instance's memory with room for whole blocks of 16.
+  const direct = out.buffer === lut.mem32.buffer;
   const saturated = lut.gemv_lut(
     lut.planesAt,
     codesAt,
@@ -158,10 +170,11 @@ export function gemvLut(
     groups,
     base,
     finalShift,
-    lut.outAt,
+    direct ? out.byteOffset + (outOff << 2) : lut.outAt,
     lut.scratchAt,
   );
   if (checked.on && !holds(saturated === 0)) assertBound(false, `${mat.name}: ${saturated} saturations`);
+  if (direct) return;
   const mem = lut.mem32;
   let j = lut.outIndex;
   const end = outOff + mat.rows;

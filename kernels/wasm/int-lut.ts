@@ -82,6 +82,8 @@ export interface LutRoom {
   headDim?: number;
   /** Bytes of the key and value exponent mirrors (`LutSums.keyExpAt`, `valueExpAt`). */
   expMirrorBytes?: number;
+  /** int32 entries of room for the engine's own vectors (`LutSums.vectorsAt`). */
+  vectorInts?: number;
   /** The softmax's exp table and its differences' multiples (kernels/int/tables.ts `LookupTable`). */
   exp?: { t: Int32Array; mul: Int32Array };
 }
@@ -122,7 +124,8 @@ export function createLutSums(
   const statAt = rtAt + 64;
   const expTAt = statAt + 16;
   const expMulAt = expTAt + (room.exp?.t.length ?? 0) * 4;
-  let next = expMulAt + (room.exp?.mul.length ?? 0) * 4;
+  const vectorsAt = align(expMulAt + (room.exp?.mul.length ?? 0) * 4);
+  let next = vectorsAt + (room.vectorInts ?? 0) * 4;
   const at = new Int32Array(mats.length);
   const scalesAt = new Int32Array(mats.length);
   mats.forEach((m, i) => {
@@ -183,6 +186,7 @@ export function createLutSums(
       expLen1: Math.max((room.exp?.t.length ?? 1) - 1, 0),
       keyExpAt,
       valueExpAt,
+      vectorsAt,
     },
     at,
     scalesAt,
