@@ -338,11 +338,14 @@ export function lutMatrices(m: IntModel): PreparedMatrix[] {
   return mats;
 }
 
-/** The vectors `useLut` places in the module's memory, in order: z, a16, q, k, v, proj, gate, up. */
+/**
+ * The vectors `useLut` places in the module's memory, in order: z, a16, q, k, v, proj, gate, up, att,
+ * up16, prod.
+ */
 function vectorLengths(m: IntModel): number[] {
   const widest = m.qDim > m.ffn ? m.qDim : m.ffn;
   const wider = widest > m.width ? widest : m.width;
-  return [wider, wider, m.qDim, m.kvDim, m.kvDim, m.width, m.ffn, m.ffn];
+  return [wider, wider, m.qDim, m.kvDim, m.kvDim, m.width, m.ffn, m.ffn, m.qDim, m.ffn, m.ffn];
 }
 
 /** int32 entries `useLut` needs for the vectors: each rounded up to 16 (the module writes whole blocks). */
@@ -377,6 +380,30 @@ export function useLut(m: IntModel, lut: LutSums, at: Int32Array, scalesAt: Int3
   s.proj = views[5];
   s.gate = views[6];
   s.up = views[7];
+  s.att = views[8];
+  s.up16 = views[9];
+  s.prod = views[10];
+}
+
+/**
+ * `quantizeBits` (kernels/int/round.ts) of `src[off, off + n)` into `dst` at `dOff`, on the module's
+ * `quantize` when both are views of its memory and n is a multiple of 4: the same integers.
+ */
+function quantize(
+  m: IntModel,
+  src: Int32Array,
+  off: number,
+  n: number,
+  e: number,
+  dst: Int32Array,
+  dOff: number,
+  bits: number,
+): number {
+  const lut = m.lut;
+  if (lut !== null && (n & 3) === 0 && src.buffer === lut.mem32.buffer && dst.buffer === lut.mem32.buffer) {
+    return e + lut.quantize(src.byteOffset + (off << 2), n, dst.byteOffset + (dOff << 2), bits);
+  }
+  return quantizeBits(src, off, n, e, dst, dOff, bits);
 }
 
 /**
@@ -531,9 +558,9 @@ function normRope(
   const s = m.s;
   rmsnorm(v, off, e, m.normHead, s.head, 0);
   applyGain(s.head, 0, m.headDim, gain, v, off);
-  const eg = quantize16(v, off, m.headDim, NORM_EXP + gainExp, v, off);
+  const eg = quantize(m, v, off, m.headDim, NORM_EXP + gainExp, v, off, 15);
   ropeHead(v, off, m.half, m.ropeCos, m.ropeSin, ropeAt, s.rope);
-  return quantizeBits(v, off, m.headDim, eg, v, off, bits);
+  return quantize(m, v, off, m.headDim, eg, v, off, bits);
 }
 
 /**
@@ -601,7 +628,7 @@ export function step(m: IntModel, st: IntState, id: number): void {
     let headValues = valuesAt;
     for (let h = 0; h < m.kvHeads; h++) {
       const ek = normRope(m, s.k, off, ACC_EXP, L.kGain, L.kGainExp, ropeAt, CACHE_BITS);
-      const ev = quantizeBits(s.v, off, m.headDim, ACC_EXP, s.v, off, CACHE_BITS);
+      const ev = quantize(m, s.v, off, m.headDim, ACC_EXP, s.v, off, CACHE_BITS);
       for (let i = 0; i < m.headDim; i++) {
         keys[cacheAt + off + i] = s.k[off + i];
         values[cacheAt + off + i] = s.v[off + i];
@@ -646,7 +673,7 @@ export function step(m: IntModel, st: IntState, id: number): void {
         off = two ? off + m.headDim + m.headDim : off + m.headDim;
       }
     }
-    const ea = quantize16(s.att, 0, m.qDim, ACC_EXP, s.a16, 0);
+    const ea = quantize(m, s.att, 0, m.qDim, ACC_EXP, s.a16, 0, 15);
     if (lut !== null) {
       inputPlanes(s.a16, 0, m.qDim, lut);
       gemvLut(s.proj, 0, L.o, lut, m.lutAt[la + 3], m.lutScales[la + 3], ea, RESIDUAL_EXP);
@@ -667,13 +694,17 @@ export function step(m: IntModel, st: IntState, id: number): void {
       gemvPairs(s.up, 0, L.up, s.tab2, NORM_EXP, ACC_EXP);
     }
     for (let i = 0; i < m.ffn; i++) s.gate[i] = silu(m.silu, s.gate[i]);
-    const eg = quantize16(s.gate, 0, m.ffn, RESIDUAL_EXP, s.a16, 0);
-    const eu = quantize16(s.up, 0, m.ffn, ACC_EXP, s.up16, 0);
-    for (let i = 0; i < m.ffn; i++) {
-      multiples(s.a16[i], s.mt, 0);
-      s.prod[i] = mulS16(s.mt, 0, s.up16[i]);
+    const eg = quantize(m, s.gate, 0, m.ffn, RESIDUAL_EXP, s.a16, 0, 15);
+    const eu = quantize(m, s.up, 0, m.ffn, ACC_EXP, s.up16, 0, 15);
+    if (lut !== null && (m.ffn & 3) === 0) {
+      lut.swiglu(s.a16.byteOffset, s.up16.byteOffset, m.ffn, s.prod.byteOffset);
+    } else {
+      for (let i = 0; i < m.ffn; i++) {
+        multiples(s.a16[i], s.mt, 0);
+        s.prod[i] = mulS16(s.mt, 0, s.up16[i]);
+      }
     }
-    const ep = quantize16(s.prod, 0, m.ffn, eg + eu, s.a16, 0);
+    const ep = quantize(m, s.prod, 0, m.ffn, eg + eu, s.a16, 0, 15);
     if (lut !== null) {
       inputPlanes(s.a16, 0, m.ffn, lut);
       gemvLut(s.proj, 0, L.down, lut, m.lutAt[la + 6], m.lutScales[la + 6], ep, RESIDUAL_EXP);

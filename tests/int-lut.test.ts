@@ -7,6 +7,7 @@ import { readLut4 } from "../formats/lut4.ts";
 import { checked } from "../kernels/int/check.ts";
 import { activationTables, gemv, type LutMatrix, prepareMatrix } from "../kernels/int/gemv.ts";
 import { gemvLut, inputPlanes } from "../kernels/int/gemv-lut.ts";
+import { quantizeBits } from "../kernels/int/round.ts";
 import { createLutSums } from "../kernels/wasm/int-lut.ts";
 import { attendGroup, type AttentionContext, attentionScratch } from "../kernels/int/attention.ts";
 import { prepareTable } from "../kernels/int/tables.ts";
@@ -272,4 +273,36 @@ test("SIMD attention (scores, softmax, value mix) equals the TypeScript loops at
     });
     expect(outs[1]).toEqual(outs[0]);
   }
+});
+
+test("quantize and swiglu on WebAssembly equal quantizeBits and the exact product, at the extremes", () => {
+  const made = createLutSums([], { vectorInts: 512 })!;
+  const { mem32 } = made.lut;
+  const src = made.lut.vectorsAt, dst = src + 1024;
+  const extremes = [0, 1, -1, 2147483647, -2147483648, 32767, -32767, 65535, -65536];
+  for (let trial = 0; trial < 200; trial++) {
+    const n = 4 * (1 + rng.int(32));
+    const kind = trial % 4;
+    const x = Int32Array.from({ length: n }, () =>
+      kind === 0
+        ? extremes[rng.int(extremes.length)]
+        : kind === 1
+        ? 0
+        : kind === 2
+        ? rng.int(2 ** 12) - 2 ** 11
+        : (rng.int(2 ** 16) << 16) ^ rng.int(2 ** 16));
+    for (const bits of [11, 15]) {
+      mem32.set(x, src / 4);
+      const shift = made.lut.quantize(src, n, dst, bits);
+      const want = new Int32Array(n);
+      expect(quantizeBits(x, 0, n, 0, want, 0, bits)).toBe(shift);
+      expect(Array.from(mem32.subarray(dst / 4, dst / 4 + n))).toEqual(Array.from(want));
+    }
+  }
+  const values = [0, 1, -1, 32767, -32767, 12345, -23456];
+  const a = Int32Array.from({ length: 256 }, (_, i) => (i < 49 ? values[i % 7] : rng.int(65535) - 32767));
+  const b = Int32Array.from({ length: 256 }, (_, i) => (i < 49 ? values[Math.floor(i / 7)] : rng.int(65535) - 32767));
+  mem32.set(a, src / 4), mem32.set(b, dst / 4);
+  made.lut.swiglu(src, dst, 256, dst + 1024);
+  expect(Array.from(mem32.subarray(dst / 4 + 256, dst / 4 + 512))).toEqual(Array.from(a, (v, i) => Math.imul(v, b[i])));
 });

@@ -75,6 +75,10 @@ export interface LutSums {
     digitStride: number,
     out: number,
   ): void;
+  /** `quantizeBits` of `n` (a multiple of 4) int32 at `src` into `dst`; returns the shift. */
+  quantize(src: number, n: number, dst: number, bits: number): number;
+  /** out_i = a_i · b_i for 16-bit a_i, b_i, `n` a multiple of 4. */
+  swiglu(a: number, b: number, n: number, out: number): void;
   mem8: Uint8Array;
   mem32: Int32Array;
   /** Byte address of the input planes. */

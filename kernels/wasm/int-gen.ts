@@ -22,6 +22,13 @@
  *   `probabilities` — exp-table weights, their total (written to `stat` with the count of saturated
  *   differences, for checked mode), one reciprocal by shift-and-subtract, and Q15 probabilities
  *   aligned to the largest value exponent, which it returns.
+ * - `quantize(src, n, dst, bits) → s`: kernels/int/round.ts `quantizeBits` for n a multiple of 4: the
+ *   largest magnitude, the shift s that brings it to `bits` bits, and every value shifted by s (round
+ *   half up) and clamped to ±(2^bits − 1).
+ * - `swiglu(a, b, n, out)`: out_i = a_i · b_i for |a_i|, |b_i| ≤ 32767 (n a multiple of 4), by
+ *   shift-and-add over the sixteen binary digits of b_i: each bit selects a shifted copy of a_i (the
+ *   base-2 form of mul.ts's table of multiples; the sign bit's copy is subtracted). The same exact
+ *   integer as `mulS16`.
  * - `mix(tabsU, tabsS, codes, n, blocks, plane, digitStride, out)`: one head's attention value mix,
  *   Σ_j p_j · v_j per dimension, from the tables of each position's probability (`planes_digits`) read
  *   at the three base-16 digits of the cached values, 16 dimensions at a time, in runs of at most 128
@@ -575,5 +582,80 @@ export function softmaxFn(): Func {
       at(out, get(u), 2), get(m), op.i32_store(),
     ]),
     get(emax),
+  ]);
+}
+
+/**
+ * `quantize(src, n, dst, bits) → s`: see the module comment. |v| is taken unsigned, so −2^31 counts as
+ * 2^31 as in `maxAbs`; s ≤ 32 − bits, and a left shift (s < 0) cannot leave `bits` bits.
+ */
+export function quantizeFn(): Func {
+  const src = 0, n = 1, dst = 2, bits = 3;
+  const l = localsAfter(4);
+  const i = l.i32(), mx = l.i32(), lane = l.i32(), sh = l.i32(), top = l.i32();
+  const mxv = l.v128(), v = l.v128(), topv = l.v128(), negv = l.v128();
+  const zero = op.v128_const(new Uint8Array(16));
+  const each = (body: Code[]): Code => [
+    op.i32(0), set(i),
+    op.block([op.loop([
+      get(i), get(n), op.i32_ge_s, op.br_if(1),
+      body,
+      inc(i, 4),
+      op.br(0),
+    ])]),
+  ];
+  const at = (base: number): Code => [get(base), get(i), op.i32(2), op.i32_shl, op.i32_add];
+  const store = (value: Code): Code => [at(dst), value, get(topv), op.i32x4_min_s, get(negv), op.i32x4_max_s, op.v128_store()];
+  return fn([I32, I32, I32, I32], [I32], l.types, [
+    zero, set(mxv),
+    each([get(mxv), at(src), op.v128_load(), op.i32x4_abs, op.i32x4_max_u, set(mxv)]),
+    op.i32(0), set(mx),
+    [0, 1, 2, 3].map((q) => [
+      get(mxv), op.i32x4_extract_lane(q), set(lane),
+      get(lane), get(mx), op.i32_gt_u, op.if_([get(lane), set(mx)]),
+    ]),
+    get(mx), op.i32_eqz,
+    op.if_([op.i32(0), set(sh)], [op.i32(32), get(mx), op.i32_clz, op.i32_sub, get(bits), op.i32_sub, set(sh)]),
+    op.i32(1), get(bits), op.i32_shl, op.i32(1), op.i32_sub, set(top),
+    get(top), op.i32x4_splat, set(topv),
+    op.i32(0), get(top), op.i32_sub, op.i32x4_splat, set(negv),
+    get(sh), op.i32(0), op.i32_gt_s,
+    op.if_([
+      each([
+        at(src), op.v128_load(), set(v),
+        store([
+          get(v), get(sh), op.i32x4_shr_s,
+          get(v), get(sh), op.i32(1), op.i32_sub, op.i32x4_shr_s, splat4(1), op.v128_and, op.i32x4_add,
+        ]),
+      ]),
+    ], [
+      each([store([at(src), op.v128_load(), op.i32(0), get(sh), op.i32_sub, op.i32x4_shl])]),
+    ]),
+    get(sh),
+  ]);
+}
+
+/** `swiglu(a, b, n, out)`: see the module comment. */
+export function swigluFn(): Func {
+  const a = 0, b = 1, n = 2, out = 3;
+  const l = localsAfter(4);
+  const i = l.i32(), av = l.v128(), bv = l.v128(), acc = l.v128();
+  const at = (base: number): Code => [get(base), get(i), op.i32(2), op.i32_shl, op.i32_add];
+  // (a << k) in the lanes where bit k of b is set: bit k moved to the sign, then spread.
+  const term = (k: number): Code => [
+    get(av), op.i32(k), op.i32x4_shl, get(bv), op.i32(31 - k), op.i32x4_shl, op.i32(31), op.i32x4_shr_s, op.v128_and,
+  ];
+  return fn([I32, I32, I32, I32], [], l.types, [
+    op.i32(0), set(i),
+    op.block([op.loop([
+      get(i), get(n), op.i32_ge_s, op.br_if(1),
+      at(a), op.v128_load(), set(av),
+      at(b), op.v128_load(), set(bv),
+      term(0), set(acc),
+      Array.from({ length: 14 }, (_, k) => [get(acc), term(k + 1), op.i32x4_add, set(acc)]),
+      at(out), get(acc), term(15), op.i32x4_sub, op.v128_store(),
+      inc(i, 4),
+      op.br(0),
+    ])]),
   ]);
 }

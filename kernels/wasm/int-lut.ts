@@ -14,7 +14,7 @@
  * @module
  */
 import { assemble, type Func } from "./asm.ts";
-import { gemvFn, mixFn, planesFn, scoresFn, softmaxFn } from "./int-gen.ts";
+import { gemvFn, mixFn, planesFn, quantizeFn, scoresFn, softmaxFn, swigluFn } from "./int-gen.ts";
 import { lut16Rows } from "./lut.ts";
 import type { LutMatrix } from "../int/gemv.ts";
 import type { LutSums } from "../int/gemv-lut.ts";
@@ -28,6 +28,8 @@ export const INT_LUT_FUNCTIONS: Record<string, Func> = {
   scores: scoresFn(),
   softmax: softmaxFn(),
   mix: mixFn(),
+  quantize: quantizeFn(),
+  swiglu: swigluFn(),
 };
 
 const PAGE = 65536;
@@ -143,7 +145,7 @@ export function createLutSums(
   if (!WebAssembly.validate(bytes)) return null;
   const exports = new WebAssembly.Instance(new WebAssembly.Module(bytes)).exports as unknown as
     & { memory: WebAssembly.Memory }
-    & Pick<LutSums, "lut16_rows" | "planes_offset" | "planes_digits" | "gemv_lut" | "scores" | "softmax" | "mix">;
+    & Pick<LutSums, "lut16_rows" | "planes_offset" | "planes_digits" | "gemv_lut" | "scores" | "softmax" | "mix" | "quantize" | "swiglu">;
   const mem8 = new Uint8Array(exports.memory.buffer);
   mats.forEach((m, i) => {
     layoutCodes(m, mem8, at[i]);
@@ -163,6 +165,8 @@ export function createLutSums(
       scores: exports.scores,
       softmax: exports.softmax,
       mix: exports.mix,
+      quantize: exports.quantize,
+      swiglu: exports.swiglu,
       mem8,
       mem32,
       planesAt,

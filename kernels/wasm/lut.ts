@@ -41,7 +41,7 @@ export const LUT_OPCODES = {
   locals: ["local.get", "local.set"],
   integer: [
     "i32.const", "i32.add", "i32.sub", "i32.and", "i32.xor", "i32.shl", "i32.shr_s", "i32.shr_u",
-    "i32.eqz", "i32.ge_s", "i32.gt_s", "i32.lt_s", "i32.le_s", "i32.ge_u", "i32.clz",
+    "i32.eqz", "i32.ge_s", "i32.gt_s", "i32.lt_s", "i32.le_s", "i32.ge_u", "i32.gt_u", "i32.clz",
   ],
   memory: ["v128.load", "v128.store", "v128.load32_splat", "i32.load", "i32.load8_u", "i32.store"],
   simd: [
@@ -49,6 +49,7 @@ export const LUT_OPCODES = {
     "i16x8.extend_low_i8x16_u", "i16x8.extend_high_i8x16_u", "i16x8.extend_low_i8x16_s",
     "i16x8.extend_high_i8x16_s", "i16x8.add", "i32x4.extend_low_i16x8_u", "i32x4.extend_high_i16x8_u",
     "i32x4.extend_low_i16x8_s", "i32x4.extend_high_i16x8_s", "i32x4.add", "i32x4.sub", "i32x4.shl",
+    "i32x4.abs", "i32x4.min_s", "i32x4.max_s", "i32x4.max_u",
     "i32x4.shr_s", "i32x4.shr_u", "i8x16.add", "i8x16.sub", "i8x16.shr_u", "i8x16.gt_u", "i32x4.lt_s", "i32x4.gt_s", "v128.and", "v128.or",
     "v128.xor", "v128.bitselect",
     "v128.any_true",
@@ -155,7 +156,7 @@ const OPCODES: Record<string, [string, string?]> = {
   "28": ["i32.load", "mem"], "2d": ["i32.load8_u", "mem"], "36": ["i32.store", "mem"], "3a": ["i32.store8", "mem"],
   "41": ["i32.const", "leb"],
   "45": ["i32.eqz"], "46": ["i32.eq"], "47": ["i32.ne"], "48": ["i32.lt_s"], "49": ["i32.lt_u"],
-  "4a": ["i32.gt_s"], "4c": ["i32.le_s"], "4e": ["i32.ge_s"], "4f": ["i32.ge_u"], "67": ["i32.clz"],
+  "4a": ["i32.gt_s"], "4c": ["i32.le_s"], "4e": ["i32.ge_s"], "4f": ["i32.ge_u"], "4b": ["i32.gt_u"], "67": ["i32.clz"],
   "6a": ["i32.add"], "6b": ["i32.sub"], "6c": ["i32.mul"], "6d": ["i32.div_s"], "6e": ["i32.div_u"],
   "6f": ["i32.rem_s"], "70": ["i32.rem_u"], "71": ["i32.and"], "72": ["i32.or"], "73": ["i32.xor"],
   "74": ["i32.shl"], "75": ["i32.shr_s"], "76": ["i32.shr_u"],
@@ -169,6 +170,7 @@ const OPCODES: Record<string, [string, string?]> = {
   "fd95": ["i16x8.mul"],
   "fda7": ["i32x4.extend_low_i16x8_s"], "fda8": ["i32x4.extend_high_i16x8_s"],
   "fda9": ["i32x4.extend_low_i16x8_u"], "fdaa": ["i32x4.extend_high_i16x8_u"],
+  "fda0": ["i32x4.abs"], "fdb6": ["i32x4.min_s"], "fdb8": ["i32x4.max_s"], "fdb9": ["i32x4.max_u"],
   "fdab": ["i32x4.shl"], "fdac": ["i32x4.shr_s"], "fdad": ["i32x4.shr_u"], "fdae": ["i32x4.add"],
   "fdb1": ["i32x4.sub"], "fdb5": ["i32x4.mul"], "fdba": ["i32x4.dot_i16x8_s"], "fde6": ["f32x4.mul"],
 };
