@@ -153,6 +153,8 @@ interface Scratch {
   mt: Int32Array;
   rope: Int32Array;
   head: Int32Array;
+  /** The norms' 15-bit copy, for the module's `rmsnorm`. */
+  normY: Int32Array;
   attn: ReturnType<typeof attentionScratch>;
   /** One attention context, pointed at each layer's cache in turn (no allocation per token). */
   ctx: AttentionContext;
@@ -284,6 +286,7 @@ export function buildIntModel(w: Lut4Weights): IntModel {
       mt: new Int32Array(32),
       rope: new Int32Array(64),
       head: new Int32Array(sh.headDim),
+      normY: new Int32Array(0),
       attn,
       ctx: {
         headDim: sh.headDim,
@@ -340,12 +343,13 @@ export function lutMatrices(m: IntModel): PreparedMatrix[] {
 
 /**
  * The vectors `useLut` places in the module's memory, in order: z, a16, q, k, v, proj, gate, up, att,
- * up16, prod.
+ * up16, prod, x, head, and the norms' scratch.
  */
 function vectorLengths(m: IntModel): number[] {
   const widest = m.qDim > m.ffn ? m.qDim : m.ffn;
   const wider = widest > m.width ? widest : m.width;
-  return [wider, wider, m.qDim, m.kvDim, m.kvDim, m.width, m.ffn, m.ffn, m.qDim, m.ffn, m.ffn];
+  const norm = m.width > m.headDim ? m.width : m.headDim;
+  return [wider, wider, m.qDim, m.kvDim, m.kvDim, m.width, m.ffn, m.ffn, m.qDim, m.ffn, m.ffn, m.width, m.headDim, norm];
 }
 
 /** int32 entries `useLut` needs for the vectors: each rounded up to 16 (the module writes whole blocks). */
@@ -383,6 +387,33 @@ export function useLut(m: IntModel, lut: LutSums, at: Int32Array, scalesAt: Int3
   s.att = views[8];
   s.up16 = views[9];
   s.prod = views[10];
+  s.x = views[11];
+  s.head = views[12];
+  s.normY = views[13];
+}
+
+/**
+ * `rmsnorm` (kernels/int/norm.ts) of `x[off, off + plan.n)` into `out` at `oOff`, on the module's
+ * `rmsnorm` when both are views of its memory and n is a multiple of 4: the same integers.
+ */
+function norm(m: IntModel, x: Int32Array, off: number, xExp: number, plan: NormPlan, out: Int32Array, oOff: number): void {
+  const lut = m.lut;
+  if (lut !== null && (plan.n & 3) === 0 && x.buffer === lut.mem32.buffer && out.buffer === lut.mem32.buffer) {
+    const y = m.s.normY.byteOffset;
+    lut.rmsnorm(x.byteOffset + (off << 2), plan.n, xExp, plan.bits, plan.epsN, plan.epsExp, y, out.byteOffset + (oOff << 2));
+    return;
+  }
+  rmsnorm(x, off, xExp, plan, out, oOff);
+}
+
+/** x_i = sat32(x_i + y_i) for the model's width (round.ts `satAdd`), on the module when it can. */
+function addResidual(m: IntModel, x: Int32Array, y: Int32Array): void {
+  const lut = m.lut;
+  if (lut !== null && (m.width & 3) === 0 && x.buffer === lut.mem32.buffer && y.buffer === lut.mem32.buffer) {
+    lut.add_sat(x.byteOffset, y.byteOffset, m.width);
+    return;
+  }
+  for (let i = 0; i < m.width; i++) x[i] = satAdd(x[i], y[i]);
 }
 
 /**
@@ -556,7 +587,7 @@ function normRope(
   bits: number,
 ): number {
   const s = m.s;
-  rmsnorm(v, off, e, m.normHead, s.head, 0);
+  norm(m, v, off, e, m.normHead, s.head, 0);
   applyGain(s.head, 0, m.headDim, gain, v, off);
   const eg = quantize(m, v, off, m.headDim, NORM_EXP + gainExp, v, off, 15);
   ropeHead(v, off, m.half, m.ropeCos, m.ropeSin, ropeAt, s.rope);
@@ -603,7 +634,7 @@ export function step(m: IntModel, st: IntState, id: number): void {
   for (let l = 0; l < m.layers.length; l++) {
     const L = m.layers[l];
     // Attention block.
-    rmsnorm(x, 0, RESIDUAL_EXP, m.normWidth, s.z, 0);
+    norm(m, x, 0, RESIDUAL_EXP, m.normWidth, s.z, 0);
     if (lut !== null) {
       inputPlanes(s.z, 0, m.width, lut);
       gemvLut(s.q, 0, L.q, lut, m.lutAt[la], m.lutScales[la], NORM_EXP, ACC_EXP);
@@ -681,9 +712,9 @@ export function step(m: IntModel, st: IntState, id: number): void {
       activationTables(s.a16, 0, m.qDim, s.tabQ);
       gemv(s.proj, 0, L.o, s.tabQ, ea, RESIDUAL_EXP);
     }
-    for (let i = 0; i < m.width; i++) x[i] = satAdd(x[i], s.proj[i]);
+    addResidual(m, x, s.proj);
     // MLP block.
-    rmsnorm(x, 0, RESIDUAL_EXP, m.normWidth, s.z, 0);
+    norm(m, x, 0, RESIDUAL_EXP, m.normWidth, s.z, 0);
     if (lut !== null) {
       inputPlanes(s.z, 0, m.width, lut);
       gemvLut(s.gate, 0, L.gate, lut, m.lutAt[la + 4], m.lutScales[la + 4], NORM_EXP, RESIDUAL_EXP);
@@ -712,13 +743,13 @@ export function step(m: IntModel, st: IntState, id: number): void {
       activationTables(s.a16, 0, m.ffn, s.tabF);
       gemv(s.proj, 0, L.down, s.tabF, ep, RESIDUAL_EXP);
     }
-    for (let i = 0; i < m.width; i++) x[i] = satAdd(x[i], s.proj[i]);
+    addResidual(m, x, s.proj);
     la = la + 7;
     digitsAt = digitsAt + m.digitsLayerStride;
     valuesAt = valuesAt + m.valueLayerStride;
     expsAt = expsAt + m.expLayerStride;
   }
-  rmsnorm(x, 0, RESIDUAL_EXP, m.normWidth, s.z, 0);
+  norm(m, x, 0, RESIDUAL_EXP, m.normWidth, s.z, 0);
   let ez = NORM_EXP;
   if (m.finalGain !== null) {
     applyGain(s.z, 0, m.width, m.finalGain, s.a16, 0);

@@ -7,7 +7,8 @@ import { readLut4 } from "../formats/lut4.ts";
 import { checked } from "../kernels/int/check.ts";
 import { activationTables, gemv, type LutMatrix, prepareMatrix } from "../kernels/int/gemv.ts";
 import { gemvLut, inputPlanes } from "../kernels/int/gemv-lut.ts";
-import { quantizeBits } from "../kernels/int/round.ts";
+import { normPlan, rmsnorm } from "../kernels/int/norm.ts";
+import { quantizeBits, satAdd } from "../kernels/int/round.ts";
 import { createLutSums } from "../kernels/wasm/int-lut.ts";
 import { attendGroup, type AttentionContext, attentionScratch } from "../kernels/int/attention.ts";
 import { prepareTable } from "../kernels/int/tables.ts";
@@ -305,4 +306,34 @@ test("quantize and swiglu on WebAssembly equal quantizeBits and the exact produc
   mem32.set(a, src / 4), mem32.set(b, dst / 4);
   made.lut.swiglu(src, dst, 256, dst + 1024);
   expect(Array.from(mem32.subarray(dst / 4 + 256, dst / 4 + 512))).toEqual(Array.from(a, (v, i) => Math.imul(v, b[i])));
+});
+
+test("rmsnorm and add_sat on WebAssembly equal the TypeScript kernels: zeros, tiny and huge vectors, eps dominating", () => {
+  const made = createLutSums([], { vectorInts: 1024 })!;
+  const { mem32 } = made.lut;
+  const xAt = made.lut.vectorsAt, yAt = xAt + 1024, outAt = yAt + 1024;
+  let compared = 0;
+  for (let trial = 0; trial < 300; trial++) {
+    const n = [4, 32, 96, 128, 252][trial % 5];
+    const scale = [0, 1, 5, 12, 20, 31][rng.int(6)];
+    const x = Int32Array.from({ length: n }, () =>
+      scale === 31 ? (rng.int(2 ** 16) << 16) ^ rng.int(2 ** 16) : rng.int(2 ** scale + 1) - (2 ** scale >> 1));
+    if (trial % 37 === 0) x[rng.int(n)] = -2147483648;
+    const xExp = rng.int(60) - 40;
+    const [epsMantissa, epsExp] = trial % 3 === 0 ? [40000, -2] : [34360, -35 - rng.int(20)];
+    const plan = normPlan(n, epsMantissa, epsExp);
+    const want = new Int32Array(n);
+    rmsnorm(x, 0, xExp, plan, want, 0);
+    mem32.set(x, xAt / 4);
+    made.lut.rmsnorm(xAt, n, xExp, plan.bits, plan.epsN, plan.epsExp, yAt, outAt);
+    expect(Array.from(mem32.subarray(outAt / 4, outAt / 4 + n))).toEqual(Array.from(want));
+    compared += n;
+  }
+  expect(compared).toBeGreaterThan(20000);
+  const extremes = [0, 1, -1, 2147483647, -2147483648, 1073741824, -1073741825];
+  const a = Int32Array.from({ length: 64 }, (_, i) => (i < 49 ? extremes[i % 7] : rng.int(2 ** 31)));
+  const b = Int32Array.from({ length: 64 }, (_, i) => (i < 49 ? extremes[Math.floor(i / 7)] : -rng.int(2 ** 31)));
+  mem32.set(a, xAt / 4), mem32.set(b, yAt / 4);
+  made.lut.add_sat(xAt, yAt, 64);
+  expect(Array.from(mem32.subarray(xAt / 4, xAt / 4 + 64))).toEqual(Array.from(a, (v, i) => satAdd(v, b[i])));
 });

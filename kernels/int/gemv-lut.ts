@@ -79,6 +79,10 @@ export interface LutSums {
   quantize(src: number, n: number, dst: number, bits: number): number;
   /** out_i = a_i · b_i for 16-bit a_i, b_i, `n` a multiple of 4. */
   swiglu(a: number, b: number, n: number, out: number): void;
+  /** kernels/int/norm.ts `rmsnorm` of `n` (a multiple of 4) int32 at `x` into `out`; `y` is scratch. */
+  rmsnorm(x: number, n: number, xExp: number, bits: number, epsN: number, epsExp: number, y: number, out: number): void;
+  /** x_i = sat32(x_i + y_i) for `n` (a multiple of 4) int32. */
+  add_sat(x: number, y: number, n: number): void;
   mem8: Uint8Array;
   mem32: Int32Array;
   /** Byte address of the input planes. */

@@ -14,7 +14,17 @@
  * @module
  */
 import { assemble, type Func } from "./asm.ts";
-import { gemvFn, mixFn, planesFn, quantizeFn, scoresFn, softmaxFn, swigluFn } from "./int-gen.ts";
+import {
+  addSatFn,
+  gemvFn,
+  mixFn,
+  planesFn,
+  quantizeFn,
+  rmsnormFn,
+  scoresFn,
+  softmaxFn,
+  swigluFn,
+} from "./int-gen.ts";
 import { lut16Rows } from "./lut.ts";
 import type { LutMatrix } from "../int/gemv.ts";
 import type { LutSums } from "../int/gemv-lut.ts";
@@ -30,6 +40,8 @@ export const INT_LUT_FUNCTIONS: Record<string, Func> = {
   mix: mixFn(),
   quantize: quantizeFn(),
   swiglu: swigluFn(),
+  rmsnorm: rmsnormFn(),
+  add_sat: addSatFn(),
 };
 
 const PAGE = 65536;
@@ -145,7 +157,7 @@ export function createLutSums(
   if (!WebAssembly.validate(bytes)) return null;
   const exports = new WebAssembly.Instance(new WebAssembly.Module(bytes)).exports as unknown as
     & { memory: WebAssembly.Memory }
-    & Pick<LutSums, "lut16_rows" | "planes_offset" | "planes_digits" | "gemv_lut" | "scores" | "softmax" | "mix" | "quantize" | "swiglu">;
+    & Pick<LutSums, "lut16_rows" | "planes_offset" | "planes_digits" | "gemv_lut" | "scores" | "softmax" | "mix" | "quantize" | "swiglu" | "rmsnorm" | "add_sat">;
   const mem8 = new Uint8Array(exports.memory.buffer);
   mats.forEach((m, i) => {
     layoutCodes(m, mem8, at[i]);
@@ -167,6 +179,8 @@ export function createLutSums(
       mix: exports.mix,
       quantize: exports.quantize,
       swiglu: exports.swiglu,
+      rmsnorm: exports.rmsnorm,
+      add_sat: exports.add_sat,
       mem8,
       mem32,
       planesAt,
