@@ -88,6 +88,7 @@ export function intEngineFromFile(file: Lut4File, opts: { simd?: boolean } = {})
       expMirrorBytes: model.expMirrorBytes,
       exp: model.exp,
       vectorInts: vectorRoom(model),
+      rope: { cos: model.ropeCos, sin: model.ropeSin },
     });
     if (made) useLut(model, made.lut, made.at, made.scalesAt);
   }

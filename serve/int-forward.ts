@@ -590,7 +590,13 @@ function normRope(
   norm(m, v, off, e, m.normHead, s.head, 0);
   applyGain(s.head, 0, m.headDim, gain, v, off);
   const eg = quantize(m, v, off, m.headDim, NORM_EXP + gainExp, v, off, 15);
-  ropeHead(v, off, m.half, m.ropeCos, m.ropeSin, ropeAt, s.rope);
+  const lut = m.lut;
+  if (lut !== null && (m.half & 3) === 0 && v.buffer === lut.mem32.buffer) {
+    const table = ropeAt << 2;
+    lut.rope(v.byteOffset + (off << 2), m.half, lut.ropeCosAt + table, lut.ropeSinAt + table);
+  } else {
+    ropeHead(v, off, m.half, m.ropeCos, m.ropeSin, ropeAt, s.rope);
+  }
   return quantize(m, v, off, m.headDim, eg, v, off, bits);
 }
 

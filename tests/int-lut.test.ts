@@ -9,6 +9,7 @@ import { activationTables, gemv, type LutMatrix, prepareMatrix } from "../kernel
 import { gemvLut, inputPlanes } from "../kernels/int/gemv-lut.ts";
 import { normPlan, rmsnorm } from "../kernels/int/norm.ts";
 import { quantizeBits, satAdd } from "../kernels/int/round.ts";
+import { ropeHead } from "../kernels/int/rope.ts";
 import { createLutSums } from "../kernels/wasm/int-lut.ts";
 import { attendGroup, type AttentionContext, attentionScratch } from "../kernels/int/attention.ts";
 import { prepareTable } from "../kernels/int/tables.ts";
@@ -336,4 +337,23 @@ test("rmsnorm and add_sat on WebAssembly equal the TypeScript kernels: zeros, ti
   mem32.set(a, xAt / 4), mem32.set(b, yAt / 4);
   made.lut.add_sat(xAt, yAt, 64);
   expect(Array.from(mem32.subarray(xAt / 4, xAt / 4 + 64))).toEqual(Array.from(a, (v, i) => satAdd(v, b[i])));
+});
+
+test("rope on WebAssembly equals ropeHead: 16-bit inputs at the extremes, every table position", () => {
+  const half = 16, positions = 64;
+  const cos = Int16Array.from({ length: positions * half }, (_, i) => (i < 8 ? [16384, -16384, 0, 1][i & 3] : rng.int(32769) - 16384));
+  const sin = Int16Array.from({ length: positions * half }, (_, i) => (i < 8 ? [-16384, 16384, 1, 0][i & 3] : rng.int(32769) - 16384));
+  const made = createLutSums([], { vectorInts: 64, rope: { cos, sin } })!;
+  const { mem32 } = made.lut;
+  for (let p = 0; p < positions; p++) {
+    const v = Int32Array.from({ length: 2 * half }, (_, i) =>
+      p % 3 === 0 ? (i & 1 ? 32767 : -32767) : rng.int(65535) - 32767);
+    const want = Int32Array.from(v);
+    ropeHead(want, 0, half, cos, sin, p * half, new Int32Array(64));
+    mem32.set(v, made.lut.vectorsAt / 4);
+    made.lut.rope(made.lut.vectorsAt, half, made.lut.ropeCosAt + 4 * p * half, made.lut.ropeSinAt + 4 * p * half);
+    expect(Array.from(mem32.subarray(made.lut.vectorsAt / 4, made.lut.vectorsAt / 4 + 2 * half))).toEqual(
+      Array.from(want),
+    );
+  }
 });

@@ -83,6 +83,8 @@ export interface LutSums {
   rmsnorm(x: number, n: number, xExp: number, bits: number, epsN: number, epsExp: number, y: number, out: number): void;
   /** x_i = sat32(x_i + y_i) for `n` (a multiple of 4) int32. */
   add_sat(x: number, y: number, n: number): void;
+  /** kernels/int/rope.ts `ropeHead` in place on 2 · `half` int32 at `v` (half a multiple of 4). */
+  rope(v: number, half: number, cos: number, sin: number): void;
   mem8: Uint8Array;
   mem32: Int32Array;
   /** Byte address of the input planes. */
@@ -128,6 +130,9 @@ export interface LutSums {
   valueExpAt: number;
   /** Room for the engine's vectors as views of this memory, so that no call copies its input or output. */
   vectorsAt: number;
+  /** RoPE's cos and sin tables as int32, [position][head_dim / 2]. */
+  ropeCosAt: number;
+  ropeSinAt: number;
 }
 
 /**

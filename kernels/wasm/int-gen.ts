@@ -34,6 +34,8 @@
  *   in the sum's units, the digit-by-digit square root and the reciprocal (isqrt.ts), then each
  *   r · y_i (shift-and-add over y_i's bits) shifted and clamped to ±32767.
  * - `add_sat(x, y, n)`: x_i = sat32(x_i + y_i) for n a multiple of 4 (round.ts `satAdd`).
+ * - `rope(v, half, cos, sin)`: kernels/int/rope.ts `ropeHead` in place for `half` a multiple of 4, the
+ *   four products a · cos, b · sin, b · cos, a · sin by shift-and-add over the bits of cos and sin.
  * - `mix(tabsU, tabsS, codes, n, blocks, plane, digitStride, out)`: one head's attention value mix,
  *   Σ_j p_j · v_j per dimension, from the tables of each position's probability (`planes_digits`) read
  *   at the three base-16 digits of the cached values, 16 dimensions at a time, in runs of at most 128
@@ -832,6 +834,51 @@ export function addSatFn(): Func {
       at(x),
       get(a), op.i32(31), op.i32x4_shr_s, splat4(I32_MAX), op.v128_xor, get(sumv), get(ovf), op.v128_bitselect,
       op.v128_store(),
+      inc(i, 4),
+      op.br(0),
+    ])]),
+  ]);
+}
+
+/** `rope(v, half, cos, sin)`: see the module comment; cos and sin are int32 (Q14, |c| ≤ 2^14). */
+export function ropeFn(): Func {
+  const v = 0, half = 1, cos = 2, sin = 3;
+  const l = localsAfter(4);
+  const i = l.i32(), hi = l.i32();
+  const a = l.v128(), b = l.v128(), c = l.v128(), sn = l.v128(), mc = l.v128(), ms = l.v128();
+  const ac = l.v128(), as = l.v128(), bc = l.v128(), bs = l.v128();
+  const zero = op.v128_const(new Uint8Array(16));
+  const at = (base: number, offset: Code = []): Code => [get(base), get(i), op.i32(2), op.i32_shl, op.i32_add, offset];
+  // Bit k of cos and sin selects a << k and b << k; bit 15 (the sign) subtracts them.
+  const bit = (k: number): Code => {
+    const add = k === 15 ? op.i32x4_sub : op.i32x4_add;
+    return [
+      get(c), op.i32(31 - k), op.i32x4_shl, op.i32(31), op.i32x4_shr_s, set(mc),
+      get(sn), op.i32(31 - k), op.i32x4_shl, op.i32(31), op.i32x4_shr_s, set(ms),
+      get(ac), get(a), get(mc), op.v128_and, add, set(ac),
+      get(bc), get(b), get(mc), op.v128_and, add, set(bc),
+      get(as), get(a), get(ms), op.v128_and, add, set(as),
+      get(bs), get(b), get(ms), op.v128_and, add, set(bs),
+      k === 15 ? [] : [get(a), op.i32(1), op.i32x4_shl, set(a), get(b), op.i32(1), op.i32x4_shl, set(b)],
+    ];
+  };
+  const round14 = (x: Code): Code => [
+    x, set(mc),
+    get(mc), op.i32(14), op.i32x4_shr_s, get(mc), op.i32(13), op.i32x4_shr_s, splat4(1), op.v128_and, op.i32x4_add,
+  ];
+  return fn([I32, I32, I32, I32], [], l.types, [
+    get(half), op.i32(2), op.i32_shl, set(hi),
+    op.i32(0), set(i),
+    op.block([op.loop([
+      get(i), get(half), op.i32_ge_s, op.br_if(1),
+      at(v), op.v128_load(), set(a),
+      at(v, [get(hi), op.i32_add]), op.v128_load(), set(b),
+      at(cos), op.v128_load(), set(c),
+      at(sin), op.v128_load(), set(sn),
+      [ac, as, bc, bs].map((x) => [zero, set(x)]),
+      Array.from({ length: 16 }, (_, k) => bit(k)),
+      at(v), round14([get(ac), get(bs), op.i32x4_sub]), op.v128_store(),
+      at(v, [get(hi), op.i32_add]), round14([get(bc), get(as), op.i32x4_add]), op.v128_store(),
       inc(i, 4),
       op.br(0),
     ])]),

@@ -21,6 +21,7 @@ import {
   planesFn,
   quantizeFn,
   rmsnormFn,
+  ropeFn,
   scoresFn,
   softmaxFn,
   swigluFn,
@@ -42,6 +43,7 @@ export const INT_LUT_FUNCTIONS: Record<string, Func> = {
   swiglu: swigluFn(),
   rmsnorm: rmsnormFn(),
   add_sat: addSatFn(),
+  rope: ropeFn(),
 };
 
 const PAGE = 65536;
@@ -98,6 +100,8 @@ export interface LutRoom {
   expMirrorBytes?: number;
   /** int32 entries of room for the engine's own vectors (`LutSums.vectorsAt`). */
   vectorInts?: number;
+  /** RoPE's cos and sin tables ([position][head_dim / 2], Q14), copied as int32 (`LutSums.ropeCosAt`). */
+  rope?: { cos: Int16Array; sin: Int16Array };
   /** The softmax's exp table and its differences' multiples (kernels/int/tables.ts `LookupTable`). */
   exp?: { t: Int32Array; mul: Int32Array };
 }
@@ -138,7 +142,9 @@ export function createLutSums(
   const statAt = rtAt + 64;
   const expTAt = statAt + 16;
   const expMulAt = expTAt + (room.exp?.t.length ?? 0) * 4;
-  const vectorsAt = align(expMulAt + (room.exp?.mul.length ?? 0) * 4);
+  const ropeCosAt = align(expMulAt + (room.exp?.mul.length ?? 0) * 4);
+  const ropeSinAt = ropeCosAt + (room.rope?.cos.length ?? 0) * 4;
+  const vectorsAt = align(ropeSinAt + (room.rope?.sin.length ?? 0) * 4);
   let next = vectorsAt + (room.vectorInts ?? 0) * 4;
   const at = new Int32Array(mats.length);
   const scalesAt = new Int32Array(mats.length);
@@ -157,7 +163,7 @@ export function createLutSums(
   if (!WebAssembly.validate(bytes)) return null;
   const exports = new WebAssembly.Instance(new WebAssembly.Module(bytes)).exports as unknown as
     & { memory: WebAssembly.Memory }
-    & Pick<LutSums, "lut16_rows" | "planes_offset" | "planes_digits" | "gemv_lut" | "scores" | "softmax" | "mix" | "quantize" | "swiglu" | "rmsnorm" | "add_sat">;
+    & Pick<LutSums, "lut16_rows" | "planes_offset" | "planes_digits" | "gemv_lut" | "scores" | "softmax" | "mix" | "quantize" | "swiglu" | "rmsnorm" | "add_sat" | "rope">;
   const mem8 = new Uint8Array(exports.memory.buffer);
   mats.forEach((m, i) => {
     layoutCodes(m, mem8, at[i]);
@@ -167,6 +173,10 @@ export function createLutSums(
   if (room.exp) {
     mem32.set(room.exp.t, expTAt >> 2);
     mem32.set(room.exp.mul, expMulAt >> 2);
+  }
+  if (room.rope) {
+    mem32.set(room.rope.cos, ropeCosAt >> 2);
+    mem32.set(room.rope.sin, ropeSinAt >> 2);
   }
   return {
     lut: {
@@ -181,6 +191,7 @@ export function createLutSums(
       swiglu: exports.swiglu,
       rmsnorm: exports.rmsnorm,
       add_sat: exports.add_sat,
+      rope: exports.rope,
       mem8,
       mem32,
       planesAt,
@@ -205,6 +216,8 @@ export function createLutSums(
       keyExpAt,
       valueExpAt,
       vectorsAt,
+      ropeCosAt,
+      ropeSinAt,
     },
     at,
     scalesAt,
