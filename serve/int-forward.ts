@@ -155,9 +155,29 @@ interface Scratch {
   head: Int32Array;
   /** The norms' 15-bit copy, for the module's `rmsnorm`. */
   normY: Int32Array;
+  /** Byte addresses of the vectors that are views of the module's memory (`useLut`); −1 for the others. */
+  at: VectorAddresses;
   attn: ReturnType<typeof attentionScratch>;
   /** One attention context, pointed at each layer's cache in turn (no allocation per token). */
   ctx: AttentionContext;
+}
+
+/** Where `useLut` put each vector in the module's memory (byte address), or −1. */
+interface VectorAddresses {
+  z: number;
+  a16: number;
+  q: number;
+  k: number;
+  v: number;
+  proj: number;
+  gate: number;
+  up: number;
+  att: number;
+  up16: number;
+  prod: number;
+  x: number;
+  head: number;
+  normY: number;
 }
 
 /** A conversation's state: position, tokens, the 12-bit KV cache, pending logits and the sampler's RNG. */
@@ -287,6 +307,22 @@ export function buildIntModel(w: Lut4Weights): IntModel {
       rope: new Int32Array(64),
       head: new Int32Array(sh.headDim),
       normY: new Int32Array(0),
+      at: {
+        z: -1,
+        a16: -1,
+        q: -1,
+        k: -1,
+        v: -1,
+        proj: -1,
+        gate: -1,
+        up: -1,
+        att: -1,
+        up16: -1,
+        prod: -1,
+        x: -1,
+        head: -1,
+        normY: -1,
+      },
       attn,
       ctx: {
         headDim: sh.headDim,
@@ -370,9 +406,11 @@ export function useLut(m: IntModel, lut: LutSums, at: Int32Array, scalesAt: Int3
   m.lutScales = scalesAt;
   m.digitOwner = null;
   const views: Int32Array[] = [];
+  const bytes: number[] = [];
   let byte = lut.vectorsAt;
   for (const n of vectorLengths(m)) {
     views.push(new Int32Array(lut.mem32.buffer, byte, n));
+    bytes.push(byte);
     byte = byte + ((((n + 15) >> 4) << 4) << 2);
   }
   const s = m.s;
@@ -390,49 +428,80 @@ export function useLut(m: IntModel, lut: LutSums, at: Int32Array, scalesAt: Int3
   s.x = views[11];
   s.head = views[12];
   s.normY = views[13];
+  s.at = {
+    z: bytes[0],
+    a16: bytes[1],
+    q: bytes[2],
+    k: bytes[3],
+    v: bytes[4],
+    proj: bytes[5],
+    gate: bytes[6],
+    up: bytes[7],
+    att: bytes[8],
+    up16: bytes[9],
+    prod: bytes[10],
+    x: bytes[11],
+    head: bytes[12],
+    normY: bytes[13],
+  };
 }
 
 /**
  * `rmsnorm` (kernels/int/norm.ts) of `x[off, off + plan.n)` into `out` at `oOff`, on the module's
- * `rmsnorm` when both are views of its memory and n is a multiple of 4: the same integers.
+ * `rmsnorm` when both are views of its memory (at bytes `xAt` and `outAt`, else −1) and n is a multiple
+ * of 4: the same integers.
  */
-function norm(m: IntModel, x: Int32Array, off: number, xExp: number, plan: NormPlan, out: Int32Array, oOff: number): void {
+function norm(
+  m: IntModel,
+  x: Int32Array,
+  xAt: number,
+  off: number,
+  xExp: number,
+  plan: NormPlan,
+  out: Int32Array,
+  outAt: number,
+  oOff: number,
+): void {
   const lut = m.lut;
-  if (lut !== null && (plan.n & 3) === 0 && x.buffer === lut.mem32.buffer && out.buffer === lut.mem32.buffer) {
-    const y = m.s.normY.byteOffset;
-    lut.rmsnorm(x.byteOffset + (off << 2), plan.n, xExp, plan.bits, plan.epsN, plan.epsExp, y, out.byteOffset + (oOff << 2));
+  if (lut !== null && (plan.n & 3) === 0 && xAt >= 0 && outAt >= 0) {
+    const y = m.s.at.normY;
+    lut.rmsnorm(xAt + (off << 2), plan.n, xExp, plan.bits, plan.epsN, plan.epsExp, y, outAt + (oOff << 2));
     return;
   }
   rmsnorm(x, off, xExp, plan, out, oOff);
 }
 
-/** x_i = sat32(x_i + y_i) for the model's width (round.ts `satAdd`), on the module when it can. */
-function addResidual(m: IntModel, x: Int32Array, y: Int32Array): void {
+/** The residual stream plus `proj` (round.ts `satAdd`), on the module when both are its views. */
+function addResidual(m: IntModel): void {
   const lut = m.lut;
-  if (lut !== null && (m.width & 3) === 0 && x.buffer === lut.mem32.buffer && y.buffer === lut.mem32.buffer) {
-    lut.add_sat(x.byteOffset, y.byteOffset, m.width);
+  const s = m.s;
+  if (lut !== null && (m.width & 3) === 0 && s.at.x >= 0 && s.at.proj >= 0) {
+    lut.add_sat(s.at.x, s.at.proj, m.width);
     return;
   }
-  for (let i = 0; i < m.width; i++) x[i] = satAdd(x[i], y[i]);
+  for (let i = 0; i < m.width; i++) s.x[i] = satAdd(s.x[i], s.proj[i]);
 }
 
 /**
  * `quantizeBits` (kernels/int/round.ts) of `src[off, off + n)` into `dst` at `dOff`, on the module's
- * `quantize` when both are views of its memory and n is a multiple of 4: the same integers.
+ * `quantize` when both are views of its memory (at bytes `srcAt` and `dstAt`, else −1) and n is a
+ * multiple of 4: the same integers.
  */
 function quantize(
   m: IntModel,
   src: Int32Array,
+  srcAt: number,
   off: number,
   n: number,
   e: number,
   dst: Int32Array,
+  dstAt: number,
   dOff: number,
   bits: number,
 ): number {
   const lut = m.lut;
-  if (lut !== null && (n & 3) === 0 && src.buffer === lut.mem32.buffer && dst.buffer === lut.mem32.buffer) {
-    return e + lut.quantize(src.byteOffset + (off << 2), n, dst.byteOffset + (dOff << 2), bits);
+  if (lut !== null && (n & 3) === 0 && srcAt >= 0 && dstAt >= 0) {
+    return e + lut.quantize(srcAt + (off << 2), n, dstAt + (dOff << 2), bits);
   }
   return quantizeBits(src, off, n, e, dst, dOff, bits);
 }
@@ -579,6 +648,7 @@ function embedRow(m: IntModel, id: number, x: Int32Array): void {
 function normRope(
   m: IntModel,
   v: Int32Array,
+  vAt: number,
   off: number,
   e: number,
   gain: Int32Array,
@@ -587,17 +657,17 @@ function normRope(
   bits: number,
 ): number {
   const s = m.s;
-  norm(m, v, off, e, m.normHead, s.head, 0);
+  norm(m, v, vAt, off, e, m.normHead, s.head, s.at.head, 0);
   applyGain(s.head, 0, m.headDim, gain, v, off);
-  const eg = quantize(m, v, off, m.headDim, NORM_EXP + gainExp, v, off, 15);
+  const eg = quantize(m, v, vAt, off, m.headDim, NORM_EXP + gainExp, v, vAt, off, 15);
   const lut = m.lut;
-  if (lut !== null && (m.half & 3) === 0 && v.buffer === lut.mem32.buffer) {
+  if (lut !== null && (m.half & 3) === 0 && vAt >= 0) {
     const table = ropeAt << 2;
-    lut.rope(v.byteOffset + (off << 2), m.half, lut.ropeCosAt + table, lut.ropeSinAt + table);
+    lut.rope(vAt + (off << 2), m.half, lut.ropeCosAt + table, lut.ropeSinAt + table);
   } else {
     ropeHead(v, off, m.half, m.ropeCos, m.ropeSin, ropeAt, s.rope);
   }
-  return quantize(m, v, off, m.headDim, eg, v, off, bits);
+  return quantize(m, v, vAt, off, m.headDim, eg, v, vAt, off, bits);
 }
 
 /**
@@ -640,12 +710,12 @@ export function step(m: IntModel, st: IntState, id: number): void {
   for (let l = 0; l < m.layers.length; l++) {
     const L = m.layers[l];
     // Attention block.
-    norm(m, x, 0, RESIDUAL_EXP, m.normWidth, s.z, 0);
+    norm(m, x, s.at.x, 0, RESIDUAL_EXP, m.normWidth, s.z, s.at.z, 0);
     if (lut !== null) {
-      inputPlanes(s.z, 0, m.width, lut);
-      gemvLut(s.q, 0, L.q, lut, m.lutAt[la], m.lutScales[la], NORM_EXP, ACC_EXP);
-      gemvLut(s.k, 0, L.k, lut, m.lutAt[la + 1], m.lutScales[la + 1], NORM_EXP, ACC_EXP);
-      gemvLut(s.v, 0, L.v, lut, m.lutAt[la + 2], m.lutScales[la + 2], NORM_EXP, ACC_EXP);
+      inputPlanes(s.z, s.at.z, 0, m.width, lut);
+      gemvLut(s.q, s.at.q, 0, L.q, lut, m.lutAt[la], m.lutScales[la], NORM_EXP, ACC_EXP);
+      gemvLut(s.k, s.at.k, 0, L.k, lut, m.lutAt[la + 1], m.lutScales[la + 1], NORM_EXP, ACC_EXP);
+      gemvLut(s.v, s.at.v, 0, L.v, lut, m.lutAt[la + 2], m.lutScales[la + 2], NORM_EXP, ACC_EXP);
     } else {
       // q, k and v share one input: its pair tables cost 256 additions per two columns and save half the reads.
       pairTables(s.z, 0, m.width, s.tab2, s.tabW);
@@ -655,7 +725,7 @@ export function step(m: IntModel, st: IntState, id: number): void {
     }
     let off = 0;
     for (let h = 0; h < m.heads; h++) {
-      s.qExp[h] = normRope(m, s.q, off, ACC_EXP, L.qGain, L.qGainExp, ropeAt, m.qBits);
+      s.qExp[h] = normRope(m, s.q, s.at.q, off, ACC_EXP, L.qGain, L.qGainExp, ropeAt, m.qBits);
       off = off + m.headDim;
     }
     const keys = st.keys[l];
@@ -664,8 +734,8 @@ export function step(m: IntModel, st: IntState, id: number): void {
     let headDigits = 0;
     let headValues = valuesAt;
     for (let h = 0; h < m.kvHeads; h++) {
-      const ek = normRope(m, s.k, off, ACC_EXP, L.kGain, L.kGainExp, ropeAt, CACHE_BITS);
-      const ev = quantize(m, s.v, off, m.headDim, ACC_EXP, s.v, off, CACHE_BITS);
+      const ek = normRope(m, s.k, s.at.k, off, ACC_EXP, L.kGain, L.kGainExp, ropeAt, CACHE_BITS);
+      const ev = quantize(m, s.v, s.at.v, off, m.headDim, ACC_EXP, s.v, s.at.v, off, CACHE_BITS);
       for (let i = 0; i < m.headDim; i++) {
         keys[cacheAt + off + i] = s.k[off + i];
         values[cacheAt + off + i] = s.v[off + i];
@@ -710,60 +780,60 @@ export function step(m: IntModel, st: IntState, id: number): void {
         off = two ? off + m.headDim + m.headDim : off + m.headDim;
       }
     }
-    const ea = quantize(m, s.att, 0, m.qDim, ACC_EXP, s.a16, 0, 15);
+    const ea = quantize(m, s.att, s.at.att, 0, m.qDim, ACC_EXP, s.a16, s.at.a16, 0, 15);
     if (lut !== null) {
-      inputPlanes(s.a16, 0, m.qDim, lut);
-      gemvLut(s.proj, 0, L.o, lut, m.lutAt[la + 3], m.lutScales[la + 3], ea, RESIDUAL_EXP);
+      inputPlanes(s.a16, s.at.a16, 0, m.qDim, lut);
+      gemvLut(s.proj, s.at.proj, 0, L.o, lut, m.lutAt[la + 3], m.lutScales[la + 3], ea, RESIDUAL_EXP);
     } else {
       activationTables(s.a16, 0, m.qDim, s.tabQ);
       gemv(s.proj, 0, L.o, s.tabQ, ea, RESIDUAL_EXP);
     }
-    addResidual(m, x, s.proj);
+    addResidual(m);
     // MLP block.
-    norm(m, x, 0, RESIDUAL_EXP, m.normWidth, s.z, 0);
+    norm(m, x, s.at.x, 0, RESIDUAL_EXP, m.normWidth, s.z, s.at.z, 0);
     if (lut !== null) {
-      inputPlanes(s.z, 0, m.width, lut);
-      gemvLut(s.gate, 0, L.gate, lut, m.lutAt[la + 4], m.lutScales[la + 4], NORM_EXP, RESIDUAL_EXP);
-      gemvLut(s.up, 0, L.up, lut, m.lutAt[la + 5], m.lutScales[la + 5], NORM_EXP, ACC_EXP);
+      inputPlanes(s.z, s.at.z, 0, m.width, lut);
+      gemvLut(s.gate, s.at.gate, 0, L.gate, lut, m.lutAt[la + 4], m.lutScales[la + 4], NORM_EXP, RESIDUAL_EXP);
+      gemvLut(s.up, s.at.up, 0, L.up, lut, m.lutAt[la + 5], m.lutScales[la + 5], NORM_EXP, ACC_EXP);
     } else {
       pairTables(s.z, 0, m.width, s.tab2, s.tabW);
       gemvPairs(s.gate, 0, L.gate, s.tab2, NORM_EXP, RESIDUAL_EXP);
       gemvPairs(s.up, 0, L.up, s.tab2, NORM_EXP, ACC_EXP);
     }
     for (let i = 0; i < m.ffn; i++) s.gate[i] = silu(m.silu, s.gate[i]);
-    const eg = quantize(m, s.gate, 0, m.ffn, RESIDUAL_EXP, s.a16, 0, 15);
-    const eu = quantize(m, s.up, 0, m.ffn, ACC_EXP, s.up16, 0, 15);
-    if (lut !== null && (m.ffn & 3) === 0) {
-      lut.swiglu(s.a16.byteOffset, s.up16.byteOffset, m.ffn, s.prod.byteOffset);
+    const eg = quantize(m, s.gate, s.at.gate, 0, m.ffn, RESIDUAL_EXP, s.a16, s.at.a16, 0, 15);
+    const eu = quantize(m, s.up, s.at.up, 0, m.ffn, ACC_EXP, s.up16, s.at.up16, 0, 15);
+    if (lut !== null && (m.ffn & 3) === 0 && s.at.prod >= 0) {
+      lut.swiglu(s.at.a16, s.at.up16, m.ffn, s.at.prod);
     } else {
       for (let i = 0; i < m.ffn; i++) {
         multiples(s.a16[i], s.mt, 0);
         s.prod[i] = mulS16(s.mt, 0, s.up16[i]);
       }
     }
-    const ep = quantize(m, s.prod, 0, m.ffn, eg + eu, s.a16, 0, 15);
+    const ep = quantize(m, s.prod, s.at.prod, 0, m.ffn, eg + eu, s.a16, s.at.a16, 0, 15);
     if (lut !== null) {
-      inputPlanes(s.a16, 0, m.ffn, lut);
-      gemvLut(s.proj, 0, L.down, lut, m.lutAt[la + 6], m.lutScales[la + 6], ep, RESIDUAL_EXP);
+      inputPlanes(s.a16, s.at.a16, 0, m.ffn, lut);
+      gemvLut(s.proj, s.at.proj, 0, L.down, lut, m.lutAt[la + 6], m.lutScales[la + 6], ep, RESIDUAL_EXP);
     } else {
       activationTables(s.a16, 0, m.ffn, s.tabF);
       gemv(s.proj, 0, L.down, s.tabF, ep, RESIDUAL_EXP);
     }
-    addResidual(m, x, s.proj);
+    addResidual(m);
     la = la + 7;
     digitsAt = digitsAt + m.digitsLayerStride;
     valuesAt = valuesAt + m.valueLayerStride;
     expsAt = expsAt + m.expLayerStride;
   }
-  norm(m, x, 0, RESIDUAL_EXP, m.normWidth, s.z, 0);
+  norm(m, x, s.at.x, 0, RESIDUAL_EXP, m.normWidth, s.z, s.at.z, 0);
   let ez = NORM_EXP;
   if (m.finalGain !== null) {
     applyGain(s.z, 0, m.width, m.finalGain, s.a16, 0);
     ez = quantize16(s.a16, 0, m.width, NORM_EXP + m.finalGainExp, s.z, 0);
   }
   if (lut !== null) {
-    inputPlanes(s.z, 0, m.width, lut);
-    gemvLut(st.logits, 0, m.head, lut, m.lutAt[la], m.lutScales[la], ez, LOGIT_EXP);
+    inputPlanes(s.z, s.at.z, 0, m.width, lut);
+    gemvLut(st.logits, -1, 0, m.head, lut, m.lutAt[la], m.lutScales[la], ez, LOGIT_EXP);
   } else {
     pairTables(s.z, 0, m.width, s.tab2, s.tabW);
     gemvPairs(st.logits, 0, m.head, s.tab2, ez, LOGIT_EXP);

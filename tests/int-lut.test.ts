@@ -32,9 +32,9 @@ function both(mat: LutMatrix, x: Int32Array, xExp: number, outExp: number): [num
   activationTables(x, 0, mat.cols, tab);
   const want = new Int32Array(mat.rows);
   gemv(want, 0, prepared, tab, xExp, outExp);
-  inputPlanes(x, 0, mat.cols, made.lut);
+  inputPlanes(x, -1, 0, mat.cols, made.lut);
   const got = new Int32Array(mat.rows);
-  gemvLut(got, 0, prepared, made.lut, made.at[0], made.scalesAt[0], xExp, outExp);
+  gemvLut(got, -1, 0, prepared, made.lut, made.at[0], made.scalesAt[0], xExp, outExp);
   return [Array.from(want), Array.from(got)];
 }
 
@@ -119,16 +119,16 @@ test("checked mode turns a saturation inside the SIMD projection into the engine
   };
   const prepared = prepareMatrix(mat);
   const made = createLutSums([prepared])!;
-  inputPlanes(new Int32Array(64).fill(32767), 0, 64, made.lut);
+  inputPlanes(new Int32Array(64).fill(32767), -1, 0, 64, made.lut);
   const out = new Int32Array(3);
   // Every group's (16 + m) · a = 31 · 32 · 7 · 32767 shifted left by −k = de − base: by 53 (base −38,
   // row by row) and by 30 (base −15, four lanes); both saturate, as in gemv.
   for (const xExp of [6, -17]) {
-    gemvLut(out, 0, prepared, made.lut, made.at[0], made.scalesAt[0], xExp, -24); // unchecked: saturates quietly
+    gemvLut(out, -1, 0, prepared, made.lut, made.at[0], made.scalesAt[0], xExp, -24); // unchecked: saturates quietly
     expect(Array.from(out)).toEqual([2147483647, 2147483647, 2147483647]);
     checked.on = true;
     try {
-      expect(() => gemvLut(out, 0, prepared, made.lut, made.at[0], made.scalesAt[0], xExp, -24)).toThrow(
+      expect(() => gemvLut(out, -1, 0, prepared, made.lut, made.at[0], made.scalesAt[0], xExp, -24)).toThrow(
         /integer engine bound violated: saturating: \d+ saturations/,
       );
     } finally {

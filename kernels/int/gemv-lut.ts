@@ -137,11 +137,11 @@ export interface LutSums {
 
 /**
  * Writes the byte planes of the tables of `x[off, off + cols)` at `lut.planesAt`, reading `x` where it
- * lies when it is a view of the instance's memory, else from a copy.
+ * lies when it is a view of the instance's memory at byte `xAt`, else (`xAt` < 0) from a copy.
  */
-export function inputPlanes(x: Int32Array, off: number, cols: number, lut: LutSums): void {
-  if (x.buffer === lut.mem32.buffer) {
-    lut.planes_offset(x.byteOffset + (off << 2), cols, lut.planesAt);
+export function inputPlanes(x: Int32Array, xAt: number, off: number, cols: number, lut: LutSums): void {
+  if (xAt >= 0) {
+    lut.planes_offset(xAt + (off << 2), cols, lut.planesAt);
     return;
   }
   const mem = lut.mem32;
@@ -157,11 +157,13 @@ export function inputPlanes(x: Int32Array, off: number, cols: number, lut: LutSu
 /**
  * `out[outOff + r] = (W · x)_r` at exponent `outExp`, exactly `gemv`'s result, for the input whose
  * planes are at `lut.planesAt` (`inputPlanes`) and the matrix whose codes and scales are at byte
- * `codesAt` and `scalesAt`. When `out` is a view of the instance's memory the module writes it in
- * place, whole blocks of 16 rows, so it must have room up to the next multiple of 16 past the rows.
+ * `codesAt` and `scalesAt`. When `out` is a view of the instance's memory at byte `outAt` the module
+ * writes it in place, whole blocks of 16 rows, so it must have room up to the next multiple of 16 past
+ * the rows; with `outAt` < 0 the rows are copied into `out`.
  */
 export function gemvLut(
   out: Int32Array,
+  outAt: number,
   outOff: number,
   mat: PreparedMatrix,
   lut: LutSums,
@@ -173,8 +175,7 @@ export function gemvLut(
   const base = ACC_EXP + 4 - mat.expBase - xExp; // k = base − de
   const finalShift = outExp - ACC_EXP;
   const groups = mat.cols >> 5;
-  // Written in place when `out` is a view of the instance's memory with room for whole blocks of 16.
-  const direct = out.buffer === lut.mem32.buffer;
+  const direct = outAt >= 0;
   const saturated = lut.gemv_lut(
     lut.planesAt,
     codesAt,
@@ -183,7 +184,7 @@ export function gemvLut(
     groups,
     base,
     finalShift,
-    direct ? out.byteOffset + (outOff << 2) : lut.outAt,
+    direct ? outAt + (outOff << 2) : lut.outAt,
     lut.scratchAt,
   );
   if (checked.on && !holds(saturated === 0)) assertBound(false, `${mat.name}: ${saturated} saturations`);
