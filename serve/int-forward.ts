@@ -507,15 +507,16 @@ function quantize(
 }
 
 /**
- * Writes the three base-16 digits of one position's `head_dim` cached values: `at` is that position's
- * byte in the kv head's first plane (`valueDigitsAt` + head + position · 16).
+ * Writes the three base-16 digits of one position's `head_dim` cached values in offset binary
+ * (v + 2048, in 1 … 4095): `at` is that position's byte in the kv head's first plane
+ * (`valueDigitsAt` + head + position · 16).
  */
 function writeValueDigits(m: IntModel, mem8: Uint8Array, at: number, values: Int16Array, from: number): void {
   const two = m.valueDigitStride + m.valueDigitStride;
   let block = at;
   let lane = 0;
   for (let i = from; i < from + m.headDim; i++) {
-    const v = values[i];
+    const v = values[i] + 2048;
     mem8[block + lane] = v & 15;
     mem8[block + m.valueDigitStride + lane] = (v >> 4) & 15;
     mem8[block + two + lane] = (v >> 8) & 15;

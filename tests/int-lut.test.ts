@@ -226,8 +226,8 @@ test("SIMD attention (scores, softmax, value mix) equals the TypeScript loops at
           made.lut.mem8[at] = k & 15;
           made.lut.mem8[at + 16 * hd] = (k >> 4) & 15;
           made.lut.mem8[at + 32 * hd] = (k >> 8) & 15;
-          // Values: [kv head][digit][block of 16 dimensions][position][16 dimensions].
-          const v = values[p * kvDim + h * hd + i];
+          // Values, in offset binary: [kv head][digit][block of 16 dimensions][position][16 dimensions].
+          const v = values[p * kvDim + h * hd + i] + 2048;
           const vat = made.lut.valueDigitsAt + h * valueHeadStride + (i >> 4) * valuePlane + p * 16 + (i & 15);
           made.lut.mem8[vat] = v & 15;
           made.lut.mem8[vat + valueDigitStride] = (v >> 4) & 15;

@@ -378,9 +378,9 @@ function queryPlanes(q: Int32Array, qOff: number, hd: number, lut: LutSums): num
  * One query head's attention on WebAssembly SIMD, the same integers as `attendGroup`'s TypeScript loops:
  * the query's digit tables (`queryPlanes`), the scores from them read at the keys' digit planes
  * (`scores`: one `i8x16.swizzle` per plane, 16 positions at a time), the softmax (`softmax`, the same
- * exp table, reciprocal and rounding as `probabilities`), the probabilities' tables (`planes_digits`)
- * and the value mix read at the values' digit planes (`mix`, 16 dimensions at a time), then the shift to
- * ACC_EXP. The module keeps everything in 32 bits: |dot| < 2^31 by `queryBits`, the softmax total
+ * exp table, reciprocal and rounding as `probabilities`), the probabilities' tables (`planes_unsigned`)
+ * and the value mix read at the values' digit planes (`mix`, 16 dimensions at a time, on v + 2048, so
+ * 2048 · Σ p comes off after), then the shift to ACC_EXP. The module keeps everything in 32 bits: |dot| < 2^31 by `queryBits`, the softmax total
  * below 2^30 (checked mode asserts it, and that no difference saturated), and the mix
  * |Σ p · v| ≤ (2^15 + n) · 2047 < 2^31, as in `attendGroup`.
  */
@@ -423,12 +423,14 @@ function attendLut(
   if (checked.on && !holds(mem[lut.statIndex] < 1073741824 && mem[lut.statIndex + 1] === 0)) {
     assertBound(false, `softmax total ${mem[lut.statIndex]} ≥ 2^30 or a score difference saturates`);
   }
-  lut.planes_digits(lut.inAt, n, lut.probUAt, lut.probSAt);
-  lut.mix(lut.probUAt, lut.probSAt, codes, n, ctx.dimBlocks, ctx.valuePlane, ctx.valueDigitStride, lut.outAt);
+  lut.planes_unsigned(lut.inAt, n, lut.probAt);
+  lut.mix(lut.probAt, codes, n, ctx.dimBlocks, ctx.valuePlane, ctx.valueDigitStride, lut.outAt);
+  // The mix read the values in offset binary: Σ p · (v + 2048) − 2048 · Σ p = Σ p · v (|·| < 2^28).
+  const offset = mem[lut.statIndex + 2] << 11;
   const toAcc = ACC_EXP - (emax - 15);
   let j = lut.outIndex;
   for (let i = oOff; i < oOff + hd; i++) {
-    out[i] = shift(mem[j], toAcc);
+    out[i] = shift(mem[j] - offset, toAcc);
     j = j + 1;
   }
 }

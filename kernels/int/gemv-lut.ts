@@ -28,6 +28,8 @@ export interface LutSums {
   planes_offset(x: number, n: number, out: number): void;
   /** Byte planes of u · x_i at `outU` and of the signed top digit's table at `outS`. */
   planes_digits(x: number, n: number, outU: number, outS: number): void;
+  /** Byte planes of u · x_i alone. */
+  planes_unsigned(x: number, n: number, out: number): void;
   /** The whole projection; returns the number of saturations. */
   gemv_lut(
     planes: number,
@@ -64,10 +66,9 @@ export interface LutSums {
     rt: number,
     stat: number,
   ): number;
-  /** One head's value mix over `n` positions, `blocks` blocks of 16 dimensions. */
+  /** One head's value mix Σ p · (v + 2048) over `n` positions, `blocks` blocks of 16 dimensions. */
   mix(
-    tabsU: number,
-    tabsS: number,
+    tabs: number,
     codes: number,
     n: number,
     blocks: number,
@@ -99,9 +100,8 @@ export interface LutSums {
   inIndex: number;
   outAt: number;
   outIndex: number;
-  /** The probabilities' tables for the value mix: `planes_digits` output, 48 bytes per position each. */
-  probUAt: number;
-  probSAt: number;
+  /** The probabilities' tables for the value mix: `planes_unsigned` output, 48 bytes per position. */
+  probAt: number;
   /**
    * Byte address of the keys' digit planes (serve/int-forward.ts keeps them; kernels/int/attention.ts
    * reads them): per layer, per kv head, per block of 16 positions, per digit (low, middle, top), per
@@ -110,7 +110,8 @@ export interface LutSums {
   digitsAt: number;
   /**
    * Byte address of the values' digit planes: per layer, per kv head, per digit, per block of 16
-   * dimensions, per position, the 16 dimensions' digits in 16 bytes.
+   * dimensions, per position, the 16 dimensions' digits in 16 bytes; the digits of v + 2048 (offset
+   * binary, so every digit reads the same unsigned table).
    */
   valueDigitsAt: number;
   /** Attention scratch: the scores of one head, R's multiples table, and the softmax's total and saturations. */

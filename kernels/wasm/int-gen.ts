@@ -9,8 +9,9 @@
  *   `inputPlanes`), 48 bytes per input.
  * - `planes_digits(x, n, outU, outS)`: the byte planes of u · x_i and of the signed top digit's table
  *   (u < 8 ? u : u − 16) · x_i (kernels/int/attention.ts `queryPlanes`), 48 bytes per input each.
+ * - `planes_unsigned(x, n, out)`: the byte planes of u · x_i alone.
  * - `gemv_lut(planes, codes, scales, rows, groups, base, fin, out, scratch)`: the whole 4-bit projection
- *   of kernels/int/gemv.ts, 16 rows at a time: each group's sums by table look-up (`lutColumn`), then
+ *   of kernels/int/gemv.ts, 16 rows at a time: each group's sums by table look-up (`gemvColumn`), then
  *   per row its scale (16 + m) by shifts and adds, the round-half-up shift by `base − de`, the saturating
  *   accumulate, and the final shift by `fin`. Returns how many shifts or sums saturated (checked mode
  *   turns a non-zero count into an error).
@@ -36,15 +37,16 @@
  * - `add_sat(x, y, n)`: x_i = sat32(x_i + y_i) for n a multiple of 4 (round.ts `satAdd`).
  * - `rope(v, half, cos, sin)`: kernels/int/rope.ts `ropeHead` in place for `half` a multiple of 4, the
  *   four products a · cos, b · sin, b · cos, a · sin by shift-and-add over the bits of cos and sin.
- * - `mix(tabsU, tabsS, codes, n, blocks, plane, digitStride, out)`: one head's attention value mix,
- *   Σ_j p_j · v_j per dimension, from the tables of each position's probability (`planes_digits`) read
- *   at the three base-16 digits of the cached values, 16 dimensions at a time, in runs of at most 128
- *   positions (so no 16-bit sum overflows) added in 32 bits.
+ * - `mix(tabs, codes, n, blocks, plane, digitStride, out)`: one head's attention value mix,
+ *   Σ_j p_j · (v_j + 2048) per dimension, from the tables of each position's probability
+ *   (`planes_unsigned`) read at the three base-16 digits of the cached values in offset binary, 16
+ *   dimensions at a time, in runs of at most 128 positions (so no 16-bit sum overflows) added in 32
+ *   bits; the caller subtracts 2048 · Σ p_j.
  *
  * @module
  */
 import { type Code, fn, type Func, I32, op, V128, type ValType } from "./asm.ts";
-import { type LutLocals, lutColumn, lutTotals, lutZero } from "./lut.ts";
+import { type LutLocals, lutTotals, lutZero } from "./lut.ts";
 
 const { get, set } = op;
 const I32_MAX = 0x7fffffff;
@@ -60,7 +62,7 @@ function localsAfter(params: number) {
   return { types, i32: () => take(I32), v128: () => take(V128) };
 }
 
-/** Locals for one `lutColumn` run. */
+/** Locals for one look-up run. */
 function lutLocals(l: ReturnType<typeof localsAfter>): LutLocals {
   return {
     t: l.i32(), k: l.i32(), idx: l.v128(), v: l.v128(),
@@ -146,7 +148,7 @@ function storePlanes(e: number[], out: number, a: number, b: number): Code {
  * `planes_offset(x, n, out)` or `planes_digits(x, n, outU, outS)`: per int32 x_i (|x_i| < 2^19), the 16
  * entries of its table made by additions from [0, x, 2x, 3x] and 4x, 8x (shifts), stored as byte planes.
  */
-export function planesFn(kind: "offset" | "digits"): Func {
+export function planesFn(kind: "offset" | "digits" | "unsigned"): Func {
   const digits = kind === "digits";
   const x = 0, n = 1, outA = 2, outB = 3;
   const l = localsAfter(digits ? 4 : 3);
@@ -170,6 +172,8 @@ export function planesFn(kind: "offset" | "digits"): Func {
       get(vx), op.i32(3), op.i32x4_shl, set(v8),
       digits
         ? [unsigned, storePlanes(e, outA, a, b), signedTop, storePlanes(e, outB, a, b), inc(outB, 48)]
+        : kind === "unsigned"
+        ? [unsigned, storePlanes(e, outA, a, b)]
         : [offset, storePlanes(e, outA, a, b)],
       inc(outA, 48),
       inc(x, 4),
@@ -201,6 +205,34 @@ function gemvColumn(l: LutLocals, hi8: number): Code {
     get(hi8), get(l.t), op.v128_load(32), get(l.idx), op.i8x16_swizzle, op.i8x16_add, set(hi8),
     get(l.t), op.i32(48), op.i32_add, set(l.t),
     get(l.k), op.i32(16), op.i32_add, set(l.k),
+  ];
+}
+
+/**
+ * The look-up over `cols` columns (a local) from the current `t` and `k`, into freshly zeroed sums:
+ * `gemvColumn` in runs of 16 columns, each run's top-plane bytes then widened into the 16-bit sums. For
+ * tables whose entries lie in (−2^19, 2^19) (top bytes in [−8, 7]), so a run's byte sums stay in
+ * [−128, 112]. `c` and `end` are scratch locals.
+ */
+function lutRun(l: LutLocals, hi8: number, cols: number, c: number, end: number): Code {
+  return [
+    lutZero(l),
+    op.i32(0), set(c),
+    op.block([op.loop([
+      get(c), get(cols), op.i32_ge_s, op.br_if(1),
+      op.v128_const(new Uint8Array(16)), set(hi8),
+      get(c), op.i32(16), op.i32_add, set(end),
+      get(end), get(cols), op.i32_gt_s, op.if_([get(cols), set(end)]),
+      op.block([op.loop([
+        get(c), get(end), op.i32_ge_s, op.br_if(1),
+        gemvColumn(l, hi8),
+        inc(c, 1),
+        op.br(0),
+      ])]),
+      get(l.hi0), get(hi8), op.i16x8_extend_low_i8x16_s, op.i16x8_add, set(l.hi0),
+      get(l.hi1), get(hi8), op.i16x8_extend_high_i8x16_s, op.i16x8_add, set(l.hi1),
+      op.br(0),
+    ])]),
   ];
 }
 
@@ -403,42 +435,39 @@ export function gemvFn(): Func {
 }
 
 /**
- * `mix(tabsU, tabsS, codes, n, blocks, plane, digitStride, out)`: for each block b of 16 dimensions,
- * out[16b + lane] = Σ_{j<n} U_j[d0] + (U_j[d1] << 4) + (S_j[d2] << 8), the digits d0, d1, d2 of value
- * (j, 16b + lane) read from `codes + d · digitStride + b · plane + 16 j`; U_j and S_j are position j's
- * tables (`planes_digits`, 48 bytes each per position). Exact in 32 bits while |Σ p · v| < 2^31.
+ * `mix(tabs, codes, n, blocks, plane, digitStride, out)`: for each block b of 16 dimensions,
+ * out[16b + lane] = Σ_{j<n} T_j[d0] + (T_j[d1] << 4) + (T_j[d2] << 8), the digits d0, d1, d2 of the
+ * offset value (j, 16b + lane) + 2048 read from `codes + d · digitStride + b · plane + 16 j`; T_j is
+ * position j's table u · p_j (`planes_unsigned`, 48 bytes per position). That is Σ p · (v + 2048),
+ * exact in 32 bits while it stays below 2^31 ((2^15 + n) · 4095 does).
  */
 export function mixFn(): Func {
-  const tabsU = 0, tabsS = 1, codes = 2, n = 3, blocks = 4, plane = 5, digitStride = 6, out = 7;
-  const l = localsAfter(8);
-  const b = l.i32(), j = l.i32(), end = l.i32(), base = l.i32();
+  const tabs = 0, codes = 1, n = 2, blocks = 3, plane = 4, digitStride = 5, out = 6;
+  const l = localsAfter(7);
+  const b = l.i32(), j = l.i32(), count = l.i32(), base = l.i32(), c = l.i32(), end = l.i32();
   const res = [l.v128(), l.v128(), l.v128(), l.v128()];
   const s = [l.v128(), l.v128(), l.v128(), l.v128()];
+  const hi8 = l.v128();
   const lut = lutLocals(l);
   const zero = op.v128_const(new Uint8Array(16));
-  // One digit's sums over all n positions into s, in runs of at most 128 columns.
+  // One digit's sums over all n positions into s, in chunks of at most 128 columns (16-bit sums).
   const digit = (d: number): Code => [
     s.map((x) => [zero, set(x)]),
-    get(d < 2 ? tabsU : tabsS), set(lut.t),
+    get(tabs), set(lut.t),
     get(base), d === 0 ? [] : [get(digitStride), op.i32_add], d === 2 ? [get(digitStride), op.i32_add] : [], set(lut.k),
     op.i32(0), set(j),
     op.block([op.loop([
       get(j), get(n), op.i32_ge_s, op.br_if(1),
-      get(j), op.i32(128), op.i32_add, set(end),
-      get(end), get(n), op.i32_gt_s, op.if_([get(n), set(end)]),
-      lutZero(lut),
-      op.block([op.loop([
-        get(j), get(end), op.i32_ge_s, op.br_if(1),
-        lutColumn(lut),
-        inc(j, 1),
-        op.br(0),
-      ])]),
+      get(n), get(j), op.i32_sub, set(count),
+      get(count), op.i32(128), op.i32_gt_s, op.if_([op.i32(128), set(count)]),
+      lutRun(lut, hi8, count, c, end),
       [0, 1, 2, 3].map((q) => [get(s[q]), lutTotals(lut, q), op.i32x4_add, set(s[q])]),
+      get(j), get(count), op.i32_add, set(j),
       op.br(0),
     ])]),
     [0, 1, 2, 3].map((q) => [get(res[q]), get(s[q]), op.i32(4 * d), op.i32x4_shl, op.i32x4_add, set(res[q])]),
   ];
-  return fn([I32, I32, I32, I32, I32, I32, I32, I32], [], l.types, [
+  return fn([I32, I32, I32, I32, I32, I32, I32], [], l.types, [
     op.i32(0), set(b),
     get(codes), set(base),
     op.block([op.loop([
@@ -464,21 +493,15 @@ export function mixFn(): Func {
 export function scoresFn(): Func {
   const qU = 0, qS = 1, keys = 2, n = 3, hd = 4, keyExp = 5, scoreShift = 6, out = 7, sums = 8;
   const l = localsAfter(9);
-  const u = l.i32(), c = l.i32(), plane = l.i32(), dot = l.i32(), amount = l.i32(), term = l.i32();
+  const u = l.i32(), c = l.i32(), end = l.i32(), plane = l.i32(), dot = l.i32(), amount = l.i32(), term = l.i32();
   const sat = l.i32(), kk = l.i32(), lim = l.i32();
+  const hi8 = l.v128();
   const lut = lutLocals(l);
-  // The three digits' sums of the block into sums[0, 192).
+  // The three digits' sums of the block into sums[0, 192) (entries u · q_e: within (−2^19, 2^19)).
   const digitSums = (d: number): Code => [
-    lutZero(lut),
     get(d < 2 ? qU : qS), set(lut.t),
     get(keys), d === 0 ? [] : [get(plane), op.i32_add], d === 2 ? [get(plane), op.i32_add] : [], set(lut.k),
-    op.i32(0), set(c),
-    op.block([op.loop([
-      get(c), get(hd), op.i32_ge_s, op.br_if(1),
-      lutColumn(lut),
-      inc(c, 1),
-      op.br(0),
-    ])]),
+    lutRun(lut, hi8, hd, c, end),
     [0, 1, 2, 3].map((q) => [get(sums), lutTotals(lut, q), op.v128_store(64 * d + 16 * q)]),
   ];
   const lane = (i: number): Code => [
@@ -511,8 +534,9 @@ export function scoresFn(): Func {
  * `expT` and its differences' multiples `expMul`, tables.ts `expNeg`; `tlen1` is its length − 1);
  * total T = Σ w_u and R = floor(2^(bitlen(T)+15) / T) by shift-and-subtract (isqrt.ts `recip16`);
  * out[u] = shift(shift(R · w_u, bitlen(T)), emax − valueExp[u]) with R · w_u from R's multiples at w_u's
- * four base-16 digits (mul.ts `mulU16`; the table is written at `rt`). Writes T and the number of
- * saturated differences to stat[0] and stat[1]; returns emax, the largest value exponent.
+ * four base-16 digits (mul.ts `mulU16`; the table is written at `rt`). Writes T, the number of
+ * saturated differences and Σ out[u] to stat[0], stat[1] and stat[2]; returns emax, the largest value
+ * exponent.
  */
 export function softmaxFn(): Func {
   const scores = 0, n = 1, expT = 2, expMul = 3, tlen1 = 4, valueExp = 5, out = 6, rt = 7, stat = 8;
@@ -577,6 +601,7 @@ export function softmaxFn(): Func {
     // R's multiples: rt[k] = k · R.
     op.i32(0), set(acc),
     Array.from({ length: 16 }, (_, k) => [get(rt), get(acc), op.i32_store(4 * k), get(acc), get(r), op.i32_add, set(acc)]),
+    op.i32(0), set(acc), // from here, the sum of the probabilities
     loopN([
       at(out, get(u), 2), op.i32_load(), set(w),
       digit(12, false), op.i32(12), op.i32_shl,
@@ -587,7 +612,9 @@ export function softmaxFn(): Func {
       get(emax), at(valueExp, get(u), 2), op.i32_load(), op.i32_sub, set(amount),
       shiftRound(term, amount, m, sat, kk, lim),
       at(out, get(u), 2), get(m), op.i32_store(),
+      get(acc), get(m), op.i32_add, set(acc),
     ]),
+    get(stat), get(acc), op.i32_store(8),
     get(emax),
   ]);
 }

@@ -35,6 +35,7 @@ export const INT_LUT_FUNCTIONS: Record<string, Func> = {
   lut16_rows: lut16Rows(),
   planes_offset: planesFn("offset"),
   planes_digits: planesFn("digits"),
+  planes_unsigned: planesFn("unsigned"),
   gemv_lut: gemvFn(),
   scores: scoresFn(),
   softmax: softmaxFn(),
@@ -135,9 +136,8 @@ export function createLutSums(
   const scratchAt = align(sumsAt + Math.max(groupsMax, 6) * 64);
   const inAt = scratchAt + 128;
   const outAt = align(inAt + Math.max(widest, positions) * 4);
-  const probUAt = align(outAt + Math.ceil(Math.max(tallest, headDim) / 16) * 16 * 4);
-  const probSAt = probUAt + positions * 48;
-  const scoresAt = align(probSAt + positions * 48);
+  const probAt = align(outAt + Math.ceil(Math.max(tallest, headDim) / 16) * 16 * 4);
+  const scoresAt = align(probAt + positions * 48);
   const rtAt = scoresAt + Math.ceil(positions / 16) * 64;
   const statAt = rtAt + 64;
   const expTAt = statAt + 16;
@@ -163,7 +163,7 @@ export function createLutSums(
   if (!WebAssembly.validate(bytes)) return null;
   const exports = new WebAssembly.Instance(new WebAssembly.Module(bytes)).exports as unknown as
     & { memory: WebAssembly.Memory }
-    & Pick<LutSums, "lut16_rows" | "planes_offset" | "planes_digits" | "gemv_lut" | "scores" | "softmax" | "mix" | "quantize" | "swiglu" | "rmsnorm" | "add_sat" | "rope">;
+    & Pick<LutSums, "lut16_rows" | "planes_offset" | "planes_digits" | "planes_unsigned" | "gemv_lut" | "scores" | "softmax" | "mix" | "quantize" | "swiglu" | "rmsnorm" | "add_sat" | "rope">;
   const mem8 = new Uint8Array(exports.memory.buffer);
   mats.forEach((m, i) => {
     layoutCodes(m, mem8, at[i]);
@@ -183,6 +183,7 @@ export function createLutSums(
       lut16_rows: exports.lut16_rows,
       planes_offset: exports.planes_offset,
       planes_digits: exports.planes_digits,
+      planes_unsigned: exports.planes_unsigned,
       gemv_lut: exports.gemv_lut,
       scores: exports.scores,
       softmax: exports.softmax,
@@ -202,8 +203,7 @@ export function createLutSums(
       inIndex: inAt >> 2,
       outAt,
       outIndex: outAt >> 2,
-      probUAt,
-      probSAt,
+      probAt,
       digitsAt,
       valueDigitsAt,
       scoresAt,
