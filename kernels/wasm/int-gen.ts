@@ -110,6 +110,24 @@ function shiftRound(src: number, amount: number, dst: number, sat: number, kk: n
   ];
 }
 
+/**
+ * `dst = shift(src, amount)` for an amount known to be ≥ 0, without branches: src for 0, 0 from 32 on,
+ * else `(src >> amount) + ((src >> (amount − 1)) & 1)` (the other cases' shifts are computed and
+ * discarded by `select`).
+ */
+function shiftRightRound(src: number, amount: number, dst: number): Code {
+  // `select` leaves its first operand when the condition is non-zero, else its second.
+  return [
+    get(src),
+    get(src), get(amount), op.i32_shr_s,
+    get(src), get(amount), op.i32(1), op.i32_sub, op.i32_shr_s, op.i32(1), op.i32_and, op.i32_add,
+    get(amount), op.i32_eqz, op.select,
+    op.i32(0),
+    get(amount), op.i32(32), op.i32_lt_s, op.select,
+    set(dst),
+  ];
+}
+
 /** Leaves (16 + m) · a on the stack, by shifts, masks and adds (kernels/int/mul.ts `mulScale`). */
 function mulScale(a: number, m: number): Code {
   const bit = (b: number): Code => [
@@ -608,9 +626,9 @@ export function softmaxFn(): Func {
       digit(8, true), op.i32(8), op.i32_shl, op.i32_add,
       digit(4, true), op.i32(4), op.i32_shl, op.i32_add,
       digit(0, true), op.i32_add, set(m),
-      shiftRound(m, bits, term, sat, kk, lim),
+      shiftRightRound(m, bits, term),
       get(emax), at(valueExp, get(u), 2), op.i32_load(), op.i32_sub, set(amount),
-      shiftRound(term, amount, m, sat, kk, lim),
+      shiftRightRound(term, amount, m),
       at(out, get(u), 2), get(m), op.i32_store(),
       get(acc), get(m), op.i32_add, set(acc),
     ]),

@@ -37,7 +37,7 @@ const { get, set } = op;
  * Nothing that multiplies, divides or touches a float.
  */
 export const LUT_OPCODES = {
-  control: ["block", "loop", "if", "else", "br_if", "br", "end"],
+  control: ["block", "loop", "if", "else", "br_if", "br", "end", "select"],
   locals: ["local.get", "local.set"],
   integer: [
     "i32.const", "i32.add", "i32.sub", "i32.and", "i32.xor", "i32.shl", "i32.shr_s", "i32.shr_u",
