@@ -210,19 +210,30 @@ const bytes16 = (v: number): Code => op.v128_const(new Uint8Array(16).fill(v));
  * `hi8`: an entry (u − 8) · x_c with |x_c| ≤ 32767 has a top byte in [−4, 3], so 32 columns sum to
  * [−128, 96] and no byte sum overflows within a group.
  */
-function gemvColumn(l: LutLocals, hi8: number): Code {
+function gemvColumn(l: LutLocals, hi8: number, j = -1): Code {
+  // Column j of an unrolled run reads at constant offsets from `t` and `k`; j < 0 reads at them and
+  // moves them on by one column.
+  const at = j < 0 ? 0 : j;
   const plane = (offset: number, a: number, b: number): Code => [
-    get(l.t), op.v128_load(offset), get(l.idx), op.i8x16_swizzle, set(l.v),
+    get(l.t), op.v128_load(48 * at + offset), get(l.idx), op.i8x16_swizzle, set(l.v),
     get(a), get(l.v), op.i16x8_extend_low_i8x16_u, op.i16x8_add, set(a),
     get(b), get(l.v), op.i16x8_extend_high_i8x16_u, op.i16x8_add, set(b),
   ];
   return [
-    get(l.k), op.v128_load(), set(l.idx),
+    get(l.k), op.v128_load(16 * at), set(l.idx),
     plane(0, l.lo0, l.lo1),
     plane(16, l.mid0, l.mid1),
-    get(hi8), get(l.t), op.v128_load(32), get(l.idx), op.i8x16_swizzle, op.i8x16_add, set(hi8),
-    get(l.t), op.i32(48), op.i32_add, set(l.t),
-    get(l.k), op.i32(16), op.i32_add, set(l.k),
+    get(hi8), get(l.t), op.v128_load(48 * at + 32), get(l.idx), op.i8x16_swizzle, op.i8x16_add, set(hi8),
+    j < 0 ? [get(l.t), op.i32(48), op.i32_add, set(l.t), get(l.k), op.i32(16), op.i32_add, set(l.k)] : [],
+  ];
+}
+
+/** `count` columns of `gemvColumn`, unrolled, then `t` and `k` moved past them. */
+function gemvColumns(l: LutLocals, hi8: number, count: number): Code {
+  return [
+    Array.from({ length: count }, (_, j) => gemvColumn(l, hi8, j)),
+    get(l.t), op.i32(48 * count), op.i32_add, set(l.t),
+    get(l.k), op.i32(16 * count), op.i32_add, set(l.k),
   ];
 }
 
@@ -240,13 +251,15 @@ function lutRun(l: LutLocals, hi8: number, cols: number, c: number, end: number)
       get(c), get(cols), op.i32_ge_s, op.br_if(1),
       op.v128_const(new Uint8Array(16)), set(hi8),
       get(c), op.i32(16), op.i32_add, set(end),
-      get(end), get(cols), op.i32_gt_s, op.if_([get(cols), set(end)]),
-      op.block([op.loop([
-        get(c), get(end), op.i32_ge_s, op.br_if(1),
-        gemvColumn(l, hi8),
-        inc(c, 1),
-        op.br(0),
-      ])]),
+      get(end), get(cols), op.i32_le_s,
+      op.if_([gemvColumns(l, hi8, 16), get(end), set(c)], [
+        op.block([op.loop([
+          get(c), get(cols), op.i32_ge_s, op.br_if(1),
+          gemvColumn(l, hi8),
+          inc(c, 1),
+          op.br(0),
+        ])]),
+      ]),
       get(l.hi0), get(hi8), op.i16x8_extend_low_i8x16_s, op.i16x8_add, set(l.hi0),
       get(l.hi1), get(hi8), op.i16x8_extend_high_i8x16_s, op.i16x8_add, set(l.hi1),
       op.br(0),
@@ -273,7 +286,7 @@ function lutRun(l: LutLocals, hi8: number, cols: number, c: number, end: number)
 export function gemvFn(): Func {
   const planes = 0, codes = 1, scales = 2, rows = 3, groups = 4, base = 5, fin = 6, out = 7, scratch = 8;
   const l = localsAfter(9);
-  const r = l.i32(), g = l.i32(), c = l.i32(), fast = l.i32();
+  const r = l.i32(), g = l.i32(), fast = l.i32();
   const a = l.i32(), sc = l.i32(), m = l.i32(), p = l.i32(), amount = l.i32(), term = l.i32();
   const acc = l.i32(), sum = l.i32(), sat = l.i32(), kk = l.i32(), lim = l.i32();
   const lut = lutLocals(l);
@@ -399,13 +412,7 @@ export function gemvFn(): Func {
         get(g), get(groups), op.i32_ge_s, op.br_if(1),
         lutZero(lut),
         zero, set(hi8),
-        op.i32(0), set(c),
-        op.block([op.loop([
-          get(c), op.i32(32), op.i32_ge_s, op.br_if(1),
-          gemvColumn(lut, hi8),
-          inc(c, 1),
-          op.br(0),
-        ])]),
+        gemvColumns(lut, hi8, 32),
         get(hi8), op.i16x8_extend_low_i8x16_s, set(lut.hi0),
         get(hi8), op.i16x8_extend_high_i8x16_s, set(lut.hi1),
         get(scales), op.v128_load(), set(scv),
