@@ -72,6 +72,10 @@ function lutLocals(l: ReturnType<typeof localsAfter>): LutLocals {
 
 const inc = (local: number, by: number): Code => [get(local), op.i32(by), op.i32_add, set(local)];
 
+/** A v128 constant of four equal int32 lanes, and of sixteen equal bytes. */
+const splat4 = (v: number): Code => op.v128_const(new Uint8Array(Int32Array.from([v, v, v, v]).buffer));
+const bytes16 = (v: number): Code => op.v128_const(new Uint8Array(16).fill(v));
+
 /**
  * `dst = shift(src, amount)` of kernels/int/round.ts (round half up to the right, saturating to the
  * left), adding 1 to `sat` where it saturates. `kk` and `lim` are scratch locals.
@@ -153,13 +157,21 @@ function firstFour(vx: number): Code {
 
 /** Stores the three byte planes (bits 0–7, 8–15, 16–23) of the 16 int32 entries in e0..e3 at `out`. */
 function storePlanes(e: number[], out: number, a: number, b: number): Code {
-  const pick = (byte: number) => [0, 4, 8, 12, 16, 20, 24, 28].map((i) => i + byte).concat([0, 0, 0, 0, 0, 0, 0, 0]);
-  const halves = [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23];
-  return [0, 1, 2].map((byte) => [
-    get(e[0]), get(e[1]), op.i8x16_shuffle(pick(byte)), set(a),
-    get(e[2]), get(e[3]), op.i8x16_shuffle(pick(byte)), set(b),
-    get(out), get(a), get(b), op.i8x16_shuffle(halves), op.v128_store(16 * byte),
-  ]);
+  // A plane's byte of each entry: masked (bits 0–7, 8–15) or shifted down as signed (bits 16–23, in
+  // [−128, 127] for entries in [−2^23, 2^23)), then narrowed 32 → 16 → 8 bits, which never saturates.
+  const part = (x: number, byte: number): Code =>
+    byte === 2
+      ? [get(x), op.i32(16), op.i32x4_shr_s]
+      : [get(x), byte === 1 ? [op.i32(8), op.i32x4_shr_s] : [], splat4(255), op.v128_and];
+  return [0, 1, 2].map((byte) => {
+    const to16 = byte === 2 ? op.i16x8_narrow_i32x4_s : op.i16x8_narrow_i32x4_u;
+    const to8 = byte === 2 ? op.i8x16_narrow_i16x8_s : op.i8x16_narrow_i16x8_u;
+    return [
+      part(e[0], byte), part(e[1], byte), to16, set(a),
+      part(e[2], byte), part(e[3], byte), to16, set(b),
+      get(out), get(a), get(b), to8, op.v128_store(16 * byte),
+    ];
+  });
 }
 
 /**
@@ -201,9 +213,6 @@ export function planesFn(kind: "offset" | "digits" | "unsigned"): Func {
   ]);
 }
 
-/** A v128 constant of four equal int32 lanes, and of sixteen equal bytes. */
-const splat4 = (v: number): Code => op.v128_const(new Uint8Array(Int32Array.from([v, v, v, v]).buffer));
-const bytes16 = (v: number): Code => op.v128_const(new Uint8Array(16).fill(v));
 
 /**
  * One column of `gemv_lut`'s look-up: as `lutColumn`, but the top plane's bytes are added as bytes into
