@@ -221,7 +221,10 @@ test("SIMD attention (scores, softmax, value mix) equals the TypeScript loops at
         : rng.int(4095) - 2047;
     const keys = Int16Array.from({ length: cap * kvDim }, val);
     const values = Int16Array.from({ length: cap * kvDim }, val);
-    const keyExp = Int16Array.from({ length: cap * kvHeads }, () => -10 - rng.int(4));
+    // Mostly close exponents (scores shifted right by 1 to 31, four at a time); in the mixed and flat
+    // cases some shifts of 0 or to the left (one at a time, saturating).
+    const keyExp = Int16Array.from({ length: cap * kvHeads }, () =>
+      fill === "mixed" || fill === "flat" ? 5 - rng.int(36) : -10 - rng.int(4));
     // Mostly close exponents; in the mixed case some 32 or more below the largest (their weights shift out).
     const valueExp = Int16Array.from({ length: cap * kvHeads }, () => -10 - rng.int(fill === "mixed" || fill === "flat" ? 50 : 4));
     // The digit planes in the documented layout: [kv head][block of 16][digit][dimension][16 positions];

@@ -72,6 +72,14 @@ function lutLocals(l: ReturnType<typeof localsAfter>): LutLocals {
 
 const inc = (local: number, by: number): Code => [get(local), op.i32(by), op.i32_add, set(local)];
 
+/** All ones in the lanes of i32x4 `v` where its bit b is set: that bit moved to the sign, then spread. */
+const maskBit = (v: number, b: number): Code => [get(v), op.i32(31 - b), op.i32x4_shl, op.i32(31), op.i32x4_shr_s];
+
+/** A conditional shift of the i32x4 `x` by 2^b (`shiftOp`) in the lanes where bit b of `by` is set. */
+const stepBy = (x: number, by: number, b: number, shiftOp: Code): Code => [
+  get(x), op.i32(1 << b), shiftOp, get(x), maskBit(by, b), op.v128_bitselect, set(x),
+];
+
 /** A v128 constant of four equal int32 lanes, and of sixteen equal bytes. */
 const splat4 = (v: number): Code => op.v128_const(new Uint8Array(Int32Array.from([v, v, v, v]).buffer));
 const bytes16 = (v: number): Code => op.v128_const(new Uint8Array(16).fill(v));
@@ -324,12 +332,6 @@ export function gemvFn(): Func {
     get(scv), q < 2 ? op.i16x8_extend_low_i8x16_u : op.i16x8_extend_high_i8x16_u,
     (q & 1) === 0 ? op.i32x4_extend_low_i16x8_u : op.i32x4_extend_high_i16x8_u,
   ];
-  // All ones in the lanes where bit b of v is set: that bit moved to the sign, then spread.
-  const maskBit = (v: number, b: number): Code => [get(v), op.i32(31 - b), op.i32x4_shl, op.i32(31), op.i32x4_shr_s];
-  // A conditional shift of `x` by 2^b in the lanes where bit b of `by` is set.
-  const stepBy = (x: number, by: number, b: number, shiftOp: Code): Code => [
-    get(x), op.i32(1 << b), shiftOp, get(x), maskBit(by, b), op.v128_bitselect, set(x),
-  ];
   // pv = (16 + m) · av and dev = de, for lanes 4q..4q+3.
   const scaled = (q: number): Code => [
     widen(q), set(dev),
@@ -522,14 +524,16 @@ export function mixFn(): Func {
  * 16; `out` and `keyExp` have that room), dot_u = s0 + (s1 << 4) + (s2 << 8) with s_d the query's
  * table (qU for the low and middle digit, qS for the signed top digit; 48 bytes per dimension) read at
  * digit d of the cached keys (per block of 16 positions: three planes of 16 · hd bytes), then
- * out[u] = shift(dot_u, scoreShift − keyExp[u]) (int32 exponents, 4 bytes per position).
+ * out[u] = shift(dot_u, scoreShift − keyExp[u]) (int32 exponents, 4 bytes per position): four lanes at
+ * a time when every amount of the 16 positions lies in [1, 31] (as `gemv_lut` shifts), else one at a
+ * time through `shift`'s every case.
  */
 export function scoresFn(): Func {
   const qU = 0, qS = 1, keys = 2, n = 3, hd = 4, keyExp = 5, scoreShift = 6, out = 7, sums = 8;
   const l = localsAfter(9);
   const u = l.i32(), c = l.i32(), end = l.i32(), plane = l.i32(), dot = l.i32(), amount = l.i32(), term = l.i32();
   const sat = l.i32(), kk = l.i32(), lim = l.i32();
-  const hi8 = l.v128();
+  const hi8 = l.v128(), shiftv = l.v128(), amountv = l.v128(), outside = l.v128(), tv = l.v128();
   const lut = lutLocals(l);
   // The three digits' sums of the block into sums[0, 192) (entries u · q_e: within (−2^19, 2^19)).
   const digitSums = (d: number): Code => [
@@ -546,13 +550,34 @@ export function scoresFn(): Func {
     shiftRound(dot, amount, term, sat, kk, lim),
     get(out), get(term), op.i32_store(4 * i),
   ];
+  // Lanes 4q..4q+3: the shift amounts, and (once every amount of the block is known to lie in
+  // [1, 31]) the dot products shifted right by them, rounding half up, four at a time.
+  const amounts = (q: number): Code => [get(shiftv), get(keyExp), op.v128_load(16 * q), op.i32x4_sub];
+  const four = (q: number): Code => [
+    amounts(q), splat4(1), op.i32x4_sub, set(amountv), // k − 1
+    get(sums), op.v128_load(16 * q),
+    get(sums), op.v128_load(64 + 16 * q), op.i32(4), op.i32x4_shl, op.i32x4_add,
+    get(sums), op.v128_load(128 + 16 * q), op.i32(8), op.i32x4_shl, op.i32x4_add, set(tv),
+    [4, 3, 2, 1, 0].map((b) => stepBy(tv, amountv, b, op.i32x4_shr_s)),
+    get(out), get(tv), op.i32(1), op.i32x4_shr_s, get(tv), splat4(1), op.v128_and, op.i32x4_add, op.v128_store(16 * q),
+  ];
   return fn([I32, I32, I32, I32, I32, I32, I32, I32, I32], [], l.types, [
     get(hd), op.i32(4), op.i32_shl, set(plane),
+    get(scoreShift), op.i32x4_splat, set(shiftv),
     op.i32(0), set(u),
     op.block([op.loop([
       get(u), get(n), op.i32_ge_s, op.br_if(1),
       digitSums(0), digitSums(1), digitSums(2),
-      Array.from({ length: 16 }, (_, i) => lane(i)),
+      op.v128_const(new Uint8Array(16)), set(outside),
+      [0, 1, 2, 3].map((q) => [
+        get(outside),
+        amounts(q), set(amountv),
+        get(amountv), splat4(1), op.i32x4_lt_s, op.v128_or,
+        get(amountv), splat4(31), op.i32x4_gt_s, op.v128_or,
+        set(outside),
+      ]),
+      get(outside), op.v128_any_true,
+      op.if_(Array.from({ length: 16 }, (_, i) => lane(i)), [0, 1, 2, 3].map(four)),
       get(keys), get(plane), op.i32_add, get(plane), op.i32_add, get(plane), op.i32_add, set(keys),
       inc(out, 64),
       inc(keyExp, 64),
