@@ -89,6 +89,7 @@ export function intEngineFromFile(file: Lut4File, opts: { simd?: boolean } = {})
       exp: model.exp,
       vectorInts: vectorRoom(model),
       rope: { cos: model.ropeCos, sin: model.ropeSin },
+      silu: model.silu,
     });
     if (made) useLut(model, made.lut, made.at, made.scalesAt);
   }

@@ -801,7 +801,11 @@ export function step(m: IntModel, st: IntState, id: number): void {
       gemvPairs(s.gate, 0, L.gate, s.tab2, NORM_EXP, RESIDUAL_EXP);
       gemvPairs(s.up, 0, L.up, s.tab2, NORM_EXP, ACC_EXP);
     }
-    for (let i = 0; i < m.ffn; i++) s.gate[i] = silu(m.silu, s.gate[i]);
+    if (lut !== null && s.at.gate >= 0) {
+      lut.silu(s.at.gate, m.ffn, lut.siluTAt, lut.siluMulAt, m.silu.t.length - 1, m.silu.half);
+    } else {
+      for (let i = 0; i < m.ffn; i++) s.gate[i] = silu(m.silu, s.gate[i]);
+    }
     const eg = quantize(m, s.gate, s.at.gate, 0, m.ffn, RESIDUAL_EXP, s.a16, s.at.a16, 0, 15);
     const eu = quantize(m, s.up, s.at.up, 0, m.ffn, ACC_EXP, s.up16, s.at.up16, 0, 15);
     if (lut !== null && (m.ffn & 3) === 0 && s.at.prod >= 0) {

@@ -12,7 +12,7 @@ import { quantizeBits, satAdd } from "../kernels/int/round.ts";
 import { ropeHead } from "../kernels/int/rope.ts";
 import { createLutSums } from "../kernels/wasm/int-lut.ts";
 import { attendGroup, type AttentionContext, attentionScratch } from "../kernels/int/attention.ts";
-import { prepareTable } from "../kernels/int/tables.ts";
+import { prepareTable, silu } from "../kernels/int/tables.ts";
 import { makeTables } from "../formats/lut4-quantize.ts";
 import { PRESETS } from "../model/config.ts";
 import { evalWindows, loadBrown } from "../model/corpus.ts";
@@ -370,4 +370,18 @@ test("rope on WebAssembly equals ropeHead: 16-bit inputs at the extremes, every 
       Array.from(want),
     );
   }
+});
+
+test("silu on WebAssembly equals the TypeScript table read: below, inside and beyond the table", () => {
+  const tables = makeTables(PRESETS.default);
+  const table = prepareTable(tables.silu, tables.siluHalf);
+  const made = createLutSums([], { vectorInts: 1024, silu: table })!;
+  const { mem32 } = made.lut;
+  const at = made.lut.vectorsAt;
+  const reach = table.half << 8; // the table covers x in about ±reach
+  const x = Int32Array.from({ length: 1024 }, (_, i) =>
+    i < 8 ? [0, -1, 1, reach, -reach, 2147483647, -2147483648, reach - 1][i] : rng.int(4 * reach) - 2 * reach);
+  mem32.set(x, at / 4);
+  made.lut.silu(at, 1024, made.lut.siluTAt, made.lut.siluMulAt, table.t.length - 1, table.half);
+  expect(Array.from(mem32.subarray(at / 4, at / 4 + 1024))).toEqual(Array.from(x, (v) => silu(table, v)));
 });

@@ -84,6 +84,8 @@ export interface LutSums {
   rmsnorm(x: number, n: number, xExp: number, bits: number, epsN: number, epsExp: number, y: number, out: number): void;
   /** x_i = sat32(x_i + y_i) for `n` (a multiple of 4) int32. */
   add_sat(x: number, y: number, n: number): void;
+  /** kernels/int/tables.ts `silu` in place on `n` int32 at `x`. */
+  silu(x: number, n: number, t: number, mul: number, len1: number, half: number): void;
   /** kernels/int/rope.ts `ropeHead` in place on 2 · `half` int32 at `v` (half a multiple of 4). */
   rope(v: number, half: number, cos: number, sin: number): void;
   mem8: Uint8Array;
@@ -134,6 +136,9 @@ export interface LutSums {
   /** RoPE's cos and sin tables as int32, [position][head_dim / 2]. */
   ropeCosAt: number;
   ropeSinAt: number;
+  /** The SiLU table and its differences' multiples. */
+  siluTAt: number;
+  siluMulAt: number;
 }
 
 /**

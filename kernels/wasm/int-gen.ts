@@ -35,6 +35,8 @@
  *   in the sum's units, the digit-by-digit square root and the reciprocal (isqrt.ts), then each
  *   r · y_i (shift-and-add over y_i's bits) shifted and clamped to ±32767.
  * - `add_sat(x, y, n)`: x_i = sat32(x_i + y_i) for n a multiple of 4 (round.ts `satAdd`).
+ * - `silu(x, n, t, mul, len1, half)`: kernels/int/tables.ts `silu` in place on n int32, reading the
+ *   table `t` and its differences' multiples `mul` (one value at a time: a table read per value).
  * - `rope(v, half, cos, sin)`: kernels/int/rope.ts `ropeHead` in place for `half` a multiple of 4, the
  *   four products a · cos, b · sin, b · cos, a · sin by shift-and-add over the bits of cos and sin.
  * - `mix(tabs, codes, n, blocks, plane, digitStride, out)`: one head's attention value mix,
@@ -966,6 +968,37 @@ export function ropeFn(): Func {
       at(v), round14([get(ac), get(bs), op.i32x4_sub]), op.v128_store(),
       at(v, [get(hi), op.i32_add]), round14([get(bc), get(as), op.i32x4_add]), op.v128_store(),
       inc(i, 4),
+      op.br(0),
+    ])]),
+  ]);
+}
+
+/** `silu(x, n, t, mul, len1, half)`: see the module comment and kernels/int/tables.ts `silu`. */
+export function siluFn(): Func {
+  const x = 0, n = 1, t = 2, mul = 3, len1 = 4, half = 5;
+  const l = localsAfter(6);
+  const end = l.i32(), v = l.i32(), i = l.i32(), f = l.i32(), row = l.i32(), y = l.i32();
+  return fn([I32, I32, I32, I32, I32, I32], [], l.types, [
+    get(x), get(n), op.i32(2), op.i32_shl, op.i32_add, set(end),
+    op.block([op.loop([
+      get(x), get(end), op.i32_ge_s, op.br_if(1),
+      get(x), op.i32_load(), set(v),
+      get(v), op.i32(8), op.i32_shr_s, get(half), op.i32_add, set(i),
+      get(i), op.i32(0), op.i32_lt_s,
+      op.if_([op.i32(0), set(y)], [
+        get(i), get(len1), op.i32_ge_s,
+        op.if_([get(v), set(y)], [
+          get(v), op.i32(255), op.i32_and, set(f),
+          get(mul), get(i), op.i32(6), op.i32_shl, op.i32_add, set(row), // 16 int32 per entry
+          get(t), get(i), op.i32(2), op.i32_shl, op.i32_add, op.i32_load(),
+          get(row), get(f), op.i32(4), op.i32_shr_s, op.i32(2), op.i32_shl, op.i32_add, op.i32_load(), op.i32(4), op.i32_shl,
+          get(row), get(f), op.i32(15), op.i32_and, op.i32(2), op.i32_shl, op.i32_add, op.i32_load(),
+          op.i32_add, op.i32(8), op.i32_shr_s,
+          op.i32_add, set(y),
+        ]),
+      ]),
+      get(x), get(y), op.i32_store(),
+      inc(x, 4),
       op.br(0),
     ])]),
   ]);

@@ -23,6 +23,7 @@ import {
   rmsnormFn,
   ropeFn,
   scoresFn,
+  siluFn,
   softmaxFn,
   swigluFn,
 } from "./int-gen.ts";
@@ -45,6 +46,7 @@ export const INT_LUT_FUNCTIONS: Record<string, Func> = {
   rmsnorm: rmsnormFn(),
   add_sat: addSatFn(),
   rope: ropeFn(),
+  silu: siluFn(),
 };
 
 const PAGE = 65536;
@@ -105,6 +107,8 @@ export interface LutRoom {
   rope?: { cos: Int16Array; sin: Int16Array };
   /** The softmax's exp table and its differences' multiples (kernels/int/tables.ts `LookupTable`). */
   exp?: { t: Int32Array; mul: Int32Array };
+  /** The SiLU table and its differences' multiples (`LutSums.siluTAt`, `siluMulAt`). */
+  silu?: { t: Int32Array; mul: Int32Array };
 }
 
 /**
@@ -142,7 +146,9 @@ export function createLutSums(
   const statAt = rtAt + 64;
   const expTAt = statAt + 16;
   const expMulAt = expTAt + (room.exp?.t.length ?? 0) * 4;
-  const ropeCosAt = align(expMulAt + (room.exp?.mul.length ?? 0) * 4);
+  const siluTAt = align(expMulAt + (room.exp?.mul.length ?? 0) * 4);
+  const siluMulAt = siluTAt + (room.silu?.t.length ?? 0) * 4;
+  const ropeCosAt = align(siluMulAt + (room.silu?.mul.length ?? 0) * 4);
   const ropeSinAt = ropeCosAt + (room.rope?.cos.length ?? 0) * 4;
   const vectorsAt = align(ropeSinAt + (room.rope?.sin.length ?? 0) * 4);
   let next = vectorsAt + (room.vectorInts ?? 0) * 4;
@@ -163,7 +169,7 @@ export function createLutSums(
   if (!WebAssembly.validate(bytes)) return null;
   const exports = new WebAssembly.Instance(new WebAssembly.Module(bytes)).exports as unknown as
     & { memory: WebAssembly.Memory }
-    & Pick<LutSums, "lut16_rows" | "planes_offset" | "planes_digits" | "planes_unsigned" | "gemv_lut" | "scores" | "softmax" | "mix" | "quantize" | "swiglu" | "rmsnorm" | "add_sat" | "rope">;
+    & Pick<LutSums, "lut16_rows" | "planes_offset" | "planes_digits" | "planes_unsigned" | "gemv_lut" | "scores" | "softmax" | "mix" | "quantize" | "swiglu" | "rmsnorm" | "add_sat" | "rope" | "silu">;
   const mem8 = new Uint8Array(exports.memory.buffer);
   mats.forEach((m, i) => {
     layoutCodes(m, mem8, at[i]);
@@ -173,6 +179,10 @@ export function createLutSums(
   if (room.exp) {
     mem32.set(room.exp.t, expTAt >> 2);
     mem32.set(room.exp.mul, expMulAt >> 2);
+  }
+  if (room.silu) {
+    mem32.set(room.silu.t, siluTAt >> 2);
+    mem32.set(room.silu.mul, siluMulAt >> 2);
   }
   if (room.rope) {
     mem32.set(room.rope.cos, ropeCosAt >> 2);
@@ -193,6 +203,7 @@ export function createLutSums(
       rmsnorm: exports.rmsnorm,
       add_sat: exports.add_sat,
       rope: exports.rope,
+      silu: exports.silu,
       mem8,
       mem32,
       planesAt,
@@ -218,6 +229,8 @@ export function createLutSums(
       vectorsAt,
       ropeCosAt,
       ropeSinAt,
+      siluTAt,
+      siluMulAt,
     },
     at,
     scalesAt,
