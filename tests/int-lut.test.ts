@@ -25,9 +25,15 @@ setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to
 const rng = createRng(11);
 
 /** Both kernels on one input; returns [typescript, wasm] outputs. */
-function both(mat: LutMatrix, x: Int32Array, xExp: number, outExp: number): [number[], number[]] {
+function both(
+  mat: LutMatrix,
+  x: Int32Array,
+  xExp: number,
+  outExp: number,
+  relaxed = true,
+): [number[], number[]] {
   const prepared = prepareMatrix(mat);
-  const made = createLutSums([prepared])!;
+  const made = createLutSums([prepared], { relaxed })!;
   const tab = new Int32Array(mat.cols << 4);
   activationTables(x, 0, mat.cols, tab);
   const want = new Int32Array(mat.rows);
@@ -58,6 +64,9 @@ test("gemvLut equals gemv on every lut4 matrix of the default model", async () =
         expect(got).toEqual(want);
         compared += want.length;
       }
+      // The plain-swizzle set, for runtimes without relaxed SIMD: the same integers.
+      const [want, got] = both(mat, x, -15, -16, false);
+      expect(got).toEqual(want);
     }
   }
   expect(compared).toBeGreaterThan(10000);
@@ -77,7 +86,9 @@ test("gemvLut equals gemv on random matrices, rows not a multiple of 16, saturat
     for (const x of inputs(cols)) {
       // Bases (ACC_EXP + 4 − expBase − xExp) inside and outside [−15, 31], where the four-lane step runs,
       // and final shifts of 0, inside [1, 31] and outside it.
-      for (const [xExp, outExp] of [[-15, -16], [0, -24], [6, -30], [-20, 3], [-40, 20], [-15, -24], [-2, -16]]) {
+      for (
+        const [xExp, outExp] of [[-15, -16], [0, -24], [6, -30], [-20, 3], [-40, 20], [-15, -24], [-2, -16]]
+      ) {
         const [want, got] = both(mat, x, xExp, outExp);
         expect(got).toEqual(want);
         saturated += want.filter((v) => v === 2147483647 || v === -2147483648).length;
@@ -99,7 +110,10 @@ test("gemvLut equals gemv over random exponents: every shift case of every four-
       cols: 128,
       expBase: -17,
       nibbles: Uint8Array.from({ length: 40 * 64 }, () => rng.int(256)),
-      scales: Uint8Array.from({ length: 40 * 4 }, () => ((narrow ? d0 + rng.int(4) : rng.int(16)) << 4) | rng.int(16)),
+      scales: Uint8Array.from(
+        { length: 40 * 4 },
+        () => ((narrow ? d0 + rng.int(4) : rng.int(16)) << 4) | rng.int(16),
+      ),
     };
     const xExp = rng.int(80) - 50; // base −20 − expBase − xExp runs over [−43, 36]
     const outExp = rng.int(80) - 60; // final shift outExp + 24 over [−36, 43]
@@ -188,106 +202,124 @@ test("SIMD attention (scores, softmax, value mix) equals the TypeScript loops at
   const hd = 32, kvHeads = 2, kvDim = 64, cap = 208;
   const exp = prepareTable(makeTables(PRESETS.default).exp, 0);
   const headStride = 48 * hd * (cap / 16);
-  const valuePlane = 16 * cap, valueDigitStride = valuePlane * (hd / 16), valueHeadStride = 3 * valueDigitStride;
+  const valuePlane = 16 * cap,
+    valueDigitStride = valuePlane * (hd / 16),
+    valueHeadStride = 3 * valueDigitStride;
   const expHeadStride = 4 * cap;
-  const made = createLutSums([], {
-    keyDigitBytes: kvHeads * headStride,
-    valueDigitBytes: kvHeads * valueHeadStride,
-    planeCols: 4 * hd,
-    positions: cap,
-    headDim: hd,
-    expMirrorBytes: kvHeads * expHeadStride,
-    exp,
-  })!;
-  for (
-    const [n, fill] of [
-      [1, "random"],
-      [17, "max"],
-      [200, "random"],
-      [64, "min"],
-      [33, "mixed"],
-      [150, "flat"],
-    ] as const
-  ) {
-    const val = () =>
-      fill === "max"
-        ? 2047
-        : fill === "min"
-        ? -2047
-        : fill === "mixed"
-        ? (rng.int(2) ? 2047 : -2047)
-        : fill === "flat"
-        ? rng.int(4095) - 2047
-        : rng.int(4095) - 2047;
-    const keys = Int16Array.from({ length: cap * kvDim }, val);
-    const values = Int16Array.from({ length: cap * kvDim }, val);
-    // Mostly close exponents (scores shifted right by 1 to 31, four at a time); in the mixed and flat
-    // cases some shifts of 0 or to the left (one at a time, saturating).
-    const keyExp = Int16Array.from({ length: cap * kvHeads }, () =>
-      fill === "mixed" || fill === "flat" ? 5 - rng.int(36) : -10 - rng.int(4));
-    // Mostly close exponents; in the mixed case some 32 or more below the largest (their weights shift out).
-    const valueExp = Int16Array.from({ length: cap * kvHeads }, () => -10 - rng.int(fill === "mixed" || fill === "flat" ? 50 : 4));
-    // The digit planes in the documented layout: [kv head][block of 16][digit][dimension][16 positions];
-    // the exponent mirrors as [kv head][position] int32.
-    for (let p = 0; p < cap; p++) {
-      for (let h = 0; h < kvHeads; h++) {
-        made.lut.mem32[(made.lut.keyExpAt + h * expHeadStride) / 4 + p] = keyExp[p * kvHeads + h];
-        made.lut.mem32[(made.lut.valueExpAt + h * expHeadStride) / 4 + p] = valueExp[p * kvHeads + h];
-        for (let i = 0; i < hd; i++) {
-          const k = keys[p * kvDim + h * hd + i];
-          const at = made.lut.digitsAt + h * headStride + (p >> 4) * 48 * hd + i * 16 + (p & 15);
-          made.lut.mem8[at] = k & 15;
-          made.lut.mem8[at + 16 * hd] = (k >> 4) & 15;
-          made.lut.mem8[at + 32 * hd] = (k >> 8) & 15;
-          // Values, in offset binary: [kv head][digit][block of 16 dimensions][position][16 dimensions].
-          const v = values[p * kvDim + h * hd + i] + 2048;
-          const vat = made.lut.valueDigitsAt + h * valueHeadStride + (i >> 4) * valuePlane + p * 16 + (i & 15);
-          made.lut.mem8[vat] = v & 15;
-          made.lut.mem8[vat + valueDigitStride] = (v >> 4) & 15;
-          made.lut.mem8[vat + 2 * valueDigitStride] = (v >> 8) & 15;
+  // With relaxed table reads and with the plain-swizzle set (runtimes without relaxed SIMD).
+  for (const relaxed of [true, false]) {
+    const made = createLutSums([], {
+      relaxed,
+      keyDigitBytes: kvHeads * headStride,
+      valueDigitBytes: kvHeads * valueHeadStride,
+      planeCols: 4 * hd,
+      positions: cap,
+      headDim: hd,
+      expMirrorBytes: kvHeads * expHeadStride,
+      exp,
+    })!;
+    for (
+      const [n, fill] of [
+        [1, "random"],
+        [17, "max"],
+        [200, "random"],
+        [64, "min"],
+        [33, "mixed"],
+        [150, "flat"],
+      ] as const
+    ) {
+      const val = () =>
+        fill === "max"
+          ? 2047
+          : fill === "min"
+          ? -2047
+          : fill === "mixed"
+          ? (rng.int(2) ? 2047 : -2047)
+          : fill === "flat"
+          ? rng.int(4095) - 2047
+          : rng.int(4095) - 2047;
+      const keys = Int16Array.from({ length: cap * kvDim }, val);
+      const values = Int16Array.from({ length: cap * kvDim }, val);
+      // Mostly close exponents (scores shifted right by 1 to 31, four at a time); in the mixed and flat
+      // cases some shifts of 0 or to the left (one at a time, saturating).
+      const keyExp = Int16Array.from(
+        { length: cap * kvHeads },
+        () => fill === "mixed" || fill === "flat" ? 5 - rng.int(36) : -10 - rng.int(4),
+      );
+      // Mostly close exponents; in the mixed case some 32 or more below the largest (their weights shift out).
+      const valueExp = Int16Array.from(
+        { length: cap * kvHeads },
+        () => -10 - rng.int(fill === "mixed" || fill === "flat" ? 50 : 4),
+      );
+      // The digit planes in the documented layout: [kv head][block of 16][digit][dimension][16 positions];
+      // the exponent mirrors as [kv head][position] int32.
+      for (let p = 0; p < cap; p++) {
+        for (let h = 0; h < kvHeads; h++) {
+          made.lut.mem32[(made.lut.keyExpAt + h * expHeadStride) / 4 + p] = keyExp[p * kvHeads + h];
+          made.lut.mem32[(made.lut.valueExpAt + h * expHeadStride) / 4 + p] = valueExp[p * kvHeads + h];
+          for (let i = 0; i < hd; i++) {
+            const k = keys[p * kvDim + h * hd + i];
+            const at = made.lut.digitsAt + h * headStride + (p >> 4) * 48 * hd + i * 16 + (p & 15);
+            made.lut.mem8[at] = k & 15;
+            made.lut.mem8[at + 16 * hd] = (k >> 4) & 15;
+            made.lut.mem8[at + 32 * hd] = (k >> 8) & 15;
+            // Values, in offset binary: [kv head][digit][block of 16 dimensions][position][16 dimensions].
+            const v = values[p * kvDim + h * hd + i] + 2048;
+            const vat = made.lut.valueDigitsAt + h * valueHeadStride + (i >> 4) * valuePlane + p * 16 +
+              (i & 15);
+            made.lut.mem8[vat] = v & 15;
+            made.lut.mem8[vat + valueDigitStride] = (v >> 4) & 15;
+            made.lut.mem8[vat + 2 * valueDigitStride] = (v >> 8) & 15;
+          }
         }
       }
+      const q = Int32Array.from(
+        { length: 2 * hd },
+        // "flat": a zero query, so every position gets the same weight and none drops out of the mix.
+        () => (fill === "random"
+          ? rng.int(65535) - 32767
+          : fill === "min"
+          ? -32767
+          : fill === "flat"
+          ? 0
+          : 32767),
+      );
+      const outs = [null, made.lut].map((lut) => {
+        const ctx: AttentionContext = {
+          headDim: hd,
+          kvHeads,
+          kvDim,
+          keys,
+          keyExp,
+          values,
+          valueExp,
+          exp,
+          s: attentionScratch(cap, hd),
+          lut,
+          digitsAt: made.lut.digitsAt,
+          digitsHeadStride: headStride,
+          valueDigitsAt: made.lut.valueDigitsAt,
+          valueHeadStride,
+          valuePlane,
+          valueDigitStride,
+          dimBlocks: hd / 16,
+          keyExpAt: made.lut.keyExpAt,
+          valueExpAt: made.lut.valueExpAt,
+          expHeadStride,
+        };
+        const got: number[][] = [];
+        for (const kvHead of [0, 1]) {
+          const out = new Int32Array(2 * hd);
+          attendGroup(ctx, q, 0, -15, -14, true, kvHead, n, out, 0);
+          got.push(Array.from(out));
+          const one = new Int32Array(hd);
+          attendGroup(ctx, q, hd, -13, 0, false, kvHead, n, one, 0); // one head alone (no GQA pair)
+          got.push(Array.from(one));
+        }
+        return got;
+      });
+      expect(outs[1]).toEqual(outs[0]);
     }
-    const q = Int32Array.from(
-      { length: 2 * hd },
-      // "flat": a zero query, so every position gets the same weight and none drops out of the mix.
-      () => (fill === "random" ? rng.int(65535) - 32767 : fill === "min" ? -32767 : fill === "flat" ? 0 : 32767),
-    );
-    const outs = [null, made.lut].map((lut) => {
-      const ctx: AttentionContext = {
-        headDim: hd,
-        kvHeads,
-        kvDim,
-        keys,
-        keyExp,
-        values,
-        valueExp,
-        exp,
-        s: attentionScratch(cap, hd),
-        lut,
-        digitsAt: made.lut.digitsAt,
-        digitsHeadStride: headStride,
-        valueDigitsAt: made.lut.valueDigitsAt,
-        valueHeadStride,
-        valuePlane,
-        valueDigitStride,
-        dimBlocks: hd / 16,
-        keyExpAt: made.lut.keyExpAt,
-        valueExpAt: made.lut.valueExpAt,
-        expHeadStride,
-      };
-      const got: number[][] = [];
-      for (const kvHead of [0, 1]) {
-        const out = new Int32Array(2 * hd);
-        attendGroup(ctx, q, 0, -15, -14, true, kvHead, n, out, 0);
-        got.push(Array.from(out));
-        const one = new Int32Array(hd);
-        attendGroup(ctx, q, hd, -13, 0, false, kvHead, n, one, 0); // one head alone (no GQA pair)
-        got.push(Array.from(one));
-      }
-      return got;
-    });
-    expect(outs[1]).toEqual(outs[0]);
   }
 });
 
@@ -299,14 +331,17 @@ test("quantize and swiglu on WebAssembly equal quantizeBits and the exact produc
   for (let trial = 0; trial < 200; trial++) {
     const n = 4 * (1 + rng.int(32));
     const kind = trial % 4;
-    const x = Int32Array.from({ length: n }, () =>
-      kind === 0
-        ? extremes[rng.int(extremes.length)]
-        : kind === 1
-        ? 0
-        : kind === 2
-        ? rng.int(2 ** 12) - 2 ** 11
-        : (rng.int(2 ** 16) << 16) ^ rng.int(2 ** 16));
+    const x = Int32Array.from(
+      { length: n },
+      () =>
+        kind === 0
+          ? extremes[rng.int(extremes.length)]
+          : kind === 1
+          ? 0
+          : kind === 2
+          ? rng.int(2 ** 12) - 2 ** 11
+          : (rng.int(2 ** 16) << 16) ^ rng.int(2 ** 16),
+    );
     for (const bits of [11, 15]) {
       mem32.set(x, src / 4);
       const shift = made.lut.quantize(src, n, dst, bits);
@@ -317,10 +352,15 @@ test("quantize and swiglu on WebAssembly equal quantizeBits and the exact produc
   }
   const values = [0, 1, -1, 32767, -32767, 12345, -23456];
   const a = Int32Array.from({ length: 256 }, (_, i) => (i < 49 ? values[i % 7] : rng.int(65535) - 32767));
-  const b = Int32Array.from({ length: 256 }, (_, i) => (i < 49 ? values[Math.floor(i / 7)] : rng.int(65535) - 32767));
+  const b = Int32Array.from(
+    { length: 256 },
+    (_, i) => (i < 49 ? values[Math.floor(i / 7)] : rng.int(65535) - 32767),
+  );
   mem32.set(a, src / 4), mem32.set(b, dst / 4);
   made.lut.swiglu(src, dst, 256, dst + 1024);
-  expect(Array.from(mem32.subarray(dst / 4 + 256, dst / 4 + 512))).toEqual(Array.from(a, (v, i) => Math.imul(v, b[i])));
+  expect(Array.from(mem32.subarray(dst / 4 + 256, dst / 4 + 512))).toEqual(
+    Array.from(a, (v, i) => Math.imul(v, b[i])),
+  );
 });
 
 test("rmsnorm and add_sat on WebAssembly equal the TypeScript kernels: zeros, tiny and huge vectors, eps dominating", () => {
@@ -331,8 +371,13 @@ test("rmsnorm and add_sat on WebAssembly equal the TypeScript kernels: zeros, ti
   for (let trial = 0; trial < 300; trial++) {
     const n = [4, 32, 96, 128, 252][trial % 5];
     const scale = [0, 1, 5, 12, 20, 31][rng.int(6)];
-    const x = Int32Array.from({ length: n }, () =>
-      scale === 31 ? (rng.int(2 ** 16) << 16) ^ rng.int(2 ** 16) : rng.int(2 ** scale + 1) - (2 ** scale >> 1));
+    const x = Int32Array.from(
+      { length: n },
+      () =>
+        scale === 31
+          ? (rng.int(2 ** 16) << 16) ^ rng.int(2 ** 16)
+          : rng.int(2 ** scale + 1) - (2 ** scale >> 1),
+    );
     if (trial % 37 === 0) x[rng.int(n)] = -2147483648;
     const xExp = rng.int(60) - 40;
     const [epsMantissa, epsExp] = trial % 3 === 0 ? [40000, -2] : [34360, -35 - rng.int(20)];
@@ -347,7 +392,10 @@ test("rmsnorm and add_sat on WebAssembly equal the TypeScript kernels: zeros, ti
   expect(compared).toBeGreaterThan(20000);
   const extremes = [0, 1, -1, 2147483647, -2147483648, 1073741824, -1073741825];
   const a = Int32Array.from({ length: 64 }, (_, i) => (i < 49 ? extremes[i % 7] : rng.int(2 ** 31)));
-  const b = Int32Array.from({ length: 64 }, (_, i) => (i < 49 ? extremes[Math.floor(i / 7)] : -rng.int(2 ** 31)));
+  const b = Int32Array.from(
+    { length: 64 },
+    (_, i) => (i < 49 ? extremes[Math.floor(i / 7)] : -rng.int(2 ** 31)),
+  );
   mem32.set(a, xAt / 4), mem32.set(b, yAt / 4);
   made.lut.add_sat(xAt, yAt, 64);
   expect(Array.from(mem32.subarray(xAt / 4, xAt / 4 + 64))).toEqual(Array.from(a, (v, i) => satAdd(v, b[i])));
@@ -355,17 +403,30 @@ test("rmsnorm and add_sat on WebAssembly equal the TypeScript kernels: zeros, ti
 
 test("rope on WebAssembly equals ropeHead: 16-bit inputs at the extremes, every table position", () => {
   const half = 16, positions = 64;
-  const cos = Int16Array.from({ length: positions * half }, (_, i) => (i < 8 ? [16384, -16384, 0, 1][i & 3] : rng.int(32769) - 16384));
-  const sin = Int16Array.from({ length: positions * half }, (_, i) => (i < 8 ? [-16384, 16384, 1, 0][i & 3] : rng.int(32769) - 16384));
+  const cos = Int16Array.from(
+    { length: positions * half },
+    (_, i) => (i < 8 ? [16384, -16384, 0, 1][i & 3] : rng.int(32769) - 16384),
+  );
+  const sin = Int16Array.from(
+    { length: positions * half },
+    (_, i) => (i < 8 ? [-16384, 16384, 1, 0][i & 3] : rng.int(32769) - 16384),
+  );
   const made = createLutSums([], { vectorInts: 64, rope: { cos, sin } })!;
   const { mem32 } = made.lut;
   for (let p = 0; p < positions; p++) {
-    const v = Int32Array.from({ length: 2 * half }, (_, i) =>
-      p % 3 === 0 ? (i & 1 ? 32767 : -32767) : rng.int(65535) - 32767);
+    const v = Int32Array.from(
+      { length: 2 * half },
+      (_, i) => p % 3 === 0 ? (i & 1 ? 32767 : -32767) : rng.int(65535) - 32767,
+    );
     const want = Int32Array.from(v);
     ropeHead(want, 0, half, cos, sin, p * half, new Int32Array(64));
     mem32.set(v, made.lut.vectorsAt / 4);
-    made.lut.rope(made.lut.vectorsAt, half, made.lut.ropeCosAt + 4 * p * half, made.lut.ropeSinAt + 4 * p * half);
+    made.lut.rope(
+      made.lut.vectorsAt,
+      half,
+      made.lut.ropeCosAt + 4 * p * half,
+      made.lut.ropeSinAt + 4 * p * half,
+    );
     expect(Array.from(mem32.subarray(made.lut.vectorsAt / 4, made.lut.vectorsAt / 4 + 2 * half))).toEqual(
       Array.from(want),
     );
@@ -379,8 +440,13 @@ test("silu on WebAssembly equals the TypeScript table read: below, inside and be
   const { mem32 } = made.lut;
   const at = made.lut.vectorsAt;
   const reach = table.half << 8; // the table covers x in about ±reach
-  const x = Int32Array.from({ length: 1024 }, (_, i) =>
-    i < 8 ? [0, -1, 1, reach, -reach, 2147483647, -2147483648, reach - 1][i] : rng.int(4 * reach) - 2 * reach);
+  const x = Int32Array.from(
+    { length: 1024 },
+    (_, i) =>
+      i < 8
+        ? [0, -1, 1, reach, -reach, 2147483647, -2147483648, reach - 1][i]
+        : rng.int(4 * reach) - 2 * reach,
+  );
   mem32.set(x, at / 4);
   made.lut.silu(at, 1024, made.lut.siluTAt, made.lut.siluMulAt, table.t.length - 1, table.half);
   expect(Array.from(mem32.subarray(at / 4, at / 4 + 1024))).toEqual(Array.from(x, (v) => silu(table, v)));

@@ -8,7 +8,8 @@
  * locals and its body. Every module imports nothing and exports one memory named `memory`.
  *
  * Opcodes follow the WebAssembly 2.0 core spec (binary format, section 5.4) and its fixed-width SIMD
- * proposal (prefix 0xfd). Only deterministic instructions are offered: no relaxed-SIMD.
+ * proposal (prefix 0xfd). Only deterministic instructions are offered; the one relaxed-SIMD opcode,
+ * `i8x16_relaxed_swizzle`, is deterministic for the indices below 16 its one user gives it.
  *
  * @example
  * ```ts
@@ -157,6 +158,11 @@ export const op = {
   i8x16_shuffle: (lanes: number[]): Code => [simd(0x0d), ...lanes],
   /** A 16-entry byte table read: out[i] = table[idx[i]] (0 when idx[i] >= 16). Stack: table, idx. */
   i8x16_swizzle: simd(0x0e),
+  /**
+   * The relaxed-SIMD table read: as `i8x16_swizzle` for indices below 16 (what a lane holds beyond that
+   * is up to the runtime), so deterministic wherever every index is below 16.
+   */
+  i8x16_relaxed_swizzle: simd(0x100),
   i8x16_splat: simd(0x0f),
   i32x4_splat: simd(0x11),
   f32x4_splat: simd(0x13),

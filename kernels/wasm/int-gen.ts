@@ -229,12 +229,15 @@ export function planesFn(kind: "offset" | "digits" | "unsigned"): Func {
  * `hi8`: an entry (u − 8) · x_c with |x_c| ≤ 32767 has a top byte in [−4, 3], so 32 columns sum to
  * [−128, 96] and no byte sum overflows within a group.
  */
-function gemvColumn(l: LutLocals, hi8: number, j = -1): Code {
+function gemvColumn(l: LutLocals, hi8: number, relaxed: boolean, j = -1): Code {
+  // i8x16.relaxed_swizzle is i8x16.swizzle wherever every index is below 16, as every code and digit is;
+  // runtimes that have it skip the swizzle's out-of-range fix-up (faster under V8).
+  const swizzle = relaxed ? op.i8x16_relaxed_swizzle : op.i8x16_swizzle;
   // Column j of an unrolled run reads at constant offsets from `t` and `k`; j < 0 reads at them and
   // moves them on by one column.
   const at = j < 0 ? 0 : j;
   const plane = (offset: number, a: number, b: number): Code => [
-    get(l.t), op.v128_load(48 * at + offset), get(l.idx), op.i8x16_swizzle, set(l.v),
+    get(l.t), op.v128_load(48 * at + offset), get(l.idx), swizzle, set(l.v),
     get(a), get(l.v), op.i16x8_extend_low_i8x16_u, op.i16x8_add, set(a),
     get(b), get(l.v), op.i16x8_extend_high_i8x16_u, op.i16x8_add, set(b),
   ];
@@ -242,15 +245,15 @@ function gemvColumn(l: LutLocals, hi8: number, j = -1): Code {
     get(l.k), op.v128_load(16 * at), set(l.idx),
     plane(0, l.lo0, l.lo1),
     plane(16, l.mid0, l.mid1),
-    get(hi8), get(l.t), op.v128_load(48 * at + 32), get(l.idx), op.i8x16_swizzle, op.i8x16_add, set(hi8),
+    get(hi8), get(l.t), op.v128_load(48 * at + 32), get(l.idx), swizzle, op.i8x16_add, set(hi8),
     j < 0 ? [get(l.t), op.i32(48), op.i32_add, set(l.t), get(l.k), op.i32(16), op.i32_add, set(l.k)] : [],
   ];
 }
 
 /** `count` columns of `gemvColumn`, unrolled, then `t` and `k` moved past them. */
-function gemvColumns(l: LutLocals, hi8: number, count: number): Code {
+function gemvColumns(l: LutLocals, hi8: number, count: number, relaxed: boolean): Code {
   return [
-    Array.from({ length: count }, (_, j) => gemvColumn(l, hi8, j)),
+    Array.from({ length: count }, (_, j) => gemvColumn(l, hi8, relaxed, j)),
     get(l.t), op.i32(48 * count), op.i32_add, set(l.t),
     get(l.k), op.i32(16 * count), op.i32_add, set(l.k),
   ];
@@ -262,7 +265,7 @@ function gemvColumns(l: LutLocals, hi8: number, count: number): Code {
  * tables whose entries lie in (−2^19, 2^19) (top bytes in [−8, 7]), so a run's byte sums stay in
  * [−128, 112]. `c` and `end` are scratch locals.
  */
-function lutRun(l: LutLocals, hi8: number, cols: number, c: number, end: number): Code {
+function lutRun(l: LutLocals, hi8: number, cols: number, c: number, end: number, relaxed: boolean): Code {
   return [
     lutZero(l),
     op.i32(0), set(c),
@@ -271,10 +274,10 @@ function lutRun(l: LutLocals, hi8: number, cols: number, c: number, end: number)
       op.v128_const(new Uint8Array(16)), set(hi8),
       get(c), op.i32(16), op.i32_add, set(end),
       get(end), get(cols), op.i32_le_s,
-      op.if_([gemvColumns(l, hi8, 16), get(end), set(c)], [
+      op.if_([gemvColumns(l, hi8, 16, relaxed), get(end), set(c)], [
         op.block([op.loop([
           get(c), get(cols), op.i32_ge_s, op.br_if(1),
-          gemvColumn(l, hi8),
+          gemvColumn(l, hi8, relaxed),
           inc(c, 1),
           op.br(0),
         ])]),
@@ -302,7 +305,7 @@ function lutRun(l: LutLocals, hi8: number, cols: number, c: number, end: number)
  *   lies outside ±(2^31 − 1) >> −k (that limit shifted the same way).
  * Other bases go row by row through `shift`'s every case.
  */
-export function gemvFn(): Func {
+export function gemvFn(relaxed: boolean): Func {
   const planes = 0, codes = 1, scales = 2, rows = 3, groups = 4, base = 5, fin = 6, out = 7, scratch = 8;
   const l = localsAfter(9);
   const r = l.i32(), g = l.i32(), fast = l.i32();
@@ -425,7 +428,7 @@ export function gemvFn(): Func {
         get(g), get(groups), op.i32_ge_s, op.br_if(1),
         lutZero(lut),
         zero, set(hi8),
-        gemvColumns(lut, hi8, 32),
+        gemvColumns(lut, hi8, 32, relaxed),
         get(hi8), op.i16x8_extend_low_i8x16_s, set(lut.hi0),
         get(hi8), op.i16x8_extend_high_i8x16_s, set(lut.hi1),
         get(scales), op.v128_load(), set(scv),
@@ -479,7 +482,7 @@ export function gemvFn(): Func {
  * position j's table u · p_j (`planes_unsigned`, 48 bytes per position). That is Σ p · (v + 2048),
  * exact in 32 bits while it stays below 2^31 ((2^15 + n) · 4095 does).
  */
-export function mixFn(): Func {
+export function mixFn(relaxed: boolean): Func {
   const tabs = 0, codes = 1, n = 2, blocks = 3, plane = 4, digitStride = 5, out = 6;
   const l = localsAfter(7);
   const b = l.i32(), j = l.i32(), count = l.i32(), base = l.i32(), c = l.i32(), end = l.i32();
@@ -498,7 +501,7 @@ export function mixFn(): Func {
       get(j), get(n), op.i32_ge_s, op.br_if(1),
       get(n), get(j), op.i32_sub, set(count),
       get(count), op.i32(128), op.i32_gt_s, op.if_([op.i32(128), set(count)]),
-      lutRun(lut, hi8, count, c, end),
+      lutRun(lut, hi8, count, c, end, relaxed),
       [0, 1, 2, 3].map((q) => [get(s[q]), lutTotals(lut, q), op.i32x4_add, set(s[q])]),
       get(j), get(count), op.i32_add, set(j),
       op.br(0),
@@ -530,7 +533,7 @@ export function mixFn(): Func {
  * a time when every amount of the 16 positions lies in [1, 31] (as `gemv_lut` shifts), else one at a
  * time through `shift`'s every case.
  */
-export function scoresFn(): Func {
+export function scoresFn(relaxed: boolean): Func {
   const qU = 0, qS = 1, keys = 2, n = 3, hd = 4, keyExp = 5, scoreShift = 6, out = 7, sums = 8;
   const l = localsAfter(9);
   const u = l.i32(), c = l.i32(), end = l.i32(), plane = l.i32(), dot = l.i32(), amount = l.i32(), term = l.i32();
@@ -541,7 +544,7 @@ export function scoresFn(): Func {
   const digitSums = (d: number): Code => [
     get(d < 2 ? qU : qS), set(lut.t),
     get(keys), d === 0 ? [] : [get(plane), op.i32_add], d === 2 ? [get(plane), op.i32_add] : [], set(lut.k),
-    lutRun(lut, hi8, hd, c, end),
+    lutRun(lut, hi8, hd, c, end, relaxed),
     [0, 1, 2, 3].map((q) => [get(sums), lutTotals(lut, q), op.v128_store(64 * d + 16 * q)]),
   ];
   const lane = (i: number): Code => [

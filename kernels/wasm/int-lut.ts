@@ -31,23 +31,33 @@ import { lut16Rows } from "./lut.ts";
 import type { LutMatrix } from "../int/gemv.ts";
 import type { LutSums } from "../int/gemv-lut.ts";
 
-/** The functions of the module, by export name: what `createLutSums` assembles and the audit censuses. */
-export const INT_LUT_FUNCTIONS: Record<string, Func> = {
-  lut16_rows: lut16Rows(),
-  planes_offset: planesFn("offset"),
-  planes_digits: planesFn("digits"),
-  planes_unsigned: planesFn("unsigned"),
-  gemv_lut: gemvFn(),
-  scores: scoresFn(),
-  softmax: softmaxFn(),
-  mix: mixFn(),
-  quantize: quantizeFn(),
-  swiglu: swigluFn(),
-  rmsnorm: rmsnormFn(),
-  add_sat: addSatFn(),
-  rope: ropeFn(),
-  silu: siluFn(),
-};
+/**
+ * The functions of the module, by export name: what `createLutSums` assembles and the audit censuses.
+ * `relaxed` reads tables with `i8x16.relaxed_swizzle` (the same results for indices below 16, the only
+ * ones the engine uses); a runtime without relaxed SIMD gets the plain `i8x16.swizzle` set.
+ */
+export function intLutFunctions(relaxed: boolean): Record<string, Func> {
+  return {
+    lut16_rows: lut16Rows(),
+    planes_offset: planesFn("offset"),
+    planes_digits: planesFn("digits"),
+    planes_unsigned: planesFn("unsigned"),
+    gemv_lut: gemvFn(relaxed),
+    scores: scoresFn(relaxed),
+    softmax: softmaxFn(),
+    mix: mixFn(relaxed),
+    quantize: quantizeFn(),
+    swiglu: swigluFn(),
+    rmsnorm: rmsnormFn(),
+    add_sat: addSatFn(),
+    rope: ropeFn(),
+    silu: siluFn(),
+  };
+}
+
+/** Both sets, as `createLutSums` may assemble them: with relaxed table reads, and without. */
+export const INT_LUT_FUNCTIONS: Record<string, Func> = intLutFunctions(true);
+export const INT_LUT_FUNCTIONS_PORTABLE: Record<string, Func> = intLutFunctions(false);
 
 const PAGE = 65536;
 
@@ -107,6 +117,8 @@ export interface LutRoom {
   rope?: { cos: Int16Array; sin: Int16Array };
   /** The softmax's exp table and its differences' multiples (kernels/int/tables.ts `LookupTable`). */
   exp?: { t: Int32Array; mul: Int32Array };
+  /** false: assemble the plain-swizzle set even where relaxed SIMD is available (for tests). */
+  relaxed?: boolean;
   /** The SiLU table and its differences' multiples (`LutSums.siluTAt`, `siluMulAt`). */
   silu?: { t: Int32Array; mul: Int32Array };
 }
@@ -165,7 +177,8 @@ export function createLutSums(
   const valueExpAt = keyExpAt + (room.expMirrorBytes ?? 0);
   next = valueExpAt + (room.expMirrorBytes ?? 0);
   const pages = Math.ceil(next / PAGE);
-  const bytes = assemble({ pages, functions: INT_LUT_FUNCTIONS });
+  let bytes = assemble({ pages, functions: room.relaxed === false ? INT_LUT_FUNCTIONS_PORTABLE : INT_LUT_FUNCTIONS });
+  if (!WebAssembly.validate(bytes)) bytes = assemble({ pages, functions: INT_LUT_FUNCTIONS_PORTABLE });
   if (!WebAssembly.validate(bytes)) return null;
   const exports = new WebAssembly.Instance(new WebAssembly.Module(bytes)).exports as unknown as
     & { memory: WebAssembly.Memory }
