@@ -385,7 +385,22 @@ function vectorLengths(m: IntModel): number[] {
   const widest = m.qDim > m.ffn ? m.qDim : m.ffn;
   const wider = widest > m.width ? widest : m.width;
   const norm = m.width > m.headDim ? m.width : m.headDim;
-  return [wider, wider, m.qDim, m.kvDim, m.kvDim, m.width, m.ffn, m.ffn, m.qDim, m.ffn, m.ffn, m.width, m.headDim, norm];
+  return [
+    wider,
+    wider,
+    m.qDim,
+    m.kvDim,
+    m.kvDim,
+    m.width,
+    m.ffn,
+    m.ffn,
+    m.qDim,
+    m.ffn,
+    m.ffn,
+    m.width,
+    m.headDim,
+    norm,
+  ];
 }
 
 /** int32 entries `useLut` needs for the vectors: each rounded up to 16 (the module writes whole blocks). */
@@ -794,7 +809,17 @@ export function step(m: IntModel, st: IntState, id: number): void {
     norm(m, x, s.at.x, 0, RESIDUAL_EXP, m.normWidth, s.z, s.at.z, 0);
     if (lut !== null) {
       inputPlanes(s.z, s.at.z, 0, m.width, lut);
-      gemvLut(s.gate, s.at.gate, 0, L.gate, lut, m.lutAt[la + 4], m.lutScales[la + 4], NORM_EXP, RESIDUAL_EXP);
+      gemvLut(
+        s.gate,
+        s.at.gate,
+        0,
+        L.gate,
+        lut,
+        m.lutAt[la + 4],
+        m.lutScales[la + 4],
+        NORM_EXP,
+        RESIDUAL_EXP,
+      );
       gemvLut(s.up, s.at.up, 0, L.up, lut, m.lutAt[la + 5], m.lutScales[la + 5], NORM_EXP, ACC_EXP);
     } else {
       pairTables(s.z, 0, m.width, s.tab2, s.tabW);

@@ -81,7 +81,16 @@ export interface LutSums {
   /** out_i = a_i · b_i for 16-bit a_i, b_i, `n` a multiple of 4. */
   swiglu(a: number, b: number, n: number, out: number): void;
   /** kernels/int/norm.ts `rmsnorm` of `n` (a multiple of 4) int32 at `x` into `out`; `y` is scratch. */
-  rmsnorm(x: number, n: number, xExp: number, bits: number, epsN: number, epsExp: number, y: number, out: number): void;
+  rmsnorm(
+    x: number,
+    n: number,
+    xExp: number,
+    bits: number,
+    epsN: number,
+    epsExp: number,
+    y: number,
+    out: number,
+  ): void;
   /** x_i = sat32(x_i + y_i) for `n` (a multiple of 4) int32. */
   add_sat(x: number, y: number, n: number): void;
   /** kernels/int/tables.ts `silu` in place on `n` int32 at `x`. */

@@ -177,12 +177,31 @@ export function createLutSums(
   const valueExpAt = keyExpAt + (room.expMirrorBytes ?? 0);
   next = valueExpAt + (room.expMirrorBytes ?? 0);
   const pages = Math.ceil(next / PAGE);
-  let bytes = assemble({ pages, functions: room.relaxed === false ? INT_LUT_FUNCTIONS_PORTABLE : INT_LUT_FUNCTIONS });
+  let bytes = assemble({
+    pages,
+    functions: room.relaxed === false ? INT_LUT_FUNCTIONS_PORTABLE : INT_LUT_FUNCTIONS,
+  });
   if (!WebAssembly.validate(bytes)) bytes = assemble({ pages, functions: INT_LUT_FUNCTIONS_PORTABLE });
   if (!WebAssembly.validate(bytes)) return null;
   const exports = new WebAssembly.Instance(new WebAssembly.Module(bytes)).exports as unknown as
     & { memory: WebAssembly.Memory }
-    & Pick<LutSums, "lut16_rows" | "planes_offset" | "planes_digits" | "planes_unsigned" | "gemv_lut" | "scores" | "softmax" | "mix" | "quantize" | "swiglu" | "rmsnorm" | "add_sat" | "rope" | "silu">;
+    & Pick<
+      LutSums,
+      | "lut16_rows"
+      | "planes_offset"
+      | "planes_digits"
+      | "planes_unsigned"
+      | "gemv_lut"
+      | "scores"
+      | "softmax"
+      | "mix"
+      | "quantize"
+      | "swiglu"
+      | "rmsnorm"
+      | "add_sat"
+      | "rope"
+      | "silu"
+    >;
   const mem8 = new Uint8Array(exports.memory.buffer);
   mats.forEach((m, i) => {
     layoutCodes(m, mem8, at[i]);
