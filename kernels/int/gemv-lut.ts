@@ -22,8 +22,6 @@ import { ACC_EXP, type PreparedMatrix } from "./gemv.ts";
 
 /** A WebAssembly instance with the integer engine's functions and the matrices in its memory (kernels/wasm/int-lut.ts). */
 export interface LutSums {
-  /** 16 rows of Σ_c tab_c[code(r, c)] over `cols` columns (kernels/wasm/lut.ts). */
-  lut16_rows(tabs: number, codes: number, cols: number, out: number): void;
   /** Byte planes of (u − 8) · x_i for `n` int32 at `x` (kernels/wasm/int-gen.ts). */
   planes_offset(x: number, n: number, out: number): void;
   /** Byte planes of u · x_i at `outU` and of the signed top digit's table at `outS`. */
@@ -101,7 +99,7 @@ export interface LutSums {
   mem32: Int32Array;
   /** Byte address of the input planes. */
   planesAt: number;
-  /** Byte address of the group sums of `lut16_rows` callers, and the same as an int32 index. */
+  /** Byte address of the attention scores' digit sums (192 bytes), and the same as an int32 index. */
   sumsAt: number;
   sumsIndex: number;
   /** 128 bytes of `gemv_lut` scratch. */

@@ -1,15 +1,18 @@
 /**
- * The integer engine's WebAssembly half, made at load: a module with the one function `lut16_rows`
- * (kernels/wasm/lut.ts), and the codes of every lut4 matrix the engine serves laid out in its memory the
- * way kernels/int/gemv-lut.ts reads them. This file runs once per model load and is not serving code;
- * the serving code is gemv-lut.ts (audited as TypeScript) and the module's function (audited by opcode,
- * tests/audit.test.ts, from `INT_LUT_FUNCTIONS`, the very records assembled here).
+ * The integer engine's WebAssembly half, made at load: a module with the functions of
+ * kernels/wasm/int-gen.ts (the projection, attention, norm, requantisation, RoPE, SiLU, the SwiGLU
+ * product and the residual add), with every lut4 matrix's codes and scales, the exp, SiLU and RoPE
+ * tables, and room for the engine's vectors, the KV cache's digit planes and exponent mirrors laid out
+ * in its memory. This file runs once per model load and is not serving code; the serving code is the
+ * audited TypeScript that calls the module (kernels/int/gemv-lut.ts, attention.ts, serve/int-forward.ts)
+ * and the module's functions, audited by opcode (tests/audit.test.ts, from `INT_LUT_FUNCTIONS` and
+ * `INT_LUT_FUNCTIONS_PORTABLE`, the very records assembled here).
  *
  * @example
  * ```ts
  * const made = createLutSums([mat]);          // null where WebAssembly SIMD is missing
- * if (made) { inputPlanes(x, 0, mat.cols, made.lut.mem8, made.lut.planesAt);
- *   gemvLut(out, 0, prepared, made.lut, made.at[0], xExp, outExp); }
+ * if (made) { inputPlanes(x, -1, 0, mat.cols, made.lut);
+ *   gemvLut(out, -1, 0, mat, made.lut, made.at[0], made.scalesAt[0], xExp, outExp); }
  * ```
  * @module
  */
@@ -27,7 +30,6 @@ import {
   softmaxFn,
   swigluFn,
 } from "./int-gen.ts";
-import { lut16Rows } from "./lut.ts";
 import type { LutMatrix } from "../int/gemv.ts";
 import type { LutSums } from "../int/gemv-lut.ts";
 
@@ -38,7 +40,6 @@ import type { LutSums } from "../int/gemv-lut.ts";
  */
 export function intLutFunctions(relaxed: boolean): Record<string, Func> {
   return {
-    lut16_rows: lut16Rows(),
     planes_offset: planesFn("offset"),
     planes_digits: planesFn("digits"),
     planes_unsigned: planesFn("unsigned"),
@@ -187,7 +188,6 @@ export function createLutSums(
     & { memory: WebAssembly.Memory }
     & Pick<
       LutSums,
-      | "lut16_rows"
       | "planes_offset"
       | "planes_digits"
       | "planes_unsigned"
@@ -222,7 +222,6 @@ export function createLutSums(
   }
   return {
     lut: {
-      lut16_rows: exports.lut16_rows,
       planes_offset: exports.planes_offset,
       planes_digits: exports.planes_digits,
       planes_unsigned: exports.planes_unsigned,
