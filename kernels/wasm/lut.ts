@@ -1,9 +1,10 @@
 // deno-fmt-ignore-file -- instruction listings are laid out by hand, one logical step per line
 /**
  * SIMD table look-ups for the integer engine: `i8x16.swizzle` reads a 16-entry byte table at 16
- * indices at once, the operation at the heart of 4-bit LUT inference. This file offers the piece the
- * integer engine's 4-bit projection (kernels/int/gemv.ts on branch `int`, step 1) needs, as a
- * WebAssembly function built with kernels/wasm/asm.ts, and nothing else of the engine.
+ * indices at once, the operation at the heart of 4-bit LUT inference. This file holds the look-up's
+ * building blocks (`LutLocals`, `lutZero`, `lutTotals`, used by kernels/wasm/int-gen.ts, which builds
+ * the engine's functions), the standalone primitive `lut16_rows` they grew from, and the opcode
+ * classification (`LUT_OPCODES`) and census (`opcodeCensus`) the engine's audit uses.
  *
  * `lut16_rows(tabs, codes, cols, out)`: for 16 rows r at once,
  *   out[r] = sum over c < cols of tab_c[code(r, c)]            (exact int32; cols <= 128)
@@ -14,9 +15,9 @@
  * back together as lo + (mid << 8) + (hi << 16) in 32 bits. `codes` holds, per column, the 16 rows'
  * codes (0..15) in 16 bytes; `tabs` the column's three planes in 48 bytes.
  *
- * Opcodes used, and no others (`LUT_OPCODES`): integer locals, adds, compares and branches for the
- * loop; v128 load/store; i8x16.swizzle; i16x8 widening and add; i32x4 widening, add and shift left.
- * No multiply, no divide, no float: the classes the integer engine's audit forbids.
+ * Its opcodes (all inside `LUT_OPCODES`): integer locals, adds, compares and branches for the loop;
+ * v128 load/store; i8x16.swizzle; i16x8 widening and add; i32x4 widening, add and shift left. No
+ * multiply, no divide, no float: the classes the integer engine's audit forbids.
  *
  * @example
  * ```ts
