@@ -18,11 +18,18 @@
  */
 import { mkdir, open, stat } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
-import { CheckpointError, type CheckpointModel, configPathFor, isCheckpoint, openCheckpointModel } from "./checkpoint.ts";
+import {
+  CheckpointError,
+  type CheckpointModel,
+  configPathFor,
+  isCheckpoint,
+  openCheckpointModel,
+} from "./checkpoint.ts";
 import { DMEXP_MAGIC } from "./dmexp.ts";
 import { importHuggingFace } from "./huggingface.ts";
 import { type FormatDescriptor, formatNamed, FORMATS, type WriteResult } from "./mod.ts";
 import { type ModelConfig, PRESETS, readConfigFile } from "../model/config.ts";
+import { FormatError } from "../model/error.ts";
 import { tensorSource } from "../model/tensor.ts";
 
 /** The checkpoint exported when no input is given: the shipped model. */
@@ -35,6 +42,22 @@ export class UsageError extends Error {
   constructor(message: string) {
     super(message);
     this.name = "UsageError";
+  }
+}
+
+/** A model the chosen format cannot store (lut4 needs widths in multiples of 32): refused before writing. */
+export class UnsupportedModelError extends FormatError {
+  constructor(path: string, readonly format: string, field: string, expected: string, found: string) {
+    super(
+      path,
+      field,
+      `${path}: ${format} cannot store this model: ${field} is ${found}, expected ${expected}`,
+      {
+        expected,
+        found,
+      },
+    );
+    this.name = "UnsupportedModelError";
   }
 }
 
@@ -54,7 +77,9 @@ export async function openInput(
   path: string,
   opts: { preset?: string; onProgress?: (done: number, total: number) => void } = {},
 ): Promise<CheckpointInput> {
-  if (await stat(path).then((st) => st.isDirectory(), () => false)) return await openHfFolder(path, opts.preset);
+  if (await stat(path).then((st) => st.isDirectory(), () => false)) {
+    return await openHfFolder(path, opts.preset);
+  }
   const head = new Uint8Array(8);
   try {
     const fh = await open(path, "r");
@@ -78,7 +103,9 @@ export async function openInput(
  * the shape, and it has no training step. The import refuses what ferry's maths would not follow.
  */
 async function openHfFolder(path: string, preset?: string): Promise<CheckpointInput> {
-  if (preset !== undefined) throw new UsageError(`--preset ${preset} refused: ${path} carries its own config.json`);
+  if (preset !== undefined) {
+    throw new UsageError(`--preset ${preset} refused: ${path} carries its own config.json`);
+  }
   const { config, tensors } = await importHuggingFace(path);
   return {
     path,
@@ -145,7 +172,9 @@ export interface ExportSummary extends WriteResult {
 export function formatFor(name: string): FormatDescriptor {
   const format = formatNamed(name);
   if (!format) {
-    throw new UsageError(`--format ${name}: unknown (expected one of: ${FORMATS.map((f) => f.name).join(", ")})`);
+    throw new UsageError(
+      `--format ${name}: unknown (expected one of: ${FORMATS.map((f) => f.name).join(", ")})`,
+    );
   }
   return format;
 }
@@ -180,6 +209,8 @@ export async function exportCheckpoint(opts: ExportOptions = {}): Promise<Export
     onProgress: (d, t) => opts.onProgress?.("verify", d, t),
   });
   try {
+    const why = format.cannotStore?.(model.config);
+    if (why) throw new UnsupportedModelError(model.path, format.name, why.field, why.expected, why.found);
     await mkdir(dirname(file), { recursive: true });
     const result = await format.write(file, {
       config: model.config,

@@ -57,12 +57,24 @@ export interface FormatDescriptor<D extends string = string> {
   readonly defaultDtype: D;
   /** The engine that runs this format's files unless `--engine` says otherwise. */
   readonly engine: string;
-  write(path: string, input: ExportInput, options: { dtype: D; onProgress?: (done: number, total: number) => void }): Promise<WriteResult>;
+  /**
+   * Why this format cannot store a model of this shape, as the config field, what it must be and what
+   * it is; null (or no method) when it can. Export asks before it writes anything.
+   */
+  cannotStore?(config: ModelConfig): { field: string; expected: string; found: string } | null;
+  write(
+    path: string,
+    input: ExportInput,
+    options: { dtype: D; onProgress?: (done: number, total: number) => void },
+  ): Promise<WriteResult>;
   read(path: string, options?: { onProgress?: (done: number, total: number) => void }): Promise<ReadResult>;
   /**
    * Every header field and the verdict of every check, as plain data (`info --json` prints it). A file
    * this format refuses outright throws its `FormatError`; a verdict that `info` should still show (a
    * dmexp checksum mismatch) is reported in the data.
    */
-  inspect(path: string, options?: { onProgress?: (done: number, total: number) => void }): Promise<Record<string, unknown>>;
+  inspect(
+    path: string,
+    options?: { onProgress?: (done: number, total: number) => void },
+  ): Promise<Record<string, unknown>>;
 }

@@ -607,6 +607,20 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
   dtypes: LUT4_DTYPES,
   defaultDtype: "q4",
   engine: "int",
+  cannotStore(config) {
+    // Scales come one per group of 32 along every matrix's input dimension.
+    const widths = [
+      ["hidden_size", config.hidden_size],
+      ["intermediate_size", config.intermediate_size],
+      ["num_attention_heads · head_dim", config.num_attention_heads * config.head_dim],
+    ] as const;
+    for (const [field, n] of widths) {
+      if (n % 32 !== 0) {
+        return { field, expected: "a multiple of 32 (one scale per 32 weights)", found: `${n}` };
+      }
+    }
+    return null;
+  },
   async write(path, input, options): Promise<WriteResult> {
     const tensors: Tensor[] = [];
     for (const [i, src] of input.tensors.entries()) {

@@ -10,7 +10,14 @@
  * @module
  */
 import { cli, EXIT_REFUSED, EXIT_USAGE, fail, type Progress, progress, run } from "./cli.ts";
-import { DEFAULT_INPUT, DEFAULT_OUTPUT, exportCheckpoint, type ExportSummary, UsageError } from "../formats/export.ts";
+import {
+  DEFAULT_INPUT,
+  DEFAULT_OUTPUT,
+  exportCheckpoint,
+  type ExportSummary,
+  UnsupportedModelError,
+  UsageError,
+} from "../formats/export.ts";
 import { formatNamed, FORMATS } from "../formats/mod.ts";
 import { CheckpointError } from "../formats/checkpoint.ts";
 import { PRESETS } from "../model/config.ts";
@@ -26,7 +33,10 @@ Options:
   --input CKPT    training checkpoint (default ${DEFAULT_INPUT}); its config is read from the
                   CKPT-name.config.toml snapshot beside it. A Hugging Face Qwen3 folder (config.json +
                   model.safetensors, single or sharded) is accepted too
-  --format NAME   all, ${FORMATS.map((f) => f.name).join(", ")} (default all: every format at its default dtype)
+  --format NAME   all, ${
+  FORMATS.map((f) => f.name).join(", ")
+} (default all: every format at its default dtype; one that
+                  cannot store the model's shape is skipped, saying why)
   --dtype NAME    weight dtype (default per format; with all, applied where the format stores it); ${
   FORMATS.map((f) => `${f.name}: ${f.dtypes.join("/")} (default ${f.defaultDtype})`).join("; ")
 }
@@ -57,53 +67,87 @@ async function main(): Promise<void> {
     fail(`--output ${values.output}: with --format all, give a folder`, EXIT_USAGE);
   }
   if (values.dtype && !names.some((f) => dtypesOf(f).includes(values.dtype!))) {
-    fail(`--dtype ${values.dtype}: no format stores it (${names.map((f) => `${f}: ${dtypesOf(f).join("/")}`).join("; ")})`, EXIT_USAGE);
+    fail(
+      `--dtype ${values.dtype}: no format stores it (${
+        names.map((f) => `${f}: ${dtypesOf(f).join("/")}`).join("; ")
+      })`,
+      EXIT_USAGE,
+    );
   }
   const summaries: ExportSummary[] = [];
+  // With every format, one that cannot store this model's shape is skipped with its reason (nothing of
+  // it is written); asked for by name, it is refused.
+  const skipped: Array<{ format: string; skipped: string }> = [];
   for (const format of names) {
     // With every format, --dtype applies where the format stores it; the others keep their default.
-    const dtype = names.length > 1 && !dtypesOf(format).includes(values.dtype ?? "") ? undefined : values.dtype;
+    const dtype = names.length > 1 && !dtypesOf(format).includes(values.dtype ?? "")
+      ? undefined
+      : values.dtype;
     const bars: Partial<Record<"verify" | "write", { bar: Progress; shown: number }>> = {};
     try {
-      summaries.push(await exportCheckpoint({
-        input: values.input,
-        output: values.output,
-        format,
-        dtype,
-        preset: values.preset,
-        onProgress: (phase, done, total) => {
-          // Counted in MiB (verify reports bytes, write reports f32 values); under 64 MiB needs no bar.
-          const unit = phase === "verify" ? 1 << 20 : (1 << 20) / 4;
-          if (total < 64 * unit) return;
-          const b = bars[phase] ??= {
-            bar: progress(phase === "verify" ? "verify checkpoint" : `export ${format}`, Math.ceil(total / unit), {
-              unit: "MiB",
-            }),
-            shown: 0,
-          };
-          const now = Math.floor(done / unit);
-          if (now > b.shown) b.bar.tick(now - b.shown), b.shown = now;
-          if (done === total) b.bar.done();
-        },
-      }));
+      summaries.push(
+        await exportCheckpoint({
+          input: values.input,
+          output: values.output,
+          format,
+          dtype,
+          preset: values.preset,
+          onProgress: (phase, done, total) => {
+            // Counted in MiB (verify reports bytes, write reports f32 values); under 64 MiB needs no bar.
+            const unit = phase === "verify" ? 1 << 20 : (1 << 20) / 4;
+            if (total < 64 * unit) return;
+            const b = bars[phase] ??= {
+              bar: progress(
+                phase === "verify" ? "verify checkpoint" : `export ${format}`,
+                Math.ceil(total / unit),
+                {
+                  unit: "MiB",
+                },
+              ),
+              shown: 0,
+            };
+            const now = Math.floor(done / unit);
+            if (now > b.shown) b.bar.tick(now - b.shown), b.shown = now;
+            if (done === total) b.bar.done();
+          },
+        }),
+      );
     } catch (e) {
       if (e instanceof UsageError) fail(e.message, EXIT_USAGE);
+      if (e instanceof UnsupportedModelError && names.length > 1) {
+        console.error(`${format}: skipped: ${e.message}`);
+        skipped.push({ format, skipped: e.message });
+        continue;
+      }
       if (e instanceof CheckpointError && e.field === "file" && e.path === DEFAULT_INPUT && !values.input) {
-        fail(`${e.message} (the default model appears here once it is trained; pass --input to export another checkpoint)`, EXIT_REFUSED);
+        fail(
+          `${e.message} (the default model appears here once it is trained; pass --input to export another checkpoint)`,
+          EXIT_REFUSED,
+        );
       }
       throw e;
     }
   }
+  if (summaries.length === 0) {
+    fail(`no format can store this model: ${skipped.map((s) => s.skipped).join("; ")}`);
+  }
   if (values.json) {
-    console.log(JSON.stringify(names.length === 1 ? summaries[0] : summaries, null, 2));
+    console.log(JSON.stringify(names.length === 1 ? summaries[0] : [...summaries, ...skipped], null, 2));
     return;
   }
-  if (summaries.length > 1) {
+  if (names.length > 1) {
     const s0 = summaries[0];
-    console.log(`exported ${s0.source} (${s0.params.toLocaleString("en-US")} params, config from ${s0.config_from})`);
+    console.log(
+      `exported ${s0.source} (${s0.params.toLocaleString("en-US")} params, config from ${s0.config_from})`,
+    );
     for (const s of summaries) {
-      console.log(`  ${s.format.padEnd(8)} ${s.dtype.padEnd(5)} ${s.bytes.toLocaleString("en-US").padStart(12)} bytes  ${s.file}`);
+      console.log(
+        `  ${s.format.padEnd(8)} ${s.dtype.padEnd(5)} ${
+          s.bytes.toLocaleString("en-US").padStart(12)
+        } bytes  ${s.file}`,
+      );
     }
+    for (const s of skipped) console.log(`  ${s.format.padEnd(8)} skipped (${s.skipped})`);
     return;
   }
   const summary = summaries[0];
