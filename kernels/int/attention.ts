@@ -179,7 +179,7 @@ export function attendGroup(
   const second = hd << 5; // the second head's tables follow the first's
   const first = headOffset(hd, kvHead);
   if (two) {
-    attendPair(ctx, q, qOff, eq0, eq1, kvHead, first, n, out, oOff);
+    attendPair(ctx, eq0, eq1, kvHead, first, n, out, oOff);
     return;
   }
   // Scores: q · k for each cached position.
@@ -263,8 +263,6 @@ export function attendGroup(
  */
 function attendPair(
   ctx: AttentionContext,
-  q: Int32Array,
-  qOff: number,
   eq0: number,
   eq1: number,
   kvHead: number,

@@ -1,6 +1,6 @@
 /**
  * The 4-bit projection of kernels/int/gemv.ts on WebAssembly SIMD: the module's `gemv_lut`
- * (kernels/wasm/int-gen.ts, built and laid out by kernels/wasm/int-lut.ts at load) computes, 16 rows at
+ * (kernels/wasm/int-gemv.ts, built and laid out by kernels/wasm/int-lut.ts at load) computes, 16 rows at
  * a time, the group sums by `i8x16.swizzle` table look-ups and then every later step of `gemv` — the
  * scale (16 + m) by shifts and adds, the round-half-up shift, the saturating accumulate in group order
  * and the final shift — so the output is `gemv`'s, bit for bit; tests/int-lut.test.ts checks it on
@@ -22,7 +22,7 @@ import { ACC_EXP, type PreparedMatrix } from "./gemv.ts";
 
 /** A WebAssembly instance with the integer engine's functions and the matrices in its memory (kernels/wasm/int-lut.ts). */
 export interface LutSums {
-  /** Byte planes of (u − 8) · x_i for `n` int32 at `x` (kernels/wasm/int-gen.ts). */
+  /** Byte planes of (u − 8) · x_i for `n` int32 at `x` (kernels/wasm/int-gemv.ts). */
   planes_offset(x: number, n: number, out: number): void;
   /** Byte planes of u · x_i at `outU` and of the signed top digit's table at `outS`. */
   planes_digits(x: number, n: number, outU: number, outS: number): void;
@@ -40,7 +40,7 @@ export interface LutSums {
     out: number,
     scratch: number,
   ): number;
-  /** One query head's attention scores over `n` positions (kernels/wasm/int-gen.ts `scoresFn`). */
+  /** One query head's attention scores over `n` positions (kernels/wasm/int-attention.ts `scoresFn`). */
   scores(
     qU: number,
     qS: number,

@@ -1,7 +1,7 @@
 /**
  * The integer engine's WebAssembly half, made at load: a module with the functions of
- * kernels/wasm/int-gen.ts (the projection, attention, norm, requantisation, RoPE, SiLU, the SwiGLU
- * product and the residual add), with every lut4 matrix's codes and scales, the exp, SiLU and RoPE
+ * kernels/wasm/int-gemv.ts (the projection), int-attention.ts (attention) and int-vector.ts
+ * (norm, requantisation, RoPE, SiLU, the SwiGLU product and the residual add), with every lut4 matrix's codes and scales, the exp, SiLU and RoPE
  * tables, and room for the engine's vectors, the KV cache's digit planes and exponent mirrors laid out
  * in its memory. This file runs once per model load and is not serving code; the serving code is the
  * audited TypeScript that calls the module (kernels/int/gemv-lut.ts, attention.ts, serve/int-forward.ts)
@@ -17,19 +17,9 @@
  * @module
  */
 import { assemble, type Func } from "./asm.ts";
-import {
-  addSatFn,
-  gemvFn,
-  mixFn,
-  planesFn,
-  quantizeFn,
-  rmsnormFn,
-  ropeFn,
-  scoresFn,
-  siluFn,
-  softmaxFn,
-  swigluFn,
-} from "./int-gen.ts";
+import { mixFn, scoresFn, softmaxFn } from "./int-attention.ts";
+import { gemvFn, planesFn } from "./int-gemv.ts";
+import { addSatFn, quantizeFn, rmsnormFn, ropeFn, siluFn, swigluFn } from "./int-vector.ts";
 import type { LutMatrix } from "../int/gemv.ts";
 import type { LutSums } from "../int/gemv-lut.ts";
 

@@ -2,8 +2,8 @@
 /**
  * SIMD table look-ups for the integer engine: `i8x16.swizzle` reads a 16-entry byte table at 16
  * indices at once, the operation at the heart of 4-bit LUT inference. This file holds the look-up's
- * building blocks (`LutLocals`, `lutZero`, `lutTotals`, used by kernels/wasm/int-gen.ts, which builds
- * the engine's functions), the standalone primitive `lut16_rows` they grew from, and the opcode
+ * building blocks (`LutLocals`, `lutZero`, `lutTotals`, used by kernels/wasm/int-ops.ts, from which
+ * the engine's functions are built), the standalone primitive `lut16_rows` they grew from, and the opcode
  * classification (`LUT_OPCODES`) and census (`opcodeCensus`) the engine's audit uses.
  *
  * `lut16_rows(tabs, codes, cols, out)`: for 16 rows r at once,
@@ -32,7 +32,7 @@ const { get, set } = op;
 
 /**
  * The opcodes the integer engine's WebAssembly may use (`lut16_rows` here and the functions of
- * kernels/wasm/int-gen.ts), by class, for the audit to check against: control flow, locals, integer
+ * kernels/wasm/int-gemv.ts, int-attention.ts and int-vector.ts), by class, for the audit to check against: control flow, locals, integer
  * adds, subtractions, bitwise operations, shifts and compares, loads and stores, and SIMD moves, table
  * reads (`i8x16.swizzle`, `i8x16.shuffle`), widening, adds, subtractions, shifts, compares and masks.
  * Nothing that multiplies, divides or touches a float.

@@ -1,0 +1,245 @@
+// deno-fmt-ignore-file -- instruction listings are laid out by hand, one logical step per line
+/**
+ * The integer engine's attention as WebAssembly (built at load by kernels/wasm/int-lut.ts), one query
+ * head at a time (kernels/int/attention.ts `attendLut`):
+ *
+ * - `scores(qU, qS, keys, n, hd, keyExp, scoreShift, out, sums)`: the dot products of the query with the
+ *   cached keys, from the query's tables read at the keys' three digit planes, 16 positions at a time,
+ *   each shifted by `scoreShift − keyExp[u]` to the score exponent.
+ * - `softmax(scores, n, expT, expMul, tlen1, valueExp, out, rt, stat) → emax`: attention.ts
+ *   `probabilities` — exp-table weights, their total (written to `stat` with the count of saturated
+ *   differences and the sum of the probabilities), one reciprocal by shift-and-subtract, and Q15
+ *   probabilities aligned to the largest value exponent, which it returns.
+ * - `mix(tabs, codes, n, blocks, plane, digitStride, out)`: the value mix Σ_j p_j · (v_j + 2048) per
+ *   dimension, from each position's probability table (`planes_unsigned`) read at the three base-16
+ *   digits of the cached values in offset binary, 16 dimensions at a time, in runs of at most 128
+ *   positions (so no 16-bit sum overflows) added in 32 bits; the caller subtracts 2048 · Σ p_j.
+ *
+ * Each computes exactly the integers of its TypeScript definition (tests/int-lut.test.ts), with only the
+ * opcodes `LUT_OPCODES` classifies (kernels/wasm/lut.ts): no multiply, no divide, no float.
+ * @module
+ */
+import { type Code, fn, type Func, I32, op } from "./asm.ts";
+import { lutTotals } from "./lut.ts";
+import {
+  get,
+  I32_MAX,
+  I32_MIN,
+  inc,
+  localsAfter,
+  lutLocals,
+  lutRun,
+  set,
+  shiftRightRound,
+  shiftRound,
+  splat4,
+  stepBy,
+} from "./int-ops.ts";
+
+/**
+ * `scores(qU, qS, keys, n, hd, keyExp, scoreShift, out, sums)`: for positions u < n (rounded up to
+ * 16; `out` and `keyExp` have that room), dot_u = s0 + (s1 << 4) + (s2 << 8) with s_d the query's
+ * table (qU for the low and middle digit, qS for the signed top digit; 48 bytes per dimension) read at
+ * digit d of the cached keys (per block of 16 positions: three planes of 16 · hd bytes), then
+ * out[u] = shift(dot_u, scoreShift − keyExp[u]) (int32 exponents, 4 bytes per position): four lanes at
+ * a time when every amount of the 16 positions lies in [1, 31] (as `gemv_lut` shifts), else one at a
+ * time through `shift`'s every case.
+ */
+export function scoresFn(relaxed: boolean): Func {
+  const qU = 0, qS = 1, keys = 2, n = 3, hd = 4, keyExp = 5, scoreShift = 6, out = 7, sums = 8;
+  const l = localsAfter(9);
+  const u = l.i32(), c = l.i32(), end = l.i32(), plane = l.i32(), dot = l.i32(), amount = l.i32(), term = l.i32();
+  const sat = l.i32(), kk = l.i32(), lim = l.i32();
+  const hi8 = l.v128(), shiftv = l.v128(), amountv = l.v128(), outside = l.v128(), tv = l.v128();
+  const lut = lutLocals(l);
+  // The three digits' sums of the block into sums[0, 192) (entries u · q_e: within (−2^19, 2^19)).
+  const digitSums = (d: number): Code => [
+    get(d < 2 ? qU : qS), set(lut.t),
+    get(keys), d === 0 ? [] : [get(plane), op.i32_add], d === 2 ? [get(plane), op.i32_add] : [], set(lut.k),
+    lutRun(lut, hi8, hd, c, end, relaxed),
+    [0, 1, 2, 3].map((q) => [get(sums), lutTotals(lut, q), op.v128_store(64 * d + 16 * q)]),
+  ];
+  const lane = (i: number): Code => [
+    get(sums), op.i32_load(4 * i),
+    get(sums), op.i32_load(64 + 4 * i), op.i32(4), op.i32_shl, op.i32_add,
+    get(sums), op.i32_load(128 + 4 * i), op.i32(8), op.i32_shl, op.i32_add, set(dot),
+    get(scoreShift), get(keyExp), op.i32_load(4 * i), op.i32_sub, set(amount),
+    shiftRound(dot, amount, term, sat, kk, lim),
+    get(out), get(term), op.i32_store(4 * i),
+  ];
+  // Lanes 4q..4q+3: the shift amounts, and (once every amount of the block is known to lie in
+  // [1, 31]) the dot products shifted right by them, rounding half up, four at a time.
+  const amounts = (q: number): Code => [get(shiftv), get(keyExp), op.v128_load(16 * q), op.i32x4_sub];
+  const four = (q: number): Code => [
+    amounts(q), splat4(1), op.i32x4_sub, set(amountv), // k − 1
+    get(sums), op.v128_load(16 * q),
+    get(sums), op.v128_load(64 + 16 * q), op.i32(4), op.i32x4_shl, op.i32x4_add,
+    get(sums), op.v128_load(128 + 16 * q), op.i32(8), op.i32x4_shl, op.i32x4_add, set(tv),
+    [4, 3, 2, 1, 0].map((b) => stepBy(tv, amountv, b, op.i32x4_shr_s)),
+    get(out), get(tv), op.i32(1), op.i32x4_shr_s, get(tv), splat4(1), op.v128_and, op.i32x4_add, op.v128_store(16 * q),
+  ];
+  return fn([I32, I32, I32, I32, I32, I32, I32, I32, I32], [], l.types, [
+    get(hd), op.i32(4), op.i32_shl, set(plane),
+    get(scoreShift), op.i32x4_splat, set(shiftv),
+    op.i32(0), set(u),
+    op.block([op.loop([
+      get(u), get(n), op.i32_ge_s, op.br_if(1),
+      digitSums(0), digitSums(1), digitSums(2),
+      op.v128_const(new Uint8Array(16)), set(outside),
+      [0, 1, 2, 3].map((q) => [
+        get(outside),
+        amounts(q), set(amountv),
+        get(amountv), splat4(1), op.i32x4_lt_s, op.v128_or,
+        get(amountv), splat4(31), op.i32x4_gt_s, op.v128_or,
+        set(outside),
+      ]),
+      get(outside), op.v128_any_true,
+      op.if_(Array.from({ length: 16 }, (_, i) => lane(i)), [0, 1, 2, 3].map(four)),
+      get(keys), get(plane), op.i32_add, get(plane), op.i32_add, get(plane), op.i32_add, set(keys),
+      inc(out, 64),
+      inc(keyExp, 64),
+      inc(u, 16),
+      op.br(0),
+    ])]),
+  ]);
+}
+
+/**
+ * `softmax(scores, n, expT, expMul, tlen1, valueExp, out, rt, stat) → emax`, exactly attention.ts
+ * `probabilities`: best = max score; w_u = shift(expNeg(sat32(best − score_u)), 15) (the exp table
+ * `expT` and its differences' multiples `expMul`, tables.ts `expNeg`; `tlen1` is its length − 1);
+ * total T = Σ w_u and R = floor(2^(bitlen(T)+15) / T) by shift-and-subtract (isqrt.ts `recip16`);
+ * out[u] = shift(shift(R · w_u, bitlen(T)), emax − valueExp[u]) with R · w_u from R's multiples at w_u's
+ * four base-16 digits (mul.ts `mulU16`; the table is written at `rt`). Writes T, the number of
+ * saturated differences and Σ out[u] to stat[0], stat[1] and stat[2]; returns emax, the largest value
+ * exponent.
+ */
+export function softmaxFn(): Func {
+  const scores = 0, n = 1, expT = 2, expMul = 3, tlen1 = 4, valueExp = 5, out = 6, rt = 7, stat = 8;
+  const l = localsAfter(9);
+  const u = l.i32(), best = l.i32(), total = l.i32(), emax = l.i32(), d = l.i32(), i = l.i32(), e = l.i32();
+  const w = l.i32(), ve = l.i32(), sat = l.i32(), r = l.i32(), rem = l.i32(), bits = l.i32(), acc = l.i32();
+  const amount = l.i32(), term = l.i32(), m = l.i32();
+  const at = (base: number, index: Code, shiftBy: number): Code => [get(base), index, op.i32(shiftBy), op.i32_shl, op.i32_add];
+  const loopN = (body: Code[]): Code => [
+    op.i32(0), set(u),
+    op.block([op.loop([get(u), get(n), op.i32_ge_s, op.br_if(1), body, inc(u, 1), op.br(0)])]),
+  ];
+  const digit = (shiftBy: number, mask: boolean): Code => [
+    get(rt), get(w), op.i32(shiftBy), op.i32_shr_s, mask ? [op.i32(15), op.i32_and] : [], op.i32(2), op.i32_shl,
+    op.i32_add, op.i32_load(),
+  ];
+  return fn([I32, I32, I32, I32, I32, I32, I32, I32, I32], [I32], l.types, [
+    op.i32(0), set(sat),
+    op.i32(I32_MIN), set(best),
+    loopN([
+      at(scores, get(u), 2), op.i32_load(), set(d),
+      get(d), get(best), op.i32_gt_s, op.if_([get(d), set(best)]),
+    ]),
+    op.i32(0), set(total),
+    op.i32(I32_MIN), set(emax),
+    loopN([
+      // d = sat32(best − score): the difference is ≥ 0, so a negative result means it wrapped.
+      get(best), at(scores, get(u), 2), op.i32_load(), op.i32_sub, set(d),
+      get(d), op.i32(0), op.i32_lt_s, op.if_([op.i32(I32_MAX), set(d), inc(sat, 1)]),
+      get(d), op.i32(8), op.i32_shr_s, set(i),
+      get(i), get(tlen1), op.i32_ge_s,
+      op.if_([op.i32(0), set(e)], [
+        at(expT, get(i), 2), op.i32_load(),
+        at(expMul, get(i), 6), get(d), op.i32(255), op.i32_and, op.i32(4), op.i32_shr_s, op.i32(2), op.i32_shl,
+        op.i32_add, op.i32_load(), op.i32(4), op.i32_shl,
+        at(expMul, get(i), 6), get(d), op.i32(15), op.i32_and, op.i32(2), op.i32_shl, op.i32_add, op.i32_load(),
+        op.i32_add, op.i32(8), op.i32_shr_s,
+        op.i32_add, set(e),
+      ]),
+      get(e), op.i32(15), op.i32_shr_s, get(e), op.i32(14), op.i32_shr_s, op.i32(1), op.i32_and, op.i32_add, set(w),
+      at(out, get(u), 2), get(w), op.i32_store(),
+      get(total), get(w), op.i32_add, set(total),
+      at(valueExp, get(u), 2), op.i32_load(), set(ve),
+      get(ve), get(emax), op.i32_gt_s, op.if_([get(ve), set(emax)]),
+    ]),
+    get(stat), get(total), op.i32_store(),
+    get(stat), get(sat), op.i32_store(4),
+    // R = recip16(T): bits = bitlen(T); rem = 2^(bits − 1); 16 restoring division steps.
+    op.i32(32), get(total), op.i32_clz, op.i32_sub, set(bits),
+    op.i32(1), get(bits), op.i32(1), op.i32_sub, op.i32_shl, set(rem),
+    get(rem), get(total), op.i32_ge_s,
+    op.if_([op.i32(65535), set(r)], [
+      op.i32(0), set(r),
+      Array.from({ length: 16 }, () => [
+        get(rem), get(rem), op.i32_add, set(rem),
+        get(r), get(r), op.i32_add, set(r),
+        // Unsigned: rem < T < 2^31 before the doubling, so 2 · rem < 2^32.
+        get(rem), get(total), op.i32_ge_u,
+        op.if_([get(rem), get(total), op.i32_sub, set(rem), inc(r, 1)]),
+      ]),
+    ]),
+    // R's multiples: rt[k] = k · R.
+    op.i32(0), set(acc),
+    Array.from({ length: 16 }, (_, k) => [get(rt), get(acc), op.i32_store(4 * k), get(acc), get(r), op.i32_add, set(acc)]),
+    op.i32(0), set(acc), // from here, the sum of the probabilities
+    loopN([
+      at(out, get(u), 2), op.i32_load(), set(w),
+      digit(12, false), op.i32(12), op.i32_shl,
+      digit(8, true), op.i32(8), op.i32_shl, op.i32_add,
+      digit(4, true), op.i32(4), op.i32_shl, op.i32_add,
+      digit(0, true), op.i32_add, set(m),
+      shiftRightRound(m, bits, term),
+      get(emax), at(valueExp, get(u), 2), op.i32_load(), op.i32_sub, set(amount),
+      shiftRightRound(term, amount, m),
+      at(out, get(u), 2), get(m), op.i32_store(),
+      get(acc), get(m), op.i32_add, set(acc),
+    ]),
+    get(stat), get(acc), op.i32_store(8),
+    get(emax),
+  ]);
+}
+
+/**
+ * `mix(tabs, codes, n, blocks, plane, digitStride, out)`: for each block b of 16 dimensions,
+ * out[16b + lane] = Σ_{j<n} T_j[d0] + (T_j[d1] << 4) + (T_j[d2] << 8), the digits d0, d1, d2 of the
+ * offset value (j, 16b + lane) + 2048 read from `codes + d · digitStride + b · plane + 16 j`; T_j is
+ * position j's table u · p_j (`planes_unsigned`, 48 bytes per position). That is Σ p · (v + 2048),
+ * exact in 32 bits while it stays below 2^31 ((2^15 + n) · 4095 does).
+ */
+export function mixFn(relaxed: boolean): Func {
+  const tabs = 0, codes = 1, n = 2, blocks = 3, plane = 4, digitStride = 5, out = 6;
+  const l = localsAfter(7);
+  const b = l.i32(), j = l.i32(), count = l.i32(), base = l.i32(), c = l.i32(), end = l.i32();
+  const res = [l.v128(), l.v128(), l.v128(), l.v128()];
+  const s = [l.v128(), l.v128(), l.v128(), l.v128()];
+  const hi8 = l.v128();
+  const lut = lutLocals(l);
+  const zero = op.v128_const(new Uint8Array(16));
+  // One digit's sums over all n positions into s, in chunks of at most 128 columns (16-bit sums).
+  const digit = (d: number): Code => [
+    s.map((x) => [zero, set(x)]),
+    get(tabs), set(lut.t),
+    get(base), d === 0 ? [] : [get(digitStride), op.i32_add], d === 2 ? [get(digitStride), op.i32_add] : [], set(lut.k),
+    op.i32(0), set(j),
+    op.block([op.loop([
+      get(j), get(n), op.i32_ge_s, op.br_if(1),
+      get(n), get(j), op.i32_sub, set(count),
+      get(count), op.i32(128), op.i32_gt_s, op.if_([op.i32(128), set(count)]),
+      lutRun(lut, hi8, count, c, end, relaxed),
+      [0, 1, 2, 3].map((q) => [get(s[q]), lutTotals(lut, q), op.i32x4_add, set(s[q])]),
+      get(j), get(count), op.i32_add, set(j),
+      op.br(0),
+    ])]),
+    [0, 1, 2, 3].map((q) => [get(res[q]), get(s[q]), op.i32(4 * d), op.i32x4_shl, op.i32x4_add, set(res[q])]),
+  ];
+  return fn([I32, I32, I32, I32, I32, I32, I32], [], l.types, [
+    op.i32(0), set(b),
+    get(codes), set(base),
+    op.block([op.loop([
+      get(b), get(blocks), op.i32_ge_s, op.br_if(1),
+      res.map((x) => [zero, set(x)]),
+      digit(0), digit(1), digit(2),
+      [0, 1, 2, 3].map((q) => [get(out), get(res[q]), op.v128_store(16 * q)]),
+      inc(out, 64),
+      get(base), get(plane), op.i32_add, set(base),
+      inc(b, 1),
+      op.br(0),
+    ])]),
+  ]);
+}

@@ -1,0 +1,341 @@
+// deno-fmt-ignore-file -- instruction listings are laid out by hand, one logical step per line
+/**
+ * The integer engine's element-wise work as WebAssembly (built at load by kernels/wasm/int-lut.ts), each
+ * on int32 vectors in the module's memory, n a multiple of 4 where they run four lanes at a time:
+ *
+ * - `quantize(src, n, dst, bits) → s`: kernels/int/round.ts `quantizeBits`: the largest magnitude, the
+ *   shift s that brings it to `bits` bits, and every value shifted by s (round half up) and clamped to
+ *   ±(2^bits − 1).
+ * - `swiglu(a, b, n, out)`: out_i = a_i · b_i for |a_i|, |b_i| ≤ 32767 by shift-and-add over the sixteen
+ *   binary digits of b_i: each bit selects a shifted copy of a_i (the base-2 form of mul.ts's table of
+ *   multiples; the sign bit's copy is subtracted). The same exact integer as `mulS16`.
+ * - `rmsnorm(x, n, xExp, bits, epsN, epsExp, y, out)`: kernels/int/norm.ts `rmsnorm`: the 15-bit copy y,
+ *   the sum of squares of its coarse copy (each square by shift-and-add), eps in the sum's units, the
+ *   digit-by-digit square root and the reciprocal (isqrt.ts), then each r · y_i (shift-and-add over
+ *   y_i's bits) shifted and clamped to ±32767.
+ * - `add_sat(x, y, n)`: x_i = sat32(x_i + y_i) (round.ts `satAdd`).
+ * - `rope(v, half, cos, sin)`: kernels/int/rope.ts `ropeHead` in place, the four products a · cos,
+ *   b · sin, b · cos, a · sin by shift-and-add over the bits of cos and sin.
+ * - `silu(x, n, t, mul, len1, half)`: kernels/int/tables.ts `silu` in place, reading the table `t` and
+ *   its differences' multiples `mul` (one value at a time: a table read per value).
+ *
+ * Each computes exactly the integers of its TypeScript definition (tests/int-lut.test.ts), with only the
+ * opcodes `LUT_OPCODES` classifies (kernels/wasm/lut.ts): no multiply, no divide, no float.
+ * @module
+ */
+import { type Code, fn, type Func, I32, op } from "./asm.ts";
+import {
+  get,
+  I32_MAX,
+  inc,
+  localsAfter,
+  productBits,
+  set,
+  shiftRight4,
+  shiftRound,
+  splat4,
+} from "./int-ops.ts";
+
+/**
+ * `quantize(src, n, dst, bits) → s`: see the module comment. |v| is taken unsigned, so −2^31 counts as
+ * 2^31 as in `maxAbs`; s ≤ 32 − bits, and a left shift (s < 0) cannot leave `bits` bits.
+ */
+export function quantizeFn(): Func {
+  const src = 0, n = 1, dst = 2, bits = 3;
+  const l = localsAfter(4);
+  const i = l.i32(), mx = l.i32(), lane = l.i32(), sh = l.i32(), top = l.i32();
+  const mxv = l.v128(), v = l.v128(), topv = l.v128(), negv = l.v128();
+  const zero = op.v128_const(new Uint8Array(16));
+  const each = (body: Code[]): Code => [
+    op.i32(0), set(i),
+    op.block([op.loop([
+      get(i), get(n), op.i32_ge_s, op.br_if(1),
+      body,
+      inc(i, 4),
+      op.br(0),
+    ])]),
+  ];
+  const at = (base: number): Code => [get(base), get(i), op.i32(2), op.i32_shl, op.i32_add];
+  const store = (value: Code): Code => [at(dst), value, get(topv), op.i32x4_min_s, get(negv), op.i32x4_max_s, op.v128_store()];
+  return fn([I32, I32, I32, I32], [I32], l.types, [
+    zero, set(mxv),
+    each([get(mxv), at(src), op.v128_load(), op.i32x4_abs, op.i32x4_max_u, set(mxv)]),
+    op.i32(0), set(mx),
+    [0, 1, 2, 3].map((q) => [
+      get(mxv), op.i32x4_extract_lane(q), set(lane),
+      get(lane), get(mx), op.i32_gt_u, op.if_([get(lane), set(mx)]),
+    ]),
+    get(mx), op.i32_eqz,
+    op.if_([op.i32(0), set(sh)], [op.i32(32), get(mx), op.i32_clz, op.i32_sub, get(bits), op.i32_sub, set(sh)]),
+    op.i32(1), get(bits), op.i32_shl, op.i32(1), op.i32_sub, set(top),
+    get(top), op.i32x4_splat, set(topv),
+    op.i32(0), get(top), op.i32_sub, op.i32x4_splat, set(negv),
+    get(sh), op.i32(0), op.i32_gt_s,
+    op.if_([
+      each([
+        at(src), op.v128_load(), set(v),
+        store([
+          get(v), get(sh), op.i32x4_shr_s,
+          get(v), get(sh), op.i32(1), op.i32_sub, op.i32x4_shr_s, splat4(1), op.v128_and, op.i32x4_add,
+        ]),
+      ]),
+    ], [
+      each([store([at(src), op.v128_load(), op.i32(0), get(sh), op.i32_sub, op.i32x4_shl])]),
+    ]),
+    get(sh),
+  ]);
+}
+
+/** `swiglu(a, b, n, out)`: see the module comment. */
+export function swigluFn(): Func {
+  const a = 0, b = 1, n = 2, out = 3;
+  const l = localsAfter(4);
+  const i = l.i32(), av = l.v128(), bv = l.v128(), acc = l.v128();
+  const at = (base: number): Code => [get(base), get(i), op.i32(2), op.i32_shl, op.i32_add];
+  // (a << k) in the lanes where bit k of b is set: bit k moved to the sign, then spread.
+  const term = (k: number): Code => [
+    get(av), op.i32(k), op.i32x4_shl, get(bv), op.i32(31 - k), op.i32x4_shl, op.i32(31), op.i32x4_shr_s, op.v128_and,
+  ];
+  return fn([I32, I32, I32, I32], [], l.types, [
+    op.i32(0), set(i),
+    op.block([op.loop([
+      get(i), get(n), op.i32_ge_s, op.br_if(1),
+      at(a), op.v128_load(), set(av),
+      at(b), op.v128_load(), set(bv),
+      term(0), set(acc),
+      Array.from({ length: 14 }, (_, k) => [get(acc), term(k + 1), op.i32x4_add, set(acc)]),
+      at(out), get(acc), term(15), op.i32x4_sub, op.v128_store(),
+      inc(i, 4),
+      op.br(0),
+    ])]),
+  ]);
+}
+
+/** `rmsnorm(x, n, xExp, bits, epsN, epsExp, y, out)`: see the module comment and kernels/int/norm.ts. */
+export function rmsnormFn(): Func {
+  const x = 0, n = 1, xExp = 2, bits = 3, epsN = 4, epsExp = 5, y = 6, out = 7;
+  const l = localsAfter(8);
+  const i = l.i32(), mx = l.i32(), lane = l.i32(), s1 = l.i32(), s2 = l.i32(), sum = l.i32(), e2 = l.i32();
+  const extra = l.i32(), eps = l.i32(), rem = l.i32(), root = l.i32(), cand = l.i32(), r = l.i32(), sh = l.i32();
+  const term = l.i32(), sat = l.i32(), kk = l.i32(), lim = l.i32(), k = l.i32(), v32 = l.i32();
+  const mxv = l.v128(), v = l.v128(), c = l.v128(), sumv = l.v128(), acc = l.v128(), rv = l.v128();
+  const zero = op.v128_const(new Uint8Array(16));
+  const each = (body: Code[]): Code => [
+    op.i32(0), set(i),
+    op.block([op.loop([get(i), get(n), op.i32_ge_s, op.br_if(1), body, inc(i, 4), op.br(0)])]),
+  ];
+  const at = (base: number): Code => [get(base), get(i), op.i32(2), op.i32_shl, op.i32_add];
+  const clamp16 = (value: Code): Code => [value, splat4(32767), op.i32x4_min_s, splat4(-32767), op.i32x4_max_s];
+  // One digit of the square root: rem = 4 · rem + pair; root doubles and keeps the digit if it fits.
+  const rootStep = (pair: Code): Code => [
+    get(rem), op.i32(2), op.i32_shl, pair, op.i32_add, set(rem),
+    get(root), get(root), op.i32_add, set(root),
+    get(root), get(root), op.i32_add, op.i32(1), op.i32_add, set(cand),
+    get(rem), get(cand), op.i32_ge_u,
+    op.if_([get(rem), get(cand), op.i32_sub, set(rem), inc(root, 1)]),
+  ];
+  return fn([I32, I32, I32, I32, I32, I32, I32, I32], [], l.types, [
+    op.i32(0), set(sat),
+    // 1. The largest magnitude (unsigned, as maxAbs); an all-zero x normalises to zeros.
+    zero, set(mxv),
+    each([get(mxv), at(x), op.v128_load(), op.i32x4_abs, op.i32x4_max_u, set(mxv)]),
+    op.i32(0), set(mx),
+    [0, 1, 2, 3].map((q) => [
+      get(mxv), op.i32x4_extract_lane(q), set(lane),
+      get(lane), get(mx), op.i32_gt_u, op.if_([get(lane), set(mx)]),
+    ]),
+    get(mx), op.i32_eqz,
+    op.if_([each([at(out), zero, op.v128_store()])], [
+      // y = shift(x, s1) clamped to 15 bits (s1 ≤ 0 shifts left and cannot leave 15 bits);
+      // c = shift(|y|, s2), summed as c · c.
+      op.i32(32), get(mx), op.i32_clz, op.i32_sub, op.i32(15), op.i32_sub, set(s1),
+      op.i32(15), get(bits), op.i32_sub, set(s2),
+      zero, set(sumv),
+      each([
+        at(x), op.v128_load(), set(v),
+        at(y),
+        clamp16([
+          get(s1), op.i32(0), op.i32_gt_s,
+          op.if_v128([shiftRight4(v, s1)], [get(v), op.i32(0), get(s1), op.i32_sub, op.i32x4_shl]),
+        ]),
+        op.v128_store(), // y
+        at(y), op.v128_load(), op.i32x4_abs, set(c),
+        get(s2), op.i32(0), op.i32_gt_s, op.if_([shiftRight4(c, s2), set(c)]),
+        get(sumv), productBits(c, c, acc), op.i32x4_add, set(sumv),
+      ]),
+      op.i32(0), set(sum),
+      [0, 1, 2, 3].map((q) => [get(sum), get(sumv), op.i32x4_extract_lane(q), op.i32_add, set(sum)]),
+      // eps · n in units of 2^(2 · (ey + s2)), ey = xExp + s1; while the sum would leave int32, drop 2 bits.
+      get(xExp), get(s1), op.i32_add, set(e2),
+      get(e2), get(e2), op.i32_add, get(s2), op.i32_add, get(s2), op.i32_add, get(epsExp), op.i32_sub, set(e2),
+      op.i32(0), set(extra),
+      op.block([op.loop([
+        get(e2), op.i32(0), op.i32_ge_s,
+        op.if_([shiftRound(epsN, e2, eps, sat, kk, lim)], [
+          op.i32(-1), set(eps),
+          get(e2), op.i32(-31), op.i32_gt_s,
+          op.if_([
+            op.i32(I32_MAX), op.i32(0), get(e2), op.i32_sub, op.i32_shr_s, set(lim),
+            get(epsN), get(lim), op.i32_le_s,
+            op.if_([get(epsN), op.i32(0), get(e2), op.i32_sub, op.i32_shl, set(eps)]),
+          ]),
+        ]),
+        // Done when eps ≥ 0 and sum + eps stays within int32 (both ≥ 0: a wrap shows as negative).
+        get(eps), op.i32(0), op.i32_ge_s, get(sum), get(eps), op.i32_add, op.i32(0), op.i32_ge_s, op.i32_and,
+        op.br_if(1),
+        inc(extra, 1),
+        get(sum), op.i32(2), op.i32_shr_s, set(sum),
+        inc(e2, 2),
+        op.br(0),
+      ])]),
+      // root = floor(sqrt((sum + eps) · 4^13)), two bits at a time; rem stays below 2^32 (unsigned).
+      get(sum), get(eps), op.i32_add, set(v32),
+      op.i32(0), set(rem),
+      op.i32(0), set(root),
+      op.i32(30), set(k),
+      op.block([op.loop([
+        get(k), op.i32(0), op.i32_lt_s, op.br_if(1),
+        rootStep([get(v32), get(k), op.i32_shr_s, op.i32(3), op.i32_and]),
+        get(k), op.i32(2), op.i32_sub, set(k),
+        op.br(0),
+      ])]),
+      Array.from({ length: 13 }, () => rootStep([op.i32(0)])),
+      // r = floor(2^(bitlen(root) + 15) / root) (recip16), and the final shift.
+      op.i32(32), get(root), op.i32_clz, op.i32_sub, set(k),
+      op.i32(1), get(k), op.i32(1), op.i32_sub, op.i32_shl, set(rem),
+      get(rem), get(root), op.i32_ge_s,
+      op.if_([op.i32(65535), set(r)], [
+        op.i32(0), set(r),
+        Array.from({ length: 16 }, () => [
+          get(rem), get(rem), op.i32_add, set(rem),
+          get(r), get(r), op.i32_add, set(r),
+          get(rem), get(root), op.i32_ge_u,
+          op.if_([get(rem), get(root), op.i32_sub, set(rem), inc(r, 1)]),
+        ]),
+      ]),
+      get(k), get(s2), op.i32_add, get(extra), op.i32_add, op.i32(13), op.i32_sub, set(sh),
+      get(r), op.i32x4_splat, set(rv),
+      // z = shift(r · y, sh) clamped to ±32767: four lanes for sh in [1, 31] (always, as norm.ts shows),
+      // else one value at a time through shift's every case.
+      get(sh), op.i32(1), op.i32_ge_s, get(sh), op.i32(31), op.i32_le_s, op.i32_and,
+      op.if_([
+        each([
+          at(y), op.v128_load(), set(v),
+          productBits(rv, v, acc), set(acc),
+          at(out), clamp16(shiftRight4(acc, sh)), op.v128_store(),
+        ]),
+      ], [
+        each([
+          at(y), op.v128_load(), set(v),
+          productBits(rv, v, acc), set(acc),
+          [0, 1, 2, 3].map((q) => [
+            get(acc), op.i32x4_extract_lane(q), set(v32),
+            shiftRound(v32, sh, term, sat, kk, lim),
+            get(term), op.i32(32767), op.i32_gt_s, op.if_([op.i32(32767), set(term)]),
+            get(term), op.i32(-32767), op.i32_lt_s, op.if_([op.i32(-32767), set(term)]),
+            at(out), get(term), op.i32_store(4 * q),
+          ]),
+        ]),
+      ]),
+    ]),
+  ]);
+}
+
+/** `add_sat(x, y, n)`: x_i = sat32(x_i + y_i), four at a time (the overflow test of `accumulate`). */
+export function addSatFn(): Func {
+  const x = 0, y = 1, n = 2;
+  const l = localsAfter(3);
+  const i = l.i32(), a = l.v128(), b = l.v128(), sumv = l.v128(), ovf = l.v128();
+  const at = (base: number): Code => [get(base), get(i), op.i32(2), op.i32_shl, op.i32_add];
+  return fn([I32, I32, I32], [], l.types, [
+    op.i32(0), set(i),
+    op.block([op.loop([
+      get(i), get(n), op.i32_ge_s, op.br_if(1),
+      at(x), op.v128_load(), set(a),
+      at(y), op.v128_load(), set(b),
+      get(a), get(b), op.i32x4_add, set(sumv),
+      get(a), get(sumv), op.v128_xor, get(b), get(sumv), op.v128_xor, op.v128_and, op.i32(31), op.i32x4_shr_s, set(ovf),
+      at(x),
+      get(a), op.i32(31), op.i32x4_shr_s, splat4(I32_MAX), op.v128_xor, get(sumv), get(ovf), op.v128_bitselect,
+      op.v128_store(),
+      inc(i, 4),
+      op.br(0),
+    ])]),
+  ]);
+}
+
+/** `rope(v, half, cos, sin)`: see the module comment; cos and sin are int32 (Q14, |c| ≤ 2^14). */
+export function ropeFn(): Func {
+  const v = 0, half = 1, cos = 2, sin = 3;
+  const l = localsAfter(4);
+  const i = l.i32(), hi = l.i32();
+  const a = l.v128(), b = l.v128(), c = l.v128(), sn = l.v128(), mc = l.v128(), ms = l.v128();
+  const ac = l.v128(), as = l.v128(), bc = l.v128(), bs = l.v128();
+  const zero = op.v128_const(new Uint8Array(16));
+  const at = (base: number, offset: Code = []): Code => [get(base), get(i), op.i32(2), op.i32_shl, op.i32_add, offset];
+  // Bit k of cos and sin selects a << k and b << k; bit 15 (the sign) subtracts them.
+  const bit = (k: number): Code => {
+    const add = k === 15 ? op.i32x4_sub : op.i32x4_add;
+    return [
+      get(c), op.i32(31 - k), op.i32x4_shl, op.i32(31), op.i32x4_shr_s, set(mc),
+      get(sn), op.i32(31 - k), op.i32x4_shl, op.i32(31), op.i32x4_shr_s, set(ms),
+      get(ac), get(a), get(mc), op.v128_and, add, set(ac),
+      get(bc), get(b), get(mc), op.v128_and, add, set(bc),
+      get(as), get(a), get(ms), op.v128_and, add, set(as),
+      get(bs), get(b), get(ms), op.v128_and, add, set(bs),
+      k === 15 ? [] : [get(a), op.i32(1), op.i32x4_shl, set(a), get(b), op.i32(1), op.i32x4_shl, set(b)],
+    ];
+  };
+  const round14 = (x: Code): Code => [
+    x, set(mc),
+    get(mc), op.i32(14), op.i32x4_shr_s, get(mc), op.i32(13), op.i32x4_shr_s, splat4(1), op.v128_and, op.i32x4_add,
+  ];
+  return fn([I32, I32, I32, I32], [], l.types, [
+    get(half), op.i32(2), op.i32_shl, set(hi),
+    op.i32(0), set(i),
+    op.block([op.loop([
+      get(i), get(half), op.i32_ge_s, op.br_if(1),
+      at(v), op.v128_load(), set(a),
+      at(v, [get(hi), op.i32_add]), op.v128_load(), set(b),
+      at(cos), op.v128_load(), set(c),
+      at(sin), op.v128_load(), set(sn),
+      [ac, as, bc, bs].map((x) => [zero, set(x)]),
+      Array.from({ length: 16 }, (_, k) => bit(k)),
+      at(v), round14([get(ac), get(bs), op.i32x4_sub]), op.v128_store(),
+      at(v, [get(hi), op.i32_add]), round14([get(bc), get(as), op.i32x4_add]), op.v128_store(),
+      inc(i, 4),
+      op.br(0),
+    ])]),
+  ]);
+}
+
+/** `silu(x, n, t, mul, len1, half)`: see the module comment and kernels/int/tables.ts `silu`. */
+export function siluFn(): Func {
+  const x = 0, n = 1, t = 2, mul = 3, len1 = 4, half = 5;
+  const l = localsAfter(6);
+  const end = l.i32(), v = l.i32(), i = l.i32(), f = l.i32(), row = l.i32(), y = l.i32();
+  return fn([I32, I32, I32, I32, I32, I32], [], l.types, [
+    get(x), get(n), op.i32(2), op.i32_shl, op.i32_add, set(end),
+    op.block([op.loop([
+      get(x), get(end), op.i32_ge_s, op.br_if(1),
+      get(x), op.i32_load(), set(v),
+      get(v), op.i32(8), op.i32_shr_s, get(half), op.i32_add, set(i),
+      get(i), op.i32(0), op.i32_lt_s,
+      op.if_([op.i32(0), set(y)], [
+        get(i), get(len1), op.i32_ge_s,
+        op.if_([get(v), set(y)], [
+          get(v), op.i32(255), op.i32_and, set(f),
+          get(mul), get(i), op.i32(6), op.i32_shl, op.i32_add, set(row), // 16 int32 per entry
+          get(t), get(i), op.i32(2), op.i32_shl, op.i32_add, op.i32_load(),
+          get(row), get(f), op.i32(4), op.i32_shr_s, op.i32(2), op.i32_shl, op.i32_add, op.i32_load(), op.i32(4), op.i32_shl,
+          get(row), get(f), op.i32(15), op.i32_and, op.i32(2), op.i32_shl, op.i32_add, op.i32_load(),
+          op.i32_add, op.i32(8), op.i32_shr_s,
+          op.i32_add, set(y),
+        ]),
+      ]),
+      get(x), get(y), op.i32_store(),
+      inc(x, 4),
+      op.br(0),
+    ])]),
+  ]);
+}
