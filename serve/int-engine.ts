@@ -21,17 +21,8 @@ import type { FormatDescriptor } from "../formats/format.ts";
 import { type Lut4File, readLut4 } from "../formats/lut4.ts";
 import { decodeSession, encodeSession, type SessionShape } from "../formats/session.ts";
 import { createLutSums } from "../kernels/wasm/int-lut.ts";
-import {
-  buildIntModel,
-  type IntModel,
-  type IntState,
-  LOGIT_EXP,
-  lutMatrices,
-  newState,
-  step,
-  useLut,
-  vectorRoom,
-} from "./int-forward.ts";
+import { buildIntModel, type IntModel, type IntState, LOGIT_EXP, newState, step } from "./int-forward.ts";
+import { lutMatrices, useLut, vectorRoom } from "./int-simd.ts";
 import { type IntSampling, sample, samplerScratch, seedRng } from "./int-sampler.ts";
 
 const LOGIT_SCALE = 2 ** LOGIT_EXP;

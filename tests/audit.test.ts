@@ -35,6 +35,7 @@ export const AUDITED = [
   "kernels/int/rope.ts",
   "kernels/int/attention.ts",
   "serve/int-forward.ts",
+  "serve/int-simd.ts",
   "serve/int-sampler.ts",
 ];
 
