@@ -29,6 +29,7 @@ import {
   localsAfter,
   lutLocals,
   lutRun,
+  restoringStep,
   set,
   shiftRightRound,
   shiftRound,
@@ -119,7 +120,7 @@ export function softmaxFn(): Func {
   const l = localsAfter(9);
   const u = l.i32(), best = l.i32(), total = l.i32(), emax = l.i32(), d = l.i32(), i = l.i32(), e = l.i32();
   const w = l.i32(), ve = l.i32(), sat = l.i32(), r = l.i32(), rem = l.i32(), bits = l.i32(), acc = l.i32();
-  const amount = l.i32(), term = l.i32(), m = l.i32();
+  const amount = l.i32(), term = l.i32(), m = l.i32(), fits = l.i32();
   const at = (base: number, index: Code, shiftBy: number): Code => [get(base), index, op.i32(shiftBy), op.i32_shl, op.i32_add];
   const loopN = (body: Code[]): Code => [
     op.i32(0), set(u),
@@ -170,8 +171,7 @@ export function softmaxFn(): Func {
         get(rem), get(rem), op.i32_add, set(rem),
         get(r), get(r), op.i32_add, set(r),
         // Unsigned: rem < T < 2^31 before the doubling, so 2 · rem < 2^32.
-        get(rem), get(total), op.i32_ge_u,
-        op.if_([get(rem), get(total), op.i32_sub, set(rem), inc(r, 1)]),
+        restoringStep(rem, total, r, fits),
       ]),
     ]),
     // R's multiples: rt[k] = k · R.

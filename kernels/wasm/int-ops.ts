@@ -201,3 +201,16 @@ export function lutRun(l: LutLocals, hi8: number, cols: number, c: number, end: 
     ])]),
   ];
 }
+
+/**
+ * One step of a restoring division or square root, without a branch (whether d fits is data, and a
+ * mispredicted branch costs more than the select): fits = rem ≥ d (unsigned); rem −= d and q += 1
+ * where it does. `fits` is a scratch local.
+ */
+export function restoringStep(rem: number, d: number, q: number, fits: number): Code {
+  return [
+    get(rem), get(d), op.i32_ge_u, set(fits),
+    get(rem), get(d), op.i32_sub, get(rem), get(fits), op.select, set(rem),
+    get(q), get(fits), op.i32_add, set(q),
+  ];
+}

@@ -32,6 +32,7 @@ import {
   productBits,
   set,
   shiftRight4,
+  restoringStep,
   shiftRound,
   splat4,
 } from "./int-ops.ts";
@@ -117,7 +118,7 @@ export function rmsnormFn(): Func {
   const l = localsAfter(8);
   const i = l.i32(), mx = l.i32(), lane = l.i32(), s1 = l.i32(), s2 = l.i32(), sum = l.i32(), e2 = l.i32();
   const extra = l.i32(), eps = l.i32(), rem = l.i32(), root = l.i32(), cand = l.i32(), r = l.i32(), sh = l.i32();
-  const term = l.i32(), sat = l.i32(), kk = l.i32(), lim = l.i32(), k = l.i32(), v32 = l.i32();
+  const term = l.i32(), sat = l.i32(), kk = l.i32(), lim = l.i32(), k = l.i32(), v32 = l.i32(), fits = l.i32();
   const mxv = l.v128(), v = l.v128(), c = l.v128(), sumv = l.v128(), acc = l.v128(), rv = l.v128();
   const zero = op.v128_const(new Uint8Array(16));
   const each = (body: Code[]): Code => [
@@ -131,8 +132,7 @@ export function rmsnormFn(): Func {
     get(rem), op.i32(2), op.i32_shl, pair, op.i32_add, set(rem),
     get(root), get(root), op.i32_add, set(root),
     get(root), get(root), op.i32_add, op.i32(1), op.i32_add, set(cand),
-    get(rem), get(cand), op.i32_ge_u,
-    op.if_([get(rem), get(cand), op.i32_sub, set(rem), inc(root, 1)]),
+    restoringStep(rem, cand, root, fits),
   ];
   return fn([I32, I32, I32, I32, I32, I32, I32, I32], [], l.types, [
     op.i32(0), set(sat),
@@ -209,8 +209,7 @@ export function rmsnormFn(): Func {
         Array.from({ length: 16 }, () => [
           get(rem), get(rem), op.i32_add, set(rem),
           get(r), get(r), op.i32_add, set(r),
-          get(rem), get(root), op.i32_ge_u,
-          op.if_([get(rem), get(root), op.i32_sub, set(rem), inc(r, 1)]),
+          restoringStep(rem, root, r, fits),
         ]),
       ]),
       get(k), get(s2), op.i32_add, get(extra), op.i32_add, op.i32(13), op.i32_sub, set(sh),
