@@ -21,14 +21,14 @@ Usage: bun scripts/bench-train.ts [--steps N] [--kernels K] [--json]
 
 Measures the trainer on the default config (sequences of 256 tokens, batch 8): one-thread
 loss+gradient throughput, then whole steps of scripts/train.ts with 1 and 2 workers, alternately,
-each the best of --rounds runs (its rate after the first 10 steps).
-  --steps N   optimizer steps per trainer run  [30]
+each the best of --rounds runs (its rate after the first 20 steps, the JIT's warm-up).
+  --steps N   optimizer steps per trainer run  [50]
   --rounds N  runs of each worker count, interleaved  [2]
 ${KERNELS_HELP}
   --json      machine-readable output
 `;
 const { values: a } = cli(HELP, {
-  steps: { type: "string", default: "30" },
+  steps: { type: "string", default: "50" },
   rounds: { type: "string", default: "2" },
   kernels: { type: "string", default: "wasm" },
   json: { type: "boolean", default: false },
@@ -36,7 +36,7 @@ const { values: a } = cli(HELP, {
 const kernels = chooseKernels(a.kernels);
 const rounds = Number(a.rounds), steps = Number(a.steps);
 if (!Number.isInteger(rounds) || rounds < 1) fail("--rounds expects a positive integer", EXIT_USAGE);
-if (!Number.isInteger(steps) || steps <= 10) fail("--steps expects an integer above 10 (the first 10 are warm-up)", EXIT_USAGE);
+if (!Number.isInteger(steps) || steps <= 20) fail("--steps expects an integer above 20 (the first 20 are warm-up)", EXIT_USAGE);
 
 await run(() => {
   const loadBefore = loadavg()[0];
@@ -58,7 +58,7 @@ await run(() => {
         "--workers", String(workers), "--save-every", "100000", "--eval-every", "100000", "--kernels", kernels, "--json",
       ], { encoding: "utf8" });
       if (r.status !== 0) throw new Error(`trainer failed: ${r.stderr}`);
-      return JSON.parse(r.stdout.trim().split("\n").pop()!).tok_per_s; // after its first 10 steps (JIT warm-up)
+      return JSON.parse(r.stdout.trim().split("\n").pop()!).tok_per_s; // after its first 20 steps
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

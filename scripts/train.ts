@@ -48,7 +48,7 @@ Options:
   --eval-every N     steps between held-out evaluations (16 windows) [500]
   --stop-after N     stop (with a checkpoint) after this many steps of this invocation
 ${KERNELS_HELP}
-  --json             print the final summary as JSON (tok_per_s: the rate after the first 10 steps)
+  --json             print the final summary as JSON (tok_per_s: the rate after the first 20 steps)
   -h, --help         this text
 `;
 
@@ -163,7 +163,7 @@ await run(async () => {
   const heldOut = (f: Float32Array) => bitsPerByte(buildModel(cfg, viewTensors(layout, f)), evalSet);
   let ran = 0, lastTime = performance.now(), lastTokens = tokensSeen, lossAvg = NaN;
   // The summary's rate: over this invocation's steps after its first WARM (JIT warm-up), if any.
-  const WARM = 10;
+  const WARM = 20;
   let warmAt = lastTime, warmTokens = tokensSeen, stepsDoneAt = lastTime;
   while (step < totalSteps && ran < stopAfter) {
     const span = trainBytes.length - seqLen;
