@@ -5,12 +5,13 @@
  * split between the workers too.
  *
  * Protocol (each message is answered once the work is done):
- * - `init` {config, seqLen, kernels, index, params, grads (one buffer per worker), m, v, ema, corpus,
- *   from, to} → `ready`. This worker writes gradients into `grads[index]` and owns elements
- *   `from` <= i < `to` of the others.
- * - `step` {starts, seqLen, gradScale} → {loss}: the summed gradient of its sequences, written into
- *   `grads[index]`.
- * - `reduce` → {}: `grads[0][i] += grads[w][i]` for w = 1, 2, ... in order, over its range (once
+ * - `init` {config, seqLen, kernels, params, grads (one buffer per sequence of a batch), losses, next,
+ *   m, v, ema, corpus, from, to} → `ready`. This worker owns elements `from` <= i < `to` of the
+ *   optimizer's work.
+ * - `step` {starts, seqLen, gradScale} → {}: takes sequence numbers j from the shared counter `next`
+ *   until the batch is done, and writes the gradient of sequence j (from zero) into `grads[j]` and
+ *   its loss into `losses[j]`.
+ * - `reduce` → {}: `grads[0][i] += grads[j][i]` for j = 1, 2, ... in order, over its range (once
  *   every worker has answered `step`).
  * - `update` {scale, step, lr, adam, emaDecay} → {}: over its range, the gradient times `scale` (the
  *   clipping factor; 1 for none), an AdamW step on `params`, `m` and `v`, and the EMA update.
@@ -35,7 +36,8 @@ import {
 interface State {
   cfg: ModelConfig;
   layout: ParamLayout;
-  index: number;
+  losses: Float64Array;
+  next: Int32Array;
   sharedParams: Float32Array;
   sharedGrads: Float32Array[];
   m: Float32Array;
@@ -62,7 +64,8 @@ scope.onmessage = (ev: MessageEvent) => {
     state = {
       cfg,
       layout,
-      index: msg.index,
+      losses: new Float64Array(msg.losses),
+      next: new Int32Array(msg.next),
       sharedParams: new Float32Array(msg.params),
       sharedGrads: (msg.grads as SharedArrayBuffer[]).map((b) => new Float32Array(b)),
       m: new Float32Array(msg.m),
@@ -81,17 +84,16 @@ scope.onmessage = (ev: MessageEvent) => {
   const s = state!;
   if (msg.type === "step") {
     s.params.set(s.sharedParams);
-    s.grads.fill(0);
-    let loss = 0;
-    const T: number = msg.seqLen;
+    const T: number = msg.seqLen, starts = msg.starts as number[];
     const inputs = new Array<number>(T), targets = new Array<number>(T);
-    for (const start of msg.starts as number[]) {
+    for (let j = Atomics.add(s.next, 0, 1); j < starts.length; j = Atomics.add(s.next, 0, 1)) {
       inputs[0] = BOS;
       for (let t = 0; t < T; t++) {
-        targets[t] = s.corpus[start + t];
-        if (t + 1 < T) inputs[t + 1] = s.corpus[start + t];
+        targets[t] = s.corpus[starts[j] + t];
+        if (t + 1 < T) inputs[t + 1] = s.corpus[starts[j] + t];
       }
-      loss += sequenceLossAndGrad(
+      s.grads.fill(0);
+      s.losses[j] = sequenceLossAndGrad(
         s.cfg,
         s.layout,
         s.params,
@@ -101,9 +103,9 @@ scope.onmessage = (ev: MessageEvent) => {
         s.scratch,
         msg.gradScale,
       );
+      s.sharedGrads[j].set(s.grads);
     }
-    s.sharedGrads[s.index].set(s.grads);
-    scope.postMessage({ type: "done", loss });
+    scope.postMessage({ type: "done" });
   } else if (msg.type === "reduce") {
     sumInto(s.sharedGrads[0], s.sharedGrads.slice(1), s.from, s.to);
     scope.postMessage({ type: "done" });

@@ -85,7 +85,6 @@ await run(async () => {
   const stopAfter = a["stop-after"] ? int("stop-after", a["stop-after"]) : Infinity;
   const peakLr = Number(a.lr);
   const kernels = chooseKernels(a.kernels);
-  if (batch % nWorkers !== 0) fail(`--batch ${batch} must be a multiple of --workers ${nWorkers}`, EXIT_USAGE);
 
   const resuming = existsSync(out);
   let cfg: ModelConfig;
@@ -121,15 +120,19 @@ await run(async () => {
   const rng = createRng(rngState ?? seed + 1000);
   const trainBytes = new Uint8Array(new SharedArrayBuffer(corpus.train.length));
   trainBytes.set(corpus.train);
-  const perWorker = batch / nWorkers;
-  const grads = Array.from({ length: nWorkers }, () => shared(layout.size));
+  // One gradient buffer per sequence of the batch: the workers take sequences from a shared counter
+  // (the faster one takes more), and the sum over sequences runs in their order, so the bits do not
+  // depend on which worker ran which sequence, nor on how many workers there are.
+  const grads = Array.from({ length: batch }, () => shared(layout.size));
+  const losses = new Float64Array(new SharedArrayBuffer(batch * 8)), next = new Int32Array(new SharedArrayBuffer(4));
   // Worker i owns elements [cut(i), cut(i + 1)) of the optimizer's work (cuts on 16-element bounds).
   const cut = (i: number) => (i === nWorkers ? layout.size : Math.floor((layout.size * i) / nWorkers / 16) * 16);
-  const workers = grads.map((_, index) => {
+  const workers = Array.from({ length: nWorkers }, (_, index) => {
     const w = new Worker(new URL("../model/train-worker.ts", import.meta.url).href, { type: "module" });
     w.postMessage({
-      type: "init", config: cfg, seqLen, kernels, index, from: cut(index), to: cut(index + 1), corpus: trainBytes.buffer,
+      type: "init", config: cfg, seqLen, kernels, from: cut(index), to: cut(index + 1), corpus: trainBytes.buffer,
       params: params.buffer, grads: grads.map((g) => g.buffer), m: m.buffer, v: v.buffer, ema: ema.buffer,
+      losses: losses.buffer, next: next.buffer,
     });
     return w;
   });
@@ -168,15 +171,12 @@ await run(async () => {
   while (step < totalSteps && ran < stopAfter) {
     const span = trainBytes.length - seqLen;
     const starts = Array.from({ length: batch }, () => rng.int(span));
-    const results = await Promise.all(
-      workers.map((w, i) =>
-        call(w, { type: "step", starts: starts.slice(i * perWorker, (i + 1) * perWorker), seqLen, gradScale: 1 / (batch * seqLen) })
-      ),
-    );
-    // The all-reduce into grads[0], the clipping and AdamW + EMA run in the workers, each over its
-    // range; only the norm (one ordered f64 sum) is serial, here.
-    if (nWorkers > 1) await Promise.all(workers.map((w) => call(w, { type: "reduce" })));
-    const loss = results.reduce((s, r) => s + r.loss, 0) / (batch * seqLen) / Math.LN2;
+    Atomics.store(next, 0, 0);
+    await Promise.all(workers.map((w) => call(w, { type: "step", starts, seqLen, gradScale: 1 / (batch * seqLen) })));
+    // The sum over sequences into grads[0], the clipping and AdamW + EMA run in the workers, each over
+    // its range; only the norm (one ordered f64 sum) is serial, here.
+    await Promise.all(workers.map((w) => call(w, { type: "reduce" })));
+    const loss = losses.reduce((s, x) => s + x, 0) / (batch * seqLen) / Math.LN2;
     const norm = gradNorm(grads[0]);
     const lr = learningRate(step, totalSteps, warmup, peakLr, peakLr * 0.1);
     const update = { type: "update", scale: clipFactor(norm, 1.0), step: step + 1, lr, adam, emaDecay };

@@ -67,6 +67,30 @@ test("the optimizer split into ranges (as the workers run it) gives the bits of 
   for (const k of ["p", "m", "v", "e", "g"] as const) expect(Buffer.from(s[k].buffer).equals(Buffer.from(w[k].buffer))).toBe(true);
 });
 
+test("scripts/train.ts: 1, 2 and 3 workers give the same bits (sequences are summed in batch order)", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "ferry-train-workers-"));
+  try {
+    const bits = [];
+    for (const workers of ["1", "2", "3"]) {
+      const out = join(dir, `w${workers}.ckpt`);
+      const r = spawnSync("bun", [
+        "scripts/train.ts", "--out", out, "--preset", "tiny", "--seq", "24", "--batch", "5", "--steps", "3",
+        "--warmup", "1", "--save-every", "3", "--eval-every", "100", "--workers", workers,
+      ], { encoding: "utf8" });
+      expect(r.status).toBe(0);
+      const ck = await readCheckpoint(out);
+      bits.push([...ck.model, ...ck.ema!, ...ck.adam!.m, ...ck.adam!.v].map((t) =>
+        Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength).toString("base64")
+      ));
+    }
+    expect(bits[0].length).toBeGreaterThan(0);
+    expect(bits[1]).toEqual(bits[0]);
+    expect(bits[2]).toEqual(bits[0]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test("scripts/train.ts trains, writes a checkpoint with log and config, and resumes", async () => {
   const dir = mkdtempSync(join(tmpdir(), "ferry-train-"));
   try {
