@@ -48,7 +48,8 @@ Options:
   --eval-every N     steps between held-out evaluations (16 windows) [500]
   --stop-after N     stop (with a checkpoint) after this many steps of this invocation
 ${KERNELS_HELP}
-  --json             print the final summary as JSON (tok_per_s: the rate after the first 20 steps)
+  --json             print the final summary as JSON (tok_per_s: the rate after the first 20 steps;
+                     tok_per_cpu_s and cores_busy: the same steps by CPU time)
   -h, --help         this text
 `;
 
@@ -168,6 +169,12 @@ await run(async () => {
   // The summary's rate: over this invocation's steps after its first WARM (JIT warm-up), if any.
   const WARM = 20;
   let warmAt = lastTime, warmTokens = tokensSeen, stepsDoneAt = lastTime;
+  // CPU time of the whole process (every thread), to tell work from waiting for a core.
+  const cpuSeconds = () => {
+    const u = process.cpuUsage();
+    return (u.user + u.system) / 1e6;
+  };
+  let warmCpu = cpuSeconds(), stepsDoneCpu = warmCpu;
   while (step < totalSteps && ran < stopAfter) {
     const span = trainBytes.length - seqLen;
     const starts = Array.from({ length: batch }, () => rng.int(span));
@@ -185,20 +192,28 @@ await run(async () => {
     lossAvg = Number.isNaN(lossAvg) ? loss : 0.95 * lossAvg + 0.05 * loss;
     const now = performance.now();
     const tps = ((tokensSeen - lastTokens) / (now - lastTime)) * 1000;
-    if (ran === WARM) warmAt = now, warmTokens = tokensSeen;
+    if (ran === WARM) warmAt = now, warmTokens = tokensSeen, warmCpu = cpuSeconds();
     let line = `${step}\t${tokensSeen}\t${loss.toFixed(4)}\t${lr.toExponential(3)}\t${norm.toFixed(3)}\t${tps.toFixed(0)}`;
     if (step % evalEvery === 0 || step === totalSteps) line += `\t${heldOut(ema).toFixed(4)}`;
     if (step % 10 === 0 || line.split("\t").length > 6) await appendFile(logPath, line + "\n");
     lastTime = now, lastTokens = tokensSeen;
-    stepsDoneAt = now;
+    stepsDoneAt = now, stepsDoneCpu = cpuSeconds();
     bar.tick(1, `loss ${lossAvg.toFixed(3)} bits/byte, ${Math.round(tps)} tok/s`);
     if (step % saveEvery === 0 || step === totalSteps) await save();
   }
   if (ran > 0 && step % saveEvery !== 0 && step !== totalSteps) await save();
   bar.done();
   for (const w of workers) w.terminate();
-  const tokPerS = ((tokensSeen - warmTokens) / (stepsDoneAt - warmAt)) * 1000;
-  const summary = { checkpoint: out, step, tokens_seen: tokensSeen, train_loss_bpb: lossAvg, tok_per_s: tokPerS };
+  const wall = (stepsDoneAt - warmAt) / 1000, cpu = stepsDoneCpu - warmCpu;
+  const summary = {
+    checkpoint: out,
+    step,
+    tokens_seen: tokensSeen,
+    train_loss_bpb: lossAvg,
+    tok_per_s: (tokensSeen - warmTokens) / wall,
+    tok_per_cpu_s: (tokensSeen - warmTokens) / cpu,
+    cores_busy: cpu / wall,
+  };
   if (a.json) console.log(JSON.stringify(summary));
   else console.log(`wrote ${out} at step ${step} (${tokensSeen} tokens, train loss ${lossAvg.toFixed(3)} bits/byte)`);
   process.exit(0);
