@@ -298,7 +298,11 @@ export interface AdamConfig {
   weightDecay: number;
 }
 
-/** One AdamW step (decoupled weight decay, not applied to 1-D tensors: norms). `step` counts from 1. */
+/**
+ * One AdamW step (decoupled weight decay, not applied to 1-D tensors: norms). `step` counts from 1.
+ * Only elements `from` <= i < `to` change: each element's update reads only that element, so
+ * workers can each run a range and get the bits of one call over everything.
+ */
 export function adamwStep(
   layout: ParamLayout,
   params: Float32Array,
@@ -308,11 +312,14 @@ export function adamwStep(
   step: number,
   lr: number,
   c: AdamConfig,
+  from = 0,
+  to: number = layout.size,
 ): void {
   const bc1 = 1 - Math.pow(c.beta1, step), bc2 = 1 - Math.pow(c.beta2, step);
   for (const e of layout.entries) {
     const decay = e.dims.length > 1 ? c.weightDecay : 0;
-    for (let i = e.offset; i < e.offset + e.length; i++) {
+    const end = Math.min(e.offset + e.length, to);
+    for (let i = Math.max(e.offset, from); i < end; i++) {
       const g = grads[i];
       const mi = m[i] = c.beta1 * m[i] + (1 - c.beta1) * g;
       const vi = v[i] = c.beta2 * v[i] + (1 - c.beta2) * g * g;
@@ -321,16 +328,35 @@ export function adamwStep(
   }
 }
 
-/** Scales `grads` so their global L2 norm is at most `maxNorm`; returns the norm before clipping. */
-export function clipGradNorm(grads: Float32Array, maxNorm: number): number {
+/** The global L2 norm of `grads` (summed in f64, in index order). */
+export function gradNorm(grads: Float32Array): number {
   let ss = 0;
   for (let i = 0; i < grads.length; i++) ss += grads[i] * grads[i];
-  const norm = Math.sqrt(ss);
-  if (norm > maxNorm) {
-    const k = maxNorm / norm;
-    for (let i = 0; i < grads.length; i++) grads[i] *= k;
-  }
+  return Math.sqrt(ss);
+}
+
+/** The factor `clipGradNorm` scales by: 1 when `norm` <= `maxNorm`. */
+export const clipFactor = (norm: number, maxNorm: number): number => (norm > maxNorm ? maxNorm / norm : 1);
+
+/** Scales `grads` so their global L2 norm is at most `maxNorm`; returns the norm before clipping. */
+export function clipGradNorm(grads: Float32Array, maxNorm: number): number {
+  const norm = gradNorm(grads), k = clipFactor(norm, maxNorm);
+  if (k !== 1) scaleRange(grads, k);
   return norm;
+}
+
+/** `x[i] *= k` for `from` <= i < `to`. */
+export function scaleRange(x: Float32Array, k: number, from = 0, to: number = x.length): void {
+  for (let i = from; i < to; i++) x[i] *= k;
+}
+
+/** `into[i] += parts[p][i]` for each part in order, for `from` <= i < `to` (the gradients' all-reduce). */
+export function sumInto(into: Float32Array, parts: Float32Array[], from = 0, to: number = into.length): void {
+  for (const part of parts) addRange(into, part, from, to);
+}
+
+function addRange(into: Float32Array, x: Float32Array, from: number, to: number): void {
+  for (let i = from; i < to; i++) into[i] += x[i];
 }
 
 /** Linear warm-up to `peak`, then cosine decay to `floor` at `total` steps. */
@@ -340,7 +366,7 @@ export function learningRate(step: number, total: number, warmup: number, peak: 
   return floor + 0.5 * (peak - floor) * (1 + Math.cos(Math.PI * p));
 }
 
-/** ema = decay * ema + (1 - decay) * params. */
-export function emaUpdate(ema: Float32Array, params: Float32Array, decay: number): void {
-  for (let i = 0; i < ema.length; i++) ema[i] = decay * ema[i] + (1 - decay) * params[i];
+/** ema = decay * ema + (1 - decay) * params, for `from` <= i < `to`. */
+export function emaUpdate(ema: Float32Array, params: Float32Array, decay: number, from = 0, to: number = ema.length): void {
+  for (let i = from; i < to; i++) ema[i] = decay * ema[i] + (1 - decay) * params[i];
 }

@@ -33,14 +33,16 @@ trainer's shapes; prefill tokens/s of a 256-token prompt for ferry-wasm, ferry-J
 (one thread); trainer tokens/s with each kernel set on Bun and Deno (scripts/bench-train.ts).
 Options:
   --rounds N      interleaved timing rounds (the best of each is kept)   [5]
-  --steps N       optimizer steps per trainer run                       [30]
+  --steps N       optimizer steps per trainer run                       [50]
+  --train-rounds N  trainer runs of each worker count, interleaved (best kept) [1]
   --skip-train    leave out the trainer runs (they take a few minutes)
   --json          machine-readable output
   -h, --help      this text
 `;
 const { values: a } = cli(HELP, {
   rounds: { type: "string", default: "5" },
-  steps: { type: "string", default: "30" },
+  steps: { type: "string", default: "50" },
+  "train-rounds": { type: "string", default: "1" },
   "skip-train": { type: "boolean", default: false },
   json: { type: "boolean", default: false },
 });
@@ -161,6 +163,8 @@ await run(async () => {
           k,
           "--steps",
           a.steps!,
+          "--rounds",
+          a["train-rounds"]!,
         ], { encoding: "utf8" });
         if (r.status !== 0) {
           throw new Error(`${exe} bench-train --kernels ${k} failed: ${r.stderr.trim().split("\n").pop()}`);

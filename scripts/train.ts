@@ -17,10 +17,9 @@ import { bitsPerByte } from "../model/measure.ts";
 import { buildModel } from "../model/qwen3.ts";
 import { createRng } from "../model/random.ts";
 import {
-  adamwStep,
-  clipGradNorm,
-  emaUpdate,
+  clipFactor,
   flattenTensors,
+  gradNorm,
   learningRate,
   paramLayout,
   viewTensors,
@@ -49,7 +48,8 @@ Options:
   --eval-every N     steps between held-out evaluations (16 windows) [500]
   --stop-after N     stop (with a checkpoint) after this many steps of this invocation
 ${KERNELS_HELP}
-  --json             print the final summary as JSON
+  --json             print the final summary as JSON (tok_per_s: the rate after the first 20 steps;
+                     tok_per_cpu_s and cores_busy: the same steps by CPU time)
   -h, --help         this text
 `;
 
@@ -86,7 +86,6 @@ await run(async () => {
   const stopAfter = a["stop-after"] ? int("stop-after", a["stop-after"]) : Infinity;
   const peakLr = Number(a.lr);
   const kernels = chooseKernels(a.kernels);
-  if (batch % nWorkers !== 0) fail(`--batch ${batch} must be a multiple of --workers ${nWorkers}`, EXIT_USAGE);
 
   const resuming = existsSync(out);
   let cfg: ModelConfig;
@@ -101,15 +100,15 @@ await run(async () => {
   const corpus = await loadBrown();
   const layout = paramLayout(cfg);
   const shared = (n: number) => new Float32Array(new SharedArrayBuffer(n * 4));
-  const params = shared(layout.size);
-  const m = new Float32Array(layout.size), v = new Float32Array(layout.size);
-  let ema: Float32Array = new Float32Array(layout.size);
+  // Everything the optimizer touches is shared: the workers run it, each over its own range.
+  const params = shared(layout.size), m = shared(layout.size), v = shared(layout.size), ema = shared(layout.size);
   let step = 0, tokensSeen = 0, rngState: number[] | undefined;
   if (resuming) {
     const ck = await readCheckpoint(out);
     flattenTensors(layout, ck.model, params);
     if (ck.adam) flattenTensors(layout, ck.adam.m, m), flattenTensors(layout, ck.adam.v, v);
-    ema = ck.ema ? flattenTensors(layout, ck.ema) : params.slice();
+    if (ck.ema) flattenTensors(layout, ck.ema, ema);
+    else ema.set(params);
     step = ck.step;
     tokensSeen = Number(ck.trainer.tokens_seen ?? 0);
     rngState = ck.trainer.rng as number[] | undefined;
@@ -122,11 +121,20 @@ await run(async () => {
   const rng = createRng(rngState ?? seed + 1000);
   const trainBytes = new Uint8Array(new SharedArrayBuffer(corpus.train.length));
   trainBytes.set(corpus.train);
-  const perWorker = batch / nWorkers;
-  const grads = Array.from({ length: nWorkers }, () => shared(layout.size));
-  const workers = grads.map((g) => {
+  // One gradient buffer per sequence of the batch: the workers take sequences from a shared counter
+  // (the faster one takes more), and the sum over sequences runs in their order, so the bits do not
+  // depend on which worker ran which sequence, nor on how many workers there are.
+  const grads = Array.from({ length: batch }, () => shared(layout.size));
+  const losses = new Float64Array(new SharedArrayBuffer(batch * 8)), next = new Int32Array(new SharedArrayBuffer(4));
+  // Worker i owns elements [cut(i), cut(i + 1)) of the optimizer's work (cuts on 16-element bounds).
+  const cut = (i: number) => (i === nWorkers ? layout.size : Math.floor((layout.size * i) / nWorkers / 16) * 16);
+  const workers = Array.from({ length: nWorkers }, (_, index) => {
     const w = new Worker(new URL("../model/train-worker.ts", import.meta.url).href, { type: "module" });
-    w.postMessage({ type: "init", config: cfg, params: params.buffer, grads: g.buffer, corpus: trainBytes.buffer, seqLen, kernels });
+    w.postMessage({
+      type: "init", config: cfg, seqLen, kernels, from: cut(index), to: cut(index + 1), corpus: trainBytes.buffer,
+      params: params.buffer, grads: grads.map((g) => g.buffer), m: m.buffer, v: v.buffer, ema: ema.buffer,
+      losses: losses.buffer, next: next.buffer,
+    });
     return w;
   });
   const call = (w: Worker, msg: unknown) =>
@@ -158,36 +166,54 @@ await run(async () => {
   };
   const heldOut = (f: Float32Array) => bitsPerByte(buildModel(cfg, viewTensors(layout, f)), evalSet);
   let ran = 0, lastTime = performance.now(), lastTokens = tokensSeen, lossAvg = NaN;
+  // The summary's rate: over this invocation's steps after its first WARM (JIT warm-up), if any.
+  const WARM = 20;
+  let warmAt = lastTime, warmTokens = tokensSeen, stepsDoneAt = lastTime;
+  // CPU time of the whole process (every thread), to tell work from waiting for a core.
+  const cpuSeconds = () => {
+    const u = process.cpuUsage();
+    return (u.user + u.system) / 1e6;
+  };
+  let warmCpu = cpuSeconds(), stepsDoneCpu = warmCpu;
   while (step < totalSteps && ran < stopAfter) {
     const span = trainBytes.length - seqLen;
     const starts = Array.from({ length: batch }, () => rng.int(span));
-    const results = await Promise.all(
-      workers.map((w, i) =>
-        call(w, { type: "step", starts: starts.slice(i * perWorker, (i + 1) * perWorker), seqLen, gradScale: 1 / (batch * seqLen) })
-      ),
-    );
-    const total = grads[0];
-    for (let i = 1; i < grads.length; i++) for (let j = 0; j < total.length; j++) total[j] += grads[i][j];
-    const loss = results.reduce((s, r) => s + r.loss, 0) / (batch * seqLen) / Math.LN2;
-    const norm = clipGradNorm(total, 1.0);
+    Atomics.store(next, 0, 0);
+    await Promise.all(workers.map((w) => call(w, { type: "step", starts, seqLen, gradScale: 1 / (batch * seqLen) })));
+    // The sum over sequences into grads[0], the clipping and AdamW + EMA run in the workers, each over
+    // its range; only the norm (one ordered f64 sum) is serial, here.
+    await Promise.all(workers.map((w) => call(w, { type: "reduce" })));
+    const loss = losses.reduce((s, x) => s + x, 0) / (batch * seqLen) / Math.LN2;
+    const norm = gradNorm(grads[0]);
     const lr = learningRate(step, totalSteps, warmup, peakLr, peakLr * 0.1);
-    adamwStep(layout, params, total, m, v, step + 1, lr, adam);
-    emaUpdate(ema, params, emaDecay);
+    const update = { type: "update", scale: clipFactor(norm, 1.0), step: step + 1, lr, adam, emaDecay };
+    await Promise.all(workers.map((w) => call(w, update)));
     step++, ran++, tokensSeen += batch * seqLen;
     lossAvg = Number.isNaN(lossAvg) ? loss : 0.95 * lossAvg + 0.05 * loss;
     const now = performance.now();
     const tps = ((tokensSeen - lastTokens) / (now - lastTime)) * 1000;
+    if (ran === WARM) warmAt = now, warmTokens = tokensSeen, warmCpu = cpuSeconds();
     let line = `${step}\t${tokensSeen}\t${loss.toFixed(4)}\t${lr.toExponential(3)}\t${norm.toFixed(3)}\t${tps.toFixed(0)}`;
     if (step % evalEvery === 0 || step === totalSteps) line += `\t${heldOut(ema).toFixed(4)}`;
     if (step % 10 === 0 || line.split("\t").length > 6) await appendFile(logPath, line + "\n");
     lastTime = now, lastTokens = tokensSeen;
+    stepsDoneAt = now, stepsDoneCpu = cpuSeconds();
     bar.tick(1, `loss ${lossAvg.toFixed(3)} bits/byte, ${Math.round(tps)} tok/s`);
     if (step % saveEvery === 0 || step === totalSteps) await save();
   }
   if (ran > 0 && step % saveEvery !== 0 && step !== totalSteps) await save();
   bar.done();
   for (const w of workers) w.terminate();
-  const summary = { checkpoint: out, step, tokens_seen: tokensSeen, train_loss_bpb: lossAvg };
+  const wall = (stepsDoneAt - warmAt) / 1000, cpu = stepsDoneCpu - warmCpu;
+  const summary = {
+    checkpoint: out,
+    step,
+    tokens_seen: tokensSeen,
+    train_loss_bpb: lossAvg,
+    tok_per_s: (tokensSeen - warmTokens) / wall,
+    tok_per_cpu_s: (tokensSeen - warmTokens) / cpu,
+    cores_busy: cpu / wall,
+  };
   if (a.json) console.log(JSON.stringify(summary));
   else console.log(`wrote ${out} at step ${step} (${tokensSeen} tokens, train loss ${lossAvg.toFixed(3)} bits/byte)`);
   process.exit(0);

@@ -291,7 +291,7 @@ describe("the default model's training figures", () => {
 describe("every benchmark figure in the README names the command that produced it", () => {
   // [where the figure is, a command that must appear in the same section before it (or right after)]
   const FIGURES: Array<[string, string]> = [
-    ["trainer, default config (seq 256, batch 8)", "bun scripts/bench-kernels.ts"],
+    ["trainer on bun 1.4.5, wasm kernels, default config", "bun scripts/bench-train.ts --kernels wasm"],
     ["form                        M x K x N", "bun scripts/bench-kernels.ts"],
     ["| runtime | engine | decode tok/s", "bun scripts/bench-engine.ts"],
     ["one readback (16 bytes, mapAsync)", "deno run -A scripts/bench-webgpu.ts"],

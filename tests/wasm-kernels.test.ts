@@ -91,7 +91,7 @@ for (const [name, form] of Object.entries(FORMS)) {
       64,
       100,
       3,
-    ], [67, 45, 130]];
+    ], [67, 45, 130], [9, 4500, 6]]; // the last: A packed in chunks of 4 rows (long K)
     for (let i = 0; i < 6; i++) shapes.push([1 + rng.int(40), 1 + rng.int(70), 1 + rng.int(40)]);
     for (const [M, K, N] of shapes) {
       for (const accumulate of [false, true]) {

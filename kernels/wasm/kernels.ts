@@ -119,6 +119,8 @@ export interface WasmRaw {
 }
 
 const roundUp = (n: number, m: number) => Math.ceil(n / m) * m;
+/** f32 slots of a chunk of packed A (splatted: four per element). */
+const A_CHUNK = 65536;
 
 function bind(ex: Exports): WasmKernels {
   let heap = new Float32Array(ex.memory.buffer);
@@ -131,17 +133,26 @@ function bind(ex: Exports): WasmKernels {
     if (heap.buffer !== ex.memory.buffer) heap = new Float32Array(ex.memory.buffer);
     return offsets;
   };
-  const gemmScratch = (M: number, N: number, K: number) => roundUp(M, MR) * K + roundUp(N, NR) * K + MR * NR;
+  // A is packed splatted (16 bytes an element) a chunk of rows at a time, so its packed copy stays
+  // about 256 KiB (in L2) whatever M is: each chunk is packed, then multiplied by all of packed B.
+  const chunkRows = (M: number, K: number) =>
+    Math.min(roundUp(M, MR), Math.max(MR, Math.floor(A_CHUNK / (4 * K) / MR) * MR));
+  const gemmScratch = (M: number, N: number, K: number) =>
+    chunkRows(M, K) * 4 * K + roundUp(N, NR) * K + MR * NR;
   const raw: WasmRaw = {
     reserve,
     heap: () => heap,
     gemmScratch,
     gemm(M, N, K, [a, aRs, aKs], [b, bKs, bCs], [c, ldc], accumulate, scratch) {
       if (M === 0 || N === 0) return;
-      const pa = scratch, pb = pa + roundUp(M, MR) * K, tmp = pb + roundUp(N, NR) * K;
-      ex.pack_a(a * 4, aRs, aKs, M, K, pa * 4);
+      const rows = chunkRows(M, K);
+      const pa = scratch, pb = pa + rows * 4 * K, tmp = pb + roundUp(N, NR) * K;
       ex.pack_b(b * 4, bCs, bKs, N, K, pb * 4);
-      ex.gemm(pa * 4, pb * 4, M, N, K, c * 4, ldc, accumulate ? 1 : 0, tmp * 4);
+      for (let m0 = 0; m0 < M; m0 += rows) {
+        const m = Math.min(rows, M - m0);
+        ex.pack_a((a + m0 * aRs) * 4, aRs, aKs, m, K, pa * 4);
+        ex.gemm(pa * 4, pb * 4, m, N, K, (c + m0 * ldc) * 4, ldc, accumulate ? 1 : 0, tmp * 4);
+      }
     },
     softmaxRows: (s, rows, ld, valid0, scale) => ex.softmax_rows(s * 4, rows, ld, valid0, scale),
     softmaxBackRows: (p, d, rows, ld, valid0, scale) =>
