@@ -6,13 +6,14 @@
  * runtime in turn (child processes) and prints one table.
  *
  *   bun scripts/bench-engine.ts --runtimes deno,bun
+ *   git worktree add .bench/before <commit> && bun scripts/bench-engine.ts --against .bench/before
  *
  * @module
  */
 import { spawnSync } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import process from "node:process";
 import { cli, EXIT_USAGE, fail, run } from "./cli.ts";
 import { readCheckpoint } from "../formats/checkpoint.ts";
@@ -36,6 +37,8 @@ Options:
   --reps N            repetitions of each measurement            [5]
   --tokens N          decoded tokens                             [256]
   --runtimes LIST     run under each of these (deno,bun) and merge [this runtime only]
+  --against DIR       also time the integer engine of another ferry checkout at DIR (inside this
+                      one, e.g. a git worktree in .bench/), interleaved with the rest: a before/after
   --json              machine-readable output
   -h, --help          this text
 `;
@@ -60,7 +63,7 @@ async function timeEngine(engine: Engine, prompt: number[], long: number[], toke
   return { decode, prefill };
 }
 
-async function bench(path: string, reps: number, tokens: number): Promise<Row[]> {
+async function bench(path: string, reps: number, tokens: number, against?: string): Promise<Row[]> {
   const ck = await readCheckpoint(path, { sections: ["model"] });
   const { heldOut } = await loadBrown();
   const prompt = encode("The jury said", { bos: true });
@@ -81,6 +84,12 @@ async function bench(path: string, reps: number, tokens: number): Promise<Row[]>
     const float = createFloatEngine(ck.config, ck.model!, path);
     runners["ferry int (lut4)"] = () => timeEngine(int, prompt, long, tokens);
     runners["ferry float (f32)"] = () => timeEngine(float, prompt, long, tokens);
+    if (against) {
+      // The other checkout's own engine on the same file (lut4's bytes are the same in every version).
+      const other = await import(resolve(against, "serve/int-engine.ts")) as { loadIntEngine: typeof loadIntEngine };
+      const before = await other.loadIntEngine(lut);
+      runners[`ferry int (lut4) @ ${against}`] = () => timeEngine(before, prompt, long, tokens);
+    }
     try {
       const { openLlamaGguf } = await import("../serve/llama-cpp.ts");
       for (const type of ["q4_0", "f32"] as const) {
@@ -146,6 +155,7 @@ if (import.meta.main) {
     tokens: { type: "string", default: "256" },
     runtimes: { type: "string" },
     json: { type: "boolean", default: false },
+    against: { type: "string" },
   });
   await run(async () => {
     const path = positionals[0] ?? "model/default/ferry.ckpt";
@@ -166,6 +176,7 @@ if (import.meta.main) {
           a.reps!,
           "--tokens",
           a.tokens!,
+          ...(a.against ? ["--against", a.against] : []),
           "--json",
         ];
         const r = spawnSync(rt, args, {
@@ -176,7 +187,7 @@ if (import.meta.main) {
         if (r.status !== 0) fail(`${rt} run failed (exit ${r.status})`);
         rows.push(...JSON.parse(r.stdout).rows);
       }
-    } else rows = await bench(path, reps, tokens);
+    } else rows = await bench(path, reps, tokens, a.against);
     const meta = {
       checkpoint: path,
       reps,
