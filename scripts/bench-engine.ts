@@ -86,7 +86,9 @@ async function bench(path: string, reps: number, tokens: number, against?: strin
     runners["ferry float (f32)"] = () => timeEngine(float, prompt, long, tokens);
     if (against) {
       // The other checkout's own engine on the same file (lut4's bytes are the same in every version).
-      const other = await import(resolve(against, "serve/int-engine.ts")) as { loadIntEngine: typeof loadIntEngine };
+      const other = await import(resolve(against, "serve/int-engine.ts")) as {
+        loadIntEngine: typeof loadIntEngine;
+      };
       const before = await other.loadIntEngine(lut);
       runners[`ferry int (lut4) @ ${against}`] = () => timeEngine(before, prompt, long, tokens);
     }
