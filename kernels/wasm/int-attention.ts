@@ -29,7 +29,7 @@ import {
   localsAfter,
   lutLocals,
   lutRun,
-  restoringStep,
+  recip16,
   set,
   shiftRightRound,
   shiftRound,
@@ -161,19 +161,8 @@ export function softmaxFn(): Func {
     ]),
     get(stat), get(total), op.i32_store(),
     get(stat), get(sat), op.i32_store(4),
-    // R = recip16(T): bits = bitlen(T); rem = 2^(bits − 1); 16 restoring division steps.
-    op.i32(32), get(total), op.i32_clz, op.i32_sub, set(bits),
-    op.i32(1), get(bits), op.i32(1), op.i32_sub, op.i32_shl, set(rem),
-    get(rem), get(total), op.i32_ge_s,
-    op.if_([op.i32(65535), set(r)], [
-      op.i32(0), set(r),
-      Array.from({ length: 16 }, () => [
-        get(rem), get(rem), op.i32_add, set(rem),
-        get(r), get(r), op.i32_add, set(r),
-        // Unsigned: rem < T < 2^31 before the doubling, so 2 · rem < 2^32.
-        restoringStep(rem, total, r, fits),
-      ]),
-    ]),
+    // R = recip16(T), and bits = bitlen(T).
+    recip16(total, r, bits, rem, fits),
     // R's multiples: rt[k] = k · R.
     op.i32(0), set(acc),
     Array.from({ length: 16 }, (_, k) => [get(rt), get(acc), op.i32_store(4 * k), get(acc), get(r), op.i32_add, set(acc)]),

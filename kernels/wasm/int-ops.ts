@@ -214,3 +214,41 @@ export function restoringStep(rem: number, d: number, q: number, fits: number): 
     get(q), get(fits), op.i32_add, set(q),
   ];
 }
+
+/**
+ * `mx` = the largest |v| (unsigned, so −2^31 counts as 2^31, as round.ts `maxAbs`) of the i32x4
+ * vectors `each` visits: `each` is given the code that folds one vector, found at the address `at`
+ * leaves on the stack, into `mxv`. `lane` is a scratch local.
+ */
+export function maxAbs(each: (body: Code[]) => Code, at: Code, mxv: number, mx: number, lane: number): Code {
+  return [
+    op.v128_const(new Uint8Array(16)), set(mxv),
+    each([get(mxv), at, op.v128_load(), op.i32x4_abs, op.i32x4_max_u, set(mxv)]),
+    op.i32(0), set(mx),
+    [0, 1, 2, 3].map((q) => [
+      get(mxv), op.i32x4_extract_lane(q), set(lane),
+      get(lane), get(mx), op.i32_gt_u, op.if_([get(lane), set(mx)]),
+    ]),
+  ];
+}
+
+/**
+ * `r` = isqrt.ts `recip16(d)` = floor(2^(bitlen(d) + 15) / d), clamped to 2^16 − 1, for 1 ≤ d < 2^31:
+ * `bits` gets bitlen(d); `rem` and `fits` are scratch. Sixteen restoring steps, unsigned (rem < d, so
+ * 2 · rem < 2^32).
+ */
+export function recip16(d: number, r: number, bits: number, rem: number, fits: number): Code {
+  return [
+    op.i32(32), get(d), op.i32_clz, op.i32_sub, set(bits),
+    op.i32(1), get(bits), op.i32(1), op.i32_sub, op.i32_shl, set(rem),
+    get(rem), get(d), op.i32_ge_s,
+    op.if_([op.i32(65535), set(r)], [
+      op.i32(0), set(r),
+      Array.from({ length: 16 }, () => [
+        get(rem), get(rem), op.i32_add, set(rem),
+        get(r), get(r), op.i32_add, set(r),
+        restoringStep(rem, d, r, fits),
+      ]),
+    ]),
+  ];
+}

@@ -32,6 +32,8 @@ import {
   productBits,
   set,
   shiftRight4,
+  maxAbs,
+  recip16,
   restoringStep,
   shiftRound,
   splat4,
@@ -46,7 +48,6 @@ export function quantizeFn(): Func {
   const l = localsAfter(4);
   const i = l.i32(), mx = l.i32(), lane = l.i32(), sh = l.i32(), top = l.i32();
   const mxv = l.v128(), v = l.v128(), topv = l.v128(), negv = l.v128();
-  const zero = op.v128_const(new Uint8Array(16));
   const each = (body: Code[]): Code => [
     op.i32(0), set(i),
     op.block([op.loop([
@@ -59,13 +60,7 @@ export function quantizeFn(): Func {
   const at = (base: number): Code => [get(base), get(i), op.i32(2), op.i32_shl, op.i32_add];
   const store = (value: Code): Code => [at(dst), value, get(topv), op.i32x4_min_s, get(negv), op.i32x4_max_s, op.v128_store()];
   return fn([I32, I32, I32, I32], [I32], l.types, [
-    zero, set(mxv),
-    each([get(mxv), at(src), op.v128_load(), op.i32x4_abs, op.i32x4_max_u, set(mxv)]),
-    op.i32(0), set(mx),
-    [0, 1, 2, 3].map((q) => [
-      get(mxv), op.i32x4_extract_lane(q), set(lane),
-      get(lane), get(mx), op.i32_gt_u, op.if_([get(lane), set(mx)]),
-    ]),
+    maxAbs(each, at(src), mxv, mx, lane),
     get(mx), op.i32_eqz,
     op.if_([op.i32(0), set(sh)], [op.i32(32), get(mx), op.i32_clz, op.i32_sub, get(bits), op.i32_sub, set(sh)]),
     op.i32(1), get(bits), op.i32_shl, op.i32(1), op.i32_sub, set(top),
@@ -137,13 +132,7 @@ export function rmsnormFn(): Func {
   return fn([I32, I32, I32, I32, I32, I32, I32, I32], [], l.types, [
     op.i32(0), set(sat),
     // 1. The largest magnitude (unsigned, as maxAbs); an all-zero x normalises to zeros.
-    zero, set(mxv),
-    each([get(mxv), at(x), op.v128_load(), op.i32x4_abs, op.i32x4_max_u, set(mxv)]),
-    op.i32(0), set(mx),
-    [0, 1, 2, 3].map((q) => [
-      get(mxv), op.i32x4_extract_lane(q), set(lane),
-      get(lane), get(mx), op.i32_gt_u, op.if_([get(lane), set(mx)]),
-    ]),
+    maxAbs(each, at(x), mxv, mx, lane),
     get(mx), op.i32_eqz,
     op.if_([each([at(out), zero, op.v128_store()])], [
       // y = shift(x, s1) clamped to 15 bits (s1 ≤ 0 shifts left and cannot leave 15 bits);
@@ -200,18 +189,8 @@ export function rmsnormFn(): Func {
         op.br(0),
       ])]),
       Array.from({ length: 13 }, () => rootStep([op.i32(0)])),
-      // r = floor(2^(bitlen(root) + 15) / root) (recip16), and the final shift.
-      op.i32(32), get(root), op.i32_clz, op.i32_sub, set(k),
-      op.i32(1), get(k), op.i32(1), op.i32_sub, op.i32_shl, set(rem),
-      get(rem), get(root), op.i32_ge_s,
-      op.if_([op.i32(65535), set(r)], [
-        op.i32(0), set(r),
-        Array.from({ length: 16 }, () => [
-          get(rem), get(rem), op.i32_add, set(rem),
-          get(r), get(r), op.i32_add, set(r),
-          restoringStep(rem, root, r, fits),
-        ]),
-      ]),
+      // r = floor(2^(bitlen(root) + 15) / root) (k = bitlen(root)), and the final shift.
+      recip16(root, r, k, rem, fits),
       get(k), get(s2), op.i32_add, get(extra), op.i32_add, op.i32(13), op.i32_sub, set(sh),
       get(r), op.i32x4_splat, set(rv),
       // z = shift(r · y, sh) clamped to ±32767: four lanes for sh in [1, 31] (always, as norm.ts shows),
