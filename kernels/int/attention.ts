@@ -178,10 +178,6 @@ export function attendGroup(
   }
   const second = hd << 5; // the second head's tables follow the first's
   const first = headOffset(hd, kvHead);
-  if (two) {
-    attendPair(ctx, eq0, eq1, kvHead, first, n, out, oOff);
-    return;
-  }
   // Scores: q · k for each cached position.
   let ko = first;
   let eo = kvHead;
@@ -253,103 +249,6 @@ export function attendGroup(
     }
     out[oOff + i] = shift(m0, toAcc);
     if (two) out[oOff + hd + i] = shift(m1, toAcc);
-  }
-}
-
-/**
- * `attendGroup` for two query heads (their multiples tables already in `ctx.s.qt`): the same integers
- * in the same order, with the one-or-two decision taken once instead of in every inner loop, and each
- * digit's table reads for the two heads side by side.
- */
-function attendPair(
-  ctx: AttentionContext,
-  eq0: number,
-  eq1: number,
-  kvHead: number,
-  first: number,
-  n: number,
-  out: Int32Array,
-  oOff: number,
-): void {
-  const hd = ctx.headDim;
-  const sc = ctx.s;
-  const qt = sc.qt;
-  const keys = ctx.keys;
-  const keyExp = ctx.keyExp;
-  const scores0 = sc.scores0;
-  const scores1 = sc.scores1;
-  const check = checked.on;
-  const second = hd << 5;
-  const kvDim = ctx.kvDim;
-  const kvHeads = ctx.kvHeads;
-  let ko = first;
-  let eo = kvHead;
-  for (let u = 0; u < n; u++) {
-    let dot0 = 0;
-    let dot1 = 0;
-    let tt = 0;
-    const end = ko + hd;
-    for (let i = ko; i < end; i++) {
-      const k = keys[i];
-      const d2 = 16 + ((k >> 8) & 15);
-      const d1 = (k >> 4) & 15;
-      const d0 = k & 15;
-      const ts = tt + second;
-      dot0 = dot0 + (qt[tt + d2] << 8) + (qt[tt + d1] << 4) + qt[tt + d0];
-      dot1 = dot1 + (qt[ts + d2] << 8) + (qt[ts + d1] << 4) + qt[ts + d0];
-      tt = tt + 32;
-    }
-    if (
-      check && !holds(dot0 < 2147483648 && dot0 >= -2147483648 && dot1 < 2147483648 && dot1 >= -2147483648)
-    ) {
-      assertBound(false, `score dot outside int32`);
-    }
-    const ek = keyExp[eo];
-    scores0[u] = shift(dot0, SCORE_EXP - eq0 - ek);
-    scores1[u] = shift(dot1, SCORE_EXP - eq1 - ek);
-    ko = ko + kvDim;
-    eo = eo + kvHeads;
-  }
-  const emax = probabilities(ctx, scores0, n, kvHead);
-  probabilities(ctx, scores1, n, kvHead);
-  const pt0 = sc.pt0;
-  const pt1 = sc.pt1;
-  const live = sc.live;
-  let count = 0;
-  let tp = 0;
-  let vo = first;
-  for (let u = 0; u < n; u++) {
-    const p0 = scores0[u];
-    const p1 = scores1[u];
-    if (p0 !== 0 || p1 !== 0) {
-      multiples(p0, pt0, tp);
-      multiples(p1, pt1, tp);
-      live[count] = vo;
-      count = count + 1;
-      tp = tp + 32;
-    }
-    vo = vo + kvDim;
-  }
-  const values = ctx.values;
-  const toAcc = ACC_EXP - (emax - 15);
-  for (let i = 0; i < hd; i++) {
-    let m0 = 0;
-    let m1 = 0;
-    tp = 0;
-    for (let j = 0; j < count; j++) {
-      const v = values[live[j] + i];
-      const d2 = 16 + ((v >> 8) & 15);
-      const d1 = (v >> 4) & 15;
-      const d0 = v & 15;
-      m0 = m0 + (pt0[tp + d2] << 8) + (pt0[tp + d1] << 4) + pt0[tp + d0];
-      m1 = m1 + (pt1[tp + d2] << 8) + (pt1[tp + d1] << 4) + pt1[tp + d0];
-      tp = tp + 32;
-    }
-    if (check && !holds(m0 < 2147483648 && m0 >= -2147483648 && m1 < 2147483648 && m1 >= -2147483648)) {
-      assertBound(false, "value mix exceeds int32");
-    }
-    out[oOff + i] = shift(m0, toAcc);
-    out[oOff + hd + i] = shift(m1, toAcc);
   }
 }
 
