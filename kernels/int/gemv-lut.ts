@@ -99,9 +99,8 @@ export interface LutSums {
   mem32: Int32Array;
   /** Byte address of the input planes. */
   planesAt: number;
-  /** Byte address of the attention scores' digit sums (192 bytes), and the same as an int32 index. */
+  /** Byte address of the attention scores' digit sums (192 bytes). */
   sumsAt: number;
-  sumsIndex: number;
   /** 128 bytes of `gemv_lut` scratch. */
   scratchAt: number;
   /** The int32 input vector (byte address and index) and the int32 output vector. */

@@ -229,7 +229,6 @@ export function createLutSums(
       mem32,
       planesAt,
       sumsAt,
-      sumsIndex: sumsAt >> 2,
       scratchAt,
       inAt,
       inIndex: inAt >> 2,
