@@ -20,9 +20,7 @@ import {
   ACC_EXP,
   activationTables,
   gemv,
-  gemvPairs,
   type LutMatrix,
-  pairTables,
   type PreparedMatrix,
   prepareMatrix,
 } from "../kernels/int/gemv.ts";
@@ -138,7 +136,6 @@ interface Scratch {
   z: Int32Array;
   a16: Int32Array;
   tabW: Int32Array;
-  tab2: Int32Array;
   tabQ: Int32Array;
   tabF: Int32Array;
   q: Int32Array;
@@ -291,7 +288,6 @@ export function buildIntModel(w: Lut4Weights): IntModel {
       z: new Int32Array(wider),
       a16: new Int32Array(wider),
       tabW: new Int32Array(sh.width << 4),
-      tab2: new Int32Array(sh.width << 7),
       tabQ: new Int32Array(qDim << 4),
       tabF: new Int32Array(sh.ffn << 4),
       q: new Int32Array(qDim),
@@ -487,11 +483,10 @@ export function step(m: IntModel, st: IntState, id: number): void {
       gemvLut(s.k, s.at.k, 0, L.k, lut, m.lutAt[la + 1], m.lutScales[la + 1], NORM_EXP, ACC_EXP);
       gemvLut(s.v, s.at.v, 0, L.v, lut, m.lutAt[la + 2], m.lutScales[la + 2], NORM_EXP, ACC_EXP);
     } else {
-      // q, k and v share one input: its pair tables cost 256 additions per two columns and save half the reads.
-      pairTables(s.z, 0, m.width, s.tab2, s.tabW);
-      gemvPairs(s.q, 0, L.q, s.tab2, NORM_EXP, ACC_EXP);
-      gemvPairs(s.k, 0, L.k, s.tab2, NORM_EXP, ACC_EXP);
-      gemvPairs(s.v, 0, L.v, s.tab2, NORM_EXP, ACC_EXP);
+      activationTables(s.z, 0, m.width, s.tabW);
+      gemv(s.q, 0, L.q, s.tabW, NORM_EXP, ACC_EXP);
+      gemv(s.k, 0, L.k, s.tabW, NORM_EXP, ACC_EXP);
+      gemv(s.v, 0, L.v, s.tabW, NORM_EXP, ACC_EXP);
     }
     let off = 0;
     for (let h = 0; h < m.heads; h++) {
@@ -576,9 +571,9 @@ export function step(m: IntModel, st: IntState, id: number): void {
       );
       gemvLut(s.up, s.at.up, 0, L.up, lut, m.lutAt[la + 5], m.lutScales[la + 5], NORM_EXP, ACC_EXP);
     } else {
-      pairTables(s.z, 0, m.width, s.tab2, s.tabW);
-      gemvPairs(s.gate, 0, L.gate, s.tab2, NORM_EXP, RESIDUAL_EXP);
-      gemvPairs(s.up, 0, L.up, s.tab2, NORM_EXP, ACC_EXP);
+      activationTables(s.z, 0, m.width, s.tabW);
+      gemv(s.gate, 0, L.gate, s.tabW, NORM_EXP, RESIDUAL_EXP);
+      gemv(s.up, 0, L.up, s.tabW, NORM_EXP, ACC_EXP);
     }
     if (lut !== null && s.at.gate >= 0) {
       lut.silu(s.at.gate, m.ffn, lut.siluTAt, lut.siluMulAt, m.silu.t.length - 1, m.silu.half);
@@ -619,8 +614,8 @@ export function step(m: IntModel, st: IntState, id: number): void {
     inputPlanes(s.z, s.at.z, 0, m.width, lut);
     gemvLut(st.logits, -1, 0, m.head, lut, m.lutAt[la], m.lutScales[la], ez, LOGIT_EXP);
   } else {
-    pairTables(s.z, 0, m.width, s.tab2, s.tabW);
-    gemvPairs(st.logits, 0, m.head, s.tab2, ez, LOGIT_EXP);
+    activationTables(s.z, 0, m.width, s.tabW);
+    gemv(st.logits, 0, m.head, s.tabW, ez, LOGIT_EXP);
   }
   st.tokens.push(id);
   st.pos = pos + 1;

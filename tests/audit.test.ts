@@ -182,10 +182,8 @@ test("the integer engine's serving functions hold no multiply, divide, float or 
   for (
     const f of [
       "gemv",
-      "gemvPairs",
       "gemvLut",
       "inputPlanes",
-      "pairTables",
       "activationTables",
       "rmsnorm",
       "isqrtScaled",
