@@ -215,7 +215,7 @@ await run(async () => {
     console.log(
       `${"runtime".padEnd(12)}${"kernels".padEnd(9)}${"one thread".padStart(11)}${"1 worker".padStart(10)}${
         "2 workers".padStart(11)
-      }${"2/1".padStart(7)}`,
+      }${"2/1".padStart(7)}${"2 procs/1".padStart(11)}`,
     );
     for (const t of trainer) {
       const n = (k: string) => t[k] as number;
@@ -224,7 +224,7 @@ await run(async () => {
           f0(n("single_thread_tok_s")).padStart(11)
         }${f0(n("one_worker_tok_s")).padStart(10)}${f0(n("two_workers_tok_s")).padStart(11)}${
           (n("two_over_one").toFixed(2) + "x").padStart(7)
-        }`,
+        }${((t.independent_processes as { two_over_one: number }).two_over_one.toFixed(2) + "x").padStart(11)}`,
       );
     }
     for (let i = 0; i + 1 < trainer.length; i += 2) {

@@ -243,7 +243,7 @@ const hsum = (v: number): Code => [
 export function softmaxRows(): Func {
   const [s, rows, ld, valid0, scale] = [0, 1, 2, 3, 4];
   const L = locals(5);
-  const i = L.local(I32), j = L.local(I32), n = L.local(I32), row = L.local(I32), p = L.local(I32), n4 = L.local(I32);
+  const i = L.local(I32), j = L.local(I32), n = L.local(I32), row = L.local(I32), n4 = L.local(I32);
   const mx = L.local(F32), sum = L.local(F32), inv = L.local(F32);
   const v = L.local(V128), acc = L.local(V128), vs = L.local(V128), t1 = L.local(V128), t2 = L.local(V128), t3 = L.local(V128);
   const addr = [get(row), get(j), op.i32(4), op.i32_mul, op.i32_add];
