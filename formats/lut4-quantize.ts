@@ -178,10 +178,22 @@ export function makeTables(config: ModelConfig) {
   return { exp, silu, siluHalf, ropeCos, ropeSin };
 }
 
-/** eps as mantissa · 2^exp with the mantissa in [2^15, 2^16). */
+/**
+ * eps as mantissa · 2^exp with the mantissa in [2^15, 2^16), rounded to nearest: the one form a lut4
+ * header may hold for a given `rms_norm_eps`.
+ *
+ * @example
+ * ```ts
+ * epsFixed(1e-6); // { mantissa: 34360, exp: -35 }
+ * ```
+ */
 export function epsFixed(eps: number): { mantissa: number; exp: number } {
-  const exp = Math.floor(Math.log2(eps)) - 15;
-  return { mantissa: Math.round(eps * 2 ** -exp), exp };
+  let exp = Math.floor(Math.log2(eps)) - 15;
+  // log2 can land one off next to a power of two, and rounding can carry the mantissa up to 2^16.
+  if (eps * 2 ** -exp < 2 ** 15) exp -= 1;
+  if (eps * 2 ** -exp >= 2 ** 16) exp += 1;
+  const mantissa = Math.round(eps * 2 ** -exp);
+  return mantissa === 2 ** 16 ? { mantissa: 2 ** 15, exp: exp + 1 } : { mantissa, exp };
 }
 
 /** Multiplies column j of a [rows, cols] matrix by f[j]. */

@@ -17,7 +17,14 @@ import { readFile } from "node:fs/promises";
 import { crc32 } from "node:zlib";
 import type { FormatDescriptor, ReadResult, WriteResult } from "./format.ts";
 import { writeAtomic } from "./io.ts";
-import { dequantizeMatrix, type HeadMode, quantizeModel, TABLES, type TensorError } from "./lut4-quantize.ts";
+import {
+  dequantizeMatrix,
+  epsFixed,
+  type HeadMode,
+  quantizeModel,
+  TABLES,
+  type TensorError,
+} from "./lut4-quantize.ts";
 import type { LutMatrix } from "../kernels/int/gemv.ts";
 import { type ModelConfig, validateConfig } from "../model/config.ts";
 import { FormatError } from "../model/error.ts";
@@ -369,7 +376,7 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
     throw new Lut4Error(path, "head", `expected "tied" or "separate", got ${JSON.stringify(h.head)}`);
   }
   const eps = h.rms_eps ?? {};
-  const epsMantissa = int(eps.mantissa, path, "rms_eps.mantissa", 1, 65535);
+  const epsMantissa = int(eps.mantissa, path, "rms_eps.mantissa", 1 << 15, 65535);
   const epsExp = int(eps.exp, path, "rms_eps.exp", -120, 0);
   const inv = inventory(shape, h.head);
   if (!Array.isArray(h.matrices) || !Array.isArray(h.tables)) {
@@ -544,6 +551,16 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
     }, path);
   } catch (e) {
     throw new Lut4Error(path, "header", (e as Error).message);
+  }
+  // The engine normalises with rms_eps and the float model with rms_norm_eps: one number, so one form.
+  const epsWant = epsFixed(config.rms_norm_eps);
+  if (epsMantissa !== epsWant.mantissa || epsExp !== epsWant.exp) {
+    throw new Lut4Error(
+      path,
+      "rms_eps",
+      `expected {mantissa: ${epsWant.mantissa}, exp: ${epsWant.exp}} (rms_norm_eps = ${config.rms_norm_eps} in ` +
+        `fixed point), got {mantissa: ${epsMantissa}, exp: ${epsExp}}`,
+    );
   }
   const sha256 = createHash("sha256").update(file).digest("hex");
   return { path, header: h, weights, config, sha256, bytes: file.length };

@@ -615,6 +615,8 @@ describe("6. lut4: the engine's state is bounded by the file, the data section i
       h.tables[0].length = 2 ** 31, h.tables[0].span.bytes = 2 ** 33;
     }, "exp"],
     ["layers = 1024", (h) => (h.shape.layers = 1024), "matrices"],
+    ["rms_eps one off rms_norm_eps in fixed point", (h) => (h.rms_eps.mantissa += 1), "rms_eps"],
+    ["rms_eps.mantissa below 2^15", (h) => (h.rms_eps = { mantissa: 1, exp: -20 }), "rms_eps.mantissa"],
   ];
   for (const [what, edit, field] of forged) {
     test(`forged: ${what} is refused by field (${field})`, async () => {

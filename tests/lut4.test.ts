@@ -7,7 +7,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { defaultLut4, scratchDir } from "./helpers/lut4-fixture.ts";
 import { dequantizeLut4, lut4Format, parseLut4, readLut4 } from "../formats/lut4.ts";
-import { dequantizeMatrix, quantizeMatrix } from "../formats/lut4-quantize.ts";
+import { dequantizeMatrix, epsFixed, quantizeMatrix } from "../formats/lut4-quantize.ts";
 import { buildModel, createCache, forward } from "../model/qwen3.ts";
 
 setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
@@ -67,6 +67,19 @@ test("the scale of each group minimises squared error over the grid, not max-abs
   expect(error.relRmse).toBeGreaterThan(0);
   expect(error.rmse).toBeCloseTo(Math.sqrt(sse / w.length), 6);
 }, 180_000);
+
+test("epsFixed: a mantissa in [2^15, 2^16) rounded to nearest, also next to a power of two", () => {
+  const below = 2 ** -20 * (1 - 2 ** -20); // rounds up to 2^16 · 2^-36: carried to 2^15 · 2^-35
+  expect(epsFixed(below)).toEqual({ mantissa: 2 ** 15, exp: -35 });
+  expect(epsFixed(2 ** -20)).toEqual({ mantissa: 2 ** 15, exp: -35 });
+  expect(epsFixed(1e-6)).toEqual({ mantissa: 34360, exp: -35 });
+  for (let i = 0; i < 2000; i++) {
+    const eps = 2 ** (-40 + 39 * (i / 2000)) * (1 + (i % 7) * 1e-9);
+    const { mantissa, exp } = epsFixed(eps);
+    expect(mantissa >= 2 ** 15 && mantissa < 2 ** 16 && Number.isInteger(mantissa)).toBe(true);
+    expect(Math.abs(mantissa * 2 ** exp - eps)).toBeLessThanOrEqual(2 ** (exp - 1));
+  }
+});
 
 test("short, truncated, tampered, foreign-schema and non-lut4 files are refused by name", async () => {
   const good = readFileSync(await defaultLut4());
