@@ -38,7 +38,7 @@ export {
 } from "./formats/export.ts";
 export type { Engine, EngineSession, LogitsWanted, SamplingOptions } from "./model/engine.ts";
 export { type EngineFactory, engineKinds, ENGINES, fromTensors, loadEngine } from "./serve/engines.ts";
-export { createFloatEngine, floatEngineOf } from "./model/float-engine.ts";
+export { createFloatEngine, type FloatEngineOptions, floatEngineOf } from "./model/float-engine.ts";
 export { generateAll, generateTokens, type GenerateOptions as EngineGenerateOptions } from "./model/generate.ts";
 export { FormatError, type RefusalDetail } from "./model/error.ts";
 

@@ -79,6 +79,21 @@ export function useKernels(name: KernelsName): KernelsName {
   return currentName;
 }
 
+/**
+ * Promises that these weights will never be written again, so the WebAssembly product may keep each one
+ * packed in its memory and skip copying and packing it on every call (the same bits). Only for weights
+ * nothing else will write: a model read from a file for inference, never the trainer's live weights.
+ * The reference kernels need no promise.
+ *
+ * @example
+ * ```ts
+ * freezeWeights(tensors.map((t) => t.data)); // tensors from a format's reader, owned by one engine
+ * ```
+ */
+export function freezeWeights(weights: Iterable<Float32Array>): void {
+  if (wasmKernels) for (const w of weights) wasmKernels.freeze(w);
+}
+
 /** The kernel set in use. */
 export function kernelsInUse(): KernelsName {
   return currentName;

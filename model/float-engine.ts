@@ -12,6 +12,7 @@
  * ```
  * @module
  */
+import { freezeWeights } from "../kernels/kernels.ts";
 import type { ModelConfig } from "./config.ts";
 import type { Engine, EngineSession, LogitsWanted, SamplingOptions } from "./engine.ts";
 import { buildModel, createCache, forward, type Model } from "./qwen3.ts";
@@ -19,12 +20,28 @@ import { createRng, type Rng } from "./random.ts";
 import { pickToken } from "./sample.ts";
 import type { Tensor } from "./tensor.ts";
 
+/** How a float engine may treat the tensors it is given. */
+export interface FloatEngineOptions {
+  /**
+   * The caller will never write the tensors again (they were read from a file for this engine alone),
+   * so the kernels may keep prepared copies of them: see kernels/kernels.ts `freezeWeights`.
+   */
+  frozen?: boolean;
+}
+
 /**
  * A float engine over `tensors`, which must be exactly the ones `config` implies (checked; the
  * refusal names `source`). The tensors are used in place, not copied.
  */
-export function createFloatEngine(config: ModelConfig, tensors: Tensor[], source = "tensors"): Engine {
-  return floatEngineOf(buildModel(config, tensors, source), source);
+export function createFloatEngine(
+  config: ModelConfig,
+  tensors: Tensor[],
+  source = "tensors",
+  options: FloatEngineOptions = {},
+): Engine {
+  const model = buildModel(config, tensors, source);
+  if (options.frozen) freezeWeights(tensors.map((t) => t.data));
+  return floatEngineOf(model, source);
 }
 
 /** The float engine over a model already built (the trainer evaluates its live weights this way). */

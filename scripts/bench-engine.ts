@@ -81,7 +81,7 @@ async function bench(path: string, reps: number, tokens: number, against?: strin
     await lut4Format.write(lut, input, { dtype: "q4" });
     const runners: Record<string, () => Promise<{ decode: number; prefill: number }>> = {};
     const int = await loadIntEngine(lut);
-    const float = createFloatEngine(ck.config, ck.model!, path);
+    const float = createFloatEngine(ck.config, ck.model!, path, { frozen: true }); // as loadEngine serves it
     runners["ferry int (lut4)"] = () => timeEngine(int, prompt, long, tokens);
     runners["ferry float (f32)"] = () => timeEngine(float, prompt, long, tokens);
     if (against) {

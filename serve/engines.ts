@@ -51,7 +51,11 @@ export function fromTensors(
 
 /** Every engine, by kind; each loads its module only when used (WebGPU code never loads under Bun). */
 export const ENGINES: Readonly<Record<string, () => Promise<EngineFactory>>> = {
-  float: async () => fromTensors((await import("../model/float-engine.ts")).createFloatEngine),
+  // The tensors were just read from the file for this engine alone: frozen.
+  float: async () => {
+    const { createFloatEngine } = await import("../model/float-engine.ts");
+    return fromTensors((config, tensors, source) => createFloatEngine(config, tensors, source, { frozen: true }));
+  },
   int: async () => (await import("./int-engine.ts")).intEngineFactory,
   webgpu: async () => (await import("../kernels/webgpu/engine.ts")).loadWebGpuEngine,
 };

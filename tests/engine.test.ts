@@ -136,4 +136,15 @@ describe("loadEngine", () => {
     await writeCheckpoint(ckpt, cfg, { step: 1, model: tensors });
     await expect(loadEngine(ckpt)).rejects.toThrow(/training checkpoint/);
   });
+
+  test("the loaded float engine (its weights frozen) gives an unfrozen engine's bits, prefill and decode", async () => {
+    const frozen = (await loadEngine(join(dir, "m.f32.dmexp"))).start();
+    const plain = createFloatEngine(cfg, tensors).start();
+    let ids = prompt;
+    for (let step = 0; step < 20; step++) {
+      const [got, want] = [await frozen.feed(ids), await plain.feed(ids)];
+      expect(new Uint8Array(got.buffer)).toEqual(new Uint8Array(want.buffer));
+      ids = [plain.pick()];
+    }
+  });
 });

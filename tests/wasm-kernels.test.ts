@@ -10,7 +10,7 @@
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { assemble, fn, I32, op, simdSupported, sleb, uleb } from "../kernels/wasm/asm.ts";
-import { wasmKernels } from "../kernels/wasm/kernels.ts";
+import { createWasmKernels, FROZEN_SLOTS, wasmKernels } from "../kernels/wasm/kernels.ts";
 import * as cpu from "../kernels/cpu.ts";
 import * as grad from "../kernels/cpu-grad.ts";
 import { kernelsInUse, matmulNN, matmulTN, useKernels } from "../kernels/kernels.ts";
@@ -129,6 +129,36 @@ test("a product's row does not depend on how many rows came with it (decode = pr
   for (const m of [0, 5, 28]) {
     W.matmul(row, a.subarray(m * K, (m + 1) * K), b, 1, K, N);
     expect(row).toEqual(all.subarray(m * N, (m + 1) * N));
+  }
+});
+
+test("a frozen weight gives the unfrozen product's bits: one row or many, accumulating, kept or packed again", () => {
+  const bits = (x: Float32Array) => new Uint8Array(x.buffer, x.byteOffset, x.byteLength);
+  // 4,000 slots hold two of the small weights' packed copies (1,600 each), so a third drops them all,
+  // and never the large one (25,344), which then takes the unfrozen path.
+  for (const budget of [FROZEN_SLOTS, 4000]) {
+    const F = createWasmKernels(budget);
+    const weights: [Float32Array, number, number][] = [
+      [rand(33 * 40), 40, 33],
+      [rand(33 * 40), 40, 33],
+      [rand(33 * 40 + 7), 40, 33], // a longer array than the product reads
+      [rand(258 * 96), 96, 258],
+    ];
+    for (const [w] of weights) F.freeze(w);
+    for (let round = 0; round < 3; round++) {
+      for (const i of [0, 1, 2, 3, 2, 0]) {
+        const [w, K, N] = weights[i];
+        for (const M of [1, 7]) {
+          for (const accumulate of [false, true]) {
+            const a = rand(M * K), start = rand(M * N);
+            const got = start.slice(), want = start.slice();
+            F.matmul(got, a, w, M, K, N, accumulate);
+            W.matmul(want, a, w, M, K, N, accumulate);
+            expect(bits(got)).toEqual(bits(want));
+          }
+        }
+      }
+    }
   }
 });
 

@@ -93,11 +93,16 @@ function pack(W: number, splat: boolean): Func {
       get(i0), op.i32(W), op.i32_add, get(rows), op.i32_le_s,
       op.if_(
         [
-          get(is), op.i32(1), op.i32_eq,
-          op.if_(
-            [perK(Array.from({ length: W / 4 }, (_, q) => vectors(q)))],
-            [perK(Array.from({ length: W }, (_, j) => store(j, element(j))))],
-          ),
+          // Panels narrower than a vector (W = 1, for one-row products) always go one by one.
+          W % 4 === 0
+            ? [
+              get(is), op.i32(1), op.i32_eq,
+              op.if_(
+                [perK(Array.from({ length: W / 4 }, (_, q) => vectors(q)))],
+                [perK(Array.from({ length: W }, (_, j) => store(j, element(j))))],
+              ),
+            ]
+            : perK(Array.from({ length: W }, (_, j) => store(j, element(j)))),
         ],
         [perK(Array.from({ length: W }, (_, j) =>
           store(j, [

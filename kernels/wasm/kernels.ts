@@ -21,7 +21,20 @@ interface Exports {
   memory: WebAssembly.Memory;
   pack_a(src: number, rs: number, ks: number, M: number, K: number, dst: number): void;
   pack_b(src: number, cs: number, ks: number, N: number, K: number, dst: number): void;
+  /** pack_a and gemm (below) for one row, a 1 x NR tile: a decode step's products without MR - 1 idle rows. */
+  pack_a1(src: number, rs: number, ks: number, M: number, K: number, dst: number): void;
   gemm(
+    pa: number,
+    pb: number,
+    M: number,
+    N: number,
+    K: number,
+    c: number,
+    ldc: number,
+    acc: number,
+    tmp: number,
+  ): void;
+  gemm1(
     pa: number,
     pb: number,
     M: number,
@@ -46,6 +59,8 @@ export function wasmModuleBytes(): Uint8Array<ArrayBuffer> {
       pack_a: packA(),
       pack_b: packB(),
       gemm: gemm(),
+      pack_a1: packA(1),
+      gemm1: gemm(1),
       softmax_rows: softmaxRows(),
       softmax_back_rows: softmaxBackRows(),
       swiglu: swiglu(),
@@ -83,6 +98,12 @@ export interface WasmKernels extends AttentionKernels {
     g: Float32Array,
     u: Float32Array,
   ): void;
+  /**
+   * Promises that `w` will never be written again, so `matmul` may pack it once into the instance's
+   * memory and reuse that copy (same bits: the product is the same). A model loaded from a file for
+   * inference is frozen; the trainer's live weights are not.
+   */
+  freeze(w: Float32Array): void;
   /** The instance's exports, for kernels built on the product (attention). */
   raw: WasmRaw;
 }
@@ -92,7 +113,10 @@ export type View = [number, number, number];
 
 /** Direct access to the instance: its memory as f32, an arena, and the product on f32 offsets. */
 export interface WasmRaw {
-  /** Reserves `sizes` f32 slots (each 16-byte aligned) from offset 0; returns their f32 offsets. */
+  /**
+   * Reserves `sizes` f32 slots (each 16-byte aligned) for this call, from the start of the per-call
+   * arena (above the frozen weights' packed copies); returns their f32 offsets.
+   */
   reserve(sizes: number[]): number[];
   /** The memory as f32 (a fresh view after any growth: call after `reserve`). */
   heap(): Float32Array;
@@ -121,12 +145,20 @@ export interface WasmRaw {
 const roundUp = (n: number, m: number) => Math.ceil(n / m) * m;
 /** f32 slots of a chunk of packed A (splatted: four per element). */
 const A_CHUNK = 65536;
+/**
+ * f32 slots kept for frozen weights' packed copies (256 MiB). When a weight does not fit, every kept
+ * copy is dropped and packing starts again, so a model larger than this costs what unfrozen weights
+ * cost (a copy and a pack per product), never more memory.
+ */
+export const FROZEN_SLOTS = 64 << 20;
 
-function bind(ex: Exports): WasmKernels {
+function bind(ex: Exports, frozenSlots: number): WasmKernels {
   let heap = new Float32Array(ex.memory.buffer);
+  // The memory: frozen weights' packed copies in [0, arena), then the per-call arena.
+  let arena = 0;
   const reserve = (sizes: number[]): number[] => {
     const offsets: number[] = [];
-    let end = 0;
+    let end = arena;
     for (const s of sizes) offsets.push(end), end += roundUp(s, 4);
     const need = end * 4 - ex.memory.buffer.byteLength;
     if (need > 0) ex.memory.grow(Math.ceil(need / 65536));
@@ -138,25 +170,62 @@ function bind(ex: Exports): WasmKernels {
   const chunkRows = (M: number, K: number) =>
     Math.min(roundUp(M, MR), Math.max(MR, Math.floor(A_CHUNK / (4 * K) / MR) * MR));
   const gemmScratch = (M: number, N: number, K: number) =>
-    chunkRows(M, K) * 4 * K + roundUp(N, NR) * K + MR * NR;
+    chunkRows(M, K) * 4 * K + MR * NR + roundUp(N, NR) * K;
+  // C (+)= A B with B already packed at f32 offset pb; scratch holds packed A's chunk, then gemm's tile.
+  const gemmPacked = (
+    M: number,
+    N: number,
+    K: number,
+    [a, aRs, aKs]: View,
+    pb: number,
+    [c, ldc]: [number, number],
+    accumulate: boolean,
+    scratch: number,
+  ) => {
+    const rows = chunkRows(M, K), pa = scratch, tmp = pa + rows * 4 * K;
+    if (M === 1) {
+      // Each output is the same f32 sum in the same k order as in an MR-row tile: the same bits.
+      ex.pack_a1(a * 4, aRs, aKs, 1, K, pa * 4);
+      ex.gemm1(pa * 4, pb * 4, 1, N, K, c * 4, ldc, accumulate ? 1 : 0, tmp * 4);
+      return;
+    }
+    for (let m0 = 0; m0 < M; m0 += rows) {
+      const m = Math.min(rows, M - m0);
+      ex.pack_a((a + m0 * aRs) * 4, aRs, aKs, m, K, pa * 4);
+      ex.gemm(pa * 4, pb * 4, m, N, K, (c + m0 * ldc) * 4, ldc, accumulate ? 1 : 0, tmp * 4);
+    }
+  };
   const raw: WasmRaw = {
     reserve,
     heap: () => heap,
     gemmScratch,
-    gemm(M, N, K, [a, aRs, aKs], [b, bKs, bCs], [c, ldc], accumulate, scratch) {
+    gemm(M, N, K, A, [b, bKs, bCs], C, accumulate, scratch) {
       if (M === 0 || N === 0) return;
-      const rows = chunkRows(M, K);
-      const pa = scratch, pb = pa + rows * 4 * K, tmp = pb + roundUp(N, NR) * K;
+      const pb = scratch + chunkRows(M, K) * 4 * K + MR * NR; // past gemmPacked's scratch
       ex.pack_b(b * 4, bCs, bKs, N, K, pb * 4);
-      for (let m0 = 0; m0 < M; m0 += rows) {
-        const m = Math.min(rows, M - m0);
-        ex.pack_a((a + m0 * aRs) * 4, aRs, aKs, m, K, pa * 4);
-        ex.gemm(pa * 4, pb * 4, m, N, K, (c + m0 * ldc) * 4, ldc, accumulate ? 1 : 0, tmp * 4);
-      }
+      gemmPacked(M, N, K, A, pb, C, accumulate, scratch);
     },
     softmaxRows: (s, rows, ld, valid0, scale) => ex.softmax_rows(s * 4, rows, ld, valid0, scale),
     softmaxBackRows: (p, d, rows, ld, valid0, scale) =>
       ex.softmax_back_rows(p * 4, d * 4, rows, ld, valid0, scale),
+  };
+  // Frozen weights (see `freeze`): each one's packed copy, as the B of x @ w^T, sits in [0, arena).
+  const frozen = new WeakSet<Float32Array>();
+  let packedAt = new WeakMap<Float32Array, { at: number; K: number; N: number }>();
+  // The f32 offset of w's packed copy, packing it now if need be; undefined if it cannot be kept.
+  const packedWeight = (w: Float32Array, K: number, N: number): number | undefined => {
+    const kept = packedAt.get(w);
+    if (kept) return kept.K === K && kept.N === N ? kept.at : undefined;
+    const size = roundUp(N, NR) * K;
+    if (size > frozenSlots || w.length < K * N) return undefined;
+    if (arena + size > frozenSlots) packedAt = new WeakMap(), arena = 0; // drop them all, start again
+    const at = arena;
+    arena += roundUp(size, 4);
+    const [wo] = reserve([K * N]); // w's plain copy, in the arena just above
+    heap.set(w.length === K * N ? w : w.subarray(0, K * N), wo);
+    ex.pack_b(wo * 4, K, 1, N, K, at * 4);
+    packedAt.set(w, { at, K, N });
+    return at;
   };
   // One product over copies of the operands: A(m, k) = a[m*aRs + k*aKs], B(k, n) = b[k*bKs + n*bCs].
   const product = (
@@ -195,16 +264,34 @@ function bind(ex: Exports): WasmKernels {
       ex.swiglu_back(dho * 4, duo * 4, dho * 4, go * 4, uo * 4, n);
       dg.set(heap.subarray(dho, dho + n)), du.set(heap.subarray(duo, duo + n));
     },
-    matmul: (out, a, b, M, K, N, accumulate = false) => product(out, a, b, M, K, N, accumulate, K, 1, 1, K),
+    matmul(out, a, b, M, K, N, accumulate = false) {
+      const pb = frozen.has(b) && M > 0 && N > 0 ? packedWeight(b, K, N) : undefined;
+      if (pb === undefined) return product(out, a, b, M, K, N, accumulate, K, 1, 1, K);
+      // The same product with B packed once: the same bits, without copying and packing w each call.
+      const [ao, co, s] = reserve([M * K, M * N, gemmScratch(M, N, K)]);
+      heap.set(a.length === M * K ? a : a.subarray(0, M * K), ao);
+      if (accumulate) heap.set(out.subarray(0, M * N), co);
+      gemmPacked(M, N, K, [ao, K, 1], pb, [co, N], accumulate, s);
+      out.set(heap.subarray(co, co + M * N));
+    },
+    freeze: (w) => void frozen.add(w),
     matmulNN: (out, a, b, M, K, N, accumulate = false) => product(out, a, b, M, K, N, accumulate, K, 1, N, 1),
     matmulTN: (out, a, b, M, K, N, accumulate = false) => product(out, a, b, M, K, N, accumulate, 1, M, N, 1),
   };
 }
 
-function load(): WasmKernels | undefined {
-  if (!simdSupported()) return undefined;
+/**
+ * A fresh instance of the kernels with its own memory; `frozenSlots` bounds the frozen weights' packed
+ * copies (tests pass a small one to see them dropped and packed again). Throws where the runtime lacks
+ * WebAssembly SIMD.
+ */
+export function createWasmKernels(frozenSlots = FROZEN_SLOTS): WasmKernels {
   const instance = new WebAssembly.Instance(new WebAssembly.Module(wasmModuleBytes()));
-  return bind(instance.exports as unknown as Exports);
+  return bind(instance.exports as unknown as Exports, frozenSlots);
+}
+
+function load(): WasmKernels | undefined {
+  return simdSupported() ? createWasmKernels() : undefined;
 }
 
 /** The kernels, or undefined where this runtime lacks WebAssembly SIMD. */
