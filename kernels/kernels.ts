@@ -91,7 +91,8 @@ export function useKernels(name: KernelsName): KernelsName {
  * ```
  */
 export function freezeWeights(weights: Iterable<Float32Array>): void {
-  if (wasmKernels) for (const w of weights) wasmKernels.freeze(w);
+  if (!wasmKernels) return;
+  for (const w of weights) wasmKernels.freeze(w);
 }
 
 /** The kernel set in use. */

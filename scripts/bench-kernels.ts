@@ -227,7 +227,9 @@ await run(async () => {
           f0(n("single_thread_tok_s")).padStart(11)
         }${f0(n("one_worker_tok_s")).padStart(10)}${f0(n("two_workers_tok_s")).padStart(11)}${
           (n("two_over_one").toFixed(2) + "x").padStart(7)
-        }${((t.independent_processes as { two_over_one: number }).two_over_one.toFixed(2) + "x").padStart(11)}`,
+        }${
+          ((t.independent_processes as { two_over_one: number }).two_over_one.toFixed(2) + "x").padStart(11)
+        }`,
       );
     }
     for (let i = 0; i + 1 < trainer.length; i += 2) {

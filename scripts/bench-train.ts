@@ -40,7 +40,9 @@ const { values: a } = cli(HELP, {
 const kernels = chooseKernels(a.kernels);
 const rounds = Number(a.rounds), steps = Number(a.steps);
 if (!Number.isInteger(rounds) || rounds < 1) fail("--rounds expects a positive integer", EXIT_USAGE);
-if (!Number.isInteger(steps) || steps <= 20) fail("--steps expects an integer above 20 (the first 20 are warm-up)", EXIT_USAGE);
+if (!Number.isInteger(steps) || steps <= 20) {
+  fail("--steps expects an integer above 20 (the first 20 are warm-up)", EXIT_USAGE);
+}
 
 const cfg = PRESETS.default, T = 256, layout = paramLayout(cfg);
 
@@ -67,12 +69,22 @@ if (a["probe-ms"] !== undefined) {
 function probes(count: number): Promise<number[]> {
   const one = () =>
     new Promise<number>((resolve, reject) => {
-      const args = [...(process.versions.bun ? [] : ["run", "-A"]), "scripts/bench-train.ts", "--kernels", kernels, "--probe-ms", "6000"];
+      const args = [
+        ...(process.versions.bun ? [] : ["run", "-A"]),
+        "scripts/bench-train.ts",
+        "--kernels",
+        kernels,
+        "--probe-ms",
+        "6000",
+      ];
       const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "inherit"] });
       let out = "";
       child.stdout.on("data", (d) => (out += d));
       child.on("error", reject);
-      child.on("close", (code) => (code === 0 ? resolve(Number(out.trim())) : reject(new Error(`probe exited ${code}`))));
+      child.on(
+        "close",
+        (code) => (code === 0 ? resolve(Number(out.trim())) : reject(new Error(`probe exited ${code}`))),
+      );
     });
   return Promise.all(Array.from({ length: count }, one));
 }
@@ -86,8 +98,24 @@ await run(async () => {
     try {
       const r = spawnSync(process.execPath, [
         ...(process.versions.bun ? [] : ["run", "-A"]),
-        "scripts/train.ts", "--out", join(dir, "b.ckpt"), "--preset", "default", "--steps", String(steps), "--batch", "8",
-        "--workers", String(workers), "--save-every", "100000", "--eval-every", "100000", "--kernels", kernels, "--json",
+        "scripts/train.ts",
+        "--out",
+        join(dir, "b.ckpt"),
+        "--preset",
+        "default",
+        "--steps",
+        String(steps),
+        "--batch",
+        "8",
+        "--workers",
+        String(workers),
+        "--save-every",
+        "100000",
+        "--eval-every",
+        "100000",
+        "--kernels",
+        kernels,
+        "--json",
       ], { encoding: "utf8" });
       if (r.status !== 0) throw new Error(`trainer failed: ${r.stderr}`);
       return JSON.parse(r.stdout.trim().split("\n").pop()!); // its rates after its first 20 steps
@@ -110,18 +138,51 @@ await run(async () => {
   // how many cores each run kept busy (below 2 with two workers: waiting, for each other or a core).
   const cpu = { one_worker: best1!.tok_per_cpu_s, two_workers: best2!.tok_per_cpu_s };
   const cores = { one_worker: best1!.cores_busy, two_workers: best2!.cores_busy };
-  const runtime = process.versions.bun ? `bun ${process.versions.bun}` : `deno ${(globalThis as any).Deno?.version?.deno}`;
-  const load = `load ${loadBefore.toFixed(1)} before, ${loadavg()[0].toFixed(1)} after, on ${navigator.hardwareConcurrency} cores`;
-  const result = { runtime, kernels, load, params: layout.size, single_thread_tok_s: alone, one_worker_tok_s: one, two_workers_tok_s: two, two_over_one: two / one, independent_processes: { one_tok_s: alone, two_tok_s: pair, two_over_one: ceiling }, two_over_one_of_ceiling: two / one / ceiling, tok_per_cpu_s: cpu, cores_busy: cores };
+  const runtime = process.versions.bun
+    ? `bun ${process.versions.bun}`
+    : `deno ${(globalThis as any).Deno?.version?.deno}`;
+  const load = `load ${loadBefore.toFixed(1)} before, ${
+    loadavg()[0].toFixed(1)
+  } after, on ${navigator.hardwareConcurrency} cores`;
+  const result = {
+    runtime,
+    kernels,
+    load,
+    params: layout.size,
+    single_thread_tok_s: alone,
+    one_worker_tok_s: one,
+    two_workers_tok_s: two,
+    two_over_one: two / one,
+    independent_processes: { one_tok_s: alone, two_tok_s: pair, two_over_one: ceiling },
+    two_over_one_of_ceiling: two / one / ceiling,
+    tok_per_cpu_s: cpu,
+    cores_busy: cores,
+  };
   if (a.json) console.log(JSON.stringify(result, null, 2));
   else {
-    console.log(`trainer on ${runtime}, ${kernels} kernels, default config (${layout.size} params, seq 256, batch 8), ${load}`);
+    console.log(
+      `trainer on ${runtime}, ${kernels} kernels, default config (${layout.size} params, seq 256, batch 8), ${load}`,
+    );
     console.log(`  loss+grad, 1 process       ${alone.toFixed(0)} tok/s`);
     console.log(`  train.ts, 1 worker         ${one.toFixed(0)} tok/s`);
-    console.log(`  train.ts, 2 workers        ${two.toFixed(0)} tok/s   (${(two / one).toFixed(2)}x of 1 worker)`);
-    console.log(`  loss+grad, 2 processes     ${pair.toFixed(0)} tok/s   (${ceiling.toFixed(2)}x of 1: this machine's own 2-core scaling)`);
+    console.log(
+      `  train.ts, 2 workers        ${two.toFixed(0)} tok/s   (${(two / one).toFixed(2)}x of 1 worker)`,
+    );
+    console.log(
+      `  loss+grad, 2 processes     ${pair.toFixed(0)} tok/s   (${
+        ceiling.toFixed(2)
+      }x of 1: this machine's own 2-core scaling)`,
+    );
     console.log(`  2 workers / 2 processes    ${(two / one / ceiling).toFixed(2)}`);
-    console.log(`  tokens per CPU-second      1 worker ${cpu.one_worker.toFixed(0)}, 2 workers ${cpu.two_workers.toFixed(0)} (${(cpu.two_workers / cpu.one_worker).toFixed(2)}x)`);
-    console.log(`  cores busy                 1 worker ${cores.one_worker.toFixed(2)}, 2 workers ${cores.two_workers.toFixed(2)}`);
+    console.log(
+      `  tokens per CPU-second      1 worker ${cpu.one_worker.toFixed(0)}, 2 workers ${
+        cpu.two_workers.toFixed(0)
+      } (${(cpu.two_workers / cpu.one_worker).toFixed(2)}x)`,
+    );
+    console.log(
+      `  cores busy                 1 worker ${cores.one_worker.toFixed(2)}, 2 workers ${
+        cores.two_workers.toFixed(2)
+      }`,
+    );
   }
 });

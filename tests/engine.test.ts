@@ -5,7 +5,7 @@ import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { FORMATS, formatOf, readExport } from "../formats/mod.ts";
+import { formatOf, FORMATS, readExport } from "../formats/mod.ts";
 import { writeCheckpoint } from "../formats/checkpoint.ts";
 import { FormatError } from "../model/error.ts";
 import { PRESETS } from "../model/config.ts";
@@ -35,7 +35,13 @@ describe("the format registry", () => {
       expect(format.dtypes).toContain(format.defaultDtype);
       const dtype = format.dtypes.includes("f32") ? "f32" : format.defaultDtype; // lossless
       const path = join(dir, `m.${dtype}${format.extension}`);
-      const input = { config: cfg, tensors: tensors.map(tensorSource), source: "t@step0", step: 0, name: "m" };
+      const input = {
+        config: cfg,
+        tensors: tensors.map(tensorSource),
+        source: "t@step0",
+        step: 0,
+        name: "m",
+      };
       const written = await format.write(path, input, { dtype });
       expect(written.file).toBe(path);
       expect(written.tensors).toBe(tensors.length);
@@ -45,7 +51,9 @@ describe("the format registry", () => {
       expect(back.config).toEqual(cfg);
       for (const t of tensors) {
         const got = back.tensors.find((b) => b.name === t.name)!;
-        expect(`${format.name} ${t.name} ${got.data.every((v, i) => v === t.data[i])}`).toBe(`${format.name} ${t.name} true`);
+        expect(`${format.name} ${t.name} ${got.data.every((v, i) => v === t.data[i])}`).toBe(
+          `${format.name} ${t.name} true`,
+        );
       }
       expect(typeof (await format.inspect(path))).toBe("object");
     }
@@ -110,7 +118,9 @@ describe("the float engine", () => {
 
   test("generation stops at the context's end and, by default, at EOS", async () => {
     const ids: number[] = [];
-    for await (const id of generateTokens(engine, prompt, { maxTokens: 10_000, stopAtEos: false })) ids.push(id);
+    for await (const id of generateTokens(engine, prompt, { maxTokens: 10_000, stopAtEos: false })) {
+      ids.push(id);
+    }
     expect(ids.length).toBe(cfg.max_position_embeddings - prompt.length);
     const stopped = await generateAll(engine, prompt, { maxTokens: 10_000, temperature: 3, seed: 1 });
     expect(stopped.includes(EOS)).toBe(false);
@@ -129,7 +139,9 @@ describe("loadEngine", () => {
     expect(engine.kind).toBe("float");
     expect(engine.source).toBe(path);
     const ref = buildModel(cfg, tensors);
-    expect(await engine.start().feed(prompt)).toEqual(forward(ref, createCache(ref), prompt).slice(-cfg.vocab_size));
+    expect(await engine.start().feed(prompt)).toEqual(
+      forward(ref, createCache(ref), prompt).slice(-cfg.vocab_size),
+    );
     await expect(loadEngine(path, "abacus")).rejects.toThrow(/unknown engine abacus \(known: float/);
     await expect(loadEngine(join(dir, "notes.txt"))).rejects.toBeInstanceOf(FormatError);
     const ckpt = join(dir, "run.ckpt");

@@ -87,11 +87,22 @@ function refTN(
 
 for (const [name, form] of Object.entries(FORMS)) {
   test(`${name}: the fixed-order f32 sum exactly, and the reference within (K+1) 2^-24 sum|ab|, on ragged shapes`, () => {
-    const shapes = [[1, 1, 1], [1, 96, 256], [3, 5, 7], [4, 8, 8], [5, 9, 17], [13, 31, 9], [37, 64, 33], [
-      64,
-      100,
-      3,
-    ], [67, 45, 130], [9, 4500, 6]]; // the last: A packed in chunks of 4 rows (long K)
+    const shapes = [
+      [1, 1, 1],
+      [1, 96, 256],
+      [3, 5, 7],
+      [4, 8, 8],
+      [5, 9, 17],
+      [13, 31, 9],
+      [37, 64, 33],
+      [
+        64,
+        100,
+        3,
+      ],
+      [67, 45, 130],
+      [9, 4500, 6],
+    ]; // the last: A packed in chunks of 4 rows (long K)
     for (let i = 0; i < 6; i++) shapes.push([1 + rng.int(40), 1 + rng.int(70), 1 + rng.int(40)]);
     for (const [M, K, N] of shapes) {
       for (const accumulate of [false, true]) {

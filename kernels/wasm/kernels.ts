@@ -17,34 +17,29 @@ import { assemble, simdSupported } from "./asm.ts";
 import { gemm, MR, NR, packA, packB, softmaxBackRows, softmaxRows, swiglu, swigluBack } from "./gen.ts";
 import { type AttentionKernels, attentionKernels } from "./attention.ts";
 
+/** pack_a / pack_b: (src, row or column stride, k stride, rows, K, dst); see kernels/wasm/gen.ts. */
+type Pack = (src: number, is: number, ks: number, rows: number, K: number, dst: number) => void;
+/** gemm: (pa, pb, M, N, K, c, ldc, accumulate, tmp); see kernels/wasm/gen.ts. */
+type Gemm = (
+  pa: number,
+  pb: number,
+  M: number,
+  N: number,
+  K: number,
+  c: number,
+  ldc: number,
+  acc: number,
+  tmp: number,
+) => void;
+
 interface Exports {
   memory: WebAssembly.Memory;
-  pack_a(src: number, rs: number, ks: number, M: number, K: number, dst: number): void;
-  pack_b(src: number, cs: number, ks: number, N: number, K: number, dst: number): void;
-  /** pack_a and gemm (below) for one row, a 1 x NR tile: a decode step's products without MR - 1 idle rows. */
-  pack_a1(src: number, rs: number, ks: number, M: number, K: number, dst: number): void;
-  gemm(
-    pa: number,
-    pb: number,
-    M: number,
-    N: number,
-    K: number,
-    c: number,
-    ldc: number,
-    acc: number,
-    tmp: number,
-  ): void;
-  gemm1(
-    pa: number,
-    pb: number,
-    M: number,
-    N: number,
-    K: number,
-    c: number,
-    ldc: number,
-    acc: number,
-    tmp: number,
-  ): void;
+  pack_a: Pack;
+  pack_b: Pack;
+  gemm: Gemm;
+  /** pack_a and gemm for one row, a 1 x NR tile: a decode step's products without MR - 1 idle rows. */
+  pack_a1: Pack;
+  gemm1: Gemm;
   softmax_rows(s: number, rows: number, ld: number, valid0: number, scale: number): void;
   softmax_back_rows(p: number, d: number, rows: number, ld: number, valid0: number, scale: number): void;
   swiglu(h: number, g: number, u: number, n: number): void;
