@@ -27,7 +27,7 @@ import {
 } from "./lut4-quantize.ts";
 import type { LutMatrix } from "../kernels/int/gemv.ts";
 import { type ModelConfig, validateConfig } from "../model/config.ts";
-import { FormatError } from "../model/error.ts";
+import { FormatError, type RefusalDetail } from "../model/error.ts";
 import { materialize, type Tensor } from "../model/tensor.ts";
 
 /** The framing's 8 magic bytes (the reference's). */
@@ -140,10 +140,16 @@ export interface Lut4Header {
 
 /** A refusal of a lut4 file: names the file and the field. */
 export class Lut4Error extends FormatError {
-  constructor(path: string, field: string, message: string) {
-    super(path, field, `${path}: ${field}: ${message}`);
+  constructor(path: string, field: string, message: string, detail?: RefusalDetail) {
+    super(path, field, `${path}: ${field}: ${message}`, detail);
     this.name = "Lut4Error";
   }
+}
+
+/** The refusal "expected X, got Y", with X and Y also as the error's `expected` and `found`. */
+function mismatch(path: string, field: string, expected: unknown, found: unknown): Lut4Error {
+  const [e, f] = [String(expected), String(found)];
+  return new Lut4Error(path, field, `expected ${e}, got ${f}`, { expected: e, found: f });
 }
 
 const align = (n: number) => Math.ceil(n / ALIGN) * ALIGN;
@@ -262,7 +268,7 @@ export function maxCacheBytes(fileBytes: number): number {
 
 function int(v: unknown, path: string, field: string, lo: number, hi: number): number {
   if (typeof v !== "number" || !Number.isSafeInteger(v) || v < lo || v > hi) {
-    throw new Lut4Error(path, field, `expected an integer in [${lo}, ${hi}], got ${JSON.stringify(v)}`);
+    throw mismatch(path, field, `an integer in [${lo}, ${hi}]`, JSON.stringify(v));
   }
   return v;
 }
@@ -365,15 +371,11 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
   ];
   for (const [k, v] of fixed) {
     if (h[k] !== v) {
-      throw new Lut4Error(
-        path,
-        k,
-        `expected ${v} (the one value this engine serves), got ${JSON.stringify(h[k])}`,
-      );
+      throw mismatch(path, k, `${v} (the one value this engine serves)`, JSON.stringify(h[k]));
     }
   }
   if (h.head !== "tied" && h.head !== "separate") {
-    throw new Lut4Error(path, "head", `expected "tied" or "separate", got ${JSON.stringify(h.head)}`);
+    throw mismatch(path, "head", `"tied" or "separate"`, JSON.stringify(h.head));
   }
   const eps = h.rms_eps ?? {};
   const epsMantissa = int(eps.mantissa, path, "rms_eps.mantissa", 1 << 15, 65535);
@@ -396,7 +398,7 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
     if (!s || typeof s !== "object") throw new Lut4Error(path, field, "missing span");
     const off = int(s.offset, path, `${field}.offset`, 0, dataBytes);
     const n = int(s.bytes, path, `${field}.bytes`, 0, dataBytes);
-    if (n !== want) throw new Lut4Error(path, `${field}.bytes`, `expected ${want}, got ${n}`);
+    if (n !== want) throw mismatch(path, `${field}.bytes`, want, n);
     if (off % ALIGN) throw new Lut4Error(path, `${field}.offset`, `${off} is not 64-byte aligned`);
     if (off < end) {
       throw new Lut4Error(path, `${field}.offset`, `${off} overlaps the span before it (ends at ${end})`);
@@ -409,11 +411,7 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
     return data.subarray(off, off + n);
   };
   if (h.matrices.length !== inv.matrices.length) {
-    throw new Lut4Error(
-      path,
-      "matrices",
-      `expected ${inv.matrices.length} matrices for this shape, got ${h.matrices.length}`,
-    );
+    throw mismatch(path, "matrices", `${inv.matrices.length} matrices for this shape`, h.matrices.length);
   }
   const qDim = shape.heads * shape.headDim, kvDim = shape.kvHeads * shape.headDim;
   const dims: Record<string, [number, number]> = {
@@ -436,11 +434,11 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
   h.matrices.forEach((m, i) => {
     const f = `matrices[${i}]`;
     if (m?.name !== inv.matrices[i]) {
-      throw new Lut4Error(path, `${f}.name`, `expected ${inv.matrices[i]}, got ${JSON.stringify(m?.name)}`);
+      throw mismatch(path, `${f}.name`, inv.matrices[i], JSON.stringify(m?.name));
     }
     const [rows, cols] = dims[m.name];
     if (m.rows !== rows || m.cols !== cols) {
-      throw new Lut4Error(path, m.name, `expected ${rows} x ${cols}, got ${m.rows} x ${m.cols}`);
+      throw mismatch(path, m.name, `${rows} x ${cols}`, `${m.rows} x ${m.cols}`);
     }
     const expBase = int(m.exp_base, path, `${m.name}.exp_base`, -100, 60);
     const nibbles = span(m.nibbles, `${m.name}.nibbles`, (rows * cols) / 2);
@@ -448,11 +446,7 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
     mats.set(m.name, { name: m.name, rows, cols, expBase, nibbles: nibbles.slice(), scales: scales.slice() });
   });
   if (h.tables.length !== inv.tables.length) {
-    throw new Lut4Error(
-      path,
-      "tables",
-      `expected ${inv.tables.length} tables for this shape, got ${h.tables.length}`,
-    );
+    throw mismatch(path, "tables", `${inv.tables.length} tables for this shape`, h.tables.length);
   }
   const half = shape.headDim / 2;
   const siluHalf = 2 ** (TABLES.siluRangeLog2 - TABLES.siluStepLog2);
@@ -472,19 +466,20 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
   h.tables.forEach((t, i) => {
     const f = `tables[${i}]`;
     if (t?.name !== inv.tables[i]) {
-      throw new Lut4Error(path, `${f}.name`, `expected ${inv.tables[i]}, got ${JSON.stringify(t?.name)}`);
+      throw mismatch(path, `${f}.name`, inv.tables[i], JSON.stringify(t?.name));
     }
     const [kind, length, fixedExp] = want[t.name];
     if (t.kind !== kind || t.length !== length) {
-      throw new Lut4Error(
+      throw mismatch(
         path,
         t.name,
-        `expected ${kind} x ${length}, got ${JSON.stringify(t.kind)} x ${JSON.stringify(t.length)}`,
+        `${kind} x ${length}`,
+        `${JSON.stringify(t.kind)} x ${JSON.stringify(t.length)}`,
       );
     }
     const exp = int(t.exp, path, `${t.name}.exp`, -100, 60);
     if (fixedExp !== null && exp !== fixedExp) {
-      throw new Lut4Error(path, `${t.name}.exp`, `expected ${fixedExp}, got ${exp}`);
+      throw mismatch(path, `${t.name}.exp`, fixedExp, exp);
     }
     const bytes = span(t.span, `${t.name}.span`, length * (kind === "i16" ? 2 : 4)).slice();
     const data = kind === "i16" ? new Int16Array(bytes.buffer) : new Int32Array(bytes.buffer);
@@ -555,11 +550,12 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
   // The engine normalises with rms_eps and the float model with rms_norm_eps: one number, so one form.
   const epsWant = epsFixed(config.rms_norm_eps);
   if (epsMantissa !== epsWant.mantissa || epsExp !== epsWant.exp) {
-    throw new Lut4Error(
+    const asFixed = (m: number, e: number) => `{mantissa: ${m}, exp: ${e}}`;
+    throw mismatch(
       path,
       "rms_eps",
-      `expected {mantissa: ${epsWant.mantissa}, exp: ${epsWant.exp}} (rms_norm_eps = ${config.rms_norm_eps} in ` +
-        `fixed point), got {mantissa: ${epsMantissa}, exp: ${epsExp}}`,
+      `${asFixed(epsWant.mantissa, epsWant.exp)} (rms_norm_eps = ${config.rms_norm_eps} in fixed point)`,
+      asFixed(epsMantissa, epsExp),
     );
   }
   const sha256 = createHash("sha256").update(file).digest("hex");

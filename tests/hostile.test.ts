@@ -629,6 +629,21 @@ describe("6. lut4: the engine's state is bounded by the file, the data section i
     });
   }
 
+  test("a refusal of a mismatched field carries what was expected and what was found", async () => {
+    const path = await smallLut4();
+    const { header, data } = lut4Parts(new Uint8Array(readFileSync(path)));
+    const { mantissa, exp } = header.rms_eps;
+    header.rms_eps.mantissa = mantissa + 1;
+    writeFileSync(path, lut4Forged(header, data));
+    const e = await refusal(readLut4(path), Lut4Error);
+    expect([e.field, e.found]).toEqual(["rms_eps", `{mantissa: ${mantissa + 1}, exp: ${exp}}`]);
+    expect(e.expected.startsWith(`{mantissa: ${mantissa}, exp: ${exp}} (rms_norm_eps = `)).toBe(true);
+    header.rms_eps.mantissa = 1;
+    writeFileSync(path, lut4Forged(header, data));
+    const range = await refusal(readLut4(path), Lut4Error);
+    expect([range.field, range.expected, range.found]).toEqual(["rms_eps.mantissa", "an integer in [32768, 65535]", "1"]);
+  });
+
   test("header_length and truncation: every length the campaign tries is refused cheaply, the minimal reader too", async () => {
     const path = await smallLut4();
     const good = new Uint8Array(readFileSync(path));
