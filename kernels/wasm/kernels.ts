@@ -222,7 +222,8 @@ function bind(ex: Exports, frozenSlots: number): WasmKernels {
     packedAt.set(w, { at, K, N });
     return at;
   };
-  // One product over copies of the operands: A(m, k) = a[m*aRs + k*aKs], B(k, n) = b[k*bKs + n*bCs].
+  // One product over copies of the operands: A(m, k) = a[m*aRs + k*aKs], B(k, n) = b[k*bKs + n*bCs];
+  // or, given `packedB` (a frozen weight's packed copy, found before anything is reserved), over a's.
   const product = (
     out: Float32Array,
     a: Float32Array,
@@ -235,12 +236,15 @@ function bind(ex: Exports, frozenSlots: number): WasmKernels {
     aKs: number,
     bKs: number,
     bCs: number,
+    packedB?: number,
   ) => {
-    const [ao, bo, co, s] = reserve([M * K, K * N, M * N, gemmScratch(M, N, K)]);
+    const bSlots = packedB === undefined ? K * N : 0;
+    const [ao, bo, co, s] = reserve([M * K, bSlots, M * N, gemmScratch(M, N, K)]);
     heap.set(a.length === M * K ? a : a.subarray(0, M * K), ao);
-    heap.set(b.length === K * N ? b : b.subarray(0, K * N), bo);
+    if (bSlots) heap.set(b.length === K * N ? b : b.subarray(0, K * N), bo);
     if (accumulate) heap.set(out.subarray(0, M * N), co);
-    raw.gemm(M, N, K, [ao, aRs, aKs], [bo, bKs, bCs], [co, N], accumulate, s);
+    if (packedB === undefined) raw.gemm(M, N, K, [ao, aRs, aKs], [bo, bKs, bCs], [co, N], accumulate, s);
+    else gemmPacked(M, N, K, [ao, aRs, aKs], packedB, [co, N], accumulate, s);
     out.set(heap.subarray(co, co + M * N));
   };
   return {
@@ -260,14 +264,9 @@ function bind(ex: Exports, frozenSlots: number): WasmKernels {
       dg.set(heap.subarray(dho, dho + n)), du.set(heap.subarray(duo, duo + n));
     },
     matmul(out, a, b, M, K, N, accumulate = false) {
-      const pb = frozen.has(b) && M > 0 && N > 0 ? packedWeight(b, K, N) : undefined;
-      if (pb === undefined) return product(out, a, b, M, K, N, accumulate, K, 1, 1, K);
-      // The same product with B packed once: the same bits, without copying and packing w each call.
-      const [ao, co, s] = reserve([M * K, M * N, gemmScratch(M, N, K)]);
-      heap.set(a.length === M * K ? a : a.subarray(0, M * K), ao);
-      if (accumulate) heap.set(out.subarray(0, M * N), co);
-      gemmPacked(M, N, K, [ao, K, 1], pb, [co, N], accumulate, s);
-      out.set(heap.subarray(co, co + M * N));
+      // A frozen weight is packed once (the same bits as packing it on every call).
+      const packedB = frozen.has(b) && M > 0 && N > 0 ? packedWeight(b, K, N) : undefined;
+      product(out, a, b, M, K, N, accumulate, K, 1, 1, K, packedB);
     },
     freeze: (w) => void frozen.add(w),
     matmulNN: (out, a, b, M, K, N, accumulate = false) => product(out, a, b, M, K, N, accumulate, K, 1, N, 1),
