@@ -37,9 +37,13 @@ export {
   UsageError,
 } from "./formats/export.ts";
 export type { Engine, EngineSession, LogitsWanted, SamplingOptions } from "./model/engine.ts";
-export { type EngineFactory, engineKinds, ENGINES, fromTensors, loadEngine } from "./serve/engines.ts";
-export { createFloatEngine, type FloatEngineOptions, floatEngineOf } from "./model/float-engine.ts";
-export { generateAll, generateTokens, type GenerateOptions as EngineGenerateOptions } from "./model/generate.ts";
+export { type EngineFactory, engineKinds, ENGINES, fromTensors, loadEngine } from "./engines/mod.ts";
+export { createFloatEngine, floatEngineOf, type FloatEngineOptions } from "./engines/float.ts";
+export {
+  generateAll,
+  type GenerateOptions as EngineGenerateOptions,
+  generateTokens,
+} from "./model/generate.ts";
 export { FormatError, type RefusalDetail } from "./model/error.ts";
 
 // The one tensor type and the model's shape.
@@ -85,10 +89,17 @@ export {
   profileEngine,
   windowBits,
   windowLogits,
-} from "./model/measure.ts";
+} from "./measure/metrics.ts";
 
 // Training.
-export { adamwStep, clipGradNorm, emaUpdate, learningRate, paramLayout, sequenceLossAndGrad } from "./model/train.ts";
+export {
+  adamwStep,
+  clipGradNorm,
+  emaUpdate,
+  learningRate,
+  paramLayout,
+  sequenceLossAndGrad,
+} from "./model/train.ts";
 
 // Formats.
 export {
@@ -119,10 +130,10 @@ export {
   DMEXP_VERSION,
   type DmexpDtype,
   DmexpError,
+  dmexpFormat,
   type DmexpHeader,
   type DmexpInfo,
   DTYPES,
-  dmexpFormat,
   inspectDmexp,
   readDmexp,
   verifyDmexp,
@@ -136,7 +147,13 @@ export {
   SafetensorsError,
   writeSafetensors,
 } from "./formats/safetensors.ts";
-export { isJsonObject, JsonNumber, type JsonValue, parseStrictJson, StrictJsonError } from "./formats/json.ts";
+export {
+  isJsonObject,
+  JsonNumber,
+  type JsonValue,
+  parseStrictJson,
+  StrictJsonError,
+} from "./formats/json.ts";
 export {
   byteTokenizerJson,
   configFromHfJson,
@@ -165,8 +182,8 @@ export {
 export {
   decodeF64Token,
   encodeF64Token,
-  F64LinesError,
   f64linesConfigPath,
+  F64LinesError,
   f64linesFormat,
   f64LinesToTensors,
   parseF64Lines,
@@ -191,7 +208,7 @@ export {
 } from "./formats/lut4.ts";
 export { foldedFloat, type HeadMode, quantizeModel, type TensorError } from "./formats/lut4-quantize.ts";
 export { decodeSession, encodeSession, SessionError, writeSessionFile } from "./formats/session.ts";
-export { intEngineFromFile, loadIntEngine, toIntSampling } from "./serve/int-engine.ts";
+export { intEngineFromFile, loadIntEngine, toIntSampling } from "./engines/int/engine.ts";
 
 // The chat server: the Hono app handed an engine, its session store, and a listener for Deno or Bun.
 export { type ChatAppOptions, createApp } from "./serve/app.ts";

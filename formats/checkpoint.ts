@@ -13,7 +13,13 @@
 import { crc32 } from "node:zlib";
 import { open, readFile } from "node:fs/promises";
 import { chunksAt, f32Bytes, readExact, writeAtomic } from "./io.ts";
-import { checkTensors, configToToml, type ModelConfig, paramShapes, readConfigFile } from "../model/config.ts";
+import {
+  checkTensors,
+  configToToml,
+  type ModelConfig,
+  paramShapes,
+  readConfigFile,
+} from "../model/config.ts";
 import { numel, type Tensor, type TensorSource } from "../model/tensor.ts";
 import { FormatError, type RefusalDetail } from "../model/error.ts";
 

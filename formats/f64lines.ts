@@ -63,7 +63,12 @@ export class F64LinesError extends FormatError {
     detail?: RefusalDetail,
   ) {
     // The field of a line-oriented text is its line (the rule is `kind`); a whole-file rule names the file.
-    super(where, line > 0 ? `line ${line}` : "file", `${where}${line > 0 ? `:${line}:${column}` : ""}: ${kind}: ${message}`, detail);
+    super(
+      where,
+      line > 0 ? `line ${line}` : "file",
+      `${where}${line > 0 ? `:${line}:${column}` : ""}: ${kind}: ${message}`,
+      detail,
+    );
     this.name = "F64LinesError";
   }
 }
@@ -738,5 +743,11 @@ export const f64linesFormat: FormatDescriptor<"f64"> = {
 function missing(e: unknown, path: string): unknown {
   if (e instanceof FormatError) return e;
   const code = (e as { code?: string }).code;
-  return new F64LinesError(path, "file", 0, 0, code === "ENOENT" ? "no such file" : `cannot be read: ${(e as Error).message}`);
+  return new F64LinesError(
+    path,
+    "file",
+    0,
+    0,
+    code === "ENOENT" ? "no such file" : `cannot be read: ${(e as Error).message}`,
+  );
 }

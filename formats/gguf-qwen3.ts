@@ -22,7 +22,15 @@ import {
   type GgufValue,
   tensorToF32,
 } from "./gguf-container.ts";
-import { decodeTensor, encodeTensor, GGML_QNT_VERSION, GGML_TYPES, type GgmlType, getScales, QK } from "./quants.ts";
+import {
+  decodeTensor,
+  encodeTensor,
+  getScales,
+  GGML_QNT_VERSION,
+  GGML_TYPES,
+  type GgmlType,
+  QK,
+} from "./quants.ts";
 import { byteVocabulary, checkTokenizer } from "./gguf-vocab.ts";
 
 /** The architecture string and metadata key prefix. */

@@ -188,12 +188,18 @@ export const ggufFormat: FormatDescriptor<GgufDtype> = {
   async inspect(path) {
     const { config, file, digest } = await readGguf(path);
     const show = (v: GgufValue) =>
-      v.type === "array" ? `[${v.value.length} × ${v.elem}]` : typeof v.value === "bigint" ? String(v.value) : v.value;
+      v.type === "array"
+        ? `[${v.value.length} × ${v.elem}]`
+        : typeof v.value === "bigint"
+        ? String(v.value)
+        : v.value;
     return {
       file: path,
       version: file.version,
       alignment: file.alignment,
-      [DIGEST_KEY]: digest ? `${digest.stored}: ok, the whole file is as written` : "none (not written by ferry)",
+      [DIGEST_KEY]: digest
+        ? `${digest.stored}: ok, the whole file is as written`
+        : "none (not written by ferry)",
       metadata: Object.fromEntries([...file.metadata].map(([k, v]) => [k, show(v)])),
       config,
       tensors: file.tensors.map((t) => ({ name: t.name, ne: t.ne, type: t.type })),

@@ -27,7 +27,14 @@ import {
   type WriteDtype,
   writeSafetensors,
 } from "./safetensors.ts";
-import { isJsonObject, JsonNumber, type JsonObject, type JsonValue, parseStrictJson, StrictJsonError } from "./json.ts";
+import {
+  isJsonObject,
+  JsonNumber,
+  type JsonObject,
+  type JsonValue,
+  parseStrictJson,
+  StrictJsonError,
+} from "./json.ts";
 import { writeAtomic } from "./io.ts";
 import { checkTensors, ConfigError, type ModelConfig, paramShapes, validateConfig } from "../model/config.ts";
 import { BOS, BOS_TOKEN, BYTE_CHARS, BYTE_VOCAB_SIZE, EOS, EOS_TOKEN } from "../model/tokenizer.ts";
@@ -413,7 +420,9 @@ export const hfFormat: FormatDescriptor<HfDtype> = {
       dtype: r.dtype,
       bos_token_id: r.bosTokenId,
       eos_token_id: r.eosTokenId,
-      "ferry.sha256": r.digest ? `${r.digest.stored}: ok, model.safetensors is as written` : "none (not written by ferry)",
+      "ferry.sha256": r.digest
+        ? `${r.digest.stored}: ok, model.safetensors is as written`
+        : "none (not written by ferry)",
       config: r.config,
       tensors: r.tensors.map((t) => ({ name: t.name, dims: t.dims })),
     };
@@ -662,13 +671,21 @@ function modelTensors(
   }
   const bad = checkTensors(cfg, [...byName.values()]);
   if (bad) {
-    const code = bad.kind === "missing" ? "MissingTensor" : bad.kind === "unknown" ? "UnknownTensor" : "ShapeMismatch";
+    const code = bad.kind === "missing"
+      ? "MissingTensor"
+      : bad.kind === "unknown"
+      ? "UnknownTensor"
+      : "ShapeMismatch";
     const why = bad.kind === "unknown" && /\.bias$/.test(bad.tensor)
       ? "biases are not part of ferry's Qwen3"
       : bad.problem.replace("the config", "config.json");
     throw new HuggingFaceError(where, code, bad.tensor, why, bad);
   }
-  const out = paramShapes(cfg).map(({ name, dims }) => ({ name, dims: [...dims], data: byName.get(name)!.data }));
+  const out = paramShapes(cfg).map(({ name, dims }) => ({
+    name,
+    dims: [...dims],
+    data: byName.get(name)!.data,
+  }));
   return out;
 }
 

@@ -175,7 +175,9 @@ export async function writeAtomic(path: string, chunks: Uint8Array[]): Promise<v
 export const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 // The one endianness check: every format imports this module, and views f32 arrays as file bytes
 // without swapping, so a big-endian host is refused here, once, before any file is touched.
-if (!LITTLE_ENDIAN) throw new Error("ferry needs a little-endian host (file bytes are viewed as f32 arrays as they are)");
+if (!LITTLE_ENDIAN) {
+  throw new Error("ferry needs a little-endian host (file bytes are viewed as f32 arrays as they are)");
+}
 
 /** The bytes of an f32 array as stored on disk (little-endian), without copying. */
 export function f32Bytes(data: Float32Array): Uint8Array {

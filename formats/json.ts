@@ -12,7 +12,6 @@
  */
 import { FormatError } from "../model/error.ts";
 
-
 /** A JSON number kept as its source text, so a caller can tell `4` from `4.0` and see past 2^53. */
 export class JsonNumber {
   constructor(readonly text: string) {}

@@ -103,7 +103,8 @@ export function configLimit(cfg: ModelConfig): { field: string; message: string 
   if (cfg.max_position_embeddings > MAX_POSITIONS) {
     return {
       field: "max_position_embeddings",
-      message: `${cfg.max_position_embeddings} is above ferry's limit of ${MAX_POSITIONS} (RoPE tables are sized from it)`,
+      message:
+        `${cfg.max_position_embeddings} is above ferry's limit of ${MAX_POSITIONS} (RoPE tables are sized from it)`,
     };
   }
   return undefined;
@@ -274,7 +275,15 @@ export function checkTensors(
     expected: string,
     found: string,
     expectedDims?: number[],
-  ): TensorMismatch => ({ kind, tensor, problem, message, expected, found, ...(expectedDims ? { expectedDims } : {}) });
+  ): TensorMismatch => ({
+    kind,
+    tensor,
+    problem,
+    message,
+    expected,
+    found,
+    ...(expectedDims ? { expectedDims } : {}),
+  });
   // A config from an untrusted file may imply more tensors than memory holds (10^11 layers): when it
   // implies more than are given, name the first missing one, walking the implied list only that far.
   if (!Array.isArray(config) && configSize(config as ModelConfig).tensors > tensors.length) {
@@ -284,11 +293,27 @@ export function checkTensors(
       const d = byName.get(name);
       if (!given.delete(name) || !d) {
         const problem = `missing (the config implies dims [${dims}])`;
-        return fail("missing", name, problem, `missing tensor ${name} ${problem.slice(8)}`, `dims [${dims}]`, "nothing", dims);
+        return fail(
+          "missing",
+          name,
+          problem,
+          `missing tensor ${name} ${problem.slice(8)}`,
+          `dims [${dims}]`,
+          "nothing",
+          dims,
+        );
       }
       if (d.length !== dims.length || d.some((x, i) => x !== dims[i])) {
         const problem = `has dims [${d}]; the config implies [${dims}]`;
-        return fail("dims", name, problem, `tensor ${name} ${problem}`, `dims [${dims}]`, `dims [${d}]`, dims);
+        return fail(
+          "dims",
+          name,
+          problem,
+          `tensor ${name} ${problem}`,
+          `dims [${dims}]`,
+          `dims [${d}]`,
+          dims,
+        );
       }
     }
   }
@@ -298,26 +323,63 @@ export function checkTensors(
     const dims = expected.get(t.name);
     if (!dims) {
       const problem = "is not part of this config's model";
-      return fail("unknown", t.name, problem, `unknown tensor ${t.name}: ${problem}`, "no tensor of this name", t.name);
+      return fail(
+        "unknown",
+        t.name,
+        problem,
+        `unknown tensor ${t.name}: ${problem}`,
+        "no tensor of this name",
+        t.name,
+      );
     }
     if (seen.has(t.name)) {
-      return fail("duplicate", t.name, "appears twice", `tensor ${t.name} appears twice`, "one tensor", "two");
+      return fail(
+        "duplicate",
+        t.name,
+        "appears twice",
+        `tensor ${t.name} appears twice`,
+        "one tensor",
+        "two",
+      );
     }
     seen.add(t.name);
     if (t.dims.length !== dims.length || t.dims.some((d, i) => d !== dims[i])) {
       const problem = `has dims [${t.dims}]; the config implies [${dims}]`;
-      return fail("dims", t.name, problem, `tensor ${t.name} ${problem}`, `dims [${dims}]`, `dims [${t.dims}]`, dims);
+      return fail(
+        "dims",
+        t.name,
+        problem,
+        `tensor ${t.name} ${problem}`,
+        `dims [${dims}]`,
+        `dims [${t.dims}]`,
+        dims,
+      );
     }
     const count = dims.reduce((a, b) => a * b, 1);
     if (t.data && t.data.length !== count) {
       const problem = `holds ${t.data.length} values for dims [${dims}]`;
-      return fail("length", t.name, problem, `tensor ${t.name} ${problem}`, `${count} values`, `${t.data.length} values`);
+      return fail(
+        "length",
+        t.name,
+        problem,
+        `tensor ${t.name} ${problem}`,
+        `${count} values`,
+        `${t.data.length} values`,
+      );
     }
   }
   for (const { name, dims } of shapes) {
     if (!seen.has(name)) {
       const problem = `missing (the config implies dims [${dims}])`;
-      return fail("missing", name, problem, `missing tensor ${name} ${problem.slice(8)}`, `dims [${dims}]`, "nothing", dims);
+      return fail(
+        "missing",
+        name,
+        problem,
+        `missing tensor ${name} ${problem.slice(8)}`,
+        `dims [${dims}]`,
+        "nothing",
+        dims,
+      );
     }
   }
   return undefined;

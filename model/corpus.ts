@@ -89,7 +89,9 @@ export async function loadBrown(dir = brownDir()): Promise<Corpus> {
  * (the first starts at 0, the last ends at the last byte).
  */
 export function evalWindows(text: Uint8Array, count = EVAL_WINDOWS, size = WINDOW_BYTES): Uint8Array[] {
-  if (text.length < size) throw new RangeError(`text of ${text.length} bytes is shorter than one ${size}-byte window`);
+  if (text.length < size) {
+    throw new RangeError(`text of ${text.length} bytes is shorter than one ${size}-byte window`);
+  }
   const span = text.length - size;
   return Array.from({ length: count }, (_, i) => {
     const start = count === 1 ? 0 : Math.floor((i * span) / (count - 1));

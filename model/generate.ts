@@ -41,7 +41,10 @@ export async function* generateTokens(
   const { stopAtEos = true } = opts;
   const session = opts.session ?? engine.start();
   if (opts.seed !== undefined) session.seed(opts.seed);
-  const budget = Math.min(opts.maxTokens, engine.config.max_position_embeddings - session.position - prompt.length);
+  const budget = Math.min(
+    opts.maxTokens,
+    engine.config.max_position_embeddings - session.position - prompt.length,
+  );
   if (budget <= 0) return;
   if (prompt.length > 0) await session.feed(prompt, "none");
   for (let i = 0; i < budget; i++) {
@@ -53,7 +56,11 @@ export async function* generateTokens(
 }
 
 /** `generateTokens`, collected: the new tokens as one array. */
-export async function generateAll(engine: Engine, prompt: readonly number[], opts: GenerateOptions): Promise<number[]> {
+export async function generateAll(
+  engine: Engine,
+  prompt: readonly number[],
+  opts: GenerateOptions,
+): Promise<number[]> {
   const out: number[] = [];
   for await (const id of generateTokens(engine, prompt, opts)) out.push(id);
   return out;

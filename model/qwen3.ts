@@ -15,7 +15,15 @@
 import { checkTensors, type ModelConfig, paramShapes } from "./config.ts";
 import { FormatError } from "./error.ts";
 import type { Tensor } from "./tensor.ts";
-import { attendCached, matmul, rmsnorm, ropeHead, type RopeTables, ropeTables, swiglu } from "../kernels/kernels.ts";
+import {
+  attendCached,
+  matmul,
+  rmsnorm,
+  ropeHead,
+  type RopeTables,
+  ropeTables,
+  swiglu,
+} from "../kernels/kernels.ts";
 
 /**
  * One decoder layer's weights. `W` is how a backend holds a weight: a Float32Array here, a GPU buffer in

@@ -32,7 +32,13 @@ export interface SampleOptions {
  * pickToken(logits, 0, 258, { temperature: 0.8, topK: 40, minP: 0.05 }, createRng(1));
  * ```
  */
-export function pickToken(logits: Float32Array, off: number, n: number, opts: SamplingOptions, rng: Rng): number {
+export function pickToken(
+  logits: Float32Array,
+  off: number,
+  n: number,
+  opts: SamplingOptions,
+  rng: Rng,
+): number {
   const { temperature = 0, topK = 0, topP = 1, minP = 0 } = opts;
   if (temperature <= 0) return argmax(logits, off, n);
   let max = -Infinity;

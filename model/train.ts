@@ -20,9 +20,9 @@ import {
   matmul,
   matmulNN,
   matmulTN,
-  ropeBackward,
   rmsnorm,
   rmsnormBackward,
+  ropeBackward,
   ropeHead,
   type RopeTables,
   ropeTables,
@@ -51,7 +51,11 @@ export function paramLayout(cfg: ModelConfig): ParamLayout {
 
 /** Views of a flat buffer as named tensors (no copy). */
 export function viewTensors(layout: ParamLayout, flat: Float32Array): Tensor[] {
-  return layout.entries.map((e) => ({ name: e.name, dims: [...e.dims], data: flat.subarray(e.offset, e.offset + e.length) }));
+  return layout.entries.map((e) => ({
+    name: e.name,
+    dims: [...e.dims],
+    data: flat.subarray(e.offset, e.offset + e.length),
+  }));
 }
 
 /** Copies named tensors into a flat buffer, in layout order. */
@@ -177,7 +181,11 @@ export function sequenceLossAndGrad(
   const T = inputs.length;
   if (T > s.T) throw new RangeError(`sequence of ${T} is longer than the scratch's ${s.T}`);
   const H = cfg.hidden_size, hd = cfg.head_dim, nh = cfg.num_attention_heads, nkv = cfg.num_key_value_heads;
-  const qDim = nh * hd, kvDim = nkv * hd, I = cfg.intermediate_size, V = cfg.vocab_size, eps = cfg.rms_norm_eps;
+  const qDim = nh * hd,
+    kvDim = nkv * hd,
+    I = cfg.intermediate_size,
+    V = cfg.vocab_size,
+    eps = cfg.rms_norm_eps;
   const shape = { T, heads: nh, kvHeads: nkv, headDim: hd };
   const P = (name: string, n: number) => params.subarray(layout.offset[name], layout.offset[name] + n);
   const G = (name: string, n: number) => grads.subarray(layout.offset[name], layout.offset[name] + n);
@@ -228,16 +236,61 @@ export function sequenceLossAndGrad(
     const a = s.layers[l], p = `model.layers.${l}.`;
     // MLP: x_out = x_mid + down(h)
     const dh = s.dh.subarray(0, T * I), dg = s.dg.subarray(0, T * I), du = s.du.subarray(0, T * I);
-    linearBackward(dh, G(p + "mlp.down_proj.weight", H * I), dx, a.h, P(p + "mlp.down_proj.weight", H * I), T, I, H);
+    linearBackward(
+      dh,
+      G(p + "mlp.down_proj.weight", H * I),
+      dx,
+      a.h,
+      P(p + "mlp.down_proj.weight", H * I),
+      T,
+      I,
+      H,
+    );
     swigluBackward(dg, du, dh, a.gate, a.up);
-    linearBackward(dxn, G(p + "mlp.gate_proj.weight", I * H), dg, a.xn2, P(p + "mlp.gate_proj.weight", I * H), T, H, I);
+    linearBackward(
+      dxn,
+      G(p + "mlp.gate_proj.weight", I * H),
+      dg,
+      a.xn2,
+      P(p + "mlp.gate_proj.weight", I * H),
+      T,
+      H,
+      I,
+    );
     const dxn2b = s.dxn2.subarray(0, T * H);
-    linearBackward(dxn2b, G(p + "mlp.up_proj.weight", I * H), du, a.xn2, P(p + "mlp.up_proj.weight", I * H), T, H, I);
+    linearBackward(
+      dxn2b,
+      G(p + "mlp.up_proj.weight", I * H),
+      du,
+      a.xn2,
+      P(p + "mlp.up_proj.weight", I * H),
+      T,
+      H,
+      I,
+    );
     addInto(dxn, dxn2b, T * H);
-    rmsnormBackward(dx, G(p + "post_attention_layernorm.weight", H), dxn, a.xMid, P(p + "post_attention_layernorm.weight", H), a.rstd2, T, H);
+    rmsnormBackward(
+      dx,
+      G(p + "post_attention_layernorm.weight", H),
+      dxn,
+      a.xMid,
+      P(p + "post_attention_layernorm.weight", H),
+      a.rstd2,
+      T,
+      H,
+    );
     // attention: x_mid = x_in + o_proj(att)
     const dAtt = s.dAtt.subarray(0, T * qDim);
-    linearBackward(dAtt, G(p + "self_attn.o_proj.weight", H * qDim), dx, a.att, P(p + "self_attn.o_proj.weight", H * qDim), T, qDim, H);
+    linearBackward(
+      dAtt,
+      G(p + "self_attn.o_proj.weight", H * qDim),
+      dx,
+      a.att,
+      P(p + "self_attn.o_proj.weight", H * qDim),
+      T,
+      qDim,
+      H,
+    );
     const dq = s.dq.subarray(0, T * qDim), dk = s.dk.subarray(0, T * kvDim), dv = s.dv.subarray(0, T * kvDim);
     dq.fill(0), dk.fill(0), dv.fill(0);
     attentionBackward(dq, dk, dv, dAtt, a.probs, a.q, a.k, a.v, shape);
@@ -249,17 +302,71 @@ export function sequenceLossAndGrad(
     // backward uses rstd and the raw inputs, which is all RMSNorm's backward needs.
     const dqRaw = s.dqRaw.subarray(0, T * qDim);
     dqRaw.fill(0);
-    rmsnormBackward(dqRaw, G(p + "self_attn.q_norm.weight", hd), dq, a.qRaw, P(p + "self_attn.q_norm.weight", hd), a.rstdQ, T * nh, hd);
+    rmsnormBackward(
+      dqRaw,
+      G(p + "self_attn.q_norm.weight", hd),
+      dq,
+      a.qRaw,
+      P(p + "self_attn.q_norm.weight", hd),
+      a.rstdQ,
+      T * nh,
+      hd,
+    );
     const dkRaw = s.dkRaw.subarray(0, T * kvDim);
     dkRaw.fill(0);
-    rmsnormBackward(dkRaw, G(p + "self_attn.k_norm.weight", hd), dk, a.kRaw, P(p + "self_attn.k_norm.weight", hd), a.rstdK, T * nkv, hd);
-    linearBackward(dxn, G(p + "self_attn.q_proj.weight", qDim * H), dqRaw, a.xn1, P(p + "self_attn.q_proj.weight", qDim * H), T, H, qDim);
+    rmsnormBackward(
+      dkRaw,
+      G(p + "self_attn.k_norm.weight", hd),
+      dk,
+      a.kRaw,
+      P(p + "self_attn.k_norm.weight", hd),
+      a.rstdK,
+      T * nkv,
+      hd,
+    );
+    linearBackward(
+      dxn,
+      G(p + "self_attn.q_proj.weight", qDim * H),
+      dqRaw,
+      a.xn1,
+      P(p + "self_attn.q_proj.weight", qDim * H),
+      T,
+      H,
+      qDim,
+    );
     const dxnk = s.dxn2.subarray(0, T * H);
-    linearBackward(dxnk, G(p + "self_attn.k_proj.weight", kvDim * H), dkRaw, a.xn1, P(p + "self_attn.k_proj.weight", kvDim * H), T, H, kvDim);
+    linearBackward(
+      dxnk,
+      G(p + "self_attn.k_proj.weight", kvDim * H),
+      dkRaw,
+      a.xn1,
+      P(p + "self_attn.k_proj.weight", kvDim * H),
+      T,
+      H,
+      kvDim,
+    );
     addInto(dxn, dxnk, T * H);
-    linearBackward(dxnk, G(p + "self_attn.v_proj.weight", kvDim * H), dv, a.xn1, P(p + "self_attn.v_proj.weight", kvDim * H), T, H, kvDim);
+    linearBackward(
+      dxnk,
+      G(p + "self_attn.v_proj.weight", kvDim * H),
+      dv,
+      a.xn1,
+      P(p + "self_attn.v_proj.weight", kvDim * H),
+      T,
+      H,
+      kvDim,
+    );
     addInto(dxn, dxnk, T * H);
-    rmsnormBackward(dx, G(p + "input_layernorm.weight", H), dxn, a.xIn, P(p + "input_layernorm.weight", H), a.rstd1, T, H);
+    rmsnormBackward(
+      dx,
+      G(p + "input_layernorm.weight", H),
+      dxn,
+      a.xIn,
+      P(p + "input_layernorm.weight", H),
+      a.rstd1,
+      T,
+      H,
+    );
   }
   const dEmbed = G(embedName, V * H);
   for (let t = 0; t < T; t++) addInto(dEmbed.subarray(inputs[t] * H), dx.subarray(t * H), H);
@@ -360,13 +467,25 @@ function addRange(into: Float32Array, x: Float32Array, from: number, to: number)
 }
 
 /** Linear warm-up to `peak`, then cosine decay to `floor` at `total` steps. */
-export function learningRate(step: number, total: number, warmup: number, peak: number, floor: number): number {
+export function learningRate(
+  step: number,
+  total: number,
+  warmup: number,
+  peak: number,
+  floor: number,
+): number {
   if (step < warmup) return (peak * (step + 1)) / warmup;
   const p = Math.min(1, (step - warmup) / Math.max(1, total - warmup));
   return floor + 0.5 * (peak - floor) * (1 + Math.cos(Math.PI * p));
 }
 
 /** ema = decay * ema + (1 - decay) * params, for `from` <= i < `to`. */
-export function emaUpdate(ema: Float32Array, params: Float32Array, decay: number, from = 0, to: number = ema.length): void {
+export function emaUpdate(
+  ema: Float32Array,
+  params: Float32Array,
+  decay: number,
+  from = 0,
+  to: number = ema.length,
+): void {
   for (let i = from; i < to; i++) ema[i] = decay * ema[i] + (1 - decay) * params[i];
 }

@@ -19,7 +19,7 @@ import { lut4Format } from "../formats/lut4.ts";
 import type { Engine } from "../model/engine.ts";
 import { FormatError } from "../model/error.ts";
 import { createApp } from "../serve/app.ts";
-import { loadEngine } from "../serve/engines.ts";
+import { loadEngine } from "../engines/mod.ts";
 import { listen } from "../serve/listen.ts";
 import { createSessionStore } from "../serve/session-store.ts";
 

@@ -72,7 +72,11 @@ export interface Progress {
 }
 
 /** Starts a progress bar for `total` units. */
-export function progress(label: string, total: number, opts: { unit?: string; force?: boolean } = {}): Progress {
+export function progress(
+  label: string,
+  total: number,
+  opts: { unit?: string; force?: boolean } = {},
+): Progress {
   const tty = opts.force || process.stderr.isTTY === true;
   const start = performance.now();
   let count = 0, last = 0;
@@ -86,7 +90,9 @@ export function progress(label: string, total: number, opts: { unit?: string; fo
     const rate = count / Math.max(secs, 1e-9);
     const eta = rate > 0 ? (total - count) / rate : 0;
     const line = `${label} [${"#".repeat(fill)}${".".repeat(width - fill)}] ${count}/${total}` +
-      ` ${fmtRate(rate)} ${opts.unit ?? "it"}/s ${final ? fmtTime(secs) : "ETA " + fmtTime(eta)}${note ? " " + note : ""}`;
+      ` ${fmtRate(rate)} ${opts.unit ?? "it"}/s ${final ? fmtTime(secs) : "ETA " + fmtTime(eta)}${
+        note ? " " + note : ""
+      }`;
     if (tty) process.stderr.write(`\r\x1b[2K${line}${final ? "\n" : ""}`);
     else if (final) process.stderr.write(line + "\n");
   };
@@ -112,7 +118,8 @@ function fmtTime(s: number): string {
 }
 
 /** Help line and handling of `--kernels wasm|ref` (the compute kernels; see kernels/kernels.ts). */
-export const KERNELS_HELP = "  --kernels K        compute kernels: wasm (WebAssembly SIMD) | ref (JavaScript reference)  [wasm]";
+export const KERNELS_HELP =
+  "  --kernels K        compute kernels: wasm (WebAssembly SIMD) | ref (JavaScript reference)  [wasm]";
 
 /** Selects the kernels named by `--kernels`; an unknown name is a usage error. */
 export function chooseKernels(name: string | undefined): KernelsName {

@@ -10,12 +10,12 @@
  */
 import { chooseKernels, cli, EXIT_USAGE, fail, KERNELS_HELP, progress, run } from "./cli.ts";
 import { isCheckpointFile, readCheckpoint } from "../formats/checkpoint.ts";
-import { engineKinds, loadEngine } from "../serve/engines.ts";
+import { engineKinds, loadEngine } from "../engines/mod.ts";
 import { EVAL_WINDOWS, evalWindows, loadBrown, WINDOW_BYTES } from "../model/corpus.ts";
 import type { Engine } from "../model/engine.ts";
-import { createFloatEngine } from "../model/float-engine.ts";
+import { createFloatEngine } from "../engines/float.ts";
 import { generateAll } from "../model/generate.ts";
-import { bitsPerByte } from "../model/measure.ts";
+import { bitsPerByte } from "../measure/metrics.ts";
 import { decode, encode } from "../model/tokenizer.ts";
 
 const HELP = `
@@ -51,7 +51,9 @@ const { values: a, positionals } = cli(HELP, {
 await run(async () => {
   chooseKernels(a.kernels);
   const path = positionals[0] ?? "model/default/ferry.ckpt";
-  if (a.weights !== "model" && a.weights !== "ema") fail(`--weights must be model or ema, got ${a.weights}`, EXIT_USAGE);
+  if (a.weights !== "model" && a.weights !== "ema") {
+    fail(`--weights must be model or ema, got ${a.weights}`, EXIT_USAGE);
+  }
   if (a.engine !== undefined && !engineKinds().includes(a.engine)) {
     fail(`--engine ${a.engine}: unknown (expected one of: ${engineKinds().join(", ")})`, EXIT_USAGE);
   }
@@ -60,7 +62,9 @@ await run(async () => {
   let engine: Engine, step: number | null = null;
   if (await isCheckpointFile(path)) {
     // A checkpoint holds float training weights: they run on the float engine, as the trainer ran them.
-    if (a.engine !== undefined && a.engine !== "float") fail(`--engine ${a.engine}: a checkpoint runs on float; export it first`, EXIT_USAGE);
+    if (a.engine !== undefined && a.engine !== "float") {
+      fail(`--engine ${a.engine}: a checkpoint runs on float; export it first`, EXIT_USAGE);
+    }
     const ck = await readCheckpoint(path, { sections: [a.weights as "model" | "ema"] });
     const tensors = a.weights === "ema" ? ck.ema : ck.model;
     if (!tensors) fail(`${path}: has no ${a.weights} section`);
@@ -75,7 +79,9 @@ await run(async () => {
   const bar = progress("eval", windows.length, { unit: "window" });
   const bpb = await bitsPerByte(engine, windows, () => bar.tick());
   bar.done();
-  const cont = decode(await generateAll(engine, encode(a.prompt!, { bos: true }), { maxTokens: Number(a.tokens) }));
+  const cont = decode(
+    await generateAll(engine, encode(a.prompt!, { bos: true }), { maxTokens: Number(a.tokens) }),
+  );
   const result = {
     file: path,
     weights: a.weights,
@@ -89,7 +95,9 @@ await run(async () => {
   };
   if (a.json) console.log(JSON.stringify(result, null, 2));
   else {
-    console.log(`${path} (${step === null ? `${engine.kind} engine` : `${a.weights} weights, step ${step}`})`);
+    console.log(
+      `${path} (${step === null ? `${engine.kind} engine` : `${a.weights} weights, step ${step}`})`,
+    );
     console.log(`held-out bits per byte: ${bpb.toFixed(4)} over ${count} windows of ${WINDOW_BYTES} bytes`);
     console.log(`greedy: ${JSON.stringify(a.prompt + cont)}`);
   }

@@ -18,10 +18,10 @@ import { readCheckpoint } from "../formats/checkpoint.ts";
 import { dequantizeLut4, readLut4, writeLut4 } from "../formats/lut4.ts";
 import { foldedFloat, type HeadMode, quantizeModel } from "../formats/lut4-quantize.ts";
 import { EVAL_WINDOWS, evalWindows, loadBrown, WINDOW_BYTES } from "../model/corpus.ts";
-import { bitsPerByte, windowBits, windowInputs } from "../model/measure.ts";
+import { bitsPerByte, windowBits, windowInputs } from "../measure/metrics.ts";
 import { buildModel, createCache, forward, type Model } from "../model/qwen3.ts";
 import type { Tensor } from "../model/tensor.ts";
-import { intEngineFromFile } from "../serve/int-engine.ts";
+import { intEngineFromFile } from "../engines/int/engine.ts";
 import type { Engine } from "../model/engine.ts";
 
 const HELP = `
@@ -121,7 +121,7 @@ export async function compareGreedy(engine: Engine, model: Model, prompts: numbe
 
 async function llamaQ4Gap(config: Model["config"], tensors: Tensor[], windows: Uint8Array[], dir: string) {
   const { writeGguf } = await import("../formats/gguf.ts");
-  const { openLlamaGguf } = await import("../serve/llama-cpp.ts");
+  const { openLlamaGguf } = await import("../measure/llama-cpp.ts");
   const path = join(dir, "q4_0.gguf");
   await writeGguf(path, tensors, config, { type: "q4_0" });
   const lm = await openLlamaGguf(path, { contextSize: 512 });

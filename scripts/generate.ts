@@ -25,7 +25,7 @@ import {
 } from "./cli.ts";
 import { isCheckpointFile } from "../formats/checkpoint.ts";
 import { formatOf, FORMATS } from "../formats/mod.ts";
-import { engineKinds, loadEngine } from "../serve/engines.ts";
+import { engineKinds, loadEngine } from "../engines/mod.ts";
 import { configParamCount } from "../model/config.ts";
 import { generateTokens } from "../model/generate.ts";
 import { createStreamDecoder, encode } from "../model/tokenizer.ts";
@@ -93,7 +93,13 @@ async function main(): Promise<void> {
     "a positive integer",
   );
   const temperature = numberFlag("temperature", values.temperature, 0, (x) => x >= 0, "a number >= 0");
-  const topK = numberFlag("top-k", values["top-k"], 0, (x) => Number.isInteger(x) && x >= 0, "an integer >= 0");
+  const topK = numberFlag(
+    "top-k",
+    values["top-k"],
+    0,
+    (x) => Number.isInteger(x) && x >= 0,
+    "an integer >= 0",
+  );
   const minP = numberFlag("min-p", values["min-p"], 0, (x) => x >= 0 && x <= 1, "a number in [0, 1]");
   const topP = numberFlag("top-p", values["top-p"], 1, (x) => x > 0 && x <= 1, "a number in (0, 1]");
   const seed = numberFlag("seed", values.seed, 0, Number.isSafeInteger, "an integer");

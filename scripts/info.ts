@@ -15,8 +15,17 @@
  * @module
  */
 import process from "node:process";
-import { checkpointRefusal, cli, EXIT_REFUSED, EXIT_USAGE, fail, type Progress, progress, run } from "./cli.ts";
-import { DTYPE_BYTES, type DmexpDtype } from "../formats/dmexp.ts";
+import {
+  checkpointRefusal,
+  cli,
+  EXIT_REFUSED,
+  EXIT_USAGE,
+  fail,
+  type Progress,
+  progress,
+  run,
+} from "./cli.ts";
+import { type DmexpDtype, DTYPE_BYTES } from "../formats/dmexp.ts";
 import { formatOf, FORMATS } from "../formats/mod.ts";
 import { isCheckpointFile } from "../formats/checkpoint.ts";
 import { F16_MAX, F16_MIN_NORMAL } from "../formats/float16.ts";
@@ -44,12 +53,31 @@ function dmexpText(info: any): string {
     tensors: Array<{ name: string; dims: number[]; overflowed: number }>;
     config: string;
   };
-  const h = fields as Record<string, unknown> & { dtype: DmexpDtype; num_params: number; flushed: number; max_abs: number; min_nonzero_abs: number };
+  const h = fields as Record<string, unknown> & {
+    dtype: DmexpDtype;
+    num_params: number;
+    flushed: number;
+    max_abs: number;
+    min_nonzero_abs: number;
+  };
   const n = (x: number) => x.toLocaleString("en-US");
-  const standard = ["format", "dtype", "source", "step", "num_params", "num_tensors", "flushed", "max_abs", "min_nonzero_abs"];
+  const standard = [
+    "format",
+    "dtype",
+    "source",
+    "step",
+    "num_params",
+    "num_tensors",
+    "flushed",
+    "max_abs",
+    "min_nonzero_abs",
+  ];
   const rows: Array<[string, unknown]> = [
     ["file", info.file],
-    ["bytes", `${n(info.bytes)} = 24 prefix + ${n(info.header_length)} header + ${n(info.payload_length)} payload`],
+    [
+      "bytes",
+      `${n(info.bytes)} = 24 prefix + ${n(info.header_length)} header + ${n(info.payload_length)} payload`,
+    ],
     ["version", info.version],
     [
       "checksum",
@@ -90,7 +118,11 @@ function dmexpText(info: any): string {
   const width = Math.max(...tensors.map((t) => t.name.length));
   lines.push("tensors");
   for (const t of tensors) {
-    lines.push(`  ${t.name.padEnd(width)}  [${t.dims.join(", ")}]  ${n(numel(t.dims))} values  overflowed ${t.overflowed}`);
+    lines.push(
+      `  ${t.name.padEnd(width)}  [${t.dims.join(", ")}]  ${
+        n(numel(t.dims))
+      } values  overflowed ${t.overflowed}`,
+    );
   }
   return lines.join("\n");
 }
@@ -100,9 +132,23 @@ function genericText(info: Record<string, unknown>): string {
   const lines: string[] = [];
   for (const [k, v] of Object.entries(info)) {
     if (Array.isArray(v)) {
-      lines.push(k, ...v.map((e) => `  ${typeof e === "object" ? Object.values(e as object).map((x) => Array.isArray(x) ? `[${x.join(", ")}]` : x).join("  ") : e}`));
+      lines.push(
+        k,
+        ...v.map((e) =>
+          `  ${
+            typeof e === "object"
+              ? Object.values(e as object).map((x) => Array.isArray(x) ? `[${x.join(", ")}]` : x).join("  ")
+              : e
+          }`
+        ),
+      );
     } else if (v && typeof v === "object") {
-      lines.push(k, ...Object.entries(v).map(([a, b]) => `  ${a.padEnd(40)} ${typeof b === "string" ? b : JSON.stringify(b)}`));
+      lines.push(
+        k,
+        ...Object.entries(v).map(([a, b]) =>
+          `  ${a.padEnd(40)} ${typeof b === "string" ? b : JSON.stringify(b)}`
+        ),
+      );
     } else lines.push(`${k.padEnd(16)} ${typeof v === "string" ? v : JSON.stringify(v)}`);
   }
   return lines.join("\n");
@@ -137,11 +183,20 @@ async function main(): Promise<void> {
       if (done === total) bar.done();
     },
   });
-  console.log(values.json ? JSON.stringify(info, null, 2) : format.name === "dmexp" ? dmexpText(info) : genericText(info));
+  console.log(
+    values.json
+      ? JSON.stringify(info, null, 2)
+      : format.name === "dmexp"
+      ? dmexpText(info)
+      : genericText(info),
+  );
   // A dmexp file is shown even when its checks fail; the verdict is the exit code.
   // deno-lint-ignore no-explicit-any
   const v = info as any;
-  if (format.name === "dmexp" && (!v.crc32.ok || v.header_crc32?.ok === false || (!v.model.ok && v.model.field !== "config"))) {
+  if (
+    format.name === "dmexp" &&
+    (!v.crc32.ok || v.header_crc32?.ok === false || (!v.model.ok && v.model.field !== "config"))
+  ) {
     process.exitCode = EXIT_REFUSED;
   }
 }

@@ -16,10 +16,10 @@ import { chooseKernels, cli, EXIT_USAGE, fail, KERNELS_HELP, progress, run } fro
 import { DEFAULT_INPUT, exportCheckpoint } from "../formats/export.ts";
 import { formatNamed, FORMATS } from "../formats/mod.ts";
 import { readCheckpoint } from "../formats/checkpoint.ts";
-import { engineKinds, loadEngine } from "../serve/engines.ts";
+import { engineKinds, loadEngine } from "../engines/mod.ts";
 import { evalWindows, loadBrown } from "../model/corpus.ts";
-import { createFloatEngine } from "../model/float-engine.ts";
-import { compareLogits, profileEngine } from "../model/measure.ts";
+import { createFloatEngine } from "../engines/float.ts";
+import { compareLogits, profileEngine } from "../measure/metrics.ts";
 import { encode } from "../model/tokenizer.ts";
 
 /** The prompts whose greedy continuations must match. */
@@ -92,7 +92,9 @@ await run(async () => {
     ? a.only.split(",").map((p) => p.split(":") as [string, string])
     : FORMATS.flatMap((f) => f.dtypes.map((d) => [f.name, d] as [string, string]));
   for (const [f, d] of variants) {
-    if (!formatNamed(f)?.dtypes.includes(d)) fail(`--only ${f}:${d}: not a format and dtype ferry writes`, EXIT_USAGE);
+    if (!formatNamed(f)?.dtypes.includes(d)) {
+      fail(`--only ${f}:${d}: not a format and dtype ferry writes`, EXIT_USAGE);
+    }
   }
   if (a.engine !== undefined && !engineKinds().includes(a.engine)) {
     fail(`--engine ${a.engine}: unknown (expected one of: ${engineKinds().join(", ")})`, EXIT_USAGE);
@@ -102,7 +104,9 @@ await run(async () => {
   const windows = evalWindows((await loadBrown()).heldOut, count);
   const prompts = PROMPTS.slice(0, promptCount).map((p) => encode(p, { bos: true }));
   const V = ck.config.vocab_size;
-  const bar = progress("measure", (variants.length + 1) * (windows.length + prompts.length), { unit: "eval" });
+  const bar = progress("measure", (variants.length + 1) * (windows.length + prompts.length), {
+    unit: "eval",
+  });
   const reference = await profileEngine(source, windows, prompts, 64, () => bar.tick());
   const dir = mkdtempSync(join(tmpdir(), "ferry-measure-"));
   const rows: Row[] = [];
@@ -136,23 +140,42 @@ await run(async () => {
     rmSync(dir, { recursive: true, force: true });
   }
   bar.done();
-  const result = { checkpoint: input, step: ck.step, windows: count, prompts: prompts.length, source_bpb: reference.bpb, rows };
+  const result = {
+    checkpoint: input,
+    step: ck.step,
+    windows: count,
+    prompts: prompts.length,
+    source_bpb: reference.bpb,
+    rows,
+  };
   if (a.json) {
     console.log(JSON.stringify(result, null, 2));
     return;
   }
-  console.log(`${input} (step ${ck.step}): source held-out bits per byte ${reference.bpb.toFixed(4)} over ${count} windows`);
+  console.log(
+    `${input} (step ${ck.step}): source held-out bits per byte ${
+      reference.bpb.toFixed(4)
+    } over ${count} windows`,
+  );
   const engines = new Set(rows.map((r) => r.engine));
   const withEngine = engines.size > 1 || (engines.size === 1 && !engines.has("float"));
   console.log(
-    `| format | dtype |${withEngine ? " engine |" : ""} bytes | max abs Δlogit | mean abs Δlogit | top-1 | mean KL (nats) | bits/byte | gap | greedy identical |`,
+    `| format | dtype |${
+      withEngine ? " engine |" : ""
+    } bytes | max abs Δlogit | mean abs Δlogit | top-1 | mean KL (nats) | bits/byte | gap | greedy identical |`,
   );
   console.log(`|---|---|${withEngine ? "---|" : ""}---:|---:|---:|---:|---:|---:|---:|---:|`);
   for (const r of rows) {
     console.log(
-      `| ${r.format} | ${r.dtype} |${withEngine ? ` ${r.engine} |` : ""} ${r.bytes.toLocaleString("en-US")} | ${r.max_abs_delta.toExponential(2)} | ` +
-        `${r.mean_abs_delta.toExponential(2)} | ${(100 * r.top1).toFixed(2)}% | ${r.mean_kl.toExponential(2)} | ` +
-        `${r.bpb.toFixed(4)} | ${r.bpb_gap >= 0 ? "+" : ""}${r.bpb_gap.toFixed(4)} | ${r.greedy_identical}/${prompts.length} |`,
+      `| ${r.format} | ${r.dtype} |${withEngine ? ` ${r.engine} |` : ""} ${
+        r.bytes.toLocaleString("en-US")
+      } | ${r.max_abs_delta.toExponential(2)} | ` +
+        `${r.mean_abs_delta.toExponential(2)} | ${(100 * r.top1).toFixed(2)}% | ${
+          r.mean_kl.toExponential(2)
+        } | ` +
+        `${r.bpb.toFixed(4)} | ${r.bpb_gap >= 0 ? "+" : ""}${
+          r.bpb_gap.toFixed(4)
+        } | ${r.greedy_identical}/${prompts.length} |`,
     );
   }
 });

@@ -11,9 +11,9 @@ import { dirname } from "node:path";
 import process from "node:process";
 import { chooseKernels, cli, EXIT_USAGE, fail, KERNELS_HELP, progress, run } from "./cli.ts";
 import { type ModelConfig, PRESETS, readConfigFile } from "../model/config.ts";
-import { loadBrown, evalWindows } from "../model/corpus.ts";
+import { evalWindows, loadBrown } from "../model/corpus.ts";
 import { initParams } from "../model/init.ts";
-import { bitsPerByte } from "../model/measure.ts";
+import { bitsPerByte } from "../measure/metrics.ts";
 import { buildModel } from "../model/qwen3.ts";
 import { createRng } from "../model/random.ts";
 import {
@@ -95,13 +95,18 @@ await run(async () => {
     cfg = PRESETS[a.preset!];
     if (!cfg) fail(`unknown --preset ${a.preset}; known: ${Object.keys(PRESETS).join(", ")}`, EXIT_USAGE);
   }
-  if (seqLen > cfg.max_position_embeddings) fail(`--seq ${seqLen} exceeds max_position_embeddings`, EXIT_USAGE);
+  if (seqLen > cfg.max_position_embeddings) {
+    fail(`--seq ${seqLen} exceeds max_position_embeddings`, EXIT_USAGE);
+  }
 
   const corpus = await loadBrown();
   const layout = paramLayout(cfg);
   const shared = (n: number) => new Float32Array(new SharedArrayBuffer(n * 4));
   // Everything the optimizer touches is shared: the workers run it, each over its own range.
-  const params = shared(layout.size), m = shared(layout.size), v = shared(layout.size), ema = shared(layout.size);
+  const params = shared(layout.size),
+    m = shared(layout.size),
+    v = shared(layout.size),
+    ema = shared(layout.size);
   let step = 0, tokensSeen = 0, rngState: number[] | undefined;
   if (resuming) {
     const ck = await readCheckpoint(out);
@@ -125,15 +130,29 @@ await run(async () => {
   // (the faster one takes more), and the sum over sequences runs in their order, so the bits do not
   // depend on which worker ran which sequence, nor on how many workers there are.
   const grads = Array.from({ length: batch }, () => shared(layout.size));
-  const losses = new Float64Array(new SharedArrayBuffer(batch * 8)), next = new Int32Array(new SharedArrayBuffer(4));
+  const losses = new Float64Array(new SharedArrayBuffer(batch * 8)),
+    next = new Int32Array(new SharedArrayBuffer(4));
   // Worker i owns elements [cut(i), cut(i + 1)) of the optimizer's work (cuts on 16-element bounds).
-  const cut = (i: number) => (i === nWorkers ? layout.size : Math.floor((layout.size * i) / nWorkers / 16) * 16);
+  const cut = (
+    i: number,
+  ) => (i === nWorkers ? layout.size : Math.floor((layout.size * i) / nWorkers / 16) * 16);
   const workers = Array.from({ length: nWorkers }, (_, index) => {
     const w = new Worker(new URL("../model/train-worker.ts", import.meta.url).href, { type: "module" });
     w.postMessage({
-      type: "init", config: cfg, seqLen, kernels, from: cut(index), to: cut(index + 1), corpus: trainBytes.buffer,
-      params: params.buffer, grads: grads.map((g) => g.buffer), m: m.buffer, v: v.buffer, ema: ema.buffer,
-      losses: losses.buffer, next: next.buffer,
+      type: "init",
+      config: cfg,
+      seqLen,
+      kernels,
+      from: cut(index),
+      to: cut(index + 1),
+      corpus: trainBytes.buffer,
+      params: params.buffer,
+      grads: grads.map((g) => g.buffer),
+      m: m.buffer,
+      v: v.buffer,
+      ema: ema.buffer,
+      losses: losses.buffer,
+      next: next.buffer,
     });
     return w;
   });
@@ -148,7 +167,12 @@ await run(async () => {
   const evalSet = evalWindows(corpus.heldOut, 16, Math.min(256, seqLen));
   const logPath = out.replace(/\.ckpt$/, "") + ".log";
   if (!resuming) {
-    await appendFile(logPath, `# ferry train: ${JSON.stringify({ ...cfg })}\n# steps=${totalSteps} batch=${batch} seq=${seqLen} lr=${peakLr} warmup=${warmup} seed=${seed} workers=${nWorkers} kernels=${kernels}\n# step\ttokens\tloss_bits_per_byte\tlr\tgrad_norm\ttok_per_s\theldout16_bpb\n`);
+    await appendFile(
+      logPath,
+      `# ferry train: ${
+        JSON.stringify({ ...cfg })
+      }\n# steps=${totalSteps} batch=${batch} seq=${seqLen} lr=${peakLr} warmup=${warmup} seed=${seed} workers=${nWorkers} kernels=${kernels}\n# step\ttokens\tloss_bits_per_byte\tlr\tgrad_norm\ttok_per_s\theldout16_bpb\n`,
+    );
   }
   const adam = { beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.1 };
   const emaDecay = 0.998;
@@ -161,7 +185,16 @@ await run(async () => {
       model: t(params),
       ema: t(ema),
       adam: { m: t(m), v: t(v) },
-      trainer: { tokens_seen: tokensSeen, rng: rng.state(), steps: totalSteps, batch, seq: seqLen, lr: peakLr, warmup, seed },
+      trainer: {
+        tokens_seen: tokensSeen,
+        rng: rng.state(),
+        steps: totalSteps,
+        batch,
+        seq: seqLen,
+        lr: peakLr,
+        warmup,
+        seed,
+      },
     });
   };
   const heldOut = (f: Float32Array) => bitsPerByte(buildModel(cfg, viewTensors(layout, f)), evalSet);
@@ -179,7 +212,9 @@ await run(async () => {
     const span = trainBytes.length - seqLen;
     const starts = Array.from({ length: batch }, () => rng.int(span));
     Atomics.store(next, 0, 0);
-    await Promise.all(workers.map((w) => call(w, { type: "step", starts, seqLen, gradScale: 1 / (batch * seqLen) })));
+    await Promise.all(
+      workers.map((w) => call(w, { type: "step", starts, seqLen, gradScale: 1 / (batch * seqLen) })),
+    );
     // The sum over sequences into grads[0], the clipping and AdamW + EMA run in the workers, each over
     // its range; only the norm (one ordered f64 sum) is serial, here.
     await Promise.all(workers.map((w) => call(w, { type: "reduce" })));
@@ -193,7 +228,9 @@ await run(async () => {
     const now = performance.now();
     const tps = ((tokensSeen - lastTokens) / (now - lastTime)) * 1000;
     if (ran === WARM) warmAt = now, warmTokens = tokensSeen, warmCpu = cpuSeconds();
-    let line = `${step}\t${tokensSeen}\t${loss.toFixed(4)}\t${lr.toExponential(3)}\t${norm.toFixed(3)}\t${tps.toFixed(0)}`;
+    let line = `${step}\t${tokensSeen}\t${loss.toFixed(4)}\t${lr.toExponential(3)}\t${norm.toFixed(3)}\t${
+      tps.toFixed(0)
+    }`;
     if (step % evalEvery === 0 || step === totalSteps) line += `\t${heldOut(ema).toFixed(4)}`;
     if (step % 10 === 0 || line.split("\t").length > 6) await appendFile(logPath, line + "\n");
     lastTime = now, lastTokens = tokensSeen;
@@ -215,6 +252,8 @@ await run(async () => {
     cores_busy: cpu / wall,
   };
   if (a.json) console.log(JSON.stringify(summary));
-  else console.log(`wrote ${out} at step ${step} (${tokensSeen} tokens, train loss ${lossAvg.toFixed(3)} bits/byte)`);
+  else {console.log(
+      `wrote ${out} at step ${step} (${tokensSeen} tokens, train loss ${lossAvg.toFixed(3)} bits/byte)`,
+    );}
   process.exit(0);
 });

@@ -9,7 +9,7 @@
 // What it proves: those constructs are absent from the source of the audited functions. What it does
 // not: it says nothing about the JavaScript engine's machine code (a JIT may use a multiplier for
 // `a[i]` addressing or for `|` on doubles), about functions outside the set (the adapter in
-// serve/int-engine.ts, the lut4 reader, the CLI), or about model quality. See formats/lut4.md.
+// engines/int/engine.ts, the lut4 reader, the CLI), or about model quality. See formats/lut4.md.
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -34,9 +34,9 @@ export const AUDITED = [
   "kernels/int/tables.ts",
   "kernels/int/rope.ts",
   "kernels/int/attention.ts",
-  "serve/int-forward.ts",
-  "serve/int-simd.ts",
-  "serve/int-sampler.ts",
+  "engines/int/forward.ts",
+  "engines/int/simd.ts",
+  "engines/int/sampler.ts",
 ];
 
 /** Calls allowed outside the audited set: allocation and errors (constructors) and array growth. */

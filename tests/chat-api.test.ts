@@ -382,7 +382,7 @@ describe("sessions", () => {
 test("the same app answers the same under Deno", async () => {
   const script = `
     import { createApp } from "./serve/app.ts";
-    import { loadEngine } from "./serve/engines.ts";
+    import { loadEngine } from "./engines/mod.ts";
     import process from "node:process";
     const app = createApp({ engine: await loadEngine(process.env.FERRY_CHAT_MODEL), maxBodyBytes: 4096 });
     const post = (p, b) => app.request(p, { method: "POST", body: JSON.stringify(b) });

@@ -68,13 +68,14 @@ test("a training checkpoint is refused with the command that converts it", () =>
 test("usage errors exit 2", () => {
   expect(spawnSync("bun", ["scripts/chat.ts", "--port", "http"], { encoding: "utf8" }).status).toBe(2);
   expect(
-    spawnSync("bun", ["scripts/load-test.ts", "--url", "http://example.com/"], { encoding: "utf8" }).status,
+    spawnSync("bun", ["scripts/tools/load-test.ts", "--url", "http://example.com/"], { encoding: "utf8" })
+      .status,
   ).toBe(2);
 });
 
 test("the load test: every answer well formed or a clean 429, disconnects, memory back at baseline", () => {
   const r = spawnSync("bun", [
-    "scripts/load-test.ts",
+    "scripts/tools/load-test.ts",
     "--requests",
     "40",
     "--clients",

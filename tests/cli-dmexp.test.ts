@@ -57,7 +57,9 @@ afterAll(() => {
 
 describe("scripts/export.ts", () => {
   test("exports the model section only (not EMA, not optimizer state), with the snapshot's config, under Deno", async () => {
-    const r = sh("deno", "scripts/export.ts", ["--format", "dmexp", 
+    const r = sh("deno", "scripts/export.ts", [
+      "--format",
+      "dmexp",
       "--input",
       ckpt,
       "--output",
@@ -95,7 +97,16 @@ describe("scripts/export.ts", () => {
   });
 
   test("--preset is refused while the snapshot exists (exit 2), required when it is missing (exit 1), and accepted then", async () => {
-    const refused = sh("bun", "scripts/export.ts", ["--format", "dmexp", "--input", ckpt, "--output", dir, "--preset", "tiny"]);
+    const refused = sh("bun", "scripts/export.ts", [
+      "--format",
+      "dmexp",
+      "--input",
+      ckpt,
+      "--output",
+      dir,
+      "--preset",
+      "tiny",
+    ]);
     expect(refused.code).toBe(2);
     expect(refused.err).toContain("run.config.toml exists");
     await rename(at("run.config.toml"), at("run.config.away"));
@@ -104,7 +115,9 @@ describe("scripts/export.ts", () => {
       expect(missing.code).toBe(1);
       expect(missing.err).toContain("run.config.toml is missing");
       expect(missing.err).toContain("--preset");
-      const named = sh("bun", "scripts/export.ts", ["--format", "dmexp", 
+      const named = sh("bun", "scripts/export.ts", [
+        "--format",
+        "dmexp",
         "--input",
         ckpt,
         "--output",
@@ -115,7 +128,9 @@ describe("scripts/export.ts", () => {
       ]);
       expect(named.code).toBe(0);
       expect(JSON.parse(named.out).config_from).toBe("preset tiny");
-      const wrong = sh("bun", "scripts/export.ts", ["--format", "dmexp", 
+      const wrong = sh("bun", "scripts/export.ts", [
+        "--format",
+        "dmexp",
         "--input",
         ckpt,
         "--output",
@@ -135,11 +150,21 @@ describe("scripts/export.ts", () => {
     bytes[bytes.length - 5] ^= 0x40; // inside the optimizer state: still a corrupt file
     await writeFile(at("bad.ckpt"), bytes);
     await writeFile(at("bad.config.toml"), readFileSync(at("run.config.toml")));
-    const bad = sh("bun", "scripts/export.ts", ["--format", "dmexp", "--input", at("bad.ckpt"), "--output", dir]);
+    const bad = sh("bun", "scripts/export.ts", [
+      "--format",
+      "dmexp",
+      "--input",
+      at("bad.ckpt"),
+      "--output",
+      dir,
+    ]);
     expect(bad.code).toBe(1);
     expect(bad.err).toContain("crc32");
-    expect(sh("bun", "scripts/export.ts", ["--format", "dmexp", "--input", ckpt, "--dtype", "f8"]).code).toBe(2);
-    expect(sh("bun", "scripts/export.ts", ["--format", "dmexp", "--input", ckpt, "--format", "onnx"]).code).toBe(2);
+    expect(sh("bun", "scripts/export.ts", ["--format", "dmexp", "--input", ckpt, "--dtype", "f8"]).code).toBe(
+      2,
+    );
+    expect(sh("bun", "scripts/export.ts", ["--format", "dmexp", "--input", ckpt, "--format", "onnx"]).code)
+      .toBe(2);
     expect(sh("bun", "scripts/export.ts", ["--format", "dmexp", "--nope"]).code).toBe(2);
     const none = sh("bun", "scripts/export.ts", ["--format", "dmexp", "--input", at("absent.ckpt")]);
     expect(none.code).toBe(1);
@@ -150,7 +175,9 @@ describe("scripts/export.ts", () => {
     const big = cloneTensors(model);
     big[4].data[1] = -80000;
     await writeCheckpoint(at("big.ckpt"), cfg, { step: 1, model: big });
-    const f16 = sh("bun", "scripts/export.ts", ["--format", "dmexp", 
+    const f16 = sh("bun", "scripts/export.ts", [
+      "--format",
+      "dmexp",
       "--input",
       at("big.ckpt"),
       "--output",
@@ -161,7 +188,9 @@ describe("scripts/export.ts", () => {
     expect(f16.code).toBe(1);
     expect(f16.err).toContain("--dtype bf16");
     expect(existsSync(at("big.f16.dmexp"))).toBe(false);
-    const bf16 = sh("bun", "scripts/export.ts", ["--format", "dmexp", 
+    const bf16 = sh("bun", "scripts/export.ts", [
+      "--format",
+      "dmexp",
       "--input",
       at("big.ckpt"),
       "--output",
@@ -337,7 +366,9 @@ describe("readers/dmexp.ts, the minimal reader", () => {
           const got = Float32Array.from(out[2 * i + 1].split(" "), Number);
           expect(got.length).toBe(t.data.length);
           // Bytes, so -0 and 0 differ and nothing is compared approximately.
-          expect(new Uint8Array(got.buffer)).toEqual(new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength));
+          expect(new Uint8Array(got.buffer)).toEqual(
+            new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength),
+          );
         });
       });
     }

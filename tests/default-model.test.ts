@@ -3,7 +3,7 @@ import { expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { readCheckpoint } from "../formats/checkpoint.ts";
 import { evalWindows, loadBrown } from "../model/corpus.ts";
-import { bitsPerByte } from "../model/measure.ts";
+import { bitsPerByte } from "../measure/metrics.ts";
 import { buildModel } from "../model/qwen3.ts";
 import { generate } from "../model/sample.ts";
 import { decode, encode } from "../model/tokenizer.ts";
@@ -23,6 +23,7 @@ test("the default model reaches the README's held-out bits per byte and greedy t
   expect(bpb).toBeLessThanOrEqual(2.3);
   const readme = readFileSync("README.md", "utf8");
   expect(readme).toContain(`**${bpb.toFixed(4)}**`);
-  const text = "The jury said" + decode(generate(model, encode("The jury said", { bos: true }), { maxTokens: 64 }));
+  const text = "The jury said" +
+    decode(generate(model, encode("The jury said", { bos: true }), { maxTokens: 64 }));
   expect(readme).toContain("`" + text + "`");
 }, 60_000);

@@ -19,7 +19,7 @@ import { writeCheckpoint } from "../formats/checkpoint.ts";
 import { paramShapes, parseConfig, PRESETS } from "../model/config.ts";
 import { initParams } from "../model/init.ts";
 import { buildModel } from "../model/qwen3.ts";
-import { compareLogits, windowLogits } from "../model/measure.ts";
+import { compareLogits, windowLogits } from "../measure/metrics.ts";
 import { cloneTensors, numel, type Tensor } from "../model/tensor.ts";
 import { assemble, disassemble, foreignFile, tempDir, withHeader } from "./dmexp-fixtures.ts";
 import { expectSameTensors } from "./helpers/bits.ts";

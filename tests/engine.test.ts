@@ -12,11 +12,11 @@ import { PRESETS } from "../model/config.ts";
 import { initParams } from "../model/init.ts";
 import { tensorSource } from "../model/tensor.ts";
 import { buildModel, createCache, forward } from "../model/qwen3.ts";
-import { createFloatEngine } from "../model/float-engine.ts";
+import { createFloatEngine } from "../engines/float.ts";
 import { generateAll, generateTokens } from "../model/generate.ts";
 import { generate } from "../model/sample.ts";
 import { encode, EOS } from "../model/tokenizer.ts";
-import { engineKinds, loadEngine } from "../serve/engines.ts";
+import { engineKinds, loadEngine } from "../engines/mod.ts";
 
 setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 

@@ -481,13 +481,21 @@ test("the minimal reader is at most 40 lines and imports only node: built-ins", 
 });
 
 /** Runs the minimal reader CLI on each file (a few at a time), under one runtime. */
-function cli(runtime: "deno" | "bun", runs: string[][]): Promise<Array<{ code: number | null; out: string; err: string }>> {
+function cli(
+  runtime: "deno" | "bun",
+  runs: string[][],
+): Promise<Array<{ code: number | null; out: string; err: string }>> {
   const one = (args: string[]) =>
     new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
       const [cmd, pre] = runtime === "deno" ? ["deno", ["run", "-A", READER]] : [process.execPath, [READER]];
-      execFile(cmd, [...pre, ...args], { maxBuffer: 1 << 28, env: { ...process.env, NO_COLOR: "1" } }, (e, out, err) => {
-        resolve({ code: e ? (typeof e.code === "number" ? e.code : null) : 0, out, err });
-      });
+      execFile(
+        cmd,
+        [...pre, ...args],
+        { maxBuffer: 1 << 28, env: { ...process.env, NO_COLOR: "1" } },
+        (e, out, err) => {
+          resolve({ code: e ? (typeof e.code === "number" ? e.code : null) : 0, out, err });
+        },
+      );
     });
   const lanes = [Promise.resolve(), Promise.resolve(), Promise.resolve(), Promise.resolve()];
   return Promise.all(runs.map((args, i) => {
@@ -508,77 +516,92 @@ function printed(out: string, names: string[]): Float64Array[] {
 }
 
 for (const runtime of ["deno", "bun"] as const) {
-  test(`the minimal reader under ${runtime} lists and prints every array bit for bit as the full reader`, async () => {
-    const paths = [join(dir, "stress.f64lines"), modelPath];
-    const fulls = paths.map((p) => parseF64Lines(new Uint8Array(readFileSync(p))));
-    const listed = await cli(runtime, paths.map((p) => [p]));
-    const dumped = await cli(runtime, paths.map((p, i) => [p, ...fulls[i].names]));
-    fulls.forEach((full, i) => {
-      expect([listed[i].code, listed[i].err]).toEqual([0, ""]);
-      expect(listed[i].out).toBe(full.names.map((n, k) => `${n}\tf64\t[${full.arrays[k].length}]\n`).join(""));
-      expect([dumped[i].code, dumped[i].err]).toEqual([0, ""]);
-      const arrays = printed(dumped[i].out, full.names);
-      expect(arrays.every((a, k) => sameBits(a, full.arrays[k]))).toBe(true);
-    });
-    expect(dumped[0].out).toContain(" -0 "); // the stress set's -0 is printed as -0
-  }, 60_000);
+  test(
+    `the minimal reader under ${runtime} lists and prints every array bit for bit as the full reader`,
+    async () => {
+      const paths = [join(dir, "stress.f64lines"), modelPath];
+      const fulls = paths.map((p) => parseF64Lines(new Uint8Array(readFileSync(p))));
+      const listed = await cli(runtime, paths.map((p) => [p]));
+      const dumped = await cli(runtime, paths.map((p, i) => [p, ...fulls[i].names]));
+      fulls.forEach((full, i) => {
+        expect([listed[i].code, listed[i].err]).toEqual([0, ""]);
+        expect(listed[i].out).toBe(
+          full.names.map((n, k) => `${n}\tf64\t[${full.arrays[k].length}]\n`).join(""),
+        );
+        expect([dumped[i].code, dumped[i].err]).toEqual([0, ""]);
+        const arrays = printed(dumped[i].out, full.names);
+        expect(arrays.every((a, k) => sameBits(a, full.arrays[k]))).toBe(true);
+      });
+      expect(dumped[0].out).toContain(" -0 "); // the stress set's -0 is printed as -0
+    },
+    60_000,
+  );
 
-  test(`the minimal reader under ${runtime} refuses every malformed file with one line and exit 1`, async () => {
-    const runs = await cli(runtime, malformedPaths.map((p) => [p]));
-    const wrong = runs.map((r, i) => ({ ...r, path: malformedPaths[i] })).filter((r) =>
-      r.code !== 1 || r.out !== "" || r.err.trimEnd().split("\n").length !== 1 || !r.err.startsWith(`${r.path}: `)
-    );
-    expect(wrong).toEqual([]);
-  }, 60_000);
+  test(
+    `the minimal reader under ${runtime} refuses every malformed file with one line and exit 1`,
+    async () => {
+      const runs = await cli(runtime, malformedPaths.map((p) => [p]));
+      const wrong = runs.map((r, i) => ({ ...r, path: malformedPaths[i] })).filter((r) =>
+        r.code !== 1 || r.out !== "" || r.err.trimEnd().split("\n").length !== 1 ||
+        !r.err.startsWith(`${r.path}: `)
+      );
+      expect(wrong).toEqual([]);
+    },
+    60_000,
+  );
 }
 
-test("mutated files: both readers accept and refuse the same ones, and accept only canonical text", async () => {
-  const rng = createRng(99);
-  const alphabet = [..."0125-p,|\n\rnaifv#e.+ ", "\xff", "é"];
-  const base = weightsToF64Lines(["a", "b"], [[0.5, -0, 0.1, NaN, 5e-324, 2 ** 61, 2 ** 62, -Infinity], [
-    3,
-    -7,
-  ]]);
-  const canonical = (t: string) =>
-    t.split("\n").map((l) => l.replace(/\r$/, "")).filter((l) => l).map((l) => l + "\n");
-  const accepted: Array<[string, ReturnType<typeof parseF64Lines>]> = [];
-  const refused: string[] = [];
-  for (let k = 0; k < 5000; k++) {
-    let t = base;
-    for (let e = 1 + rng.int(3); e > 0; e--) {
-      const at = rng.int(t.length + 1), ch = alphabet[rng.int(alphabet.length)], op = rng.int(3);
-      t = t.slice(0, at) + (op === 1 ? "" : ch) + t.slice(op === 0 ? at : at + 1);
+test(
+  "mutated files: both readers accept and refuse the same ones, and accept only canonical text",
+  async () => {
+    const rng = createRng(99);
+    const alphabet = [..."0125-p,|\n\rnaifv#e.+ ", "\xff", "é"];
+    const base = weightsToF64Lines(["a", "b"], [[0.5, -0, 0.1, NaN, 5e-324, 2 ** 61, 2 ** 62, -Infinity], [
+      3,
+      -7,
+    ]]);
+    const canonical = (t: string) =>
+      t.split("\n").map((l) => l.replace(/\r$/, "")).filter((l) => l).map((l) => l + "\n");
+    const accepted: Array<[string, ReturnType<typeof parseF64Lines>]> = [];
+    const refused: string[] = [];
+    for (let k = 0; k < 5000; k++) {
+      let t = base;
+      for (let e = 1 + rng.int(3); e > 0; e--) {
+        const at = rng.int(t.length + 1), ch = alphabet[rng.int(alphabet.length)], op = rng.int(3);
+        t = t.slice(0, at) + (op === 1 ? "" : ch) + t.slice(op === 0 ? at : at + 1);
+      }
+      // Reseal most of them, so the token and line rules are what decides, not the checksum.
+      const lines = canonical(t), last = lines.at(-1) ?? "";
+      if (rng.next() < 0.8 && last.startsWith("#fnv1a32=")) {
+        const sum = stringChecksum(lines.slice(0, -1).join("")).toString(16).padStart(8, "0");
+        t = t.slice(0, t.lastIndexOf("#fnv1a32=")) + `#fnv1a32=${sum}\n`;
+      }
+      try {
+        const full = parseF64Lines(enc.encode(t));
+        expect(weightsToF64Lines(full.names, full.arrays)).toBe(canonical(t).join(""));
+        accepted.push([t, full]);
+      } catch (e) {
+        expect(e).toBeInstanceOf(F64LinesError);
+        refused.push(t);
+      }
     }
-    // Reseal most of them, so the token and line rules are what decides, not the checksum.
-    const lines = canonical(t), last = lines.at(-1) ?? "";
-    if (rng.next() < 0.8 && last.startsWith("#fnv1a32=")) {
-      const sum = stringChecksum(lines.slice(0, -1).join("")).toString(16).padStart(8, "0");
-      t = t.slice(0, t.lastIndexOf("#fnv1a32=")) + `#fnv1a32=${sum}\n`;
-    }
-    try {
-      const full = parseF64Lines(enc.encode(t));
-      expect(weightsToF64Lines(full.names, full.arrays)).toBe(canonical(t).join(""));
-      accepted.push([t, full]);
-    } catch (e) {
-      expect(e).toBeInstanceOf(F64LinesError);
-      refused.push(t);
-    }
-  }
-  expect(accepted.length).toBeGreaterThan(200); // the mutations reach the token rules, not just the checksum
-  // The minimal reader, as a program, on a sample of each kind: the same verdict and the same bits.
-  const SAMPLE = 100; // of each verdict: as programs these cost a process each, so not all 5000
-  const sample = [...accepted.slice(0, SAMPLE).map(([t]) => t), ...refused.slice(0, SAMPLE)];
-  const paths = sample.map((t, i) => {
-    const path = join(dir, `mutant${i}.f64lines`);
-    writeFileSync(path, t);
-    return path;
-  });
-  const runs = await cli("bun", paths.map((p, i) => [p, ...(i < SAMPLE ? accepted[i][1].names : [])]));
-  runs.forEach((r, i) => {
-    if (i >= SAMPLE) return expect(`${i}: exit ${r.code}`).toBe(`${i}: exit 1`);
-    expect(`${i}: exit ${r.code} ${r.err}`).toBe(`${i}: exit 0 `);
-    const full = accepted[i][1];
-    const arrays = printed(r.out, full.names); // every array whose name is asked, once each, in file order
-    arrays.forEach((a, k) => expect(sameBits(a, full.arrays[k])).toBe(true));
-  });
-}, 60_000);
+    expect(accepted.length).toBeGreaterThan(200); // the mutations reach the token rules, not just the checksum
+    // The minimal reader, as a program, on a sample of each kind: the same verdict and the same bits.
+    const SAMPLE = 100; // of each verdict: as programs these cost a process each, so not all 5000
+    const sample = [...accepted.slice(0, SAMPLE).map(([t]) => t), ...refused.slice(0, SAMPLE)];
+    const paths = sample.map((t, i) => {
+      const path = join(dir, `mutant${i}.f64lines`);
+      writeFileSync(path, t);
+      return path;
+    });
+    const runs = await cli("bun", paths.map((p, i) => [p, ...(i < SAMPLE ? accepted[i][1].names : [])]));
+    runs.forEach((r, i) => {
+      if (i >= SAMPLE) return expect(`${i}: exit ${r.code}`).toBe(`${i}: exit 1`);
+      expect(`${i}: exit ${r.code} ${r.err}`).toBe(`${i}: exit 0 `);
+      const full = accepted[i][1];
+      const arrays = printed(r.out, full.names); // every array whose name is asked, once each, in file order
+      arrays.forEach((a, k) => expect(sameBits(a, full.arrays[k])).toBe(true));
+    });
+  },
+  60_000,
+);

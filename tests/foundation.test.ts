@@ -19,7 +19,17 @@ import { expectSameBits, expectSameTensors } from "./helpers/bits.ts";
 
 setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
-const SAMPLES = ["", "The jury said", "naïve café", "日本語のテキスト", "مرحبا بالعالم", "emoji 🚀👩‍👩‍👧", "e\u0301 combining", "tab\tnew\nline", "\uFEFFstarts with a byte-order mark"];
+const SAMPLES = [
+  "",
+  "The jury said",
+  "naïve café",
+  "日本語のテキスト",
+  "مرحبا بالعالم",
+  "emoji 🚀👩‍👩‍👧",
+  "e\u0301 combining",
+  "tab\tnew\nline",
+  "\uFEFFstarts with a byte-order mark",
+];
 
 test("the byte tokenizer round-trips any UTF-8 text", () => {
   for (const s of SAMPLES) {
@@ -43,11 +53,15 @@ test("config TOML round-trips and refuses unknown, missing and inconsistent fiel
   const cfg = PRESETS.default;
   expect(parseConfig(configToToml(cfg), "a.toml")).toEqual(cfg);
   const text = configToToml(cfg);
-  expect(() => parseConfig(text + "rope_scaling = 2.0\n", "a.toml")).toThrow(/a\.toml: config field 'rope_scaling': unknown/);
+  expect(() => parseConfig(text + "rope_scaling = 2.0\n", "a.toml")).toThrow(
+    /a\.toml: config field 'rope_scaling': unknown/,
+  );
   expect(() => parseConfig(text.replace(/^head_dim.*$/m, ""), "a.toml")).toThrow(/'head_dim': missing/);
   expect(() => parseConfig(text.replace(/^num_key_value_heads = \d+/m, "num_key_value_heads = 3"), "a.toml"))
     .toThrow(/'num_key_value_heads': 3 does not divide/);
-  expect(() => parseConfig(text.replace(/^hidden_size = \d+/m, 'hidden_size = "96"'), "a.toml")).toThrow(ConfigError);
+  expect(() => parseConfig(text.replace(/^hidden_size = \d+/m, 'hidden_size = "96"'), "a.toml")).toThrow(
+    ConfigError,
+  );
   expect(() => parseConfig("not toml [", "a.toml")).toThrow(/not valid TOML/);
 });
 
@@ -55,7 +69,10 @@ test("a training checkpoint round-trips every section bit-exactly, with its conf
   const dir = mkdtempSync(join(tmpdir(), "ferry-ckpt-"));
   try {
     const cfg = PRESETS.tiny, path = join(dir, "run.ckpt");
-    const model = initParams(cfg, 1), ema = initParams(cfg, 2), m = initParams(cfg, 3), v = initParams(cfg, 4);
+    const model = initParams(cfg, 1),
+      ema = initParams(cfg, 2),
+      m = initParams(cfg, 3),
+      v = initParams(cfg, 4);
     await writeCheckpoint(path, cfg, { step: 42, model, ema, adam: { m, v }, trainer: { tokens_seen: 99 } });
     expect(isCheckpoint(readFileSync(path))).toBe(true);
     expect(readFileSync(configPathFor(path), "utf8")).toBe(configToToml(cfg));
@@ -84,7 +101,9 @@ test("a training checkpoint round-trips every section bit-exactly, with its conf
     } finally {
       await streamed.close();
     }
-    await expect(openCheckpointModel(path, { config: { ...cfg, hidden_size: 8 } })).rejects.toThrow(/model\.embed_tokens\.weight: dims/);
+    await expect(openCheckpointModel(path, { config: { ...cfg, hidden_size: 8 } })).rejects.toThrow(
+      /model\.embed_tokens\.weight: dims/,
+    );
 
     const bytes = readFileSync(path);
     bytes[bytes.length - 5] ^= 1;
@@ -107,7 +126,9 @@ test("the tests' exact comparison tells -0 from +0 and a short read-back from a 
   // bun's toEqual on typed arrays does neither; tests/helpers/bits.ts is what the round-trip tests use.
   expect(new Float32Array([-0])).toEqual(new Float32Array([0])); // the weakness, documented
   expectSameBits(new Float32Array([1, -0, NaN]), new Float32Array([1, -0, NaN]));
-  expect(() => expectSameBits(new Float32Array([1, 0]), new Float32Array([1, -0]))).toThrow(/first difference at 1 \(0 vs -0\)/);
+  expect(() => expectSameBits(new Float32Array([1, 0]), new Float32Array([1, -0]))).toThrow(
+    /first difference at 1 \(0 vs -0\)/,
+  );
   expect(() => expectSameBits(new Float32Array([1]), new Float32Array([1, 2]))).toThrow(/length 1/);
   const t = { name: "a", dims: [2], data: new Float32Array([1, 2]) };
   expect(() => expectSameTensors([t], [t, { ...t, name: "b" }])).toThrow();

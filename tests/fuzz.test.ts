@@ -1,4 +1,4 @@
-// A seeded, bounded mutation campaign per format (scripts/fuzz.ts), full and minimal readers. The long
+// A seeded, bounded mutation campaign per format (scripts/tools/fuzz.ts), full and minimal readers. The long
 // campaign (100,000 cases per format) and its counts are in the README; this one keeps the property
 // from regressing: no reader crashes, hangs or over-allocates, and every change a full reader accepts
 // is one the format's explanation covers (a forged checksum, or something no checksum covers).
@@ -26,7 +26,7 @@ function campaign(format: string, cases: number): Row[] {
   const r = spawnSync(
     process.execPath,
     [
-      "scripts/fuzz.ts",
+      "scripts/tools/fuzz.ts",
       "--format",
       format,
       "--cases",
@@ -43,7 +43,7 @@ function campaign(format: string, cases: number): Row[] {
   return JSON.parse(r.stdout).results;
 }
 
-describe(`scripts/fuzz.ts, ${CASES} cases per format (lut4 ${CASES_OF.lut4}), seed ${SEED}`, () => {
+describe(`scripts/tools/fuzz.ts, ${CASES} cases per format (lut4 ${CASES_OF.lut4}), seed ${SEED}`, () => {
   for (const format of FORMATS) {
     const CASES = CASES_OF[format] ?? 500;
     test(

@@ -1,6 +1,6 @@
 // Proof by a real client: llama.cpp (node-llama-cpp 3.21.1, prebuilt CPU binary, one thread) loads
 // every GGUF ferry writes and computes what ferry computes. The model is the shipped default model
-// (model/default/ferry.ckpt; the test fails if it is missing). `bun scripts/measure-gguf.ts` prints the
+// (model/default/ferry.ckpt; the test fails if it is missing). `bun scripts/tools/measure-gguf.ts` prints the
 // same figures for it at a larger sample (the README's table).
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync } from "node:fs";
@@ -8,11 +8,11 @@ import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { writeGguf } from "../formats/gguf.ts";
 import { evalWindows, loadBrown } from "../model/corpus.ts";
-import { logSoftmax, windowInputs, windowLogits } from "../model/measure.ts";
+import { logSoftmax, windowInputs, windowLogits } from "../measure/metrics.ts";
 import { buildModel } from "../model/qwen3.ts";
 import { encode } from "../model/tokenizer.ts";
-import { formatGgufTable, type GgufFigures, heldOutPrompts, measureGguf } from "../serve/measure-gguf.ts";
-import { openLlamaGguf } from "../serve/llama-cpp.ts";
+import { formatGgufTable, type GgufFigures, heldOutPrompts, measureGguf } from "../measure/llama-score.ts";
+import { openLlamaGguf } from "../measure/llama-cpp.ts";
 import { ALL_DTYPES, subjectModel, tempDir, testTensors } from "./helpers/gguf-fixtures.ts";
 
 setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
@@ -23,7 +23,7 @@ setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to
  * tokens), node-llama-cpp 3.21.1, CPU, one thread, KV cache F32, on this repository's x86-64 machine;
  * the test prints the measured table. Each bound is about 3× the measurement (or allows a few
  * positions more than measured for top-1), so a different CPU's summation order fits and a real change
- * in the maths does not. The figures `bun scripts/measure-gguf.ts` prints (16 × 256 bytes, README) are
+ * in the maths does not. The figures `bun scripts/tools/measure-gguf.ts` prints (16 × 256 bytes, README) are
  * in brackets.
  */
 

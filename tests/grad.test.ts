@@ -20,7 +20,7 @@ import {
   sequenceLossAndGrad,
   viewTensors,
 } from "../model/train.ts";
-import { logSoftmax } from "../model/measure.ts";
+import { logSoftmax } from "../measure/metrics.ts";
 
 setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 

@@ -31,7 +31,7 @@ import {
   writeLut4,
 } from "../formats/lut4.ts";
 import { decodeSession, SessionError } from "../formats/session.ts";
-import { loadIntEngine, sessionShape } from "../serve/int-engine.ts";
+import { loadIntEngine, sessionShape } from "../engines/int/engine.ts";
 import { tensorSource } from "../model/tensor.ts";
 import { spawnSync } from "node:child_process";
 import { FormatError } from "../model/error.ts";
@@ -641,7 +641,11 @@ describe("6. lut4: the engine's state is bounded by the file, the data section i
     header.rms_eps.mantissa = 1;
     writeFileSync(path, lut4Forged(header, data));
     const range = await refusal(readLut4(path), Lut4Error);
-    expect([range.field, range.expected, range.found]).toEqual(["rms_eps.mantissa", "an integer in [32768, 65535]", "1"]);
+    expect([range.field, range.expected, range.found]).toEqual([
+      "rms_eps.mantissa",
+      "an integer in [32768, 65535]",
+      "1",
+    ]);
   });
 
   test("header_length and truncation: every length the campaign tries is refused cheaply, the minimal reader too", async () => {
@@ -685,11 +689,11 @@ describe("7. session files: refused by the typed error before anything is sized 
       test(`forged: ${field} = ${v} is refused by field, no allocation`, async () => {
         const { engine, shape, bytes } = await sessionOf();
         const b = resealed(bytes, (d) => d.setUint32(at, v, true));
-        const e = await cheaply(async () =>
-          refusal((async () => decodeSession(b, shape, "s"))(), SessionError)
+        const e = await cheaply(() =>
+          refusal(Promise.resolve().then(() => decodeSession(b, shape, "s")), SessionError)
         );
         expect(e.field).toBe(field);
-        await cheaply(() => refusal((async () => engine.restore!(b, "s"))(), SessionError));
+        await cheaply(() => refusal(Promise.resolve().then(() => engine.restore!(b, "s")), SessionError));
       });
     }
   }
@@ -697,7 +701,7 @@ describe("7. session files: refused by the typed error before anything is sized 
   test("truncated at every byte of the prefix and at the end: refused (crc32 or length), never another error", async () => {
     const { engine, bytes } = await sessionOf();
     for (const n of [0, 8, 12, 44, 64, 79, 80, 83, 84, bytes.length - 4, bytes.length - 1]) {
-      await refusal((async () => engine.restore!(bytes.subarray(0, n), "s"))(), SessionError);
+      await refusal(Promise.resolve().then(() => engine.restore!(bytes.subarray(0, n), "s")), SessionError);
     }
   });
 });

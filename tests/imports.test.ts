@@ -40,10 +40,14 @@ export function importViolations(modules: Map<string, string>): string[] {
       const target = local ? normalize(join(dirname(file), spec)) : spec;
       const to = local ? area(target) : "";
       const say = (rule: string) => bad.push(`${file} -> ${spec}: ${rule}`);
-      if (from === "readers" && !spec.startsWith("node:")) say("a minimal reader imports only node: built-ins");
+      if (from === "readers" && !spec.startsWith("node:")) {
+        say("a minimal reader imports only node: built-ins");
+      }
       if (!local) continue;
       if (target.startsWith("..")) say("imports from outside the repository");
-      if (from === "formats" && ["scripts", "serve", "tests"].includes(to)) say(`formats/ must not import ${to}/`);
+      if (from === "formats" && ["scripts", "serve", "tests"].includes(to)) {
+        say(`formats/ must not import ${to}/`);
+      }
       if ((from === "model" || from === "kernels") && (to === "formats" || to === "scripts")) {
         say(`${from}/ must not import ${to}/`);
       }
@@ -74,7 +78,10 @@ test("the checker catches each kind of broken rule", () => {
     ["readers/f.ts", 'import { readFileSync } from "node:fs";\nimport { parse } from "smol-toml";'],
     ["readers/g.ts", 'import { numel } from "../model/tensor.ts";'],
     ["scripts/h.ts", 'import { cli } from "./cli.ts";\nimport { FORMATS } from "../formats/mod.ts";'],
-    ["serve/i.ts", 'import { FORMATS } from "../formats/mod.ts";\nimport { numel } from "../model/tensor.ts";'],
+    [
+      "serve/i.ts",
+      'import { FORMATS } from "../formats/mod.ts";\nimport { numel } from "../model/tensor.ts";',
+    ],
   ]);
   expect(importViolations(fake)).toEqual([
     "formats/a.ts -> ../scripts/cli.ts: formats/ must not import scripts/",
@@ -103,6 +110,8 @@ test("every module of the repository keeps the import rules", () => {
 test("every test file sets its own default timeout", () => {
   const files = readdirSync(join(ROOT, "tests")).filter((f) => f.endsWith(".test.ts"));
   expect(files.length).toBeGreaterThan(30);
-  const missing = files.filter((f) => !/^setDefaultTimeout\(/m.test(readFileSync(join(ROOT, "tests", f), "utf8")));
+  const missing = files.filter((f) =>
+    !/^setDefaultTimeout\(/m.test(readFileSync(join(ROOT, "tests", f), "utf8"))
+  );
   expect(missing).toEqual([]);
 });

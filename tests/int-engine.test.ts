@@ -6,11 +6,11 @@ import { defaultLut4 } from "./helpers/lut4-fixture.ts";
 import { dequantizeLut4, readLut4 } from "../formats/lut4.ts";
 import { checked } from "../kernels/int/check.ts";
 import { evalWindows, loadBrown } from "../model/corpus.ts";
-import { bitsPerByte, windowBits, windowInputs } from "../model/measure.ts";
+import { bitsPerByte, windowBits, windowInputs } from "../measure/metrics.ts";
 import { buildModel } from "../model/qwen3.ts";
 import { encode } from "../model/tokenizer.ts";
-import { intEngineFromFile, toIntSampling } from "../serve/int-engine.ts";
-import { greedy } from "../serve/int-sampler.ts";
+import { intEngineFromFile, toIntSampling } from "../engines/int/engine.ts";
+import { greedy } from "../engines/int/sampler.ts";
 
 setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 

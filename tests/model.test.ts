@@ -15,7 +15,10 @@ function naiveLogits(cfg: ModelConfig, tensors: Tensor[], ids: number[]): number
   const W = (n: string) => tensors.find((t) => t.name === n)!;
   const mat = (n: string) => {
     const t = W(n);
-    return Array.from({ length: t.dims[0] }, (_, r) => Array.from(t.data.subarray(r * t.dims[1], (r + 1) * t.dims[1])));
+    return Array.from(
+      { length: t.dims[0] },
+      (_, r) => Array.from(t.data.subarray(r * t.dims[1], (r + 1) * t.dims[1])),
+    );
   };
   const vec = (n: string) => Array.from(W(n).data);
   const lin = (m: number[][], x: number[]) => m.map((row) => row.reduce((s, w, i) => s + w * x[i], 0));
@@ -41,15 +44,27 @@ function naiveLogits(cfg: ModelConfig, tensors: Tensor[], ids: number[]): number
       const y = lin(m, x);
       return Array.from({ length: n }, (_, h) => rope(norm(y.slice(h * hd, h * hd + hd), w), pos));
     };
-    const Q = hs.map((x, t) => heads(mat(p + "self_attn.q_proj.weight"), nh, vec(p + "self_attn.q_norm.weight"), t, x));
-    const K = hs.map((x, t) => heads(mat(p + "self_attn.k_proj.weight"), nkv, vec(p + "self_attn.k_norm.weight"), t, x));
+    const Q = hs.map((x, t) =>
+      heads(mat(p + "self_attn.q_proj.weight"), nh, vec(p + "self_attn.q_norm.weight"), t, x)
+    );
+    const K = hs.map((x, t) =>
+      heads(mat(p + "self_attn.k_proj.weight"), nkv, vec(p + "self_attn.k_norm.weight"), t, x)
+    );
     const Vv = hs.map((x) => lin(mat(p + "self_attn.v_proj.weight"), x));
     const att = Q.map((qh, t) =>
       qh.flatMap((q, h) => {
         const g = Math.floor(h / (nh / nkv));
-        const s = Array.from({ length: t + 1 }, (_, j) => K[j][g].reduce((a, k, i) => a + k * q[i], 0) / Math.sqrt(hd));
-        const mx = Math.max(...s), e = s.map((v) => Math.exp(v - mx)), z = e.reduce((a, b) => a + b, 0);
-        return Array.from({ length: hd }, (_, i) => e.reduce((a, w, j) => a + (w / z) * Vv[j][g * hd + i], 0));
+        const s = Array.from({ length: t + 1 }, (_, j) =>
+          K[j][g].reduce((a, k, i) => a + k * q[i], 0) / Math.sqrt(hd));
+        const mx = Math.max(...s),
+          e = s.map((v) =>
+            Math.exp(v - mx)
+          ),
+          z = e.reduce((a, b) => a + b, 0);
+        return Array.from(
+          { length: hd },
+          (_, i) => e.reduce((a, w, j) => a + (w / z) * Vv[j][g * hd + i], 0),
+        );
       })
     );
     xs = xs.map((x, t) => lin(mat(p + "self_attn.o_proj.weight"), att[t]).map((v, i) => v + x[i]));
@@ -67,8 +82,16 @@ function naiveLogits(cfg: ModelConfig, tensors: Tensor[], ids: number[]): number
 test("one token, one layer: logits equal a case computed by hand", () => {
   // hidden 2, one head of dim 2, vocab 2, intermediate 1, all norm weights 1, eps 0.
   const cfg: ModelConfig = {
-    vocab_size: 2, hidden_size: 2, intermediate_size: 1, num_hidden_layers: 1, num_attention_heads: 1,
-    num_key_value_heads: 1, head_dim: 2, rms_norm_eps: 1e-30, rope_theta: 10000, max_position_embeddings: 4,
+    vocab_size: 2,
+    hidden_size: 2,
+    intermediate_size: 1,
+    num_hidden_layers: 1,
+    num_attention_heads: 1,
+    num_key_value_heads: 1,
+    head_dim: 2,
+    rms_norm_eps: 1e-30,
+    rope_theta: 10000,
+    max_position_embeddings: 4,
     tie_word_embeddings: false,
   };
   const t = (name: string, dims: number[], v: number[]) => ({ name, dims, data: new Float32Array(v) });
@@ -103,8 +126,16 @@ test("two tokens, one layer: RoPE, q/k norm, causal softmax and a working MLP, a
   // intermediate 1, every norm weight 1, eps ~0. Omitting RoPE, turning it the wrong way, skipping the
   // q/k norms, the 1/√head_dim scale or the MLP each moves some logit below by 0.036 or more.
   const cfg: ModelConfig = {
-    vocab_size: 2, hidden_size: 2, intermediate_size: 1, num_hidden_layers: 1, num_attention_heads: 1,
-    num_key_value_heads: 1, head_dim: 2, rms_norm_eps: 1e-30, rope_theta: 10000, max_position_embeddings: 4,
+    vocab_size: 2,
+    hidden_size: 2,
+    intermediate_size: 1,
+    num_hidden_layers: 1,
+    num_attention_heads: 1,
+    num_key_value_heads: 1,
+    head_dim: 2,
+    rms_norm_eps: 1e-30,
+    rope_theta: 10000,
+    max_position_embeddings: 4,
     tie_word_embeddings: false,
   };
   const t = (name: string, dims: number[], v: number[]) => ({ name, dims, data: new Float32Array(v) });
@@ -156,7 +187,9 @@ test("forward equals an independent naive implementation (GQA, untied and tied)"
     const got = forward(model, createCache(model), ids);
     const want = naiveLogits(cfg, tensors, ids);
     let worst = 0;
-    want.forEach((row, t) => row.forEach((v, i) => (worst = Math.max(worst, Math.abs(v - got[t * cfg.vocab_size + i])))));
+    want.forEach((row, t) =>
+      row.forEach((v, i) => (worst = Math.max(worst, Math.abs(v - got[t * cfg.vocab_size + i]))))
+    );
     expect(worst).toBeLessThan(1e-4);
   }
 });
@@ -202,17 +235,23 @@ test("grouped-query attention equals full multi-head attention with each KV head
 test("buildModel refuses a missing tensor, a wrong shape and an unknown name", () => {
   const cfg = PRESETS.tiny;
   const tensors = initParams(cfg, 1);
-  expect(() => buildModel(cfg, tensors.slice(1), "x.bin")).toThrow(/x\.bin: missing tensor model\.embed_tokens\.weight/);
-  const bad = tensors.map((t) => (t.name === "model.norm.weight" ? { ...t, dims: [cfg.hidden_size + 1] } : t));
+  expect(() => buildModel(cfg, tensors.slice(1), "x.bin")).toThrow(
+    /x\.bin: missing tensor model\.embed_tokens\.weight/,
+  );
+  const bad = tensors.map((
+    t,
+  ) => (t.name === "model.norm.weight" ? { ...t, dims: [cfg.hidden_size + 1] } : t));
   expect(() => buildModel(cfg, bad)).toThrow(/model\.norm\.weight has dims/);
-  expect(() => buildModel(cfg, [...tensors, { name: "extra.bias", dims: [1], data: new Float32Array(1) }])).toThrow(/unknown tensor extra\.bias/);
+  expect(() => buildModel(cfg, [...tensors, { name: "extra.bias", dims: [1], data: new Float32Array(1) }]))
+    .toThrow(/unknown tensor extra\.bias/);
 });
 
 test("a position past max_position_embeddings and a token outside the vocabulary are refused", () => {
   const cfg = PRESETS.tiny;
   const model = buildModel(cfg, initParams(cfg, 1));
   expect(() => forward(model, createCache(model), [258])).toThrow(/outside \[0, 258\)/);
-  expect(() => forward(model, createCache(model), new Array(cfg.max_position_embeddings + 1).fill(1))).toThrow(/exceed|past/);
+  expect(() => forward(model, createCache(model), new Array(cfg.max_position_embeddings + 1).fill(1)))
+    .toThrow(/exceed|past/);
 });
 
 test("greedy picks the argmax; seeded sampling repeats; top-p near 0 is greedy", () => {

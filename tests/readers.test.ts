@@ -8,7 +8,6 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "n
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
-import { crc32 } from "node:zlib";
 import { writeDmexp } from "../formats/dmexp.ts";
 import { writeGguf } from "../formats/gguf.ts";
 import { writeSafetensors } from "../formats/safetensors.ts";
@@ -26,7 +25,9 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 type Runtime = "deno" | "bun";
 function run(runtime: Runtime, reader: string, args: string[]) {
-  const cmd = runtime === "deno" ? ["run", "-A", `readers/${reader}.ts`, ...args] : [`readers/${reader}.ts`, ...args];
+  const cmd = runtime === "deno"
+    ? ["run", "-A", `readers/${reader}.ts`, ...args]
+    : [`readers/${reader}.ts`, ...args];
   const r = spawnSync(runtime, cmd, {
     cwd: ROOT,
     encoding: "utf8",
@@ -39,12 +40,19 @@ function run(runtime: Runtime, reader: string, args: string[]) {
 
 /** The same as run(), several at a time: the malformed sets are most of this file's time. */
 function runAll(runtime: Runtime, reader: string, paths: string[], width = 4) {
-  const cmd = (path: string) => (runtime === "deno" ? ["run", "-A", `readers/${reader}.ts`, path] : [`readers/${reader}.ts`, path]);
+  const cmd = (
+    path: string,
+  ) => (runtime === "deno" ? ["run", "-A", `readers/${reader}.ts`, path] : [`readers/${reader}.ts`, path]);
   const one = (path: string) =>
     new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
-      execFile(runtime, cmd(path), { cwd: ROOT, timeout: 20_000, env: { ...process.env, NO_COLOR: "1" } }, (e, out, err) => {
-        resolve({ code: e ? (typeof e.code === "number" ? e.code : null) : 0, out, err });
-      });
+      execFile(
+        runtime,
+        cmd(path),
+        { cwd: ROOT, timeout: 20_000, env: { ...process.env, NO_COLOR: "1" } },
+        (e, out, err) => {
+          resolve({ code: e ? (typeof e.code === "number" ? e.code : null) : 0, out, err });
+        },
+      );
     });
   const results: Promise<{ code: number | null; out: string; err: string }>[] = [];
   const lanes = Array.from({ length: width }, () => Promise.resolve());
@@ -133,9 +141,13 @@ async function safetensorsCases() {
     "bad JSON": withJson(json.replace(":", ";")),
     "a JSON array": withJson("[]"),
     "a JSON number": withJson("5"),
-    "an entry that is null": withJson(json.replace(/"model\.norm\.weight":\{[^}]*\}/, '"model.norm.weight":null')),
+    "an entry that is null": withJson(
+      json.replace(/"model\.norm\.weight":\{[^}]*\}/, '"model.norm.weight":null'),
+    ),
     "an unknown dtype": withJson(json.replaceAll('"BF16"', '"BF17"')),
-    "offsets past the data": withJson(json.replace(/"data_offsets":\[(\d+),(\d+)\]/, '"data_offsets":[$1,999999999]')),
+    "offsets past the data": withJson(
+      json.replace(/"data_offsets":\[(\d+),(\d+)\]/, '"data_offsets":[$1,999999999]'),
+    ),
     "negative offsets": withJson(json.replace(/"data_offsets":\[(\d+),/, '"data_offsets":[-2,')),
   };
   for (const big of BIG) {
@@ -151,7 +163,8 @@ async function ggufCases() {
   await writeGguf(path, tensors, config, { type: "q4_0" });
   const file = new Uint8Array(readFileSync(path));
   const name = enc.encode("token_embd.weight"); // the first tensor info: its name, n_dims, ne, type, offset
-  const info = Buffer.from(file).indexOf(Buffer.from([...u64(BigInt(name.length)), ...name])) + 8 + name.length;
+  const info = Buffer.from(file).indexOf(Buffer.from([...u64(BigInt(name.length)), ...name])) + 8 +
+    name.length;
   const firstKey = 24; // the first metadata key's u64 length
   const cases: Record<string, Uint8Array | string> = {
     "empty": new Uint8Array(0),
@@ -238,21 +251,32 @@ for (const [reader, make] of Object.entries(CASES)) {
         expect(r.out).toBe("");
       });
 
-      test(`${runtime}: every malformed file is refused: exit 1, one line "FILE: why", no stack trace`, async () => {
-        expect(bad.length).toBeGreaterThanOrEqual(10);
-        const failures: string[] = [];
-        const runs = await runAll(runtime, reader, bad.map(([, path]) => path));
-        for (const [i, [label, path]] of bad.entries()) {
-          const r = runs[i];
-          const lines = r.err.split("\n").filter((l) => l !== "");
-          const ok = r.code === 1 && r.out === "" && lines.length === 1 && lines[0].startsWith(`${path}: `) &&
-            lines[0].length > path.length + 2 && !/\n\s+at |^error:|Uncaught/m.test(r.err);
-          if (!ok) failures.push(`${label}: exit ${r.code}, stdout ${JSON.stringify(r.out.slice(0, 80))}, stderr ${JSON.stringify(r.err.slice(0, 300))}`);
-        }
-        expect(failures).toEqual([]);
-      }, 120_000);
+      test(
+        `${runtime}: every malformed file is refused: exit 1, one line "FILE: why", no stack trace`,
+        async () => {
+          expect(bad.length).toBeGreaterThanOrEqual(10);
+          const failures: string[] = [];
+          const runs = await runAll(runtime, reader, bad.map(([, path]) => path));
+          for (const [i, [label, path]] of bad.entries()) {
+            const r = runs[i];
+            const lines = r.err.split("\n").filter((l) => l !== "");
+            const ok = r.code === 1 && r.out === "" && lines.length === 1 &&
+              lines[0].startsWith(`${path}: `) &&
+              lines[0].length > path.length + 2 && !/\n\s+at |^error:|Uncaught/m.test(r.err);
+            if (!ok) {
+              failures.push(
+                `${label}: exit ${r.code}, stdout ${JSON.stringify(r.out.slice(0, 80))}, stderr ${
+                  JSON.stringify(r.err.slice(0, 300))
+                }`,
+              );
+            }
+          }
+          expect(failures).toEqual([]);
+        },
+        120_000,
+      );
 
-      test(`${runtime}: a file that does not exist is one line too; a missing tensor is named, with nothing printed`, async () => {
+      test(`${runtime}: a file that does not exist is one line too; a missing tensor is named, with nothing printed`, () => {
         const gone = run(runtime, reader, [join(dir, "no-such-file")]);
         expect(gone.code).toBe(1);
         expect(gone.err.trimEnd().split("\n")).toHaveLength(1);
@@ -261,7 +285,11 @@ for (const [reader, make] of Object.entries(CASES)) {
         const listing = run(runtime, reader, [join(dir, good!)]).out.trimEnd().split("\n");
         const [first, second] = listing.map((l) => l.split("\t")[0]);
         const both = run(runtime, reader, [join(dir, good!), second, first]); // printed in file order
-        expect([both.code, both.out.split("\n")[0], both.out.split("\n")[2]]).toEqual([0, listing[0], listing[1]]);
+        expect([both.code, both.out.split("\n")[0], both.out.split("\n")[2]]).toEqual([
+          0,
+          listing[0],
+          listing[1],
+        ]);
         const r = run(runtime, reader, [join(dir, good!), real, "no.such.tensor"]); // nothing printed before
         expect(r.code).toBe(1);
         expect(r.err).toBe(`${join(dir, good!)}: no tensor named no.such.tensor\n`);

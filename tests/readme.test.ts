@@ -291,21 +291,21 @@ describe("the default model's training figures", () => {
 describe("every benchmark figure in the README names the command that produced it", () => {
   // [where the figure is, a command that must appear in the same section before it (or right after)]
   const FIGURES: Array<[string, string]> = [
-    ["trainer on bun 1.4.5, wasm kernels, default config", "bun scripts/bench-train.ts --kernels wasm"],
-    ["form                        M x K x N", "bun scripts/bench-kernels.ts"],
-    ["| runtime | engine | decode tok/s", "bun scripts/bench-engine.ts"],
-    ["one readback (16 bytes, mapAsync)", "deno run -A scripts/bench-webgpu.ts"],
-    ["| run | ok | 429 | hung up", "bun scripts/load-test.ts"],
-    ["| format | full reader | refused", "bun scripts/fuzz.ts --cases 100000"],
+    ["trainer on bun 1.4.5, wasm kernels, default config", "bun scripts/tools/bench-train.ts --kernels wasm"],
+    ["form                        M x K x N", "bun scripts/tools/bench-kernels.ts"],
+    ["| runtime | engine | decode tok/s", "bun scripts/tools/bench-engine.ts"],
+    ["one readback (16 bytes, mapAsync)", "deno run -A scripts/tools/bench-webgpu.ts"],
+    ["| run | ok | 429 | hung up", "bun scripts/tools/load-test.ts"],
+    ["| format | full reader | refused", "bun scripts/tools/fuzz.ts --cases 100000"],
     ["averaged about", "ferry.log"],
     ["**held-out bits per byte**", "deno run -A scripts/eval.ts"],
     ["the EMA copy gives", "--weights ema"],
     ["| format | dtype | bytes | max abs Δlogit", "deno run -A scripts/measure.ts"],
-    ["type    bytes   mean KL", "bun scripts/measure-gguf.ts"],
-    ["| plain copy (read + write + fsync + rename)", "deno run -A scripts/bench-dmexp.ts"],
-    ["| plain copy (read + write + fsync + rename)", "bun scripts/bench-dmexp.ts"],
-    ["f64lines vs JSON, deno", "deno run -A scripts/bench-f64lines.ts"],
-    ["f64lines vs JSON, bun", "bun scripts/bench-f64lines.ts"],
+    ["type    bytes   mean KL", "bun scripts/tools/measure-gguf.ts"],
+    ["| plain copy (read + write + fsync + rename)", "deno run -A scripts/tools/bench-dmexp.ts"],
+    ["| plain copy (read + write + fsync + rename)", "bun scripts/tools/bench-dmexp.ts"],
+    ["f64lines vs JSON, deno", "deno run -A scripts/tools/bench-f64lines.ts"],
+    ["f64lines vs JSON, bun", "bun scripts/tools/bench-f64lines.ts"],
   ];
   for (const [figure, cmd] of FIGURES) {
     test(`${figure.slice(0, 40)}… names \`${cmd}\``, () => {

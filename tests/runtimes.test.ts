@@ -32,7 +32,7 @@ const SHIPPED = `
 import { createHash } from "node:crypto";
 import { readCheckpoint } from "./formats/checkpoint.ts";
 import { evalWindows, loadBrown } from "./model/corpus.ts";
-import { windowLogits } from "./model/measure.ts";
+import { windowLogits } from "./measure/metrics.ts";
 import { buildModel } from "./model/qwen3.ts";
 import { generate } from "./model/sample.ts";
 import { encode } from "./model/tokenizer.ts";

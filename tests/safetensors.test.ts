@@ -399,7 +399,9 @@ describe("minimal reader (readers/safetensors.ts)", () => {
               const got = Float32Array.from(out[2 * i + 1].split(" "), Number);
               expect(got.length).toBe(t.data.length);
               // Bytes, so -0 and 0 differ: the reader prints -0 as "-0".
-              const same = Buffer.from(got.buffer).equals(Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength));
+              const same = Buffer.from(got.buffer).equals(
+                Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength),
+              );
               expect(`${cmd} ${dtype} ${t.name}: ${same ? "same bytes" : "different bytes"}`).toBe(
                 `${cmd} ${dtype} ${t.name}: same bytes`,
               );
@@ -426,7 +428,9 @@ describe("minimal reader (readers/safetensors.ts)", () => {
     const zero = tensors.slice(0, 1).map((t) => ({ ...t, data: Float32Array.from(t.data) }));
     zero[0].data[0] = -0;
     await writeSafetensors(path, zero, { dtype: "F16" });
-    const r = await run("bun", ["readers/safetensors.ts", path, zero[0].name], { cwd: import.meta.dir + "/.." });
+    const r = await run("bun", ["readers/safetensors.ts", path, zero[0].name], {
+      cwd: import.meta.dir + "/..",
+    });
     expect(r.stdout.split("\n")[1].split(" ")[0]).toBe("-0");
   });
 });

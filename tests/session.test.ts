@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { defaultLut4, scratchDir } from "./helpers/lut4-fixture.ts";
 import { readLut4, writeLut4 } from "../formats/lut4.ts";
 import { SESSION_PREFIX, writeSessionFile } from "../formats/session.ts";
-import { intEngineFromFile } from "../serve/int-engine.ts";
+import { intEngineFromFile } from "../engines/int/engine.ts";
 
 setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
@@ -20,7 +20,7 @@ const N = 12, M = 10;
 
 /** A script run by either runtime: `first` (prompt, N tokens, save), `rest` (restore, M), `whole` (N + M). */
 const script = (lut: string, mode: string, session: string) => `
-import { loadIntEngine } from "${ROOT}/serve/int-engine.ts";
+import { loadIntEngine } from "${ROOT}/engines/int/engine.ts";
 import { writeSessionFile } from "${ROOT}/formats/session.ts";
 import { readFileSync } from "node:fs";
 const engine = await loadIntEngine(${JSON.stringify(lut)});

@@ -20,7 +20,9 @@ const missing = needed.filter((name) => !existsSync(join(root, "node_modules", n
 if (missing.length > 0) {
   console.error(`tests/setup.ts: node_modules lacks ${missing.join(", ")}; running bun install`);
   const install = spawnSync("bun", ["install", "--no-save"], { cwd: root, stdio: "inherit" });
-  if (install.status !== 0) throw new Error("bun install failed; install the dependencies with `bun install` or `npm ci`");
+  if (install.status !== 0) {
+    throw new Error("bun install failed; install the dependencies with `bun install` or `npm ci`");
+  }
   // process.argv inside bun test lists one test file, not the command line; /proc has the real one.
   let args = ["test"];
   try {

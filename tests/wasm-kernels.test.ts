@@ -43,20 +43,20 @@ const FORMS = {
   matmul: {
     f: W.matmul,
     ref: cpu.matmul,
-    A: (a: Float32Array, M: number, K: number) => (m: number, k: number) => a[m * K + k],
-    B: (b: Float32Array, K: number, N: number) => (k: number, n: number) => b[n * K + k],
+    A: (a: Float32Array, _M: number, K: number) => (m: number, k: number) => a[m * K + k],
+    B: (b: Float32Array, K: number, _N: number) => (k: number, n: number) => b[n * K + k],
   },
   matmulNN: {
     f: W.matmulNN,
     ref: refNN,
-    A: (a: Float32Array, M: number, K: number) => (m: number, k: number) => a[m * K + k],
-    B: (b: Float32Array, K: number, N: number) => (k: number, n: number) => b[k * N + n],
+    A: (a: Float32Array, _M: number, K: number) => (m: number, k: number) => a[m * K + k],
+    B: (b: Float32Array, _K: number, N: number) => (k: number, n: number) => b[k * N + n],
   },
   matmulTN: {
     f: W.matmulTN,
     ref: refTN,
-    A: (a: Float32Array, M: number, K: number) => (m: number, k: number) => a[k * M + m],
-    B: (b: Float32Array, K: number, N: number) => (k: number, n: number) => b[k * N + n],
+    A: (a: Float32Array, M: number, _K: number) => (m: number, k: number) => a[k * M + m],
+    B: (b: Float32Array, _K: number, N: number) => (k: number, n: number) => b[k * N + n],
   },
 };
 

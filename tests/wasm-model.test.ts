@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { readCheckpoint } from "../formats/checkpoint.ts";
 import { useKernels } from "../kernels/kernels.ts";
 import { evalWindows, loadBrown } from "../model/corpus.ts";
-import { compareLogits, windowLogits } from "../model/measure.ts";
+import { compareLogits, windowLogits } from "../measure/metrics.ts";
 import { buildModel } from "../model/qwen3.ts";
 import { generate } from "../model/sample.ts";
 import { encode } from "../model/tokenizer.ts";

@@ -3,10 +3,10 @@
 // continuations, or `skip` with the reason when no adapter can be had at all.
 import { readCheckpoint } from "../formats/checkpoint.ts";
 import { argmax } from "../kernels/cpu.ts";
-import { createFloatEngine } from "../model/float-engine.ts";
+import { createFloatEngine } from "../engines/float.ts";
 import { generateAll } from "../model/generate.ts";
 import { GpuUnavailable, openGpu } from "../kernels/webgpu/device.ts";
-import { createWebGpuEngine } from "../kernels/webgpu/engine.ts";
+import { createWebGpuEngine } from "../engines/webgpu.ts";
 import { buildModel, createCache, forward } from "../model/qwen3.ts";
 import { encode } from "../model/tokenizer.ts";
 import { PRESETS } from "../model/config.ts";

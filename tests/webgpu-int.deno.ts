@@ -7,7 +7,7 @@ import { readCheckpoint } from "../formats/checkpoint.ts";
 import { lut4Format, readLut4 } from "../formats/lut4.ts";
 import { tensorSource } from "../model/tensor.ts";
 import { GpuUnavailable, openGpu } from "../kernels/webgpu/device.ts";
-import { gpuLut4 } from "../kernels/webgpu/lut4.ts";
+import { gpuLut4 } from "./helpers/webgpu-lut4.ts";
 import { createRng } from "../model/random.ts";
 
 let gpu;

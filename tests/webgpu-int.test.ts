@@ -4,13 +4,13 @@ import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { auditWgsl } from "../kernels/webgpu/wgsl-audit.ts";
-import { LUT4_WGSL } from "../kernels/webgpu/lut4.ts";
+import { LUT4_WGSL } from "./helpers/webgpu-lut4.ts";
 import { GEMV } from "../kernels/webgpu/wgsl.ts";
 
 setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 describe("WGSL integer audit", () => {
-  test("kernels/webgpu/lut4.wgsl has no multiply, divide, remainder or float", () => {
+  test("tests/helpers/webgpu-lut4.wgsl has no multiply, divide, remainder or float", () => {
     const source = readFileSync(LUT4_WGSL, "utf8");
     expect(source).toContain("fn gemv");
     expect(auditWgsl(source)).toEqual([]);

@@ -111,7 +111,7 @@ export interface LutSums {
   /** The probabilities' tables for the value mix: `planes_unsigned` output, 48 bytes per position. */
   probAt: number;
   /**
-   * Byte address of the keys' digit planes (serve/int-forward.ts keeps them; kernels/int/attention.ts
+   * Byte address of the keys' digit planes (engines/int/forward.ts keeps them; kernels/int/attention.ts
    * reads them): per layer, per kv head, per block of 16 positions, per digit (low, middle, top), per
    * head dimension, the 16 positions' digits in 16 bytes.
    */

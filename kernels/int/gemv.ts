@@ -149,7 +149,6 @@ export function gemv(
   }
 }
 
-
 /**
  * One group's step of a row's accumulation, shared by every 4-bit projection kernel: the group's exact
  * sum `a` (|a| < 2^23) times its scale's (16 + m), shifted down to the row's common exponent (`base`

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { exportCheckpoint } from "../../formats/export.ts";
 import type { Engine } from "../../model/engine.ts";
-import { loadEngine } from "../../serve/engines.ts";
+import { loadEngine } from "../../engines/mod.ts";
 
 /** A lut4 export of the default model in a fresh temporary folder; `cleanup` removes the folder. */
 export async function exportChatModel(): Promise<{ dir: string; path: string; cleanup(): void }> {

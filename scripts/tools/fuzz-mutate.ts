@@ -1,5 +1,5 @@
 /**
- * The mutation engine of scripts/fuzz.ts: deterministic, format-agnostic mutators over a file's bytes,
+ * The mutation engine of scripts/tools/fuzz.ts: deterministic, format-agnostic mutators over a file's bytes,
  * steered by the byte map each format gives of its valid file (regions and the integer fields that hold
  * lengths and counts), plus text mutators for headers that are JSON or TOML. Case `i` of seed `s` is
  * always the same file, so any finding is replayed with `--seed s --case i`.

@@ -11,10 +11,10 @@
  * ```
  * @module
  */
-import { BOS } from "./tokenizer.ts";
-import { createCache, forward, type Model } from "./qwen3.ts";
-import type { Engine } from "./engine.ts";
-import { generateAll } from "./generate.ts";
+import { BOS } from "../model/tokenizer.ts";
+import { createCache, forward, type Model } from "../model/qwen3.ts";
+import type { Engine } from "../model/engine.ts";
+import { generateAll } from "../model/generate.ts";
 
 /** Differences between reference logits and logits under test, over the same positions. */
 export interface LogitComparison {
@@ -31,7 +31,9 @@ export interface LogitComparison {
 /** Compares two `[positions, vocab]` logit arrays. */
 export function compareLogits(ref: Float32Array, test: Float32Array, vocab: number): LogitComparison {
   if (ref.length !== test.length || ref.length % vocab !== 0) {
-    throw new RangeError(`logit arrays of ${ref.length} and ${test.length} values do not match vocab ${vocab}`);
+    throw new RangeError(
+      `logit arrays of ${ref.length} and ${test.length} values do not match vocab ${vocab}`,
+    );
   }
   const positions = ref.length / vocab;
   let maxAbs = 0, sumAbs = 0, agree = 0, sumKL = 0, maxKL = 0;
@@ -109,7 +111,11 @@ export function windowBits(logits: Float32Array, window: Uint8Array, vocab: numb
 
 /** Held-out bits per byte over the given windows: of the float model (sync), or of any engine (async). */
 export function bitsPerByte(model: Model, windows: Uint8Array[], onWindow?: (i: number) => void): number;
-export function bitsPerByte(engine: Engine, windows: Uint8Array[], onWindow?: (i: number) => void): Promise<number>;
+export function bitsPerByte(
+  engine: Engine,
+  windows: Uint8Array[],
+  onWindow?: (i: number) => void,
+): Promise<number>;
 export function bitsPerByte(
   m: Model | Engine,
   windows: Uint8Array[],

@@ -14,9 +14,9 @@
  * ```
  * @module
  */
-import type { Engine, EngineSession, LogitsWanted, SamplingOptions } from "../../model/engine.ts";
-import type { ModelConfig } from "../../model/config.ts";
-import type { Tensor } from "../../model/tensor.ts";
+import type { Engine, EngineSession, LogitsWanted, SamplingOptions } from "../model/engine.ts";
+import type { ModelConfig } from "../model/config.ts";
+import type { Tensor } from "../model/tensor.ts";
 import {
   type Activations,
   buildModel,
@@ -26,11 +26,11 @@ import {
   type Qwen3Kernels,
   walkForward,
   type Weights,
-} from "../../model/qwen3.ts";
-import { pickToken } from "../../model/sample.ts";
-import { createRng, type Rng } from "../../model/random.ts";
-import { type Gpu, openGpu } from "./device.ts";
-import * as W from "./wgsl.ts";
+} from "../model/qwen3.ts";
+import { pickToken } from "../model/sample.ts";
+import { createRng, type Rng } from "../model/random.ts";
+import { type Gpu, openGpu } from "../kernels/webgpu/device.ts";
+import * as W from "../kernels/webgpu/wgsl.ts";
 
 /** Tokens per command submission during prefill; longer prompts run in several. */
 export const CHUNK = 128;
@@ -51,7 +51,7 @@ interface SessionCache {
 const SLOT = 256; // bytes between uniform slots: the minimum uniform-offset alignment WebGPU allows
 
 /**
- * The engine table's factory (serve/engines.ts): gets the device first, so a machine without WebGPU
+ * The engine table's factory (engines/mod.ts): gets the device first, so a machine without WebGPU
  * (or Bun) is told so before the export is read, then reads the export through its format (a
  * `FormatDescriptor`; kernels know no format, so only its `read` is named here).
  */

@@ -15,7 +15,7 @@
  * ```
  * @module
  */
-import type { Lut4Weights } from "../formats/lut4.ts";
+import type { Lut4Weights } from "../../formats/lut4.ts";
 import {
   ACC_EXP,
   activationTables,
@@ -23,7 +23,7 @@ import {
   type LutMatrix,
   type PreparedMatrix,
   prepareMatrix,
-} from "../kernels/int/gemv.ts";
+} from "../../kernels/int/gemv.ts";
 import {
   attendGroup,
   type AttentionContext,
@@ -31,14 +31,14 @@ import {
   CACHE_BITS,
   queryBits,
   SCORE_EXP,
-} from "../kernels/int/attention.ts";
-import { gemvLut, inputPlanes, type LutSums } from "../kernels/int/gemv-lut.ts";
-import { mulS16, mulScale, multiples } from "../kernels/int/mul.ts";
-import { applyGain, gainTables, NORM_EXP, type NormPlan, normPlan } from "../kernels/int/norm.ts";
-import { ropeHead } from "../kernels/int/rope.ts";
-import { quantize16, shift } from "../kernels/int/round.ts";
-import { type LookupTable, prepareTable, silu } from "../kernels/int/tables.ts";
-import { addResidual, fillDigits, norm, quantize, writeDigits, writeValueDigits } from "./int-simd.ts";
+} from "../../kernels/int/attention.ts";
+import { gemvLut, inputPlanes, type LutSums } from "../../kernels/int/gemv-lut.ts";
+import { mulS16, mulScale, multiples } from "../../kernels/int/mul.ts";
+import { applyGain, gainTables, NORM_EXP, type NormPlan, normPlan } from "../../kernels/int/norm.ts";
+import { ropeHead } from "../../kernels/int/rope.ts";
+import { quantize16, shift } from "../../kernels/int/round.ts";
+import { type LookupTable, prepareTable, silu } from "../../kernels/int/tables.ts";
+import { addResidual, fillDigits, norm, quantize, writeDigits, writeValueDigits } from "./simd.ts";
 
 /** Exponent of the residual stream. */
 export const RESIDUAL_EXP = -16;

@@ -10,23 +10,23 @@
  *
  * @example
  * ```ts
- * // bun scripts/load-test.ts --requests 200 --clients 20
- * // deno run -A scripts/load-test.ts --json
+ * // bun scripts/tools/load-test.ts --requests 200 --clients 20
+ * // deno run -A scripts/tools/load-test.ts --json
  * ```
  * @module
  */
 import process from "node:process";
-import { cli, EXIT_REFUSED, EXIT_USAGE, fail, progress, run } from "./cli.ts";
-import { createApp } from "../serve/app.ts";
-import { listen } from "../serve/listen.ts";
-import { openServedEngine } from "./chat.ts";
+import { cli, EXIT_REFUSED, EXIT_USAGE, fail, progress, run } from "../cli.ts";
+import { createApp } from "../../serve/app.ts";
+import { listen } from "../../serve/listen.ts";
+import { openServedEngine } from "../chat.ts";
 
 const HELP = `
 Load-test the chat server on loopback: every response must be well formed or a clean 429, nothing may
 crash, and memory must return to its baseline.
 
-Usage: bun scripts/load-test.ts [MODEL] [options]
-       deno run -A scripts/load-test.ts [MODEL] [options]
+Usage: bun scripts/tools/load-test.ts [MODEL] [options]
+       deno run -A scripts/tools/load-test.ts [MODEL] [options]
 
 Options:
   --requests N      requests in all (default 200)

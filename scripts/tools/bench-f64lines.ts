@@ -3,23 +3,23 @@
  * parse 10k and 1M typical weights (f32 values of an initialised model, widened to float64), and
  * prints each time with its ratio to JSON. f64lines times include the checksum both ways.
  *
- * Usage: `deno run -A scripts/bench-f64lines.ts [--json]` or `bun scripts/bench-f64lines.ts [--json]`
+ * Usage: `deno run -A scripts/tools/bench-f64lines.ts [--json]` or `bun scripts/tools/bench-f64lines.ts [--json]`
  *
  * @example
  * ```sh
- * deno run -A scripts/bench-f64lines.ts
+ * deno run -A scripts/tools/bench-f64lines.ts
  * ```
  * @module
  */
 import { cpus, loadavg } from "node:os";
 import process from "node:process";
-import { parseF64Lines, weightsToF64Lines } from "../formats/f64lines.ts";
-import { createRng } from "../model/random.ts";
+import { parseF64Lines, weightsToF64Lines } from "../../formats/f64lines.ts";
+import { createRng } from "../../model/random.ts";
 
 const HELP = `bench-f64lines: f64lines vs JSON.stringify/JSON.parse on the same typical weights
 
-usage: deno run -A scripts/bench-f64lines.ts [--json]
-       bun scripts/bench-f64lines.ts [--json]
+usage: deno run -A scripts/tools/bench-f64lines.ts [--json]
+       bun scripts/tools/bench-f64lines.ts [--json]
 
   --json   print the results as one JSON object instead of a table
   --help   show this help

@@ -14,10 +14,10 @@
  * ```
  * @module
  */
-import { divShifted } from "../kernels/int/isqrt.ts";
-import { multiples, mulU16, mulU8 } from "../kernels/int/mul.ts";
-import { bitlen, sat32, shift } from "../kernels/int/round.ts";
-import { expNeg, type LookupTable } from "../kernels/int/tables.ts";
+import { divShifted } from "../../kernels/int/isqrt.ts";
+import { multiples, mulU16, mulU8 } from "../../kernels/int/mul.ts";
+import { bitlen, sat32, shift } from "../../kernels/int/round.ts";
+import { expNeg, type LookupTable } from "../../kernels/int/tables.ts";
 
 /** Sampling options as integers. */
 export interface IntSampling {

@@ -1,23 +1,23 @@
 /**
- * llama.cpp's own verdict on ferry's GGUF files: the command line of serve/measure-gguf.ts.
- * Run with Bun (node-llama-cpp is a Node-API addon): `bun scripts/measure-gguf.ts [--json]`.
+ * llama.cpp's own verdict on ferry's GGUF files: the command line of measure/llama-score.ts.
+ * Run with Bun (node-llama-cpp is a Node-API addon): `bun scripts/tools/measure-gguf.ts [--json]`.
  *
  * @module
  */
 import { existsSync } from "node:fs";
-import { cli, EXIT_USAGE, fail, progress, run } from "./cli.ts";
-import { readCheckpoint } from "../formats/checkpoint.ts";
-import { formatGgufTable, GGUF_DTYPES, heldOutPrompts, measureGguf } from "../serve/measure-gguf.ts";
-import { PRESETS } from "../model/config.ts";
-import { evalWindows, loadBrown } from "../model/corpus.ts";
-import { initParams } from "../model/init.ts";
-import { buildModel, type Model } from "../model/qwen3.ts";
+import { cli, EXIT_USAGE, fail, progress, run } from "../cli.ts";
+import { readCheckpoint } from "../../formats/checkpoint.ts";
+import { formatGgufTable, GGUF_DTYPES, heldOutPrompts, measureGguf } from "../../measure/llama-score.ts";
+import { PRESETS } from "../../model/config.ts";
+import { evalWindows, loadBrown } from "../../model/corpus.ts";
+import { initParams } from "../../model/init.ts";
+import { buildModel, type Model } from "../../model/qwen3.ts";
 
 /** Where the trained model lives. */
 const DEFAULT_CHECKPOINT = "model/default/ferry.ckpt";
 
 const HELP = `
-bun scripts/measure-gguf.ts [options]      (or: deno run -A scripts/measure-gguf.ts)
+bun scripts/tools/measure-gguf.ts [options]      (or: deno run -A scripts/tools/measure-gguf.ts)
 
 Writes a model as GGUF in every type ferry supports (f32, f16, bf16, q8_0, q4_0), loads each into
 llama.cpp through node-llama-cpp (CPU, one thread) and prints one row per type. Token ids are fed

@@ -1,6 +1,6 @@
 /**
  * A mutation campaign against every reader ferry has: valid files of each format are mutated (see
- * scripts/fuzz-mutate.ts, steered by each format's byte map in scripts/fuzz-formats.ts) and fed to the
+ * scripts/tools/fuzz-mutate.ts, steered by each format's byte map in scripts/tools/fuzz-formats.ts) and fed to the
  * format's full readers and to its minimal reader in readers/. Every outcome is classified:
  *
  * - `refused`    the reader refused with the format's typed error (the minimal reader: exit 1, `FILE: why`)
@@ -17,12 +17,12 @@
  * its source per case with `process.exit` and the console intercepted, which is about 100 times cheaper
  * than a process per case.
  *
- * Usage: deno run -A scripts/fuzz.ts [--cases N] [--seed S] [--format F] [--json]
+ * Usage: deno run -A scripts/tools/fuzz.ts [--cases N] [--seed S] [--format F] [--json]
  *
  * @example
  * ```ts
- * // bun scripts/fuzz.ts --cases 2000 --seed 1 --format dmexp
- * // bun scripts/fuzz.ts --seed 1 --format gguf --case 123 --save /tmp/case   (replay one case)
+ * // bun scripts/tools/fuzz.ts --cases 2000 --seed 1 --format dmexp
+ * // bun scripts/tools/fuzz.ts --seed 1 --format gguf --case 123 --save /tmp/case   (replay one case)
  * ```
  * @module
  */
@@ -33,14 +33,14 @@ import { dirname, join, relative } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { crc32 } from "node:zlib";
 import process from "node:process";
-import { cli, EXIT_USAGE, fail, progress } from "./cli.ts";
+import { cli, EXIT_USAGE, fail, progress } from "../cli.ts";
 import { FUZZ_FORMATS, type FuzzFormat } from "./fuzz-formats.ts";
 import { caseRng, mutate } from "./fuzz-mutate.ts";
 
 const HELP = `
 Mutate valid files of every format and feed them to the full and minimal readers; count the outcomes.
 
-Usage: deno run -A scripts/fuzz.ts [options]
+Usage: deno run -A scripts/tools/fuzz.ts [options]
 
 Options:
   --cases N      cases per format (default 1000)
@@ -75,7 +75,7 @@ interface Verdict {
 }
 
 const SELF = fileURLToPath(import.meta.url);
-const ROOT = join(dirname(SELF), "..");
+const ROOT = join(dirname(SELF), "..", "..");
 const MARK = "\u0001fuzz ";
 
 // ---- the child: runs cases [from, to) of one format and prints one line per reader per case ----

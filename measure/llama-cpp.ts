@@ -32,7 +32,9 @@ async function nodeLlamaCpp(): Promise<typeof import("node-llama-cpp")> {
   try {
     path = createRequire(import.meta.url).resolve("node-llama-cpp");
   } catch {
-    throw new Error("node-llama-cpp is not installed: run `bun install` or `npm ci` (`deno run` leaves it out)");
+    throw new Error(
+      "node-llama-cpp is not installed: run `bun install` or `npm ci` (`deno run` leaves it out)",
+    );
   }
   return await import(pathToFileURL(path).href);
 }

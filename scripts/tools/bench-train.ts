@@ -2,7 +2,7 @@
  * Trainer throughput on the default config: tokens per second of the loss-and-gradient pass on one
  * thread, and of full optimizer steps with one and with two workers, side by side in one run.
  *
- *   bun scripts/bench-train.ts
+ *   bun scripts/tools/bench-train.ts
  *
  * @module
  */
@@ -11,13 +11,13 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
-import { chooseKernels, cli, EXIT_USAGE, fail, KERNELS_HELP, run } from "./cli.ts";
-import { PRESETS } from "../model/config.ts";
-import { initParams } from "../model/init.ts";
-import { createScratch, flattenTensors, paramLayout, sequenceLossAndGrad } from "../model/train.ts";
+import { chooseKernels, cli, EXIT_USAGE, fail, KERNELS_HELP, run } from "../cli.ts";
+import { PRESETS } from "../../model/config.ts";
+import { initParams } from "../../model/init.ts";
+import { createScratch, flattenTensors, paramLayout, sequenceLossAndGrad } from "../../model/train.ts";
 
 const HELP = `
-Usage: bun scripts/bench-train.ts [--steps N] [--kernels K] [--json]
+Usage: bun scripts/tools/bench-train.ts [--steps N] [--kernels K] [--json]
 
 Measures the trainer on the default config (sequences of 256 tokens, batch 8): one-thread
 loss+gradient throughput, then whole steps of scripts/train.ts with 1 and 2 workers, alternately,
@@ -71,7 +71,7 @@ function probes(count: number): Promise<number[]> {
     new Promise<number>((resolve, reject) => {
       const args = [
         ...(process.versions.bun ? [] : ["run", "-A"]),
-        "scripts/bench-train.ts",
+        "scripts/tools/bench-train.ts",
         "--kernels",
         kernels,
         "--probe-ms",

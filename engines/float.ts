@@ -1,7 +1,7 @@
 /**
  * The float CPU engine: the reference Qwen3 model (model/qwen3.ts) in f32 behind the `Engine`
  * interface. It is built from a config and named tensors, whatever file they came from; reading files
- * is the loader's job (serve/engines.ts), so this module knows no format.
+ * is the loader's job (engines/mod.ts), so this module knows no format.
  *
  * @example
  * ```ts
@@ -13,12 +13,12 @@
  * @module
  */
 import { freezeWeights } from "../kernels/kernels.ts";
-import type { ModelConfig } from "./config.ts";
-import type { Engine, EngineSession, LogitsWanted, SamplingOptions } from "./engine.ts";
-import { buildModel, createCache, forward, type Model } from "./qwen3.ts";
-import { createRng, type Rng } from "./random.ts";
-import { pickToken } from "./sample.ts";
-import type { Tensor } from "./tensor.ts";
+import type { ModelConfig } from "../model/config.ts";
+import type { Engine, EngineSession, LogitsWanted, SamplingOptions } from "../model/engine.ts";
+import { buildModel, createCache, forward, type Model } from "../model/qwen3.ts";
+import { createRng, type Rng } from "../model/random.ts";
+import { pickToken } from "../model/sample.ts";
+import type { Tensor } from "../model/tensor.ts";
 
 /** How a float engine may treat the tensors it is given. */
 export interface FloatEngineOptions {

@@ -12,11 +12,11 @@
  */
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { ACC_EXP, type LutMatrix } from "../int/gemv.ts";
-import type { Gpu } from "./device.ts";
+import { ACC_EXP, type LutMatrix } from "../../kernels/int/gemv.ts";
+import type { Gpu } from "../../kernels/webgpu/device.ts";
 
 /** Where the WGSL source lives (read at load: there is no build step). */
-export const LUT4_WGSL = fileURLToPath(new URL("./lut4.wgsl", import.meta.url));
+export const LUT4_WGSL = fileURLToPath(new URL("./webgpu-lut4.wgsl", import.meta.url));
 
 /** Most groups of 32 columns a row may have (the shader's workgroup array). */
 export const MAX_GROUPS = 256;

@@ -7,29 +7,29 @@
  *
  * @example
  * ```ts
- * // deno run -A scripts/bench-webgpu.ts
- * // deno run -A scripts/bench-webgpu.ts --prefill 64 --decode 16 --json
+ * // deno run -A scripts/tools/bench-webgpu.ts
+ * // deno run -A scripts/tools/bench-webgpu.ts --prefill 64 --decode 16 --json
  * ```
  * @module
  */
 import process from "node:process";
-import { cli, EXIT_REFUSED, EXIT_USAGE, fail, progress, run } from "./cli.ts";
-import { readCheckpoint } from "../formats/checkpoint.ts";
-import { argmax, matmul } from "../kernels/cpu.ts";
-import { openGpu } from "../kernels/webgpu/device.ts";
-import { createWebGpuEngine } from "../kernels/webgpu/engine.ts";
-import { gpuMatmul } from "../kernels/webgpu/matmul.ts";
-import { type ModelConfig, PRESETS } from "../model/config.ts";
-import { initParams } from "../model/init.ts";
-import { buildModel, createCache, forward } from "../model/qwen3.ts";
-import { createRng } from "../model/random.ts";
-import type { Tensor } from "../model/tensor.ts";
+import { cli, EXIT_REFUSED, EXIT_USAGE, fail, progress, run } from "../cli.ts";
+import { readCheckpoint } from "../../formats/checkpoint.ts";
+import { argmax, matmul } from "../../kernels/cpu.ts";
+import { openGpu } from "../../kernels/webgpu/device.ts";
+import { createWebGpuEngine } from "../../engines/webgpu.ts";
+import { gpuMatmul } from "../../kernels/webgpu/matmul.ts";
+import { type ModelConfig, PRESETS } from "../../model/config.ts";
+import { initParams } from "../../model/init.ts";
+import { buildModel, createCache, forward } from "../../model/qwen3.ts";
+import { createRng } from "../../model/random.ts";
+import type { Tensor } from "../../model/tensor.ts";
 
 const HELP = `
 Benchmark the WebGPU engine against the CPU path: prefill and decode tokens/s, matrix-product GFLOP/s,
 default model and a wide synthetic model (hidden 1024), and the cost of one readback. Deno only.
 
-Usage: deno run -A scripts/bench-webgpu.ts [options]
+Usage: deno run -A scripts/tools/bench-webgpu.ts [options]
 
 Options:
   --prefill N   prompt length for prefill (default 64)
@@ -225,7 +225,9 @@ async function main(): Promise<void> {
 
 if (import.meta.main) {
   if (!("Deno" in globalThis)) {
-    console.error("error: bench-webgpu needs Deno (Bun has no WebGPU): deno run -A scripts/bench-webgpu.ts");
+    console.error(
+      "error: bench-webgpu needs Deno (Bun has no WebGPU): deno run -A scripts/tools/bench-webgpu.ts",
+    );
     process.exit(EXIT_REFUSED);
   }
   await run(main);

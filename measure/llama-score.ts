@@ -2,7 +2,7 @@
  * How faithful ferry's GGUF files are, measured by llama.cpp itself: writes a model as GGUF in every
  * type ferry supports, loads each into llama.cpp (node-llama-cpp 3.21.1, CPU, one thread), and
  * compares llama.cpp's next-token distributions over held-out text, and its greedy continuations,
- * with ferry's f32 engine. The command line is scripts/measure-gguf.ts; tests/gguf_llama.test.ts
+ * with ferry's f32 engine. The command line is scripts/tools/measure-gguf.ts; tests/gguf_llama.test.ts
  * checks the same figures.
  *
  * @example
@@ -17,7 +17,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type GgufDtype, readGguf, writeGguf } from "../formats/gguf.ts";
 import { evalWindows } from "../model/corpus.ts";
-import { compareLogits, logSoftmax, windowInputs, windowLogits } from "../model/measure.ts";
+import { compareLogits, logSoftmax, windowInputs, windowLogits } from "./metrics.ts";
 import { buildModel, type Model } from "../model/qwen3.ts";
 import { generate } from "../model/sample.ts";
 import { BOS } from "../model/tokenizer.ts";

@@ -15,15 +15,15 @@
  * ```
  * @module
  */
-import type { Engine, EngineSession, LogitsWanted, SamplingOptions } from "../model/engine.ts";
-import { FormatError } from "../model/error.ts";
-import type { FormatDescriptor } from "../formats/format.ts";
-import { type Lut4File, readLut4 } from "../formats/lut4.ts";
-import { decodeSession, encodeSession, type SessionShape } from "../formats/session.ts";
-import { createLutSums } from "../kernels/wasm/int-lut.ts";
-import { buildIntModel, type IntModel, type IntState, LOGIT_EXP, newState, step } from "./int-forward.ts";
-import { lutMatrices, useLut, vectorRoom } from "./int-simd.ts";
-import { type IntSampling, sample, samplerScratch, seedRng } from "./int-sampler.ts";
+import type { Engine, EngineSession, LogitsWanted, SamplingOptions } from "../../model/engine.ts";
+import { FormatError } from "../../model/error.ts";
+import type { FormatDescriptor } from "../../formats/format.ts";
+import { type Lut4File, readLut4 } from "../../formats/lut4.ts";
+import { decodeSession, encodeSession, type SessionShape } from "../../formats/session.ts";
+import { createLutSums } from "../../kernels/wasm/int-lut.ts";
+import { buildIntModel, type IntModel, type IntState, LOGIT_EXP, newState, step } from "./forward.ts";
+import { lutMatrices, useLut, vectorRoom } from "./simd.ts";
+import { type IntSampling, sample, samplerScratch, seedRng } from "./sampler.ts";
 
 const LOGIT_SCALE = 2 ** LOGIT_EXP;
 /** What `feed(…, "none")` returns: shared, so the serving path allocates nothing per token. */
@@ -93,9 +93,9 @@ export function intEngineFromFile(file: Lut4File, opts: { simd?: boolean } = {})
     get tokens() {
       return st.tokens;
     },
-    // async, so a refusal arrives as a rejected promise like any other failure of feed.
-    async feed(tokens: readonly number[], wanted: LogitsWanted = "last"): Promise<Float32Array> {
-      return feed(model, st, tokens, wanted);
+    // A refusal arrives as a rejected promise, like any other failure of feed.
+    feed(tokens: readonly number[], wanted: LogitsWanted = "last"): Promise<Float32Array> {
+      return Promise.resolve().then(() => feed(model, st, tokens, wanted));
     },
     pick(options?: SamplingOptions): number {
       if (st.pos === 0) throw new Error("pick: nothing fed yet, so there are no logits to pick from");
@@ -149,7 +149,7 @@ export function intEngineFromFile(file: Lut4File, opts: { simd?: boolean } = {})
   };
 }
 
-/** The engine table's factory (serve/engines.ts): lut4 files only, read by their own full reader. */
+/** The engine table's factory (engines/mod.ts): lut4 files only, read by their own full reader. */
 export const intEngineFactory = async (path: string, format: FormatDescriptor): Promise<Engine> => {
   if (format.name !== "lut4") {
     throw new FormatError(
@@ -194,5 +194,4 @@ function feed(m: IntModel, st: IntState, tokens: readonly number[], wanted: Logi
     for (let i = 0; i < m.vocab; i++) all[t * m.vocab + i] = st.logits[i] * LOGIT_SCALE;
   });
   return all;
-  return Float32Array.from(st.logits, (v) => v * LOGIT_SCALE);
 }

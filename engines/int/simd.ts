@@ -1,5 +1,5 @@
 /**
- * Where the integer forward (serve/int-forward.ts) meets its WebAssembly module
+ * Where the integer forward (engines/int/forward.ts) meets its WebAssembly module
  * (kernels/wasm/int-lut.ts): the matrices' order in the module, the engine's vectors as views of the
  * module's memory (`useLut`), the KV cache's digit planes and exponent mirrors kept there, and the steps
  * that run in the module when it is there and in the TypeScript kernels otherwise (`norm`, `quantize`,
@@ -7,11 +7,11 @@
  * (tests/audit.test.ts).
  * @module
  */
-import type { PreparedMatrix } from "../kernels/int/gemv.ts";
-import type { LutSums } from "../kernels/int/gemv-lut.ts";
-import { type NormPlan, rmsnorm } from "../kernels/int/norm.ts";
-import { quantizeBits, satAdd } from "../kernels/int/round.ts";
-import type { IntModel, IntState } from "./int-forward.ts";
+import type { PreparedMatrix } from "../../kernels/int/gemv.ts";
+import type { LutSums } from "../../kernels/int/gemv-lut.ts";
+import { type NormPlan, rmsnorm } from "../../kernels/int/norm.ts";
+import { quantizeBits, satAdd } from "../../kernels/int/round.ts";
+import type { IntModel, IntState } from "./forward.ts";
 
 /** The matrices `lutAt` addresses, in its order: per layer q, k, v, o, gate, up, down; then the head. */
 export function lutMatrices(m: IntModel): PreparedMatrix[] {

@@ -5,8 +5,8 @@
  * median is reported), with the ratios printed. `--runtimes deno,bun` runs the whole bench under each
  * runtime in turn (child processes) and prints one table.
  *
- *   bun scripts/bench-engine.ts --runtimes deno,bun
- *   git worktree add .bench/before <commit> && bun scripts/bench-engine.ts --against .bench/before
+ *   bun scripts/tools/bench-engine.ts --runtimes deno,bun
+ *   git worktree add .bench/before <commit> && bun scripts/tools/bench-engine.ts --against .bench/before
  *
  * @module
  */
@@ -15,19 +15,19 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import process from "node:process";
-import { cli, EXIT_USAGE, fail, run } from "./cli.ts";
-import { readCheckpoint } from "../formats/checkpoint.ts";
-import { lut4Format } from "../formats/lut4.ts";
-import { writeGguf } from "../formats/gguf.ts";
-import { evalWindows, loadBrown } from "../model/corpus.ts";
-import type { Engine } from "../model/engine.ts";
-import { createFloatEngine } from "../model/float-engine.ts";
-import { encode } from "../model/tokenizer.ts";
-import { tensorSource } from "../model/tensor.ts";
-import { loadIntEngine } from "../serve/int-engine.ts";
+import { cli, EXIT_USAGE, fail, run } from "../cli.ts";
+import { readCheckpoint } from "../../formats/checkpoint.ts";
+import { lut4Format } from "../../formats/lut4.ts";
+import { writeGguf } from "../../formats/gguf.ts";
+import { evalWindows, loadBrown } from "../../model/corpus.ts";
+import type { Engine } from "../../model/engine.ts";
+import { createFloatEngine } from "../../engines/float.ts";
+import { encode } from "../../model/tokenizer.ts";
+import { tensorSource } from "../../model/tensor.ts";
+import { loadIntEngine } from "../../engines/int/engine.ts";
 
 const HELP = `
-Usage: bun scripts/bench-engine.ts [CHECKPOINT] [options]
+Usage: bun scripts/tools/bench-engine.ts [CHECKPOINT] [options]
 
 Decode tokens/s (256 greedy tokens after a short prompt) and prefill tokens/s (a 256-token prompt) of
 the integer engine on the lut4 export, ferry's float engine on the f32 weights, and llama.cpp on Q4_0
@@ -86,14 +86,14 @@ async function bench(path: string, reps: number, tokens: number, against?: strin
     runners["ferry float (f32)"] = () => timeEngine(float, prompt, long, tokens);
     if (against) {
       // The other checkout's own engine on the same file (lut4's bytes are the same in every version).
-      const other = await import(resolve(against, "serve/int-engine.ts")) as {
+      const other = await import(resolve(against, "engines/int/engine.ts")) as {
         loadIntEngine: typeof loadIntEngine;
       };
       const before = await other.loadIntEngine(lut);
       runners[`ferry int (lut4) @ ${against}`] = () => timeEngine(before, prompt, long, tokens);
     }
     try {
-      const { openLlamaGguf } = await import("../serve/llama-cpp.ts");
+      const { openLlamaGguf } = await import("../../measure/llama-cpp.ts");
       for (const type of ["q4_0", "f32"] as const) {
         const g = join(dir, `m.${type}.gguf`);
         await writeGguf(g, ck.model!, ck.config, { type });
@@ -172,7 +172,7 @@ if (import.meta.main) {
         if (rt !== "deno" && rt !== "bun") fail(`--runtimes: ${rt} is not deno or bun`, EXIT_USAGE);
         const args = [
           ...(rt === "deno" ? ["run", "-A"] : []),
-          "scripts/bench-engine.ts",
+          "scripts/tools/bench-engine.ts",
           path,
           "--reps",
           a.reps!,

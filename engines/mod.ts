@@ -53,13 +53,13 @@ export function fromTensors(
 export const ENGINES: Readonly<Record<string, () => Promise<EngineFactory>>> = {
   // The tensors were just read from the file for this engine alone: frozen.
   float: async () => {
-    const { createFloatEngine } = await import("../model/float-engine.ts");
+    const { createFloatEngine } = await import("./float.ts");
     return fromTensors((config, tensors, source) =>
       createFloatEngine(config, tensors, source, { frozen: true })
     );
   },
-  int: async () => (await import("./int-engine.ts")).intEngineFactory,
-  webgpu: async () => (await import("../kernels/webgpu/engine.ts")).loadWebGpuEngine,
+  int: async () => (await import("./int/engine.ts")).intEngineFactory,
+  webgpu: async () => (await import("./webgpu.ts")).loadWebGpuEngine,
 };
 
 /** The kinds `--engine` accepts. */

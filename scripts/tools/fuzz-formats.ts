@@ -1,5 +1,5 @@
 /**
- * The formats scripts/fuzz.ts attacks, one entry each: how to make a small valid file, the byte map of
+ * The formats scripts/tools/fuzz.ts attacks, one entry each: how to make a small valid file, the byte map of
  * that file, its text header and format-specific edits (with the format's own checksum recomputed, the
  * way an attacker who knows the format would), the full readers to feed and the error type each may
  * refuse with, and the minimal reader in readers/.
@@ -27,25 +27,25 @@ import {
   openCheckpointModel,
   readCheckpoint,
   writeCheckpoint,
-} from "../formats/checkpoint.ts";
-import { DmexpError, readDmexp, sealHeader, writeDmexp } from "../formats/dmexp.ts";
+} from "../../formats/checkpoint.ts";
+import { DmexpError, readDmexp, sealHeader, writeDmexp } from "../../formats/dmexp.ts";
 import {
   readSafetensors,
   SAFETENSORS_DIGEST_NEEDLE,
   SafetensorsError,
   writeSafetensors,
-} from "../formats/safetensors.ts";
-import { GGUF_DIGEST_NEEDLE, GgufError, readGguf, writeGguf } from "../formats/gguf.ts";
-import { digestOffset, sealDigest } from "../formats/digest.ts";
-import { exportHuggingFace, HuggingFaceError, importHuggingFace } from "../formats/huggingface.ts";
-import { F64LinesError, readF64Lines, stringChecksum, writeF64Lines } from "../formats/f64lines.ts";
-import { Lut4Error, lut4Format, readLut4 } from "../formats/lut4.ts";
-import { decodeSession, SessionError, writeSessionFile } from "../formats/session.ts";
-import { loadIntEngine, sessionShape } from "../serve/int-engine.ts";
-import type { Engine } from "../model/engine.ts";
-import { configToToml, type ModelConfig, paramShapes } from "../model/config.ts";
-import { initParams } from "../model/init.ts";
-import { materialize, tensorSource } from "../model/tensor.ts";
+} from "../../formats/safetensors.ts";
+import { GGUF_DIGEST_NEEDLE, GgufError, readGguf, writeGguf } from "../../formats/gguf.ts";
+import { digestOffset, sealDigest } from "../../formats/digest.ts";
+import { exportHuggingFace, HuggingFaceError, importHuggingFace } from "../../formats/huggingface.ts";
+import { F64LinesError, readF64Lines, stringChecksum, writeF64Lines } from "../../formats/f64lines.ts";
+import { Lut4Error, lut4Format, readLut4 } from "../../formats/lut4.ts";
+import { decodeSession, SessionError, writeSessionFile } from "../../formats/session.ts";
+import { loadIntEngine, sessionShape } from "../../engines/int/engine.ts";
+import type { Engine } from "../../model/engine.ts";
+import { configToToml, type ModelConfig, paramShapes } from "../../model/config.ts";
+import { initParams } from "../../model/init.ts";
+import { materialize, tensorSource } from "../../model/tensor.ts";
 
 /** The model every fuzzed file holds: the smallest shape every format accepts (byte vocab, one layer). */
 export const FUZZ_CONFIG: ModelConfig = {

@@ -2,9 +2,9 @@
  * The WebAssembly SIMD kernels against the JavaScript reference, side by side in one run, as ratios:
  * matrix-product GFLOP/s on the training shapes, prefill of a 256-token prompt (ferry-wasm,
  * ferry-JS, and llama.cpp F32 through node-llama-cpp on one thread), and trainer tokens/s before
- * and after on Bun and Deno (scripts/bench-train.ts with `--kernels ref` and `--kernels wasm`).
+ * and after on Bun and Deno (scripts/tools/bench-train.ts with `--kernels ref` and `--kernels wasm`).
  *
- *   bun scripts/bench-kernels.ts
+ *   bun scripts/tools/bench-kernels.ts
  *
  * llama.cpp needs node-llama-cpp installed (`bun install`). The machine is shared, so each one-thread
  * figure is CPU time of this process (wall-clock is in --json too), the best of several interleaved
@@ -16,21 +16,21 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
-import { cli, EXIT_USAGE, fail, progress, run } from "./cli.ts";
-import { readCheckpoint } from "../formats/checkpoint.ts";
-import { writeGguf } from "../formats/gguf.ts";
-import { freezeWeights, matmul, matmulNN, matmulTN, useKernels } from "../kernels/kernels.ts";
-import { evalWindows, loadBrown } from "../model/corpus.ts";
-import { buildModel, createCache, forward } from "../model/qwen3.ts";
-import { createRng } from "../model/random.ts";
-import { BOS } from "../model/tokenizer.ts";
+import { cli, EXIT_USAGE, fail, progress, run } from "../cli.ts";
+import { readCheckpoint } from "../../formats/checkpoint.ts";
+import { writeGguf } from "../../formats/gguf.ts";
+import { freezeWeights, matmul, matmulNN, matmulTN, useKernels } from "../../kernels/kernels.ts";
+import { evalWindows, loadBrown } from "../../model/corpus.ts";
+import { buildModel, createCache, forward } from "../../model/qwen3.ts";
+import { createRng } from "../../model/random.ts";
+import { BOS } from "../../model/tokenizer.ts";
 
 const HELP = `
-Usage: bun scripts/bench-kernels.ts [options]
+Usage: bun scripts/tools/bench-kernels.ts [options]
 
 Prints, side by side: matrix-product GFLOP/s of the JavaScript and WebAssembly kernels on the
 trainer's shapes; prefill tokens/s of a 256-token prompt for ferry-wasm, ferry-JS and llama.cpp F32
-(one thread); trainer tokens/s with each kernel set on Bun and Deno (scripts/bench-train.ts).
+(one thread); trainer tokens/s with each kernel set on Bun and Deno (scripts/tools/bench-train.ts).
 Options:
   --rounds N      interleaved timing rounds (the best of each is kept)   [5]
   --steps N       optimizer steps per trainer run                       [50]
@@ -160,7 +160,7 @@ await run(async () => {
       for (const k of ["ref", "wasm"]) {
         const r = spawnSync(exe, [
           ...pre,
-          "scripts/bench-train.ts",
+          "scripts/tools/bench-train.ts",
           "--json",
           "--kernels",
           k,
@@ -246,7 +246,7 @@ await run(async () => {
 
 /** llama.cpp (one thread) on an F32 GGUF of the same weights, ready to prefill from an empty context. */
 async function openLlama(model: ReturnType<typeof buildModel>) {
-  const { cpuLlama } = await import("../serve/llama-cpp.ts");
+  const { cpuLlama } = await import("../../measure/llama-cpp.ts");
   const dir = mkdtempSync(join(tmpdir(), "ferry-bench-kernels-"));
   const path = join(dir, "model.f32.gguf");
   await writeGguf(path, model.tensors, model.config, { type: "f32" });

@@ -11,8 +11,8 @@
  *
  * @example
  * ```ts
- * // deno run -A scripts/bench-dmexp.ts            (512 MB, 3 runs each, in the system temp folder)
- * // bun scripts/bench-dmexp.ts --mb 1024 --runs 5 --json
+ * // deno run -A scripts/tools/bench-dmexp.ts            (512 MB, 3 runs each, in the system temp folder)
+ * // bun scripts/tools/bench-dmexp.ts --mb 1024 --runs 5 --json
  * ```
  * @module
  */
@@ -23,18 +23,18 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import process from "node:process";
-import { cli, EXIT_USAGE, fail, run } from "./cli.ts";
-import { openAtomic } from "../formats/io.ts";
-import { verifyDmexp } from "../formats/dmexp.ts";
-import { writeCheckpoint } from "../formats/checkpoint.ts";
-import { type ModelConfig, paramShapes } from "../model/config.ts";
-import { numel, type Tensor } from "../model/tensor.ts";
-import { exportCheckpoint } from "../formats/export.ts";
+import { cli, EXIT_USAGE, fail, run } from "../cli.ts";
+import { openAtomic } from "../../formats/io.ts";
+import { verifyDmexp } from "../../formats/dmexp.ts";
+import { writeCheckpoint } from "../../formats/checkpoint.ts";
+import { type ModelConfig, paramShapes } from "../../model/config.ts";
+import { numel, type Tensor } from "../../model/tensor.ts";
+import { exportCheckpoint } from "../../formats/export.ts";
 
 const HELP = `
 Benchmark dmexp on a synthetic checkpoint: copy vs export (bf16), read vs verify, export peak memory.
 
-Usage: deno run -A scripts/bench-dmexp.ts [--mb N] [--runs N] [--dir PATH] [--json]
+Usage: deno run -A scripts/tools/bench-dmexp.ts [--mb N] [--runs N] [--dir PATH] [--json]
 
 Options:
   --mb N       model size of the synthetic checkpoint in MB (default 512; rounded up to whole layers)
