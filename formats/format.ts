@@ -37,10 +37,22 @@ export interface WriteResult {
   [detail: string]: unknown;
 }
 
+/**
+ * Where an export's weights came from, as far as its file records it: the model's name, the training
+ * step and the original source (`path@stepN`). Re-exporting an export keeps them.
+ */
+export interface ExportOrigin {
+  name?: string;
+  step?: number;
+  source?: string;
+}
+
 /** An export read back: its shape and its named f32 tensors (dequantized where the format quantizes). */
 export interface ReadResult {
   config: ModelConfig;
   tensors: Tensor[];
+  /** What the file records of the weights' provenance (absent fields: the file does not say). */
+  origin?: ExportOrigin;
 }
 
 /** One format: how its files are recognised, what it stores, its writer, its full reader and `info`. */
