@@ -291,10 +291,9 @@ export function createApp(opts: ChatAppOptions): Hono {
     onText?: (t: string) => Promise<void>,
   ): Promise<ReplyResult & { sessionId?: string }> => {
     const t0 = performance.now();
-    const sampling = { temperature: req.temperature, topK: req.topK, topP: req.topP, minP: req.minP };
     const r = await generateReply(engine, p.session, p.prompt, {
       maxTokens: p.maxTokens,
-      sampling,
+      sampling: req.sampling,
       seed: req.seed,
       stop,
       signal,

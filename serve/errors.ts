@@ -5,6 +5,7 @@
  * @example
  * ```ts
  * throw new ApiError(400, "max_tokens: expected an integer >= 1, got \"ten\"", "max_tokens");
+ * throw invalidValue("top_p", "a number in (0, 1]", 2); // the same shape, for any field
  * ```
  * @module
  */
@@ -46,4 +47,19 @@ export function errorBody(
   code: string | null = null,
 ): ErrorBody {
   return { error: { message, type: errorType(status), param, code } };
+}
+
+/**
+ * The 400 for a request field of the wrong type or range: `field: expected ..., got ...`, naming the
+ * field in `param`. A number is shown as JavaScript prints it, so `1e999` (parsed to Infinity) says
+ * `got Infinity` where JSON would say `null`; anything else as JSON, cut to 60 characters.
+ *
+ * @example
+ * ```ts
+ * invalidValue("temperature", "a number in [0, 100]", Infinity).message; // "temperature: expected a number in [0, 100], got Infinity"
+ * ```
+ */
+export function invalidValue(field: string, expected: string, got: unknown): ApiError {
+  const shown = typeof got === "number" ? String(got) : JSON.stringify(got)?.slice(0, 60) ?? String(got);
+  return new ApiError(400, `${field}: expected ${expected}, got ${shown}`, field, "invalid_value");
 }

@@ -1,7 +1,8 @@
 /**
  * Reads the OpenAI-style request bodies the server accepts, field by field: a field of the wrong type or
- * out of range is refused with a 400 that names it. Fields OpenAI clients send that a byte-level
- * continuer has no use for (`presence_penalty`, `user`, ...) are accepted and ignored.
+ * out of range is refused with a 400 that names it. The sampling fields are read by serve/sampling.ts,
+ * against the one sampling contract. Fields OpenAI clients send that a byte-level continuer has no use
+ * for (`presence_penalty`, `user`, ...) are accepted and ignored.
  *
  * @example
  * ```ts
@@ -10,7 +11,8 @@
  * ```
  * @module
  */
-import { ApiError } from "./errors.ts";
+import { invalidValue } from "./errors.ts";
+import { type RequestSampling, samplingFromBody } from "./sampling.ts";
 
 /** One chat message. */
 export interface ChatMessage {
@@ -18,17 +20,12 @@ export interface ChatMessage {
   content: string;
 }
 
-/** What both endpoints share. */
-export interface GenerationFields {
+/** What both endpoints share; `sampling` and `seed` are in the sampling contract's terms. */
+export interface GenerationFields extends RequestSampling {
   stream: boolean;
   /** Send a last chunk with `usage` (OpenAI's `stream_options.include_usage`). */
   includeUsage: boolean;
   maxTokens?: number;
-  temperature: number;
-  topK: number;
-  topP: number;
-  minP: number;
-  seed?: number;
   stop: string[];
   /** Continue from this stored session (ferry extension). */
   session?: string;
@@ -50,8 +47,7 @@ export interface ChatRequest extends GenerationFields {
 export const MAX_STOPS = 4;
 
 function refuse(field: string, expected: string, got: unknown): never {
-  const shown = JSON.stringify(got)?.slice(0, 60) ?? String(got);
-  throw new ApiError(400, `${field}: expected ${expected}, got ${shown}`, field, "invalid_value");
+  throw invalidValue(field, expected, got);
 }
 
 function object(body: unknown): Record<string, unknown> {
@@ -73,43 +69,40 @@ function optBoolean(o: Record<string, unknown>, field: string): boolean | undefi
   return v;
 }
 
+/** `stop`: one string or at most `MAX_STOPS` of them; empty strings dropped. */
+function stopStrings(stop: unknown): string[] {
+  if (stop === undefined || stop === null) return [];
+  if (typeof stop === "string") return stop === "" ? [] : [stop];
+  if (!Array.isArray(stop)) refuse("stop", "a string or an array of strings", stop);
+  if (stop.length > MAX_STOPS || !stop.every((s) => typeof s === "string")) {
+    refuse("stop", `a string or an array of at most ${MAX_STOPS} strings`, stop);
+  }
+  return stop.filter((s) => s !== "");
+}
+
+/** `stream_options.include_usage`, false when absent. */
+function includeUsage(so: unknown): boolean {
+  if (so === undefined || so === null) return false;
+  if (typeof so !== "object" || Array.isArray(so)) refuse("stream_options", "an object", so);
+  return optBoolean(so as Record<string, unknown>, "include_usage") ?? false;
+}
+
+const positive = (x: number) => Number.isInteger(x) && x >= 1;
+
 function generationFields(o: Record<string, unknown>): GenerationFields {
   if (o.model !== undefined && typeof o.model !== "string") refuse("model", "a string", o.model);
-  if (
-    optNumber(o, "n", (x) => x === 1, "1 (one choice per request)") !== undefined
-  ) { /* n = 1 is the default */ }
-  let stop: string[] = [];
-  if (typeof o.stop === "string") stop = [o.stop];
-  else if (Array.isArray(o.stop)) {
-    if (o.stop.length > MAX_STOPS || !o.stop.every((s) => typeof s === "string")) {
-      refuse("stop", `a string or an array of at most ${MAX_STOPS} strings`, o.stop);
-    }
-    stop = o.stop as string[];
-  } else if (o.stop !== undefined && o.stop !== null) {
-    refuse("stop", "a string or an array of strings", o.stop);
-  }
-  stop = stop.filter((s) => s !== "");
-  let includeUsage = false;
-  if (o.stream_options !== undefined && o.stream_options !== null) {
-    const so = o.stream_options;
-    if (typeof so !== "object" || Array.isArray(so)) refuse("stream_options", "an object", so);
-    includeUsage = optBoolean(so as Record<string, unknown>, "include_usage") ?? false;
-  }
+  optNumber(o, "n", (x) => x === 1, "1 (one choice per request)"); // n = 1 is the default
   const session = o.session;
   if (session !== undefined && session !== null && typeof session !== "string") {
     refuse("session", "a session id string", session);
   }
   return {
     stream: optBoolean(o, "stream") ?? false,
-    includeUsage,
-    maxTokens: optNumber(o, "max_tokens", (x) => Number.isInteger(x) && x >= 1, "an integer >= 1") ??
-      optNumber(o, "max_completion_tokens", (x) => Number.isInteger(x) && x >= 1, "an integer >= 1"),
-    temperature: optNumber(o, "temperature", (x) => x >= 0 && x <= 2, "a number in [0, 2]") ?? 1,
-    topK: optNumber(o, "top_k", (x) => Number.isInteger(x) && x >= 0, "an integer >= 0") ?? 0,
-    topP: optNumber(o, "top_p", (x) => x > 0 && x <= 1, "a number in (0, 1]") ?? 1,
-    minP: optNumber(o, "min_p", (x) => x >= 0 && x <= 1, "a number in [0, 1]") ?? 0,
-    seed: optNumber(o, "seed", (x) => Number.isSafeInteger(x) && x >= 0, "an integer >= 0"),
-    stop,
+    includeUsage: includeUsage(o.stream_options),
+    maxTokens: optNumber(o, "max_tokens", positive, "an integer >= 1") ??
+      optNumber(o, "max_completion_tokens", positive, "an integer >= 1"),
+    ...samplingFromBody(o),
+    stop: stopStrings(o.stop),
     session: (session ?? undefined) as string | undefined,
     saveSession: optBoolean(o, "save_session") ?? false,
   };

@@ -7,6 +7,7 @@ import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import process from "node:process";
 import type { Engine } from "../model/engine.ts";
+import { MAX_TEMPERATURE, SAMPLING_EXPECTED } from "../model/sampling.ts";
 import { createApp } from "../serve/app.ts";
 import { createSessionStore } from "../serve/session-store.ts";
 import { renderChat } from "../serve/transcript.ts";
@@ -187,7 +188,9 @@ describe("limits and bad input", () => {
       ["/v1/completions", { prompt: "a", top_p: 0 }, "top_p"],
       ["/v1/completions", { prompt: "a", min_p: 2 }, "min_p"],
       ["/v1/completions", { prompt: "a", seed: "x" }, "seed"],
-      ["/v1/completions", { prompt: "a", seed: -1 }, "seed"],
+      ["/v1/completions", { prompt: "a", seed: 1.5 }, "seed"],
+      ["/v1/completions", { prompt: "a", seed: 2 ** 53 }, "seed"],
+      ["/v1/completions", { prompt: "a", temperature: MAX_TEMPERATURE + 1 }, "temperature"],
       ["/v1/completions", { prompt: "a", stop: 5 }, "stop"],
       ["/v1/completions", { prompt: "a", stop: ["a", "b", "c", "d", "e"] }, "stop"],
       ["/v1/completions", { prompt: "a", stream: "yes" }, "stream"],
@@ -204,6 +207,31 @@ describe("limits and bad input", () => {
       ],
     ];
     for (const [path, body, param] of cases) await expectError(await post(path, body), 400, param);
+  });
+
+  test("sampling follows the one contract: its ranges and words, OpenAI's names and defaults", async () => {
+    const text = async (body: Record<string, unknown>) => (await complete(body)).choices[0].text as string;
+    const req = { prompt: "It was", max_tokens: 24, seed: 4 };
+    // OpenAI's defaults, absent or null: temperature 1 and top_p 1, so an unsaid temperature samples.
+    const one = await text({ ...req, temperature: 1, top_p: 1 });
+    expect(await text(req)).toBe(one);
+    expect(await text({ ...req, temperature: null, top_p: null, top_k: null, min_p: null })).toBe(one);
+    expect(await text({ ...req, temperature: 0 })).not.toBe(one);
+    // The contract's range, past OpenAI's 2; and its seeds, negative ones included.
+    expect(await text({ ...req, temperature: 5 })).not.toBe(one);
+    expect(await text({ ...req, seed: -1 })).toBe(await text({ ...req, seed: -1 }));
+    // Refusals name the HTTP field, in the contract's words, with the value as sent.
+    const message = async (field: string, value: string) =>
+      (await expectError(await post("/v1/completions", `{"prompt": "a", "${field}": ${value}}`), 400, field))
+        .message;
+    expect(await message("top_p", "2")).toBe(`top_p: expected ${SAMPLING_EXPECTED.topP}, got 2`);
+    expect(await message("top_k", '"all"')).toBe(`top_k: expected ${SAMPLING_EXPECTED.topK}, got "all"`);
+    expect(await message("min_p", "-0.5")).toBe(`min_p: expected ${SAMPLING_EXPECTED.minP}, got -0.5`);
+    expect(await message("seed", "0.5")).toBe(`seed: expected ${SAMPLING_EXPECTED.seed}, got 0.5`);
+    // 1e999 parses to Infinity, which JSON would print as null.
+    expect(await message("temperature", "1e999")).toBe(
+      `temperature: expected ${SAMPLING_EXPECTED.temperature}, got Infinity`,
+    );
   });
 
   test("max_tokens and the prompt are capped against the context", async () => {
