@@ -1,0 +1,100 @@
+/**
+ * What every route module is handed: the engine, the session store, the engine's turns and the
+ * server's limits, in one small object built once by `createApp`. Also here, because the session
+ * routes and the completion routes both need them: the gate that answers 501 when sessions are not
+ * available, and restoring a session with its refusals.
+ *
+ * @example
+ * ```ts
+ * const ctx = createServerContext({ engine, sessions });
+ * const store = sessionsOf(ctx);                 // or throws ApiError 501
+ * const session = await storedSession(ctx, id);  // or throws 404 / 400
+ * ```
+ * @module
+ */
+import type { Engine, EngineSession } from "../model/engine.ts";
+import { ApiError } from "./errors.ts";
+import type { SessionStore } from "./session-store.ts";
+import { createTurns, type Turns } from "./turns.ts";
+
+/** What the app is handed. */
+export interface ChatAppOptions {
+  engine: Engine;
+  /** Where sessions are saved; without it the session endpoints answer 501. */
+  sessions?: SessionStore;
+  /** Requests that may wait behind the running generation before new ones get 429 (default 8). */
+  queueLimit?: number;
+  /** Largest JSON request body in bytes (default 256 KiB). */
+  maxBodyBytes?: number;
+  /** Largest uploaded session file in bytes (default 64 MiB). */
+  maxSessionBytes?: number;
+  /** `max_tokens` when a request gives none (default 256, always capped by the room left in the context). */
+  defaultMaxTokens?: number;
+}
+
+/** The shared state of one app. */
+export interface ServerContext {
+  readonly engine: Engine;
+  /** The store, when there is one and the engine can restore sessions. */
+  readonly sessions?: SessionStore;
+  readonly turns: Turns;
+  /** The model's name in `/v1/models` and in every reply: the export's file name. */
+  readonly modelId: string;
+  /** The model's context length in tokens. */
+  readonly contextLength: number;
+  readonly defaultMaxTokens: number;
+  readonly maxBodyBytes: number;
+  readonly maxSessionBytes: number;
+}
+
+/** The context for `opts`, every default filled in. */
+export function createServerContext(opts: ChatAppOptions): ServerContext {
+  const { engine } = opts;
+  const canRestore = typeof engine.restore === "function";
+  return {
+    engine,
+    sessions: canRestore ? opts.sessions : undefined,
+    turns: createTurns(opts.queueLimit ?? 8),
+    modelId: engine.source.split(/[\\/]/).filter(Boolean).at(-1) ?? engine.source,
+    contextLength: engine.config.max_position_embeddings,
+    defaultMaxTokens: opts.defaultMaxTokens ?? 256,
+    maxBodyBytes: opts.maxBodyBytes ?? 256 * 1024,
+    maxSessionBytes: opts.maxSessionBytes ?? 64 << 20,
+  };
+}
+
+/** The session store, or a 501 when this server has none (or its engine cannot restore sessions). */
+export function sessionsOf(ctx: ServerContext): SessionStore {
+  if (!ctx.sessions) {
+    throw new ApiError(
+      501,
+      `sessions are not available on this server (engine ${ctx.engine.kind})`,
+      "session",
+      "sessions_unavailable",
+    );
+  }
+  return ctx.sessions;
+}
+
+/** The stored bytes of session `id`, or a 404. */
+export async function storedBytes(ctx: ServerContext, id: string): Promise<Uint8Array<ArrayBuffer>> {
+  const bytes = await sessionsOf(ctx).get(id);
+  if (!bytes) {
+    throw new ApiError(404, `session: no session ${JSON.stringify(id)}`, "session", "session_not_found");
+  }
+  return bytes;
+}
+
+/** Session bytes restored on the engine; bytes it refuses are a 400 naming `session`. */
+export function restoreBytes(ctx: ServerContext, bytes: Uint8Array, where: string): EngineSession {
+  try {
+    return ctx.engine.restore!(bytes, where);
+  } catch (e) {
+    throw new ApiError(400, `session: ${(e as Error).message}`, "session", "invalid_session");
+  }
+}
+
+/** Stored session `id`, restored on the engine. */
+export async function storedSession(ctx: ServerContext, id: string): Promise<EngineSession> {
+  return restoreBytes(ctx, await storedBytes(ctx, id), `session ${id}`);
+}

@@ -1,0 +1,31 @@
+/**
+ * `GET /v1/models`: the one model this server serves, in OpenAI's list shape, with ferry's own fields
+ * (the engine, the context length, whether sessions can be saved).
+ *
+ * @example
+ * ```ts
+ * app.route("/v1", modelRoutes(ctx));
+ * (await (await app.request("/v1/models")).json()).data[0].id; // "ferry.q4.lut4"
+ * ```
+ * @module
+ */
+import { Hono } from "hono";
+import type { ServerContext } from "../context.ts";
+
+/** The model route, relative to `/v1`. */
+export function modelRoutes(ctx: ServerContext): Hono {
+  return new Hono().get("/models", (c) =>
+    c.json({
+      object: "list",
+      data: [{
+        id: ctx.modelId,
+        object: "model",
+        created: 0,
+        owned_by: "ferry",
+        // ferry's own fields: what serves the model and how much context it has.
+        engine: ctx.engine.kind,
+        context_length: ctx.contextLength,
+        sessions: ctx.sessions !== undefined,
+      }],
+    }));
+}

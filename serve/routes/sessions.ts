@@ -1,0 +1,46 @@
+/**
+ * The session routes (a ferry extension): `POST /v1/sessions` uploads a saved session file (checked by
+ * restoring it on the engine before it is stored) and answers its id, token count and transcript;
+ * `GET /v1/sessions/:id` downloads one. Without a store, or on an engine that cannot restore, both
+ * answer 501.
+ *
+ * @example
+ * ```ts
+ * app.route("/v1", sessionRoutes(ctx));
+ * const { id } = await (await app.request("/v1/sessions", { method: "POST", body: bytes })).json();
+ * ```
+ * @module
+ */
+import { Hono } from "hono";
+import { decode } from "../../model/tokenizer.ts";
+import { limitBody } from "../body.ts";
+import { restoreBytes, type ServerContext, sessionsOf, storedBytes } from "../context.ts";
+import { parseTranscript } from "../transcript.ts";
+
+/** The session routes, relative to `/v1`. */
+export function sessionRoutes(ctx: ServerContext): Hono {
+  const app = new Hono();
+
+  app.post("/sessions", limitBody(ctx.maxSessionBytes, "session file"), async (c) => {
+    const bytes = new Uint8Array(await c.req.arrayBuffer());
+    const store = sessionsOf(ctx);
+    const session = restoreBytes(ctx, bytes, "uploaded session");
+    const id = await store.put(bytes);
+    const text = decode(session.tokens);
+    return c.json(
+      { id, object: "session", tokens: session.position, text, messages: parseTranscript(text) },
+      201,
+    );
+  });
+
+  app.get("/sessions/:id", async (c) => {
+    const id = c.req.param("id");
+    const bytes = await storedBytes(ctx, id);
+    return c.body(bytes, 200, {
+      "Content-Type": "application/octet-stream",
+      "Content-Disposition": `attachment; filename="ferry-${id}.session"`,
+    });
+  });
+
+  return app;
+}

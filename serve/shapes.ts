@@ -1,0 +1,79 @@
+/**
+ * OpenAI's response objects for the two generation endpoints, as data: what differs between
+ * `/v1/completions` and `/v1/chat/completions` (the object names, the id prefix, how a choice carries
+ * text) is one `Endpoint` each, so the code that answers is shared.
+ *
+ * @example
+ * ```ts
+ * CHAT_COMPLETION.chunk("Hi", null);   // { index: 0, delta: { content: "Hi" }, logprobs: null, finish_reason: null }
+ * TEXT_COMPLETION.whole("Hi", "stop"); // { index: 0, text: "Hi", logprobs: null, finish_reason: "stop" }
+ * ```
+ * @module
+ */
+import type { ReplyResult } from "./generation.ts";
+
+/** One entry of a response's `choices`. */
+export type Choice = Record<string, unknown>;
+
+/** How one endpoint shapes its answers. */
+export interface Endpoint {
+  /** A whole reply's `object`. */
+  object: "text_completion" | "chat.completion";
+  /** A streamed chunk's `object`. */
+  chunkObject: "text_completion" | "chat.completion.chunk";
+  /** What a reply's `id` starts with. */
+  idPrefix: string;
+  /** A chat is rendered whole, so a stored session must be its beginning; a prompt continues one. */
+  chat: boolean;
+  /** The choice streamed before any text, if the endpoint sends one. */
+  opening?: Choice;
+  /** A streamed choice carrying `piece`, or the last one (empty piece) with its finish reason. */
+  chunk(piece: string, finishReason: string | null): Choice;
+  /** The one choice of a whole reply. */
+  whole(text: string, finishReason: string): Choice;
+}
+
+/** `/v1/completions`: text in `text`. */
+export const TEXT_COMPLETION: Endpoint = {
+  object: "text_completion",
+  chunkObject: "text_completion",
+  idPrefix: "cmpl-",
+  chat: false,
+  chunk: (piece, finishReason) => ({ index: 0, text: piece, logprobs: null, finish_reason: finishReason }),
+  whole: (text, finishReason) => ({ index: 0, text, logprobs: null, finish_reason: finishReason }),
+};
+
+/** `/v1/chat/completions`: a role announced first, then text in `delta.content` or `message.content`. */
+export const CHAT_COMPLETION: Endpoint = {
+  object: "chat.completion",
+  chunkObject: "chat.completion.chunk",
+  idPrefix: "chatcmpl-",
+  chat: true,
+  opening: { index: 0, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null },
+  chunk: (piece, finishReason) => ({
+    index: 0,
+    delta: piece === "" && finishReason ? {} : { content: piece },
+    logprobs: null,
+    finish_reason: finishReason,
+  }),
+  whole: (text, finishReason) => ({
+    index: 0,
+    message: { role: "assistant", content: text },
+    logprobs: null,
+    finish_reason: finishReason,
+  }),
+};
+
+/** OpenAI's finish reason for a reply that was not aborted. */
+export function finishReason(r: ReplyResult): "length" | "stop" {
+  return r.finishReason === "length" ? "length" : "stop";
+}
+
+/** OpenAI's `usage` for a reply to `promptTokens` new prompt tokens. */
+export function usage(promptTokens: number, r: ReplyResult) {
+  return {
+    prompt_tokens: promptTokens,
+    completion_tokens: r.completionTokens,
+    total_tokens: promptTokens + r.completionTokens,
+  };
+}
