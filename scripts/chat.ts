@@ -20,7 +20,7 @@ import type { Engine } from "../model/engine.ts";
 import { FormatError } from "../model/error.ts";
 import { createApp } from "../serve/app.ts";
 import { loadEngine } from "../engines/mod.ts";
-import { listen } from "../serve/listen.ts";
+import { AddressInUseError, listen } from "../serve/listen.ts";
 import { createSessionStore } from "../serve/session-store.ts";
 
 /** The model served when none is named: the default model's lut4 export (out/ferry.q4.lut4). */
@@ -115,7 +115,10 @@ async function main(): Promise<void> {
   const engine = await openServedEngine(positionals[0], values.engine);
   const sessions = await createSessionStore(values.sessions!);
   const app = createApp({ engine, sessions, queueLimit });
-  const server = await listen(app.fetch, { hostname: values.host!, port });
+  const server = await listen(app.fetch, { hostname: values.host!, port }).catch((e) => {
+    if (e instanceof AddressInUseError) fail(`port ${port} is in use; pick another with --port N`);
+    throw e;
+  });
   const loopback = ["127.0.0.1", "::1", "localhost"].includes(values.host!);
   console.log(`ferry chat: ${server.url}  (${engine.source} on the ${engine.kind} engine; Ctrl+C stops)`);
   if (!loopback) console.log(`note: listening on ${values.host}, reachable from other machines`);

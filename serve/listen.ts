@@ -2,7 +2,8 @@
  * Puts a fetch handler on a socket under whichever runtime is running: `Deno.serve` or `Bun.serve`.
  * Bun closes a connection that is quiet for 10 s by default, which would cut a request waiting in the
  * generation queue (no bytes flow until its turn) or a slow stream, so each request's idle timeout is
- * turned off with `server.timeout(request, 0)`.
+ * turned off with `server.timeout(request, 0)`. A port already taken is an `AddressInUseError` under
+ * either runtime (each says it its own way, Deno without the port).
  *
  * @example
  * ```ts
@@ -23,8 +24,27 @@ export interface Listening {
 
 type Handler = (request: Request) => Response | Promise<Response>;
 
-/** Serves `fetch` on `hostname:port` (port 0: any free port). */
+/** The address asked for is taken (both runtimes' errors carry the code `EADDRINUSE`). */
+export class AddressInUseError extends Error {
+  constructor(readonly hostname: string, readonly port: number) {
+    super(`${hostname} port ${port} is already in use`);
+    this.name = "AddressInUseError";
+  }
+}
+
+/** Serves `fetch` on `hostname:port` (port 0: any free port); a taken port is an `AddressInUseError`. */
 export async function listen(fetch: Handler, opts: { hostname: string; port: number }): Promise<Listening> {
+  try {
+    return await serve(fetch, opts);
+  } catch (e) {
+    if ((e as { code?: unknown }).code === "EADDRINUSE") {
+      throw new AddressInUseError(opts.hostname, opts.port);
+    }
+    throw e;
+  }
+}
+
+async function serve(fetch: Handler, opts: { hostname: string; port: number }): Promise<Listening> {
   const g = globalThis as any;
   const host = (h: string) => (h.includes(":") ? `[${h}]` : h);
   if (g.Bun) {

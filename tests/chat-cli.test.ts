@@ -1,9 +1,10 @@
 // scripts/chat.ts under both runtimes: it prints the URL it listens on (loopback by default) and
-// serves there; a training checkpoint is refused with the command that converts it; the load test
-// runs clean on a small bounded load.
+// serves there; a port already taken and a training checkpoint are refused with what to do instead;
+// the load test runs clean on a small bounded load.
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -57,6 +58,24 @@ for (const [name, cmd, kind] of RUNS) {
     60_000,
   );
 }
+
+test("a port in use is refused naming the port and --port, under both runtimes", async () => {
+  const taken = createServer();
+  await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
+  const port = (taken.address() as { port: number }).port;
+  const dir = mkdtempSync(join(tmpdir(), "ferry-chat-cli-"));
+  try {
+    for (const cmd of [["bun"], ["deno", "run", "-A"]]) {
+      const args = [...cmd.slice(1), "scripts/chat.ts", "--port", String(port), "--sessions", dir];
+      const r = spawnSync(cmd[0], args, { encoding: "utf8" });
+      expect(r.stderr).toContain(`port ${port} is in use; pick another with --port N`);
+      expect(r.status).toBe(1);
+    }
+  } finally {
+    taken.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
 
 test("a training checkpoint is refused with the command that converts it", () => {
   const r = spawnSync("bun", ["scripts/chat.ts", "model/default/ferry.ckpt"], { encoding: "utf8" });
