@@ -251,6 +251,8 @@ class ByteWriter {
   private buf = new Uint8Array(4096);
   private dv = new DataView(this.buf.buffer);
   length = 0;
+  // Every write takes its offset first: `room` may grow the buffer, and `this.dv.setX(this.room(n), ...)`
+  // (or `this.buf.set(b, this.room(n))`) reads the old view before the call, writing where growth left.
   private room(n: number): number {
     if (this.length + n > this.buf.length) {
       const next = new Uint8Array(Math.max(this.buf.length * 2, this.length + n));
@@ -263,28 +265,35 @@ class ByteWriter {
     return at;
   }
   bytes(b: Uint8Array): void {
-    this.buf.set(b, this.room(b.length));
+    const at = this.room(b.length);
+    this.buf.set(b, at);
   }
   zeros(n: number): void {
     this.room(n);
   }
   u8(x: number): void {
-    this.dv.setUint8(this.room(1), x);
+    const at = this.room(1);
+    this.dv.setUint8(at, x);
   }
   u32(x: number): void {
-    this.dv.setUint32(this.room(4), x, true);
+    const at = this.room(4);
+    this.dv.setUint32(at, x, true);
   }
   u64(x: bigint): void {
-    this.dv.setBigUint64(this.room(8), x, true);
+    const at = this.room(8);
+    this.dv.setBigUint64(at, x, true);
   }
   i64(x: bigint): void {
-    this.dv.setBigInt64(this.room(8), x, true);
+    const at = this.room(8);
+    this.dv.setBigInt64(at, x, true);
   }
   f32(x: number): void {
-    this.dv.setFloat32(this.room(4), x, true);
+    const at = this.room(4);
+    this.dv.setFloat32(at, x, true);
   }
   f64(x: number): void {
-    this.dv.setFloat64(this.room(8), x, true);
+    const at = this.room(8);
+    this.dv.setFloat64(at, x, true);
   }
   int(type: string, x: number): void {
     const at = this.room(Number(type.slice(1)) / 8);
