@@ -3,7 +3,7 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { auditWgsl } from "../kernels/webgpu/wgsl-audit.ts";
+import { auditWgsl } from "./helpers/wgsl-audit.ts";
 import { LUT4_WGSL } from "./helpers/webgpu-lut4.ts";
 import { GEMV } from "../kernels/webgpu/wgsl.ts";
 
