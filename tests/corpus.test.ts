@@ -1,4 +1,4 @@
-// The train / held-out split of the Brown corpus: what the README says about it is what loadBrown does.
+// The train / held-out split of the Brown corpus: what docs/training.md says about it is what loadBrown does.
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -9,7 +9,7 @@ setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to
 const dir = brownDir();
 const names = readdirSync(dir).filter((n) => /^c[a-r]\d\d$/.test(n)).sort();
 const heldOutNames = names.filter((_, i) => i % HELD_OUT_EVERY === HELD_OUT_EVERY - 1);
-const README = readFileSync("README.md", "utf8");
+const PAGE = readFileSync("docs/training.md", "utf8");
 
 /** Genre letter → name, from the corpus's own CONTENTS file ("M: FICTION: SCIENCE"). */
 function genres(): Map<string, string> {
@@ -37,7 +37,9 @@ test("the split: 500 documents, every 20th held out, 25 in all, the texts loadBr
     ),
   ).toBe(true);
   const says = "every 20th document — 25 documents, 5%";
-  expect(README.replace(/\s+/g, " ").includes(says) ? says : `README does not say: ${says}`).toBe(says);
+  expect(PAGE.replace(/\s+/g, " ").includes(says) ? says : `docs/training.md does not say: ${says}`).toBe(
+    says,
+  );
 }, 30_000);
 
 test(
@@ -60,17 +62,23 @@ test(
   30_000,
 );
 
-test("the held-out documents cover 14 of the 15 genres, all but science fiction, as the README says", () => {
-  const all = genres();
-  expect(all.size).toBe(15);
-  const covered = new Set(heldOutNames.map((n) => n[1]));
-  expect(covered.size).toBe(14);
-  const missing = [...all.keys()].filter((g) => !covered.has(g)).map((g) => all.get(g));
-  expect(missing).toEqual(["FICTION: SCIENCE"]);
-  expect(names.filter((n) => n[1] === "m").length).toBe(6);
-  const says = "from 14 of the 15 genres (all but science fiction, whose 6 documents are all trained on)";
-  expect(README.replace(/\s+/g, " ").includes(says) ? says : `README does not say: ${says}`).toBe(says);
-}, 30_000);
+test(
+  "the held-out documents cover 14 of the 15 genres, all but science fiction, as docs/training.md says",
+  () => {
+    const all = genres();
+    expect(all.size).toBe(15);
+    const covered = new Set(heldOutNames.map((n) => n[1]));
+    expect(covered.size).toBe(14);
+    const missing = [...all.keys()].filter((g) => !covered.has(g)).map((g) => all.get(g));
+    expect(missing).toEqual(["FICTION: SCIENCE"]);
+    expect(names.filter((n) => n[1] === "m").length).toBe(6);
+    const says = "from 14 of the 15 genres (all but science fiction, whose 6 documents are all trained on)";
+    expect(PAGE.replace(/\s+/g, " ").includes(says) ? says : `docs/training.md does not say: ${says}`).toBe(
+      says,
+    );
+  },
+  30_000,
+);
 
 test(
   "the 64 evaluation windows are held-out text only: each lies in the held-out text and none occurs in training",

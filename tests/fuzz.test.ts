@@ -1,7 +1,7 @@
 // A seeded, bounded mutation campaign per format (scripts/tools/fuzz.ts), full and minimal readers. The long
-// campaign (100,000 cases per format) and its counts are in the README; this one keeps the property
-// from regressing: no reader crashes, hangs or over-allocates, and every change a full reader accepts
-// is one the format's explanation covers (a forged checksum, or something no checksum covers).
+// campaign (100,000 cases per format) and its counts are in docs/hostile-input.md; this one keeps the
+// property from regressing: no reader crashes, hangs or over-allocates, and every change a full reader
+// accepts is one the format's explanation covers (a forged checksum, or something no checksum covers).
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 

@@ -1,7 +1,7 @@
 // Proof by a real client: llama.cpp (node-llama-cpp 3.21.1, prebuilt CPU binary, one thread) loads
 // every GGUF ferry writes and computes what ferry computes. The model is the shipped default model
 // (model/default/ferry.ckpt; the test fails if it is missing). `bun scripts/tools/measure-gguf.ts` prints the
-// same figures for it at a larger sample (the README's table).
+// same figures for it at a larger sample (docs/fidelity.md's table).
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
@@ -23,8 +23,8 @@ setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to
  * tokens), node-llama-cpp 3.21.1, CPU, one thread, KV cache F32, on this repository's x86-64 machine;
  * the test prints the measured table. Each bound is about 3× the measurement (or allows a few
  * positions more than measured for top-1), so a different CPU's summation order fits and a real change
- * in the maths does not. The figures `bun scripts/tools/measure-gguf.ts` prints (16 × 256 bytes, README) are
- * in brackets.
+ * in the maths does not. The figures `bun scripts/tools/measure-gguf.ts` prints (16 × 256 bytes,
+ * docs/fidelity.md) are in brackets.
  */
 
 /**
@@ -41,7 +41,7 @@ const F32_KL_BOUND = 1e-11;
  * Mean KL(ferry on the file's own weights ‖ llama.cpp on the file), per type: what llama.cpp's kernels
  * add on top of the file's rounding. Measured f16 1.13e-7 [1.11e-7], bf16 7.28e-6 [7.12e-6], q8_0
  * 1.17e-4 [1.22e-4], q4_0 1.32e-4 [1.29e-4]. For Q8_0 and Q4_0 llama.cpp rounds the activations to 8
- * bits before each product, so that KL cannot be much smaller either (the README's "about 1.2e-4"):
+ * bits before each product, so that KL cannot be much smaller either (docs/fidelity.md's "about 1.2e-4"):
  * those two also have a floor at a third of the measurement. A wrong block layout or nibble order
  * costs KL ≈ 1.
  */
@@ -118,10 +118,10 @@ describe("llama.cpp on the default model's GGUF files", () => {
     });
   }
 
-  test("file sizes and greedy columns equal the README's measure-gguf table (same prompts, exactly)", () => {
+  test("file sizes and greedy columns equal docs/fidelity.md's measure-gguf table (same prompts, exactly)", () => {
     // The script's default prompts are this test's (8 held-out prompts × 64 tokens); only its windows
-    // differ (16 × 256), so the bytes, "greedy =" and "prefix" columns must match the README's table.
-    const readme = readFileSync("README.md", "utf8");
+    // differ (16 × 256), so the bytes, "greedy =" and "prefix" columns must match the page's table.
+    const readme = readFileSync("docs/fidelity.md", "utf8");
     const at = readme.indexOf("type    bytes   mean KL");
     expect(at).toBeGreaterThan(0);
     const table = readme.slice(at, readme.indexOf("```", at)).trim().split("\n").slice(1);
@@ -137,8 +137,8 @@ describe("llama.cpp on the default model's GGUF files", () => {
       );
   });
 
-  test("f16 and bf16 keep every greedy continuation, as the README says", () => {
-    // Measured 8/8 for both, here and in the README's table; Q8_0 and Q4_0 lose some (6/8 measured).
+  test("f16 and bf16 keep every greedy continuation, as docs/fidelity.md says", () => {
+    // Measured 8/8 for both, here and in docs/fidelity.md's table; Q8_0 and Q4_0 lose some (6/8 measured).
     for (const type of ["f16", "bf16"]) expect(`${type} ${row(type).greedySame}/8`).toBe(`${type} 8/8`);
   });
 

@@ -336,7 +336,8 @@ describe("4. dmexp headers are tamper-evident (header_crc32), compatibly", () =>
 
   test("forged (header_crc32 recomputed too): a table swap re-slices the payload, and only the checksum saw it", async () => {
     // The limit of a checksum: whoever recomputes it can reorder tables whose names and dims stay
-    // consistent. The file reads, with different values: this is what the README's counts call forged.
+    // consistent. The file reads, with different values: this is what docs/hostile-input.md's counts call
+    // forged.
     const path = await dmexpWith(swapTables);
     const [ok, forged] = [await readDmexp(await dmexpWith(() => {})), await readDmexp(path)];
     expect(forged.tensors.map((t) => t.name).sort()).toEqual(ok.tensors.map((t) => t.name).sort());
