@@ -6,7 +6,8 @@
  *
  * Runs under Bun (and Node); node-llama-cpp is a Node-API addon and uses only its prebuilt
  * `@node-llama-cpp/linux-x64` binary here (`build: "never"`), never a download. It is one of
- * package.json's optionalDependencies, installed by `bun test` / `npm ci` but not by `deno run`.
+ * package.json's optionalDependencies, installed by `bun test` / `npm ci` but not by `deno run`;
+ * package.json's overrides keep its GPU and ARM builds out of node_modules.
  *
  * @example
  * ```ts
