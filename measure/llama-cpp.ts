@@ -6,7 +6,8 @@
  *
  * Runs under Bun (and Node); node-llama-cpp is a Node-API addon and uses only its prebuilt
  * `@node-llama-cpp/linux-x64` binary here (`build: "never"`), never a download. It is one of
- * package.json's optionalDependencies, installed by `bun test` / `npm ci` but not by `deno run`.
+ * package.json's optionalDependencies, installed by `bun test` / `npm ci` but not by `deno run`;
+ * package.json's overrides keep its GPU and ARM builds out of node_modules.
  *
  * @example
  * ```ts
@@ -19,7 +20,66 @@
  */
 import { createRequire } from "node:module";
 import { pathToFileURL } from "node:url";
-import type { ControlledEvaluateInputItem, Llama, Token } from "node-llama-cpp";
+
+// The part of node-llama-cpp 3.21.1's API that ferry calls, declared here rather than imported from the
+// package: it is an optional dependency that `deno run` does not install, and `deno check` refuses even a
+// type-only import of a package outside the install set. Names follow node-llama-cpp's declarations; its
+// branded `Token` is a plain number here.
+
+/** What ferry uses of the node-llama-cpp module. */
+interface NodeLlamaCpp {
+  getLlama(options: {
+    gpu: false;
+    build: "never";
+    maxThreads: number;
+    logLevel: string;
+    progressLogs: boolean;
+  }): Promise<Llama>;
+  LlamaLogLevel: { readonly error: string };
+}
+
+/** A loaded llama.cpp binding. */
+export interface Llama {
+  loadModel(options: { modelPath: string; gpuLayers: number }): Promise<LlamaModel>;
+}
+
+/** A GGUF model loaded into llama.cpp. */
+export interface LlamaModel {
+  createContext(options: {
+    contextSize: number;
+    batchSize: number;
+    threads: number;
+    sequences: number;
+    flashAttention: boolean;
+    experimentalKvCacheKeyType: "F32" | "F16";
+    experimentalKvCacheValueType: "F32" | "F16";
+  }): Promise<LlamaContext>;
+  readonly fileInfo: { metadata: { tokenizer?: { ggml?: { tokens?: readonly string[] } } } };
+  readonly tokens: { readonly bos: number | null; readonly eos: number | null };
+  tokenize(text: string, specialTokens?: boolean): number[];
+  detokenize(tokens: readonly number[]): string;
+  dispose(): Promise<void>;
+}
+
+/** A context (KV cache) of a model. */
+export interface LlamaContext {
+  getSequence(): LlamaContextSequence;
+  dispose(): Promise<void>;
+}
+
+/** One sequence of a context. */
+export interface LlamaContextSequence {
+  clearHistory(): Promise<void>;
+  /** One output per input item that asked for one (a sparse array). */
+  controlledEvaluate(
+    input: [token: number, options: { generateNext: { probabilities: true } }][],
+  ): Promise<Array<{ next?: { probabilities?: Map<number, number> } } | undefined>>;
+  evaluate(
+    tokens: number[],
+    options: { temperature: number; yieldEogToken: boolean },
+  ): AsyncGenerator<number>;
+  evaluateWithoutGeneratingNewTokens(tokens: number[]): Promise<void>;
+}
 
 /**
  * node-llama-cpp itself. It is an optional dependency that `deno run` does not install, and Deno
@@ -27,7 +87,7 @@ import type { ControlledEvaluateInputItem, Llama, Token } from "node-llama-cpp";
  * resolution in node_modules (where `bun test` and `npm ci` put it) and imported by path: the same
  * module under Bun and Deno.
  */
-async function nodeLlamaCpp(): Promise<typeof import("node-llama-cpp")> {
+async function nodeLlamaCpp(): Promise<NodeLlamaCpp> {
   let path: string;
   try {
     path = createRequire(import.meta.url).resolve("node-llama-cpp");
@@ -108,13 +168,13 @@ export async function openLlamaGguf(path: string, opts: LlamaGgufOptions = {}): 
     async nextTokenProbs(ids) {
       await seq.clearHistory();
       const res = await seq.controlledEvaluate(
-        ids.map((t): ControlledEvaluateInputItem => [t as Token, { generateNext: { probabilities: true } }]),
+        ids.map((t) => [t, { generateNext: { probabilities: true } }]),
       );
       return res.map((r, t) => {
         const probs = r?.next?.probabilities;
         if (!probs) throw new Error(`${path}: llama.cpp gave no probabilities at position ${t}`);
         const row = new Float64Array(vocab);
-        for (const [id, p] of probs) row[id as number] = p;
+        for (const [id, p] of probs) row[id] = p;
         return row;
       });
     },
@@ -122,14 +182,14 @@ export async function openLlamaGguf(path: string, opts: LlamaGgufOptions = {}): 
       await seq.clearHistory();
       const out: number[] = [];
       if (n <= 0) return out;
-      for await (const t of seq.evaluate(prompt as Token[], { temperature: 0, yieldEogToken: true })) {
-        out.push(t as number);
+      for await (const t of seq.evaluate(prompt, { temperature: 0, yieldEogToken: true })) {
+        out.push(t);
         if (out.length >= n) break;
       }
       return out;
     },
-    tokenize: (text) => model.tokenize(text, false) as number[],
-    detokenize: (ids) => model.detokenize(ids as Token[]),
+    tokenize: (text) => model.tokenize(text, false),
+    detokenize: (ids) => model.detokenize(ids),
     async close() {
       await context.dispose();
       await model.dispose();

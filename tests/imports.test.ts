@@ -1,6 +1,8 @@
-// The import rules that keep data flowing one way (the developers' guide, "Style"): formats know their
-// bytes, not the CLI or the server; scripts are entry points nobody else imports; minimal readers stand
-// alone on runtime built-ins; the model and the kernels know no file format. Checked on every .ts file.
+// The import rules that keep data flowing one way (the developers' guide, "Style"), checked on every .ts
+// file: kernels know nothing above them; the model knows no file format and no engine; formats know their
+// bytes, not how they are run, served or measured; engines know neither the server nor the measurements;
+// the server reaches engines only through loadEngine; scripts are entry points nobody else imports; minimal
+// readers stand alone on runtime built-ins; and no module imports itself through others.
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, normalize, relative } from "node:path";
@@ -27,6 +29,15 @@ function area(path: string): string {
   return path.includes("/") ? path.slice(0, path.indexOf("/")) : "";
 }
 
+/** The folders each folder must not import, lowest layer first (scripts/ and tests/ have rules of their own). */
+const MUST_NOT_IMPORT: Record<string, string[]> = {
+  kernels: ["model", "formats", "engines", "serve", "measure", "scripts"],
+  model: ["formats", "engines", "serve", "measure", "scripts"],
+  formats: ["engines", "serve", "measure", "scripts", "tests"],
+  engines: ["serve", "measure", "scripts"],
+  measure: ["serve", "scripts"],
+};
+
 /**
  * Every broken rule in a set of modules (repository path -> source), as `importer -> imported: rule`.
  * Relative imports are resolved against the importer; package and `node:` imports are kept as written.
@@ -45,17 +56,89 @@ export function importViolations(modules: Map<string, string>): string[] {
       }
       if (!local) continue;
       if (target.startsWith("..")) say("imports from outside the repository");
-      if (from === "formats" && ["scripts", "serve", "tests"].includes(to)) {
-        say(`formats/ must not import ${to}/`);
+      if (MUST_NOT_IMPORT[from]?.includes(to)) say(`${from}/ must not import ${to}/`);
+      // lut4's tables are the integer kernels' own: formats/ may use kernels/int/, no other kernel.
+      if (from === "formats" && to === "kernels" && !target.startsWith("kernels/int/")) {
+        say("formats/ imports only kernels/int/ of the kernels");
       }
-      if ((from === "model" || from === "kernels") && (to === "formats" || to === "scripts")) {
-        say(`${from}/ must not import ${to}/`);
+      // The server picks an engine by loadEngine; which engine runs is not its business.
+      if (from === "serve" && to === "engines" && target !== "engines/mod.ts") {
+        say("serve/ imports engines/ only through engines/mod.ts");
       }
       if (to === "scripts" && from !== "scripts") say("only scripts/ import scripts/");
       if (to === "tests" && from !== "tests") say("only tests/ import tests/");
     }
   }
   return bad;
+}
+
+/**
+ * Every circle in the relative-import graph of a set of modules, type-only and dynamic imports included:
+ * one line per strongly connected component, `a.ts -> b.ts -> a.ts` along a shortest circle through its
+ * first module, and the component's other modules after it when there are more.
+ */
+export function importCircles(modules: Map<string, string>): string[] {
+  const edges = new Map<string, string[]>();
+  for (const [file, source] of modules) {
+    const targets = specifiers(source).filter((s) => s.startsWith(".")).map((s) =>
+      normalize(join(dirname(file), s))
+    );
+    edges.set(file, [...new Set(targets.filter((t) => modules.has(t)))].sort());
+  }
+  // Tarjan's strongly connected components.
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const components: string[][] = [];
+  const visit = (v: string) => {
+    index.set(v, index.size);
+    low.set(v, index.get(v)!);
+    stack.push(v);
+    onStack.add(v);
+    for (const w of edges.get(v)!) {
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v)!, low.get(w)!));
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
+    }
+    if (low.get(v) !== index.get(v)) return;
+    const component: string[] = [];
+    for (let w = ""; w !== v;) {
+      w = stack.pop()!;
+      onStack.delete(w);
+      component.push(w);
+    }
+    if (component.length > 1 || edges.get(v)!.includes(v)) components.push(component.sort());
+  };
+  for (const v of [...edges.keys()].sort()) if (!index.has(v)) visit(v);
+
+  return components.map((component) => {
+    const members = new Set(component);
+    const start = component[0];
+    // Breadth-first from the first module, inside the component, back to it.
+    const parent = new Map<string, string>();
+    const queue = [start];
+    let last = "";
+    while (queue.length > 0 && last === "") {
+      const v = queue.shift()!;
+      for (const w of edges.get(v)!) {
+        if (w === start) {
+          last = v;
+          break;
+        }
+        if (members.has(w) && !parent.has(w)) {
+          parent.set(w, v);
+          queue.push(w);
+        }
+      }
+    }
+    const path = [start];
+    for (let v = last; v !== start; v = parent.get(v)!) path.splice(1, 0, v);
+    const rest = component.filter((m) => !path.includes(m));
+    const circle = [...path, start].join(" -> ");
+    return rest.length > 0 ? `${circle} (in one circle with ${rest.join(", ")})` : circle;
+  }).sort();
 }
 
 function repoModules(dir = ROOT, out = new Map<string, string>()): Map<string, string> {
@@ -82,6 +165,39 @@ test("the checker catches each kind of broken rule", () => {
       "serve/i.ts",
       'import { FORMATS } from "../formats/mod.ts";\nimport { numel } from "../model/tensor.ts";',
     ],
+    [
+      "kernels/j.ts",
+      'import { numel } from "../model/tensor.ts";\nimport { ENGINES } from "../engines/mod.ts";',
+    ],
+    [
+      "model/k.ts",
+      'import { createFloatEngine } from "../engines/float.ts";\nimport "../measure/metrics.ts";',
+    ],
+    [
+      "formats/l.ts",
+      [
+        'import { ENGINES } from "../engines/mod.ts";',
+        'import type { Metrics } from "../measure/metrics.ts";',
+        'import { product } from "../kernels/wasm/kernels.ts";',
+        'import { gemv } from "../kernels/int/gemv.ts";',
+        'import { numel } from "../model/tensor.ts";',
+      ].join("\n"),
+    ],
+    [
+      "engines/m.ts",
+      'import { app } from "../serve/app.ts";\nimport { FORMATS } from "../formats/mod.ts";\n' +
+      'const llama = await import("../measure/llama-cpp.ts");',
+    ],
+    [
+      "serve/n.ts",
+      [
+        'import { loadEngine } from "../engines/mod.ts";',
+        'import type { Engine } from "../model/engine.ts";',
+        'import { intEngine } from "../engines/int/engine.ts";',
+        'import { createFloatEngine } from "../engines/float.ts";',
+      ].join("\n"),
+    ],
+    ["measure/o.ts", 'import { app } from "../serve/app.ts";\nimport { FORMATS } from "../formats/mod.ts";'],
   ]);
   expect(importViolations(fake)).toEqual([
     "formats/a.ts -> ../scripts/cli.ts: formats/ must not import scripts/",
@@ -95,6 +211,40 @@ test("the checker catches each kind of broken rule", () => {
     "serve/e.ts -> ../scripts/export.ts: only scripts/ import scripts/",
     "readers/f.ts -> smol-toml: a minimal reader imports only node: built-ins",
     "readers/g.ts -> ../model/tensor.ts: a minimal reader imports only node: built-ins",
+    "kernels/j.ts -> ../model/tensor.ts: kernels/ must not import model/",
+    "kernels/j.ts -> ../engines/mod.ts: kernels/ must not import engines/",
+    "model/k.ts -> ../engines/float.ts: model/ must not import engines/",
+    "model/k.ts -> ../measure/metrics.ts: model/ must not import measure/",
+    "formats/l.ts -> ../engines/mod.ts: formats/ must not import engines/",
+    "formats/l.ts -> ../measure/metrics.ts: formats/ must not import measure/",
+    "formats/l.ts -> ../kernels/wasm/kernels.ts: formats/ imports only kernels/int/ of the kernels",
+    "engines/m.ts -> ../serve/app.ts: engines/ must not import serve/",
+    "engines/m.ts -> ../measure/llama-cpp.ts: engines/ must not import measure/",
+    "serve/n.ts -> ../engines/int/engine.ts: serve/ imports engines/ only through engines/mod.ts",
+    "serve/n.ts -> ../engines/float.ts: serve/ imports engines/ only through engines/mod.ts",
+    "measure/o.ts -> ../serve/app.ts: measure/ must not import serve/",
+  ]);
+});
+
+test("the circle finder finds a 2-circle of type-only imports, a 3-circle, two circles in one, no diamond", () => {
+  const fake = new Map([
+    ["formats/a.ts", 'import type { B } from "./b.ts";\nexport const a = 1;'],
+    ["formats/b.ts", 'import type { A } from "./a.ts";\nexport type B = number;'],
+    ["kernels/c.ts", 'import { d } from "./d.ts";'],
+    ["kernels/d.ts", 'export { e as d } from "./int/e.ts";'],
+    ["kernels/int/e.ts", 'export const e = async () => await import("../c.ts");'],
+    ["model/top.ts", 'import "./left.ts";\nimport "./right.ts";'],
+    ["model/left.ts", 'import "./bottom.ts";'],
+    ["model/right.ts", 'import "./bottom.ts";\nimport "../formats/a.ts";'],
+    ["model/bottom.ts", 'import { numel } from "node:fs";'],
+    ["serve/p.ts", 'import "./q.ts";'],
+    ["serve/q.ts", 'import "./p.ts";\nimport "./r.ts";'],
+    ["serve/r.ts", 'import "./q.ts";'],
+  ]);
+  expect(importCircles(fake)).toEqual([
+    "formats/a.ts -> formats/b.ts -> formats/a.ts",
+    "kernels/c.ts -> kernels/d.ts -> kernels/int/e.ts -> kernels/c.ts",
+    "serve/p.ts -> serve/q.ts -> serve/p.ts (in one circle with serve/r.ts)",
   ]);
 });
 
@@ -103,6 +253,12 @@ test("every module of the repository keeps the import rules", () => {
   expect(modules.size).toBeGreaterThan(40);
   expect(modules.has("formats/mod.ts") && modules.has("scripts/export.ts")).toBe(true);
   expect(importViolations(modules)).toEqual([]);
+});
+
+// A circle, even of type-only imports, means two modules that cannot be read, tested or moved apart.
+// Each line names one: `a.ts -> b.ts -> a.ts`.
+test("no module imports itself through others", () => {
+  expect(importCircles(repoModules())).toEqual([]);
 });
 
 // Bun 1.4.5 applies a preload's setDefaultTimeout to the first test file only; the others keep the 5 s

@@ -23,6 +23,18 @@ if (missing.length > 0) {
   if (install.status !== 0) {
     throw new Error("bun install failed; install the dependencies with `bun install` or `npm ci`");
   }
+}
+// Deno keeps its own layout of node_modules (node_modules/.deno), which bun install and npm ci do not make;
+// without it the first Deno command of the suite prints "Initialize <package>" lines on the stderr that
+// the tests running Deno expect silent. `deno install` makes it from package.json's dependencies alone.
+if (!existsSync(join(root, "node_modules", ".deno"))) {
+  const deno = spawnSync("deno", ["install", "--quiet"], { cwd: root, stdio: "inherit" });
+  if (deno.status !== 0) {
+    console.error("tests/setup.ts: deno install failed; the tests that run Deno will say why");
+  }
+}
+if (missing.length > 0) {
+  // Installed: run the same test command again (see the top).
   // process.argv inside bun test lists one test file, not the command line; /proc has the real one.
   let args = ["test"];
   try {
