@@ -17,14 +17,8 @@ import { readFile } from "node:fs/promises";
 import { crc32 } from "node:zlib";
 import type { FormatDescriptor, ReadResult, WriteResult } from "./format.ts";
 import { writeAtomic } from "./io.ts";
-import {
-  dequantizeMatrix,
-  epsFixed,
-  type HeadMode,
-  quantizeModel,
-  TABLES,
-  type TensorError,
-} from "./lut4-quantize.ts";
+import { dequantizeMatrix, epsFixed, quantizeModel, TABLES, type TensorError } from "./lut4-quantize.ts";
+import type { GainTable, HeadMode, Lut4Shape, Lut4Weights } from "./lut4-types.ts";
 import type { LutMatrix } from "../kernels/int/gemv.ts";
 import { type ModelConfig, validateConfig } from "../model/config.ts";
 import { FormatError, type RefusalDetail } from "../model/error.ts";
@@ -38,55 +32,6 @@ export const LUT4_SCHEMA = "ferry.lut-qwen3/1";
 export const MAX_HEADER_BYTES = 64 << 20;
 /** Alignment of the data section and of every span in it. */
 export const ALIGN = 64;
-
-/** The model's shape, under the reference's key names (header key `shape`, snake_case there). */
-export interface Lut4Shape {
-  vocab: number;
-  width: number;
-  layers: number;
-  heads: number;
-  kvHeads: number;
-  headDim: number;
-  ffn: number;
-  maxPositions: number;
-}
-
-/** A per-channel gain: int16 values meaning values[i] · 2^exp. */
-export interface GainTable {
-  values: Int16Array;
-  exp: number;
-}
-
-/** Everything the integer engine reads from a lut4 file, as integers. */
-export interface Lut4Weights {
-  shape: Lut4Shape;
-  /** rms_norm_eps = epsMantissa · 2^epsExp. */
-  epsMantissa: number;
-  epsExp: number;
-  embed: LutMatrix;
-  /** null: the head is the embedding matrix (tied), with `finalGain` applied before it. */
-  head: LutMatrix | null;
-  finalGain: GainTable | null;
-  layers: {
-    q: LutMatrix;
-    k: LutMatrix;
-    v: LutMatrix;
-    o: LutMatrix;
-    gate: LutMatrix;
-    up: LutMatrix;
-    down: LutMatrix;
-    qGain: GainTable;
-    kGain: GainTable;
-  }[];
-  /** round(2^30 · exp(−i/256)). */
-  exp: Int32Array;
-  /** round(2^16 · silu((i − siluHalf)/256)). */
-  silu: Int32Array;
-  siluHalf: number;
-  /** round(2^14 · cos / sin(p · θ^(−2i/head_dim))), [position][i]. */
-  ropeCos: Int16Array;
-  ropeSin: Int16Array;
-}
 
 /** A lut4 file read and checked. */
 export interface Lut4File {
@@ -685,3 +630,4 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
 };
 
 export type { TensorError };
+export type { GainTable, HeadMode, Lut4Shape, Lut4Weights } from "./lut4-types.ts";
