@@ -13,6 +13,7 @@
 import { crc32 } from "node:zlib";
 import { open, readFile } from "node:fs/promises";
 import { chunksAt, f32Bytes, readExact, writeAtomic } from "./io.ts";
+import { parseStrictJson, plainJson, StrictJsonError } from "./json.ts";
 import {
   checkTensors,
   configToToml,
@@ -286,9 +287,10 @@ function checkCrc(computed: number, p: Prefix, path: string): void {
 function parseHeader(bytes: Uint8Array, path: string): Header {
   let raw: unknown;
   try {
-    raw = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+    raw = plainJson(parseStrictJson(new TextDecoder("utf-8", { fatal: true }).decode(bytes)));
   } catch (e) {
-    throw new CheckpointError(path, "header", `not valid UTF-8 JSON: ${(e as Error).message}`);
+    const detail = e instanceof StrictJsonError ? e : undefined;
+    throw new CheckpointError(path, "header", `not valid UTF-8 JSON: ${(e as Error).message}`, detail);
   }
   if (!isPlainObject(raw)) {
     throw new CheckpointError(path, "header", `expected a JSON object, got ${show(raw)}`);

@@ -568,7 +568,7 @@ export function configFromHfJson(
     root = parseStrictJson(text);
   } catch (e) {
     if (!(e instanceof StrictJsonError)) throw e;
-    throw err(e.code, e.at || "config", e.message);
+    throw new HuggingFaceError(path, e.code, e.at || "config", e.message, e);
   }
   if (!isJsonObject(root)) throw err("InvalidJson", "config", "expected a JSON object");
   for (const [key, v] of Object.entries(root)) {

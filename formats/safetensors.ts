@@ -170,11 +170,8 @@ export function parseSafetensorsHeader(
     root = parseStrictJson(text);
   } catch (e) {
     if (!(e instanceof StrictJsonError)) throw e;
-    throw err(
-      e.code,
-      e.at || "header",
-      e.code === "DuplicateKey" ? `duplicate key: ${e.message}` : `not valid JSON: ${e.message}`,
-    );
+    const why = e.code === "DuplicateKey" ? `duplicate key: ${e.message}` : `not valid JSON: ${e.message}`;
+    throw new SafetensorsError(path, e.code, e.at || "header", why, e);
   }
   if (!isJsonObject(root)) throw err("HeaderNotObject", "header", "expected a JSON object");
   const metadata: Record<string, string> = {};
@@ -461,7 +458,7 @@ export async function readSafetensorsIndex(indexPath: string): Promise<Safetenso
     root = parseStrictJson(text);
   } catch (e) {
     if (e instanceof StrictJsonError) {
-      throw new SafetensorsError(indexPath, e.code, e.at || "index", e.message);
+      throw new SafetensorsError(indexPath, e.code, e.at || "index", e.message, e);
     }
     if (e instanceof TypeError) {
       throw new SafetensorsError(indexPath, "InvalidUtf8", "index", "not valid UTF-8");
