@@ -820,7 +820,8 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
   },
   async read(path): Promise<ReadResult> {
     const file = await readLut4(path);
-    return { config: file.config, tensors: dequantizeLut4(file) };
+    // The header keeps where the weights came from (`source`); the name and step are not recorded.
+    return { config: file.config, tensors: dequantizeLut4(file), origin: { source: file.header.source } };
   },
   async inspect(path) {
     const file = await readLut4(path);
