@@ -438,4 +438,7 @@ export const dmexpFormat: FormatDescriptor<DmexpDtype> = {
     return { config, tensors, origin: dmexpOrigin(header) };
   },
   inspect: async (path, options) => dmexpInfoJson(await inspectDmexp(path, options)),
+  spec: "formats/dmexp.md",
+  minimalReader: "readers/dmexp.ts",
+  fuzz: () => import("./dmexp-fuzz.ts"),
 };

@@ -816,6 +816,9 @@ export const f64linesFormat: FormatDescriptor<"f64"> = {
       arrays: names.map((name, i) => ({ name, length: arrays[i].length })),
     };
   },
+  spec: "formats/f64lines.md",
+  minimalReader: "readers/f64lines.ts",
+  fuzz: () => import("./f64lines-fuzz.ts"),
 };
 
 // A file that cannot be read is a refusal like any other, in this format's error.

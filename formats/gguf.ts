@@ -265,4 +265,7 @@ export const ggufFormat: FormatDescriptor<GgufDtype> = {
       tensors: file.tensors.map((t) => ({ name: t.name, ne: t.ne, type: t.type })),
     };
   },
+  spec: "formats/gguf.md",
+  minimalReader: "readers/gguf.ts",
+  fuzz: () => import("./gguf-fuzz.ts"),
 };

@@ -493,6 +493,10 @@ export const hfFormat: FormatDescriptor<HfDtype> = {
       tensors: r.tensors.map((t) => ({ name: t.name, dims: t.dims })),
     };
   },
+  spec: "formats/huggingface.md",
+  // A folder has no one-file reader; its weights are model.safetensors, which this reads.
+  minimalReader: "readers/safetensors.ts",
+  fuzz: () => import("./huggingface-fuzz.ts"),
 };
 
 /** What one config.json field must be: `ok` decides, `expect` says it in words. */

@@ -836,6 +836,9 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
       tables: tables.map((t) => ({ name: t.name, kind: t.kind, length: t.length, exp: t.exp })),
     };
   },
+  spec: "formats/lut4.md",
+  minimalReader: "readers/lut4.ts",
+  fuzz: () => import("./lut4-fuzz.ts"),
 };
 
 export type { TensorError };
