@@ -127,7 +127,53 @@ export async function writeLut4(
   if (typeof quantizer !== "object" || quantizer === null || Array.isArray(quantizer)) {
     throw mismatch(path, "quantizer", "an object", JSON.stringify(quantizer));
   }
-  const head: HeadMode = w.head ? "separate" : "tied";
+  const { data, matrices, tables } = lut4DataSection(w);
+  const s = w.shape;
+  const header: Lut4Header = {
+    schema: LUT4_SCHEMA,
+    shape: {
+      vocab: s.vocab,
+      width: s.width,
+      layers: s.layers,
+      heads: s.heads,
+      kv_heads: s.kvHeads,
+      head_dim: s.headDim,
+      ffn: s.ffn,
+      max_positions: s.maxPositions,
+    },
+    rope_theta: meta.ropeTheta,
+    rms_norm_eps: meta.rmsNormEps,
+    rms_eps: { mantissa: w.epsMantissa, exp: w.epsExp },
+    head: w.head ? "separate" : "tied",
+    exp_step_log2: TABLES.expStepLog2,
+    exp_q: TABLES.expQ,
+    silu_step_log2: TABLES.siluStepLog2,
+    silu_range_log2: TABLES.siluRangeLog2,
+    silu_q: TABLES.siluQ,
+    rope_q: TABLES.ropeQ,
+    matrices,
+    tables,
+    data_bytes: data.length,
+    data_crc32: crc32(data) >>> 0,
+    source: meta.source,
+    quantizer,
+  };
+  const chunks = framedLut4(header, data);
+  await writeAtomic(path, chunks);
+  const sha = createHash("sha256");
+  for (const c of chunks) sha.update(c);
+  return {
+    bytes: chunks.reduce((n, c) => n + c.length, 0),
+    sha256: sha.digest("hex"),
+    crc32: header.data_crc32,
+  };
+}
+
+// The data section a writer lays out: every matrix's nibbles and scales, then every table, each span
+// 64-aligned and zero-padded, in the order the header lists them.
+function lut4DataSection(
+  w: Lut4Weights,
+): { data: Uint8Array; matrices: Lut4Header["matrices"]; tables: Lut4Header["tables"] } {
   const chunks: Uint8Array[] = [];
   let at = 0;
   const put = (bytes: Uint8Array): Span => {
@@ -173,46 +219,20 @@ export async function writeLut4(
   const data = new Uint8Array(at);
   let o = 0;
   for (const c of chunks) data.set(c, o), o += c.length;
-  const s = w.shape;
-  const header: Lut4Header = {
-    schema: LUT4_SCHEMA,
-    shape: {
-      vocab: s.vocab,
-      width: s.width,
-      layers: s.layers,
-      heads: s.heads,
-      kv_heads: s.kvHeads,
-      head_dim: s.headDim,
-      ffn: s.ffn,
-      max_positions: s.maxPositions,
-    },
-    rope_theta: meta.ropeTheta,
-    rms_norm_eps: meta.rmsNormEps,
-    rms_eps: { mantissa: w.epsMantissa, exp: w.epsExp },
-    head,
-    exp_step_log2: TABLES.expStepLog2,
-    exp_q: TABLES.expQ,
-    silu_step_log2: TABLES.siluStepLog2,
-    silu_range_log2: TABLES.siluRangeLog2,
-    silu_q: TABLES.siluQ,
-    rope_q: TABLES.ropeQ,
-    matrices,
-    tables,
-    data_bytes: data.length,
-    data_crc32: crc32(data) >>> 0,
-    source: meta.source,
-    quantizer,
-  };
-  let json = JSON.stringify(header);
-  // Pad the header with spaces (still JSON) so the data section starts on a 64-byte boundary.
-  json += " ".repeat(align(16 + json.length) - 16 - json.length);
-  const headBytes = new TextEncoder().encode(json);
+  return { data, matrices, tables };
+}
+
+// The file's bytes: magic, header length, the JSON header padded with spaces (still JSON) so that the
+// data section starts on a 64-byte boundary, then the data section. The padding counts UTF-8 bytes: a
+// `source` with a non-ASCII character is longer in bytes than in characters.
+function framedLut4(header: Lut4Header, data: Uint8Array): Uint8Array[] {
+  const json = new TextEncoder().encode(JSON.stringify(header));
+  const headBytes = new Uint8Array(align(16 + json.length) - 16).fill(0x20);
+  headBytes.set(json);
   const prefix = new Uint8Array(16);
   prefix.set(new TextEncoder().encode(LUT4_MAGIC));
   new DataView(prefix.buffer).setBigUint64(8, BigInt(headBytes.length), true);
-  await writeAtomic(path, [prefix, headBytes, data]);
-  const sha = createHash("sha256").update(prefix).update(headBytes).update(data).digest("hex");
-  return { bytes: 16 + headBytes.length + data.length, sha256: sha, crc32: header.data_crc32 };
+  return [prefix, headBytes, data];
 }
 
 /** The largest KV cache (keys, values and their exponents, bytes) a lut4 file of `fileBytes` may imply. */

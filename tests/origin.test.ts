@@ -38,7 +38,7 @@ const tensors = initParams(CFG, 3);
 const dir = mkdtempSync(join(tmpdir(), "ferry-origin-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const WRITTEN = { name: 'tiny "q" ü', step: 1234, source: "runs/a b.ckpt@step1234" };
+const WRITTEN = { name: 'tiny "q" ü', step: 1234, source: "runs/ü b.ckpt@step1234" }; // not ASCII, on purpose
 // What each format records; a format not listed records all three (a new lossy one says here what it keeps).
 const KEEPS: Record<string, (keyof ExportOrigin)[]> = { lut4: ["source"] };
 
