@@ -289,8 +289,14 @@ function parseHeader(bytes: Uint8Array, path: string): Header {
   try {
     raw = plainJson(parseStrictJson(new TextDecoder("utf-8", { fatal: true }).decode(bytes)));
   } catch (e) {
-    const detail = e instanceof StrictJsonError ? e : undefined;
-    throw new CheckpointError(path, "header", `not valid UTF-8 JSON: ${(e as Error).message}`, detail);
+    if (e instanceof StrictJsonError) {
+      const why = e.code === "DuplicateKey" ? "duplicate key" : "not valid JSON";
+      throw new CheckpointError(path, "header", `${why}: ${e.message}`, e);
+    }
+    if (e instanceof TypeError) {
+      throw new CheckpointError(path, "header", "not valid UTF-8", { expected: "UTF-8 text" });
+    }
+    throw e;
   }
   if (!isPlainObject(raw)) {
     throw new CheckpointError(path, "header", `expected a JSON object, got ${show(raw)}`);

@@ -356,8 +356,14 @@ function lut4Header(bytes: Uint8Array, path: string): Lut4Header {
   try {
     raw = plainJson(parseStrictJson(new TextDecoder("utf-8", { fatal: true }).decode(bytes)));
   } catch (e) {
-    const detail = e instanceof StrictJsonError ? e : undefined;
-    throw new Lut4Error(path, "header", `not valid UTF-8 JSON: ${(e as Error).message}`, detail);
+    if (e instanceof StrictJsonError) {
+      const why = e.code === "DuplicateKey" ? "duplicate key" : "not valid JSON";
+      throw new Lut4Error(path, "header", `${why}: ${e.message}`, e);
+    }
+    if (e instanceof TypeError) {
+      throw new Lut4Error(path, "header", "not valid UTF-8", { expected: "UTF-8 text" });
+    }
+    throw e;
   }
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
     throw new Lut4Error(path, "header", "not a JSON object", {
