@@ -6,6 +6,10 @@
  * tensors back to an engine (`loadEngine`, through `ENGINES`), and the engine gives tokens
  * (`generateTokens`).
  *
+ * A format's public API is the registry: `FORMATS`, `formatOf`, `formatNamed` and `readExport` reach every
+ * format, so a new format adds nothing to this module. The per-format blocks under "Formats" below keep
+ * the names code already imports (`readDmexp`, `writeGguf`, ...) and are not extended for new ones.
+ *
  * @example
  * ```ts
  * import { encode, exportCheckpoint, generateAll, loadEngine } from "./mod.ts";
@@ -19,6 +23,7 @@
 // The registry of formats, the engine interface and table, the generation loop, the one error shape.
 export {
   type ExportInput,
+  type ExportOrigin,
   type FormatDescriptor,
   formatNamed,
   formatOf,
@@ -101,7 +106,8 @@ export {
   sequenceLossAndGrad,
 } from "./model/train.ts";
 
-// Formats.
+// Formats, one block per format that predates the registry: kept for the names code imports, not
+// grown (a new format is reached through FORMATS, formatOf, formatNamed and readExport above).
 export {
   type Checkpoint,
   CheckpointError,

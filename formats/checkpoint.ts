@@ -13,6 +13,7 @@
 import { crc32 } from "node:zlib";
 import { open, readFile } from "node:fs/promises";
 import { chunksAt, f32Bytes, readExact, writeAtomic } from "./io.ts";
+import { parseStrictJson, plainJson, StrictJsonError } from "./json.ts";
 import {
   checkTensors,
   configToToml,
@@ -286,9 +287,16 @@ function checkCrc(computed: number, p: Prefix, path: string): void {
 function parseHeader(bytes: Uint8Array, path: string): Header {
   let raw: unknown;
   try {
-    raw = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+    raw = plainJson(parseStrictJson(new TextDecoder("utf-8", { fatal: true }).decode(bytes)));
   } catch (e) {
-    throw new CheckpointError(path, "header", `not valid UTF-8 JSON: ${(e as Error).message}`);
+    if (e instanceof StrictJsonError) {
+      const why = e.code === "DuplicateKey" ? "duplicate key" : "not valid JSON";
+      throw new CheckpointError(path, "header", `${why}: ${e.message}`, e);
+    }
+    if (e instanceof TypeError) {
+      throw new CheckpointError(path, "header", "not valid UTF-8", { expected: "UTF-8 text" });
+    }
+    throw e;
   }
   if (!isPlainObject(raw)) {
     throw new CheckpointError(path, "header", `expected a JSON object, got ${show(raw)}`);

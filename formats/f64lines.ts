@@ -18,9 +18,18 @@
  */
 import { readFile, stat } from "node:fs/promises";
 import { writeAtomic } from "./io.ts";
-import { checkTensors, configToToml, type ParamShape, paramShapes, readConfigFile } from "../model/config.ts";
+import { parse as parseToml, stringify as stringifyToml } from "smol-toml";
+import {
+  checkTensors,
+  ConfigError,
+  configToToml,
+  type ModelConfig,
+  type ParamShape,
+  paramShapes,
+  validateConfig,
+} from "../model/config.ts";
 import { materialize, type Tensor } from "../model/tensor.ts";
-import type { FormatDescriptor } from "./format.ts";
+import type { ExportOrigin, FormatDescriptor } from "./format.ts";
 import { FormatError, type RefusalDetail } from "../model/error.ts";
 
 /** Every way a text can fail to be f64lines, or a call can fail to make or use one. */
@@ -691,6 +700,75 @@ export function f64linesConfigPath(path: string): string {
 }
 
 /**
+ * The text of `NAME.config.toml` beside an f64lines export: the model config, then, when anything of
+ * the weights' origin is known, an `[origin]` table (`name`, `step`, `source`; formats/f64lines.md).
+ *
+ * @example
+ * ```ts
+ * f64linesConfigToml(config, { name: "ferry", step: 12 }); // "vocab_size = 258\n…\n[origin]\nname = \"ferry\"\nstep = 12\n"
+ * ```
+ */
+export function f64linesConfigToml(config: ModelConfig, origin: ExportOrigin = {}): string {
+  const table = Object.fromEntries(Object.entries(origin).filter(([, v]) => v !== undefined));
+  return configToToml(config) + (Object.keys(table).length ? "\n" + stringifyToml({ origin: table }) : "");
+}
+
+const ORIGIN_TYPES = { name: "string", step: "number", source: "string" } as const;
+
+/**
+ * Reads the config beside an f64lines export (`f64linesConfigPath`): the model config, checked as any
+ * config is, and its `[origin]` table when it has one (each key optional: `name` and `source` strings,
+ * `step` a non-negative integer; no other key). Refusals are `ConfigError`s naming the file and field.
+ *
+ * @example
+ * ```ts
+ * const { config, origin } = await readF64linesConfig("out/ferry.f64.config.toml");
+ * ```
+ */
+export async function readF64linesConfig(
+  path: string,
+): Promise<{ config: ModelConfig; origin: ExportOrigin }> {
+  const text = await readFile(path, "utf8");
+  let raw: Record<string, unknown>;
+  try {
+    raw = parseToml(text) as Record<string, unknown>;
+  } catch (e) {
+    throw new ConfigError(path, "(toml)", `not valid TOML: ${(e as Error).message.split("\n")[0]}`);
+  }
+  const { origin, ...fields } = raw;
+  return { config: validateConfig(fields, path), origin: originTable(origin, path) };
+}
+
+function originTable(table: unknown, path: string): ExportOrigin {
+  if (table === undefined) return {};
+  if (typeof table !== "object" || table === null || Array.isArray(table)) {
+    throw new ConfigError(path, "origin", "expected a table of name, step and source", {
+      expected: "a table",
+      found: typeof table,
+    });
+  }
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(table)) {
+    const want = ORIGIN_TYPES[k as keyof typeof ORIGIN_TYPES];
+    if (!want) {
+      throw new ConfigError(path, `origin.${k}`, "unknown key (expected name, step, source)", {
+        expected: "name, step or source",
+        found: k,
+      });
+    }
+    if (typeof v !== want || (k === "step" && (!Number.isSafeInteger(v) || (v as number) < 0))) {
+      const expected = k === "step" ? "a non-negative integer" : "a string";
+      throw new ConfigError(path, `origin.${k}`, `expected ${expected}, got ${JSON.stringify(v)}`, {
+        expected,
+        found: String(JSON.stringify(v)),
+      });
+    }
+    out[k] = v;
+  }
+  return out as ExportOrigin;
+}
+
+/**
  * f64lines in the registry (formats/mod.ts): the tensors as text, with `NAME.config.toml` beside the
  * file for the shape. Reading needs both.
  *
@@ -711,18 +789,19 @@ export const f64linesFormat: FormatDescriptor<"f64"> = {
     const tensors = await Promise.all(input.tensors.map(materialize));
     await writeF64Lines(path, tensors);
     const config = f64linesConfigPath(path);
-    await writeAtomic(config, [new TextEncoder().encode(configToToml(input.config))]);
+    const origin = { name: input.name, step: input.step, source: input.source };
+    await writeAtomic(config, [new TextEncoder().encode(f64linesConfigToml(input.config, origin))]);
     const params = tensors.reduce((n, t) => n + t.data.length, 0);
     return { file: path, bytes: (await stat(path)).size, params, tensors: tensors.length, config };
   },
   async read(path) {
-    const config = await readConfigFile(f64linesConfigPath(path)).catch((e) => {
+    const { config, origin } = await readF64linesConfig(f64linesConfigPath(path)).catch((e) => {
       throw missing(e, f64linesConfigPath(path));
     });
     const bytes = await readFile(path).catch((e) => {
       throw missing(e, path);
     });
-    return { config, tensors: f64LinesToTensors(new Uint8Array(bytes), path, paramShapes(config)) };
+    return { config, tensors: f64LinesToTensors(new Uint8Array(bytes), path, paramShapes(config)), origin };
   },
   async inspect(path) {
     const bytes = await readFile(path).catch((e) => {
@@ -737,6 +816,9 @@ export const f64linesFormat: FormatDescriptor<"f64"> = {
       arrays: names.map((name, i) => ({ name, length: arrays[i].length })),
     };
   },
+  spec: "formats/f64lines.md",
+  minimalReader: "readers/f64lines.ts",
+  fuzz: () => import("./f64lines-fuzz.ts"),
 };
 
 // A file that cannot be read is a refusal like any other, in this format's error.

@@ -1,7 +1,8 @@
 /**
  * The one shape every export format has. Each `formats/NAME.ts` exports one `FormatDescriptor`, and
- * `formats/mod.ts` lists them: export, load, generate, info and measure iterate that list, so a new
- * format is one module and one line there.
+ * `formats/mod.ts` lists them: export, load, generate, info, measure and the fuzzer iterate that list, so
+ * a new format is one module group (the module, its spec `NAME.md`, its fuzz hook `NAME-fuzz.ts`, its
+ * minimal reader `readers/NAME.ts`) and one line there.
  *
  * @example
  * ```ts
@@ -13,6 +14,7 @@
  */
 import type { ModelConfig } from "../model/config.ts";
 import type { Tensor, TensorSource } from "../model/tensor.ts";
+import type { FuzzHook } from "./fuzz-kit.ts";
 
 /** What a writer is given: the model's shape and its tensors, streamed a chunk at a time. */
 export interface ExportInput {
@@ -89,4 +91,13 @@ export interface FormatDescriptor<D extends string = string> {
     path: string,
     options?: { onProgress?: (done: number, total: number) => void },
   ): Promise<Record<string, unknown>>;
+  /** The format's spec, from the repository root: `formats/NAME.md` (tests/registry.test.ts checks it exists). */
+  readonly spec: string;
+  /** Its standalone minimal reader, from the repository root: `readers/NAME.ts` (node: built-ins only). */
+  readonly minimalReader: string;
+  /**
+   * Its fuzz hook, loaded only by the mutation campaign (scripts/tools/fuzz.ts): a module exporting
+   * `FUZZ_TARGETS`, by convention `formats/NAME-fuzz.ts` (see formats/fuzz-kit.ts).
+   */
+  fuzz(): Promise<FuzzHook>;
 }

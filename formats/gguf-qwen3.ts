@@ -32,6 +32,7 @@ import {
   QK,
 } from "./quants.ts";
 import { byteVocabulary, checkTokenizer } from "./gguf-vocab.ts";
+import type { ExportOrigin } from "./format.ts";
 
 /** The architecture string and metadata key prefix. */
 export const QWEN3_ARCH = "qwen3";
@@ -231,6 +232,8 @@ export interface LoadedGguf {
   file: GgufFile;
   /** The verdict on ferry's `ferry.sha256` (see formats/digest.ts); absent when the file has none. */
   digest?: { stored: string; computed: string; ok: boolean };
+  /** What the file records of where the weights came from (`readGguf` fills it in; see `ggufOrigin`). */
+  origin?: ExportOrigin;
 }
 
 /**

@@ -16,7 +16,7 @@ import { readFile, stat } from "node:fs/promises";
 import { writeAtomic } from "./io.ts";
 import type { ModelConfig } from "../model/config.ts";
 import { materialize, type Tensor } from "../model/tensor.ts";
-import type { FormatDescriptor } from "./format.ts";
+import type { ExportOrigin, FormatDescriptor } from "./format.ts";
 import { encodeGguf, GgufError, type GgufFile, type GgufValue, parseGguf } from "./gguf-container.ts";
 import { DIGEST_KEY, DIGEST_PLACEHOLDER, digestOffset, fileDigest, isDigest } from "./digest.ts";
 import { GGML_TYPES, type GgmlType } from "./quants.ts";
@@ -37,6 +37,10 @@ export interface GgufWriteOptions {
   type: GgufDtype;
   /** `general.name` (default "ferry"). */
   name?: string;
+  /** Where the weights came from (`path@stepN`), written as `ferry.source` when given. */
+  source?: string;
+  /** The training step of the weights, written as `ferry.step` (u64) when given. */
+  step?: number;
   /** Store `ferry.sha256`, the digest of the whole file (default true). */
   digest?: boolean;
 }
@@ -117,6 +121,16 @@ export async function writeGguf(
 ): Promise<void> {
   const type = ggmlType(opts.type);
   const metadata = qwen3Metadata(config, type, opts.name);
+  if (opts.source !== undefined) metadata.push([SOURCE_KEY, { type: "string", value: opts.source }]);
+  if (opts.step !== undefined) {
+    if (!Number.isSafeInteger(opts.step) || opts.step < 0) {
+      throw new GgufError(path, STEP_KEY, `expected a non-negative integer, got ${opts.step}`, {
+        expected: "a non-negative integer",
+        found: String(opts.step),
+      });
+    }
+    metadata.push([STEP_KEY, { type: "u64", value: BigInt(opts.step) }]);
+  }
   if (opts.digest !== false) metadata.push([DIGEST_KEY, { type: "string", value: DIGEST_PLACEHOLDER }]);
   const chunks = encodeGguf(metadata, qwen3Tensors(tensors, config, type, path), path);
   if (opts.digest !== false) {
@@ -124,6 +138,47 @@ export async function writeGguf(
     chunks[0].set(new TextEncoder().encode(fileDigest(chunks, found.at)), found.at);
   }
   await writeAtomic(path, chunks);
+}
+
+/** ferry's metadata keys for where the weights came from (`general.name` is GGUF's own). */
+export const SOURCE_KEY = "ferry.source", STEP_KEY = "ferry.step";
+
+/**
+ * What a file records of where its weights came from: `general.name`, and ferry's `ferry.step` and
+ * `ferry.source` when present. A key present with another type than ferry writes is refused.
+ *
+ * @example
+ * ```ts
+ * ggufOrigin(parseGguf(bytes, "m.gguf"), "m.gguf"); // { name: "ferry", step: 1200, source: "run.ckpt@step1200" }
+ * ```
+ */
+export function ggufOrigin(file: GgufFile, where: string): ExportOrigin {
+  const origin: ExportOrigin = {};
+  const typed = (key: string, types: string[]) => {
+    const v = file.metadata.get(key);
+    if (v && !types.includes(v.type)) {
+      throw new GgufError(where, key, `has type ${v.type}; expected ${types.join(" or ")}`, {
+        expected: types.join(" or "),
+        found: v.type,
+      });
+    }
+    return v;
+  };
+  const name = typed("general.name", ["string"]), source = typed(SOURCE_KEY, ["string"]);
+  const step = typed(STEP_KEY, ["u64", "u32"]);
+  if (name) origin.name = name.value as string;
+  if (step) {
+    const n = Number(step.value);
+    if (!Number.isSafeInteger(n)) {
+      throw new GgufError(where, STEP_KEY, `${step.value} is above 2^53`, {
+        expected: "an integer below 2^53",
+        found: String(step.value),
+      });
+    }
+    origin.step = n;
+  }
+  if (source) origin.source = source.value as string;
+  return origin;
 }
 
 /**
@@ -154,7 +209,7 @@ export async function readGguf(path: string): Promise<LoadedGguf> {
       { expected: digest.stored, found: digest.computed },
     );
   }
-  const model = qwen3FromGguf(file, path);
+  const model = { ...qwen3FromGguf(file, path), origin: ggufOrigin(file, path) };
   return digest ? { ...model, digest } : model;
 }
 
@@ -177,13 +232,18 @@ export const ggufFormat: FormatDescriptor<GgufDtype> = {
   engine: "float",
   async write(path, input, { dtype }) {
     const tensors = await Promise.all(input.tensors.map(materialize));
-    await writeGguf(path, tensors, input.config, { type: dtype, name: input.name });
+    await writeGguf(path, tensors, input.config, {
+      type: dtype,
+      name: input.name,
+      source: input.source,
+      step: input.step,
+    });
     const params = tensors.reduce((n, t) => n + t.data.length, 0);
     return { file: path, bytes: (await stat(path)).size, params, tensors: tensors.length };
   },
   async read(path) {
-    const { config, tensors } = await readGguf(path);
-    return { config, tensors };
+    const { config, tensors, origin } = await readGguf(path);
+    return { config, tensors, origin };
   },
   async inspect(path) {
     const { config, file, digest } = await readGguf(path);
@@ -205,4 +265,7 @@ export const ggufFormat: FormatDescriptor<GgufDtype> = {
       tensors: file.tensors.map((t) => ({ name: t.name, ne: t.ne, type: t.type })),
     };
   },
+  spec: "formats/gguf.md",
+  minimalReader: "readers/gguf.ts",
+  fuzz: () => import("./gguf-fuzz.ts"),
 };

@@ -40,7 +40,7 @@ import { checkTensors, ConfigError, type ModelConfig, paramShapes, validateConfi
 import { BOS, BOS_TOKEN, BYTE_CHARS, BYTE_VOCAB_SIZE, EOS, EOS_TOKEN } from "../model/tokenizer.ts";
 import { materialize, type Tensor } from "../model/tensor.ts";
 import { FormatError, type RefusalDetail } from "../model/error.ts";
-import type { FormatDescriptor } from "./format.ts";
+import type { ExportOrigin, FormatDescriptor } from "./format.ts";
 
 /** The weight dtypes of an export, by ferry's name; with their safetensors and torch names. */
 export const HF_DTYPES = {
@@ -105,6 +105,57 @@ export interface HfExportOptions {
    * the vocab is exactly the byte tokenizer's 258; a model with another vocab has some other tokenizer.
    */
   tokenizer?: boolean;
+  /** Where the weights came from, kept in model.safetensors' metadata as `ferry.name`, `ferry.step`, `ferry.source`. */
+  origin?: ExportOrigin;
+}
+
+/** The model.safetensors metadata keys of an export's origin (a string-to-string map, so the step in digits). */
+export const ORIGIN_KEYS = { name: "ferry.name", step: "ferry.step", source: "ferry.source" } as const;
+
+/**
+ * An origin as model.safetensors metadata: each field present under its `ORIGIN_KEYS` key, the step
+ * in decimal digits.
+ *
+ * @example
+ * ```ts
+ * originMetadata({ name: "ferry", step: 12 }); // { "ferry.name": "ferry", "ferry.step": "12" }
+ * ```
+ */
+export function originMetadata(origin: ExportOrigin = {}): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (origin.name !== undefined) out[ORIGIN_KEYS.name] = origin.name;
+  if (origin.step !== undefined) out[ORIGIN_KEYS.step] = String(origin.step);
+  if (origin.source !== undefined) out[ORIGIN_KEYS.source] = origin.source;
+  return out;
+}
+
+/**
+ * The origin model.safetensors' metadata records (see `originMetadata`); a `ferry.step` that is not a
+ * non-negative integer in canonical digits below 2^53 is refused.
+ *
+ * @example
+ * ```ts
+ * metadataOrigin({ "ferry.step": "12" }, "m.hf/model.safetensors"); // { step: 12 }
+ * ```
+ */
+export function metadataOrigin(metadata: Record<string, string>, where: string): ExportOrigin {
+  const origin: ExportOrigin = {};
+  const { [ORIGIN_KEYS.name]: name, [ORIGIN_KEYS.step]: step, [ORIGIN_KEYS.source]: source } = metadata;
+  if (name !== undefined) origin.name = name;
+  if (step !== undefined) {
+    if (!/^(?:0|[1-9][0-9]*)$/.test(step) || !Number.isSafeInteger(Number(step))) {
+      throw new HuggingFaceError(
+        where,
+        "InvalidValue",
+        `__metadata__.${ORIGIN_KEYS.step}`,
+        `expected a non-negative integer in digits, got ${JSON.stringify(step)}`,
+        { expected: "a non-negative integer in digits", found: JSON.stringify(step) },
+      );
+    }
+    origin.step = Number(step);
+  }
+  if (source !== undefined) origin.source = source;
+  return origin;
 }
 
 /**
@@ -158,7 +209,10 @@ export async function exportHuggingFace(
     await writeAtomic(join(dir, name), [new TextEncoder().encode(text)]);
     written.push(join(dir, name));
   };
-  await writeSafetensors(join(dir, HF_FILES.weights), weights, { dtype: HF_DTYPES[dtype].safetensors });
+  await writeSafetensors(join(dir, HF_FILES.weights), weights, {
+    dtype: HF_DTYPES[dtype].safetensors,
+    metadata: originMetadata(opts.origin),
+  });
   written.push(join(dir, HF_FILES.weights));
   await put(HF_FILES.generation, jsonText(generationConfigJson(withTokenizer)));
   if (withTokenizer) {
@@ -325,6 +379,8 @@ export interface HfImport {
   eosTokenId: number | number[] | null;
   /** The verdict on model.safetensors' `ferry.sha256`, when it has one (single-file folders). */
   digest?: { stored: string; computed: string; ok: boolean };
+  /** What model.safetensors' metadata records of the weights' origin (empty for a sharded folder). */
+  origin: ExportOrigin;
 }
 
 /**
@@ -374,7 +430,16 @@ export async function importHuggingFace(dir: string): Promise<HfImport> {
   const tensors = modelTensors(file.tensors, config, file.path);
   const dtypes = new Set(file.tensors.map((t) => t.dtype));
   const dtype = dtypes.size === 1 ? [...dtypes][0] as HfImport["dtype"] : "mixed";
-  return { config, tensors, dtype, bosTokenId, eosTokenId, ...(file.digest ? { digest: file.digest } : {}) };
+  const origin = metadataOrigin(file.metadata, file.path);
+  return {
+    config,
+    tensors,
+    dtype,
+    bosTokenId,
+    eosTokenId,
+    origin,
+    ...(file.digest ? { digest: file.digest } : {}),
+  };
 }
 
 /**
@@ -403,15 +468,16 @@ export const hfFormat: FormatDescriptor<HfDtype> = {
   engine: "float",
   async write(path, input, { dtype }) {
     const tensors = await Promise.all(input.tensors.map(materialize));
-    const files = await exportHuggingFace(path, tensors, input.config, { dtype });
+    const origin = { name: input.name, step: input.step, source: input.source };
+    const files = await exportHuggingFace(path, tensors, input.config, { dtype, origin });
     let bytes = 0;
     for (const f of files) bytes += (await stat(f)).size;
     const params = tensors.reduce((n, t) => n + t.data.length, 0);
     return { file: path, bytes, params, tensors: tensors.length, files: files.length };
   },
   async read(path) {
-    const { config, tensors } = await importHuggingFace(path);
-    return { config, tensors };
+    const { config, tensors, origin } = await importHuggingFace(path);
+    return { config, tensors, origin };
   },
   async inspect(path) {
     const r = await importHuggingFace(path);
@@ -427,6 +493,10 @@ export const hfFormat: FormatDescriptor<HfDtype> = {
       tensors: r.tensors.map((t) => ({ name: t.name, dims: t.dims })),
     };
   },
+  spec: "formats/huggingface.md",
+  // A folder has no one-file reader; its weights are model.safetensors, which this reads.
+  minimalReader: "readers/safetensors.ts",
+  fuzz: () => import("./huggingface-fuzz.ts"),
 };
 
 /** What one config.json field must be: `ok` decides, `expect` says it in words. */
@@ -568,7 +638,7 @@ export function configFromHfJson(
     root = parseStrictJson(text);
   } catch (e) {
     if (!(e instanceof StrictJsonError)) throw e;
-    throw err(e.code, e.at || "config", e.message);
+    throw new HuggingFaceError(path, e.code, e.at || "config", e.message, e);
   }
   if (!isJsonObject(root)) throw err("InvalidJson", "config", "expected a JSON object");
   for (const [key, v] of Object.entries(root)) {

@@ -1,7 +1,9 @@
 /**
  * A strict JSON scanner: RFC 8259 read the way serde_json reads it, numbers kept as their source text.
- * safetensors headers and Hugging Face config files both go through it; `JSON.parse` would silently keep
- * the last of two duplicate keys and turn `4.0` into `4`.
+ * safetensors headers, Hugging Face config files, lut4 headers and checkpoint headers all go through
+ * it; `JSON.parse` would silently keep the last of two duplicate keys, turn `4.0` into `4`, and accept
+ * arrays nested 100,000 deep that every recursive walk of the value after it (printing it, comparing
+ * it) dies on. Nesting is bounded by `MAX_JSON_DEPTH`.
  *
  * @example
  * ```ts
@@ -10,7 +12,7 @@
  * ```
  * @module
  */
-import { FormatError } from "../model/error.ts";
+import { FormatError, type RefusalDetail } from "../model/error.ts";
 
 /** A JSON number kept as its source text, so a caller can tell `4` from `4.0` and see past 2^53. */
 export class JsonNumber {
@@ -28,16 +30,23 @@ export interface JsonObject {
   [key: string]: JsonValue;
 }
 
-/** A JSON syntax error or a duplicate key; `at` is the path of the value being read. */
+/**
+ * How deep a JSON value ferry reads may nest: 64 levels of objects and arrays. No file ferry reads needs
+ * more than 4, and a value within the limit can be walked recursively on every runtime.
+ */
+export const MAX_JSON_DEPTH = 64;
+
+/** A JSON syntax error, a duplicate key or nesting past the limit; `at` is the path of the value being read. */
 export class StrictJsonError extends FormatError {
   constructor(
     readonly code: "InvalidJson" | "DuplicateKey",
     readonly at: string,
     readonly offset: number,
     message: string,
+    detail?: RefusalDetail,
   ) {
     // The scanner sees text, not a file: callers rethrow this under their own error, naming the file.
-    super("<json>", at || "(top level)", `${at || "(top level)"}: ${message} at character ${offset}`);
+    super("<json>", at || "(top level)", `${at || "(top level)"}: ${message} at character ${offset}`, detail);
     this.name = "StrictJsonError";
   }
 }
@@ -64,21 +73,30 @@ const ESCAPES: Record<string, string> = {
 
 /**
  * Parses RFC 8259 JSON strictly, the way serde_json does: a duplicate key, a lone surrogate escape,
- * nesting deeper than `maxDepth` or anything but whitespace after the value is an error.
+ * nesting deeper than `maxDepth` (default `MAX_JSON_DEPTH`) or anything but whitespace after the value
+ * is an error. The error names the path of the value and the character offset where it was found.
  * Hand-written because `JSON.parse` silently keeps the last of duplicate keys and turns `4.0` into `4`.
  *
  * @example
  * ```ts
  * parseStrictJson('{"a": [4.0]}'); // { a: [JsonNumber { text: "4.0" }] }
  * parseStrictJson('{"a": 1, "a": 2}'); // throws StrictJsonError, code "DuplicateKey"
+ * parseStrictJson('{"a": ' + "[".repeat(100)); // throws: a[0][0]…: nested deeper than 64 levels (the limit)
  * ```
  */
-export function parseStrictJson(text: string, maxDepth = 128): JsonValue {
+export function parseStrictJson(text: string, maxDepth = MAX_JSON_DEPTH): JsonValue {
   let i = 0;
   const path: Array<string | number> = [];
-  const where = () => path.map((p, k) => typeof p === "number" ? `[${p}]` : k === 0 ? p : `.${p}`).join("");
-  const fail = (detail: string, code: "InvalidJson" | "DuplicateKey" = "InvalidJson"): never => {
-    throw new StrictJsonError(code, where(), i, detail);
+  // The path of the value being read (`a.b[2]`); past 12 steps (a value nested too deep) its start and "…".
+  const where = () =>
+    path.slice(0, 12).map((p, k) => typeof p === "number" ? `[${p}]` : k === 0 ? p : `.${p}`).join("") +
+    (path.length > 12 ? "…" : "");
+  const fail = (
+    detail: string,
+    code: "InvalidJson" | "DuplicateKey" = "InvalidJson",
+    refusal?: RefusalDetail,
+  ): never => {
+    throw new StrictJsonError(code, where(), i, detail, refusal);
   };
   const skipSpace = () => {
     for (
@@ -127,7 +145,12 @@ export function parseStrictJson(text: string, maxDepth = 128): JsonValue {
     skipSpace();
     const c = text[i];
     if (c === "{" || c === "[") {
-      if (depth >= maxDepth) fail(`nested deeper than ${maxDepth} levels`);
+      if (depth >= maxDepth) {
+        fail(`nested deeper than ${maxDepth} levels (the limit)`, "InvalidJson", {
+          expected: `at most ${maxDepth} levels of nested arrays and objects`,
+          found: `a level ${maxDepth + 1} at character ${i}`,
+        });
+      }
       i++;
       skipSpace();
       const close = c === "{" ? "}" : "]";
@@ -172,4 +195,22 @@ export function parseStrictJson(text: string, maxDepth = 128): JsonValue {
   skipSpace();
   if (i !== text.length) fail("trailing characters after the JSON value");
   return value;
+}
+
+/**
+ * A strict parse's value as `JSON.parse` would have given it: numbers as JS numbers, objects as plain
+ * objects (a `"__proto__"` key stays an own property, as with `JSON.parse`). For readers whose checks are
+ * written against plain values but who want the strict scanner's refusals: duplicate keys, lone
+ * surrogates, nesting past `MAX_JSON_DEPTH`.
+ *
+ * @example
+ * ```ts
+ * plainJson(parseStrictJson('{"a": [4.0]}')); // { a: [4] }
+ * ```
+ */
+export function plainJson(v: JsonValue): unknown {
+  if (v instanceof JsonNumber) return v.value;
+  if (Array.isArray(v)) return v.map(plainJson);
+  if (isJsonObject(v)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, plainJson(x)]));
+  return v;
 }

@@ -13,11 +13,9 @@
 import type { ModelConfig } from "../model/config.ts";
 import type { Tensor } from "../model/tensor.ts";
 import type { LutMatrix } from "../kernels/int/gemv.ts";
-import type { GainTable, Lut4Weights } from "./lut4.ts";
+import type { GainTable, HeadMode, Lut4Weights } from "./lut4-types.ts";
 
-/** How the output head is stored: `tied` reads the embedding matrix (final-norm gain applied at run
- * time), `separate` stores a second copy with the final-norm gain folded in. */
-export type HeadMode = "tied" | "separate";
+export type { HeadMode };
 
 /** Rounding error of one stored tensor, against the (gain-folded) float values it stands for. */
 export interface TensorError {

@@ -17,17 +17,12 @@ import { readFile } from "node:fs/promises";
 import { crc32 } from "node:zlib";
 import type { FormatDescriptor, ReadResult, WriteResult } from "./format.ts";
 import { writeAtomic } from "./io.ts";
-import {
-  dequantizeMatrix,
-  epsFixed,
-  type HeadMode,
-  quantizeModel,
-  TABLES,
-  type TensorError,
-} from "./lut4-quantize.ts";
+import { dequantizeMatrix, epsFixed, quantizeModel, TABLES, type TensorError } from "./lut4-quantize.ts";
+import type { GainTable, HeadMode, Lut4Shape, Lut4Weights } from "./lut4-types.ts";
 import type { LutMatrix } from "../kernels/int/gemv.ts";
 import { type ModelConfig, validateConfig } from "../model/config.ts";
 import { FormatError, type RefusalDetail } from "../model/error.ts";
+import { parseStrictJson, plainJson, StrictJsonError } from "./json.ts";
 import { materialize, type Tensor } from "../model/tensor.ts";
 
 /** The framing's 8 magic bytes (the reference's). */
@@ -38,55 +33,6 @@ export const LUT4_SCHEMA = "ferry.lut-qwen3/1";
 export const MAX_HEADER_BYTES = 64 << 20;
 /** Alignment of the data section and of every span in it. */
 export const ALIGN = 64;
-
-/** The model's shape, under the reference's key names (header key `shape`, snake_case there). */
-export interface Lut4Shape {
-  vocab: number;
-  width: number;
-  layers: number;
-  heads: number;
-  kvHeads: number;
-  headDim: number;
-  ffn: number;
-  maxPositions: number;
-}
-
-/** A per-channel gain: int16 values meaning values[i] · 2^exp. */
-export interface GainTable {
-  values: Int16Array;
-  exp: number;
-}
-
-/** Everything the integer engine reads from a lut4 file, as integers. */
-export interface Lut4Weights {
-  shape: Lut4Shape;
-  /** rms_norm_eps = epsMantissa · 2^epsExp. */
-  epsMantissa: number;
-  epsExp: number;
-  embed: LutMatrix;
-  /** null: the head is the embedding matrix (tied), with `finalGain` applied before it. */
-  head: LutMatrix | null;
-  finalGain: GainTable | null;
-  layers: {
-    q: LutMatrix;
-    k: LutMatrix;
-    v: LutMatrix;
-    o: LutMatrix;
-    gate: LutMatrix;
-    up: LutMatrix;
-    down: LutMatrix;
-    qGain: GainTable;
-    kGain: GainTable;
-  }[];
-  /** round(2^30 · exp(−i/256)). */
-  exp: Int32Array;
-  /** round(2^16 · silu((i − siluHalf)/256)). */
-  silu: Int32Array;
-  siluHalf: number;
-  /** round(2^14 · cos / sin(p · θ^(−2i/head_dim))), [position][i]. */
-  ropeCos: Int16Array;
-  ropeSin: Int16Array;
-}
 
 /** A lut4 file read and checked. */
 export interface Lut4File {
@@ -173,7 +119,61 @@ export async function writeLut4(
   w: Lut4Weights,
   meta: { source: string; ropeTheta: number; rmsNormEps: number; quantizer?: Record<string, unknown> },
 ): Promise<{ bytes: number; sha256: string; crc32: number }> {
-  const head: HeadMode = w.head ? "separate" : "tied";
+  // The reader requires both provenance keys: refuse here what could not be read back.
+  if (typeof meta.source !== "string") {
+    throw mismatch(path, "source", "a string", JSON.stringify(meta.source));
+  }
+  const quantizer = meta.quantizer ?? {};
+  if (typeof quantizer !== "object" || quantizer === null || Array.isArray(quantizer)) {
+    throw mismatch(path, "quantizer", "an object", JSON.stringify(quantizer));
+  }
+  const { data, matrices, tables } = lut4DataSection(w);
+  const s = w.shape;
+  const header: Lut4Header = {
+    schema: LUT4_SCHEMA,
+    shape: {
+      vocab: s.vocab,
+      width: s.width,
+      layers: s.layers,
+      heads: s.heads,
+      kv_heads: s.kvHeads,
+      head_dim: s.headDim,
+      ffn: s.ffn,
+      max_positions: s.maxPositions,
+    },
+    rope_theta: meta.ropeTheta,
+    rms_norm_eps: meta.rmsNormEps,
+    rms_eps: { mantissa: w.epsMantissa, exp: w.epsExp },
+    head: w.head ? "separate" : "tied",
+    exp_step_log2: TABLES.expStepLog2,
+    exp_q: TABLES.expQ,
+    silu_step_log2: TABLES.siluStepLog2,
+    silu_range_log2: TABLES.siluRangeLog2,
+    silu_q: TABLES.siluQ,
+    rope_q: TABLES.ropeQ,
+    matrices,
+    tables,
+    data_bytes: data.length,
+    data_crc32: crc32(data) >>> 0,
+    source: meta.source,
+    quantizer,
+  };
+  const chunks = framedLut4(header, data);
+  await writeAtomic(path, chunks);
+  const sha = createHash("sha256");
+  for (const c of chunks) sha.update(c);
+  return {
+    bytes: chunks.reduce((n, c) => n + c.length, 0),
+    sha256: sha.digest("hex"),
+    crc32: header.data_crc32,
+  };
+}
+
+// The data section a writer lays out: every matrix's nibbles and scales, then every table, each span
+// 64-aligned and zero-padded, in the order the header lists them.
+function lut4DataSection(
+  w: Lut4Weights,
+): { data: Uint8Array; matrices: Lut4Header["matrices"]; tables: Lut4Header["tables"] } {
   const chunks: Uint8Array[] = [];
   let at = 0;
   const put = (bytes: Uint8Array): Span => {
@@ -219,46 +219,20 @@ export async function writeLut4(
   const data = new Uint8Array(at);
   let o = 0;
   for (const c of chunks) data.set(c, o), o += c.length;
-  const s = w.shape;
-  const header: Lut4Header = {
-    schema: LUT4_SCHEMA,
-    shape: {
-      vocab: s.vocab,
-      width: s.width,
-      layers: s.layers,
-      heads: s.heads,
-      kv_heads: s.kvHeads,
-      head_dim: s.headDim,
-      ffn: s.ffn,
-      max_positions: s.maxPositions,
-    },
-    rope_theta: meta.ropeTheta,
-    rms_norm_eps: meta.rmsNormEps,
-    rms_eps: { mantissa: w.epsMantissa, exp: w.epsExp },
-    head,
-    exp_step_log2: TABLES.expStepLog2,
-    exp_q: TABLES.expQ,
-    silu_step_log2: TABLES.siluStepLog2,
-    silu_range_log2: TABLES.siluRangeLog2,
-    silu_q: TABLES.siluQ,
-    rope_q: TABLES.ropeQ,
-    matrices,
-    tables,
-    data_bytes: data.length,
-    data_crc32: crc32(data) >>> 0,
-    source: meta.source,
-    quantizer: meta.quantizer ?? {},
-  };
-  let json = JSON.stringify(header);
-  // Pad the header with spaces (still JSON) so the data section starts on a 64-byte boundary.
-  json += " ".repeat(align(16 + json.length) - 16 - json.length);
-  const headBytes = new TextEncoder().encode(json);
+  return { data, matrices, tables };
+}
+
+// The file's bytes: magic, header length, the JSON header padded with spaces (still JSON) so that the
+// data section starts on a 64-byte boundary, then the data section. The padding counts UTF-8 bytes: a
+// `source` with a non-ASCII character is longer in bytes than in characters.
+function framedLut4(header: Lut4Header, data: Uint8Array): Uint8Array[] {
+  const json = new TextEncoder().encode(JSON.stringify(header));
+  const headBytes = new Uint8Array(align(16 + json.length) - 16).fill(0x20);
+  headBytes.set(json);
   const prefix = new Uint8Array(16);
   prefix.set(new TextEncoder().encode(LUT4_MAGIC));
   new DataView(prefix.buffer).setBigUint64(8, BigInt(headBytes.length), true);
-  await writeAtomic(path, [prefix, headBytes, data]);
-  const sha = createHash("sha256").update(prefix).update(headBytes).update(data).digest("hex");
-  return { bytes: 16 + headBytes.length + data.length, sha256: sha, crc32: header.data_crc32 };
+  return [prefix, headBytes, data];
 }
 
 /** The largest KV cache (keys, values and their exponents, bytes) a lut4 file of `fileBytes` may imply. */
@@ -273,62 +247,176 @@ function int(v: unknown, path: string, field: string, lo: number, hi: number): n
   return v;
 }
 
-/** Parses and checks a lut4 file's bytes; hands out nothing until every check has passed. */
+/**
+ * Parses and checks a lut4 file's bytes; hands out nothing until every check has passed. The checks run
+ * in the spec's order ("Limits a reader enforces"), one step each: the framing, the header (JSON, schema,
+ * provenance), the data section, the shape, the fixed parameters, the matrices and tables with their
+ * spans, the tables' values, and the float config.
+ *
+ * @example
+ * ```ts
+ * const file = parseLut4(new Uint8Array(readFileSync("out/ferry.lut4")), "out/ferry.lut4");
+ * file.weights.shape.layers; // 4
+ * ```
+ */
 export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
   // A plain Uint8Array view: node's Buffer.slice would share memory where we mean to copy.
   const file = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const { header: headerBytes, data } = lut4Framing(file, path);
+  const h = lut4Header(headerBytes, path);
+  checkDataSection(h, data, path);
+  const shape = lut4Shape(h.shape, file.length, path);
+  const fixed = fixedParameters(h, path);
+  const inv = inventory(shape, fixed.head);
+  if (!Array.isArray(h.matrices) || !Array.isArray(h.tables)) {
+    throw new Lut4Error(path, "matrices", "matrices and tables must be arrays", {
+      expected: "two arrays",
+      found: `${kindOf(h.matrices)} and ${kindOf(h.tables)}`,
+    });
+  }
+  const spans = spanCutter(data, path);
+  const mats = lut4Matrices(h.matrices, inv.matrices, shape, spans, path);
+  const tabs = lut4Tables(h.tables, inv.tables, shape, spans, path);
+  spans.finish();
+  const m = (n: string) => mats.get(n)!;
+  const g = (n: string): GainTable => ({ values: tabs.get(n)!.data as Int16Array, exp: tabs.get(n)!.exp });
+  const weights: Lut4Weights = {
+    shape,
+    epsMantissa: fixed.epsMantissa,
+    epsExp: fixed.epsExp,
+    embed: m("embed"),
+    head: fixed.head === "separate" ? m("head") : null,
+    finalGain: fixed.head === "tied" ? g("final_gain") : null,
+    layers: Array.from({ length: shape.layers }, (_, i) => ({
+      q: m(`layers.${i}.q`),
+      k: m(`layers.${i}.k`),
+      v: m(`layers.${i}.v`),
+      o: m(`layers.${i}.o`),
+      gate: m(`layers.${i}.gate`),
+      up: m(`layers.${i}.up`),
+      down: m(`layers.${i}.down`),
+      qGain: g(`layers.${i}.q_gain`),
+      kGain: g(`layers.${i}.k_gain`),
+    })),
+    exp: tabs.get("exp")!.data as Int32Array,
+    silu: tabs.get("silu")!.data as Int32Array,
+    siluHalf: 2 ** (TABLES.siluRangeLog2 - TABLES.siluStepLog2),
+    ropeCos: tabs.get("rope_cos")!.data as Int16Array,
+    ropeSin: tabs.get("rope_sin")!.data as Int16Array,
+  };
+  checkTableValues(weights, path);
+  const config = lut4Config(h, weights, path);
+  const sha256 = createHash("sha256").update(file).digest("hex");
+  return { path, header: h, weights, config, sha256, bytes: file.length };
+}
+
+function kindOf(v: unknown): string {
+  return v === null ? "null" : Array.isArray(v) ? "an array" : typeof v === "object" ? "an object" : typeof v;
+}
+
+// Step 1, the framing: the magic, a header length that fits the file and the limit, a 64-aligned data section.
+function lut4Framing(file: Uint8Array, path: string): { header: Uint8Array; data: Uint8Array } {
   if (file.length < 16) {
-    throw new Lut4Error(path, "magic", `file of ${file.length} bytes is too short for the framing`);
+    throw new Lut4Error(path, "magic", `file of ${file.length} bytes is too short for the framing`, {
+      expected: "at least 16 bytes",
+      found: `${file.length} bytes`,
+    });
   }
-  if (new TextDecoder().decode(file.subarray(0, 8)) !== LUT4_MAGIC) {
-    throw new Lut4Error(path, "magic", `expected ${LUT4_MAGIC}, this is not a lut4 file`);
+  const magic = new TextDecoder().decode(file.subarray(0, 8));
+  if (magic !== LUT4_MAGIC) {
+    throw new Lut4Error(path, "magic", `expected ${LUT4_MAGIC}, this is not a lut4 file`, {
+      expected: LUT4_MAGIC,
+      found: JSON.stringify(magic),
+    });
   }
-  const dv = new DataView(file.buffer, file.byteOffset, file.byteLength);
-  const hlen = dv.getBigUint64(8, true);
-  if (hlen > BigInt(Math.min(MAX_HEADER_BYTES, file.length - 16))) {
+  const hlen = new DataView(file.buffer, file.byteOffset, file.byteLength).getBigUint64(8, true);
+  const room = Math.min(MAX_HEADER_BYTES, file.length - 16);
+  if (hlen > BigInt(room)) {
     throw new Lut4Error(
       path,
       "header_length",
       `${hlen} bytes does not fit the file (${file.length} bytes, limit 64 MiB)`,
+      { expected: `at most ${room} bytes`, found: `${hlen} bytes` },
     );
   }
   const start = 16 + Number(hlen);
   if (start % ALIGN !== 0) {
-    throw new Lut4Error(path, "header_length", `data section at ${start} is not 64-byte aligned`);
+    throw new Lut4Error(path, "header_length", `data section at ${start} is not 64-byte aligned`, {
+      expected: "16 + header_length a multiple of 64",
+      found: String(start),
+    });
   }
-  let raw: Record<string, unknown>;
+  return { header: file.subarray(16, start), data: file.subarray(start) };
+}
+
+// Step 2, the header: one UTF-8 JSON object (strict JSON, nesting bounded), ferry's schema, and the
+// provenance keys that no later step reads (`source`, `quantizer`) present with their types.
+function lut4Header(bytes: Uint8Array, path: string): Lut4Header {
+  let raw: unknown;
   try {
-    raw = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(file.subarray(16, start)));
+    raw = plainJson(parseStrictJson(new TextDecoder("utf-8", { fatal: true }).decode(bytes)));
   } catch (e) {
-    throw new Lut4Error(path, "header", `not valid UTF-8 JSON: ${(e as Error).message}`);
+    if (e instanceof StrictJsonError) {
+      const why = e.code === "DuplicateKey" ? "duplicate key" : "not valid JSON";
+      throw new Lut4Error(path, "header", `${why}: ${e.message}`, e);
+    }
+    if (e instanceof TypeError) {
+      throw new Lut4Error(path, "header", "not valid UTF-8", { expected: "UTF-8 text" });
+    }
+    throw e;
   }
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
-    throw new Lut4Error(path, "header", "not a JSON object");
+    throw new Lut4Error(path, "header", "not a JSON object", {
+      expected: "a JSON object",
+      found: kindOf(raw),
+    });
   }
-  const h = raw as unknown as Lut4Header;
+  const h = raw as Lut4Header;
   if (h.schema !== LUT4_SCHEMA) {
     throw new Lut4Error(
       path,
       "schema",
       `expected ${LUT4_SCHEMA}, got ${JSON.stringify(h.schema)} (ferry serves only its Qwen3 schema)`,
+      { expected: LUT4_SCHEMA, found: String(JSON.stringify(h.schema)) },
     );
   }
-  const dataBytes = file.length - start;
-  if (h.data_bytes !== dataBytes) {
-    throw new Lut4Error(path, "data_bytes", `header says ${h.data_bytes}, the file holds ${dataBytes}`);
+  if (typeof h.source !== "string") throw mismatch(path, "source", "a string", JSON.stringify(h.source));
+  if (typeof h.quantizer !== "object" || h.quantizer === null || Array.isArray(h.quantizer)) {
+    throw mismatch(path, "quantizer", "an object", JSON.stringify(h.quantizer));
   }
-  if (dataBytes % ALIGN !== 0) {
-    throw new Lut4Error(path, "data_bytes", `${dataBytes} is not a multiple of 64`);
+  return h;
+}
+
+// Step 3, the data section: its length as the header says and a multiple of 64, its CRC-32 as stated,
+// before any byte of it is used.
+function checkDataSection(h: Lut4Header, data: Uint8Array, path: string): void {
+  if (h.data_bytes !== data.length) {
+    throw new Lut4Error(path, "data_bytes", `header says ${h.data_bytes}, the file holds ${data.length}`, {
+      expected: String(data.length),
+      found: String(JSON.stringify(h.data_bytes)),
+    });
   }
-  const data = file.subarray(start);
-  if ((crc32(data) >>> 0) !== h.data_crc32) {
+  if (data.length % ALIGN !== 0) {
+    throw new Lut4Error(path, "data_bytes", `${data.length} is not a multiple of 64`, {
+      expected: "a multiple of 64",
+      found: String(data.length),
+    });
+  }
+  const crc = crc32(data) >>> 0;
+  if (crc !== h.data_crc32) {
     throw new Lut4Error(
       path,
       "data_crc32",
-      `the data section's CRC-32 is ${crc32(data) >>> 0}, the header says ${h.data_crc32}: corrupt`,
+      `the data section's CRC-32 is ${crc}, the header says ${h.data_crc32}: corrupt`,
+      { expected: String(crc), found: String(JSON.stringify(h.data_crc32)) },
     );
   }
-  const sh = (h.shape ?? {}) as Lut4Header["shape"];
+}
+
+// Step 4, the shape: each dim an integer in its range, the divisibility the kernels need, and a KV
+// cache the file's size justifies.
+function lut4Shape(raw: unknown, fileBytes: number, path: string): Lut4Shape {
+  const sh = (raw ?? {}) as Lut4Header["shape"];
   const shape: Lut4Shape = {
     vocab: int(sh.vocab, path, "shape.vocab", 1, 1 << 20),
     width: int(sh.width, path, "shape.width", 32, 1 << 14),
@@ -339,28 +427,59 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
     ffn: int(sh.ffn, path, "shape.ffn", 32, 1 << 16),
     maxPositions: int(sh.max_positions, path, "shape.max_positions", 1, 1 << 14),
   };
-  if (shape.width % 32) throw new Lut4Error(path, "shape.width", `${shape.width} is not a multiple of 32`);
-  if (shape.ffn % 32) throw new Lut4Error(path, "shape.ffn", `${shape.ffn} is not a multiple of 32`);
+  const refuse = (field: string, why: string, expected: string, found: number) => {
+    throw new Lut4Error(path, field, why, { expected, found: String(found) });
+  };
+  if (shape.width % 32) {
+    refuse("shape.width", `${shape.width} is not a multiple of 32`, "a multiple of 32", shape.width);
+  }
+  if (shape.ffn % 32) {
+    refuse("shape.ffn", `${shape.ffn} is not a multiple of 32`, "a multiple of 32", shape.ffn);
+  }
   if (shape.headDim % 2) {
-    throw new Lut4Error(path, "shape.head_dim", `${shape.headDim} is odd; RoPE pairs dimensions`);
+    refuse(
+      "shape.head_dim",
+      `${shape.headDim} is odd; RoPE pairs dimensions`,
+      "an even number",
+      shape.headDim,
+    );
   }
   if (shape.heads % shape.kvHeads) {
-    throw new Lut4Error(path, "shape.kv_heads", `${shape.kvHeads} does not divide heads = ${shape.heads}`);
+    refuse(
+      "shape.kv_heads",
+      `${shape.kvHeads} does not divide heads = ${shape.heads}`,
+      `a divisor of heads = ${shape.heads}`,
+      shape.kvHeads,
+    );
   }
   if ((shape.heads * shape.headDim) % 32) {
-    throw new Lut4Error(path, "shape.heads", `heads · head_dim is not a multiple of 32`);
+    refuse(
+      "shape.heads",
+      "heads · head_dim is not a multiple of 32",
+      "heads · head_dim a multiple of 32",
+      shape.heads * shape.headDim,
+    );
   }
   // The engine sizes its KV cache from the shape, not from the file: a small forged file claiming a long
   // context and many kv heads would have it allocate gigabytes. The cache must be justified by the file.
   const cacheBytes = shape.layers * shape.maxPositions * shape.kvHeads * (shape.headDim + 1) * 4;
-  if (cacheBytes > maxCacheBytes(file.length)) {
+  if (cacheBytes > maxCacheBytes(fileBytes)) {
     throw new Lut4Error(
       path,
       "shape",
       `layers · max_positions · kv_heads · (head_dim + 1) · 4 = ${cacheBytes} bytes of KV cache exceeds ` +
-        `${maxCacheBytes(file.length)} (16 × the file's ${file.length} bytes + 16 MiB)`,
+        `${maxCacheBytes(fileBytes)} (16 × the file's ${fileBytes} bytes + 16 MiB)`,
+      { expected: `a KV cache of at most ${maxCacheBytes(fileBytes)} bytes`, found: `${cacheBytes} bytes` },
     );
   }
+  return shape;
+}
+
+// Step 5, the fixed parameters: the table parameters this engine serves, the head mode, rms_eps's range.
+function fixedParameters(
+  h: Lut4Header,
+  path: string,
+): { head: HeadMode; epsMantissa: number; epsExp: number } {
   const fixed: [keyof Lut4Header, number][] = [
     ["exp_step_log2", TABLES.expStepLog2],
     ["exp_q", TABLES.expQ],
@@ -378,41 +497,80 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
     throw mismatch(path, "head", `"tied" or "separate"`, JSON.stringify(h.head));
   }
   const eps = h.rms_eps ?? {};
-  const epsMantissa = int(eps.mantissa, path, "rms_eps.mantissa", 1 << 15, 65535);
-  const epsExp = int(eps.exp, path, "rms_eps.exp", -120, 0);
-  const inv = inventory(shape, h.head);
-  if (!Array.isArray(h.matrices) || !Array.isArray(h.tables)) {
-    throw new Lut4Error(path, "matrices", "matrices and tables must be arrays");
-  }
-  // Spans: inside the data section, 64-aligned, in increasing order without overlap.
+  return {
+    head: h.head,
+    epsMantissa: int(eps.mantissa, path, "rms_eps.mantissa", 1 << 15, 65535),
+    epsExp: int(eps.exp, path, "rms_eps.exp", -120, 0),
+  };
+}
+
+/** Cuts spans out of the data section in header order, and checks that what lies between them is zero. */
+interface SpanCutter {
+  /** The bytes of span `s` (named `field`), which must be `want` bytes long. */
+  take(s: Span | undefined, field: string, want: number): Uint8Array;
+  /** Checks the bytes after the last span. */
+  finish(): void;
+}
+
+// Step 6, the spans: inside the data section, 64-aligned, in increasing order without overlap, and
+// zero bytes in the padding and gaps between them, so one model has one data section (and one SHA-256).
+function spanCutter(data: Uint8Array, path: string): SpanCutter {
+  const dataBytes = data.length;
   let end = 0;
-  // Padding and gaps between spans are zero, so one model has one data section (and one SHA-256).
   const zeros = (from: number, to: number, field: string) => {
     for (let i = from; i < to; i++) {
       if (data[i] !== 0) {
-        throw new Lut4Error(path, field, `byte ${i} of the data section is padding before this span, not 0`);
+        throw new Lut4Error(path, field, `byte ${i} of the data section is padding before this span, not 0`, {
+          expected: "0",
+          found: String(data[i]),
+        });
       }
     }
   };
-  const span = (s: Span | undefined, field: string, want: number): Uint8Array => {
-    if (!s || typeof s !== "object") throw new Lut4Error(path, field, "missing span");
-    const off = int(s.offset, path, `${field}.offset`, 0, dataBytes);
-    const n = int(s.bytes, path, `${field}.bytes`, 0, dataBytes);
-    if (n !== want) throw mismatch(path, `${field}.bytes`, want, n);
-    if (off % ALIGN) throw new Lut4Error(path, `${field}.offset`, `${off} is not 64-byte aligned`);
-    if (off < end) {
-      throw new Lut4Error(path, `${field}.offset`, `${off} overlaps the span before it (ends at ${end})`);
-    }
-    if (off + n > dataBytes) {
-      throw new Lut4Error(path, field, `span [${off}, ${off + n}) runs past the data section (${dataBytes})`);
-    }
-    zeros(end, off, field);
-    end = off + n;
-    return data.subarray(off, off + n);
+  return {
+    take(s, field, want) {
+      if (!s || typeof s !== "object") {
+        throw new Lut4Error(path, field, "missing span", {
+          expected: "a span {offset, bytes}",
+          found: kindOf(s),
+        });
+      }
+      const off = int(s.offset, path, `${field}.offset`, 0, dataBytes);
+      const n = int(s.bytes, path, `${field}.bytes`, 0, dataBytes);
+      if (n !== want) throw mismatch(path, `${field}.bytes`, want, n);
+      if (off % ALIGN) {
+        throw new Lut4Error(path, `${field}.offset`, `${off} is not 64-byte aligned`, {
+          expected: "a multiple of 64",
+          found: String(off),
+        });
+      }
+      if (off < end) {
+        throw new Lut4Error(path, `${field}.offset`, `${off} overlaps the span before it (ends at ${end})`, {
+          expected: `at least ${end}`,
+          found: String(off),
+        });
+      }
+      if (off + n > dataBytes) {
+        throw new Lut4Error(
+          path,
+          field,
+          `span [${off}, ${off + n}) runs past the data section (${dataBytes})`,
+          {
+            expected: `a span inside [0, ${dataBytes})`,
+            found: `[${off}, ${off + n})`,
+          },
+        );
+      }
+      zeros(end, off, field);
+      end = off + n;
+      return data.subarray(off, off + n);
+    },
+    finish: () => zeros(end, dataBytes, "data_bytes"),
   };
-  if (h.matrices.length !== inv.matrices.length) {
-    throw mismatch(path, "matrices", `${inv.matrices.length} matrices for this shape`, h.matrices.length);
-  }
+}
+
+// The rows × cols of every matrix a shape implies, by name.
+function matrixDims(shape: Lut4Shape): Record<string, [number, number]> {
   const qDim = shape.heads * shape.headDim, kvDim = shape.kvHeads * shape.headDim;
   const dims: Record<string, [number, number]> = {
     embed: [shape.vocab, shape.width],
@@ -430,27 +588,40 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
       [p + "down"]: [shape.width, shape.ffn],
     });
   }
+  return dims;
+}
+
+// Step 7, the matrices: exactly the inventory's, in order, each with its dims, exp_base and two spans.
+function lut4Matrices(
+  list: Lut4Header["matrices"],
+  names: string[],
+  shape: Lut4Shape,
+  spans: SpanCutter,
+  path: string,
+): Map<string, LutMatrix> {
+  if (list.length !== names.length) {
+    throw mismatch(path, "matrices", `${names.length} matrices for this shape`, list.length);
+  }
+  const dims = matrixDims(shape);
   const mats = new Map<string, LutMatrix>();
-  h.matrices.forEach((m, i) => {
-    const f = `matrices[${i}]`;
-    if (m?.name !== inv.matrices[i]) {
-      throw mismatch(path, `${f}.name`, inv.matrices[i], JSON.stringify(m?.name));
-    }
+  list.forEach((m, i) => {
+    if (m?.name !== names[i]) throw mismatch(path, `matrices[${i}].name`, names[i], JSON.stringify(m?.name));
     const [rows, cols] = dims[m.name];
     if (m.rows !== rows || m.cols !== cols) {
       throw mismatch(path, m.name, `${rows} x ${cols}`, `${m.rows} x ${m.cols}`);
     }
     const expBase = int(m.exp_base, path, `${m.name}.exp_base`, -100, 60);
-    const nibbles = span(m.nibbles, `${m.name}.nibbles`, (rows * cols) / 2);
-    const scales = span(m.scales, `${m.name}.scales`, (rows * cols) / 32);
+    const nibbles = spans.take(m.nibbles, `${m.name}.nibbles`, (rows * cols) / 2);
+    const scales = spans.take(m.scales, `${m.name}.scales`, (rows * cols) / 32);
     mats.set(m.name, { name: m.name, rows, cols, expBase, nibbles: nibbles.slice(), scales: scales.slice() });
   });
-  if (h.tables.length !== inv.tables.length) {
-    throw mismatch(path, "tables", `${inv.tables.length} tables for this shape`, h.tables.length);
-  }
+  return mats;
+}
+
+// The kind, length and (when fixed; gains carry their own) exponent of every table a shape implies.
+function tableKinds(shape: Lut4Shape): Record<string, ["i16" | "i32", number, number | null]> {
   const half = shape.headDim / 2;
   const siluHalf = 2 ** (TABLES.siluRangeLog2 - TABLES.siluStepLog2);
-  // kind, length, and the exponent when it is fixed (gains carry their own).
   const want: Record<string, ["i16" | "i32", number, number | null]> = {
     exp: ["i32", TABLES.expRangeNats * 256 + 2, -TABLES.expQ],
     silu: ["i32", 2 * siluHalf + 1, -TABLES.siluQ],
@@ -462,12 +633,24 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
     want[`layers.${i}.q_gain`] = ["i16", shape.headDim, null];
     want[`layers.${i}.k_gain`] = ["i16", shape.headDim, null];
   }
+  return want;
+}
+
+// Step 8, the tables: exactly the inventory's, in order, each with its kind, length, exponent and span.
+function lut4Tables(
+  list: Lut4Header["tables"],
+  names: string[],
+  shape: Lut4Shape,
+  spans: SpanCutter,
+  path: string,
+): Map<string, { data: Int16Array | Int32Array; exp: number }> {
+  if (list.length !== names.length) {
+    throw mismatch(path, "tables", `${names.length} tables for this shape`, list.length);
+  }
+  const want = tableKinds(shape);
   const tabs = new Map<string, { data: Int16Array | Int32Array; exp: number }>();
-  h.tables.forEach((t, i) => {
-    const f = `tables[${i}]`;
-    if (t?.name !== inv.tables[i]) {
-      throw mismatch(path, `${f}.name`, inv.tables[i], JSON.stringify(t?.name));
-    }
+  list.forEach((t, i) => {
+    if (t?.name !== names[i]) throw mismatch(path, `tables[${i}].name`, names[i], JSON.stringify(t?.name));
     const [kind, length, fixedExp] = want[t.name];
     if (t.kind !== kind || t.length !== length) {
       throw mismatch(
@@ -478,57 +661,55 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
       );
     }
     const exp = int(t.exp, path, `${t.name}.exp`, -100, 60);
-    if (fixedExp !== null && exp !== fixedExp) {
-      throw mismatch(path, `${t.name}.exp`, fixedExp, exp);
-    }
-    const bytes = span(t.span, `${t.name}.span`, length * (kind === "i16" ? 2 : 4)).slice();
+    if (fixedExp !== null && exp !== fixedExp) throw mismatch(path, `${t.name}.exp`, fixedExp, exp);
+    const bytes = spans.take(t.span, `${t.name}.span`, length * (kind === "i16" ? 2 : 4)).slice();
     const data = kind === "i16" ? new Int16Array(bytes.buffer) : new Int32Array(bytes.buffer);
     tabs.set(t.name, { data, exp });
   });
-  zeros(end, dataBytes, "data_bytes");
-  const m = (n: string) => mats.get(n)!;
-  const g = (n: string): GainTable => ({ values: tabs.get(n)!.data as Int16Array, exp: tabs.get(n)!.exp });
-  const weights: Lut4Weights = {
-    shape,
-    epsMantissa,
-    epsExp,
-    embed: m("embed"),
-    head: h.head === "separate" ? m("head") : null,
-    finalGain: h.head === "tied" ? g("final_gain") : null,
-    layers: Array.from({ length: shape.layers }, (_, i) => ({
-      q: m(`layers.${i}.q`),
-      k: m(`layers.${i}.k`),
-      v: m(`layers.${i}.v`),
-      o: m(`layers.${i}.o`),
-      gate: m(`layers.${i}.gate`),
-      up: m(`layers.${i}.up`),
-      down: m(`layers.${i}.down`),
-      qGain: g(`layers.${i}.q_gain`),
-      kGain: g(`layers.${i}.k_gain`),
-    })),
-    exp: tabs.get("exp")!.data as Int32Array,
-    silu: tabs.get("silu")!.data as Int32Array,
-    siluHalf,
-    ropeCos: tabs.get("rope_cos")!.data as Int16Array,
-    ropeSin: tabs.get("rope_sin")!.data as Int16Array,
-  };
-  // The exp table must fall from 2^30 (softmax bounds rely on it), SiLU must stay within ±2^22.
-  if (weights.exp[0] !== 2 ** 30) {
-    throw new Lut4Error(path, "exp", `entry 0 must be 2^30, got ${weights.exp[0]}`);
+  return tabs;
+}
+
+// Step 9, the tables' values: the exp table falls from 2^30 (softmax bounds rely on it), SiLU stays
+// within ±2^22, RoPE within ±2^14.
+function checkTableValues(w: Lut4Weights, path: string): void {
+  if (w.exp[0] !== 2 ** 30) {
+    throw new Lut4Error(path, "exp", `entry 0 must be 2^30, got ${w.exp[0]}`, {
+      expected: String(2 ** 30),
+      found: String(w.exp[0]),
+    });
   }
-  for (let i = 1; i < weights.exp.length; i++) {
-    if (weights.exp[i] < 0 || weights.exp[i] > weights.exp[i - 1]) {
-      throw new Lut4Error(path, "exp", `entry ${i} is not in [0, entry ${i - 1}]`);
+  for (let i = 1; i < w.exp.length; i++) {
+    if (w.exp[i] < 0 || w.exp[i] > w.exp[i - 1]) {
+      throw new Lut4Error(path, "exp", `entry ${i} is not in [0, entry ${i - 1}]`, {
+        expected: `[0, ${w.exp[i - 1]}]`,
+        found: String(w.exp[i]),
+      });
     }
   }
-  for (const v of weights.silu) {
-    if (v > 1 << 22 || v < -(1 << 22)) throw new Lut4Error(path, "silu", `entry ${v} outside ±2^22`);
+  for (const v of w.silu) {
+    if (v > 1 << 22 || v < -(1 << 22)) {
+      throw new Lut4Error(path, "silu", `entry ${v} outside ±2^22`, {
+        expected: "within ±2^22",
+        found: String(v),
+      });
+    }
   }
-  for (const t of [weights.ropeCos, weights.ropeSin]) {
+  for (const t of [w.ropeCos, w.ropeSin]) {
     for (const v of t) {
-      if (v > 16384 || v < -16384) throw new Lut4Error(path, "rope", `entry ${v} outside ±2^14`);
+      if (v > 16384 || v < -16384) {
+        throw new Lut4Error(path, "rope", `entry ${v} outside ±2^14`, {
+          expected: "within ±2^14",
+          found: String(v),
+        });
+      }
     }
   }
+}
+
+// Step 10, the float model's config: the shape with rope_theta and rms_norm_eps through the config
+// check, and rms_eps exactly rms_norm_eps in fixed point (the engine and the float model use one epsilon).
+function lut4Config(h: Lut4Header, w: Lut4Weights, path: string): ModelConfig {
+  const shape = w.shape;
   let config: ModelConfig;
   try {
     config = validateConfig({
@@ -545,21 +726,19 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
       tie_word_embeddings: h.head === "tied",
     }, path);
   } catch (e) {
-    throw new Lut4Error(path, "header", (e as Error).message);
+    throw new Lut4Error(path, "header", (e as Error).message, e instanceof FormatError ? e : undefined);
   }
-  // The engine normalises with rms_eps and the float model with rms_norm_eps: one number, so one form.
   const epsWant = epsFixed(config.rms_norm_eps);
-  if (epsMantissa !== epsWant.mantissa || epsExp !== epsWant.exp) {
+  if (w.epsMantissa !== epsWant.mantissa || w.epsExp !== epsWant.exp) {
     const asFixed = (m: number, e: number) => `{mantissa: ${m}, exp: ${e}}`;
     throw mismatch(
       path,
       "rms_eps",
       `${asFixed(epsWant.mantissa, epsWant.exp)} (rms_norm_eps = ${config.rms_norm_eps} in fixed point)`,
-      asFixed(epsMantissa, epsExp),
+      asFixed(w.epsMantissa, w.epsExp),
     );
   }
-  const sha256 = createHash("sha256").update(file).digest("hex");
-  return { path, header: h, weights, config, sha256, bytes: file.length };
+  return config;
 }
 
 /** Reads and checks a lut4 file. */
@@ -667,7 +846,8 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
   },
   async read(path): Promise<ReadResult> {
     const file = await readLut4(path);
-    return { config: file.config, tensors: dequantizeLut4(file) };
+    // The header keeps where the weights came from (`source`); the name and step are not recorded.
+    return { config: file.config, tensors: dequantizeLut4(file), origin: { source: file.header.source } };
   },
   async inspect(path) {
     const file = await readLut4(path);
@@ -682,6 +862,10 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
       tables: tables.map((t) => ({ name: t.name, kind: t.kind, length: t.length, exp: t.exp })),
     };
   },
+  spec: "formats/lut4.md",
+  minimalReader: "readers/lut4.ts",
+  fuzz: () => import("./lut4-fuzz.ts"),
 };
 
 export type { TensorError };
+export type { GainTable, HeadMode, Lut4Shape, Lut4Weights } from "./lut4-types.ts";

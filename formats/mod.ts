@@ -1,7 +1,10 @@
 /**
  * The format registry: every export format ferry writes and reads, in the order `export` writes them.
- * export, load, generate, info and measure iterate `FORMATS`; a new format is one module exporting a
- * `FormatDescriptor` and one line in the list below.
+ * export, load, generate, info, measure and the fuzzer iterate `FORMATS`; a new format is one module
+ * group (`NAME.ts` exporting a `FormatDescriptor`, its spec `NAME.md`, its fuzz hook `NAME-fuzz.ts`, its
+ * minimal reader `readers/NAME.ts`) and one line in the list below. tests/registry.test.ts refuses a
+ * registration that lacks any of them. `FORMATS`, `formatOf`, `formatNamed` and `readExport` are the
+ * formats' public API (re-exported by the top-level mod.ts).
  *
  * @example
  * ```ts
@@ -19,7 +22,7 @@ import { ggufFormat } from "./gguf.ts";
 import { f64linesFormat } from "./f64lines.ts";
 import { lut4Format } from "./lut4.ts";
 
-export type { ExportInput, FormatDescriptor, ReadResult, WriteResult } from "./format.ts";
+export type { ExportInput, ExportOrigin, FormatDescriptor, ReadResult, WriteResult } from "./format.ts";
 
 /** Every format, in the order `export --format all` writes them. */
 export const FORMATS: readonly FormatDescriptor[] = [

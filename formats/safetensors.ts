@@ -22,7 +22,14 @@ import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from "./float16.ts";
 import { f32Bytes, openAtomic } from "./io.ts";
 import { numel, type Tensor } from "../model/tensor.ts";
 import { FormatError, type RefusalDetail } from "../model/error.ts";
-import { isJsonObject, JsonNumber, type JsonValue, parseStrictJson, StrictJsonError } from "./json.ts";
+import {
+  isJsonObject,
+  JsonNumber,
+  type JsonObject,
+  type JsonValue,
+  parseStrictJson,
+  StrictJsonError,
+} from "./json.ts";
 
 /** The element types ferry reads, with their size in bytes. */
 export const DTYPE_BYTES = {
@@ -143,6 +150,9 @@ const PLAIN_INTEGER = /^(?:0|[1-9][0-9]*)$/;
  * whole file is fine) and `fileSize` its full size. The 100,000,000-byte limit is checked before
  * anything is decoded. Throws `SafetensorsError` naming `path`, the field and the rule.
  *
+ * The steps, in the reference's order: the length prefix, the header as one strict JSON object, the
+ * `__metadata__` map, each tensor entry, then the layout (offsets, sizes, coverage of the data).
+ *
  * @example
  * ```ts
  * const { entries, dataStart } = parseSafetensorsHeader(bytes, bytes.length, "model.safetensors");
@@ -153,137 +163,19 @@ export function parseSafetensorsHeader(
   fileSize = bytes.length,
   path = "safetensors",
 ): SafetensorsHeader {
-  const err = (code: SafetensorsErrorCode, field: string, detail: string) =>
-    new SafetensorsError(path, code, field, detail);
   const n = headerLength(bytes, fileSize, path);
   if (bytes.length < 8 + n) {
     throw new RangeError(`parseSafetensorsHeader needs the first ${8 + n} bytes, got ${bytes.length}`);
   }
-  let text: string;
-  try {
-    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes.subarray(8, 8 + n));
-  } catch {
-    throw err("InvalidUtf8", "header", "the header is not valid UTF-8");
-  }
-  let root: JsonValue;
-  try {
-    root = parseStrictJson(text);
-  } catch (e) {
-    if (!(e instanceof StrictJsonError)) throw e;
-    throw err(
-      e.code,
-      e.at || "header",
-      e.code === "DuplicateKey" ? `duplicate key: ${e.message}` : `not valid JSON: ${e.message}`,
-    );
-  }
-  if (!isJsonObject(root)) throw err("HeaderNotObject", "header", "expected a JSON object");
-  const metadata: Record<string, string> = {};
+  const root = headerObject(bytes.subarray(8, 8 + n), path);
+  let metadata: Record<string, string> = {};
   const entries: SafetensorsEntry[] = [];
   for (const [name, v] of Object.entries(root)) {
-    if (name === METADATA_KEY) {
-      if (v === null) continue; // the reference reads null as absent
-      if (!isJsonObject(v)) throw err("InvalidMetadata", name, "expected an object of strings");
-      for (const [k, s] of Object.entries(v)) {
-        if (typeof s !== "string") {
-          throw err("InvalidMetadata", `${name}.${k}`, `expected a string, got ${describe(s)}`);
-        }
-        metadata[k] = s;
-      }
-      continue;
-    }
-    if (!isJsonObject(v)) throw err("InvalidTensorEntry", name, `expected an object, got ${describe(v)}`);
-    for (const k of Object.keys(v)) {
-      if (!ENTRY_FIELDS.includes(k)) {
-        throw err("UnknownField", `${name}.${k}`, `expected only ${ENTRY_FIELDS.join(", ")}`);
-      }
-    }
-    for (const k of ENTRY_FIELDS) if (!(k in v)) throw err("MissingField", `${name}.${k}`, "missing");
-    const { dtype, shape, data_offsets: offsets } = v;
-    if (typeof dtype !== "string") {
-      throw err("InvalidTensorEntry", `${name}.dtype`, `expected a string, got ${describe(dtype)}`);
-    }
-    if (!Object.hasOwn(DTYPE_BYTES, dtype)) {
-      const why = OTHER_REFERENCE_DTYPES.has(dtype)
-        ? "a safetensors dtype ferry does not read"
-        : "not a safetensors dtype";
-      throw err(
-        "UnsupportedDtype",
-        `${name}.dtype`,
-        `${JSON.stringify(dtype)} is ${why} (expected one of ${Object.keys(DTYPE_BYTES).join(", ")})`,
-      );
-    }
-    if (!Array.isArray(shape)) {
-      throw err(
-        "InvalidTensorEntry",
-        `${name}.shape`,
-        `expected an array of integers, got ${describe(shape)}`,
-      );
-    }
-    if (!Array.isArray(offsets) || offsets.length !== 2) {
-      throw err(
-        "InvalidTensorEntry",
-        `${name}.data_offsets`,
-        `expected [begin, end], got ${describe(offsets)}`,
-      );
-    }
-    const int = (x: JsonValue, field: string): number => {
-      if (!(x instanceof JsonNumber)) {
-        throw err("InvalidTensorEntry", field, `expected an integer, got ${describe(x)}`);
-      }
-      if (!PLAIN_INTEGER.test(x.text)) {
-        throw err("NotAnInteger", field, `expected a non-negative integer literal, got ${x.text}`);
-      }
-      if (x.value > Number.MAX_SAFE_INTEGER) {
-        throw err("IntegerTooLarge", field, `${x.text} is above 2^53 - 1`);
-      }
-      return x.value;
-    };
-    entries.push({
-      name,
-      dtype: dtype as Dtype,
-      dims: shape.map((d, k) => int(d, `${name}.shape[${k}]`)),
-      begin: int(offsets[0], `${name}.data_offsets[0]`),
-      end: int(offsets[1], `${name}.data_offsets[1]`),
-    });
+    if (name === METADATA_KEY) metadata = metadataMap(v, path);
+    else entries.push(tensorEntry(name, v, path));
   }
-  // The reference's order of checks: walk tensors by offset; each must start where the last ended.
-  entries.sort((a, b) => a.begin - b.begin || a.end - b.end);
-  let cursor = 0;
-  for (const e of entries) {
-    if (e.begin !== cursor || e.end < e.begin) {
-      const why = e.end < e.begin
-        ? "end is before begin"
-        : e.begin > cursor
-        ? `leaves a hole (expected begin ${cursor})`
-        : `overlaps the tensor before it (expected begin ${cursor})`;
-      throw err("InvalidOffset", `${e.name}.data_offsets`, `[${e.begin}, ${e.end}] ${why}`);
-    }
-    cursor = e.end;
-    const bytes = e.dims.reduce((p, d) => p * BigInt(d), 1n) * BigInt(DTYPE_BYTES[e.dtype]);
-    if (bytes > BigInt(Number.MAX_SAFE_INTEGER)) {
-      throw err(
-        "ValidationOverflow",
-        `${e.name}.shape`,
-        `[${e.dims}] × ${DTYPE_BYTES[e.dtype]} bytes overflows (above 2^53 - 1)`,
-      );
-    }
-    if (BigInt(e.end - e.begin) !== bytes) {
-      throw err(
-        "TensorInvalidInfo",
-        e.name,
-        `${e.dtype} [${e.dims}] needs ${bytes} bytes but data_offsets span ${e.end - e.begin}`,
-      );
-    }
-  }
-  const dataStart = 8 + n;
-  if (BigInt(dataStart) + BigInt(cursor) !== BigInt(fileSize)) {
-    throw err(
-      "MetadataIncompleteBuffer",
-      "data",
-      `tensors cover ${cursor} bytes but the data buffer holds ${fileSize - dataStart}`,
-    );
-  }
-  return { metadata, entries, dataStart };
+  checkLayout(entries, 8 + n, fileSize, path);
+  return { metadata, entries, dataStart: 8 + n };
 }
 
 /** The header length N from the first 8 bytes, checked against the limit and the file size. */
@@ -294,6 +186,7 @@ function headerLength(first8: Uint8Array, fileSize: number, path: string): numbe
       "HeaderTooSmall",
       "header length",
       `the file has ${fileSize} bytes, fewer than the 8-byte length prefix`,
+      { expected: "at least 8 bytes", found: `${fileSize} bytes` },
     );
   }
   if (first8.length < 8) throw new RangeError("the header length needs the file's first 8 bytes");
@@ -304,6 +197,7 @@ function headerLength(first8: Uint8Array, fileSize: number, path: string): numbe
       "HeaderTooLarge",
       "header length",
       `${n} bytes is above the limit of ${MAX_HEADER_BYTES}`,
+      { expected: `at most ${MAX_HEADER_BYTES} bytes`, found: `${n} bytes` },
     );
   }
   if (8n + n > BigInt(fileSize)) {
@@ -312,9 +206,230 @@ function headerLength(first8: Uint8Array, fileSize: number, path: string): numbe
       "InvalidHeaderLength",
       "header length",
       `8 + ${n} runs past the end of the ${fileSize}-byte file`,
+      { expected: `at most ${fileSize - 8} bytes`, found: `${n} bytes` },
     );
   }
   return Number(n);
+}
+
+// Step 2: the header bytes as UTF-8, the text as one strict JSON value (duplicates, nesting bounded),
+// the value an object.
+function headerObject(bytes: Uint8Array, path: string): JsonObject {
+  let text: string;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    throw new SafetensorsError(path, "InvalidUtf8", "header", "the header is not valid UTF-8", {
+      expected: "UTF-8 text",
+    });
+  }
+  let root: JsonValue;
+  try {
+    root = parseStrictJson(text);
+  } catch (e) {
+    if (!(e instanceof StrictJsonError)) throw e;
+    const why = e.code === "DuplicateKey" ? `duplicate key: ${e.message}` : `not valid JSON: ${e.message}`;
+    throw new SafetensorsError(path, e.code, e.at || "header", why, e);
+  }
+  if (!isJsonObject(root)) {
+    throw new SafetensorsError(path, "HeaderNotObject", "header", "expected a JSON object", {
+      expected: "a JSON object",
+      found: describe(root),
+    });
+  }
+  return root;
+}
+
+// Step 3: `__metadata__`, an object of strings (null reads as absent, as in the reference).
+function metadataMap(v: JsonValue, path: string): Record<string, string> {
+  const metadata: Record<string, string> = {};
+  if (v === null) return metadata;
+  if (!isJsonObject(v)) {
+    throw new SafetensorsError(path, "InvalidMetadata", METADATA_KEY, "expected an object of strings", {
+      expected: "an object of strings",
+      found: describe(v),
+    });
+  }
+  for (const [k, s] of Object.entries(v)) {
+    if (typeof s !== "string") {
+      const field = `${METADATA_KEY}.${k}`;
+      throw new SafetensorsError(path, "InvalidMetadata", field, `expected a string, got ${describe(s)}`, {
+        expected: "a string",
+        found: describe(s),
+      });
+    }
+    metadata[k] = s;
+  }
+  return metadata;
+}
+
+// Step 4: one tensor entry: exactly `dtype`, `shape` and `data_offsets`, a dtype ferry reads, and
+// plain integer literals below 2^53 for every dim and offset.
+function tensorEntry(name: string, v: JsonValue, path: string): SafetensorsEntry {
+  const refuse = (code: SafetensorsErrorCode, field: string, why: string, expected: string, found: string) =>
+    new SafetensorsError(path, code, field, why, { expected, found });
+  if (!isJsonObject(v)) {
+    throw refuse(
+      "InvalidTensorEntry",
+      name,
+      `expected an object, got ${describe(v)}`,
+      "an object",
+      describe(v),
+    );
+  }
+  for (const k of Object.keys(v)) {
+    if (!ENTRY_FIELDS.includes(k)) {
+      const expected = `only ${ENTRY_FIELDS.join(", ")}`;
+      throw refuse("UnknownField", `${name}.${k}`, `expected ${expected}`, expected, k);
+    }
+  }
+  for (const k of ENTRY_FIELDS) {
+    if (!(k in v)) throw refuse("MissingField", `${name}.${k}`, "missing", `a ${k} field`, "nothing");
+  }
+  const { dtype, shape, data_offsets: offsets } = v;
+  const entryDtype = tensorDtype(name, dtype, path);
+  if (!Array.isArray(shape)) {
+    const expected = "an array of integers";
+    throw refuse(
+      "InvalidTensorEntry",
+      `${name}.shape`,
+      `expected ${expected}, got ${describe(shape)}`,
+      expected,
+      describe(shape),
+    );
+  }
+  if (!Array.isArray(offsets) || offsets.length !== 2) {
+    const field = `${name}.data_offsets`;
+    throw refuse(
+      "InvalidTensorEntry",
+      field,
+      `expected [begin, end], got ${describe(offsets)}`,
+      "[begin, end]",
+      describe(offsets),
+    );
+  }
+  return {
+    name,
+    dtype: entryDtype,
+    dims: shape.map((d, k) => entryInteger(d, `${name}.shape[${k}]`, path)),
+    begin: entryInteger(offsets[0], `${name}.data_offsets[0]`, path),
+    end: entryInteger(offsets[1], `${name}.data_offsets[1]`, path),
+  };
+}
+
+// A dim or an offset: a plain non-negative integer literal (not `4.0`, `1e2`, `-4`) below 2^53.
+function entryInteger(x: JsonValue, field: string, path: string): number {
+  if (!(x instanceof JsonNumber)) {
+    throw new SafetensorsError(path, "InvalidTensorEntry", field, `expected an integer, got ${describe(x)}`, {
+      expected: "an integer",
+      found: describe(x),
+    });
+  }
+  if (!PLAIN_INTEGER.test(x.text)) {
+    const expected = "a non-negative integer literal";
+    throw new SafetensorsError(path, "NotAnInteger", field, `expected ${expected}, got ${x.text}`, {
+      expected,
+      found: x.text,
+    });
+  }
+  if (x.value > Number.MAX_SAFE_INTEGER) {
+    throw new SafetensorsError(path, "IntegerTooLarge", field, `${x.text} is above 2^53 - 1`, {
+      expected: "at most 2^53 - 1",
+      found: x.text,
+    });
+  }
+  return x.value;
+}
+
+// A tensor's dtype: a string naming one ferry reads (one the reference knows but ferry does not read
+// is named as such).
+function tensorDtype(name: string, dtype: JsonValue, path: string): Dtype {
+  const field = `${name}.dtype`;
+  if (typeof dtype !== "string") {
+    throw new SafetensorsError(
+      path,
+      "InvalidTensorEntry",
+      field,
+      `expected a string, got ${describe(dtype)}`,
+      {
+        expected: "a string",
+        found: describe(dtype),
+      },
+    );
+  }
+  if (!Object.hasOwn(DTYPE_BYTES, dtype)) {
+    const why = OTHER_REFERENCE_DTYPES.has(dtype)
+      ? "a safetensors dtype ferry does not read"
+      : "not a safetensors dtype";
+    const expected = `one of ${Object.keys(DTYPE_BYTES).join(", ")}`;
+    throw new SafetensorsError(
+      path,
+      "UnsupportedDtype",
+      field,
+      `${JSON.stringify(dtype)} is ${why} (expected ${expected})`,
+      {
+        expected,
+        found: JSON.stringify(dtype),
+      },
+    );
+  }
+  return dtype as Dtype;
+}
+
+// Step 5, the reference's order of checks: walk tensors by offset; each must start where the last
+// ended, hold exactly its shape's bytes, and together they cover the data buffer exactly. Sorts
+// `entries` into data order.
+function checkLayout(entries: SafetensorsEntry[], dataStart: number, fileSize: number, path: string): void {
+  entries.sort((a, b) => a.begin - b.begin || a.end - b.end);
+  let cursor = 0;
+  for (const e of entries) {
+    if (e.begin !== cursor || e.end < e.begin) {
+      const why = e.end < e.begin
+        ? "end is before begin"
+        : e.begin > cursor
+        ? `leaves a hole (expected begin ${cursor})`
+        : `overlaps the tensor before it (expected begin ${cursor})`;
+      throw new SafetensorsError(
+        path,
+        "InvalidOffset",
+        `${e.name}.data_offsets`,
+        `[${e.begin}, ${e.end}] ${why}`,
+        {
+          expected: e.end < e.begin ? "end at or after begin" : `begin ${cursor}`,
+          found: `[${e.begin}, ${e.end}]`,
+        },
+      );
+    }
+    cursor = e.end;
+    const bytes = e.dims.reduce((p, d) => p * BigInt(d), 1n) * BigInt(DTYPE_BYTES[e.dtype]);
+    if (bytes > BigInt(Number.MAX_SAFE_INTEGER)) {
+      throw new SafetensorsError(
+        path,
+        "ValidationOverflow",
+        `${e.name}.shape`,
+        `[${e.dims}] × ${DTYPE_BYTES[e.dtype]} bytes overflows (above 2^53 - 1)`,
+        { expected: "at most 2^53 - 1 bytes", found: `${bytes} bytes` },
+      );
+    }
+    if (BigInt(e.end - e.begin) !== bytes) {
+      throw new SafetensorsError(
+        path,
+        "TensorInvalidInfo",
+        e.name,
+        `${e.dtype} [${e.dims}] needs ${bytes} bytes but data_offsets span ${e.end - e.begin}`,
+        { expected: `${bytes} bytes`, found: `${e.end - e.begin} bytes` },
+      );
+    }
+  }
+  if (BigInt(dataStart) + BigInt(cursor) !== BigInt(fileSize)) {
+    throw new SafetensorsError(
+      path,
+      "MetadataIncompleteBuffer",
+      "data",
+      `tensors cover ${cursor} bytes but the data buffer holds ${fileSize - dataStart}`,
+      { expected: `${fileSize - dataStart} bytes`, found: `${cursor} bytes` },
+    );
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -453,15 +568,46 @@ function decode(raw: Uint8Array, e: SafetensorsEntry, count: number, path: strin
  * ```
  */
 export async function readSafetensorsIndex(indexPath: string): Promise<SafetensorsFile> {
+  const byShard = indexShards(await readFile(indexPath), indexPath);
+  const map = Object.fromEntries([...byShard].flatMap(([shard, names]) => [...names].map((n) => [n, shard])));
+  const tensors: SafetensorsTensor[] = [];
+  for (const [shard, names] of byShard) {
+    const file = await readSafetensors(join(dirname(indexPath), shard));
+    for (const t of file.tensors) {
+      if (!names.delete(t.name)) {
+        throw new SafetensorsError(
+          file.path,
+          "ShardMismatch",
+          t.name,
+          `the index does not assign this tensor to ${shard} (it says ${describe(map[t.name] ?? null)})`,
+        );
+      }
+      tensors.push(t);
+    }
+    const missing = [...names][0];
+    if (missing !== undefined) {
+      throw new SafetensorsError(
+        indexPath,
+        "ShardMismatch",
+        `weight_map.${missing}`,
+        `not found in ${shard}`,
+      );
+    }
+  }
+  return { path: indexPath, metadata: {}, tensors };
+}
+
+// The index's JSON: an object of `metadata` (optional) and `weight_map`, tensor name to a plain shard
+// file name beside the index; the tensor names each shard must hold.
+function indexShards(bytes: Uint8Array, indexPath: string): Map<string, Set<string>> {
   const err = (field: string, detail: string) =>
     new SafetensorsError(indexPath, "InvalidIndex", field, detail);
   let root: JsonValue;
   try {
-    const text = new TextDecoder("utf-8", { fatal: true }).decode(await readFile(indexPath));
-    root = parseStrictJson(text);
+    root = parseStrictJson(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
   } catch (e) {
     if (e instanceof StrictJsonError) {
-      throw new SafetensorsError(indexPath, e.code, e.at || "index", e.message);
+      throw new SafetensorsError(indexPath, e.code, e.at || "index", e.message, e);
     }
     if (e instanceof TypeError) {
       throw new SafetensorsError(indexPath, "InvalidUtf8", "index", "not valid UTF-8");
@@ -493,31 +639,7 @@ export async function readSafetensorsIndex(indexPath: string): Promise<Safetenso
     byShard.get(shard)!.add(name);
   }
   if (byShard.size === 0) throw err("weight_map", "lists no tensors");
-  const tensors: SafetensorsTensor[] = [];
-  for (const [shard, names] of byShard) {
-    const file = await readSafetensors(join(dirname(indexPath), shard));
-    for (const t of file.tensors) {
-      if (!names.delete(t.name)) {
-        throw new SafetensorsError(
-          file.path,
-          "ShardMismatch",
-          t.name,
-          `the index does not assign this tensor to ${shard} (it says ${describe(map[t.name] ?? null)})`,
-        );
-      }
-      tensors.push(t);
-    }
-    const missing = [...names][0];
-    if (missing !== undefined) {
-      throw new SafetensorsError(
-        indexPath,
-        "ShardMismatch",
-        `weight_map.${missing}`,
-        `not found in ${shard}`,
-      );
-    }
-  }
-  return { path: indexPath, metadata: {}, tensors };
+  return byShard;
 }
 
 // ---------------------------------------------------------------------------------------------

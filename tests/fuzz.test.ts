@@ -4,11 +4,18 @@
 // accepts is one the format's explanation covers (a forged checksum, or something no checksum covers).
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { spawnSync } from "node:child_process";
+import { FORMATS } from "../formats/mod.ts";
 
 setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 const ROOT = new URL("..", import.meta.url).pathname;
-const FORMATS = ["dmexp", "checkpoint", "safetensors", "hf", "f64lines", "gguf", "lut4", "session"];
+// The campaign's targets, as the fuzzer lists them: every registered format's fuzz hook, then the other
+// file kinds (checkpoint, session). Derived, not written down: a new format is fuzzed here by registering.
+const listed = spawnSync(process.execPath, ["scripts/tools/fuzz.ts", "--list"], {
+  cwd: ROOT,
+  encoding: "utf8",
+});
+const TARGETS: string[] = JSON.parse(listed.stdout);
 const CASES = 500, SEED = 20261130;
 // lut4 runs three full readers (one a forward pass) and a minimal reader that prints every table: fewer cases.
 const CASES_OF: Record<string, number> = { lut4: 300 };
@@ -43,8 +50,15 @@ function campaign(format: string, cases: number): Row[] {
   return JSON.parse(r.stdout).results;
 }
 
+test("the campaign attacks every registered format, and the other file kinds", () => {
+  expect(listed.status).toBe(0);
+  expect(TARGETS).toEqual(expect.arrayContaining(FORMATS.map((f) => f.name)));
+  expect(TARGETS).toEqual(expect.arrayContaining(["checkpoint", "session", "safetensors"]));
+  expect(new Set(TARGETS).size).toBe(TARGETS.length);
+});
+
 describe(`scripts/tools/fuzz.ts, ${CASES} cases per format (lut4 ${CASES_OF.lut4}), seed ${SEED}`, () => {
-  for (const format of FORMATS) {
+  for (const format of TARGETS) {
     const CASES = CASES_OF[format] ?? 500;
     test(
       `${format}: every reader refuses cleanly or returns a result; a full reader's changed result is explained`,

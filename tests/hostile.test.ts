@@ -13,10 +13,12 @@ import {
   writeCheckpoint,
 } from "../formats/checkpoint.ts";
 import { DmexpError, readDmexp, sealHeader, writeDmexp } from "../formats/dmexp.ts";
-import { exportHuggingFace, HuggingFaceError, importHuggingFace } from "../formats/huggingface.ts";
+import { exportHuggingFace, hfFormat, HuggingFaceError, importHuggingFace } from "../formats/huggingface.ts";
+import { MAX_JSON_DEPTH, parseStrictJson, StrictJsonError } from "../formats/json.ts";
 import { GGUF_DIGEST_NEEDLE, GgufError, readGguf, writeGguf } from "../formats/gguf.ts";
 import {
   readSafetensors,
+  readSafetensorsIndex,
   SAFETENSORS_DIGEST_NEEDLE,
   SafetensorsError,
   writeSafetensors,
@@ -124,14 +126,17 @@ async function dmexpWith(edit: (p: { header: string; payload: Uint8Array }) => v
 
 // ---- checkpoint file surgery ----
 
-async function checkpointWith(edit: (header: Record<string, any>) => void): Promise<string> {
+async function checkpointWith(
+  edit: (header: Record<string, any>) => void,
+  text = (json: string) => json,
+): Promise<string> {
   const path = fresh(".ckpt");
   await writeCheckpoint(path, CFG, { step: 5, model: tensors, ema: initParams(CFG, 4) });
   const file = new Uint8Array(readFileSync(path));
   const h = new DataView(file.buffer, file.byteOffset).getUint32(8, true);
   const header = JSON.parse(dec.decode(file.subarray(24, 24 + h)));
   edit(header);
-  const hb = enc.encode(JSON.stringify(header)), payload = file.subarray(24 + h);
+  const hb = enc.encode(text(JSON.stringify(header))), payload = file.subarray(24 + h);
   const out = new Uint8Array(24 + hb.length + payload.length);
   out.set(file.subarray(0, 8));
   const dv = new DataView(out.buffer);
@@ -527,9 +532,13 @@ function lut4Parts(file: Uint8Array) {
   const h = Number(new DataView(file.buffer, file.byteOffset).getBigUint64(8, true));
   return { header: JSON.parse(dec.decode(file.subarray(16, 16 + h))), data: file.slice(16 + h) };
 }
-function lut4Forged(header: Record<string, any>, data: Uint8Array): Uint8Array {
+function lut4Forged(
+  header: Record<string, any>,
+  data: Uint8Array,
+  edit = (json: string) => json,
+): Uint8Array {
   header.data_crc32 = crc32(data) >>> 0;
-  let text = JSON.stringify(header);
+  let text = edit(JSON.stringify(header));
   text += " ".repeat((64 - ((16 + enc.encode(text).length) % 64)) % 64);
   const hb = enc.encode(text);
   const out = new Uint8Array(16 + hb.length + data.length);
@@ -649,6 +658,51 @@ describe("6. lut4: the engine's state is bounded by the file, the data section i
     ]);
   });
 
+  // Found by the campaign: the spec says every header key is required, and the reader let these two through.
+  const provenance: [string, (h: any) => void, string, string, string][] = [
+    ["no source", (h) => delete h.source, "source", "a string", "undefined"],
+    ["source {}", (h) => (h.source = {}), "source", "a string", "{}"],
+    ["source 5", (h) => (h.source = 5), "source", "a string", "5"],
+    ["no quantizer", (h) => delete h.quantizer, "quantizer", "an object", "undefined"],
+    ["quantizer []", (h) => (h.quantizer = []), "quantizer", "an object", "[]"],
+    ["quantizer null", (h) => (h.quantizer = null), "quantizer", "an object", "null"],
+    ['quantizer "mse"', (h) => (h.quantizer = "mse"), "quantizer", "an object", '"mse"'],
+  ];
+  for (const [what, edit, field, expected, found] of provenance) {
+    test(`a header with ${what} is refused, naming the field, what was expected and what was found`, async () => {
+      const path = await smallLut4();
+      const { header, data } = lut4Parts(new Uint8Array(readFileSync(path)));
+      edit(header);
+      writeFileSync(path, lut4Forged(header, data));
+      for (const read of [() => readLut4(path), () => lut4Format.read(path), () => loadIntEngine(path)]) {
+        const e = await refusal(read(), Lut4Error);
+        expect([e.field, e.expected, e.found]).toEqual([field, expected, found]);
+        expect(e.message).toBe(`${path}: ${field}: expected ${expected}, got ${found}`);
+      }
+    });
+  }
+
+  test("the writer always writes source and quantizer, and what it writes reads back", async () => {
+    const a = await smallLut4();
+    const { header } = lut4Parts(new Uint8Array(readFileSync(a)));
+    expect([header.source, typeof header.quantizer, Array.isArray(header.quantizer)]).toEqual([
+      "t@step1",
+      "object",
+      false,
+    ]);
+    // writeLut4 without a quantizer record writes an empty object, which the reader accepts.
+    const b = fresh(".lut4");
+    await writeLut4(b, (await readLut4(a)).weights, { source: "", ropeTheta: 10000, rmsNormEps: 1e-6 });
+    const back = await readLut4(b);
+    expect([back.header.source, back.header.quantizer]).toEqual(["", {}]);
+    // A source that is not a string is refused by the writer, before anything is written.
+    const c = fresh(".lut4");
+    const bad = { source: 7 as unknown as string, ropeTheta: 10000, rmsNormEps: 1e-6 };
+    const e = await refusal(writeLut4(c, back.weights, bad), Lut4Error);
+    expect([e.field, e.expected, e.found]).toEqual(["source", "a string", "7"]);
+    expect(() => readFileSync(c)).toThrow();
+  });
+
   test("header_length and truncation: every length the campaign tries is refused cheaply, the minimal reader too", async () => {
     const path = await smallLut4();
     const good = new Uint8Array(readFileSync(path));
@@ -704,5 +758,88 @@ describe("7. session files: refused by the typed error before anything is sized 
     for (const n of [0, 8, 12, 44, 64, 79, 80, 83, 84, bytes.length - 4, bytes.length - 1]) {
       await refusal(Promise.resolve().then(() => engine.restore!(bytes.subarray(0, n), "s")), SessionError);
     }
+  });
+});
+
+// Found by fuzzing: an unknown key holding 100,000 nested arrays was accepted by every reader (JSON.parse
+// takes it), and whatever walked the header after it (info printing it) died of a stack overflow.
+describe("8. JSON nested 100,000 deep: every reader that parses JSON refuses it, naming the path and the limit", () => {
+  const DEEP = "[".repeat(100_000) + "]".repeat(100_000);
+  /** A JSON object's text with one more key, `deep`, holding the 100,000 nested arrays. */
+  const withDeep = (json: string) => json.slice(0, json.lastIndexOf("}")) + `,"deep":${DEEP}}`;
+  const saysLimit = (e: FormatError) => {
+    expect(e.message).toContain(
+      "deep[0][0][0][0][0][0][0][0][0][0][0]…: nested deeper than 64 levels (the limit)",
+    );
+    expect(e.expected).toBe("at most 64 levels of nested arrays and objects");
+  };
+
+  test("lut4: the full reader, the descriptor's read and inspect, the integer engine", async () => {
+    const path = await smallLut4();
+    const { header, data } = lut4Parts(new Uint8Array(readFileSync(path)));
+    writeFileSync(path, lut4Forged(header, data, withDeep));
+    for (const read of [readLut4, lut4Format.read, lut4Format.inspect, loadIntEngine]) {
+      const e = await cheaply(() => refusal(read(path), Lut4Error));
+      expect(e.field).toBe("header");
+      saysLimit(e);
+    }
+    // The minimal reader does not read the key; it may accept the file, never crash.
+    const r = spawnSync(process.execPath, ["readers/lut4.ts", path], { encoding: "utf8" });
+    expect([0, 1]).toContain(r.status);
+    expect(r.stderr.trim().split("\n").filter(Boolean).length).toBeLessThanOrEqual(1);
+  });
+
+  test("safetensors: the full reader refuses (InvalidJson); the minimal reader ends in one line", async () => {
+    const path = fresh(".safetensors");
+    const json = enc.encode(withDeep('{"__metadata__":{"format":"pt"}}'));
+    const file = new Uint8Array(8 + json.length);
+    new DataView(file.buffer).setBigUint64(0, BigInt(json.length), true);
+    file.set(json, 8);
+    writeFileSync(path, file);
+    const e = await cheaply(() => refusal(readSafetensors(path), SafetensorsError));
+    expect(e.code).toBe("InvalidJson");
+    saysLimit(e);
+    const r = spawnSync(process.execPath, ["readers/safetensors.ts", path], { encoding: "utf8" });
+    expect([0, 1]).toContain(r.status);
+    expect(r.stderr.trim().split("\n").filter(Boolean).length).toBeLessThanOrEqual(1);
+  });
+
+  test("Hugging Face: config.json and a sharded index are refused", async () => {
+    const folder = fresh(".hf");
+    await exportHuggingFace(folder, tensors, CFG, { dtype: "f32" });
+    const config = join(folder, "config.json");
+    const good = readFileSync(config, "utf8");
+    writeFileSync(config, withDeep(good));
+    for (const read of [importHuggingFace, hfFormat.read, hfFormat.inspect]) {
+      const e = await cheaply(() => refusal(read(folder), HuggingFaceError));
+      expect(e.code).toBe("InvalidJson");
+      saysLimit(e);
+    }
+    writeFileSync(config, good);
+    const index = join(folder, "model.safetensors.index.json");
+    writeFileSync(index, withDeep('{"weight_map":{}}'));
+    const e = await cheaply(() => refusal(readSafetensorsIndex(index), SafetensorsError));
+    expect(e.code).toBe("InvalidJson");
+    saysLimit(e);
+  });
+
+  test("checkpoint: every reader refuses the header", async () => {
+    const path = await checkpointWith(() => {}, withDeep);
+    for (const read of Object.values(checkpointReaders)) {
+      const e = await cheaply(() => refusal(read(path), CheckpointError));
+      expect(e.field).toBe("header");
+      saysLimit(e);
+    }
+  });
+
+  test("64 levels read, 65 do not (the limit is exact)", () => {
+    const nest = (n: number) => "[".repeat(n) + "]".repeat(n);
+    expect(() => parseStrictJson(nest(64))).not.toThrow();
+    expect(() => parseStrictJson(nest(65))).toThrow(StrictJsonError);
+    expect(() => parseStrictJson(`{"a":${nest(63)}}`)).not.toThrow();
+    expect(() => parseStrictJson(`{"a":${nest(64)}}`)).toThrow(
+      "a[0][0][0][0][0][0][0][0][0][0][0]…: nested deeper",
+    );
+    expect(MAX_JSON_DEPTH).toBe(64);
   });
 });

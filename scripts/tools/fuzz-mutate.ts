@@ -1,40 +1,24 @@
 /**
  * The mutation engine of scripts/tools/fuzz.ts: deterministic, format-agnostic mutators over a file's bytes,
- * steered by the byte map each format gives of its valid file (regions and the integer fields that hold
- * lengths and counts), plus text mutators for headers that are JSON or TOML. Case `i` of seed `s` is
- * always the same file, so any finding is replayed with `--seed s --case i`.
+ * steered by the byte map each format's fuzz hook gives of its valid file (regions and the integer fields
+ * that hold lengths and counts), plus text mutators for headers that are JSON or TOML. Case `i` of seed
+ * `s` is always the same file, so any finding is replayed with `--seed s --case i`. The vocabulary the
+ * hooks share with it (byte maps, mutations, the generator's type) is formats/fuzz-kit.ts.
  *
  * @module
  */
+import { concat, type Mutation, type MutationSpec, type Region, type Rng } from "../../formats/fuzz-kit.ts";
 
-/** A named byte range of a valid file (a prefix field, the header, one metadata entry, the payload). */
-export interface Region {
-  name: string;
-  start: number;
-  end: number;
-}
-
-/** An unsigned little-endian integer field that holds a length, a count, a dim or an offset. */
-export interface NumField {
-  name: string;
-  offset: number;
-  width: 4 | 8;
-}
-
-/** What a format says about its valid file: where things are, for aimed mutations. */
-export interface ByteMap {
-  regions: Region[];
-  fields: NumField[];
-}
-
-/** A small deterministic generator (mulberry32): the same seed gives the same cases on every runtime. */
-export interface Rng {
-  /** A float in [0, 1). */
-  next(): number;
-  /** An integer in [0, n). */
-  int(n: number): number;
-  pick<T>(xs: readonly T[]): T;
-}
+export type {
+  ByteMap,
+  Mutation,
+  MutationSpec,
+  NumField,
+  Region,
+  Rng,
+  TextHeader,
+} from "../../formats/fuzz-kit.ts";
+export { concat };
 
 /** The generator for case `index` of campaign `seed`. */
 export function caseRng(seed: number, index: number): Rng {
@@ -86,27 +70,6 @@ export const INTERESTING_NUMBER_TEXT = [
 
 /** Values written into text headers in place of a value (a string, a list, a table). */
 export const INTERESTING_VALUE_TEXT = ['""', "null", "true", "5", "[]", "{}", "[-96,-256]", "[[1]]", '"x"'];
-
-/** A format's header as text, with the lengths and the format's own checksum recomputed on change. */
-export interface TextHeader {
-  get(file: Uint8Array): string;
-  /** The file with this header text in place; every length and the format's checksum made consistent. */
-  set(file: Uint8Array, text: string): Uint8Array;
-}
-
-/** One mutation: what it did (for the report) and the new bytes. */
-export interface Mutation {
-  kind: string;
-  bytes: Uint8Array;
-}
-
-/** What the mutation engine needs to know about a format. */
-export interface MutationSpec {
-  map: ByteMap;
-  text?: TextHeader;
-  /** Format-specific edits with the format's checksum recomputed (swaps, dtype changes, non-finite values). */
-  edits?: Record<string, (file: Uint8Array, rng: Rng) => Uint8Array | undefined>;
-}
 
 /**
  * Mutates `file` for case `rng`: one of bit flips, byte overwrites in a region, truncation at a region
@@ -211,14 +174,6 @@ function bitflip(file: Uint8Array, rng: Rng, region?: Region): Uint8Array {
     end = region && region.end > region.start ? region.end : out.length;
   const n = 1 + rng.int(rng.next() < 0.7 ? 1 : 8);
   for (let i = 0; i < n; i++) out[start + rng.int(end - start)] ^= 1 << rng.int(8);
-  return out;
-}
-
-/** The byte concatenation of the parts. */
-export function concat(...parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) out.set(p, at), at += p.length;
   return out;
 }
 

@@ -1,7 +1,8 @@
 /**
  * A mutation campaign against every reader ferry has: valid files of each format are mutated (see
- * scripts/tools/fuzz-mutate.ts, steered by each format's byte map in scripts/tools/fuzz-formats.ts) and fed to the
- * format's full readers and to its minimal reader in readers/. Every outcome is classified:
+ * scripts/tools/fuzz-mutate.ts, steered by the byte map of each format's fuzz hook, `formats/NAME-fuzz.ts`,
+ * which scripts/tools/fuzz-formats.ts collects from the registry) and fed to the format's full readers
+ * and to its minimal reader in readers/. Every outcome is classified:
  *
  * - `refused`    the reader refused with the format's typed error (the minimal reader: exit 1, `FILE: why`)
  * - `identical`  accepted, and returned exactly what the valid file gives
@@ -17,7 +18,7 @@
  * its source per case with `process.exit` and the console intercepted, which is about 100 times cheaper
  * than a process per case.
  *
- * Usage: deno run -A scripts/tools/fuzz.ts [--cases N] [--seed S] [--format F] [--json]
+ * Usage: deno run -A scripts/tools/fuzz.ts [--cases N] [--seed S] [--format F] [--json] [--list]
  *
  * @example
  * ```ts
@@ -34,8 +35,12 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { crc32 } from "node:zlib";
 import process from "node:process";
 import { cli, EXIT_USAGE, fail, progress } from "../cli.ts";
-import { FUZZ_FORMATS, type FuzzFormat } from "./fuzz-formats.ts";
+import type { FuzzTarget } from "../../formats/fuzz-kit.ts";
+import { fuzzTargets } from "./fuzz-formats.ts";
 import { caseRng, mutate } from "./fuzz-mutate.ts";
+
+/** Every target, by name: each registered format's (its fuzz hook's) and the other file kinds'. */
+const TARGETS = await fuzzTargets();
 
 const HELP = `
 Mutate valid files of every format and feed them to the full and minimal readers; count the outcomes.
@@ -45,7 +50,7 @@ Usage: deno run -A scripts/tools/fuzz.ts [options]
 Options:
   --cases N      cases per format (default 1000)
   --seed S       campaign seed (default 1); case i of seed S is always the same file
-  --format F     only this format (${Object.keys(FUZZ_FORMATS).join(", ")}); repeatable
+  --format F     only this format (${Object.keys(TARGETS).join(", ")}); repeatable
   --case I       run only case I (with --format), print what happened
   --save DIR     with --case: write the mutated file into DIR
   --batch N      cases per child process (default 400)
@@ -54,6 +59,7 @@ Options:
   --no-minimal   skip the minimal readers
   --no-full      skip the full readers (only the minimal ones)
   --json         print the counts as JSON
+  --list         print the target names as a JSON array, and nothing else
   -h, --help     this text
 
 Exit codes: 0 no other exception, timeout or oversize in any reader; 1 some; 2 usage.
@@ -260,7 +266,7 @@ async function child(
   full = true,
 ) {
   guardAllocations();
-  const fmt = FUZZ_FORMATS[name];
+  const fmt = TARGETS[name];
   const seedDir = join(work, "seed");
   const caseDir = mkdtempSync(join(work, "case-"));
   const copyDir = mkdtempSync(join(work, "reader-"));
@@ -501,7 +507,7 @@ export async function campaign(o: CampaignOptions): Promise<ReaderCounts[]> {
   const results: ReaderCounts[] = [];
   try {
     for (const name of o.formats) {
-      const fmt = FUZZ_FORMATS[name];
+      const fmt = TARGETS[name];
       const work = join(base, name);
       mkdirSync(join(work, "seed"), { recursive: true });
       const made = await fmt.make(join(work, "seed"));
@@ -589,6 +595,7 @@ async function main() {
     "no-minimal": { type: "boolean", default: false },
     "no-full": { type: "boolean", default: false },
     json: { type: "boolean", default: false },
+    list: { type: "boolean", default: false },
     child: { type: "boolean", default: false },
     from: { type: "string" },
     to: { type: "string" },
@@ -601,10 +608,14 @@ async function main() {
     }
     return n;
   };
-  const formats = values.format ?? Object.keys(FUZZ_FORMATS);
+  if (values.list) {
+    console.log(JSON.stringify(Object.keys(TARGETS)));
+    return;
+  }
+  const formats = values.format ?? Object.keys(TARGETS);
   for (const f of formats) {
-    if (!FUZZ_FORMATS[f]) {
-      fail(`--format: unknown format ${f} (expected ${Object.keys(FUZZ_FORMATS).join(", ")})`, EXIT_USAGE);
+    if (!TARGETS[f]) {
+      fail(`--format: unknown format ${f} (expected ${Object.keys(TARGETS).join(", ")})`, EXIT_USAGE);
     }
   }
   const seed = int(values.seed, "seed");
@@ -624,7 +635,7 @@ async function main() {
   if (values.case !== undefined) {
     if (formats.length !== 1) fail("--case needs one --format", EXIT_USAGE);
     const i = int(values.case, "case");
-    if (values.save) await saveCase(FUZZ_FORMATS[formats[0]], seed, i, values.save);
+    if (values.save) await saveCase(TARGETS[formats[0]], seed, i, values.save);
   }
   const cases = int(values.cases, "cases");
   const bar = progress("fuzz", values.case !== undefined ? formats.length : cases * formats.length, {
@@ -666,7 +677,7 @@ async function main() {
 }
 
 // Writes case `i`'s mutated file (and the valid one) into `dir`, for a closer look.
-async function saveCase(fmt: FuzzFormat, seed: number, i: number, dir: string) {
+async function saveCase(fmt: FuzzTarget, seed: number, i: number, dir: string) {
   mkdirSync(dir, { recursive: true });
   const tmp = mkdtempSync(join(tmpdir(), "ferry-fuzz-case-"));
   try {

@@ -1,0 +1,174 @@
+/**
+ * What a format's fuzz hook is made of: the types and helpers that `formats/NAME-fuzz.ts` modules use to
+ * tell the mutation campaign (scripts/tools/fuzz.ts) how to make a small valid file, where things are
+ * in it, how its text header and checksums are rewritten, which full readers to feed it, and which
+ * error a refusal must be. The mutators themselves live with the campaign (scripts/tools/fuzz-mutate.ts);
+ * formats/ holds only the vocabulary, since formats/ may not import scripts/.
+ *
+ * A format's descriptor points at its hook lazily (`fuzz: () => import("./NAME-fuzz.ts")`), so the
+ * readers never load fuzzing code. A hook module exports `FUZZ_TARGETS`: usually one target named after
+ * the format, sometimes more (the Hugging Face folder is attacked in its config.json and in its
+ * model.safetensors).
+ *
+ * @example
+ * ```ts
+ * import { type FuzzTarget } from "./fuzz-kit.ts";
+ * const target: FuzzTarget = {
+ *   name: "f64lines",
+ *   make: async (dir) => ({ file: `${dir}/m.f64lines`, target: `${dir}/m.f64lines` }),
+ *   map: (f) => ({ regions: [{ name: "file", start: 0, end: f.length }], fields: [] }),
+ *   readers: { read: (p) => readF64Lines(p) },
+ *   refusal: (e) => e instanceof F64LinesError,
+ * };
+ * ```
+ * @module
+ */
+import type { ModelConfig } from "../model/config.ts";
+import type { Tensor } from "../model/tensor.ts";
+import { initParams } from "../model/init.ts";
+import { digestOffset } from "./digest.ts";
+
+/** A named byte range of a valid file (a prefix field, the header, one metadata entry, the payload). */
+export interface Region {
+  name: string;
+  start: number;
+  end: number;
+}
+
+/** An unsigned little-endian integer field that holds a length, a count, a dim or an offset. */
+export interface NumField {
+  name: string;
+  offset: number;
+  width: 4 | 8;
+}
+
+/** What a format says about its valid file: where things are, for aimed mutations. */
+export interface ByteMap {
+  regions: Region[];
+  fields: NumField[];
+}
+
+/** A small deterministic generator (mulberry32): the same seed gives the same cases on every runtime. */
+export interface Rng {
+  /** A float in [0, 1). */
+  next(): number;
+  /** An integer in [0, n). */
+  int(n: number): number;
+  pick<T>(xs: readonly T[]): T;
+}
+
+/** A format's header as text, with the lengths and the format's own checksum recomputed on change. */
+export interface TextHeader {
+  get(file: Uint8Array): string;
+  /** The file with this header text in place; every length and the format's checksum made consistent. */
+  set(file: Uint8Array, text: string): Uint8Array;
+}
+
+/** One mutation: what it did (for the report) and the new bytes. */
+export interface Mutation {
+  kind: string;
+  bytes: Uint8Array;
+}
+
+/** What the mutation engine needs to know about a format. */
+export interface MutationSpec {
+  map: ByteMap;
+  text?: TextHeader;
+  /** Format-specific edits with the format's checksum recomputed (swaps, dtype changes, non-finite values). */
+  edits?: Record<string, (file: Uint8Array, rng: Rng) => Uint8Array | undefined>;
+}
+
+/** A valid file made for a campaign: `file` is the one mutated, `target` what the readers are given. */
+export interface FuzzSeed {
+  file: string;
+  target: string;
+}
+
+/** One kind of file under attack (a format, or part of one: the Hugging Face folder's config.json). */
+export interface FuzzTarget extends Omit<MutationSpec, "map"> {
+  /** The campaign's `--format` name. */
+  name: string;
+  /** Writes the valid file (and anything beside it that the readers need) into `dir`. */
+  make(dir: string): Promise<FuzzSeed>;
+  /** The byte map of the valid file. */
+  map(file: Uint8Array): ByteMap;
+  /** The full readers, by name: each returns what it read (compared with what it read from the valid file). */
+  readers: Record<string, (target: string) => Promise<unknown>>;
+  /** Whether an exception is a refusal with this format's typed error. */
+  refusal(e: unknown): boolean;
+  /** Recomputes the checksums ferry adds of its own, as a forger would (applied to half the cases). */
+  reseal?: (file: Uint8Array) => Uint8Array;
+  /** The minimal reader (path from the repository root), given the file and every tensor name. */
+  minimal?: string;
+  /**
+   * Why a mutation that a reader accepted with a different result could pass: what no checksum of the
+   * format covers (or that the mutation forged the checksums). Undefined means it should not have passed.
+   */
+  explain?: (m: Mutation) => string | undefined;
+}
+
+/** What a hook module (`formats/NAME-fuzz.ts`) exports. */
+export interface FuzzHook {
+  readonly FUZZ_TARGETS: readonly FuzzTarget[];
+}
+
+/** The model every fuzzed file holds: the smallest shape every float format accepts (byte vocab, one layer). */
+export const FUZZ_CONFIG: ModelConfig = {
+  vocab_size: 258,
+  hidden_size: 8,
+  intermediate_size: 8,
+  num_hidden_layers: 1,
+  num_attention_heads: 2,
+  num_key_value_heads: 1,
+  head_dim: 4,
+  rms_norm_eps: 1e-6,
+  rope_theta: 10000,
+  max_position_embeddings: 64,
+  tie_word_embeddings: true,
+};
+
+/** The model of every fuzzed lut4 file and session: the smallest shape the integer engine takes. */
+export const FUZZ_LUT4_CONFIG: ModelConfig = {
+  vocab_size: 258,
+  hidden_size: 32,
+  intermediate_size: 32,
+  num_hidden_layers: 1,
+  num_attention_heads: 2,
+  num_key_value_heads: 1,
+  head_dim: 16,
+  rms_norm_eps: 1e-6,
+  rope_theta: 10000,
+  max_position_embeddings: 16,
+  tie_word_embeddings: true,
+};
+
+/** The tensors of `FUZZ_CONFIG` every fuzzed float file holds (seeded: the same on every run). */
+export function fuzzTensors(): Tensor[] {
+  return initParams(FUZZ_CONFIG, 7);
+}
+
+/** The explanation of a case whose every checksum was recomputed after the edit. */
+export const FORGED = "forged: every checksum the file carries was recomputed after the edit";
+
+/** The explanation of a case in which ferry's own whole-file digest was removed or damaged. */
+export const DIGEST_GONE =
+  "ferry.sha256 removed or damaged: the file reads as one not written by ferry, which no checksum covers";
+
+/** Whether a (mutated) file still carries ferry's whole-file digest, found exactly once where its needle says. */
+export function sealedBy(bytes: Uint8Array, needle: Uint8Array): boolean {
+  const found = digestOffset(bytes, needle);
+  return found !== undefined && "at" in found;
+}
+
+/** The byte concatenation of the parts. */
+export function concat(...parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) out.set(p, at), at += p.length;
+  return out;
+}
+
+/** A DataView over exactly these bytes. */
+export function view(b: Uint8Array): DataView {
+  return new DataView(b.buffer, b.byteOffset, b.byteLength);
+}

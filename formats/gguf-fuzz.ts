@@ -1,0 +1,221 @@
+/**
+ * The fuzz hook of GGUF (formats/gguf.md) for scripts/tools/fuzz.ts: a small valid file walked into its
+ * byte map (every key, value, count and tensor info), edits that re-encode it from its parts (names and
+ * types swapped, hyperparameters, duplicated or dropped keys, non-finite values), the reseal of ferry's
+ * `ferry.sha256`, and the minimal reader `readers/gguf.ts`.
+ *
+ * @example
+ * ```ts
+ * const { FUZZ_TARGETS } = await ggufFormat.fuzz(); // [the gguf target]
+ * ```
+ * @module
+ */
+import { join } from "node:path";
+import {
+  concat,
+  DIGEST_GONE,
+  FORGED,
+  FUZZ_CONFIG,
+  type FuzzTarget,
+  fuzzTensors,
+  type NumField,
+  type Region,
+  sealedBy,
+  view,
+} from "./fuzz-kit.ts";
+import { sealDigest } from "./digest.ts";
+import { GGUF_DIGEST_NEEDLE, GgufError, readGguf, writeGguf } from "./gguf.ts";
+
+const enc = new TextEncoder(), dec = new TextDecoder();
+
+interface GgufKv {
+  key: string;
+  type: number;
+  raw: Uint8Array;
+}
+interface GgufInfo {
+  name: string;
+  ne: bigint[];
+  type: number;
+  offset: bigint;
+}
+
+const SCALAR = [1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8];
+
+// Walks a valid (ferry-written) GGUF file: the byte map, and its parts for edits that re-encode it.
+function walkGguf(f: Uint8Array) {
+  const d = view(f);
+  const regions: Region[] = [{ name: "magic", start: 0, end: 4 }, { name: "version", start: 4, end: 8 }];
+  const fields: NumField[] = [
+    { name: "version", offset: 4, width: 4 },
+    { name: "tensor_count", offset: 8, width: 8 },
+    { name: "kv_count", offset: 16, width: 8 },
+  ];
+  let p = 24;
+  const str = (what: string) => {
+    fields.push({ name: `${what}.length`, offset: p, width: 8 });
+    const n = Number(d.getBigUint64(p, true));
+    const s = dec.decode(f.subarray(p + 8, p + 8 + n));
+    p += 8 + n;
+    return s;
+  };
+  const value = (t: number, what: string): void => {
+    if (t === 8) str(what);
+    else if (t === 9) {
+      const e = d.getUint32(p, true);
+      fields.push({ name: `${what}.count`, offset: p + 4, width: 8 });
+      const n = Number(d.getBigUint64(p + 4, true));
+      p += 12;
+      for (let i = 0; i < n; i++) value(e, `${what}[]`);
+    } else {
+      if (t === 4) fields.push({ name: what, offset: p, width: 4 });
+      p += SCALAR[t];
+    }
+  };
+  const kvs: GgufKv[] = [];
+  const nT = Number(d.getBigUint64(8, true)), nKv = Number(d.getBigUint64(16, true));
+  for (let i = 0; i < nKv; i++) {
+    const start = p;
+    const key = str(`kv[${i}].key`);
+    const type = d.getUint32(p, true);
+    fields.push({ name: `${key}.type`, offset: p, width: 4 });
+    p += 4;
+    const vstart = p;
+    value(type, key);
+    kvs.push({ key, type, raw: f.slice(vstart, p) });
+    regions.push({ name: key, start, end: p });
+  }
+  const infos: GgufInfo[] = [];
+  for (let i = 0; i < nT; i++) {
+    const start = p;
+    const name = str(`tensor[${i}].name`);
+    fields.push({ name: `${name}.n_dims`, offset: p, width: 4 });
+    const nd = d.getUint32(p, true);
+    p += 4;
+    const ne: bigint[] = [];
+    for (let j = 0; j < nd; j++) {
+      fields.push({ name: `${name}.ne[${j}]`, offset: p, width: 8 }),
+        ne.push(d.getBigUint64(p, true)),
+        p += 8;
+    }
+    fields.push({ name: `${name}.type`, offset: p, width: 4 });
+    const type = d.getUint32(p, true);
+    fields.push({ name: `${name}.offset`, offset: p + 4, width: 8 });
+    const offset = d.getBigUint64(p + 4, true);
+    p += 12;
+    infos.push({ name, ne, type, offset });
+    regions.push({ name: `tensor info ${name}`, start, end: p });
+  }
+  const dataStart = Math.ceil(p / 32) * 32;
+  regions.push({ name: "padding", start: p, end: dataStart }, {
+    name: "data",
+    start: dataStart,
+    end: f.length,
+  });
+  return { map: { regions, fields }, kvs, infos, dataStart };
+}
+
+// Re-encodes a GGUF file from parts (the data section is kept as it is).
+function ggufJoin(kvs: GgufKv[], infos: GgufInfo[], data: Uint8Array): Uint8Array {
+  const parts: Uint8Array[] = [];
+  const u32 = (x: number) => {
+    const b = new Uint8Array(4);
+    view(b).setUint32(0, x, true);
+    parts.push(b);
+  };
+  const u64 = (x: bigint) => {
+    const b = new Uint8Array(8);
+    view(b).setBigUint64(0, x, true);
+    parts.push(b);
+  };
+  const str = (s: string) => {
+    const b = enc.encode(s);
+    u64(BigInt(b.length));
+    parts.push(b);
+  };
+  parts.push(enc.encode("GGUF"));
+  u32(3);
+  u64(BigInt(infos.length));
+  u64(BigInt(kvs.length));
+  for (const kv of kvs) str(kv.key), u32(kv.type), parts.push(kv.raw);
+  for (const t of infos) {
+    str(t.name), u32(t.ne.length);
+    for (const n of t.ne) u64(n);
+    u32(t.type), u64(t.offset);
+  }
+  const head = concat(...parts);
+  return concat(head, new Uint8Array(Math.ceil(head.length / 32) * 32 - head.length), data);
+}
+
+function ggufEdit(f: Uint8Array, edit: (kvs: GgufKv[], infos: GgufInfo[]) => boolean) {
+  const w = walkGguf(f);
+  return edit(w.kvs, w.infos) ? ggufJoin(w.kvs, w.infos, f.subarray(w.dataStart)) : undefined;
+}
+
+const gguf: FuzzTarget = {
+  name: "gguf",
+  async make(dir) {
+    const file = join(dir, "m.gguf");
+    await writeGguf(file, fuzzTensors(), FUZZ_CONFIG, { type: "f16" });
+    return { file, target: file };
+  },
+  map: (f) => walkGguf(f).map,
+  edits: {
+    "swap names": (f, rng) =>
+      ggufEdit(f, (_kvs, infos) => {
+        const a = rng.pick(infos), b = rng.pick(infos);
+        [a.name, b.name] = [b.name, a.name];
+        return a !== b;
+      }),
+    "type": (f, rng) =>
+      ggufEdit(f, (_kvs, infos) => {
+        rng.pick(infos).type = rng.pick([0, 1, 30, 8, 2, 99]); // F32, F16, BF16, Q8_0, Q4_0, unknown
+        return true;
+      }),
+    "hparam": (f, rng) =>
+      ggufEdit(f, (kvs) => {
+        const u32s = kvs.filter((k) => k.type === 4 || k.type === 6);
+        const kv = rng.pick(u32s);
+        const b = new Uint8Array(4);
+        const v = rng.pick([0, 1, 2 ** 31, 2 ** 32 - 1, 99999, 3]);
+        if (kv.type === 6) view(b).setFloat32(0, rng.pick([NaN, Infinity, 0, -1, 1e-30, 1e30]), true);
+        else view(b).setUint32(0, v, true);
+        kv.raw = b;
+        return true;
+      }),
+    "duplicate kv": (f, rng) =>
+      ggufEdit(f, (kvs) => {
+        kvs.splice(rng.int(kvs.length), 0, rng.pick(kvs));
+        return true;
+      }),
+    "drop kv": (f, rng) => ggufEdit(f, (kvs) => (kvs.splice(rng.int(kvs.length), 1), true)),
+    "swap kvs": (f, rng) =>
+      ggufEdit(f, (kvs) => {
+        const i = rng.int(kvs.length), j = rng.int(kvs.length);
+        [kvs[i], kvs[j]] = [kvs[j], kvs[i]];
+        return i !== j;
+      }),
+    "swap infos": (f, rng) =>
+      ggufEdit(f, (_kvs, infos) => {
+        const i = rng.int(infos.length), j = rng.int(infos.length);
+        [infos[i], infos[j]] = [infos[j], infos[i]];
+        return i !== j;
+      }),
+    "non-finite": (f, rng) => {
+      const w = walkGguf(f);
+      const out = f.slice();
+      const at = w.dataStart + 2 * rng.int((f.length - w.dataStart) / 2);
+      view(out).setUint16(at, rng.pick([0x7c00, 0xfc00, 0x7e00]), true);
+      return out;
+    },
+  },
+  readers: { readGguf: (p) => readGguf(p) },
+  refusal: (e) => e instanceof GgufError,
+  reseal: (f) => sealDigest(f, GGUF_DIGEST_NEEDLE),
+  explain: (m) =>
+    m.kind.endsWith("+resealed") ? FORGED : !sealedBy(m.bytes, GGUF_DIGEST_NEEDLE) ? DIGEST_GONE : undefined,
+  minimal: "readers/gguf.ts",
+};
+
+/** What scripts/tools/fuzz.ts attacks: one GGUF file. */
+export const FUZZ_TARGETS: readonly FuzzTarget[] = [gguf];

@@ -1,0 +1,66 @@
+/**
+ * The integer weights of a lut4 file, as the reader hands them out and the quantizer makes them: the
+ * types `formats/lut4.ts` (the file) and `formats/lut4-quantize.ts` (float weights → integers) share,
+ * here so that neither module imports the other for its types. Spec: formats/lut4.md.
+ *
+ * @example
+ * ```ts
+ * import type { Lut4Weights } from "./lut4-types.ts";
+ * const layers = (w: Lut4Weights) => w.shape.layers;
+ * ```
+ * @module
+ */
+import type { LutMatrix } from "../kernels/int/gemv.ts";
+
+/** How the output head is stored: `tied` reads the embedding matrix (final-norm gain applied at run
+ * time), `separate` stores a second copy with the final-norm gain folded in. */
+export type HeadMode = "tied" | "separate";
+
+/** The model's shape, under the reference's key names (header key `shape`, snake_case there). */
+export interface Lut4Shape {
+  vocab: number;
+  width: number;
+  layers: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  ffn: number;
+  maxPositions: number;
+}
+
+/** A per-channel gain: int16 values meaning values[i] · 2^exp. */
+export interface GainTable {
+  values: Int16Array;
+  exp: number;
+}
+
+/** Everything the integer engine reads from a lut4 file, as integers. */
+export interface Lut4Weights {
+  shape: Lut4Shape;
+  /** rms_norm_eps = epsMantissa · 2^epsExp. */
+  epsMantissa: number;
+  epsExp: number;
+  embed: LutMatrix;
+  /** null: the head is the embedding matrix (tied), with `finalGain` applied before it. */
+  head: LutMatrix | null;
+  finalGain: GainTable | null;
+  layers: {
+    q: LutMatrix;
+    k: LutMatrix;
+    v: LutMatrix;
+    o: LutMatrix;
+    gate: LutMatrix;
+    up: LutMatrix;
+    down: LutMatrix;
+    qGain: GainTable;
+    kGain: GainTable;
+  }[];
+  /** round(2^30 · exp(−i/256)). */
+  exp: Int32Array;
+  /** round(2^16 · silu((i − siluHalf)/256)). */
+  silu: Int32Array;
+  siluHalf: number;
+  /** round(2^14 · cos / sin(p · θ^(−2i/head_dim))), [position][i]. */
+  ropeCos: Int16Array;
+  ropeSin: Int16Array;
+}

@@ -1,0 +1,103 @@
+// The format registry (formats/mod.ts `FORMATS`) is the one list of formats: export, load, info, measure
+// and the fuzzer iterate it. So a format must not be registerable without what the rest of the house
+// expects of it: a spec (formats/NAME.md), a standalone minimal reader (readers/NAME.ts) and a fuzz hook
+// (formats/NAME-fuzz.ts) with a target named after it. This test fails when one is missing, and shows it
+// would by catching a fake registration.
+import { expect, setDefaultTimeout, test } from "bun:test";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { FORMATS } from "../formats/mod.ts";
+import type { FormatDescriptor } from "../formats/format.ts";
+import { dmexpFormat } from "../formats/dmexp.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+
+const ROOT = join(import.meta.dir, "..");
+
+/** What each format lacks, one line per problem (`NAME: what`); empty when every format is complete. */
+async function registryProblems(formats: readonly FormatDescriptor[]): Promise<string[]> {
+  const out: string[] = [];
+  const file = (f: FormatDescriptor, what: string, path: unknown, folder: string, ext: string) => {
+    const ok = typeof path === "string" && path.startsWith(`${folder}/`) && path.endsWith(ext) &&
+      existsSync(join(ROOT, path));
+    if (!ok) out.push(`${f.name}: no ${what} (${folder}/NAME${ext}): ${String(path)}`);
+  };
+  for (const f of formats) {
+    file(f, "spec", f.spec, "formats", ".md");
+    file(f, "minimal reader", f.minimalReader, "readers", ".ts");
+    let names: string[] = [];
+    try {
+      const hook = await f.fuzz();
+      const targets = hook.FUZZ_TARGETS ?? [];
+      names = targets.map((t) => t.name);
+      for (const t of targets) {
+        const complete = [t.make, t.map, t.refusal].every((x) => typeof x === "function") &&
+          Object.keys(t.readers ?? {}).length > 0;
+        if (!complete) out.push(`${f.name}: fuzz target ${t.name} lacks make, map, readers or refusal`);
+      }
+    } catch (e) {
+      out.push(`${f.name}: no fuzz hook: ${(e as Error)?.message ?? e}`);
+      continue;
+    }
+    if (!names.includes(f.name)) out.push(`${f.name}: its fuzz hook has no target named ${f.name}`);
+  }
+  const dup = (key: (f: FormatDescriptor) => string) =>
+    formats.map(key).filter((k, i, all) => all.indexOf(k) !== i);
+  for (const n of dup((f) => f.name)) out.push(`${n}: registered twice`);
+  for (const x of dup((f) => f.extension)) out.push(`${x}: two formats share this extension`);
+  return out;
+}
+
+test("every registered format has its spec, its minimal reader and its fuzz hook", async () => {
+  expect(FORMATS.length).toBeGreaterThanOrEqual(5);
+  expect(await registryProblems(FORMATS)).toEqual([]);
+});
+
+test("a format registered without them is caught, each thing by name", async () => {
+  const fake: FormatDescriptor = {
+    ...dmexpFormat,
+    name: "fake",
+    extension: ".fake",
+    spec: "formats/fake.md",
+    minimalReader: "readers/fake.ts",
+    fuzz: () => Promise.resolve({ FUZZ_TARGETS: [] }),
+  };
+  expect(await registryProblems([...FORMATS, fake])).toEqual([
+    "fake: no spec (formats/NAME.md): formats/fake.md",
+    "fake: no minimal reader (readers/NAME.ts): readers/fake.ts",
+    "fake: its fuzz hook has no target named fake",
+  ]);
+  // A descriptor written without the fields at all (a plain object cast to the type), and a hook module
+  // that does not exist, are caught the same way rather than crashing the check.
+  const bare = { ...dmexpFormat, name: "bare", extension: ".bare" } as Partial<FormatDescriptor>;
+  delete bare.spec, delete bare.minimalReader;
+  bare.fuzz = () => import("../formats/no-such-fuzz.ts" as string);
+  const problems = await registryProblems([bare as FormatDescriptor]);
+  expect(problems.slice(0, 2)).toEqual([
+    "bare: no spec (formats/NAME.md): undefined",
+    "bare: no minimal reader (readers/NAME.ts): undefined",
+  ]);
+  expect(problems[2]).toStartWith("bare: no fuzz hook: ");
+  // Paths outside their folder do not count, even when the file exists.
+  const elsewhere = { ...dmexpFormat, spec: "README.md", minimalReader: "formats/dmexp.ts" };
+  expect(await registryProblems([elsewhere])).toEqual([
+    "dmexp: no spec (formats/NAME.md): README.md",
+    "dmexp: no minimal reader (readers/NAME.ts): formats/dmexp.ts",
+  ]);
+  expect(await registryProblems([dmexpFormat, dmexpFormat])).toEqual([
+    "dmexp: registered twice",
+    ".dmexp: two formats share this extension",
+  ]);
+});
+
+test("each format's hook targets read the format's own files (the target's name is the format's)", async () => {
+  for (const f of FORMATS) {
+    const { FUZZ_TARGETS } = await f.fuzz();
+    const own = FUZZ_TARGETS.find((t) => t.name === f.name)!;
+    expect({ format: f.name, minimal: own.minimal ?? null }).toEqual({
+      format: f.name,
+      // hf attacks config.json, which has no minimal reader; its weights' reader runs on the safetensors target.
+      minimal: f.name === "hf" ? null : f.minimalReader,
+    });
+  }
+});
