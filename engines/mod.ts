@@ -18,10 +18,13 @@ import { FormatError } from "../model/error.ts";
 import { CheckpointError, isCheckpointFile } from "../formats/checkpoint.ts";
 import { formatOf } from "../formats/mod.ts";
 import type { FormatDescriptor } from "../formats/format.ts";
+import type { Kernels } from "../kernels/kernels.ts";
 
-/** Options of a factory: progress while the export is read. */
+/** Options of a factory: progress while the export is read, and the float kernels. */
 export interface EngineLoadOptions {
   onProgress?: (done: number, total: number) => void;
+  /** The kernel set of an engine that runs on kernels/kernels.ts (the float engine; `--kernels`). */
+  kernels?: Kernels;
 }
 
 /**
@@ -41,11 +44,16 @@ export type EngineFactory = (
  * to know nothing of formats (model/ and kernels/ may not import formats/).
  */
 export function fromTensors(
-  create: (config: ModelConfig, tensors: Tensor[], source: string) => Engine | Promise<Engine>,
+  create: (
+    config: ModelConfig,
+    tensors: Tensor[],
+    source: string,
+    options: EngineLoadOptions,
+  ) => Engine | Promise<Engine>,
 ): EngineFactory {
   return async (path, format, options) => {
     const { config, tensors } = await format.read(path, options);
-    return await create(config, tensors, path);
+    return await create(config, tensors, path, options);
   };
 }
 
@@ -54,8 +62,8 @@ export const ENGINES: Readonly<Record<string, () => Promise<EngineFactory>>> = {
   // The tensors were just read from the file for this engine alone: frozen.
   float: async () => {
     const { createFloatEngine } = await import("./float.ts");
-    return fromTensors((config, tensors, source) =>
-      createFloatEngine(config, tensors, source, { frozen: true })
+    return fromTensors((config, tensors, source, { kernels }) =>
+      createFloatEngine(config, tensors, source, { frozen: true, kernels })
     );
   },
   int: async () => (await import("./int/engine.ts")).intEngineFactory,
