@@ -2,8 +2,8 @@
  * The integer engine behind the one engine interface (model/engine.ts). This module is the adapter,
  * not the engine: it reads the lut4 file, turns the caller's float sampling options into fixed point,
  * and converts the fixed-point logits to floats for callers that measure. It is deliberately outside the
- * audited set (tests/audit.test.ts); everything that serves a token — int-forward.ts, int-sampler.ts
- * and kernels/int/ — is inside it and never sees a float.
+ * audited set (tests/audit.test.ts); everything that serves a token — model.ts, forward.ts, simd.ts,
+ * sampler.ts and kernels/int/ — is inside it and never sees a float.
  *
  * @example
  * ```ts
@@ -21,7 +21,8 @@ import type { FormatDescriptor } from "../../formats/format.ts";
 import { type Lut4File, readLut4 } from "../../formats/lut4.ts";
 import { decodeSession, encodeSession, type SessionShape } from "../../formats/session.ts";
 import { createLutSums } from "../../kernels/wasm/int-lut.ts";
-import { buildIntModel, type IntModel, type IntState, LOGIT_EXP, newState, step } from "./forward.ts";
+import { LOGIT_EXP, step } from "./forward.ts";
+import { buildIntModel, type IntModel, type IntState, newState } from "./model.ts";
 import { lutMatrices, useLut, vectorRoom } from "./simd.ts";
 import { type IntSampling, sample, samplerScratch, seedRng } from "./sampler.ts";
 
