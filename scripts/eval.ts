@@ -72,7 +72,7 @@ await run(async () => {
     step = ck.step;
   } else {
     if (a.weights !== "model") fail(`--weights ${a.weights}: an export holds one set of weights`, EXIT_USAGE);
-    engine = await loadEngine(path, a.engine, { kernels });
+    engine = await loadEngine(path, a.engine, { kernels, onNote: (line) => console.error(line) });
   }
   const { heldOut } = await loadBrown();
   const windows = evalWindows(heldOut, count);

@@ -113,6 +113,7 @@ async function main(): Promise<void> {
   let bar: Progress | undefined, shown = 0;
   const engine = await loadEngine(path, values.engine, {
     kernels,
+    onNote: (line) => console.error(line),
     onProgress: (done, total) => {
       if (total < 64 << 20) return; // a small model loads faster than a bar could draw
       bar ??= progress("load", Math.ceil(total / (1 << 20)), { unit: "MiB" });

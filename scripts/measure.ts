@@ -113,7 +113,7 @@ await run(async () => {
   try {
     for (const [format, dtype] of variants) {
       const s = await exportCheckpoint({ input, output: dir, format, dtype });
-      const engine = await loadEngine(s.file, a.engine, { kernels });
+      const engine = await loadEngine(s.file, a.engine, { kernels, onNote: (line) => console.error(line) });
       const got = await profileEngine(engine, windows, prompts, 64, () => bar.tick());
       engine.dispose?.();
       let maxAbs = 0, sumAbs = 0, top1 = 0, kl = 0;
