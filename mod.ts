@@ -42,13 +42,28 @@ export {
   UsageError,
 } from "./formats/export.ts";
 export type { Engine, EngineSession, LogitsWanted, SamplingOptions } from "./model/engine.ts";
-export { type EngineFactory, engineKinds, ENGINES, fromTensors, loadEngine } from "./engines/mod.ts";
-export { createFloatEngine, floatEngineOf, type FloatEngineOptions } from "./engines/float.ts";
 export {
-  generateAll,
-  type GenerateOptions as EngineGenerateOptions,
-  generateTokens,
-} from "./model/generate.ts";
+  DEFAULT_ENGINE,
+  type EngineEntry,
+  type EngineFactory,
+  engineKinds,
+  type EngineLoadOptions,
+  ENGINES,
+  fromTensors,
+  loadEngine,
+  type Runtime,
+} from "./engines/mod.ts";
+export { createFloatEngine, floatEngineOf, type FloatEngineOptions } from "./engines/float.ts";
+export { generateAll, type GenerateOptions, generateTokens } from "./model/generate.ts";
+export {
+  checkSampling,
+  checkSeed,
+  GREEDY,
+  MAX_TEMPERATURE,
+  SAMPLING_EXPECTED,
+  type SamplingChoice,
+  SamplingError,
+} from "./model/sampling.ts";
 export { FormatError, type RefusalDetail } from "./model/error.ts";
 
 // The one tensor type and the model's shape.
@@ -67,8 +82,9 @@ export {
   validateConfig,
 } from "./model/config.ts";
 
-// The float reference model, tokenizer and sampling.
+// The float reference model, the kernel sets it runs on, the tokenizer and the float sampler.
 export { buildModel, createCache, forward, type KVCache, type Model } from "./model/qwen3.ts";
+export { defaultKernels, KERNELS, type Kernels, kernelSet, type KernelsName } from "./kernels/kernels.ts";
 export { initParams } from "./model/init.ts";
 export {
   BOS,
@@ -81,7 +97,7 @@ export {
   EOS,
   EOS_TOKEN,
 } from "./model/tokenizer.ts";
-export { generate, type GenerateOptions, pickToken, sampleToken } from "./model/sample.ts";
+export { pickToken } from "./model/sample.ts";
 export { createRng, type Rng } from "./model/random.ts";
 
 // Data and measurement.

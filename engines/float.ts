@@ -12,21 +12,24 @@
  * ```
  * @module
  */
-import { freezeWeights } from "../kernels/kernels.ts";
+import type { Kernels } from "../kernels/kernels.ts";
 import type { ModelConfig } from "../model/config.ts";
 import type { Engine, EngineSession, LogitsWanted, SamplingOptions } from "../model/engine.ts";
 import { buildModel, createCache, forward, type Model } from "../model/qwen3.ts";
 import { createRng, type Rng } from "../model/random.ts";
 import { pickToken } from "../model/sample.ts";
+import { checkSampling, checkSeed } from "../model/sampling.ts";
 import type { Tensor } from "../model/tensor.ts";
 
-/** How a float engine may treat the tensors it is given. */
+/** How a float engine runs, and how it may treat the tensors it is given. */
 export interface FloatEngineOptions {
   /**
    * The caller will never write the tensors again (they were read from a file for this engine alone),
-   * so the kernels may keep prepared copies of them: see kernels/kernels.ts `freezeWeights`.
+   * so the kernels may keep prepared copies of them: see kernels/types.ts `Kernels.freeze`.
    */
   frozen?: boolean;
+  /** The kernel set (kernels/kernels.ts `kernelSet`; default the WebAssembly SIMD set where there is one). */
+  kernels?: Kernels;
 }
 
 /**
@@ -39,12 +42,15 @@ export function createFloatEngine(
   source = "tensors",
   options: FloatEngineOptions = {},
 ): Engine {
-  const model = buildModel(config, tensors, source);
-  if (options.frozen) freezeWeights(tensors.map((t) => t.data));
+  const model = buildModel(config, tensors, source, options.kernels);
+  if (options.frozen) { for (const t of tensors) model.kernels.freeze(t.data); }
   return floatEngineOf(model, source);
 }
 
-/** The float engine over a model already built (the trainer evaluates its live weights this way). */
+/**
+ * The float engine over a model already built, on the model's kernel set: how a model made in memory
+ * (live training weights, a test's random init) generates and is measured through the `Engine` interface.
+ */
 export function floatEngineOf(model: Model, source = "model"): Engine {
   return {
     kind: "float",
@@ -81,11 +87,12 @@ function floatSession(model: Model): EngineSession {
       }
     },
     pick(options: SamplingOptions = {}) {
+      const choice = checkSampling(options);
       if (!pending) throw new Error("pick: nothing fed yet, so there is no next-token distribution");
-      return pickToken(pending, 0, V, options, rng);
+      return pickToken(pending, 0, V, choice, rng);
     },
     seed(seed: number) {
-      rng = createRng(seed);
+      rng = createRng(checkSeed(seed));
     },
   };
 }

@@ -1,13 +1,17 @@
 /**
- * The engine table and the loader: reader -> tensors -> engine. `ENGINES` maps an engine's kind to
- * a factory that builds it from an export; each factory is imported lazily, so an engine's code (the
- * WebGPU one needs Deno) is loaded only when that engine is asked for. A new engine is one module and
- * one line in `ENGINES`.
+ * The engine table and the loader: reader -> tensors -> engine. `ENGINES` is the one registry of
+ * engines: each entry names the runtimes it runs on and a factory that builds it from an export, its
+ * module imported lazily, so an engine's code (the WebGPU one needs Deno) is loaded only when that
+ * engine is asked for. A new engine is one module and one line in `ENGINES`. Which engine runs a
+ * format's files by default follows from what the format stores (`FormatDescriptor.weights`), in one
+ * table, `DEFAULT_ENGINE`: formats and engines never name each other.
  *
  * @example
  * ```ts
- * const engine = await loadEngine("out/ferry.bf16.dmexp");          // the format's natural engine
- * const gpu = await loadEngine("out/ferry.bf16.dmexp", "webgpu");   // another, once it is in the table
+ * const engine = await loadEngine("out/ferry.bf16.dmexp");          // float weights: the float engine
+ * const int = await loadEngine("out/ferry.bf16.dmexp", "int", {      // any export on any engine
+ *   onNote: (line) => console.error(line),                           // "quantized ... to lut4 on load ..."
+ * });
  * ```
  * @module
  */
@@ -15,13 +19,22 @@ import type { ModelConfig } from "../model/config.ts";
 import type { Engine } from "../model/engine.ts";
 import type { Tensor } from "../model/tensor.ts";
 import { FormatError } from "../model/error.ts";
+import type { Kernels } from "../kernels/kernels.ts";
 import { CheckpointError, isCheckpointFile } from "../formats/checkpoint.ts";
 import { formatOf } from "../formats/mod.ts";
 import type { FormatDescriptor } from "../formats/format.ts";
 
-/** Options of a factory: progress while the export is read. */
+/** What a factory is told besides the path: progress, where to send notes, the float kernels. */
 export interface EngineLoadOptions {
+  /** Progress while the export is read. */
   onProgress?: (done: number, total: number) => void;
+  /**
+   * One line for the user (a CLI prints it on stderr) when loading did more than read the file, e.g.
+   * `quantized out/ferry.bf16.dmexp to lut4 on load (as export --format lut4 would)`.
+   */
+  onNote?: (line: string) => void;
+  /** The kernel set of an engine that runs on kernels/kernels.ts (the float engine; `--kernels`). */
+  kernels?: Kernels;
 }
 
 /**
@@ -35,31 +48,62 @@ export type EngineFactory = (
   options: EngineLoadOptions,
 ) => Promise<Engine>;
 
+/** A JavaScript runtime ferry runs on. */
+export type Runtime = "deno" | "bun";
+
+/** One engine of the table. */
+export interface EngineEntry {
+  /** The runtimes it runs on; tests/engine.test.ts loads it on the shipped model on each one it claims. */
+  runtimes: readonly Runtime[];
+  /** Why it does not run on the other runtimes (absent when it runs on all). */
+  elsewhere?: string;
+  /** Its factory, its module imported only now. */
+  factory: () => Promise<EngineFactory>;
+}
+
 /**
  * The factory of an engine built from a config and named f32 tensors (the float and WebGPU engines):
  * the export is read through its format's full reader, then handed over. Such an engine's module needs
  * to know nothing of formats (model/ and kernels/ may not import formats/).
  */
 export function fromTensors(
-  create: (config: ModelConfig, tensors: Tensor[], source: string) => Engine | Promise<Engine>,
+  create: (
+    config: ModelConfig,
+    tensors: Tensor[],
+    source: string,
+    options: EngineLoadOptions,
+  ) => Engine | Promise<Engine>,
 ): EngineFactory {
   return async (path, format, options) => {
     const { config, tensors } = await format.read(path, options);
-    return await create(config, tensors, path);
+    return await create(config, tensors, path, options);
   };
 }
 
 /** Every engine, by kind; each loads its module only when used (WebGPU code never loads under Bun). */
-export const ENGINES: Readonly<Record<string, () => Promise<EngineFactory>>> = {
+export const ENGINES: Readonly<Record<string, EngineEntry>> = {
   // The tensors were just read from the file for this engine alone: frozen.
-  float: async () => {
-    const { createFloatEngine } = await import("./float.ts");
-    return fromTensors((config, tensors, source) =>
-      createFloatEngine(config, tensors, source, { frozen: true })
-    );
+  float: {
+    runtimes: ["deno", "bun"],
+    factory: async () => {
+      const { createFloatEngine } = await import("./float.ts");
+      return fromTensors((config, tensors, source, { kernels }) =>
+        createFloatEngine(config, tensors, source, { frozen: true, kernels })
+      );
+    },
   },
-  int: async () => (await import("./int/engine.ts")).intEngineFactory,
-  webgpu: async () => (await import("./webgpu.ts")).loadWebGpuEngine,
+  int: { runtimes: ["deno", "bun"], factory: async () => (await import("./int/engine.ts")).intEngineFactory },
+  webgpu: {
+    runtimes: ["deno"],
+    elsewhere: "Bun has no WebGPU",
+    factory: async () => (await import("./webgpu.ts")).loadWebGpuEngine,
+  },
+};
+
+/** The engine that runs a format's files unless `--engine` says otherwise, by what the format stores. */
+export const DEFAULT_ENGINE: Readonly<Record<FormatDescriptor["weights"], string>> = {
+  float: "float",
+  lut4: "int",
 };
 
 /** The kinds `--engine` accepts. */
@@ -69,8 +113,9 @@ export function engineKinds(): string[] {
 
 /**
  * Loads an export on an engine: the format is recognised from the path, the engine is `kind` or else
- * the format's natural one (`FormatDescriptor.engine`). A training checkpoint, an unknown path and an
- * unknown engine are refused with a `FormatError` that says which.
+ * the one `DEFAULT_ENGINE` names for what the format stores. Any export runs on any engine (the
+ * integer engine quantizes float weights on load, and says so through `onNote`). A training
+ * checkpoint, an unknown path and an unknown engine are refused with a `FormatError` that says which.
  *
  * @example
  * ```ts
@@ -87,18 +132,14 @@ export async function loadEngine(
     throw new CheckpointError(path, "magic", "a training checkpoint, not an export: export it first");
   }
   const format = formatOf(path);
-  const name = kind ?? format.engine;
+  const name = kind ?? DEFAULT_ENGINE[format.weights];
   if (!Object.hasOwn(ENGINES, name)) {
-    throw new FormatError(
-      path,
-      "engine",
-      `${path}: engine: unknown engine ${name} (known: ${engineKinds().join(", ")})`,
-      {
-        expected: engineKinds().join(", "),
-        found: name,
-      },
-    );
+    const known = engineKinds().join(", ");
+    throw new FormatError(path, "engine", `${path}: engine: unknown engine ${name} (known: ${known})`, {
+      expected: known,
+      found: name,
+    });
   }
-  const factory = await ENGINES[name]();
+  const factory = await ENGINES[name].factory();
   return await factory(path, format, options);
 }

@@ -23,11 +23,13 @@ import {
   checkTokens,
   type HeadRows,
   mapWeights,
+  type Model,
   type Qwen3Kernels,
   walkForward,
   type Weights,
 } from "../model/qwen3.ts";
 import { pickToken } from "../model/sample.ts";
+import { checkSampling, checkSeed } from "../model/sampling.ts";
 import { createRng, type Rng } from "../model/random.ts";
 import { type Gpu, openGpu } from "../kernels/webgpu/device.ts";
 import * as W from "../kernels/webgpu/wgsl.ts";
@@ -85,87 +87,142 @@ export async function createWebGpuEngine(
   source: string,
   options: WebGpuEngineOptions = {},
 ): Promise<Engine> {
-  let gpu = options.gpu;
-  const noneReads = options.readback === "argmax" ? "argmax" : "logits";
   const model = buildModel(config, tensors, source);
-  const c = config, hd = c.head_dim, nh = c.num_attention_heads, nkv = c.num_key_value_heads;
-  const H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
-  const qDim = nh * hd, kvDim = nkv * hd, capacity = c.max_position_embeddings;
+  checkGpuShape(config, source);
+  const gpu = options.gpu ?? await openGpu(deviceNeeds(model));
+  gpu.device.pushErrorScope("validation");
+  const g = uploadModel(gpu.device, model, source);
+  const engine = webGpuEngine(g, gpu, options.readback === "argmax" ? "argmax" : "logits");
+  const error = await gpu.device.popErrorScope();
+  if (error) throw new Error(`WebGPU engine for ${source}: ${error.message}`);
+  return engine;
+}
+
+/** Refuses, before any device is asked for, a shape the kernels of `wgsl.ts` cannot run. */
+function checkGpuShape(c: ModelConfig, source: string): void {
   // The one-row product reads rows as vec4s.
-  const widths = { hidden_size: H, intermediate_size: I, "heads × head_dim": qDim };
+  const widths = {
+    hidden_size: c.hidden_size,
+    intermediate_size: c.intermediate_size,
+    "heads × head_dim": c.num_attention_heads * c.head_dim,
+  };
   for (const [name, k] of Object.entries(widths)) {
     if (k % 4 !== 0) {
       throw new Error(`${source}: the WebGPU engine needs ${name} to be a multiple of 4, got ${k}`);
     }
   }
-  const largest = Math.max(
-    ...model.tensors.map((t) => t.data.length * 4),
-    capacity * kvDim * 4,
-    CHUNK * V * 4,
-  );
-  if (hd > W.MAX_HEAD_DIM) {
-    throw new Error(`${source}: the WebGPU engine takes head_dim up to ${W.MAX_HEAD_DIM}, got ${hd}`);
+  if (c.head_dim > W.MAX_HEAD_DIM) {
+    throw new Error(`${source}: the WebGPU engine takes head_dim up to ${W.MAX_HEAD_DIM}, got ${c.head_dim}`);
   }
-  const workgroupBytes = Math.max((W.ATTN_TILE + W.WG) * 4, 2 * W.TILE * 16 * 4);
-  gpu ??= await openGpu({ bufferBytes: largest, workgroupBytes });
-  const device = gpu.device;
-  device.pushErrorScope("validation");
+}
 
-  let nextId = 1;
+/** The device limits this model needs: its largest buffer, and the workgroup memory of the tiles. */
+function deviceNeeds(model: Model): { bufferBytes: number; workgroupBytes: number } {
+  const c = model.config, kvDim = c.num_key_value_heads * c.head_dim;
+  const bufferBytes = Math.max(
+    ...model.tensors.map((t) => t.data.length * 4),
+    c.max_position_embeddings * kvDim * 4,
+    CHUNK * c.vocab_size * 4,
+  );
+  return { bufferBytes, workgroupBytes: Math.max((W.ATTN_TILE + W.WG) * 4, 2 * W.TILE * 16 * 4) };
+}
+
+/** Makes a GPU buffer (at least 16 bytes, a multiple of 16) and keeps it in `keep` to be destroyed. */
+type Allocate = (bytes: number, usage: number, label: string, keep?: GPUBuffer[]) => Buf;
+
+// A function, not a constant: GPUBufferUsage exists only where WebGPU does, and Bun loads this module
+// to be told so by `openGpu`.
+const STORAGE = () => GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
+
+/**
+ * One model on one device: its weights and RoPE tables uploaded, the activations, token, argmax,
+ * readback and uniform buffers every session shares (one feed runs at a time), and the pipelines.
+ */
+interface GpuModel {
+  config: ModelConfig;
+  source: string;
+  device: GPUDevice;
+  allocate: Allocate;
+  /** Every buffer of the model (not the sessions'), destroyed by `dispose`. */
+  owned: GPUBuffer[];
+  weights: Weights<Buf>;
+  cos: Buf;
+  sin: Buf;
+  act: Activations<Buf>;
+  tokens: Buf;
+  argmax: Buf;
+  readback: Buf;
+  /** The uniform buffer, `slots` slots of SLOT bytes (one per dispatch of a chunk), and its CPU copy. */
+  params: Buf;
+  slots: number;
+  paramBytes: ArrayBuffer;
+  pipelines: Map<string, GPUComputePipeline>;
+}
+
+/** Uploads the model and makes everything its sessions share (inside the caller's error scope). */
+function uploadModel(device: GPUDevice, model: Model, source: string): GpuModel {
+  const c = model.config, H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+  const qDim = c.num_attention_heads * c.head_dim, kvDim = c.num_key_value_heads * c.head_dim;
   const owned: GPUBuffer[] = [];
-  const buffer = (bytes: number, usage: number, label: string, keep = owned): Buf => {
+  let nextId = 1;
+  const allocate: Allocate = (bytes, usage, label, keep = owned) => {
     const b = device.createBuffer({ size: Math.max(16, Math.ceil(bytes / 16) * 16), usage, label });
     keep.push(b);
     return { gpu: b, id: nextId++, bytes };
   };
-  // A session's KV cache is freed when the session is collected, or by dispose() while it lives.
-  const liveCaches = new Set<GPUBuffer[]>();
-  const collect = new FinalizationRegistry<GPUBuffer[]>((bufs) => {
-    liveCaches.delete(bufs);
-    for (const b of bufs) b.destroy();
-  });
-  const STORAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
   const upload = (data: Float32Array, label: string): Buf => {
-    const b = buffer(data.byteLength, STORAGE, label);
+    const b = allocate(data.byteLength, STORAGE(), label);
     device.queue.writeBuffer(b.gpu, 0, data as Float32Array<ArrayBuffer>);
     return b;
   };
-  const weights: Weights<Buf> = mapWeights(model, upload);
-  const cosT = upload(model.rope.cos, "rope.cos"), sinT = upload(model.rope.sin, "rope.sin");
+  const chunk = (width: number, label: string) => allocate(CHUNK * width * 4, STORAGE(), label);
+  const weights = mapWeights(model, upload);
+  const cos = upload(model.rope.cos, "rope.cos"), sin = upload(model.rope.sin, "rope.sin");
   const act: Activations<Buf> = {
-    x: buffer(CHUNK * H * 4, STORAGE, "x"),
-    xn: buffer(CHUNK * H * 4, STORAGE, "xn"),
-    q: buffer(CHUNK * qDim * 4, STORAGE, "q"),
-    k: buffer(CHUNK * kvDim * 4, STORAGE, "k"),
-    v: buffer(CHUNK * kvDim * 4, STORAGE, "v"),
-    att: buffer(CHUNK * qDim * 4, STORAGE, "att"),
-    proj: buffer(CHUNK * H * 4, STORAGE, "proj"),
-    gate: buffer(CHUNK * I * 4, STORAGE, "gate"),
-    up: buffer(CHUNK * I * 4, STORAGE, "up"),
-    logits: buffer(CHUNK * V * 4, STORAGE, "logits"),
+    x: chunk(H, "x"),
+    xn: chunk(H, "xn"),
+    q: chunk(qDim, "q"),
+    k: chunk(kvDim, "k"),
+    v: chunk(kvDim, "v"),
+    att: chunk(qDim, "att"),
+    proj: chunk(H, "proj"),
+    gate: chunk(I, "gate"),
+    up: chunk(I, "up"),
+    logits: chunk(V, "logits"),
   };
-  const tokenBuf = buffer(CHUNK * 4, STORAGE, "tokens");
-  const argmaxBuf = buffer(16, STORAGE, "argmax");
-  const readback = buffer(16 + CHUNK * V * 4, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST, "readback");
+  const tokens = chunk(1, "tokens");
+  const argmax = allocate(16, STORAGE(), "argmax");
+  const readback = allocate(
+    16 + CHUNK * V * 4,
+    GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+    "readback",
+  );
   const slots = c.num_hidden_layers * 24 + 16;
-  const params = buffer(slots * SLOT, GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST, "params");
+  const params = allocate(slots * SLOT, GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST, "params");
   const paramBytes = new ArrayBuffer(slots * SLOT);
-  const paramU32 = new Uint32Array(paramBytes), paramF32 = new Float32Array(paramBytes);
-
-  const pipelines = new Map<string, GPUComputePipeline>();
-  const pipeline = (name: string, code: string): GPUComputePipeline => {
-    let p = pipelines.get(name);
-    if (!p) {
-      const module = device.createShaderModule({ code, label: name });
-      p = device.createComputePipeline({
-        layout: "auto",
-        compute: { module, entryPoint: "main" },
-        label: name,
-      });
-      pipelines.set(name, p);
-    }
-    return p;
+  const pipelines = createPipelines(device);
+  return {
+    config: c,
+    source,
+    device,
+    allocate,
+    owned,
+    weights,
+    cos,
+    sin,
+    act,
+    tokens,
+    argmax,
+    readback,
+    params,
+    slots,
+    paramBytes,
+    pipelines,
   };
+}
+
+/** One compute pipeline per shader of `wgsl.ts`, by the name `dispatch` uses. */
+function createPipelines(device: GPUDevice): Map<string, GPUComputePipeline> {
   const shaders: Record<string, string> = {
     gemv: W.GEMV,
     matmul: W.MATMUL,
@@ -180,78 +237,165 @@ export async function createWebGpuEngine(
     copyRow: W.COPY_ROW,
     argmax: W.ARGMAX,
   };
-  for (const [name, code] of Object.entries(shaders)) pipeline(name, code);
-
-  /** Records dispatches of one forward chunk into one compute pass. */
-  function recorder(pass: GPUComputePassEncoder, cache: SessionCache) {
-    const bindGroups = cache.bindGroups;
-    let slot = 0;
-    const dispatch = (
-      name: string,
-      u32: number[],
-      bufs: Buf[],
-      groups: [number, number?],
-      f32?: [number, number],
-    ) => {
-      if (slot >= slots) throw new Error("webgpu engine: more dispatches than parameter slots");
-      const base = slot * SLOT / 4;
-      u32.forEach((v, i) => paramU32[base + i] = v);
-      if (f32) paramF32[base + f32[0]] = f32[1];
-      const key = `${name}:${slot}:${bufs.map((b) => b.id).join(",")}`;
-      let group = bindGroups.get(key);
-      const p = pipelines.get(name)!;
-      if (!group) {
-        group = device.createBindGroup({
-          layout: p.getBindGroupLayout(0),
-          entries: [
-            { binding: 0, resource: { buffer: params.gpu, offset: slot * SLOT, size: 32 } },
-            ...bufs.map((b, i) => ({ binding: i + 1, resource: { buffer: b.gpu } })),
-          ],
-        });
-        bindGroups.set(key, group);
-      }
-      pass.setPipeline(p);
-      pass.setBindGroup(0, group);
-      pass.dispatchWorkgroups(groups[0], groups[1] ?? 1);
-      slot++;
-    };
-    const flat = (n: number): [number] => [Math.ceil(n / W.WG)];
-    const kernels: Qwen3Kernels<Buf, Buf> = {
-      embed(x, tokens, table, dim) {
-        device.queue.writeBuffer(tokenBuf.gpu, 0, Uint32Array.from(tokens));
-        dispatch("embed", [tokens.length * dim, dim], [tokenBuf, table, x], flat(tokens.length * dim));
-      },
-      rmsnorm(out, x, w, rows, dim, eps) {
-        const grid: [number, number] = [Math.min(rows, 65535), Math.ceil(rows / 65535)];
-        if (out === x) dispatch("rmsnormInPlace", [rows, dim, 0], [x, w], grid, [2, eps]);
-        else dispatch("rmsnorm", [rows, dim, 0], [x, w, out], grid, [2, eps]);
-      },
-      matmul(out, x, w, M, K, N) {
-        if (M === 1) dispatch("gemv", [M, K, N], [x, w, out], [Math.ceil(N / W.GEMV_ROWS), M]);
-        else dispatch("matmul", [M, K, N], [x, w, out], [Math.ceil(N / W.TILE), Math.ceil(M / W.TILE)]);
-      },
-      rope(x, T, heads, pos0) {
-        dispatch("rope", [T, heads, hd, pos0], [x, cosT, sinT], flat(T * heads * hd / 2));
-      },
-      attention(out, q, k, v, layer, T, pos0) {
-        const [kc, vc] = cache.layers[layer];
-        dispatch("kvStore", [T * kvDim, pos0 * kvDim], [k, v, kc, vc], flat(T * kvDim));
-        dispatch("attention", [pos0, nh, nkv, hd, 0], [q, kc, vc, out], [nh, T], [4, 1 / Math.sqrt(hd)]);
-      },
-      addInto(x, y, n) {
-        dispatch("add", [n], [x, y], flat(n));
-      },
-      swiglu(gate, up, n) {
-        dispatch("swiglu", [n], [gate, up], flat(n));
-      },
-      copyRow(out, x, row, dim) {
-        dispatch("copyRow", [row, dim], [x, out], flat(dim));
-      },
-    };
-    const argmax = (offset: number) => dispatch("argmax", [V, offset], [act.logits, argmaxBuf], [1]);
-    return { kernels, argmax, used: () => slot };
+  const pipelines = new Map<string, GPUComputePipeline>();
+  for (const [name, code] of Object.entries(shaders)) {
+    const module = device.createShaderModule({ code, label: name });
+    pipelines.set(
+      name,
+      device.createComputePipeline({ layout: "auto", compute: { module, entryPoint: "main" }, label: name }),
+    );
   }
+  return pipelines;
+}
 
+/** Records one dispatch: its pipeline, parameters (u32s, and one f32 at an index), buffers and grid. */
+type Dispatch = (
+  name: string,
+  u32: number[],
+  bufs: Buf[],
+  groups: [number, number?],
+  f32?: [number, number],
+) => void;
+
+/**
+ * Records dispatches of one forward chunk into one compute pass: each takes the next parameter slot,
+ * and its bind group is cached in the session's cache by (pipeline, slot, buffers).
+ */
+function dispatcher(g: GpuModel, pass: GPUComputePassEncoder, cache: SessionCache) {
+  const paramU32 = new Uint32Array(g.paramBytes), paramF32 = new Float32Array(g.paramBytes);
+  let slot = 0;
+  const dispatch: Dispatch = (name, u32, bufs, groups, f32) => {
+    if (slot >= g.slots) throw new Error("webgpu engine: more dispatches than parameter slots");
+    const base = slot * SLOT / 4;
+    u32.forEach((v, i) => paramU32[base + i] = v);
+    if (f32) paramF32[base + f32[0]] = f32[1];
+    const key = `${name}:${slot}:${bufs.map((b) => b.id).join(",")}`;
+    let group = cache.bindGroups.get(key);
+    const p = g.pipelines.get(name)!;
+    if (!group) {
+      group = g.device.createBindGroup({
+        layout: p.getBindGroupLayout(0),
+        entries: [
+          { binding: 0, resource: { buffer: g.params.gpu, offset: slot * SLOT, size: 32 } },
+          ...bufs.map((b, i) => ({ binding: i + 1, resource: { buffer: b.gpu } })),
+        ],
+      });
+      cache.bindGroups.set(key, group);
+    }
+    pass.setPipeline(p);
+    pass.setBindGroup(0, group);
+    pass.dispatchWorkgroups(groups[0], groups[1] ?? 1);
+    slot++;
+  };
+  return { dispatch, used: () => slot };
+}
+
+/** `walkForward`'s kernels as dispatches of `wgsl.ts`, attending over (and appending to) `cache`. */
+function gpuKernels(g: GpuModel, cache: SessionCache, dispatch: Dispatch): Qwen3Kernels<Buf, Buf> {
+  const c = g.config, hd = c.head_dim, nh = c.num_attention_heads, nkv = c.num_key_value_heads;
+  const kvDim = nkv * hd;
+  const flat = (n: number): [number] => [Math.ceil(n / W.WG)];
+  return {
+    embed(x, tokens, table, dim) {
+      g.device.queue.writeBuffer(g.tokens.gpu, 0, Uint32Array.from(tokens));
+      dispatch("embed", [tokens.length * dim, dim], [g.tokens, table, x], flat(tokens.length * dim));
+    },
+    rmsnorm(out, x, w, rows, dim, eps) {
+      const grid: [number, number] = [Math.min(rows, 65535), Math.ceil(rows / 65535)];
+      if (out === x) dispatch("rmsnormInPlace", [rows, dim, 0], [x, w], grid, [2, eps]);
+      else dispatch("rmsnorm", [rows, dim, 0], [x, w, out], grid, [2, eps]);
+    },
+    matmul(out, x, w, M, K, N) {
+      if (M === 1) dispatch("gemv", [M, K, N], [x, w, out], [Math.ceil(N / W.GEMV_ROWS), M]);
+      else dispatch("matmul", [M, K, N], [x, w, out], [Math.ceil(N / W.TILE), Math.ceil(M / W.TILE)]);
+    },
+    rope(x, T, heads, pos0) {
+      dispatch("rope", [T, heads, hd, pos0], [x, g.cos, g.sin], flat(T * heads * hd / 2));
+    },
+    attention(out, q, k, v, layer, T, pos0) {
+      const [kc, vc] = cache.layers[layer];
+      dispatch("kvStore", [T * kvDim, pos0 * kvDim], [k, v, kc, vc], flat(T * kvDim));
+      dispatch("attention", [pos0, nh, nkv, hd, 0], [q, kc, vc, out], [nh, T], [4, 1 / Math.sqrt(hd)]);
+    },
+    addInto(x, y, n) {
+      dispatch("add", [n], [x, y], flat(n));
+    },
+    swiglu(gate, up, n) {
+      dispatch("swiglu", [n], [gate, up], flat(n));
+    },
+    copyRow(out, x, row, dim) {
+      dispatch("copyRow", [row, dim], [x, out], flat(dim));
+    },
+  };
+}
+
+/** What one chunk reads back: nothing, the GPU's argmax of the last row, or that and the logits. */
+type ChunkRead = "none" | "argmax" | "logits";
+
+/** What a chunk read back: the argmax of its last row's logits, and the logits when asked for. */
+interface ChunkResult {
+  argmax: number;
+  logits: Float32Array | null;
+}
+
+/** Runs one chunk of tokens at pos0 in one submission; returns what was read back when `read` asks for it. */
+async function runChunk(
+  g: GpuModel,
+  cache: SessionCache,
+  tokens: number[],
+  pos0: number,
+  head: HeadRows,
+  read: ChunkRead,
+): Promise<ChunkResult | null> {
+  const { device, config: c } = g, V = c.vocab_size;
+  device.pushErrorScope("validation");
+  const encoder = device.createCommandEncoder();
+  const pass = encoder.beginComputePass();
+  const r = dispatcher(g, pass, cache);
+  const rows = head === "all" ? tokens.length : 1;
+  try {
+    // feed checked the tokens
+    walkForward(
+      c,
+      g.weights,
+      gpuKernels(g, cache, r.dispatch),
+      g.act,
+      tokens,
+      pos0,
+      c.max_position_embeddings,
+      head,
+    );
+    // over the last row's logits
+    if (read !== "none") r.dispatch("argmax", [V, (rows - 1) * V], [g.act.logits, g.argmax], [1]);
+  } catch (e) {
+    pass.end();
+    await device.popErrorScope();
+    throw e;
+  }
+  pass.end();
+  device.queue.writeBuffer(g.params.gpu, 0, new Uint8Array(g.paramBytes, 0, r.used() * SLOT));
+  const logitBytes = read === "logits" ? rows * V * 4 : 0;
+  if (read !== "none") encoder.copyBufferToBuffer(g.argmax.gpu, 0, g.readback.gpu, 0, 16);
+  if (logitBytes) encoder.copyBufferToBuffer(g.act.logits.gpu, 0, g.readback.gpu, 16, logitBytes);
+  device.queue.submit([encoder.finish()]);
+  const error = await device.popErrorScope();
+  if (error) throw new Error(`WebGPU engine for ${g.source}: ${error.message}`);
+  if (read === "none") return null;
+  await g.readback.gpu.mapAsync(GPUMapMode.READ, 0, 16 + logitBytes);
+  const bytes = g.readback.gpu.getMappedRange(0, 16 + logitBytes).slice(0);
+  g.readback.gpu.unmap();
+  const argmax = new Uint32Array(bytes, 0, 1)[0];
+  return { argmax, logits: logitBytes ? new Float32Array(bytes, 16, rows * V) : null };
+}
+
+/** The engine over an uploaded model: sessions, one feed at a time across them, and `dispose`. */
+function webGpuEngine(g: GpuModel, gpu: Gpu, noneReads: "argmax" | "logits"): Engine & { gpu: Gpu } {
+  // A session's KV cache is freed when the session is collected, or by dispose() while it lives.
+  const liveCaches = new Set<GPUBuffer[]>();
+  const collect = new FinalizationRegistry<GPUBuffer[]>((bufs) => {
+    liveCaches.delete(bufs);
+    for (const b of bufs) b.destroy();
+  });
   // One feed at a time across sessions: they share the activations, parameter slots and readback buffer.
   let busy: Promise<unknown> = Promise.resolve();
   const serialize = <T>(f: () => Promise<T>): Promise<T> => {
@@ -259,124 +403,112 @@ export async function createWebGpuEngine(
     busy = r.catch(() => {});
     return r;
   };
-
-  /** Runs one chunk; returns what was read back (argmax, logits) when `read` asks for it. */
-  async function runChunk(
-    cache: SessionCache,
-    tokens: number[],
-    pos0: number,
-    head: HeadRows,
-    read: "none" | "argmax" | "logits",
-  ): Promise<{ argmax: number; logits: Float32Array | null } | null> {
-    device.pushErrorScope("validation");
-    const encoder = device.createCommandEncoder();
-    const pass = encoder.beginComputePass();
-    const r = recorder(pass, cache);
-    const rows = head === "all" ? tokens.length : 1;
-    try {
-      walkForward(c, weights, r.kernels, act, tokens, pos0, capacity, head); // feed checked the tokens
-      if (read !== "none") r.argmax((rows - 1) * V); // over the last row's logits
-    } catch (e) {
-      pass.end();
-      await device.popErrorScope();
-      throw e;
-    }
-    pass.end();
-    device.queue.writeBuffer(params.gpu, 0, new Uint8Array(paramBytes, 0, r.used() * SLOT));
-    const logitBytes = read === "logits" ? rows * V * 4 : 0;
-    if (read !== "none") encoder.copyBufferToBuffer(argmaxBuf.gpu, 0, readback.gpu, 0, 16);
-    if (logitBytes) encoder.copyBufferToBuffer(act.logits.gpu, 0, readback.gpu, 16, logitBytes);
-    device.queue.submit([encoder.finish()]);
-    const error = await device.popErrorScope();
-    if (error) throw new Error(`WebGPU engine for ${source}: ${error.message}`);
-    if (read === "none") return null;
-    await readback.gpu.mapAsync(GPUMapMode.READ, 0, 16 + logitBytes);
-    const bytes = readback.gpu.getMappedRange(0, 16 + logitBytes).slice(0);
-    readback.gpu.unmap();
-    const argmax = new Uint32Array(bytes, 0, 1)[0];
-    return { argmax, logits: logitBytes ? new Float32Array(bytes, 16, rows * V) : null };
-  }
-
-  const engine: Engine & { gpu: Gpu } = {
+  return {
     kind: "webgpu",
-    config,
-    source,
+    config: g.config,
+    source: g.source,
     gpu,
-    start: () => startSession(),
+    start() {
+      const bufs: GPUBuffer[] = [];
+      const cache = sessionCache(g, bufs);
+      liveCaches.add(bufs);
+      collect.register(cache, bufs); // the cache, not the session: a feed in flight keeps it alive
+      return webGpuSession(g, cache, serialize, noneReads);
+    },
     dispose() {
-      for (const b of owned) b.destroy();
+      for (const b of g.owned) b.destroy();
       for (const bufs of liveCaches) for (const b of bufs) b.destroy();
       liveCaches.clear();
     },
   };
+}
 
-  function startSession(): EngineSession {
-    const bufs: GPUBuffer[] = [];
-    const kv = (name: string) => buffer(capacity * kvDim * 4, STORAGE, name, bufs);
-    const cache: SessionCache = {
-      layers: Array.from({ length: c.num_hidden_layers }, (_, l) => [kv(`k${l}`), kv(`v${l}`)]),
-      bindGroups: new Map(),
-    };
-    liveCaches.add(bufs);
-    const tokens: number[] = [];
-    let rng: Rng = createRng(0);
-    let pending: { argmax: number; logits: Float32Array | null } | null = null;
-    const session: EngineSession = {
-      get position() {
-        return tokens.length;
-      },
-      tokens,
-      feed(fed: readonly number[], wanted: LogitsWanted = "last") {
-        return serialize(async () => {
-          const ids = [...fed];
-          checkTokens(c, ids, tokens.length, capacity); // all of them, before any chunk runs
-          if (ids.length === 0) return new Float32Array(0);
-          const all: Float32Array[] = [];
-          let pos = tokens.length, got = null;
-          for (let i = 0; i < ids.length; i += CHUNK) {
-            const part = ids.slice(i, i + CHUNK), last = i + CHUNK >= ids.length;
-            const head: HeadRows = wanted === "all" ? "all" : last ? "last" : "none";
-            const read = wanted === "all" || (last && wanted === "last")
-              ? "logits"
-              : last
-              ? noneReads
-              : "none";
-            got = await runChunk(cache, part, pos, head, read);
-            if (got?.logits && wanted === "all") all.push(got.logits);
-            pos += part.length;
-            tokens.push(...part);
-          }
-          pending = got;
-          if (wanted === "none") return new Float32Array(0);
-          if (wanted === "last") return pending!.logits!.slice();
-          pending = { argmax: pending!.argmax, logits: all.at(-1)!.slice(-V) };
-          const out = new Float32Array(ids.length * V);
-          let o = 0;
-          for (const a of all) out.set(a, o), o += a.length;
-          return out;
-        });
-      },
-      pick(options: SamplingOptions = {}) {
-        if (!pending) throw new Error("webgpu session: pick() before any feed()");
-        const { temperature = 0 } = options;
-        if (temperature <= 0) return pending.argmax;
-        if (!pending.logits) {
-          throw new Error(
-            "webgpu session: this engine reads back only the argmax after feed(tokens, 'none'); " +
-              "feed with 'last' to sample",
-          );
-        }
-        return pickToken(pending.logits, 0, V, options, rng);
-      },
-      seed(n: number) {
-        rng = createRng(n);
-      },
-    };
-    collect.register(cache, bufs); // the cache, not the session: a feed in flight keeps it alive
-    return session;
+/** A fresh KV cache on the GPU, its buffers kept in `bufs`. */
+function sessionCache(g: GpuModel, bufs: GPUBuffer[]): SessionCache {
+  const c = g.config, bytes = c.max_position_embeddings * c.num_key_value_heads * c.head_dim * 4;
+  const kv = (name: string) => g.allocate(bytes, STORAGE(), name, bufs);
+  return {
+    layers: Array.from({ length: c.num_hidden_layers }, (_, l) => [kv(`k${l}`), kv(`v${l}`)]),
+    bindGroups: new Map(),
+  };
+}
+
+/** One conversation: its tokens, its cache, the pending read-back of its last feed, its sampler. */
+function webGpuSession(
+  g: GpuModel,
+  cache: SessionCache,
+  serialize: <T>(f: () => Promise<T>) => Promise<T>,
+  noneReads: "argmax" | "logits",
+): EngineSession {
+  const V = g.config.vocab_size;
+  const tokens: number[] = [];
+  let rng: Rng = createRng(0);
+  let pending: ChunkResult | null = null;
+  return {
+    get position() {
+      return tokens.length;
+    },
+    tokens,
+    feed(fed: readonly number[], wanted: LogitsWanted = "last") {
+      return serialize(async () => {
+        const ids = [...fed];
+        checkTokens(g.config, ids, tokens.length, g.config.max_position_embeddings); // all, before any chunk
+        if (ids.length === 0) return new Float32Array(0);
+        const { last, all } = await feedChunks(g, cache, tokens, ids, wanted, noneReads);
+        pending = last;
+        if (wanted === "none") return new Float32Array(0);
+        if (wanted === "last") return pending!.logits!.slice();
+        pending = { argmax: pending!.argmax, logits: all.at(-1)!.slice(-V) };
+        const out = new Float32Array(ids.length * V);
+        let o = 0;
+        for (const a of all) out.set(a, o), o += a.length;
+        return out;
+      });
+    },
+    pick(options: SamplingOptions = {}) {
+      const choice = checkSampling(options);
+      if (!pending) throw new Error("webgpu session: pick() before any feed()");
+      if (choice.temperature === 0) return pending.argmax;
+      if (!pending.logits) {
+        throw new Error(
+          "webgpu session: this engine reads back only the argmax after feed(tokens, 'none'); " +
+            "feed with 'last' to sample",
+        );
+      }
+      return pickToken(pending.logits, 0, V, choice, rng);
+    },
+    seed(n: number) {
+      rng = createRng(checkSeed(n));
+    },
+  };
+}
+
+/**
+ * Runs `ids` (already checked) in chunks of up to CHUNK, appending each to `tokens` as it runs. Only the
+ * last chunk reads back, unless every position's logits are wanted: then each chunk's come back.
+ */
+async function feedChunks(
+  g: GpuModel,
+  cache: SessionCache,
+  tokens: number[],
+  ids: number[],
+  wanted: LogitsWanted,
+  noneReads: "argmax" | "logits",
+): Promise<{ last: ChunkResult | null; all: Float32Array[] }> {
+  const all: Float32Array[] = [];
+  let pos = tokens.length, last: ChunkResult | null = null;
+  for (let i = 0; i < ids.length; i += CHUNK) {
+    const part = ids.slice(i, i + CHUNK), isLast = i + CHUNK >= ids.length;
+    const head: HeadRows = wanted === "all" ? "all" : isLast ? "last" : "none";
+    const read: ChunkRead = wanted === "all" || (isLast && wanted === "last")
+      ? "logits"
+      : isLast
+      ? noneReads
+      : "none";
+    last = await runChunk(g, cache, part, pos, head, read);
+    if (last?.logits && wanted === "all") all.push(last.logits);
+    pos += part.length;
+    tokens.push(...part);
   }
-
-  const error = await device.popErrorScope();
-  if (error) throw new Error(`WebGPU engine for ${source}: ${error.message}`);
-  return engine;
+  return { last, all };
 }

@@ -413,7 +413,7 @@ export const dmexpFormat: FormatDescriptor<DmexpDtype> = {
   recognises: (path) => path.endsWith(".dmexp"),
   dtypes: DTYPES,
   defaultDtype: "bf16",
-  engine: "float",
+  weights: "float",
   async write(path, input, { dtype, onProgress }) {
     const r = await writeDmexp(path, input.tensors, input.config, {
       dtype,

@@ -784,7 +784,7 @@ export const f64linesFormat: FormatDescriptor<"f64"> = {
   recognises: (path) => path.endsWith(".f64lines"),
   dtypes: ["f64"],
   defaultDtype: "f64",
-  engine: "float",
+  weights: "float",
   async write(path, input) {
     const tensors = await Promise.all(input.tensors.map(materialize));
     await writeF64Lines(path, tensors);

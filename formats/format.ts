@@ -69,8 +69,8 @@ export interface FormatDescriptor<D extends string = string> {
   recognises(path: string): boolean;
   readonly dtypes: readonly D[];
   readonly defaultDtype: D;
-  /** The engine that runs this format's files unless `--engine` says otherwise. */
-  readonly engine: string;
+  /** What the file stores: float weights, or lut4 codes (engines/mod.ts maps this to an engine). */
+  readonly weights: "float" | "lut4";
   /**
    * Why this format cannot store a model of this shape, as the config field, what it must be and what
    * it is; null (or no method) when it can. Export asks before it writes anything.

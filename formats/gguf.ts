@@ -229,7 +229,7 @@ export const ggufFormat: FormatDescriptor<GgufDtype> = {
   recognises: (path) => path.endsWith(".gguf"),
   dtypes: ["f32", "f16", "bf16", "q8_0", "q4_0"],
   defaultDtype: "f16",
-  engine: "float",
+  weights: "float",
   async write(path, input, { dtype }) {
     const tensors = await Promise.all(input.tensors.map(materialize));
     await writeGguf(path, tensors, input.config, {

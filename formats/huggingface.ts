@@ -465,7 +465,7 @@ export const hfFormat: FormatDescriptor<HfDtype> = {
   },
   dtypes: Object.keys(HF_DTYPES) as HfDtype[],
   defaultDtype: "f32",
-  engine: "float",
+  weights: "float",
   async write(path, input, { dtype }) {
     const tensors = await Promise.all(input.tensors.map(materialize));
     const origin = { name: input.name, step: input.step, source: input.source };

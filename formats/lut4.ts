@@ -798,7 +798,7 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
   recognises: (path) => path.endsWith(".lut4"),
   dtypes: LUT4_DTYPES,
   defaultDtype: "q4",
-  engine: "int",
+  weights: "lut4",
   cannotStore(config) {
     // Scales come one per group of 32 along every matrix's input dimension.
     const widths = [

@@ -11,6 +11,7 @@
  * @module
  */
 import { ropeHead, type RopeTables } from "./cpu.ts";
+import type { Kernels } from "./types.ts";
 
 /**
  * RMSNorm backward. With r = rstd[row] and y = x * r * w:
@@ -45,46 +46,25 @@ export function ropeBackward(d: Float32Array, off: number, pos: number, t: RopeT
   ropeHead(d, off, pos, t, true);
 }
 
-/**
- * SwiGLU gate backward: h = silu(g) * u. Writes dg and du (overwriting) from dh.
- * silu'(g) = s * (1 + g * (1 - s)) with s = sigmoid(g).
- */
-export function swigluBackward(
-  dg: Float32Array,
-  du: Float32Array,
-  dh: Float32Array,
-  g: Float32Array,
-  u: Float32Array,
-): void {
+/** SwiGLU gate backward (see kernels/types.ts): silu'(g) = s * (1 + g * (1 - s)), s = sigmoid(g). */
+export const swigluBackward: Kernels["swigluBackward"] = function swigluBackward(dg, du, dh, g, u) {
   for (let i = 0; i < dh.length; i++) {
     const s = 1 / (1 + Math.exp(-g[i]));
     const silu = g[i] * s;
     du[i] = dh[i] * silu;
     dg[i] = dh[i] * u[i] * s * (1 + g[i] * (1 - s));
   }
-}
+};
 
-/** Shapes of a causal grouped-query attention over one sequence. */
-export interface AttentionShape {
-  T: number;
-  heads: number;
-  kvHeads: number;
-  headDim: number;
-}
-
-/**
- * Causal GQA attention forward over one sequence, saving the probabilities for the backward.
- * q: [T, heads*hd], k, v: [T, kvHeads*hd] (already normed and rotated); out: [T, heads*hd];
- * probs: [heads, T, T] (row t holds positions 0..t).
- */
-export function attentionForward(
-  out: Float32Array,
-  probs: Float32Array,
-  q: Float32Array,
-  k: Float32Array,
-  v: Float32Array,
-  s: AttentionShape,
-): void {
+/** Causal GQA attention forward over one sequence, saving the probabilities; see kernels/types.ts. */
+export const attentionForward: Kernels["attentionForward"] = function attentionForward(
+  out,
+  probs,
+  q,
+  k,
+  v,
+  s,
+) {
   const { T, heads, kvHeads, headDim: hd } = s;
   const qDim = heads * hd, kvDim = kvHeads * hd, group = heads / kvHeads, scale = 1 / Math.sqrt(hd);
   for (let h = 0; h < heads; h++) {
@@ -111,23 +91,20 @@ export function attentionForward(
       }
     }
   }
-}
+};
 
-/**
- * Causal GQA attention backward. From dOut and the saved probabilities, accumulates dq, dk, dv.
- * dS = P * (dP - sum_p P dP), with dP[t, p] = dOut[t] . v[p]; scores were q . k / sqrt(hd).
- */
-export function attentionBackward(
-  dq: Float32Array,
-  dk: Float32Array,
-  dv: Float32Array,
-  dOut: Float32Array,
-  probs: Float32Array,
-  q: Float32Array,
-  k: Float32Array,
-  v: Float32Array,
-  s: AttentionShape,
-): void {
+/** Causal GQA attention backward (accumulates dq, dk, dv); see kernels/types.ts. */
+export const attentionBackward: Kernels["attentionBackward"] = function attentionBackward(
+  dq,
+  dk,
+  dv,
+  dOut,
+  probs,
+  q,
+  k,
+  v,
+  s,
+) {
   const { T, heads, kvHeads, headDim: hd } = s;
   const qDim = heads * hd, kvDim = kvHeads * hd, group = heads / kvHeads, scale = 1 / Math.sqrt(hd);
   const dP = new Float64Array(T);
@@ -157,7 +134,7 @@ export function attentionBackward(
       }
     }
   }
-}
+};
 
 /**
  * Softmax cross-entropy over rows of logits [T, V] against targets; returns the summed loss in

@@ -13,21 +13,14 @@
  * ```
  * @module
  */
+import type { Kernels } from "./types.ts";
 
 /**
  * `out[m, n] = sum_k a[m, k] * b[n, k]` (or `+=` when `accumulate`), for row-major a: [M, K], b: [N, K].
  * This is `x @ W^T` for a linear weight W in [out, in] layout. Tiled 4 rows of `a` by 2 rows of `b`
  * so each loaded value feeds several products.
  */
-export function matmul(
-  out: Float32Array,
-  a: Float32Array,
-  b: Float32Array,
-  M: number,
-  K: number,
-  N: number,
-  accumulate = false,
-): void {
+export const matmul: Kernels["matmul"] = function matmul(out, a, b, M, K, N, accumulate = false) {
   let m = 0;
   for (; m + 4 <= M; m += 4) {
     const a0 = m * K, a1 = a0 + K, a2 = a1 + K, a3 = a2 + K;
@@ -67,7 +60,7 @@ export function matmul(
   for (; m < M; m++) {
     for (let n = 0; n < N; n++) dotInto(out, m * N + n, a, m * K, b, n * K, K, accumulate);
   }
-}
+};
 
 function dotInto(
   out: Float32Array,
@@ -178,22 +171,18 @@ export function argmax(x: Float32Array, off = 0, n = x.length - off): number {
   return best;
 }
 
-/**
- * Causal grouped-query attention of T new positions over a KV cache: query rows q: [T, heads*hd]
- * at positions pos0.., cached keys and values [positions, kvHeads*hd] filled up to pos0 + T; writes
- * out: [T, heads*hd]. Scores are q . k / sqrt(hd), softmaxed over positions 0..pos0+t.
- */
-export function attendCached(
-  out: Float32Array,
-  q: Float32Array,
-  keys: Float32Array,
-  values: Float32Array,
-  T: number,
-  pos0: number,
-  heads: number,
-  kvHeads: number,
-  hd: number,
-): void {
+/** Causal grouped-query attention of T new positions over a KV cache; see kernels/types.ts. */
+export const attendCached: Kernels["attendCached"] = function attendCached(
+  out,
+  q,
+  keys,
+  values,
+  T,
+  pos0,
+  heads,
+  kvHeads,
+  hd,
+) {
   const qDim = heads * hd, kvDim = kvHeads * hd, group = heads / kvHeads, scale = 1 / Math.sqrt(hd);
   const scores = new Float32Array(pos0 + T);
   for (let t = 0; t < T; t++) {
@@ -214,4 +203,4 @@ export function attendCached(
       }
     }
   }
-}
+};

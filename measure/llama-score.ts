@@ -19,7 +19,8 @@ import { type GgufDtype, readGguf, writeGguf } from "../formats/gguf.ts";
 import { evalWindows } from "../model/corpus.ts";
 import { compareLogits, logSoftmax, windowInputs, windowLogits } from "./metrics.ts";
 import { buildModel, type Model } from "../model/qwen3.ts";
-import { generate } from "../model/sample.ts";
+import { generateAll } from "../model/generate.ts";
+import { floatEngineOf } from "../engines/float.ts";
 import { BOS } from "../model/tokenizer.ts";
 import { openLlamaGguf } from "./llama-cpp.ts";
 
@@ -75,9 +76,12 @@ export async function measureGguf(model: Model, opts: MeasureOptions): Promise<G
   const step = opts.onStep ?? (() => {});
   try {
     const refLogp = opts.windows.map((w) => logProbs(windowLogits(model, w), V));
-    const refGreedy = opts.prompts.map((p) =>
-      generate(model, p, { maxTokens: opts.tokens, stopAtEos: false })
-    );
+    const refGreedy: number[][] = [];
+    for (const p of opts.prompts) {
+      refGreedy.push(
+        await generateAll(floatEngineOf(model), p, { maxTokens: opts.tokens, stopAtEos: false }),
+      );
+    }
     const out: GgufFigures[] = [];
     for (const type of opts.types ?? GGUF_DTYPES) {
       const path = join(dir, `model.${type}.gguf`);

@@ -17,15 +17,20 @@
  */
 import type { ModelConfig } from "./config.ts";
 
-/** How the next token is chosen. Temperature 0 (the default) is greedy. */
+/**
+ * How the next token is chosen: the one sampling contract (model/sampling.ts), the same for every
+ * engine, CLI flag and HTTP field. Every option may be absent, which means its neutral value, so `{}`
+ * is greedy decoding. Every engine accepts exactly these ranges: a value outside one is refused by
+ * `checkSampling` with a `SamplingError` naming the option, never clamped.
+ */
 export interface SamplingOptions {
-  /** 0 is greedy; otherwise logits are divided by it before the softmax. */
+  /** In [0, 100]. 0 (neutral) is greedy: the highest logit, the lowest id on a tie, no draw. */
   temperature?: number;
-  /** Keep only the k most likely tokens (0 or absent: all). */
+  /** An integer ≥ 0: keep only the k most likely tokens. 0 (neutral) keeps every token. */
   topK?: number;
-  /** Keep the smallest set of tokens whose mass reaches p (1 or absent: all). */
+  /** In (0, 1]: keep the smallest set of most likely tokens whose mass reaches p. 1 (neutral) keeps all. */
   topP?: number;
-  /** Drop tokens whose probability is below minP times the top token's (0 or absent: none). */
+  /** In [0, 1]: drop tokens below minP times the top token's probability. 0 (neutral) drops none. */
   minP?: number;
 }
 
@@ -45,9 +50,18 @@ export interface EngineSession {
    * An integer engine converts its fixed-point logits exactly; its serving path never needs the floats.
    */
   feed(tokens: readonly number[], wanted?: LogitsWanted): Promise<Float32Array>;
-  /** Chooses the next token from the pending logits with this engine's own sampler and its seeded state. */
+  /**
+   * Chooses the next token from the pending logits. The options are checked with model/sampling.ts
+   * `checkSampling` (out of range: a `SamplingError`, and nothing drawn); greedy takes no draw, any
+   * other choice takes one draw from the session's seeded generator. Float engines sample with
+   * model/sample.ts `pickToken`; the integer engine with its integer sampler over the same options, so
+   * the same seed draws the same tokens on the float and WebGPU engines, and its own on the integer one.
+   */
   pick(options?: SamplingOptions): number;
-  /** Reseeds this session's sampler (a session starts seeded with 0). */
+  /**
+   * Reseeds this session's sampler: a safe integer, negative allowed (`checkSeed`; anything else is a
+   * `SamplingError` for `seed`). A fresh session is seeded with 0.
+   */
   seed(seed: number): void;
   /** The session as bytes, for engines that can save (`Engine.restore` reads them back). */
   save?(): Uint8Array;

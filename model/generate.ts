@@ -1,7 +1,9 @@
 /**
- * The generation loop every engine shares: feed the prompt, then pick a token and feed it back, one at
- * a time, streaming each as it is chosen. It uses only the `Engine` interface, so the float, integer and
- * WebGPU engines generate the same way (and give the same text when their logits agree).
+ * The one generation loop: feed the prompt, then pick a token and feed it back, one at a time,
+ * streaming each as it is chosen. It uses only the `Engine` interface, so the float, integer and WebGPU
+ * engines — and every caller: the CLIs, the server, measurement — generate the same way (and give the
+ * same text when their logits agree). A float model built in memory runs through it on engines/float.ts
+ * `floatEngineOf(model)`.
  *
  * @example
  * ```ts
@@ -14,9 +16,10 @@
  * @module
  */
 import type { Engine, EngineSession, SamplingOptions } from "./engine.ts";
+import { checkSampling, checkSeed } from "./sampling.ts";
 import { EOS } from "./tokenizer.ts";
 
-/** Options of `generateTokens`. */
+/** Options of `generateTokens`: how many tokens, and the sampling contract's options (model/sampling.ts). */
 export interface GenerateOptions extends SamplingOptions {
   /** At most this many new tokens (fewer when the context fills). */
   maxTokens: number;
@@ -31,7 +34,8 @@ export interface GenerateOptions extends SamplingOptions {
 /**
  * Feeds `prompt` (which may be empty when continuing a session that has been fed), then yields up to
  * `maxTokens` new tokens. Each yielded token is fed back, so afterwards the session holds the prompt and
- * every yielded token, ready to continue.
+ * every yielded token, ready to continue. The sampling options and the seed are checked before anything
+ * is fed (a `SamplingError` names the one out of range).
  */
 export async function* generateTokens(
   engine: Engine,
@@ -39,6 +43,8 @@ export async function* generateTokens(
   opts: GenerateOptions,
 ): AsyncGenerator<number, void, undefined> {
   const { stopAtEos = true } = opts;
+  const choice = checkSampling(opts);
+  if (opts.seed !== undefined) checkSeed(opts.seed);
   const session = opts.session ?? engine.start();
   if (opts.seed !== undefined) session.seed(opts.seed);
   const budget = Math.min(
@@ -48,7 +54,7 @@ export async function* generateTokens(
   if (budget <= 0) return;
   if (prompt.length > 0) await session.feed(prompt, "none");
   for (let i = 0; i < budget; i++) {
-    const id = session.pick(opts);
+    const id = session.pick(choice);
     if (stopAtEos && id === EOS) return;
     await session.feed([id], "none");
     yield id;

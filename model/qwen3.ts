@@ -16,13 +16,12 @@ import { checkTensors, type ModelConfig, paramShapes } from "./config.ts";
 import { FormatError } from "./error.ts";
 import type { Tensor } from "./tensor.ts";
 import {
-  attendCached,
-  matmul,
+  defaultKernels,
+  type Kernels,
   rmsnorm,
   ropeHead,
   type RopeTables,
   ropeTables,
-  swiglu,
 } from "../kernels/kernels.ts";
 
 /**
@@ -67,11 +66,15 @@ export interface Weights<W = Float32Array> {
   lmHead: W;
 }
 
-/** A model ready to run: its config, the named tensors it was built from, and views into them. */
+/**
+ * A model ready to run: its config, the named tensors it was built from, views into them, and the
+ * kernel set its forward pass runs on.
+ */
 export interface Model extends Weights<Float32Array> {
   config: ModelConfig;
   tensors: Tensor[];
   rope: RopeTables;
+  kernels: Kernels;
 }
 
 /**
@@ -95,9 +98,15 @@ export function mapWeights<W>(model: Model, put: (data: Float32Array, name: stri
 /**
  * Builds a model from named tensors, checking them against the shapes the config implies.
  * A missing tensor, an unknown name or a shape that differs is refused by name; `where` names the
- * source (a file) in the message.
+ * source (a file) in the message. The model runs on `kernels` (kernels/kernels.ts `kernelSet`; default
+ * the WebAssembly SIMD set where the runtime has it).
  */
-export function buildModel(config: ModelConfig, tensors: Tensor[], where = "model"): Model {
+export function buildModel(
+  config: ModelConfig,
+  tensors: Tensor[],
+  where = "model",
+  kernels: Kernels = defaultKernels,
+): Model {
   const bad = checkTensors(config, tensors);
   if (bad) throw new FormatError(where, bad.tensor, `${where}: ${bad.message}`, bad);
   const byName = new Map(tensors.map((t) => [t.name, t]));
@@ -120,6 +129,7 @@ export function buildModel(config: ModelConfig, tensors: Tensor[], where = "mode
     norm: get("model.norm.weight"),
     lmHead: config.tie_word_embeddings ? embed : get("lm_head.weight"),
     rope: ropeTables(config.max_position_embeddings, config.head_dim, config.rope_theta),
+    kernels,
   };
 }
 
@@ -264,9 +274,9 @@ export function walkForward<B, W>(
   }
 }
 
-/** The CPU kernels over f32 arrays, attending over (and appending to) `cache`. */
+/** The CPU kernels over f32 arrays (the model's kernel set), attending over (and appending to) `cache`. */
 function cpuKernels(model: Model, cache: KVCache): Qwen3Kernels<Float32Array, Float32Array> {
-  const c = model.config, hd = c.head_dim;
+  const c = model.config, hd = c.head_dim, kernels = model.kernels;
   const nh = c.num_attention_heads, nkv = c.num_key_value_heads, kvDim = nkv * hd;
   return {
     embed(x, tokens, table, dim) {
@@ -275,7 +285,7 @@ function cpuKernels(model: Model, cache: KVCache): Qwen3Kernels<Float32Array, Fl
       }
     },
     rmsnorm,
-    matmul: (out, x, w, M, K, N) => matmul(out, x, w, M, K, N),
+    matmul: (out, x, w, M, K, N) => kernels.matmul(out, x, w, M, K, N),
     rope(x, T, heads, pos0) {
       for (let t = 0; t < T; t++) {
         for (let h = 0; h < heads; h++) ropeHead(x, (t * heads + h) * hd, pos0 + t, model.rope);
@@ -285,12 +295,12 @@ function cpuKernels(model: Model, cache: KVCache): Qwen3Kernels<Float32Array, Fl
       const K = cache.keys[layer], Vc = cache.values[layer];
       K.set(k.subarray(0, T * kvDim), pos0 * kvDim);
       Vc.set(v.subarray(0, T * kvDim), pos0 * kvDim);
-      attendCached(att, q, K, Vc, T, pos0, nh, nkv, hd);
+      kernels.attendCached(att, q, K, Vc, T, pos0, nh, nkv, hd);
     },
     addInto(x, y, n) {
       for (let i = 0; i < n; i++) x[i] += y[i];
     },
-    swiglu: (gate, up, n) => swiglu(gate, gate, up, n),
+    swiglu: (gate, up, n) => kernels.swiglu(gate, gate, up, n),
     copyRow(out, x, row, dim) {
       out.set(x.subarray(row * dim, row * dim + dim));
     },

@@ -1,45 +1,35 @@
 /**
- * Choosing the next token from logits (greedy, or seeded temperature with top-k, min-p and top-p), and
- * the float model's own synchronous generation loop. Engines generate through model/generate.ts.
+ * The one float sampler: the next token from a row of float logits, under sampling options already
+ * checked against the one contract (model/sampling.ts `checkSampling`). The float and WebGPU engines
+ * pick through it; the integer engine keeps its own integer sampler (engines/int/sampler.ts), over the
+ * same checked options, because its serving path holds no float. Generation — feed, pick, feed back —
+ * is model/generate.ts.
  *
  * @example
  * ```ts
- * const ids = generate(model, encode("The jury said", { bos: true }), { maxTokens: 64 });
+ * const choice = checkSampling({ temperature: 0.8, topK: 40, minP: 0.05 });
+ * pickToken(logits, 0, 258, choice, createRng(1));
  * ```
  * @module
  */
 import { argmax } from "../kernels/cpu.ts";
-import { createCache, forward, type Model } from "./qwen3.ts";
-import { createRng, type Rng } from "./random.ts";
-import { EOS } from "./tokenizer.ts";
-import type { SamplingOptions } from "./engine.ts";
-
-/** How to pick tokens: temperature 0 is greedy. */
-export interface SampleOptions {
-  temperature?: number;
-  topP?: number;
-  seed?: number;
-}
+import type { Rng } from "./random.ts";
+import type { SamplingChoice } from "./sampling.ts";
 
 /**
- * Picks a token from one row of logits `[off, off + n)`. Greedy (lowest id on a tie) when temperature
- * is 0; otherwise a seeded draw from the softmax at that temperature, cut to the `topK` most likely
- * tokens, then those with at least `minP` times the top token's probability, then the smallest prefix
- * whose mass reaches `topP` of what is left. With topK and minP off this is `sampleToken`, draw for draw.
- *
- * @example
- * ```ts
- * pickToken(logits, 0, 258, { temperature: 0.8, topK: 40, minP: 0.05 }, createRng(1));
- * ```
+ * Picks a token from one row of logits `[off, off + n)`. Greedy (the highest logit, lowest id on a
+ * tie; no draw) when temperature is 0; otherwise one seeded draw from the softmax at that temperature,
+ * cut to the `topK` most likely tokens, then to those with at least `minP` times the top token's
+ * probability, then to the smallest prefix whose mass reaches `topP` of what is left.
  */
 export function pickToken(
   logits: Float32Array,
   off: number,
   n: number,
-  opts: SamplingOptions,
+  choice: SamplingChoice,
   rng: Rng,
 ): number {
-  const { temperature = 0, topK = 0, topP = 1, minP = 0 } = opts;
+  const { temperature, topK, topP, minP } = choice;
   if (temperature <= 0) return argmax(logits, off, n);
   let max = -Infinity;
   for (let i = 0; i < n; i++) max = Math.max(max, logits[off + i]);
@@ -60,48 +50,4 @@ export function pickToken(
     if (r < 0) return order[j];
   }
   return order[kept - 1];
-}
-
-/** Picks a token from one row of logits `[off, off + n)` by temperature and top-p (see `pickToken`). */
-export function sampleToken(
-  logits: Float32Array,
-  off: number,
-  n: number,
-  temperature: number,
-  topP: number,
-  rng: Rng,
-): number {
-  return pickToken(logits, off, n, { temperature, topP }, rng);
-}
-
-/** Options of `generate`. */
-export interface GenerateOptions extends SampleOptions {
-  maxTokens: number;
-  /** Stop when EOS is produced (default true); the EOS is not returned. */
-  stopAtEos?: boolean;
-  /** Called with each new token as it is chosen. */
-  onToken?: (id: number) => void;
-}
-
-/** Runs the prompt, then picks up to `maxTokens` new tokens; returns only the new ones. */
-export function generate(model: Model, prompt: number[], opts: GenerateOptions): number[] {
-  const { temperature = 0, topP = 1, seed = 0, stopAtEos = true } = opts;
-  const V = model.config.vocab_size;
-  const budget = Math.min(opts.maxTokens, model.config.max_position_embeddings - prompt.length);
-  const cache = createCache(model);
-  const rng = createRng(seed);
-  const out: number[] = [];
-  if (budget <= 0) return out;
-  let logits = forward(model, cache, prompt);
-  let off = (prompt.length - 1) * V;
-  for (let i = 0; i < budget; i++) {
-    const id = sampleToken(logits, off, V, temperature, topP, rng);
-    if (stopAtEos && id === EOS) break;
-    out.push(id);
-    opts.onToken?.(id);
-    if (i + 1 === budget) break;
-    logits = forward(model, cache, [id]);
-    off = 0;
-  }
-  return out;
 }

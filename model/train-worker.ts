@@ -5,9 +5,9 @@
  * split between the workers too.
  *
  * Protocol (each message is answered once the work is done):
- * - `init` {config, seqLen, kernels, params, grads (one buffer per sequence of a batch), losses, next,
- *   m, v, ema, corpus, from, to} → `ready`. This worker owns elements `from` <= i < `to` of the
- *   optimizer's work.
+ * - `init` {config, seqLen, kernels (a kernel set's name: this worker's trainer runs on it), params,
+ *   grads (one buffer per sequence of a batch), losses, next, m, v, ema, corpus, from, to} → `ready`.
+ *   This worker owns elements `from` <= i < `to` of the optimizer's work.
  * - `step` {starts, seqLen, gradScale} → {}: takes sequence numbers j from the shared counter `next`
  *   until the batch is done, and writes the gradient of sequence j (from zero) into `grads[j]` and
  *   its loss into `losses[j]`.
@@ -20,7 +20,7 @@
  */
 import type { ModelConfig } from "./config.ts";
 import { BOS } from "./tokenizer.ts";
-import { useKernels } from "../kernels/kernels.ts";
+import { kernelSet } from "../kernels/kernels.ts";
 import {
   adamwStep,
   createScratch,
@@ -60,7 +60,6 @@ scope.onmessage = (ev: MessageEvent) => {
   const msg = ev.data;
   if (msg.type === "init") {
     const cfg = msg.config as ModelConfig, layout = paramLayout(cfg);
-    useKernels(msg.kernels ?? "wasm");
     state = {
       cfg,
       layout,
@@ -76,7 +75,7 @@ scope.onmessage = (ev: MessageEvent) => {
       params: new Float32Array(layout.size),
       grads: new Float32Array(layout.size),
       corpus: new Uint8Array(msg.corpus),
-      scratch: createScratch(cfg, msg.seqLen),
+      scratch: createScratch(cfg, msg.seqLen, kernelSet(msg.kernels ?? "wasm")),
     };
     scope.postMessage({ type: "ready" });
     return;

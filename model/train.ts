@@ -14,20 +14,15 @@
 import { checkTensors, type ModelConfig, paramShapes } from "./config.ts";
 import type { Tensor } from "./tensor.ts";
 import {
-  attentionBackward,
-  attentionForward,
   crossEntropyBackward,
-  matmul,
-  matmulNN,
-  matmulTN,
+  defaultKernels,
+  type Kernels,
   rmsnorm,
   rmsnormBackward,
   ropeBackward,
   ropeHead,
   type RopeTables,
   ropeTables,
-  swiglu,
-  swigluBackward,
 } from "../kernels/kernels.ts";
 
 /** Where each parameter lives in the flat buffer. */
@@ -71,9 +66,10 @@ export function flattenTensors(
   return flat;
 }
 
-/** Buffers reused across sequences of up to T tokens. */
+/** Buffers reused across sequences of up to T tokens, and the kernel set the trainer runs on. */
 export interface Scratch {
   T: number;
+  kernels: Kernels;
   rope: RopeTables;
   layers: LayerActs[];
   xFinal: Float32Array;
@@ -116,8 +112,11 @@ interface LayerActs {
   h: Float32Array;
 }
 
-/** Allocates the activations and gradient buffers for sequences of up to T tokens. */
-export function createScratch(cfg: ModelConfig, T: number): Scratch {
+/**
+ * Allocates the activations and gradient buffers for sequences of up to T tokens; the trainer that
+ * uses them runs on `kernels` (default the WebAssembly SIMD set where the runtime has it).
+ */
+export function createScratch(cfg: ModelConfig, T: number, kernels: Kernels = defaultKernels): Scratch {
   const H = cfg.hidden_size, hd = cfg.head_dim, nh = cfg.num_attention_heads, nkv = cfg.num_key_value_heads;
   const qDim = nh * hd, kvDim = nkv * hd, I = cfg.intermediate_size, V = cfg.vocab_size;
   const f = (n: number) => new Float32Array(n);
@@ -143,6 +142,7 @@ export function createScratch(cfg: ModelConfig, T: number): Scratch {
   }));
   return {
     T,
+    kernels,
     rope: ropeTables(Math.max(T, 1), hd, cfg.rope_theta),
     layers,
     xFinal: f(T * H),
@@ -166,7 +166,8 @@ export function createScratch(cfg: ModelConfig, T: number): Scratch {
 
 /**
  * Loss (summed nats over the sequence) of predicting `targets` from `inputs` (positions 0..T-1),
- * and its gradient times `gradScale`, added into `grads` (same flat layout as `params`).
+ * and its gradient times `gradScale`, added into `grads` (same flat layout as `params`), on the
+ * scratch's kernel set.
  */
 export function sequenceLossAndGrad(
   cfg: ModelConfig,
@@ -192,6 +193,7 @@ export function sequenceLossAndGrad(
   const embedName = "model.embed_tokens.weight";
   const headName = cfg.tie_word_embeddings ? embedName : "lm_head.weight";
   const embed = P(embedName, V * H);
+  const { kernels } = s;
 
   // ---- forward, saving what the backward needs
   // Each layer's input buffer is written by the layer before it (the first by the embedding).
@@ -200,36 +202,36 @@ export function sequenceLossAndGrad(
   for (let l = 0; l < cfg.num_hidden_layers; l++) {
     const a = s.layers[l], p = `model.layers.${l}.`;
     rmsnorm(a.xn1, a.xIn, P(p + "input_layernorm.weight", H), T, H, eps, a.rstd1);
-    matmul(a.qRaw, a.xn1, P(p + "self_attn.q_proj.weight", qDim * H), T, H, qDim);
-    matmul(a.kRaw, a.xn1, P(p + "self_attn.k_proj.weight", kvDim * H), T, H, kvDim);
-    matmul(a.v, a.xn1, P(p + "self_attn.v_proj.weight", kvDim * H), T, H, kvDim);
+    kernels.matmul(a.qRaw, a.xn1, P(p + "self_attn.q_proj.weight", qDim * H), T, H, qDim);
+    kernels.matmul(a.kRaw, a.xn1, P(p + "self_attn.k_proj.weight", kvDim * H), T, H, kvDim);
+    kernels.matmul(a.v, a.xn1, P(p + "self_attn.v_proj.weight", kvDim * H), T, H, kvDim);
     rmsnorm(a.q, a.qRaw, P(p + "self_attn.q_norm.weight", hd), T * nh, hd, eps, a.rstdQ);
     rmsnorm(a.k, a.kRaw, P(p + "self_attn.k_norm.weight", hd), T * nkv, hd, eps, a.rstdK);
     for (let t = 0; t < T; t++) {
       for (let h = 0; h < nh; h++) ropeHead(a.q, t * qDim + h * hd, t, s.rope);
       for (let h = 0; h < nkv; h++) ropeHead(a.k, t * kvDim + h * hd, t, s.rope);
     }
-    attentionForward(a.att, a.probs, a.q, a.k, a.v, shape);
-    matmul(a.xMid, a.att, P(p + "self_attn.o_proj.weight", H * qDim), T, qDim, H);
+    kernels.attentionForward(a.att, a.probs, a.q, a.k, a.v, shape);
+    kernels.matmul(a.xMid, a.att, P(p + "self_attn.o_proj.weight", H * qDim), T, qDim, H);
     addInto(a.xMid, a.xIn, T * H);
     rmsnorm(a.xn2, a.xMid, P(p + "post_attention_layernorm.weight", H), T, H, eps, a.rstd2);
-    matmul(a.gate, a.xn2, P(p + "mlp.gate_proj.weight", I * H), T, H, I);
-    matmul(a.up, a.xn2, P(p + "mlp.up_proj.weight", I * H), T, H, I);
-    swiglu(a.h, a.gate, a.up, T * I);
+    kernels.matmul(a.gate, a.xn2, P(p + "mlp.gate_proj.weight", I * H), T, H, I);
+    kernels.matmul(a.up, a.xn2, P(p + "mlp.up_proj.weight", I * H), T, H, I);
+    kernels.swiglu(a.h, a.gate, a.up, T * I);
     const next = l + 1 < cfg.num_hidden_layers ? s.layers[l + 1].xIn : s.xFinal;
-    matmul(next, a.h, P(p + "mlp.down_proj.weight", H * I), T, I, H);
+    kernels.matmul(next, a.h, P(p + "mlp.down_proj.weight", H * I), T, I, H);
     addInto(next, a.xMid, T * H);
   }
   rmsnorm(s.xnFinal, s.xFinal, P("model.norm.weight", H), T, H, eps, s.rstdFinal);
   const head = P(headName, V * H);
   const logits = s.logits.subarray(0, T * V);
-  matmul(logits, s.xnFinal, head, T, H, V);
+  kernels.matmul(logits, s.xnFinal, head, T, H, V);
   const loss = crossEntropyBackward(logits, targets, V, gradScale);
 
   // ---- backward
   const dx = s.dx.subarray(0, T * H), dxn = s.dxn.subarray(0, T * H);
   // logits = xn @ head^T: dxn = dlogits @ head; dhead += dlogits^T @ xn
-  linearBackward(dxn, G(headName, V * H), logits, s.xnFinal, head, T, H, V);
+  linearBackward(kernels, dxn, G(headName, V * H), logits, s.xnFinal, head, T, H, V);
   dx.fill(0);
   rmsnormBackward(dx, G("model.norm.weight", H), dxn, s.xFinal, P("model.norm.weight", H), s.rstdFinal, T, H);
   for (let l = cfg.num_hidden_layers - 1; l >= 0; l--) {
@@ -237,6 +239,7 @@ export function sequenceLossAndGrad(
     // MLP: x_out = x_mid + down(h)
     const dh = s.dh.subarray(0, T * I), dg = s.dg.subarray(0, T * I), du = s.du.subarray(0, T * I);
     linearBackward(
+      kernels,
       dh,
       G(p + "mlp.down_proj.weight", H * I),
       dx,
@@ -246,8 +249,9 @@ export function sequenceLossAndGrad(
       I,
       H,
     );
-    swigluBackward(dg, du, dh, a.gate, a.up);
+    kernels.swigluBackward(dg, du, dh, a.gate, a.up);
     linearBackward(
+      kernels,
       dxn,
       G(p + "mlp.gate_proj.weight", I * H),
       dg,
@@ -259,6 +263,7 @@ export function sequenceLossAndGrad(
     );
     const dxn2b = s.dxn2.subarray(0, T * H);
     linearBackward(
+      kernels,
       dxn2b,
       G(p + "mlp.up_proj.weight", I * H),
       du,
@@ -282,6 +287,7 @@ export function sequenceLossAndGrad(
     // attention: x_mid = x_in + o_proj(att)
     const dAtt = s.dAtt.subarray(0, T * qDim);
     linearBackward(
+      kernels,
       dAtt,
       G(p + "self_attn.o_proj.weight", H * qDim),
       dx,
@@ -293,7 +299,7 @@ export function sequenceLossAndGrad(
     );
     const dq = s.dq.subarray(0, T * qDim), dk = s.dk.subarray(0, T * kvDim), dv = s.dv.subarray(0, T * kvDim);
     dq.fill(0), dk.fill(0), dv.fill(0);
-    attentionBackward(dq, dk, dv, dAtt, a.probs, a.q, a.k, a.v, shape);
+    kernels.attentionBackward(dq, dk, dv, dAtt, a.probs, a.q, a.k, a.v, shape);
     for (let t = 0; t < T; t++) {
       for (let h = 0; h < nh; h++) ropeBackward(dq, t * qDim + h * hd, t, s.rope);
       for (let h = 0; h < nkv; h++) ropeBackward(dk, t * kvDim + h * hd, t, s.rope);
@@ -325,6 +331,7 @@ export function sequenceLossAndGrad(
       hd,
     );
     linearBackward(
+      kernels,
       dxn,
       G(p + "self_attn.q_proj.weight", qDim * H),
       dqRaw,
@@ -336,6 +343,7 @@ export function sequenceLossAndGrad(
     );
     const dxnk = s.dxn2.subarray(0, T * H);
     linearBackward(
+      kernels,
       dxnk,
       G(p + "self_attn.k_proj.weight", kvDim * H),
       dkRaw,
@@ -347,6 +355,7 @@ export function sequenceLossAndGrad(
     );
     addInto(dxn, dxnk, T * H);
     linearBackward(
+      kernels,
       dxnk,
       G(p + "self_attn.v_proj.weight", kvDim * H),
       dv,
@@ -384,6 +393,7 @@ function addInto(out: Float32Array, x: Float32Array, n: number): void {
  * Writes dx = dy @ W (overwriting) and adds dy^T @ x into dW.
  */
 function linearBackward(
+  kernels: Kernels,
   dxOut: Float32Array,
   dW: Float32Array,
   dy: Float32Array,
@@ -393,8 +403,8 @@ function linearBackward(
   IN: number,
   OUT: number,
 ): void {
-  matmulNN(dxOut, dy, W, T, OUT, IN);
-  matmulTN(dW, dy, x, OUT, T, IN, true);
+  kernels.matmulNN(dxOut, dy, W, T, OUT, IN);
+  kernels.matmulTN(dW, dy, x, OUT, T, IN, true);
 }
 
 /** AdamW hyperparameters. */

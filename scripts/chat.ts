@@ -67,7 +67,7 @@ export async function openServedEngine(model?: string, kind?: string): Promise<E
       );
     }
   }
-  return await loadEngine(model, kind);
+  return await loadEngine(model, kind, { onNote: (line) => console.error(line) });
 }
 
 /**

@@ -16,7 +16,7 @@ import { parseArgs, type ParseArgsConfig } from "node:util";
 import { basename, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import process from "node:process";
-import { type KernelsName, useKernels } from "../kernels/kernels.ts";
+import { type Kernels, kernelSet } from "../kernels/kernels.ts";
 
 /** Exit code for refused input (a corrupt file, a failed check). */
 export const EXIT_REFUSED = 1;
@@ -121,10 +121,10 @@ function fmtTime(s: number): string {
 export const KERNELS_HELP =
   "  --kernels K        compute kernels: wasm (WebAssembly SIMD) | ref (JavaScript reference)  [wasm]";
 
-/** Selects the kernels named by `--kernels`; an unknown name is a usage error. */
-export function chooseKernels(name: string | undefined): KernelsName {
+/** The kernel set `--kernels` names, to hand to what the script builds; an unknown name is a usage error. */
+export function chooseKernels(name: string | undefined): Kernels {
   if (name !== "wasm" && name !== "ref") fail(`--kernels must be wasm or ref, got ${name}`, EXIT_USAGE);
-  return useKernels(name);
+  return kernelSet(name);
 }
 
 /**

@@ -49,7 +49,7 @@ const { values: a, positionals } = cli(HELP, {
 });
 
 await run(async () => {
-  chooseKernels(a.kernels);
+  const kernels = chooseKernels(a.kernels);
   const path = positionals[0] ?? "model/default/ferry.ckpt";
   if (a.weights !== "model" && a.weights !== "ema") {
     fail(`--weights must be model or ema, got ${a.weights}`, EXIT_USAGE);
@@ -68,11 +68,11 @@ await run(async () => {
     const ck = await readCheckpoint(path, { sections: [a.weights as "model" | "ema"] });
     const tensors = a.weights === "ema" ? ck.ema : ck.model;
     if (!tensors) fail(`${path}: has no ${a.weights} section`);
-    engine = createFloatEngine(ck.config, tensors!, path);
+    engine = createFloatEngine(ck.config, tensors!, path, { kernels });
     step = ck.step;
   } else {
     if (a.weights !== "model") fail(`--weights ${a.weights}: an export holds one set of weights`, EXIT_USAGE);
-    engine = await loadEngine(path, a.engine);
+    engine = await loadEngine(path, a.engine, { kernels, onNote: (line) => console.error(line) });
   }
   const { heldOut } = await loadBrown();
   const windows = evalWindows(heldOut, count);

@@ -79,7 +79,7 @@ async function main(): Promise<void> {
     seed: { type: "string" },
     kernels: { type: "string", default: "wasm" },
   });
-  chooseKernels(values.kernels);
+  const kernels = chooseKernels(values.kernels);
   if (positionals.length !== 1) {
     fail(`expected one FILE, got ${positionals.length}\n\n${HELP.trim()}`, EXIT_USAGE);
   }
@@ -112,6 +112,8 @@ async function main(): Promise<void> {
 
   let bar: Progress | undefined, shown = 0;
   const engine = await loadEngine(path, values.engine, {
+    kernels,
+    onNote: (line) => console.error(line),
     onProgress: (done, total) => {
       if (total < 64 << 20) return; // a small model loads faster than a bar could draw
       bar ??= progress("load", Math.ceil(total / (1 << 20)), { unit: "MiB" });

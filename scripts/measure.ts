@@ -80,7 +80,7 @@ interface Row {
 }
 
 await run(async () => {
-  chooseKernels(a.kernels);
+  const kernels = chooseKernels(a.kernels);
   const input = positionals[0] ?? DEFAULT_INPUT;
   const count = Number(a.windows);
   if (!Number.isInteger(count) || count < 1) fail("--windows expects a positive integer", EXIT_USAGE);
@@ -100,7 +100,7 @@ await run(async () => {
     fail(`--engine ${a.engine}: unknown (expected one of: ${engineKinds().join(", ")})`, EXIT_USAGE);
   }
   const ck = await readCheckpoint(input, { sections: ["model"] });
-  const source = createFloatEngine(ck.config, ck.model, input);
+  const source = createFloatEngine(ck.config, ck.model, input, { kernels });
   const windows = evalWindows((await loadBrown()).heldOut, count);
   const prompts = PROMPTS.slice(0, promptCount).map((p) => encode(p, { bos: true }));
   const V = ck.config.vocab_size;
@@ -113,7 +113,7 @@ await run(async () => {
   try {
     for (const [format, dtype] of variants) {
       const s = await exportCheckpoint({ input, output: dir, format, dtype });
-      const engine = await loadEngine(s.file, a.engine);
+      const engine = await loadEngine(s.file, a.engine, { kernels, onNote: (line) => console.error(line) });
       const got = await profileEngine(engine, windows, prompts, 64, () => bar.tick());
       engine.dispose?.();
       let maxAbs = 0, sumAbs = 0, top1 = 0, kl = 0;

@@ -142,7 +142,7 @@ await run(async () => {
       type: "init",
       config: cfg,
       seqLen,
-      kernels,
+      kernels: kernels.name,
       from: cut(index),
       to: cut(index + 1),
       corpus: trainBytes.buffer,
@@ -171,7 +171,7 @@ await run(async () => {
       logPath,
       `# ferry train: ${
         JSON.stringify({ ...cfg })
-      }\n# steps=${totalSteps} batch=${batch} seq=${seqLen} lr=${peakLr} warmup=${warmup} seed=${seed} workers=${nWorkers} kernels=${kernels}\n# step\ttokens\tloss_bits_per_byte\tlr\tgrad_norm\ttok_per_s\theldout16_bpb\n`,
+      }\n# steps=${totalSteps} batch=${batch} seq=${seqLen} lr=${peakLr} warmup=${warmup} seed=${seed} workers=${nWorkers} kernels=${kernels.name}\n# step\ttokens\tloss_bits_per_byte\tlr\tgrad_norm\ttok_per_s\theldout16_bpb\n`,
     );
   }
   const adam = { beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.1 };
@@ -197,7 +197,8 @@ await run(async () => {
       },
     });
   };
-  const heldOut = (f: Float32Array) => bitsPerByte(buildModel(cfg, viewTensors(layout, f)), evalSet);
+  const heldOut = (f: Float32Array) =>
+    bitsPerByte(buildModel(cfg, viewTensors(layout, f), out, kernels), evalSet);
   let ran = 0, lastTime = performance.now(), lastTokens = tokensSeen, lossAvg = NaN;
   // The summary's rate: over this invocation's steps after its first WARM (JIT warm-up), if any.
   const WARM = 20;

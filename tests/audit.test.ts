@@ -22,7 +22,7 @@ setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to
 
 const ROOT = join(import.meta.dir, "..");
 
-/** The serving sources: the kernels, the forward, the sampler. */
+/** The serving sources: the kernels, the prepared model, the forward, the sampler. */
 export const AUDITED = [
   "kernels/int/check.ts",
   "kernels/int/round.ts",
@@ -34,6 +34,7 @@ export const AUDITED = [
   "kernels/int/tables.ts",
   "kernels/int/rope.ts",
   "kernels/int/attention.ts",
+  "engines/int/model.ts",
   "engines/int/forward.ts",
   "engines/int/simd.ts",
   "engines/int/sampler.ts",
@@ -196,6 +197,11 @@ test("the integer engine's serving functions hold no multiply, divide, float or 
       "ropeHead",
       "mulS16",
       "step",
+      "attentionBlock",
+      "attendHeads",
+      "mlpBlock",
+      "headLogits",
+      "buildIntModel",
       "sample",
       "drawBelow",
       "nextU32",

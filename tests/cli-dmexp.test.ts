@@ -10,7 +10,8 @@ import { writeCheckpoint } from "../formats/checkpoint.ts";
 import { PRESETS } from "../model/config.ts";
 import { initParams } from "../model/init.ts";
 import { buildModel } from "../model/qwen3.ts";
-import { generate } from "../model/sample.ts";
+import { floatEngineOf } from "../engines/float.ts";
+import { generateAll } from "../model/generate.ts";
 import { decode, encode } from "../model/tokenizer.ts";
 import { cloneTensors } from "../model/tensor.ts";
 import { disassemble, foreignFile, ROOT, tempDir, withHeader } from "./dmexp-fixtures.ts";
@@ -288,10 +289,18 @@ describe("scripts/info.ts", () => {
 });
 
 describe("scripts/generate.ts", () => {
-  const greedy = (tensors = model, prompt = "The jury", n = 24) =>
-    decode(generate(buildModel(cfg, cloneTensors(tensors)), encode(prompt, { bos: true }), { maxTokens: n }));
+  const greedy = async (tensors = model, prompt = "The jury", n = 24) =>
+    decode(
+      await generateAll(
+        floatEngineOf(buildModel(cfg, cloneTensors(tensors))),
+        encode(prompt, { bos: true }),
+        {
+          maxTokens: n,
+        },
+      ),
+    );
 
-  test("streams the greedy continuation of an export", () => {
+  test("streams the greedy continuation of an export", async () => {
     const r = sh("deno", "scripts/generate.ts", [
       at("m.f32.dmexp"),
       "--prompt",
@@ -300,7 +309,7 @@ describe("scripts/generate.ts", () => {
       "24",
     ]);
     expect(r.code).toBe(0);
-    expect(r.out).toBe(greedy() + "\n");
+    expect(r.out).toBe(await greedy() + "\n");
   });
 
   test("refuses a training checkpoint with the exact command, and that command works", async () => {
@@ -325,7 +334,9 @@ describe("scripts/generate.ts", () => {
       "24",
     ]);
     expect(again.code).toBe(0);
-    expect(again.out).toBe(greedy((await readDmexp(join(ROOT, "out", `${stem}.dmexp`))).tensors) + "\n");
+    expect(again.out).toBe(
+      await greedy((await readDmexp(join(ROOT, "out", `${stem}.dmexp`))).tensors) + "\n",
+    );
   });
 
   test("usage errors exit 2: no prompt, a bad number, no file", () => {

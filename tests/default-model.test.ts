@@ -5,7 +5,8 @@ import { readCheckpoint } from "../formats/checkpoint.ts";
 import { evalWindows, loadBrown } from "../model/corpus.ts";
 import { bitsPerByte } from "../measure/metrics.ts";
 import { buildModel } from "../model/qwen3.ts";
-import { generate } from "../model/sample.ts";
+import { floatEngineOf } from "../engines/float.ts";
+import { generateAll } from "../model/generate.ts";
 import { decode, encode } from "../model/tokenizer.ts";
 import { configParamCount } from "../model/config.ts";
 
@@ -25,6 +26,8 @@ test("the default model reaches the held-out bits per byte and greedy text of do
   expect(readme).toContain(`**${bpb.toFixed(4)}**`);
   expect(page).toContain(`**${bpb.toFixed(4)}**`);
   const text = "The jury said" +
-    decode(generate(model, encode("The jury said", { bos: true }), { maxTokens: 64 }));
+    decode(
+      await generateAll(floatEngineOf(model), encode("The jury said", { bos: true }), { maxTokens: 64 }),
+    );
   expect(page).toContain("`" + text + "`");
 }, 60_000);

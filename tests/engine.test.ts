@@ -1,50 +1,97 @@
-// The format registry and the engine interface: every format recognised and read back through one
-// list, the float engine giving the reference model's exact logits and text, its sampler's options,
-// and the loader's refusals.
+// The registries and the engine interface: every format written and read back through one list, every
+// engine of the table run on every export (formats × engines), the float engine giving the reference
+// model's exact logits and text, the one sampling contract on every engine, the integer engine on a
+// float export giving the lut4 export's bits, the loader's refusals, and every engine loading the
+// shipped model on every runtime it claims.
 import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { withoutDenoDownloads } from "./helpers/deno.ts";
 import { formatOf, FORMATS, readExport } from "../formats/mod.ts";
+import type { FormatDescriptor } from "../formats/format.ts";
+import { lut4Format } from "../formats/lut4.ts";
 import { writeCheckpoint } from "../formats/checkpoint.ts";
 import { FormatError } from "../model/error.ts";
-import { PRESETS } from "../model/config.ts";
+import { type ModelConfig, PRESETS } from "../model/config.ts";
+import type { Engine } from "../model/engine.ts";
 import { initParams } from "../model/init.ts";
-import { tensorSource } from "../model/tensor.ts";
-import { buildModel, createCache, forward } from "../model/qwen3.ts";
+import { createRng } from "../model/random.ts";
+import { pickToken } from "../model/sample.ts";
+import { checkSampling, SamplingError } from "../model/sampling.ts";
+import { type Tensor, tensorSource } from "../model/tensor.ts";
+import { buildModel, createCache, forward, type Model } from "../model/qwen3.ts";
 import { createFloatEngine } from "../engines/float.ts";
-import { generateAll, generateTokens } from "../model/generate.ts";
-import { generate } from "../model/sample.ts";
+import { generateAll, type GenerateOptions, generateTokens } from "../model/generate.ts";
 import { encode, EOS } from "../model/tokenizer.ts";
-import { engineKinds, loadEngine } from "../engines/mod.ts";
+import { DEFAULT_ENGINE, engineKinds, ENGINES, loadEngine, type Runtime } from "../engines/mod.ts";
 
 setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 const dir = mkdtempSync(join(tmpdir(), "ferry-engine-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const cfg = PRESETS.tiny;
+const RUNTIME: Runtime = "bun"; // bun test runs this file; Deno runs the shipped-model script below
+const cfg = PRESETS.tiny; // widths lut4 cannot store (hidden_size 16)
 const tensors = initParams(cfg, 7, 0.5); // a wide init, so sampling has real choices to make
+/** A small shape every format can store (widths in multiples of 32), so every engine runs every export. */
+const small: ModelConfig = {
+  ...PRESETS.tiny,
+  hidden_size: 32,
+  intermediate_size: 64,
+  num_attention_heads: 2,
+  num_key_value_heads: 1,
+  head_dim: 16,
+};
+const smallTensors = initParams(small, 9, 0.5);
 const prompt = encode("The jury", { bos: true });
 
+/** The dtype a format writes without loss (f32, f64), or its default where it has none (lut4). */
+const losslessDtype = (f: FormatDescriptor) =>
+  f.dtypes.find((d) => d === "f32" || d === "f64") ?? f.defaultDtype;
+
+/** Writes `ts` in format `f` (its lossless dtype) as `<stem>.<dtype><ext>`; returns the path. */
+async function writeAs(
+  f: FormatDescriptor,
+  stem: string,
+  config: ModelConfig,
+  ts: Tensor[],
+): Promise<string> {
+  const dtype = losslessDtype(f);
+  const path = join(dir, `${stem}.${dtype}${f.extension}`);
+  const input = { config, tensors: ts.map(tensorSource), source: `${stem}@step0`, step: 0, name: stem };
+  await f.write(path, input, { dtype });
+  return path;
+}
+
+/** The reference loop the engines must match: forward, pick from the last row, feed it back. */
+function referenceLoop(model: Model, ids: number[], opts: GenerateOptions): number[] {
+  const V = model.config.vocab_size, cache = createCache(model), rng = createRng(opts.seed ?? 0);
+  const choice = checkSampling(opts), out: number[] = [];
+  let logits = forward(model, cache, ids), off = (ids.length - 1) * V;
+  const budget = Math.min(opts.maxTokens, model.config.max_position_embeddings - ids.length);
+  for (let i = 0; i < budget; i++) {
+    const id = pickToken(logits, off, V, choice, rng);
+    if ((opts.stopAtEos ?? true) && id === EOS) break;
+    out.push(id);
+    if (i + 1 < budget) logits = forward(model, cache, [id]), off = 0;
+  }
+  return out;
+}
+
 describe("the format registry", () => {
-  test("every format writes, is recognised by its path, and reads back the same tensors", async () => {
+  test("every format that can store the shape writes, is recognised by its path, and reads back the same tensors", async () => {
     expect(FORMATS.map((f) => f.name)).toEqual(["dmexp", "hf", "gguf", "f64lines", "lut4"]);
     for (const format of FORMATS) {
-      if (format.name === "lut4") continue; // 4-bit only, widths in multiples of 32: tests/lut4.test.ts
       expect(format.dtypes).toContain(format.defaultDtype);
-      const dtype = format.dtypes.includes("f32") ? "f32" : format.defaultDtype; // lossless
-      const path = join(dir, `m.${dtype}${format.extension}`);
-      const input = {
-        config: cfg,
-        tensors: tensors.map(tensorSource),
-        source: "t@step0",
-        step: 0,
-        name: "m",
-      };
-      const written = await format.write(path, input, { dtype });
-      expect(written.file).toBe(path);
-      expect(written.tensors).toBe(tensors.length);
+      const why = format.cannotStore?.(cfg);
+      if (why) {
+        // lut4: one scale per 32 weights; its own round trip is tests/lut4.test.ts.
+        expect(`${format.name} ${why.field}`).toBe("lut4 hidden_size");
+        continue;
+      }
+      const path = await writeAs(format, "m", cfg, tensors);
       expect(formatOf(path)).toBe(format);
       const back = await readExport(path);
       expect(back.format).toBe(format);
@@ -70,6 +117,120 @@ describe("the format registry", () => {
     expect((err as FormatError).field).toBe("format");
     for (const f of FORMATS) expect((err as Error).message).toContain(f.extension);
   });
+
+  test("each format's default engine follows from what it stores, through the one table", () => {
+    for (const f of FORMATS) expect(Object.hasOwn(ENGINES, DEFAULT_ENGINE[f.weights])).toBe(true);
+    expect(FORMATS.filter((f) => f.weights === "lut4").map((f) => f.name)).toEqual(["lut4"]);
+  });
+});
+
+describe("formats × engines", () => {
+  const exports = (async () => {
+    const paths = new Map<FormatDescriptor, string>();
+    for (const f of FORMATS) paths.set(f, await writeAs(f, "small", small, smallTensors));
+    return paths;
+  })();
+  const ref = buildModel(small, smallTensors);
+  const want = forward(ref, createCache(ref), prompt);
+
+  for (const [kind, entry] of Object.entries(ENGINES)) {
+    const here = entry.runtimes.includes(RUNTIME);
+    const title = `${kind}: loads every export and runs it` +
+      (here ? "" : ` (skipped under Bun: ${entry.elsewhere}; the shipped-model test runs it under Deno)`);
+    test.skipIf(!here)(title, async () => {
+      const int = kind === "int" ? await loadEngine((await exports).get(lut4Format)!, "int") : undefined;
+      const intLogits = int ? await int.start().feed(prompt, "all") : undefined;
+      for (const [format, path] of await exports) {
+        const notes: string[] = [];
+        const engine = await loadEngine(path, kind, { onNote: (line) => notes.push(line) });
+        expect(engine.kind).toBe(kind);
+        const logits = await engine.start().feed(prompt, "all");
+        expect(logits.length).toBe(prompt.length * small.vocab_size);
+        const quantized = kind === "int" && format.weights === "float";
+        expect(notes).toEqual(
+          quantized ? [`quantized ${path} to lut4 on load (as export --format lut4 would)`] : [],
+        );
+        if (kind === "int") {
+          // The integer engine on a lossless float export: the lut4 export's integers, bit for bit.
+          expect(`${format.name} ${logits.every((v, i) => Object.is(v, intLogits![i]))}`).toBe(
+            `${format.name} true`,
+          );
+        } else if (format.weights === "float") {
+          // A lossless export on a float engine: the reference model's logits.
+          const close = logits.every((v, i) => Math.abs(v - want[i]) <= (kind === "float" ? 0 : 1e-4));
+          expect(`${format.name} ${close}`).toBe(`${format.name} true`);
+        } else {
+          const back = buildModel(small, (await readExport(path)).tensors);
+          expect(logits).toEqual(forward(back, createCache(back), prompt)); // lut4 read as floats
+        }
+        engine.dispose?.();
+      }
+    });
+  }
+
+  test("the integer engine refuses a float export lut4 cannot store, with lut4's own reason", async () => {
+    const path = await writeAs(FORMATS[0], "narrow", cfg, tensors);
+    const why = lut4Format.cannotStore!(cfg)!;
+    const err = await loadEngine(path, "int").catch((e) => e);
+    expect(err).toBeInstanceOf(FormatError);
+    expect([err.path, err.field, err.expected, err.found]).toEqual([
+      path,
+      why.field,
+      why.expected,
+      why.found,
+    ]);
+    expect(err.message).toContain("quantizes to lut4 on load");
+  });
+});
+
+describe("the one sampling contract", () => {
+  const bad: [Record<string, number>, string][] = [
+    [{ temperature: -1 }, "temperature"],
+    [{ temperature: 100.5 }, "temperature"],
+    [{ temperature: NaN }, "temperature"],
+    [{ topK: 1.5 }, "topK"],
+    [{ topK: -1 }, "topK"],
+    [{ topP: 0 }, "topP"],
+    [{ topP: 1.01 }, "topP"],
+    [{ minP: -0.1 }, "minP"],
+    [{ minP: 2 }, "minP"],
+  ];
+  for (const [kind, entry] of Object.entries(ENGINES)) {
+    test.skipIf(!entry.runtimes.includes(RUNTIME))(
+      `${kind}: pick refuses what the contract refuses, by name; {} is greedy`,
+      async () => {
+        const engine: Engine = await loadEngine(
+          await writeAs(lut4Format, "contract", small, smallTensors),
+          kind,
+        );
+        const s = engine.start();
+        const logits = await s.feed(prompt);
+        for (const [options, field] of bad) {
+          const err = (() => {
+            try {
+              s.pick(options);
+            } catch (e) {
+              return e;
+            }
+          })();
+          expect(err).toBeInstanceOf(SamplingError);
+          expect(`${JSON.stringify(options)} ${(err as SamplingError).field}`).toBe(
+            `${JSON.stringify(options)} ${field}`,
+          );
+        }
+        for (const seed of [1.5, 2 ** 53, NaN]) expect(() => s.seed(seed)).toThrow(SamplingError);
+        s.seed(-3); // negative seeds are allowed
+        const top = [...logits.keys()].sort((a, b) => logits[b] - logits[a] || a - b)[0];
+        expect([s.pick(), s.pick({}), s.pick({ temperature: 100, topK: 1 })]).toEqual([top, top, top]);
+        // The loop checks before it feeds anything: the session is untouched.
+        const fresh = engine.start();
+        await expect(generateAll(engine, prompt, { maxTokens: 2, topP: 0, session: fresh })).rejects.toThrow(
+          SamplingError,
+        );
+        expect(fresh.position).toBe(0);
+      },
+    );
+  }
 });
 
 describe("the float engine", () => {
@@ -89,7 +250,7 @@ describe("the float engine", () => {
   });
 
   test("greedy generation equals the reference loop's; every yielded token is fed back", async () => {
-    const want = generate(model, prompt, { maxTokens: 20, stopAtEos: false });
+    const want = referenceLoop(model, prompt, { maxTokens: 20, stopAtEos: false });
     const s = engine.start();
     const got = await generateAll(engine, prompt, { maxTokens: 20, stopAtEos: false, session: s });
     expect(got).toEqual(want);
@@ -98,8 +259,10 @@ describe("the float engine", () => {
 
   test("seeded sampling equals the reference loop's, and top-k 1 or min-p 1 is greedy", async () => {
     const opts = { maxTokens: 24, temperature: 1.5, topP: 0.9, seed: 11, stopAtEos: false };
-    expect(await generateAll(engine, prompt, opts)).toEqual(generate(model, prompt, opts));
-    const greedy = generate(model, prompt, { maxTokens: 24, stopAtEos: false });
+    expect(await generateAll(engine, prompt, opts)).toEqual(referenceLoop(model, prompt, opts));
+    const filtered = { ...opts, topK: 5, minP: 0.05, seed: 4 };
+    expect(await generateAll(engine, prompt, filtered)).toEqual(referenceLoop(model, prompt, filtered));
+    const greedy = referenceLoop(model, prompt, { maxTokens: 24, stopAtEos: false });
     const hot = { maxTokens: 24, temperature: 5, seed: 3, stopAtEos: false };
     expect(await generateAll(engine, prompt, { ...hot, topK: 1 })).toEqual(greedy);
     expect(await generateAll(engine, prompt, { ...hot, minP: 1 })).toEqual(greedy);
@@ -132,8 +295,8 @@ describe("the float engine", () => {
 });
 
 describe("loadEngine", () => {
-  test("loads any export on the format's natural engine, and refuses checkpoints, unknown paths and engines", async () => {
-    expect(engineKinds()).toContain("float");
+  test("loads any export on the format's default engine, and refuses checkpoints, unknown paths and engines", async () => {
+    expect(engineKinds()).toEqual(Object.keys(ENGINES));
     const path = join(dir, "m.f32.dmexp");
     const engine = await loadEngine(path);
     expect(engine.kind).toBe("float");
@@ -142,6 +305,7 @@ describe("loadEngine", () => {
     expect(await engine.start().feed(prompt)).toEqual(
       forward(ref, createCache(ref), prompt).slice(-cfg.vocab_size),
     );
+    expect((await loadEngine(await writeAs(lut4Format, "small", small, smallTensors))).kind).toBe("int");
     await expect(loadEngine(path, "abacus")).rejects.toThrow(/unknown engine abacus \(known: float/);
     await expect(loadEngine(join(dir, "notes.txt"))).rejects.toBeInstanceOf(FormatError);
     const ckpt = join(dir, "run.ckpt");
@@ -160,3 +324,81 @@ describe("loadEngine", () => {
     }
   });
 });
+
+// Every engine of the table, on every runtime it claims, loads the shipped model's exports (dmexp f32
+// and lut4) and continues a prompt greedily. The integer engine gives the same tokens on the dmexp
+// export (quantized on load) as on the lut4 export of the same checkpoint.
+const SHIPPED = `
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ENGINES, loadEngine } from "./engines/mod.ts";
+import { exportCheckpoint } from "./formats/export.ts";
+import { generateAll } from "./model/generate.ts";
+import { encode } from "./model/tokenizer.ts";
+const runtime = "Deno" in globalThis ? "deno" : "bun";
+const dir = mkdtempSync(join(tmpdir(), "ferry-shipped-"));
+try {
+  const files = {
+    dmexp: (await exportCheckpoint({ format: "dmexp", dtype: "f32", output: dir })).file,
+    lut4: (await exportCheckpoint({ format: "lut4", output: dir })).file,
+  };
+  const ids = encode("The jury said", { bos: true });
+  for (const [kind, entry] of Object.entries(ENGINES)) {
+    if (!entry.runtimes.includes(runtime)) continue;
+    for (const [format, file] of Object.entries(files)) {
+      try {
+        const engine = await loadEngine(file, kind);
+        const out = await generateAll(engine, ids, { maxTokens: 16, stopAtEos: false });
+        engine.dispose?.();
+        console.log(JSON.stringify({ runtime, kind, format, out }));
+      } catch (e) {
+        const skip = e.name === "GpuUnavailable" && /no adapter/.test(e.message);
+        console.log(JSON.stringify({ runtime, kind, format, [skip ? "skip" : "error"]: String(e.message) }));
+      }
+    }
+  }
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
+`;
+
+test("every engine of the table loads the shipped model's exports on every runtime it claims", () => {
+  const runs: Record<Runtime, string[]> = {
+    deno: ["deno", "eval", "--ext=ts", SHIPPED],
+    bun: ["bun", "--eval", SHIPPED],
+  };
+  const rows: {
+    runtime: Runtime;
+    kind: string;
+    format: string;
+    out?: number[];
+    skip?: string;
+    error?: string;
+  }[] = [];
+  for (const [runtime, [exe, ...args]] of Object.entries(runs)) {
+    const r = spawnSync(exe, args, { encoding: "utf8", timeout: 240_000 });
+    expect(`${runtime}: ${r.status} ${withoutDenoDownloads(r.stderr)}`).toBe(`${runtime}: 0 `);
+    rows.push(...r.stdout.trim().split("\n").map((l) => JSON.parse(l)));
+  }
+  for (const [kind, entry] of Object.entries(ENGINES)) {
+    for (const runtime of entry.runtimes) {
+      for (const format of ["dmexp", "lut4"]) {
+        const row = rows.find((r) => r.runtime === runtime && r.kind === kind && r.format === format);
+        expect(row?.error).toBeUndefined();
+        if (row?.skip) {
+          console.warn(`${kind} on ${runtime} skipped: ${row.skip}`);
+          continue;
+        }
+        expect(`${kind} ${runtime} ${format} ${row?.out?.length}`).toBe(`${kind} ${runtime} ${format} 16`);
+      }
+    }
+  }
+  const out = (kind: string, format: string, runtime: Runtime = "bun") =>
+    rows.find((r) => r.runtime === runtime && r.kind === kind && r.format === format)!.out;
+  expect(out("int", "dmexp")).toEqual(out("int", "lut4")); // quantized on load = the lut4 export
+  expect(out("int", "dmexp", "deno")).toEqual(out("int", "dmexp"));
+  expect(out("float", "dmexp", "deno")).toEqual(out("float", "dmexp"));
+  const gpu = out("webgpu", "dmexp", "deno");
+  if (gpu) expect(gpu).toEqual(out("float", "dmexp")); // where Deno has an adapter
+}, 300_000);

@@ -18,7 +18,7 @@ import { PRESETS } from "../model/config.ts";
 import { evalWindows, loadBrown } from "../model/corpus.ts";
 import { createRng } from "../model/random.ts";
 import { intEngineFromFile } from "../engines/int/engine.ts";
-import { buildIntModel } from "../engines/int/forward.ts";
+import { buildIntModel } from "../engines/int/model.ts";
 import { lutMatrices } from "../engines/int/simd.ts";
 
 setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only

@@ -4,7 +4,10 @@ import { expect, setDefaultTimeout, test } from "bun:test";
 import { type ModelConfig, PRESETS } from "../model/config.ts";
 import { initParams } from "../model/init.ts";
 import { buildModel, createCache, forward } from "../model/qwen3.ts";
-import { generate, sampleToken } from "../model/sample.ts";
+import { pickToken } from "../model/sample.ts";
+import { checkSampling, GREEDY } from "../model/sampling.ts";
+import { generateAll } from "../model/generate.ts";
+import { floatEngineOf } from "../engines/float.ts";
 import { createRng } from "../model/random.ts";
 import type { Tensor } from "../model/tensor.ts";
 
@@ -256,22 +259,24 @@ test("a position past max_position_embeddings and a token outside the vocabulary
 
 test("greedy picks the argmax; seeded sampling repeats; top-p near 0 is greedy", () => {
   const logits = new Float32Array([0.1, 2.5, 2.4, -1]);
-  expect(sampleToken(logits, 0, 4, 0, 1, createRng(1))).toBe(1);
+  expect(pickToken(logits, 0, 4, GREEDY, createRng(1))).toBe(1);
+  const warm = checkSampling({ temperature: 1 });
   const draw = (seed: number) => {
     const r = createRng(seed);
-    return Array.from({ length: 50 }, () => sampleToken(logits, 0, 4, 1, 1, r));
+    return Array.from({ length: 50 }, () => pickToken(logits, 0, 4, warm, r));
   };
   expect(draw(3)).toEqual(draw(3));
   expect(new Set(draw(3)).size).toBeGreaterThan(1);
   const r = createRng(4);
-  for (let i = 0; i < 20; i++) expect(sampleToken(logits, 0, 4, 1, 1e-9, r)).toBe(1);
+  const nucleus = checkSampling({ temperature: 1, topP: 1e-9 });
+  for (let i = 0; i < 20; i++) expect(pickToken(logits, 0, 4, nucleus, r)).toBe(1);
 });
 
-test("generate: greedy decoding with the cache equals argmax of full recompute at every step", () => {
+test("generation: greedy decoding with the cache equals argmax of full recompute at every step", async () => {
   const cfg = PRESETS.tiny;
   const model = buildModel(cfg, initParams(cfg, 2, 0.5));
   const prompt = [256, 72, 105];
-  const out = generate(model, prompt, { maxTokens: 12, stopAtEos: false });
+  const out = await generateAll(floatEngineOf(model), prompt, { maxTokens: 12, stopAtEos: false });
   expect(out.length).toBe(12);
   const ids = prompt.slice();
   for (const tok of out) {

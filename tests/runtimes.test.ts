@@ -34,7 +34,8 @@ import { readCheckpoint } from "./formats/checkpoint.ts";
 import { evalWindows, loadBrown } from "./model/corpus.ts";
 import { windowLogits } from "./measure/metrics.ts";
 import { buildModel } from "./model/qwen3.ts";
-import { generate } from "./model/sample.ts";
+import { floatEngineOf } from "./engines/float.ts";
+import { generateAll } from "./model/generate.ts";
 import { encode } from "./model/tokenizer.ts";
 const run = await readCheckpoint("model/default/ferry.ckpt", { sections: ["model"] });
 const model = buildModel(run.config, run.model);
@@ -44,7 +45,7 @@ for (const w of [windows[0], windows[windows.length - 1]]) {
   const sha = createHash("sha256").update(new Uint8Array(logits.buffer, logits.byteOffset, logits.byteLength));
   console.log(w.length, logits.length, sha.digest("hex"));
 }
-const ids = generate(model, encode("The jury said", { bos: true }), { maxTokens: 64, stopAtEos: false });
+const ids = await generateAll(floatEngineOf(model), encode("The jury said", { bos: true }), { maxTokens: 64, stopAtEos: false });
 console.log(ids.length, ids.join(","));
 `;
 

@@ -13,7 +13,7 @@ import { assemble, fn, I32, op, simdSupported, sleb, uleb } from "../kernels/was
 import { createWasmKernels, FROZEN_SLOTS, wasmKernels } from "../kernels/wasm/kernels.ts";
 import * as cpu from "../kernels/cpu.ts";
 import * as grad from "../kernels/cpu-grad.ts";
-import { kernelsInUse, matmulNN, matmulTN, useKernels } from "../kernels/kernels.ts";
+import { defaultKernels, kernelSet, referenceKernels } from "../kernels/kernels.ts";
 import { createRng } from "../model/random.ts";
 
 setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
@@ -69,8 +69,7 @@ function refNN(
   N: number,
   acc = false,
 ) {
-  useKernels("ref");
-  matmulNN(out, a, b, M, K, N, acc);
+  referenceKernels.matmulNN(out, a, b, M, K, N, acc);
 }
 function refTN(
   out: Float32Array,
@@ -81,8 +80,7 @@ function refTN(
   N: number,
   acc = false,
 ) {
-  useKernels("ref");
-  matmulTN(out, a, b, M, K, N, acc);
+  referenceKernels.matmulTN(out, a, b, M, K, N, acc);
 }
 
 for (const [name, form] of Object.entries(FORMS)) {
@@ -235,19 +233,20 @@ test("attention over a KV cache matches kernels/cpu.ts attendCached within 2e-5,
   }
 });
 
-test("kernel selection: ref and wasm by name, an unknown name refused", () => {
-  expect(useKernels("ref")).toBe("ref");
-  expect(kernelsInUse()).toBe("ref");
-  expect(useKernels("wasm")).toBe("wasm");
-  expect(() => useKernels("gpu" as "ref")).toThrow(/wasm or ref/);
-  useKernels("wasm");
+test("kernel selection: ref and wasm by name, wasm the default, an unknown name refused", () => {
+  expect(kernelSet("ref")).toBe(referenceKernels);
+  expect(kernelSet("ref").name).toBe("ref");
+  expect(kernelSet("wasm")).toBe(W);
+  expect(kernelSet("wasm").name).toBe("wasm");
+  expect(defaultKernels).toBe(W);
+  expect(() => kernelSet("gpu" as "ref")).toThrow(/wasm or ref/);
 });
 
 test("without WebAssembly SIMD the kernels fall back to JavaScript and say so in one line", () => {
   const script = `
     WebAssembly.validate = () => false;
     const k = await import(${JSON.stringify(new URL("../kernels/kernels.ts", import.meta.url).pathname)});
-    console.log(k.kernelsInUse(), k.useKernels("wasm"));`;
+    console.log(k.defaultKernels.name, k.kernelSet("wasm").name);`;
   const r = spawnSync("bun", ["--eval", script], { encoding: "utf8" });
   expect(r.status).toBe(0);
   expect(r.stdout.trim()).toBe("ref ref");

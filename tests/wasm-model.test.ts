@@ -1,17 +1,19 @@
 // The shipped model and the trainer on the WebAssembly kernels: the default model's logits stay
 // within a stated bound of the JavaScript reference's and its greedy continuations are identical,
-// and the trainer on the fast kernels gives the same bits on Bun and Deno.
+// two models on the two kernel sets in one process do not disturb each other, and the trainer on the
+// fast kernels gives the same bits on Bun and Deno.
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { readCheckpoint } from "../formats/checkpoint.ts";
-import { useKernels } from "../kernels/kernels.ts";
+import { kernelSet } from "../kernels/kernels.ts";
 import { evalWindows, loadBrown } from "../model/corpus.ts";
 import { compareLogits, windowLogits } from "../measure/metrics.ts";
-import { buildModel } from "../model/qwen3.ts";
-import { generate } from "../model/sample.ts";
+import { buildModel, type Model } from "../model/qwen3.ts";
+import { floatEngineOf } from "../engines/float.ts";
+import { generateAll } from "../model/generate.ts";
 import { encode } from "../model/tokenizer.ts";
 
 setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
@@ -34,16 +36,23 @@ const PROMPTS = [
  */
 const LOGIT_BOUND = 2e-4;
 
-test("default model: wasm logits within 2e-4 of the reference on 4 held-out windows, same top-1", async () => {
+/** The default model on each kernel set: two models over the same tensors, in this one process. */
+async function onBothSets(): Promise<Record<"ref" | "wasm", Model>> {
   const ck = await readCheckpoint("model/default/ferry.ckpt", { sections: ["model"] });
-  const model = buildModel(ck.config, ck.model!);
+  return {
+    ref: buildModel(ck.config, ck.model!, "ferry.ckpt", kernelSet("ref")),
+    wasm: buildModel(ck.config, ck.model!, "ferry.ckpt", kernelSet("wasm")),
+  };
+}
+
+test("default model: wasm logits within 2e-4 of the reference on 4 held-out windows, same top-1", async () => {
+  const on = await onBothSets();
+  const model = on.wasm;
   const windows = evalWindows((await loadBrown()).heldOut, 4);
   let worst = 0, agree = 0, positions = 0;
   for (const w of windows) {
-    useKernels("ref");
-    const ref = windowLogits(model, w);
-    useKernels("wasm");
-    const got = windowLogits(model, w);
+    const ref = windowLogits(on.ref, w);
+    const got = windowLogits(on.wasm, w);
     const c = compareLogits(ref, got, model.config.vocab_size);
     worst = Math.max(worst, c.maxAbsDelta);
     agree += c.top1Agreement * c.positions, positions += c.positions;
@@ -54,15 +63,34 @@ test("default model: wasm logits within 2e-4 of the reference on 4 held-out wind
 });
 
 test("default model: identical greedy 64-token continuations of 8 prompts on wasm and reference kernels", async () => {
-  const ck = await readCheckpoint("model/default/ferry.ckpt", { sections: ["model"] });
-  const model = buildModel(ck.config, ck.model!);
-  const run = (k: "ref" | "wasm") => {
-    useKernels(k);
-    return PROMPTS.map((p) => generate(model, encode(p, { bos: true }), { maxTokens: 64, stopAtEos: false }));
+  const on = await onBothSets();
+  const run = async (k: "ref" | "wasm") => {
+    const out: number[][] = [];
+    for (const p of PROMPTS) {
+      out.push(
+        await generateAll(floatEngineOf(on[k]), encode(p, { bos: true }), {
+          maxTokens: 64,
+          stopAtEos: false,
+        }),
+      );
+    }
+    return out;
   };
-  const ref = run("ref"), wasm = run("wasm");
+  const ref = await run("ref"), wasm = await run("wasm");
   expect(wasm.every((c) => c.length === 64)).toBe(true);
   expect(wasm).toEqual(ref);
+});
+
+test("two models on different kernel sets in one process: interleaved, each gives its own bits", async () => {
+  const on = await onBothSets();
+  const [w0, w1] = evalWindows((await loadBrown()).heldOut, 2);
+  const bits = (l: Float32Array) => Buffer.from(l.buffer, l.byteOffset, l.byteLength).toString("base64");
+  // The reference model's two windows back to back, then the SIMD model's; then all three in turn.
+  const [ref0, ref1] = [windowLogits(on.ref, w0), windowLogits(on.ref, w1)].map(bits);
+  const wasm0 = bits(windowLogits(on.wasm, w0));
+  const turns = [windowLogits(on.ref, w0), windowLogits(on.wasm, w0), windowLogits(on.ref, w1)].map(bits);
+  expect(turns).toEqual([ref0, wasm0, ref1]);
+  expect(ref0).not.toBe(wasm0); // each model runs on its own set: the two differ on the same window
 });
 
 test("trainer on the wasm kernels: the first steps give the same bits on Bun and Deno", async () => {

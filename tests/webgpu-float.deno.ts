@@ -111,6 +111,19 @@ try {
 } catch (e) {
   refusals.push((e as Error).message);
 }
+// The one sampling contract (model/sampling.ts): out-of-range options and seeds, refused by name.
+const attempts: [string, () => unknown][] = [
+  ["temperature", () => r.pick({ temperature: -1 })],
+  ["topP", () => r.pick({ topP: 0 })],
+  ["seed", () => r.seed(0.5)],
+];
+for (const [, attempt] of attempts) {
+  try {
+    attempt();
+  } catch (e) {
+    refusals.push(`${(e as Error).name} ${(e as { field?: string }).field}`);
+  }
+}
 const after = {
   position: r.position,
   next: r.pick(),

@@ -76,7 +76,7 @@ describe("WebGPU float engine on the default model", () => {
     expect(r.sampled[0]).toEqual(r.sampled[1]);
   });
 
-  test("bad tokens, a full context and sampling without logits are refused, leaving the session as it was", () => {
+  test("bad tokens, a full context, sampling without logits and options out of the contract are refused, leaving the session as it was", () => {
     const r = get();
     if (r.skip) return;
     expect(r.refusals).toEqual([
@@ -84,6 +84,9 @@ describe("WebGPU float engine on the default model", () => {
       "token id -1 is outside [0, 258)",
       "context full: 2 + 512 positions exceed the cache's 512",
       "webgpu session: this engine reads back only the argmax after feed(tokens, 'none'); feed with 'last' to sample",
+      "SamplingError temperature",
+      "SamplingError topP",
+      "SamplingError seed",
     ]);
     expect(r.after.position).toBe(2);
     expect(r.after.next).toBe(r.after.cpuNext);

@@ -1,9 +1,10 @@
 /**
  * The integer engine behind the one engine interface (model/engine.ts). This module is the adapter,
- * not the engine: it reads the lut4 file, turns the caller's float sampling options into fixed point,
- * and converts the fixed-point logits to floats for callers that measure. It is deliberately outside the
- * audited set (tests/audit.test.ts); everything that serves a token — int-forward.ts, int-sampler.ts
- * and kernels/int/ — is inside it and never sees a float.
+ * not the engine: it reads the lut4 file (or quantizes a float export to one on load), turns the
+ * caller's float sampling options into fixed point, and converts the fixed-point logits to floats for
+ * callers that measure. It is deliberately outside the audited set (tests/audit.test.ts); everything
+ * that serves a token — model.ts, forward.ts, simd.ts, sampler.ts and kernels/int/ — is inside it and
+ * never sees a float.
  *
  * @example
  * ```ts
@@ -15,15 +16,21 @@
  * ```
  * @module
  */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type { Engine, EngineSession, LogitsWanted, SamplingOptions } from "../../model/engine.ts";
 import { FormatError } from "../../model/error.ts";
+import { checkSampling, checkSeed } from "../../model/sampling.ts";
+import { tensorSource } from "../../model/tensor.ts";
 import type { FormatDescriptor } from "../../formats/format.ts";
-import { type Lut4File, readLut4 } from "../../formats/lut4.ts";
+import { type Lut4File, lut4Format, readLut4 } from "../../formats/lut4.ts";
 import { decodeSession, encodeSession, type SessionShape } from "../../formats/session.ts";
 import { createLutSums } from "../../kernels/wasm/int-lut.ts";
-import { buildIntModel, type IntModel, type IntState, LOGIT_EXP, newState, step } from "./forward.ts";
+import { LOGIT_EXP, step } from "./forward.ts";
+import { buildIntModel, type IntModel, type IntState, newState } from "./model.ts";
 import { lutMatrices, useLut, vectorRoom } from "./simd.ts";
-import { type IntSampling, sample, samplerScratch, seedRng } from "./sampler.ts";
+import { type IntSampling, sample, type SamplerScratch, samplerScratch, seedRng } from "./sampler.ts";
 
 const LOGIT_SCALE = 2 ** LOGIT_EXP;
 /** What `feed(…, "none")` returns: shared, so the serving path allocates nothing per token. */
@@ -31,19 +38,17 @@ const NO_LOGITS = new Float32Array(0);
 /** Greedy in fixed point, the options of a plain `pick()`: made once, not per token. */
 const GREEDY: IntSampling = { tempQ16: 0, topK: 0, minPQ16: 0, topPQ16: 65536 };
 
-/** Sampling options in the sampler's fixed point; refuses values it cannot represent. */
-export function toIntSampling(o: SamplingOptions = {}): IntSampling {
-  const t = o.temperature ?? 0;
-  const topK = o.topK ?? 0, minP = o.minP ?? 0, topP = o.topP ?? 1;
-  if (!(t >= 0 && t <= 1024)) throw new RangeError(`temperature ${t}: expected a number in [0, 1024]`);
-  if (!(Number.isInteger(topK) && topK >= 0)) {
-    throw new RangeError(`topK ${topK}: expected a non-negative integer`);
-  }
-  if (!(minP >= 0 && minP <= 1)) throw new RangeError(`minP ${minP}: expected a number in [0, 1]`);
-  if (!(topP > 0 && topP <= 1)) throw new RangeError(`topP ${topP}: expected a number in (0, 1]`);
-  const tempQ16 = Math.round(t * 65536);
+/**
+ * Sampling options in the sampler's fixed point, after the one contract's check (model/sampling.ts
+ * `checkSampling`: a `SamplingError` names an option out of range). Every value the contract accepts
+ * has a fixed-point form: temperature · 2^16 (a positive temperature never rounds to greedy), minP and
+ * topP · 2^16.
+ */
+export function toIntSampling(options: SamplingOptions = {}): IntSampling {
+  const { temperature, topK, minP, topP } = checkSampling(options);
+  const tempQ16 = Math.round(temperature * 65536);
   return {
-    tempQ16: t > 0 && tempQ16 === 0 ? 1 : tempQ16,
+    tempQ16: temperature > 0 && tempQ16 === 0 ? 1 : tempQ16,
     topK,
     minPQ16: Math.round(minP * 65536),
     topPQ16: Math.round(topP * 65536),
@@ -69,24 +74,62 @@ export function sessionShape(file: Lut4File): SessionShape {
  */
 export function intEngineFromFile(file: Lut4File, opts: { simd?: boolean } = {}): Engine {
   const model = buildIntModel(file.weights);
-  if (opts.simd !== false) {
-    const made = createLutSums(lutMatrices(model), {
-      keyDigitBytes: model.digitBytes,
-      valueDigitBytes: model.valueDigitBytes,
-      planeCols: 4 * model.headDim,
-      positions: model.maxPositions,
-      headDim: model.headDim,
-      expMirrorBytes: model.expMirrorBytes,
-      exp: model.exp,
-      vectorInts: vectorRoom(model),
-      rope: { cos: model.ropeCos, sin: model.ropeSin },
-      silu: model.silu,
-    });
-    if (made) useLut(model, made.lut, made.at, made.scalesAt);
-  }
+  if (opts.simd !== false) serveOnSimd(model);
   const shape = sessionShape(file);
   const scratch = samplerScratch(model.vocab, model.exp);
-  const session = (st: IntState): EngineSession => ({
+  return {
+    kind: "int",
+    config: file.config,
+    source: file.path,
+    start() {
+      const st = newState(model);
+      seedRng(st.rng, 0, 0);
+      return intSession(model, st, shape, scratch);
+    },
+    restore(bytes: Uint8Array, where = "session"): EngineSession {
+      const d = decodeSession(bytes, shape, where);
+      const st = newState(model);
+      st.pos = d.position;
+      st.tokens.push(...d.tokens);
+      st.rng[0] = d.rngHi;
+      st.rng[1] = d.rngLo;
+      st.logits.set(d.logits);
+      for (let l = 0; l < model.layers.length; l++) {
+        st.keys[l].set(d.keys[l]);
+        st.keyExp[l].set(d.keyExp[l]);
+        st.values[l].set(d.values[l]);
+        st.valueExp[l].set(d.valueExp[l]);
+      }
+      return intSession(model, st, shape, scratch);
+    },
+  };
+}
+
+/** Lays the model out in a WebAssembly module and serves through it, where the runtime has SIMD. */
+function serveOnSimd(model: IntModel): void {
+  const made = createLutSums(lutMatrices(model), {
+    keyDigitBytes: model.digitBytes,
+    valueDigitBytes: model.valueDigitBytes,
+    planeCols: 4 * model.headDim,
+    positions: model.maxPositions,
+    headDim: model.headDim,
+    expMirrorBytes: model.expMirrorBytes,
+    exp: model.exp,
+    vectorInts: vectorRoom(model),
+    rope: { cos: model.ropeCos, sin: model.ropeSin },
+    silu: model.silu,
+  });
+  if (made) useLut(model, made.lut, made.at, made.scalesAt);
+}
+
+/** One conversation over `st`, behind the engine interface. */
+function intSession(
+  model: IntModel,
+  st: IntState,
+  shape: SessionShape,
+  scratch: SamplerScratch,
+): EngineSession {
+  return {
     get position() {
       return st.pos;
     },
@@ -102,8 +145,8 @@ export function intEngineFromFile(file: Lut4File, opts: { simd?: boolean } = {})
       return sample(st.logits, options === undefined ? GREEDY : toIntSampling(options), st.rng, scratch);
     },
     seed(seed: number): void {
-      if (!Number.isSafeInteger(seed)) throw new RangeError(`seed ${seed}: expected a safe integer`);
-      const bits = BigInt.asUintN(64, BigInt(seed)); // a negative seed as its 64-bit two's complement
+      // A negative seed as its 64-bit two's complement.
+      const bits = BigInt.asUintN(64, BigInt(checkSeed(seed)));
       seedRng(st.rng, Number(bits >> 32n) | 0, Number(bits & 0xffffffffn) | 0);
     },
     save(): Uint8Array {
@@ -120,54 +163,71 @@ export function intEngineFromFile(file: Lut4File, opts: { simd?: boolean } = {})
         valueExp: st.valueExp,
       });
     },
-  });
-  return {
-    kind: "int",
-    config: file.config,
-    source: file.path,
-    start() {
-      const st = newState(model);
-      seedRng(st.rng, 0, 0);
-      return session(st);
-    },
-    restore(bytes: Uint8Array, where = "session"): EngineSession {
-      const d = decodeSession(bytes, shape, where);
-      const st = newState(model);
-      st.pos = d.position;
-      st.tokens.push(...d.tokens);
-      st.rng[0] = d.rngHi;
-      st.rng[1] = d.rngLo;
-      st.logits.set(d.logits);
-      for (let l = 0; l < model.layers.length; l++) {
-        st.keys[l].set(d.keys[l]);
-        st.keyExp[l].set(d.keyExp[l]);
-        st.values[l].set(d.values[l]);
-        st.valueExp[l].set(d.valueExp[l]);
-      }
-      return session(st);
-    },
   };
 }
 
-/** The engine table's factory (engines/mod.ts): lut4 files only, read by their own full reader. */
-export const intEngineFactory = async (path: string, format: FormatDescriptor): Promise<Engine> => {
-  if (format.name !== "lut4") {
-    throw new FormatError(
-      path,
-      "engine",
-      `${path}: engine: the integer engine runs lut4 files, not ${format.name} (export with --format lut4)`,
-      {
-        expected: "a .lut4 file",
-        found: format.name,
-      },
-    );
-  }
-  return await loadIntEngine(path);
-};
+/**
+ * The engine table's factory (engines/mod.ts). A format that stores lut4 codes is read by the lut4
+ * reader; any other export is quantized on load, as `export --format lut4` would write it (the same
+ * quantizer, the same bits), and `onNote` is told so in one line.
+ */
+export async function intEngineFactory(
+  path: string,
+  format: FormatDescriptor,
+  options: { onProgress?: (done: number, total: number) => void; onNote?: (line: string) => void } = {},
+): Promise<Engine> {
+  if (format.weights === "lut4") return await loadIntEngine(path);
+  const file = await quantizeOnLoad(path, format, options);
+  options.onNote?.(`quantized ${path} to lut4 on load (as export --format lut4 would)`);
+  return intEngineFromFile(file);
+}
 
 /** Loads a lut4 file onto the integer engine. */
 export async function loadIntEngine(path: string): Promise<Engine> {
   return intEngineFromFile(await readLut4(path));
+}
+
+/**
+ * A float export as the lut4 file `export --format lut4` would make of it: its tensors go through the
+ * lut4 format's own writer (to a temporary file, removed at once) and its own full reader, so the
+ * integers, the refusals and the model's identity (the SHA-256 sessions name) are the export's. A
+ * shape lut4 cannot store is refused with the format's `cannotStore` reason, naming `path`.
+ */
+async function quantizeOnLoad(
+  path: string,
+  format: FormatDescriptor,
+  options: { onProgress?: (done: number, total: number) => void },
+): Promise<Lut4File> {
+  const { config, tensors, origin } = await format.read(path, options);
+  const why = lut4Format.cannotStore?.(config);
+  if (why) {
+    throw new FormatError(
+      path,
+      why.field,
+      `${path}: ${why.field}: the integer engine quantizes to lut4 on load, and lut4 needs ${why.field} ` +
+        `to be ${why.expected}, got ${why.found}`,
+      { expected: why.expected, found: why.found },
+    );
+  }
+  const dir = await mkdtemp(join(tmpdir(), "ferry-lut4-"));
+  const file = join(dir, "model.lut4");
+  try {
+    await lut4Format.write(file, {
+      config,
+      tensors: tensors.map(tensorSource),
+      source: origin?.source ?? path,
+      step: origin?.step ?? 0,
+      name: origin?.name ?? "model",
+    }, { dtype: lut4Format.defaultDtype });
+    return { ...await readLut4(file), path };
+  } catch (e) {
+    // The lut4 reader names its temporary file; the refusal is of the export the caller named.
+    if (!(e instanceof FormatError)) throw e;
+    const said = e.message.startsWith(`${file}: `) ? e.message.slice(file.length + 2) : e.message;
+    throw new FormatError(path, e.field, `${path}: quantized to lut4 on load: ${said}`, e);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 }
 
 /** Checks every token and the room left, then steps them; converts the wanted logits to floats. */

@@ -11,7 +11,7 @@ import type { PreparedMatrix } from "../../kernels/int/gemv.ts";
 import type { LutSums } from "../../kernels/int/gemv-lut.ts";
 import { type NormPlan, rmsnorm } from "../../kernels/int/norm.ts";
 import { quantizeBits, satAdd } from "../../kernels/int/round.ts";
-import type { IntModel, IntState } from "./forward.ts";
+import type { IntModel, IntState } from "./model.ts";
 
 /** The matrices `lutAt` addresses, in its order: per layer q, k, v, o, gate, up, down; then the head. */
 export function lutMatrices(m: IntModel): PreparedMatrix[] {

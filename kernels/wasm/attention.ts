@@ -8,48 +8,14 @@
  * `attendCached` (inference over a KV cache).
  * @module
  */
-import type { AttentionShape } from "../cpu-grad.ts";
-import type { View, WasmRaw } from "./kernels.ts";
+import type { Kernels } from "../types.ts";
+import type { View, WasmRaw } from "./raw.ts";
 
 /** Rows of the score matrix per block (a multiple of the product's MR). */
 const BLOCK = 32;
 
-/** The attention kernels over one WebAssembly instance. */
-export interface AttentionKernels {
-  /** As kernels/cpu-grad.ts `attentionForward`. */
-  attentionForward(
-    out: Float32Array,
-    probs: Float32Array,
-    q: Float32Array,
-    k: Float32Array,
-    v: Float32Array,
-    s: AttentionShape,
-  ): void;
-  /** As kernels/cpu-grad.ts `attentionBackward` (accumulates into dq, dk, dv). */
-  attentionBackward(
-    dq: Float32Array,
-    dk: Float32Array,
-    dv: Float32Array,
-    dOut: Float32Array,
-    probs: Float32Array,
-    q: Float32Array,
-    k: Float32Array,
-    v: Float32Array,
-    s: AttentionShape,
-  ): void;
-  /** As kernels/cpu.ts `attendCached`. */
-  attendCached(
-    out: Float32Array,
-    q: Float32Array,
-    keys: Float32Array,
-    values: Float32Array,
-    T: number,
-    pos0: number,
-    heads: number,
-    kvHeads: number,
-    headDim: number,
-  ): void;
-}
+/** The attention kernels of a kernel set, as kernels/types.ts declares them. */
+export type AttentionKernels = Pick<Kernels, "attentionForward" | "attentionBackward" | "attendCached">;
 
 /** Binds the attention kernels to an instance. */
 export function attentionKernels(w: WasmRaw): AttentionKernels {

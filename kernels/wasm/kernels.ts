@@ -15,7 +15,9 @@
  */
 import { assemble, simdSupported } from "./asm.ts";
 import { gemm, MR, NR, packA, packB, softmaxBackRows, softmaxRows, swiglu, swigluBack } from "./gen.ts";
-import { type AttentionKernels, attentionKernels } from "./attention.ts";
+import { attentionKernels } from "./attention.ts";
+import type { Kernels } from "../types.ts";
+import type { View, WasmRaw } from "./raw.ts";
 
 /** pack_a / pack_b: (src, row or column stride, k stride, rows, K, dst); see kernels/wasm/gen.ts. */
 type Pack = (src: number, is: number, ks: number, rows: number, K: number, dst: number) => void;
@@ -64,77 +66,11 @@ export function wasmModuleBytes(): Uint8Array<ArrayBuffer> {
   });
 }
 
-/** A matrix product: `out` (+)= A B for A: M x K, B: K x N (each form says how a and b store them). */
-export type Product = (
-  out: Float32Array,
-  a: Float32Array,
-  b: Float32Array,
-  M: number,
-  K: number,
-  N: number,
-  accumulate?: boolean,
-) => void;
-
 /** The kernels, bound to one instance and its memory. */
-export interface WasmKernels extends AttentionKernels {
-  /** `out[m, n] (+)= sum_k a[m, k] * b[n, k]`: x @ W^T, as kernels/cpu.ts `matmul`. */
-  matmul: Product;
-  /** `out[m, n] (+)= sum_k a[m, k] * b[k, n]`: a @ b with b: [K, N]. */
-  matmulNN: Product;
-  /** `out[m, n] (+)= sum_k a[k, m] * b[k, n]`: a^T @ b with a: [K, M], b: [K, N]. */
-  matmulTN: Product;
-  /** `h[i] = silu(g[i]) * u[i]` for i < n (h may be g). */
-  swiglu(h: Float32Array, g: Float32Array, u: Float32Array, n: number): void;
-  /** As kernels/cpu-grad.ts `swigluBackward`. */
-  swigluBackward(
-    dg: Float32Array,
-    du: Float32Array,
-    dh: Float32Array,
-    g: Float32Array,
-    u: Float32Array,
-  ): void;
-  /**
-   * Promises that `w` will never be written again, so `matmul` may pack it once into the instance's
-   * memory and reuse that copy (same bits: the product is the same). A model loaded from a file for
-   * inference is frozen; the trainer's live weights are not.
-   */
-  freeze(w: Float32Array): void;
+export interface WasmKernels extends Kernels {
+  readonly name: "wasm";
   /** The instance's exports, for kernels built on the product (attention). */
   raw: WasmRaw;
-}
-
-/** A strided matrix in the heap: [f32 offset, stride of the first index, stride of the second]. */
-export type View = [number, number, number];
-
-/** Direct access to the instance: its memory as f32, an arena, and the product on f32 offsets. */
-export interface WasmRaw {
-  /**
-   * Reserves `sizes` f32 slots (each 16-byte aligned) for this call, from the start of the per-call
-   * arena (above the frozen weights' packed copies); returns their f32 offsets.
-   */
-  reserve(sizes: number[]): number[];
-  /** The memory as f32 (a fresh view after any growth: call after `reserve`). */
-  heap(): Float32Array;
-  /**
-   * C (+)= A B at f32 offsets, with A(m, k) = heap[a0 + m*a1 + k*a2], B(k, n) = heap[b0 + k*b1 + n*b2]
-   * and C[m, n] = heap[c0 + m*c1 + n], using scratch from f32 offset `scratch` on (past every operand).
-   */
-  gemm(
-    M: number,
-    N: number,
-    K: number,
-    A: View,
-    B: View,
-    C: [number, number],
-    accumulate: boolean,
-    scratch: number,
-  ): void;
-  /** f32 slots `gemm`'s scratch needs for a product of this shape. */
-  gemmScratch(M: number, N: number, K: number): number;
-  /** In place at f32 offset s: kernels/wasm/gen.ts `softmaxRows` (causal rows, valid0 + i entries in row i). */
-  softmaxRows(s: number, rows: number, ld: number, valid0: number, scale: number): void;
-  /** In place at f32 offset d: kernels/wasm/gen.ts `softmaxBackRows`. */
-  softmaxBackRows(p: number, d: number, rows: number, ld: number, valid0: number, scale: number): void;
 }
 
 const roundUp = (n: number, m: number) => Math.ceil(n / m) * m;
@@ -248,6 +184,7 @@ function bind(ex: Exports, frozenSlots: number): WasmKernels {
     out.set(heap.subarray(co, co + M * N));
   };
   return {
+    name: "wasm",
     raw,
     ...attentionKernels(raw),
     swiglu(h, g, u, n) {
@@ -288,5 +225,13 @@ function load(): WasmKernels | undefined {
   return simdSupported() ? createWasmKernels() : undefined;
 }
 
-/** The kernels, or undefined where this runtime lacks WebAssembly SIMD. */
+/**
+ * The kernels, or undefined where this runtime lacks WebAssembly SIMD: one instance per thread (a
+ * worker gets its own), shared by every model and engine of that thread that runs on `wasm`. What they
+ * share is the instance's memory: the per-call arena and the frozen weights' packed copies. Neither can
+ * mix one caller's data into another's: a call reserves its arena afresh and runs to completion
+ * (nothing in it awaits), and a packed copy is found by the weight array itself, only for arrays their
+ * owner froze. The one cross-engine effect is room: when the frozen copies fill `FROZEN_SLOTS`, all are
+ * dropped and repacked on use, which costs time and never changes a bit.
+ */
 export const wasmKernels: WasmKernels | undefined = load();

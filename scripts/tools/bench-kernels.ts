@@ -19,7 +19,7 @@ import process from "node:process";
 import { cli, EXIT_USAGE, fail, progress, run } from "../cli.ts";
 import { readCheckpoint } from "../../formats/checkpoint.ts";
 import { writeGguf } from "../../formats/gguf.ts";
-import { freezeWeights, matmul, matmulNN, matmulTN, useKernels } from "../../kernels/kernels.ts";
+import { kernelSet } from "../../kernels/kernels.ts";
 import { evalWindows, loadBrown } from "../../model/corpus.ts";
 import { buildModel, createCache, forward } from "../../model/qwen3.ts";
 import { createRng } from "../../model/random.ts";
@@ -82,13 +82,20 @@ async function timeBest(fs: Array<() => unknown>, minMs: number, bar: { tick(): 
 }
 
 /** The shapes: the trainer's linear layers over a batch of 16 sequences of 256 tokens, and one decode row. */
-const SHAPES = [
-  { form: "x @ W^T (forward)", f: matmul, M: 4096, K: 96, N: 256 },
-  { form: "dy @ W (grad of x)", f: matmulNN, M: 4096, K: 256, N: 96 },
-  { form: "dy^T @ x (grad of W)", f: matmulTN, M: 256, K: 4096, N: 96 },
-  { form: "x @ W^T, one row (decode)", f: matmul, M: 1, K: 96, N: 256 },
+const SHAPES: {
+  form: string;
+  f: "matmul" | "matmulNN" | "matmulTN";
+  M: number;
+  K: number;
+  N: number;
+  frozen?: true;
+}[] = [
+  { form: "x @ W^T (forward)", f: "matmul", M: 4096, K: 96, N: 256 },
+  { form: "dy @ W (grad of x)", f: "matmulNN", M: 4096, K: 256, N: 96 },
+  { form: "dy^T @ x (grad of W)", f: "matmulTN", M: 256, K: 4096, N: 96 },
+  { form: "x @ W^T, one row (decode)", f: "matmul", M: 1, K: 96, N: 256 },
   // A model loaded for inference freezes its weights: W is packed once, not on every call.
-  { form: "the same, W frozen", f: matmul, M: 1, K: 96, N: 256, frozen: true },
+  { form: "the same, W frozen", f: "matmul", M: 1, K: 96, N: 256, frozen: true },
 ];
 
 await run(async () => {
@@ -103,11 +110,8 @@ await run(async () => {
   const products = [];
   for (const { form, f, M, K, N, frozen } of SHAPES) {
     const x = rand(M * K), y = rand(K * N), out = new Float32Array(M * N);
-    if (frozen) freezeWeights([y]);
-    const call = (k: "ref" | "wasm") => () => {
-      useKernels(k);
-      f(out, x, y, M, K, N);
-    };
+    if (frozen) kernelSet("wasm").freeze(y);
+    const call = (k: "ref" | "wasm") => () => kernelSet(k)[f](out, x, y, M, K, N);
     const [js, wasm] = await timeBest([call("ref"), call("wasm")], M === 1 ? 50 : 250, bar);
     const gf = (s: number) => (2 * M * N * K) / s / 1e9;
     products.push({
@@ -127,16 +131,15 @@ await run(async () => {
   const window = evalWindows((await loadBrown()).heldOut, 1)[0];
   const ids = [BOS, ...window.subarray(0, 255)];
   const llama = await openLlama(model).catch((e) => ({ error: String((e as Error).message ?? e) }));
-  const runners: Array<() => unknown> = (["ref", "wasm"] as const).map((k) => () => {
-    useKernels(k);
-    forward(model, createCache(model, ids.length), ids);
+  const runners: Array<() => unknown> = (["ref", "wasm"] as const).map((k) => {
+    const on = buildModel(ck.config, ck.model!, "model/default/ferry.ckpt", kernelSet(k));
+    return () => forward(on, createCache(on, ids.length), ids);
   });
   if ("prefill" in llama) runners.push(() => llama.prefill(ids));
   const pbar = progress("prefill", rounds * runners.length, { unit: "run" });
   const [ferryJs, ferryWasm, llamaCpp] = await timeBest(runners, 300, pbar);
   pbar.done();
   if ("prefill" in llama) await llama.close();
-  useKernels("wasm");
   const prefill = {
     tokens: ids.length,
     ferry_wasm_tok_s: ids.length / ferryWasm.cpu,

@@ -37,7 +37,7 @@ const { values: a } = cli(HELP, {
   json: { type: "boolean", default: false },
   "probe-ms": { type: "string" }, // internal: one timed loss+gradient process of the ceiling
 });
-const kernels = chooseKernels(a.kernels);
+const kernelsUsed = chooseKernels(a.kernels), kernels = kernelsUsed.name;
 const rounds = Number(a.rounds), steps = Number(a.steps);
 if (!Number.isInteger(rounds) || rounds < 1) fail("--rounds expects a positive integer", EXIT_USAGE);
 if (!Number.isInteger(steps) || steps <= 20) {
@@ -49,7 +49,7 @@ const cfg = PRESETS.default, T = 256, layout = paramLayout(cfg);
 /** Tokens per second of the loss-and-gradient pass on this thread, timed over `ms` after `warmMs`. */
 function lossAndGradRate(warmMs: number, ms: number): number {
   const params = flattenTensors(layout, initParams(cfg, 1)), grads = new Float32Array(layout.size);
-  const s = createScratch(cfg, T);
+  const s = createScratch(cfg, T, kernelsUsed);
   const ids = Array.from({ length: T }, (_, i) => (i * 31) % 256);
   const pass = () => sequenceLossAndGrad(cfg, layout, params, grads, ids, ids, s);
   for (const end = performance.now() + warmMs; performance.now() < end;) pass();
