@@ -71,13 +71,13 @@ async function main(): Promise<void> {
   const { values, positionals } = cli(HELP, {
     prompt: { type: "string" },
     "max-tokens": { type: "string" },
-    engine: { type: "string" },
+    engine: { type: "string", choices: engineKinds() },
     temperature: { type: "string" },
     "top-k": { type: "string" },
     "min-p": { type: "string" },
     "top-p": { type: "string" },
     seed: { type: "string" },
-    kernels: { type: "string", default: "wasm" },
+    kernels: { type: "string", default: "wasm", choices: ["wasm", "ref"] },
   });
   chooseKernels(values.kernels);
   if (positionals.length !== 1) {
@@ -103,10 +103,6 @@ async function main(): Promise<void> {
   const minP = numberFlag("min-p", values["min-p"], 0, (x) => x >= 0 && x <= 1, "a number in [0, 1]");
   const topP = numberFlag("top-p", values["top-p"], 1, (x) => x > 0 && x <= 1, "a number in (0, 1]");
   const seed = numberFlag("seed", values.seed, 0, Number.isSafeInteger, "an integer");
-  if (values.engine !== undefined && !engineKinds().includes(values.engine)) {
-    fail(`--engine ${values.engine}: unknown (expected one of: ${engineKinds().join(", ")})`, EXIT_USAGE);
-  }
-
   // A training checkpoint is a run, not a model: say so and how to convert it, and load nothing of it.
   if (await isCheckpointFile(path)) fail(checkpointRefusal(path), EXIT_REFUSED);
 
