@@ -89,7 +89,21 @@ export function cli<O extends Record<string, OptionSpec>>(
 }
 
 function usage(message: string): never {
-  fail(`${message}\n(--help lists the options)`, EXIT_USAGE);
+  fail(`${message}\n(--help for more)`, EXIT_USAGE);
+}
+
+/**
+ * A usage error that is not an option's (a missing FILE, an extra argument): `error: message`, the
+ * help's `Usage:` line, and exit 2; the whole help is one `--help` away.
+ *
+ * @example
+ * ```ts
+ * if (positionals.length !== 1) failUsage(`expected one FILE, got ${positionals.length}`, HELP);
+ * ```
+ */
+export function failUsage(message: string, help: string): never {
+  const line = help.split("\n").find((l) => l.startsWith("Usage:"));
+  fail(`${message}${line ? `\n${line}` : ""}\n(--help for more)`, EXIT_USAGE);
 }
 
 // `--fromat` -> "unknown option --fromat (did you mean --format?)"; `-x` -> "unknown option -x".

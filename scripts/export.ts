@@ -10,7 +10,17 @@
  * ```
  * @module
  */
-import { cli, didYouMean, EXIT_REFUSED, EXIT_USAGE, fail, type Progress, progress, run } from "./cli.ts";
+import {
+  cli,
+  didYouMean,
+  EXIT_REFUSED,
+  EXIT_USAGE,
+  fail,
+  failUsage,
+  type Progress,
+  progress,
+  run,
+} from "./cli.ts";
 import {
   DEFAULT_INPUT,
   DEFAULT_OUTPUT,
@@ -61,7 +71,7 @@ async function main(): Promise<void> {
     json: { type: "boolean" },
   });
   if (positionals.length > 0) {
-    fail(`unexpected argument ${positionals[0]} (use --input)\n\n${HELP.trim()}`, EXIT_USAGE);
+    failUsage(`unexpected argument ${positionals[0]} (use --input)`, HELP);
   }
   const names = values.format === "all" ? FORMATS.map((f) => f.name) : [values.format];
   const dtypesOf = (name: string) => formatNamed(name)?.dtypes ?? [];

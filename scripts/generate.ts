@@ -18,6 +18,7 @@ import {
   EXIT_REFUSED,
   EXIT_USAGE,
   fail,
+  failUsage,
   KERNELS_HELP,
   type Progress,
   progress,
@@ -81,9 +82,9 @@ async function main(): Promise<void> {
   });
   chooseKernels(values.kernels);
   if (positionals.length !== 1) {
-    fail(`expected one FILE, got ${positionals.length}\n\n${HELP.trim()}`, EXIT_USAGE);
+    failUsage(`expected one FILE, got ${positionals.length}`, HELP);
   }
-  if (values.prompt === undefined) fail(`--prompt is required\n\n${HELP.trim()}`, EXIT_USAGE);
+  if (values.prompt === undefined) failUsage("--prompt is required", HELP);
   const path = positionals[0];
   const maxTokens = numberFlag(
     "max-tokens",

@@ -31,8 +31,8 @@ import {
   checkpointRefusal,
   cli,
   EXIT_REFUSED,
-  EXIT_USAGE,
   fail,
+  failUsage,
   type Progress,
   progress,
   run,
@@ -349,7 +349,7 @@ export function jsonText(value: unknown, opts: { indent?: number; limit?: number
 async function main(): Promise<void> {
   const { values, positionals } = cli(HELP, { json: { type: "boolean" } });
   if (positionals.length !== 1) {
-    fail(`expected one FILE, got ${positionals.length}\n\n${HELP.trim()}`, EXIT_USAGE);
+    failUsage(`expected one FILE, got ${positionals.length}`, HELP);
   }
   const path = positionals[0];
   if (await isCheckpointFile(path)) fail(checkpointRefusal(path), EXIT_REFUSED);

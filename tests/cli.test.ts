@@ -137,6 +137,27 @@ describe("unknown options and values", () => {
     const got = results.map((r, i) => `exit ${r.code}: ${r.err.includes(cases[i % cases.length][2])}`);
     expect(said(jobs, results).filter((_, i) => got[i] !== "exit 2: true")).toEqual([]);
   }, 240_000);
+
+  test(
+    "a missing or extra argument is the error, the Usage line and where the rest is: exit 2, no help dump",
+    async () => {
+      const cases: Array<[string, string[], string]> = [
+        ["scripts/info.ts", [], "error: expected one FILE, got 0"],
+        ["scripts/generate.ts", ["x.gguf"], "error: --prompt is required"],
+        ["scripts/export.ts", ["x.ckpt"], "error: unexpected argument x.ckpt (use --input)"],
+      ];
+      const jobs = RUNTIMES.flatMap((rt) => cases.map(([s, a]) => [rt, s, a] as [Runtime, string, string[]]));
+      const results = await runAll(jobs);
+      expect(results.map((r) => [r.code, ...r.err.trimEnd().split("\n").map((l) => l.split(" ")[0])]))
+        .toEqual(
+          jobs.map(() => [2, "error:", "Usage:", "(--help"]),
+        );
+      expect(results.map((r) => r.err.split("\n")[0])).toEqual(
+        jobs.map((_, i) => cases[i % cases.length][2]),
+      );
+    },
+    120_000,
+  );
 });
 
 describe("--help and --json", () => {
