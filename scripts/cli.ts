@@ -82,10 +82,24 @@ export function cli<O extends Record<string, OptionSpec>>(
     if (spec.type === "string" && token.value === undefined) {
       usage(`option ${token.rawName} needs a value`);
     }
+    // `--prompt --json` is a forgotten value more often than a prompt; `--prompt=--json` says it is one.
+    const name = token.value?.replace(/^--?([^=]*).*$/, "$1");
+    if (
+      spec.type === "string" && !token.inlineValue && token.value?.startsWith("-") && isOption(name!, all)
+    ) {
+      usage(
+        `option ${token.rawName} needs a value, got option ${token.value} (${token.rawName}=${token.value} if it is one)`,
+      );
+    }
     if (spec.type === "boolean" && token.inlineValue) usage(`option ${token.rawName} takes no value`);
     if (spec.choices && token.value !== undefined) choice(`--${token.name}`, token.value, spec.choices);
   }
   return { values: values as Values<O>, positionals };
+}
+
+// Whether `name` (without its dashes) is one of the options, by long name or short letter.
+function isOption(name: string, all: Record<string, OptionSpec>): boolean {
+  return Object.hasOwn(all, name) || Object.values(all).some((spec) => spec.short === name);
 }
 
 function usage(message: string): never {

@@ -112,31 +112,41 @@ describe("unknown options and values", () => {
     }
   }, 240_000);
 
-  test("an unknown value of an enumerated option suggests the value meant, exit 2", async () => {
-    const cases: Array<[string, string[], string]> = [
-      [
-        "scripts/export.ts",
-        ["--format", "gguff"],
-        "--format gguff: unknown (expected one of: all, dmexp, hf, gguf, f64lines, lut4; did you mean gguf?)",
-      ],
-      ["scripts/export.ts", ["--dtype", "bf61"], "did you mean bf16?"],
-      ["scripts/export.ts", ["--preset", "defualt"], "did you mean default?"],
-      [
-        "scripts/generate.ts",
-        ["x.gguf", "--prompt", "a", "--engine", "flaot"],
-        "--engine flaot: unknown (expected one of: float, int, webgpu; did you mean float?)",
-      ],
-      ["scripts/eval.ts", ["--weights", "emaa"], "did you mean ema?"],
-      ["scripts/gap.ts", ["--head", "tide"], "did you mean tied?"],
-      ["scripts/measure.ts", ["--kernels", "wsam"], "did you mean wasm?"],
-      ["scripts/measure.ts", ["--only", "gguf:q4_1"], "did you mean gguf:q4_0?"],
-      ["scripts/train.ts", ["--out", "x.ckpt", "--preset", "tinny"], "did you mean tiny?"],
-    ];
-    const jobs = RUNTIMES.flatMap((rt) => cases.map(([s, a]) => [rt, s, a] as [Runtime, string, string[]]));
-    const results = await runAll(jobs);
-    const got = results.map((r, i) => `exit ${r.code}: ${r.err.includes(cases[i % cases.length][2])}`);
-    expect(said(jobs, results).filter((_, i) => got[i] !== "exit 2: true")).toEqual([]);
-  }, 240_000);
+  test(
+    "an unknown value of an enumerated option suggests the value meant; a value missing is said, exit 2",
+    async () => {
+      const cases: Array<[string, string[], string]> = [
+        [
+          "scripts/export.ts",
+          ["--format", "gguff"],
+          "--format gguff: unknown (expected one of: all, dmexp, hf, gguf, f64lines, lut4; did you mean gguf?)",
+        ],
+        ["scripts/export.ts", ["--dtype", "bf61"], "did you mean bf16?"],
+        ["scripts/export.ts", ["--preset", "defualt"], "did you mean default?"],
+        [
+          "scripts/generate.ts",
+          ["x.gguf", "--prompt", "a", "--engine", "flaot"],
+          "--engine flaot: unknown (expected one of: float, int, webgpu; did you mean float?)",
+        ],
+        ["scripts/eval.ts", ["--weights", "emaa"], "did you mean ema?"],
+        [
+          "scripts/generate.ts",
+          ["x.gguf", "--prompt", "--max-tokens", "3"],
+          "--prompt needs a value, got option --max-tokens",
+        ],
+        ["scripts/info.ts", ["x.gguf", "--json=yes"], "option --json takes no value"],
+        ["scripts/gap.ts", ["--head", "tide"], "did you mean tied?"],
+        ["scripts/measure.ts", ["--kernels", "wsam"], "did you mean wasm?"],
+        ["scripts/measure.ts", ["--only", "gguf:q4_1"], "did you mean gguf:q4_0?"],
+        ["scripts/train.ts", ["--out", "x.ckpt", "--preset", "tinny"], "did you mean tiny?"],
+      ];
+      const jobs = RUNTIMES.flatMap((rt) => cases.map(([s, a]) => [rt, s, a] as [Runtime, string, string[]]));
+      const results = await runAll(jobs);
+      const got = results.map((r, i) => `exit ${r.code}: ${r.err.includes(cases[i % cases.length][2])}`);
+      expect(said(jobs, results).filter((_, i) => got[i] !== "exit 2: true")).toEqual([]);
+    },
+    240_000,
+  );
 
   test(
     "a missing or extra argument is the error, the Usage line and where the rest is: exit 2, no help dump",
