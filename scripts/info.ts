@@ -104,8 +104,34 @@ function fieldText(key: string, v: unknown): string {
   return typeof v === "string" ? v : jsonText(v, { limit: 200 });
 }
 
-/** A check from a `{ stored, computed, ok }` verdict (dmexp's crc32, header_crc32). */
-function storedCheck(name: string, v: { stored: unknown; computed: unknown; ok: boolean }): Check {
+const isRecord = (v: unknown): v is Record<string, unknown> =>
+  typeof v === "object" && v !== null && !Array.isArray(v);
+
+/**
+ * The verdicts one key of an inspection holds, if any: a `{ stored, computed, ok }` checksum (dmexp's
+ * crc32), dmexp's `model` verdict, lut4's `checks` list, a sentence `HASH: ok, what it covers` (hf,
+ * gguf, f64lines), or a checksum key the file lacks (null).
+ */
+function checksIn(key: string, v: unknown, info: Record<string, unknown>): Check[] {
+  if (isRecord(v) && typeof v.ok === "boolean" && "stored" in v) return [storedCheck(key, v)];
+  if (key === "model" && isRecord(v) && typeof v.ok === "boolean") return [modelCheck(v)];
+  if (key === "checks" && isRecord(v)) {
+    return Object.entries(v).map(([name, verdict]) => {
+      // The checksum a listed check stands on, where the inspection gives it (lut4's data_crc32).
+      const stands = /crc32|sha256|fnv1a32/.test(name) && info[name] !== undefined;
+      const value = stands ? fieldText(name, info[name]) : "";
+      return { name, value, ok: verdict === "ok", note: verdict === "ok" ? "" : String(verdict) };
+    });
+  }
+  if (/crc32$/.test(key) && v === null) {
+    return [{ name: key, value: "", ok: null, note: `none (no ${key} key: a file written without it)` }];
+  }
+  const sentence = typeof v === "string" ? sentenceCheck(key, v) : undefined;
+  return sentence ? [sentence] : [];
+}
+
+// A `{ stored, computed, ok }` verdict, its checksum as 8 hex digits.
+function storedCheck(name: string, v: Record<string, unknown>): Check {
   const [good, bad] = CHECK_NOTES[name] ?? ["", ""];
   const stored = hex8(v.stored);
   return v.ok
@@ -113,7 +139,7 @@ function storedCheck(name: string, v: { stored: unknown; computed: unknown; ok: 
     : { name, value: stored, ok: false, note: `computed ${hex8(v.computed)}${bad ? `: ${bad}` : ""}` };
 }
 
-/** A check from a sentence: `HASH: ok, what it covers` (hf, gguf, f64lines), or `none (why)`. */
+// A sentence `[NAME=]HASH: ok, what it covers`, or `none (why)`.
 function sentenceCheck(name: string, text: string): Check | undefined {
   const m = /^(?:(\w+)=)?([0-9a-f]{8,}): (ok|MISMATCH)\b,? ?(.*)$/.exec(text);
   if (m) return { name: m[1] ?? name, value: m[2], ok: m[3] === "ok", note: m[4] };
@@ -121,30 +147,23 @@ function sentenceCheck(name: string, text: string): Check | undefined {
   return undefined;
 }
 
-/** dmexp's `model` verdict: can ferry build a model from this file. */
-function modelCheck(v: { ok: boolean; field?: string; reason?: string }): Check {
+// dmexp's `model` verdict: whether ferry can build a model from the file.
+function modelCheck(v: Record<string, unknown>): Check {
+  const check = (ok: boolean | null, note: string): Check => ({ name: "model", value: "", ok, note });
   if (v.ok) {
-    return {
-      name: "model",
-      value: "",
-      ok: true,
-      note: "ferry can load it: the config is a ferry config and every tensor has the shape it implies",
-    };
+    return check(
+      true,
+      "ferry can load it: the config is a ferry config and every tensor has the shape it implies",
+    );
   }
   if (v.field === "config") {
-    return {
-      name: "model",
-      value: "",
-      ok: null,
-      note:
-        "ferry cannot build a model from this config (not a ferry config); the container itself is intact",
-    };
+    return check(
+      null,
+      "ferry cannot build a model from this config (not a ferry config); the container itself is intact",
+    );
   }
-  return { name: "model", value: "", ok: false, note: `REFUSED: ${v.reason}` };
+  return check(false, `REFUSED: ${v.reason}`);
 }
-
-const isRecord = (v: unknown): v is Record<string, unknown> =>
-  typeof v === "object" && v !== null && !Array.isArray(v);
 
 /**
  * Lays an inspection out: walks its keys once (and a `header` object's, one level down: dmexp keeps
@@ -162,24 +181,8 @@ function report(formatName: string, info: Record<string, unknown>, path: string)
   if (header.format === version) known.add("format"); // dmexp's `format` key repeats the version
   for (const [key, v] of entries) {
     if (known.has(key)) continue;
-    if (isRecord(v) && typeof v.ok === "boolean" && "stored" in v) {
-      r.checks.push(storedCheck(key, v as never));
-    } else if (key === "model" && isRecord(v) && typeof v.ok === "boolean") {
-      r.checks.push(modelCheck(v as never));
-    } else if (key === "checks" && isRecord(v)) {
-      for (const [name, verdict] of Object.entries(v)) {
-        const stands = /crc32|sha256|fnv1a32/.test(name) && info[name] !== undefined; // the checksum checked
-        const value = stands ? fieldText(name, info[name]) : "";
-        r.checks.push({ name, value, ok: verdict === "ok", note: verdict === "ok" ? "" : String(verdict) });
-      }
-    } else if (/crc32$/.test(key) && v === null) {
-      r.checks.push({
-        name: key,
-        value: "",
-        ok: null,
-        note: `none (no ${key} key: a file written without it)`,
-      });
-    } else if (typeof v === "string" && sentenceCheck(key, v)) r.checks.push(sentenceCheck(key, v)!);
+    const checks = checksIn(key, v, info);
+    if (checks.length > 0) r.checks.push(...checks);
     else if (key === "config") r.config.push(...configLines(v));
     else if (TENSOR_LISTS.includes(key) && Array.isArray(v) && v.every(isRecord)) {
       r.tensors.push(...v.map(tensorRow));
