@@ -1,15 +1,14 @@
 // What every command line shares (scripts/cli.ts), as a user meets it, under Deno and Bun: an unknown
 // option or an unknown value of an enumerated one is one line with "did you mean" and exit 2; a missing
 // input is one sentence (formats/io.ts) and exit 1, whichever command opens it; --help exits 0. And
-// info's one layout for every format, its --json, and a header too deep for recursion.
+// info's one layout for every format, its --json, and a header too deep for recursion. (Tests may not
+// import scripts/, so each is asserted through the commands.)
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { execFile } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
-import { cli, didYouMean } from "../scripts/cli.ts";
-import { jsonText } from "../scripts/info.ts";
 import { exportCheckpoint } from "../formats/export.ts";
 import { formatOf } from "../formats/mod.ts";
 import { writeCheckpoint } from "../formats/checkpoint.ts";
@@ -67,33 +66,30 @@ const COMMANDS: Array<[script: string, typo: string, meant: string]> = [
   ["scripts/tools/fuzz.ts", "--seeed", "--seed"],
 ];
 
-describe("didYouMean", () => {
-  test("suggests the nearest within two edits (a swap is one), or the only completion of a prefix", () => {
-    const names = ["format", "input", "output", "dtype", "preset", "json", "help"];
-    expect(didYouMean("fromat", names)).toBe("format"); // one swap
-    expect(didYouMean("formt", names)).toBe("format"); // one deletion
-    expect(didYouMean("inptu", names)).toBe("input");
-    expect(didYouMean("form", names)).toBe("format"); // two edits, and a unique prefix
-    expect(didYouMean("pre", names)).toBe("preset"); // three edits, but a unique prefix
-    expect(didYouMean("zzzzzz", names)).toBeUndefined();
-    expect(didYouMean("xyz", ["f16", "f32"])).toBeUndefined();
-    expect(didYouMean("f8", ["f16", "f32", "bf16"])).toBeUndefined(); // f16 and f32 tie: no guess
-    expect(didYouMean("gguff", ["dmexp", "hf", "gguf", "f64lines", "lut4"])).toBe("gguf");
-    expect(didYouMean("flaot", ["float", "int", "webgpu"])).toBe("float");
-  });
-
-  test("cli() returns the values it was given, string and boolean, with defaults", () => {
-    const { values, positionals } = cli("help", {
-      format: { type: "string", default: "all", choices: ["all", "gguf"] },
-      json: { type: "boolean" },
-      input: { type: "string" },
-    }, ["--format", "gguf", "x.ckpt", "--json"]);
-    expect(values).toEqual({ format: "gguf", json: true } as typeof values);
-    expect(positionals).toEqual(["x.ckpt"]);
-  });
-});
-
 describe("unknown options and values", () => {
+  test(
+    "the suggestion: within two edits (a swap is one) or the only completion of a prefix; else none",
+    async () => {
+      const typos: Array<[string, string | undefined]> = [
+        ["--fromat", "--format"], // a swap
+        ["--formt", "--format"], // a deletion
+        ["--inptu", "--input"],
+        ["--form", "--format"], // two edits, and a prefix
+        ["--pre", "--preset"], // three edits, but the only option it begins
+        ["--zzzzzz", undefined],
+        ["--o", "--output"], // nothing within two edits, but the only option it begins
+      ];
+      const jobs = typos.map(([t]) => ["bun", "scripts/export.ts", [t]] as [Runtime, string, string[]]);
+      jobs.push(["bun", "scripts/export.ts", ["--format", "dmexp", "--dtype", "f8"]]); // f16 and f32 tie
+      const results = await runAll(jobs);
+      expect(results.map((r) => r.err.split("\n")[0])).toEqual([
+        ...typos.map(([t, m]) => `error: unknown option ${t}${m ? ` (did you mean ${m}?)` : ""}`),
+        "error: --dtype f8: no format stores it (dmexp: f32/f16/bf16)",
+      ]);
+    },
+    120_000,
+  );
+
   test("every command names an unknown option and the one meant, in one line, exit 2", async () => {
     const jobs: Array<[Runtime, string, string[]]> = [];
     for (const runtime of RUNTIMES) {
@@ -339,16 +335,4 @@ describe("scripts/info.ts", () => {
     },
     120_000,
   );
-
-  test("jsonText writes what JSON.stringify(v, null, 2) writes, and values it cannot", () => {
-    const samples: unknown[] = [
-      { a: [1, -0, NaN, null, undefined, 'é\n"', { b: {}, c: [] }], skip: undefined, f: () => 1, t: true },
-      [],
-      "x",
-      [[[[1]]], { "key with space": [{}] }],
-    ];
-    for (const v of samples) expect(jsonText(v, { indent: 2 })).toBe(JSON.stringify(v, null, 2));
-    for (const v of samples) expect(jsonText(v)).toBe(JSON.stringify(v));
-    expect(jsonText({ a: "x".repeat(50) }, { limit: 10 })).toBe('{"a":"xxxx…');
-  });
 });
