@@ -1,13 +1,18 @@
 /**
- * The export pipeline: a training checkpoint (or a Hugging Face Qwen3 folder) becomes named tensors,
- * and a format writer from the registry stores them. Data flows one way: checkpoint -> tensors ->
- * writer. scripts/export.ts is the command line on top of it.
+ * The export pipeline: a training checkpoint (or a lossless export, or a Hugging Face Qwen3 folder)
+ * becomes named tensors, and a format writer from the registry stores them. Data flows one way:
+ * checkpoint -> tensors -> writer. scripts/export.ts is the command line on top of it.
  *
  * The config comes from the `<name>.config.toml` snapshot beside the checkpoint, the shape the weights
  * were trained under; a preset is accepted only when that snapshot is missing. Only the checkpoint's
  * model section is read into the export: the EMA copy and the optimizer state are passed over (their
  * bytes go through the checkpoint's checksum and nowhere else). The model streams a chunk at a time,
  * so memory does not grow with the model.
+ *
+ * An export is input too when it holds the values it was given: dmexp (f32, f16 or bf16, widened
+ * exactly), hf, GGUF F32/F16/BF16 and f64lines. A lossy one (GGUF Q8_0/Q4_0, lut4) is refused: its
+ * rounding would be rounded again. A re-export keeps the model's name, step and source as the input
+ * export records them (`ReadResult.origin`), so it is the file the checkpoint itself would give.
  *
  * @example
  * ```ts
@@ -25,11 +30,12 @@ import {
   isCheckpoint,
   openCheckpointModel,
 } from "./checkpoint.ts";
-import { DMEXP_MAGIC } from "./dmexp.ts";
-import { importHuggingFace } from "./huggingface.ts";
+import { hfFormat } from "./huggingface.ts";
+import { requireInput, unreadable } from "./io.ts";
 import { type FormatDescriptor, formatNamed, FORMATS, type WriteResult } from "./mod.ts";
-import { type ModelConfig, PRESETS, readConfigFile } from "../model/config.ts";
+import { type ModelConfig, paramShapes, PRESETS, readConfigFile } from "../model/config.ts";
 import { FormatError } from "../model/error.ts";
+import type { Tensor } from "../model/tensor.ts";
 import { tensorSource } from "../model/tensor.ts";
 
 /** The checkpoint exported when no input is given: the shipped model. */
@@ -61,60 +67,120 @@ export class UnsupportedModelError extends FormatError {
   }
 }
 
-/** A checkpoint's model section opened for streaming, and where its config came from. */
+/** What an export is made from: its tensors opened for streaming, and where they came from. */
 export interface CheckpointInput extends CheckpointModel {
-  /** The snapshot's path, or `preset <name>`. */
+  /** The snapshot's path, `preset <name>`, or the export (or its config.json) the shape was read from. */
   configFrom: string;
+  /** The model's short name (a checkpoint's base name; what an export records, else its base name). */
+  name: string;
+  /** The training run the weights came from, `path@stepN`. */
+  source: string;
 }
 
 /**
- * Opens what to export: the config from its snapshot (or an explicitly named preset when the snapshot
- * is missing), the whole-file CRC verified in chunks, and the model section checked against that
- * config. A Hugging Face folder is read whole. A missing file or a dmexp given by mistake gets a
- * sentence that says so.
+ * Opens what to export. A training checkpoint: the config from its snapshot (or an explicitly named
+ * preset when the snapshot is missing), the whole-file CRC verified in chunks, and the model section
+ * checked against that config. A lossless export (or a Hugging Face folder): read whole through its
+ * format's reader, its name, step and source as it records them. A lossy export is refused, saying why;
+ * a missing path gets io.ts's sentence.
  */
 export async function openInput(
   path: string,
   opts: { preset?: string; onProgress?: (done: number, total: number) => void } = {},
 ): Promise<CheckpointInput> {
-  if (await stat(path).then((st) => st.isDirectory(), () => false)) {
-    return await openHfFolder(path, opts.preset);
-  }
+  requireInput(path);
+  if (await stat(path).then((st) => st.isDirectory())) return await openExport(path, hfFormat, opts.preset);
   const head = new Uint8Array(8);
   try {
     const fh = await open(path, "r");
     await fh.read(head, 0, 8, 0).finally(() => fh.close());
   } catch (e) {
-    const missing = (e as { code?: string }).code === "ENOENT";
-    throw new CheckpointError(path, "file", missing ? "no such file" : (e as Error).message);
+    throw unreadable(path, e);
   }
-  if (new TextDecoder().decode(head.subarray(0, 7)) === DMEXP_MAGIC) {
-    throw new CheckpointError(path, "magic", "this is already a dmexp export, not a training checkpoint");
-  }
+  const format = isCheckpoint(head) ? undefined : FORMATS.find((f) => f.recognises(path));
+  if (format) return await openExport(path, format, opts.preset);
   const { config, configFrom } = isCheckpoint(head)
     ? await resolveConfig(path, opts.preset)
     : { config: undefined, configFrom: undefined }; // not a checkpoint: openCheckpointModel names the problem
   const model = await openCheckpointModel(path, { config, configFrom, onProgress: opts.onProgress });
-  return { ...model, configFrom: configFrom ?? configPathFor(path) };
+  return {
+    ...model,
+    configFrom: configFrom ?? configPathFor(path),
+    name: basename(path).replace(/\.ckpt$/, ""),
+    source: `${model.path}@step${model.step}`,
+  };
 }
 
 /**
- * A Hugging Face Qwen3 folder as export input (a model trained in PyTorch, say): its config.json is
- * the shape, and it has no training step. The import refuses what ferry's maths would not follow.
+ * Why an export's weights are not the values it was written from, by format (quantized: exporting
+ * them again would round the rounding); a format not listed widens its stored values back exactly.
  */
-async function openHfFolder(path: string, preset?: string): Promise<CheckpointInput> {
+const LOSSY: Record<string, (path: string, format: FormatDescriptor) => Promise<string | undefined>> = {
+  lut4: () => Promise.resolve("4-bit codes"),
+  gguf: async (path, format) => {
+    const info = await format.inspect(path) as { tensors?: Array<{ type?: unknown }> };
+    const types = new Set((info.tensors ?? []).map((t) => String(t.type)).filter((t) => /^Q/i.test(t)));
+    return types.size > 0 ? `${[...types].join(", ")} blocks` : undefined;
+  },
+};
+
+/**
+ * An export as export input: refused when lossy; else read whole, its tensors in the config's
+ * canonical order (so the writer sees what a checkpoint would give it) and its origin kept.
+ */
+async function openExport(path: string, format: FormatDescriptor, preset?: string): Promise<CheckpointInput> {
   if (preset !== undefined) {
-    throw new UsageError(`--preset ${preset} refused: ${path} carries its own config.json`);
+    throw new UsageError(`--preset ${preset} refused: ${path} is an export and carries its own config`);
   }
-  const { config, tensors } = await importHuggingFace(path);
+  const lossy = await LOSSY[format.name]?.(path, format);
+  if (lossy) {
+    throw new FormatError(
+      path,
+      "format",
+      `${path}: a lossy ${format.name} export (${lossy}) cannot be an export's input: ` +
+        `export from the checkpoint or a lossless export`,
+      {
+        expected: "a training checkpoint or a lossless export",
+        found: `a ${format.name} export with ${lossy}`,
+      },
+    );
+  }
+  const { config, tensors, origin } = await format.read(path);
+  const step = origin?.step ?? 0;
   return {
     path,
-    step: 0,
+    step,
     config,
-    configFrom: join(path, "config.json"),
-    tensors: tensors.map(tensorSource),
+    configFrom: format === hfFormat ? join(path, "config.json") : path,
+    tensors: canonicalOrder(config, tensors).map(tensorSource),
+    name: origin?.name ?? exportName(path, format),
+    source: origin?.source ?? `${path}@step${step}`,
     close: () => Promise.resolve(),
   };
+}
+
+// The config's parameter order (paramShapes), whatever order the file listed them in.
+function canonicalOrder(config: ModelConfig, tensors: Tensor[]): Tensor[] {
+  const rank = new Map(paramShapes(config).map((p, i) => [p.name, i]));
+  const at = (t: Tensor) => rank.get(t.name) ?? rank.size;
+  return [...tensors].sort((a, b) => at(a) - at(b));
+}
+
+/**
+ * The model name in an export's file name, for a file that records none: `NAME.DTYPE.EXT` (the name
+ * ferry gives its exports) gives NAME, any other file its name without the extension.
+ *
+ * @example
+ * ```ts
+ * exportName("out/ferry.f32.hf", hfFormat); // "ferry"
+ * ```
+ */
+export function exportName(path: string, format: FormatDescriptor): string {
+  const file = basename(path.replace(/\/+$/, ""));
+  const stem = file.endsWith(format.extension) ? file.slice(0, -format.extension.length) : file;
+  const dot = stem.lastIndexOf(".");
+  const dtype = dot > 0 ? stem.slice(dot + 1) : "";
+  return FORMATS.some((f) => f.dtypes.includes(dtype)) ? stem.slice(0, dot) : stem;
 }
 
 async function resolveConfig(
@@ -162,6 +228,9 @@ export interface ExportOptions {
 export interface ExportSummary extends WriteResult {
   format: string;
   dtype: string;
+  /** What was exported: a checkpoint, or an export. */
+  input: string;
+  /** The training run the weights came from (`path@stepN`), as written into the export. */
   source: string;
   step: number;
   config_from: string;
@@ -179,10 +248,31 @@ export function formatFor(name: string): FormatDescriptor {
   return format;
 }
 
-/** Where an export goes: `output` itself when it ends in the format's extension, else a file in that folder. */
-export function outputPath(output: string, format: FormatDescriptor, input: string, dtype: string): string {
+/**
+ * Where an export goes: `output` itself when it ends in the format's extension, else `NAME.DTYPE.EXT`
+ * in that folder, NAME the model's name (default: the input's, as `exportName` or a checkpoint's
+ * base name gives it).
+ *
+ * @example
+ * ```ts
+ * outputPath("out/", lut4Format, "model/default/ferry.ckpt", "q4"); // "out/ferry.q4.lut4"
+ * ```
+ */
+export function outputPath(
+  output: string,
+  format: FormatDescriptor,
+  input: string,
+  dtype: string,
+  name = inputName(input),
+): string {
   if (output.endsWith(format.extension)) return output;
-  return join(output, `${basename(input).replace(/\.(ckpt|hf)$/, "")}.${dtype}${format.extension}`);
+  return join(output, `${name}.${dtype}${format.extension}`);
+}
+
+// A checkpoint's base name, or an export's name by its file name.
+function inputName(input: string): string {
+  const format = FORMATS.find((f) => f.recognises(input));
+  return format ? exportName(input, format) : basename(input).replace(/\.ckpt$/, "");
 }
 
 /**
@@ -203,11 +293,11 @@ export async function exportCheckpoint(opts: ExportOptions = {}): Promise<Export
   if (!format.dtypes.includes(dtype)) {
     throw new UsageError(`--dtype ${dtype}: ${format.name} stores ${format.dtypes.join(", ")}`);
   }
-  const file = outputPath(opts.output ?? DEFAULT_OUTPUT, format, input, dtype);
   const model = await openInput(input, {
     preset: opts.preset,
     onProgress: (d, t) => opts.onProgress?.("verify", d, t),
   });
+  const file = outputPath(opts.output ?? DEFAULT_OUTPUT, format, input, dtype, model.name);
   try {
     const why = format.cannotStore?.(model.config);
     if (why) throw new UnsupportedModelError(model.path, format.name, why.field, why.expected, why.found);
@@ -215,9 +305,9 @@ export async function exportCheckpoint(opts: ExportOptions = {}): Promise<Export
     const result = await format.write(file, {
       config: model.config,
       tensors: model.tensors,
-      source: `${model.path}@step${model.step}`,
+      source: model.source,
       step: model.step,
-      name: basename(model.path).replace(/\.ckpt$/, ""),
+      name: model.name,
     }, { dtype, onProgress: (d, t) => opts.onProgress?.("write", d, t) });
     const { file: written, bytes, params, tensors, ...details } = result;
     return {
@@ -227,7 +317,8 @@ export async function exportCheckpoint(opts: ExportOptions = {}): Promise<Export
       bytes,
       params,
       tensors,
-      source: `${input}@step${model.step}`,
+      input,
+      source: model.source,
       step: model.step,
       config_from: model.configFrom,
       ...details,

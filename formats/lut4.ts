@@ -857,6 +857,7 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
       bytes: file.bytes,
       sha256: file.sha256,
       checks: { framing: "ok", data_crc32: "ok", inventory: "ok", spans: "ok", tables: "ok" },
+      config: file.config,
       ...rest,
       matrices: matrices.map((m) => ({ name: m.name, rows: m.rows, cols: m.cols, exp_base: m.exp_base })),
       tables: tables.map((t) => ({ name: t.name, kind: t.kind, length: t.length, exp: t.exp })),

@@ -21,6 +21,7 @@ import { hfFormat } from "./huggingface.ts";
 import { ggufFormat } from "./gguf.ts";
 import { f64linesFormat } from "./f64lines.ts";
 import { lut4Format } from "./lut4.ts";
+import { requireInput } from "./io.ts";
 
 export type { ExportInput, ExportOrigin, FormatDescriptor, ReadResult, WriteResult } from "./format.ts";
 
@@ -43,9 +44,13 @@ export function knownFormats(): string {
   return FORMATS.map((f) => `${f.extension} (${f.name})`).join(", ");
 }
 
+/** The formats whose exports are folders; every other format's export is one file. */
+const FOLDER_FORMATS: readonly FormatDescriptor[] = [hfFormat];
+
 /**
  * The format a path is in, by its extension or folder shape. A path no format recognises is refused
- * with a `FormatError` that names the formats ferry knows.
+ * with a `FormatError` that names the formats ferry knows; one it recognises but that is missing, or a
+ * folder where the format has a file (or the reverse), with io.ts's one sentence (`PATH: no such file`).
  *
  * @example
  * ```ts
@@ -55,6 +60,7 @@ export function knownFormats(): string {
  */
 export function formatOf(path: string): FormatDescriptor {
   const format = FORMATS.find((f) => f.recognises(path));
+  if (format) requireInput(path, FOLDER_FORMATS.includes(format) ? "folder" : "file");
   if (format) return format;
   throw new FormatError(
     path,

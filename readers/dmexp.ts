@@ -1,12 +1,13 @@
 // A minimal dmexp reader, runtime built-ins only (spec: formats/dmexp.md; the full reader: formats/dmexp.ts).
 // deno run -A readers/dmexp.ts FILE [TENSOR...] (or bun): lists name<TAB>dtype<TAB>[dims], or TENSORs' values
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import { crc32 } from "node:zlib";
 const [file, ...wanted] = process.argv.slice(2);
-if (!file) console.error("usage: readers/dmexp.ts FILE [TENSOR...]");
-if (!file) process.exit(2);
+if (!file || file.startsWith("-")) console.error("usage: readers/dmexp.ts FILE [TENSOR...]"); // --help too
+if (!file || file.startsWith("-")) process.exit(2);
 process.exitCode = 1; // a refusal until the last line; any error, ours or the runtime's, ends as one line:
 process.on("uncaughtException", (e) => console.error(`${file}: ${String(e?.message).replace(/\s+/g, " ")}`));
+if (statSync(file).isDirectory()) throw new Error("is a folder, expected a file");
 const bytes = readFileSync(file);
 const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
 if (bytes.length < 24 || bytes.toString("latin1", 0, 8) !== "DMEXPRT\x01") throw new Error("not dmexp v1");
@@ -29,8 +30,7 @@ const tensors = [...header.matchAll(TABLE)].map(([, name, list]) => {
 });
 const before = (i: number) => tensors.slice(0, i).reduce((sum, t) => sum + t.count, 0); // values before i
 if (start + before(tensors.length) * size !== bytes.length) throw new Error("the dims do not add up to P");
-const missing = wanted.find((name) => !tensors.some((t) => t.name === name)); // checked before any output
-if (missing !== undefined) throw new Error(`no tensor named ${missing}`);
+for (const w of wanted) if (!tensors.some((t) => t.name === w)) throw new Error(`no tensor named ${w}`);
 if (wanted.length === 0) for (const t of tensors) console.log(t.line);
 for (const t of tensors.filter((t) => wanted.includes(t.name))) { // in file order, like the listing
   const begin = start + before(tensors.indexOf(t)) * size; // the values follow one another in header order

@@ -1,9 +1,9 @@
 // A minimal f64lines reader, runtime built-ins only, as strict as the full one (spec: formats/f64lines.md).
 // deno run -A readers/f64lines.ts FILE [TENSOR...] (or bun): lists name<TAB>f64<TAB>[length], or the values
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 const [file, ...wanted] = process.argv.slice(2);
-if (!file) console.error("usage: readers/f64lines.ts FILE [TENSOR...]");
-if (!file) process.exit(2);
+if (!file || file.startsWith("-")) console.error("usage: readers/f64lines.ts FILE [TENSOR...]"); // --help too
+if (!file || file.startsWith("-")) process.exit(2);
 process.exitCode = 1; // a refusal until the last line; any error, ours or the runtime's, ends as one line:
 process.on("uncaughtException", (e) => console.error(`${file}: ${String(e?.message).replace(/\s+/g, " ")}`));
 const TOKEN = /^(-(?!nan))?(?:(0|inf|nan)|([1-9]\d{0,18})(?:p(-?[1-9]\d{0,3}))?)$/; // see the spec's Tokens
@@ -21,6 +21,7 @@ function fnv1a32(text: string): number { // FNV-1a 64 of the text's UTF-8, folde
   for (const b of new TextEncoder().encode(text)) h = BigInt.asUintN(64, (h ^ BigInt(b)) * 0x100000001b3n);
   return Number((h >> 32n) ^ (h & 0xffffffffn));
 }
+if (statSync(file).isDirectory()) throw new Error("is a folder, expected a file");
 const text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(readFileSync(file));
 const found = /^((?:[^\n]*\n)*)#fnv1a32=([0-9a-f]{8})\r?\n(?:\r?\n)*$/.exec(text); // data lines, the checksum
 if (!found) throw new Error("the last line that is not blank is not #fnv1a32=<8 hex digits> ending in \\n");
@@ -33,8 +34,7 @@ const arrays = lines.map((line) => {
   if (values.length !== Number(length)) throw new Error(`${name}: ${values.length} values, not ${length}`);
   return { line: `${name}\tf64\t[${length}]`, name, values: values.join(" ") };
 });
-const missing = wanted.find((name) => !arrays.some((a) => a.name === name)); // checked before any output
-if (missing !== undefined) throw new Error(`no tensor named ${missing}`);
+for (const w of wanted) if (!arrays.some((a) => a.name === w)) throw new Error(`no tensor named ${w}`);
 if (wanted.length === 0) for (const a of arrays) console.log(a.line);
 for (const a of arrays) if (wanted.includes(a.name)) console.log(`${a.line}\n${a.values}`); // in file order
 process.exitCode = 0;

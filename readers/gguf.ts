@@ -1,9 +1,10 @@
-import { readFileSync } from "node:fs"; // a minimal GGUF v3 reader, built-ins only (spec: formats/gguf.md)
+import { readFileSync, statSync } from "node:fs"; // a minimal GGUF v3 reader on built-ins (formats/gguf.md)
 const [file, ...wanted] = process.argv.slice(2); // deno run -A readers/gguf.ts FILE [TENSOR...], or bun
-if (!file) console.error("usage: readers/gguf.ts FILE [TENSOR...]");
-if (!file) process.exit(2);
+if (!file || file.startsWith("-")) console.error("usage: readers/gguf.ts FILE [TENSOR...]"); // --help too
+if (!file || file.startsWith("-")) process.exit(2);
 process.exitCode = 1; // a refusal until the last line; any error, ours or the runtime's, ends as one line:
 process.on("uncaughtException", (e) => console.error(`${file}: ${String(e?.message).replace(/\s+/g, " ")}`));
+if (statSync(file).isDirectory()) throw new Error("is a folder, expected a file");
 const bytes = readFileSync(file); // its read methods refuse offsets past the end ("out of range")
 let at = 0; // the read cursor: the header, the metadata, the tensor infos; then the data, 32-byte aligned
 function take(n: number): Buffer { // the next n bytes (a string cut short by the end fails the next read)
@@ -29,8 +30,7 @@ const raw = Array.from({ length: n }, () => ({ name: str(), ne: dims(), type: TY
 const list = raw.map(({ name, ne, type: [type, per, size, read] = ["?", NaN, NaN, f16], at: offset }) => ({
   line: `${name}\t${type}\t[${ne.toReversed().join(",")}]`, name, per, read, // j of the block at `at`
   count: ne.length > 4 || ne[0] % per ? NaN : ne.reduce((a, b) => a * b, 1), // NaN: refused below
-  pos: (i: number) => Math.ceil(at / 32) * 32 + offset + Math.floor(i / per) * size, // value i's block
-})); // the data begins where the infos end, rounded up to a multiple of 32
+  pos: (i: number) => Math.ceil(at / 32) * 32 + offset + Math.floor(i / per) * size })); // value i's block
 for (const t of list) if (!(t.pos(t.count) <= bytes.length)) throw new Error(`${t.name}: bad type/dims/data`);
 for (const name of wanted) if (!list.some((t) => t.name === name)) throw new Error(`no tensor named ${name}`);
 const show = (x: number) => (Object.is(x, -0) ? "-0" : String(x)); // String(-0) is "0"

@@ -1,14 +1,14 @@
 // A lut4 reader on runtime built-ins only (formats/lut4.md): framing, data CRC-32, matrices and tables.
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import { crc32 } from "node:zlib";
-import process from "node:process";
 const [path, ...wanted] = process.argv.slice(2);
-function die(why: string, code = 1): never {
-  console.error(path ? `${path}: ${why}` : why);
+function die(why: string, code = 1): never { // a refusal names the file; a usage error (code 2) does not
+  console.error(code === 2 ? why : `${path}: ${why}`);
   process.exit(code);
 }
-if (!path) die("usage: readers/lut4.ts FILE [TENSOR...]", 2);
+if (!path || path.startsWith("-")) die("usage: readers/lut4.ts FILE [TENSOR...]", 2); // --help too
 process.on("uncaughtException", (e) => die(e.message)); // an unreadable file or bad JSON is a refusal too
+if (statSync(path).isDirectory()) die("is a folder, expected a file");
 const file = readFileSync(path);
 if (file.length < 16 || file.toString("latin1", 0, 8) !== "UORLUT01") die("not a UORLUT01 file");
 const start = 16 + Number(file.readBigUInt64LE(8));

@@ -1,13 +1,14 @@
 // A minimal safetensors reader on runtime built-ins only (spec: formats/safetensors.md; the full reader is
 // formats/safetensors.ts). Usage: deno run -A readers/safetensors.ts FILE [TENSOR...]  (or: bun readers/...)
 // Prints "name<TAB>dtype<TAB>[dims]" per tensor in file order; per TENSOR, that line and its values instead.
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 const [file, ...wanted] = process.argv.slice(2);
-if (!file) console.error("usage: readers/safetensors.ts FILE [TENSOR...]");
-if (!file) process.exit(2);
+if (!file || file.startsWith("-")) console.error("usage: readers/safetensors.ts FILE [TENSOR...]"); // --help
+if (!file || file.startsWith("-")) process.exit(2);
 process.exitCode = 1; // a refusal until the last line; any error, ours or the runtime's, ends as one line:
 process.on("uncaughtException", (e) => console.error(`${file}: ${String(e?.message).replace(/\s+/g, " ")}`));
-const bytes = new Uint8Array(readFileSync(file)); // a copy, at offset 0 of its own buffer
+const path = statSync(file).isDirectory() ? `${file}/model.safetensors` : file; // a Hugging Face folder
+const bytes = new Uint8Array(readFileSync(path)); // a copy, at offset 0 of its own buffer
 const view = new DataView(bytes.buffer);
 const n = bytes.length < 8 ? Infinity : Number(view.getBigUint64(0, true)); // the header length, u64 LE
 if (8 + n > bytes.length) throw new Error("the header length (the first 8 bytes) runs past the end");

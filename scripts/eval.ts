@@ -10,6 +10,7 @@
  */
 import { chooseKernels, cli, EXIT_USAGE, fail, KERNELS_HELP, progress, run } from "./cli.ts";
 import { isCheckpointFile, readCheckpoint } from "../formats/checkpoint.ts";
+import { requireInput } from "../formats/io.ts";
 import { engineKinds, loadEngine } from "../engines/mod.ts";
 import { EVAL_WINDOWS, evalWindows, loadBrown, WINDOW_BYTES } from "../model/corpus.ts";
 import type { Engine } from "../model/engine.ts";
@@ -39,27 +40,22 @@ ${KERNELS_HELP}
 `;
 
 const { values: a, positionals } = cli(HELP, {
-  weights: { type: "string", default: "model" },
-  engine: { type: "string" },
+  weights: { type: "string", default: "model", choices: ["model", "ema"] },
+  engine: { type: "string", choices: engineKinds() },
   windows: { type: "string", default: String(EVAL_WINDOWS) },
   prompt: { type: "string", default: "The jury said" },
   tokens: { type: "string", default: "64" },
-  kernels: { type: "string", default: "wasm" },
+  kernels: { type: "string", default: "wasm", choices: ["wasm", "ref"] },
   json: { type: "boolean", default: false },
 });
 
 await run(async () => {
   const kernels = chooseKernels(a.kernels);
   const path = positionals[0] ?? "model/default/ferry.ckpt";
-  if (a.weights !== "model" && a.weights !== "ema") {
-    fail(`--weights must be model or ema, got ${a.weights}`, EXIT_USAGE);
-  }
-  if (a.engine !== undefined && !engineKinds().includes(a.engine)) {
-    fail(`--engine ${a.engine}: unknown (expected one of: ${engineKinds().join(", ")})`, EXIT_USAGE);
-  }
   const count = Number(a.windows);
   if (!Number.isInteger(count) || count < 1) fail(`--windows expects a positive integer`, EXIT_USAGE);
   let engine: Engine, step: number | null = null;
+  requireInput(path); // a checkpoint or any export: the one sentence for a path that is not there
   if (await isCheckpointFile(path)) {
     // A checkpoint holds float training weights: they run on the float engine, as the trainer ran them.
     if (a.engine !== undefined && a.engine !== "float") {

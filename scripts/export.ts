@@ -1,7 +1,8 @@
 /**
- * Exports a training checkpoint to inference formats: `deno run -A scripts/export.ts` with no arguments
- * exports the shipped model (model/default/ferry.ckpt) to out/ in every format, each at its default
- * dtype. The pipeline itself is formats/export.ts; the formats come from the registry (formats/mod.ts).
+ * Exports a training checkpoint (or a lossless export) to inference formats: `deno run -A
+ * scripts/export.ts` with no arguments exports the shipped model (model/default/ferry.ckpt) to out/ in
+ * every format, each at its default dtype. The pipeline itself is formats/export.ts; the formats come
+ * from the registry (formats/mod.ts).
  *
  * @example
  * ```ts
@@ -9,7 +10,17 @@
  * ```
  * @module
  */
-import { cli, EXIT_REFUSED, EXIT_USAGE, fail, type Progress, progress, run } from "./cli.ts";
+import {
+  cli,
+  didYouMean,
+  EXIT_REFUSED,
+  EXIT_USAGE,
+  fail,
+  failUsage,
+  type Progress,
+  progress,
+  run,
+} from "./cli.ts";
 import {
   DEFAULT_INPUT,
   DEFAULT_OUTPUT,
@@ -19,8 +30,8 @@ import {
   UsageError,
 } from "../formats/export.ts";
 import { formatNamed, FORMATS } from "../formats/mod.ts";
-import { CheckpointError } from "../formats/checkpoint.ts";
 import { PRESETS } from "../model/config.ts";
+import { FormatError } from "../model/error.ts";
 
 const HELP = `
 Export a training checkpoint to an inference format.
@@ -31,8 +42,9 @@ With no options: every format of the shipped model (model/default/ferry.ckpt) in
 
 Options:
   --input CKPT    training checkpoint (default ${DEFAULT_INPUT}); its config is read from the
-                  CKPT-name.config.toml snapshot beside it. A Hugging Face Qwen3 folder (config.json +
-                  model.safetensors, single or sharded) is accepted too
+                  CKPT-name.config.toml snapshot beside it. A lossless export is accepted too (dmexp,
+                  hf or any Hugging Face Qwen3 folder, GGUF F32/F16/BF16, f64lines), keeping the
+                  model's name and step; a lossy one (GGUF Q8_0/Q4_0, lut4) is refused
   --format NAME   all, ${
   FORMATS.map((f) => f.name).join(", ")
 } (default all: every format at its default dtype; one that
@@ -53,24 +65,25 @@ async function main(): Promise<void> {
   const { values, positionals } = cli(HELP, {
     input: { type: "string" },
     output: { type: "string" },
-    format: { type: "string", default: "all" },
+    format: { type: "string", default: "all", choices: ["all", ...FORMATS.map((f) => f.name)] },
     dtype: { type: "string" },
-    preset: { type: "string" },
+    preset: { type: "string", choices: Object.keys(PRESETS) },
     json: { type: "boolean" },
   });
   if (positionals.length > 0) {
-    fail(`unexpected argument ${positionals[0]} (use --input)\n\n${HELP.trim()}`, EXIT_USAGE);
+    failUsage(`unexpected argument ${positionals[0]} (use --input)`, HELP);
   }
-  const names = values.format === "all" ? FORMATS.map((f) => f.name) : [values.format!];
+  const names = values.format === "all" ? FORMATS.map((f) => f.name) : [values.format];
   const dtypesOf = (name: string) => formatNamed(name)?.dtypes ?? [];
   if (names.length > 1 && values.output?.match(/\.[a-z0-9]+$/)) {
     fail(`--output ${values.output}: with --format all, give a folder`, EXIT_USAGE);
   }
   if (values.dtype && !names.some((f) => dtypesOf(f).includes(values.dtype!))) {
+    const near = didYouMean(values.dtype, [...new Set(names.flatMap(dtypesOf))]);
     fail(
       `--dtype ${values.dtype}: no format stores it (${
         names.map((f) => `${f}: ${dtypesOf(f).join("/")}`).join("; ")
-      })`,
+      }${near ? `; did you mean ${near}?` : ""})`,
       EXIT_USAGE,
     );
   }
@@ -119,7 +132,7 @@ async function main(): Promise<void> {
         skipped.push({ format, skipped: e.message });
         continue;
       }
-      if (e instanceof CheckpointError && e.field === "file" && e.path === DEFAULT_INPUT && !values.input) {
+      if (e instanceof FormatError && e.field === "file" && e.path === DEFAULT_INPUT && !values.input) {
         fail(
           `${e.message} (the default model appears here once it is trained; pass --input to export another checkpoint)`,
           EXIT_REFUSED,
@@ -137,8 +150,9 @@ async function main(): Promise<void> {
   }
   if (names.length > 1) {
     const s0 = summaries[0];
+    const what = s0.source.startsWith(`${s0.input}@`) ? s0.source : `${s0.input} (weights of ${s0.source})`;
     console.log(
-      `exported ${s0.source} (${s0.params.toLocaleString("en-US")} params, config from ${s0.config_from})`,
+      `exported ${what} (${s0.params.toLocaleString("en-US")} params, config from ${s0.config_from})`,
     );
     for (const s of summaries) {
       console.log(
@@ -157,14 +171,13 @@ async function main(): Promise<void> {
     ["bytes", summary.bytes.toLocaleString("en-US")],
     ["params", summary.params.toLocaleString("en-US")],
     ["tensors", summary.tensors],
+    ["input", summary.input],
     ["source", summary.source],
     ["config from", summary.config_from],
   ];
+  const shown = ["file", "bytes", "dtype", "params", "tensors", "format", "input", "source", "step"];
   for (const [k, v] of Object.entries(summary)) {
-    if (
-      !["file", "bytes", "dtype", "params", "tensors", "format", "source", "step", "config_from", "seconds"]
-        .includes(k)
-    ) rows.push([k, v]);
+    if (![...shown, "config_from", "seconds"].includes(k)) rows.push([k, v]);
   }
   rows.push(["seconds", summary.seconds.toFixed(2)]);
   for (const [k, v] of rows) console.log(`  ${k.padEnd(16)} ${v}`);

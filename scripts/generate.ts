@@ -18,6 +18,7 @@ import {
   EXIT_REFUSED,
   EXIT_USAGE,
   fail,
+  failUsage,
   KERNELS_HELP,
   type Progress,
   progress,
@@ -71,19 +72,19 @@ async function main(): Promise<void> {
   const { values, positionals } = cli(HELP, {
     prompt: { type: "string" },
     "max-tokens": { type: "string" },
-    engine: { type: "string" },
+    engine: { type: "string", choices: engineKinds() },
     temperature: { type: "string" },
     "top-k": { type: "string" },
     "min-p": { type: "string" },
     "top-p": { type: "string" },
     seed: { type: "string" },
-    kernels: { type: "string", default: "wasm" },
+    kernels: { type: "string", default: "wasm", choices: ["wasm", "ref"] },
   });
   const kernels = chooseKernels(values.kernels);
   if (positionals.length !== 1) {
-    fail(`expected one FILE, got ${positionals.length}\n\n${HELP.trim()}`, EXIT_USAGE);
+    failUsage(`expected one FILE, got ${positionals.length}`, HELP);
   }
-  if (values.prompt === undefined) fail(`--prompt is required\n\n${HELP.trim()}`, EXIT_USAGE);
+  if (values.prompt === undefined) failUsage("--prompt is required", HELP);
   const path = positionals[0];
   const maxTokens = numberFlag(
     "max-tokens",
@@ -103,10 +104,6 @@ async function main(): Promise<void> {
   const minP = numberFlag("min-p", values["min-p"], 0, (x) => x >= 0 && x <= 1, "a number in [0, 1]");
   const topP = numberFlag("top-p", values["top-p"], 1, (x) => x > 0 && x <= 1, "a number in (0, 1]");
   const seed = numberFlag("seed", values.seed, 0, Number.isSafeInteger, "an integer");
-  if (values.engine !== undefined && !engineKinds().includes(values.engine)) {
-    fail(`--engine ${values.engine}: unknown (expected one of: ${engineKinds().join(", ")})`, EXIT_USAGE);
-  }
-
   // A training checkpoint is a run, not a model: say so and how to convert it, and load nothing of it.
   if (await isCheckpointFile(path)) fail(checkpointRefusal(path), EXIT_REFUSED);
 

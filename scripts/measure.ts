@@ -12,10 +12,11 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chooseKernels, cli, EXIT_USAGE, fail, KERNELS_HELP, progress, run } from "./cli.ts";
+import { chooseKernels, cli, didYouMean, EXIT_USAGE, fail, KERNELS_HELP, progress, run } from "./cli.ts";
 import { DEFAULT_INPUT, exportCheckpoint } from "../formats/export.ts";
 import { formatNamed, FORMATS } from "../formats/mod.ts";
 import { readCheckpoint } from "../formats/checkpoint.ts";
+import { requireInput } from "../formats/io.ts";
 import { engineKinds, loadEngine } from "../engines/mod.ts";
 import { evalWindows, loadBrown } from "../model/corpus.ts";
 import { createFloatEngine } from "../engines/float.ts";
@@ -59,8 +60,8 @@ const { values: a, positionals } = cli(HELP, {
   windows: { type: "string", default: "64" },
   prompts: { type: "string", default: String(PROMPTS.length) },
   only: { type: "string" },
-  kernels: { type: "string", default: "wasm" },
-  engine: { type: "string" },
+  kernels: { type: "string", default: "wasm", choices: ["wasm", "ref"] },
+  engine: { type: "string", choices: engineKinds() },
   json: { type: "boolean", default: false },
 });
 
@@ -91,14 +92,17 @@ await run(async () => {
   const variants = a.only
     ? a.only.split(",").map((p) => p.split(":") as [string, string])
     : FORMATS.flatMap((f) => f.dtypes.map((d) => [f.name, d] as [string, string]));
+  const pairs = FORMATS.flatMap((f) => f.dtypes.map((d) => `${f.name}:${d}`));
   for (const [f, d] of variants) {
     if (!formatNamed(f)?.dtypes.includes(d)) {
-      fail(`--only ${f}:${d}: not a format and dtype ferry writes`, EXIT_USAGE);
+      const near = didYouMean(`${f}:${d}`, pairs);
+      fail(
+        `--only ${f}:${d}: not a format and dtype ferry writes${near ? ` (did you mean ${near}?)` : ""}`,
+        EXIT_USAGE,
+      );
     }
   }
-  if (a.engine !== undefined && !engineKinds().includes(a.engine)) {
-    fail(`--engine ${a.engine}: unknown (expected one of: ${engineKinds().join(", ")})`, EXIT_USAGE);
-  }
+  requireInput(input, "file");
   const ck = await readCheckpoint(input, { sections: ["model"] });
   const source = createFloatEngine(ck.config, ck.model, input, { kernels });
   const windows = evalWindows((await loadBrown()).heldOut, count);

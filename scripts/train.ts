@@ -55,7 +55,7 @@ ${KERNELS_HELP}
 
 const { values: a } = cli(HELP, {
   out: { type: "string" },
-  preset: { type: "string", default: "default" },
+  preset: { type: "string", default: "default", choices: Object.keys(PRESETS) },
   config: { type: "string" },
   steps: { type: "string", default: "2000" },
   batch: { type: "string", default: "16" },
@@ -67,7 +67,7 @@ const { values: a } = cli(HELP, {
   "save-every": { type: "string", default: "200" },
   "eval-every": { type: "string", default: "500" },
   "stop-after": { type: "string" },
-  kernels: { type: "string", default: "wasm" },
+  kernels: { type: "string", default: "wasm", choices: ["wasm", "ref"] },
   json: { type: "boolean", default: false },
 });
 
@@ -92,7 +92,7 @@ await run(async () => {
   if (resuming) cfg = await readConfigFile(configPathFor(out));
   else if (a.config) cfg = await readConfigFile(a.config);
   else {
-    cfg = PRESETS[a.preset!];
+    cfg = PRESETS[a.preset];
     if (!cfg) fail(`unknown --preset ${a.preset}; known: ${Object.keys(PRESETS).join(", ")}`, EXIT_USAGE);
   }
   if (seqLen > cfg.max_position_embeddings) {

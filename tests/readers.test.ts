@@ -1,10 +1,10 @@
 // The minimal readers (readers/*.ts) as programs, under Deno and Bun: their shape (at most 40 lines of at most
 // 110 columns, node: imports only), the usage error, and the refusal contract on malformed files: exit 1, one
 // line "FILE: why" on stderr, nothing on stdout, no stack trace, and no allocation sized by a lying count (a
-// run that tried one would take the time limit or die of memory instead of exiting 1).
+// run that tried one would take the time limit or die of memory instead of exiting 1); --help and a folder.
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { execFile, spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
@@ -298,3 +298,44 @@ for (const [reader, make] of Object.entries(CASES)) {
     }
   });
 }
+
+describe("every minimal reader: --help and folders", () => {
+  const READERS = ["dmexp", "f64lines", "gguf", "lut4", "safetensors"];
+  for (const runtime of ["deno", "bun"] as const) {
+    test(`${runtime}: --help and -h print the usage line and exit 2, as no FILE does`, () => {
+      for (const reader of READERS) {
+        for (const flag of ["--help", "-h"]) {
+          const r = run(runtime, reader, [flag]);
+          expect(`${reader} ${flag}: exit ${r.code}: ${r.err}`).toBe(
+            `${reader} ${flag}: exit 2: usage: readers/${reader}.ts FILE [TENSOR...]\n`,
+          );
+          expect(r.out).toBe("");
+        }
+      }
+    });
+
+    test(`${runtime}: a folder is refused in one line (safetensors reads a Hugging Face folder's model.safetensors)`, async () => {
+      const folder = join(dir, "a-folder");
+      mkdirSync(folder, { recursive: true });
+      for (const reader of READERS.filter((r) => r !== "safetensors")) {
+        const r = run(runtime, reader, [folder]);
+        expect(`${reader}: exit ${r.code}: ${r.err}`).toBe(
+          `${reader}: exit 1: ${folder}: is a folder, expected a file\n`,
+        );
+        expect(r.out).toBe("");
+      }
+      const hf = join(dir, "m.hf");
+      mkdirSync(hf, { recursive: true });
+      await writeSafetensors(join(hf, "model.safetensors"), model, { dtype: "BF16" });
+      const inFolder = run(runtime, "safetensors", [hf]);
+      const file = run(runtime, "safetensors", [join(hf, "model.safetensors")]);
+      expect(inFolder.code).toBe(0);
+      expect(inFolder.out.split("\n").length).toBeGreaterThan(model.length);
+      expect(inFolder.out).toBe(file.out);
+      const empty = run(runtime, "safetensors", [folder]); // a folder without model.safetensors
+      expect(empty.code).toBe(1);
+      expect(empty.err.startsWith(`${folder}: `)).toBe(true);
+      expect(empty.err.trimEnd().split("\n")).toHaveLength(1);
+    });
+  }
+});
