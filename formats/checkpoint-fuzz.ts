@@ -5,7 +5,7 @@
  *
  * @example
  * ```ts
- * const { FUZZ_TARGETS } = await import("./checkpoint-fuzz.ts"); // [the checkpoint target]
+ * const { FUZZ_TARGETS } = await loadFuzzHook("formats/checkpoint-fuzz.ts"); // [the checkpoint target]
  * ```
  * @module
  */

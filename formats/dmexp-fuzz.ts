@@ -6,7 +6,7 @@
  *
  * @example
  * ```ts
- * const { FUZZ_TARGETS } = await dmexpFormat.fuzz(); // [the dmexp target]
+ * const { FUZZ_TARGETS } = await loadFuzzHook(dmexpFormat.fuzzHook); // [the dmexp target]
  * ```
  * @module
  */

@@ -440,5 +440,5 @@ export const dmexpFormat: FormatDescriptor<DmexpDtype> = {
   inspect: async (path, options) => dmexpInfoJson(await inspectDmexp(path, options)),
   spec: "formats/dmexp.md",
   minimalReader: "readers/dmexp.ts",
-  fuzz: () => import("./dmexp-fuzz.ts"),
+  fuzzHook: "formats/dmexp-fuzz.ts",
 };

@@ -5,7 +5,7 @@
  *
  * @example
  * ```ts
- * const { FUZZ_TARGETS } = await f64linesFormat.fuzz(); // [the f64lines target]
+ * const { FUZZ_TARGETS } = await loadFuzzHook(f64linesFormat.fuzzHook); // [the f64lines target]
  * ```
  * @module
  */

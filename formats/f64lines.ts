@@ -820,7 +820,7 @@ export const f64linesFormat: FormatDescriptor<"f64"> = {
   },
   spec: "formats/f64lines.md",
   minimalReader: "readers/f64lines.ts",
-  fuzz: () => import("./f64lines-fuzz.ts"),
+  fuzzHook: "formats/f64lines-fuzz.ts",
 };
 
 // A file that cannot be read is a refusal like any other, in this format's error.

@@ -14,7 +14,6 @@
  */
 import type { ModelConfig } from "../model/config.ts";
 import type { Tensor, TensorSource } from "../model/tensor.ts";
-import type { FuzzHook } from "./fuzz-kit.ts";
 
 /** What a writer is given: the model's shape and its tensors, streamed a chunk at a time. */
 export interface ExportInput {
@@ -96,8 +95,9 @@ export interface FormatDescriptor<D extends string = string> {
   /** Its standalone minimal reader, from the repository root: `readers/NAME.ts` (node: built-ins only). */
   readonly minimalReader: string;
   /**
-   * Its fuzz hook, loaded only by the mutation campaign (scripts/tools/fuzz.ts): a module exporting
-   * `FUZZ_TARGETS`, by convention `formats/NAME-fuzz.ts` (see formats/fuzz-kit.ts).
+   * Its fuzz hook, from the repository root: a module exporting `FUZZ_TARGETS`, by convention
+   * `formats/NAME-fuzz.ts`, loaded only by the mutation campaign (`loadFuzzHook` in formats/fuzz-kit.ts).
+   * A path rather than an import, so the hook (which imports the format) and the format form no circle.
    */
-  fuzz(): Promise<FuzzHook>;
+  readonly fuzzHook: string;
 }

@@ -5,8 +5,8 @@
  * error a refusal must be. The mutators themselves live with the campaign (scripts/tools/fuzz-mutate.ts);
  * formats/ holds only the vocabulary, since formats/ may not import scripts/.
  *
- * A format's descriptor points at its hook lazily (`fuzz: () => import("./NAME-fuzz.ts")`), so the
- * readers never load fuzzing code. A hook module exports `FUZZ_TARGETS`: usually one target named after
+ * A format's descriptor names its hook by path (`fuzzHook: "formats/NAME-fuzz.ts"`), loaded with
+ * `loadFuzzHook`, so the readers never load fuzzing code. A hook module exports `FUZZ_TARGETS`: usually one target named after
  * the format, sometimes more (the Hugging Face folder is attacked in its config.json and in its
  * model.safetensors).
  *
@@ -110,6 +110,21 @@ export interface FuzzTarget extends Omit<MutationSpec, "map"> {
 /** What a hook module (`formats/NAME-fuzz.ts`) exports. */
 export interface FuzzHook {
   readonly FUZZ_TARGETS: readonly FuzzTarget[];
+}
+
+/**
+ * Loads a fuzz hook by its repository path (a descriptor's `fuzzHook`). A module that does not exist or
+ * exports no `FUZZ_TARGETS` array is refused with an error naming the path.
+ *
+ * @example
+ * ```ts
+ * const { FUZZ_TARGETS } = await loadFuzzHook(dmexpFormat.fuzzHook); // [the dmexp target]
+ * ```
+ */
+export async function loadFuzzHook(path: string): Promise<FuzzHook> {
+  const hook = await import(new URL(`../${path}`, import.meta.url).href) as Partial<FuzzHook>;
+  if (!Array.isArray(hook.FUZZ_TARGETS)) throw new Error(`${path}: exports no FUZZ_TARGETS array`);
+  return hook as FuzzHook;
 }
 
 /** The model every fuzzed file holds: the smallest shape every float format accepts (byte vocab, one layer). */

@@ -6,7 +6,7 @@
  *
  * @example
  * ```ts
- * const { FUZZ_TARGETS } = await ggufFormat.fuzz(); // [the gguf target]
+ * const { FUZZ_TARGETS } = await loadFuzzHook(ggufFormat.fuzzHook); // [the gguf target]
  * ```
  * @module
  */

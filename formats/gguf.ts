@@ -267,5 +267,5 @@ export const ggufFormat: FormatDescriptor<GgufDtype> = {
   },
   spec: "formats/gguf.md",
   minimalReader: "readers/gguf.ts",
-  fuzz: () => import("./gguf-fuzz.ts"),
+  fuzzHook: "formats/gguf-fuzz.ts",
 };

@@ -6,7 +6,7 @@
  *
  * @example
  * ```ts
- * const { FUZZ_TARGETS } = await hfFormat.fuzz(); // [hf, safetensors]
+ * const { FUZZ_TARGETS } = await loadFuzzHook(hfFormat.fuzzHook); // [hf, safetensors]
  * ```
  * @module
  */

@@ -496,7 +496,7 @@ export const hfFormat: FormatDescriptor<HfDtype> = {
   spec: "formats/huggingface.md",
   // A folder has no one-file reader; its weights are model.safetensors, which this reads.
   minimalReader: "readers/safetensors.ts",
-  fuzz: () => import("./huggingface-fuzz.ts"),
+  fuzzHook: "formats/huggingface-fuzz.ts",
 };
 
 /** What one config.json field must be: `ok` decides, `expect` says it in words. */

@@ -7,7 +7,7 @@
  *
  * @example
  * ```ts
- * const { FUZZ_TARGETS } = await lut4Format.fuzz(); // [the lut4 target]
+ * const { FUZZ_TARGETS } = await loadFuzzHook(lut4Format.fuzzHook); // [the lut4 target]
  * ```
  * @module
  */

@@ -865,7 +865,7 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
   },
   spec: "formats/lut4.md",
   minimalReader: "readers/lut4.ts",
-  fuzz: () => import("./lut4-fuzz.ts"),
+  fuzzHook: "formats/lut4-fuzz.ts",
 };
 
 export type { TensorError };

@@ -12,14 +12,15 @@
  */
 import { open, stat } from "node:fs/promises";
 import process from "node:process";
-import { cli, EXIT_REFUSED, EXIT_USAGE, fail, run } from "./cli.ts";
+import { cli, EXIT_REFUSED, EXIT_USAGE, fail, failUsage, run } from "./cli.ts";
 import { DEFAULT_INPUT, DEFAULT_OUTPUT, exportCheckpoint, outputPath } from "../formats/export.ts";
 import { isCheckpoint } from "../formats/checkpoint.ts";
+import { requireInput } from "../formats/io.ts";
 import { lut4Format } from "../formats/lut4.ts";
 import type { Engine } from "../model/engine.ts";
 import { FormatError } from "../model/error.ts";
 import { createApp } from "../serve/app.ts";
-import { loadEngine } from "../engines/mod.ts";
+import { engineKinds, loadEngine } from "../engines/mod.ts";
 import { AddressInUseError, listen } from "../serve/listen.ts";
 import { createSessionStore } from "../serve/session-store.ts";
 
@@ -54,8 +55,8 @@ Exit codes: 0 stopped, 1 refused (a checkpoint, a corrupt file), 2 usage.
  */
 export async function openServedEngine(model?: string, kind?: string): Promise<Engine> {
   if (model === undefined) return await openDefault(kind);
-  const st = await stat(model).catch(() => fail(`${model}: no such file or directory`));
-  if (st.isFile()) {
+  requireInput(model);
+  if ((await stat(model)).isFile()) {
     const head = new Uint8Array(8);
     const fh = await open(model, "r");
     await fh.read(head, 0, 8, 0).finally(() => fh.close());
@@ -84,11 +85,11 @@ async function openDefault(kind?: string): Promise<Engine> {
     await exportDefault("is missing (first run)");
   }
   try {
-    return await loadEngine(DEFAULT_MODEL, kind);
+    return await loadEngine(DEFAULT_MODEL, kind, { onNote: (line) => console.error(line) });
   } catch (e) {
     if (!(e instanceof FormatError) || e.field === "engine") throw e;
     await exportDefault(`cannot be read (${e.message})`);
-    return await loadEngine(DEFAULT_MODEL, kind);
+    return await loadEngine(DEFAULT_MODEL, kind, { onNote: (line) => console.error(line) });
   }
 }
 
@@ -96,12 +97,12 @@ async function main(): Promise<void> {
   const { values, positionals } = cli(HELP, {
     host: { type: "string", default: "127.0.0.1" },
     port: { type: "string", default: "8080" },
-    engine: { type: "string" },
+    engine: { type: "string", choices: engineKinds() },
     sessions: { type: "string", default: DEFAULT_SESSIONS },
     queue: { type: "string", default: "8" },
   });
   if (positionals.length > 1) {
-    fail(`expected at most one MODEL, got ${positionals.length}\n\n${HELP.trim()}`, EXIT_USAGE);
+    failUsage(`expected at most one MODEL, got ${positionals.length}`, HELP);
   }
   const port = Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) {

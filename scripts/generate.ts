@@ -29,6 +29,13 @@ import { formatOf, FORMATS } from "../formats/mod.ts";
 import { engineKinds, loadEngine } from "../engines/mod.ts";
 import { configParamCount } from "../model/config.ts";
 import { generateTokens } from "../model/generate.ts";
+import {
+  checkSampling,
+  checkSeed,
+  SAMPLING_EXPECTED,
+  type SamplingChoice,
+  SamplingError,
+} from "../model/sampling.ts";
 import { createStreamDecoder, encode } from "../model/tokenizer.ts";
 
 const HELP = `
@@ -52,6 +59,44 @@ ${KERNELS_HELP}
 Prints the continuation to stdout as it is produced.
 Exit codes: 0 done, 1 refused (not an export, a corrupt file), 2 usage.
 `;
+
+/** The flag each option of the sampling contract (model/sampling.ts) is read from. */
+const SAMPLING_FLAGS = {
+  temperature: "temperature",
+  topK: "top-k",
+  topP: "top-p",
+  minP: "min-p",
+  seed: "seed",
+};
+
+/**
+ * The sampling flags, checked by the one contract: a value out of its range is a usage error naming the
+ * flag and what the contract expects. Absent flags take the contract's neutral values (greedy, seed 0).
+ */
+function samplingFlags(values: Record<string, unknown>): SamplingChoice & { seed: number } {
+  const given = (option: keyof typeof SAMPLING_FLAGS): number | undefined => {
+    const raw = values[SAMPLING_FLAGS[option]];
+    if (typeof raw !== "string") return undefined;
+    const x = Number(raw);
+    if (raw.trim() === "" || Number.isNaN(x)) {
+      fail(`--${SAMPLING_FLAGS[option]} ${raw}: expected ${SAMPLING_EXPECTED[option]}`, EXIT_USAGE);
+    }
+    return x;
+  };
+  try {
+    const choice = checkSampling({
+      temperature: given("temperature"),
+      topK: given("topK"),
+      topP: given("topP"),
+      minP: given("minP"),
+    });
+    const seed = given("seed");
+    return { ...choice, seed: seed === undefined ? 0 : checkSeed(seed) };
+  } catch (e) {
+    if (!(e instanceof SamplingError)) throw e;
+    fail(`--${SAMPLING_FLAGS[e.field]} ${e.found}: expected ${e.expected}`, EXIT_USAGE);
+  }
+}
 
 function numberFlag(
   name: string,
@@ -93,17 +138,7 @@ async function main(): Promise<void> {
     (x) => Number.isInteger(x) && x > 0,
     "a positive integer",
   );
-  const temperature = numberFlag("temperature", values.temperature, 0, (x) => x >= 0, "a number >= 0");
-  const topK = numberFlag(
-    "top-k",
-    values["top-k"],
-    0,
-    (x) => Number.isInteger(x) && x >= 0,
-    "an integer >= 0",
-  );
-  const minP = numberFlag("min-p", values["min-p"], 0, (x) => x >= 0 && x <= 1, "a number in [0, 1]");
-  const topP = numberFlag("top-p", values["top-p"], 1, (x) => x > 0 && x <= 1, "a number in (0, 1]");
-  const seed = numberFlag("seed", values.seed, 0, Number.isSafeInteger, "an integer");
+  const { seed, ...choice } = samplingFlags(values);
   // A training checkpoint is a run, not a model: say so and how to convert it, and load nothing of it.
   if (await isCheckpointFile(path)) fail(checkpointRefusal(path), EXIT_REFUSED);
 
@@ -127,7 +162,7 @@ async function main(): Promise<void> {
     fail(`--prompt is ${prompt.length} tokens with BOS; the model's context holds ${context}`, EXIT_USAGE);
   }
   const decode = createStreamDecoder();
-  const sampling = { maxTokens, temperature, topK, minP, topP, seed };
+  const sampling = { maxTokens, ...choice, seed };
   for await (const id of generateTokens(engine, prompt, sampling)) process.stdout.write(decode(id));
   process.stdout.write("\n");
 }

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { FORMATS } from "../formats/mod.ts";
 import type { FormatDescriptor } from "../formats/format.ts";
 import { dmexpFormat } from "../formats/dmexp.ts";
+import { loadFuzzHook } from "../formats/fuzz-kit.ts";
 
 setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
@@ -27,7 +28,7 @@ async function registryProblems(formats: readonly FormatDescriptor[]): Promise<s
     file(f, "minimal reader", f.minimalReader, "readers", ".ts");
     let names: string[] = [];
     try {
-      const hook = await f.fuzz();
+      const hook = await loadFuzzHook(f.fuzzHook);
       const targets = hook.FUZZ_TARGETS ?? [];
       names = targets.map((t) => t.name);
       for (const t of targets) {
@@ -71,7 +72,7 @@ test("a format registered without them is caught, each thing by name", async () 
   // that does not exist, are caught the same way rather than crashing the check.
   const bare = { ...dmexpFormat, name: "bare", extension: ".bare" } as Partial<FormatDescriptor>;
   delete bare.spec, delete bare.minimalReader;
-  bare.fuzz = () => import("../formats/no-such-fuzz.ts" as string);
+  bare.fuzzHook = "formats/no-such-fuzz.ts";
   const problems = await registryProblems([bare as FormatDescriptor]);
   expect(problems.slice(0, 2)).toEqual([
     "bare: no spec (formats/NAME.md): undefined",
@@ -92,7 +93,7 @@ test("a format registered without them is caught, each thing by name", async () 
 
 test("each format's hook targets read the format's own files (the target's name is the format's)", async () => {
   for (const f of FORMATS) {
-    const { FUZZ_TARGETS } = await f.fuzz();
+    const { FUZZ_TARGETS } = await loadFuzzHook(f.fuzzHook);
     const own = FUZZ_TARGETS.find((t) => t.name === f.name)!;
     expect({ format: f.name, minimal: own.minimal ?? null }).toEqual({
       format: f.name,

@@ -1,6 +1,6 @@
 /**
  * The table scripts/tools/fuzz.ts attacks, built from the registry: every format in `FORMATS`
- * (formats/mod.ts) brings its own fuzz hook (`descriptor.fuzz()`, a `formats/NAME-fuzz.ts` module; see
+ * (formats/mod.ts) brings its own fuzz hook (`descriptor.fuzzHook`, a `formats/NAME-fuzz.ts` module; see
  * formats/fuzz-kit.ts for what a target holds), so a new format is fuzzed without a line here. Beside
  * them, the file kinds that are not export formats but are read all the same (`OTHER_FILE_KINDS`), and
  * the readers beyond a format's own that take its files (`ENGINE_READERS`: engines/ lies outside
@@ -14,7 +14,7 @@
  * @module
  */
 import { FORMATS } from "../../formats/mod.ts";
-import type { FuzzHook, FuzzTarget } from "../../formats/fuzz-kit.ts";
+import { type FuzzHook, type FuzzTarget, loadFuzzHook } from "../../formats/fuzz-kit.ts";
 import { loadIntEngine } from "../../engines/int/engine.ts";
 
 /** File kinds that are not export formats (not in `FORMATS`) but are fuzzed all the same. */
@@ -41,7 +41,7 @@ export const ENGINE_READERS: Readonly<Record<string, FuzzTarget["readers"]>> = {
  * silently leave it out.
  */
 export async function fuzzTargets(): Promise<Record<string, FuzzTarget>> {
-  const hooks = [...FORMATS.map((f) => () => f.fuzz()), ...OTHER_FILE_KINDS];
+  const hooks = [...FORMATS.map((f) => () => loadFuzzHook(f.fuzzHook)), ...OTHER_FILE_KINDS];
   const out: Record<string, FuzzTarget> = {};
   for (const load of hooks) {
     for (const t of (await load()).FUZZ_TARGETS) {

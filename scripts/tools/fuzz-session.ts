@@ -6,7 +6,7 @@
  *
  * @example
  * ```ts
- * const { FUZZ_TARGETS } = await import("./fuzz-session.ts"); // [the session target]
+ * const { FUZZ_TARGETS } = await loadFuzzHook("scripts/tools/fuzz-session.ts"); // [the session target]
  * ```
  * @module
  */
