@@ -63,8 +63,20 @@ export interface EngineSession {
    * `SamplingError` for `seed`). A fresh session is seeded with 0.
    */
   seed(seed: number): void;
+  /**
+   * Natural-log probabilities of the pending distribution: the model's own (temperature 1, no sampling
+   * filter), for the given `ids` and for the `top` most likely tokens (most likely first, lower id on a
+   * tie). The integer engine reports its exact fixed-point values. For OpenAI's `logprobs`.
+   */
+  logprobs?(ids: readonly number[], top: number): TokenLogprobs;
   /** The session as bytes, for engines that can save (`Engine.restore` reads them back). */
   save?(): Uint8Array;
+}
+
+/** What `EngineSession.logprobs` returns: the asked ids' log-probabilities, in order, and the top list. */
+export interface TokenLogprobs {
+  of: number[];
+  top: Array<{ id: number; logprob: number }>;
 }
 
 /** A model loaded on one kind of engine. */
