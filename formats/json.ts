@@ -85,116 +85,141 @@ const ESCAPES: Record<string, string> = {
  * ```
  */
 export function parseStrictJson(text: string, maxDepth = MAX_JSON_DEPTH): JsonValue {
-  let i = 0;
-  const path: Array<string | number> = [];
-  // The path of the value being read (`a.b[2]`); past 12 steps (a value nested too deep) its start and "…".
-  const where = () =>
-    path.slice(0, 12).map((p, k) => typeof p === "number" ? `[${p}]` : k === 0 ? p : `.${p}`).join("") +
-    (path.length > 12 ? "…" : "");
-  const fail = (
-    detail: string,
-    code: "InvalidJson" | "DuplicateKey" = "InvalidJson",
-    refusal?: RefusalDetail,
-  ): never => {
-    throw new StrictJsonError(code, where(), i, detail, refusal);
-  };
-  const skipSpace = () => {
-    for (
-      let c = text.charCodeAt(i);
-      c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d;
-      c = text.charCodeAt(++i)
-    );
-  };
-  const hex4 = (): number => {
-    const h = text.slice(i, i + 4);
-    if (!/^[0-9a-fA-F]{4}$/.test(h)) fail("bad \\u escape");
-    i += 4;
-    return parseInt(h, 16);
-  };
-  const readString = (): string => {
-    i++; // the opening quote
-    let out = "";
-    for (;;) {
-      PLAIN_CHARS.lastIndex = i;
-      PLAIN_CHARS.test(text);
-      out += text.slice(i, PLAIN_CHARS.lastIndex);
-      i = PLAIN_CHARS.lastIndex;
-      const c = text[i];
-      if (c === '"') return i++, out;
-      if (c === undefined) fail("unterminated string");
-      if (c !== "\\") fail("control character in string (must be escaped)");
-      const e = text[++i];
-      i++;
-      if (e in ESCAPES) {
-        out += ESCAPES[e];
-        continue;
-      }
-      if (e !== "u") i--, fail(`unknown escape \\${e ?? ""}`);
-      const u = hex4();
-      if (u >= 0xdc00 && u <= 0xdfff) i -= 6, fail("lone trailing surrogate in \\u escape");
-      if (u >= 0xd800 && u <= 0xdbff) {
-        if (text.slice(i, i + 2) !== "\\u") fail("lone leading surrogate in \\u escape");
-        i += 2;
-        const lo = hex4();
-        if (lo < 0xdc00 || lo > 0xdfff) i -= 6, fail("lone leading surrogate in \\u escape");
-        out += String.fromCharCode(u, lo);
-      } else out += String.fromCharCode(u);
-    }
-  };
-  const readValue = (depth: number): JsonValue => {
-    skipSpace();
-    const c = text[i];
-    if (c === "{" || c === "[") {
-      if (depth >= maxDepth) {
-        fail(`nested deeper than ${maxDepth} levels (the limit)`, "InvalidJson", {
-          expected: `at most ${maxDepth} levels of nested arrays and objects`,
-          found: `a level ${maxDepth + 1} at character ${i}`,
-        });
-      }
-      i++;
-      skipSpace();
-      const close = c === "{" ? "}" : "]";
-      const obj: JsonObject = Object.create(null);
-      const arr: JsonValue[] = [];
-      if (text[i] === close) return i++, c === "{" ? obj : arr;
-      for (;;) {
-        skipSpace();
-        if (c === "{") {
-          if (text[i] !== '"') fail("expected a string key");
-          const key = readString();
-          skipSpace();
-          if (text[i] !== ":") fail("expected ':' after a key");
-          i++;
-          path.push(key);
-          if (Object.hasOwn(obj, key)) fail(`key ${JSON.stringify(key)} appears twice`, "DuplicateKey");
-          obj[key] = readValue(depth + 1);
-        } else {
-          path.push(arr.length);
-          arr.push(readValue(depth + 1));
-        }
-        path.pop();
-        skipSpace();
-        if (text[i] === ",") i++;
-        else if (text[i] === close) return i++, c === "{" ? obj : arr;
-        else fail(`expected ',' or '${close}'`);
-      }
-    }
-    if (c === '"') return readString();
-    for (const [word, v] of [["true", true], ["false", false], ["null", null]] as const) {
-      if (text.startsWith(word, i)) return i += word.length, v;
-    }
-    NUMBER.lastIndex = i;
-    if (NUMBER.test(text)) {
-      const n = new JsonNumber(text.slice(i, NUMBER.lastIndex));
-      i = NUMBER.lastIndex;
-      return n;
-    }
-    return fail(c === undefined ? "unexpected end of input" : `unexpected character ${JSON.stringify(c)}`);
-  };
-  const value = readValue(0);
-  skipSpace();
-  if (i !== text.length) fail("trailing characters after the JSON value");
+  const s: Scan = { text, i: 0, path: [], maxDepth };
+  const value = readValue(s, 0);
+  skipSpace(s);
+  if (s.i !== text.length) fail(s, "trailing characters after the JSON value");
   return value;
+}
+
+/** The scanner's state: the text, the offset, the path of the value being read, the depth limit. */
+interface Scan {
+  readonly text: string;
+  i: number;
+  readonly path: Array<string | number>;
+  readonly maxDepth: number;
+}
+
+// The path of the value being read (`a.b[2]`); past 12 steps (a value nested too deep) its start and "…".
+function where(s: Scan): string {
+  const steps = s.path.slice(0, 12).map((p, k) => typeof p === "number" ? `[${p}]` : k === 0 ? p : `.${p}`);
+  return steps.join("") + (s.path.length > 12 ? "…" : "");
+}
+
+function fail(
+  s: Scan,
+  detail: string,
+  code: "InvalidJson" | "DuplicateKey" = "InvalidJson",
+  refusal?: RefusalDetail,
+): never {
+  throw new StrictJsonError(code, where(s), s.i, detail, refusal);
+}
+
+function skipSpace(s: Scan): void {
+  for (let c = s.text.charCodeAt(s.i); c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d;) {
+    c = s.text.charCodeAt(++s.i);
+  }
+}
+
+/** One value: an object or array (counted against the depth limit), a string, a literal or a number. */
+function readValue(s: Scan, depth: number): JsonValue {
+  skipSpace(s);
+  const c = s.text[s.i];
+  if (c === "{" || c === "[") return readContainer(s, c, depth);
+  if (c === '"') return readString(s);
+  for (const [word, v] of [["true", true], ["false", false], ["null", null]] as const) {
+    if (s.text.startsWith(word, s.i)) return s.i += word.length, v;
+  }
+  NUMBER.lastIndex = s.i;
+  if (NUMBER.test(s.text)) {
+    const n = new JsonNumber(s.text.slice(s.i, NUMBER.lastIndex));
+    s.i = NUMBER.lastIndex;
+    return n;
+  }
+  return fail(s, c === undefined ? "unexpected end of input" : `unexpected character ${JSON.stringify(c)}`);
+}
+
+/** An object or an array, its members read one level deeper; a key seen twice is refused. */
+function readContainer(s: Scan, open: "{" | "[", depth: number): JsonValue {
+  if (depth >= s.maxDepth) {
+    fail(s, `nested deeper than ${s.maxDepth} levels (the limit)`, "InvalidJson", {
+      expected: `at most ${s.maxDepth} levels of nested arrays and objects`,
+      found: `a level ${s.maxDepth + 1} at character ${s.i}`,
+    });
+  }
+  s.i++;
+  skipSpace(s);
+  const close = open === "{" ? "}" : "]";
+  const obj: JsonObject = Object.create(null);
+  const arr: JsonValue[] = [];
+  if (s.text[s.i] === close) return s.i++, open === "{" ? obj : arr;
+  for (;;) {
+    skipSpace(s);
+    if (open === "{") {
+      const key = readKey(s);
+      s.path.push(key);
+      if (Object.hasOwn(obj, key)) fail(s, `key ${JSON.stringify(key)} appears twice`, "DuplicateKey");
+      obj[key] = readValue(s, depth + 1);
+    } else {
+      s.path.push(arr.length);
+      arr.push(readValue(s, depth + 1));
+    }
+    s.path.pop();
+    skipSpace(s);
+    if (s.text[s.i] === ",") s.i++;
+    else if (s.text[s.i] === close) return s.i++, open === "{" ? obj : arr;
+    else fail(s, `expected ',' or '${close}'`);
+  }
+}
+
+/** An object's key and the colon after it. */
+function readKey(s: Scan): string {
+  if (s.text[s.i] !== '"') fail(s, "expected a string key");
+  const key = readString(s);
+  skipSpace(s);
+  if (s.text[s.i] !== ":") fail(s, "expected ':' after a key");
+  s.i++;
+  return key;
+}
+
+/** A string from its opening quote: plain runs copied whole, escapes decoded, lone surrogates refused. */
+function readString(s: Scan): string {
+  s.i++; // the opening quote
+  let out = "";
+  for (;;) {
+    PLAIN_CHARS.lastIndex = s.i;
+    PLAIN_CHARS.test(s.text);
+    out += s.text.slice(s.i, PLAIN_CHARS.lastIndex);
+    s.i = PLAIN_CHARS.lastIndex;
+    const c = s.text[s.i];
+    if (c === '"') return s.i++, out;
+    if (c === undefined) fail(s, "unterminated string");
+    if (c !== "\\") fail(s, "control character in string (must be escaped)");
+    out += readEscape(s);
+  }
+}
+
+/** One escape after its backslash (at `s.i`): a named one, or a `\u` escape (a surrogate pair kept whole). */
+function readEscape(s: Scan): string {
+  const e = s.text[++s.i];
+  s.i++;
+  if (e in ESCAPES) return ESCAPES[e];
+  if (e !== "u") s.i--, fail(s, `unknown escape \\${e ?? ""}`);
+  const u = hex4(s);
+  if (u >= 0xdc00 && u <= 0xdfff) s.i -= 6, fail(s, "lone trailing surrogate in \\u escape");
+  if (u < 0xd800 || u > 0xdbff) return String.fromCharCode(u);
+  if (s.text.slice(s.i, s.i + 2) !== "\\u") fail(s, "lone leading surrogate in \\u escape");
+  s.i += 2;
+  const lo = hex4(s);
+  if (lo < 0xdc00 || lo > 0xdfff) s.i -= 6, fail(s, "lone leading surrogate in \\u escape");
+  return String.fromCharCode(u, lo);
+}
+
+function hex4(s: Scan): number {
+  const h = s.text.slice(s.i, s.i + 4);
+  if (!/^[0-9a-fA-F]{4}$/.test(h)) fail(s, "bad \\u escape");
+  s.i += 4;
+  return parseInt(h, 16);
 }
 
 /**
