@@ -69,8 +69,17 @@ export interface EngineSession {
    * tie). The integer engine reports its exact fixed-point values. For OpenAI's `logprobs`.
    */
   logprobs?(ids: readonly number[], top: number): TokenLogprobs;
-  /** The session as bytes, for engines that can save (`Engine.restore` reads them back). */
+  /**
+   * The session as bytes (formats/session.md): everything `Engine.restore` needs to continue it bit for
+   * bit on the same engine and model — tokens, KV cache, pending logits, sampler state.
+   */
   save?(): Uint8Array;
+  /**
+   * A deep copy of the session, in memory: the copy and the original continue independently, each as
+   * this session would have, bit for bit (same tokens, logits and sampler state; nothing shared). What a
+   * prompt cache keeps to continue a conversation's state more than once. Not while a `feed` is pending.
+   */
+  fork?(): EngineSession;
 }
 
 /** What `EngineSession.logprobs` returns: the asked ids' log-probabilities, in order, and the top list. */
