@@ -303,11 +303,14 @@ export function decodeFloatSession(
   path = "session",
 ): FloatSessionData {
   const b = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (b.length < 12 || new TextDecoder().decode(b.subarray(0, 8)) !== SESSION_MAGIC) {
+    throw new SessionError(path, "magic", `expected ${SESSION_MAGIC}`);
+  }
+  // The version first: an integer session may be shorter than a float one's prefix.
+  const version = new DataView(b.buffer, b.byteOffset, b.byteLength).getUint32(8, true);
+  if (version !== FLOAT_SESSION_VERSION) checkHeader(b, want, FLOAT_SESSION_VERSION, path);
   if (b.length < FLOAT_SESSION_PREFIX + 4) {
     throw new SessionError(path, "length", `${b.length} bytes is too short for a float session`);
-  }
-  if (new TextDecoder().decode(b.subarray(0, 8)) !== SESSION_MAGIC) {
-    throw new SessionError(path, "magic", `expected ${SESSION_MAGIC}`);
   }
   const position = checkHeader(b, want, FLOAT_SESSION_VERSION, path);
   const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
