@@ -3,12 +3,14 @@
  * checked against the one contract (model/sampling.ts `checkSampling`). The float and WebGPU engines
  * pick through it; the integer engine keeps its own integer sampler (engines/int/sampler.ts), over the
  * same checked options, because its serving path holds no float. Generation — feed, pick, feed back —
- * is model/generate.ts.
+ * is model/generate.ts. Here too: `neverSampled`, the one definition of the ids no engine picks (the
+ * specials other than EOS; every engine's `pick` masks them), and `floatLogprobs`, the float engines'
+ * log-probabilities.
  *
  * @example
  * ```ts
  * const choice = checkSampling({ temperature: 0.8, topK: 40, minP: 0.05 });
- * pickToken(logits, 0, 258, choice, createRng(1));
+ * pickToken(logits, 0, 258, choice, createRng(1), neverSampled(config)); // never BOS
  * ```
  * @module
  */
