@@ -2,8 +2,11 @@
  * The float engine on WebGPU (Deno only). It runs model/qwen3.ts's own `walkForward`, with the kernels
  * of `wgsl.ts` in place of the CPU ones: weights, shapes and the order of operations come from the
  * model definition, not from a copy of it. Weights and every session's KV cache stay on the GPU; each
- * `feed` is one command submission per chunk of up to CHUNK tokens, and one readback at the end: the
- * GPU's argmax (4 bytes), with the logits the caller asked for (see `WebGpuEngineOptions.readback`).
+ * `feed` is one command submission per chunk of up to CHUNK tokens, each reading back the chunk's new
+ * KV rows (the session's CPU copy of its cache, so `save` and `fork` need no GPU round trip), and at
+ * the end the GPU's argmax (4 bytes; never a never-sampled id, model/sample.ts `neverSampled`), with the
+ * logits the caller asked for (see `WebGpuEngineOptions.readback`). Sessions save as float sessions
+ * (formats/session.md, version 2, engine `webgpu`).
  *
  * @example
  * ```ts
@@ -14,7 +17,7 @@
  * ```
  * @module
  */
-import type { Engine, EngineSession, LogitsWanted, SamplingOptions } from "../model/engine.ts";
+import type { Engine, EngineSession, LogitsWanted, SamplingOptions, TokenLogprobs } from "../model/engine.ts";
 import type { ModelConfig } from "../model/config.ts";
 import type { Tensor } from "../model/tensor.ts";
 import {
@@ -28,11 +31,17 @@ import {
   walkForward,
   type Weights,
 } from "../model/qwen3.ts";
-import { pickToken } from "../model/sample.ts";
+import { floatLogprobs, maskedArgmax, neverSampled, pickToken } from "../model/sample.ts";
 import { checkSampling, checkSeed } from "../model/sampling.ts";
 import { createRng, type Rng } from "../model/random.ts";
 import { type Gpu, openGpu } from "../kernels/webgpu/device.ts";
 import * as W from "../kernels/webgpu/wgsl.ts";
+import {
+  decodeFloatSession,
+  encodeFloatSession,
+  floatSessionShape,
+  type SessionShape,
+} from "../formats/session.ts";
 
 /** Tokens per command submission during prefill; longer prompts run in several. */
 export const CHUNK = 128;
@@ -44,10 +53,14 @@ export interface Buf {
   bytes: number;
 }
 
-/** A session's KV cache on the GPU, [k, v] per layer, and the bind groups that use it (cached by key). */
+/**
+ * A session's KV cache on the GPU, [k, v] per layer, the bind groups that use it (cached by key), and
+ * its copy on the CPU ([k, v] per layer, max_positions rows), kept by every feed's readback.
+ */
 interface SessionCache {
   layers: Buf[][];
   bindGroups: Map<string, GPUBindGroup>;
+  mirror: Float32Array[][];
 }
 
 const SLOT = 256; // bytes between uniform slots: the minimum uniform-offset alignment WebGPU allows
@@ -92,7 +105,9 @@ export async function createWebGpuEngine(
   const gpu = options.gpu ?? await openGpu(deviceNeeds(model));
   gpu.device.pushErrorScope("validation");
   const g = uploadModel(gpu.device, model, source);
-  const engine = webGpuEngine(g, gpu, options.readback === "argmax" ? "argmax" : "logits");
+  // The digest now, while the tensors are at hand: the engine keeps only their GPU copies.
+  const shape = floatSessionShape(config, model.tensors);
+  const engine = webGpuEngine(g, gpu, options.readback === "argmax" ? "argmax" : "logits", shape);
   const error = await gpu.device.popErrorScope();
   if (error) throw new Error(`WebGPU engine for ${source}: ${error.message}`);
   return engine;
@@ -122,7 +137,7 @@ function deviceNeeds(model: Model): { bufferBytes: number; workgroupBytes: numbe
   const bufferBytes = Math.max(
     ...model.tensors.map((t) => t.data.length * 4),
     c.max_position_embeddings * kvDim * 4,
-    CHUNK * c.vocab_size * 4,
+    16 + CHUNK * c.vocab_size * 4 + 2 * c.num_hidden_layers * CHUNK * kvDim * 4, // the readback
   );
   return { bufferBytes, workgroupBytes: Math.max((W.ATTN_TILE + W.WG) * 4, 2 * W.TILE * 16 * 4) };
 }
@@ -151,6 +166,13 @@ interface GpuModel {
   act: Activations<Buf>;
   tokens: Buf;
   argmax: Buf;
+  /** The ids never sampled (model/sample.ts `neverSampled`), and as a row added before the argmax. */
+  never: Uint8Array;
+  /** 0, or −∞ at each never-sampled id; null when none is (then the argmax reads the logits directly). */
+  bias: Buf | null;
+  /** The last row's logits plus `bias`, what the argmax reads. */
+  masked: Buf;
+  /** 16 bytes (the argmax), the logits read (up to CHUNK rows), then the chunk's keys and values per layer. */
   readback: Buf;
   /** The uniform buffer, `slots` slots of SLOT bytes (one per dispatch of a chunk), and its CPU copy. */
   params: Buf;
@@ -192,8 +214,11 @@ function uploadModel(device: GPUDevice, model: Model, source: string): GpuModel 
   };
   const tokens = chunk(1, "tokens");
   const argmax = allocate(16, STORAGE(), "argmax");
+  const never = neverSampled(c);
+  const bias = never.includes(1) ? upload(Float32Array.from(never, (x) => x ? -Infinity : 0), "bias") : null;
+  const masked = allocate(V * 4, STORAGE(), "masked");
   const readback = allocate(
-    16 + CHUNK * V * 4,
+    16 + CHUNK * V * 4 + 2 * c.num_hidden_layers * CHUNK * kvDim * 4,
     GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
     "readback",
   );
@@ -213,6 +238,9 @@ function uploadModel(device: GPUDevice, model: Model, source: string): GpuModel 
     act,
     tokens,
     argmax,
+    never,
+    bias,
+    masked,
     readback,
     params,
     slots,
@@ -338,7 +366,10 @@ interface ChunkResult {
   logits: Float32Array | null;
 }
 
-/** Runs one chunk of tokens at pos0 in one submission; returns what was read back when `read` asks for it. */
+/**
+ * Runs one chunk of tokens at pos0 in one submission and reads back its new KV rows into the cache's
+ * CPU copy; returns the argmax and logits when `read` asks for them.
+ */
 async function runChunk(
   g: GpuModel,
   cache: SessionCache,
@@ -365,8 +396,12 @@ async function runChunk(
       c.max_position_embeddings,
       head,
     );
-    // over the last row's logits
-    if (read !== "none") r.dispatch("argmax", [V, (rows - 1) * V], [g.act.logits, g.argmax], [1]);
+    // over the last row's logits, never-sampled ids at −∞
+    if (read !== "none" && g.bias) {
+      r.dispatch("copyRow", [rows - 1, V], [g.act.logits, g.masked], [Math.ceil(V / W.WG)]);
+      r.dispatch("add", [V], [g.masked, g.bias], [Math.ceil(V / W.WG)]);
+      r.dispatch("argmax", [V, 0], [g.masked, g.argmax], [1]);
+    } else if (read !== "none") r.dispatch("argmax", [V, (rows - 1) * V], [g.act.logits, g.argmax], [1]);
   } catch (e) {
     pass.end();
     await device.popErrorScope();
@@ -377,19 +412,46 @@ async function runChunk(
   const logitBytes = read === "logits" ? rows * V * 4 : 0;
   if (read !== "none") encoder.copyBufferToBuffer(g.argmax.gpu, 0, g.readback.gpu, 0, 16);
   if (logitBytes) encoder.copyBufferToBuffer(g.act.logits.gpu, 0, g.readback.gpu, 16, logitBytes);
+  const kvDim = c.num_key_value_heads * c.head_dim, rowBytes = tokens.length * kvDim * 4;
+  const kvAt = 16 + logitBytes, mapBytes = kvAt + 2 * c.num_hidden_layers * rowBytes;
+  cache.layers.forEach((pair, l) =>
+    pair.forEach((b, j) =>
+      encoder.copyBufferToBuffer(
+        b.gpu,
+        pos0 * kvDim * 4,
+        g.readback.gpu,
+        kvAt + (2 * l + j) * rowBytes,
+        rowBytes,
+      )
+    )
+  );
   device.queue.submit([encoder.finish()]);
   const error = await device.popErrorScope();
   if (error) throw new Error(`WebGPU engine for ${g.source}: ${error.message}`);
-  if (read === "none") return null;
-  await g.readback.gpu.mapAsync(GPUMapMode.READ, 0, 16 + logitBytes);
-  const bytes = g.readback.gpu.getMappedRange(0, 16 + logitBytes).slice(0);
+  await g.readback.gpu.mapAsync(GPUMapMode.READ, 0, mapBytes);
+  const mapped = g.readback.gpu.getMappedRange(0, mapBytes);
+  cache.layers.forEach((_, l) =>
+    [0, 1].forEach((j) =>
+      cache.mirror[l][j].set(
+        new Float32Array(mapped, kvAt + (2 * l + j) * rowBytes, rowBytes / 4),
+        pos0 * kvDim,
+      )
+    )
+  );
+  const bytes = read === "none" ? null : mapped.slice(0, 16 + logitBytes);
   g.readback.gpu.unmap();
+  if (!bytes) return null;
   const argmax = new Uint32Array(bytes, 0, 1)[0];
   return { argmax, logits: logitBytes ? new Float32Array(bytes, 16, rows * V) : null };
 }
 
 /** The engine over an uploaded model: sessions, one feed at a time across them, and `dispose`. */
-function webGpuEngine(g: GpuModel, gpu: Gpu, noneReads: "argmax" | "logits"): Engine & { gpu: Gpu } {
+function webGpuEngine(
+  g: GpuModel,
+  gpu: Gpu,
+  noneReads: "argmax" | "logits",
+  shape: SessionShape,
+): Engine & { gpu: Gpu } {
   // A session's KV cache is freed when the session is collected, or by dispose() while it lives.
   const liveCaches = new Set<GPUBuffer[]>();
   const collect = new FinalizationRegistry<GPUBuffer[]>((bufs) => {
@@ -403,17 +465,34 @@ function webGpuEngine(g: GpuModel, gpu: Gpu, noneReads: "argmax" | "logits"): En
     busy = r.catch(() => {});
     return r;
   };
+  // A session over a fresh cache, holding `from`'s state (its cache rows written to the GPU) if given.
+  const open = (from?: GpuSessionState): EngineSession => {
+    const bufs: GPUBuffer[] = [];
+    const cache = sessionCache(g, bufs);
+    liveCaches.add(bufs);
+    collect.register(cache, bufs); // the cache, not the session: a feed in flight keeps it alive
+    const st: GpuSessionState = from
+      ? { ...from, cache }
+      : { cache, tokens: [], rng: createRng(0), pending: null };
+    if (from) writeCache(g, cache, from.cache.mirror, from.tokens.length);
+    return webGpuSession(g, st, serialize, noneReads, shape, open);
+  };
   return {
     kind: "webgpu",
     config: g.config,
     source: g.source,
     gpu,
-    start() {
-      const bufs: GPUBuffer[] = [];
-      const cache = sessionCache(g, bufs);
-      liveCaches.add(bufs);
-      collect.register(cache, bufs); // the cache, not the session: a feed in flight keeps it alive
-      return webGpuSession(g, cache, serialize, noneReads);
+    start: () => open(),
+    restore(bytes: Uint8Array, where = "session"): EngineSession {
+      const d = decodeFloatSession(bytes, shape, "webgpu", where);
+      const mirror = d.keys.map((k, l) => [k, d.values[l]]);
+      const argmax = maskedArgmax(d.logits, 0, g.config.vocab_size, g.never);
+      return open({
+        cache: { layers: [], bindGroups: new Map(), mirror },
+        tokens: d.tokens,
+        rng: createRng(d.rng),
+        pending: d.position > 0 ? { argmax, logits: d.logits } : null,
+      });
     },
     dispose() {
       for (const b of g.owned) b.destroy();
@@ -423,27 +502,61 @@ function webGpuEngine(g: GpuModel, gpu: Gpu, noneReads: "argmax" | "logits"): En
   };
 }
 
-/** A fresh KV cache on the GPU, its buffers kept in `bufs`. */
+/** A fresh KV cache on the GPU, its buffers kept in `bufs`, and its CPU copy. */
 function sessionCache(g: GpuModel, bufs: GPUBuffer[]): SessionCache {
-  const c = g.config, bytes = c.max_position_embeddings * c.num_key_value_heads * c.head_dim * 4;
-  const kv = (name: string) => g.allocate(bytes, STORAGE(), name, bufs);
+  const c = g.config, rows = c.max_position_embeddings * c.num_key_value_heads * c.head_dim;
+  const kv = (name: string) => g.allocate(rows * 4, STORAGE(), name, bufs);
   return {
     layers: Array.from({ length: c.num_hidden_layers }, (_, l) => [kv(`k${l}`), kv(`v${l}`)]),
     bindGroups: new Map(),
+    mirror: Array.from(
+      { length: c.num_hidden_layers },
+      () => [new Float32Array(rows), new Float32Array(rows)],
+    ),
   };
 }
 
-/** One conversation: its tokens, its cache, the pending read-back of its last feed, its sampler. */
+/** Writes the first `n` rows of `rows` ([k, v] per layer) into `cache`, on the GPU and in its CPU copy. */
+function writeCache(g: GpuModel, cache: SessionCache, rows: Float32Array[][], n: number): void {
+  const count = n * g.config.num_key_value_heads * g.config.head_dim;
+  cache.layers.forEach((pair, l) =>
+    pair.forEach((b, j) => {
+      const part = rows[l][j].subarray(0, count);
+      cache.mirror[l][j].set(part);
+      if (count > 0) g.device.queue.writeBuffer(b.gpu, 0, part as Float32Array<ArrayBuffer>);
+    })
+  );
+}
+
+/** One conversation's state: its cache, its tokens, its sampler and the read-back of its last feed. */
+interface GpuSessionState {
+  cache: SessionCache;
+  tokens: number[];
+  rng: Rng;
+  pending: ChunkResult | null;
+}
+
+/** One conversation over `st`, behind the engine interface; `open` makes a session of a copied state. */
 function webGpuSession(
   g: GpuModel,
-  cache: SessionCache,
+  st: GpuSessionState,
   serialize: <T>(f: () => Promise<T>) => Promise<T>,
   noneReads: "argmax" | "logits",
+  shape: SessionShape,
+  open: (from: GpuSessionState) => EngineSession,
 ): EngineSession {
-  const V = g.config.vocab_size;
-  const tokens: number[] = [];
-  let rng: Rng = createRng(0);
-  let pending: ChunkResult | null = null;
+  const V = g.config.vocab_size, kvDim = g.config.num_key_value_heads * g.config.head_dim;
+  const { cache, tokens } = st;
+  const pendingLogits = (what: string) => {
+    if (!st.pending) throw new Error(`webgpu session: ${what} before any feed()`);
+    if (!st.pending.logits) {
+      throw new Error(
+        `webgpu session: this engine reads back only the argmax after feed(tokens, 'none'); ` +
+          `feed with 'last' to ${what}`,
+      );
+    }
+    return st.pending.logits;
+  };
   return {
     get position() {
       return tokens.length;
@@ -455,10 +568,10 @@ function webGpuSession(
         checkTokens(g.config, ids, tokens.length, g.config.max_position_embeddings); // all, before any chunk
         if (ids.length === 0) return new Float32Array(0);
         const { last, all } = await feedChunks(g, cache, tokens, ids, wanted, noneReads);
-        pending = last;
+        st.pending = last;
         if (wanted === "none") return new Float32Array(0);
-        if (wanted === "last") return pending!.logits!.slice();
-        pending = { argmax: pending!.argmax, logits: all.at(-1)!.slice(-V) };
+        if (wanted === "last") return st.pending!.logits!.slice();
+        st.pending = { argmax: st.pending!.argmax, logits: all.at(-1)!.slice(-V) };
         const out = new Float32Array(ids.length * V);
         let o = 0;
         for (const a of all) out.set(a, o), o += a.length;
@@ -467,19 +580,36 @@ function webGpuSession(
     },
     pick(options: SamplingOptions = {}) {
       const choice = checkSampling(options);
-      if (!pending) throw new Error("webgpu session: pick() before any feed()");
-      if (choice.temperature === 0) return pending.argmax;
-      if (!pending.logits) {
-        throw new Error(
-          "webgpu session: this engine reads back only the argmax after feed(tokens, 'none'); " +
-            "feed with 'last' to sample",
-        );
-      }
-      return pickToken(pending.logits, 0, V, choice, rng);
+      if (!st.pending) throw new Error("webgpu session: pick() before any feed()");
+      if (choice.temperature === 0) return st.pending.argmax;
+      return pickToken(pendingLogits("sample"), 0, V, choice, st.rng, g.never);
     },
     seed(n: number) {
-      rng = createRng(checkSeed(n));
+      st.rng = createRng(checkSeed(n));
     },
+    logprobs(ids: readonly number[], top: number): TokenLogprobs {
+      return floatLogprobs(pendingLogits("get logprobs"), 0, V, ids, top);
+    },
+    save(): Uint8Array {
+      const n = tokens.length;
+      return encodeFloatSession({
+        shape,
+        engine: "webgpu",
+        position: n,
+        tokens,
+        rng: st.rng.state(),
+        logits: n > 0 ? pendingLogits("save") : new Float32Array(0),
+        keys: cache.mirror.map(([k]) => k.subarray(0, n * kvDim)),
+        values: cache.mirror.map(([, v]) => v.subarray(0, n * kvDim)),
+      });
+    },
+    fork: () =>
+      open({
+        cache,
+        tokens: [...tokens],
+        rng: createRng(st.rng.state()),
+        pending: st.pending && { argmax: st.pending.argmax, logits: st.pending.logits?.slice() ?? null },
+      }),
   };
 }
 

@@ -1,25 +1,33 @@
 /**
- * ferry's session file (spec: formats/session.md): everything needed to continue a conversation on the
- * integer engine — the model's SHA-256, position, tokens, the sampler's RNG state, the pending logits
- * and the 12-bit KV cache — in little-endian binary with a trailing CRC-32. Decoding checks every field
- * against the model and against each other before anything is handed out.
+ * ferry's session file (spec: formats/session.md): everything needed to continue a conversation —
+ * the model's digest, position, tokens, the sampler's RNG state, the pending logits and the KV cache —
+ * in little-endian binary with a trailing CRC-32. Version 1 is the integer engine's (12-bit cache,
+ * fixed-point logits), version 2 the float engines' (f32 cache and logits; the float and WebGPU
+ * engines). Decoding checks every field against the model and against each other before anything is
+ * handed out.
  *
  * @example
  * ```ts
  * const bytes = encodeSession(data);
  * await writeSessionFile("chat.session", bytes);        // atomic
  * const back = decodeSession(bytes, expect, "chat.session");
+ * const float = decodeFloatSession(floatBytes, expect, "float", "chat.session");
  * ```
  * @module
  */
+import { createHash } from "node:crypto";
 import { crc32 } from "node:zlib";
 import { writeAtomic } from "./io.ts";
+import { CONFIG_FIELDS, type ModelConfig } from "../model/config.ts";
 import { FormatError } from "../model/error.ts";
+import type { Tensor } from "../model/tensor.ts";
 
 /** The 8 magic bytes. */
 export const SESSION_MAGIC = "FERRYSES";
-/** The only version. */
+/** The integer engine's version. */
 export const SESSION_VERSION = 1;
+/** The float engines' version (f32 cache). */
+export const FLOAT_SESSION_VERSION = 2;
 /** Bytes before the tokens. */
 export const SESSION_PREFIX = 80;
 /** Largest magnitude of a cached key or value (12-bit cache). */
@@ -125,36 +133,7 @@ export function decodeSession(bytes: Uint8Array, want: SessionShape, path = "ses
     throw new SessionError(path, "magic", `expected ${SESSION_MAGIC}`);
   }
   const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
-  const version = dv.getUint32(8, true);
-  if (version !== SESSION_VERSION) {
-    throw new SessionError(path, "version", `expected ${SESSION_VERSION}, got ${version}`);
-  }
-  const crc = dv.getUint32(b.length - 4, true);
-  if ((crc32(b.subarray(0, b.length - 4)) >>> 0) !== crc) {
-    throw new SessionError(path, "crc32", "checksum mismatch: the file is truncated or altered");
-  }
-  const sha = bytesToHex(b.subarray(12, 44));
-  if (sha !== want.sha256) {
-    throw new SessionError(
-      path,
-      "model_sha256",
-      `the session is for model ${sha.slice(0, 16)}…, this model is ${want.sha256.slice(0, 16)}…`,
-    );
-  }
-  const fields: [string, number, number][] = [
-    ["vocab", dv.getUint32(44, true), want.vocab],
-    ["layers", dv.getUint32(48, true), want.layers],
-    ["kv_heads", dv.getUint32(52, true), want.kvHeads],
-    ["head_dim", dv.getUint32(56, true), want.headDim],
-    ["max_positions", dv.getUint32(60, true), want.maxPositions],
-  ];
-  for (const [name, got, exp] of fields) {
-    if (got !== exp) throw new SessionError(path, name, `expected ${exp}, got ${got}`);
-  }
-  const position = dv.getUint32(64, true);
-  if (position > want.maxPositions) {
-    throw new SessionError(path, "position", `${position} exceeds max_positions ${want.maxPositions}`);
-  }
+  const position = checkHeader(b, want, SESSION_VERSION, path);
   const expect = sessionBytes(want, position);
   if (b.length !== expect) {
     throw new SessionError(
@@ -209,6 +188,225 @@ export function decodeSession(bytes: Uint8Array, want: SessionShape, path = "ses
     valueExp.push(read16(position * want.kvHeads, `layers[${l}].value_exp`, 1024));
   }
   return { shape: { ...want }, position, tokens, rngHi, rngLo, logits, keys, keyExp, values, valueExp };
+}
+
+/** What each version holds, for refusing one engine's session on another. */
+const VERSION_HOLDS: Record<number, string> = {
+  [SESSION_VERSION]: "an integer-engine session",
+  [FLOAT_SESSION_VERSION]: "a float-engine session",
+};
+
+/**
+ * Checks what both versions share — magic (by the caller), version, CRC-32, the model's digest, the
+ * five sizes and the position's bound — and returns the position.
+ */
+function checkHeader(b: Uint8Array, want: SessionShape, version: number, path: string): number {
+  const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
+  const got = dv.getUint32(8, true);
+  if (got !== version) {
+    const holds = (v: number) => VERSION_HOLDS[v] ? ` (${VERSION_HOLDS[v]})` : "";
+    throw new SessionError(path, "version", `expected ${version}${holds(version)}, got ${got}${holds(got)}`);
+  }
+  const crc = dv.getUint32(b.length - 4, true);
+  if ((crc32(b.subarray(0, b.length - 4)) >>> 0) !== crc) {
+    throw new SessionError(path, "crc32", "checksum mismatch: the file is truncated or altered");
+  }
+  const sha = bytesToHex(b.subarray(12, 44));
+  if (sha !== want.sha256) {
+    throw new SessionError(
+      path,
+      "model_sha256",
+      `the session is for model ${sha.slice(0, 16)}…, this model is ${want.sha256.slice(0, 16)}…`,
+    );
+  }
+  const fields: [string, number, number][] = [
+    ["vocab", dv.getUint32(44, true), want.vocab],
+    ["layers", dv.getUint32(48, true), want.layers],
+    ["kv_heads", dv.getUint32(52, true), want.kvHeads],
+    ["head_dim", dv.getUint32(56, true), want.headDim],
+    ["max_positions", dv.getUint32(60, true), want.maxPositions],
+  ];
+  for (const [name, found, exp] of fields) {
+    if (found !== exp) throw new SessionError(path, name, `expected ${exp}, got ${found}`);
+  }
+  const position = dv.getUint32(64, true);
+  if (position > want.maxPositions) {
+    throw new SessionError(path, "position", `${position} exceeds max_positions ${want.maxPositions}`);
+  }
+  return position;
+}
+
+/** Bytes of a float session before the tokens. */
+export const FLOAT_SESSION_PREFIX = 92;
+/** The engines that write float sessions, by the code stored at offset 84. */
+export const FLOAT_SESSION_ENGINES = { float: 1, webgpu: 2 } as const;
+/** An engine that writes float sessions. */
+export type FloatSessionEngine = keyof typeof FLOAT_SESSION_ENGINES;
+
+/** A float engine's session. Cache arrays hold exactly `position` rows (kv_heads · head_dim f32 each). */
+export interface FloatSessionData {
+  shape: SessionShape;
+  /** The engine that wrote it: a session continues bit for bit only on the same kind of engine. */
+  engine: FloatSessionEngine;
+  position: number;
+  tokens: number[];
+  /** The sampler's xoshiro128** state (model/random.ts `Rng.state()`): four u32, never all zero. */
+  rng: number[];
+  /** Pending logits (vocab f32) when position > 0; empty otherwise. */
+  logits: Float32Array;
+  keys: Float32Array[];
+  values: Float32Array[];
+}
+
+/** The byte length of a float session with this shape at this position. */
+export function floatSessionBytes(shape: SessionShape, position: number): number {
+  const kvDim = shape.kvHeads * shape.headDim;
+  return FLOAT_SESSION_PREFIX + position * 4 + (position > 0 ? shape.vocab * 4 : 0) +
+    shape.layers * 2 * position * kvDim * 4 + 4;
+}
+
+/** Encodes a float session; the same data gives the same bytes on every runtime. */
+export function encodeFloatSession(d: FloatSessionData): Uint8Array {
+  const s = d.shape, n = d.position, kvDim = s.kvHeads * s.headDim;
+  const out = new Uint8Array(floatSessionBytes(s, n));
+  const dv = new DataView(out.buffer);
+  out.set(new TextEncoder().encode(SESSION_MAGIC), 0);
+  dv.setUint32(8, FLOAT_SESSION_VERSION, true);
+  out.set(hexToBytes(s.sha256), 12);
+  [s.vocab, s.layers, s.kvHeads, s.headDim, s.maxPositions, n].forEach((v, i) =>
+    dv.setUint32(44 + 4 * i, v, true)
+  );
+  d.rng.forEach((w, i) => dv.setUint32(68 + 4 * i, w >>> 0, true));
+  dv.setUint32(84, FLOAT_SESSION_ENGINES[d.engine], true);
+  dv.setUint32(88, n > 0 ? 1 : 0, true);
+  let at = FLOAT_SESSION_PREFIX;
+  for (const t of d.tokens) dv.setUint32(at, t, true), at += 4;
+  const f32s = (a: Float32Array, count: number) => {
+    for (let i = 0; i < count; i++) dv.setFloat32(at, a[i], true), at += 4;
+  };
+  if (n > 0) f32s(d.logits, s.vocab);
+  for (let l = 0; l < s.layers; l++) f32s(d.keys[l], n * kvDim), f32s(d.values[l], n * kvDim);
+  dv.setUint32(at, crc32(out.subarray(0, at)) >>> 0, true);
+  return out;
+}
+
+/**
+ * Decodes and checks a float session against the model and the engine that must continue it: framing,
+ * version, CRC, the model's digest, every size, the length the position implies, the sampler state,
+ * the engine, the flag, token ids, and every logit and cached value finite. Throws `SessionError` on
+ * the first problem; returns fresh arrays.
+ */
+export function decodeFloatSession(
+  bytes: Uint8Array,
+  want: SessionShape,
+  engine: FloatSessionEngine,
+  path = "session",
+): FloatSessionData {
+  const b = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (b.length < 12 || new TextDecoder().decode(b.subarray(0, 8)) !== SESSION_MAGIC) {
+    throw new SessionError(path, "magic", `expected ${SESSION_MAGIC}`);
+  }
+  // The version first: an integer session may be shorter than a float one's prefix.
+  const version = new DataView(b.buffer, b.byteOffset, b.byteLength).getUint32(8, true);
+  if (version !== FLOAT_SESSION_VERSION) checkHeader(b, want, FLOAT_SESSION_VERSION, path);
+  if (b.length < FLOAT_SESSION_PREFIX + 4) {
+    throw new SessionError(path, "length", `${b.length} bytes is too short for a float session`);
+  }
+  const position = checkHeader(b, want, FLOAT_SESSION_VERSION, path);
+  const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
+  const expect = floatSessionBytes(want, position);
+  if (b.length !== expect) {
+    throw new SessionError(
+      path,
+      "length",
+      `position ${position} implies ${expect} bytes, the file has ${b.length}`,
+    );
+  }
+  const rng = [0, 1, 2, 3].map((i) => dv.getUint32(68 + 4 * i, true));
+  if (rng.every((w) => w === 0)) {
+    throw new SessionError(path, "rng", "the xoshiro128** state is zero (it never is)");
+  }
+  const code = dv.getUint32(84, true);
+  if (code !== FLOAT_SESSION_ENGINES[engine]) {
+    const wrote = Object.entries(FLOAT_SESSION_ENGINES).find(([, c]) => c === code)?.[0];
+    throw new SessionError(
+      path,
+      "engine",
+      `expected ${FLOAT_SESSION_ENGINES[engine]} (${engine}), got ${code}${
+        wrote
+          ? ` (${wrote}: ` +
+            "a session continues bit for bit only on the engine that saved it)"
+          : ""
+      }`,
+    );
+  }
+  const flags = dv.getUint32(88, true);
+  if (flags !== (position > 0 ? 1 : 0)) {
+    throw new SessionError(
+      path,
+      "flags",
+      `expected ${position > 0 ? 1 : 0} at position ${position}, got ${flags}`,
+    );
+  }
+  let at = FLOAT_SESSION_PREFIX;
+  const tokens: number[] = [];
+  for (let i = 0; i < position; i++, at += 4) {
+    const t = dv.getUint32(at, true);
+    if (t >= want.vocab) {
+      throw new SessionError(path, `tokens[${i}]`, `${t} is outside the vocabulary (${want.vocab})`);
+    }
+    tokens.push(t);
+  }
+  const readF32 = (count: number, field: string) => {
+    const a = new Float32Array(count);
+    for (let i = 0; i < count; i++, at += 4) {
+      a[i] = dv.getFloat32(at, true);
+      if (!Number.isFinite(a[i])) throw new SessionError(path, field, `value ${a[i]} is not finite`);
+    }
+    return a;
+  };
+  const logits = readF32(position > 0 ? want.vocab : 0, "logits");
+  const kvDim = want.kvHeads * want.headDim, keys: Float32Array[] = [], values: Float32Array[] = [];
+  for (let l = 0; l < want.layers; l++) {
+    keys.push(readF32(position * kvDim, `layers[${l}].keys`));
+    values.push(readF32(position * kvDim, `layers[${l}].values`));
+  }
+  return { shape: { ...want }, engine, position, tokens, rng, logits, keys, values };
+}
+
+/**
+ * A float model's identity for its sessions: the SHA-256 of its config (every field, in
+ * `CONFIG_FIELDS` order) and its tensors (sorted by name: name, dims, then the f32 data in
+ * little-endian), so the same weights read from any export name the same model.
+ *
+ * @example
+ * ```ts
+ * floatModelDigest(run.config, run.model); // "3f1a…" (64 hex digits)
+ * ```
+ */
+export function floatModelDigest(config: ModelConfig, tensors: readonly Tensor[]): string {
+  const h = createHash("sha256");
+  h.update(JSON.stringify(CONFIG_FIELDS.map(([k]) => [k, config[k]])));
+  for (const t of [...tensors].sort((a, b) => a.name < b.name ? -1 : a.name > b.name ? 1 : 0)) {
+    h.update(JSON.stringify([t.name, t.dims]));
+    const le = new Uint8Array(t.data.length * 4);
+    const dv = new DataView(le.buffer);
+    for (let i = 0; i < t.data.length; i++) dv.setFloat32(i * 4, t.data[i], true);
+    h.update(le);
+  }
+  return h.digest("hex");
+}
+
+/** The session shape of a float model: its digest (`floatModelDigest`) and sizes. */
+export function floatSessionShape(config: ModelConfig, tensors: readonly Tensor[]): SessionShape {
+  return {
+    sha256: floatModelDigest(config, tensors),
+    vocab: config.vocab_size,
+    layers: config.num_hidden_layers,
+    kvHeads: config.num_key_value_heads,
+    headDim: config.head_dim,
+    maxPositions: config.max_position_embeddings,
+  };
 }
 
 /** Writes session bytes atomically (temporary file, fsync, rename). */

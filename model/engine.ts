@@ -65,12 +65,25 @@ export interface EngineSession {
   seed(seed: number): void;
   /**
    * Natural-log probabilities of the pending distribution: the model's own (temperature 1, no sampling
-   * filter), for the given `ids` and for the `top` most likely tokens (most likely first, lower id on a
-   * tie). The integer engine reports its exact fixed-point values. For OpenAI's `logprobs`.
+   * filter, never-sampled ids included), for the given `ids` and for the `top` most likely tokens (most
+   * likely first, lower id on a tie). For OpenAI's `logprobs`. Float engines: the log-softmax in f64 of
+   * the f32 logits (model/sample.ts `floatLogprobs`). The integer engine: its own integers at 2^-16 nats
+   * (engines/int/logprobs.ts: the normaliser inverted through its exp table), reported as int / 65536,
+   * so exactly representable and the same on every runtime. An id outside the vocabulary is a
+   * `RangeError`; nothing fed yet is an `Error`.
    */
-  logprobs?(ids: readonly number[], top: number): TokenLogprobs;
-  /** The session as bytes, for engines that can save (`Engine.restore` reads them back). */
+  logprobs(ids: readonly number[], top: number): TokenLogprobs;
+  /**
+   * The session as bytes (formats/session.md): everything `Engine.restore` needs to continue it bit for
+   * bit on the same engine and model — tokens, KV cache, pending logits, sampler state.
+   */
   save?(): Uint8Array;
+  /**
+   * A deep copy of the session, in memory: the copy and the original continue independently, each as
+   * this session would have, bit for bit (same tokens, logits and sampler state; nothing shared). What a
+   * prompt cache keeps to continue a conversation's state more than once. Not while a `feed` is pending.
+   */
+  fork?(): EngineSession;
 }
 
 /** What `EngineSession.logprobs` returns: the asked ids' log-probabilities, in order, and the top list. */

@@ -18,7 +18,7 @@ import { type ModelConfig, PRESETS } from "../model/config.ts";
 import type { Engine } from "../model/engine.ts";
 import { initParams } from "../model/init.ts";
 import { createRng } from "../model/random.ts";
-import { pickToken } from "../model/sample.ts";
+import { neverSampled, pickToken } from "../model/sample.ts";
 import { checkSampling, SamplingError } from "../model/sampling.ts";
 import { type Tensor, tensorSource } from "../model/tensor.ts";
 import { buildModel, createCache, forward, type Model } from "../model/qwen3.ts";
@@ -65,14 +65,14 @@ async function writeAs(
   return path;
 }
 
-/** The reference loop the engines must match: forward, pick from the last row, feed it back. */
+/** The reference loop the engines must match: forward, pick from the last row (never a special but EOS), feed it back. */
 function referenceLoop(model: Model, ids: number[], opts: GenerateOptions): number[] {
   const V = model.config.vocab_size, cache = createCache(model), rng = createRng(opts.seed ?? 0);
-  const choice = checkSampling(opts), out: number[] = [];
+  const choice = checkSampling(opts), out: number[] = [], never = neverSampled(model.config);
   let logits = forward(model, cache, ids), off = (ids.length - 1) * V;
   const budget = Math.min(opts.maxTokens, model.config.max_position_embeddings - ids.length);
   for (let i = 0; i < budget; i++) {
-    const id = pickToken(logits, off, V, choice, rng);
+    const id = pickToken(logits, off, V, choice, rng, never);
     if ((opts.stopAtEos ?? true) && id === EOS) break;
     out.push(id);
     if (i + 1 < budget) logits = forward(model, cache, [id]), off = 0;

@@ -19,8 +19,15 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Engine, EngineSession, LogitsWanted, SamplingOptions } from "../../model/engine.ts";
+import type {
+  Engine,
+  EngineSession,
+  LogitsWanted,
+  SamplingOptions,
+  TokenLogprobs,
+} from "../../model/engine.ts";
 import { FormatError } from "../../model/error.ts";
+import { neverSampled } from "../../model/sample.ts";
 import { checkSampling, checkSeed } from "../../model/sampling.ts";
 import { tensorSource } from "../../model/tensor.ts";
 import type { FormatDescriptor } from "../../formats/format.ts";
@@ -28,11 +35,14 @@ import { type Lut4File, lut4Format, readLut4 } from "../../formats/lut4.ts";
 import { decodeSession, encodeSession, type SessionShape } from "../../formats/session.ts";
 import { createLutSums } from "../../kernels/wasm/int-lut.ts";
 import { LOGIT_EXP, step } from "./forward.ts";
+import { intLogprobs } from "./logprobs.ts";
 import { buildIntModel, type IntModel, type IntState, newState } from "./model.ts";
 import { lutMatrices, useLut, vectorRoom } from "./simd.ts";
 import { type IntSampling, sample, type SamplerScratch, samplerScratch, seedRng } from "./sampler.ts";
 
 const LOGIT_SCALE = 2 ** LOGIT_EXP;
+/** Logit units per nat (2^16): logprobs are reported as the integer over this. */
+const LOGIT_Q = 2 ** -LOGIT_EXP;
 /** What `feed(…, "none")` returns: shared, so the serving path allocates nothing per token. */
 const NO_LOGITS = new Float32Array(0);
 /** Greedy in fixed point, the options of a plain `pick()`: made once, not per token. */
@@ -76,7 +86,7 @@ export function intEngineFromFile(file: Lut4File, opts: { simd?: boolean } = {})
   const model = buildIntModel(file.weights);
   if (opts.simd !== false) serveOnSimd(model);
   const shape = sessionShape(file);
-  const scratch = samplerScratch(model.vocab, model.exp);
+  const scratch = samplerScratch(model.vocab, model.exp, neverSampled(file.config));
   return {
     kind: "int",
     config: file.config,
@@ -122,6 +132,20 @@ function serveOnSimd(model: IntModel): void {
   if (made) useLut(model, made.lut, made.at, made.scalesAt);
 }
 
+/** A deep copy of a conversation's state: the same continuation, nothing shared. */
+function copyState(st: IntState): IntState {
+  return {
+    pos: st.pos,
+    tokens: [...st.tokens],
+    keys: st.keys.map((a) => a.slice()),
+    keyExp: st.keyExp.map((a) => a.slice()),
+    values: st.values.map((a) => a.slice()),
+    valueExp: st.valueExp.map((a) => a.slice()),
+    logits: st.logits.slice(),
+    rng: st.rng.slice(),
+  };
+}
+
 /** One conversation over `st`, behind the engine interface. */
 function intSession(
   model: IntModel,
@@ -149,6 +173,15 @@ function intSession(
       const bits = BigInt.asUintN(64, BigInt(checkSeed(seed)));
       seedRng(st.rng, Number(bits >> 32n) | 0, Number(bits & 0xffffffffn) | 0);
     },
+    logprobs(ids: readonly number[], top: number): TokenLogprobs {
+      if (st.pos === 0) throw new Error("logprobs: nothing fed yet, so there are no logits");
+      const q = intLogprobs(st.logits, model.exp, ids, top);
+      return {
+        of: q.of.map((v) => v / LOGIT_Q),
+        top: q.top.map(({ id, logprob }) => ({ id, logprob: logprob / LOGIT_Q })),
+      };
+    },
+    fork: () => intSession(model, copyState(st), shape, scratch),
     save(): Uint8Array {
       return encodeSession({
         shape,

@@ -27,17 +27,26 @@ export interface IntSampling {
   topPQ16: number;
 }
 
-/** Per-vocabulary scratch of the sampler. */
+/** Per-vocabulary scratch of the sampler, and the ids it never picks. */
 export interface SamplerScratch {
   mass: Int32Array;
   ids: Int32Array;
   table: Int32Array;
   exp: LookupTable;
+  /** One byte per id, 1 for an id never picked (model/sample.ts `neverSampled`, made by the adapter). */
+  never: Uint8Array;
 }
 
-/** Scratch for a vocabulary of `vocab` ids, using the model's exp table. */
-export function samplerScratch(vocab: number, exp: LookupTable): SamplerScratch {
-  return { mass: new Int32Array(vocab), ids: new Int32Array(vocab), table: new Int32Array(32), exp };
+/**
+ * Scratch for a vocabulary of `vocab` ids, using the model's exp table; `never` marks the ids never
+ * picked (default none).
+ */
+export function samplerScratch(
+  vocab: number,
+  exp: LookupTable,
+  never: Uint8Array = new Uint8Array(vocab),
+): SamplerScratch {
+  return { mass: new Int32Array(vocab), ids: new Int32Array(vocab), table: new Int32Array(32), exp, never };
 }
 
 /** Seeds the xorshift64 state (two 32-bit halves); the all-zero seed is replaced by 2^64 / φ. */
@@ -82,11 +91,14 @@ export function drawBelow(rng: Int32Array, bound: number): number {
   throw new Error("drawBelow: 128 rejections in a row");
 }
 
-/** The largest logit's id, the lowest on a tie. */
-export function greedy(logits: Int32Array): number {
-  let best = 0;
-  for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
-  return best;
+/** The largest logit's id among those `never` does not mark (default none), the lowest on a tie. */
+export function greedy(logits: Int32Array, never?: Uint8Array): number {
+  let best = -1;
+  for (let i = 0; i < logits.length; i++) {
+    if (never !== undefined && never[i] !== 0) continue;
+    if (best < 0 || logits[i] > logits[best]) best = i;
+  }
+  return best < 0 ? 0 : best;
 }
 
 /**
@@ -102,17 +114,17 @@ function mulQ16(v: number, f: number, t: Int32Array): number {
 }
 
 /**
- * Picks the next token from logits at 2^-16 nats. Greedy (no draw) when tempQ16 is 0 or topK is 1.
+ * Picks the next token from logits at 2^-16 nats; ids marked in `s.never` are never picked (they take
+ * no mass and are never the greedy choice). Greedy (no draw) when tempQ16 is 0 or topK is 1.
  * Otherwise each token's mass is exp(−(max − logit) / T) from the exp table, scaled so the top token's
  * is exactly 2^M with M = 31 − bitlen(vocab) (the total stays below 2^31); min-p keeps masses ≥
  * minP · 2^M; the rest are ranked by mass (then id); top-k and top-p cut the ranking; one unbiased draw
  * below the kept total walks it.
  */
 export function sample(logits: Int32Array, o: IntSampling, rng: Int32Array, s: SamplerScratch): number {
-  if (o.tempQ16 <= 0 || o.topK === 1) return greedy(logits);
+  if (o.tempQ16 <= 0 || o.topK === 1) return greedy(logits, s.never);
   const vocab = logits.length;
-  let top = logits[0];
-  for (let i = 1; i < vocab; i++) if (logits[i] > top) top = logits[i];
+  const top = logits[greedy(logits, s.never)];
   let massBits = 31 - bitlen(vocab);
   if (massBits > 30) massBits = 30;
   // Beyond 32 nats the exp table gives 0; cap the scaled difference there.
@@ -120,6 +132,7 @@ export function sample(logits: Int32Array, o: IntSampling, rng: Int32Array, s: S
   const thr = o.minPQ16 <= 0 ? 1 : shift(o.minPQ16, 16 - massBits);
   let n = 0;
   for (let i = 0; i < vocab; i++) {
+    if (s.never[i] !== 0) continue;
     const scaled = divShifted(sat32(top - logits[i]), 16, o.tempQ16, cap);
     const m = shift(expNeg(s.exp, scaled), 30 - massBits);
     if (m > 0 && m >= thr) {

@@ -1,12 +1,13 @@
 /**
- * The fuzz hook of session files (formats/session.md): the integer engine's saved conversation, made by
- * the engine on the campaign's lut4 model and restored onto it. Not an export format, and made and read
- * by the engine (engines/ lies outside formats/), so it lives beside the fuzzer among its other file
- * kinds (scripts/tools/fuzz-formats.ts).
+ * The fuzz hook of session files (formats/session.md): the integer engine's saved conversation
+ * (version 1), made by the engine on the campaign's lut4 model and restored onto it, and the float
+ * engine's (version 2, `float-session`), made and restored on the campaign's float model. Not an export
+ * format, and made and read by the engines (engines/ lies outside formats/), so it lives beside the
+ * fuzzer among its other file kinds (scripts/tools/fuzz-formats.ts).
  *
  * @example
  * ```ts
- * const { FUZZ_TARGETS } = await loadFuzzHook("scripts/tools/fuzz-session.ts"); // [the session target]
+ * const { FUZZ_TARGETS } = await loadFuzzHook("scripts/tools/fuzz-session.ts"); // [session, float-session]
  * ```
  * @module
  */
@@ -16,15 +17,25 @@ import { crc32 } from "node:zlib";
 import {
   type ByteMap,
   FORGED,
+  FUZZ_CONFIG,
   FUZZ_LUT4_CONFIG,
   type FuzzTarget,
+  fuzzTensors,
   type NumField,
   type Region,
   view,
 } from "../../formats/fuzz-kit.ts";
 import { makeLut4 } from "../../formats/lut4-fuzz.ts";
 import { readLut4 } from "../../formats/lut4.ts";
-import { decodeSession, SessionError, writeSessionFile } from "../../formats/session.ts";
+import {
+  decodeFloatSession,
+  decodeSession,
+  FLOAT_SESSION_PREFIX,
+  floatSessionShape,
+  SessionError,
+  writeSessionFile,
+} from "../../formats/session.ts";
+import { createFloatEngine } from "../../engines/float.ts";
 import { loadIntEngine, sessionShape } from "../../engines/int/engine.ts";
 import type { Engine } from "../../model/engine.ts";
 
@@ -156,5 +167,108 @@ const session: FuzzTarget = {
   explain: (m) => m.kind.endsWith("+resealed") || m.kind.startsWith("edit forged") ? FORGED : undefined, // the CRC-32 covers every byte: an unforged change must be refused
 };
 
-/** What scripts/tools/fuzz.ts attacks: one session file, beside the lut4 file it was saved on. */
-export const FUZZ_TARGETS: readonly FuzzTarget[] = [session];
+// The float engine on the campaign's float model, made in memory (the same seeded tensors every run).
+let floatEngine: Engine | undefined;
+const floatEngineOnce = () => floatEngine ??= createFloatEngine(FUZZ_CONFIG, fuzzTensors(), "fuzz model");
+const floatShape = floatSessionShape(FUZZ_CONFIG, fuzzTensors());
+
+function floatSessionMap(f: Uint8Array): ByteMap {
+  const d = view(f);
+  const V = d.getUint32(44, true), L = d.getUint32(48, true), n = d.getUint32(64, true);
+  const kvDim = d.getUint32(52, true) * d.getUint32(56, true);
+  const regions: Region[] = [
+    { name: "magic", start: 0, end: 8 },
+    { name: "version", start: 8, end: 12 },
+    { name: "model_sha256", start: 12, end: 44 },
+    { name: "shape", start: 44, end: 64 },
+    { name: "position", start: 64, end: 68 },
+    { name: "rng", start: 68, end: 84 },
+    { name: "engine", start: 84, end: 88 },
+    { name: "flags", start: 88, end: 92 },
+  ];
+  let at = FLOAT_SESSION_PREFIX;
+  const put = (
+    name: string,
+    bytes: number,
+  ) => (regions.push({ name, start: at, end: at + bytes }), at += bytes);
+  put("tokens", 4 * n);
+  put("logits", n > 0 ? 4 * V : 0);
+  for (let l = 0; l < L; l++) {
+    put(`layers[${l}].keys`, 4 * n * kvDim), put(`layers[${l}].values`, 4 * n * kvDim);
+  }
+  regions.push({ name: "crc32", start: at, end: at + 4 });
+  const u32 = (name: string, offset: number): NumField => ({ name, offset, width: 4 });
+  const names = ["vocab", "layers", "kv_heads", "head_dim", "max_positions", "position"];
+  return {
+    regions,
+    fields: [
+      u32("version", 8),
+      ...names.map((name, i) => u32(name, 44 + 4 * i)),
+      u32("engine", 84),
+      u32("flags", 88),
+    ],
+  };
+}
+
+function floatForge(f: Uint8Array, edit: (out: Uint8Array, map: ByteMap) => void): Uint8Array {
+  const out = f.slice();
+  edit(out, floatSessionMap(f));
+  return sessionReseal(out);
+}
+
+const floatSession: FuzzTarget = {
+  name: "float-session",
+  async make(dir) {
+    const file = join(dir, "f.session");
+    const s = floatEngineOnce().start();
+    s.seed(5);
+    await s.feed([10, 20, 30, 40], "none");
+    s.pick({ temperature: 1 });
+    await writeSessionFile(file, s.save!());
+    return { file, target: file };
+  },
+  map: floatSessionMap,
+  edits: {
+    "forged token": (f, rng) =>
+      floatForge(f, (out, map) => {
+        const r = regionOf(map, "tokens");
+        view(out).setUint32(r.start + 4 * rng.int((r.end - r.start) / 4), rng.pick([258, 2 ** 32 - 1]), true);
+      }),
+    "forged value": (f, rng) =>
+      floatForge(f, (out, map) => {
+        const r = rng.pick(map.regions.filter((x) => x.name.startsWith("layers[") || x.name === "logits"));
+        const v = rng.pick([NaN, Infinity, -Infinity, 3e38, -0, 1e-45]);
+        view(out).setFloat32(r.start + 4 * rng.int((r.end - r.start) / 4), v, true);
+      }),
+    "forged rng": (f) => floatForge(f, (out) => out.fill(0, 68, 84)),
+    "forged engine": (f, rng) => floatForge(f, (out) => view(out).setUint32(84, rng.pick([0, 2, 3]), true)),
+    "forged flags": (f, rng) => floatForge(f, (out) => view(out).setUint32(88, rng.pick([0, 2, 3]), true)),
+    "forged model": (f, rng) => floatForge(f, (out) => void (out[12 + rng.int(32)] ^= 1 << rng.int(8))),
+    "forged version": (f) => floatForge(f, (out) => view(out).setUint32(8, 1, true)),
+    "forged position": (f, rng) =>
+      floatForge(f, (out) => view(out).setUint32(64, rng.pick([0, 1, 3, 5, 64, 65, 2 ** 31]), true)),
+  },
+  readers: {
+    decodeFloatSession: (p) =>
+      Promise.resolve().then(() =>
+        decodeFloatSession(new Uint8Array(readFileSync(p)), floatShape, "float", p)
+      ),
+    // restore, then what the restored session does: its saved bytes, one more step and a sampled token.
+    restore: async (p) => {
+      const s = floatEngineOnce().restore!(new Uint8Array(readFileSync(p)), p);
+      const saved = s.save!();
+      const next = s.position > 0 ? s.pick({ temperature: 1 }) : -1;
+      const logits = s.position < FUZZ_CONFIG.max_position_embeddings ? await s.feed([7], "last") : null;
+      return { saved, position: s.position, tokens: [...s.tokens], next, logits };
+    },
+  },
+  refusal: (e) => e instanceof SessionError,
+  reseal: sessionReseal,
+  explain: (m) => m.kind.endsWith("+resealed") || m.kind.startsWith("edit forged") ? FORGED : undefined, // the CRC-32 covers every byte
+};
+
+/**
+ * What scripts/tools/fuzz.ts attacks: an integer session beside the lut4 file it was saved on, and a
+ * float session of the campaign's float model.
+ */
+export const FUZZ_TARGETS: readonly FuzzTarget[] = [session, floatSession];
