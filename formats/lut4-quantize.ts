@@ -364,17 +364,6 @@ function unfoldCovariance(cov: Float64Array, n: number, f?: Float64Array): Float
   return Float64Array.from(cov, (v, k) => v * div(Math.floor(k / n)) * div(k % n));
 }
 
-/** The diagonal of an n × n row-major matrix. */
-function diagonal(a: Float64Array, n: number): Float64Array {
-  return Float64Array.from({ length: n }, (_, i) => a[i * n + i]);
-}
-
-/** Half the head's importance (normalised to mean 1), half uniform: the tied embedding's two uses. */
-function tiedMix(imp: Float64Array): Float64Array {
-  const mean = imp.reduce((a, b) => a + b, 0) / imp.length;
-  return imp.map((v) => (mean > 0 ? 0.5 * v / mean + 0.5 : 1));
-}
-
 /** Multiplies column j of a [rows, cols] matrix by f[j]. */
 function foldColumns(w: Float32Array, rows: number, cols: number, f: Float64Array): Float64Array {
   const out = new Float64Array(w.length);
@@ -424,14 +413,11 @@ export function quantizeModel(
     rows: number,
     cols: number,
     f?: Float64Array,
-    mixed?: ArrayLike<number>,
   ) => {
     const cov = opts.covariance?.get(hf), imp = opts.importance?.get(hf);
     const folded = f ? foldColumns(data, rows, cols, f) : data;
     const { matrix, error } = cov
       ? quantizeMatrixGptq(name, folded, rows, cols, unfoldCovariance(cov, cols, f))
-      : mixed
-      ? quantizeMatrix(name, folded, rows, cols, tiedMix(Float64Array.from(mixed)))
       : quantizeMatrix(name, folded, rows, cols, imp && unfoldImportance(imp, f));
     errors.push(error);
     return matrix;
@@ -444,13 +430,10 @@ export function quantizeModel(
   const scaled = (g: Float32Array, f: number) => Float64Array.from(g, (x) => x * f);
   const rootH = Math.sqrt(H), rootHd = Math.sqrt(hd);
   const embedData = get(EMBED);
-  // A tied embedding is also the head, but GPTQ's feedback (and a weighting by the head's input alone)
-  // would trade the embedding's own use, a row per token that weighs every column alike, for the
-  // head's: its columns are weighed half by the head's input, half uniformly.
-  const tied = opts.head === "tied" && config.tie_word_embeddings;
-  const headImp = opts.importance?.get(EMBED) ??
-    (opts.covariance?.has(EMBED) ? diagonal(opts.covariance.get(EMBED)!, H) : undefined);
-  const embed = mat("embed", "", embedData, config.vocab_size, H, undefined, tied ? headImp : undefined);
+  // The embedding is rounded plainly even when tied: it is also the token lookup, which weighs every
+  // column alike, and weighing it by the head's input (half and half, or alone) measured worse
+  // (formats/lut4.md, "Calibration").
+  const embed = mat("embed", "", embedData, config.vocab_size, H);
   const layers: Lut4Weights["layers"] = [];
   for (let i = 0; i < config.num_hidden_layers; i++) {
     const p = `model.layers.${i}.`, n = `layers.${i}.`;
