@@ -405,6 +405,11 @@ function lut4Header(bytes: Uint8Array, path: string): Lut4Header {
   return h;
 }
 
+/** A calibration record in words: `64 windows of 256 bytes of the brown train split, seed 1`. */
+function calibrationLine(r: CalibrationRecord): string {
+  return `${r.windows} windows of ${r.window_bytes} bytes of the ${r.source}, seed ${r.seed}`;
+}
+
 /** The optional `calibration` record's keys and what each must be. */
 const CALIBRATION_KEYS: Record<keyof CalibrationRecord, [string, (v: unknown) => boolean]> = {
   source: ["a string", (v) => typeof v === "string"],
@@ -885,7 +890,8 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
       sha256: r.sha256,
       data_crc32: r.crc32,
       head,
-      ...(cal ? { calibration: cal.record } : {}),
+      // One line, as the export CLI prints each detail; the header keeps the record as an object.
+      ...(cal ? { calibration: calibrationLine(cal.record) } : {}),
       rounding: `relative RMS error ${mean.toFixed(4)} mean, ${
         worst.relRmse.toFixed(4)
       } worst (${worst.name}); per tensor: scripts/gap.ts`,
