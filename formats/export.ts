@@ -36,6 +36,7 @@ import { type FormatDescriptor, formatNamed, FORMATS, type WriteResult } from ".
 import { type ModelConfig, paramShapes, PRESETS, readConfigFile } from "../model/config.ts";
 import { FormatError } from "../model/error.ts";
 import type { Tensor } from "../model/tensor.ts";
+import type { Lut4Calibrator } from "./lut4-types.ts";
 import { tensorSource } from "../model/tensor.ts";
 
 /** The checkpoint exported when no input is given: the shipped model. */
@@ -222,6 +223,8 @@ export interface ExportOptions {
   preset?: string;
   /** Called per phase (`verify` the checkpoint, then `write`) as work is done. */
   onProgress?: (phase: "verify" | "write", done: number, total: number) => void;
+  /** Calibration statistics for a quantizer that takes them (lut4; measure/calibrate.ts makes one). */
+  calibrate?: Lut4Calibrator;
 }
 
 /** The summary of one export. */
@@ -308,7 +311,7 @@ export async function exportCheckpoint(opts: ExportOptions = {}): Promise<Export
       source: model.source,
       step: model.step,
       name: model.name,
-    }, { dtype, onProgress: (d, t) => opts.onProgress?.("write", d, t) });
+    }, { dtype, onProgress: (d, t) => opts.onProgress?.("write", d, t), calibrate: opts.calibrate });
     const { file: written, bytes, params, tensors, ...details } = result;
     return {
       file: written,

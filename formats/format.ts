@@ -14,6 +14,7 @@
  */
 import type { ModelConfig } from "../model/config.ts";
 import type { Tensor, TensorSource } from "../model/tensor.ts";
+import type { Lut4Calibrator } from "./lut4-types.ts";
 
 /** What a writer is given: the model's shape and its tensors, streamed a chunk at a time. */
 export interface ExportInput {
@@ -78,7 +79,7 @@ export interface FormatDescriptor<D extends string = string> {
   write(
     path: string,
     input: ExportInput,
-    options: { dtype: D; onProgress?: (done: number, total: number) => void },
+    options: { dtype: D; onProgress?: (done: number, total: number) => void; calibrate?: Lut4Calibrator },
   ): Promise<WriteResult>;
   read(path: string, options?: { onProgress?: (done: number, total: number) => void }): Promise<ReadResult>;
   /**

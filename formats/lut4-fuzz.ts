@@ -14,11 +14,21 @@
 import { join } from "node:path";
 import { crc32 } from "node:zlib";
 import { concat, FORGED, FUZZ_LUT4_CONFIG, type FuzzTarget, type Region, view } from "./fuzz-kit.ts";
-import { Lut4Error, lut4Format, readLut4 } from "./lut4.ts";
+import { type Lut4Calibrator, Lut4Error, lut4Format, readLut4 } from "./lut4.ts";
 import { initParams } from "../model/init.ts";
 import { tensorSource } from "../model/tensor.ts";
 
 const enc = new TextEncoder(), dec = new TextDecoder();
+
+/**
+ * The calibration record the campaign's file carries, so that the optional header key is attacked too
+ * (no statistics come with it: the weights are rounded plainly, the record is all that is read).
+ */
+const FUZZ_CALIBRATION: Lut4Calibrator = () =>
+  Promise.resolve({
+    covariance: new Map(),
+    record: { source: "brown train split", windows: 4, window_bytes: 256, seed: 1 },
+  });
 
 /** Writes the campaign's lut4 file (the model `FUZZ_LUT4_CONFIG` describes) at `file`. */
 export async function makeLut4(file: string): Promise<void> {
@@ -28,7 +38,7 @@ export async function makeLut4(file: string): Promise<void> {
     source: "fuzz@step1",
     step: 1,
     name: "fuzz",
-  }, { dtype: "q4" });
+  }, { dtype: "q4", calibrate: FUZZ_CALIBRATION });
 }
 
 function lut4Parts(f: Uint8Array) {
@@ -165,6 +175,15 @@ const lut4: FuzzTarget = {
         const shape = h.shape as Record<string, number>;
         const k = rng.pick(Object.keys(shape));
         shape[k] = rng.pick([0, 1, 2, 32, 64, 1 << 14, 2 ** 31, 2 ** 53, shape[k] * 2, shape[k] - 1]);
+        return true;
+      }),
+    "calibration": (f, rng) =>
+      lut4Edit(f, (h) => {
+        const c = h.calibration as Record<string, unknown>;
+        const k = rng.pick(["source", "windows", "window_bytes", "seed", "whole"]);
+        const v = rng.pick<unknown>([null, -1, 0, 0.5, 2 ** 32, 2 ** 53, "64", [], {}]);
+        if (k === "whole") h.calibration = v;
+        else c[k] = v;
         return true;
       }),
     // Data edits with data_crc32 recomputed: the table checks are all that stands in their way.

@@ -39,12 +39,17 @@ export const TABLES = {
   ropeQ: 14,
 } as const;
 
-/** The (m, E) of the grid scale that minimises Σ (w − q·s)² over a group, for E in [eLo, eHi]. */
+/**
+ * The (m, E) of the grid scale that minimises Σ c_i (w − q·s)² over a group, for E in [eLo, eHi]:
+ * c_i the importance of the group's column i (`ONES`, the plain squared error, without calibration).
+ */
 function bestScale(
   w: Float64Array,
   off: number,
   eLo: number,
   eHi: number,
+  imp: Float64Array = ONES,
+  impOff = 0,
 ): { m: number; e: number; sse: number } {
   let best = { m: 0, e: eLo, sse: Infinity };
   for (let e = eLo; e <= eHi; e++) {
@@ -54,7 +59,7 @@ function bestScale(
       for (let i = 0; i < 32; i++) {
         const q = Math.max(-8, Math.min(7, Math.round(w[off + i] / s)));
         const d = w[off + i] - q * s;
-        sse += d * d;
+        sse += d * d * imp[impOff + i];
       }
       if (sse < best.sse) best = { m, e, sse };
     }
@@ -62,36 +67,46 @@ function bestScale(
   return best;
 }
 
-/** Quantizes a [rows, cols] matrix (cols a multiple of 32) to lut4, MSE-optimal per group. */
-export function quantizeMatrix(name: string, data: ArrayLike<number>, rows: number, cols: number): {
+/** Unit importance for every column of a group (multiplying by 1 is exact: uncalibrated files do not move). */
+const ONES = new Float64Array(32).fill(1);
+
+/**
+ * How far below the group's largest weight the scale search looks, in exponents: with importance, a
+ * smaller scale that clips an unimportant large weight can win, so the search goes one step lower.
+ */
+const SEARCH_BELOW = { plain: 1, weighted: 2 } as const;
+
+/**
+ * Quantizes a [rows, cols] matrix (cols a multiple of 32) to lut4, MSE-optimal per group; with
+ * `importance` (one value per column: the mean square of the activation it multiplies) each weight's
+ * squared error is weighed by its column's importance.
+ */
+export function quantizeMatrix(
+  name: string,
+  data: ArrayLike<number>,
+  rows: number,
+  cols: number,
+  importance?: Float64Array,
+): {
   matrix: LutMatrix;
   error: TensorError;
 } {
   if (cols % 32 !== 0) throw new RangeError(`${name}: ${cols} columns is not a multiple of 32`);
   const w = Float64Array.from(data);
   const groups = (rows * cols) / 32;
-  const es = new Int32Array(groups), zero = new Uint8Array(groups);
-  let eMax = -Infinity;
-  // First pass: each group's best exponent with no limit, to find the matrix's exp_base.
-  for (let g = 0; g < groups; g++) {
-    let amax = 0;
-    for (let i = 0; i < 32; i++) amax = Math.max(amax, Math.abs(w[g * 32 + i]));
-    if (amax === 0) {
-      zero[g] = 1;
-      continue;
-    }
-    const ec = Math.floor(Math.log2(amax / 8));
-    es[g] = bestScale(w, g * 32, ec - 1, ec + 1).e;
-    eMax = Math.max(eMax, es[g]);
+  if (importance && importance.length !== cols) {
+    throw new RangeError(`${name}: ${importance.length} importance values for ${cols} columns`);
   }
-  const expBase = Number.isFinite(eMax) ? eMax - 15 : 0;
+  const imp = importance ?? ONES, below = importance ? SEARCH_BELOW.weighted : SEARCH_BELOW.plain;
+  const impAt = (g: number) => (importance ? (g * 32) % cols : 0);
+  const { es, zero, expBase } = groupExponents(w, groups, (g) => [ec(w, g) - below, imp, impAt(g)]);
   const nibbles = new Uint8Array((rows * cols) / 2), scales = new Uint8Array(groups);
   let sse = 0, ss = 0, maxErr = 0;
   for (let g = 0; g < groups; g++) {
     let m = 0, e = expBase;
     if (!zero[g]) {
       const lo = Math.max(expBase, es[g] - 1), hi = Math.min(expBase + 15, Math.max(lo, es[g] + 1));
-      ({ m, e } = bestScale(w, g * 32, lo, hi));
+      ({ m, e } = bestScale(w, g * 32, lo, hi, imp, impAt(g)));
     }
     scales[g] = ((e - expBase) << 4) | m;
     const s = (16 + m) * 2 ** (e - 4);
@@ -111,6 +126,142 @@ export function quantizeMatrix(name: string, data: ArrayLike<number>, rows: numb
     matrix: { name, rows, cols, expBase, nibbles, scales },
     error: errorOf(name, "matrix", n, sse, ss, maxErr),
   };
+}
+
+/** floor(log2(amax / 8)) of group g (amax its largest |w|), or null for an all-zero group. */
+function ec(w: Float64Array, g: number): number {
+  let amax = 0;
+  for (let i = 0; i < 32; i++) amax = Math.max(amax, Math.abs(w[g * 32 + i]));
+  return amax === 0 ? NaN : Math.floor(Math.log2(amax / 8));
+}
+
+/**
+ * First pass: each group's best exponent with no limit (searched from `search(g)`'s low end to the
+ * group's ec + 1), and the matrix's exp_base, the largest minus 15.
+ */
+function groupExponents(
+  w: Float64Array,
+  groups: number,
+  search: (g: number) => [lo: number, imp: Float64Array, impOff: number],
+): { es: Int32Array; zero: Uint8Array; expBase: number } {
+  const es = new Int32Array(groups), zero = new Uint8Array(groups);
+  let eMax = -Infinity;
+  for (let g = 0; g < groups; g++) {
+    const [lo, imp, off] = search(g);
+    if (Number.isNaN(lo)) {
+      zero[g] = 1;
+      continue;
+    }
+    es[g] = bestScale(w, g * 32, lo, ec(w, g) + 1, imp, off).e;
+    eMax = Math.max(eMax, es[g]);
+  }
+  return { es, zero, expBase: Number.isFinite(eMax) ? eMax - 15 : 0 };
+}
+
+/**
+ * Quantizes a [rows, cols] matrix with GPTQ's error feedback (Frantar et al., 2022): columns are
+ * rounded in order, and each one's rounding error, weighed through the inverse of `hessian` (the
+ * calibration inputs' cols × cols mean of x xᵀ), is spread over the columns not yet rounded, so that
+ * the layer's output error on the calibration inputs, not the weights', is what is kept small. Each
+ * group's scale is chosen (importance-weighted, on the grid) when its first column is reached.
+ */
+export function quantizeMatrixGptq(
+  name: string,
+  data: ArrayLike<number>,
+  rows: number,
+  cols: number,
+  hessian: Float64Array,
+): { matrix: LutMatrix; error: TensorError } {
+  if (cols % 32 !== 0) throw new RangeError(`${name}: ${cols} columns is not a multiple of 32`);
+  if (hessian.length !== cols * cols) throw new RangeError(`${name}: hessian is not ${cols} × ${cols}`);
+  const orig = Float64Array.from(data), w = orig.slice(), groups = (rows * cols) / 32;
+  const diag = Float64Array.from({ length: cols }, (_, c) => hessian[c * cols + c]);
+  const u = gptqFactor(hessian, cols, diag);
+  const { expBase } = groupExponents(w, groups, (g) => [ec(w, g) - 2, diag, (g * 32) % cols]);
+  const nibbles = new Uint8Array((rows * cols) / 2), scales = new Uint8Array(groups);
+  const step = new Float64Array(rows);
+  for (let j = 0; j < cols; j++) {
+    for (let r = 0; r < rows; r++) {
+      const g = (r * cols + j) >> 5;
+      if (j % 32 === 0) scales[g] = groupScale(w, g, expBase, diag, j);
+      const sc = scales[g], s = (16 + (sc & 15)) * 2 ** (expBase + (sc >> 4) - 4);
+      const k = r * cols + j, q = Math.max(-8, Math.min(7, Math.round(w[k] / s)));
+      nibbles[k >> 1] |= (q + 8) << ((k & 1) * 4);
+      step[r] = (w[k] - q * s) / u[j * cols + j];
+    }
+    for (let r = 0; r < rows; r++) {
+      for (let c = j + 1; c < cols; c++) w[r * cols + c] -= step[r] * u[j * cols + c];
+    }
+  }
+  const matrix = { name, rows, cols, expBase, nibbles, scales };
+  const back = dequantizeMatrix(matrix);
+  let sse = 0, ss = 0, maxErr = 0;
+  for (let k = 0; k < back.length; k++) {
+    const d = orig[k] - back[k];
+    sse += d * d, ss += orig[k] * orig[k], maxErr = Math.max(maxErr, Math.abs(d));
+  }
+  return { matrix, error: errorOf(name, "matrix", rows * cols, sse, ss, maxErr) };
+}
+
+/** The scale byte of group g (first column j0) for its current weights, within [expBase, expBase + 15]. */
+function groupScale(w: Float64Array, g: number, expBase: number, imp: Float64Array, j0: number): number {
+  const e0 = ec(w, g);
+  if (Number.isNaN(e0)) return 0;
+  const hi = Math.min(expBase + 15, Math.max(expBase, e0 + 1)), lo = Math.max(expBase, Math.min(hi, e0 - 2));
+  const { m, e } = bestScale(w, g * 32, lo, hi, imp, j0);
+  return ((e - expBase) << 4) | m;
+}
+
+/** Fraction of the mean diagonal added to the hessian's diagonal, as GPTQ does, so that it inverts. */
+export const GPTQ_DAMP = 0.01;
+
+/**
+ * The upper Cholesky factor U of (H + damp·I)⁻¹ (= Uᵀ U), row-major: GPTQ's error propagation
+ * reads row j of it. A column no input ever reaches (zero diagonal) gets a unit diagonal.
+ */
+function gptqFactor(h: Float64Array, n: number, diag: Float64Array): Float64Array {
+  const mean = diag.reduce((a, b) => a + b, 0) / n || 1;
+  const a = h.slice();
+  for (let i = 0; i < n; i++) a[i * n + i] = (diag[i] > 0 ? diag[i] : 1) + GPTQ_DAMP * mean;
+  const inv = invertSpd(a, n);
+  // inv = L Lᵀ (lower Cholesky); then U = Lᵀ gives inv = Uᵀ U.
+  const l = cholesky(inv, n), u = new Float64Array(n * n);
+  for (let i = 0; i < n; i++) for (let j = 0; j <= i; j++) u[j * n + i] = l[i * n + j];
+  return u;
+}
+
+/** Lower Cholesky factor of a symmetric positive definite n × n matrix. */
+function cholesky(a: Float64Array, n: number): Float64Array {
+  const l = new Float64Array(n * n);
+  for (let i = 0; i < n; i++) {
+    for (let j = 0; j <= i; j++) {
+      let s = a[i * n + j];
+      for (let k = 0; k < j; k++) s -= l[i * n + k] * l[j * n + k];
+      l[i * n + j] = i === j ? Math.sqrt(Math.max(s, 1e-300)) : s / l[j * n + j];
+    }
+  }
+  return l;
+}
+
+/** The inverse of a symmetric positive definite matrix, through its Cholesky factor. */
+function invertSpd(a: Float64Array, n: number): Float64Array {
+  const l = cholesky(a, n), li = new Float64Array(n * n), out = new Float64Array(n * n);
+  for (let c = 0; c < n; c++) {
+    for (let i = c; i < n; i++) {
+      let s = i === c ? 1 : 0;
+      for (let k = c; k < i; k++) s -= l[i * n + k] * li[k * n + c];
+      li[i * n + c] = s / l[i * n + i];
+    }
+  }
+  // A⁻¹ = L⁻ᵀ L⁻¹.
+  for (let i = 0; i < n; i++) {
+    for (let j = 0; j < n; j++) {
+      let s = 0;
+      for (let k = Math.max(i, j); k < n; k++) s += li[k * n + i] * li[k * n + j];
+      out[i * n + j] = s;
+    }
+  }
+  return out;
 }
 
 function errorOf(
@@ -194,6 +345,25 @@ export function epsFixed(eps: number): { mantissa: number; exp: number } {
   return mantissa === 2 ** 16 ? { mantissa: 2 ** 15, exp: exp + 1 } : { mantissa, exp };
 }
 
+const EMBED = "model.embed_tokens.weight";
+const [Q, K, V, O] = ["q", "k", "v", "o"].map((x) => `self_attn.${x}_proj.weight`);
+const [G, U, D] = ["gate", "up", "down"].map((x) => `mlp.${x}_proj.weight`);
+
+/**
+ * A column folded by f reads the activation divided by f: its importance is divided by f². (A zero
+ * gain zeroes the column, whose weights then round exactly whatever their importance.)
+ */
+function unfoldImportance(imp: Float32Array, f?: Float64Array): Float64Array {
+  return Float64Array.from(imp, (v, c) => (!f ? v : f[c] !== 0 ? v / (f[c] * f[c]) : 0));
+}
+
+/** The covariance of the folded matrix's input: entry (i, j) divided by f_i · f_j. */
+function unfoldCovariance(cov: Float64Array, n: number, f?: Float64Array): Float64Array {
+  if (!f) return cov;
+  const div = (i: number) => (f[i] !== 0 ? 1 / f[i] : 0);
+  return Float64Array.from(cov, (v, k) => v * div(Math.floor(k / n)) * div(k % n));
+}
+
 /** Multiplies column j of a [rows, cols] matrix by f[j]. */
 function foldColumns(w: Float32Array, rows: number, cols: number, f: Float64Array): Float64Array {
   const out = new Float64Array(w.length);
@@ -208,7 +378,17 @@ function foldColumns(w: Float32Array, rows: number, cols: number, f: Float64Arra
  * gains, k's times sqrt(head_dim) (the attention scale and q's norm factor cancel); the final norm gain
  * is folded into a separate head, or stored as a gain for a tied head.
  */
-export function quantizeModel(config: ModelConfig, tensors: Tensor[], opts: { head: HeadMode }): {
+export function quantizeModel(
+  config: ModelConfig,
+  tensors: Tensor[],
+  opts: {
+    head: HeadMode;
+    /** Per tensor (Hugging Face name), each input column's mean square activation (weighted scales). */
+    importance?: ReadonlyMap<string, Float32Array>;
+    /** Per tensor, the inputs' mean x xᵀ: GPTQ error feedback (takes precedence over `importance`). */
+    covariance?: ReadonlyMap<string, Float64Array>;
+  },
+): {
   weights: Lut4Weights;
   errors: TensorError[];
 } {
@@ -225,8 +405,20 @@ export function quantizeModel(config: ModelConfig, tensors: Tensor[], opts: { he
     if (n % 32 !== 0) throw new RangeError(`lut4 export: ${what} = ${n} is not a multiple of 32`);
   }
   const errors: TensorError[] = [];
-  const mat = (name: string, data: ArrayLike<number>, rows: number, cols: number) => {
-    const { matrix, error } = quantizeMatrix(name, data, rows, cols);
+  /** Quantizes `data` (folded by f, when given) with the calibration statistics of tensor `hf`. */
+  const mat = (
+    name: string,
+    hf: string,
+    data: Float32Array,
+    rows: number,
+    cols: number,
+    f?: Float64Array,
+  ) => {
+    const cov = opts.covariance?.get(hf), imp = opts.importance?.get(hf);
+    const folded = f ? foldColumns(data, rows, cols, f) : data;
+    const { matrix, error } = cov
+      ? quantizeMatrixGptq(name, folded, rows, cols, unfoldCovariance(cov, cols, f))
+      : quantizeMatrix(name, folded, rows, cols, imp && unfoldImportance(imp, f));
     errors.push(error);
     return matrix;
   };
@@ -237,30 +429,35 @@ export function quantizeModel(config: ModelConfig, tensors: Tensor[], opts: { he
   };
   const scaled = (g: Float32Array, f: number) => Float64Array.from(g, (x) => x * f);
   const rootH = Math.sqrt(H), rootHd = Math.sqrt(hd);
-  const embedData = get("model.embed_tokens.weight");
-  const embed = mat("embed", embedData, config.vocab_size, H);
+  const embedData = get(EMBED);
+  // The embedding is rounded plainly even when tied: it is also the token lookup, which weighs every
+  // column alike, and weighing it by the head's input (half and half, or alone) measured worse
+  // (formats/lut4.md, "Calibration").
+  const embed = mat("embed", "", embedData, config.vocab_size, H);
   const layers: Lut4Weights["layers"] = [];
   for (let i = 0; i < config.num_hidden_layers; i++) {
     const p = `model.layers.${i}.`, n = `layers.${i}.`;
     const gin = scaled(get(p + "input_layernorm.weight"), rootH);
     const gpost = scaled(get(p + "post_attention_layernorm.weight"), rootH);
     layers.push({
-      q: mat(n + "q", foldColumns(get(p + "self_attn.q_proj.weight"), qDim, H, gin), qDim, H),
-      k: mat(n + "k", foldColumns(get(p + "self_attn.k_proj.weight"), kvDim, H, gin), kvDim, H),
-      v: mat(n + "v", foldColumns(get(p + "self_attn.v_proj.weight"), kvDim, H, gin), kvDim, H),
-      o: mat(n + "o", get(p + "self_attn.o_proj.weight"), H, qDim),
-      gate: mat(n + "gate", foldColumns(get(p + "mlp.gate_proj.weight"), F, H, gpost), F, H),
-      up: mat(n + "up", foldColumns(get(p + "mlp.up_proj.weight"), F, H, gpost), F, H),
-      down: mat(n + "down", get(p + "mlp.down_proj.weight"), H, F),
+      q: mat(n + "q", p + Q, get(p + Q), qDim, H, gin),
+      k: mat(n + "k", p + K, get(p + K), kvDim, H, gin),
+      v: mat(n + "v", p + V, get(p + V), kvDim, H, gin),
+      o: mat(n + "o", p + O, get(p + O), H, qDim),
+      gate: mat(n + "gate", p + G, get(p + G), F, H, gpost),
+      up: mat(n + "up", p + U, get(p + U), F, H, gpost),
+      down: mat(n + "down", p + D, get(p + D), H, F),
       qGain: gain(n + "q_gain", get(p + "self_attn.q_norm.weight")),
       kGain: gain(n + "k_gain", scaled(get(p + "self_attn.k_norm.weight"), rootHd)),
     });
   }
   const gfinal = scaled(get("model.norm.weight"), rootH);
-  const headData = config.tie_word_embeddings ? embedData : get("lm_head.weight");
   let head: LutMatrix | null = null, finalGain: GainTable | null = null;
   if (opts.head === "tied" && config.tie_word_embeddings) finalGain = gain("final_gain", gfinal);
-  else head = mat("head", foldColumns(headData, config.vocab_size, H, gfinal), config.vocab_size, H);
+  else {
+    const hf = config.tie_word_embeddings ? EMBED : "lm_head.weight";
+    head = mat("head", hf, get(hf), config.vocab_size, H, gfinal);
+  }
   const eps = epsFixed(config.rms_norm_eps);
   return {
     weights: {

@@ -11,6 +11,8 @@
  * @module
  */
 import type { LutMatrix } from "../kernels/int/gemv.ts";
+import type { ModelConfig } from "../model/config.ts";
+import type { Tensor } from "../model/tensor.ts";
 
 /** How the output head is stored: `tied` reads the embedding matrix (final-norm gain applied at run
  * time), `separate` stores a second copy with the final-norm gain folded in. */
@@ -64,3 +66,25 @@ export interface Lut4Weights {
   ropeCos: Int16Array;
   ropeSin: Int16Array;
 }
+
+/** What a calibrated lut4 file records of the data its quantizer saw (header key `calibration`). */
+export interface CalibrationRecord {
+  /** `"brown train split"`: never the held-out documents. */
+  source: string;
+  windows: number;
+  window_bytes: number;
+  seed: number;
+}
+
+/** Calibration statistics for the lut4 quantizer, and the record the file keeps of them. */
+export interface Lut4Calibration {
+  /** Per tensor (Hugging Face name), the cols × cols mean of x xᵀ over the calibration inputs. */
+  covariance: ReadonlyMap<string, Float64Array>;
+  record: CalibrationRecord;
+}
+
+/**
+ * Computes calibration statistics for a model's tensors. formats/ may not run models on data
+ * (tests/imports.test.ts), so the caller hands one in (`measure/calibrate.ts` `lut4Calibrator`).
+ */
+export type Lut4Calibrator = (config: ModelConfig, tensors: Tensor[]) => Promise<Lut4Calibration>;

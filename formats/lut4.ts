@@ -17,8 +17,15 @@ import { readFile } from "node:fs/promises";
 import { crc32 } from "node:zlib";
 import type { FormatDescriptor, ReadResult, WriteResult } from "./format.ts";
 import { writeAtomic } from "./io.ts";
-import { dequantizeMatrix, epsFixed, quantizeModel, TABLES, type TensorError } from "./lut4-quantize.ts";
-import type { GainTable, HeadMode, Lut4Shape, Lut4Weights } from "./lut4-types.ts";
+import {
+  dequantizeMatrix,
+  epsFixed,
+  GPTQ_DAMP,
+  quantizeModel,
+  TABLES,
+  type TensorError,
+} from "./lut4-quantize.ts";
+import type { CalibrationRecord, GainTable, HeadMode, Lut4Shape, Lut4Weights } from "./lut4-types.ts";
 import type { LutMatrix } from "../kernels/int/gemv.ts";
 import { type ModelConfig, validateConfig } from "../model/config.ts";
 import { FormatError, type RefusalDetail } from "../model/error.ts";
@@ -82,6 +89,8 @@ export interface Lut4Header {
   data_crc32: number;
   source: string;
   quantizer: Record<string, unknown>;
+  /** Present when the quantizer was calibrated: the data it saw (formats/lut4.md, "Calibration"). */
+  calibration?: CalibrationRecord;
 }
 
 /** A refusal of a lut4 file: names the file and the field. */
@@ -117,7 +126,13 @@ export function inventory(shape: Lut4Shape, head: HeadMode): { matrices: string[
 export async function writeLut4(
   path: string,
   w: Lut4Weights,
-  meta: { source: string; ropeTheta: number; rmsNormEps: number; quantizer?: Record<string, unknown> },
+  meta: {
+    source: string;
+    ropeTheta: number;
+    rmsNormEps: number;
+    quantizer?: Record<string, unknown>;
+    calibration?: CalibrationRecord;
+  },
 ): Promise<{ bytes: number; sha256: string; crc32: number }> {
   // The reader requires both provenance keys: refuse here what could not be read back.
   if (typeof meta.source !== "string") {
@@ -157,7 +172,9 @@ export async function writeLut4(
     data_crc32: crc32(data) >>> 0,
     source: meta.source,
     quantizer,
+    ...(meta.calibration ? { calibration: meta.calibration } : {}),
   };
+  if (header.calibration) checkCalibration(header.calibration, path);
   const chunks = framedLut4(header, data);
   await writeAtomic(path, chunks);
   const sha = createHash("sha256");
@@ -384,7 +401,36 @@ function lut4Header(bytes: Uint8Array, path: string): Lut4Header {
   if (typeof h.quantizer !== "object" || h.quantizer === null || Array.isArray(h.quantizer)) {
     throw mismatch(path, "quantizer", "an object", JSON.stringify(h.quantizer));
   }
+  if (h.calibration !== undefined) checkCalibration(h.calibration, path);
   return h;
+}
+
+/** A calibration record in words: `64 windows of 256 bytes of the brown train split, seed 1`. */
+function calibrationLine(r: CalibrationRecord): string {
+  return `${r.windows} windows of ${r.window_bytes} bytes of the ${r.source}, seed ${r.seed}`;
+}
+
+/** The optional `calibration` record's keys and what each must be. */
+const CALIBRATION_KEYS: Record<keyof CalibrationRecord, [string, (v: unknown) => boolean]> = {
+  source: ["a string", (v) => typeof v === "string"],
+  windows: ["a positive integer", (v) => Number.isSafeInteger(v) && (v as number) > 0],
+  window_bytes: ["a positive integer", (v) => Number.isSafeInteger(v) && (v as number) > 0],
+  seed: [
+    "an integer in [0, 2^32)",
+    (v) => Number.isSafeInteger(v) && (v as number) >= 0 && (v as number) < 2 ** 32,
+  ],
+};
+
+// Informational like `quantizer` (nothing serves from it), but typed: a record that says what data the
+// file was calibrated on must say it in the spec's terms.
+function checkCalibration(c: unknown, path: string): void {
+  if (typeof c !== "object" || c === null || Array.isArray(c)) {
+    throw mismatch(path, "calibration", "an object", JSON.stringify(c));
+  }
+  for (const [key, [what, ok]] of Object.entries(CALIBRATION_KEYS)) {
+    const v = (c as Record<string, unknown>)[key];
+    if (!ok(v)) throw mismatch(path, `calibration.${key}`, what, JSON.stringify(v));
+  }
 }
 
 // Step 3, the data section: its length as the header says and a multiple of 64, its CRC-32 as stated,
@@ -820,12 +866,17 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
       options.onProgress?.(i + 1, input.tensors.length);
     }
     const head: HeadMode = options.dtype === "q4-head" ? "separate" : "tied";
-    const { weights, errors } = quantizeModel(input.config, tensors, { head });
+    // Calibration, when handed one: GPTQ error feedback on the calibration inputs (formats/lut4.md).
+    const cal = await options.calibrate?.(input.config, tensors);
+    const { weights, errors } = quantizeModel(input.config, tensors, { head, covariance: cal?.covariance });
     const r = await writeLut4(path, weights, {
       source: input.source,
       ropeTheta: input.config.rope_theta,
       rmsNormEps: input.config.rms_norm_eps,
-      quantizer: { head, scale_search: "mse", grid: "(16+m)*2^(e-4)" },
+      quantizer: cal
+        ? { head, scale_search: "gptq", grid: "(16+m)*2^(e-4)", damp: GPTQ_DAMP }
+        : { head, scale_search: "mse", grid: "(16+m)*2^(e-4)" },
+      calibration: cal?.record,
     });
     let params = 0;
     for (const t of tensors) params += t.data.length;
@@ -839,6 +890,8 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
       sha256: r.sha256,
       data_crc32: r.crc32,
       head,
+      // One line, as the export CLI prints each detail; the header keeps the record as an object.
+      ...(cal ? { calibration: calibrationLine(cal.record) } : {}),
       rounding: `relative RMS error ${mean.toFixed(4)} mean, ${
         worst.relRmse.toFixed(4)
       } worst (${worst.name}); per tensor: scripts/gap.ts`,
@@ -869,4 +922,12 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
 };
 
 export type { TensorError };
-export type { GainTable, HeadMode, Lut4Shape, Lut4Weights } from "./lut4-types.ts";
+export type {
+  CalibrationRecord,
+  GainTable,
+  HeadMode,
+  Lut4Calibration,
+  Lut4Calibrator,
+  Lut4Shape,
+  Lut4Weights,
+} from "./lut4-types.ts";

@@ -26,6 +26,8 @@ export interface LogitComparison {
   /** Mean KL(reference ‖ test) of the softmax distributions, in nats. */
   meanKL: number;
   maxKL: number;
+  /** KL(reference ‖ test) at each position, in nats (for percentiles across windows: `percentile`). */
+  kl: Float64Array;
 }
 
 /** Compares two `[positions, vocab]` logit arrays. */
@@ -37,6 +39,7 @@ export function compareLogits(ref: Float32Array, test: Float32Array, vocab: numb
   }
   const positions = ref.length / vocab;
   let maxAbs = 0, sumAbs = 0, agree = 0, sumKL = 0, maxKL = 0;
+  const kls = new Float64Array(positions);
   const p = new Float64Array(vocab), q = new Float64Array(vocab);
   for (let r = 0; r < positions; r++) {
     const off = r * vocab;
@@ -54,6 +57,7 @@ export function compareLogits(ref: Float32Array, test: Float32Array, vocab: numb
     let kl = 0;
     for (let i = 0; i < vocab; i++) kl += Math.exp(p[i]) * (p[i] - q[i]);
     kl = Math.max(0, kl);
+    kls[r] = kl;
     sumKL += kl;
     if (kl > maxKL) maxKL = kl;
   }
@@ -64,7 +68,25 @@ export function compareLogits(ref: Float32Array, test: Float32Array, vocab: numb
     top1Agreement: agree / positions,
     meanKL: sumKL / positions,
     maxKL,
+    kl: kls,
   };
+}
+
+/**
+ * The p-quantile (p in [0, 1]) of `values`, interpolating linearly between the two nearest of the
+ * sorted values, as llama.cpp's perplexity tool reports its "99.0% KLD".
+ *
+ * @example
+ * ```ts
+ * percentile([0, 1, 2, 3, 4], 0.99); // 3.96
+ * ```
+ */
+export function percentile(values: ArrayLike<number>, p: number): number {
+  if (values.length === 0) return NaN;
+  const sorted = Float64Array.from(values).sort();
+  const at = (sorted.length - 1) * Math.min(1, Math.max(0, p)), lo = Math.floor(at);
+  const hi = Math.min(sorted.length - 1, lo + 1);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (at - lo);
 }
 
 /** `out[i] = log softmax(x[off .. off + n))[i]`, in f64. */

@@ -1,8 +1,9 @@
 /**
  * What each export costs against the float source, on the trained model: every format and dtype is
- * written, read back through its own reader, and compared with the checkpoint's f32 weights over the
- * 64 held-out windows (logit deltas, top-1 agreement, KL divergence, bits per byte and its gap) and on
- * greedy 64-byte continuations of 8 prompts.
+ * written (lut4 calibrated as its export is by default), read back through its own reader, and
+ * compared with the checkpoint's f32 weights over the 64 held-out windows (KL divergence first, its
+ * mean and 99th percentile over positions as llama.cpp's perplexity tool reports them, then top-1
+ * agreement, bits per byte and its gap, logit deltas) and on greedy 64-byte continuations of 8 prompts.
  *
  *   deno run -A scripts/measure.ts                    # the shipped model, every export, natural engines
  *   deno run -A scripts/measure.ts --engine float     # every export on one engine
@@ -20,7 +21,8 @@ import { requireInput } from "../formats/io.ts";
 import { engineKinds, loadEngine } from "../engines/mod.ts";
 import { evalWindows, loadBrown } from "../model/corpus.ts";
 import { createFloatEngine } from "../engines/float.ts";
-import { compareLogits, profileEngine } from "../measure/metrics.ts";
+import { compareLogits, percentile, profileEngine } from "../measure/metrics.ts";
+import { CALIBRATION, lut4Calibrator } from "../measure/calibrate.ts";
 import { encode } from "../model/tokenizer.ts";
 
 /** The prompts whose greedy continuations must match. */
@@ -39,10 +41,10 @@ const HELP = `
 Usage: deno run -A scripts/measure.ts [CHECKPOINT] [options]
 
 Exports the checkpoint to every format and dtype, loads each on an engine (the format's own, or
---engine), and compares it with the checkpoint's f32 weights on the float engine: max and mean
-|logit delta|, top-1 agreement and mean KL divergence over the held-out windows, held-out bits per
-byte and its gap to the source, and whether the greedy ${64}-byte continuations of ${PROMPTS.length} prompts
-are identical.
+--engine), and compares it with the checkpoint's f32 weights on the float engine: KL divergence
+(mean and 99th percentile over positions), top-1 agreement over the held-out windows, held-out bits
+per byte and its gap to the source, whether the greedy ${64}-byte continuations of ${PROMPTS.length} prompts
+are identical, and max and mean |logit delta|.
 
 Arguments:
   CHECKPOINT        a training checkpoint            [${DEFAULT_INPUT}]
@@ -50,6 +52,7 @@ Options:
   --windows N       held-out windows of 256 bytes    [64]
   --prompts N       the first N greedy prompts       [${PROMPTS.length}]
   --only LIST       comma-separated format:dtype pairs (e.g. dmexp:bf16,gguf:q4_0)
+  --calibrate N     lut4's calibration windows, as scripts/export.ts (0: none) [${CALIBRATION.windows}]
 ${KERNELS_HELP}
   --engine NAME     run every export on this engine (${engineKinds().join(", ")}) [each format's own]
   --json            machine-readable output
@@ -60,6 +63,7 @@ const { values: a, positionals } = cli(HELP, {
   windows: { type: "string", default: "64" },
   prompts: { type: "string", default: String(PROMPTS.length) },
   only: { type: "string" },
+  calibrate: { type: "string", default: String(CALIBRATION.windows) },
   kernels: { type: "string", default: "wasm", choices: ["wasm", "ref"] },
   engine: { type: "string", choices: engineKinds() },
   json: { type: "boolean", default: false },
@@ -75,6 +79,8 @@ interface Row {
   mean_abs_delta: number;
   top1: number;
   mean_kl: number;
+  /** 99th percentile of the per-position KL over every window. */
+  kl_p99: number;
   bpb: number;
   bpb_gap: number;
   greedy_identical: number;
@@ -102,6 +108,11 @@ await run(async () => {
       );
     }
   }
+  const calWindows = Number(a.calibrate);
+  if (!Number.isSafeInteger(calWindows) || calWindows < 0) {
+    fail("--calibrate expects a whole number of windows (0: none)", EXIT_USAGE);
+  }
+  const calibrate = calWindows > 0 ? lut4Calibrator(calWindows) : undefined;
   requireInput(input, "file");
   const ck = await readCheckpoint(input, { sections: ["model"] });
   const source = createFloatEngine(ck.config, ck.model, input, { kernels });
@@ -116,15 +127,17 @@ await run(async () => {
   const rows: Row[] = [];
   try {
     for (const [format, dtype] of variants) {
-      const s = await exportCheckpoint({ input, output: dir, format, dtype });
+      const s = await exportCheckpoint({ input, output: dir, format, dtype, calibrate });
       const engine = await loadEngine(s.file, a.engine, { kernels, onNote: (line) => console.error(line) });
       const got = await profileEngine(engine, windows, prompts, 64, () => bar.tick());
       engine.dispose?.();
       let maxAbs = 0, sumAbs = 0, top1 = 0, kl = 0;
+      const kls: number[] = [];
       got.logits.forEach((l, i) => {
         const c = compareLogits(reference.logits[i], l, V);
         maxAbs = Math.max(maxAbs, c.maxAbsDelta);
         sumAbs += c.meanAbsDelta, top1 += c.top1Agreement, kl += c.meanKL;
+        kls.push(...c.kl);
       });
       rows.push({
         format,
@@ -135,6 +148,7 @@ await run(async () => {
         mean_abs_delta: sumAbs / windows.length,
         top1: top1 / windows.length,
         mean_kl: kl / windows.length,
+        kl_p99: percentile(kls, 0.99),
         bpb: got.bpb,
         bpb_gap: got.bpb - reference.bpb,
         greedy_identical: got.greedy.filter((g, i) => g === reference.greedy[i]).length,
@@ -166,20 +180,22 @@ await run(async () => {
   console.log(
     `| format | dtype |${
       withEngine ? " engine |" : ""
-    } bytes | max abs Δlogit | mean abs Δlogit | top-1 | mean KL (nats) | bits/byte | gap | greedy identical |`,
+    } bytes | mean KL (nats) | KL p99 | top-1 | bits/byte | gap | greedy identical | max abs Δlogit | mean abs Δlogit |`,
   );
-  console.log(`|---|---|${withEngine ? "---|" : ""}---:|---:|---:|---:|---:|---:|---:|---:|`);
+  console.log(`|---|---|${withEngine ? "---|" : ""}---:|---:|---:|---:|---:|---:|---:|---:|---:|`);
+  const e2 = (x: number) => x.toExponential(2);
   for (const r of rows) {
-    console.log(
-      `| ${r.format} | ${r.dtype} |${withEngine ? ` ${r.engine} |` : ""} ${
-        r.bytes.toLocaleString("en-US")
-      } | ${r.max_abs_delta.toExponential(2)} | ` +
-        `${r.mean_abs_delta.toExponential(2)} | ${(100 * r.top1).toFixed(2)}% | ${
-          r.mean_kl.toExponential(2)
-        } | ` +
-        `${r.bpb.toFixed(4)} | ${r.bpb_gap >= 0 ? "+" : ""}${
-          r.bpb_gap.toFixed(4)
-        } | ${r.greedy_identical}/${prompts.length} |`,
-    );
+    const cells = [
+      r.bytes.toLocaleString("en-US"),
+      e2(r.mean_kl),
+      e2(r.kl_p99),
+      `${(100 * r.top1).toFixed(2)}%`,
+      r.bpb.toFixed(4),
+      `${r.bpb_gap >= 0 ? "+" : ""}${r.bpb_gap.toFixed(4)}`,
+      `${r.greedy_identical}/${prompts.length}`,
+      e2(r.max_abs_delta),
+      e2(r.mean_abs_delta),
+    ];
+    console.log(`| ${r.format} | ${r.dtype} |${withEngine ? ` ${r.engine} |` : ""} ${cells.join(" | ")} |`);
   }
 });

@@ -1,0 +1,149 @@
+// Calibrated lut4: the calibration statistics (windows of the training split, per-column mean squares,
+// covariances), GPTQ's error feedback against plain rounding, the header's `calibration` record
+// (written, read, refused by field when malformed), and measure's KL percentile.
+import { expect, setDefaultTimeout, test } from "bun:test";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { scratchDir } from "./helpers/lut4-fixture.ts";
+import { parseLut4, readLut4 } from "../formats/lut4.ts";
+import { dequantizeMatrix, quantizeMatrix, quantizeMatrixGptq } from "../formats/lut4-quantize.ts";
+import { FUZZ_LUT4_CONFIG } from "../formats/fuzz-kit.ts";
+import { exportCheckpoint } from "../formats/export.ts";
+import { writeCheckpoint } from "../formats/checkpoint.ts";
+import { initParams } from "../model/init.ts";
+import { rmsnorm } from "../kernels/kernels.ts";
+import { loadBrown } from "../model/corpus.ts";
+import {
+  calibrationWindows,
+  columnImportance,
+  inputCovariance,
+  lut4Calibrator,
+} from "../measure/calibrate.ts";
+import { percentile } from "../measure/metrics.ts";
+
+setDefaultTimeout(120_000);
+
+const config = { ...FUZZ_LUT4_CONFIG, max_position_embeddings: 256 }, H = config.hidden_size;
+const tensors = initParams(config, 3);
+
+test("calibration windows: seeded, inside the training split, the same on every call", async () => {
+  const { train, heldOut } = await loadBrown();
+  const a = calibrationWindows(train, 8, 1), b = calibrationWindows(train, 8, 1);
+  expect(a.map((w) => w.byteOffset)).toEqual(b.map((w) => w.byteOffset));
+  expect(calibrationWindows(train, 8, 2).map((w) => w.byteOffset)).not.toEqual(a.map((w) => w.byteOffset));
+  for (const w of a) {
+    expect(w.buffer).toBe(train.buffer);
+    expect(w.buffer).not.toBe(heldOut.buffer);
+    expect(w.length).toBe(256);
+  }
+});
+
+test("columnImportance: layer 0's q/k/v input is the gained norm of the embeddings, and the diagonal of inputCovariance", () => {
+  const windows = [new Uint8Array(40).map((_, i) => 65 + (i * 7) % 26), new Uint8Array(24).fill(101)];
+  const imp = columnImportance(config, tensors, windows);
+  const cov = inputCovariance(config, tensors, windows);
+  const get = (n: string) => tensors.find((t) => t.name === n)!.data;
+  // By hand: rows of the embedding for BOS + all but the last byte, RMS-normed with input_layernorm's gain.
+  const sum = new Float64Array(H);
+  let n = 0;
+  for (const w of windows) {
+    const ids = [256, ...w.subarray(0, w.length - 1)];
+    const x = new Float32Array(ids.length * H), out = new Float32Array(x.length);
+    ids.forEach((id, t) => x.set(get("model.embed_tokens.weight").subarray(id * H, id * H + H), t * H));
+    rmsnorm(out, x, get("model.layers.0.input_layernorm.weight"), ids.length, H, config.rms_norm_eps);
+    for (let k = 0; k < out.length; k++) sum[k % H] += out[k] * out[k];
+    n += ids.length;
+  }
+  const q = imp.get("model.layers.0.self_attn.q_proj.weight")!;
+  for (let c = 0; c < H; c++) expect(q[c]).toBeCloseTo(sum[c] / n, 5);
+  expect(imp.get("model.layers.0.self_attn.v_proj.weight")).toEqual(q);
+  expect(imp.get("model.layers.0.mlp.down_proj.weight")!.length).toBe(config.intermediate_size);
+  expect(imp.has("model.embed_tokens.weight")).toBe(true); // the tied head's input
+  for (const [name, v] of imp) {
+    const c = cov.get(name)!, K = v.length;
+    expect(c.length).toBe(K * K);
+    for (let i = 0; i < K; i++) expect(c[i * K + i]).toBeCloseTo(v[i], 6);
+    expect(c[1]).toBe(c[K]); // symmetric
+  }
+});
+
+test("GPTQ lowers the output error on correlated inputs below plain (and importance-weighted) rounding", () => {
+  const rows = 16, cols = 64, T = 400;
+  let s = 12345;
+  const rnd = () => ((s = (s * 1103515245 + 12345) >>> 0) / 2 ** 32) - 0.5;
+  const w = Float32Array.from({ length: rows * cols }, rnd);
+  // Inputs with a shared component: strongly correlated columns, where error feedback pays.
+  const xs = Array.from({ length: T }, () => {
+    const common = rnd();
+    return Float64Array.from({ length: cols }, (_, c) => common * (1 + c / cols) + 0.2 * rnd());
+  });
+  const h = new Float64Array(cols * cols);
+  for (const x of xs) {
+    for (let i = 0; i < cols; i++) for (let j = 0; j < cols; j++) h[i * cols + j] += x[i] * x[j] / T;
+  }
+  const outErr = (q: Float32Array) => {
+    let e = 0;
+    for (const x of xs) {
+      for (let r = 0; r < rows; r++) {
+        let d = 0;
+        for (let c = 0; c < cols; c++) d += (w[r * cols + c] - q[r * cols + c]) * x[c];
+        e += d * d;
+      }
+    }
+    return e;
+  };
+  const diag = Float64Array.from({ length: cols }, (_, c) => h[c * cols + c]);
+  const plain = outErr(dequantizeMatrix(quantizeMatrix("w", w, rows, cols).matrix));
+  const weighted = outErr(dequantizeMatrix(quantizeMatrix("w", w, rows, cols, diag).matrix));
+  const gptq = outErr(dequantizeMatrix(quantizeMatrixGptq("w", w, rows, cols, h).matrix));
+  expect(gptq).toBeLessThan(0.5 * plain);
+  expect(gptq).toBeLessThan(0.5 * weighted);
+  // An all-zero matrix stays zero.
+  const zero = quantizeMatrixGptq("z", new Float32Array(rows * cols), rows, cols, h);
+  expect(dequantizeMatrix(zero.matrix).every((v) => v === 0)).toBe(true);
+});
+
+test("a calibrated export records its calibration in the header; a malformed record is refused by field", async () => {
+  const dir = scratchDir();
+  const ckpt = join(dir, "tiny.ckpt");
+  await writeCheckpoint(ckpt, config, { step: 1, model: tensors });
+  const plain = await exportCheckpoint({ input: ckpt, output: join(dir, "plain.lut4"), format: "lut4" });
+  const cal = await exportCheckpoint({
+    input: ckpt,
+    output: join(dir, "cal.lut4"),
+    format: "lut4",
+    calibrate: lut4Calibrator(4, 9),
+  });
+  expect((await readLut4(plain.file)).header.calibration).toBeUndefined();
+  const h = (await readLut4(cal.file)).header;
+  expect(h.calibration).toEqual({ source: "brown train split", windows: 4, window_bytes: 256, seed: 9 });
+  // A model with fewer positions than a window is calibrated on windows it can hold.
+  const short = await lut4Calibrator(2, 1)(FUZZ_LUT4_CONFIG, initParams(FUZZ_LUT4_CONFIG, 3));
+  expect(short.record.window_bytes).toBe(FUZZ_LUT4_CONFIG.max_position_embeddings);
+  expect(h.quantizer.scale_search).toBe("gptq");
+  expect(readFileSync(cal.file).equals(readFileSync(plain.file))).toBe(false); // the codes moved
+  const bytes = readFileSync(cal.file);
+  // Same-length edits of the header text (the data section and its CRC-32 untouched).
+  const bad: Array<[string, string, string]> = [
+    ['"windows":4', '"windows":0', "calibration.windows"],
+    ['"window_bytes":256', '"window_bytes":2.5', "calibration.window_bytes"],
+    ['"source":"brown train split"', '"source":["brown train spl"]', "calibration.source"],
+  ];
+  for (const [text, edit, field] of bad) {
+    expect(edit.length).toBe(text.length);
+    const at = bytes.indexOf(text);
+    expect(at).toBeGreaterThan(0);
+    const forged = Buffer.from(bytes);
+    forged.write(edit, at, "latin1");
+    const path = join(dir, `bad-${field}.lut4`);
+    writeFileSync(path, forged);
+    expect(() => parseLut4(new Uint8Array(forged), path)).toThrow(`${path}: ${field}: expected`);
+  }
+});
+
+test("percentile interpolates between the sorted values, as llama.cpp's 99.0% KLD", () => {
+  expect(percentile([4, 0, 3, 1, 2], 0.99)).toBeCloseTo(3.96, 12);
+  expect(percentile([5], 0.99)).toBe(5);
+  expect(percentile([1, 2], 0.5)).toBe(1.5);
+  expect(Number.isNaN(percentile([], 0.99))).toBe(true);
+});
