@@ -144,8 +144,8 @@ export const CALIBRATION = { windows: 64, seed: 1, source: "brown train split" }
 
 /**
  * The calibrator the lut4 writer takes (`exportCheckpoint({ calibrate })`): `windows` seeded windows of
- * the Brown training split (of 256 bytes, or the model's max positions if fewer), the float reference run over them, the inputs' covariances returned with
- * the record the file's header keeps.
+ * the Brown training split (of 256 bytes, or the model's max positions if fewer), the float reference
+ * run over them, the inputs' covariances returned with the record the file's header keeps.
  *
  * @example
  * ```ts

@@ -21,6 +21,7 @@ import type { Engine } from "../model/engine.ts";
 import { FormatError } from "../model/error.ts";
 import { createApp } from "../serve/app.ts";
 import { engineKinds, loadEngine } from "../engines/mod.ts";
+import { CALIBRATION, lut4Calibrator } from "../measure/calibrate.ts";
 import { AddressInUseError, listen } from "../serve/listen.ts";
 import { createSessionStore } from "../serve/session-store.ts";
 
@@ -78,7 +79,14 @@ export async function openServedEngine(model?: string, kind?: string): Promise<E
 async function openDefault(kind?: string): Promise<Engine> {
   const exportDefault = async (why: string) => {
     console.error(`${DEFAULT_MODEL} ${why}: exporting ${DEFAULT_INPUT} to lut4`);
-    const made = await exportCheckpoint({ input: DEFAULT_INPUT, output: DEFAULT_MODEL, format: "lut4" });
+    // Calibrated as `export.ts` writes it by default, so the chat serves the same file either way.
+    const calibrate = lut4Calibrator(CALIBRATION.windows);
+    const made = await exportCheckpoint({
+      input: DEFAULT_INPUT,
+      output: DEFAULT_MODEL,
+      format: "lut4",
+      calibrate,
+    });
     console.error(`wrote ${made.file} (${made.bytes.toLocaleString("en-US")} bytes)`);
   };
   if (!(await stat(DEFAULT_MODEL).then(() => true, () => false))) {
