@@ -45,7 +45,7 @@ test("the chat page streams a reply, stops one, saves and restores a session, by
   await page.waitForFunction(() => document.getElementById("model")!.textContent!.includes("engine"));
 
   // Short, fully greedy replies so the test does not wait on a long generation.
-  await page.locator("summary").press("Enter");
+  await page.locator("#settings summary").press("Enter");
   await page.fill("#max-tokens", "40");
   await page.fill("#temperature", "0");
 
@@ -53,7 +53,7 @@ test("the chat page streams a reply, stops one, saves and restores a session, by
   await page.focus("#prompt");
   await page.keyboard.type("The jury said");
   await page.keyboard.press("Enter");
-  const reply = page.locator("#log li.assistant").first();
+  const reply = page.locator("#log li.assistant .content").first();
   // Text arrives while the reply is still streaming, then the reply completes.
   await page.waitForFunction(() => {
     const li = document.querySelector("#log li.assistant");
@@ -78,7 +78,7 @@ test("the chat page streams a reply, stops one, saves and restores a session, by
   await page.keyboard.press("Escape");
   await page.waitForFunction(() => !document.querySelector("#log li.streaming"));
   expect(await page.locator("#stats").textContent()).toContain("stopped");
-  const stopped = await page.locator("#log li.assistant").nth(1).textContent();
+  const stopped = await page.locator("#log li.assistant .content").nth(1).textContent();
   expect(stopped!.length).toBeLessThan(500);
   // The README's picture: FERRY_SCREENSHOT=docs/chat.png bun test tests/chat-browser.test.ts
   if (process.env.FERRY_SCREENSHOT) await page.screenshot({ path: process.env.FERRY_SCREENSHOT });
@@ -94,13 +94,13 @@ test("the chat page streams a reply, stops one, saves and restores a session, by
   // Restore it into a fresh page: the conversation up to the saved reply comes back and continues.
   const fresh = await context.newPage();
   await fresh.goto(server.url);
-  await fresh.locator("summary").press("Enter");
+  await fresh.locator("#settings summary").press("Enter");
   await fresh.setInputFiles("#restore", file);
   await fresh.waitForFunction(() =>
     document.getElementById("stats")!.textContent!.startsWith("session restored")
   );
-  expect(await fresh.locator("#log li.user").first().textContent()).toBe("The jury said");
-  expect(await fresh.locator("#log li.assistant").first().textContent()).toBe(first);
+  expect(await fresh.locator("#log li.user .content").first().textContent()).toBe("The jury said");
+  expect(await fresh.locator("#log li.assistant .content").first().textContent()).toBe(first);
   await fresh.fill("#max-tokens", "20");
   await fresh.focus("#prompt");
   await fresh.keyboard.type("Go on");
