@@ -81,7 +81,11 @@ test("the chat page streams a reply, stops one, saves and restores a session, by
   const stopped = await page.locator("#log li.assistant .content").nth(1).textContent();
   expect(stopped!.length).toBeLessThan(500);
   // The README's picture: FERRY_SCREENSHOT=docs/chat.png bun test tests/chat-browser.test.ts
-  if (process.env.FERRY_SCREENSHOT) await page.screenshot({ path: process.env.FERRY_SCREENSHOT });
+  if (process.env.FERRY_SCREENSHOT) {
+    await page.locator("#settings summary").click(); // closed for the picture, open again for Save
+    await page.screenshot({ path: process.env.FERRY_SCREENSHOT });
+    await page.locator("#settings summary").click();
+  }
 
   // Save: the session after the first reply downloads as a file.
   const download = page.waitForEvent("download");

@@ -298,6 +298,28 @@ test("conversations survive a reload; New chat keeps the old one; rename and del
   await context.close();
 });
 
+test("phone: the Chats button opens the conversation list, Escape closes it, a title opens its chat", async () => {
+  const { page, context } = await openPage({ width: 390, height: 844 });
+  answer = () => "Sure.";
+  await send(page, "First chat", 1);
+  await page.locator("#toggle-chats").click(); // New chat is in the list's panel
+  await page.locator("#new").click();
+  await send(page, "Second chat", 1);
+  await page.waitForFunction(() => document.querySelectorAll("#chat-list li").length === 2);
+  expect(await page.locator("#chats").isVisible()).toBe(false);
+  await page.locator("#toggle-chats").click();
+  expect(await page.locator("#chats").isVisible()).toBe(true);
+  expect(await page.getAttribute("#toggle-chats", "aria-expanded")).toBe("true");
+  expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Second chat");
+  await page.keyboard.press("Escape");
+  expect(await page.locator("#chats").isVisible()).toBe(false);
+  await page.locator("#toggle-chats").click();
+  await page.locator("#chat-list .title", { hasText: "First chat" }).click();
+  expect(await page.locator("#chats").isVisible()).toBe(false);
+  expect(await texts(page, "#log li.user .content")).toEqual(["First chat"]);
+  await context.close();
+});
+
 test("settings go out with each turn; the seed the server reports is shown and can be reused", async () => {
   const { page, context } = await openPage();
   answer = () => "Seeded.";

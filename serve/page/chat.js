@@ -26,12 +26,29 @@ function atBottom() {
   return scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 24;
 }
 
-/** Scrolls to the newest line unless the user has scrolled up to read. */
-function follow() {
-  if (state.following) scroller.scrollTop = scroller.scrollHeight;
+let pinnedTop = 0; // where follow() last left the log; above it (and not at the bottom) means the user scrolled
+
+/** Starts following again: a new turn, another conversation. */
+function pin() {
+  state.following = true;
+  pinnedTop = 0;
 }
 
-scroller.addEventListener("scroll", () => (state.following = atBottom()), { passive: true });
+/**
+ * Scrolls to the newest line unless the user has scrolled up to read. A scroll event arrives a frame
+ * late, after tokens may already have come in, so the position itself is checked here too.
+ */
+function follow() {
+  if (state.following && scroller.scrollTop < pinnedTop - 4 && !atBottom()) state.following = false;
+  if (!state.following) return;
+  scroller.scrollTop = scroller.scrollHeight;
+  pinnedTop = scroller.scrollTop;
+}
+
+scroller.addEventListener("scroll", () => {
+  state.following = atBottom();
+  if (state.following) pinnedTop = scroller.scrollTop;
+}, { passive: true });
 // The footer growing (Settings opened, a longer prompt, a phone's keyboard) shrinks the log: stay down.
 new ResizeObserver(follow).observe(scroller);
 
@@ -41,7 +58,10 @@ function button(label, onClick, title) {
   const b = document.createElement("button");
   b.type = "button";
   b.textContent = label;
-  if (title) b.setAttribute("aria-label", title);
+  if (title) {
+    b.setAttribute("aria-label", title);
+    b.title = title;
+  }
   b.addEventListener("click", onClick);
   return b;
 }
@@ -256,7 +276,7 @@ async function reply() {
   const conv = state.conv;
   const msg = { role: "assistant", content: "", streaming: true };
   conv.messages.push(msg);
-  state.following = true;
+  pin();
   renderLog();
   const li = log.lastElementChild;
   state.running = new AbortController();
@@ -268,6 +288,7 @@ async function reply() {
   } catch (e) {
     if (e.name === "AbortError") {
       msg.stats.finish = "stopped";
+      conv.used = undefined; // the server reports no usage for a stopped reply: count it again
       stats.classList.remove("error");
       stats.textContent = statusLine(msg.stats);
     } else {
@@ -279,6 +300,7 @@ async function reply() {
     delete msg.streaming;
     state.running = null;
     setRunning(false);
+    if (conv.used !== undefined) showContext(conv.used);
     renderLog();
     await persist();
   }
@@ -350,7 +372,7 @@ async function persist() {
 
 async function open(conv) {
   state.conv = conv;
-  state.following = true;
+  pin();
   localStorage.setItem("ferry.current", conv.id);
   renderLog();
   await renderChats();
@@ -362,7 +384,7 @@ function chatItem(c) {
   if (c.id === state.conv.id) li.setAttribute("aria-current", "true");
   const title = button(c.title, () => open(c));
   title.className = "title";
-  const rename = button("Rename", async () => {
+  const rename = button("✎", async () => {
     const name = globalThis.prompt("Rename this conversation", c.title)?.trim();
     if (!name) return;
     c.title = name;
@@ -370,7 +392,7 @@ function chatItem(c) {
     await saveConversation(c);
     await renderChats();
   }, `Rename ${c.title}`);
-  const remove = button("Delete", async () => {
+  const remove = button("✕", async () => {
     if (!confirm(`Delete "${c.title}"? This cannot be undone.`)) return;
     await deleteConversation(c.id);
     if (c.id === state.conv.id) await open(newConversation());
@@ -438,7 +460,9 @@ prompt.addEventListener("keydown", (e) => {
 });
 
 document.addEventListener("keydown", (e) => {
-  if (e.key === "Escape" && state.running) state.running.abort();
+  if (e.key !== "Escape") return;
+  if (state.running) state.running.abort();
+  else if (document.body.classList.contains("chats-open")) showChats(false);
 });
 $("stop").addEventListener("click", () => state.running?.abort());
 $("save").addEventListener("click", saveSession);
@@ -456,11 +480,14 @@ $("new").addEventListener("click", async () => {
   prompt.focus();
 });
 
+/** Opens or closes the conversation list (a panel over the chat on a narrow screen). */
 function showChats(on) {
   document.body.classList.toggle("chats-open", on);
   $("toggle-chats").setAttribute("aria-expanded", String(on));
+  if (on) ($("chat-list").querySelector("[aria-current] .title") ?? $("new")).focus();
 }
 $("toggle-chats").addEventListener("click", () => showChats(!document.body.classList.contains("chats-open")));
+$("close-chats").addEventListener("click", () => showChats(false));
 $("chat-list").addEventListener("click", (e) => {
   if (e.target.classList.contains("title")) showChats(false);
 });
