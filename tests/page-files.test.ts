@@ -1,10 +1,12 @@
 // How the chat page's files are served (serve/routes/page.ts): the page's own modules and the two
 // libraries it imports at run time, marked and DOMPurify, from node_modules under fixed paths, each as
 // JavaScript; nothing else of node_modules, and no directory listing.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { pageRoutes } from "../serve/routes/page.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 const app = pageRoutes();
 
