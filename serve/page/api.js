@@ -1,6 +1,7 @@
 // The page's one door to a model. Everything that talks to the server is in this module, so another
 // backend (the integer engine in a Web Worker, "run in this tab") can stand in for it by offering the
-// same three exports: modelInfo, complete and countTokens.
+// same exports: modelInfo, complete and countTokens (and, where it keeps sessions, sessionUrl and
+// uploadSession; modelInfo's `sessions` says whether it does).
 
 /** A refusal or failure, with the server's HTTP status and OpenAI error code when there was a reply. */
 export class ApiError extends Error {
@@ -118,4 +119,22 @@ export async function countTokens(messages, signal) {
     if (e.status === 404 || e.status === 405) canCount = false;
     return null;
   }
+}
+
+/** Where the saved session `id` downloads from. */
+export function sessionUrl(id) {
+  return `/v1/sessions/${encodeURIComponent(id)}`;
+}
+
+/** Uploads a saved session file: resolves to `{ id, tokens, messages }`; rejects with ApiError. */
+export async function uploadSession(file) {
+  let res;
+  try {
+    res = await fetch("/v1/sessions", { method: "POST", body: file });
+  } catch (e) {
+    throw new ApiError(`the server cannot be reached (${e.message})`);
+  }
+  const body = await res.json().catch(() => ({}));
+  if (!res.ok) throw new ApiError(body.error?.message ?? res.statusText, res.status, body.error?.code);
+  return body;
 }

@@ -3,7 +3,7 @@
 // server. The whole history is sent with each turn, trimmed of its oldest turns when it would not fit
 // the model's context; where the server keeps sessions, the id of the state after the last reply goes
 // with it, so the server reads only the new turn.
-import { ApiError, complete, countTokens, modelInfo } from "./api.js";
+import { ApiError, complete, countTokens, modelInfo, sessionUrl, uploadSession } from "./api.js";
 import { copyText, renderInto } from "./markdown.js";
 import { deleteConversation, listConversations, newConversation, saveConversation } from "./store.js";
 
@@ -73,6 +73,7 @@ function statsText(s) {
   if (s.promptTokens !== undefined) parts.push(`${s.promptTokens} prompt tokens`);
   if (s.seed !== undefined) parts.push(`seed ${s.seed}`);
   if (s.finish === "stopped") parts.push("stopped");
+  if (s.finish === "length") parts.push("cut at max tokens");
   return parts.join(" · ");
 }
 
@@ -226,6 +227,24 @@ const RETRY = new Set([
   "context_length_exceeded",
 ]);
 
+/** Tokens per second after the first token (the wait for the first is the prompt's reading). */
+function rate(tokens, first) {
+  const secs = (performance.now() - first) / 1000;
+  return tokens > 1 && secs > 0 ? ((tokens - 1) / secs).toFixed(1) : undefined;
+}
+
+/** Notes how a finished reply went: its stats, the dropped turns, the context used, the session after it. */
+function record(conv, msg, r, drop, continued, first) {
+  const tokens = r.usage?.completion_tokens ?? msg.stats.tokens;
+  msg.stats = { tokens, tps: rate(tokens, first), promptTokens: r.usage?.prompt_tokens, seed: r.seed };
+  if (r.finish === "length") msg.stats.finish = "length";
+  msg.dropped = drop || undefined;
+  const before = continued ? conv.used ?? 0 : 0; // a continued session already holds the earlier turns
+  conv.used = r.usage ? before + r.usage.prompt_tokens + r.usage.completion_tokens : undefined;
+  conv.session = r.session;
+  conv.sessionLength = r.session ? conv.messages.length : undefined;
+}
+
 /** Streams one reply into `msg`, retrying without a session or with fewer turns when the server says so. */
 async function stream(msg, li, signal) {
   const conv = state.conv, opts = sampling(), history = conv.messages.slice(0, -1);
@@ -234,27 +253,21 @@ async function stream(msg, li, signal) {
   let session = sessionFor(conv, drop);
   let first = 0;
   msg.stats = { tokens: 0 };
+  const onPiece = (piece) => {
+    first ||= performance.now();
+    msg.stats.tokens++;
+    msg.stats.tps = rate(msg.stats.tokens, first);
+    msg.content += piece;
+    renderInto(li.querySelector(".content"), msg.content);
+    stats.textContent = `${statusLine(msg.stats)} · generating`;
+    follow();
+  };
   for (;;) {
     const request = { messages: outgoing(history, drop), sampling: opts, session };
     request.saveSession = state.model.sessions;
     try {
-      const r = await complete(request, (piece) => {
-        first ||= performance.now();
-        msg.stats.tokens++;
-        msg.content += piece;
-        renderInto(li.querySelector(".content"), msg.content);
-        follow();
-      }, signal);
-      const secs = (performance.now() - first) / 1000;
-      const tokens = r.usage?.completion_tokens ?? msg.stats.tokens;
-      const tps = tokens > 1 && secs > 0 ? ((tokens - 1) / secs).toFixed(1) : undefined;
-      msg.stats = { tokens, tps, promptTokens: r.usage?.prompt_tokens, seed: r.seed, finish: r.finish };
-      msg.dropped = drop || undefined;
-      const before = session ? conv.used ?? 0 : 0; // a continued session already holds the earlier turns
-      conv.used = r.usage ? before + r.usage.prompt_tokens + r.usage.completion_tokens : undefined;
-      conv.session = r.session;
-      conv.sessionLength = r.session ? conv.messages.length : undefined;
-      return;
+      const r = await complete(request, onPiece, signal);
+      return record(conv, msg, r, drop, session !== undefined, first);
     } catch (e) {
       const retry = e instanceof ApiError && RETRY.has(e.code) && msg.content === "";
       if (!retry || (e.code === "context_length_exceeded" && drop >= turns - 1)) throw e;
@@ -312,6 +325,7 @@ function setRunning(on) {
   $("stop").disabled = !on;
   $("restore").disabled = on;
   $("new").disabled = on;
+  $("chat-list").inert = on; // the reply belongs to this conversation: no switching until it ends
   for (const b of log.querySelectorAll(".actions button, .error button")) b.disabled = on;
   if (!on) prompt.focus();
 }
@@ -413,7 +427,7 @@ function saveSession() {
   const id = state.conv.session;
   if (!id) return;
   const a = document.createElement("a");
-  a.href = `/v1/sessions/${id}`;
+  a.href = sessionUrl(id);
   a.download = `ferry-${id}.session`;
   document.body.append(a);
   a.click();
@@ -422,10 +436,11 @@ function saveSession() {
 }
 
 async function restoreSession(file) {
-  const res = await fetch("/v1/sessions", { method: "POST", body: file });
-  const body = await res.json();
-  if (!res.ok) {
-    stats.textContent = `restore refused: ${body.error.message}`;
+  let body;
+  try {
+    body = await uploadSession(file);
+  } catch (e) {
+    stats.textContent = `restore refused: ${e.message}`;
     stats.classList.add("error");
     return;
   }
