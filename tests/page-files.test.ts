@@ -11,7 +11,16 @@ setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to
 const app = pageRoutes();
 
 test("the page's modules and the vendored libraries are served as JavaScript", async () => {
-  for (const path of ["/page/chat.js", "/page/api.js", "/page/markdown.js", "/page/store.js"]) {
+  for (
+    const path of [
+      "/page/chat.js",
+      "/page/api.js",
+      "/page/markdown.js",
+      "/page/store.js",
+      "/page/view.js",
+      "/page/follow.js",
+    ]
+  ) {
     const res = await app.request(path);
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toBe("text/javascript; charset=utf-8");

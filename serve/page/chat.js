@@ -4,7 +4,9 @@
 // the model's context; where the server keeps sessions, the id of the state after the last reply goes
 // with it, so the server reads only the new turn.
 import { ApiError, complete, countTokens, modelInfo, sessionUrl, uploadSession } from "./api.js";
-import { copyText, renderInto } from "./markdown.js";
+import { renderInto } from "./markdown.js";
+import { button, messageItem } from "./view.js";
+import { followLog } from "./follow.js";
 import { deleteConversation, listConversations, newConversation, saveConversation } from "./store.js";
 
 const $ = (id) => document.getElementById(id);
@@ -15,121 +17,23 @@ const state = {
   model: { id: "?", engine: "?", contextLength: 512, sessions: false },
   conv: newConversation(),
   running: null, // the AbortController of the reply being streamed
-  following: true, // keep the newest line in view; false once the user scrolls up
 };
 
 const SETTINGS = ["system", "max-tokens", "temperature", "top-k", "top-p", "min-p", "seed"];
 
-// ---- Following the reply: the log scrolls, the footer never covers it. ----
-
-function atBottom() {
-  return scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 24;
-}
-
-let pinnedTop = 0; // where follow() last left the log; above it (and not at the bottom) means the user scrolled
-
-/** Starts following again: a new turn, another conversation. */
-function pin() {
-  state.following = true;
-  pinnedTop = 0;
-}
-
-/**
- * Scrolls to the newest line unless the user has scrolled up to read. A scroll event arrives a frame
- * late, after tokens may already have come in, so the position itself is checked here too.
- */
-function follow() {
-  if (state.following && scroller.scrollTop < pinnedTop - 4 && !atBottom()) state.following = false;
-  if (!state.following) return;
-  scroller.scrollTop = scroller.scrollHeight;
-  pinnedTop = scroller.scrollTop;
-}
-
-scroller.addEventListener("scroll", () => {
-  state.following = atBottom();
-  if (state.following) pinnedTop = scroller.scrollTop;
-}, { passive: true });
-// The footer growing (Settings opened, a longer prompt, a phone's keyboard) shrinks the log: stay down.
-new ResizeObserver(follow).observe(scroller);
+// The log scrolls between header and footer, so the footer never covers it; it follows the reply.
+const { follow, pin } = followLog(scroller);
 
 // ---- Showing messages. ----
 
-function button(label, onClick, title) {
-  const b = document.createElement("button");
-  b.type = "button";
-  b.textContent = label;
-  if (title) {
-    b.setAttribute("aria-label", title);
-    b.title = title;
-  }
-  b.addEventListener("click", onClick);
-  return b;
-}
-
-/** The line under a reply: token counts, speed, the seed it was drawn with. */
-function statsText(s) {
-  const parts = [`${s.tokens} tokens`];
-  if (s.tps) parts.push(`${s.tps} tok/s`);
-  if (s.promptTokens !== undefined) parts.push(`${s.promptTokens} prompt tokens`);
-  if (s.seed !== undefined) parts.push(`seed ${s.seed}`);
-  if (s.finish === "stopped") parts.push("stopped");
-  if (s.finish === "length") parts.push("cut at max tokens");
-  return parts.join(" · ");
-}
-
-function messageActions(m, i, li) {
-  const bar = document.createElement("div");
-  bar.className = "actions";
-  bar.append(button("Copy", (e) => copyText(m.content, e.target), "Copy message"));
-  if (m.role === "user") bar.append(button("Edit", () => startEdit(i, li), "Edit and resend"));
-  const last = i === state.conv.messages.length - 1;
-  if (m.role === "assistant" && last && !m.error) {
-    bar.append(button("Regenerate", () => regenerate(), "Regenerate this reply"));
-  }
-  if (m.stats?.seed !== undefined) {
-    bar.append(button("Use seed", () => ($("seed").value = m.stats.seed), `Use seed ${m.stats.seed}`));
-  }
-  return bar;
-}
-
-/** The list item for message `i`: its notice, content, error with Retry, stats and actions. */
-function messageItem(m, i) {
-  const li = document.createElement("li");
-  li.className = `message ${m.role}`;
-  if (m.dropped) {
-    const note = document.createElement("p");
-    note.className = "notice";
-    note.setAttribute("role", "note");
-    note.textContent = `The oldest ${m.dropped} turn${m.dropped === 1 ? " was" : "s were"} dropped ` +
-      "to fit the model's context.";
-    li.append(note);
-  }
-  const content = document.createElement("div");
-  content.className = "content";
-  if (m.role === "assistant") renderInto(content, m.content);
-  else content.textContent = m.content;
-  li.append(content);
-  if (m.error) {
-    const err = document.createElement("p");
-    err.className = "error";
-    err.setAttribute("role", "alert");
-    err.textContent = m.error + " ";
-    err.append(button("Retry", () => regenerate(), "Retry this turn"));
-    li.append(err);
-  }
-  if (m.stats) {
-    const meta = document.createElement("p");
-    meta.className = "meta";
-    meta.textContent = statsText(m.stats);
-    li.append(meta);
-  }
-  if (!m.streaming) li.append(messageActions(m, i, li));
-  else li.classList.add("streaming");
-  return li;
-}
-
 function renderLog() {
-  log.replaceChildren(...state.conv.messages.map(messageItem));
+  const msgs = state.conv.messages;
+  const on = { regenerate, useSeed: (seed) => ($("seed").value = seed) };
+  log.replaceChildren(
+    ...msgs.map((m, i) =>
+      messageItem(m, { ...on, last: i === msgs.length - 1, edit: (li) => startEdit(i, li) })
+    ),
+  );
   $("empty").hidden = state.conv.messages.length > 0;
   $("save").disabled = !state.conv.session;
   follow();

@@ -30,6 +30,8 @@ const PAGE_FILES: Record<string, [string, string]> = {
   "/page/api.js": ["api.js", JS],
   "/page/markdown.js": ["markdown.js", JS],
   "/page/store.js": ["store.js", JS],
+  "/page/view.js": ["view.js", JS],
+  "/page/follow.js": ["follow.js", JS],
 };
 
 /**
