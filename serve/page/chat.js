@@ -26,6 +26,7 @@ const { follow, pin } = followLog(scroller);
 
 // ---- Showing messages. ----
 
+/** Shows the open conversation's messages. */
 function renderLog() {
   const msgs = state.conv.messages;
   const on = { regenerate, useSeed: (seed) => ($("seed").value = seed) };
@@ -41,6 +42,7 @@ function renderLog() {
 
 // ---- The context meter. ----
 
+/** The meter: `used` tokens of the model's context. */
 function showContext(used) {
   const ctx = state.model.contextLength;
   $("context-meter").max = ctx;
@@ -83,6 +85,7 @@ function numberField(id) {
   return v === "" ? undefined : Number(v);
 }
 
+/** The sampling settings in OpenAI's names; an empty box is left out (the seed: a random one). */
 function sampling() {
   return {
     max_tokens: numberField("max-tokens"),
@@ -278,6 +281,7 @@ function startEdit(i, li) {
 
 // ---- The conversation list. ----
 
+/** Stores the open conversation (once it has a message) and shows the list and meter as they now are. */
 async function persist() {
   const c = state.conv;
   if (c.messages.length === 0) return;
@@ -288,6 +292,7 @@ async function persist() {
   await measureContext();
 }
 
+/** Shows `conv` and makes it the one a reload comes back to. */
 async function open(conv) {
   state.conv = conv;
   pin();
@@ -297,6 +302,7 @@ async function open(conv) {
   await measureContext();
 }
 
+/** A row of the conversation list: its title (opens it), Rename and Delete. */
 function chatItem(c) {
   const li = document.createElement("li");
   if (c.id === state.conv.id) li.setAttribute("aria-current", "true");
@@ -412,8 +418,12 @@ $("chat-list").addEventListener("click", (e) => {
 });
 
 for (const id of SETTINGS) $(id).addEventListener("change", saveSettings);
-$("system").addEventListener("change", () => measureContext(state.conv.used = undefined));
+$("system").addEventListener("change", () => {
+  state.conv.used = undefined; // the system prompt is part of what the model reads: count again
+  measureContext();
+});
 
+/** Reads the model, the settings and the conversation a reload comes back to. */
 async function start() {
   loadSettings();
   try {
