@@ -1,6 +1,7 @@
 // End to end in a real browser: Debian's chromium, driven by playwright-core, uses the chat page served
 // on loopback: a prompt streams text in, a long reply is stopped, and a session is saved (downloaded)
-// and restored (uploaded) into a fresh page that continues the conversation.
+// and restored (uploaded) into a fresh page that continues the conversation; and a chat longer than the
+// context goes on at the default settings, continuing sessions and then dropping the oldest turns.
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -117,3 +118,42 @@ test("the chat page streams a reply, stops one, saves and restores a session, by
   expect(errors).toEqual([]);
   await context.close();
 }, 60_000);
+
+test(
+  "six turns at the default settings: sessions carry the chat, then the oldest turns are dropped, no error",
+  async () => {
+    const context = await browser.newContext({ viewport: { width: 1366, height: 768 } });
+    const page = await context.newPage();
+    const errors: string[] = [];
+    page.on("pageerror", (e) => errors.push(e.message));
+    const sent: Record<string, unknown>[] = [];
+    page.on("request", (r) => r.url().endsWith("/v1/chat/completions") && sent.push(r.postDataJSON()));
+    await page.goto(server.url);
+    await page.waitForFunction(() => document.getElementById("model")!.textContent!.includes("engine"));
+    for (let n = 1; n <= 6; n++) {
+      await page.focus("#prompt");
+      await page.keyboard.type(`Turn ${n}: what did the jury say?`);
+      await page.keyboard.press("Enter");
+      await page.waitForFunction(
+        (n) =>
+          document.querySelectorAll("#log li.assistant").length === n &&
+          !document.querySelector("#log li.streaming"),
+        n,
+      );
+    }
+    expect(await page.locator("#log .error").count()).toBe(0);
+    expect(sent[1].session).toBeString(); // the second turn continues the first one's session
+    expect(await page.locator("#log .notice").count()).toBeGreaterThan(0);
+    expect(await page.locator("#log .notice").first().textContent()).toMatch(
+      /^The oldest \d+ turns? (was|were) dropped/,
+    );
+    const meter = await page.evaluate(() =>
+      (document.getElementById("context-meter") as HTMLMeterElement).value
+    );
+    expect(meter).toBeGreaterThan(0);
+    expect(meter).toBeLessThanOrEqual(512);
+    expect(errors).toEqual([]);
+    await context.close();
+  },
+  60_000,
+);
