@@ -374,7 +374,7 @@ $("ask").addEventListener("submit", (e) => {
   const text = prompt.value.trim();
   if (!text || state.running) return;
   prompt.value = "";
-  ask(text);
+  ready.then(() => ask(text));
 });
 
 prompt.addEventListener("keydown", (e) => {
@@ -394,7 +394,7 @@ $("save").addEventListener("click", saveSession);
 $("restore").addEventListener("change", (e) => {
   const file = e.target.files[0];
   e.target.value = "";
-  if (file) restoreSession(file);
+  if (file) ready.then(() => restoreSession(file));
 });
 
 // New chat keeps the current one in the list: nothing is discarded, so there is nothing to ask.
@@ -440,4 +440,5 @@ async function start() {
   prompt.focus();
 }
 
-start();
+// What the user does before the stored conversation is back waits for it, so it is not replaced.
+const ready = start();
