@@ -1,7 +1,8 @@
 // The chat page in Chromium against a scripted engine (tests/helpers/browser.ts) whose replies each test
 // chooses: the log keeps the newest reply in view above the footer (desktop and phone, streaming and
 // after, Settings open), follows a streaming reply unless the user scrolled up, renders Markdown without
-// running what a reply smuggles in, fits a long chat to the context by dropping the oldest turns, shows
+// running what a reply smuggles in, fits a long chat to the context by dropping the oldest turns (by
+// the server's /apply-template and /tokenize where it has them, else by bytes), shows
 // a failed turn's error with Retry, regenerates, edits, copies, keeps conversations across a reload, and
 // falls back to the whole history when the server answers 501 for sessions.
 import { afterAll, afterEach, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
@@ -199,6 +200,43 @@ test("the context meter fills, and a full context drops the oldest turns and say
   expect(prompts.at(-1)).toContain("Turn 4");
   expect(await page.locator("#log .error").count()).toBe(0);
   expect(await used()).toBeLessThanOrEqual(512);
+  await context.close();
+});
+
+test("with /apply-template and /tokenize the page counts the model's own tokens", async () => {
+  const { page, context } = await openPage();
+  // Those endpoints are not on this branch yet: answer them here in their shapes, with a tokenizer that
+  // makes two tokens of every byte, so the counts differ from the page's own byte estimate.
+  const templated: unknown[] = [];
+  await page.route("**/apply-template", async (route) => {
+    const { messages } = route.request().postDataJSON();
+    templated.push(messages);
+    const prompt = messages.map((m: { role: string; content: string }) => `${m.role}: ${m.content}\n`).join(
+      "",
+    );
+    await route.fulfill({ json: { prompt: prompt + "assistant: " } });
+  });
+  await page.route("**/tokenize", async (route) => {
+    const { content } = route.request().postDataJSON();
+    await route.fulfill({ json: { tokens: Array.from({ length: content.length * 2 }, (_, i) => i % 256) } });
+  });
+  prompts.length = 0;
+  answer = () => "x".repeat(100);
+  for (let n = 1; n <= 3; n++) await send(page, `T${n}`, n);
+  // By bytes the third turn fits (about 260 + 120 of 512); at two tokens a byte it does not.
+  expect(await page.locator("#log li.assistant").nth(2).locator(".notice").textContent()).toContain(
+    "The oldest 1 turn was dropped",
+  );
+  expect(prompts.at(-1)).not.toContain("T1");
+  expect(templated[0]).toEqual([ // the second turn's history, as the chat request would send it
+    { role: "user", content: "T1" },
+    { role: "assistant", content: "x".repeat(100) },
+    { role: "user", content: "T2" },
+  ]);
+  const before = await page.locator("#context-text").textContent();
+  expect(before).toMatch(/^context \d+ \/ 512$/);
+  await page.reload(); // a stored conversation keeps its count
+  await page.waitForFunction((t) => document.getElementById("context-text")!.textContent === t, before);
   await context.close();
 });
 
