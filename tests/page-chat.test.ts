@@ -251,6 +251,7 @@ test("a failed turn shows its error in the turn, with Retry, and no empty reply"
   await error.waitFor();
   expect(await error.textContent()).toContain("cannot be reached");
   expect(await page.locator("#log li.assistant .error button").textContent()).toBe("Retry");
+  expect(await page.textContent("#announce")).toStartWith("The turn failed: ");
   await page.unroute("**/v1/chat/completions");
   await page.locator("#log li.assistant .error button").click();
   await page.waitForFunction(() =>
@@ -287,6 +288,7 @@ test("regenerate replaces the last reply; edit resends from that message; copy c
   );
   expect(await page.locator("#log li.user .content").allTextContents()).toEqual(["Edited question"]);
   expect(prompts.at(-1)).toBe("User: Edited question\nAssistant: ");
+  expect(await page.textContent("#announce")).toBe("Model: Reply number 4."); // read once, when done
 
   await context.grantPermissions(["clipboard-read", "clipboard-write"]);
   await page.locator("#log li.assistant").getByRole("button", { name: "Copy message" }).click();

@@ -222,12 +222,13 @@ async function reply() {
     setRunning(false);
     if (conv.used !== undefined) showContext(conv.used);
     renderLog();
+    $("announce").textContent = msg.error ? `The turn failed: ${msg.error}` : `Model: ${msg.content}`;
     await persist();
   }
 }
 
 function setRunning(on) {
-  log.setAttribute("aria-busy", String(on)); // screen readers read the reply once, not token by token
+  log.setAttribute("aria-busy", String(on));
   $("send").disabled = on;
   $("stop").disabled = !on;
   $("restore").disabled = on;
