@@ -213,6 +213,7 @@ async function reply() {
       stats.textContent = statusLine(msg.stats);
     } else {
       msg.error = e.message;
+      if (msg.content === "") delete msg.stats; // nothing came: no counts to show
       stats.textContent = "the last turn failed";
       stats.classList.add("error");
     }

@@ -30,7 +30,7 @@ export function statsText(s) {
 function messageActions(m, li, on) {
   const bar = document.createElement("div");
   bar.className = "actions";
-  bar.append(button("Copy", (e) => copyText(m.content, e.target), "Copy message"));
+  if (m.content !== "") bar.append(button("Copy", (e) => copyText(m.content, e.target), "Copy message"));
   if (m.role === "user") bar.append(button("Edit", () => on.edit(li), "Edit and resend"));
   if (m.role === "assistant" && on.last && !m.error) {
     bar.append(button("Regenerate", () => on.regenerate(), "Regenerate this reply"));
