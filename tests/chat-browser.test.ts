@@ -1,6 +1,7 @@
 // End to end in a real browser: Debian's chromium, driven by playwright-core, uses the chat page served
 // on loopback: a prompt streams text in, a long reply is stopped, and a session is saved (downloaded)
-// and restored (uploaded) into a fresh page that continues the conversation.
+// and restored (uploaded) into a fresh page that continues the conversation; and a chat longer than the
+// context goes on at the default settings, continuing sessions and then dropping the oldest turns.
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -45,7 +46,7 @@ test("the chat page streams a reply, stops one, saves and restores a session, by
   await page.waitForFunction(() => document.getElementById("model")!.textContent!.includes("engine"));
 
   // Short, fully greedy replies so the test does not wait on a long generation.
-  await page.locator("summary").press("Enter");
+  await page.locator("#settings summary").press("Enter");
   await page.fill("#max-tokens", "40");
   await page.fill("#temperature", "0");
 
@@ -53,7 +54,7 @@ test("the chat page streams a reply, stops one, saves and restores a session, by
   await page.focus("#prompt");
   await page.keyboard.type("The jury said");
   await page.keyboard.press("Enter");
-  const reply = page.locator("#log li.assistant").first();
+  const reply = page.locator("#log li.assistant .content").first();
   // Text arrives while the reply is still streaming, then the reply completes.
   await page.waitForFunction(() => {
     const li = document.querySelector("#log li.assistant");
@@ -78,10 +79,14 @@ test("the chat page streams a reply, stops one, saves and restores a session, by
   await page.keyboard.press("Escape");
   await page.waitForFunction(() => !document.querySelector("#log li.streaming"));
   expect(await page.locator("#stats").textContent()).toContain("stopped");
-  const stopped = await page.locator("#log li.assistant").nth(1).textContent();
+  const stopped = await page.locator("#log li.assistant .content").nth(1).textContent();
   expect(stopped!.length).toBeLessThan(500);
   // The README's picture: FERRY_SCREENSHOT=docs/chat.png bun test tests/chat-browser.test.ts
-  if (process.env.FERRY_SCREENSHOT) await page.screenshot({ path: process.env.FERRY_SCREENSHOT });
+  if (process.env.FERRY_SCREENSHOT) {
+    await page.locator("#settings summary").click(); // closed for the picture, open again for Save
+    await page.screenshot({ path: process.env.FERRY_SCREENSHOT });
+    await page.locator("#settings summary").click();
+  }
 
   // Save: the session after the first reply downloads as a file.
   const download = page.waitForEvent("download");
@@ -94,13 +99,13 @@ test("the chat page streams a reply, stops one, saves and restores a session, by
   // Restore it into a fresh page: the conversation up to the saved reply comes back and continues.
   const fresh = await context.newPage();
   await fresh.goto(server.url);
-  await fresh.locator("summary").press("Enter");
+  await fresh.locator("#settings summary").press("Enter");
   await fresh.setInputFiles("#restore", file);
   await fresh.waitForFunction(() =>
     document.getElementById("stats")!.textContent!.startsWith("session restored")
   );
-  expect(await fresh.locator("#log li.user").first().textContent()).toBe("The jury said");
-  expect(await fresh.locator("#log li.assistant").first().textContent()).toBe(first);
+  expect(await fresh.locator("#log li.user .content").first().textContent()).toBe("The jury said");
+  expect(await fresh.locator("#log li.assistant .content").first().textContent()).toBe(first);
   await fresh.fill("#max-tokens", "20");
   await fresh.focus("#prompt");
   await fresh.keyboard.type("Go on");
@@ -113,3 +118,42 @@ test("the chat page streams a reply, stops one, saves and restores a session, by
   expect(errors).toEqual([]);
   await context.close();
 }, 60_000);
+
+test(
+  "six turns at the default settings: sessions carry the chat, then the oldest turns are dropped, no error",
+  async () => {
+    const context = await browser.newContext({ viewport: { width: 1366, height: 768 } });
+    const page = await context.newPage();
+    const errors: string[] = [];
+    page.on("pageerror", (e) => errors.push(e.message));
+    const sent: Record<string, unknown>[] = [];
+    page.on("request", (r) => r.url().endsWith("/v1/chat/completions") && sent.push(r.postDataJSON()));
+    await page.goto(server.url);
+    await page.waitForFunction(() => document.getElementById("model")!.textContent!.includes("engine"));
+    for (let n = 1; n <= 6; n++) {
+      await page.focus("#prompt");
+      await page.keyboard.type(`Turn ${n}: what did the jury say?`);
+      await page.keyboard.press("Enter");
+      await page.waitForFunction(
+        (n) =>
+          document.querySelectorAll("#log li.assistant").length === n &&
+          !document.querySelector("#log li.streaming"),
+        n,
+      );
+    }
+    expect(await page.locator("#log .error").count()).toBe(0);
+    expect(sent[1].session).toBeString(); // the second turn continues the first one's session
+    expect(await page.locator("#log .notice").count()).toBeGreaterThan(0);
+    expect(await page.locator("#log .notice").first().textContent()).toMatch(
+      /^The oldest \d+ turns? (was|were) dropped/,
+    );
+    const meter = await page.evaluate(() =>
+      (document.getElementById("context-meter") as HTMLMeterElement).value
+    );
+    expect(meter).toBeGreaterThan(0);
+    expect(meter).toBeLessThanOrEqual(512);
+    expect(errors).toEqual([]);
+    await context.close();
+  },
+  60_000,
+);

@@ -1,51 +1,83 @@
-// The chat page: plain JavaScript, served as it is. It keeps the conversation as OpenAI messages, sends
-// the whole of it with the id of the session saved after the last reply (the server then reads only the
-// new turn), and streams the reply from /v1/chat/completions as server-sent events.
-"use strict";
+// The chat page: plain ES modules, served as they are. A conversation is a list of OpenAI messages kept
+// in IndexedDB (store.js); each reply streams in through api.js, the one module that talks to the
+// server. The whole history is sent with each turn, trimmed of its oldest turns when it would not fit
+// the model's context; where the server keeps sessions, the id of the state after the last reply goes
+// with it, so the server reads only the new turn.
+import { ApiError, complete, countTokens, modelInfo, sessionUrl, uploadSession } from "./api.js";
+import { renderInto } from "./markdown.js";
+import { button, messageItem } from "./view.js";
+import { followLog } from "./follow.js";
+import { deleteConversation, listConversations, newConversation, saveConversation } from "./store.js";
 
 const $ = (id) => document.getElementById(id);
-const log = $("log"), prompt = $("prompt"), send = $("send"), stop = $("stop"), stats = $("stats");
+const log = $("log"), prompt = $("prompt"), stats = $("stats"), scroller = $("scroller");
 
-let messages = [];
-let session = null; // the id of the state after the last complete reply
-let running = null; // the AbortController of the reply being streamed
-let engineKind = "?";
+/** What the page shows and is doing. */
+const state = {
+  model: { id: "?", engine: "?", contextLength: 512, sessions: false },
+  conv: newConversation(),
+  running: null, // the AbortController of the reply being streamed
+};
 
-async function loadModel() {
-  try {
-    const res = await fetch("/v1/models");
-    const model = (await res.json()).data[0];
-    engineKind = model.engine;
-    $("model").textContent = `${model.id} · ${model.engine} engine · context ${model.context_length}`;
-  } catch {
-    $("model").textContent = "server unreachable";
-  }
+const SETTINGS = ["system", "max-tokens", "temperature", "top-k", "top-p", "min-p", "seed"];
+
+// The log scrolls between header and footer, so the footer never covers it; it follows the reply.
+const { follow, pin } = followLog(scroller);
+
+// ---- Showing messages. ----
+
+/** Shows the open conversation's messages. */
+function renderLog() {
+  const msgs = state.conv.messages;
+  const on = { regenerate, useSeed: (seed) => ($("seed").value = seed) };
+  log.replaceChildren(
+    ...msgs.map((m, i) =>
+      messageItem(m, { ...on, last: i === msgs.length - 1, edit: (li) => startEdit(i, li) })
+    ),
+  );
+  $("empty").hidden = state.conv.messages.length > 0;
+  $("save").disabled = !state.conv.session;
+  follow();
 }
 
-function bubble(role, text) {
-  const li = document.createElement("li");
-  li.className = role;
-  li.textContent = text;
-  log.append(li);
-  $("empty").hidden = true;
-  li.scrollIntoView({ block: "end" });
-  return li;
+// ---- The context meter. ----
+
+/** The meter: `used` tokens of the model's context. */
+function showContext(used) {
+  const ctx = state.model.contextLength;
+  $("context-meter").max = ctx;
+  $("context-meter").value = Math.min(used, ctx);
+  $("context-text").textContent = `context ${used} / ${ctx}`;
+  $("context").classList.toggle("full", used >= ctx * 0.9);
 }
 
-function render() {
-  log.replaceChildren();
-  for (const m of messages) bubble(m.role, m.content);
-  $("empty").hidden = messages.length > 0;
-  $("save").disabled = session === null;
+/** Tokens `messages` take, from the server's tokenizer, else counted as bytes (ferry's byte model). */
+async function tokensOf(messages) {
+  const n = await countTokens(messages);
+  if (n !== null) return n;
+  const bytes = (s) => new TextEncoder().encode(s).length;
+  return 1 + messages.reduce((sum, m) => sum + bytes(m.content) + m.role.length + 3, 0) + 11;
 }
 
-function setRunning(on) {
-  log.setAttribute("aria-busy", String(on)); // screen readers read the reply once, not token by token
-  send.disabled = on;
-  stop.disabled = !on;
-  $("restore").disabled = on;
-  $("new").disabled = on;
-  if (!on) prompt.focus();
+/** Updates the meter for the conversation as it stands (used after loading one). */
+async function measureContext() {
+  const c = state.conv;
+  if (c.used === undefined) c.used = c.messages.length ? await tokensOf(outgoing(c.messages, 0)) : 0;
+  showContext(c.used);
+}
+
+// ---- Settings, kept in localStorage. ----
+
+function loadSettings() {
+  const saved = JSON.parse(localStorage.getItem("ferry.settings") ?? "{}");
+  for (const id of SETTINGS) if (saved[id] !== undefined) $(id).value = saved[id];
+}
+
+function saveSettings() {
+  localStorage.setItem(
+    "ferry.settings",
+    JSON.stringify(Object.fromEntries(SETTINGS.map((id) => [id, $(id).value]))),
+  );
 }
 
 function numberField(id) {
@@ -53,101 +85,298 @@ function numberField(id) {
   return v === "" ? undefined : Number(v);
 }
 
-/** Reads an SSE body and calls onData with each `data:` payload. */
-async function readEvents(body, onData) {
-  const reader = body.getReader();
-  const decoder = new TextDecoder();
-  let buffer = "";
+/** The sampling settings in OpenAI's names; an empty box is left out (the seed: a random one). */
+function sampling() {
+  return {
+    max_tokens: numberField("max-tokens"),
+    temperature: numberField("temperature"),
+    top_k: numberField("top-k"),
+    top_p: numberField("top-p"),
+    min_p: numberField("min-p"),
+    seed: numberField("seed"),
+  };
+}
+
+// ---- One turn: fit the history to the context, stream the reply, record how it went. ----
+
+/** Messages as sent: failed or empty replies left out, the oldest `drop` turns dropped, the system prompt first. */
+function outgoing(messages, drop) {
+  let kept = messages.filter((m) => !m.error && !(m.role === "assistant" && m.content === ""))
+    .map(({ role, content }) => ({ role, content }));
+  const starts = kept.flatMap((m, i) => (m.role === "user" ? [i] : []));
+  if (drop > 0) kept = kept.slice(starts[Math.min(drop, starts.length - 1)]);
+  const system = $("system").value.trim();
+  return system ? [{ role: "system", content: system }, ...kept] : kept;
+}
+
+/** How many of the oldest turns must go so the history and room for a reply fit the context. */
+async function turnsToDrop(messages, maxTokens) {
+  const ctx = state.model.contextLength;
+  const reserve = Math.min(maxTokens ?? 120, Math.floor(ctx / 4));
+  const turns = messages.filter((m) => m.role === "user").length;
+  for (let drop = 0; drop < turns - 1; drop++) {
+    if ((await tokensOf(outgoing(messages, drop))) + reserve <= ctx) return drop;
+  }
+  return Math.max(0, turns - 1);
+}
+
+/** The session to continue: only when the history is exactly the one it was saved after, plus one turn. */
+function sessionFor(conv, drop) {
+  const sent = conv.messages.length - 1; // before the new reply
+  if (!state.model.sessions || drop > 0 || !conv.session || conv.sessionLength !== sent - 1) return undefined;
+  return conv.session;
+}
+
+const RETRY = new Set([
+  "sessions_unavailable",
+  "session_mismatch",
+  "session_not_found",
+  "context_length_exceeded",
+]);
+
+/** Tokens per second after the first token (the wait for the first is the prompt's reading). */
+function rate(tokens, first) {
+  const secs = (performance.now() - first) / 1000;
+  return tokens > 1 && secs > 0 ? ((tokens - 1) / secs).toFixed(1) : undefined;
+}
+
+/** Notes how a finished reply went: its stats, the dropped turns, the context used, the session after it. */
+function record(conv, msg, r, drop, continued, first) {
+  const tokens = r.usage?.completion_tokens ?? msg.stats.tokens;
+  msg.stats = { tokens, tps: rate(tokens, first), promptTokens: r.usage?.prompt_tokens, seed: r.seed };
+  if (r.finish === "length") msg.stats.finish = "length";
+  msg.dropped = drop || undefined;
+  const before = continued ? conv.used ?? 0 : 0; // a continued session already holds the earlier turns
+  conv.used = r.usage ? before + r.usage.prompt_tokens + r.usage.completion_tokens : undefined;
+  conv.session = r.session;
+  conv.sessionLength = r.session ? conv.messages.length : undefined;
+}
+
+/** Streams one reply into `msg`, retrying without a session or with fewer turns when the server says so. */
+async function stream(msg, li, signal) {
+  const conv = state.conv, opts = sampling(), history = conv.messages.slice(0, -1);
+  const turns = history.filter((m) => m.role === "user").length;
+  let drop = await turnsToDrop(history, opts.max_tokens);
+  let session = sessionFor(conv, drop);
+  let first = 0;
+  msg.stats = { tokens: 0 };
+  const onPiece = (piece) => {
+    first ||= performance.now();
+    msg.stats.tokens++;
+    msg.stats.tps = rate(msg.stats.tokens, first);
+    msg.content += piece;
+    renderInto(li.querySelector(".content"), msg.content);
+    stats.textContent = `${statusLine(msg.stats)} · generating`;
+    follow();
+  };
   for (;;) {
-    const { done, value } = await reader.read();
-    if (done) return;
-    buffer += decoder.decode(value, { stream: true });
-    let end;
-    while ((end = buffer.indexOf("\n\n")) >= 0) {
-      const event = buffer.slice(0, end);
-      buffer = buffer.slice(end + 2);
-      for (const line of event.split("\n")) if (line.startsWith("data: ")) onData(line.slice(6));
+    const request = { messages: outgoing(history, drop), sampling: opts, session };
+    request.saveSession = state.model.sessions;
+    try {
+      const r = await complete(request, onPiece, signal);
+      return record(conv, msg, r, drop, session !== undefined, first);
+    } catch (e) {
+      const retry = e instanceof ApiError && RETRY.has(e.code) && msg.content === "";
+      if (!retry || (e.code === "context_length_exceeded" && drop >= turns - 1)) throw e;
+      if (e.code === "sessions_unavailable") state.model.sessions = false; // send the whole history instead
+      if (e.code === "context_length_exceeded") drop++;
+      session = undefined; // a retry sends the whole history, fitted to the context
     }
   }
 }
 
-async function ask(text) {
-  messages.push({ role: "user", content: text });
-  bubble("user", text);
-  const reply = { role: "assistant", content: "" };
-  const li = bubble("assistant", "");
-  li.classList.add("streaming");
-  running = new AbortController();
+/** The status line after a reply: tokens, speed, engine. */
+function statusLine(s) {
+  const stopped = s.finish === "stopped" ? " · stopped" : "";
+  return `${s.tokens} tokens · ${s.tps ?? "–"} tok/s · ${state.model.engine}${stopped}`;
+}
+
+/** Adds an assistant reply to the conversation and streams it in; failures stay in the turn, with Retry. */
+async function reply() {
+  const conv = state.conv;
+  const msg = { role: "assistant", content: "", streaming: true };
+  conv.messages.push(msg);
+  pin();
+  renderLog();
+  const li = log.lastElementChild;
+  state.running = new AbortController();
   setRunning(true);
-  const t0 = performance.now();
-  let first = 0, tokens = 0, finish = null;
-  const show = () => {
-    const secs = (performance.now() - (first || t0)) / 1000;
-    const rate = tokens > 1 && secs > 0 ? ((tokens - 1) / secs).toFixed(1) : "–";
-    stats.textContent = `${tokens} tokens · ${rate} tok/s · ${engineKind}${finish ? "" : " · generating"}`;
-  };
   try {
-    const res = await fetch("/v1/chat/completions", {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({
-        messages: messages.slice(),
-        stream: true,
-        stream_options: { include_usage: true },
-        max_tokens: numberField("max-tokens"),
-        temperature: numberField("temperature"),
-        min_p: numberField("min-p"),
-        seed: numberField("seed"),
-        session: session ?? undefined,
-        save_session: true,
-      }),
-      signal: running.signal,
-    });
-    if (!res.ok) throw new Error((await res.json()).error?.message ?? res.statusText);
-    await readEvents(res.body, (data) => {
-      if (data === "[DONE]") return;
-      const chunk = JSON.parse(data);
-      if (chunk.error) throw new Error(chunk.error.message);
-      const choice = chunk.choices[0];
-      if (choice?.delta?.content) {
-        if (!first) first = performance.now();
-        tokens++;
-        reply.content += choice.delta.content;
-        li.textContent = reply.content;
-        li.scrollIntoView({ block: "end" });
-      }
-      if (choice?.finish_reason) finish = choice.finish_reason;
-      if (chunk.session) session = chunk.session;
-      if (chunk.usage) tokens = chunk.usage.completion_tokens;
-      show();
-    });
+    await stream(msg, li, state.running.signal);
+    stats.classList.remove("error");
+    stats.textContent = statusLine(msg.stats);
   } catch (e) {
-    if (e.name === "AbortError") finish = "stopped";
-    else {
-      finish = "error";
-      stats.textContent = `error: ${e.message}`;
+    if (e.name === "AbortError") {
+      msg.stats.finish = "stopped";
+      conv.used = undefined; // the server reports no usage for a stopped reply: count it again
+      stats.classList.remove("error");
+      stats.textContent = statusLine(msg.stats);
+    } else {
+      msg.error = e.message;
+      if (msg.content === "") delete msg.stats; // nothing came: no counts to show
+      stats.textContent = "the last turn failed";
       stats.classList.add("error");
     }
   } finally {
-    messages.push(reply);
-    li.classList.remove("streaming");
-    running = null;
+    delete msg.streaming;
+    state.running = null;
     setRunning(false);
-    if (finish !== "error") {
-      stats.classList.remove("error");
-      show();
-      if (finish === "stopped") stats.textContent += " · stopped";
-    }
-    $("save").disabled = session === null;
+    if (conv.used !== undefined) showContext(conv.used);
+    renderLog();
+    $("announce").textContent = msg.error ? `The turn failed: ${msg.error}` : `Model: ${msg.content}`;
+    await persist();
   }
 }
+
+function setRunning(on) {
+  log.setAttribute("aria-busy", String(on));
+  $("send").disabled = on;
+  $("stop").disabled = !on;
+  $("restore").disabled = on;
+  $("new").disabled = on;
+  $("chat-list").inert = on; // the reply belongs to this conversation: no switching until it ends
+  for (const b of log.querySelectorAll(".actions button, .error button")) b.disabled = on;
+  if (!on) prompt.focus();
+}
+
+/** Sends `text` as the user's next message. */
+function ask(text) {
+  state.conv.messages.push({ role: "user", content: text });
+  if (state.conv.title === "New chat") state.conv.title = text.slice(0, 40);
+  return reply();
+}
+
+/** Replaces the last reply (or a failed one) with a new one. */
+function regenerate() {
+  if (state.running) return;
+  const msgs = state.conv.messages;
+  if (msgs.at(-1)?.role === "assistant") msgs.pop();
+  reply();
+}
+
+/** Turns user message `i` into a text box; sending it drops everything after it and asks again. */
+function startEdit(i, li) {
+  if (state.running) return;
+  const box = document.createElement("textarea");
+  box.value = state.conv.messages[i].content;
+  box.setAttribute("aria-label", "Edit message");
+  const done = () => renderLog();
+  const resend = () => {
+    const text = box.value.trim();
+    if (!text) return;
+    state.conv.messages.splice(i);
+    state.conv.session = undefined;
+    ask(text);
+  };
+  box.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      resend();
+    } else if (e.key === "Escape") done();
+  });
+  const bar = document.createElement("div");
+  bar.className = "actions";
+  bar.append(button("Send", resend, "Send the edited message"), button("Cancel", done, "Cancel editing"));
+  li.replaceChildren(box, bar);
+  box.focus();
+}
+
+// ---- The conversation list. ----
+
+/** Stores the open conversation (once it has a message) and shows the list and meter as they now are. */
+async function persist() {
+  const c = state.conv;
+  if (c.messages.length === 0) return;
+  c.updated = Date.now();
+  await saveConversation(JSON.parse(JSON.stringify(c)));
+  localStorage.setItem("ferry.current", c.id);
+  await renderChats();
+  await measureContext();
+}
+
+/** Shows `conv` and makes it the one a reload comes back to. */
+async function open(conv) {
+  state.conv = conv;
+  pin();
+  localStorage.setItem("ferry.current", conv.id);
+  renderLog();
+  await renderChats();
+  await measureContext();
+}
+
+/** A row of the conversation list: its title (opens it), Rename and Delete. */
+function chatItem(c) {
+  const li = document.createElement("li");
+  if (c.id === state.conv.id) li.setAttribute("aria-current", "true");
+  const title = button(c.title, () => open(c));
+  title.className = "title";
+  const rename = button("✎", async () => {
+    const name = globalThis.prompt("Rename this conversation", c.title)?.trim();
+    if (!name) return;
+    c.title = name;
+    if (c.id === state.conv.id) state.conv.title = name;
+    await saveConversation(c);
+    await renderChats();
+  }, `Rename ${c.title}`);
+  const remove = button("✕", async () => {
+    if (!confirm(`Delete "${c.title}"? This cannot be undone.`)) return;
+    await deleteConversation(c.id);
+    if (c.id === state.conv.id) await open(newConversation());
+    else await renderChats();
+  }, `Delete ${c.title}`);
+  li.append(title, rename, remove);
+  return li;
+}
+
+async function renderChats() {
+  const all = await listConversations();
+  $("chat-list").replaceChildren(...all.map(chatItem));
+}
+
+// ---- Sessions: download the state after the last reply, or upload one to continue. ----
+
+function saveSession() {
+  const id = state.conv.session;
+  if (!id) return;
+  const a = document.createElement("a");
+  a.href = sessionUrl(id);
+  a.download = `ferry-${id}.session`;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  stats.textContent = "session saved to your downloads";
+}
+
+async function restoreSession(file) {
+  let body;
+  try {
+    body = await uploadSession(file);
+  } catch (e) {
+    stats.textContent = `restore refused: ${e.message}`;
+    stats.classList.add("error");
+    return;
+  }
+  stats.classList.remove("error");
+  const conv = newConversation();
+  conv.messages = body.messages;
+  conv.title = body.messages.find((m) => m.role === "user")?.content.slice(0, 40) ?? "Restored session";
+  conv.session = body.id;
+  conv.sessionLength = body.messages.length;
+  conv.used = body.tokens;
+  await open(conv);
+  await persist();
+  stats.textContent = `session restored: ${body.tokens} tokens`;
+  prompt.focus();
+}
+
+// ---- Wiring. ----
 
 $("ask").addEventListener("submit", (e) => {
   e.preventDefault();
   const text = prompt.value.trim();
-  if (!text || running) return;
+  if (!text || state.running) return;
   prompt.value = "";
-  ask(text);
+  ready.then(() => ask(text));
 });
 
 prompt.addEventListener("keydown", (e) => {
@@ -158,47 +387,60 @@ prompt.addEventListener("keydown", (e) => {
 });
 
 document.addEventListener("keydown", (e) => {
-  if (e.key === "Escape" && running) running.abort();
+  if (e.key !== "Escape") return;
+  if (state.running) state.running.abort();
+  else if (document.body.classList.contains("chats-open")) showChats(false);
 });
-stop.addEventListener("click", () => running?.abort());
-
-$("save").addEventListener("click", () => {
-  if (!session) return;
-  const a = document.createElement("a");
-  a.href = `/v1/sessions/${session}`;
-  a.download = `ferry-${session}.session`;
-  document.body.append(a);
-  a.click();
-  a.remove();
-  stats.textContent = "session saved to your downloads";
-});
-
-$("restore").addEventListener("change", async (e) => {
+$("stop").addEventListener("click", () => state.running?.abort());
+$("save").addEventListener("click", saveSession);
+$("restore").addEventListener("change", (e) => {
   const file = e.target.files[0];
   e.target.value = "";
-  if (!file) return;
-  const res = await fetch("/v1/sessions", { method: "POST", body: file });
-  const body = await res.json();
-  if (!res.ok) {
-    stats.textContent = `restore refused: ${body.error.message}`;
-    stats.classList.add("error");
-    return;
-  }
-  stats.classList.remove("error");
-  session = body.id;
-  messages = body.messages;
-  render();
-  stats.textContent = `session restored: ${body.tokens} tokens`;
-  prompt.focus();
+  if (file) ready.then(() => restoreSession(file));
 });
 
-$("new").addEventListener("click", () => {
-  messages = [];
-  session = null;
-  render();
+// New chat keeps the current one in the list: nothing is discarded, so there is nothing to ask.
+$("new").addEventListener("click", async () => {
+  await open(newConversation());
   stats.textContent = "ready";
+  showChats(false);
   prompt.focus();
 });
 
-loadModel();
-prompt.focus();
+/** Opens or closes the conversation list (a panel over the chat on a narrow screen). */
+function showChats(on) {
+  document.body.classList.toggle("chats-open", on);
+  $("toggle-chats").setAttribute("aria-expanded", String(on));
+  if (on) ($("chat-list").querySelector("[aria-current] .title") ?? $("new")).focus();
+}
+$("toggle-chats").addEventListener("click", () => showChats(!document.body.classList.contains("chats-open")));
+$("close-chats").addEventListener("click", () => showChats(false));
+$("chat-list").addEventListener("click", (e) => {
+  if (e.target.classList.contains("title")) showChats(false);
+});
+
+for (const id of SETTINGS) $(id).addEventListener("change", saveSettings);
+$("system").addEventListener("change", () => {
+  state.conv.used = undefined; // the system prompt is part of what the model reads: count again
+  measureContext();
+});
+
+/** Reads the model, the settings and the conversation a reload comes back to. */
+async function start() {
+  loadSettings();
+  try {
+    state.model = await modelInfo();
+    const m = state.model;
+    $("model").textContent = `${m.id} · ${m.engine} engine · context ${m.contextLength}`;
+    if (!m.sessions) $("save").title = "this server keeps no sessions: the whole chat is sent each turn";
+  } catch {
+    $("model").textContent = "server unreachable";
+  }
+  const current = localStorage.getItem("ferry.current");
+  const stored = (await listConversations()).find((c) => c.id === current);
+  await open(stored ?? newConversation());
+  prompt.focus();
+}
+
+// What the user does before the stored conversation is back waits for it, so it is not replaced.
+const ready = start();

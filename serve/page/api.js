@@ -1,0 +1,140 @@
+// The page's one door to a model. Everything that talks to the server is in this module, so another
+// backend (the integer engine in a Web Worker, "run in this tab") can stand in for it by offering the
+// same exports: modelInfo, complete and countTokens (and, where it keeps sessions, sessionUrl and
+// uploadSession; modelInfo's `sessions` says whether it does).
+
+/** A refusal or failure, with the server's HTTP status and OpenAI error code when there was a reply. */
+export class ApiError extends Error {
+  constructor(message, status = 0, code = null) {
+    super(message);
+    this.name = "ApiError";
+    this.status = status;
+    this.code = code;
+  }
+}
+
+async function post(path, body, signal) {
+  let res;
+  try {
+    res = await fetch(path, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+      signal,
+    });
+  } catch (e) {
+    if (e.name === "AbortError") throw e;
+    throw new ApiError(`the server cannot be reached (${e.message})`);
+  }
+  if (res.ok) return res;
+  const err = await res.json().catch(() => ({}));
+  throw new ApiError(err.error?.message ?? `${res.status} ${res.statusText}`, res.status, err.error?.code);
+}
+
+/** The served model: `{ id, engine, contextLength, sessions }`; throws ApiError when unreachable. */
+export async function modelInfo() {
+  let res;
+  try {
+    res = await fetch("/v1/models");
+  } catch (e) {
+    throw new ApiError(`the server cannot be reached (${e.message})`);
+  }
+  const model = (await res.json()).data[0];
+  return {
+    id: model.id,
+    engine: model.engine,
+    contextLength: model.context_length,
+    sessions: model.sessions === true,
+  };
+}
+
+/** Reads a server-sent-events body and calls onData with each `data:` payload. */
+async function readEvents(body, onData) {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return;
+    buffer += decoder.decode(value, { stream: true });
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const event = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      for (const line of event.split("\n")) if (line.startsWith("data: ")) onData(line.slice(6));
+    }
+  }
+}
+
+/**
+ * Streams one chat reply. `request` is `{ messages, sampling, session, saveSession }`, `sampling` in
+ * OpenAI's names (max_tokens, temperature, top_k, top_p, min_p, seed). `onChunk(text)` is called with
+ * each piece of the reply. Resolves to `{ content, finish, usage, seed, session }` (usage, seed and
+ * session as the server reported them, or undefined); rejects with ApiError, or an AbortError on
+ * `signal`.
+ */
+export async function complete(request, onChunk, signal) {
+  const body = {
+    messages: request.messages,
+    stream: true,
+    stream_options: { include_usage: true },
+    ...request.sampling,
+  };
+  if (request.session) body.session = request.session;
+  if (request.saveSession) body.save_session = true;
+  const res = await post("/v1/chat/completions", body, signal);
+  const out = { content: "", finish: null, usage: undefined, seed: undefined, session: undefined };
+  await readEvents(res.body, (data) => {
+    if (data === "[DONE]") return;
+    const chunk = JSON.parse(data);
+    if (chunk.error) throw new ApiError(chunk.error.message, 500, chunk.error.code);
+    const choice = chunk.choices?.[0];
+    const piece = choice?.delta?.content;
+    if (piece) {
+      out.content += piece;
+      onChunk(piece);
+    }
+    if (choice?.finish_reason) out.finish = choice.finish_reason;
+    if (chunk.session) out.session = chunk.session;
+    if (chunk.seed !== undefined) out.seed = chunk.seed;
+    if (chunk.usage) out.usage = chunk.usage;
+  });
+  return out;
+}
+
+let canCount = true; // false once the server showed it has no /apply-template or /tokenize
+
+/**
+ * How many tokens `messages` take as the model reads them (the chat template, then the tokenizer), or
+ * null when the server cannot say (an older server without /apply-template and /tokenize).
+ */
+export async function countTokens(messages, signal) {
+  if (!canCount) return null;
+  try {
+    const { prompt } = await (await post("/apply-template", { messages }, signal)).json();
+    const { tokens } = await (await post("/tokenize", { content: prompt }, signal)).json();
+    return Array.isArray(tokens) ? tokens.length : null;
+  } catch (e) {
+    if (e.name === "AbortError") throw e;
+    if (e.status === 404 || e.status === 405) canCount = false;
+    return null;
+  }
+}
+
+/** Where the saved session `id` downloads from. */
+export function sessionUrl(id) {
+  return `/v1/sessions/${encodeURIComponent(id)}`;
+}
+
+/** Uploads a saved session file: resolves to `{ id, tokens, messages }`; rejects with ApiError. */
+export async function uploadSession(file) {
+  let res;
+  try {
+    res = await fetch("/v1/sessions", { method: "POST", body: file });
+  } catch (e) {
+    throw new ApiError(`the server cannot be reached (${e.message})`);
+  }
+  const body = await res.json().catch(() => ({}));
+  if (!res.ok) throw new ApiError(body.error?.message ?? res.statusText, res.status, body.error?.code);
+  return body;
+}

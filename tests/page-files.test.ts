@@ -1,0 +1,63 @@
+// How the chat page's files are served (serve/routes/page.ts): the page's own modules and the two
+// libraries it imports at run time, marked and DOMPurify, from node_modules under fixed paths, each as
+// JavaScript; nothing else of node_modules, and no directory listing.
+import { expect, setDefaultTimeout, test } from "bun:test";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { pageRoutes } from "../serve/routes/page.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+
+const app = pageRoutes();
+
+test("the page's modules and the vendored libraries are served as JavaScript", async () => {
+  for (
+    const path of [
+      "/page/chat.js",
+      "/page/api.js",
+      "/page/markdown.js",
+      "/page/store.js",
+      "/page/view.js",
+      "/page/follow.js",
+    ]
+  ) {
+    const res = await app.request(path);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("text/javascript; charset=utf-8");
+  }
+  const marked = await app.request("/page/vendor/marked.js");
+  expect(marked.headers.get("content-type")).toBe("text/javascript; charset=utf-8");
+  const text = await marked.text();
+  expect(text).toBe(
+    readFileSync(join(import.meta.dir, "../node_modules/marked/lib/marked.esm.js"), "utf8").replace(
+      /\n\/\/# sourceMappingURL=\S+\s*$/,
+      "\n",
+    ),
+  );
+  expect(text).toContain("export{");
+  const purify = await (await app.request("/page/vendor/purify.js")).text();
+  expect(purify).toContain("export { purify_default as default }");
+});
+
+test("the index's import map names exactly the vendored paths", async () => {
+  const html = await (await app.request("/")).text();
+  expect(html).toContain('"marked": "/page/vendor/marked.js"');
+  expect(html).toContain('"dompurify": "/page/vendor/purify.js"');
+});
+
+test("nothing else under /page/ or node_modules is reachable, and no folder is listed", async () => {
+  for (
+    const path of [
+      "/page/vendor/",
+      "/page/vendor",
+      "/page/",
+      "/page/vendor/marked.esm.js",
+      "/page/vendor/../../package.json",
+      "/page/vendor/%2e%2e/%2e%2e/package.json",
+      "/node_modules/marked/package.json",
+      "/page/vendor/marked.js.map",
+    ]
+  ) {
+    expect((await app.request(path)).status).toBe(404);
+  }
+});
