@@ -397,9 +397,9 @@ export function parseGguf(file: Uint8Array, where = "gguf"): GgufFile {
       throw new GgufError(
         where,
         `${field}.type`,
-        `${
-          known ? `${known} (${typeId})` : `unknown type ${typeId}`
-        }; ferry reads ${Object.keys(GGML_TYPES).join(", ")}`,
+        `${known ? `${known} (${typeId})` : `unknown type ${typeId}`}; ferry reads ${
+          Object.keys(GGML_TYPES).join(", ")
+        }`,
       );
     }
     const n = numel(ne);

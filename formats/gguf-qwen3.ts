@@ -22,13 +22,7 @@ import {
   type GgufValue,
   tensorToF32,
 } from "./gguf-container.ts";
-import {
-  decodeTensor,
-  encodeTensor,
-  GGML_QNT_VERSION,
-  GGML_TYPES,
-  type GgmlType,
-} from "./quants.ts";
+import { decodeTensor, encodeTensor, GGML_QNT_VERSION, GGML_TYPES, type GgmlType } from "./quants.ts";
 import { byteVocabulary, checkTokenizer } from "./gguf-vocab.ts";
 import type { ExportOrigin } from "./format.ts";
 

@@ -41,6 +41,10 @@ export const IQ4NL_VALUES: readonly number[] = [
 ];
 
 const QK = 32;
+// Candidate offsets of the scale searches, the plain rule's (0) first, so that on a tie (a constant
+// block fits every one) the search keeps the scale ggml's reference picks.
+const offsets = (k: number) => [0, ...Array.from({ length: 2 * k }, (_, i) => (i < k ? i - k : i - k + 1))];
+const CANDIDATES_7 = offsets(7), CANDIDATES_9 = offsets(9);
 // Midpoints between neighbouring levels: a value below MID[k] is nearer level k than level k + 1.
 const MID = IQ4NL_VALUES.slice(1).map((v, k) => (v + IQ4NL_VALUES[k]) / 2);
 
@@ -75,7 +79,7 @@ export function quantizeIq4Nl(x: Float32Array, importance?: Float32Array): Uint8
     let best = { s: 0, err: Infinity };
     // Candidate inverse scales put the largest value at −127 ± 7 codebook units; each assignment's scale
     // is then refitted, so the search is over assignments, as ggml's quantize_row_iq4_nl_impl does.
-    for (let t = -7; amax > 0 && t <= 7; t++) {
+    for (const t of amax > 0 ? CANDIDATES_7 : []) {
       const id = (IQ4NL_VALUES[0] + t) / max;
       for (let j = 0; j < QK; j++) levels[j] = IQ4NL_VALUES[nearestIq4Nl(x[o + j] * id)];
       const fit = fitScale(x, w, levels, o, QK);
@@ -189,7 +193,7 @@ export function symmetricScale(
   if (max === 0) return 0;
   const q = new Int32Array(n);
   let best = { s: 0, err: Infinity };
-  for (let t = -9; t <= 9; t++) {
+  for (const t of CANDIDATES_9) {
     const id = -(nmax + 0.1 * t) / max;
     for (let j = 0; j < n; j++) q[j] = clamp(roundAway(id * x[o + j]), -nmax, nmax - 1);
     const fit = fitScale(x, w, q, o, n);

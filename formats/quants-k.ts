@@ -109,11 +109,16 @@ export function quantizeQ4K(x: Float32Array, importance?: Float32Array): Uint8Ar
 }
 
 /**
- * Packs eight 6-bit scales and mins into Q4_K's 12 bytes: pairs 0-3 take the low 6 bits of bytes
- * 0-3 (scales) and 4-7 (mins); pairs 4-7 put their low nibbles in bytes 8-11 (scale low, min high) and
- * their top 2 bits in the spare top bits of bytes 0-3 (scales) and 4-7 (mins).
+ * Packs eight 6-bit scales and mins into Q4_K's 12 bytes at `at`: pairs 0-3 take the low 6 bits of
+ * bytes 0-3 (scales) and 4-7 (mins); pairs 4-7 put their low nibbles in bytes 8-11 (scale low, min
+ * high) and their top 2 bits in the spare top bits of bytes 0-3 (scales) and 4-7 (mins).
+ *
+ * @example
+ * ```ts
+ * packScalesMins(block, 4, scales, mins); // q4kScaleMin(block, 4, j) gives [scales[j], mins[j]] back
+ * ```
  */
-function packScalesMins(out: Uint8Array, at: number, sc: Uint8Array, mn: Uint8Array): void {
+export function packScalesMins(out: Uint8Array, at: number, sc: Uint8Array, mn: Uint8Array): void {
   for (let j = 0; j < 4; j++) {
     out[at + j] = sc[j] | ((sc[j + 4] >> 4) << 6);
     out[at + j + 4] = mn[j] | ((mn[j + 4] >> 4) << 6);
