@@ -1,7 +1,7 @@
 /**
  * Which ggml type each GGUF tensor gets, for each `--dtype`, by llama.cpp's own rules
- * (`src/llama-quant.cpp` in ggml-org/llama.cpp; the same rules in the v0.4.0 source node-llama-cpp
- * 3.21.1 ships):
+ * (`src/llama-quant.cpp` of llama.cpp v0.4.0, commit 80fb11ac73e6, the source node-llama-cpp 3.21.1
+ * ships; ggml-org/llama.cpp's current file has the same rules):
  *
  * - 1-D tensors (the norms) stay F32; llama.cpp quantizes only 2-D and 3-D weights
  *   (`tensor_allows_quantization`).
@@ -12,8 +12,8 @@
  *   The output rule asks for Q8_0 outright when the row width is not a multiple of the K-quant's 256.
  * - Then, for every type, the shape fallback (`tensor_type_fallback`): a row width (ne[0]) that is
  *   not a whole number of the type's blocks turns Q4_K into Q5_0 and Q6_K into Q8_0; a width the
- *   fallback cannot take either becomes F16. Types without a fallback (Q4_0, Q8_0, IQ4_NL) are refused
- *   on such a width, as before.
+ *   fallback cannot take either becomes F16. The 32-value types (Q4_0, Q8_0, IQ4_NL) on a width that is
+ *   not a multiple of 32 (v0.4.0: F16; current llama.cpp: an error) are refused by the writer, as before.
  *
  * @example
  * ```ts
