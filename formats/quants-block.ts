@@ -1,6 +1,7 @@
 /**
  * What every block codec shares: f32 rounding, C's `roundf`, f16 fields read and written in place,
- * the per-element importance of a row, and the weighted least-squares fits the scale searches use.
+ * the per-element importance of a row, the weighted least-squares scale fit, and the symmetric scale
+ * search (ggml's make_qx_quants, in spirit) that Q6_K and the weighted Q5_0 use.
  *
  * @example
  * ```ts
@@ -97,15 +98,43 @@ export function fitScale(
   return { s, err: sxx - s * sqx };
 }
 
-/** Σ w (x − x̂)² over `n` values from `o`: the weighted error a scale search minimises. */
-export function weightedError(
+// Candidate offsets of the scale searches, the plain rule's (0) first, so that on a tie (a constant
+// block fits every one) the search keeps the scale ggml's reference picks.
+const offsets = (k: number) => [0, ...Array.from({ length: 2 * k }, (_, i) => (i < k ? i - k : i - k + 1))];
+/** Offsets 0, −7..−1, 1..7 and 0, −9..−1, 1..9 of the IQ4_NL and symmetric searches. */
+export const CANDIDATES_7 = offsets(7), CANDIDATES_9 = offsets(9);
+
+/**
+ * The scale s of a symmetric code range −nmax..nmax−1 minimising Σ w (s·q − x)² over `n` values
+ * from `o`, searched as ggml's make_qx_quants does: 19 candidate inverse scales around −nmax / max
+ * (`max` the value of largest magnitude), each assignment refitted by least squares. 0 for a zero block.
+ *
+ * @example
+ * ```ts
+ * symmetricScale(x, w, 0, 16, 32, maxOf16); // Q6_K's sub-block scale
+ * ```
+ */
+export function symmetricScale(
   x: Float32Array,
   w: Float32Array,
-  back: Float32Array,
-  o = 0,
-  n = x.length,
+  o: number,
+  n: number,
+  nmax: number,
+  max: number,
 ): number {
-  let e = 0;
-  for (let j = o; j < o + n; j++) e += w[j] * (x[j] - back[j]) ** 2;
-  return e;
+  if (max === 0) return 0;
+  const q = new Int32Array(n);
+  let best = { s: 0, err: Infinity };
+  for (const t of CANDIDATES_9) {
+    const id = -(nmax + 0.1 * t) / max;
+    for (let j = 0; j < n; j++) q[j] = clamp(roundAway(id * x[o + j]), -nmax, nmax - 1);
+    const fit = fitScale(x, w, q, o, n);
+    if (fit.err < best.err) best = fit;
+  }
+  return best.s;
+}
+
+/** v limited to lo..hi. */
+export function clamp(v: number, lo: number, hi: number): number {
+  return v < lo ? lo : v > hi ? hi : v;
 }

@@ -18,7 +18,17 @@
  * ```
  * @module
  */
-import { elementWeights, f32, fitScale, getF16, putF16, roundAway } from "./quants-block.ts";
+import {
+  CANDIDATES_7,
+  clamp,
+  elementWeights,
+  f32,
+  fitScale,
+  getF16,
+  putF16,
+  roundAway,
+  symmetricScale,
+} from "./quants-block.ts";
 
 /** ggml's `kvalues_iq4nl`: the 16 levels an IQ4_NL code indexes, in units of the block scale. */
 export const IQ4NL_VALUES: readonly number[] = [
@@ -41,10 +51,6 @@ export const IQ4NL_VALUES: readonly number[] = [
 ];
 
 const QK = 32;
-// Candidate offsets of the scale searches, the plain rule's (0) first, so that on a tie (a constant
-// block fits every one) the search keeps the scale ggml's reference picks.
-const offsets = (k: number) => [0, ...Array.from({ length: 2 * k }, (_, i) => (i < k ? i - k : i - k + 1))];
-const CANDIDATES_7 = offsets(7), CANDIDATES_9 = offsets(9);
 // Midpoints between neighbouring levels: a value below MID[k] is nearer level k than level k + 1.
 const MID = IQ4NL_VALUES.slice(1).map((v, k) => (v + IQ4NL_VALUES[k]) / 2);
 
@@ -170,39 +176,4 @@ export function dequantizeQ5_0(bytes: Uint8Array, n: number): Float32Array {
     }
   }
   return out;
-}
-
-/**
- * The scale s of a symmetric code range −nmax..nmax−1 minimising Σ w (s·q − x)² over `n` values
- * from `o`, searched as ggml's make_qx_quants does: 19 candidate inverse scales around −nmax / max
- * (`max` the value of largest magnitude), each assignment refitted by least squares. 0 for a zero block.
- *
- * @example
- * ```ts
- * symmetricScale(x, w, 0, 16, 32, maxOf16); // Q6_K's sub-block scale
- * ```
- */
-export function symmetricScale(
-  x: Float32Array,
-  w: Float32Array,
-  o: number,
-  n: number,
-  nmax: number,
-  max: number,
-): number {
-  if (max === 0) return 0;
-  const q = new Int32Array(n);
-  let best = { s: 0, err: Infinity };
-  for (const t of CANDIDATES_9) {
-    const id = -(nmax + 0.1 * t) / max;
-    for (let j = 0; j < n; j++) q[j] = clamp(roundAway(id * x[o + j]), -nmax, nmax - 1);
-    const fit = fitScale(x, w, q, o, n);
-    if (fit.err < best.err) best = fit;
-  }
-  return best.s;
-}
-
-/** v limited to lo..hi. */
-export function clamp(v: number, lo: number, hi: number): number {
-  return v < lo ? lo : v > hi ? hi : v;
 }

@@ -20,8 +20,7 @@
  * ```
  * @module
  */
-import { elementWeights, f32, getF16, putF16, roundAway } from "./quants-block.ts";
-import { clamp, symmetricScale } from "./quants-iq4nl.ts";
+import { clamp, elementWeights, f32, getF16, putF16, roundAway, symmetricScale } from "./quants-block.ts";
 
 /** Values per K-quant super-block. */
 export const QK_K = 256;
