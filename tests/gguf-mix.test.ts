@@ -3,7 +3,10 @@
 // (tensor_type_fallback) — checked on the shipped model's shapes and on a K-quant-friendly one.
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { ggufTensorType, useMoreBits } from "../formats/gguf-mix.ts";
-import { ggmlType } from "../formats/gguf.ts";
+import { ggmlType, readGguf, writeGguf } from "../formats/gguf.ts";
+import { join } from "node:path";
+import { rm } from "node:fs/promises";
+import { tempDir, testTensors } from "./helpers/gguf-fixtures.ts";
 import { paramShapes, PRESETS } from "../model/config.ts";
 import { ggufTensorName } from "../formats/gguf-qwen3.ts";
 
@@ -84,5 +87,34 @@ describe("rules the shipped model does not reach", () => {
     expect(ggmlType("iq4_nl")).toBe("IQ4_NL");
     // deno-lint-ignore no-explicit-any
     expect(() => ggmlType("q5_k" as any)).toThrow(/unknown GGUF dtype q5_k \(expected f32, .*, q4_k_m\)/);
+  });
+});
+
+describe("writeGguf's importance option", () => {
+  test("a matrix's importance steers its quantizer (lower weighted error), and a wrong width is refused", async () => {
+    const dir = await tempDir();
+    try {
+      const { config, tensors } = testTensors(17, true, { intermediate_size: 256 });
+      const name = "model.layers.0.mlp.down_proj.weight"; // ffn_down: Q4_K in a q4_k_m file
+      const src = tensors.find((t) => t.name === name)!;
+      const imp = new Float32Array(256).map((_, i) => (i % 16 === 0 ? 50 : 1));
+      const read = async (file: string, importance?: Record<string, Float32Array>) => {
+        await writeGguf(join(dir, file), tensors, config, { type: "q4_k_m", importance });
+        const g = await readGguf(join(dir, file));
+        expect(g.types[name]).toBe("Q4_K");
+        return g.tensors.find((t) => t.name === name)!.data;
+      };
+      const err = (d: Float32Array) => d.reduce((e, v, i) => e + imp[i % 256] * (v - src.data[i]) ** 2, 0);
+      const [plain, weighted] = [await read("plain.gguf"), await read("imp.gguf", { [name]: imp })];
+      expect(err(weighted)).toBeLessThan(0.95 * err(plain));
+      await expect(writeGguf(join(dir, "bad.gguf"), tensors, config, {
+        type: "q4_k_m",
+        importance: { [name]: new Float32Array(96) },
+      })).rejects.toThrow(
+        /importance of model\.layers\.0\.mlp\.down_proj\.weight.*96 weights; expected one per column \(256\)/,
+      );
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
