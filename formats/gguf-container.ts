@@ -341,7 +341,7 @@ export interface GgufFile {
  * Parses a whole GGUF file, refusing it (a `GgufError` naming `where` and the field) for: a short
  * or truncated file, a wrong magic, a version other than 3, an unknown value type, an array of
  * arrays, a duplicate or empty key, invalid UTF-8, a `general.alignment` that is not a u32 power of
- * two, a bad tensor name, rank or type (ferry reads F32, F16, BF16, Q8_0 and Q4_0), an innermost
+ * two, a bad tensor name, rank or type (ferry reads the types of quants.ts's GGML_TYPES), an innermost
  * dim that is not a whole number of blocks, an offset other than the packed, aligned one llama.cpp
  * expects, data running past the end, and trailing bytes after the last tensor's padding.
  *
@@ -397,9 +397,9 @@ export function parseGguf(file: Uint8Array, where = "gguf"): GgufFile {
       throw new GgufError(
         where,
         `${field}.type`,
-        `${
-          known ? `${known} (${typeId})` : `unknown type ${typeId}`
-        }; ferry reads F32, F16, BF16, Q8_0 and Q4_0`,
+        `${known ? `${known} (${typeId})` : `unknown type ${typeId}`}; ferry reads ${
+          Object.keys(GGML_TYPES).join(", ")
+        }`,
       );
     }
     const n = numel(ne);

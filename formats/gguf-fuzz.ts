@@ -2,7 +2,8 @@
  * The fuzz hook of GGUF (formats/gguf.md) for scripts/tools/fuzz.ts: a small valid file walked into its
  * byte map (every key, value, count and tensor info), edits that re-encode it from its parts (names and
  * types swapped, hyperparameters, duplicated or dropped keys, non-finite values), the reseal of ferry's
- * `ferry.sha256`, and the minimal reader `readers/gguf.ts`.
+ * `ferry.sha256`, and the minimal reader `readers/gguf.ts`; for an f16 file and for block-quantized
+ * q4_k_m and iq4_nl files.
  *
  * @example
  * ```ts
@@ -24,7 +25,10 @@ import {
   view,
 } from "./fuzz-kit.ts";
 import { sealDigest } from "./digest.ts";
-import { GGUF_DIGEST_NEEDLE, GgufError, readGguf, writeGguf } from "./gguf.ts";
+import { GGUF_DIGEST_NEEDLE, type GgufDtype, GgufError, readGguf, writeGguf } from "./gguf.ts";
+import type { ModelConfig } from "../model/config.ts";
+import { initParams } from "../model/init.ts";
+import type { Tensor } from "../model/tensor.ts";
 
 const enc = new TextEncoder(), dec = new TextDecoder();
 
@@ -152,13 +156,42 @@ function ggufEdit(f: Uint8Array, edit: (kvs: GgufKv[], infos: GgufInfo[]) => boo
   return edit(w.kvs, w.infos) ? ggufJoin(w.kvs, w.infos, f.subarray(w.dataStart)) : undefined;
 }
 
-const gguf: FuzzTarget = {
-  name: "gguf",
-  async make(dir) {
-    const file = join(dir, "m.gguf");
-    await writeGguf(file, fuzzTensors(), FUZZ_CONFIG, { type: "f16" });
-    return { file, target: file };
-  },
+/**
+ * The model of the block-quantized targets: every row a whole number of 32-value blocks, ffn_down's
+ * rows (256) whole K-quant super-blocks, and 2 layers, so a q4_k_m file holds Q4_K (layer 0's
+ * ffn_down), Q6_K (layer 1's), Q5_0 (the narrow Q4_K rows) and Q8_0 (the tied embeddings).
+ */
+const K_CONFIG: ModelConfig = {
+  ...FUZZ_CONFIG,
+  hidden_size: 32,
+  intermediate_size: 256,
+  num_hidden_layers: 2,
+  head_dim: 16,
+};
+
+// One target: a valid file of `dtype`, the byte map and edits below, the full readers, and (for the
+// types whose values it prints) the minimal reader.
+function ggufTarget(
+  name: string,
+  dtype: GgufDtype,
+  config: ModelConfig,
+  tensors: () => Tensor[],
+): FuzzTarget {
+  return {
+    ...GGUF_TARGET,
+    name,
+    async make(dir) {
+      const file = join(dir, "m.gguf");
+      await writeGguf(file, tensors(), config, { type: dtype });
+      return { file, target: file };
+    },
+    // readers/gguf.ts lists Q5_0, IQ4_NL, Q4_K and Q6_K tensors but refuses their values, and the campaign
+    // reads every value of the valid file first; the f16 target's "type" edit feeds it those type ids.
+    minimal: dtype === "f16" ? GGUF_TARGET.minimal : undefined,
+  };
+}
+
+const GGUF_TARGET: Omit<FuzzTarget, "name" | "make"> = {
   map: (f) => walkGguf(f).map,
   edits: {
     "swap names": (f, rng) =>
@@ -169,7 +202,8 @@ const gguf: FuzzTarget = {
       }),
     "type": (f, rng) =>
       ggufEdit(f, (_kvs, infos) => {
-        rng.pick(infos).type = rng.pick([0, 1, 30, 8, 2, 99]); // F32, F16, BF16, Q8_0, Q4_0, unknown
+        // F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K, IQ4_NL, Q5_K (not read), unknown
+        rng.pick(infos).type = rng.pick([0, 1, 30, 8, 2, 6, 12, 14, 20, 13, 99]);
         return true;
       }),
     "hparam": (f, rng) =>
@@ -217,5 +251,12 @@ const gguf: FuzzTarget = {
   minimal: "readers/gguf.ts",
 };
 
-/** What scripts/tools/fuzz.ts attacks: one GGUF file. */
-export const FUZZ_TARGETS: readonly FuzzTarget[] = [gguf];
+/**
+ * What scripts/tools/fuzz.ts attacks: an f16 GGUF file (`gguf`, the minimal reader too), a q4_k_m one
+ * (Q4_K, Q6_K, Q5_0 and Q8_0 blocks) and an iq4_nl one.
+ */
+export const FUZZ_TARGETS: readonly FuzzTarget[] = [
+  ggufTarget("gguf", "f16", FUZZ_CONFIG, fuzzTensors),
+  ggufTarget("gguf-q4_k_m", "q4_k_m", K_CONFIG, () => initParams(K_CONFIG, 7)),
+  ggufTarget("gguf-iq4_nl", "iq4_nl", K_CONFIG, () => initParams(K_CONFIG, 7)),
+];

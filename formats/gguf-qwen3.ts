@@ -22,15 +22,7 @@ import {
   type GgufValue,
   tensorToF32,
 } from "./gguf-container.ts";
-import {
-  decodeTensor,
-  encodeTensor,
-  getScales,
-  GGML_QNT_VERSION,
-  GGML_TYPES,
-  type GgmlType,
-  QK,
-} from "./quants.ts";
+import { decodeTensor, encodeTensor, GGML_QNT_VERSION, GGML_TYPES, type GgmlType } from "./quants.ts";
 import { byteVocabulary, checkTokenizer } from "./gguf-vocab.ts";
 import type { ExportOrigin } from "./format.ts";
 
@@ -132,12 +124,13 @@ export function qwen3Metadata(
   config: ModelConfig,
   type: GgmlType,
   name = "ferry",
+  ftype: number = GGML_TYPES[type].ftype,
 ): Array<[string, GgufValue]> {
   const { tokens, types } = byteVocabulary(config.vocab_size);
   const kv: Array<[string, GgufValue]> = [
     ["general.architecture", { type: "string", value: QWEN3_ARCH }],
     ["general.name", { type: "string", value: name }],
-    ["general.file_type", { type: "u32", value: GGML_TYPES[type].ftype }],
+    ["general.file_type", { type: "u32", value: ftype }],
     ["general.quantization_version", { type: "u32", value: GGML_QNT_VERSION }],
     ["general.alignment", { type: "u32", value: GGUF_DEFAULT_ALIGNMENT }],
   ];
@@ -158,10 +151,15 @@ export function qwen3Metadata(
   return kv;
 }
 
+/** Picks a matrix's type from its GGUF name and `ne` (innermost first): gguf-mix.ts's rules. */
+export type TensorTypeRule = (ggufName: string, ne: number[]) => GgmlType;
+
 /**
  * The GGUF tensors of a model: llama.cpp names, `ne` reversed from ferry's dims, matrices encoded as
- * `type` and 1-D tensors as F32. Checks the tensors against the config first (names, dims, finite
- * values, blocks, f16 range); `where` names the destination in errors.
+ * `type` (one type, or a rule per tensor such as gguf-mix.ts's) and 1-D tensors as F32. Checks the
+ * tensors against the config first (names, dims, finite values, blocks, f16 range); `where` names the
+ * destination in errors. `importance`, by ferry name, gives a matrix's per-column weights (its input
+ * dim long) to the quantizers' scale searches.
  *
  * @example
  * ```ts
@@ -171,8 +169,9 @@ export function qwen3Metadata(
 export function qwen3Tensors(
   tensors: readonly Tensor[],
   config: ModelConfig,
-  type: GgmlType,
+  type: GgmlType | TensorTypeRule,
   where = "gguf",
+  importance?: Readonly<Record<string, Float32Array>>,
 ): GgufTensorData[] {
   if (config.vocab_size < BYTE_VOCAB_SIZE) {
     throw new GgufError(
@@ -191,8 +190,12 @@ export function qwen3Tensors(
     if (bad >= 0) {
       throw new GgufError(where, field, `element ${bad} is ${t.data[bad]}; expected a finite number`);
     }
-    const ty = dims.length === 1 ? "F32" : type;
     const ne = [...dims].reverse();
+    const ty = dims.length === 1
+      ? "F32"
+      : typeof type === "function"
+      ? type(ggufTensorName(name)!, ne)
+      : type;
     if (ne[0] % GGML_TYPES[ty].blockSize !== 0) {
       throw new GgufError(
         where,
@@ -202,18 +205,32 @@ export function qwen3Tensors(
         }; choose f32, f16 or bf16`,
       );
     }
-    const bytes = encodeTensor(ty, t.data);
+    const imp = importance?.[name];
+    if (imp && imp.length !== ne[0]) {
+      throw new GgufError(
+        where,
+        `importance of ${name}`,
+        `${imp.length} weights; expected one per column (${ne[0]})`,
+      );
+    }
+    const bytes = encodeTensor(ty, t.data, imp);
     if (ty === "F16") {
       const back = decodeTensor(ty, bytes, t.data.length);
       const over = back.findIndex((x) => !Number.isFinite(x));
       if (over >= 0) {
         throw new GgufError(where, field, `element ${over} = ${t.data[over]} overflows f16 (max 65504)`);
       }
-    }
-    if (ty === "Q8_0" || ty === "Q4_0") {
-      const d = getScales(bytes, GGML_TYPES[ty].blockBytes, t.data.length / QK);
-      const over = d.findIndex((x) => !Number.isFinite(x));
-      if (over >= 0) throw new GgufError(where, field, `block ${over}'s scale overflows f16`);
+    } else if (ty !== "F32" && ty !== "BF16") {
+      // A block's f16 scale (d, or Q4_K's dmin) past 65504 decodes to a non-finite value.
+      const back = decodeTensor(ty, bytes, t.data.length);
+      const over = back.findIndex((x) => !Number.isFinite(x));
+      if (over >= 0) {
+        throw new GgufError(
+          where,
+          field,
+          `block ${Math.floor(over / GGML_TYPES[ty].blockSize)}'s scale overflows f16`,
+        );
+      }
     }
     return { name: ggufTensorName(name)!, ne, type: ty, bytes };
   });

@@ -19,22 +19,30 @@ import { materialize, type Tensor } from "../model/tensor.ts";
 import type { ExportOrigin, FormatDescriptor } from "./format.ts";
 import { encodeGguf, GgufError, type GgufFile, type GgufValue, parseGguf } from "./gguf-container.ts";
 import { DIGEST_KEY, DIGEST_PLACEHOLDER, digestOffset, fileDigest, isDigest } from "./digest.ts";
-import { GGML_TYPES, type GgmlType } from "./quants.ts";
+import type { GgmlType } from "./quants.ts";
 import { type LoadedGguf, qwen3FromGguf, qwen3Metadata, qwen3Tensors } from "./gguf-qwen3.ts";
+import { GGUF_DTYPE_TYPES, type GgufDtype, ggufTensorType } from "./gguf-mix.ts";
 
 // The GGUF API in one import: the container, the codecs, the vocabulary and the qwen3 mapping.
 export * from "./gguf-container.ts";
 export * from "./quants.ts";
 export * from "./gguf-vocab.ts";
 export * from "./gguf-qwen3.ts";
-
-/** The `--dtype` names of the tensor types ferry writes (`GgmlType`, lower case). */
-export type GgufDtype = "f32" | "f16" | "bf16" | "q8_0" | "q4_0";
+export * from "./gguf-mix.ts";
 
 /** Options of `writeGguf`. */
 export interface GgufWriteOptions {
-  /** Type of the matrices; norm vectors always stay F32, as llama.cpp's converter keeps them. */
+  /**
+   * Type of the matrices (or, for q4_k_m, llama.cpp's mix; for the K-quants, llama.cpp's fallback on
+   * narrow rows: gguf-mix.ts); norm vectors always stay F32, as llama.cpp's converter keeps them.
+   */
   type: GgufDtype;
+  /**
+   * Per matrix (ferry name), one importance weight per input column (e.g. the mean square of that
+   * input's activation on calibration text, as llama.cpp's imatrix): the Q5_0, Q4_K, Q6_K and IQ4_NL
+   * quantizers minimise the so-weighted squared error. Default: uniform.
+   */
+  importance?: Readonly<Record<string, Float32Array>>;
   /** `general.name` (default "ferry"). */
   name?: string;
   /** Where the weights came from (`path@stepN`), written as `ferry.source` when given. */
@@ -88,8 +96,12 @@ export function ggufDigest(
   return { stored: v.value, computed, ok: computed === v.value };
 }
 
+/** Every `--dtype` GGUF takes, in the order help and tables list them. */
+export const GGUF_DTYPE_NAMES = Object.keys(GGUF_DTYPE_TYPES) as GgufDtype[];
+
 /**
- * The ggml type of a `--dtype` name; an unknown name is a RangeError listing the known ones.
+ * The matrices' default ggml type of a `--dtype` name (q4_k_m: Q4_K, its mix aside); an unknown name
+ * is a RangeError listing the known ones.
  *
  * @example
  * ```ts
@@ -97,11 +109,10 @@ export function ggufDigest(
  * ```
  */
 export function ggmlType(dtype: GgufDtype): GgmlType {
-  const t = dtype.toUpperCase() as GgmlType;
-  if (!(t in GGML_TYPES)) {
-    throw new RangeError(`unknown GGUF dtype ${dtype} (expected f32, f16, bf16, q8_0 or q4_0)`);
+  if (!Object.hasOwn(GGUF_DTYPE_TYPES, dtype)) {
+    throw new RangeError(`unknown GGUF dtype ${dtype} (expected ${GGUF_DTYPE_NAMES.join(", ")})`);
   }
-  return t;
+  return GGUF_DTYPE_TYPES[dtype].type;
 }
 
 /**
@@ -120,7 +131,7 @@ export async function writeGguf(
   opts: GgufWriteOptions,
 ): Promise<void> {
   const type = ggmlType(opts.type);
-  const metadata = qwen3Metadata(config, type, opts.name);
+  const metadata = qwen3Metadata(config, type, opts.name, GGUF_DTYPE_TYPES[opts.type].ftype);
   if (opts.source !== undefined) metadata.push([SOURCE_KEY, { type: "string", value: opts.source }]);
   if (opts.step !== undefined) {
     if (!Number.isSafeInteger(opts.step) || opts.step < 0) {
@@ -132,7 +143,9 @@ export async function writeGguf(
     metadata.push([STEP_KEY, { type: "u64", value: BigInt(opts.step) }]);
   }
   if (opts.digest !== false) metadata.push([DIGEST_KEY, { type: "string", value: DIGEST_PLACEHOLDER }]);
-  const chunks = encodeGguf(metadata, qwen3Tensors(tensors, config, type, path), path);
+  const model = { layers: config.num_hidden_layers, tied: config.tie_word_embeddings };
+  const rule = (name: string, ne: number[]) => ggufTensorType(opts.type, name, ne, model);
+  const chunks = encodeGguf(metadata, qwen3Tensors(tensors, config, rule, path, opts.importance), path);
   if (opts.digest !== false) {
     const found = digestOffset(chunks[0], GGUF_DIGEST_NEEDLE) as { at: number };
     chunks[0].set(new TextEncoder().encode(fileDigest(chunks, found.at)), found.at);
@@ -224,10 +237,11 @@ export async function readGguf(path: string): Promise<LoadedGguf> {
  */
 export const ggufFormat: FormatDescriptor<GgufDtype> = {
   name: "gguf",
-  summary: "llama.cpp's GGUF v3, architecture qwen3: f32, f16, bf16, q8_0 or q4_0 matrices",
+  summary:
+    "llama.cpp's GGUF v3, architecture qwen3: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, iq4_nl or q4_k_m",
   extension: ".gguf",
   recognises: (path) => path.endsWith(".gguf"),
-  dtypes: ["f32", "f16", "bf16", "q8_0", "q4_0"],
+  dtypes: GGUF_DTYPE_NAMES,
   defaultDtype: "f16",
   weights: "float",
   async write(path, input, { dtype }) {

@@ -1,7 +1,8 @@
 /**
- * Tensor codecs: ggml's F32, F16 and BF16 element types and its Q8_0 and Q4_0 blocks (32 values, one
- * f16 scale each), as gguf-py's `quants.py` has them. They are plain byte codecs with no file around
- * them, so any format that stores blocks (GGUF, and lut4's 4-bit codes) shares them.
+ * Tensor codecs: ggml's F32, F16 and BF16 element types, its Q8_0 and Q4_0 blocks (32 values, one
+ * f16 scale each) as gguf-py's `quants.py` has them, and, from their own modules, Q5_0 and IQ4_NL
+ * (`quants-iq4nl.ts`) and the K-quants Q4_K and Q6_K (`quants-k.ts`). They are plain byte codecs with
+ * no file around them, so any format that stores blocks (GGUF, and lut4's 4-bit codes) shares them.
  *
  * @example
  * ```ts
@@ -12,12 +13,17 @@
  */
 import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from "./float16.ts";
 import { f32Bytes } from "./io.ts";
+import { dequantizeIq4Nl, dequantizeQ5_0, quantizeIq4Nl, quantizeQ5_0 } from "./quants-iq4nl.ts";
+import { dequantizeQ4K, dequantizeQ6K, quantizeQ4K, quantizeQ6K } from "./quants-k.ts";
+
+export * from "./quants-iq4nl.ts";
+export * from "./quants-k.ts";
 
 /** `general.quantization_version` llama.cpp expects for Q4_0 / Q8_0 blocks. */
 export const GGML_QNT_VERSION = 2;
 
 /** The tensor types ferry writes and reads. */
-export type GgmlType = "F32" | "F16" | "BF16" | "Q8_0" | "Q4_0";
+export type GgmlType = "F32" | "F16" | "BF16" | "Q8_0" | "Q4_0" | "Q5_0" | "Q4_K" | "Q6_K" | "IQ4_NL";
 
 /**
  * Per tensor type: ggml's type id, elements per block, bytes per block, and the llama_ftype id a
@@ -29,27 +35,28 @@ export const GGML_TYPES: Readonly<
   F32: { id: 0, blockSize: 1, blockBytes: 4, ftype: 0 },
   F16: { id: 1, blockSize: 1, blockBytes: 2, ftype: 1 },
   Q4_0: { id: 2, blockSize: 32, blockBytes: 18, ftype: 2 },
+  Q5_0: { id: 6, blockSize: 32, blockBytes: 22, ftype: 8 },
   Q8_0: { id: 8, blockSize: 32, blockBytes: 34, ftype: 7 },
+  // llama_ftype has no "all Q4_K"; Q4_K_S (14) is the nearest, and what a pure Q4_K file declares.
+  Q4_K: { id: 12, blockSize: 256, blockBytes: 144, ftype: 14 },
+  Q6_K: { id: 14, blockSize: 256, blockBytes: 210, ftype: 18 },
+  IQ4_NL: { id: 20, blockSize: 32, blockBytes: 18, ftype: 25 },
   BF16: { id: 30, blockSize: 1, blockBytes: 2, ftype: 32 },
 };
 
 // Names of the ggml types ferry does not handle, so a refusal can say what the file holds.
 export const OTHER_GGML_TYPES: Record<number, string> = {
   3: "Q4_1",
-  6: "Q5_0",
   7: "Q5_1",
   9: "Q8_1",
   10: "Q2_K",
   11: "Q3_K",
-  12: "Q4_K",
   13: "Q5_K",
-  14: "Q6_K",
   15: "Q8_K",
   16: "IQ2_XXS",
   17: "IQ2_XS",
   18: "IQ3_XXS",
   19: "IQ1_S",
-  20: "IQ4_NL",
   21: "IQ3_S",
   22: "IQ2_S",
   23: "IQ4_XS",
@@ -191,13 +198,15 @@ export function dequantizeQ4_0(bytes: Uint8Array, n: number): Float32Array {
 
 /**
  * f32 values to the bytes of a tensor of `type`, as llama.cpp stores them (little-endian).
+ * `importance` (one weight per input column, the row width long) steers the scale searches of
+ * Q5_0, Q4_K, Q6_K and IQ4_NL, as llama.cpp's imatrix does; the other types ignore it.
  *
  * @example
  * ```ts
  * encodeTensor("F16", new Float32Array([1, 2])); // Uint8Array [0, 60, 0, 64]
  * ```
  */
-export function encodeTensor(type: GgmlType, data: Float32Array): Uint8Array {
+export function encodeTensor(type: GgmlType, data: Float32Array, importance?: Float32Array): Uint8Array {
   switch (type) {
     case "F32":
       return f32Bytes(data);
@@ -209,6 +218,14 @@ export function encodeTensor(type: GgmlType, data: Float32Array): Uint8Array {
       return quantizeQ8_0(data);
     case "Q4_0":
       return quantizeQ4_0(data);
+    case "Q5_0":
+      return quantizeQ5_0(data, importance);
+    case "Q4_K":
+      return quantizeQ4K(data, importance);
+    case "Q6_K":
+      return quantizeQ6K(data, importance);
+    case "IQ4_NL":
+      return quantizeIq4Nl(data, importance);
   }
 }
 
@@ -239,6 +256,14 @@ export function decodeTensor(type: GgmlType, bytes: Uint8Array, n: number): Floa
       return dequantizeQ8_0(own, n);
     case "Q4_0":
       return dequantizeQ4_0(own, n);
+    case "Q5_0":
+      return dequantizeQ5_0(own, n);
+    case "Q4_K":
+      return dequantizeQ4K(own, n);
+    case "Q6_K":
+      return dequantizeQ6K(own, n);
+    case "IQ4_NL":
+      return dequantizeIq4Nl(own, n);
   }
 }
 

@@ -15,7 +15,7 @@
 import { mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type GgufDtype, readGguf, writeGguf } from "../formats/gguf.ts";
+import { GGUF_DTYPE_NAMES, type GgufDtype, readGguf, writeGguf } from "../formats/gguf.ts";
 import { evalWindows } from "../model/corpus.ts";
 import { compareLogits, logSoftmax, windowInputs, windowLogits } from "./metrics.ts";
 import { buildModel, type Model } from "../model/qwen3.ts";
@@ -24,8 +24,8 @@ import { floatEngineOf } from "../engines/float.ts";
 import { BOS } from "../model/tokenizer.ts";
 import { openLlamaGguf } from "./llama-cpp.ts";
 
-/** Every GGUF type ferry writes, in the order the table lists them. */
-export const GGUF_DTYPES: readonly GgufDtype[] = ["f32", "f16", "bf16", "q8_0", "q4_0"];
+/** Every GGUF type ferry writes, in the order the table lists them (the K-quants and IQ4_NL last). */
+export const GGUF_DTYPES: readonly GgufDtype[] = GGUF_DTYPE_NAMES;
 
 /** The figures of one GGUF type. */
 export interface GgufFigures {

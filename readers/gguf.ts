@@ -7,10 +7,7 @@ process.on("uncaughtException", (e) => console.error(`${file}: ${String(e?.messa
 if (statSync(file).isDirectory()) throw new Error("is a folder, expected a file");
 const bytes = readFileSync(file); // its read methods refuse offsets past the end ("out of range")
 let at = 0; // the read cursor: the header, the metadata, the tensor infos; then the data, 32-byte aligned
-function take(n: number): Buffer { // the next n bytes (a string cut short by the end fails the next read)
-  at += n;
-  return bytes.subarray(at - n, at);
-}
+const take = (n: number): Buffer => bytes.subarray(at, (at += n)); // the next n bytes; the cursor moves past
 const u32 = () => take(4).readUInt32LE(0), u64 = () => Number(take(8).readBigUInt64LE(0));
 const str = () => new TextDecoder("utf-8", { fatal: true }).decode(take(u64())); // u64 length, then UTF-8
 if (take(8).toString("latin1") !== "GGUF\x03\x00\x00\x00") throw new Error("not a GGUF version 3 file");
@@ -21,10 +18,13 @@ const items = (type: number) => Array.from({ length: Math.min(u64(), bytes.lengt
 Array.from({ length: Math.min(u64(), bytes.length) }, () => [str(), skip(u32())]); // keys, each with a value
 const f16 = (at: number) => new Float16Array(Uint8Array.of(bytes[at], bytes[at + 1]).buffer)[0];
 const bf16 = (at: number) => Buffer.from([0, 0, bytes[at], bytes[at + 1]]).readFloatLE(0); // f32's top half
+const unread = (type: string) => (): number => { throw new Error(`${type} values are formats/gguf.ts's`); };
 const TYPES = new Map<number, [string, number, number, (at: number, j: number) => number]>([ // ggml id: name,
   [0, ["F32", 1, 4, (at) => bytes.readFloatLE(at)]], [1, ["F16", 1, 2, f16]], [30, ["BF16", 1, 2, bf16]],
   [8, ["Q8_0", 32, 34, (at, j) => f16(at) * bytes.readInt8(at + 2 + j)]], // values and bytes per block, value
-  [2, ["Q4_0", 32, 18, (at, j) => f16(at) * (((bytes[at + 2 + (j % 16)] >> (j < 16 ? 0 : 4)) & 15) - 8)]]]);
+  [2, ["Q4_0", 32, 18, (at, j) => f16(at) * (((bytes[at + 2 + (j % 16)] >> (j < 16 ? 0 : 4)) & 15) - 8)]],
+  [6, ["Q5_0", 32, 22, unread("Q5_0")]], [20, ["IQ4_NL", 32, 18, unread("IQ4_NL")]], // these four: listed,
+  [12, ["Q4_K", 256, 144, unread("Q4_K")]], [14, ["Q6_K", 256, 210, unread("Q6_K")]]]); // dims and type only
 const dims = () => Array.from({ length: Math.min(u32(), 5) }, u64); // ne, innermost first; a fifth is refused
 const raw = Array.from({ length: n }, () => ({ name: str(), ne: dims(), type: TYPES.get(u32()), at: u64() }));
 const list = raw.map(({ name, ne, type: [type, per, size, read] = ["?", NaN, NaN, f16], at: offset }) => ({

@@ -133,7 +133,7 @@ describe("unknown options and values", () => {
         ["scripts/info.ts", ["x.gguf", "--json=yes"], "option --json takes no value"],
         ["scripts/gap.ts", ["--head", "tide"], "did you mean tied?"],
         ["scripts/measure.ts", ["--kernels", "wsam"], "did you mean wasm?"],
-        ["scripts/measure.ts", ["--only", "gguf:q4_1"], "did you mean gguf:q4_0?"],
+        ["scripts/measure.ts", ["--only", "gguf:q8_1"], "did you mean gguf:q8_0?"],
         ["scripts/train.ts", ["--out", "x.ckpt", "--preset", "tinny"], "did you mean tiny?"],
       ];
       const jobs = RUNTIMES.flatMap((rt) => cases.map(([s, a]) => [rt, s, a] as [Runtime, string, string[]]));

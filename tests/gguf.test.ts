@@ -10,7 +10,10 @@ import {
   encodeTensor,
   GGML_TYPES,
   type GgmlType,
+  GGUF_DTYPE_TYPES,
   GgufError,
+  ggufTensorName,
+  ggufTensorType,
   type GgufValue,
   parseGguf,
   quantizeQ4_0,
@@ -29,7 +32,7 @@ import { initParams } from "../model/init.ts";
 import { createRng } from "../model/random.ts";
 import { ALL_DTYPES, tempDir, testTensors, writeAllTypes } from "./helpers/gguf-fixtures.ts";
 import { expectSameBits } from "./helpers/bits.ts";
-import { GGML_TYPE_ID, openGgml } from "./helpers/ggml.ts";
+import { GGML_BLOCKS, GGML_TYPE_ID, openGgml } from "./helpers/ggml.ts";
 
 setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
@@ -352,11 +355,11 @@ describe("container reader refusals", () => {
       "tensor w.n_dims",
       /5; expected 1 to 4/,
     ));
-  test("a type ferry does not read (Q6_K)", () => {
+  test("a type ferry does not read (Q5_K)", () => {
     expectGgufError(
-      parse(patch((dv) => dv.setUint32(T0_TYPE, 14, true))),
+      parse(patch((dv) => dv.setUint32(T0_TYPE, 13, true))),
       "tensor w.type",
-      /Q6_K \(14\); ferry reads F32, F16, BF16, Q8_0 and Q4_0/,
+      /Q5_K \(13\); ferry reads F32, F16, Q4_0, Q5_0, Q8_0, Q4_K, Q6_K, IQ4_NL, BF16/,
     );
   });
   test("an unknown type id", () =>
@@ -425,16 +428,18 @@ describe("qwen3 model files", () => {
     const files = await writeAllTypes(dir, tensors, config, "each");
     for (const dtype of ALL_DTYPES) {
       const back = await readGguf(files[dtype]);
-      const type = dtype.toUpperCase() as GgmlType;
       expect(back.config).toEqual(config);
       for (let i = 0; i < tensors.length; i++) {
         const src = tensors[i], got = back.tensors[i];
-        const t = src.dims.length === 1 ? "F32" : type;
+        // The test config's rows (64 and 96 wide) are no K-quant's: q4_k and q4_k_m fall back to
+        // Q5_0 (the mix's Q6_K to Q8_0), q6_k to Q8_0, as llama.cpp's quantizer does.
+        const ne = [...src.dims].reverse(), gguf = ggufTensorName(src.name)!;
+        const t = ggufTensorType(dtype, gguf, ne, { layers: config.num_hidden_layers, tied: false });
         expect(back.types[src.name]).toBe(t);
         expect([...got.data]).toEqual([...decodeTensor(t, encodeTensor(t, src.data), src.data.length)]);
       }
       const ftype = back.file.metadata.get("general.file_type");
-      expect(ftype).toEqual({ type: "u32", value: GGML_TYPES[type].ftype });
+      expect(ftype).toEqual({ type: "u32", value: GGUF_DTYPE_TYPES[dtype].ftype });
     }
   });
 
@@ -736,7 +741,8 @@ describe("@huggingface/gguf reads ferry's files and agrees with ferry's reader",
     // @huggingface/gguf 0.4.6 parses a file's header, tensor infos and data offset but decodes no tensor
     // data itself (no type's values): so its offsets, shapes and types locate each tensor's bytes, and
     // ggml's own row decoders (bun:ffi) turn them into values, compared bit for bit with ferry's reader.
-    const { config, tensors } = testTensors(9, false);
+    // intermediate 256: ffn_down rows are whole K-quant super-blocks, so Q4_K and Q6_K occur too.
+    const { config, tensors } = testTensors(9, false, { intermediate_size: 256 });
     const files = await writeAllTypes(dir, tensors, config, "hfdata");
     const byId = new Map(
       Object.entries(GGML_TYPE_ID).map(([k, v]) => [v as number, k as keyof typeof GGML_TYPE_ID]),
@@ -746,7 +752,7 @@ describe("@huggingface/gguf reads ferry's files and agrees with ferry's reader",
         ? 4 * n
         : type === "F16" || type === "BF16"
         ? 2 * n
-        : (n / 32) * (type === "Q8_0" ? 34 : 18);
+        : (n / GGML_BLOCKS[type][0]) * GGML_BLOCKS[type][1];
     const ggml = openGgml();
     try {
       const seen = new Set<string>();
@@ -771,7 +777,17 @@ describe("@huggingface/gguf reads ferry's files and agrees with ferry's reader",
         }
         expect(file.length - end).toBeLessThan(32); // at most the alignment padding after the last tensor
       }
-      expect([...seen].sort()).toEqual(["BF16", "F16", "F32", "Q4_0", "Q8_0"]);
+      expect([...seen].sort()).toEqual([
+        "BF16",
+        "F16",
+        "F32",
+        "IQ4_NL",
+        "Q4_0",
+        "Q4_K",
+        "Q5_0",
+        "Q6_K",
+        "Q8_0",
+      ]);
     } finally {
       ggml.close();
     }

@@ -6,7 +6,13 @@ import { readFile, rm } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import process from "node:process";
 import { type GgufDtype, parseGguf, tensorToF32 } from "../formats/gguf.ts";
-import { ALL_DTYPES, tempDir, testTensors, writeAllTypes } from "./helpers/gguf-fixtures.ts";
+import {
+  ALL_DTYPES,
+  MINIMAL_VALUE_DTYPES,
+  tempDir,
+  testTensors,
+  writeAllTypes,
+} from "./helpers/gguf-fixtures.ts";
 
 setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
@@ -20,7 +26,9 @@ let dir = "";
 let files = {} as Record<GgufDtype, string>;
 beforeAll(async () => {
   dir = await tempDir();
-  const { config, tensors } = testTensors(21, false); // untied, so output.weight is in the files too
+  // Untied, so output.weight is in the files too; intermediate 256, so ffn_down rows are whole
+  // K-quant super-blocks and the q4_k, q6_k and q4_k_m files hold Q4_K and Q6_K tensors.
+  const { config, tensors } = testTensors(21, false, { intermediate_size: 256 });
   files = await writeAllTypes(dir, tensors, config, "min");
 });
 afterAll(async () => {
@@ -60,7 +68,7 @@ for (const runtime of Object.keys(RUNTIMES)) {
     }, 30_000);
 
     test("prints every tensor of every file with exactly the full reader's f32 values", async () => {
-      for (const dtype of ALL_DTYPES) {
+      for (const dtype of MINIMAL_VALUE_DTYPES) {
         const full = parseGguf(new Uint8Array(await readFile(files[dtype])), files[dtype]);
         const r = runReader(runtime, [files[dtype], ...full.tensors.map((t) => t.name)]);
         expect(r.code).toBe(0);
@@ -77,6 +85,17 @@ for (const runtime of Object.keys(RUNTIMES)) {
         });
       }
     }, 60_000);
+
+    test("the listing names the K-quant and IQ4_NL types; their values are refused in one line", () => {
+      const types = (dtype: GgufDtype) =>
+        new Set(runReader(runtime, [files[dtype]]).out.trimEnd().split("\n").map((l) => l.split("\t")[1]));
+      expect([...types("q4_k_m")].sort()).toEqual(["F32", "Q4_K", "Q5_0", "Q6_K", "Q8_0"]);
+      expect([...types("iq4_nl")].sort()).toEqual(["F32", "IQ4_NL"]);
+      const r = runReader(runtime, [files.q4_k_m, "blk.0.ffn_down.weight"]);
+      expect(r.code).toBe(1);
+      expect(r.out).toBe("");
+      expect(r.err).toBe(`${files.q4_k_m}: Q4_K values are formats/gguf.ts's\n`);
+    }, 20_000);
 
     test("a tensor name that is not in the file is an error naming it, and nothing else is printed", () => {
       const r = runReader(runtime, [files.q4_0, "output.weight", "blk.9.attn_q.weight"]);

@@ -7,6 +7,7 @@
 import { existsSync } from "node:fs";
 import { cli, EXIT_USAGE, fail, progress, run } from "../cli.ts";
 import { readCheckpoint } from "../../formats/checkpoint.ts";
+import type { GgufDtype } from "../../formats/gguf.ts";
 import { formatGgufTable, GGUF_DTYPES, heldOutPrompts, measureGguf } from "../../measure/llama-score.ts";
 import { PRESETS } from "../../model/config.ts";
 import { evalWindows, loadBrown } from "../../model/corpus.ts";
@@ -19,9 +20,9 @@ const DEFAULT_CHECKPOINT = "model/default/ferry.ckpt";
 const HELP = `
 bun scripts/tools/measure-gguf.ts [options]      (or: deno run -A scripts/tools/measure-gguf.ts)
 
-Writes a model as GGUF in every type ferry supports (f32, f16, bf16, q8_0, q4_0), loads each into
-llama.cpp through node-llama-cpp (CPU, one thread) and prints one row per type. Token ids are fed
-as ids. Columns:
+Writes a model as GGUF in every type ferry supports (f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, iq4_nl,
+q4_k_m; --types picks some), loads each into llama.cpp through node-llama-cpp (CPU, one thread) and
+prints one row per type. Token ids are fed as ids. Columns:
   mean KL, max KL, top-1   llama.cpp on the file vs ferry's f32 engine on the source weights,
                            next-token distributions at every position of held-out Brown windows
                            (KL(ferry || llama.cpp) in nats; top-1 = same argmax)
@@ -39,6 +40,7 @@ Options:
   --window-bytes N     bytes per window (default 256)
   --prompts N          greedy prompts (default 8)
   --tokens N           greedy tokens per prompt (default 64)
+  --types T,T,...      only these GGUF types (default: all, in the order above)
   --kv f32|f16         llama.cpp KV cache type (default f32; f16 is llama.cpp's default)
   --keep DIR           write the GGUF files to DIR and keep them
   --json               print JSON instead of a table
@@ -54,6 +56,7 @@ if (import.meta.main) {
     prompts: { type: "string", default: "8" },
     tokens: { type: "string", default: "64" },
     kv: { type: "string", default: "f32" },
+    types: { type: "string" },
     keep: { type: "string" },
     json: { type: "boolean", default: false },
   });
@@ -88,8 +91,14 @@ if (import.meta.main) {
       int("window-bytes", values["window-bytes"]),
     );
     const prompts = heldOutPrompts(heldOut, int("prompts", values.prompts));
-    const bar = progress("measure-gguf", GGUF_DTYPES.length * 2);
+    const types = values.types === undefined ? GGUF_DTYPES : values.types.split(",") as GgufDtype[];
+    const unknown = types.find((t) => !GGUF_DTYPES.includes(t));
+    if (unknown !== undefined) {
+      fail(`--types: unknown GGUF type ${unknown} (expected ${GGUF_DTYPES.join(", ")})`, EXIT_USAGE);
+    }
+    const bar = progress("measure-gguf", types.length * 2);
     const rows = await measureGguf(model, {
+      types,
       windows,
       prompts,
       tokens: int("tokens", values.tokens),

@@ -25,7 +25,27 @@ export function ggmlBasePath(): string {
 }
 
 /** ggml type ids (ggml.h `enum ggml_type`). */
-export const GGML_TYPE_ID = { F32: 0, F16: 1, Q4_0: 2, Q8_0: 8, BF16: 30 } as const;
+export const GGML_TYPE_ID = {
+  F32: 0,
+  F16: 1,
+  Q4_0: 2,
+  Q5_0: 6,
+  Q8_0: 8,
+  Q4_K: 12,
+  Q6_K: 14,
+  IQ4_NL: 20,
+  BF16: 30,
+} as const;
+
+/** The quantized types the oracle quantizes and dequantizes: values and bytes per block. */
+export const GGML_BLOCKS = {
+  Q4_0: [32, 18],
+  Q5_0: [32, 22],
+  Q8_0: [32, 34],
+  Q4_K: [256, 144],
+  Q6_K: [256, 210],
+  IQ4_NL: [32, 18],
+} as const;
 
 /** The ggml converters the tests use, each on a whole row. */
 export interface Ggml {
@@ -37,8 +57,13 @@ export interface Ggml {
    * ggml_quantize_chunk (llama-quantize's path) on rows of `perRow` values, no importance matrix;
    * returns the blocks and the byte count ggml reports.
    */
-  quantize(type: "Q8_0" | "Q4_0", x: Float32Array, perRow: number): { bytes: Uint8Array; written: number };
-  /** ggml_fp16_to_fp32_row / ggml_bf16_to_fp32_row / dequantize_row_q8_0 / dequantize_row_q4_0. */
+  quantize(
+    type: keyof typeof GGML_BLOCKS,
+    x: Float32Array,
+    perRow: number,
+    importance?: Float32Array,
+  ): { bytes: Uint8Array; written: number };
+  /** ggml_fp16_to_fp32_row / ggml_bf16_to_fp32_row / dequantize_row_<type>. */
   decode(type: keyof typeof GGML_TYPE_ID, bytes: Uint8Array, n: number): Float32Array;
   close(): void;
 }
@@ -58,6 +83,10 @@ export function openGgml(): Ggml {
     ggml_bf16_to_fp32_row: row,
     dequantize_row_q8_0: row,
     dequantize_row_q4_0: row,
+    dequantize_row_q5_0: row,
+    dequantize_row_q4_K: row,
+    dequantize_row_q6_K: row,
+    dequantize_row_iq4_nl: row,
   });
   return {
     toBf16(x) {
@@ -70,8 +99,9 @@ export function openGgml(): Ggml {
       if (x.length) lib.symbols.ggml_fp32_to_fp16_row(ptr(x), ptr(out), x.length);
       return out;
     },
-    quantize(type, x, perRow) {
-      const bytes = new Uint8Array((x.length / 32) * (type === "Q8_0" ? 34 : 18));
+    quantize(type, x, perRow, importance) {
+      const [per, size] = GGML_BLOCKS[type];
+      const bytes = new Uint8Array((x.length / per) * size);
       const written = lib.symbols.ggml_quantize_chunk(
         GGML_TYPE_ID[type],
         ptr(x),
@@ -79,7 +109,7 @@ export function openGgml(): Ggml {
         0,
         x.length / perRow,
         perRow,
-        null,
+        importance ? ptr(importance) : null,
       );
       return { bytes, written: Number(written) };
     },
@@ -92,7 +122,11 @@ export function openGgml(): Ggml {
       else if (type === "F16") lib.symbols.ggml_fp16_to_fp32_row(ptr(src), ptr(out), n);
       else if (type === "BF16") lib.symbols.ggml_bf16_to_fp32_row(ptr(src), ptr(out), n);
       else if (type === "Q8_0") lib.symbols.dequantize_row_q8_0(ptr(src), ptr(out), n);
-      else lib.symbols.dequantize_row_q4_0(ptr(src), ptr(out), n);
+      else if (type === "Q4_0") lib.symbols.dequantize_row_q4_0(ptr(src), ptr(out), n);
+      else if (type === "Q5_0") lib.symbols.dequantize_row_q5_0(ptr(src), ptr(out), n);
+      else if (type === "Q4_K") lib.symbols.dequantize_row_q4_K(ptr(src), ptr(out), n);
+      else if (type === "Q6_K") lib.symbols.dequantize_row_q6_K(ptr(src), ptr(out), n);
+      else lib.symbols.dequantize_row_iq4_nl(ptr(src), ptr(out), n);
       return out;
     },
     close: () => lib.close(),

@@ -22,7 +22,20 @@ import { buildModel, type Model } from "../../model/qwen3.ts";
 import type { Tensor } from "../../model/tensor.ts";
 
 /** Every type ferry writes. */
-export const ALL_DTYPES: readonly GgufDtype[] = ["f32", "f16", "bf16", "q8_0", "q4_0"];
+export const ALL_DTYPES: readonly GgufDtype[] = [
+  "f32",
+  "f16",
+  "bf16",
+  "q8_0",
+  "q4_0",
+  "q4_k",
+  "q6_k",
+  "iq4_nl",
+  "q4_k_m",
+];
+
+/** The types whose values the minimal reader prints (the others it lists, dims and type only). */
+export const MINIMAL_VALUE_DTYPES: readonly GgufDtype[] = ["f32", "f16", "bf16", "q8_0", "q4_0"];
 
 /**
  * Small, quantizable, and with head_dim * heads (96) ≠ hidden (64), so the key_length /
@@ -42,9 +55,16 @@ export const GGUF_TEST_CONFIG: ModelConfig = {
   tie_word_embeddings: false,
 };
 
-/** A random model of the test config; init std 0.5 so its distributions are peaked, not uniform. */
-export function testTensors(seed = 7, tied = false): { config: ModelConfig; tensors: Tensor[] } {
-  const config = { ...GGUF_TEST_CONFIG, tie_word_embeddings: tied };
+/**
+ * A random model of the test config (`over` changes fields: an intermediate_size of 256 gives
+ * ffn_down rows the K-quants take whole); init std 0.5 so its distributions are peaked, not uniform.
+ */
+export function testTensors(
+  seed = 7,
+  tied = false,
+  over: Partial<ModelConfig> = {},
+): { config: ModelConfig; tensors: Tensor[] } {
+  const config = { ...GGUF_TEST_CONFIG, tie_word_embeddings: tied, ...over };
   return { config, tensors: initParams(config, seed, 0.5) };
 }
 
