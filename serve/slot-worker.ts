@@ -5,7 +5,8 @@
  * session store; this worker keeps nothing between jobs.
  *
  * Messages in: `init { path, kind }` once; `job { id, from?, job }` (`from`: session bytes to continue,
- * a stored session or a cached state); `abort { id }`; `crash` (for tests: fail the way a fault would).
+ * a stored session or a cached state); `abort { id }`; `gc` (collect garbage now, where the runtime allows: for memory measurements);
+ * `crash` (for tests: fail the way a fault would).
  * Messages out: `ready`, `text { id, piece }`, `done { id, result }`, `fail { id, message }`.
  *
  * @example
@@ -37,6 +38,10 @@ scope.onmessage = (ev: MessageEvent) => {
     void job(msg.id, msg.from, msg.job);
   } else if (msg.type === "abort") {
     aborts.get(msg.id)?.abort();
+  } else if (msg.type === "gc") {
+    const g = globalThis as any;
+    if (g.Bun) g.Bun.gc(true);
+    else g.gc?.();
   } else if (msg.type === "crash") {
     setTimeout(() => {
       throw new Error("slot worker crashed on request");

@@ -68,6 +68,8 @@ export interface Slots {
   close(): void;
   /** For tests: makes slot `i`'s worker fail the way a fault would (nothing on the server's own slot). */
   crash(i: number): void;
+  /** For memory measurements: asks every worker to collect its garbage now. */
+  collect(): void;
 }
 
 /** Where a job starts: a live session, saved bytes, or nothing (a fresh session). */
@@ -83,6 +85,7 @@ interface Runner {
   ): Promise<SlotResult>;
   close(): void;
   crash(): void;
+  collect(): void;
 }
 
 /** Slots on `engine` (its `source` and `kind` are what the workers load). */
@@ -101,6 +104,7 @@ export function createSlots(engine: Engine, opts: SlotsOptions = {}): Slots {
     load: turns.load,
     close: () => all.forEach((r) => r.close()),
     crash: (i) => all[i]?.crash(),
+    collect: () => all.forEach((r) => r.collect()),
     async acquire(signal) {
       const leave = await turns.wait(signal);
       const runner = free.pop()!; // the queue lets in at most `parallel`, so one is free
@@ -165,6 +169,7 @@ function localRunner(engine: Engine): Runner {
     },
     close() {},
     crash() {},
+    collect() {},
   };
 }
 
@@ -224,5 +229,6 @@ function workerRunner(path: string, kind: string): Runner {
     },
     close: () => worker.terminate(),
     crash: () => worker.postMessage({ type: "crash" }),
+    collect: () => worker.postMessage({ type: "gc" }),
   };
 }

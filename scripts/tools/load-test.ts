@@ -17,8 +17,10 @@
  */
 import process from "node:process";
 import { cli, EXIT_REFUSED, EXIT_USAGE, fail, progress, run } from "../cli.ts";
+import type { Engine } from "../../model/engine.ts";
 import { createApp } from "../../serve/app.ts";
 import { listen } from "../../serve/listen.ts";
+import { createSlots } from "../../serve/slots.ts";
 import { openServedEngine } from "../chat.ts";
 
 const HELP = `
@@ -36,6 +38,12 @@ Options:
   --queue Q         the server's waiting places before 429 (default 32: with fewer than clients - 1,
                     some requests are refused with 429 by design)
   --engine KIND     int (default), float, or webgpu (Deno)
+  --parallel N      the server's slots (default 1: one, on its own thread)
+  --cache-mb MB     the server's prompt cache (default 32; 0: off)
+  --soak N          a soak instead: N requests (say 2000), then RSS must be within 10% of its baseline
+  --bench           the parallel-slot and prompt-cache benchmark instead (figures and ratios; see
+                    docs/chat-server.md): 1 slot and 1 user against 2 slots and 2 users, and the
+                    5th turn's time to first token with and without the cache
   --url URL         test a server already running at URL (loopback only) instead of starting one
   --json            print the results as JSON
   -h, --help        this text
@@ -175,15 +183,146 @@ async function one(base: string, i: number, maxTokens: number, disconnect: boole
 /** Whether this runtime lets the test collect garbage before measuring (Deno: --v8-flags=--expose-gc). */
 const canCollect = () => Boolean((globalThis as any).Bun || (globalThis as any).gc);
 
-async function memory(): Promise<{ heap: number; rss: number }> {
+async function memory(collectWorkers: () => void): Promise<{ heap: number; rss: number }> {
   const g = globalThis as any;
   for (let i = 0; i < 3; i++) {
+    collectWorkers();
     if (g.Bun) g.Bun.gc(true);
     else g.gc?.();
     await new Promise((r) => setTimeout(r, 50));
   }
   const m = process.memoryUsage();
   return { heap: m.heapUsed, rss: m.rss };
+}
+
+/** A server on loopback with `parallel` slots and a `cacheMb` prompt cache; `close` ends its workers too. */
+async function startServer(engine: Engine, parallel: number, cacheMb: number, queueLimit: number) {
+  const slots = createSlots(engine, { parallel, queueLimit, cacheBytes: cacheMb << 20 });
+  const server = await listen(createApp({ engine, slots, queueLimit }).fetch, {
+    hostname: "127.0.0.1",
+    port: 0,
+  });
+  return {
+    base: server.url,
+    close: async () => (await server.close(), slots.close()),
+    cacheBytes: () => slots.cache?.size.bytes ?? 0,
+    collect: () => slots.collect(),
+  };
+}
+
+const post = (base: string, path: string, body: unknown) =>
+  fetch(new URL(path, base), {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+  });
+
+/** `users` clients each asking `each` seeded completions of `tokens` tokens: aggregate tok/s, mean latency. */
+async function throughput(base: string, users: number, each: number, tokens: number) {
+  const latencies: number[] = [];
+  let generated = 0;
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: users }, async (_, u) => {
+    for (let i = 0; i < each; i++) {
+      const t = performance.now();
+      const res = await post(base, "v1/completions", {
+        prompt: `Request ${u}.${i}. The jury said`,
+        max_tokens: tokens,
+        temperature: 0.8,
+        seed: u * 1000 + i,
+      });
+      const json = await res.json() as any;
+      if (res.status !== 200) fail(`bench request failed: ${res.status} ${JSON.stringify(json)}`);
+      generated += json.usage.completion_tokens;
+      latencies.push(performance.now() - t);
+    }
+  }));
+  const s = (performance.now() - t0) / 1000;
+  return {
+    tok_s: +(generated / s).toFixed(0),
+    latency_ms: +(latencies.reduce((a, b) => a + b, 0) / latencies.length).toFixed(1),
+  };
+}
+
+/** A five-turn chat resending its history; the 5th turn's time to its first streamed token, in ms. */
+async function fifthTurnTtft(base: string, n: number): Promise<number> {
+  const messages: Array<{ role: string; content: string }> = [];
+  let ttft = 0;
+  for (let turn = 1; turn <= 5; turn++) {
+    messages.push({
+      role: "user",
+      content: `Conversation ${n}, question ${turn}: what did the jury say about it?`,
+    });
+    const t0 = performance.now();
+    const res = await post(base, "v1/chat/completions", {
+      messages,
+      max_tokens: 48,
+      temperature: 0,
+      stream: true,
+    });
+    const reader = res.body!.getReader(), decoder = new TextDecoder();
+    let text = "", first = 0;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+      if (!first && /"content":"[^"]/.test(text)) first = performance.now() - t0;
+    }
+    ttft = first || performance.now() - t0;
+    const reply = text.split("\n\n").map((e) => e.startsWith("data: {") ? JSON.parse(e.slice(6)) : undefined)
+      .map((c) => c?.choices?.[0]?.delta?.content ?? "").join("");
+    messages.push({ role: "assistant", content: reply });
+  }
+  return ttft;
+}
+
+const median = (xs: number[]) => percentile(xs, 50);
+
+/** The benchmark of docs/chat-server.md: slots' aggregate throughput and latency, the cache's TTFT. */
+async function bench(engine: Engine, json: boolean): Promise<void> {
+  const each = 6, tokens = 128;
+  const run = async (parallel: number, users: number) => {
+    const s = await startServer(engine, parallel, 0, 8);
+    await throughput(s.base, parallel, 1, 8); // warm every slot
+    const r = await throughput(s.base, users, each, tokens);
+    await s.close();
+    return r;
+  };
+  const one = await run(1, 1), lone = await run(2, 1), two = await run(2, 2);
+  const ttft: Record<string, number> = {};
+  for (const cacheMb of [0, 32]) {
+    const s = await startServer(engine, 1, cacheMb, 8);
+    await fifthTurnTtft(s.base, 0); // warm-up
+    const xs = [];
+    for (let n = 1; n <= 5; n++) xs.push(await fifthTurnTtft(s.base, n));
+    ttft[cacheMb ? "cache" : "no_cache"] = +median(xs).toFixed(1);
+    await s.close();
+  }
+  const result = {
+    runtime: (globalThis as any).Bun
+      ? `bun ${(globalThis as any).Bun.version}`
+      : `deno ${(globalThis as any).Deno.version.deno}`,
+    cores: navigator.hardwareConcurrency,
+    one_slot_one_user: one,
+    two_slots_one_user: lone,
+    two_slots_two_users: two,
+    aggregate_ratio: +(two.tok_s / one.tok_s).toFixed(2),
+    aggregate_ratio_vs_one_worker: +(two.tok_s / lone.tok_s).toFixed(2),
+    latency_ratio: +(two.latency_ms / lone.latency_ms).toFixed(2),
+    fifth_turn_ttft_ms: ttft,
+    ttft_speedup: +(ttft.no_cache / ttft.cache).toFixed(2),
+  };
+  if (json) return console.log(JSON.stringify(result, null, 2));
+  console.log(`${result.runtime}, ${result.cores} cores, ${each} requests of ${tokens} tokens per user`);
+  console.log(`  1 slot,  1 user:  ${one.tok_s} tok/s, ${one.latency_ms} ms per request`);
+  console.log(`  2 slots, 1 user:  ${lone.tok_s} tok/s, ${lone.latency_ms} ms per request`);
+  console.log(`  2 slots, 2 users: ${two.tok_s} tok/s, ${two.latency_ms} ms per request`);
+  console.log(`  aggregate 2 slots / 1 slot: ${result.aggregate_ratio}x (target >= 1.7)`);
+  console.log(`  aggregate 2 users / 1 user on 2 slots: ${result.aggregate_ratio_vs_one_worker}x`);
+  console.log(`  latency 2 users / lone user: ${result.latency_ratio}x (target <= 1.2)`);
+  console.log(
+    `  5th turn TTFT: ${ttft.no_cache} ms without the cache, ${ttft.cache} ms with (${result.ttft_speedup}x)`,
+  );
 }
 
 async function main(): Promise<void> {
@@ -196,15 +335,26 @@ async function main(): Promise<void> {
     engine: { type: "string" },
     url: { type: "string" },
     json: { type: "boolean" },
+    parallel: { type: "string" },
+    "cache-mb": { type: "string" },
+    soak: { type: "string" },
+    bench: { type: "boolean" },
   });
   if (positionals.length > 1) fail(`expected at most one MODEL, got ${positionals.length}`, EXIT_USAGE);
-  const requests = flag("requests", values.requests, 200, 1);
+  const soak = flag("soak", values.soak, 0, 0);
+  const requests = soak || flag("requests", values.requests, 200, 1);
+  const parallel = flag("parallel", values.parallel, 1, 1);
+  const cacheMb = flag("cache-mb", values["cache-mb"], 32, 0);
+  if (values.bench) {
+    if (values.url !== undefined) fail("--bench starts its own servers; it takes no --url", EXIT_USAGE);
+    return await bench(await openServedEngine(positionals[0], values.engine), values.json ?? false);
+  }
   const clients = flag("clients", values.clients, 20, 1);
   const every = flag("disconnect", values.disconnect, 7, 0);
   const maxTokens = flag("max-tokens", values["max-tokens"], 16, 1);
   const queueLimit = flag("queue", values.queue, 32, 0);
 
-  let base: string, close = async () => {}, engineKind = "?";
+  let base: string, close = async () => {}, engineKind = "?", cacheBytes = () => 0, collect = () => {};
   if (values.url !== undefined) {
     let url: URL;
     try {
@@ -217,16 +367,17 @@ async function main(): Promise<void> {
   } else {
     const engine = await openServedEngine(positionals[0], values.engine);
     engineKind = engine.kind;
-    const app = createApp({ engine, queueLimit });
-    const server = await listen(app.fetch, { hostname: "127.0.0.1", port: 0 });
-    base = server.url;
-    close = server.close;
+    ({ base, close, cacheBytes, collect } = await startServer(engine, parallel, cacheMb, queueLimit));
   }
 
   // Warm up (the first request pays for compilation), then take the baseline.
-  const warm = await one(base, 1, maxTokens, false);
-  if (warm.kind !== "ok") fail(`warm-up request failed: ${warm.detail ?? warm.kind}`);
-  const before = await memory();
+  // One request per slot at once, so every worker has compiled and allocated before the baseline.
+  for (
+    const warm of await Promise.all(Array.from({ length: parallel }, () => one(base, 1, maxTokens, false)))
+  ) {
+    if (warm.kind !== "ok") fail(`warm-up request failed: ${warm.detail ?? warm.kind}`);
+  }
+  const before = await memory(collect);
 
   const outcomes: Outcome[] = [];
   const bar = progress("load", requests, { unit: "req" });
@@ -248,7 +399,9 @@ async function main(): Promise<void> {
   // Still serving after the load, and memory back where it was.
   const after1 = await one(base, 0, maxTokens, false);
   await new Promise((r) => setTimeout(r, 200));
-  const after = await memory();
+  const after = await memory(collect);
+  // What the prompt cache holds is kept by design (bounded by --cache-mb), not a leak: not counted.
+  const cached = cacheBytes();
   await close();
 
   const count = (k: Outcome["kind"]) => outcomes.filter((o) => o.kind === k).length;
@@ -256,7 +409,7 @@ async function main(): Promise<void> {
   // Time to first token is a streamed request's; a one-shot answer has only its total.
   const ttft = outcomes.filter((o) => o.ttftMs !== undefined).map((o) => o.ttftMs!);
   const total = served.map((o) => o.totalMs);
-  const heapGrowth = after.heap - before.heap;
+  const heapGrowth = after.heap - cached - before.heap;
   const result = {
     engine: engineKind,
     requests,
@@ -271,6 +424,7 @@ async function main(): Promise<void> {
     total_ms: { p50: +percentile(total, 50).toFixed(1), p99: +percentile(total, 99).toFixed(1) },
     heap_mb: { before: +(before.heap / 2 ** 20).toFixed(1), after: +(after.heap / 2 ** 20).toFixed(1) },
     rss_mb: { before: +(before.rss / 2 ** 20).toFixed(1), after: +(after.rss / 2 ** 20).toFixed(1) },
+    prompt_cache_mb: +(cached / 2 ** 20).toFixed(1),
     served_after: after1.kind === "ok",
     memory_checked: false,
   };
@@ -286,6 +440,10 @@ async function main(): Promise<void> {
   result.memory_checked = memoryChecked;
   if (memoryChecked && heapGrowth > 16 * 2 ** 20) {
     failures.push(`heap grew by ${(heapGrowth / 2 ** 20).toFixed(1)} MiB`);
+  }
+  // The soak's bound: the whole process (workers included) back within 10% of its resident baseline.
+  if (soak && memoryChecked && after.rss - cached > 1.1 * before.rss) {
+    failures.push(`rss grew from ${result.rss_mb.before} to ${result.rss_mb.after} MiB (more than 10%)`);
   }
   if (values.json) console.log(JSON.stringify({ ...result, failures }, null, 2));
   else {
@@ -303,7 +461,8 @@ async function main(): Promise<void> {
       ? " (not checked: the server is another process)"
       : " (not checked: run Deno with --v8-flags=--expose-gc)";
     console.log(
-      `  heap ${r.heap_mb.before} -> ${r.heap_mb.after} MiB, rss ${r.rss_mb.before} -> ${r.rss_mb.after} MiB${note}`,
+      `  heap ${r.heap_mb.before} -> ${r.heap_mb.after} MiB, rss ${r.rss_mb.before} -> ${r.rss_mb.after} MiB, ` +
+        `of which the prompt cache ${r.prompt_cache_mb} MiB${note}`,
     );
     for (const f of failures) console.log(`  FAIL ${f}`);
   }
