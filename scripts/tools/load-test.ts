@@ -41,6 +41,7 @@ Options:
   --parallel N      the server's slots (default 1: one, on its own thread)
   --cache-mb MB     the server's prompt cache (default 32; 0: off)
   --soak N          a soak instead: N requests (say 2000), then RSS must be within 10% of its baseline
+  --warmup W        the soak's warm-up requests before the baseline (default N/5, at most 400)
   --bench           the parallel-slot and prompt-cache benchmark instead (figures and ratios; see
                     docs/chat-server.md): 1 slot and 1 user against 2 slots and 2 users, and the
                     5th turn's time to first token with and without the cache
@@ -325,6 +326,31 @@ async function bench(engine: Engine, json: boolean): Promise<void> {
   );
 }
 
+/** `requests` requests of the mix from `clients` concurrent clients; every `every`-th hangs up mid-stream. */
+async function drive(
+  base: string,
+  requests: number,
+  clients: number,
+  maxTokens: number,
+  every: number,
+  bar: { tick(): void; done(): void },
+): Promise<Outcome[]> {
+  const outcomes: Outcome[] = [];
+  let next = 0;
+  const client = async () => {
+    for (let i = next++; i < requests; i = next++) {
+      const o = await one(base, i, maxTokens, every > 0 && i % every === every - 1);
+      outcomes.push(o);
+      bar.tick();
+      // A refused client waits the way Retry-After asks, but briefly: the test is bounded.
+      if (o.kind === "429") await new Promise((r) => setTimeout(r, 100));
+    }
+  };
+  await Promise.all(Array.from({ length: clients }, client));
+  bar.done();
+  return outcomes;
+}
+
 async function main(): Promise<void> {
   const { values, positionals } = cli(HELP, {
     requests: { type: "string" },
@@ -338,6 +364,7 @@ async function main(): Promise<void> {
     parallel: { type: "string" },
     "cache-mb": { type: "string" },
     soak: { type: "string" },
+    warmup: { type: "string" },
     bench: { type: "boolean" },
   });
   if (positionals.length > 1) fail(`expected at most one MODEL, got ${positionals.length}`, EXIT_USAGE);
@@ -377,31 +404,25 @@ async function main(): Promise<void> {
   ) {
     if (warm.kind !== "ok") fail(`warm-up request failed: ${warm.detail ?? warm.kind}`);
   }
+  // A soak first runs a warm-up load of the same mix, so the baseline is the server's steady state
+  // (the runtime's compiled code, allocator pools and the cache's fill), not its first minute.
+  const warmup = soak ? flag("warmup", values.warmup, Math.min(400, Math.ceil(soak / 5)), 0) : 0;
+  if (warmup) {
+    await drive(base, warmup, clients, maxTokens, every, progress("warm-up", warmup, { unit: "req" }));
+  }
   const before = await memory(collect);
-
-  const outcomes: Outcome[] = [];
+  const cachedBefore = cacheBytes();
   const bar = progress("load", requests, { unit: "req" });
-  let next = 0;
   const t0 = performance.now();
-  const client = async () => {
-    for (let i = next++; i < requests; i = next++) {
-      const o = await one(base, i, maxTokens, every > 0 && i % every === every - 1);
-      outcomes.push(o);
-      bar.tick();
-      // A refused client waits the way Retry-After asks, but briefly: the test is bounded.
-      if (o.kind === "429") await new Promise((r) => setTimeout(r, 100));
-    }
-  };
-  await Promise.all(Array.from({ length: clients }, client));
+  const outcomes = await drive(base, requests, clients, maxTokens, every, bar);
   const wallS = (performance.now() - t0) / 1000;
-  bar.done();
 
   // Still serving after the load, and memory back where it was.
   const after1 = await one(base, 0, maxTokens, false);
   await new Promise((r) => setTimeout(r, 200));
   const after = await memory(collect);
-  // What the prompt cache holds is kept by design (bounded by --cache-mb), not a leak: not counted.
-  const cached = cacheBytes();
+  // What the prompt cache took on is kept by design (bounded by --cache-mb), not a leak: not counted.
+  const cached = cacheBytes() - cachedBefore;
   await close();
 
   const count = (k: Outcome["kind"]) => outcomes.filter((o) => o.kind === k).length;
@@ -424,7 +445,10 @@ async function main(): Promise<void> {
     total_ms: { p50: +percentile(total, 50).toFixed(1), p99: +percentile(total, 99).toFixed(1) },
     heap_mb: { before: +(before.heap / 2 ** 20).toFixed(1), after: +(after.heap / 2 ** 20).toFixed(1) },
     rss_mb: { before: +(before.rss / 2 ** 20).toFixed(1), after: +(after.rss / 2 ** 20).toFixed(1) },
-    prompt_cache_mb: +(cached / 2 ** 20).toFixed(1),
+    prompt_cache_mb: {
+      before: +(cachedBefore / 2 ** 20).toFixed(1),
+      after: +(cacheBytes() / 2 ** 20).toFixed(1),
+    },
     served_after: after1.kind === "ok",
     memory_checked: false,
   };
@@ -462,7 +486,7 @@ async function main(): Promise<void> {
       : " (not checked: run Deno with --v8-flags=--expose-gc)";
     console.log(
       `  heap ${r.heap_mb.before} -> ${r.heap_mb.after} MiB, rss ${r.rss_mb.before} -> ${r.rss_mb.after} MiB, ` +
-        `of which the prompt cache ${r.prompt_cache_mb} MiB${note}`,
+        `prompt cache ${r.prompt_cache_mb.before} -> ${r.prompt_cache_mb.after} MiB${note}`,
     );
     for (const f of failures) console.log(`  FAIL ${f}`);
   }
