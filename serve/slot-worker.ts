@@ -7,7 +7,8 @@
  * Messages in: `init { path, kind }` once; `job { id, from?, job }` (`from`: session bytes to continue,
  * a stored session or a cached state); `abort { id }`; `gc` (collect garbage now, where the runtime allows: for memory measurements);
  * `crash` (for tests: fail the way a fault would).
- * Messages out: `ready`, `text { id, piece }`, `done { id, result }`, `fail { id, message }`.
+ * Messages out: `ready`, `text { id, piece }`, `done { id, result }`, `fail { id, message }`, and
+ * `died { message }` when an error nothing caught ends the worker.
  *
  * @example
  * ```ts
@@ -25,6 +26,16 @@ const scope = self as unknown as {
   postMessage(m: unknown, transfer?: Transferable[]): void;
   onmessage: (ev: MessageEvent) => void;
 };
+
+// An error nothing caught ends this worker, reported first: Deno 2.9 would otherwise end the whole
+// server's process with it, whatever the server's `onerror` does. The server replaces the worker.
+const died = (e: Event, why: unknown) => {
+  e.preventDefault();
+  scope.postMessage({ type: "died", message: (why as Error)?.message ?? String(why) });
+  self.close();
+};
+self.addEventListener("error", (e) => died(e, (e as ErrorEvent).error ?? (e as ErrorEvent).message));
+self.addEventListener("unhandledrejection", (e) => died(e, (e as PromiseRejectionEvent).reason));
 
 let engine: Promise<Engine> | undefined;
 const aborts = new Map<number, AbortController>();

@@ -179,19 +179,26 @@ function workerRunner(path: string, kind: string): Runner {
   let current: { id: number; onMessage(m: any): void; died(e: Error): void } | undefined;
   let seq = 0;
   const spawn = () => {
-    worker = new Worker(new URL("./slot-worker.ts", import.meta.url).href, { type: "module" });
-    worker.onmessage = (ev) => {
-      if (current && current.id === ev.data.id) current.onMessage(ev.data);
-    };
-    worker.onerror = (ev) => {
-      ev.preventDefault?.(); // Deno: the worker's error would otherwise end this process too
-      worker.terminate();
+    const w = new Worker(new URL("./slot-worker.ts", import.meta.url).href, { type: "module" });
+    worker = w;
+    // Reported twice on Bun (the worker's own `died`, then the error event): acted on once.
+    const died = (message: string) => {
+      if (worker !== w) return;
+      w.terminate();
       const job = current;
       current = undefined;
       spawn();
-      job?.died(new Error(ev.message || "the worker failed"));
+      job?.died(new Error(message));
     };
-    worker.postMessage({ type: "init", path, kind });
+    w.onmessage = (ev) => {
+      if (ev.data.type === "died") died(ev.data.message);
+      else if (current && current.id === ev.data.id) current.onMessage(ev.data);
+    };
+    w.onerror = (ev) => {
+      ev.preventDefault?.();
+      died(ev.message || "the worker failed");
+    };
+    w.postMessage({ type: "init", path, kind });
   };
   spawn();
   return {

@@ -115,7 +115,7 @@ test("a session saved on one slot continues on any other, exactly as on the serv
   expect(got.map((r) => r.choices[0].text)).toEqual([want, want]);
 });
 
-test("under Deno, two worker slots answer a seeded request as one thread does", async () => {
+test("under Deno, two worker slots answer as one thread does, and a dead worker is a 500 and replaced", async () => {
   const script = `
     import { createApp } from "./serve/app.ts";
     import { createSlots } from "./serve/slots.ts";
@@ -126,7 +126,13 @@ test("under Deno, two worker slots answer a seeded request as one thread does", 
     const app = createApp({ engine, slots });
     const body = JSON.stringify(${JSON.stringify(SEEDED)});
     const ask = async () => (await (await app.request("/v1/completions", { method: "POST", body })).json()).choices[0].text;
-    console.log(JSON.stringify(await Promise.all([ask(), ask()])));
+    const texts = await Promise.all([ask(), ask()]);
+    const lease = await slots.acquire(new AbortController().signal);
+    const dying = lease.reply(engine.start(), [256, 84, 104, 101], { maxTokens: 400, sampling: {}, stop: [] });
+    slots.crash(lease.slot);
+    const status = await dying.then(() => 200, (e) => e.status);
+    lease.release();
+    console.log(JSON.stringify([...texts, status, await ask()]));
     slots.close();
   `;
   const deno = spawnSync("deno", ["eval", "--ext=ts", script], {
@@ -136,5 +142,5 @@ test("under Deno, two worker slots answer a seeded request as one thread does", 
   expect(withoutDenoDownloads(deno.stderr)).toBe("");
   expect(deno.status).toBe(0);
   const want = (await complete(one, SEEDED)).choices[0].text;
-  expect(JSON.parse(deno.stdout)).toEqual([want, want]);
+  expect(JSON.parse(deno.stdout)).toEqual([want, want, 500, want]);
 });
