@@ -15,6 +15,7 @@
  * ```
  * @module
  */
+import { loadavg } from "node:os";
 import process from "node:process";
 import { cli, EXIT_REFUSED, EXIT_USAGE, fail, progress, run } from "../cli.ts";
 import type { Engine } from "../../model/engine.ts";
@@ -304,6 +305,8 @@ async function bench(engine: Engine, json: boolean): Promise<void> {
       ? `bun ${(globalThis as any).Bun.version}`
       : `deno ${(globalThis as any).Deno.version.deno}`,
     cores: navigator.hardwareConcurrency,
+    // The machine's load when it ended: figures taken with other work running are noisy.
+    load_average: loadavg().map((x) => +x.toFixed(2)),
     one_slot_one_user: one,
     two_slots_one_user: lone,
     two_slots_two_users: two,
@@ -314,7 +317,10 @@ async function bench(engine: Engine, json: boolean): Promise<void> {
     ttft_speedup: +(ttft.no_cache / ttft.cache).toFixed(2),
   };
   if (json) return console.log(JSON.stringify(result, null, 2));
-  console.log(`${result.runtime}, ${result.cores} cores, ${each} requests of ${tokens} tokens per user`);
+  console.log(
+    `${result.runtime}, ${result.cores} cores, load ${result.load_average.join(" ")}, ` +
+      `${each} requests of ${tokens} tokens per user`,
+  );
   console.log(`  1 slot,  1 user:  ${one.tok_s} tok/s, ${one.latency_ms} ms per request`);
   console.log(`  2 slots, 1 user:  ${lone.tok_s} tok/s, ${lone.latency_ms} ms per request`);
   console.log(`  2 slots, 2 users: ${two.tok_s} tok/s, ${two.latency_ms} ms per request`);
