@@ -45,7 +45,9 @@ Options:
   --warmup W        the soak's warm-up requests before the baseline (default N/5, at most 400)
   --bench           the parallel-slot and prompt-cache benchmark instead (figures and ratios; see
                     docs/chat-server.md): 1 slot and 1 user against 2 slots and 2 users, and the
-                    5th turn's time to first token with and without the cache
+                    5th turn's time to first token with and without the cache. With --bench,
+                    --requests counts per user and round (default 4), --max-tokens defaults to 128
+  --rounds R        --bench: interleaved rounds, medians reported (default 5)
   --url URL         test a server already running at URL (loopback only) instead of starting one
   --json            print the results as JSON
   -h, --help        this text
@@ -284,30 +286,46 @@ async function fifthTurnTtft(base: string, n: number): Promise<{ ttft: number; p
 const median = (xs: number[]) => percentile(xs, 50);
 
 /** The benchmark of docs/chat-server.md: slots' aggregate throughput and latency, the cache's TTFT. */
-async function bench(engine: Engine, json: boolean): Promise<void> {
-  const each = 6, tokens = 128;
-  const run = async (parallel: number, users: number) => {
-    const s = await startServer(engine, parallel, 0, 8);
-    await throughput(s.base, parallel, 1, 8); // warm every slot
-    const r = await throughput(s.base, users, each, tokens);
-    await s.close();
-    return r;
+async function bench(
+  engine: Engine,
+  json: boolean,
+  rounds: number,
+  each: number,
+  tokens: number,
+): Promise<void> {
+  // Both servers stay up and the runs interleave, round by round, so a burst of other work on the
+  // machine lands on every configuration alike; each figure is the median over the rounds.
+  const one = await startServer(engine, 1, 0, 8), two = await startServer(engine, 2, 0, 8);
+  await throughput(one.base, 1, 1, 8), await throughput(two.base, 2, 1, 8); // warm every slot
+  const runs: Record<"one" | "lone" | "two", Array<{ tok_s: number; latency_ms: number }>> = {
+    one: [],
+    lone: [],
+    two: [],
   };
-  const one = await run(1, 1), lone = await run(2, 1), two = await run(2, 2);
-  const ttft: Record<string, number> = {};
-  let promptTokens = 0;
-  for (const cacheMb of [0, 32]) {
-    const s = await startServer(engine, 1, cacheMb, 8);
-    await fifthTurnTtft(s.base, 0); // warm-up
-    const xs = [];
-    for (let n = 1; n <= 7; n++) {
-      const r = await fifthTurnTtft(s.base, n);
-      xs.push(r.ttft);
-      promptTokens = r.promptTokens;
-    }
-    ttft[cacheMb ? "cache" : "no_cache"] = +median(xs).toFixed(1);
-    await s.close();
+  for (let r = 0; r < rounds; r++) {
+    runs.one.push(await throughput(one.base, 1, each, tokens));
+    runs.lone.push(await throughput(two.base, 1, each, tokens));
+    runs.two.push(await throughput(two.base, 2, each, tokens));
   }
+  await one.close(), await two.close();
+  const med = (xs: Array<{ tok_s: number; latency_ms: number }>) => ({
+    tok_s: median(xs.map((x) => x.tok_s)),
+    latency_ms: median(xs.map((x) => x.latency_ms)),
+  });
+  const [oneSlot, lone, both] = [med(runs.one), med(runs.lone), med(runs.two)];
+  // The 5th turn of a conversation, with and without the cache, interleaved the same way.
+  const off = await startServer(engine, 1, 0, 8), on = await startServer(engine, 1, 32, 8);
+  await fifthTurnTtft(off.base, 0), await fifthTurnTtft(on.base, 0); // warm-up
+  const ttfts = { no_cache: [] as number[], cache: [] as number[] };
+  let promptTokens = 0;
+  for (let n = 1; n <= 7; n++) {
+    ttfts.no_cache.push((await fifthTurnTtft(off.base, n)).ttft);
+    const r = await fifthTurnTtft(on.base, n);
+    ttfts.cache.push(r.ttft);
+    promptTokens = r.promptTokens;
+  }
+  await off.close(), await on.close();
+  const ttft = { no_cache: +median(ttfts.no_cache).toFixed(1), cache: +median(ttfts.cache).toFixed(1) };
   const result = {
     runtime: (globalThis as any).Bun
       ? `bun ${(globalThis as any).Bun.version}`
@@ -315,12 +333,15 @@ async function bench(engine: Engine, json: boolean): Promise<void> {
     cores: navigator.hardwareConcurrency,
     // The machine's load when it ended: figures taken with other work running are noisy.
     load_average: loadavg().map((x) => +x.toFixed(2)),
-    one_slot_one_user: one,
+    rounds,
+    requests_per_user: each,
+    tokens_per_request: tokens,
+    one_slot_one_user: oneSlot,
     two_slots_one_user: lone,
-    two_slots_two_users: two,
-    aggregate_ratio: +(two.tok_s / one.tok_s).toFixed(2),
-    aggregate_ratio_vs_one_worker: +(two.tok_s / lone.tok_s).toFixed(2),
-    latency_ratio: +(two.latency_ms / lone.latency_ms).toFixed(2),
+    two_slots_two_users: both,
+    aggregate_ratio: +(both.tok_s / oneSlot.tok_s).toFixed(2),
+    aggregate_ratio_vs_one_worker: +(both.tok_s / lone.tok_s).toFixed(2),
+    latency_ratio: +(both.latency_ms / lone.latency_ms).toFixed(2),
     fifth_turn_prompt_tokens: promptTokens,
     fifth_turn_ttft_ms: ttft,
     ttft_speedup: +(ttft.no_cache / ttft.cache).toFixed(2),
@@ -328,11 +349,11 @@ async function bench(engine: Engine, json: boolean): Promise<void> {
   if (json) return console.log(JSON.stringify(result, null, 2));
   console.log(
     `${result.runtime}, ${result.cores} cores, load ${result.load_average.join(" ")}, ` +
-      `${each} requests of ${tokens} tokens per user`,
+      `${rounds} rounds of ${each} requests of ${tokens} tokens per user, medians`,
   );
-  console.log(`  1 slot,  1 user:  ${one.tok_s} tok/s, ${one.latency_ms} ms per request`);
+  console.log(`  1 slot,  1 user:  ${oneSlot.tok_s} tok/s, ${oneSlot.latency_ms} ms per request`);
   console.log(`  2 slots, 1 user:  ${lone.tok_s} tok/s, ${lone.latency_ms} ms per request`);
-  console.log(`  2 slots, 2 users: ${two.tok_s} tok/s, ${two.latency_ms} ms per request`);
+  console.log(`  2 slots, 2 users: ${both.tok_s} tok/s, ${both.latency_ms} ms per request`);
   console.log(`  aggregate 2 slots / 1 slot: ${result.aggregate_ratio}x (target >= 1.7)`);
   console.log(`  aggregate 2 users / 1 user on 2 slots: ${result.aggregate_ratio_vs_one_worker}x`);
   console.log(`  latency 2 users / lone user: ${result.latency_ratio}x (target <= 1.2)`);
@@ -382,6 +403,7 @@ async function main(): Promise<void> {
     soak: { type: "string" },
     warmup: { type: "string" },
     bench: { type: "boolean" },
+    rounds: { type: "string" },
   });
   if (positionals.length > 1) fail(`expected at most one MODEL, got ${positionals.length}`, EXIT_USAGE);
   const soak = flag("soak", values.soak, 0, 0);
@@ -390,7 +412,15 @@ async function main(): Promise<void> {
   const cacheMb = flag("cache-mb", values["cache-mb"], 32, 0);
   if (values.bench) {
     if (values.url !== undefined) fail("--bench starts its own servers; it takes no --url", EXIT_USAGE);
-    return await bench(await openServedEngine(positionals[0], values.engine), values.json ?? false);
+    const engine = await openServedEngine(positionals[0], values.engine);
+    const rounds = flag("rounds", values.rounds, 5, 1);
+    return await bench(
+      engine,
+      values.json ?? false,
+      rounds,
+      flag("requests", values.requests, 4, 1),
+      flag("max-tokens", values["max-tokens"], 128, 1),
+    );
   }
   const clients = flag("clients", values.clients, 20, 1);
   const every = flag("disconnect", values.disconnect, 7, 0);
