@@ -173,10 +173,17 @@ function localRunner(engine: Engine): Runner {
   };
 }
 
+/** The server's side of one job on a worker. */
+interface Pending {
+  id: number;
+  onMessage(m: any): void;
+  died(e: Error): void;
+}
+
 /** A slot in a worker that loads `path` on `kind` itself; replaced when it dies. */
 function workerRunner(path: string, kind: string): Runner {
   let worker: Worker;
-  let current: { id: number; onMessage(m: any): void; died(e: Error): void } | undefined;
+  let current: Pending | undefined;
   let seq = 0;
   const spawn = () => {
     const w = new Worker(new URL("./slot-worker.ts", import.meta.url).href, { type: "module" });
@@ -205,31 +212,12 @@ function workerRunner(path: string, kind: string): Runner {
     run(from, job, signal, onText) {
       const id = ++seq;
       const bytes = from instanceof Uint8Array ? from : from && from.position > 0 ? from.save!() : undefined;
+      const abort = () => worker.postMessage({ type: "abort", id });
       return new Promise<SlotResult>((resolve, reject) => {
-        let shown = Promise.resolve(), failed: unknown;
-        const abort = () => worker.postMessage({ type: "abort", id });
-        const done = () => signal.removeEventListener("abort", abort);
-        current = {
-          id,
-          onMessage(m) {
-            if (m.type === "text") {
-              shown = shown.then(() => onText?.(m.piece)).catch((e) => {
-                failed ??= e;
-                abort();
-              });
-              return;
-            }
-            current = undefined;
-            done();
-            if (m.type === "fail") reject(new Error(m.message));
-            else shown.then(() => failed === undefined ? resolve(m.result) : reject(failed));
-          },
-          died(e) {
-            done();
-            reject(new ApiError(500, `the generation worker died (${e.message}); it has been replaced`));
-          },
+        const finished = () => {
+          if (current?.id === id) current = undefined;
         };
-        signal.addEventListener("abort", abort, { once: true });
+        current = pending(id, signal, abort, onText, finished, resolve, reject);
         worker.postMessage({ type: "job", id, from: bytes, job });
         if (signal.aborted) abort();
       });
@@ -237,5 +225,45 @@ function workerRunner(path: string, kind: string): Runner {
     close: () => worker.terminate(),
     crash: () => worker.postMessage({ type: "crash" }),
     collect: () => worker.postMessage({ type: "gc" }),
+  };
+}
+
+/**
+ * One job's messages: text shown in order as it arrives (a failure to show it, such as a closed
+ * stream, aborts the job), and the result once every piece before it has been shown.
+ */
+function pending(
+  id: number,
+  signal: AbortSignal,
+  abort: () => void,
+  onText: ((piece: string) => void | Promise<void>) | undefined,
+  finished: () => void,
+  resolve: (r: SlotResult) => void,
+  reject: (e: unknown) => void,
+): Pending {
+  let shown = Promise.resolve(), failed: unknown;
+  signal.addEventListener("abort", abort, { once: true });
+  const end = () => {
+    signal.removeEventListener("abort", abort);
+    finished();
+  };
+  return {
+    id,
+    onMessage(m) {
+      if (m.type === "text") {
+        shown = shown.then(() => onText?.(m.piece)).catch((e) => {
+          failed ??= e;
+          abort();
+        });
+        return;
+      }
+      end();
+      if (m.type === "fail") reject(new Error(m.message));
+      else shown.then(() => failed === undefined ? resolve(m.result) : reject(failed));
+    },
+    died(e) {
+      end();
+      reject(new ApiError(500, `the generation worker died (${e.message}); it has been replaced`));
+    },
   };
 }
