@@ -71,6 +71,30 @@ test("two replies run at once on two slots, and the pool reports them", async ()
   expect(pool.load()).toEqual({ active: 0, waiting: 0 });
 });
 
+test("past the slots, requests wait in the bounded line; past the line, 429 with Retry-After", async () => {
+  const small = createSlots(engine, { parallel: 2, queueLimit: 1 });
+  try {
+    const signal = new AbortController().signal;
+    const a = await small.acquire(signal), b = await small.acquire(signal);
+    let third = false;
+    const c = small.acquire(signal).then((l) => ((third = true), l));
+    const err = await small.acquire(signal).then(() => undefined, (e) => e);
+    expect(err).toBeInstanceOf(ApiError);
+    expect((err as ApiError).status).toBe(429);
+    expect(Number((err as ApiError).headers["Retry-After"])).toBeGreaterThanOrEqual(1);
+    expect(small.load()).toEqual({ active: 2, waiting: 1 });
+    await Promise.resolve();
+    expect(third).toBe(false);
+    a.release();
+    const lc = await c;
+    expect(lc.slot).toBe(a.slot); // the freed slot passes straight on
+    b.release(), lc.release();
+    expect(small.load()).toEqual({ active: 0, waiting: 0 });
+  } finally {
+    small.close();
+  }
+});
+
 test("an abort reaches the worker and stops its generation", async () => {
   const ac = new AbortController();
   const lease = await pool.acquire(new AbortController().signal);
