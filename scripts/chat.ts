@@ -24,6 +24,7 @@ import { engineKinds, loadEngine } from "../engines/mod.ts";
 import { CALIBRATION, lut4Calibrator } from "../measure/calibrate.ts";
 import { AddressInUseError, listen } from "../serve/listen.ts";
 import { createSessionStore } from "../serve/session-store.ts";
+import { createSlots } from "../serve/slots.ts";
 
 /** The model served when none is named: the default model's lut4 export (out/ferry.q4.lut4). */
 export const DEFAULT_MODEL = outputPath(DEFAULT_OUTPUT, lut4Format, DEFAULT_INPUT, lut4Format.defaultDtype);
@@ -44,7 +45,11 @@ Options:
   --port PORT       port (default 8080; 0 picks a free one)
   --engine KIND     int, float, or webgpu (Deno only); default: the format's own engine
   --sessions DIR    where saved sessions are kept (default ${DEFAULT_SESSIONS})
-  --queue N         requests that may wait for the engine before 429 (default 8)
+  --queue N         requests that may wait for a slot before 429 (default 8)
+  --parallel N      replies generated at once, each in its own worker with its own copy of the
+                    model (default: the number of cores, here ${cores()}; 1: one, on the server's thread)
+  --cache-mb MB     the prompt cache's bound: saved conversation states reused by a prompt that
+                    extends them, least recently used dropped first (default 32; 0: off)
   -h, --help        this text
 
 Exit codes: 0 stopped, 1 refused (a checkpoint, a corrupt file), 2 usage.
@@ -101,6 +106,18 @@ async function openDefault(kind?: string): Promise<Engine> {
   }
 }
 
+/** The cores this machine reports (the default `--parallel`). */
+function cores(): number {
+  return Math.max(1, navigator.hardwareConcurrency || 1);
+}
+
+/** `--name raw` as an integer of at least `min`, or exit 2 naming it. */
+function intFlag(name: string, raw: string, min: number): number {
+  const x = Number(raw);
+  if (!Number.isInteger(x) || x < min) fail(`--${name} ${raw}: expected an integer >= ${min}`, EXIT_USAGE);
+  return x;
+}
+
 async function main(): Promise<void> {
   const { values, positionals } = cli(HELP, {
     host: { type: "string", default: "127.0.0.1" },
@@ -108,6 +125,8 @@ async function main(): Promise<void> {
     engine: { type: "string", choices: engineKinds() },
     sessions: { type: "string", default: DEFAULT_SESSIONS },
     queue: { type: "string", default: "8" },
+    parallel: { type: "string" },
+    "cache-mb": { type: "string", default: "32" },
   });
   if (positionals.length > 1) {
     failUsage(`expected at most one MODEL, got ${positionals.length}`, HELP);
@@ -121,18 +140,31 @@ async function main(): Promise<void> {
     fail(`--queue ${values.queue}: expected an integer >= 0`, EXIT_USAGE);
   }
 
+  const parallel = intFlag("parallel", values.parallel ?? String(cores()), 1);
+  const cacheMb = intFlag("cache-mb", values["cache-mb"]!, 0);
+
   const engine = await openServedEngine(positionals[0], values.engine);
   const sessions = await createSessionStore(values.sessions!);
-  const app = createApp({ engine, sessions, queueLimit });
+  // A WebGPU engine holds the one device: its replies stay on this thread.
+  const slots = createSlots(engine, {
+    parallel: engine.kind === "webgpu" ? 1 : parallel,
+    queueLimit,
+    cacheBytes: cacheMb << 20,
+  });
+  const app = createApp({ engine, sessions, queueLimit, slots });
   const server = await listen(app.fetch, { hostname: values.host!, port }).catch((e) => {
     if (e instanceof AddressInUseError) fail(`port ${port} is in use; pick another with --port N`);
     throw e;
   });
   const loopback = ["127.0.0.1", "::1", "localhost"].includes(values.host!);
-  console.log(`ferry chat: ${server.url}  (${engine.source} on the ${engine.kind} engine; Ctrl+C stops)`);
+  const on = `${engine.source} on the ${engine.kind} engine, ${slots.parallel} slot${
+    slots.parallel > 1 ? "s" : ""
+  }`;
+  console.log(`ferry chat: ${server.url}  (${on}; Ctrl+C stops)`);
   if (!loopback) console.log(`note: listening on ${values.host}, reachable from other machines`);
   const stop = async () => {
     await server.close();
+    slots.close();
     engine.dispose?.();
     process.exit(0);
   };

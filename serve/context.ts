@@ -1,5 +1,5 @@
 /**
- * What every route module is handed: the engine, the session store, the engine's turns and the
+ * What every route module is handed: the engine, the session store, the generation slots and the
  * server's limits, in one small object built once by `createApp`. Also here, because the session
  * routes and the completion routes both need them: the gate that answers 501 when sessions are not
  * available, and restoring a session with its refusals.
@@ -15,7 +15,7 @@
 import type { Engine, EngineSession } from "../model/engine.ts";
 import { ApiError } from "./errors.ts";
 import type { SessionStore } from "./session-store.ts";
-import { createTurns, type Turns } from "./turns.ts";
+import { createSlots, type Slots } from "./slots.ts";
 
 /** What the app is handed. */
 export interface ChatAppOptions {
@@ -24,6 +24,8 @@ export interface ChatAppOptions {
   sessions?: SessionStore;
   /** Requests that may wait behind the running generation before new ones get 429 (default 8). */
   queueLimit?: number;
+  /** The generation slots (serve/slots.ts); default: one, on this thread, with `queueLimit`. */
+  slots?: Slots;
   /** Largest JSON request body in bytes (default 256 KiB). */
   maxBodyBytes?: number;
   /** Largest uploaded session file in bytes (default 64 MiB). */
@@ -37,7 +39,10 @@ export interface ServerContext {
   readonly engine: Engine;
   /** The store, when there is one and the engine can restore sessions. */
   readonly sessions?: SessionStore;
-  readonly turns: Turns;
+  /** Where replies run: the slots, their queue and the prompt cache. */
+  readonly slots: Slots;
+  /** Replies running and requests waiting (for `/metrics`). */
+  load(): { active: number; waiting: number };
   /** The model's name in `/v1/models` and in every reply: the export's file name. */
   readonly modelId: string;
   /** The model's context length in tokens. */
@@ -51,10 +56,12 @@ export interface ServerContext {
 export function createServerContext(opts: ChatAppOptions): ServerContext {
   const { engine } = opts;
   const canRestore = typeof engine.restore === "function";
+  const slots = opts.slots ?? createSlots(engine, { queueLimit: opts.queueLimit ?? 8 });
   return {
     engine,
     sessions: canRestore ? opts.sessions : undefined,
-    turns: createTurns(opts.queueLimit ?? 8),
+    slots,
+    load: () => slots.load(),
     modelId: engine.source.split(/[\\/]/).filter(Boolean).at(-1) ?? engine.source,
     contextLength: engine.config.max_position_embeddings,
     defaultMaxTokens: opts.defaultMaxTokens ?? 256,

@@ -1,5 +1,5 @@
 /**
- * Whose turn it is on the engine, in HTTP terms: the generation queue (queue.ts) with its refusals.
+ * Whose turn it is on the engine's slots, in HTTP terms: the generation queue (queue.ts) with its refusals.
  * A full line is refused at once with 429 and a `Retry-After` estimated from a running average of
  * reply times; a client that leaves while waiting is 499.
  *
@@ -17,17 +17,20 @@ import { createQueue } from "./queue.ts";
 
 /** The engine's turns. */
 export interface Turns {
+  /** Generations running and requests waiting, for `/metrics`. */
+  load(): { active: number; waiting: number };
   /** Waits for the engine and resolves to the function that gives the turn back. */
   wait(signal: AbortSignal): Promise<() => void>;
   /** Records how long one reply took, for the next `Retry-After`. */
   took(ms: number): void;
 }
 
-/** Turns with at most `limit` requests waiting behind the running one. */
-export function createTurns(limit: number): Turns {
-  const queue = createQueue(limit);
+/** Turns for `width` generations at once, with at most `limit` requests waiting behind them. */
+export function createTurns(limit: number, width = 1): Turns {
+  const queue = createQueue(limit, width);
   let replyMs = 2000; // a guess until the first reply is timed
   return {
+    load: () => ({ active: queue.active, waiting: queue.waiting }),
     async wait(signal) {
       let leave: (() => void) | undefined;
       try {
@@ -36,7 +39,7 @@ export function createTurns(limit: number): Turns {
         throw new ApiError(499, "client closed the request", null, "client_closed");
       }
       if (leave) return leave;
-      const wait = Math.max(1, Math.ceil(((queue.waiting + 1) * replyMs) / 1000));
+      const wait = Math.max(1, Math.ceil(((queue.waiting + 1) * replyMs) / width / 1000));
       throw new ApiError(
         429,
         `the engine is busy and ${queue.waiting} requests are waiting; retry later`,

@@ -15,10 +15,13 @@
  * ```
  * @module
  */
+import { loadavg } from "node:os";
 import process from "node:process";
 import { cli, EXIT_REFUSED, EXIT_USAGE, fail, progress, run } from "../cli.ts";
+import type { Engine } from "../../model/engine.ts";
 import { createApp } from "../../serve/app.ts";
 import { listen } from "../../serve/listen.ts";
+import { createSlots } from "../../serve/slots.ts";
 import { openServedEngine } from "../chat.ts";
 
 const HELP = `
@@ -36,6 +39,15 @@ Options:
   --queue Q         the server's waiting places before 429 (default 32: with fewer than clients - 1,
                     some requests are refused with 429 by design)
   --engine KIND     int (default), float, or webgpu (Deno)
+  --parallel N      the server's slots (default 1: one, on its own thread)
+  --cache-mb MB     the server's prompt cache (default 32; 0: off)
+  --soak N          a soak instead: N requests (say 2000), then RSS must be within 10% of its baseline
+  --warmup W        the soak's warm-up requests before the baseline (default N/5, at most 400)
+  --bench           the parallel-slot and prompt-cache benchmark instead (figures and ratios; see
+                    docs/chat-server.md): 1 slot and 1 user against 2 slots and 2 users, and the
+                    5th turn's time to first token with and without the cache. With --bench,
+                    --requests counts per user and round (default 4), --max-tokens defaults to 128
+  --rounds R        --bench: interleaved rounds, medians reported (default 5)
   --url URL         test a server already running at URL (loopback only) instead of starting one
   --json            print the results as JSON
   -h, --help        this text
@@ -175,15 +187,205 @@ async function one(base: string, i: number, maxTokens: number, disconnect: boole
 /** Whether this runtime lets the test collect garbage before measuring (Deno: --v8-flags=--expose-gc). */
 const canCollect = () => Boolean((globalThis as any).Bun || (globalThis as any).gc);
 
-async function memory(): Promise<{ heap: number; rss: number }> {
+async function memory(collectWorkers: () => void): Promise<{ heap: number; rss: number }> {
   const g = globalThis as any;
   for (let i = 0; i < 3; i++) {
+    collectWorkers();
     if (g.Bun) g.Bun.gc(true);
     else g.gc?.();
     await new Promise((r) => setTimeout(r, 50));
   }
   const m = process.memoryUsage();
   return { heap: m.heapUsed, rss: m.rss };
+}
+
+/** A server on loopback with `parallel` slots and a `cacheMb` prompt cache; `close` ends its workers too. */
+async function startServer(engine: Engine, parallel: number, cacheMb: number, queueLimit: number) {
+  const slots = createSlots(engine, { parallel, queueLimit, cacheBytes: cacheMb << 20 });
+  const server = await listen(createApp({ engine, slots, queueLimit }).fetch, {
+    hostname: "127.0.0.1",
+    port: 0,
+  });
+  return {
+    base: server.url,
+    close: async () => (await server.close(), slots.close()),
+    cacheBytes: () => slots.cache?.size.bytes ?? 0,
+    collect: () => slots.collect(),
+  };
+}
+
+const post = (base: string, path: string, body: unknown) =>
+  fetch(new URL(path, base), {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+  });
+
+/** `users` clients each asking `each` seeded completions of `tokens` tokens: aggregate tok/s, mean latency. */
+async function throughput(base: string, users: number, each: number, tokens: number) {
+  const latencies: number[] = [];
+  let generated = 0;
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: users }, async (_, u) => {
+    for (let i = 0; i < each; i++) {
+      const t = performance.now();
+      const res = await post(base, "v1/completions", {
+        prompt: `Request ${u}.${i}. The jury said`,
+        max_tokens: tokens,
+        temperature: 0.8,
+        seed: u * 1000 + i,
+      });
+      const json = await res.json() as any;
+      if (res.status !== 200) fail(`bench request failed: ${res.status} ${JSON.stringify(json)}`);
+      generated += json.usage.completion_tokens;
+      latencies.push(performance.now() - t);
+    }
+  }));
+  const s = (performance.now() - t0) / 1000;
+  return {
+    tok_s: +(generated / s).toFixed(0),
+    latency_ms: +(latencies.reduce((a, b) => a + b, 0) / latencies.length).toFixed(1),
+  };
+}
+
+/** A five-turn chat resending its history; the 5th turn's time to its first streamed token, in ms. */
+async function fifthTurnTtft(base: string, n: number): Promise<{ ttft: number; promptTokens: number }> {
+  const messages: Array<{ role: string; content: string }> = [];
+  let ttft = 0, promptTokens = 0;
+  for (let turn = 1; turn <= 5; turn++) {
+    // Short turns: five of them, replies included, stay well inside the context of 512.
+    messages.push({ role: "user", content: `Q${n}.${turn}: and what did the jury say?` });
+    const t0 = performance.now();
+    const res = await post(base, "v1/chat/completions", {
+      messages,
+      max_tokens: 32,
+      temperature: 0,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    if (res.status !== 200) fail(`bench: turn ${turn} failed: ${res.status} ${await res.text()}`);
+    const reader = res.body!.getReader(), decoder = new TextDecoder();
+    let text = "", first = 0;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+      if (!first && /"content":"[^"]/.test(text)) first = performance.now() - t0;
+    }
+    ttft = first || performance.now() - t0;
+    const chunks = text.split("\n\n").map((e) =>
+      e.startsWith("data: {") ? JSON.parse(e.slice(6)) : undefined
+    );
+    const reply = chunks.map((c) => c?.choices?.[0]?.delta?.content ?? "").join("");
+    promptTokens = chunks.find((c) => c?.usage)?.usage.prompt_tokens ?? 0;
+    messages.push({ role: "assistant", content: reply });
+  }
+  return { ttft, promptTokens };
+}
+
+const median = (xs: number[]) => percentile(xs, 50);
+
+/** The benchmark of docs/chat-server.md: slots' aggregate throughput and latency, the cache's TTFT. */
+async function bench(
+  engine: Engine,
+  json: boolean,
+  rounds: number,
+  each: number,
+  tokens: number,
+): Promise<void> {
+  // Both servers stay up and the runs interleave, round by round, so a burst of other work on the
+  // machine lands on every configuration alike; each figure is the median over the rounds.
+  const one = await startServer(engine, 1, 0, 8), two = await startServer(engine, 2, 0, 8);
+  await throughput(one.base, 1, 1, 8), await throughput(two.base, 2, 1, 8); // warm every slot
+  const runs: Record<"one" | "lone" | "two", Array<{ tok_s: number; latency_ms: number }>> = {
+    one: [],
+    lone: [],
+    two: [],
+  };
+  for (let r = 0; r < rounds; r++) {
+    runs.one.push(await throughput(one.base, 1, each, tokens));
+    runs.lone.push(await throughput(two.base, 1, each, tokens));
+    runs.two.push(await throughput(two.base, 2, each, tokens));
+  }
+  await one.close(), await two.close();
+  const med = (xs: Array<{ tok_s: number; latency_ms: number }>) => ({
+    tok_s: median(xs.map((x) => x.tok_s)),
+    latency_ms: median(xs.map((x) => x.latency_ms)),
+  });
+  const [oneSlot, lone, both] = [med(runs.one), med(runs.lone), med(runs.two)];
+  // The 5th turn of a conversation, with and without the cache, interleaved the same way.
+  const off = await startServer(engine, 1, 0, 8), on = await startServer(engine, 1, 32, 8);
+  await fifthTurnTtft(off.base, 0), await fifthTurnTtft(on.base, 0); // warm-up
+  const ttfts = { no_cache: [] as number[], cache: [] as number[] };
+  let promptTokens = 0;
+  for (let n = 1; n <= 7; n++) {
+    ttfts.no_cache.push((await fifthTurnTtft(off.base, n)).ttft);
+    const r = await fifthTurnTtft(on.base, n);
+    ttfts.cache.push(r.ttft);
+    promptTokens = r.promptTokens;
+  }
+  await off.close(), await on.close();
+  const ttft = { no_cache: +median(ttfts.no_cache).toFixed(1), cache: +median(ttfts.cache).toFixed(1) };
+  const result = {
+    runtime: (globalThis as any).Bun
+      ? `bun ${(globalThis as any).Bun.version}`
+      : `deno ${(globalThis as any).Deno.version.deno}`,
+    cores: navigator.hardwareConcurrency,
+    // The machine's load when it ended: figures taken with other work running are noisy.
+    load_average: loadavg().map((x) => +x.toFixed(2)),
+    rounds,
+    requests_per_user: each,
+    tokens_per_request: tokens,
+    one_slot_one_user: oneSlot,
+    two_slots_one_user: lone,
+    two_slots_two_users: both,
+    aggregate_ratio: +(both.tok_s / oneSlot.tok_s).toFixed(2),
+    aggregate_ratio_vs_one_worker: +(both.tok_s / lone.tok_s).toFixed(2),
+    latency_ratio: +(both.latency_ms / lone.latency_ms).toFixed(2),
+    fifth_turn_prompt_tokens: promptTokens,
+    fifth_turn_ttft_ms: ttft,
+    ttft_speedup: +(ttft.no_cache / ttft.cache).toFixed(2),
+  };
+  if (json) return console.log(JSON.stringify(result, null, 2));
+  console.log(
+    `${result.runtime}, ${result.cores} cores, load ${result.load_average.join(" ")}, ` +
+      `${rounds} rounds of ${each} requests of ${tokens} tokens per user, medians`,
+  );
+  console.log(`  1 slot,  1 user:  ${oneSlot.tok_s} tok/s, ${oneSlot.latency_ms} ms per request`);
+  console.log(`  2 slots, 1 user:  ${lone.tok_s} tok/s, ${lone.latency_ms} ms per request`);
+  console.log(`  2 slots, 2 users: ${both.tok_s} tok/s, ${both.latency_ms} ms per request`);
+  console.log(`  aggregate 2 slots / 1 slot: ${result.aggregate_ratio}x (target >= 1.7)`);
+  console.log(`  aggregate 2 users / 1 user on 2 slots: ${result.aggregate_ratio_vs_one_worker}x`);
+  console.log(`  latency 2 users / lone user: ${result.latency_ratio}x (target <= 1.2)`);
+  console.log(
+    `  5th turn (${promptTokens} prompt tokens) TTFT, median of 7: ${ttft.no_cache} ms without the cache, ` +
+      `${ttft.cache} ms with (${result.ttft_speedup}x)`,
+  );
+}
+
+/** `requests` requests of the mix from `clients` concurrent clients; every `every`-th hangs up mid-stream. */
+async function drive(
+  base: string,
+  requests: number,
+  clients: number,
+  maxTokens: number,
+  every: number,
+  bar: { tick(): void; done(): void },
+): Promise<Outcome[]> {
+  const outcomes: Outcome[] = [];
+  let next = 0;
+  const client = async () => {
+    for (let i = next++; i < requests; i = next++) {
+      const o = await one(base, i, maxTokens, every > 0 && i % every === every - 1);
+      outcomes.push(o);
+      bar.tick();
+      // A refused client waits the way Retry-After asks, but briefly: the test is bounded.
+      if (o.kind === "429") await new Promise((r) => setTimeout(r, 100));
+    }
+  };
+  await Promise.all(Array.from({ length: clients }, client));
+  bar.done();
+  return outcomes;
 }
 
 async function main(): Promise<void> {
@@ -196,15 +398,36 @@ async function main(): Promise<void> {
     engine: { type: "string" },
     url: { type: "string" },
     json: { type: "boolean" },
+    parallel: { type: "string" },
+    "cache-mb": { type: "string" },
+    soak: { type: "string" },
+    warmup: { type: "string" },
+    bench: { type: "boolean" },
+    rounds: { type: "string" },
   });
   if (positionals.length > 1) fail(`expected at most one MODEL, got ${positionals.length}`, EXIT_USAGE);
-  const requests = flag("requests", values.requests, 200, 1);
+  const soak = flag("soak", values.soak, 0, 0);
+  const requests = soak || flag("requests", values.requests, 200, 1);
+  const parallel = flag("parallel", values.parallel, 1, 1);
+  const cacheMb = flag("cache-mb", values["cache-mb"], 32, 0);
+  if (values.bench) {
+    if (values.url !== undefined) fail("--bench starts its own servers; it takes no --url", EXIT_USAGE);
+    const engine = await openServedEngine(positionals[0], values.engine);
+    const rounds = flag("rounds", values.rounds, 5, 1);
+    return await bench(
+      engine,
+      values.json ?? false,
+      rounds,
+      flag("requests", values.requests, 4, 1),
+      flag("max-tokens", values["max-tokens"], 128, 1),
+    );
+  }
   const clients = flag("clients", values.clients, 20, 1);
   const every = flag("disconnect", values.disconnect, 7, 0);
   const maxTokens = flag("max-tokens", values["max-tokens"], 16, 1);
   const queueLimit = flag("queue", values.queue, 32, 0);
 
-  let base: string, close = async () => {}, engineKind = "?";
+  let base: string, close = async () => {}, engineKind = "?", cacheBytes = () => 0, collect = () => {};
   if (values.url !== undefined) {
     let url: URL;
     try {
@@ -217,38 +440,35 @@ async function main(): Promise<void> {
   } else {
     const engine = await openServedEngine(positionals[0], values.engine);
     engineKind = engine.kind;
-    const app = createApp({ engine, queueLimit });
-    const server = await listen(app.fetch, { hostname: "127.0.0.1", port: 0 });
-    base = server.url;
-    close = server.close;
+    ({ base, close, cacheBytes, collect } = await startServer(engine, parallel, cacheMb, queueLimit));
   }
 
   // Warm up (the first request pays for compilation), then take the baseline.
-  const warm = await one(base, 1, maxTokens, false);
-  if (warm.kind !== "ok") fail(`warm-up request failed: ${warm.detail ?? warm.kind}`);
-  const before = await memory();
-
-  const outcomes: Outcome[] = [];
+  // One request per slot at once, so every worker has compiled and allocated before the baseline.
+  for (
+    const warm of await Promise.all(Array.from({ length: parallel }, () => one(base, 1, maxTokens, false)))
+  ) {
+    if (warm.kind !== "ok") fail(`warm-up request failed: ${warm.detail ?? warm.kind}`);
+  }
+  // A soak first runs a warm-up load of the same mix, so the baseline is the server's steady state
+  // (the runtime's compiled code, allocator pools and the cache's fill), not its first minute.
+  const warmup = soak ? flag("warmup", values.warmup, Math.min(400, Math.ceil(soak / 5)), 0) : 0;
+  if (warmup) {
+    await drive(base, warmup, clients, maxTokens, every, progress("warm-up", warmup, { unit: "req" }));
+  }
+  const before = await memory(collect);
+  const cachedBefore = cacheBytes();
   const bar = progress("load", requests, { unit: "req" });
-  let next = 0;
   const t0 = performance.now();
-  const client = async () => {
-    for (let i = next++; i < requests; i = next++) {
-      const o = await one(base, i, maxTokens, every > 0 && i % every === every - 1);
-      outcomes.push(o);
-      bar.tick();
-      // A refused client waits the way Retry-After asks, but briefly: the test is bounded.
-      if (o.kind === "429") await new Promise((r) => setTimeout(r, 100));
-    }
-  };
-  await Promise.all(Array.from({ length: clients }, client));
+  const outcomes = await drive(base, requests, clients, maxTokens, every, bar);
   const wallS = (performance.now() - t0) / 1000;
-  bar.done();
 
   // Still serving after the load, and memory back where it was.
   const after1 = await one(base, 0, maxTokens, false);
   await new Promise((r) => setTimeout(r, 200));
-  const after = await memory();
+  const after = await memory(collect);
+  // What the prompt cache took on is kept by design (bounded by --cache-mb), not a leak: not counted.
+  const cached = cacheBytes() - cachedBefore;
   await close();
 
   const count = (k: Outcome["kind"]) => outcomes.filter((o) => o.kind === k).length;
@@ -256,7 +476,7 @@ async function main(): Promise<void> {
   // Time to first token is a streamed request's; a one-shot answer has only its total.
   const ttft = outcomes.filter((o) => o.ttftMs !== undefined).map((o) => o.ttftMs!);
   const total = served.map((o) => o.totalMs);
-  const heapGrowth = after.heap - before.heap;
+  const heapGrowth = after.heap - cached - before.heap;
   const result = {
     engine: engineKind,
     requests,
@@ -271,6 +491,10 @@ async function main(): Promise<void> {
     total_ms: { p50: +percentile(total, 50).toFixed(1), p99: +percentile(total, 99).toFixed(1) },
     heap_mb: { before: +(before.heap / 2 ** 20).toFixed(1), after: +(after.heap / 2 ** 20).toFixed(1) },
     rss_mb: { before: +(before.rss / 2 ** 20).toFixed(1), after: +(after.rss / 2 ** 20).toFixed(1) },
+    prompt_cache_mb: {
+      before: +(cachedBefore / 2 ** 20).toFixed(1),
+      after: +(cacheBytes() / 2 ** 20).toFixed(1),
+    },
     served_after: after1.kind === "ok",
     memory_checked: false,
   };
@@ -286,6 +510,10 @@ async function main(): Promise<void> {
   result.memory_checked = memoryChecked;
   if (memoryChecked && heapGrowth > 16 * 2 ** 20) {
     failures.push(`heap grew by ${(heapGrowth / 2 ** 20).toFixed(1)} MiB`);
+  }
+  // The soak's bound: the whole process (workers included) back within 10% of its resident baseline.
+  if (soak && memoryChecked && after.rss - cached > 1.1 * before.rss) {
+    failures.push(`rss grew from ${result.rss_mb.before} to ${result.rss_mb.after} MiB (more than 10%)`);
   }
   if (values.json) console.log(JSON.stringify({ ...result, failures }, null, 2));
   else {
@@ -303,7 +531,8 @@ async function main(): Promise<void> {
       ? " (not checked: the server is another process)"
       : " (not checked: run Deno with --v8-flags=--expose-gc)";
     console.log(
-      `  heap ${r.heap_mb.before} -> ${r.heap_mb.after} MiB, rss ${r.rss_mb.before} -> ${r.rss_mb.after} MiB${note}`,
+      `  heap ${r.heap_mb.before} -> ${r.heap_mb.after} MiB, rss ${r.rss_mb.before} -> ${r.rss_mb.after} MiB, ` +
+        `prompt cache ${r.prompt_cache_mb.before} -> ${r.prompt_cache_mb.after} MiB${note}`,
     );
     for (const f of failures) console.log(`  FAIL ${f}`);
   }

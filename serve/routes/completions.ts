@@ -16,10 +16,10 @@ import type { Context } from "hono";
 import { limitBody, readJson } from "../body.ts";
 import type { ServerContext } from "../context.ts";
 import { sessionsOf } from "../context.ts";
-import { generateReply, type ReplyResult } from "../generation.ts";
 import { precheck, prepare, type Prepared } from "../prompt.ts";
 import { type GenerationFields, readChatRequest, readCompletionRequest } from "../requests.ts";
 import { CHAT_COMPLETION, type Endpoint, finishReason, TEXT_COMPLETION, usage } from "../shapes.ts";
+import type { Lease, LeaseReply } from "../slots.ts";
 import { openAIStream } from "../sse.ts";
 import { CHAT_STOP, renderChat } from "../transcript.ts";
 
@@ -65,7 +65,8 @@ export function completionRoutes(ctx: ServerContext): Hono {
 async function answer(c: Context, ctx: ServerContext, job: Job): Promise<Response> {
   const signal = c.req.raw.signal;
   precheck(ctx, job.req, job.text, job.field);
-  const leave = await ctx.turns.wait(signal);
+  const lease = await ctx.slots.acquire(signal);
+  const leave = lease.release;
   let streaming = false;
   try {
     const p = await prepare(ctx, job.req, job.text, job.field, job.endpoint.chat);
@@ -76,9 +77,9 @@ async function answer(c: Context, ctx: ServerContext, job: Job): Promise<Respons
     };
     if (job.req.stream) {
       streaming = true; // the stream gives the turn back when it ends
-      return stream(c, ctx, job, p, head, leave);
+      return stream(c, ctx, job, p, head, lease);
     }
-    const r = await generate(ctx, job, p, signal);
+    const r = await generate(ctx, lease, job, p, signal);
     return c.json({
       id: head.id,
       object: job.endpoint.object,
@@ -100,7 +101,7 @@ function stream(
   job: Job,
   p: Prepared,
   head: { id: string; created: number; model: string },
-  leave: () => void,
+  lease: Lease,
 ): Response {
   const { endpoint, req } = job;
   const chunk = { id: head.id, object: endpoint.chunkObject, created: head.created, model: head.model };
@@ -109,6 +110,7 @@ function stream(
       if (endpoint.opening) await send({ ...chunk, choices: [endpoint.opening] });
       const r = await generate(
         ctx,
+        lease,
         job,
         p,
         gone,
@@ -122,29 +124,29 @@ function stream(
       });
       if (req.includeUsage) await send({ ...chunk, choices: [], usage: usage(p.prompt.length, r) });
     } finally {
-      leave();
+      lease.release();
     }
   });
 }
 
-/** Runs the reply, timing it for the queue, and stores the session afterwards when asked. */
+/** Runs the reply on the lease's slot, and stores the session afterwards when asked. */
 async function generate(
   ctx: ServerContext,
+  lease: Lease,
   job: Job,
   p: Prepared,
   signal: AbortSignal,
   onText?: (piece: string) => Promise<void>,
-): Promise<ReplyResult & { sessionId?: string }> {
+): Promise<LeaseReply & { sessionId?: string }> {
   const { req } = job;
-  const t0 = performance.now();
-  const r = await generateReply(ctx.engine, p.session, p.prompt, {
+  const r = await lease.reply(p.session, p.prompt, {
     maxTokens: p.maxTokens,
     sampling: req.sampling,
     seed: req.seed,
     stop: job.stop,
     signal,
+    saveEnd: req.saveSession,
   }, onText);
-  ctx.turns.took(performance.now() - t0);
-  if (!req.saveSession || r.finishReason === "abort") return r;
-  return { ...r, sessionId: await sessionsOf(ctx).put(p.session.save!()) };
+  if (!req.saveSession || !r.saved) return r;
+  return { ...r, sessionId: await sessionsOf(ctx).put(r.saved) };
 }

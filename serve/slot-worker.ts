@@ -1,0 +1,84 @@
+/**
+ * One parallel slot (serve/slots.ts): a worker that loads the model itself with `loadEngine` (its own
+ * copy of the weights, its own engine and session) and runs one job at a time with `runJob`, streaming
+ * the reply's text back by message. The server's thread keeps the queue, the prompt cache and the
+ * session store; this worker keeps nothing between jobs.
+ *
+ * Messages in: `init { path, kind }` once; `job { id, from?, job }` (`from`: session bytes to continue,
+ * a stored session or a cached state); `abort { id }`; `gc` (collect garbage now, where the runtime allows: for memory measurements);
+ * `crash` (for tests: fail the way a fault would).
+ * Messages out: `ready`, `text { id, piece }`, `done { id, result }`, `fail { id, message }`, and
+ * `died { message }` when an error nothing caught ends the worker.
+ *
+ * @example
+ * ```ts
+ * const w = new Worker(new URL("./slot-worker.ts", import.meta.url), { type: "module" });
+ * w.postMessage({ type: "init", path: "out/ferry.q4.lut4", kind: "int" });
+ * ```
+ * @module
+ */
+import { loadEngine } from "../engines/mod.ts";
+import type { Engine } from "../model/engine.ts";
+import { runJob, type SlotResult } from "./slot-run.ts";
+
+// The worker's global scope, typed for the members used (Deno and Bun both provide them).
+const scope = self as unknown as {
+  postMessage(m: unknown, transfer?: Transferable[]): void;
+  onmessage: (ev: MessageEvent) => void;
+};
+
+// An error nothing caught ends this worker, reported first: Deno 2.9 would otherwise end the whole
+// server's process with it, whatever the server's `onerror` does. The server replaces the worker.
+const died = (e: Event, why: unknown) => {
+  e.preventDefault();
+  scope.postMessage({ type: "died", message: (why as Error)?.message ?? String(why) });
+  self.close();
+};
+self.addEventListener("error", (e) => died(e, (e as ErrorEvent).error ?? (e as ErrorEvent).message));
+self.addEventListener("unhandledrejection", (e) => died(e, (e as PromiseRejectionEvent).reason));
+
+let engine: Promise<Engine> | undefined;
+const aborts = new Map<number, AbortController>();
+
+scope.onmessage = (ev: MessageEvent) => {
+  const msg = ev.data;
+  if (msg.type === "init") {
+    engine = loadEngine(msg.path, msg.kind);
+    engine.then(() => scope.postMessage({ type: "ready" }), () => {});
+  } else if (msg.type === "job") {
+    void job(msg.id, msg.from, msg.job);
+  } else if (msg.type === "abort") {
+    aborts.get(msg.id)?.abort();
+  } else if (msg.type === "gc") {
+    const g = globalThis as any;
+    if (g.Bun) g.Bun.gc(true);
+    else g.gc?.();
+  } else if (msg.type === "crash") {
+    setTimeout(() => {
+      throw new Error("slot worker crashed on request");
+    });
+  }
+};
+
+async function job(id: number, from: Uint8Array | undefined, job: Parameters<typeof runJob>[2]) {
+  const ac = new AbortController();
+  aborts.set(id, ac);
+  try {
+    if (!engine) throw new Error("slot worker: job before init");
+    const e = await engine;
+    const session = from ? e.restore!(from, "session") : e.start();
+    const r = await runJob(e, session, job, ac.signal, (piece) => {
+      scope.postMessage({ type: "text", id, piece });
+    });
+    scope.postMessage({ type: "done", id, result: r }, transfers(r));
+  } catch (err) {
+    scope.postMessage({ type: "fail", id, message: (err as Error).message ?? String(err) });
+  } finally {
+    aborts.delete(id);
+  }
+}
+
+/** The state buffers go back without a copy. */
+function transfers(r: SlotResult): Transferable[] {
+  return [r.promptState, r.endState].flatMap((s) => s ? [s.bytes.buffer as ArrayBuffer] : []);
+}

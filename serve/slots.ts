@@ -1,0 +1,269 @@
+/**
+ * The server's generation slots: `parallel` replies at once, a bounded line behind them (turns.ts: 429
+ * past it, 499 for a client that leaves while waiting), and the prompt cache in front of them
+ * (prompt-cache.ts). With `parallel` 1 the one slot is the server's own thread and engine, as the server
+ * always ran; with more, each slot is a worker (slot-worker.ts) that loads the model itself, so two
+ * users on two cores each get a core. A worker that dies fails its request with 500 and is replaced.
+ *
+ * Every slot runs the same `runJob` on the same model, so a seeded request gives the same tokens on any
+ * slot, and a cached state continues bit-identically to a fresh prefill on the integer engine.
+ *
+ * @example
+ * ```ts
+ * const slots = createSlots(engine, { parallel: 2, queueLimit: 8, cacheBytes: 32 << 20 });
+ * const lease = await slots.acquire(signal);           // or throws ApiError 429 / 499
+ * try { const r = await lease.reply(session, prompt, opts, onText); r.cachedTokens; } finally { lease.release(); }
+ * ```
+ * @module
+ */
+import type { Engine, EngineSession } from "../model/engine.ts";
+import { ApiError } from "./errors.ts";
+import type { ReplyOptions, ReplyResult } from "./generation.ts";
+import { createPromptCache, type PromptCache } from "./prompt-cache.ts";
+import { runJob, type SlotJob, type SlotResult } from "./slot-run.ts";
+import { createTurns } from "./turns.ts";
+
+/** How the slots are made. */
+export interface SlotsOptions {
+  /** Replies at once; more than 1 runs each in its own worker (default 1: the server's own thread). */
+  parallel?: number;
+  /** Requests that may wait for a slot before new ones get 429 (default 8). */
+  queueLimit?: number;
+  /** The prompt cache's bound in bytes of saved state (default 32 MiB; 0: no cache). */
+  cacheBytes?: number;
+}
+
+/** A reply on a slot: the reply, the prompt tokens the cache supplied, the final state when asked. */
+export interface LeaseReply extends ReplyResult {
+  /** Prompt tokens restored from the cache rather than computed (OpenAI's `cached_tokens`). */
+  cachedTokens: number;
+  /** The session's bytes after the reply, with `saveEnd` (for `save_session`). */
+  saved?: Uint8Array;
+}
+
+/** One slot, held from `acquire` until `release`. */
+export interface Lease {
+  /** Which slot, 0 to `parallel - 1`. */
+  readonly slot: number;
+  /** Generates on this slot: `session` is where the conversation stands (fresh or restored). */
+  reply(
+    session: EngineSession,
+    prompt: number[],
+    opts: ReplyOptions & { saveEnd?: boolean },
+    onText?: (piece: string) => void | Promise<void>,
+  ): Promise<LeaseReply>;
+  /** Gives the slot back (idempotent). */
+  release(): void;
+}
+
+/** The pool. */
+export interface Slots {
+  readonly parallel: number;
+  readonly cache?: PromptCache;
+  /** Waits for a free slot; throws ApiError 429 (line full) or 499 (client gone). */
+  acquire(signal: AbortSignal): Promise<Lease>;
+  /** Replies running and requests waiting, for `/metrics`. */
+  load(): { active: number; waiting: number };
+  /** Ends the workers. */
+  close(): void;
+  /** For tests: makes slot `i`'s worker fail the way a fault would (nothing on the server's own slot). */
+  crash(i: number): void;
+  /** For memory measurements: asks every worker to collect its garbage now. */
+  collect(): void;
+}
+
+/** Where a job starts: a live session, saved bytes, or nothing (a fresh session). */
+type From = EngineSession | Uint8Array | undefined;
+
+/** What runs one job: the server's thread, or one worker. */
+interface Runner {
+  run(
+    from: From,
+    job: SlotJob,
+    signal: AbortSignal,
+    onText?: (piece: string) => void | Promise<void>,
+  ): Promise<SlotResult>;
+  close(): void;
+  crash(): void;
+  collect(): void;
+}
+
+/** Slots on `engine` (its `source` and `kind` are what the workers load). */
+export function createSlots(engine: Engine, opts: SlotsOptions = {}): Slots {
+  const parallel = opts.parallel ?? 1;
+  const turns = createTurns(opts.queueLimit ?? 8, parallel);
+  const cacheBytes = opts.cacheBytes ?? 32 << 20;
+  const cache = engine.restore && cacheBytes > 0 ? createPromptCache(cacheBytes) : undefined;
+  const free: Runner[] = parallel === 1
+    ? [localRunner(engine)]
+    : Array.from({ length: parallel }, () => workerRunner(engine.source, engine.kind));
+  const all = [...free];
+  return {
+    parallel,
+    cache,
+    load: turns.load,
+    close: () => all.forEach((r) => r.close()),
+    crash: (i) => all[i]?.crash(),
+    collect: () => all.forEach((r) => r.collect()),
+    async acquire(signal) {
+      const leave = await turns.wait(signal);
+      const runner = free.pop()!; // the queue lets in at most `parallel`, so one is free
+      let held = true;
+      return {
+        slot: all.indexOf(runner),
+        async reply(session, prompt, o, onText) {
+          const t0 = performance.now();
+          try {
+            return await replyOn(runner, cache, session, prompt, o, onText);
+          } finally {
+            turns.took(performance.now() - t0);
+          }
+        },
+        release() {
+          if (!held) return;
+          held = false;
+          free.push(runner);
+          leave();
+        },
+      };
+    },
+  };
+}
+
+/** One reply: continue the longest cached prefix of a fresh prompt, run it, keep its states. */
+async function replyOn(
+  runner: Runner,
+  cache: PromptCache | undefined,
+  session: EngineSession,
+  prompt: number[],
+  o: ReplyOptions & { saveEnd?: boolean },
+  onText?: (piece: string) => void | Promise<void>,
+): Promise<LeaseReply> {
+  const { signal, saveEnd = false, ...reply } = o;
+  let from: From = session, feed = prompt, seed = o.seed, cachedTokens = 0;
+  // Only a fresh conversation: a stored session continues its own sampler stream, which a cached
+  // state does not have. A hit is reseeded (0, a fresh session's seed, when the request has none).
+  const hit = session.position === 0 ? cache?.longest(prompt) : undefined;
+  if (hit) {
+    from = hit.bytes;
+    feed = prompt.slice(hit.length);
+    seed = o.seed ?? 0;
+    cachedTokens = hit.length;
+  }
+  const job: SlotJob = { ...reply, seed, prompt: feed, keep: cache !== undefined, saveEnd };
+  const r = await runner.run(from, job, signal ?? new AbortController().signal, onText);
+  if (cache && r.promptState) cache.put(r.promptState.tokens, r.promptState.bytes);
+  if (cache && r.endState) cache.put(r.endState.tokens, r.endState.bytes);
+  const { promptState: _p, endState, ...result } = r;
+  return { ...result, cachedTokens, saved: saveEnd ? endState?.bytes : undefined };
+}
+
+/** The server's own thread and engine: today's one slot. */
+function localRunner(engine: Engine): Runner {
+  return {
+    run(from, job, signal, onText) {
+      const session = from instanceof Uint8Array
+        ? engine.restore!(from, "cached session")
+        : from ?? engine.start();
+      return runJob(engine, session, job, signal, onText);
+    },
+    close() {},
+    crash() {},
+    collect() {},
+  };
+}
+
+/** The server's side of one job on a worker. */
+interface Pending {
+  id: number;
+  onMessage(m: any): void;
+  died(e: Error): void;
+}
+
+/** A slot in a worker that loads `path` on `kind` itself; replaced when it dies. */
+function workerRunner(path: string, kind: string): Runner {
+  let worker: Worker;
+  let current: Pending | undefined;
+  let seq = 0;
+  const spawn = () => {
+    const w = new Worker(new URL("./slot-worker.ts", import.meta.url).href, { type: "module" });
+    worker = w;
+    // Reported twice on Bun (the worker's own `died`, then the error event): acted on once.
+    const died = (message: string) => {
+      if (worker !== w) return;
+      w.terminate();
+      const job = current;
+      current = undefined;
+      spawn();
+      job?.died(new Error(message));
+    };
+    w.onmessage = (ev) => {
+      if (ev.data.type === "died") died(ev.data.message);
+      else if (current && current.id === ev.data.id) current.onMessage(ev.data);
+    };
+    w.onerror = (ev) => {
+      ev.preventDefault?.();
+      died(ev.message || "the worker failed");
+    };
+    w.postMessage({ type: "init", path, kind });
+  };
+  spawn();
+  return {
+    run(from, job, signal, onText) {
+      const id = ++seq;
+      const bytes = from instanceof Uint8Array ? from : from && from.position > 0 ? from.save!() : undefined;
+      const abort = () => worker.postMessage({ type: "abort", id });
+      return new Promise<SlotResult>((resolve, reject) => {
+        const finished = () => {
+          if (current?.id === id) current = undefined;
+        };
+        current = pending(id, signal, abort, onText, finished, resolve, reject);
+        worker.postMessage({ type: "job", id, from: bytes, job });
+        if (signal.aborted) abort();
+      });
+    },
+    close: () => worker.terminate(),
+    crash: () => worker.postMessage({ type: "crash" }),
+    collect: () => worker.postMessage({ type: "gc" }),
+  };
+}
+
+/**
+ * One job's messages: text shown in order as it arrives (a failure to show it, such as a closed
+ * stream, aborts the job), and the result once every piece before it has been shown.
+ */
+function pending(
+  id: number,
+  signal: AbortSignal,
+  abort: () => void,
+  onText: ((piece: string) => void | Promise<void>) | undefined,
+  finished: () => void,
+  resolve: (r: SlotResult) => void,
+  reject: (e: unknown) => void,
+): Pending {
+  let shown = Promise.resolve(), failed: unknown;
+  signal.addEventListener("abort", abort, { once: true });
+  const end = () => {
+    signal.removeEventListener("abort", abort);
+    finished();
+  };
+  return {
+    id,
+    onMessage(m) {
+      if (m.type === "text") {
+        shown = shown.then(() => onText?.(m.piece)).catch((e) => {
+          failed ??= e;
+          abort();
+        });
+        return;
+      }
+      end();
+      if (m.type === "fail") reject(new Error(m.message));
+      else shown.then(() => failed === undefined ? resolve(m.result) : reject(failed));
+    },
+    died(e) {
+      end();
+      reject(new ApiError(500, `the generation worker died (${e.message}); it has been replaced`));
+    },
+  };
+}

@@ -1,0 +1,46 @@
+// A bounded soak of the chat server on both runtimes (scripts/tools/load-test.ts --soak): two worker
+// slots and the prompt cache under the load test's mix, clients hanging up mid-stream included; after
+// a warm-up of the same mix, every answer is well formed and the process's resident memory (workers
+// included, the cache's new entries not counted) ends within 10% of its baseline. The long run is
+// `load-test.ts --soak 2000` (docs/chat-server.md).
+import { expect, setDefaultTimeout, test } from "bun:test";
+import { spawn } from "node:child_process";
+
+setDefaultTimeout(90_000);
+
+// A warm-up twice as long as the soak: Deno's resident memory climbs for its first 200-300 requests
+// (compiled code, allocator pools; with a 200-request warm-up it still grew 8-12%), then holds; a
+// small cache fills during the warm-up.
+const SOAK = [
+  "scripts/tools/load-test.ts",
+  ...["--soak", "200", "--warmup", "400", "--parallel", "2", "--clients", "8"],
+  ...["--max-tokens", "8", "--cache-mb", "2", "--json"],
+];
+
+/** Runs one command to its end: exit code and stdout. */
+function runIt(cmd: string, args: string[]): Promise<{ status: number | null; stdout: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "ignore"] });
+    let stdout = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.on("close", (status) => resolve({ status, stdout }));
+  });
+}
+
+test("200 requests on two slots: well formed, and RSS back within 10% of its baseline on Bun and Deno", async () => {
+  const runs = await Promise.all([
+    runIt("bun", SOAK),
+    runIt("deno", ["run", "-A", "--v8-flags=--expose-gc", ...SOAK]),
+  ]);
+  for (const [i, r] of runs.entries()) {
+    const name = i === 0 ? "bun" : "deno";
+    const out = JSON.parse(r.stdout);
+    expect({ name, failures: out.failures }).toEqual({ name, failures: [] });
+    expect(r.status).toBe(0);
+    expect(out.memory_checked).toBe(true);
+    expect(out.bad).toBe(0);
+    expect(out.ok + out.disconnected).toBe(200);
+    expect(out.rss_mb.after - (out.prompt_cache_mb.after - out.prompt_cache_mb.before))
+      .toBeLessThanOrEqual(1.1 * out.rss_mb.before);
+  }
+});
