@@ -14,11 +14,13 @@
  */
 import type { Engine, EngineSession } from "../model/engine.ts";
 import { ApiError } from "./errors.ts";
+import { createMetrics, type Load, type Metrics } from "./metrics.ts";
 import type { SessionStore } from "./session-store.ts";
 import { createTurns, type Turns } from "./turns.ts";
+import type { GuardOptions } from "./guard.ts";
 
-/** What the app is handed. */
-export interface ChatAppOptions {
+/** What the app is handed; the Host, Origin, CORS and API key options are serve/guard.ts's. */
+export interface ChatAppOptions extends GuardOptions {
   engine: Engine;
   /** Where sessions are saved; without it the session endpoints answer 501. */
   sessions?: SessionStore;
@@ -45,22 +47,51 @@ export interface ServerContext {
   readonly defaultMaxTokens: number;
   readonly maxBodyBytes: number;
   readonly maxSessionBytes: number;
+  readonly metrics: Metrics;
+  /** Requests generating now and requests waiting for their turn (for `/metrics`). */
+  load(): Load;
 }
 
 /** The context for `opts`, every default filled in. */
 export function createServerContext(opts: ChatAppOptions): ServerContext {
   const { engine } = opts;
   const canRestore = typeof engine.restore === "function";
+  const { turns, load } = countedTurns(createTurns(opts.queueLimit ?? 8));
   return {
     engine,
     sessions: canRestore ? opts.sessions : undefined,
-    turns: createTurns(opts.queueLimit ?? 8),
+    turns,
+    load,
+    metrics: createMetrics(),
     modelId: engine.source.split(/[\\/]/).filter(Boolean).at(-1) ?? engine.source,
     contextLength: engine.config.max_position_embeddings,
     defaultMaxTokens: opts.defaultMaxTokens ?? 256,
     maxBodyBytes: opts.maxBodyBytes ?? 256 * 1024,
     maxSessionBytes: opts.maxSessionBytes ?? 64 << 20,
   };
+}
+
+/** `turns` counting who holds a turn and who waits for one, which is what `load()` reads. */
+function countedTurns(inner: Turns): { turns: Turns; load: () => Load } {
+  let active = 0, waiting = 0;
+  const turns: Turns = {
+    async wait(signal) {
+      waiting++;
+      let leave: () => void;
+      try {
+        leave = await inner.wait(signal);
+      } finally {
+        waiting--;
+      }
+      active++;
+      let left = false;
+      return () => {
+        if (!left) (left = true), active--, leave();
+      };
+    },
+    took: (ms) => inner.took(ms),
+  };
+  return { turns, load: () => ({ active, waiting }) };
 }
 
 /** The session store, or a 501 when this server has none (or its engine cannot restore sessions). */
