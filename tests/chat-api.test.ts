@@ -155,12 +155,14 @@ describe("endpoints", () => {
     const messages = [{ role: "user", content: "Where did the jury go?" }];
     const chat = await (await post("/v1/chat/completions", { messages, max_tokens: 16 })).json() as any;
     expect(Number.isSafeInteger(chat.seed)).toBe(true);
-    const s = sseChunks(await (await post("/v1/chat/completions", {
-      messages,
-      max_tokens: 16,
-      seed: chat.seed,
-      stream: true,
-    })).text());
+    const s = sseChunks(
+      await (await post("/v1/chat/completions", {
+        messages,
+        max_tokens: 16,
+        seed: chat.seed,
+        stream: true,
+      })).text(),
+    );
     expect(s[0].seed).toBe(chat.seed);
     expect(s.at(-1).seed).toBe(chat.seed);
     expect(streamedText(s)).toBe(chat.choices[0].message.content);

@@ -32,10 +32,10 @@ beforeAll(async () => {
     },
   };
   // The address is known only after listening, so the app is made then (as scripts/chat.ts does).
-  let app: ReturnType<typeof createApp> | undefined;
-  server = await listen((r) => app!.fetch(r), { hostname: "127.0.0.1", port: 0 });
+  const served: { app?: ReturnType<typeof createApp> } = {};
+  server = await listen((r) => served.app!.fetch(r), { hostname: "127.0.0.1", port: 0 });
   port = Number(new URL(server.url).port);
-  app = createApp({ engine, address: { hostname: "127.0.0.1", port }, allowHosts: ["chat.lan"] });
+  served.app = createApp({ engine, address: { hostname: "127.0.0.1", port }, allowHosts: ["chat.lan"] });
 }, 60_000);
 afterAll(async () => {
   await server?.close();
@@ -53,11 +53,20 @@ function raw(request: string): Promise<{ status: number; text: string }> {
     socket.on("error", reject);
   });
 }
-const get = (path: string, host: string) => raw(`GET ${path} HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
+const get = (path: string, host: string) =>
+  raw(`GET ${path} HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
 
 describe("Host", () => {
   test("the server's own address, its loopback names and --allow-host names are served", async () => {
-    for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`, "chat.lan", `CHAT.lan:${port}`]) {
+    for (
+      const host of [
+        `127.0.0.1:${port}`,
+        `localhost:${port}`,
+        `[::1]:${port}`,
+        "chat.lan",
+        `CHAT.lan:${port}`,
+      ]
+    ) {
       expect({ host, status: (await get("/health", host)).status }).toEqual({ host, status: 200 });
     }
   });
@@ -133,7 +142,9 @@ describe("Origin and CORS", () => {
     expect(models.headers.get("access-control-allow-origin")).toBe("http://localhost:5173");
 
     const any = createApp({ engine, cors: ["*"] });
-    expect((await preflight(any, "http://anywhere.example")).headers.get("access-control-allow-origin")).toBe("*");
+    expect((await preflight(any, "http://anywhere.example")).headers.get("access-control-allow-origin")).toBe(
+      "*",
+    );
   });
 });
 
@@ -171,7 +182,9 @@ describe("small defects", () => {
     const res = await app.request("/v1/models", { headers: { "X-Big": "a".repeat(17 * 1024) } });
     expect(res.status).toBe(431);
     expect((await res.json() as any).error.message).toContain("headers");
-    expect((await app.request("/v1/models", { headers: { "X-Big": "a".repeat(8 * 1024) } })).status).toBe(200);
+    expect((await app.request("/v1/models", { headers: { "X-Big": "a".repeat(8 * 1024) } })).status).toBe(
+      200,
+    );
   });
 
   test("HEAD / over a socket says the length GET sends, without a body; /favicon.ico is 204", async () => {

@@ -33,11 +33,11 @@ test("the openai client lists the model and gets a non-streamed and a streamed c
   });
   expect(once.choices[0].text).toHaveLength(24);
   expect(once.usage).toEqual({
-      prompt_tokens: 14,
-      completion_tokens: 24,
-      total_tokens: 38,
-      prompt_tokens_details: { cached_tokens: 0 },
-    });
+    prompt_tokens: 14,
+    completion_tokens: 24,
+    total_tokens: 38,
+    prompt_tokens_details: { cached_tokens: 0 },
+  });
   const stream = await client.completions.create({
     model,
     prompt: "The jury said",
