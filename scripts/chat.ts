@@ -22,6 +22,7 @@ import { FormatError } from "../model/error.ts";
 import { createApp } from "../serve/app.ts";
 import { engineKinds, loadEngine } from "../engines/mod.ts";
 import { AddressInUseError, listen } from "../serve/listen.ts";
+import { loadingApp } from "../serve/loading.ts";
 import { createSessionStore } from "../serve/session-store.ts";
 
 /** The model served when none is named: the default model's lut4 export (out/ferry.q4.lut4). */
@@ -44,6 +45,11 @@ Options:
   --engine KIND     int, float, or webgpu (Deno only); default: the format's own engine
   --sessions DIR    where saved sessions are kept (default ${DEFAULT_SESSIONS})
   --queue N         requests that may wait for the engine before 429 (default 8)
+  --allow-host NAME also accept requests whose Host header names NAME (repeatable; the
+                    listening address and localhost, 127.0.0.1, [::1] on its port always are)
+  --cors ORIGIN     let web pages from ORIGIN call the server (repeatable; * for any origin)
+  --api-key KEY     require "Authorization: Bearer KEY" on every API route (default:
+                    \$FERRY_API_KEY; /health and the page stay open)
   -h, --help        this text
 
 Exit codes: 0 stopped, 1 refused (a checkpoint, a corrupt file), 2 usage.
@@ -100,6 +106,9 @@ async function main(): Promise<void> {
     engine: { type: "string", choices: engineKinds() },
     sessions: { type: "string", default: DEFAULT_SESSIONS },
     queue: { type: "string", default: "8" },
+    "allow-host": { type: "string", multiple: true },
+    cors: { type: "string", multiple: true },
+    "api-key": { type: "string" },
   });
   if (positionals.length > 1) {
     failUsage(`expected at most one MODEL, got ${positionals.length}`, HELP);
@@ -113,13 +122,20 @@ async function main(): Promise<void> {
     fail(`--queue ${values.queue}: expected an integer >= 0`, EXIT_USAGE);
   }
 
-  const engine = await openServedEngine(positionals[0], values.engine);
-  const sessions = await createSessionStore(values.sessions!);
-  const app = createApp({ engine, sessions, queueLimit });
-  const server = await listen(app.fetch, { hostname: values.host!, port }).catch((e) => {
+  const apiKey = values["api-key"] ?? (process.env.FERRY_API_KEY || undefined);
+  const guard = { allowHosts: values["allow-host"], cors: values.cors, apiKey };
+
+  // Listen first, so a taken port is said at once and /health answers "loading" while the engine loads.
+  let handler = loadingApp(guard);
+  const server = await listen((r) => handler.fetch(r), { hostname: values.host!, port }).catch((e) => {
     if (e instanceof AddressInUseError) fail(`port ${port} is in use; pick another with --port N`);
     throw e;
   });
+  const address = { hostname: values.host!, port: Number(new URL(server.url).port) };
+  handler = loadingApp({ ...guard, address });
+  const engine = await openServedEngine(positionals[0], values.engine);
+  const sessions = await createSessionStore(values.sessions!);
+  handler = createApp({ engine, sessions, queueLimit, ...guard, address });
   const loopback = ["127.0.0.1", "::1", "localhost"].includes(values.host!);
   console.log(`ferry chat: ${server.url}  (${engine.source} on the ${engine.kind} engine; Ctrl+C stops)`);
   if (!loopback) console.log(`note: listening on ${values.host}, reachable from other machines`);
