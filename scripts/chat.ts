@@ -61,20 +61,24 @@ Exit codes: 0 stopped, 1 refused (a checkpoint, a corrupt file), 2 usage.
  */
 export async function openServedEngine(model?: string, kind?: string): Promise<Engine> {
   if (model === undefined) return await openDefault(kind);
-  requireInput(model);
-  if ((await stat(model)).isFile()) {
-    const head = new Uint8Array(8);
-    const fh = await open(model, "r");
-    await fh.read(head, 0, 8, 0).finally(() => fh.close());
-    if (isCheckpoint(head)) {
-      fail(
-        `${model} is a training checkpoint (its weights plus optimizer state), not a model to serve. ` +
-          `Convert it first:\n  deno run -A scripts/export.ts --input ${model} --format lut4 --output ${DEFAULT_OUTPUT}`,
-        EXIT_REFUSED,
-      );
-    }
-  }
+  await refuseUnservable(model);
   return await loadEngine(model, kind, { onNote: (line) => console.error(line) });
+}
+
+/** Refuses, before anything listens or loads, a model that is missing or is a training checkpoint. */
+export async function refuseUnservable(model: string): Promise<void> {
+  requireInput(model);
+  if (!(await stat(model)).isFile()) return;
+  const head = new Uint8Array(8);
+  const fh = await open(model, "r");
+  await fh.read(head, 0, 8, 0).finally(() => fh.close());
+  if (isCheckpoint(head)) {
+    fail(
+      `${model} is a training checkpoint (its weights plus optimizer state), not a model to serve. ` +
+        `Convert it first:\n  deno run -A scripts/export.ts --input ${model} --format lut4 --output ${DEFAULT_OUTPUT}`,
+      EXIT_REFUSED,
+    );
+  }
 }
 
 /**
@@ -125,6 +129,7 @@ async function main(): Promise<void> {
   const apiKey = values["api-key"] ?? (process.env.FERRY_API_KEY || undefined);
   const guard = { allowHosts: values["allow-host"], cors: values.cors, apiKey };
 
+  if (positionals[0] !== undefined) await refuseUnservable(positionals[0]);
   // Listen first, so a taken port is said at once and /health answers "loading" while the engine loads.
   let handler = loadingApp(guard);
   const server = await listen((r) => handler.fetch(r), { hostname: values.host!, port }).catch((e) => {

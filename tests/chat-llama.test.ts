@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import type { Engine } from "../model/engine.ts";
 import { encode } from "../model/tokenizer.ts";
 import { createApp } from "../serve/app.ts";
+import { loadingApp } from "../serve/loading.ts";
 import { logSoftmax } from "../serve/logprobs.ts";
 import { renderChat } from "../serve/transcript.ts";
 import { chatEngine, exportChatModel } from "./helpers/chat-model.ts";
@@ -28,10 +29,18 @@ const post = async (path: string, body: unknown) => {
 };
 
 describe("llama.cpp's utility endpoints", () => {
-  test("GET /health is ok", async () => {
+  test("GET /health is ok; while the engine loads it is 503 loading, and every other route 503", async () => {
     const res = await app.request("/health");
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ status: "ok" });
+    const loading = loadingApp({});
+    const l = await loading.request("/health");
+    expect(l.status).toBe(503);
+    expect(await l.json()).toEqual({ status: "loading" });
+    const busy = await loading.request("/v1/completions", { method: "POST", body: "{}" });
+    expect(busy.status).toBe(503);
+    expect(busy.headers.get("retry-after")).toBe("1");
+    expect((await loading.request("/health", { headers: { Host: "evil.example" } })).status).toBe(403);
   });
 
   test("/tokenize gives byte tokens, BOS with add_special, pieces when asked; /detokenize inverts it", async () => {
