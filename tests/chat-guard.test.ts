@@ -219,3 +219,22 @@ describe("small defects", () => {
     }
   });
 });
+
+test("while a long reply streams over a socket, another request is answered before it ends", async () => {
+  const base = `http://127.0.0.1:${port}`;
+  const res = await fetch(`${base}/v1/completions`, {
+    method: "POST",
+    body: JSON.stringify({ prompt: "The jury said", max_tokens: 400, temperature: 0, stream: true }),
+  });
+  const reader = res.body!.getReader();
+  await reader.read(); // the reply has started
+  let ended = false;
+  const rest = (async () => {
+    while (!(await reader.read()).done);
+    ended = true;
+  })();
+  const health = await fetch(`${base}/health`);
+  expect(health.status).toBe(200);
+  expect(ended).toBe(false);
+  await rest;
+});
