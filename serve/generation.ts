@@ -84,6 +84,16 @@ const YIELD_EVERY_MS = 2;
 /** How much work may pass between timer turns. */
 const TIMER_EVERY_MS = 50;
 
+/** A pause for the event loop, taken only once `YIELD_EVERY_MS` of work has passed since the last. */
+function pacer(): () => Promise<void> {
+  let lastTimer = performance.now(), lastYield = lastTimer;
+  return async () => {
+    const now = performance.now();
+    if (now - lastTimer > TIMER_EVERY_MS) await timer(), (lastTimer = lastYield = performance.now());
+    else if (now - lastYield > YIELD_EVERY_MS) await macrotask(), (lastYield = performance.now());
+  };
+}
+
 /**
  * Feeds `prompt` to `session` (the prompt may be empty when a restored session continues) and generates
  * up to `maxTokens` tokens with the shared loop (model/generate.ts), calling `onText` with each piece
@@ -100,12 +110,8 @@ export async function generateReply(
   const decode = createStreamDecoder();
   const stops = createStopMatcher(opts.stop ?? []);
   const picks: TokenLogprob[] = [], before: number[] = [], shownPicks: TokenLogprob[] = [];
-  let text = "",
-    decoded = 0,
-    count = 0,
-    stopped = false,
-    lastTimer = performance.now(),
-    lastYield = lastTimer;
+  let text = "", decoded = 0, count = 0, stopped = false;
+  const pause = pacer();
   let finishReason: ReplyResult["finishReason"] = "stop"; // the loop ending early means EOS
   const show = async (piece: string) => {
     if (piece === "") return;
@@ -145,9 +151,7 @@ export async function generateReply(
         finishReason = "length";
         break;
       }
-      const now = performance.now();
-      if (now - lastTimer > TIMER_EVERY_MS) await timer(), (lastTimer = lastYield = performance.now());
-      else if (now - lastYield > YIELD_EVERY_MS) await macrotask(), (lastYield = performance.now());
+      await pause();
       if (opts.signal?.aborted) {
         finishReason = "abort";
         break;
