@@ -138,6 +138,9 @@ async function main(): Promise<void> {
   });
   const address = { hostname: values.host!, port: Number(new URL(server.url).port) };
   handler = loadingApp({ ...guard, address });
+  console.error(
+    `listening on ${server.url} while the model loads (GET /health answers 503 until it is ready)`,
+  );
   const engine = await openServedEngine(positionals[0], values.engine);
   const sessions = await createSessionStore(values.sessions!);
   handler = createApp({ engine, sessions, queueLimit, ...guard, address });

@@ -166,6 +166,16 @@ describe("endpoints", () => {
     expect(s[0].seed).toBe(chat.seed);
     expect(s.at(-1).seed).toBe(chat.seed);
     expect(streamedText(s)).toBe(chat.choices[0].message.content);
+
+    // Continuing a session without a seed keeps the session's own random stream: no seed to report.
+    const saved = await complete({ ...req, max_tokens: 4, save_session: true });
+    const continued = await complete({
+      prompt: " and",
+      max_tokens: 4,
+      temperature: 1,
+      session: saved.session,
+    });
+    expect(continued.seed).toBeNull();
   });
 
   test("a stop string ends the reply before it, in both modes", async () => {
