@@ -14,6 +14,8 @@ setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to
 let engine: Engine, cleanup = () => {};
 let server: Listening, port: number;
 let feeds = 0;
+/** Milliseconds of busy CPU work per feed, to make a reply long without more tokens. */
+let busyMs = 0;
 
 beforeAll(async () => {
   const exported = await exportChatModel();
@@ -27,7 +29,11 @@ beforeAll(async () => {
     start() {
       const s = e.start();
       const feed = s.feed.bind(s);
-      s.feed = (t, w) => (feeds++, feed(t, w));
+      s.feed = (t, w) => {
+        feeds++;
+        for (const t0 = performance.now(); performance.now() - t0 < busyMs;);
+        return feed(t, w);
+      };
       return s;
     },
   };
@@ -221,10 +227,11 @@ describe("small defects", () => {
 });
 
 test("while a long reply streams over a socket, another request is answered before it ends", async () => {
+  busyMs = 1; // 300 tokens: at least 300 ms of work, long enough whatever the machine's load
   const base = `http://127.0.0.1:${port}`;
   const res = await fetch(`${base}/v1/completions`, {
     method: "POST",
-    body: JSON.stringify({ prompt: "The jury said", max_tokens: 400, temperature: 0, stream: true }),
+    body: JSON.stringify({ prompt: "The jury said", max_tokens: 300, temperature: 0, stream: true }),
   });
   const reader = res.body!.getReader();
   await reader.read(); // the reply has started
@@ -237,4 +244,5 @@ test("while a long reply streams over a socket, another request is answered befo
   expect(health.status).toBe(200);
   expect(ended).toBe(false);
   await rest;
+  busyMs = 0;
 });
