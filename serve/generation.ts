@@ -4,10 +4,10 @@
  * fed back, so the session afterwards holds the whole exchange and continues exactly where it stopped.
  *
  * Between tokens the loop yields to the event loop, so other requests, disconnects and the stream's own
- * writes are served while a long reply runs. The yield is a `MessageChannel` message (microseconds on
- * both runtimes), taken once ~2 ms of work has passed, not `setTimeout(0)` per token (about 1 ms on
- * Bun, 2.3 ms on Deno and more under load: slower than a token of the default model). Bun runs no
- * timer between message turns, so a timer turn comes every 250 ms.
+ * writes are served while a long reply runs: once ~2 ms of work has passed, one macrotask turn without
+ * a timer (`setImmediate` on Bun, a `MessageChannel` message on Deno: microseconds each), not
+ * `setTimeout(0)` per token (about 1 ms on Bun, 2.3 ms on Deno and more under load: slower than a token
+ * of the default model).
  *
  * @example
  * ```ts
@@ -48,10 +48,11 @@ export interface ReplyResult {
 }
 
 /**
- * A macrotask turn without a timer: a message posted to ourselves on a `MessageChannel`. On Deno this is
- * the cheap yield that lets the HTTP layer run (`setImmediate` did not: streaming ran at half speed); on
- * Bun it matches `setImmediate`. The port holds the process open only while a reply is generating
- * (`ref`/`unref` once per reply: per token it cost Deno a third of its speed).
+ * A macrotask turn without a timer. On Bun, `setImmediate`: its turn runs timers and flushes sockets,
+ * which Bun's message turns do not (a stream reached the browser only at its end). On Deno, a message
+ * posted to ourselves on a `MessageChannel`: `setImmediate` there does not let the HTTP layer run
+ * (streaming ran at half speed), a message turn does, timers included. The port holds the process open
+ * only while a reply is generating (`ref`/`unref` once per reply: per token it cost Deno a third).
  */
 let channel: MessageChannel | undefined;
 const pending: Array<() => void> = [];
@@ -72,7 +73,10 @@ function holdPort(): () => void {
     if (--replies === 0) port().unref?.();
   };
 }
+/** Bun: `setImmediate`, whose turn runs timers and flushes sockets (its message turns do neither). */
+const isBun = "Bun" in globalThis;
 function macrotask(): Promise<void> {
+  if (isBun) return new Promise((resolve) => setImmediate(resolve));
   port();
   return new Promise((resolve) => {
     pending.push(resolve);
@@ -82,21 +86,12 @@ function macrotask(): Promise<void> {
 /** How much work may pass between yields: short enough for aborts and other requests not to wait. */
 const YIELD_EVERY_MS = 2;
 
-/**
- * How much work may pass between timer turns. Bun runs no timer while message turns keep coming, so
- * one `setTimeout(0)` turn is taken this often (on Deno it costs 2.3 ms or more: 1% at this spacing).
- */
-const TIMER_EVERY_MS = 250;
-const timer = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, 0));
-
 /** A pause for the event loop, taken only once `YIELD_EVERY_MS` of work has passed since the last. */
 function pacer(): () => Promise<void> {
-  let last = performance.now(), lastTimer = last;
+  let last = performance.now();
   return async () => {
-    const now = performance.now();
-    if (now - lastTimer >= TIMER_EVERY_MS) await timer(), (lastTimer = performance.now());
-    else if (now - last >= YIELD_EVERY_MS) await macrotask();
-    else return;
+    if (performance.now() - last < YIELD_EVERY_MS) return;
+    await macrotask();
     last = performance.now();
   };
 }
