@@ -246,3 +246,25 @@ test("while a long reply streams over a socket, another request is answered befo
   await rest;
   busyMs = 0;
 });
+
+test("a long reply reaches the client as it is generated, not all at its end", async () => {
+  busyMs = 1; // 300 tokens: at least 300 ms of work
+  try {
+    const t0 = performance.now();
+    const res = await fetch(`http://127.0.0.1:${port}/v1/completions`, {
+      method: "POST",
+      body: JSON.stringify({ prompt: "The jury said", max_tokens: 300, temperature: 0, stream: true }),
+    });
+    const reader = res.body!.getReader();
+    let firstText = 0;
+    const decoder = new TextDecoder();
+    for (let r = await reader.read(); !r.done; r = await reader.read()) {
+      if (!firstText && decoder.decode(r.value).includes('"text":"')) firstText = performance.now() - t0;
+    }
+    const total = performance.now() - t0;
+    expect(firstText).toBeGreaterThan(0);
+    expect(firstText).toBeLessThan(total / 2);
+  } finally {
+    busyMs = 0;
+  }
+});
