@@ -155,7 +155,9 @@ function stream(
         choices: [endpoint.chunk("", finishReason(r))],
         ...(r.sessionId ? { session: r.sessionId } : {}),
       });
-      if (req.includeUsage) await send({ ...chunk, choices: [], usage: usage(p.prompt.length, r) });
+      if (req.includeUsage) {
+        await send({ ...chunk, seed: head.seed, choices: [], usage: usage(p.prompt.length, r) });
+      }
     } finally {
       leave();
     }
