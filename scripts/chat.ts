@@ -23,6 +23,7 @@ import { createApp } from "../serve/app.ts";
 import { engineKinds, loadEngine } from "../engines/mod.ts";
 import { CALIBRATION, lut4Calibrator } from "../measure/calibrate.ts";
 import { AddressInUseError, listen } from "../serve/listen.ts";
+import { loadingApp } from "../serve/loading.ts";
 import { createSessionStore } from "../serve/session-store.ts";
 import { createSlots } from "../serve/slots.ts";
 
@@ -50,6 +51,11 @@ Options:
                     model (default: the number of cores, here ${cores()}; 1: one, on the server's thread)
   --cache-mb MB     the prompt cache's bound: saved conversation states reused by a prompt that
                     extends them, least recently used dropped first (default 32; 0: off)
+  --allow-host NAME also accept requests whose Host header names NAME (repeatable; the
+                    listening address and localhost, 127.0.0.1, [::1] on its port always are)
+  --cors ORIGIN     let web pages from ORIGIN call the server (repeatable; * for any origin)
+  --api-key KEY     require "Authorization: Bearer KEY" on every API route (default:
+                    \$FERRY_API_KEY; /health and the page stay open)
   -h, --help        this text
 
 Exit codes: 0 stopped, 1 refused (a checkpoint, a corrupt file), 2 usage.
@@ -61,20 +67,24 @@ Exit codes: 0 stopped, 1 refused (a checkpoint, a corrupt file), 2 usage.
  */
 export async function openServedEngine(model?: string, kind?: string): Promise<Engine> {
   if (model === undefined) return await openDefault(kind);
-  requireInput(model);
-  if ((await stat(model)).isFile()) {
-    const head = new Uint8Array(8);
-    const fh = await open(model, "r");
-    await fh.read(head, 0, 8, 0).finally(() => fh.close());
-    if (isCheckpoint(head)) {
-      fail(
-        `${model} is a training checkpoint (its weights plus optimizer state), not a model to serve. ` +
-          `Convert it first:\n  deno run -A scripts/export.ts --input ${model} --format lut4 --output ${DEFAULT_OUTPUT}`,
-        EXIT_REFUSED,
-      );
-    }
-  }
+  await refuseUnservable(model);
   return await loadEngine(model, kind, { onNote: (line) => console.error(line) });
+}
+
+/** Refuses, before anything listens or loads, a model that is missing or is a training checkpoint. */
+export async function refuseUnservable(model: string): Promise<void> {
+  requireInput(model);
+  if (!(await stat(model)).isFile()) return;
+  const head = new Uint8Array(8);
+  const fh = await open(model, "r");
+  await fh.read(head, 0, 8, 0).finally(() => fh.close());
+  if (isCheckpoint(head)) {
+    fail(
+      `${model} is a training checkpoint (its weights plus optimizer state), not a model to serve. ` +
+        `Convert it first:\n  deno run -A scripts/export.ts --input ${model} --format lut4 --output ${DEFAULT_OUTPUT}`,
+      EXIT_REFUSED,
+    );
+  }
 }
 
 /**
@@ -127,6 +137,9 @@ async function main(): Promise<void> {
     queue: { type: "string", default: "8" },
     parallel: { type: "string" },
     "cache-mb": { type: "string", default: "32" },
+    "allow-host": { type: "string", multiple: true },
+    cors: { type: "string", multiple: true },
+    "api-key": { type: "string" },
   });
   if (positionals.length > 1) {
     failUsage(`expected at most one MODEL, got ${positionals.length}`, HELP);
@@ -142,7 +155,21 @@ async function main(): Promise<void> {
 
   const parallel = intFlag("parallel", values.parallel ?? String(cores()), 1);
   const cacheMb = intFlag("cache-mb", values["cache-mb"]!, 0);
+  const apiKey = values["api-key"] ?? (process.env.FERRY_API_KEY || undefined);
+  const guard = { allowHosts: values["allow-host"], cors: values.cors, apiKey };
 
+  if (positionals[0] !== undefined) await refuseUnservable(positionals[0]);
+  // Listen first, so a taken port is said at once and /health answers "loading" while the engine loads.
+  let handler = loadingApp(guard);
+  const server = await listen((r) => handler.fetch(r), { hostname: values.host!, port }).catch((e) => {
+    if (e instanceof AddressInUseError) fail(`port ${port} is in use; pick another with --port N`);
+    throw e;
+  });
+  const address = { hostname: values.host!, port: Number(new URL(server.url).port) };
+  handler = loadingApp({ ...guard, address });
+  console.error(
+    `listening on ${server.url} while the model loads (GET /health answers 503 until it is ready)`,
+  );
   const engine = await openServedEngine(positionals[0], values.engine);
   const sessions = await createSessionStore(values.sessions!);
   // A WebGPU engine holds the one device: its replies stay on this thread.
@@ -151,11 +178,7 @@ async function main(): Promise<void> {
     queueLimit,
     cacheBytes: cacheMb << 20,
   });
-  const app = createApp({ engine, sessions, queueLimit, slots });
-  const server = await listen(app.fetch, { hostname: values.host!, port }).catch((e) => {
-    if (e instanceof AddressInUseError) fail(`port ${port} is in use; pick another with --port N`);
-    throw e;
-  });
+  handler = createApp({ engine, sessions, queueLimit, slots, ...guard, address });
   const loopback = ["127.0.0.1", "::1", "localhost"].includes(values.host!);
   const on = `${engine.source} on the ${engine.kind} engine, ${slots.parallel} slot${
     slots.parallel > 1 ? "s" : ""

@@ -2,7 +2,9 @@
  * The chat server: a Hono app handed its engine from outside. It speaks the OpenAI endpoints local
  * clients expect (`GET /v1/models`, `POST /v1/completions`, `POST /v1/chat/completions`, streamed as
  * server-sent events or answered as one JSON body), stores and restores sessions, and serves the chat
- * page at `/`. Each group of routes is its own module under `routes/`, handed one shared context
+ * page at `/`, plus llama.cpp's `/health`, `/tokenize`, `/detokenize`, `/apply-template` and a
+ * Prometheus `/metrics`. Every request first passes the guard (guard.ts: header size, Host, Origin and
+ * CORS, the API key). Each group of routes is its own module under `routes/`, handed one shared context
  * (context.ts); this module only composes them and holds `onError`, the one place a refusal (an
  * `ApiError`, thrown anywhere) becomes OpenAI's error shape.
  *
@@ -18,28 +20,76 @@
  * @module
  */
 import { Hono } from "hono";
-import type { Context } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { type ChatAppOptions, createServerContext } from "./context.ts";
 import { ApiError, errorBody } from "./errors.ts";
+import { guard, type GuardOptions } from "./guard.ts";
+import type { Metrics } from "./metrics.ts";
 import { completionRoutes } from "./routes/completions.ts";
+import { healthRoutes } from "./routes/health.ts";
+import { metricsRoutes } from "./routes/metrics.ts";
 import { modelRoutes } from "./routes/models.ts";
 import { pageRoutes } from "./routes/page.ts";
 import { sessionRoutes } from "./routes/sessions.ts";
+import { tokenRoutes } from "./routes/tokens.ts";
 
 export type { ChatAppOptions } from "./context.ts";
 
 /** Builds the app around `opts.engine`. Serve it with `Deno.serve(app.fetch)` or `Bun.serve({ fetch: app.fetch })`. */
 export function createApp(opts: ChatAppOptions): Hono {
   const ctx = createServerContext(opts);
-  return new Hono()
-    .onError(errorResponse)
-    .notFound((c) => c.json(errorBody(404, `no route ${c.req.method} ${c.req.path}`), 404))
+  return guarded(opts, ctx.metrics)
+    .route("/", healthRoutes())
     .route("/", pageRoutes())
+    .route("/", tokenRoutes(ctx))
+    .route("/", metricsRoutes(ctx))
     .route("/v1", modelRoutes(ctx))
     .route("/v1", sessionRoutes(ctx))
     .route("/v1", completionRoutes(ctx));
 }
+
+/**
+ * A Hono app with the error handlers, the request count, HEAD answered like GET, and the guard: what
+ * every app of the server starts from (also the one serve/loading.ts answers with while loading).
+ */
+export function guarded(opts: GuardOptions, metrics?: Metrics): Hono {
+  const app = new Hono()
+    .onError(errorResponse)
+    .notFound((c) => c.json(errorBody(404, `no route ${c.req.method} ${c.req.path}`), 404));
+  if (metrics) {
+    app.use(async (c, next) => {
+      await next();
+      metrics.request(routeLabel(c.req.path), c.res.status);
+    });
+  }
+  app.use(headLength);
+  for (const check of guard(opts)) app.use(check);
+  return app;
+}
+
+/** The route a path is counted under in `/metrics` (ids folded, unknown paths one label). */
+function routeLabel(path: string): string {
+  if (path.startsWith("/v1/sessions/")) return "/v1/sessions/:id";
+  if (path.startsWith("/page/")) return "/page/*";
+  const known = ["/", "/health", "/favicon.ico", "/tokenize", "/detokenize", "/apply-template", "/metrics"];
+  const v1 = ["/v1/models", "/v1/completions", "/v1/chat/completions", "/v1/sessions"];
+  return known.includes(path) || v1.includes(path) ? path : "other";
+}
+
+/**
+ * HEAD: Hono runs the GET route and drops the body, and the runtime then says `content-length: 0`; the
+ * length of the body GET would send is put back (a stream's length is not known: none is sent).
+ */
+const headLength: MiddlewareHandler = async (c, next) => {
+  await next();
+  if (c.req.raw.method !== "HEAD" || !c.res.body || c.res.headers.has("content-length")) return;
+  if (c.res.headers.get("content-type")?.startsWith("text/event-stream")) return;
+  const bytes = await c.res.arrayBuffer();
+  const headers = new Headers(c.res.headers);
+  headers.set("Content-Length", String(bytes.byteLength));
+  c.res = new Response(null, { status: c.res.status, headers });
+};
 
 /** Every refusal and failure as OpenAI's error body: an `ApiError` as it says, anything else a 500. */
 function errorResponse(err: Error, c: Context): Response {

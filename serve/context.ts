@@ -14,11 +14,13 @@
  */
 import type { Engine, EngineSession } from "../model/engine.ts";
 import { ApiError } from "./errors.ts";
+import { createMetrics, type Load, type Metrics } from "./metrics.ts";
 import type { SessionStore } from "./session-store.ts";
 import { createSlots, type Slots } from "./slots.ts";
+import type { GuardOptions } from "./guard.ts";
 
-/** What the app is handed. */
-export interface ChatAppOptions {
+/** What the app is handed; the Host, Origin, CORS and API key options are serve/guard.ts's. */
+export interface ChatAppOptions extends GuardOptions {
   engine: Engine;
   /** Where sessions are saved; without it the session endpoints answer 501. */
   sessions?: SessionStore;
@@ -41,8 +43,6 @@ export interface ServerContext {
   readonly sessions?: SessionStore;
   /** Where replies run: the slots, their queue and the prompt cache. */
   readonly slots: Slots;
-  /** Replies running and requests waiting (for `/metrics`). */
-  load(): { active: number; waiting: number };
   /** The model's name in `/v1/models` and in every reply: the export's file name. */
   readonly modelId: string;
   /** The model's context length in tokens. */
@@ -50,6 +50,9 @@ export interface ServerContext {
   readonly defaultMaxTokens: number;
   readonly maxBodyBytes: number;
   readonly maxSessionBytes: number;
+  readonly metrics: Metrics;
+  /** Requests generating now and requests waiting for their turn (for `/metrics`). */
+  load(): Load;
 }
 
 /** The context for `opts`, every default filled in. */
@@ -62,6 +65,7 @@ export function createServerContext(opts: ChatAppOptions): ServerContext {
     sessions: canRestore ? opts.sessions : undefined,
     slots,
     load: () => slots.load(),
+    metrics: createMetrics(),
     modelId: engine.source.split(/[\\/]/).filter(Boolean).at(-1) ?? engine.source,
     contextLength: engine.config.max_position_embeddings,
     defaultMaxTokens: opts.defaultMaxTokens ?? 256,

@@ -3,7 +3,8 @@
  * Bun closes a connection that is quiet for 10 s by default, which would cut a request waiting in the
  * generation queue (no bytes flow until its turn) or a slow stream, so each request's idle timeout is
  * turned off with `server.timeout(request, 0)`. A port already taken is an `AddressInUseError` under
- * either runtime (each says it its own way, Deno without the port).
+ * either runtime (each says it its own way, Deno without the port). Only Bun can close a connection
+ * whose headers never finish (`HEADER_TIMEOUT_S`); Deno offers no hook for it.
  *
  * @example
  * ```ts
@@ -23,6 +24,13 @@ export interface Listening {
 }
 
 type Handler = (request: Request) => Response | Promise<Response>;
+
+/**
+ * Bun closes a connection quiet this long while its request headers are still arriving (its
+ * `idleTimeout`). Deno.serve has no such hook (denoland/deno#3515): a connection that never finishes its
+ * headers stays open until the client gives up.
+ */
+const HEADER_TIMEOUT_S = 10;
 
 /** The address asked for is taken (both runtimes' errors carry the code `EADDRINUSE`). */
 export class AddressInUseError extends Error {
@@ -51,6 +59,7 @@ async function serve(fetch: Handler, opts: { hostname: string; port: number }): 
     const server = g.Bun.serve({
       hostname: opts.hostname,
       port: opts.port,
+      idleTimeout: HEADER_TIMEOUT_S, // until a request's headers are in; then off for that request
       fetch(request: Request, srv: any) {
         srv.timeout(request, 0);
         return fetch(request);

@@ -11,7 +11,8 @@
  * ```
  * @module
  */
-import { invalidValue } from "./errors.ts";
+import { ApiError, invalidValue } from "./errors.ts";
+import { MAX_TOP_LOGPROBS } from "./logprobs.ts";
 import { type RequestSampling, samplingFromBody } from "./sampling.ts";
 
 /** One chat message. */
@@ -31,11 +32,15 @@ export interface GenerationFields extends RequestSampling {
   session?: string;
   /** Store the state after the reply and report its id (ferry extension). */
   saveSession: boolean;
+  /** Report each token's log-probability with this many alternatives (absent: `logprobs: null`). */
+  logprobs?: number;
 }
 
 /** A `/v1/completions` body. */
 export interface CompletionRequest extends GenerationFields {
   prompt: string;
+  /** llama.cpp's `n_probs`: report `completion_probabilities` with this many alternatives. */
+  nProbs?: number;
 }
 
 /** A `/v1/chat/completions` body. */
@@ -88,8 +93,27 @@ function includeUsage(so: unknown): boolean {
 }
 
 const positive = (x: number) => Number.isInteger(x) && x >= 1;
+const topCount = (x: number) => Number.isInteger(x) && x >= 0 && x <= MAX_TOP_LOGPROBS;
+const TOP_EXPECTED = `an integer in [0, ${MAX_TOP_LOGPROBS}]`;
+
+/** Fields that ask for what this server cannot do are refused, not ignored: a reply would mislead. */
+const UNSUPPORTED = ["tools", "tool_choice", "functions", "function_call"];
+
+function refuseUnsupported(o: Record<string, unknown>): void {
+  for (const field of UNSUPPORTED) {
+    const v = o[field];
+    if (v === undefined || v === null || (Array.isArray(v) && v.length === 0)) continue;
+    throw new ApiError(
+      400,
+      `${field}: not supported (the served model is a plain text continuer with no tool calling)`,
+      field,
+      "unsupported_field",
+    );
+  }
+}
 
 function generationFields(o: Record<string, unknown>): GenerationFields {
+  refuseUnsupported(o);
   if (o.model !== undefined && typeof o.model !== "string") refuse("model", "a string", o.model);
   optNumber(o, "n", (x) => x === 1, "1 (one choice per request)"); // n = 1 is the default
   const session = o.session;
@@ -112,7 +136,12 @@ function generationFields(o: Record<string, unknown>): GenerationFields {
 export function readCompletionRequest(body: unknown): CompletionRequest {
   const o = object(body);
   if (typeof o.prompt !== "string") refuse("prompt", "a string", o.prompt);
-  return { ...generationFields(o), prompt: o.prompt as string };
+  return {
+    ...generationFields(o),
+    prompt: o.prompt as string,
+    logprobs: optNumber(o, "logprobs", topCount, TOP_EXPECTED),
+    nProbs: optNumber(o, "n_probs", topCount, TOP_EXPECTED) || undefined,
+  };
 }
 
 const ROLES = ["system", "user", "assistant"];
@@ -136,5 +165,8 @@ export function readChatRequest(body: unknown): ChatRequest {
     }
     refuse(`${field}.content`, "a string or an array of text parts", content);
   });
-  return { ...generationFields(o), messages };
+  const top = optNumber(o, "top_logprobs", topCount, TOP_EXPECTED);
+  const logprobs = optBoolean(o, "logprobs") ?? false;
+  if (top !== undefined && !logprobs) refuse("top_logprobs", "to come with logprobs: true", top);
+  return { ...generationFields(o), messages, logprobs: logprobs ? top ?? 0 : undefined };
 }

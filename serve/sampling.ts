@@ -31,6 +31,15 @@ export const HTTP_FIELD = {
   seed: "seed",
 } as const;
 
+/**
+ * A fresh seed for a request that gave none: a crypto-random safe integer (53 bits, non-negative), so
+ * unseeded replies differ and the seed the response reports reproduces the reply.
+ */
+export function randomSeed(): number {
+  const [hi, lo] = crypto.getRandomValues(new Uint32Array(2));
+  return (hi & 0x1fffff) * 2 ** 32 + lo;
+}
+
 /** Reads the sampling fields of a request body (an object) and checks them against the contract. */
 export function samplingFromBody(body: Record<string, unknown>): RequestSampling {
   // Left to the contract to refuse: a field of the wrong type is out of every range.

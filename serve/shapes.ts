@@ -11,6 +11,7 @@
  * @module
  */
 import type { ReplyResult } from "./generation.ts";
+import { chatLogprobs, completionLogprobs, type TokenLogprob } from "./logprobs.ts";
 
 /** One entry of a response's `choices`. */
 export type Choice = Record<string, unknown>;
@@ -27,10 +28,12 @@ export interface Endpoint {
   chat: boolean;
   /** The choice streamed before any text, if the endpoint sends one. */
   opening?: Choice;
-  /** A streamed choice carrying `piece`, or the last one (empty piece) with its finish reason. */
-  chunk(piece: string, finishReason: string | null): Choice;
+  /** A streamed choice carrying `piece` (and its tokens' `logprobs`), or the last one with its finish reason. */
+  chunk(piece: string, finishReason: string | null, logprobs?: unknown): Choice;
   /** The one choice of a whole reply. */
-  whole(text: string, finishReason: string): Choice;
+  whole(text: string, finishReason: string, logprobs?: unknown): Choice;
+  /** The endpoint's `logprobs` shape for picked tokens, the first at character `offset` of the text. */
+  logprobs(picks: readonly TokenLogprob[], offset: number): unknown;
 }
 
 /** `/v1/completions`: text in `text`. */
@@ -39,8 +42,14 @@ export const TEXT_COMPLETION: Endpoint = {
   chunkObject: "text_completion",
   idPrefix: "cmpl-",
   chat: false,
-  chunk: (piece, finishReason) => ({ index: 0, text: piece, logprobs: null, finish_reason: finishReason }),
-  whole: (text, finishReason) => ({ index: 0, text, logprobs: null, finish_reason: finishReason }),
+  chunk: (piece, finishReason, logprobs = null) => ({
+    index: 0,
+    text: piece,
+    logprobs,
+    finish_reason: finishReason,
+  }),
+  whole: (text, finishReason, logprobs = null) => ({ index: 0, text, logprobs, finish_reason: finishReason }),
+  logprobs: completionLogprobs,
 };
 
 /** `/v1/chat/completions`: a role announced first, then text in `delta.content` or `message.content`. */
@@ -50,18 +59,19 @@ export const CHAT_COMPLETION: Endpoint = {
   idPrefix: "chatcmpl-",
   chat: true,
   opening: { index: 0, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null },
-  chunk: (piece, finishReason) => ({
+  chunk: (piece, finishReason, logprobs = null) => ({
     index: 0,
     delta: piece === "" && finishReason ? {} : { content: piece },
-    logprobs: null,
+    logprobs,
     finish_reason: finishReason,
   }),
-  whole: (text, finishReason) => ({
+  whole: (text, finishReason, logprobs = null) => ({
     index: 0,
     message: { role: "assistant", content: text },
-    logprobs: null,
+    logprobs,
     finish_reason: finishReason,
   }),
+  logprobs: (picks) => chatLogprobs(picks),
 };
 
 /** OpenAI's finish reason for a reply that was not aborted. */
@@ -69,11 +79,15 @@ export function finishReason(r: ReplyResult): "length" | "stop" {
   return r.finishReason === "length" ? "length" : "stop";
 }
 
-/** OpenAI's `usage` for a reply to `promptTokens` new prompt tokens. */
-export function usage(promptTokens: number, r: ReplyResult) {
+/**
+ * OpenAI's `usage` for a reply to `promptTokens` new prompt tokens; `cachedTokens` of them came from a
+ * prompt cache (none yet: 0).
+ */
+export function usage(promptTokens: number, r: ReplyResult, cachedTokens = 0) {
   return {
     prompt_tokens: promptTokens,
     completion_tokens: r.completionTokens,
     total_tokens: promptTokens + r.completionTokens,
+    prompt_tokens_details: { cached_tokens: cachedTokens },
   };
 }

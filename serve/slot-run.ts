@@ -13,9 +13,14 @@
  */
 import type { Engine, EngineSession } from "../model/engine.ts";
 import { generateReply, type ReplyOptions, type ReplyResult } from "./generation.ts";
+import type { TokenLogprob } from "./logprobs.ts";
+
+/** Where a reply's text goes as it is generated, with its tokens' log-probabilities when asked. */
+export type OnText = (piece: string, picks: TokenLogprob[]) => void | Promise<void>;
 
 /** What one slot is asked to do. */
-export interface SlotJob extends Omit<ReplyOptions, "signal"> {
+// Callbacks stay on the caller's side: a job crosses to a worker as plain data.
+export interface SlotJob extends Omit<ReplyOptions, "signal" | "onToken"> {
   /** The new tokens to feed the session before generating. */
   prompt: number[];
   /** Return the states after the prompt and after the reply, for the prompt cache. */
@@ -44,7 +49,7 @@ export async function runJob(
   session: EngineSession,
   job: SlotJob,
   signal: AbortSignal | undefined,
-  onText?: (piece: string) => void | Promise<void>,
+  onText?: OnText,
 ): Promise<SlotResult> {
   const canSave = typeof session.save === "function";
   const state = (): SlotState => ({ tokens: [...session.tokens], bytes: session.save!() });

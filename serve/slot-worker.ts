@@ -67,8 +67,8 @@ async function job(id: number, from: Uint8Array | undefined, job: Parameters<typ
     if (!engine) throw new Error("slot worker: job before init");
     const e = await engine;
     const session = from ? e.restore!(from, "session") : e.start();
-    const r = await runJob(e, session, job, ac.signal, (piece) => {
-      scope.postMessage({ type: "text", id, piece });
+    const r = await runJob(e, session, job, ac.signal, (piece, picks) => {
+      scope.postMessage({ type: "text", id, piece, picks });
     });
     scope.postMessage({ type: "done", id, result: r }, transfers(r));
   } catch (err) {

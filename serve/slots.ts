@@ -20,7 +20,7 @@ import type { Engine, EngineSession } from "../model/engine.ts";
 import { ApiError } from "./errors.ts";
 import type { ReplyOptions, ReplyResult } from "./generation.ts";
 import { createPromptCache, type PromptCache } from "./prompt-cache.ts";
-import { runJob, type SlotJob, type SlotResult } from "./slot-run.ts";
+import { type OnText, runJob, type SlotJob, type SlotResult } from "./slot-run.ts";
 import { createTurns } from "./turns.ts";
 
 /** How the slots are made. */
@@ -50,7 +50,7 @@ export interface Lease {
     session: EngineSession,
     prompt: number[],
     opts: ReplyOptions & { saveEnd?: boolean },
-    onText?: (piece: string) => void | Promise<void>,
+    onText?: OnText,
   ): Promise<LeaseReply>;
   /** Gives the slot back (idempotent). */
   release(): void;
@@ -81,7 +81,7 @@ interface Runner {
     from: From,
     job: SlotJob,
     signal: AbortSignal,
-    onText?: (piece: string) => void | Promise<void>,
+    onText?: OnText,
   ): Promise<SlotResult>;
   close(): void;
   crash(): void;
@@ -137,7 +137,7 @@ async function replyOn(
   session: EngineSession,
   prompt: number[],
   o: ReplyOptions & { saveEnd?: boolean },
-  onText?: (piece: string) => void | Promise<void>,
+  onText?: OnText,
 ): Promise<LeaseReply> {
   const { signal, saveEnd = false, ...reply } = o;
   let from: From = session, feed = prompt, seed = o.seed, cachedTokens = 0;
@@ -236,7 +236,7 @@ function pending(
   id: number,
   signal: AbortSignal,
   abort: () => void,
-  onText: ((piece: string) => void | Promise<void>) | undefined,
+  onText: OnText | undefined,
   finished: () => void,
   resolve: (r: SlotResult) => void,
   reject: (e: unknown) => void,
@@ -251,7 +251,7 @@ function pending(
     id,
     onMessage(m) {
       if (m.type === "text") {
-        shown = shown.then(() => onText?.(m.piece)).catch((e) => {
+        shown = shown.then(() => onText?.(m.piece, m.picks ?? [])).catch((e) => {
           failed ??= e;
           abort();
         });

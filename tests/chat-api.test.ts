@@ -94,7 +94,12 @@ describe("endpoints", () => {
     expect(a.choices[0].text).toHaveLength(24); // ASCII continuation: one byte per token
     expect(b.choices[0].text).toBe(a.choices[0].text);
     expect(a.choices[0].finish_reason).toBe("length");
-    expect(a.usage).toEqual({ prompt_tokens: 14, completion_tokens: 24, total_tokens: 38 }); // BOS + 13 bytes
+    expect(a.usage).toEqual({
+      prompt_tokens: 14,
+      completion_tokens: 24,
+      total_tokens: 38,
+      prompt_tokens_details: { cached_tokens: 0 },
+    }); // BOS + 13 bytes
 
     const res = await post("/v1/completions", {
       ...req,
@@ -135,6 +140,42 @@ describe("endpoints", () => {
       c = await complete({ ...req, seed: 2 });
     expect(b.choices[0].text).toBe(a.choices[0].text);
     expect(c.choices[0].text).not.toBe(a.choices[0].text);
+  });
+
+  test("no seed: a fresh random seed per request, reported, and the reported seed reproduces the reply", async () => {
+    const req = { prompt: "The jury said", max_tokens: 24, temperature: 1 };
+    const replies = [await complete(req), await complete(req), await complete(req)];
+    for (const r of replies) expect(Number.isSafeInteger(r.seed)).toBe(true);
+    expect(new Set(replies.map((r) => r.seed)).size).toBe(3);
+    expect(new Set(replies.map((r) => r.choices[0].text)).size).toBeGreaterThan(1);
+    const again = await complete({ ...req, seed: replies[0].seed });
+    expect(again.seed).toBe(replies[0].seed);
+    expect(again.choices[0].text).toBe(replies[0].choices[0].text);
+
+    const messages = [{ role: "user", content: "Where did the jury go?" }];
+    const chat = await (await post("/v1/chat/completions", { messages, max_tokens: 16 })).json() as any;
+    expect(Number.isSafeInteger(chat.seed)).toBe(true);
+    const s = sseChunks(
+      await (await post("/v1/chat/completions", {
+        messages,
+        max_tokens: 16,
+        seed: chat.seed,
+        stream: true,
+      })).text(),
+    );
+    expect(s[0].seed).toBe(chat.seed);
+    expect(s.at(-1).seed).toBe(chat.seed);
+    expect(streamedText(s)).toBe(chat.choices[0].message.content);
+
+    // Continuing a session without a seed keeps the session's own random stream: no seed to report.
+    const saved = await complete({ ...req, max_tokens: 4, save_session: true });
+    const continued = await complete({
+      prompt: " and",
+      max_tokens: 4,
+      temperature: 1,
+      session: saved.session,
+    });
+    expect(continued.seed).toBeNull();
   });
 
   test("a stop string ends the reply before it, in both modes", async () => {

@@ -7,13 +7,19 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import process from "node:process";
 
 setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 /** Starts the chat script and resolves with the URL it prints. */
-function start(cmd: string[], sessions: string): Promise<{ child: ChildProcess; url: string }> {
+function start(
+  cmd: string[],
+  sessions: string,
+  env: Record<string, string> = {},
+): Promise<{ child: ChildProcess; url: string }> {
   const child = spawn(cmd[0], [...cmd.slice(1), "--port", "0", "--sessions", sessions], {
     stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, ...env },
   });
   let out = "", err = "";
   return new Promise((resolve, reject) => {
@@ -58,6 +64,29 @@ for (const [name, cmd, kind] of RUNS) {
     60_000,
   );
 }
+
+test("--api-key (or FERRY_API_KEY), --cors and --allow-host reach the server; /health stays open", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "ferry-chat-cli-"));
+  const cmd = ["bun", "scripts/chat.ts", "--cors", "http://localhost:5173", "--allow-host", "chat.lan"];
+  const { child, url } = await start(cmd, dir, { FERRY_API_KEY: "s3cret" });
+  try {
+    expect(await (await fetch(new URL("health", url))).json()).toEqual({ status: "ok" });
+    expect((await fetch(new URL("v1/models", url))).status).toBe(401);
+    const auth = { Authorization: "Bearer s3cret" };
+    expect((await fetch(new URL("v1/models", url), { headers: auth })).status).toBe(200);
+    const cors = await fetch(new URL("v1/models", url), {
+      headers: { ...auth, Origin: "http://localhost:5173" },
+    });
+    expect(cors.headers.get("access-control-allow-origin")).toBe("http://localhost:5173");
+    const evil = await fetch(new URL("v1/models", url), {
+      headers: { ...auth, Origin: "http://evil.example" },
+    });
+    expect(evil.status).toBe(403);
+  } finally {
+    child.kill("SIGTERM");
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
 
 test("a port in use is refused naming the port and --port, under both runtimes", async () => {
   const taken = createServer();

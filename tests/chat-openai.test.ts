@@ -32,7 +32,12 @@ test("the openai client lists the model and gets a non-streamed and a streamed c
     temperature: 0,
   });
   expect(once.choices[0].text).toHaveLength(24);
-  expect(once.usage).toEqual({ prompt_tokens: 14, completion_tokens: 24, total_tokens: 38 });
+  expect(once.usage).toEqual({
+    prompt_tokens: 14,
+    completion_tokens: 24,
+    total_tokens: 38,
+    prompt_tokens_details: { cached_tokens: 0 },
+  });
   const stream = await client.completions.create({
     model,
     prompt: "The jury said",
@@ -78,4 +83,59 @@ test("a refused request is the client's BadRequestError naming the field", async
   expect(error).toBeInstanceOf(OpenAI.BadRequestError);
   expect((error as InstanceType<typeof OpenAI.APIError>).status).toBe(400);
   expect((error as InstanceType<typeof OpenAI.APIError>).param).toBe("max_tokens");
+});
+
+test("the openai client reads logprobs and top_logprobs on chat, logprobs on completions, streamed too", async () => {
+  const messages = [{ role: "user" as const, content: "Where did the jury go?" }];
+  const once = await client.chat.completions.create({
+    model,
+    messages,
+    max_tokens: 8,
+    temperature: 0,
+    logprobs: true,
+    top_logprobs: 2,
+  });
+  const content = once.choices[0].logprobs!.content!;
+  expect(content.map((t) => t.token).join("")).toBe(once.choices[0].message.content!);
+  expect(content[0].top_logprobs).toHaveLength(2);
+  expect(content[0].logprob).toBeLessThanOrEqual(0);
+  expect(content[0].bytes).toEqual([content[0].token.charCodeAt(0)]);
+  const stream = await client.chat.completions.create({
+    model,
+    messages,
+    max_tokens: 8,
+    temperature: 0,
+    logprobs: true,
+    top_logprobs: 2,
+    stream: true,
+  });
+  const streamed = [];
+  for await (const chunk of stream) streamed.push(...(chunk.choices[0]?.logprobs?.content ?? []));
+  expect(streamed).toEqual(content);
+
+  const c = await client.completions.create({
+    model,
+    prompt: "The jury said",
+    max_tokens: 6,
+    temperature: 0,
+    logprobs: 3,
+  });
+  const lp = c.choices[0].logprobs!;
+  expect(lp.tokens!.join("")).toBe(c.choices[0].text);
+  expect(lp.token_logprobs).toHaveLength(6);
+  expect(Object.keys(lp.top_logprobs![0])).toHaveLength(3);
+  expect(lp.text_offset![0]).toBe("The jury said".length);
+});
+
+test("the openai client sees the seed: unseeded replies differ, and the reported seed repeats one", async () => {
+  const req = { model, prompt: "The jury said", max_tokens: 24, temperature: 1 };
+  const a = await client.completions.create(req) as any, b = await client.completions.create(req) as any;
+  expect(Number.isSafeInteger(a.seed)).toBe(true);
+  expect(b.seed).not.toBe(a.seed);
+  expect(b.choices[0].text).not.toBe(a.choices[0].text);
+  const again = await client.completions.create({ ...req, seed: a.seed });
+  expect(again.choices[0].text).toBe(a.choices[0].text);
+  const messages = [{ role: "user" as const, content: "Hello" }];
+  const chat = await client.chat.completions.create({ model, messages, max_tokens: 12, seed: 42 }) as any;
+  expect(chat.seed).toBe(42);
 });

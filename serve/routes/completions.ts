@@ -16,8 +16,10 @@ import type { Context } from "hono";
 import { limitBody, readJson } from "../body.ts";
 import type { ServerContext } from "../context.ts";
 import { sessionsOf } from "../context.ts";
+import { completionProbabilities, type TokenLogprob } from "../logprobs.ts";
 import { precheck, prepare, type Prepared } from "../prompt.ts";
 import { type GenerationFields, readChatRequest, readCompletionRequest } from "../requests.ts";
+import { randomSeed } from "../sampling.ts";
 import { CHAT_COMPLETION, type Endpoint, finishReason, TEXT_COMPLETION, usage } from "../shapes.ts";
 import type { Lease, LeaseReply } from "../slots.ts";
 import { openAIStream } from "../sse.ts";
@@ -31,6 +33,22 @@ interface Job {
   /** The request field blamed when the text does not fit the context. */
   field: string;
   stop: string[];
+  /** llama.cpp's `n_probs`: `completion_probabilities` with this many alternatives. */
+  nProbs?: number;
+  /** When the request arrived (`performance.now()`), for the time to the first token. */
+  arrived: number;
+}
+
+/** What every response and chunk of one reply carries at its top level. */
+interface Head {
+  id: string;
+  created: number;
+  model: string;
+  /**
+   * The seed the reply was sampled with: the request's, or a fresh random one when it gave none, so the
+   * reply can be reproduced. `null` when a continued session keeps its own random stream.
+   */
+  seed: number | null;
 }
 
 /** The two generation routes, relative to `/v1`. */
@@ -38,6 +56,7 @@ export function completionRoutes(ctx: ServerContext): Hono {
   const app = new Hono();
   const limit = limitBody(ctx.maxBodyBytes, "request body");
   app.post("/completions", limit, async (c) => {
+    const arrived = performance.now();
     const req = readCompletionRequest(await readJson(c));
     return answer(c, ctx, {
       endpoint: TEXT_COMPLETION,
@@ -45,9 +64,12 @@ export function completionRoutes(ctx: ServerContext): Hono {
       text: req.prompt,
       field: "prompt",
       stop: req.stop,
+      nProbs: req.nProbs,
+      arrived,
     });
   });
   app.post("/chat/completions", limit, async (c) => {
+    const arrived = performance.now();
     const req = readChatRequest(await readJson(c));
     const text = renderChat(req.messages);
     return answer(c, ctx, {
@@ -56,6 +78,7 @@ export function completionRoutes(ctx: ServerContext): Hono {
       text,
       field: "messages",
       stop: [CHAT_STOP, ...req.stop],
+      arrived,
     });
   });
   return app;
@@ -65,28 +88,33 @@ export function completionRoutes(ctx: ServerContext): Hono {
 async function answer(c: Context, ctx: ServerContext, job: Job): Promise<Response> {
   const signal = c.req.raw.signal;
   precheck(ctx, job.req, job.text, job.field);
+  // No seed: a fresh one, reported; a continued session without one keeps its stream (sessions docs).
+  const seed = job.req.seed ?? (job.req.session === undefined ? randomSeed() : undefined);
   const lease = await ctx.slots.acquire(signal);
   const leave = lease.release;
   let streaming = false;
   try {
     const p = await prepare(ctx, job.req, job.text, job.field, job.endpoint.chat);
-    const head = {
+    const head: Head = {
       id: job.endpoint.idPrefix + crypto.randomUUID().replaceAll("-", "").slice(0, 24),
       created: Math.floor(Date.now() / 1000),
       model: ctx.modelId,
+      seed: seed ?? null,
     };
     if (job.req.stream) {
       streaming = true; // the stream gives the turn back when it ends
       return stream(c, ctx, job, p, head, lease);
     }
-    const r = await generate(ctx, lease, job, p, signal);
+    const r = await generate(ctx, lease, job, p, seed, signal);
     return c.json({
       id: head.id,
       object: job.endpoint.object,
       created: head.created,
       model: head.model,
-      choices: [job.endpoint.whole(r.text, finishReason(r))],
-      usage: usage(p.prompt.length, r),
+      seed: head.seed,
+      choices: [job.endpoint.whole(r.text, finishReason(r), logprobsOf(job, r.logprobs))],
+      usage: usage(p.prompt.length, r, r.cachedTokens),
+      ...probabilities(job, r.logprobs),
       ...(r.sessionId ? { session: r.sessionId } : {}),
     });
   } finally {
@@ -100,53 +128,100 @@ function stream(
   ctx: ServerContext,
   job: Job,
   p: Prepared,
-  head: { id: string; created: number; model: string },
+  head: Head,
   lease: Lease,
 ): Response {
   const { endpoint, req } = job;
   const chunk = { id: head.id, object: endpoint.chunkObject, created: head.created, model: head.model };
+  let first = true; // the first chunk carries the seed (and so does the last)
+  const seeded = () => (first ? ((first = false), { seed: head.seed }) : {});
+  let offset = 0; // where the next piece starts in the reply, for text_offset
   return openAIStream(c, c.req.raw.signal, async (send, gone) => {
     try {
-      if (endpoint.opening) await send({ ...chunk, choices: [endpoint.opening] });
-      const r = await generate(
-        ctx,
-        lease,
-        job,
-        p,
-        gone,
-        (piece) => send({ ...chunk, choices: [endpoint.chunk(piece, null)] }),
-      );
+      if (endpoint.opening) await send({ ...chunk, ...seeded(), choices: [endpoint.opening] });
+      const r = await generate(ctx, lease, job, p, head.seed ?? undefined, gone, (piece, picks) => {
+        const lp = logprobsOf(job, picks, offset);
+        offset += piece.length;
+        return send({
+          ...chunk,
+          ...seeded(),
+          choices: [endpoint.chunk(piece, null, lp)],
+          ...probabilities(job, picks),
+        });
+      });
       if (r.finishReason === "abort") return;
       await send({
         ...chunk,
+        seed: head.seed,
         choices: [endpoint.chunk("", finishReason(r))],
         ...(r.sessionId ? { session: r.sessionId } : {}),
       });
-      if (req.includeUsage) await send({ ...chunk, choices: [], usage: usage(p.prompt.length, r) });
+      if (req.includeUsage) {
+        await send({
+          ...chunk,
+          seed: head.seed,
+          choices: [],
+          usage: usage(p.prompt.length, r, r.cachedTokens),
+        });
+      }
     } finally {
       lease.release();
     }
   });
 }
 
-/** Runs the reply on the lease's slot, and stores the session afterwards when asked. */
+/** The choice's `logprobs` in the endpoint's shape, or `null` when the request did not ask. */
+function logprobsOf(job: Job, picks: TokenLogprob[] | undefined, offset = 0): unknown {
+  const n = job.req.logprobs;
+  if (n === undefined || !picks) return null;
+  return job.endpoint.logprobs(
+    picks.map((q) => ({ ...q, top: q.top.slice(0, n) })),
+    job.text.length + offset,
+  );
+}
+
+/** llama.cpp's `completion_probabilities` when the request gave `n_probs`. */
+function probabilities(job: Job, picks: TokenLogprob[] | undefined) {
+  if (job.nProbs === undefined || !picks) return {};
+  const n = job.nProbs;
+  return {
+    completion_probabilities: completionProbabilities(picks.map((q) => ({ ...q, top: q.top.slice(0, n) }))),
+  };
+}
+
+/** Runs the reply on the lease's slot, timing it for the metrics, and stores the session afterwards when asked. */
 async function generate(
   ctx: ServerContext,
   lease: Lease,
   job: Job,
   p: Prepared,
+  seed: number | undefined,
   signal: AbortSignal,
-  onText?: (piece: string) => Promise<void>,
+  onText?: (piece: string, picks: TokenLogprob[]) => Promise<void>,
 ): Promise<LeaseReply & { sessionId?: string }> {
   const { req } = job;
+  // Timed where the text arrives (on this thread, whichever slot generates it).
+  let last = 0;
+  const timed = (piece: string, picks: TokenLogprob[]) => {
+    const now = performance.now();
+    if (last === 0) ctx.metrics.firstToken((now - job.arrived) / 1000);
+    else ctx.metrics.betweenTokens((now - last) / 1000);
+    last = now;
+    return onText?.(piece, picks);
+  };
+  const top = req.logprobs === undefined && job.nProbs === undefined
+    ? undefined
+    : Math.max(req.logprobs ?? 0, job.nProbs ?? 0);
   const r = await lease.reply(p.session, p.prompt, {
     maxTokens: p.maxTokens,
     sampling: req.sampling,
-    seed: req.seed,
+    seed,
     stop: job.stop,
     signal,
+    logprobs: top,
     saveEnd: req.saveSession,
-  }, onText);
+  }, timed);
+  ctx.metrics.tokens(p.prompt.length, r.completionTokens);
   if (!req.saveSession || !r.saved) return r;
   return { ...r, sessionId: await sessionsOf(ctx).put(r.saved) };
 }

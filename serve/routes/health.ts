@@ -1,0 +1,20 @@
+/**
+ * `GET /health`, llama.cpp's readiness check: `{"status":"ok"}` once the app exists (it is built with a
+ * loaded engine; while `scripts/chat.ts` is still loading, serve/loading.ts answers 503 instead), and
+ * `GET /favicon.ico` answered with 204, so a browser's automatic request is not an error.
+ *
+ * @example
+ * ```ts
+ * app.route("/", healthRoutes());
+ * await (await app.request("/health")).json(); // { status: "ok" }
+ * ```
+ * @module
+ */
+import { Hono } from "hono";
+
+/** The health and icon routes. */
+export function healthRoutes(): Hono {
+  return new Hono()
+    .get("/health", (c) => c.json({ status: "ok" }))
+    .get("/favicon.ico", (c) => c.body(null, 204, { "Cache-Control": "max-age=86400" }));
+}

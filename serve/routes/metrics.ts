@@ -1,0 +1,21 @@
+/**
+ * `GET /metrics`: the server's metrics (serve/metrics.ts) in Prometheus' text format, with the load
+ * read at the moment of the scrape.
+ *
+ * @example
+ * ```ts
+ * app.route("/", metricsRoutes(ctx));
+ * await (await app.request("/metrics")).text(); // "# HELP ferry_requests_total ..."
+ * ```
+ * @module
+ */
+import { Hono } from "hono";
+import type { ServerContext } from "../context.ts";
+
+/** The metrics route. */
+export function metricsRoutes(ctx: ServerContext): Hono {
+  return new Hono().get("/metrics", (c) =>
+    c.body(ctx.metrics.render(ctx.load()), 200, {
+      "Content-Type": "text/plain; version=0.0.4; charset=utf-8",
+    }));
+}
