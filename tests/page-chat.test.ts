@@ -368,14 +368,12 @@ test("settings go out with each turn; the seed the server reports is shown and c
   await page.fill("#top-k", "7");
   await page.fill("#top-p", "0.5");
   const sent: Record<string, unknown>[] = [];
-  // The server on this branch reports no seed yet: add one to its stream, as the API will.
+  let reported = ""; // the fresh random seed the server reports for an unseeded request
   await page.route("**/v1/chat/completions", async (route) => {
     sent.push(route.request().postDataJSON());
     const res = await route.fetch();
-    const body = (await res.text()).replace(
-      /"finish_reason":"stop"}\]/,
-      '"finish_reason":"stop"}],"seed":4242',
-    );
+    const body = await res.text();
+    reported ||= /"seed":(\d+)/.exec(body)?.[1] ?? "";
     await route.fulfill({ response: res, body });
   });
   await send(page, "Hi", 1);
@@ -385,10 +383,11 @@ test("settings go out with each turn; the seed the server reports is shown and c
     messages: [{ role: "system", content: "Answer briefly." }, { role: "user", content: "Hi" }],
   });
   expect(sent[0].seed).toBeUndefined(); // the box is empty: a random seed
+  expect(reported).toMatch(/^\d+$/);
   expect(prompts.at(-1)).toBe("System: Answer briefly.\nUser: Hi\nAssistant: ");
-  expect(await page.locator("#log li.assistant .meta").textContent()).toContain("seed 4242");
-  await page.getByRole("button", { name: "Use seed 4242" }).click();
-  expect(await page.inputValue("#seed")).toBe("4242");
+  expect(await page.locator("#log li.assistant .meta").textContent()).toContain(`seed ${reported}`);
+  await page.getByRole("button", { name: `Use seed ${reported}` }).click();
+  expect(await page.inputValue("#seed")).toBe(reported);
   await page.reload(); // settings are kept
   expect(await page.inputValue("#top-k")).toBe("7");
   expect(await page.inputValue("#system")).toBe("Answer briefly.");
