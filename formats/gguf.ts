@@ -20,6 +20,7 @@ import type { ExportOrigin, FormatDescriptor } from "./format.ts";
 import { encodeGguf, GgufError, type GgufFile, type GgufValue, parseGguf } from "./gguf-container.ts";
 import { DIGEST_KEY, DIGEST_PLACEHOLDER, digestOffset, fileDigest, isDigest } from "./digest.ts";
 import type { GgmlType } from "./quants.ts";
+import type { CalibrationRecord } from "./lut4-types.ts";
 import { type LoadedGguf, qwen3FromGguf, qwen3Metadata, qwen3Tensors } from "./gguf-qwen3.ts";
 import { GGUF_DTYPE_TYPES, type GgufDtype, ggufTensorType } from "./gguf-mix.ts";
 
@@ -51,6 +52,27 @@ export interface GgufWriteOptions {
   step?: number;
   /** Store `ferry.sha256`, the digest of the whole file (default true). */
   digest?: boolean;
+  /**
+   * What the importance was measured on, written under llama.cpp's imatrix keys
+   * (`quantize.imatrix.dataset`, `.chunks_count`, `.entries_count`) and `ferry.calibration.*`.
+   */
+  calibration?: CalibrationRecord;
+}
+
+/** The GGUF dtypes whose quantizers weigh their error by per-column importance (llama.cpp's imatrix). */
+export const IMPORTANCE_DTYPES: ReadonlySet<GgufDtype> = new Set(["q4_k", "q6_k", "iq4_nl", "q4_k_m"]);
+
+/**
+ * Per-column importance from calibration statistics: the diagonal of each matrix's input covariance,
+ * the mean square of the activation that multiplies each column (what llama.cpp's imatrix holds).
+ */
+export function importanceOf(covariance: ReadonlyMap<string, Float64Array>): Record<string, Float32Array> {
+  const out: Record<string, Float32Array> = {};
+  for (const [name, c] of covariance) {
+    const cols = Math.round(Math.sqrt(c.length));
+    out[name] = Float32Array.from({ length: cols }, (_, i) => c[i * cols + i]);
+  }
+  return out;
 }
 
 // `ferry.sha256` as a GGUF key-value up to its value's first byte: key length, key, type 8 (string),
@@ -142,6 +164,7 @@ export async function writeGguf(
     }
     metadata.push([STEP_KEY, { type: "u64", value: BigInt(opts.step) }]);
   }
+  if (opts.calibration) metadata.push(...calibrationMetadata(opts.calibration, opts.importance));
   if (opts.digest !== false) metadata.push([DIGEST_KEY, { type: "string", value: DIGEST_PLACEHOLDER }]);
   const model = { layers: config.num_hidden_layers, tied: config.tie_word_embeddings };
   const rule = (name: string, ne: number[]) => ggufTensorType(opts.type, name, ne, model);
@@ -155,6 +178,20 @@ export async function writeGguf(
 
 /** ferry's metadata keys for where the weights came from (`general.name` is GGUF's own). */
 export const SOURCE_KEY = "ferry.source", STEP_KEY = "ferry.step";
+
+/** The calibration's record as metadata: llama.cpp's imatrix keys, and the seed and window size. */
+function calibrationMetadata(
+  record: CalibrationRecord,
+  importance: Readonly<Record<string, Float32Array>> | undefined,
+): Array<[string, GgufValue]> {
+  return [
+    ["quantize.imatrix.dataset", { type: "string", value: record.source }],
+    ["quantize.imatrix.entries_count", { type: "i32", value: Object.keys(importance ?? {}).length }],
+    ["quantize.imatrix.chunks_count", { type: "i32", value: record.windows }],
+    ["ferry.calibration.window_bytes", { type: "u32", value: record.window_bytes }],
+    ["ferry.calibration.seed", { type: "i64", value: BigInt(record.seed) }],
+  ];
+}
 
 /**
  * What a file records of where its weights came from: `general.name`, and ferry's `ferry.step` and
@@ -244,13 +281,19 @@ export const ggufFormat: FormatDescriptor<GgufDtype> = {
   dtypes: GGUF_DTYPE_NAMES,
   defaultDtype: "f16",
   weights: "float",
-  async write(path, input, { dtype }) {
+  async write(path, input, { dtype, calibrate }) {
     const tensors = await Promise.all(input.tensors.map(materialize));
+    // Calibration, when handed one, weighs the K-quants' and IQ4_NL's scale search (llama.cpp's imatrix).
+    const cal = calibrate && IMPORTANCE_DTYPES.has(dtype)
+      ? await calibrate(input.config, tensors)
+      : undefined;
     await writeGguf(path, tensors, input.config, {
       type: dtype,
       name: input.name,
       source: input.source,
       step: input.step,
+      importance: cal ? importanceOf(cal.covariance) : undefined,
+      calibration: cal?.record,
     });
     const params = tensors.reduce((n, t) => n + t.data.length, 0);
     return { file: path, bytes: (await stat(path)).size, params, tensors: tensors.length };

@@ -217,10 +217,15 @@ describe("the README's headline table", () => {
 
   test("quantized exports: the figures are the full table's rows in docs/fidelity.md", () => {
     const full = tableAfter(page("fidelity.md"), "Source: held-out");
-    for (const [result, format, dtype] of [["gguf q4_0", "gguf", "q4_0"], ["lut4 q4 ", "lut4", "q4"]]) {
+    const rows = [["gguf q4_0", "gguf", "q4_0"], ["gguf q4_k_m", "gguf", "q4_k_m"], [
+      "lut4 q4 ",
+      "lut4",
+      "q4",
+    ]];
+    for (const [result, format, dtype] of rows) {
       const [label, figure] = headline(result);
       const row = full.find((c) => c[0] === format && c[1] === dtype)!;
-      expect(figure).toBe(`gap ${row[8]}, greedy ${row[9]}`);
+      expect(figure).toBe(`KL ${row[4]}, gap ${row[8]}, greedy ${row[9]}`);
       expect(label).toContain(`${row[3]} bytes`);
     }
   });

@@ -1,0 +1,46 @@
+// GGUF exports calibrated as llama.cpp's imatrix is used: the quantizers that weigh their error by
+// per-column importance (Q4_K, Q6_K, IQ4_NL, and Q5_0 inside those mixes) get the diagonal of the
+// calibration's input covariance, and the file records what it was measured on. Other dtypes ignore it.
+import { expect, setDefaultTimeout, test } from "bun:test";
+import { Buffer } from "node:buffer";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { scratchDir } from "./helpers/lut4-fixture.ts";
+import { exportCheckpoint } from "../formats/export.ts";
+import { importanceOf, parseGguf } from "../formats/gguf.ts";
+import { lut4Calibrator } from "../measure/calibrate.ts";
+
+setDefaultTimeout(60_000);
+
+const dir = scratchDir();
+const write = async (dtype: string, sub: string, windows: number) => {
+  const calibrate = windows > 0 ? lut4Calibrator(windows, 3) : undefined;
+  const r = await exportCheckpoint({ output: join(dir, sub), format: "gguf", dtype, calibrate });
+  return readFileSync(r.file);
+};
+const meta = (bytes: Uint8Array) => parseGguf(bytes, "x.gguf").metadata;
+
+test("importanceOf takes each covariance's diagonal", () => {
+  const cov = new Map([["m", Float64Array.from([4, 1, 1, 9])]]);
+  expect([...importanceOf(cov).m]).toEqual([4, 9]);
+});
+
+test("a calibrated q4_k_m records the calibration under llama.cpp's imatrix keys and weighs its scales", async () => {
+  const [plain, calibrated] = [await write("q4_k_m", "plain", 0), await write("q4_k_m", "cal", 2)];
+  const m = meta(calibrated);
+  expect(m.get("quantize.imatrix.dataset")).toEqual({ type: "string", value: "brown train split" });
+  expect(m.get("quantize.imatrix.chunks_count")).toEqual({ type: "i32", value: 2 });
+  expect(m.get("quantize.imatrix.entries_count")).toEqual({ type: "i32", value: 29 });
+  expect(m.get("ferry.calibration.seed")).toEqual({ type: "i64", value: 3n });
+  expect(meta(plain).has("quantize.imatrix.dataset")).toBe(false);
+  // The weights differ: the weighted scale search chose other scales somewhere.
+  const data = (b: Uint8Array) => {
+    const f = parseGguf(b, "x.gguf");
+    return Buffer.from(b.subarray(f.dataOffset)).toString("base64");
+  };
+  expect(data(calibrated)).not.toBe(data(plain));
+});
+
+test("dtypes whose quantizer takes no importance are written the same with or without calibration", async () => {
+  expect(Buffer.compare(await write("q4_0", "p40", 0), await write("q4_0", "c40", 2))).toBe(0);
+});
