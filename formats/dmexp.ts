@@ -414,6 +414,7 @@ export const dmexpFormat: FormatDescriptor<DmexpDtype> = {
   dtypes: DTYPES,
   defaultDtype: "bf16",
   weights: "float",
+  lossy: () => Promise.resolve(undefined), // every dtype widens back exactly
   async write(path, input, { dtype, onProgress }) {
     const r = await writeDmexp(path, input.tensors, input.config, {
       dtype,

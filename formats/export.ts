@@ -10,7 +10,7 @@
  * so memory does not grow with the model.
  *
  * An export is input too when it holds the values it was given: dmexp (f32, f16 or bf16, widened
- * exactly), hf, GGUF F32/F16/BF16 and f64lines. A lossy one (GGUF Q8_0/Q4_0, lut4) is refused: its
+ * exactly), hf, GGUF F32/F16/BF16 and f64lines. A lossy one (quantized GGUF blocks, lut4) is refused: its
  * rounding would be rounded again. A re-export keeps the model's name, step and source as the input
  * export records them (`ReadResult.origin`), so it is the file the checkpoint itself would give.
  *
@@ -113,19 +113,6 @@ export async function openInput(
 }
 
 /**
- * Why an export's weights are not the values it was written from, by format (quantized: exporting
- * them again would round the rounding); a format not listed widens its stored values back exactly.
- */
-const LOSSY: Record<string, (path: string, format: FormatDescriptor) => Promise<string | undefined>> = {
-  lut4: () => Promise.resolve("4-bit codes"),
-  gguf: async (path, format) => {
-    const info = await format.inspect(path) as { tensors?: Array<{ type?: unknown }> };
-    const types = new Set((info.tensors ?? []).map((t) => String(t.type)).filter((t) => /^Q/i.test(t)));
-    return types.size > 0 ? `${[...types].join(", ")} blocks` : undefined;
-  },
-};
-
-/**
  * An export as export input: refused when lossy; else read whole, its tensors in the config's
  * canonical order (so the writer sees what a checkpoint would give it) and its origin kept.
  */
@@ -133,7 +120,7 @@ async function openExport(path: string, format: FormatDescriptor, preset?: strin
   if (preset !== undefined) {
     throw new UsageError(`--preset ${preset} refused: ${path} is an export and carries its own config`);
   }
-  const lossy = await LOSSY[format.name]?.(path, format);
+  const lossy = await format.lossy(path);
   if (lossy) {
     throw new FormatError(
       path,

@@ -785,6 +785,7 @@ export const f64linesFormat: FormatDescriptor<"f64"> = {
   dtypes: ["f64"],
   defaultDtype: "f64",
   weights: "float",
+  lossy: () => Promise.resolve(undefined), // every dtype widens back exactly
   async write(path, input) {
     const tensors = await Promise.all(input.tensors.map(materialize));
     await writeF64Lines(path, tensors);

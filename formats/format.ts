@@ -72,6 +72,11 @@ export interface FormatDescriptor<D extends string = string> {
   /** What the file stores: float weights, or lut4 codes (engines/mod.ts maps this to an engine). */
   readonly weights: "float" | "lut4";
   /**
+   * Why this file's weights are not the values it was written from (quantized: re-exporting them would
+   * round the rounding), or undefined when it stores them exactly. `export --input` refuses a lossy file.
+   */
+  lossy(path: string): Promise<string | undefined>;
+  /**
    * Why this format cannot store a model of this shape, as the config field, what it must be and what
    * it is; null (or no method) when it can. Export asks before it writes anything.
    */

@@ -59,6 +59,9 @@ export interface GgufWriteOptions {
   calibration?: CalibrationRecord;
 }
 
+/** The tensor types whose values widen back to f32 exactly: a file of only these is a lossless input. */
+const WIDENS_EXACTLY: ReadonlySet<GgmlType> = new Set(["F32", "F16", "BF16"]);
+
 /** The GGUF dtypes whose quantizers weigh their error by per-column importance (llama.cpp's imatrix). */
 export const IMPORTANCE_DTYPES: ReadonlySet<GgufDtype> = new Set(["q4_k", "q6_k", "iq4_nl", "q4_k_m"]);
 
@@ -281,6 +284,11 @@ export const ggufFormat: FormatDescriptor<GgufDtype> = {
   dtypes: GGUF_DTYPE_NAMES,
   defaultDtype: "f16",
   weights: "float",
+  async lossy(path) {
+    const { file } = await readGguf(path);
+    const blocks = new Set(file.tensors.map((t) => t.type).filter((type) => !WIDENS_EXACTLY.has(type)));
+    return blocks.size > 0 ? `${[...blocks].join(", ")} blocks` : undefined;
+  },
   async write(path, input, { dtype, calibrate }) {
     const tensors = await Promise.all(input.tensors.map(materialize));
     // Calibration, when handed one, weighs the K-quants' and IQ4_NL's scale search (llama.cpp's imatrix).

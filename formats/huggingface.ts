@@ -466,6 +466,7 @@ export const hfFormat: FormatDescriptor<HfDtype> = {
   dtypes: Object.keys(HF_DTYPES) as HfDtype[],
   defaultDtype: "f32",
   weights: "float",
+  lossy: () => Promise.resolve(undefined), // every dtype widens back exactly
   async write(path, input, { dtype }) {
     const tensors = await Promise.all(input.tensors.map(materialize));
     const origin = { name: input.name, step: input.step, source: input.source };

@@ -845,6 +845,7 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
   dtypes: LUT4_DTYPES,
   defaultDtype: "q4",
   weights: "lut4",
+  lossy: () => Promise.resolve("4-bit codes"),
   cannotStore(config) {
     // Scales come one per group of 32 along every matrix's input dimension.
     const widths = [

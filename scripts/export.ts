@@ -45,7 +45,7 @@ Options:
   --input CKPT    training checkpoint (default ${DEFAULT_INPUT}); its config is read from the
                   CKPT-name.config.toml snapshot beside it. A lossless export is accepted too (dmexp,
                   hf or any Hugging Face Qwen3 folder, GGUF F32/F16/BF16, f64lines), keeping the
-                  model's name and step; a lossy one (GGUF Q8_0/Q4_0, lut4) is refused
+                  model's name and step; a lossy one (quantized GGUF, lut4) is refused
   --format NAME   all, ${
   FORMATS.map((f) => f.name).join(", ")
 } (default all: every format at its default dtype; one that

@@ -201,11 +201,16 @@ test(
       const [want, got] = [await readExport(made.file), await readExport(again.file)];
       expectSameTensors(got.tensors, want.tensors, `${format} ${dtype} `);
     }
-    const lossy: Array<[string, string, string]> = [["lut4", "q4", "lut4 export (4-bit codes)"], [
-      "gguf",
-      "q8_0",
-      "gguf export (Q8_0 blocks)",
-    ], ["gguf", "q4_0", "gguf export (Q4_0 blocks)"]];
+    const lossy: Array<[string, string, string]> = [
+      ["lut4", "q4", "lut4 export (4-bit codes)"],
+      [
+        "gguf",
+        "q8_0",
+        "gguf export (Q8_0 blocks)",
+      ],
+      ["gguf", "q4_0", "gguf export (Q4_0 blocks)"],
+      ["gguf", "iq4_nl", "gguf export (IQ4_NL blocks)"],
+    ];
     for (const [format, dtype, what] of lossy) {
       const made = await exportCheckpoint({ input: SHIPPED, format, dtype, output: out });
       for (const runtime of ["deno", "bun"]) {
