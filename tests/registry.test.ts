@@ -61,7 +61,6 @@ test("a format registered without them is caught, each thing by name", async () 
     extension: ".fake",
     spec: "formats/fake.md",
     minimalReader: "readers/fake.ts",
-    fuzz: () => Promise.resolve({ FUZZ_TARGETS: [] }),
   };
   expect(await registryProblems([...FORMATS, fake])).toEqual([
     "fake: no spec (formats/NAME.md): formats/fake.md",
