@@ -16,11 +16,12 @@ import { streamSSE } from "hono/streaming";
 import { ApiError, errorBody } from "./errors.ts";
 
 /**
- * Writes a chunk may run ahead of the socket. A write resolves only once the runtime has taken the
- * bytes, a round trip per token that cost a quarter of the streamed speed; up to this many are queued
- * (in order) instead, and `send` waits only beyond that, so a slow reader still holds generation back.
+ * Bytes of events that may wait for the socket. A write resolves only once the runtime has taken the
+ * bytes, a round trip that cost a quarter of the streamed speed when paid per token; so events that
+ * arrive while a write is under way are joined and written together, and `send` waits only once this
+ * much is waiting, so a slow reader still holds generation back.
  */
-const WRITES_AHEAD = 32;
+const BYTES_AHEAD = 64 * 1024;
 
 /** Sends one chunk as a `data:` event. */
 export type SendChunk = (chunk: unknown) => Promise<void>;
@@ -39,11 +40,30 @@ export function openAIStream(
   requestSignal.addEventListener("abort", onGone, { once: true });
   return streamSSE(c, async (stream) => {
     stream.onAbort(onGone);
-    let queued = Promise.resolve(), ahead = 0;
-    const write = (data: string) => {
-      ahead++;
-      queued = queued.then(() => stream.writeSSE({ data })).finally(() => ahead--);
-      return ahead > WRITES_AHEAD ? queued : Promise.resolve();
+    // One event is `data: JSON\n\n` (JSON.stringify never emits a raw newline, so one data line).
+    let waiting = "", writing: Promise<void> | undefined, failed: unknown;
+    const drain = async () => {
+      try {
+        while (waiting) {
+          const text = waiting;
+          waiting = "";
+          await stream.write(text);
+        }
+      } catch (e) {
+        failed ??= e; // a closed socket: the next write (or the end) says so
+      } finally {
+        writing = undefined;
+      }
+    };
+    const written = async () => {
+      while (writing) await writing;
+      if (failed) throw failed;
+    };
+    const write = (data: string): Promise<void> => {
+      if (failed) return Promise.reject(failed);
+      waiting += `data: ${data}\n\n`;
+      writing ??= drain();
+      return waiting.length > BYTES_AHEAD ? written() : Promise.resolve();
     };
     const send: SendChunk = async (chunk) => {
       if (!gone.signal.aborted) await write(JSON.stringify(chunk));
@@ -51,7 +71,7 @@ export function openAIStream(
     try {
       await produce(send, gone.signal);
       if (!gone.signal.aborted) await write("[DONE]");
-      await queued;
+      await written();
     } catch (e) {
       const status = e instanceof ApiError ? e.status : 500;
       if (!(e instanceof ApiError)) console.error(e);
