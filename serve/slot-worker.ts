@@ -19,6 +19,7 @@
  */
 import { loadEngine } from "../engines/mod.ts";
 import type { Engine } from "../model/engine.ts";
+import type { TokenLogprob } from "./logprobs.ts";
 import { runJob, type SlotResult } from "./slot-run.ts";
 
 // The worker's global scope, typed for the members used (Deno and Bun both provide them).
@@ -67,15 +68,35 @@ async function job(id: number, from: Uint8Array | undefined, job: Parameters<typ
     if (!engine) throw new Error("slot worker: job before init");
     const e = await engine;
     const session = from ? e.restore!(from, "session") : e.start();
-    const r = await runJob(e, session, job, ac.signal, (piece, picks) => {
-      scope.postMessage({ type: "text", id, piece, picks });
-    });
+    const text = batched((piece, picks) => scope.postMessage({ type: "text", id, piece, picks }));
+    const r = await runJob(e, session, job, ac.signal, text.add);
+    text.flush();
     scope.postMessage({ type: "done", id, result: r }, transfers(r));
   } catch (err) {
     scope.postMessage({ type: "fail", id, message: (err as Error).message ?? String(err) });
   } finally {
     aborts.delete(id);
   }
+}
+
+/**
+ * Text posted at most every `ms` milliseconds: pieces (and their log-probabilities) generated in
+ * between go as one message, so the server's thread handles one message and one event per batch
+ * rather than per token (at this model's speed, per-token messages kept two slots from scaling).
+ */
+function batched(post: (piece: string, picks: TokenLogprob[]) => void, ms = 2) {
+  let piece = "", picks: TokenLogprob[] = [], last = performance.now();
+  const flush = () => {
+    if (piece === "" && picks.length === 0) return;
+    post(piece, picks);
+    piece = "", picks = [], last = performance.now();
+  };
+  const add = (more: string, morePicks: TokenLogprob[]) => {
+    piece += more;
+    if (morePicks.length > 0) picks = picks.concat(morePicks);
+    if (performance.now() - last >= ms) flush();
+  };
+  return { add, flush };
 }
 
 /** The state buffers go back without a copy. */
