@@ -13,27 +13,16 @@ import { f64linesConfigPath, f64linesFormat } from "../formats/f64lines.ts";
 import { sealDigest } from "../formats/digest.ts";
 import { SAFETENSORS_DIGEST_NEEDLE } from "../formats/safetensors.ts";
 import { readDmexp, writeDmexp } from "../formats/dmexp.ts";
-import { ConfigError, type ModelConfig } from "../model/config.ts";
+import { ConfigError } from "../model/config.ts";
+import { FUZZ_LUT4_CONFIG } from "../formats/fuzz-kit.ts";
 import { FormatError } from "../model/error.ts";
 import { initParams } from "../model/init.ts";
 import { tensorSource } from "../model/tensor.ts";
 
 setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
-// The smallest shape every format stores (lut4 wants widths that are multiples of 32).
-const CFG: ModelConfig = {
-  vocab_size: 258,
-  hidden_size: 32,
-  intermediate_size: 32,
-  num_hidden_layers: 1,
-  num_attention_heads: 2,
-  num_key_value_heads: 1,
-  head_dim: 16,
-  rms_norm_eps: 1e-6,
-  rope_theta: 10000,
-  max_position_embeddings: 16,
-  tie_word_embeddings: true,
-};
+// The smallest shape every format stores, lut4 included (its widths are multiples of 32).
+const CFG = FUZZ_LUT4_CONFIG;
 const tensors = initParams(CFG, 3);
 const dir = mkdtempSync(join(tmpdir(), "ferry-origin-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -37,7 +37,7 @@ import {
 } from "../../formats/session.ts";
 import { createFloatEngine } from "../../engines/float.ts";
 import { loadIntEngine, sessionShape } from "../../engines/int/engine.ts";
-import type { Engine } from "../../model/engine.ts";
+import type { Engine, EngineSession } from "../../model/engine.ts";
 
 const engines = new Map<string, Promise<Engine>>();
 // One engine per lut4 file per process: the model file beside the session is never mutated.
@@ -114,17 +114,21 @@ function sessionForge(f: Uint8Array, edit: (out: Uint8Array, map: ByteMap) => vo
 
 const regionOf = (map: ByteMap, name: string) => map.regions.find((r) => r.name === name)!;
 
+/** The seed file of both session targets: four tokens fed and one drawn, then saved. */
+async function writeSeedSession(s: EngineSession, file: string): Promise<{ file: string; target: string }> {
+  s.seed(5);
+  await s.feed([10, 20, 30, 40], "none");
+  s.pick({ temperature: 1 });
+  await writeSessionFile(file, s.save!());
+  return { file, target: file };
+}
+
 const session: FuzzTarget = {
   name: "session",
   async make(dir) {
     const lut = join(dir, "m.lut4"), file = join(dir, "s.session");
     await makeLut4(lut);
-    const s = (await loadIntEngine(lut)).start();
-    s.seed(5);
-    await s.feed([10, 20, 30, 40], "none");
-    s.pick({ temperature: 1 });
-    await writeSessionFile(file, s.save!());
-    return { file, target: file };
+    return writeSeedSession((await loadIntEngine(lut)).start(), file);
   },
   map: sessionMap,
   edits: {
@@ -218,14 +222,8 @@ function floatForge(f: Uint8Array, edit: (out: Uint8Array, map: ByteMap) => void
 
 const floatSession: FuzzTarget = {
   name: "float-session",
-  async make(dir) {
-    const file = join(dir, "f.session");
-    const s = floatEngineOnce().start();
-    s.seed(5);
-    await s.feed([10, 20, 30, 40], "none");
-    s.pick({ temperature: 1 });
-    await writeSessionFile(file, s.save!());
-    return { file, target: file };
+  make(dir) {
+    return writeSeedSession(floatEngineOnce().start(), join(dir, "f.session"));
   },
   map: floatSessionMap,
   edits: {
