@@ -11,7 +11,7 @@
  */
 import { join } from "node:path";
 import { crc32 } from "node:zlib";
-import { concat, FUZZ_CONFIG, type FuzzTarget, fuzzTensors, view } from "./fuzz-kit.ts";
+import { concat, framedMap, FUZZ_CONFIG, type FuzzTarget, fuzzTensors, view } from "./fuzz-kit.ts";
 import { CheckpointError, openCheckpointModel, readCheckpoint, writeCheckpoint } from "./checkpoint.ts";
 import { initParams } from "../model/init.ts";
 import { materialize } from "../model/tensor.ts";
@@ -44,24 +44,7 @@ const checkpoint: FuzzTarget = {
     });
     return { file, target: file };
   },
-  map(f) {
-    const h = view(f).getUint32(8, true);
-    return {
-      regions: [
-        { name: "magic", start: 0, end: 8 },
-        { name: "header_length", start: 8, end: 12 },
-        { name: "payload_length", start: 12, end: 20 },
-        { name: "crc32", start: 20, end: 24 },
-        { name: "header", start: 24, end: 24 + h },
-        { name: "payload", start: 24 + h, end: f.length },
-      ],
-      fields: [{ name: "header_length", offset: 8, width: 4 }, {
-        name: "payload_length",
-        offset: 12,
-        width: 8,
-      }],
-    };
-  },
+  map: (f) => framedMap(f),
   text: {
     get: (f) => dec.decode(ckptParts(f).header),
     set: (f, t) => {

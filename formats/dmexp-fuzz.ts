@@ -15,6 +15,7 @@ import { crc32 } from "node:zlib";
 import {
   concat,
   FORGED,
+  framedMap,
   FUZZ_CONFIG,
   type FuzzTarget,
   fuzzTensors,
@@ -58,25 +59,7 @@ const dmexp: FuzzTarget = {
     await writeDmexp(file, fuzzTensors(), FUZZ_CONFIG, { dtype: "bf16", source: "fuzz@step1", step: 1 });
     return { file, target: file };
   },
-  map(f) {
-    const h = view(f).getUint32(8, true);
-    return {
-      regions: [
-        { name: "magic", start: 0, end: 8 },
-        { name: "header_length", start: 8, end: 12 },
-        { name: "payload_length", start: 12, end: 20 },
-        { name: "crc32", start: 20, end: 24 },
-        { name: "header", start: 24, end: 24 + h },
-        { name: "payload", start: 24 + h, end: f.length },
-        ...tableRegions(dec.decode(f.subarray(24, 24 + h)), 24),
-      ],
-      fields: [{ name: "header_length", offset: 8, width: 4 }, {
-        name: "payload_length",
-        offset: 12,
-        width: 8,
-      }],
-    };
-  },
+  map: (f) => framedMap(f, tableRegions),
   text: {
     get: (f) => dec.decode(dmexpParts(f).header),
     set: (f, t) => {

@@ -142,6 +142,31 @@ export const FUZZ_CONFIG: ModelConfig = {
   tie_word_embeddings: true,
 };
 
+/**
+ * The byte map of a file framed as dmexp and the training checkpoint are: magic (8), header length
+ * (u32), payload length (u64), CRC-32, then the text header and the payload; `more` adds regions
+ * inside the header.
+ */
+export function framedMap(f: Uint8Array, more: (header: string, at: number) => Region[] = () => []): ByteMap {
+  const h = view(f).getUint32(8, true);
+  return {
+    regions: [
+      { name: "magic", start: 0, end: 8 },
+      { name: "header_length", start: 8, end: 12 },
+      { name: "payload_length", start: 12, end: 20 },
+      { name: "crc32", start: 20, end: 24 },
+      { name: "header", start: 24, end: 24 + h },
+      { name: "payload", start: 24 + h, end: f.length },
+      ...more(new TextDecoder().decode(f.subarray(24, 24 + h)), 24),
+    ],
+    fields: [{ name: "header_length", offset: 8, width: 4 }, {
+      name: "payload_length",
+      offset: 12,
+      width: 8,
+    }],
+  };
+}
+
 /** The model of every fuzzed lut4 file and session: the smallest shape the integer engine takes. */
 export const FUZZ_LUT4_CONFIG: ModelConfig = {
   vocab_size: 258,
