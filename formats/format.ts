@@ -15,6 +15,7 @@
 import type { ModelConfig } from "../model/config.ts";
 import type { Tensor, TensorSource } from "../model/tensor.ts";
 import type { Lut4Calibrator } from "./lut4-types.ts";
+import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 
 /** What a writer is given: the model's shape and its tensors, streamed a chunk at a time. */
 export interface ExportInput {
@@ -26,6 +27,8 @@ export interface ExportInput {
   step: number;
   /** A short model name (the checkpoint's base name), for formats that store one. */
   name: string;
+  /** The model's own tokenizer; absent for a byte model (ferry's byte tokenizer). */
+  tokenizer?: TokenizerFiles;
 }
 
 /** What a writer reports; printed as the export summary. */
@@ -55,6 +58,8 @@ export interface ReadResult {
   tensors: Tensor[];
   /** What the file records of the weights' provenance (absent fields: the file does not say). */
   origin?: ExportOrigin;
+  /** The tokenizer the file carries; absent for a byte model. */
+  tokenizer?: TokenizerFiles;
 }
 
 /** One format: how its files are recognised, what it stores, its writer, its full reader and `info`. */
@@ -87,6 +92,11 @@ export interface FormatDescriptor<D extends string = string> {
     options: { dtype: D; onProgress?: (done: number, total: number) => void; calibrate?: Lut4Calibrator },
   ): Promise<WriteResult>;
   read(path: string, options?: { onProgress?: (done: number, total: number) => void }): Promise<ReadResult>;
+  /**
+   * Only the tokenizer the file carries (checked as `read` checks it), without reading the weights;
+   * undefined for a byte model. Engines and the chat call it beside loading the weights.
+   */
+  readTokenizer?(path: string): Promise<TokenizerFiles | undefined>;
   /**
    * Every header field and the verdict of every check, as plain data (`info --json` prints it). A file
    * this format refuses outright throws its `FormatError`; a verdict that `info` should still show (a
