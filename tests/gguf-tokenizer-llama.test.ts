@@ -1,8 +1,8 @@
 // Proof by a real client that the GGUF carries the real Qwen3 tokenizer: llama.cpp (node-llama-cpp
 // 3.21.1, CPU) tokenizing the file ferry wrote gives @huggingface/tokenizers' ids on the original
 // tokenizer.json, on Brown corpus paragraphs, code, whitespace runs, digits, CJK, emoji, combining marks
-// and special-token text (parsed and not), and detokenizes them back; it stops on the EOS ids the HF
-// files name; and a chat rendered from the GGUF's own template gives the Hugging Face prompt's ids.
+// and special-token text (parsed and not), and detokenizes them back; it stops on <|im_end|> and
+// <|endoftext|>; and a chat rendered from the GGUF's own template gives the Hugging Face prompt's ids.
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
@@ -115,7 +115,7 @@ describe("llama.cpp tokenizes the GGUF as @huggingface/tokenizers tokenizes toke
     }
   });
 
-  test("llama.cpp stops on <|im_end|> and <|endoftext|> (generation_config's EOS ids); no BOS is added", () => {
+  test("llama.cpp's end-of-generation set holds <|im_end|> (the EOS) and <|endoftext|>; no BOS is added", () => {
     expect(model.tokens.eos).toBe(151_645);
     expect(model.isEogToken(151_645)).toBe(true);
     expect(model.isEogToken(151_643)).toBe(true);
