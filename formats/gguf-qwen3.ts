@@ -25,7 +25,7 @@ import {
 } from "./gguf-container.ts";
 import { decodeTensor, encodeTensor, GGML_QNT_VERSION, GGML_TYPES, type GgmlType } from "./quants.ts";
 import { byteVocabulary, checkTokenizer } from "./gguf-vocab.ts";
-import { hasBpeVocabulary, tokenizerFromMetadata } from "./gguf-tokenizer.ts";
+import { checkBpeVocabulary, hasBpeVocabulary } from "./gguf-tokenizer.ts";
 import type { ExportOrigin } from "./format.ts";
 
 /** The architecture string and metadata key prefix. */
@@ -468,7 +468,7 @@ export function qwen3ConfigFromGguf(
     const key = QWEN3_HPARAMS.find(([, , field]) => field === limit.field)?.[0];
     throw new GgufError(where, key ? `${QWEN3_ARCH}.${key}` : limit.field, limit.message);
   }
-  if (hasBpeVocabulary(md)) tokenizerFromMetadata(md, config.vocab_size, where);
+  if (hasBpeVocabulary(md)) checkBpeVocabulary(md, config.vocab_size, where);
   else checkTokenizer(md, config.vocab_size, where);
 
   // The shared shape check on the tensors under ferry's names; the refusal speaks GGUF (names, `ne`).

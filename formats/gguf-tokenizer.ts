@@ -279,20 +279,36 @@ export function hasBpeVocabulary(md: ReadonlyMap<string, GgufValue>): boolean {
   return merges?.type === "array" && merges.value.length > 0;
 }
 
+/** A BPE vocabulary as its GGUF keys hold it, checked (`checkBpeVocabulary`). */
+export interface BpeVocabulary {
+  tokens: string[];
+  /** tokenizer.json's `model.vocab`: the NORMAL tokens. */
+  vocab: Record<string, number>;
+  /** tokenizer.json's `added_tokens`: the CONTROL (special) and USER_DEFINED tokens. */
+  added: Array<Record<string, unknown>>;
+  merges: string[][];
+  bos?: number;
+  eos?: number;
+  pad?: number;
+  addBos: boolean;
+  addEos: boolean;
+  template?: string;
+}
+
 /**
- * Checks a BPE vocabulary's keys as llama.cpp loads them (types, lengths, unique tokens, ids in range)
- * and rebuilds the tokenizer's Hugging Face files from them (see the module doc).
+ * Checks a BPE vocabulary's keys as llama.cpp loads them (model "gpt2", pre "qwen2", types, lengths,
+ * unique tokens, merges of known tokens, ids in range) and gives them back as tokenizer.json's parts.
  *
  * @example
  * ```ts
- * const files = tokenizerFromMetadata(file.metadata, 151936, "m.gguf");
+ * const { tokens, merges } = checkBpeVocabulary(file.metadata, 151936, "m.gguf");
  * ```
  */
-export function tokenizerFromMetadata(
+export function checkBpeVocabulary(
   md: ReadonlyMap<string, GgufValue>,
   vocab: number,
   where: string,
-): TokenizerFiles {
+): BpeVocabulary {
   const str = (key: string) => {
     const v = md.get(key);
     if (v !== undefined && v.type !== "string") {
@@ -392,9 +408,41 @@ export function tokenizerFromMetadata(
     }
     return v?.value === true;
   };
+  return {
+    tokens,
+    vocab: vocabMap,
+    added,
+    merges,
+    bos: id("bos_token_id"),
+    eos: id("eos_token_id"),
+    pad: id("padding_token_id"),
+    addBos: flag("add_bos_token"),
+    addEos: flag("add_eos_token"),
+    template: str("tokenizer.chat_template"),
+  };
+}
+
+/**
+ * Rebuilds a BPE tokenizer's Hugging Face files from a file's keys (see the module doc), after
+ * `checkBpeVocabulary`; generation_config.json is ferry's verbatim copy when the file has one.
+ *
+ * @example
+ * ```ts
+ * const files = tokenizerFromMetadata(file.metadata, 151936, "m.gguf");
+ * ```
+ */
+export function tokenizerFromMetadata(
+  md: ReadonlyMap<string, GgufValue>,
+  vocab: number,
+  where: string,
+): TokenizerFiles {
+  const { tokens, vocab: vocabMap, added, merges, bos, eos, pad, addBos, addEos, template } =
+    checkBpeVocabulary(md, vocab, where);
+  const generationText = md.get(GENERATION_CONFIG_KEY);
+  if (generationText !== undefined && generationText.type !== "string") {
+    throw new GgufError(where, GENERATION_CONFIG_KEY, `has type ${generationText.type}; expected string`);
+  }
   const text = (i: number | undefined) => (i === undefined ? null : tokens[i]);
-  const bos = id("bos_token_id"), eos = id("eos_token_id"), pad = id("padding_token_id");
-  const addBos = flag("add_bos_token");
   const tokenizerJson = {
     version: "1.0",
     truncation: null,
@@ -423,10 +471,9 @@ export function tokenizerFromMetadata(
       merges,
     },
   };
-  const template = str("tokenizer.chat_template");
   const config: Record<string, unknown> = {
     add_bos_token: addBos,
-    add_eos_token: flag("add_eos_token"),
+    add_eos_token: addEos,
     // With add_bos_token false a BOS id is only what config.json said; HF's Qwen3 config has none.
     bos_token: addBos ? text(bos) : null,
     eos_token: text(eos),
@@ -437,7 +484,7 @@ export function tokenizerFromMetadata(
     added_tokens_decoder: Object.fromEntries(added.map(({ id, ...rest }) => [String(id), rest])),
     ...(template === undefined ? {} : { chat_template: template }),
   };
-  const generation = str(GENERATION_CONFIG_KEY) ?? JSON.stringify(
+  const generation = (generationText?.value as string | undefined) ?? JSON.stringify(
     { bos_token_id: bos, eos_token_id: eos, pad_token_id: pad },
     null,
     2,
