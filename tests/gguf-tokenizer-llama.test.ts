@@ -115,11 +115,11 @@ describe("llama.cpp tokenizes the GGUF as @huggingface/tokenizers tokenizes toke
     }
   });
 
-  test("llama.cpp's end-of-generation set holds <|im_end|> (the EOS) and <|endoftext|>; no BOS is added", () => {
+  test("llama.cpp's end-of-generation set: <|im_end|> (the EOS), <|endoftext|>, the FIM stops; no BOS is added", () => {
     expect(model.tokens.eos).toBe(151_645);
-    expect(model.isEogToken(151_645)).toBe(true);
-    expect(model.isEogToken(151_643)).toBe(true);
-    expect(model.isEogToken(151_644)).toBe(false);
+    // By name: <|endoftext|>, <|im_end|>, and the FIM pad / repo / file-separator tokens; nothing else.
+    const eog = Array.from({ length: 26 }, (_, i) => 151_643 + i).filter((id) => model.isEogToken(id));
+    expect(eog).toEqual([151_643, 151_645, 151_662, 151_663, 151_664]);
     expect(model.tokenize("Hi", true)).toEqual(hf.encode("Hi").ids); // no BOS in front
     expect(model.detokenize([9707, 151_645])).toBe("Hello"); // specials render as nothing by default
   });
