@@ -445,8 +445,11 @@ export const ggufFormat: FormatDescriptor<GgufDtype> = {
   defaultDtype: "f16",
   weights: "float",
   async lossy(path) {
-    const { file } = await readGguf(path);
-    const blocks = new Set(file.tensors.map((t) => t.type).filter((type) => !WIDENS_EXACTLY.has(type)));
+    // The tensor types are in the header: no weight needs reading.
+    const g = await openGguf(path);
+    await g.fh.close();
+    qwen3ConfigFromGguf(g.head, path);
+    const blocks = new Set(g.head.tensors.map((t) => t.type).filter((type) => !WIDENS_EXACTLY.has(type)));
     return blocks.size > 0 ? `${[...blocks].join(", ")} blocks` : undefined;
   },
   async write(path, input, { dtype, calibrate }) {

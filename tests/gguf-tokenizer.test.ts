@@ -24,6 +24,7 @@ import {
   writeGguf,
 } from "../formats/gguf.ts";
 import { sealDigest } from "../formats/digest.ts";
+import { tensorSource } from "../model/tensor.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 import { qwen3VocabModel, tempDir, testTensors, tokenizerFilesOf } from "./helpers/gguf-fixtures.ts";
 
@@ -51,10 +52,15 @@ let path = "";
 beforeAll(async () => {
   dir = await tempDir();
   path = join(dir, "qwen3.f16.gguf");
-  await writeGguf(path, tensors, config, {
-    type: "f16",
+  // Through the registry, as an export does: streamed tensor sources and ExportInput's tokenizer.
+  await ggufFormat.write(path, {
+    config,
+    tensors: tensors.map(tensorSource),
+    source: "test",
+    step: 0,
+    name: "qwen3",
     tokenizer: { ...files, "generation_config.json": GENERATION },
-  });
+  }, { dtype: "f16" });
 });
 afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
