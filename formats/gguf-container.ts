@@ -140,6 +140,9 @@ export function encodeGgufHeader(
   for (const [key, value] of metadata) {
     if (key.length === 0) throw new GgufError(where, "metadata", "a key is empty");
     if (keys.has(key)) throw new GgufError(where, key, "metadata key appears twice");
+    if (!key.isWellFormed()) {
+      throw new GgufError(where, key, "the key holds a lone surrogate (not Unicode text)");
+    }
     keys.add(key);
     if (key === "general.alignment") alignment = checkAlignment(value, where);
     w.string(key);
@@ -268,6 +271,10 @@ function writeScalar(w: ByteWriter, type: GgufScalarType, x: unknown, key: strin
   switch (type) {
     case "string":
       if (typeof x !== "string") throw bad("a string");
+      // A lone surrogate has no UTF-8: the encoder would write U+FFFD, another string than asked for.
+      if (!x.isWellFormed()) {
+        throw new GgufError(where, key, "a string holds a lone surrogate (not Unicode text)");
+      }
       return w.string(x);
     case "bool":
       if (typeof x !== "boolean") throw bad("a boolean");
