@@ -13,7 +13,7 @@
  * @module
  */
 import { type FileHandle, open, stat } from "node:fs/promises";
-import { openAtomic } from "./io.ts";
+import { chunksAt, openAtomic, readExact } from "./io.ts";
 import { type ModelConfig, paramShapes } from "../model/config.ts";
 import { materialize, numel, type Tensor, type TensorSource } from "../model/tensor.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
@@ -302,6 +302,7 @@ const READ_PIECE = 16 << 20;
 
 /** An open GGUF file and its checked header; `prefix` holds the file's first bytes, the header whole. */
 interface OpenGguf {
+  path: string;
   fh: FileHandle;
   size: number;
   head: GgufHeader;
@@ -320,9 +321,9 @@ async function openGguf(path: string): Promise<OpenGguf> {
     if (info.isDirectory()) throw new GgufError(path, "file", "is a folder, expected a file");
     const size = info.size;
     for (let want = Math.min(HEADER_READ, size);; want = Math.min(want * 2, size)) {
-      const prefix = await readAt(fh, 0, want);
+      const prefix = await readAt({ fh, path }, 0, want);
       const head = parseGgufHeader(prefix, size, path);
-      if (head !== "more") return { fh, size, head, prefix };
+      if (head !== "more") return { path, fh, size, head, prefix };
     }
   } catch (e) {
     await fh.close();
@@ -330,15 +331,12 @@ async function openGguf(path: string): Promise<OpenGguf> {
   }
 }
 
-async function readAt(fh: FileHandle, position: number, length: number): Promise<Uint8Array> {
-  const buf = new Uint8Array(length);
-  let off = 0;
-  while (off < length) {
-    const { bytesRead } = await fh.read(buf, off, length - off, position + off);
-    if (bytesRead === 0) throw new Error(`the file ended at ${position + off} (it changed while being read)`);
-    off += bytesRead;
-  }
-  return buf;
+function readAt(g: Pick<OpenGguf, "fh" | "path">, position: number, length: number): Promise<Uint8Array> {
+  return readExact(g.fh, new Uint8Array(length), position, () => changed(g.path));
+}
+
+function changed(path: string): GgufError {
+  return new GgufError(path, "file", "ended early: it changed while being read");
 }
 
 /** `ggufDigest` of an open file, hashing it a piece at a time rather than holding it. */
@@ -354,8 +352,8 @@ async function streamedDigest(g: OpenGguf, where: string) {
     );
   }
   const hash = digestStream(found.at);
-  for (let pos = 0; pos < g.size; pos += READ_PIECE) {
-    hash.update(await readAt(g.fh, pos, Math.min(READ_PIECE, g.size - pos)));
+  for await (const piece of chunksAt(g.fh, 0, g.size, () => changed(where), { chunkBytes: READ_PIECE })) {
+    hash.update(piece);
   }
   const computed = hash.hex();
   return { stored: v.value, computed, ok: computed === v.value };
@@ -392,7 +390,7 @@ export async function readGguf(path: string): Promise<LoadedGguf> {
     for (const { name, dims } of paramShapes(config)) {
       const t = byName.get(ggufTensorName(name)!)!;
       const n = numel(t.ne);
-      const bytes = await readAt(g.fh, g.head.dataOffset + t.offset, tensorBytes(t.type, n));
+      const bytes = await readAt(g, g.head.dataOffset + t.offset, tensorBytes(t.type, n));
       tensors.push({ name, dims: [...dims], data: checkedValues(t, decodeTensor(t.type, bytes, n), path) });
       types[name] = t.type;
     }
