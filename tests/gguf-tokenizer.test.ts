@@ -16,13 +16,17 @@ import {
   ggufFormat,
   type GgufValue,
   parseGguf,
+  qwen3FromGguf,
   qwen3Metadata,
   qwen3Tensors,
   readGguf,
   readGgufTokenizer,
   TOKEN_TYPE,
+  tokenizerFromMetadata,
+  tokenizerMetadata,
   writeGguf,
 } from "../formats/gguf.ts";
+import { BYTE_CHARS } from "../model/tokenizer.ts";
 import { sealDigest } from "../formats/digest.ts";
 import { tensorSource } from "../model/tensor.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
@@ -287,5 +291,143 @@ describe("bad tokenizers are refused before anything is written", () => {
     );
     await refused({ ...files, "tokenizer.json": "{" }, /^tokenizer\.json$/, /is not JSON/);
     await refused({ ...files, "tokenizer_config.json": "[]" }, /^tokenizer_config\.json$/, /JSON object/);
+  });
+});
+
+describe("a BPE vocabulary the reader refuses (a tiny byte-level BPE, 264 rows)", () => {
+  const byteLevel = { type: "ByteLevel", add_prefix_space: false, trim_offsets: false, use_regex: false };
+  const special = (id: number, content: string) => ({
+    id,
+    content,
+    single_word: false,
+    lstrip: false,
+    rstrip: false,
+    normalized: false,
+    special: true,
+  });
+  const tiny = {
+    version: "1.0",
+    truncation: null,
+    padding: null,
+    added_tokens: [special(258, "<|endoftext|>"), special(259, "<|im_end|>")],
+    normalizer: { type: "NFC" },
+    pre_tokenizer: original.pre_tokenizer,
+    post_processor: byteLevel,
+    decoder: byteLevel,
+    model: {
+      ...original.model,
+      vocab: Object.fromEntries([...BYTE_CHARS.map((c, i) => [c, i]), ["ĠĠ", 256], ["Ġt", 257]]),
+      merges: [["Ġ", "Ġ"], ["Ġ", "t"]],
+    },
+  };
+  const tinyFiles: TokenizerFiles = {
+    "tokenizer.json": JSON.stringify(tiny),
+    "tokenizer_config.json": JSON.stringify({ eos_token: "<|im_end|>", pad_token: "<|endoftext|>" }),
+  };
+  const small = testTensors(21, true, { vocab_size: 264 });
+  const kv = tokenizerMetadata(tinyFiles, 264, "tiny.gguf");
+  const read = (edit: (kv: Array<[string, GgufValue]>) => void) => {
+    const vocab = structuredClone(kv);
+    edit(vocab);
+    const md = qwen3Metadata(small.config, "F32", "ferry", undefined, vocab);
+    const bytes = new Uint8Array(
+      Buffer.concat(encodeGguf(md, qwen3Tensors(small.tensors, small.config, "F32"))),
+    );
+    return () => qwen3FromGguf(parseGguf(bytes, "tiny.gguf"), "tiny.gguf");
+  };
+  const set = (key: string, v: GgufValue) => (kv: Array<[string, GgufValue]>) => {
+    const at = kv.findIndex(([k]) => k === key);
+    if (at >= 0) kv[at] = [key, v];
+    else kv.push([key, v]);
+  };
+  const tokens = kv.find(([k]) => k === "tokenizer.ggml.tokens")![1].value as string[];
+  const types = kv.find(([k]) => k === "tokenizer.ggml.token_type")![1].value as number[];
+  const refused = (fn: () => unknown, field: string, message: RegExp) => {
+    const err = (() => {
+      try {
+        fn();
+      } catch (e) {
+        return e as GgufError;
+      }
+    })();
+    expect(err).toBeInstanceOf(GgufError);
+    expect(err!.field).toBe(field);
+    expect(err!.message).toMatch(message);
+  };
+
+  test("as written, it reads, and its rebuilt files tokenize as the originals", () => {
+    expect(read(() => {})().config.vocab_size).toBe(264);
+    expect(tokens.slice(256)).toEqual([
+      "ĠĠ",
+      "Ġt",
+      "<|endoftext|>",
+      "<|im_end|>",
+      ...[260, 261, 262, 263].map((i) => `[PAD${i}]`),
+    ]);
+    const md = new Map(qwen3Metadata(small.config, "F32", "ferry", undefined, kv));
+    const back = tokenizerFromMetadata(md, 264, "tiny.gguf");
+    const a = new Tokenizer(tiny, {}), b = new Tokenizer(JSON.parse(back["tokenizer.json"]), {});
+    for (const text of ["  the  test<|im_end|>", "tt t\n", "é 日本"]) {
+      expect(b.encode(text).ids).toEqual(a.encode(text).ids);
+    }
+  });
+
+  test("a token twice, a count other than the rows, types of another length or kind", () => {
+    const dup = [...tokens];
+    dup[257] = "ĠĠ";
+    refused(
+      read(set("tokenizer.ggml.tokens", { type: "array", elem: "string", value: dup })),
+      "tokenizer.ggml.tokens",
+      /token 257 "ĠĠ" appears twice/,
+    );
+    refused(
+      read(set("tokenizer.ggml.tokens", { type: "array", elem: "string", value: tokens.slice(0, 263) })),
+      "tokenizer.ggml.tokens",
+      /has 263 tokens; token_embd\.weight has 264 rows/,
+    );
+    refused(
+      read(set("tokenizer.ggml.token_type", { type: "array", elem: "i32", value: types.slice(1) })),
+      "tokenizer.ggml.token_type",
+      /263 entries; expected 264/,
+    );
+    refused(
+      read(
+        set("tokenizer.ggml.token_type", {
+          type: "array",
+          elem: "i32",
+          value: types.map((t, i) => (i === 5 ? 6 : t)),
+        }),
+      ),
+      "tokenizer.ggml.token_type",
+      /token 5 has type 6/,
+    );
+  });
+
+  test("a merge of unknown tokens, another pre-tokenizer, an id out of range or of another type", () => {
+    refused(
+      read(set("tokenizer.ggml.merges", { type: "array", elem: "string", value: ["Ġ Ġ", "Ġ q"] })),
+      "tokenizer.ggml.merges[1]",
+      /"Ġ q" is not two tokens that merge into one/,
+    );
+    refused(
+      read(set("tokenizer.ggml.pre", { type: "string", value: "llama-bpe" })),
+      "tokenizer.ggml.pre",
+      /rebuilds only "qwen2"/,
+    );
+    refused(
+      read(set("tokenizer.ggml.eos_token_id", { type: "u32", value: 264 })),
+      "tokenizer.ggml.eos_token_id",
+      /below 264/,
+    );
+    refused(
+      read(set("tokenizer.ggml.eos_token_id", { type: "i32", value: 259 })),
+      "tokenizer.ggml.eos_token_id",
+      /i32 259/,
+    );
+    refused(
+      read(set("tokenizer.ggml.add_bos_token", { type: "u8", value: 0 })),
+      "tokenizer.ggml.add_bos_token",
+      /expected bool/,
+    );
   });
 });
