@@ -346,7 +346,8 @@ export function checkBpeVocabulary(
   if (types.length !== vocab) {
     throw new GgufError(where, "tokenizer.ggml.token_type", `has ${types.length} entries; expected ${vocab}`);
   }
-  const vocabMap: Record<string, number> = {};
+  // No prototype: a token spelled "__proto__" or "constructor" is a key like any other.
+  const vocabMap: Record<string, number> = Object.create(null);
   const added: Array<Record<string, unknown>> = [];
   const seen = new Set<string>();
   tokens.forEach((t, i) => {
@@ -378,8 +379,8 @@ export function checkBpeVocabulary(
   const merges = (array("tokenizer.ggml.merges", ["string"]) as string[]).map((m, i) => {
     const pair = m.split(" ");
     if (
-      pair.length !== 2 || !(pair[0] in vocabMap) || !(pair[1] in vocabMap) ||
-      !(pair[0] + pair[1] in vocabMap)
+      pair.length !== 2 || !Object.hasOwn(vocabMap, pair[0]) || !Object.hasOwn(vocabMap, pair[1]) ||
+      !Object.hasOwn(vocabMap, pair[0] + pair[1])
     ) {
       throw new GgufError(
         where,

@@ -370,6 +370,18 @@ describe("a BPE vocabulary the reader refuses (a tiny byte-level BPE, 264 rows)"
     for (const text of ["  the  test<|im_end|>", "tt t\n", "é 日本"]) {
       expect(b.encode(text).ids).toEqual(a.encode(text).ids);
     }
+    const proto = structuredClone(kv);
+    const named = tokens.map((t, i) => (i === 260 ? "__proto__" : t));
+    set("tokenizer.ggml.tokens", { type: "array", elem: "string", value: named })(proto);
+    set("tokenizer.ggml.token_type", {
+      type: "array",
+      elem: "i32",
+      value: types.map((t, i) => (i === 260 ? 1 : t)),
+    })(
+      proto,
+    );
+    const withProto = tokenizerFromMetadata(new Map(proto), 264, "tiny.gguf");
+    expect(Object.hasOwn(JSON.parse(withProto["tokenizer.json"]).model.vocab, "__proto__")).toBe(true);
   });
 
   test("a token twice, a count other than the rows, types of another length or kind", () => {
@@ -428,6 +440,12 @@ describe("a BPE vocabulary the reader refuses (a tiny byte-level BPE, 264 rows)"
       read(set("tokenizer.ggml.add_bos_token", { type: "u8", value: 0 })),
       "tokenizer.ggml.add_bos_token",
       /expected bool/,
+    );
+    // Token strings are keys, never properties of Object.prototype.
+    refused(
+      read(set("tokenizer.ggml.merges", { type: "array", elem: "string", value: ["constructor toString"] })),
+      "tokenizer.ggml.merges[0]",
+      /not two tokens/,
     );
   });
 });
