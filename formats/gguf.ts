@@ -359,6 +359,20 @@ async function streamedDigest(g: OpenGguf, where: string) {
   return { stored: v.value, computed, ok: computed === v.value };
 }
 
+/** `streamedDigest`, refusing a mismatch: the file was changed after ferry wrote it. */
+async function verifiedDigest(g: OpenGguf, path: string) {
+  const digest = await streamedDigest(g, path);
+  if (digest && !digest.ok) {
+    throw new GgufError(
+      path,
+      DIGEST_KEY,
+      `stored ${digest.stored} but the file's SHA-256 is ${digest.computed}: the file was changed or is corrupt`,
+      { expected: digest.stored, found: digest.computed },
+    );
+  }
+  return digest;
+}
+
 /**
  * Reads a GGUF written for llama.cpp's `qwen3` architecture into a ferry model: checks the header
  * (container, architecture, hyperparameters with llama.cpp's strict types, vocabulary, that the
@@ -374,15 +388,7 @@ async function streamedDigest(g: OpenGguf, where: string) {
 export async function readGguf(path: string): Promise<LoadedGguf> {
   const g = await openGguf(path);
   try {
-    const digest = await streamedDigest(g, path);
-    if (digest && !digest.ok) {
-      throw new GgufError(
-        path,
-        DIGEST_KEY,
-        `stored ${digest.stored} but the file's SHA-256 is ${digest.computed}: the file was changed or is corrupt`,
-        { expected: digest.stored, found: digest.computed },
-      );
-    }
+    const digest = await verifiedDigest(g, path);
     const config = qwen3ConfigFromGguf(g.head, path);
     const byName = new Map(g.head.tensors.map((t) => [t.name, t]));
     const tensors: Tensor[] = [];
@@ -404,8 +410,8 @@ export async function readGguf(path: string): Promise<LoadedGguf> {
 
 /**
  * The tokenizer a GGUF carries, rebuilt as Hugging Face files from its `tokenizer.*` keys
- * (gguf-tokenizer.ts), after the header's checks (those of `readGguf`, the digest aside, which needs
- * the whole file); undefined for ferry's byte vocabulary. Reads only the header.
+ * (gguf-tokenizer.ts), after `readGguf`'s checks of the header and of `ferry.sha256` (hashed a piece at
+ * a time); undefined for ferry's byte vocabulary. Decodes no tensor.
  *
  * @example
  * ```ts
@@ -415,6 +421,7 @@ export async function readGguf(path: string): Promise<LoadedGguf> {
 export async function readGgufTokenizer(path: string): Promise<TokenizerFiles | undefined> {
   const g = await openGguf(path);
   try {
+    await verifiedDigest(g, path);
     const config = qwen3ConfigFromGguf(g.head, path);
     return hasBpeVocabulary(g.head.metadata)
       ? tokenizerFromMetadata(g.head.metadata, config.vocab_size, path)
