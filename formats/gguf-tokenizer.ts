@@ -21,6 +21,7 @@
  * @module
  */
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
+import { BOS, BOS_TOKEN, BYTE_CHARS, EOS, EOS_TOKEN } from "../model/tokenizer.ts";
 import { GgufError, type GgufValue } from "./gguf-container.ts";
 import { TOKEN_TYPE } from "./gguf-vocab.ts";
 
@@ -98,6 +99,31 @@ export function tokenizerMetadata(
     kv.push([GENERATION_CONFIG_KEY, { type: "string", value: files["generation_config.json"] }]);
   }
   return kv;
+}
+
+/**
+ * Whether tokenizer files are ferry's own byte tokenizer (as formats/huggingface.ts writes it: the 256
+ * byte characters as ids 0-255, no merges, BOS and EOS as added tokens 256 and 257), which GGUF keeps
+ * as its byte vocabulary rather than as a BPE (a byte model's file stays what it always was).
+ *
+ * @example
+ * ```ts
+ * isByteTokenizer({ "tokenizer.json": jsonText(byteTokenizerJson()) }); // true
+ * ```
+ */
+export function isByteTokenizer(files: TokenizerFiles): boolean {
+  let json: { model?: { vocab?: Record<string, number>; merges?: unknown[] }; added_tokens?: AddedToken[] };
+  try {
+    json = JSON.parse(files["tokenizer.json"]);
+  } catch {
+    return false; // tokenizerMetadata names the problem
+  }
+  const vocab = json?.model?.vocab, added = json?.added_tokens;
+  return typeof vocab === "object" && vocab !== null && Object.keys(vocab).length === 256 &&
+    BYTE_CHARS.every((c, b) => vocab[c] === b) && Array.isArray(json.model?.merges) &&
+    json.model.merges.length === 0 && Array.isArray(added) && added.length === 2 &&
+    added[0]?.id === BOS && added[0]?.content === BOS_TOKEN && added[1]?.id === EOS &&
+    added[1]?.content === EOS_TOKEN;
 }
 
 function parseJson(text: string, file: string, where: string): Record<string, unknown> {

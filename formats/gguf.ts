@@ -45,7 +45,12 @@ import {
   qwen3Metadata,
   qwen3TensorPlans,
 } from "./gguf-qwen3.ts";
-import { hasBpeVocabulary, tokenizerFromMetadata, tokenizerMetadata } from "./gguf-tokenizer.ts";
+import {
+  hasBpeVocabulary,
+  isByteTokenizer,
+  tokenizerFromMetadata,
+  tokenizerMetadata,
+} from "./gguf-tokenizer.ts";
 import { GGUF_DTYPE_TYPES, type GgufDtype, ggufTensorType } from "./gguf-mix.ts";
 
 // The GGUF API in one import: the container, the codecs, the vocabulary and the qwen3 mapping.
@@ -189,7 +194,9 @@ export async function writeGguf(
   opts: GgufWriteOptions,
 ): Promise<void> {
   const type = ggmlType(opts.type);
-  const vocabulary = opts.tokenizer ? tokenizerMetadata(opts.tokenizer, config.vocab_size, path) : undefined;
+  // ferry's own byte tokenizer (a Hugging Face folder of a byte model carries it) is the byte vocabulary.
+  const own = opts.tokenizer && !isByteTokenizer(opts.tokenizer) ? opts.tokenizer : undefined;
+  const vocabulary = own ? tokenizerMetadata(own, config.vocab_size, path) : undefined;
   const metadata = qwen3Metadata(config, type, opts.name, GGUF_DTYPE_TYPES[opts.type].ftype, vocabulary);
   if (opts.source !== undefined) metadata.push([SOURCE_KEY, { type: "string", value: opts.source }]);
   if (opts.step !== undefined) {

@@ -15,6 +15,7 @@ import {
   GgufError,
   ggufFormat,
   type GgufValue,
+  isByteTokenizer,
   parseGguf,
   qwen3FromGguf,
   qwen3Metadata,
@@ -28,6 +29,7 @@ import {
 } from "../formats/gguf.ts";
 import { BYTE_CHARS } from "../model/tokenizer.ts";
 import { sealDigest } from "../formats/digest.ts";
+import { byteTokenizerJson, jsonText } from "../formats/huggingface.ts";
 import { tensorSource } from "../model/tensor.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 import { qwen3VocabModel, tempDir, testTensors, tokenizerFilesOf } from "./helpers/gguf-fixtures.ts";
@@ -213,6 +215,17 @@ test("a byte model's GGUF is bit for bit what the in-memory encoder lays out (vo
   );
   expect(Buffer.compare(readFileSync(p), want)).toBe(0);
   expect((await readGguf(p)).config).toEqual(c);
+});
+
+test("ferry's own byte tokenizer, handed in as files (a byte model's Hugging Face folder), is the byte vocabulary", async () => {
+  const { config: c, tensors: ts } = testTensors(9, false);
+  const plain = join(dir, "byte-plain.gguf"), given = join(dir, "byte-given.gguf");
+  await writeGguf(plain, ts, c, { type: "f16" });
+  const byteFiles = { "tokenizer.json": jsonText(byteTokenizerJson()), "tokenizer_config.json": "{}" };
+  expect(isByteTokenizer(byteFiles)).toBe(true);
+  expect(isByteTokenizer(files)).toBe(false);
+  await writeGguf(given, ts, c, { type: "f16", tokenizer: byteFiles });
+  expect(Buffer.compare(readFileSync(given), readFileSync(plain))).toBe(0);
 });
 
 describe("bad tokenizers are refused before anything is written", () => {
