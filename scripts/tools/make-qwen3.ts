@@ -411,7 +411,7 @@ async function main(): Promise<void> {
     tokenizer: { type: "string" },
     json: { type: "boolean", default: false },
   });
-  if (!values.out) fail("--out DIR is required (see --help)", EXIT_USAGE);
+  const out = resolve(values.out ?? fail("--out DIR is required (see --help)", EXIT_USAGE));
   const int = (flag: string, v: string | undefined) => {
     if (v === undefined) return undefined;
     const n = Number(v);
@@ -423,7 +423,7 @@ async function main(): Promise<void> {
   const shape = { ...base, num_hidden_layers: layers ?? base.num_hidden_layers };
   const mb = int("shard-mb", values["shard-mb"]);
   let bar: ReturnType<typeof progress> | undefined, shown = 0;
-  const result = await makeQwen3Folder(resolve(values.out), {
+  const result = await makeQwen3Folder(out, {
     shape,
     seed: int("seed", values.seed),
     peaked: values.peaked,
@@ -437,7 +437,7 @@ async function main(): Promise<void> {
     },
   });
   bar?.done();
-  if (values.json) console.log(JSON.stringify({ dir: resolve(values.out), shape, ...result }));
+  if (values.json) console.log(JSON.stringify({ dir: out, shape, ...result }));
   else {console.log(
       `${values.out}: ${result.params.toLocaleString("en")} parameters in ${result.files.join(", ")}`,
     );}
