@@ -99,8 +99,12 @@ function relativeSpecifier(path: string, target: string): string {
   return rel.startsWith("../") ? rel : `./${rel}`;
 }
 
-/** One repository file as the browser gets it: TypeScript stripped, JavaScript as it is, specifiers rewritten. */
-function buildModule(path: string): BrowserModule {
+/**
+ * One repository file as the browser gets it: TypeScript stripped, JavaScript as it is, specifiers
+ * rewritten. With `jsNames`, relative `.ts` specifiers end in `.js` instead (a static host knows `.js`
+ * as JavaScript; many serve `.ts` as an MPEG transport stream, which a browser refuses as a module).
+ */
+function buildModule(path: string, jsNames: boolean): BrowserModule {
   const source = readFileSync(join(REPO_ROOT, path), "utf8");
   const stripped = path.endsWith(".ts") ? stripTypes(source, path) : source;
   const imports: string[] = [];
@@ -108,11 +112,17 @@ function buildModule(path: string): BrowserModule {
   for (const { spec, at } of specifierSpans(stripped)) {
     const target = browserTarget(spec, path);
     imports.push(target);
-    code += stripped.slice(from, at) + (spec.startsWith(".") ? spec : relativeSpecifier(path, target));
+    const local = spec.startsWith(".") ? spec : relativeSpecifier(path, target);
+    code += stripped.slice(from, at) + (jsNames ? jsName(local) : local);
     from = at + spec.length;
   }
   code += stripped.slice(from);
   return { path, code, etag: `"${hashText(code)}"`, imports };
+}
+
+/** `path` with a `.ts` ending made `.js` (the name a static folder gives a stripped module). */
+export function jsName(path: string): string {
+  return path.endsWith(".ts") ? path.slice(0, -3) + ".js" : path;
 }
 
 /** A short content hash (FNV-1a, 2 × 32 bits): enough for an ETag. */
@@ -128,24 +138,32 @@ function hashText(text: string): string {
 /** Built modules, kept while the file's modification time and size stay the same. */
 const built = new Map<string, { stamp: string; module: BrowserModule }>();
 
-/** One module, from the cache unless its file changed since it was built. */
-export function browserModule(path: string): BrowserModule {
+/** One module, from the cache unless its file changed since it was built; `jsNames` as for a static folder. */
+export function browserModule(path: string, jsNames = false): BrowserModule {
   const st = statSync(join(REPO_ROOT, path));
   const stamp = `${st.mtimeMs}:${st.size}`;
-  const hit = built.get(path);
+  const key = `${jsNames}:${path}`;
+  const hit = built.get(key);
   if (hit?.stamp === stamp) return hit.module;
-  const module = buildModule(path);
-  built.set(path, { stamp, module });
+  const module = buildModule(path, jsNames);
+  built.set(key, { stamp, module });
   return module;
 }
 
-/** The import closure of `entries` (repository paths), each module built: exactly what the tab may load. */
-export function browserModules(entries: readonly string[] = TAB_ENTRIES): Map<string, BrowserModule> {
+/**
+ * The import closure of `entries` (repository paths), each module built: exactly what the tab may
+ * load, by repository path. With `jsNames` (a static folder), each `.ts` module imports the others
+ * by `.js` names, as scripts/page.ts writes them.
+ */
+export function browserModules(
+  entries: readonly string[] = TAB_ENTRIES,
+  opts: { jsNames?: boolean } = {},
+): Map<string, BrowserModule> {
   const out = new Map<string, BrowserModule>();
   const visit = (path: string) => {
     if (out.has(path)) return;
     if (!/\.[tj]s$/.test(path) || path.startsWith("..")) throw new Error(`${path}: not a repository module`);
-    const m = browserModule(path);
+    const m = browserModule(path, opts.jsNames);
     out.set(path, m);
     for (const p of m.imports) visit(p);
   };

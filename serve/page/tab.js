@@ -229,6 +229,8 @@ export async function mountTab(serverBackend, onChange) {
 
   const busy = async (what) => {
     for (const b of panel.querySelectorAll("button, input")) b.disabled = true;
+    $("tab-status").textContent = "loading the model…";
+    $("tab-status").classList.remove("error");
     try {
       showLoaded(await what());
       onChange(self);

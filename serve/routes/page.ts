@@ -25,7 +25,7 @@ import { createRequire } from "node:module";
 import { basename, dirname, join } from "node:path";
 import { Readable } from "node:stream";
 import { createHash } from "node:crypto";
-import { browserModules } from "../browser-modules.ts";
+import { browserModules, jsName } from "../browser-modules.ts";
 
 const HTML = "text/html; charset=utf-8";
 const CSS = "text/css; charset=utf-8";
@@ -133,15 +133,41 @@ function modelRoutes(app: Hono, model: string | undefined): void {
   });
 }
 
+/** One file of the page: its route, its bytes and its content type. */
+export interface PageFile {
+  route: string;
+  body: string | Uint8Array<ArrayBuffer>;
+  type: string;
+}
+
+/**
+ * The page's own files (serve/page/ and the two vendored libraries), as the routes serve them; with
+ * the tab's module closure under `/src/` when `modules` is set, each named `.js` (scripts/page.ts
+ * writes all of them).
+ */
+export function pageFiles(opts: { modules?: boolean } = {}): PageFile[] {
+  const out: PageFile[] = [];
+  for (const [route, [file, type]] of Object.entries(PAGE_FILES)) {
+    out.push({ route, body: readFileSync(new URL(`../page/${file}`, import.meta.url)), type });
+  }
+  for (const [route, [pkg, file]] of Object.entries(VENDOR_FILES)) {
+    out.push({ route, body: vendorFile(pkg, file), type: JS });
+  }
+  if (opts.modules) {
+    // Named .js: a static host may not know .ts as JavaScript (serve/browser-modules.ts `jsNames`).
+    for (const [path, m] of browserModules(undefined, { jsNames: true })) {
+      out.push({ route: `/src/${jsName(path)}`, body: m.code, type: JS });
+    }
+  }
+  return out;
+}
+
 /** The page routes; `opts.model` is the served model's file, offered to the tab when it is lut4. */
 export function pageRoutes(opts: PageOptions = {}): Hono {
   const app = new Hono();
-  const serve = (route: string, body: string | Uint8Array<ArrayBuffer>, type: string) =>
+  for (const { route, body, type } of pageFiles()) {
     app.get(route, (c) => c.body(body, 200, { "Content-Type": type, "Cache-Control": "no-cache" }));
-  for (const [route, [file, type]] of Object.entries(PAGE_FILES)) {
-    serve(route, readFileSync(new URL(`../page/${file}`, import.meta.url)), type);
   }
-  for (const [route, [pkg, file]] of Object.entries(VENDOR_FILES)) serve(route, vendorFile(pkg, file), JS);
   moduleRoutes(app);
   modelRoutes(app, opts.model);
   return app;
