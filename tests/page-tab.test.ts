@@ -183,6 +183,7 @@ test("a session saved in the tab is the server's, byte for byte, and continues t
   await tabModelSettled(page);
   await settings(page, "5");
   const first = await send(page, "Hello", 1);
+  expect(first.length).toBeGreaterThan(0);
   const inTab = await saveSession(page);
   const onServer = await serverReply({
     messages: [{ role: "user", content: "Hello" }],
@@ -236,5 +237,51 @@ test("the static folder of scripts/page.ts runs the model in the tab from a plai
     await page.close();
   } finally {
     await site.close();
+  }
+});
+
+test("on a Deno server the tab is served the same modules and generates the same tokens", async () => {
+  const deno = Bun.spawn(
+    [
+      "deno",
+      "run",
+      "-A",
+      "scripts/chat.ts",
+      server.lut4,
+      "--port",
+      "0",
+      "--sessions",
+      join(scratchDir(), "deno"),
+    ],
+    { cwd: join(import.meta.dir, ".."), stdout: "pipe", stderr: "pipe" },
+  );
+  try {
+    const reader = deno.stdout.getReader();
+    let said = "";
+    while (!/ferry chat: (\S+)/.test(said)) {
+      const { done, value } = await reader.read();
+      if (done) throw new Error(`deno chat ended: ${await new Response(deno.stderr).text()}`);
+      said += new TextDecoder().decode(value);
+    }
+    const url = said.match(/ferry chat: (\S+)/)![1];
+    const page = await openPage(url);
+    await switchToTab(page);
+    await page.click("#tab-load-server");
+    expect(await tabModelSettled(page)).toContain("downloaded from the server");
+    await settings(page, "11");
+    const tab = await send(page, "Where is the jury?", 1);
+    const body = { messages: [{ role: "user", content: "Where is the jury?" }], ...SAMPLING, seed: 11 };
+    const onDeno = await (await fetch(`${url.replace(/\/?$/, "/")}v1/chat/completions`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+    })).json();
+    expect(tab.length).toBeGreaterThan(0);
+    expect(tab).toBe(onDeno.choices[0].message.content);
+    expect(tab).toBe((await serverReply(body)).content); // and the Bun server's
+    await page.close();
+  } finally {
+    deno.kill();
+    await deno.exited;
   }
 });
