@@ -119,7 +119,8 @@ test("the server's model runs in the tab: downloaded once, the server's tokens, 
   await page.click("#tab-load-server");
   expect(await tabModelSettled(page)).toContain("ferry.lut4 (0.35 MB, SHA-256");
   expect(await page.textContent("#tab-status")).toContain("downloaded from the server");
-  expect(await page.textContent("#model")).toBe("ferry.lut4 · int engine in this tab · context 512");
+  expect(await page.textContent("#model")).toBe("ferry.lut4 · int engine · context 512");
+  expect(await page.inputValue("#where")).toBe("tab");
   expect(server.downloads()).toBe(before + 1);
   await settings(page, "11");
   const tab = await send(page, "Where is the jury?", 1);
@@ -135,7 +136,7 @@ test("the server's model runs in the tab: downloaded once, the server's tokens, 
   await page.reload();
   expect(await tabModelSettled(page)).toContain("kept in this browser");
   expect(server.downloads()).toBe(before + 1); // no second download
-  expect(await page.isChecked('#where input[value="tab"]')).toBe(true);
+  expect(await page.inputValue("#where")).toBe("tab");
   await page.close();
 });
 
@@ -195,16 +196,16 @@ test("a session saved in the tab is the server's, byte for byte, and continues t
   expect(inTab).toEqual(onServer.session!);
 
   // The tab's session restored on the server, continued without a seed (the session's own stream).
-  await page.check('#where input[value="server"]');
-  await page.waitForFunction(() => document.getElementById("model")!.textContent!.includes("on the server"));
+  await page.selectOption("#where", "server");
+  await page.waitForFunction(() => document.body.dataset.where === "server");
   await settings(page, "");
   await restoreSession(page, inTab);
   const serverGoesOn = await send(page, "Go on", 2);
   const serverAfter = await saveSession(page);
 
   // The server's session restored in the tab, continued the same way.
-  await page.check('#where input[value="tab"]');
-  await page.waitForFunction(() => document.getElementById("model")!.textContent!.includes("in this tab"));
+  await page.selectOption("#where", "tab");
+  await page.waitForFunction(() => document.body.dataset.where === "tab");
   await restoreSession(page, onServer.session!);
   const tabGoesOn = await send(page, "Go on", 2);
   const tabAfter = await saveSession(page);
@@ -225,7 +226,7 @@ test("the static folder of scripts/page.ts runs the model in the tab from a plai
     const page = await openPage(site.url);
     expect(await tabModelSettled(page)).toContain("ferry.lut4 (0.35 MB, SHA-256");
     expect(await page.textContent("#where-note")).toBe("a static page: the model runs in this tab only");
-    expect(await page.isDisabled('#where input[value="server"]')).toBe(true);
+    expect(await page.isDisabled('#where option[value="server"]')).toBe(true);
     await settings(page, "11");
     const tab = await send(page, "Where is the jury?", 1);
     const want = await serverReply({

@@ -193,7 +193,7 @@ async function stream(msg, li, signal) {
 /** The status line after a reply: tokens, speed, engine. */
 function statusLine(s) {
   const stopped = s.finish === "stopped" ? " · stopped" : "";
-  const where = `${state.model.engine} ${state.model.place ?? "on the server"}`;
+  const where = state.model.place ? `${state.model.engine} ${state.model.place}` : state.model.engine;
   return `${s.tokens} tokens · ${s.tps ?? "–"} tok/s · ${where}${stopped}`;
 }
 
@@ -438,9 +438,7 @@ async function useBackend(backend) {
   try {
     state.model = await api.modelInfo();
     const m = state.model;
-    $("model").textContent = `${m.id} · ${m.engine} engine ${
-      m.place ?? "on the server"
-    } · context ${m.contextLength}`;
+    $("model").textContent = `${m.id} · ${m.engine} engine · context ${m.contextLength}`;
     $("save").title = m.sessions ? "" : "this server keeps no sessions: the whole chat is sent each turn";
   } catch (e) {
     $("model").textContent = api === server ? "server unreachable" : e.message;

@@ -214,18 +214,17 @@ function showRefusal(e) {
 export async function mountTab(serverBackend, onChange) {
   const self = { modelInfo, complete, countTokens, sessionUrl, uploadSession };
   const offer = await manifest();
-  const radios = [...document.querySelectorAll('#where input[name="where"]')];
-  const panel = $("tab-panel"), progress = $("tab-progress");
-  const mode = () => (radios.find((r) => r.checked)?.value ?? "server");
+  const where = $("where"), panel = $("tab-panel"), progress = $("tab-progress");
+  const mode = () => where.value;
   const backend = () => (mode() === "tab" ? self : serverBackend);
   if (!offer.server) {
-    radios.find((r) => r.value === "server").disabled = true;
+    where.querySelector('option[value="server"]').disabled = true;
     $("where-note").textContent = "a static page: the model runs in this tab only";
   }
   $("tab-load-server").disabled = !offer.model;
   if (!offer.model) $("tab-load-server").title = offer.reason ?? "";
   const wanted = !offer.server || localStorage.getItem(MODE_KEY) === "tab" ? "tab" : "server";
-  for (const r of radios) r.checked = r.value === wanted;
+  where.value = wanted;
 
   const busy = async (what) => {
     for (const b of panel.querySelectorAll("button, input")) b.disabled = true;
@@ -254,14 +253,12 @@ export async function mountTab(serverBackend, onChange) {
     panel.hidden = mode() !== "tab";
     document.body.dataset.where = mode();
   };
-  for (const r of radios) {
-    r.addEventListener("change", async () => {
-      localStorage.setItem(MODE_KEY, mode());
-      showMode();
-      if (mode() === "tab" && !loaded) await startTab();
-      onChange(backend());
-    });
-  }
+  where.addEventListener("change", async () => {
+    localStorage.setItem(MODE_KEY, mode());
+    showMode();
+    if (mode() === "tab" && !loaded) await startTab();
+    onChange(backend());
+  });
   $("tab-load-server").addEventListener("click", fromServer);
   $("tab-file").addEventListener("change", (e) => {
     const file = e.target.files[0];

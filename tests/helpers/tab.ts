@@ -62,7 +62,7 @@ export function serveStatic(dir: string): Promise<{ url: string; close: () => Pr
 
 /** Switches the page to "run in this tab" and waits for the header to name the tab's engine, if `loaded`. */
 export async function switchToTab(page: Page): Promise<void> {
-  await page.check('#where input[value="tab"]');
+  await page.selectOption("#where", "tab");
   await page.waitForFunction(() => !document.getElementById("tab-panel")!.hidden);
 }
 
