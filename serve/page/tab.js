@@ -113,6 +113,11 @@ export async function uploadSession(file) {
   return await ask({ type: "session-put", bytes }, [bytes]);
 }
 
+/** Times `prompt` fed at once and `decode` greedy tokens after it, in the worker (scripts/tools/bench-tab.ts). */
+export function benchTab(prompt, decode) {
+  return ask({ type: "bench", prompt, decode });
+}
+
 // ---- Getting a model into the tab. ----
 
 /** The page's model manifest (`page/model.json`): what the server, or a static folder, offers the tab. */

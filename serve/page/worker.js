@@ -8,6 +8,7 @@
 //
 // Messages in:  {type: "load", bytes, name, sha256?} | {type: "complete", id, body} | {type: "abort", id}
 //               {type: "count", id, messages} | {type: "session-get", id, session} | {type: "session-put", id, bytes}
+//               {type: "bench", id, prompt, decode}
 // Messages out: {type: "loaded", id, info} | {type: "piece", id, text} | {type: "done", id, result}
 //               {type: "error", id, error: {message, status, code}} | {type: "reply", id, value}
 import { intEngineFromBytes } from "../../engines/int/from-bytes.ts";
@@ -148,6 +149,19 @@ async function getSession(id) {
   return bytes;
 }
 
+/**
+ * A timing for scripts/tools/bench-tab.ts: `prompt` fed at once on a fresh session (prefill), then
+ * `decode` greedy tokens picked and fed one at a time, as generation does (no stop, no text).
+ */
+async function bench(prompt, decode) {
+  const s = needModel().engine.start();
+  const t0 = performance.now();
+  await s.feed(prompt, "none");
+  const t1 = performance.now();
+  for (let i = 0; i < decode; i++) await s.feed([s.pick()], "none");
+  return { prefillMs: t1 - t0, decodeMs: performance.now() - t1 };
+}
+
 self.onmessage = async ({ data: m }) => {
   try {
     if (m.type === "abort") return running.get(m.id)?.abort();
@@ -159,6 +173,7 @@ self.onmessage = async ({ data: m }) => {
     if (m.type === "session-put") {
       return postMessage({ type: "reply", id: m.id, value: await putSession(m.bytes) });
     }
+    if (m.type === "bench") return postMessage({ type: "reply", id: m.id, value: await bench(m.prompt, m.decode) });
     if (m.type === "session-get") {
       return postMessage({ type: "reply", id: m.id, value: await getSession(m.session) });
     }
