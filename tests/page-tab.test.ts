@@ -140,7 +140,7 @@ test("the server's model runs in the tab: downloaded once, the server's tokens, 
   await page.close();
 });
 
-test("a lut4 file from the picker runs in the tab; a damaged file and a non-lut4 file are refused as the reader refuses them", async () => {
+test("a lut4 file from the picker (or dropped) runs in the tab; a damaged file and a non-lut4 file are refused as the reader refuses them", async () => {
   const page = await openPage();
   await switchToTab(page);
   const bytes = readFileSync(server.lut4);
@@ -166,6 +166,14 @@ test("a lut4 file from the picker runs in the tab; a damaged file and a non-lut4
   });
   expect(await tabModelSettled(page)).toContain("mine.lut4 (0.35 MB, SHA-256");
   expect(await page.textContent("#tab-status")).toContain("read from disk");
+  // Dropped on the page: the same reader.
+  await page.evaluate(async () => {
+    const data = new DataTransfer();
+    const bytes = await (await fetch("/page/model/ferry.lut4")).arrayBuffer();
+    data.items.add(new File([bytes], "dropped.lut4"));
+    document.dispatchEvent(new DragEvent("drop", { dataTransfer: data, cancelable: true }));
+  });
+  expect(await tabModelSettled(page)).toContain("dropped.lut4 (0.35 MB, SHA-256");
   await settings(page, "-3");
   const tab = await send(page, "Tell me about the weather.", 1);
   const want = await serverReply({
@@ -285,4 +293,32 @@ test("on a Deno server the tab is served the same modules and generates the same
     deno.kill();
     await deno.exited;
   }
+});
+
+test("Stop ends a reply in the tab at once, and the tab's engine answers the next request", async () => {
+  const page = await openPage();
+  await switchToTab(page);
+  await page.click("#tab-load-server");
+  await tabModelSettled(page);
+  const request = {
+    messages: [{ role: "user", content: "Tell me a long story about the jury" }],
+    sampling: { max_tokens: 200, temperature: 1, seed: 1 },
+  };
+  const whole = await serverReply({ messages: request.messages, ...request.sampling });
+  expect(whole.content.length).toBeGreaterThan(20); // a reply long enough to be stopped in
+  const r = await page.evaluate(async (request) => {
+    const tab = await import("/page/tab.js");
+    const stop = new AbortController();
+    let text = "";
+    const reply = tab.complete(request, (piece: string) => (text += piece), stop.signal);
+    stop.abort(); // as Stop does: the worker hears it between two tokens
+    const stopped = await reply.then(() => "finished", (e: Error) => e.name);
+    const next = await tab.complete({ ...request, sampling: { max_tokens: 8, seed: 2 } }, () => {});
+    return { stopped, text, next: next.usage.completion_tokens };
+  }, request);
+  expect(r.stopped).toBe("AbortError");
+  expect(r.text.length).toBeLessThan(whole.content.length);
+  expect(whole.content.startsWith(r.text)).toBe(true);
+  expect(r.next).toBeGreaterThan(0);
+  await page.close();
 });

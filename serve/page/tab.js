@@ -36,14 +36,24 @@ function engineWorker() {
   return worker;
 }
 
-/** Sends `message` to the worker and resolves to its answer; `onPiece` hears streamed text. */
-async function ask(message, transfer = [], onPiece) {
-  const w = await engineWorker();
+/**
+ * Sends `message` to the worker: `answer` resolves to its reply, `onPiece` hears streamed text. The id
+ * is taken at once, so an abort sent right after names this call.
+ */
+function call(message, transfer = [], onPiece) {
   const id = ++calls;
-  return new Promise((resolve, reject) => {
-    pending.set(id, { resolve, reject, onPiece });
-    w.postMessage({ ...message, id }, transfer);
-  });
+  const answer = engineWorker().then((w) =>
+    new Promise((resolve, reject) => {
+      pending.set(id, { resolve, reject, onPiece });
+      w.postMessage({ ...message, id }, transfer);
+    })
+  );
+  return { id, answer };
+}
+
+/** `call`'s answer alone. */
+function ask(message, transfer = [], onPiece) {
+  return call(message, transfer, onPiece).answer;
 }
 
 // ---- The backend: api.js's exports, answered in the tab. ----
@@ -69,12 +79,8 @@ export async function complete(request, onChunk, signal) {
   if (request.session) body.session = request.session;
   if (request.saveSession) body.save_session = true;
   signal?.throwIfAborted();
-  const content = { text: "" };
-  const done = ask({ type: "complete", body }, [], (piece) => {
-    content.text += piece;
-    onChunk(piece);
-  });
-  const id = calls;
+  const { id, answer: done } = call({ type: "complete", body }, [], onChunk);
+  // Posted after the request (the worker takes messages in order), heard between two tokens.
   const stop = () => engineWorker().then((w) => w.postMessage({ type: "abort", id }));
   signal?.addEventListener("abort", stop, { once: true });
   try {
