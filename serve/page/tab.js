@@ -30,7 +30,7 @@ function engineWorker() {
       if (m.type === "piece") return call.onPiece?.(m.text);
       pending.delete(m.id);
       if (m.type === "error") call.reject(new ApiError(m.error.message, m.error.status, m.error.code));
-      else call.resolve(m.type === "loaded" ? m.info : m.type === "done" ? m.result : m.value);
+      else call.resolve(m.value);
     };
   });
   return worker;

@@ -6,11 +6,10 @@
 // (serve/slot-run.ts). So the same request gives the same tokens, and a saved session is the bytes the
 // server would have written.
 //
-// Messages in:  {type: "load", bytes, name, sha256?} | {type: "complete", id, body} | {type: "abort", id}
-//               {type: "count", id, messages} | {type: "session-get", id, session} | {type: "session-put", id, bytes}
-//               {type: "bench", id, prompt, decode}
-// Messages out: {type: "loaded", id, info} | {type: "piece", id, text} | {type: "done", id, result}
-//               {type: "error", id, error: {message, status, code}} | {type: "reply", id, value}
+// Messages in: {type, id, ...}: "load" {bytes, name, sha256?}, "complete" {body}, "abort", "count"
+// {messages}, "session-get" {session}, "session-put" {bytes}, "bench" {prompt, decode}.
+// Messages out: {type: "reply", id, value} | {type: "piece", id, text} (a reply's text as it comes)
+// | {type: "error", id, error: {message, status, code}} | {type: "ready"} once, when the modules loaded.
 import { intEngineFromBytes } from "../../engines/int/from-bytes.ts";
 import { precheck, prepare } from "../prompt.ts";
 import { readChatRequest } from "../requests.ts";
@@ -162,22 +161,22 @@ async function bench(prompt, decode) {
   return { prefillMs: t1 - t0, decodeMs: performance.now() - t1 };
 }
 
+/** What each message asks for, by its type: the value to answer with. */
+const ANSWERS = {
+  load: (m) => load(m),
+  complete: (m) => complete(m.id, m.body),
+  count: (m) => count(m.messages),
+  "session-put": (m) => putSession(m.bytes),
+  "session-get": (m) => getSession(m.session),
+  bench: (m) => bench(m.prompt, m.decode),
+};
+
 self.onmessage = async ({ data: m }) => {
+  if (m.type === "abort") return running.get(m.id)?.abort();
   try {
-    if (m.type === "abort") return running.get(m.id)?.abort();
-    if (m.type === "load") return postMessage({ type: "loaded", id: m.id, info: load(m) });
-    if (m.type === "complete") {
-      return postMessage({ type: "done", id: m.id, result: await complete(m.id, m.body) });
-    }
-    if (m.type === "count") return postMessage({ type: "reply", id: m.id, value: count(m.messages) });
-    if (m.type === "session-put") {
-      return postMessage({ type: "reply", id: m.id, value: await putSession(m.bytes) });
-    }
-    if (m.type === "bench") return postMessage({ type: "reply", id: m.id, value: await bench(m.prompt, m.decode) });
-    if (m.type === "session-get") {
-      return postMessage({ type: "reply", id: m.id, value: await getSession(m.session) });
-    }
-    throw new Error(`unknown message ${m.type}`);
+    if (!Object.hasOwn(ANSWERS, m.type)) throw new Error(`unknown message ${m.type}`);
+    const value = await ANSWERS[m.type](m);
+    postMessage({ type: "reply", id: m.id, value });
   } catch (e) {
     postMessage({ type: "error", id: m.id, error: errorOf(e) });
   }
