@@ -93,6 +93,7 @@ test("nothing outside the closure is served, and no path leads out of it", async
       "/src/node_modules/smol-toml/package.json",
       "/src/serve/page/chat.js",
       "/src/model/tokenizer",
+      "/src/%E0%A4%A",
     ]
   ) {
     expect([404, 400]).toContain((await app.request(path)).status);

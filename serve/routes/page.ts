@@ -103,7 +103,12 @@ async function serverManifest(model: string | undefined): Promise<TabManifest> {
 /** The tab's worker and the modules it imports under `/src/` (their repository paths; types stripped). */
 function moduleRoutes(app: Hono): void {
   app.get("/src/*", (c) => {
-    const path = decodeURIComponent(c.req.path.slice("/src/".length));
+    let path: string;
+    try {
+      path = decodeURIComponent(c.req.path.slice("/src/".length));
+    } catch {
+      return c.json({ error: { message: "a malformed module path" } }, 400);
+    }
     const module = browserModules().get(path);
     if (!module) return c.json({ error: { message: `no module ${path} for the tab` } }, 404);
     const headers = { "Content-Type": JS, "Cache-Control": "no-cache", "ETag": module.etag };
@@ -114,11 +119,16 @@ function moduleRoutes(app: Hono): void {
 
 /** `/page/model.json` and the model file itself, streamed from disk. */
 function modelRoutes(app: Hono, model: string | undefined): void {
-  let manifest: { stamp: string; made: Promise<TabManifest> } | undefined;
   const stampOf = () => (model ? `${statSync(model, { throwIfNoEntry: false })?.mtimeMs}` : "");
+  // Hashed now, while the server starts, so the page's first request does not wait for a large file.
+  const made = () => {
+    const m = { stamp: stampOf(), made: serverManifest(model) };
+    m.made.catch(() => {}); // a failure is answered when the manifest is asked for
+    return m;
+  };
+  let manifest = made();
   app.get("/page/model.json", async (c) => {
-    const stamp = stampOf();
-    if (manifest?.stamp !== stamp) manifest = { stamp, made: serverManifest(model) };
+    if (manifest.stamp !== stampOf()) manifest = made();
     return c.json(await manifest.made, 200, { "Cache-Control": "no-cache" });
   });
   if (!model || !model.endsWith(".lut4")) return;
