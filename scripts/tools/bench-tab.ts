@@ -8,8 +8,10 @@
  * reload: the model comes from IndexedDB).
  *
  * Every engine is timed the same way: `--prompt` tokens fed at once on a fresh session (prefill), then
- * `--decode` greedy tokens, each picked and fed (decode); the best of `--runs`. wllama reports its own
- * prompt and predicted timings (llama.cpp's server timings) for the same prompt and token budget.
+ * `--decode` greedy tokens, each picked and fed (decode); the best of `--runs` rounds, each round
+ * timing every engine once (so a burst of load on a shared machine falls on all of them). wllama
+ * reports its own prompt and predicted timings (llama.cpp's server timings) for the same prompt and
+ * token budget.
  *
  * @example
  * ```ts
@@ -17,6 +19,7 @@
  * ```
  * @module
  */
+import { spawnSync } from "node:child_process";
 import { createServer } from "node:http";
 import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -29,6 +32,7 @@ import { readCheckpoint } from "../../formats/checkpoint.ts";
 import { ggufFormat } from "../../formats/gguf.ts";
 import { lut4Format } from "../../formats/lut4.ts";
 import type { ModelConfig } from "../../model/config.ts";
+import type { Engine } from "../../model/engine.ts";
 import { tensorSource } from "../../model/tensor.ts";
 import { encode } from "../../model/tokenizer.ts";
 import { createApp } from "../../serve/app.ts";
@@ -71,45 +75,82 @@ function promptText(n: number): string {
 }
 
 /** The best of `runs` timings in tokens per second. */
-function best(runs: Array<{ prefillMs: number; decodeMs: number }>, prompt: number, decode: number): Rates {
+function best(runs: Timing[], prompt: number, decode: number): Rates {
   return {
     prefillTps: Math.max(...runs.map((r) => prompt / (r.prefillMs / 1000))),
     decodeTps: Math.max(...runs.map((r) => decode / (r.decodeMs / 1000))),
   };
 }
 
-/** The integer engine in this process: the same loop as the worker's `bench`. */
-async function engineRates(lut4: string, prompt: number[], decode: number, runs: number): Promise<Rates> {
-  const engine = await loadIntEngine(lut4);
-  const times = [];
-  for (let r = 0; r < runs; r++) {
-    const s = engine.start();
-    const t0 = performance.now();
-    await s.feed(prompt, "none");
-    const t1 = performance.now();
-    for (let i = 0; i < decode; i++) await s.feed([s.pick()], "none");
-    times.push({ prefillMs: t1 - t0, decodeMs: performance.now() - t1 });
-  }
-  return best(times, prompt.length, decode);
+/** One timing: the prompt fed at once, then the decode. */
+interface Timing {
+  prefillMs: number;
+  decodeMs: number;
 }
 
-/** The same measurement under Deno, in a child process running this script with `--engine-only`. */
-async function denoRates(lut4: string, promptTokens: number, decode: number, runs: number): Promise<Rates> {
-  const { spawnSync } = await import("node:child_process");
+/** What wllama reports of one completion (llama.cpp's server timings). */
+interface WllamaTimings {
+  prompt_n: number;
+  prompt_per_second: number;
+  predicted_n: number;
+  predicted_per_second: number;
+}
+
+/** The integer engine in this process, once: the same loop as the worker's `bench`. */
+async function engineTiming(engine: Engine, prompt: number[], decode: number): Promise<Timing> {
+  const s = engine.start();
+  const t0 = performance.now();
+  await s.feed(prompt, "none");
+  const t1 = performance.now();
+  for (let i = 0; i < decode; i++) await s.feed([s.pick()], "none");
+  return { prefillMs: t1 - t0, decodeMs: performance.now() - t1 };
+}
+
+/**
+ * The same under Deno, in a child process running this script with `--engine-only`: a warm-up run,
+ * then the timed one (the first run of a fresh process includes WebAssembly's tier-up).
+ */
+function denoTiming(lut4: string, promptTokens: number, decode: number): Timing {
   const args = ["run", "-A", join(ROOT, "scripts/tools/bench-tab.ts"), "--engine-only", lut4];
-  const r = spawnSync("deno", [
-    ...args,
-    "--prompt",
-    `${promptTokens}`,
-    "--decode",
-    `${decode}`,
-    "--runs",
-    `${runs}`,
-  ], {
+  const r = spawnSync("deno", [...args, "--prompt", `${promptTokens}`, "--decode", `${decode}`], {
     encoding: "utf8",
   });
   if (r.status !== 0) throw new Error(`deno engine run failed: ${r.stderr}`);
   return JSON.parse(r.stdout.trim().split("\n").at(-1)!);
+}
+
+/**
+ * Opening the page to the first text of a reply in tab mode: cold (a fresh profile: the model is
+ * downloaded) and warm (a reload: the model comes from IndexedDB). What runs in the page is given as
+ * source text: this script is type-checked without the DOM.
+ */
+// deno-lint-ignore no-explicit-any
+async function firstTokenTimes(page: any, url: string): Promise<{ coldMs: number; warmMs: number }> {
+  const status = (re: string) => `${re}.test(document.getElementById("tab-status").textContent)`;
+  const replied = '!document.querySelector("#log li.streaming")';
+  const firstToken = async () => {
+    await page.fill("#prompt", "Where is the jury?");
+    await page.press("#prompt", "Enter");
+    await page.waitForFunction(`(() => {
+      const li = document.querySelector("#log li.assistant:last-child");
+      return li !== null && (li.textContent.length > 40 || !li.classList.contains("streaming"));
+    })()`);
+  };
+  const t0 = performance.now();
+  await page.goto(url);
+  await page.selectOption("#where", "tab");
+  await page.click("#tab-load-server");
+  await page.waitForFunction(status("/downloaded from the server/"));
+  await firstToken();
+  const coldMs = performance.now() - t0;
+  await page.waitForFunction(replied);
+  const t1 = performance.now();
+  await page.reload();
+  await page.waitForFunction(status("/kept in this browser/"));
+  await firstToken();
+  const warmMs = performance.now() - t1;
+  await page.waitForFunction(replied);
+  return { coldMs, warmMs };
 }
 
 /** The default model exported as lut4 and as ferry's Q4_0 GGUF into `dir`. */
@@ -176,7 +217,9 @@ await run(async () => {
   const text = promptText(promptN);
   const prompt = encode(text, { bos: true });
   if (values["engine-only"]) {
-    console.log(JSON.stringify(await engineRates(positionals[0], prompt, decode, runs)));
+    const engine = await loadIntEngine(positionals[0]);
+    await engineTiming(engine, prompt, decode);
+    console.log(JSON.stringify(await engineTiming(engine, prompt, decode)));
     return;
   }
   const dir = await mkdtemp(join(tmpdir(), "ferry-bench-tab-"));
@@ -188,76 +231,53 @@ await run(async () => {
   });
   try {
     const { lut4, gguf } = await exports(dir);
-    const bun = await engineRates(lut4, prompt, decode, runs);
-    const deno = await denoRates(lut4, promptN, decode, runs);
 
     // The tab: the ferry server hands out the page, the modules and the model; the worker runs it.
     const engine = await loadIntEngine(lut4);
     const server = await listen(createApp({ engine }).fetch, { hostname: "127.0.0.1", port: 0 });
-    const context = await browser.newContext();
-    const page = await context.newPage();
-    // What runs in the page is given as source text: this script is type-checked without the DOM.
-    const status = (re: string) => `${re}.test(document.getElementById("tab-status").textContent)`;
-    const t0 = performance.now();
-    await page.goto(server.url);
-    await page.selectOption("#where", "tab");
-    await page.click("#tab-load-server");
-    await page.waitForFunction(status("/downloaded from the server/"));
-    const firstToken = async () => {
-      await page.fill("#prompt", "Where is the jury?");
-      await page.press("#prompt", "Enter");
-      await page.waitForFunction(`(() => {
-        const li = document.querySelector("#log li.assistant:last-child");
-        return li !== null && (li.textContent.length > 40 || !li.classList.contains("streaming"));
-      })()`);
-    };
-    await firstToken();
-    const coldMs = performance.now() - t0;
-    const replied = '!document.querySelector("#log li.streaming")';
-    await page.waitForFunction(replied);
-    const t1 = performance.now();
-    await page.reload();
-    await page.waitForFunction(status("/kept in this browser/"));
-    await firstToken();
-    const warmMs = performance.now() - t1;
-    await page.waitForFunction(replied);
-    const tabRuns = [];
-    for (let r = 0; r < runs; r++) {
-      tabRuns.push(
-        await page.evaluate(
-          `import("/page/tab.js").then((t) => t.benchTab(${JSON.stringify(prompt)}, ${decode}))`,
-        ),
-      );
-    }
-    const tab = best(tabRuns, prompt.length, decode);
-    await context.close();
-    await server.close();
+    const page = await (await browser.newContext()).newPage();
+    const { coldMs, warmMs } = await firstTokenTimes(page, server.url);
 
     // wllama on ferry's Q4_0 GGUF, one thread, CPU only, in the same Chromium.
     const ws = await wllamaServer(gguf);
     const wpage = await (await browser.newContext()).newPage();
     await wpage.goto(ws.url);
-    const wllamaRuns = await wpage.evaluate(`(async () => {
+    await wpage.evaluate(`(async () => {
       const { Wllama } = await import("/wllama/index.js");
-      const w = new Wllama({ default: "/wllama/wasm/wllama.wasm" }, { suppressNativeLog: true });
+      globalThis.w = new Wllama({ default: "/wllama/wasm/wllama.wasm" }, { suppressNativeLog: true });
       await w.loadModelFromUrl("/model.gguf", { n_threads: 1, n_ctx: 512, n_batch: 512, n_gpu_layers: 0 });
-      const out = [];
-      for (let r = 0; r < ${runs}; r++) {
-        const res = await w.createCompletion({
+    })()`);
+
+    // Rounds, each engine once per round, so a burst of load on the shared machine hits all of them.
+    const times = { tab: [] as Timing[], bun: [] as Timing[], deno: [] as Timing[] };
+    const wllamaRuns: WllamaTimings[] = [];
+    const bunEngine = await loadIntEngine(lut4);
+    for (let r = 0; r < runs; r++) {
+      times.tab.push(
+        await page.evaluate(
+          `import("/page/tab.js").then((t) => t.benchTab(${JSON.stringify(prompt)}, ${decode}))`,
+        ),
+      );
+      times.bun.push(await engineTiming(bunEngine, prompt, decode));
+      times.deno.push(denoTiming(lut4, promptN, decode));
+      wllamaRuns.push(
+        await wpage.evaluate(`w.createCompletion({
           prompt: ${JSON.stringify(text)},
           max_tokens: ${decode},
           temperature: 0,
           ignore_eos: true,
           cache_prompt: false,
-        });
-        out.push(res.timings);
-      }
-      return out;
-    })()`);
+        }).then((res) => res.timings)`),
+      );
+    }
     ws.close();
+    await server.close();
+    const tab = best(times.tab, prompt.length, decode);
+    const bun = best(times.bun, prompt.length, decode);
+    const deno = best(times.deno, prompt.length, decode);
     const wllama = {
-      prefillTps: Math.max(...wllamaRuns.map((t: { prompt_per_second: number }) => t.prompt_per_second)),
-      decodeTps: Math.max(...wllamaRuns.map((t: { predicted_per_second: number }) => t.predicted_per_second)),
+      prefillTps: Math.max(...wllamaRuns.map((t) => t.prompt_per_second)),
+      decodeTps: Math.max(...wllamaRuns.map((t) => t.predicted_per_second)),
       promptTokens: wllamaRuns[0].prompt_n,
       decodeTokens: wllamaRuns[0].predicted_n,
     };
