@@ -165,6 +165,18 @@ async function download(model, onProgress) {
   return out.buffer;
 }
 
+/**
+ * Keeps a loaded model for the next visit; resolves to why it could not (a private window without
+ * IndexedDB, a full quota), or undefined. The model runs either way.
+ */
+async function keep(record) {
+  try {
+    await keepModel(record);
+  } catch (e) {
+    return e?.message ?? String(e);
+  }
+}
+
 /** Loads the server's model: from the kept copy when its SHA-256 matches, else downloaded and kept. */
 export async function loadServerModel(onProgress = () => {}) {
   const m = await manifest();
@@ -175,16 +187,16 @@ export async function loadServerModel(onProgress = () => {}) {
   }
   const bytes = await download(m.model, onProgress);
   const info = await loadBytes(bytes, m.model.name, m.model.sha256);
-  await keepModel({ name: m.model.name, sha256: info.sha256, bytes, from: "server" });
-  return { ...info, from: "server" };
+  const unkept = await keep({ name: m.model.name, sha256: info.sha256, bytes, from: "server" });
+  return { ...info, from: "server", unkept };
 }
 
 /** Loads a lut4 file chosen from disk (read by the worker's full reader) and keeps it. */
 export async function loadFileModel(file) {
   const bytes = await file.arrayBuffer();
   const info = await loadBytes(bytes, file.name);
-  await keepModel({ name: file.name, sha256: info.sha256, bytes, from: "disk" });
-  return { ...info, from: "disk" };
+  const unkept = await keep({ name: file.name, sha256: info.sha256, bytes, from: "disk" });
+  return { ...info, from: "disk", unkept };
 }
 
 /** Loads the kept model, if there is one; resolves to its info or null. */
@@ -206,9 +218,12 @@ function megabytes(n) {
 function showLoaded(info) {
   const whence =
     { kept: "kept in this browser", server: "downloaded from the server", disk: "read from disk" }[info.from];
-  $("tab-status").textContent =
-    `${info.id} (${megabytes(info.bytes)}, SHA-256 ${info.sha256.slice(0, 12)}…) ${whence}; ` +
-    `this browser keeps ${megabytes(info.bytes)} for it`;
+  const kept = info.unkept
+    ? `not kept in this browser (${info.unkept}): a reload needs it again`
+    : `this browser keeps ${megabytes(info.bytes)} for it`;
+  $("tab-status").textContent = `${info.id} (${megabytes(info.bytes)}, SHA-256 ${
+    info.sha256.slice(0, 12)
+  }…) ${whence}; ${kept}`;
   $("tab-status").classList.remove("error");
 }
 
