@@ -9,7 +9,11 @@ import { afterAll, afterEach, beforeAll, expect, setDefaultTimeout, test } from 
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
+import { loadEngine } from "../engines/mod.ts";
 import { parseLut4 } from "../formats/lut4.ts";
+import { createApp } from "../serve/app.ts";
+import { listen } from "../serve/listen.ts";
+import { createSessionStore } from "../serve/session-store.ts";
 import { launchBrowser } from "./helpers/browser.ts";
 import { scratchDir } from "./helpers/lut4-fixture.ts";
 import { serveStatic, serveTabChat, switchToTab, tabModelSettled, type TabServer } from "./helpers/tab.ts";
@@ -321,4 +325,46 @@ test("Stop ends a reply in the tab at once, and the tab's engine answers the nex
   expect(whole.content.startsWith(r.text)).toBe(true);
   expect(r.next).toBeGreaterThan(0);
   await page.close();
+});
+
+test("the float engine in the tab is the server's float engine on the same file: its tokens, its session bytes", async () => {
+  const float = await listen(
+    createApp({
+      engine: await loadEngine(server.lut4, "float"),
+      sessions: await createSessionStore(join(scratchDir(), "float-sessions")),
+    }).fetch,
+    { hostname: "127.0.0.1", port: 0 },
+  );
+  try {
+    const page = await openPage();
+    await switchToTab(page);
+    await page.click("#tab-load-server");
+    await tabModelSettled(page);
+    await page.selectOption("#tab-engine", "float");
+    await page.waitForFunction(() => document.getElementById("model")!.textContent!.includes("float engine"));
+    await settings(page, "21");
+    const tab = await send(page, "Where is the jury?", 1);
+    expect(await page.textContent("#stats")).toMatch(/tok\/s · float in this tab$/);
+    const inTab = await saveSession(page);
+    const body = {
+      messages: [{ role: "user", content: "Where is the jury?" }],
+      ...SAMPLING,
+      seed: 21,
+      save_session: true,
+    };
+    const res = await (await fetch(`${float.url}v1/chat/completions`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+    })).json();
+    const onServer = new Uint8Array(
+      await (await fetch(`${float.url}v1/sessions/${res.session}`)).arrayBuffer(),
+    );
+    expect(tab.length).toBeGreaterThan(0);
+    expect(tab).toBe(res.choices[0].message.content);
+    expect(inTab).toEqual(onServer);
+    await page.close();
+  } finally {
+    await float.close();
+  }
 });

@@ -37,13 +37,20 @@ export function intEngineFromBytes(
   opts: { simd?: boolean; sha256?: string } = {},
 ): BytesEngine {
   const file = parseLut4(bytes, name);
-  if (opts.sha256 !== undefined && opts.sha256 !== file.sha256) {
-    throw new FormatError(
-      name,
-      "sha256",
-      `${name}: sha256: the file's SHA-256 is ${file.sha256}, expected ${opts.sha256}: damaged on the way or changed since`,
-      { expected: opts.sha256, found: file.sha256 },
-    );
-  }
+  checkDigest(name, file.sha256, opts.sha256);
   return { engine: intEngineFromFile(file, opts), sha256: file.sha256, bytes: file.bytes };
+}
+
+/**
+ * Refuses a file whose SHA-256 (`found`, hex) is not the one a download's manifest promised
+ * (`expected`; absent: nothing promised, nothing checked).
+ */
+export function checkDigest(name: string, found: string, expected?: string): void {
+  if (expected === undefined || expected === found) return;
+  throw new FormatError(
+    name,
+    "sha256",
+    `${name}: sha256: the file's SHA-256 is ${found}, expected ${expected}: damaged on the way or changed since`,
+    { expected, found },
+  );
 }

@@ -135,10 +135,19 @@ export async function manifest() {
   return { server: true, model: null, reason: "this server offers no model file to the tab" };
 }
 
+const ENGINE_KEY = "ferry.tab-engine";
+let current = null; // the bytes the worker's engine was built on: { bytes, name, sha256 }, for a switch of engine
+
+/** The engine the tab runs a model on: "int" (the default) or "float" (the settings' choice). */
+function engineChoice() {
+  return localStorage.getItem(ENGINE_KEY) === "float" ? "float" : "int";
+}
+
 /** Hands `bytes` to the worker, which reads them with the lut4 reader; `sha256` is checked when given. */
 async function loadBytes(bytes, name, sha256) {
   // A copy goes to the worker: the page keeps its own to store once the reader accepted it.
-  loaded = await ask({ type: "load", bytes, name, sha256 });
+  loaded = await ask({ type: "load", bytes, name, sha256, engine: engineChoice() });
+  current = { bytes, name, sha256: loaded.sha256 };
   return loaded;
 }
 
@@ -252,17 +261,20 @@ export async function mountTab(serverBackend, onChange) {
   const wanted = !offer.server || localStorage.getItem(MODE_KEY) === "tab" ? "tab" : "server";
   where.value = wanted;
 
+  let lastFrom = "kept";
   const busy = async (what) => {
-    for (const b of panel.querySelectorAll("button, input")) b.disabled = true;
+    for (const b of panel.querySelectorAll("button, input, select")) b.disabled = true;
     $("tab-status").textContent = "loading the model…";
     $("tab-status").classList.remove("error");
     try {
-      showLoaded(await what());
+      const info = await what();
+      lastFrom = info.from;
+      showLoaded(info);
       onChange(self);
     } catch (e) {
       showRefusal(e);
     } finally {
-      for (const b of panel.querySelectorAll("button, input")) b.disabled = false;
+      for (const b of panel.querySelectorAll("button, input, select")) b.disabled = false;
       $("tab-load-server").disabled = !offer.model;
       progress.hidden = true;
     }
@@ -290,6 +302,13 @@ export async function mountTab(serverBackend, onChange) {
     const file = e.target.files[0];
     e.target.value = "";
     if (file) fromFile(file);
+  });
+  $("tab-engine").value = engineChoice();
+  $("tab-engine").addEventListener("change", (e) => {
+    localStorage.setItem(ENGINE_KEY, e.target.value);
+    if (!current) return;
+    const { bytes, name, sha256 } = current, from = lastFrom;
+    busy(async () => ({ ...(await loadBytes(bytes, name, sha256)), from }));
   });
   $("tab-forget").addEventListener("click", async () => {
     await forgetModel();

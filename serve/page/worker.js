@@ -6,7 +6,7 @@
 // (serve/slot-run.ts). So the same request gives the same tokens, and a saved session is the bytes the
 // server would have written.
 //
-// Messages in: {type, id, ...}: "load" {bytes, name, sha256?}, "complete" {body}, "abort", "count"
+// Messages in: {type, id, ...}: "load" {bytes, name, sha256?, engine?: "int" | "float"}, "complete" {body}, "abort", "count"
 // {messages}, "session-get" {session}, "session-put" {bytes}, "bench" {prompt, decode}.
 // Messages out: {type: "reply", id, value} | {type: "piece", id, text} (a reply's text as it comes)
 // | {type: "error", id, error: {message, status, code}} | {type: "ready"} once, when the modules loaded.
@@ -45,9 +45,22 @@ function errorOf(e) {
   return { message: e.message ?? String(e), status: e.status ?? 0, code: e.code ?? null, name: e.name };
 }
 
-function load({ bytes, name, sha256 }) {
+/**
+ * Builds the engine on a lut4 file's bytes: the integer engine, or (`engine: "float"`) the float engine
+ * on the file's dequantized tensors, as the server's `--engine float` runs a lut4 file. The float
+ * engine's modules are imported only when it is asked for.
+ */
+async function load({ bytes, name, sha256, engine = "int" }) {
   const t0 = performance.now();
-  const made = intEngineFromBytes(new Uint8Array(bytes), name, { sha256 });
+  const made = engine === "float"
+    ? (await import("../../engines/float-from-bytes.ts")).floatEngineFromLut4Bytes(
+      new Uint8Array(bytes),
+      name,
+      {
+        sha256,
+      },
+    )
+    : intEngineFromBytes(new Uint8Array(bytes), name, { sha256 });
   ctx = {
     engine: made.engine,
     sessions: sessionStore(),
