@@ -12,6 +12,8 @@ import { dirname, join } from "node:path";
 import { crc32 } from "node:zlib";
 import { intEngineFromBytes } from "../engines/int/from-bytes.ts";
 import { loadIntEngine } from "../engines/int/engine.ts";
+import { floatEngineFromLut4Bytes } from "../engines/float-from-bytes.ts";
+import { loadEngine } from "../engines/mod.ts";
 import { parseLut4 } from "../formats/lut4.ts";
 import { generateAll } from "../model/generate.ts";
 import { encode } from "../model/tokenizer.ts";
@@ -141,7 +143,7 @@ test("the manifest offers the served lut4 file with its SHA-256; another format 
     .toBe(404);
 });
 
-test("the bytes entry builds the engine the path loader builds, and refuses what the reader refuses", async () => {
+test("the bytes entries build the engines the path loaders build, and refuse what the reader refuses", async () => {
   const lut4 = await defaultLut4();
   const bytes = new Uint8Array(readFileSync(lut4));
   const made = intEngineFromBytes(bytes, "ferry.lut4");
@@ -150,6 +152,11 @@ test("the bytes entry builds the engine the path loader builds, and refuses what
   const opts = { maxTokens: 24, temperature: 0.8, topK: 40, seed: 7 };
   expect(await generateAll(made.engine, prompt, opts)).toEqual(await generateAll(onDisk, prompt, opts));
   expect(made.sha256).toBe(createHash("sha256").update(bytes).digest("hex"));
+  const float = floatEngineFromLut4Bytes(bytes, "ferry.lut4").engine;
+  expect(float.kind).toBe("float");
+  expect(await generateAll(float, prompt, opts)).toEqual(
+    await generateAll(await loadEngine(lut4, "float"), prompt, opts),
+  );
   expect(() => intEngineFromBytes(bytes, "ferry.lut4", { sha256: "0".repeat(64) })).toThrow(
     `ferry.lut4: sha256: the file's SHA-256 is ${made.sha256}, expected ${"0".repeat(64)}`,
   );
