@@ -41,7 +41,7 @@ export function createApp(opts: ChatAppOptions): Hono {
   const ctx = createServerContext(opts);
   return guarded(opts, ctx.metrics)
     .route("/", healthRoutes())
-    .route("/", pageRoutes())
+    .route("/", pageRoutes({ model: ctx.engine.source }))
     .route("/", tokenRoutes(ctx))
     .route("/", metricsRoutes(ctx))
     .route("/v1", modelRoutes(ctx))
