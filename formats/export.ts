@@ -30,7 +30,7 @@ import {
   isCheckpoint,
   openCheckpointModel,
 } from "./checkpoint.ts";
-import { hfFormat } from "./huggingface.ts";
+import { hfFormat, openHuggingFace } from "./huggingface.ts";
 import { requireInput, unreadable } from "./io.ts";
 import { type FormatDescriptor, formatNamed, FORMATS, type WriteResult } from "./mod.ts";
 import { type ModelConfig, paramShapes, PRESETS, readConfigFile } from "../model/config.ts";
@@ -38,6 +38,7 @@ import { FormatError } from "../model/error.ts";
 import type { Tensor } from "../model/tensor.ts";
 import type { Lut4Calibrator } from "./lut4-types.ts";
 import { tensorSource } from "../model/tensor.ts";
+import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 
 /** The checkpoint exported when no input is given: the shipped model. */
 export const DEFAULT_INPUT = "model/default/ferry.ckpt";
@@ -76,6 +77,8 @@ export interface CheckpointInput extends CheckpointModel {
   name: string;
   /** The training run the weights came from, `path@stepN`. */
   source: string;
+  /** The model's own tokenizer, when the input carries one (absent: a byte model). */
+  tokenizer?: TokenizerFiles;
 }
 
 /**
@@ -133,16 +136,33 @@ async function openExport(path: string, format: FormatDescriptor, preset?: strin
       },
     );
   }
-  const { config, tensors, origin } = await format.read(path);
+  if (format === hfFormat) {
+    // A Hugging Face folder streams: its tensors are read a chunk at a time while the writer runs.
+    const hf = await openHuggingFace(path);
+    const step = hf.origin.step ?? 0;
+    return {
+      path,
+      step,
+      config: hf.config,
+      configFrom: join(path, "config.json"),
+      tensors: hf.sources,
+      name: hf.origin.name ?? exportName(path, format),
+      source: hf.origin.source ?? `${path}@step${step}`,
+      ...(hf.tokenizer ? { tokenizer: hf.tokenizer } : {}),
+      close: hf.close,
+    };
+  }
+  const { config, tensors, origin, tokenizer } = await format.read(path);
   const step = origin?.step ?? 0;
   return {
     path,
     step,
     config,
-    configFrom: format === hfFormat ? join(path, "config.json") : path,
+    configFrom: path,
     tensors: canonicalOrder(config, tensors).map(tensorSource),
     name: origin?.name ?? exportName(path, format),
     source: origin?.source ?? `${path}@step${step}`,
+    ...(tokenizer ? { tokenizer } : {}),
     close: () => Promise.resolve(),
   };
 }
@@ -298,6 +318,7 @@ export async function exportCheckpoint(opts: ExportOptions = {}): Promise<Export
       source: model.source,
       step: model.step,
       name: model.name,
+      ...(model.tokenizer ? { tokenizer: model.tokenizer } : {}),
     }, { dtype, onProgress: (d, t) => opts.onProgress?.("write", d, t), calibrate: opts.calibrate });
     const { file: written, bytes, params, tensors, ...details } = result;
     return {
