@@ -17,7 +17,7 @@
  * @module
  */
 import { readFile, stat } from "node:fs/promises";
-import { writeAtomic } from "./io.ts";
+import { openAtomic, writeAtomic } from "./io.ts";
 import { parse as parseToml, stringify as stringifyToml } from "smol-toml";
 import {
   checkTensors,
@@ -28,7 +28,9 @@ import {
   paramShapes,
   validateConfig,
 } from "../model/config.ts";
-import { materialize, type Tensor } from "../model/tensor.ts";
+import { numel, type Tensor } from "../model/tensor.ts";
+import { TOKENIZER_FILE_NAMES, type TokenizerFiles } from "../model/tokenizer-types.ts";
+import { checkTokenizerFiles, tokenizerInfo } from "./huggingface-tokenizer.ts";
 import type { ExportOrigin, FormatDescriptor } from "./format.ts";
 import { FormatError, type RefusalDetail } from "../model/error.ts";
 
@@ -51,6 +53,7 @@ export type F64LinesErrorKind =
   | "mismatch" // writing: names and arrays differ in count
   | "f32" // reading tensors: a value that does not narrow to f32 exactly
   | "shape" // reading tensors: names or lengths differ from the expected shapes
+  | "tokenizer" // reading a model: a `ferry.tokenizer/<file>` record that is not a tokenizer file's bytes
   | "file"; // the file (or the config beside it) cannot be read
 
 /**
@@ -598,7 +601,79 @@ export function f64LinesToTensors(
   where = "<string>",
   shapes?: readonly ParamShape[],
 ): Tensor[] {
-  const { names, arrays, lines } = parseF64Lines(input, where);
+  return parsedToTensors(parseF64Lines(input, where), input, where, shapes);
+}
+
+/**
+ * A model's f64lines file: its tensors (as `f64LinesToTensors` with `shapes`) and the tokenizer files
+ * its trailing `ferry.tokenizer/<file>` records carry, each record's values the file's UTF-8 bytes,
+ * checked as every format checks a tokenizer (against `vocabSize`). No records: a byte model.
+ *
+ * @example
+ * ```ts
+ * const { tensors, tokenizer } = f64LinesModel(bytes, "m.f64lines", paramShapes(config), config.vocab_size);
+ * ```
+ */
+export function f64LinesModel(
+  input: Uint8Array,
+  where: string,
+  shapes: readonly ParamShape[],
+  vocabSize: number,
+): { tensors: Tensor[]; tokenizer?: TokenizerFiles } {
+  const parsed = parseF64Lines(input, where);
+  const first = parsed.names.findIndex((n) => n.startsWith(TOKENIZER_RECORD_PREFIX));
+  if (first < 0) return { tensors: parsedToTensors(parsed, input, where, shapes) };
+  const cut = (a: F64Lines) => ({ ...a, names: a.names.slice(0, first), arrays: a.arrays.slice(0, first) });
+  const tensors = parsedToTensors(
+    { ...cut(parsed), lines: parsed.lines.slice(0, first) },
+    input,
+    where,
+    shapes,
+  );
+  const files: Record<string, string> = {};
+  for (let k = first; k < parsed.names.length; k++) {
+    const name = parsed.names[k], file = name.slice(TOKENIZER_RECORD_PREFIX.length);
+    const bad = (why: string) => new F64LinesError(where, "tokenizer", parsed.lines[k], 4, `${name}: ${why}`);
+    if (!name.startsWith(TOKENIZER_RECORD_PREFIX)) throw bad("a tensor after the tokenizer records");
+    if (!(TOKENIZER_FILE_NAMES as readonly string[]).includes(file) || Object.hasOwn(files, file)) {
+      throw bad(`not a tokenizer file name (${TOKENIZER_FILE_NAMES.join(", ")}) or a repeat`);
+    }
+    const values = parsed.arrays[k], bytes = new Uint8Array(values.length);
+    for (let i = 0; i < values.length; i++) {
+      if (!(values[i] >= 0 && values[i] <= 255 && Number.isInteger(values[i]))) {
+        throw bad(`value ${i} is ${values[i]}, not a byte (an integer 0 to 255)`);
+      }
+      bytes[i] = values[i];
+    }
+    try {
+      files[file] = TEXT.decode(bytes);
+    } catch {
+      throw bad("the bytes are not valid UTF-8");
+    }
+  }
+  if (files["tokenizer.json"] === undefined) {
+    throw new F64LinesError(
+      where,
+      "tokenizer",
+      0,
+      0,
+      `the tokenizer records have no ${TOKENIZER_RECORD_PREFIX}tokenizer.json`,
+    );
+  }
+  const tokenizer = files as TokenizerFiles;
+  checkTokenizerFiles(tokenizer, vocabSize, { dir: where, config: f64linesConfigPath(where) });
+  return { tensors, tokenizer };
+}
+
+const TEXT = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+function parsedToTensors(
+  parsed: F64Lines,
+  input: string | Uint8Array,
+  where: string,
+  shapes?: readonly ParamShape[],
+): Tensor[] {
+  const { names, arrays, lines } = parsed;
   if (shapes && shapes.length !== names.length) {
     const why = `holds ${names.length} arrays where ${shapes.length} are expected`;
     throw new F64LinesError(where, "shape", 0, 0, why);
@@ -652,6 +727,90 @@ export async function writeF64Lines(path: string, tensors: readonly Tensor[]): P
   await writeAtomic(path, [
     weightsToF64LinesBytes(tensors.map((t) => t.name), tensors.map((t) => t.data), path),
   ]);
+}
+
+/** One line a streaming write puts out: a name, its value count, and the values a chunk at a time. */
+export interface F64LinesRecord {
+  name: string;
+  length: number;
+  /** The values, in order, in chunks that add up to `length`. */
+  chunks(): AsyncIterable<ArrayLike<number>> | Iterable<ArrayLike<number>>;
+}
+
+/**
+ * Writes records to `path` as f64lines, atomically and a chunk at a time: the bytes of one chunk of
+ * values are all that is ever in memory, whatever the size of a line. The same bytes as
+ * `weightsToF64LinesBytes` would give for the whole arrays.
+ *
+ * @example
+ * ```ts
+ * await writeF64LinesStreaming("out/w.f64lines", [{ name: "w", length: 2, chunks: () => [[0.5], [2]] }]);
+ * ```
+ */
+export async function writeF64LinesStreaming(path: string, records: Iterable<F64LinesRecord>): Promise<void> {
+  const w = await openAtomic(path);
+  // The hash state lives here between chunks: another f64lines call may run while this one awaits.
+  let hi = 0xcbf29ce4 | 0, lo = 0x84222325 | 0;
+  const put = async (bytes: Uint8Array) => {
+    fnvHi = hi, fnvLo = lo;
+    fnvBytes(bytes, 0, bytes.length);
+    hi = fnvHi, lo = fnvLo;
+    await w.write(bytes);
+  };
+  try {
+    for (const r of records) {
+      await put(ENC.encode(`v1|${sanitize(r.name)}|${r.length}|`));
+      let written = 0;
+      for await (const chunk of r.chunks()) {
+        if (chunk.length === 0) continue;
+        const buf = new Uint8Array(1 + MAX_TOKEN * chunk.length + MAX_TOKEN), dv = new DataView(buf.buffer);
+        let p = 0;
+        if (written > 0) buf[p++] = 44;
+        p = putValues(dv, p, chunk);
+        written += chunk.length;
+        await put(buf.subarray(0, p));
+      }
+      if (written !== r.length) {
+        throw new F64LinesError(
+          path,
+          "mismatch",
+          0,
+          0,
+          `${r.name}: ${written} values where ${r.length} were declared`,
+        );
+      }
+      await put(NEWLINE);
+    }
+    await w.write(ENC.encode(`#fnv1a32=${hex8((hi ^ lo) >>> 0)}\n`));
+  } catch (e) {
+    await w.abort();
+    throw e;
+  }
+  await w.commit();
+}
+
+/** The name prefix of the records that carry a model's tokenizer files (formats/f64lines.md). */
+export const TOKENIZER_RECORD_PREFIX = "ferry.tokenizer/";
+
+/**
+ * A tokenizer file as an f64lines record: its UTF-8 bytes, one integer value (0 to 255) each, named
+ * `ferry.tokenizer/<file name>`.
+ *
+ * @example
+ * ```ts
+ * tokenizerRecord("tokenizer.json", "{}").name; // "ferry.tokenizer/tokenizer.json"
+ * ```
+ */
+export function tokenizerRecord(file: string, text: string): F64LinesRecord {
+  const bytes = ENC.encode(text);
+  const step = 1 << 20;
+  return {
+    name: TOKENIZER_RECORD_PREFIX + file,
+    length: bytes.length,
+    *chunks() {
+      for (let at = 0; at < bytes.length; at += step) yield bytes.subarray(at, at + step);
+    },
+  };
 }
 
 /**
@@ -787,13 +946,26 @@ export const f64linesFormat: FormatDescriptor<"f64"> = {
   weights: "float",
   lossy: () => Promise.resolve(undefined), // every dtype widens back exactly
   async write(path, input) {
-    const tensors = await Promise.all(input.tensors.map(materialize));
-    await writeF64Lines(path, tensors);
+    // Tensor by tensor, a chunk at a time, then the tokenizer's records: memory stays a chunk.
+    const records: F64LinesRecord[] = input.tensors.map((src) => ({
+      name: src.name,
+      length: numel(src.dims),
+      async *chunks() {
+        const count = numel(src.dims), step = 1 << 18, scratch = new Float32Array(Math.min(step, count));
+        for (let at = 0; at < count; at += step) {
+          yield await src.read(at, Math.min(step, count - at), scratch);
+        }
+      },
+    }));
+    for (const [file, text] of Object.entries(input.tokenizer ?? {})) {
+      records.push(tokenizerRecord(file, text));
+    }
+    await writeF64LinesStreaming(path, records);
     const config = f64linesConfigPath(path);
     const origin = { name: input.name, step: input.step, source: input.source };
     await writeAtomic(config, [new TextEncoder().encode(f64linesConfigToml(input.config, origin))]);
-    const params = tensors.reduce((n, t) => n + t.data.length, 0);
-    return { file: path, bytes: (await stat(path)).size, params, tensors: tensors.length, config };
+    const params = input.tensors.reduce((n, t) => n + numel(t.dims), 0);
+    return { file: path, bytes: (await stat(path)).size, params, tensors: input.tensors.length, config };
   },
   async read(path) {
     const { config, origin } = await readF64linesConfig(f64linesConfigPath(path)).catch((e) => {
@@ -802,7 +974,16 @@ export const f64linesFormat: FormatDescriptor<"f64"> = {
     const bytes = await readFile(path).catch((e) => {
       throw missing(e, path);
     });
-    return { config, tensors: f64LinesToTensors(new Uint8Array(bytes), path, paramShapes(config)), origin };
+    const { tensors, tokenizer } = f64LinesModel(
+      new Uint8Array(bytes),
+      path,
+      paramShapes(config),
+      config.vocab_size,
+    );
+    return { config, tensors, origin, ...(tokenizer ? { tokenizer } : {}) };
+  },
+  async readTokenizer(path) {
+    return (await this.read(path)).tokenizer;
   },
   async inspect(path) {
     const bytes = await readFile(path).catch((e) => {
@@ -817,12 +998,23 @@ export const f64linesFormat: FormatDescriptor<"f64"> = {
       }: ok, every data line is as written`,
       config: f64linesConfigPath(path),
       arrays: names.map((name, i) => ({ name, length: arrays[i].length })),
+      tokenizer: await f64linesTokenizerInfo(path, bytes),
     };
   },
   spec: "formats/f64lines.md",
   minimalReader: "readers/f64lines.ts",
   fuzzHook: "formats/f64lines-fuzz.ts",
 };
+
+// `info`'s tokenizer summary: the records' files checked against the config beside the file.
+async function f64linesTokenizerInfo(path: string, bytes: Uint8Array): Promise<Record<string, unknown>> {
+  const { config } = await readF64linesConfig(f64linesConfigPath(path)).catch((e) => {
+    throw missing(e, f64linesConfigPath(path));
+  });
+  const { tokenizer } = f64LinesModel(bytes, path, paramShapes(config), config.vocab_size);
+  const size = Object.values(tokenizer ?? {}).reduce((n, t) => n + new TextEncoder().encode(t).length, 0);
+  return { record_bytes: size, ...tokenizerInfo(tokenizer, config.vocab_size, path) };
+}
 
 // A file that cannot be read is a refusal like any other, in this format's error.
 function missing(e: unknown, path: string): unknown {
