@@ -46,6 +46,8 @@ export const LUT4_SCHEMA_TOKENIZER = "ferry.lut-qwen3/2";
 const SCHEMAS: readonly string[] = [LUT4_SCHEMA, LUT4_SCHEMA_TOKENIZER];
 /** Largest header ferry reads (the reference's limit). */
 export const MAX_HEADER_BYTES = 64 << 20;
+/** The most positions a lut4 file may have (`shape.max_positions`). */
+export const MAX_LUT4_POSITIONS = 1 << 14;
 /** Alignment of the data section and of every span in it. */
 export const ALIGN = 64;
 
@@ -516,7 +518,7 @@ function lut4Shape(raw: unknown, fileBytes: number, path: string): Lut4Shape {
     kvHeads: int(sh.kv_heads, path, "shape.kv_heads", 1, 1024),
     headDim: int(sh.head_dim, path, "shape.head_dim", 2, 256),
     ffn: int(sh.ffn, path, "shape.ffn", 32, 1 << 16),
-    maxPositions: int(sh.max_positions, path, "shape.max_positions", 1, 1 << 14),
+    maxPositions: int(sh.max_positions, path, "shape.max_positions", 1, MAX_LUT4_POSITIONS),
   };
   const refuse = (field: string, why: string, expected: string, found: number) => {
     throw new Lut4Error(path, field, why, { expected, found: String(found) });
@@ -902,6 +904,11 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
       if (n % 32 !== 0) {
         return { field, expected: "a multiple of 32 (one scale per 32 weights)", found: `${n}` };
       }
+    }
+    // The reader's limit (the RoPE tables and the KV cache are sized from it): never write what it refuses.
+    if (config.max_position_embeddings > MAX_LUT4_POSITIONS) {
+      const expected = `at most ${MAX_LUT4_POSITIONS} (the RoPE tables and KV cache are sized from it)`;
+      return { field: "max_position_embeddings", expected, found: `${config.max_position_embeddings}` };
     }
     return null;
   },
