@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
-import { makeQwen3Folder } from "../scripts/tools/make-qwen3.ts";
+import { makeQwen3Folder } from "./helpers/qwen3-folder.ts";
 import { paramShapes } from "../model/config.ts";
 import { numel } from "../model/tensor.ts";
 import { configFromHfJson } from "../formats/huggingface.ts";
