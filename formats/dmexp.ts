@@ -278,7 +278,12 @@ async function readSection(
     );
   }
   const bytes = await readExact(fh, p.payloadStart + p.payloadLength, p.sectionLength, path);
-  return decodeTokenizerSection(bytes, path, config.vocab_size);
+  return decodeTokenizerSection(
+    bytes,
+    path,
+    config.vocab_size,
+    (f, why, d) => new DmexpError(path, f, why, d),
+  );
 }
 
 // A `header_crc32` key that the checksum did not find in ferry's one-line form.

@@ -661,7 +661,13 @@ export function f64LinesModel(
     );
   }
   const tokenizer = files as TokenizerFiles;
-  checkTokenizerFiles(tokenizer, vocabSize, { dir: where, config: f64linesConfigPath(where) });
+  try {
+    checkTokenizerFiles(tokenizer, vocabSize, { dir: where, config: f64linesConfigPath(where) });
+  } catch (e) {
+    // The shared check's refusal, as this format's error (it names the record's file and field).
+    if (!(e instanceof FormatError)) throw e;
+    throw new F64LinesError(where, "tokenizer", parsed.lines[first], 4, e.message);
+  }
   return { tensors, tokenizer };
 }
 

@@ -343,7 +343,8 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
   };
   checkTableValues(weights, path);
   const config = lut4Config(h, weights, path);
-  const tokenizer = section && decodeTokenizerSection(section, path, config.vocab_size);
+  const tokenizer = section &&
+    decodeTokenizerSection(section, path, config.vocab_size, (f, why, d) => new Lut4Error(path, f, why, d));
   const sha256 = createHash("sha256").update(file).digest("hex");
   return {
     path,

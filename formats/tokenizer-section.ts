@@ -18,7 +18,7 @@
  * @module
  */
 import { crc32 } from "node:zlib";
-import { FormatError } from "../model/error.ts";
+import { FormatError, type RefusalDetail } from "../model/error.ts";
 import { TOKENIZER_FILE_NAMES, type TokenizerFiles } from "../model/tokenizer-types.ts";
 import { checkTokenizerFiles } from "./huggingface-tokenizer.ts";
 
@@ -66,16 +66,23 @@ export function encodeTokenizerSection(files: TokenizerFiles): Uint8Array {
  * Reads a section back, refusing (a `FormatError` naming `where` and the field `tokenizer.*`) a wrong
  * magic, a CRC mismatch (checked before anything inside is read), a framing that does not add up to
  * the section's length, a name that is not a tokenizer file or repeats, text that is not UTF-8, and
- * then files that `checkTokenizerFiles` refuses for a model of `vocabSize` rows.
+ * then files that `checkTokenizerFiles` refuses for a model of `vocabSize` rows (the field then names the
+ * file: `tokenizer["tokenizer.json"].model.merges[7]`). `error` makes the container's own error type.
  *
  * @example
  * ```ts
  * const files = decodeTokenizerSection(bytes, "out/q.bf16.dmexp", config.vocab_size);
  * ```
  */
-export function decodeTokenizerSection(bytes: Uint8Array, where: string, vocabSize: number): TokenizerFiles {
+export function decodeTokenizerSection(
+  bytes: Uint8Array,
+  where: string,
+  vocabSize: number,
+  error: SectionErrorMaker = (field, why, detail) =>
+    new FormatError(where, field, `${where}: ${field}: ${why}`, detail),
+): TokenizerFiles {
   const refuse = (field: string, why: string, expected: string, found: string) =>
-    new FormatError(where, `tokenizer.${field}`, `${where}: tokenizer.${field}: ${why}`, { expected, found });
+    error(`tokenizer.${field}`, why, { expected, found });
   if (bytes.length < FIXED_BYTES) {
     throw refuse(
       "size",
@@ -158,9 +165,19 @@ export function decodeTokenizerSection(bytes: Uint8Array, where: string, vocabSi
     );
   }
   const tokenizer = files as TokenizerFiles;
-  checkTokenizerFiles(tokenizer, vocabSize, { dir: where, config: where });
+  try {
+    checkTokenizerFiles(tokenizer, vocabSize, { dir: where, config: where });
+  } catch (e) {
+    if (!(e instanceof FormatError)) throw e;
+    const file = e.path.slice(where.length + 1), why = e.message.slice(`${e.path}: ${e.field}: `.length);
+    const field = e.field === "vocab_size" ? "vocab_size" : `tokenizer[${JSON.stringify(file)}].${e.field}`;
+    throw error(field, e.field === "vocab_size" ? e.message.slice(where.length + 2) : why, e);
+  }
   return tokenizer;
 }
+
+/** Makes a container's refusal (`DmexpError`, `Lut4Error`) from a field, the reason and what was expected. */
+export type SectionErrorMaker = (field: string, why: string, detail: RefusalDetail) => FormatError;
 
 function decodeText(bytes: Uint8Array, onBad: () => Error): string {
   try {

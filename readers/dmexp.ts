@@ -31,7 +31,7 @@ const before = (i: number) => tensors.slice(0, i).reduce((sum, t) => sum + t.cou
 if (start + before(tensors.length) * size !== end) throw new Error("the dims do not add up to P");
 for (const w of wanted) if (!tensors.some((t) => t.name === w)) throw new Error(`no tensor named ${w}`);
 if (wanted.length === 0) for (const t of tensors) console.log(t.line);
-if (wanted.length === 0 && section > 0) console.log(`tokenizer\tsection\t${section} bytes`); // v2 only
+if (wanted.length === 0 && section > 0) console.log(`${file}: ${section} bytes of tokenizer`);  // v2 only
 for (const t of tensors.filter((t) => wanted.includes(t.name))) { // in file order, like the listing
   const begin = start + before(tensors.indexOf(t)) * size; // the values follow one another in header order
   const values = Array.from({ length: t.count }, (_, j) => read(begin + j * size));

@@ -37,4 +37,4 @@ for (const name of wanted.length ? wanted : list.map((t) => t.name)) { // -0 nev
   console.log(`${t.name}\t${t.kind}\t[${t.dims.join(", ")}]`);
   if (wanted.length) console.log(Array.from({ length: t.count }, (_, k) => t.value(k)).join(" "));
 }
-if (!wanted.length && header.tokenizer) console.log(`tokenizer\tsection\t${header.tokenizer.bytes} bytes`);
+if (!wanted.length && header.tokenizer) console.log(`${path}: ${header.tokenizer.bytes} bytes of tokenizer`);
