@@ -15,7 +15,7 @@ const start = 24 + view.getUint32(8, true); // the 24-byte prefix, H bytes of TO
 const end = start + Number(view.getBigUint64(12, true)); // v2: a tokenizer section (16+ bytes) follows
 const section = bytes.length - end; // this reader skips the section: it holds no tensor
 if (version === 1 ? section !== 0 : section < 16) throw new Error("size is not 24 + H + P (+ a section)");
-if (crc32(bytes.subarray(start, end)) !== view.getUint32(20, true)) throw new Error("payload CRC mismatch");
+if (crc32(bytes.subarray(start, end)) !== bytes.readUInt32LE(20)) throw new Error("payload CRC-32 mismatch");
 const header = new TextDecoder("utf-8", { fatal: true }).decode(bytes.subarray(24, start));
 const dtype = /^dtype\s*=\s*"(f32|f16|bf16)"/m.exec(header)?.[1]; // the header is TOML; one line of it
 if (!dtype) throw new Error('the header has no line dtype = "f32", "f16" or "bf16"');
