@@ -7,7 +7,8 @@
  * were trained under; a preset is accepted only when that snapshot is missing. Only the checkpoint's
  * model section is read into the export: the EMA copy and the optimizer state are passed over (their
  * bytes go through the checkpoint's checksum and nowhere else). The model streams a chunk at a time,
- * so memory does not grow with the model.
+ * so memory does not grow with the model; so does a Hugging Face folder. A model's own tokenizer (a real
+ * Qwen3 folder's) goes to the writer with the tensors (`ExportInput.tokenizer`).
  *
  * An export is input too when it holds the values it was given: dmexp (f32, f16 or bf16, widened
  * exactly), hf, GGUF F32/F16/BF16 and f64lines. A lossy one (quantized GGUF blocks, lut4) is refused: its
@@ -84,9 +85,10 @@ export interface CheckpointInput extends CheckpointModel {
 /**
  * Opens what to export. A training checkpoint: the config from its snapshot (or an explicitly named
  * preset when the snapshot is missing), the whole-file CRC verified in chunks, and the model section
- * checked against that config. A lossless export (or a Hugging Face folder): read whole through its
- * format's reader, its name, step and source as it records them. A lossy export is refused, saying why;
- * a missing path gets io.ts's sentence.
+ * checked against that config. A Hugging Face folder: opened for streaming (`openHuggingFace`: every
+ * header and the tokenizer checked, the tensors read a chunk at a time as the writer asks). A lossless
+ * export: read whole through its format's reader. Either keeps its name, step and source as it records
+ * them, and its tokenizer. A lossy export is refused, saying why; a missing path gets io.ts's sentence.
  */
 export async function openInput(
   path: string,
@@ -332,6 +334,9 @@ export async function exportCheckpoint(opts: ExportOptions = {}): Promise<Export
       source: model.source,
       step: model.step,
       config_from: model.configFrom,
+      ...(model.tokenizer
+        ? { tokenizer: `the model's own: ${Object.keys(model.tokenizer).join(", ")}` }
+        : {}),
       ...details,
       seconds: (performance.now() - started) / 1000,
     };

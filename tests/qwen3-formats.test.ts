@@ -124,6 +124,18 @@ describe("a real Qwen3 folder", () => {
     });
   });
 
+  test("a chain of exports keeps the tokenizer: folder -> dmexp -> hf gives the folder's files", async () => {
+    const [dm, hf] = ["chain.bf16.dmexp", "chain.f32.hf"].map((f) => join(dir, "out", f));
+    await exportCheckpoint({ input: src, output: dm, format: "dmexp" });
+    await exportCheckpoint({ input: dm, output: hf, format: "hf" });
+    for (const name of present()) {
+      expect(`${name}: ${Buffer.compare(readFileSync(join(hf, name)), readFileSync(join(src, name)))}`).toBe(
+        `${name}: 0`,
+      );
+    }
+    expectSameTensors((await importHuggingFace(hf)).tensors);
+  });
+
   test("a sharded folder streams its shards and gives the same tensors", async () => {
     const sharded = await qwen3Folder({ shape: SMALL_QWEN3, seed: 3, shardBytes: 4e6 });
     expect(readdirSync(sharded)).toContain("model.safetensors.index.json");
