@@ -34,7 +34,7 @@ export const SMALL_QWEN3 = {
   num_hidden_layers: 1,
   num_attention_heads: 2,
   num_key_value_heads: 1,
-  head_dim: 16,
+  head_dim: 32, // so heads · head_dim (64) is not the width, as in Qwen3-0.6B (2048 against 1024)
   tie_word_embeddings: true,
   max_position_embeddings: 40960,
   rope_theta: 1_000_000,
@@ -80,7 +80,13 @@ describe("a real Qwen3 folder", () => {
     const r = await importHuggingFace(src);
     expect(present()).toEqual([...TOKENIZER_FILE_NAMES]);
     expectSameTokenizer(r.tokenizer);
-    expect(r.config).toMatchObject({ vocab_size: 151936, head_dim: 16, tie_word_embeddings: true });
+    expect(r.config).toMatchObject({
+      vocab_size: 151936,
+      head_dim: 32,
+      num_attention_heads: 2,
+      num_key_value_heads: 1,
+      tie_word_embeddings: true,
+    });
     expect(r.dtype).toBe("BF16");
   });
 
