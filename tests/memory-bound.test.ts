@@ -43,7 +43,7 @@ for (const [format, file] of [["dmexp", "q.bf16.dmexp"], ["hf", "q.f32.hf"]]) {
     const [largest, whole] = [Math.max(...sizes), sizes.reduce((a, b) => a + b, 0)];
     expect(largest).toBeGreaterThan(280 * MB);
     const r = spawnSync(process.execPath, ["tests/helpers/export-rss.ts", folder, join(dir, file), format], {
-      cwd: join(import.meta.dir, ".."),
+      cwd: new URL("..", import.meta.url).pathname,
       encoding: "utf8",
       timeout: 50_000,
     });
