@@ -16,7 +16,7 @@
  * ```
  * @module
  */
-import { mkdir, readFile, stat } from "node:fs/promises";
+import { mkdir, readFile, rm, stat } from "node:fs/promises";
 import { statSync } from "node:fs";
 import { join } from "node:path";
 import {
@@ -39,7 +39,7 @@ import { writeAtomic } from "./io.ts";
 import { checkTensors, ConfigError, type ModelConfig, paramShapes, validateConfig } from "../model/config.ts";
 import { BOS, BOS_TOKEN, BYTE_CHARS, BYTE_VOCAB_SIZE, EOS, EOS_TOKEN } from "../model/tokenizer.ts";
 import { materialize, numel, type Tensor, type TensorSource, tensorSource } from "../model/tensor.ts";
-import type { TokenizerFiles } from "../model/tokenizer-types.ts";
+import { TOKENIZER_FILE_NAMES, type TokenizerFiles } from "../model/tokenizer-types.ts";
 import { readTokenizerFolder, tokenizerInfo } from "./huggingface-tokenizer.ts";
 import { FormatError, type RefusalDetail } from "../model/error.ts";
 import type { ExportOrigin, FormatDescriptor } from "./format.ts";
@@ -231,6 +231,10 @@ export async function exportHuggingFace(
   if (withTokenizer) {
     await put(HF_FILES.tokenizer, jsonText(byteTokenizerJson()));
     await put(HF_FILES.tokenizerConfig, jsonText(tokenizerConfigJson(cfg)));
+  }
+  // A tokenizer file an earlier export left here would be read as this model's: remove it.
+  for (const name of TOKENIZER_FILE_NAMES) {
+    if (!written.includes(join(dir, name))) await rm(join(dir, name), { force: true });
   }
   const json = hfConfigJson(cfg, dtype, withTokenizer);
   if (own) Object.assign(json, specialIds(own));

@@ -1,19 +1,9 @@
 // A real Qwen3 Hugging Face folder (the real tokenizer over a small body, made by scripts/tools/make-qwen3.ts)
 // through the formats that carry a tokenizer: hf, dmexp and f64lines give back the folder's tokenizer files
-// byte for byte and its tensors bit for bit (lut4, lossy and slower to quantize: tests/qwen3-lut4.test.ts);
-// every bad folder is refused, naming the file and the field, before anything is written.
+// byte for byte and its tensors bit for bit (lut4, lossy and slower to quantize: tests/qwen3-lut4.test.ts;
+// bad folders: tests/qwen3-refusals.test.ts).
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import {
-  cpSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  symlinkSync,
-} from "node:fs";
-import { writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { exportCheckpoint } from "../formats/export.ts";
@@ -23,22 +13,9 @@ import { readDmexp } from "../formats/dmexp.ts";
 import { TOKENIZER_FILE_NAMES, type TokenizerFiles } from "../model/tokenizer-types.ts";
 import type { Tensor } from "../model/tensor.ts";
 import { qwen3Folder } from "./helpers/qwen3-folder.ts";
+import { SMALL_QWEN3, smallQwen3Folder } from "./helpers/qwen3-small.ts";
 
 setDefaultTimeout(60_000);
-
-/** The real vocabulary and config keys over the smallest body every format stores (lut4: widths of 32). */
-export const SMALL_QWEN3 = {
-  vocab_size: 151936,
-  hidden_size: 32,
-  intermediate_size: 64,
-  num_hidden_layers: 1,
-  num_attention_heads: 2,
-  num_key_value_heads: 1,
-  head_dim: 32, // so heads · head_dim (64) is not the width, as in Qwen3-0.6B (2048 against 1024)
-  tie_word_embeddings: true,
-  max_position_embeddings: 40960,
-  rope_theta: 1_000_000,
-};
 
 const dir = mkdtempSync(join(tmpdir(), "ferry-qwen3-formats-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -46,11 +23,7 @@ let src = "";
 let source: Tensor[] = [];
 
 beforeAll(async () => {
-  // The made folder, plus the template as its own file (newer folders keep it in chat_template.jinja).
-  src = join(dir, "qwen3");
-  cpSync(await qwen3Folder({ shape: SMALL_QWEN3, seed: 3 }), src, { recursive: true });
-  const template = JSON.parse(readFileSync(join(src, "tokenizer_config.json"), "utf8")).chat_template;
-  writeFileSync(join(src, "chat_template.jinja"), template);
+  src = await smallQwen3Folder(join(dir, "qwen3"));
   source = (await importHuggingFace(src)).tensors;
 });
 
@@ -142,98 +115,22 @@ describe("a real Qwen3 folder", () => {
     expectSameTensors((await importHuggingFace(hf)).tensors);
   });
 
+  test("a byte model exported over a Qwen3 export leaves none of its tokenizer files behind", async () => {
+    const out = join(dir, "out", "over.f32.hf");
+    await exportCheckpoint({ input: src, output: out, format: "hf" });
+    expect(existsSync(join(out, "chat_template.jinja"))).toBe(true);
+    await exportCheckpoint({ input: "model/default/ferry.ckpt", output: out, format: "hf" });
+    expect(existsSync(join(out, "chat_template.jinja"))).toBe(false);
+    const back = await formatNamed("hf")!.read(out);
+    expect(back.tokenizer).toBeUndefined();
+    expect(back.config.vocab_size).toBe(258);
+  });
+
   test("a sharded folder streams its shards and gives the same tensors", async () => {
     const sharded = await qwen3Folder({ shape: SMALL_QWEN3, seed: 3, shardBytes: 4e6 });
     expect(readdirSync(sharded)).toContain("model.safetensors.index.json");
     const out = join(dir, "out", "sharded.bf16.dmexp");
     await exportCheckpoint({ input: sharded, output: out, format: "dmexp" });
     expectSameTensors((await readDmexp(out)).tensors);
-  });
-});
-
-describe("a bad folder is refused, naming the file and the field, before anything is written", () => {
-  let n = 0;
-  // A folder of links to the good one's files, with `changes` written in place of those files.
-  const variant = (base: string, changes: Record<string, string | null>) => {
-    const d = join(dir, `bad-${n++}`);
-    mkdirSync(d);
-    for (const f of readdirSync(base)) {
-      if (!(f in changes)) symlinkSync(join(base, f), join(d, f));
-    }
-    for (const [f, text] of Object.entries(changes)) if (text !== null) writeFileSync(join(d, f), text);
-    return d;
-  };
-  const refused = async (folder: string, file: string, field: string, words?: RegExp) => {
-    const outDir = join(dir, `never-${n}`);
-    const e = await exportCheckpoint({ input: folder, output: join(outDir, "m.bf16.dmexp"), format: "dmexp" })
-      .then(() => undefined, (x) => x);
-    expect(e).toBeDefined();
-    expect({ where: e.where ?? e.path, field: e.field }).toMatchObject({ field });
-    expect(e.message).toContain(join(folder, file));
-    if (words) expect(e.message).toMatch(words);
-    expect(existsSync(outDir)).toBe(false);
-  };
-  const config = () => JSON.parse(readFileSync(join(src, "config.json"), "utf8"));
-  const tokenizer = () => JSON.parse(readFileSync(join(src, "tokenizer.json"), "utf8"));
-
-  test("config.json: attention_bias true, a rope_scaling, a sliding window in use", async () => {
-    const json = (patch: Record<string, unknown>) => JSON.stringify({ ...config(), ...patch });
-    await refused(
-      variant(src, { "config.json": json({ attention_bias: true }) }),
-      "config.json",
-      "attention_bias",
-    );
-    const yarn = { rope_type: "yarn", factor: 4, original_max_position_embeddings: 32768 };
-    await refused(
-      variant(src, { "config.json": json({ rope_scaling: yarn }) }),
-      "config.json",
-      "rope_scaling",
-    );
-    const sliding = json({ use_sliding_window: true, sliding_window: 4096 });
-    await refused(variant(src, { "config.json": sliding }), "config.json", "use_sliding_window");
-  });
-
-  test("tokenizer.json: ids beyond config.json's vocab_size, a merge of tokens not in the vocab", async () => {
-    const big = tokenizer();
-    big.added_tokens.push({ ...big.added_tokens[0], id: 151936, content: "<|beyond|>" });
-    await refused(
-      variant(src, { "tokenizer.json": JSON.stringify(big) }),
-      "tokenizer.json",
-      "vocab_size",
-      /disagrees with .*config\.json's vocab_size/,
-    );
-    const merges = tokenizer();
-    merges.model.merges[7] = ["Ġ", "no-such-token"];
-    await refused(
-      variant(src, { "tokenizer.json": JSON.stringify(merges) }),
-      "tokenizer.json",
-      "model.merges[7]",
-    );
-  });
-
-  test("a chat template that does not parse, in chat_template.jinja or tokenizer_config.json", async () => {
-    await refused(
-      variant(src, { "chat_template.jinja": "{% if messages %}never closed" }),
-      "chat_template.jinja",
-      "chat_template",
-    );
-    const tc = JSON.parse(readFileSync(join(src, "tokenizer_config.json"), "utf8"));
-    tc.chat_template = "{{ messages | }}";
-    await refused(
-      variant(src, { "tokenizer_config.json": JSON.stringify(tc), "chat_template.jinja": null }),
-      "tokenizer_config.json",
-      "chat_template",
-    );
-  });
-
-  test("model.safetensors.index.json: a shard outside the folder, or missing", async () => {
-    const sharded = await qwen3Folder({ shape: SMALL_QWEN3, seed: 3, shardBytes: 4e6 });
-    const index = JSON.parse(readFileSync(join(sharded, "model.safetensors.index.json"), "utf8"));
-    const name = Object.keys(index.weight_map)[0];
-    for (const shard of ["../x.safetensors", "/tmp/x.safetensors", "model-00099-of-00099.safetensors"]) {
-      const moved = { ...index, weight_map: { ...index.weight_map, [name]: shard } };
-      const bad = variant(sharded, { "model.safetensors.index.json": JSON.stringify(moved) });
-      await refused(bad, "model.safetensors.index.json", `weight_map.${name}`);
-    }
   });
 });
