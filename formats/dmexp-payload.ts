@@ -380,7 +380,8 @@ export async function readPayload(
   return { crc: crc >>> 0, tensors, nonFinite };
 }
 
-function decodeInto(dtype: DmexpDtype, bytes: Uint8Array, out: Float32Array, at: number): void {
+/** Widens stored values (f32, f16 or bf16 bytes, 2-byte aligned) into `out` from index `at`, exactly. */
+export function decodeInto(dtype: DmexpDtype, bytes: Uint8Array, out: Float32Array, at: number): void {
   if (dtype === "f32") {
     new Uint8Array(out.buffer, out.byteOffset + at * 4, bytes.length).set(bytes);
     return;
@@ -390,8 +391,8 @@ function decodeInto(dtype: DmexpDtype, bytes: Uint8Array, out: Float32Array, at:
   (dtype === "f16" ? f16ToF32 : bf16ToF32)(bits, out.subarray(at, at + n));
 }
 
-// The index of the first NaN or infinity in data[from, to), or -1.
-function firstNonFinite(data: Float32Array, from: number, to: number): number {
+/** The index of the first NaN or infinity in data[from, to), or -1. */
+export function firstNonFinite(data: Float32Array, from: number, to: number): number {
   for (let i = from; i < to; i++) if (data[i] - data[i] !== 0) return i;
   return -1;
 }

@@ -53,6 +53,8 @@ import { decodeTokenizerSection, encodeTokenizerSection } from "./tokenizer-sect
 import { tokenizerInfo } from "./huggingface-tokenizer.ts";
 import {
   crcError,
+  decodeInto,
+  firstNonFinite,
   narrowedStats,
   openForRead,
   payloadChunks,
@@ -410,6 +412,77 @@ export function readDmexp(path: string, opts: DmexpReadOptions = {}): Promise<Dm
     const tokenizer = await readSection(fh, p, header, config, path);
     return { header, config, tensors, ...(tokenizer ? { tokenizer } : {}) };
   });
+}
+
+/** A file opened for streaming: checked as `readDmexp` checks it, its tensors read a chunk at a time. */
+export interface DmexpOpened extends DmexpContentsHead {
+  /** The tensors in header order; each `read` widens one chunk and refuses a non-finite value in it. */
+  sources: TensorSource[];
+  close(): Promise<void>;
+}
+type DmexpContentsHead = Omit<DmexpContents, "tensors">;
+
+/**
+ * Opens a file as export input without reading it into memory: the prefix, the payload's CRC-32 (one
+ * chunked pass), the header and its checksum, the config and the tokenizer section are checked first,
+ * as `readDmexp` checks them; then each tensor is a source that reads and widens only the values asked
+ * for, refusing (field `tensors.<name>`) a non-finite value before handing it out.
+ *
+ * @example
+ * ```ts
+ * const m = await openDmexp("out/q.bf16.dmexp");
+ * await exportHuggingFace("out/q.hf", m.sources, m.config, { tokenizerFiles: m.tokenizer });
+ * await m.close();
+ * ```
+ */
+export async function openDmexp(path: string, opts: DmexpReadOptions = {}): Promise<DmexpOpened> {
+  const fh = await openForRead(path);
+  try {
+    const p = await readPrefix(fh, path);
+    const headerBytes = await readExact(fh, PREFIX_BYTES, p.headerLength, path);
+    let header: DmexpHeader | undefined, headerFault: unknown;
+    try {
+      header = parseHeader(headerBytes, path, p.version, p.payloadLength);
+    } catch (e) {
+      headerFault = e;
+    }
+    const { crc } = await readPayload(payloadChunks(fh, p, path, opts), undefined);
+    if (crc !== p.crc) throw crcError(path, p.crc, crc);
+    const sealed = checkHeaderChecksum(prefixOf(p), headerBytes, path);
+    if (!header) throw headerFault;
+    checkChecksumForm(header, sealed, path);
+    const config = checkShapes(header, path);
+    const tokenizer = await readSection(fh, p, header, config, path);
+    const { dtype } = header, bpe = DTYPE_BYTES[dtype];
+    let offset = p.payloadStart;
+    const sources = header.tensors.map((t): TensorSource => {
+      const begin = offset;
+      offset += numel(t.dims) * bpe;
+      return {
+        name: t.name,
+        dims: [...t.dims],
+        async read(start, count, scratch) {
+          const bytes = await readExact(fh, begin + start * bpe, count * bpe, path);
+          const out = scratch.subarray(0, count);
+          decodeInto(dtype, bytes, out, 0);
+          const bad = firstNonFinite(out, 0, count);
+          if (bad >= 0) {
+            throw new DmexpError(
+              path,
+              `tensors.${t.name}`,
+              `holds ${out[bad]} at index ${start + bad}; an export holds only finite weights`,
+              { expected: "finite values", found: String(out[bad]) },
+            );
+          }
+          return out;
+        },
+      };
+    });
+    return { header, config, sources, ...(tokenizer ? { tokenizer } : {}), close: () => fh.close() };
+  } catch (e) {
+    await fh.close();
+    throw e;
+  }
 }
 
 /**

@@ -32,11 +32,11 @@ import {
   openCheckpointModel,
 } from "./checkpoint.ts";
 import { hfFormat, openHuggingFace } from "./huggingface.ts";
+import { dmexpFormat, dmexpOrigin, openDmexp } from "./dmexp.ts";
 import { requireInput, unreadable } from "./io.ts";
 import { type FormatDescriptor, formatNamed, FORMATS, type WriteResult } from "./mod.ts";
 import { type ModelConfig, paramShapes, PRESETS, readConfigFile } from "../model/config.ts";
 import { FormatError } from "../model/error.ts";
-import type { Tensor } from "../model/tensor.ts";
 import type { Lut4Calibrator } from "./lut4-types.ts";
 import { tensorSource } from "../model/tensor.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
@@ -138,6 +138,22 @@ async function openExport(path: string, format: FormatDescriptor, preset?: strin
       },
     );
   }
+  if (format === dmexpFormat) {
+    // A dmexp file streams too: checked whole in one chunked pass, then read a chunk at a time.
+    const m = await openDmexp(path);
+    const origin = dmexpOrigin(m.header);
+    return {
+      path,
+      step: origin.step ?? 0,
+      config: m.config,
+      configFrom: path,
+      tensors: canonicalOrder(m.config, m.sources),
+      name: origin.name ?? exportName(path, format),
+      source: origin.source ?? `${path}@step${origin.step ?? 0}`,
+      ...(m.tokenizer ? { tokenizer: m.tokenizer } : {}),
+      close: m.close,
+    };
+  }
   if (format === hfFormat) {
     // A Hugging Face folder streams: its tensors are read a chunk at a time while the writer runs.
     const hf = await openHuggingFace(path);
@@ -170,9 +186,9 @@ async function openExport(path: string, format: FormatDescriptor, preset?: strin
 }
 
 // The config's parameter order (paramShapes), whatever order the file listed them in.
-function canonicalOrder(config: ModelConfig, tensors: Tensor[]): Tensor[] {
+function canonicalOrder<T extends { name: string }>(config: ModelConfig, tensors: T[]): T[] {
   const rank = new Map(paramShapes(config).map((p, i) => [p.name, i]));
-  const at = (t: Tensor) => rank.get(t.name) ?? rank.size;
+  const at = (t: T) => rank.get(t.name) ?? rank.size;
   return [...tensors].sort((a, b) => at(a) - at(b));
 }
 
