@@ -13,7 +13,7 @@
  * Memory of the instance (byte addresses): `planesAt` holds the input's tables as byte planes (48 bytes
  * per column: bits 0–7, 8–15, 16–23 of each of the 16 entries), `inAt` and `outAt` the int32 input and
  * output vectors, and each matrix's codes and scales start at their own offsets: per 16-row block, per
- * column, the 16 rows' codes (0..15) in 16 bytes, then per block, per group, the 16 rows' scale bytes;
+ * pair of columns, the 16 rows' two codes a byte as the file packs them, then per block, per group, the 16 rows' scale bytes;
  * rows past the matrix's last are code 8 and scale 0 (weight 0).
  * @module
  */
@@ -28,9 +28,11 @@ export interface LutSums {
   planes_digits(x: number, n: number, outU: number, outS: number): void;
   /** Byte planes of u · x_i alone. */
   planes_unsigned(x: number, n: number, out: number): void;
-  /** The whole projection; returns the number of saturations. */
+  /** The whole projection of `count` inputs; returns the number of saturations. */
   gemv_lut(
     planes: number,
+    planeStride: number,
+    count: number,
     codes: number,
     scales: number,
     rows: number,
@@ -38,6 +40,7 @@ export interface LutSums {
     base: number,
     fin: number,
     out: number,
+    outStride: number,
     scratch: number,
   ): number;
   /** One query head's attention scores over `n` positions (kernels/wasm/int-attention.ts `scoresFn`). */
@@ -190,6 +193,8 @@ export function gemvLut(
   const direct = outAt >= 0;
   const saturated = lut.gemv_lut(
     lut.planesAt,
+    0,
+    1,
     codesAt,
     scalesAt,
     mat.rows,
@@ -197,6 +202,7 @@ export function gemvLut(
     base,
     finalShift,
     direct ? outAt + (outOff << 2) : lut.outAt,
+    0,
     lut.scratchAt,
   );
   if (checked.on && !holds(saturated === 0)) assertBound(false, `${mat.name}: ${saturated} saturations`);

@@ -7,8 +7,12 @@
  * - `planes_digits(x, n, outU, outS)`: the byte planes of u · x_i and of the signed top digit's table
  *   (u < 8 ? u : u − 16) · x_i, 48 bytes per input each (a query's tables, kernels/int/attention.ts).
  * - `planes_unsigned(x, n, out)`: the byte planes of u · x_i alone (the probabilities' tables).
- * - `gemv_lut(planes, codes, scales, rows, groups, base, fin, out, scratch)`: the whole projection of
- *   kernels/int/gemv.ts, 16 rows at a time: each group's sums by table look-up, then per row its scale
+ * - `gemv_lut(planes, planeStride, count, codes, scales, rows, groups, base, fin, out, outStride,
+ *   scratch)`: the whole projection of kernels/int/gemv.ts for `count` inputs (their planes
+ *   `planeStride` bytes apart, their outputs `outStride` apart), 16 rows at a time, every input in turn
+ *   over one block of rows so that its codes are read from memory once: each group's sums by table
+ *   look-up over the codes as the file packs them (two per byte, unpacked by a mask and a shift), then
+ *   per row its scale
  *   (16 + m) by shifts and adds, the round-half-up shift by `base − de`, the saturating accumulate, and
  *   the final shift by `fin`. Returns how many shifts or sums saturated (checked mode turns a non-zero
  *   count into an error).
@@ -22,7 +26,7 @@ import { lutTotals, lutZero } from "./lut.ts";
 import {
   bytes16,
   get,
-  gemvColumns,
+  gemvPairs,
   I32_MAX,
   I32_MIN,
   inc,
@@ -108,9 +112,11 @@ export function planesFn(kind: "offset" | "digits" | "unsigned"): Func {
 }
 
 /**
- * `gemv_lut(planes, codes, scales, rows, groups, base, fin, out, scratch) → saturations`: see the
- * module comment. Codes are laid out per 16-row block, per column, 16 bytes; scales per block, per
- * group, 16 bytes; `scratch` holds 128 bytes; `out` receives whole blocks of 16 (rows rounded up).
+ * `gemv_lut(planes, planeStride, count, codes, scales, rows, groups, base, fin, out, outStride, scratch)
+ * → saturations`: see the module comment. Codes are laid out per 16-row block, per pair of columns, 16
+ * bytes (the 16 rows' bytes of the file: low nibble the even column); scales per block, per group, 16
+ * bytes; `scratch` holds 128 bytes (one per thread); each output receives whole blocks of 16 (rows
+ * rounded up). A thread's share of the rows is the same call on its blocks' codes, scales and outputs.
  *
  * Each group's step runs on four lanes at a time when every row's shift k = base − de can lie only in
  * [−30, 31] (base in [−15, 31], the usual case). The per-lane shifts are conditional shifts by 16, 8, 4,
@@ -124,9 +130,13 @@ export function planesFn(kind: "offset" | "digits" | "unsigned"): Func {
  * Other bases go row by row through `shift`'s every case.
  */
 export function gemvFn(relaxed: boolean): Func {
-  const planes = 0, codes = 1, scales = 2, rows = 3, groups = 4, base = 5, fin = 6, out = 7, scratch = 8;
-  const l = localsAfter(9);
+  const planes = 0, planeStride = 1, count = 2, codes = 3, scales = 4, rows = 5, groups = 6, base = 7, fin = 8;
+  const out = 9, outStride = 10, scratch = 11;
+  const l = localsAfter(12);
   const r = l.i32(), g = l.i32(), fast = l.i32();
+  // The 16-row block's codes, scales and output; the input under way, its planes, its output, its scales.
+  const blk = l.i32(), sblk = l.i32(), oblk = l.i32(), bi = l.i32(), pl = l.i32(), ob = l.i32(), sp = l.i32();
+  const packed = l.v128();
   const a = l.i32(), sc = l.i32(), m = l.i32(), p = l.i32(), amount = l.i32(), term = l.i32();
   const acc = l.i32(), sum = l.i32(), sat = l.i32(), kk = l.i32(), lim = l.i32();
   const lut = lutLocals(l);
@@ -138,7 +148,7 @@ export function gemvFn(relaxed: boolean): Func {
   // One row's group step (kernels/int/gemv.ts `addGroup`) on the sums and accumulators in scratch.
   const addGroup = (lane: number): Code => [
     get(scratch), op.i32_load(4 * lane), set(a),
-    get(scales), op.i32_load8_u(lane), set(sc),
+    get(sp), op.i32_load8_u(lane), set(sc),
     get(sc), op.i32(15), op.i32_and, set(m),
     mulScale(a, m), set(p),
     get(base), get(sc), op.i32(4), op.i32_shr_s, op.i32_sub, set(amount),
@@ -219,7 +229,7 @@ export function gemvFn(relaxed: boolean): Func {
   const emit = (lane: number): Code => [
     get(scratch), op.i32_load(64 + 4 * lane), set(acc),
     shiftRound(acc, fin, term, sat, kk, lim),
-    get(out), get(term), op.i32_store(4 * lane),
+    get(ob), get(term), op.i32_store(4 * lane),
   ];
   const lanes = Array.from({ length: 16 }, (_, lane) => lane);
   const quarters = [0, 1, 2, 3];
@@ -227,11 +237,61 @@ export function gemvFn(relaxed: boolean): Func {
   const reload = quarters.map((q) => [get(scratch), op.v128_load(64 + 16 * q), set(accs[q])]);
   // Whether every lane of the group's bytes `x` lies in [0, 2^bits) (no bit above them set).
   const allBelow = (x: Code, bits: number): Code => [x, bytes16(256 - (1 << bits)), op.v128_and, op.v128_any_true, op.i32_eqz];
-  return fn([I32, I32, I32, I32, I32, I32, I32, I32, I32], [I32], l.types, [
+  const block = [
+    accs.map((x) => [zero, set(x)]),
+    get(pl), set(lut.t),
+    get(blk), set(lut.k),
+    get(sblk), set(sp),
+    op.i32(0), set(g),
+    op.block([op.loop([
+      get(g), get(groups), op.i32_ge_s, op.br_if(1),
+      lutZero(lut),
+      zero, set(hi8),
+      gemvPairs(lut, hi8, 16, relaxed, packed),
+      get(hi8), op.i16x8_extend_low_i8x16_s, set(lut.hi0),
+      get(hi8), op.i16x8_extend_high_i8x16_s, set(lut.hi1),
+      get(sp), op.v128_load(), set(scv),
+      get(scv), op.i32(4), op.i8x16_shr_u, set(deb),
+      get(fast),
+      op.if_([
+        // de − base in [0, 3] everywhere, or base − 1 − de in [0, 7] everywhere (bytes, mod 256).
+        allBelow([get(deb), get(base8), op.i8x16_sub], 2),
+        op.if_(quarters.map(leftSmall), [
+          allBelow([get(baseLess8), get(deb), op.i8x16_sub], 3),
+          op.if_(quarters.map(rightSmall), quarters.map(general)),
+        ]),
+      ], [
+        quarters.map((q) => [get(scratch), lutTotals(lut, q), op.v128_store(16 * q)]),
+        spill,
+        lanes.map(addGroup),
+        reload,
+      ]),
+      inc(sp, 16),
+      inc(g, 1),
+      op.br(0),
+    ])]),
+    // The final shift by `fin`: four lanes at a time for fin in [0, 31], else row by row.
+    get(fin), op.i32(0), op.i32_ge_s, get(fin), op.i32(31), op.i32_le_s, op.i32_and,
+    op.if_(
+      quarters.map((q) => [
+        get(ob),
+        get(fin), op.i32_eqz,
+        op.if_v128([get(accs[q])], [
+          get(accs[q]), get(fin), op.i32(1), op.i32_sub, op.i32x4_shr_s, set(tv),
+          get(tv), op.i32(1), op.i32x4_shr_s, get(tv), splat4(1), op.v128_and, op.i32x4_add,
+        ]),
+        op.v128_store(16 * q),
+      ]),
+      [spill, lanes.map(emit)],
+    ),
+  ];
+  return fn([I32, I32, I32, I32, I32, I32, I32, I32, I32, I32, I32, I32], [I32], l.types, [
     op.i32(0), set(sat),
     zero, set(satv),
     op.i32(0), set(r),
-    get(codes), set(lut.k),
+    get(codes), set(blk),
+    get(scales), set(sblk),
+    get(out), set(oblk),
     // Four-lane steps need every k = base − de (de in 0..15) in [−30, 31]: base in [−15, 31].
     get(base), op.i32(-15), op.i32_ge_s, get(base), op.i32(31), op.i32_le_s, op.i32_and, set(fast),
     get(base), op.i32x4_splat, set(basev),
@@ -239,51 +299,21 @@ export function gemvFn(relaxed: boolean): Func {
     get(base), op.i32(1), op.i32_sub, op.i8x16_splat, set(baseLess8),
     op.block([op.loop([
       get(r), get(rows), op.i32_ge_s, op.br_if(1),
-      accs.map((x) => [zero, set(x)]),
-      get(planes), set(lut.t),
-      op.i32(0), set(g),
+      // Each input in turn over this block: its codes and scales are in cache after the first.
+      op.i32(0), set(bi),
+      get(planes), set(pl),
+      get(oblk), set(ob),
       op.block([op.loop([
-        get(g), get(groups), op.i32_ge_s, op.br_if(1),
-        lutZero(lut),
-        zero, set(hi8),
-        gemvColumns(lut, hi8, 32, relaxed),
-        get(hi8), op.i16x8_extend_low_i8x16_s, set(lut.hi0),
-        get(hi8), op.i16x8_extend_high_i8x16_s, set(lut.hi1),
-        get(scales), op.v128_load(), set(scv),
-        get(scv), op.i32(4), op.i8x16_shr_u, set(deb),
-        get(fast),
-        op.if_([
-          // de − base in [0, 3] everywhere, or base − 1 − de in [0, 7] everywhere (bytes, mod 256).
-          allBelow([get(deb), get(base8), op.i8x16_sub], 2),
-          op.if_(quarters.map(leftSmall), [
-            allBelow([get(baseLess8), get(deb), op.i8x16_sub], 3),
-            op.if_(quarters.map(rightSmall), quarters.map(general)),
-          ]),
-        ], [
-          quarters.map((q) => [get(scratch), lutTotals(lut, q), op.v128_store(16 * q)]),
-          spill,
-          lanes.map(addGroup),
-          reload,
-        ]),
-        inc(scales, 16),
-        inc(g, 1),
+        get(bi), get(count), op.i32_ge_s, op.br_if(1),
+        block,
+        get(pl), get(planeStride), op.i32_add, set(pl),
+        get(ob), get(outStride), op.i32_add, set(ob),
+        inc(bi, 1),
         op.br(0),
       ])]),
-      // The final shift by `fin`: four lanes at a time for fin in [0, 31], else row by row.
-      get(fin), op.i32(0), op.i32_ge_s, get(fin), op.i32(31), op.i32_le_s, op.i32_and,
-      op.if_(
-        quarters.map((q) => [
-          get(out),
-          get(fin), op.i32_eqz,
-          op.if_v128([get(accs[q])], [
-            get(accs[q]), get(fin), op.i32(1), op.i32_sub, op.i32x4_shr_s, set(tv),
-            get(tv), op.i32(1), op.i32x4_shr_s, get(tv), splat4(1), op.v128_and, op.i32x4_add,
-          ]),
-          op.v128_store(16 * q),
-        ]),
-        [spill, lanes.map(emit)],
-      ),
-      inc(out, 64),
+      get(blk), get(groups), op.i32(8), op.i32_shl, op.i32_add, set(blk),
+      get(sblk), get(groups), op.i32(4), op.i32_shl, op.i32_add, set(sblk),
+      inc(oblk, 64),
       inc(r, 16),
       op.br(0),
     ])]),

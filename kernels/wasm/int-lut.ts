@@ -52,9 +52,9 @@ export const INT_LUT_FUNCTIONS_PORTABLE: Record<string, Func> = intLutFunctions(
 
 const PAGE = 65536;
 
-/** Bytes of a matrix's codes in the 16-row-block layout (rows rounded up to 16). */
+/** Bytes of a matrix's codes in the 16-row-block layout (rows rounded up to 16, two codes a byte). */
 function codeBytes(m: LutMatrix): number {
-  return Math.ceil(m.rows / 16) * 16 * m.cols;
+  return Math.ceil(m.rows / 16) * 16 * (m.cols / 2);
 }
 
 /** Bytes of a matrix's scales in the 16-row-block layout: per block, per group, 16 bytes. */
@@ -62,19 +62,21 @@ function scaleBytes(m: LutMatrix): number {
   return Math.ceil(m.rows / 16) * 16 * (m.cols / 32);
 }
 
-/** Writes a matrix's codes at `mem[at, …)`: per 16-row block, per column, 16 rows' codes; padding is 8. */
+/**
+ * Writes a matrix's codes at `mem[at, …)`: per 16-row block, per pair of columns, the 16 rows' bytes as
+ * the file packs them (low nibble the even column), so laying out is a byte transpose; padding rows are
+ * 0x88 (code 8 twice: weight 0).
+ */
 export function layoutCodes(m: LutMatrix, mem: Uint8Array, at: number): void {
-  const blocks = Math.ceil(m.rows / 16);
-  mem.fill(8, at, at + codeBytes(m));
-  for (let b = 0; b < blocks; b++) {
-    for (let c = 0; c < m.cols; c++) {
-      for (let lane = 0; lane < 16; lane++) {
-        const r = b * 16 + lane;
-        if (r >= m.rows) break;
-        const i = r * m.cols + c; // code index, row-major
-        const byte = m.nibbles[i >> 1];
-        mem[at + (b * m.cols + c) * 16 + lane] = i & 1 ? byte >> 4 : byte & 15;
-      }
+  const pairs = m.cols >> 1;
+  mem.fill(0x88, at + Math.floor(m.rows / 16) * 16 * pairs, at + codeBytes(m));
+  const nb = m.nibbles;
+  for (let r = 0; r < m.rows; r++) {
+    const src = r * pairs;
+    let dst = at + (r >> 4) * 16 * pairs + (r & 15);
+    for (let j = 0; j < pairs; j++) {
+      mem[dst] = nb[src + j];
+      dst += 16;
     }
   }
 }

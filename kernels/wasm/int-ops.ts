@@ -163,6 +163,40 @@ export function gemvColumn(l: LutLocals, hi8: number, relaxed: boolean, j = -1):
   ];
 }
 
+/**
+ * `pairs` pairs of columns of `gemv_lut`'s look-up over packed codes, unrolled: each 16 bytes at `k`
+ * hold 16 rows' codes of two columns, as the lut4 file stores them (column 2j in the low nibble, 2j + 1
+ * in the high one), unpacked by a mask and a byte shift into the index vector, each column then looked
+ * up as in `gemvColumn`; `t` moves past the 2 · `pairs` columns' planes and `k` past the codes. `packed`
+ * is a scratch v128 local.
+ */
+export function gemvPairs(l: LutLocals, hi8: number, pairs: number, relaxed: boolean, packed: number): Code {
+  const swizzle = relaxed ? op.i8x16_relaxed_swizzle : op.i8x16_swizzle;
+  const column = (at: number): Code => {
+    const plane = (offset: number, a: number, b: number): Code => [
+      get(l.t), op.v128_load(at + offset), get(l.idx), swizzle, set(l.v),
+      get(a), get(l.v), op.i16x8_extend_low_i8x16_u, op.i16x8_add, set(a),
+      get(b), get(l.v), op.i16x8_extend_high_i8x16_u, op.i16x8_add, set(b),
+    ];
+    return [
+      plane(0, l.lo0, l.lo1),
+      plane(16, l.mid0, l.mid1),
+      get(hi8), get(l.t), op.v128_load(at + 32), get(l.idx), swizzle, op.i8x16_add, set(hi8),
+    ];
+  };
+  return [
+    Array.from({ length: pairs }, (_, j) => [
+      get(l.k), op.v128_load(16 * j), set(packed),
+      get(packed), bytes16(15), op.v128_and, set(l.idx),
+      column(96 * j),
+      get(packed), op.i32(4), op.i8x16_shr_u, set(l.idx),
+      column(96 * j + 48),
+    ]),
+    get(l.t), op.i32(96 * pairs), op.i32_add, set(l.t),
+    get(l.k), op.i32(16 * pairs), op.i32_add, set(l.k),
+  ];
+}
+
 /** `count` columns of `gemvColumn`, unrolled, then `t` and `k` moved past them. */
 export function gemvColumns(l: LutLocals, hi8: number, count: number, relaxed: boolean): Code {
   return [
