@@ -17,7 +17,9 @@
  */
 import { ACC_EXP, activationTables, gemv, type PreparedMatrix } from "../../kernels/int/gemv.ts";
 import { attendGroup, CACHE_BITS, SCORE_EXP } from "../../kernels/int/attention.ts";
-import { gemvLut, inputPlanes } from "../../kernels/int/gemv-lut.ts";
+import { gemvLut, inputPlanes, type LutSums } from "../../kernels/int/gemv-lut.ts";
+import { assertBound, checked, holds } from "../../kernels/int/check.ts";
+import { type GemvPool, queueGemv, runQueued } from "./threads.ts";
 import { mulS16, mulScale, multiples } from "../../kernels/int/mul.ts";
 import { applyGain, NORM_EXP } from "../../kernels/int/norm.ts";
 import { ropeHead } from "../../kernels/int/rope.ts";
@@ -34,21 +36,24 @@ export const LOGIT_EXP = SCORE_EXP;
 /** Writes embedding row `id` at RESIDUAL_EXP into `x`. */
 function embedRow(m: IntModel, id: number, x: Int32Array): void {
   const e = m.embed;
+  const codes = m.embedBytes;
+  const scales = m.embedScales;
+  const stride = m.embedStride;
   let b = m.embedRow[id];
   let s = m.embedScaleRow[id];
   let c = 0;
   for (let g = 0; g < (m.width >> 5); g++) {
-    const scale = e.scales[s];
+    const scale = scales[s];
     const mant = scale & 15;
     const toRes = RESIDUAL_EXP - (e.expBase + (scale >> 4) - 4);
     for (let j = 0; j < 16; j++) {
-      const byte = e.nibbles[b];
+      const byte = codes[b];
       x[c] = shift(mulScale((byte & 15) - 8, mant), toRes);
       x[c + 1] = shift(mulScale((byte >> 4) - 8, mant), toRes);
       c = c + 2;
-      b = b + 1;
+      b = b + stride;
     }
-    s = s + 1;
+    s = s + stride;
   }
 }
 
@@ -169,10 +174,47 @@ function product(
   tab: Int32Array,
   inExp: number,
   outExp: number,
+  run = true,
 ): void {
   const lut = m.lut;
-  if (lut !== null) gemvLut(out, outAt, 0, w, lut, m.lutAt[entry], m.lutScales[entry], inExp, outExp);
-  else gemv(out, 0, w, tab, inExp, outExp);
+  const pool = m.pool;
+  if (lut === null) gemv(out, 0, w, tab, inExp, outExp);
+  else if (pool === null) gemvLut(out, outAt, 0, w, lut, m.lutAt[entry], m.lutScales[entry], inExp, outExp);
+  else {
+    const base = ACC_EXP + 4 - w.expBase - inExp;
+    const to = outAt >= 0 ? outAt : lut.outAt;
+    const groups = w.cols >> 5;
+    queueGemv(
+      pool,
+      lut,
+      entry,
+      m.lutAt[entry],
+      m.lutScales[entry],
+      w.rows,
+      groups,
+      lut.planesAt,
+      0,
+      1,
+      base,
+      outExp - ACC_EXP,
+      to,
+      0,
+    );
+    if (run) finishProducts(pool, lut, w.name);
+    if (run && outAt < 0) {
+      let j = lut.outIndex;
+      for (let i = 0; i < w.rows; i++) {
+        out[i] = lut.mem32[j];
+        j = j + 1;
+      }
+    }
+  }
+}
+
+/** Runs the queued projections on every thread; checked mode turns a saturation into the bound error. */
+function finishProducts(pool: GemvPool, lut: LutSums, name: string): void {
+  const saturated = runQueued(pool, lut);
+  if (checked.on && !holds(saturated === 0)) assertBound(false, `${name}: ${saturated} saturations`);
 }
 
 /** The attention block of layer `l`: norm, q/k/v, the cache append, GQA attention, o, the residual. */
@@ -182,8 +224,8 @@ function attentionBlock(m: IntModel, st: IntState, l: number): void {
   const la = s.cur.la;
   norm(m, s.x, s.at.x, 0, RESIDUAL_EXP, m.normWidth, s.z, s.at.z, 0);
   productInput(m, s.z, s.at.z, m.width, s.tabW);
-  product(m, s.q, s.at.q, L.q, la, s.tabW, NORM_EXP, ACC_EXP);
-  product(m, s.k, s.at.k, L.k, la + 1, s.tabW, NORM_EXP, ACC_EXP);
+  product(m, s.q, s.at.q, L.q, la, s.tabW, NORM_EXP, ACC_EXP, false);
+  product(m, s.k, s.at.k, L.k, la + 1, s.tabW, NORM_EXP, ACC_EXP, false);
   product(m, s.v, s.at.v, L.v, la + 2, s.tabW, NORM_EXP, ACC_EXP);
   let off = 0;
   for (let h = 0; h < m.heads; h++) {
@@ -280,7 +322,7 @@ function mlpBlock(m: IntModel, L: IntLayer): void {
   const la = s.cur.la;
   norm(m, s.x, s.at.x, 0, RESIDUAL_EXP, m.normWidth, s.z, s.at.z, 0);
   productInput(m, s.z, s.at.z, m.width, s.tabW);
-  product(m, s.gate, s.at.gate, L.gate, la + 4, s.tabW, NORM_EXP, RESIDUAL_EXP);
+  product(m, s.gate, s.at.gate, L.gate, la + 4, s.tabW, NORM_EXP, RESIDUAL_EXP, false);
   product(m, s.up, s.at.up, L.up, la + 5, s.tabW, NORM_EXP, ACC_EXP);
   const ep = gatedProduct(m);
   productInput(m, s.a16, s.at.a16, m.ffn, s.tabF);

@@ -7,7 +7,7 @@
  * (tests/audit.test.ts).
  * @module
  */
-import type { PreparedMatrix } from "../../kernels/int/gemv.ts";
+import { packWords, type PreparedMatrix } from "../../kernels/int/gemv.ts";
 import type { LutSums } from "../../kernels/int/gemv-lut.ts";
 import { type NormPlan, rmsnorm } from "../../kernels/int/norm.ts";
 import { quantizeBits, satAdd } from "../../kernels/int/round.ts";
@@ -264,4 +264,38 @@ export function fillDigits(m: IntModel, lut: LutSums, st: IntState): void {
     valueLayer = valueLayer + (m.expLayerStride >> 2);
   }
   m.digitOwner = st;
+}
+
+/**
+ * Reads a tied head's embedding rows from the module's copy of the head (its last matrix), so that the
+ * codes are held once: row r's first code byte is at block (r >> 4), lane (r & 15) of the 16-row
+ * layout, and its pairs (and groups) lie 16 bytes apart.
+ */
+export function embedFromModule(m: IntModel, lut: LutSums): void {
+  const last = m.lutAt.length - 1;
+  const pairs = m.width >> 1;
+  const groups = m.width >> 5;
+  let blockCodes = m.lutAt[last];
+  let blockScales = m.lutScales[last];
+  let lane = 0;
+  for (let r = 0; r < m.vocab; r++) {
+    m.embedRow[r] = blockCodes + lane;
+    m.embedScaleRow[r] = blockScales + lane;
+    lane = lane + 1;
+    if (lane === 16) {
+      lane = 0;
+      for (let j = 0; j < pairs; j++) blockCodes = blockCodes + 16;
+      for (let g = 0; g < groups; g++) blockScales = blockScales + 16;
+    }
+  }
+  m.embedBytes = lut.mem8;
+  m.embedScales = lut.mem8;
+  m.embedStride = 16;
+}
+
+/** Fills every matrix's word copy (gemv.ts `packWords`), for a model the TypeScript kernels serve. */
+export function packAllWords(m: IntModel): void {
+  for (const w of lutMatrices(m)) {
+    if (w.words.length === 0) w.words = packWords(w.nibbles);
+  }
 }

@@ -142,6 +142,13 @@ export interface LutSums {
   valueExpAt: number;
   /** Room for the engine's vectors as views of this memory, so that no call copies its input or output. */
   vectorsAt: number;
+  /**
+   * Bytes of one batch slot's vectors (slot s's at `vectorsAt + s · slotVectorBytes`), and where the
+   * slots' input planes lie (slot s's at `slotPlanesAt + s · slotPlaneBytes`; only with several slots).
+   */
+  slotVectorBytes: number;
+  slotPlanesAt: number;
+  slotPlaneBytes: number;
   /** RoPE's cos and sin tables as int32, [position][head_dim / 2]. */
   ropeCosAt: number;
   ropeSinAt: number;

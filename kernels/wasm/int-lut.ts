@@ -16,7 +16,7 @@
  * ```
  * @module
  */
-import { assemble, type Func } from "./asm.ts";
+import { assemble, type Func, uleb } from "./asm.ts";
 import { mixFn, scoresFn, softmaxFn } from "./int-attention.ts";
 import { gemvFn, planesFn } from "./int-gemv.ts";
 import { addSatFn, quantizeFn, rmsnormFn, ropeFn, siluFn, swigluFn } from "./int-vector.ts";
@@ -114,6 +114,49 @@ export interface LutRoom {
   relaxed?: boolean;
   /** The SiLU table and its differences' multiples (`LutSums.siluTAt`, `siluMulAt`). */
   silu?: { t: Int32Array; mul: Int32Array };
+  /**
+   * Threads that will call `gemv_lut` at once (default 1): each gets its own 128 bytes of scratch at
+   * `scratchAt + 128 · thread`, and above 1 the memory is a shared one the module imports, so that
+   * workers can instantiate the same bytes over it (`LutShared`).
+   */
+  threads?: number;
+  /** Batch slots: copies of the engine's vectors (`vectorInts` each) and of the input planes (default 1). */
+  slots?: number;
+}
+
+/** What a worker needs to run the same module over the same memory: the bytes and the shared memory. */
+export interface LutShared {
+  bytes: Uint8Array<ArrayBuffer>;
+  memory: WebAssembly.Memory;
+}
+
+/**
+ * The module `bytes` with its own memory replaced by an imported shared one (`env.memory`, exactly
+ * `pages` pages): the memory section is dropped and an import section put after the type section.
+ */
+function importSharedMemory(bytes: Uint8Array, pages: number): Uint8Array<ArrayBuffer> {
+  const name = (s: string) => [...uleb(s.length), ...new TextEncoder().encode(s)];
+  const entry = [1, ...name("env"), ...name("memory"), 0x02, 0x03, ...uleb(pages), ...uleb(pages)];
+  const imports = [2, ...uleb(entry.length), ...entry];
+  const out: number[] = [...bytes.subarray(0, 8)];
+  let at = 8;
+  while (at < bytes.length) {
+    const id = bytes[at];
+    let size = 0;
+    let shift = 0;
+    let p = at + 1;
+    for (;;) {
+      const b = bytes[p++];
+      size += (b & 127) * 2 ** shift;
+      shift += 7;
+      if (b < 128) break;
+    }
+    const end = p + size;
+    if (id !== 5) out.push(...bytes.subarray(at, end));
+    if (id === 1) out.push(...imports);
+    at = end;
+  }
+  return new Uint8Array(out);
 }
 
 /**
@@ -125,7 +168,7 @@ export interface LutRoom {
 export function createLutSums(
   mats: LutMatrix[],
   room: LutRoom = {},
-): { lut: LutSums; at: Int32Array; scalesAt: Int32Array } | null {
+): { lut: LutSums; at: Int32Array; scalesAt: Int32Array; shared: LutShared | null } | null {
   if (typeof WebAssembly === "undefined") return null;
   let widest = 0;
   let tallest = 0;
@@ -142,8 +185,10 @@ export function createLutSums(
   // Attention reuses the planes and sums areas: four tables of head_dim columns, six blocks of sums.
   const planesAt = 0;
   const sumsAt = align(planesAt + Math.max(widest, room.planeCols ?? 0) * 48);
+  const threads = Math.max(1, room.threads ?? 1);
+  const slots = Math.max(1, room.slots ?? 1);
   const scratchAt = align(sumsAt + Math.max(groupsMax, 6) * 64);
-  const inAt = scratchAt + 128;
+  const inAt = scratchAt + 128 * threads;
   const outAt = align(inAt + Math.max(widest, positions) * 4);
   const probAt = align(outAt + Math.ceil(Math.max(tallest, headDim) / 16) * 16 * 4);
   const scoresAt = align(probAt + positions * 48);
@@ -156,7 +201,10 @@ export function createLutSums(
   const ropeCosAt = align(siluMulAt + (room.silu?.mul.length ?? 0) * 4);
   const ropeSinAt = ropeCosAt + (room.rope?.cos.length ?? 0) * 4;
   const vectorsAt = align(ropeSinAt + (room.rope?.sin.length ?? 0) * 4);
-  let next = vectorsAt + (room.vectorInts ?? 0) * 4;
+  const slotVectorBytes = align((room.vectorInts ?? 0) * 4);
+  const slotPlanesAt = vectorsAt + slotVectorBytes * slots;
+  const slotPlaneBytes = align(widest * 48);
+  let next = slotPlanesAt + (slots > 1 ? slotPlaneBytes * slots : 0);
   const at = new Int32Array(mats.length);
   const scalesAt = new Int32Array(mats.length);
   mats.forEach((m, i) => {
@@ -170,13 +218,17 @@ export function createLutSums(
   const valueExpAt = keyExpAt + (room.expMirrorBytes ?? 0);
   next = valueExpAt + (room.expMirrorBytes ?? 0);
   const pages = Math.ceil(next / PAGE);
-  let bytes = assemble({
-    pages,
-    functions: room.relaxed === false ? INT_LUT_FUNCTIONS_PORTABLE : INT_LUT_FUNCTIONS,
-  });
-  if (!WebAssembly.validate(bytes)) bytes = assemble({ pages, functions: INT_LUT_FUNCTIONS_PORTABLE });
+  const shared = threads > 1;
+  const build = (functions: Record<string, Func>) => {
+    const plain = assemble({ pages, functions });
+    return shared ? importSharedMemory(plain, pages) : plain;
+  };
+  let bytes = build(room.relaxed === false ? INT_LUT_FUNCTIONS_PORTABLE : INT_LUT_FUNCTIONS);
+  if (!WebAssembly.validate(bytes)) bytes = build(INT_LUT_FUNCTIONS_PORTABLE);
   if (!WebAssembly.validate(bytes)) return null;
-  const exports = new WebAssembly.Instance(new WebAssembly.Module(bytes)).exports as unknown as
+  const memory = shared ? new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true }) : null;
+  const instance = new WebAssembly.Instance(new WebAssembly.Module(bytes), memory ? { env: { memory } } : {});
+  const exports = instance.exports as unknown as
     & { memory: WebAssembly.Memory }
     & Pick<
       LutSums,
@@ -249,6 +301,9 @@ export function createLutSums(
       keyExpAt,
       valueExpAt,
       vectorsAt,
+      slotVectorBytes,
+      slotPlanesAt,
+      slotPlaneBytes,
       ropeCosAt,
       ropeSinAt,
       siluTAt,
@@ -256,5 +311,6 @@ export function createLutSums(
     },
     at,
     scalesAt,
+    shared: memory ? { bytes, memory } : null,
   };
 }
