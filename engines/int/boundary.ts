@@ -14,8 +14,8 @@
  * @module
  */
 import type { SamplingOptions } from "../../model/engine.ts";
-import { step } from "./forward.ts";
-import type { IntModel, IntState } from "./model.ts";
+import { prefill, step } from "./forward.ts";
+import { type IntModel, type IntState, PREFILL_SLOTS } from "./model.ts";
 import type { IntSampling } from "./sampler.ts";
 
 /** The last sampling options seen, as given and in fixed point. */
@@ -80,7 +80,17 @@ export function remember(memo: SamplingMemo, options: SamplingOptions, int: IntS
  */
 export function feedTokens(m: IntModel, st: IntState, tokens: readonly number[]): void {
   checkTokens(m, st, tokens);
-  for (let t = 0; t < tokens.length; t++) step(m, st, tokens[t]);
+  // Runs of positions go through the projections together where the module serves (forward.ts
+  // `prefill`: the same integers as one at a time); a lone token is one step.
+  const batched = m.lut !== null && m.s.slots.length >= PREFILL_SLOTS;
+  let t = 0;
+  while (t < tokens.length) {
+    let n = tokens.length - t;
+    if (n > PREFILL_SLOTS) n = PREFILL_SLOTS;
+    if (batched && n > 1) prefill(m, st, tokens, t, n);
+    else step(m, st, tokens[t]);
+    t = batched && n > 1 ? t + n : t + 1;
+  }
 }
 
 /** Refuses (RangeError) an id outside the vocabulary or more tokens than the context has room for. */

@@ -38,7 +38,7 @@ import { createLutSums, type LutShared } from "../../kernels/wasm/int-lut.ts";
 import { checkTokens, feedTokens, remember, rememberedSampling, samplingMemo } from "./boundary.ts";
 import { LOGIT_EXP, step } from "./forward.ts";
 import { intLogprobs } from "./logprobs.ts";
-import { buildIntModel, type IntModel, type IntState, newState } from "./model.ts";
+import { buildIntModel, type IntModel, type IntState, newState, PREFILL_SLOTS } from "./model.ts";
 import { coreCount, type RunningPool, startPool, stopPool } from "./pool.ts";
 import { embedFromModule, lutMatrices, packAllWords, useLut, vectorRoom } from "./simd.ts";
 import { type IntSampling, sample, type SamplerScratch, samplerScratch, seedRng } from "./sampler.ts";
@@ -59,6 +59,11 @@ export interface IntEngineOptions {
   threads?: number;
   /** Positions the KV cache is allocated for (default min(max_positions, 4096)); at most max_positions. */
   context?: number;
+  /**
+   * Weights a projection needs to be split across the threads (default pool.ts `SPLIT_WEIGHTS`, 2^18:
+   * smaller ones cost more to hand out than they save); 0 splits every one (tests).
+   */
+  splitWeights?: number;
 }
 
 /**
@@ -112,7 +117,7 @@ export async function openIntEngine(file: Lut4File, opts: IntEngineOptions = {})
   }
   const { engine, model, shared } = prepared(file, { ...opts, threads });
   if (shared === null || model.lut === null) return engine;
-  const running = await startPool(lutMatrices(model), model.lut, shared, threads);
+  const running = await startPool(lutMatrices(model), shared, threads, opts.splitWeights);
   if (running === null) return engine;
   model.pool = running.pool;
   let stopped = false;
@@ -121,8 +126,10 @@ export async function openIntEngine(file: Lut4File, opts: IntEngineOptions = {})
     stopped = true;
     model.pool = null;
   };
-  POOLS.register(engine, running);
-  return { ...engine, dispose: stop };
+  const threaded: Engine = { ...engine, dispose: stop };
+  // The workers stop with the engine the caller holds, if it is collected without `dispose()`.
+  POOLS.register(threaded, running);
+  return threaded;
 }
 
 /** Stops a pool whose engine was collected without `dispose()`. */
@@ -225,6 +232,7 @@ function serveOnSimd(model: IntModel, threads: number, tied: boolean): LutShared
     rope: { cos: model.ropeCos, sin: model.ropeSin },
     silu: model.silu,
     threads,
+    slots: PREFILL_SLOTS,
   });
   if (!made) return null;
   useLut(model, made.lut, made.at, made.scalesAt);

@@ -26,7 +26,7 @@ import { ropeHead } from "../../kernels/int/rope.ts";
 import { quantize16, shift } from "../../kernels/int/round.ts";
 import { silu } from "../../kernels/int/tables.ts";
 import type { IntLayer, IntModel, IntState } from "./model.ts";
-import { addResidual, fillDigits, norm, quantize, writeDigits, writeValueDigits } from "./simd.ts";
+import { addResidual, fillDigits, norm, quantize, useSlot, writeDigits, writeValueDigits } from "./simd.ts";
 
 /** Exponent of the residual stream. */
 export const RESIDUAL_EXP = -16;
@@ -97,7 +97,7 @@ export function step(m: IntModel, st: IntState, id: number): void {
     throw new RangeError(`token id ${id} is outside [0, ${m.vocab})`);
   }
   embedRow(m, id, m.s.x);
-  startCursor(m, st);
+  startCursor(m, st, st.pos);
   for (let l = 0; l < m.layers.length; l++) {
     attentionBlock(m, st, l);
     mlpBlock(m, m.layers[l]);
@@ -113,9 +113,8 @@ export function step(m: IntModel, st: IntState, id: number): void {
  * and the exponents, and, when the SIMD attention runs, in the digit planes (rewritten from `st`'s
  * cache first when they hold another state's).
  */
-function startCursor(m: IntModel, st: IntState): void {
+function startCursor(m: IntModel, st: IntState, pos: number): void {
   const c = m.s.cur;
-  const pos = st.pos;
   c.pos = pos;
   c.ropeAt = 0;
   c.cacheAt = 0;
@@ -196,6 +195,7 @@ function product(
       0,
       1,
       base,
+      -1,
       outExp - ACC_EXP,
       to,
       0,
@@ -227,6 +227,19 @@ function attentionBlock(m: IntModel, st: IntState, l: number): void {
   product(m, s.q, s.at.q, L.q, la, s.tabW, NORM_EXP, ACC_EXP, false);
   product(m, s.k, s.at.k, L.k, la + 1, s.tabW, NORM_EXP, ACC_EXP, false);
   product(m, s.v, s.at.v, L.v, la + 2, s.tabW, NORM_EXP, ACC_EXP);
+  const ea = attendPosition(m, st, L, l);
+  productInput(m, s.a16, s.at.a16, m.qDim, s.tabQ);
+  product(m, s.proj, s.at.proj, L.o, la + 3, s.tabQ, ea, RESIDUAL_EXP);
+  addResidual(m);
+}
+
+/**
+ * The attention of the cursor's position in layer `l`, from its q, k and v: the q heads normed, gained
+ * and rotated, the keys and values appended to the cache, every q head attended, the heads requantised
+ * to 15 bits in `a16`; returns their exponent.
+ */
+function attendPosition(m: IntModel, st: IntState, L: IntLayer, l: number): number {
+  const s = m.s;
   let off = 0;
   for (let h = 0; h < m.heads; h++) {
     s.qExp[h] = normRope(m, s.q, s.at.q, off, ACC_EXP, L.qGain, L.qGainExp, s.cur.ropeAt, m.qBits);
@@ -235,10 +248,7 @@ function attentionBlock(m: IntModel, st: IntState, l: number): void {
   appendKeysValues(m, st, L, l);
   pointContext(m, st, l);
   attendHeads(m);
-  const ea = quantize(m, s.att, s.at.att, 0, m.qDim, ACC_EXP, s.a16, s.at.a16, 0, 15);
-  productInput(m, s.a16, s.at.a16, m.qDim, s.tabQ);
-  product(m, s.proj, s.at.proj, L.o, la + 3, s.tabQ, ea, RESIDUAL_EXP);
-  addResidual(m);
+  return quantize(m, s.att, s.at.att, 0, m.qDim, ACC_EXP, s.a16, s.at.a16, 0, 15);
 }
 
 /**
@@ -363,4 +373,166 @@ function headLogits(m: IntModel, st: IntState): void {
   }
   productInput(m, s.z, s.at.z, m.width, s.tabW);
   product(m, st.logits, -1, m.head, s.cur.la, s.tabW, ez, LOGIT_EXP);
+}
+
+/**
+ * Feeds the `n` tokens `ids[from, from + n)` (2 ≤ n ≤ PREFILL_SLOTS, the module serving) at positions
+ * `st.pos` …: exactly the integers of n calls of `step`, each position in its own batch slot, but every
+ * projection runs once for all n (each block of codes read once for them all). Leaves the last
+ * position's logits; refuses a full context or a bad id before changing anything.
+ */
+export function prefill(m: IntModel, st: IntState, ids: readonly number[], from: number, n: number): void {
+  if (st.pos + n > m.maxPositions) throw new RangeError(`context full: ${m.maxPositions} positions`);
+  for (let b = from; b < from + n; b++) {
+    const id = ids[b];
+    if (!(id >= 0 && id < m.vocab && (id | 0) === id)) {
+      throw new RangeError(`token id ${id} is outside [0, ${m.vocab})`);
+    }
+  }
+  for (let b = 0; b < n; b++) {
+    useSlot(m, b);
+    embedRow(m, ids[from + b], m.s.x);
+    startCursor(m, st, st.pos + b);
+  }
+  for (let l = 0; l < m.layers.length; l++) {
+    attentionBatch(m, st, l, n);
+    mlpBatch(m, m.layers[l], n);
+    for (let b = 0; b < n; b++) {
+      useSlot(m, b);
+      nextLayer(m);
+    }
+  }
+  useSlot(m, n - 1);
+  headLogits(m, st);
+  for (let b = from; b < from + n; b++) st.tokens.push(ids[b]);
+  st.pos = st.pos + n;
+  useSlot(m, 0);
+}
+
+/** Slot `b`'s normed residual (or the vector at `vAt`, `cols` long) as its input planes. */
+function slotPlanes(m: IntModel, b: number, vAt: number, cols: number): void {
+  m.lut!.planes_offset(vAt, cols, m.s.slots[b].planesAt);
+}
+
+/**
+ * Matrix `w` (entry `entry`) over the planes of slots 0 … n − 1 into each slot's vector at slot 0's
+ * `outAt`, at exponent `outExp`; the inputs at `inExp`, or (`perSlot`) each at its slot's `slotExp`.
+ * With `run` false the call waits in the pool's queue for the next.
+ */
+function productBatch(
+  m: IntModel,
+  n: number,
+  w: PreparedMatrix,
+  entry: number,
+  outAt: number,
+  inExp: number,
+  perSlot: boolean,
+  outExp: number,
+  run: boolean,
+): void {
+  const lut = m.lut!;
+  const s = m.s;
+  const baseOf = ACC_EXP + 4 - w.expBase;
+  let bases = -1;
+  if (perSlot) {
+    for (let b = 0; b < n; b++) lut.mem32[lut.basesIndex + b] = baseOf - s.slotExp[b];
+    bases = lut.basesAt;
+  }
+  const planes = s.slots[0].planesAt;
+  const groups = w.cols >> 5;
+  const fin = outExp - ACC_EXP;
+  const pool = m.pool;
+  const codes = m.lutAt[entry];
+  const scales = m.lutScales[entry];
+  if (pool === null) {
+    const stride = lut.slotPlaneBytes;
+    const out = lut.slotVectorBytes;
+    const saturated = lut.gemv_lut(
+      planes,
+      stride,
+      n,
+      codes,
+      scales,
+      w.rows,
+      groups,
+      baseOf - inExp,
+      bases,
+      fin,
+      outAt,
+      out,
+      lut.scratchAt,
+    );
+    if (checked.on && !holds(saturated === 0)) assertBound(false, `${w.name}: ${saturated} saturations`);
+    return;
+  }
+  const ps = lut.slotPlaneBytes;
+  const vs = lut.slotVectorBytes;
+  queueGemv(
+    pool,
+    lut,
+    entry,
+    codes,
+    scales,
+    w.rows,
+    groups,
+    planes,
+    ps,
+    n,
+    baseOf - inExp,
+    bases,
+    fin,
+    outAt,
+    vs,
+  );
+  if (run) finishProducts(pool, lut, w.name);
+}
+
+/** The attention block of layer `l` for slots 0 … n − 1 (`attentionBlock`'s integers, slot by slot). */
+function attentionBatch(m: IntModel, st: IntState, l: number, n: number): void {
+  const s = m.s;
+  const L = m.layers[l];
+  const la = s.cur.la;
+  for (let b = 0; b < n; b++) {
+    useSlot(m, b);
+    norm(m, s.x, s.at.x, 0, RESIDUAL_EXP, m.normWidth, s.z, s.at.z, 0);
+    slotPlanes(m, b, s.at.z, m.width);
+  }
+  const at = s.slots[0].at;
+  productBatch(m, n, L.q, la, at.q, NORM_EXP, false, ACC_EXP, false);
+  productBatch(m, n, L.k, la + 1, at.k, NORM_EXP, false, ACC_EXP, false);
+  productBatch(m, n, L.v, la + 2, at.v, NORM_EXP, false, ACC_EXP, true);
+  for (let b = 0; b < n; b++) {
+    useSlot(m, b);
+    s.slotExp[b] = attendPosition(m, st, L, l);
+    slotPlanes(m, b, s.at.a16, m.qDim);
+  }
+  productBatch(m, n, L.o, la + 3, at.proj, 0, true, RESIDUAL_EXP, true);
+  for (let b = 0; b < n; b++) {
+    useSlot(m, b);
+    addResidual(m);
+  }
+}
+
+/** The MLP block of layer `L` for slots 0 … n − 1 (`mlpBlock`'s integers, slot by slot). */
+function mlpBatch(m: IntModel, L: IntLayer, n: number): void {
+  const s = m.s;
+  const la = s.cur.la;
+  for (let b = 0; b < n; b++) {
+    useSlot(m, b);
+    norm(m, s.x, s.at.x, 0, RESIDUAL_EXP, m.normWidth, s.z, s.at.z, 0);
+    slotPlanes(m, b, s.at.z, m.width);
+  }
+  const at = s.slots[0].at;
+  productBatch(m, n, L.gate, la + 4, at.gate, NORM_EXP, false, RESIDUAL_EXP, false);
+  productBatch(m, n, L.up, la + 5, at.up, NORM_EXP, false, ACC_EXP, true);
+  for (let b = 0; b < n; b++) {
+    useSlot(m, b);
+    s.slotExp[b] = gatedProduct(m);
+    slotPlanes(m, b, s.at.a16, m.ffn);
+  }
+  productBatch(m, n, L.down, la + 6, at.proj, 0, true, RESIDUAL_EXP, true);
+  for (let b = 0; b < n; b++) {
+    useSlot(m, b);
+    addResidual(m);
+  }
 }

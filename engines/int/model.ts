@@ -127,6 +127,17 @@ export interface IntModel extends CacheLayout {
   pool: GemvPool | null;
 }
 
+/**
+ * One batch slot of a prefill step: its own vectors (views of the module's memory, at `at`), its
+ * input planes and its cursor; simd.ts `useSlot` makes them the step's (slot 0's are a single step's).
+ */
+export interface Slot {
+  views: Int32Array[];
+  at: VectorAddresses;
+  planesAt: number;
+  cur: StepCursor;
+}
+
 /** The vectors and tables one step works in; allocated once per model, so a step allocates nothing. */
 export interface Scratch {
   x: Int32Array;
@@ -157,6 +168,9 @@ export interface Scratch {
   ctx: AttentionContext;
   /** Where the step under way reads and writes (forward.ts). */
   cur: StepCursor;
+  /** The batch slots (simd.ts `useLut`; none without the module), and each one's input exponent. */
+  slots: Slot[];
+  slotExp: Int32Array;
 }
 
 /** Where `useLut` put each vector in the module's memory (byte address), or −1. */
@@ -390,18 +404,28 @@ function newScratch(
     at: unplaced(),
     attn,
     ctx: attentionContext(sh, kvDim, exp, attn, layout),
-    cur: {
-      pos: 0,
-      ropeAt: 0,
-      cacheAt: 0,
-      expAt: 0,
-      la: 0,
-      digits: false,
-      digitsAt: 0,
-      laneAt: 0,
-      valuesAt: 0,
-      expsAt: 0,
-    },
+    cur: newCursor(),
+    slots: [],
+    slotExp: new Int32Array(PREFILL_SLOTS),
+  };
+}
+
+/** Positions one prefill step carries through the projections at once (forward.ts `prefill`). */
+export const PREFILL_SLOTS = 16;
+
+/** A step cursor at position 0. */
+export function newCursor(): StepCursor {
+  return {
+    pos: 0,
+    ropeAt: 0,
+    cacheAt: 0,
+    expAt: 0,
+    la: 0,
+    digits: false,
+    digitsAt: 0,
+    laneAt: 0,
+    valuesAt: 0,
+    expsAt: 0,
   };
 }
 

@@ -7,7 +7,7 @@
  *
  * @example
  * ```ts
- * const pool = await startPool(lutMatrices(model), made.lut, made.shared!, 2);
+ * const pool = await startPool(lutMatrices(model), made.shared!, 2);
  * // … serve …
  * stopPool(pool);
  * ```
@@ -15,7 +15,6 @@
  */
 import { Worker } from "node:worker_threads";
 import type { LutMatrix } from "../../kernels/int/gemv.ts";
-import type { LutSums } from "../../kernels/int/gemv-lut.ts";
 import type { LutShared } from "../../kernels/wasm/int-lut.ts";
 import { CALL_INTS, type GemvPool, MAX_CALLS, SEQ, STOP } from "./threads.ts";
 import type { WorkerStart } from "./worker.ts";
@@ -39,15 +38,19 @@ export function coreCount(): number {
 
 /**
  * Each matrix's shares for `threads` threads: blocks of 16 rows dealt out as evenly as they go, in
- * order, thread 0 first; −1 for a matrix too small to split (`SPLIT_WEIGHTS`) or with fewer blocks
+ * order, thread 0 first; −1 for a matrix too small to split (below `splitWeights` weights) or with fewer blocks
  * than threads.
  */
-export function planShares(mats: LutMatrix[], threads: number): { shareAt: Int32Array; shares: Int32Array } {
+export function planShares(
+  mats: LutMatrix[],
+  threads: number,
+  splitWeights = SPLIT_WEIGHTS,
+): { shareAt: Int32Array; shares: Int32Array } {
   const shareAt = new Int32Array(mats.length).fill(-1);
   const shares: number[] = [];
   mats.forEach((m, e) => {
     const blocks = Math.ceil(m.rows / 16);
-    if (threads < 2 || m.rows * m.cols < SPLIT_WEIGHTS || blocks < threads) return;
+    if (threads < 2 || m.rows * m.cols < splitWeights || blocks < threads) return;
     shareAt[e] = shares.length;
     for (let t = 0; t < threads; t++) {
       const b0 = Math.floor((blocks * t) / threads);
@@ -62,16 +65,16 @@ export function planShares(mats: LutMatrix[], threads: number): { shareAt: Int32
 
 /**
  * Starts a pool of `threads` threads (this one and `threads − 1` workers) over `shared`, the module and
- * memory `lut` runs on; null when no matrix is worth splitting or `threads` is 1 (the caller then runs
+ * memory the engine runs on; null when no matrix is worth splitting or `threads` is 1 (the caller then runs
  * everything on this thread).
  */
 export async function startPool(
   mats: LutMatrix[],
-  lut: LutSums,
   shared: LutShared,
   threads: number,
+  splitWeights = SPLIT_WEIGHTS,
 ): Promise<RunningPool | null> {
-  const { shareAt, shares } = planShares(mats, threads);
+  const { shareAt, shares } = planShares(mats, threads, splitWeights);
   if (threads < 2 || shareAt.every((a) => a < 0)) return null;
   const perWorker = 1 + MAX_CALLS * CALL_INTS;
   const ctrlBuffer = new SharedArrayBuffer((HEADER_INTS + (threads - 1) * perWorker) * 4);
@@ -100,7 +103,6 @@ export async function startPool(
     for (const w of workers) void w.terminate();
     throw e;
   }
-  void lut;
   const pool: GemvPool = {
     threads,
     ctrl: new Int32Array(ctrlBuffer),

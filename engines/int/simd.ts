@@ -11,7 +11,7 @@ import { packWords, type PreparedMatrix } from "../../kernels/int/gemv.ts";
 import type { LutSums } from "../../kernels/int/gemv-lut.ts";
 import { type NormPlan, rmsnorm } from "../../kernels/int/norm.ts";
 import { quantizeBits, satAdd } from "../../kernels/int/round.ts";
-import type { IntModel, IntState } from "./model.ts";
+import { type IntModel, type IntState, newCursor, PREFILL_SLOTS, type VectorAddresses } from "./model.ts";
 
 /** The matrices `lutAt` addresses, in its order: per layer q, k, v, o, gate, up, down; then the head. */
 export function lutMatrices(m: IntModel): PreparedMatrix[] {
@@ -66,30 +66,30 @@ export function useLut(m: IntModel, lut: LutSums, at: Int32Array, scalesAt: Int3
   m.lutAt = at;
   m.lutScales = scalesAt;
   m.digitOwner = null;
-  const views: Int32Array[] = [];
-  const bytes: number[] = [];
-  let byte = lut.vectorsAt;
-  for (const n of vectorLengths(m)) {
-    views.push(new Int32Array(lut.mem32.buffer, byte, n));
-    bytes.push(byte);
-    byte = byte + ((((n + 15) >> 4) << 4) << 2);
-  }
   const s = m.s;
-  s.z = views[0];
-  s.a16 = views[1];
-  s.q = views[2];
-  s.k = views[3];
-  s.v = views[4];
-  s.proj = views[5];
-  s.gate = views[6];
-  s.up = views[7];
-  s.att = views[8];
-  s.up16 = views[9];
-  s.prod = views[10];
-  s.x = views[11];
-  s.head = views[12];
-  s.normY = views[13];
-  s.at = {
+  s.slots = [];
+  let slotAt = lut.vectorsAt;
+  let planesAt = lut.slotPlanesAt;
+  for (let b = 0; b < PREFILL_SLOTS; b++) {
+    const views: Int32Array[] = [];
+    const bytes: number[] = [];
+    let byte = slotAt;
+    for (const n of vectorLengths(m)) {
+      views.push(new Int32Array(lut.mem32.buffer, byte, n));
+      bytes.push(byte);
+      byte = byte + ((((n + 15) >> 4) << 4) << 2);
+    }
+    const cur = b === 0 ? s.cur : newCursor();
+    s.slots.push({ views, at: slotAddresses(bytes), planesAt, cur });
+    slotAt = slotAt + lut.slotVectorBytes;
+    planesAt = planesAt + lut.slotPlaneBytes;
+  }
+  useSlot(m, 0);
+}
+
+/** The vectors' byte addresses, in `vectorLengths` order, by name. */
+function slotAddresses(bytes: number[]): VectorAddresses {
+  return {
     z: bytes[0],
     a16: bytes[1],
     q: bytes[2],
@@ -105,6 +105,29 @@ export function useLut(m: IntModel, lut: LutSums, at: Int32Array, scalesAt: Int3
     head: bytes[12],
     normY: bytes[13],
   };
+}
+
+/** Makes batch slot `b`'s vectors, addresses and cursor the step's (`useLut` placed them). */
+export function useSlot(m: IntModel, b: number): void {
+  const s = m.s;
+  const slot = s.slots[b];
+  const views = slot.views;
+  s.z = views[0];
+  s.a16 = views[1];
+  s.q = views[2];
+  s.k = views[3];
+  s.v = views[4];
+  s.proj = views[5];
+  s.gate = views[6];
+  s.up = views[7];
+  s.att = views[8];
+  s.up16 = views[9];
+  s.prod = views[10];
+  s.x = views[11];
+  s.head = views[12];
+  s.normY = views[13];
+  s.at = slot.at;
+  s.cur = slot.cur;
 }
 
 /**

@@ -9,13 +9,13 @@
  *
  * The control words (`GemvPool.ctrl`, shared with the workers): `SEQ` counts dispatches (a worker
  * wakes when it changes), `DONE` counts the workers finished with the current one, `SAT` sums their
- * saturations, `STOP` asks them to end; worker w's calls start at `workerAt[w]`: a count, then 12
+ * saturations, `STOP` asks them to end; worker w's calls start at `workerAt[w]`: a count, then 13
  * arguments of `gemv_lut` per call.
  *
  * @example
  * ```ts
- * queueGemv(pool, lut, entry, planesAt, 0, 1, base, fin, outAt, 0);  // q
- * queueGemv(pool, lut, entry + 1, planesAt, 0, 1, base, fin, kAt, 0); // k, same input
+ * queueGemv(pool, lut, e, codesAt, scalesAt, rows, groups, planesAt, 0, 1, base, -1, fin, qAt, 0);
+ * queueGemv(pool, lut, e + 1, codesAt1, scalesAt1, rows1, groups, planesAt, 0, 1, base, -1, fin, kAt, 0);
  * const saturated = runQueued(pool, lut);
  * ```
  * @module
@@ -28,7 +28,7 @@ export const DONE = 1;
 export const SAT = 2;
 export const STOP = 3;
 /** Arguments of one queued `gemv_lut` call; calls one worker may hold per dispatch. */
-export const CALL_INTS = 12;
+export const CALL_INTS = 13;
 export const MAX_CALLS = 4;
 /** Spins on a control word before sleeping on it: a dispatch is often back within microseconds. */
 const SPINS = 4096;
@@ -72,6 +72,7 @@ export function queueGemv(
   planeStride: number,
   count: number,
   base: number,
+  bases: number,
   fin: number,
   out: number,
   outStride: number,
@@ -88,6 +89,7 @@ export function queueGemv(
         rows,
         groups,
         base,
+        bases,
         fin,
         out,
         outStride,
@@ -111,10 +113,11 @@ export function queueGemv(
     calls[i + 5] = sh[share + 3];
     calls[i + 6] = groups;
     calls[i + 7] = base;
-    calls[i + 8] = fin;
-    calls[i + 9] = out + sh[share + 2];
-    calls[i + 10] = outStride;
-    calls[i + 11] = scratch;
+    calls[i + 8] = bases;
+    calls[i + 9] = fin;
+    calls[i + 10] = out + sh[share + 2];
+    calls[i + 11] = outStride;
+    calls[i + 12] = scratch;
     calls[head] = pool.queued + 1;
     share = share + 4;
     scratch = scratch + 128;
@@ -140,6 +143,7 @@ export function runCalls(lut: Pick<LutSums, "gemv_lut">, calls: Int32Array, head
       calls[i + 9],
       calls[i + 10],
       calls[i + 11],
+      calls[i + 12],
     );
     i = i + CALL_INTS;
   }
@@ -163,11 +167,16 @@ export function runQueued(pool: GemvPool, lut: LutSums): number {
   saturated = saturated + runCalls(lut, pool.mine, 0);
   const workers = pool.threads - 1;
   let spins = 0;
+  let waits = 0;
   for (;;) {
     const done = Atomics.load(ctrl, DONE);
     if (done === workers) break;
     spins = spins + 1;
-    if (spins > SPINS) Atomics.wait(ctrl, DONE, done, 1000);
+    if (spins > SPINS && Atomics.wait(ctrl, DONE, done, 1000) === "timed-out") {
+      // A worker that has not answered for a minute is gone (stopped, or its thread died).
+      waits = waits + 1;
+      if (waits === 60) throw new Error("integer engine: a worker thread stopped answering");
+    }
   }
   pool.queued = 0;
   pool.mine[0] = 0;

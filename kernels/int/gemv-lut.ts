@@ -38,6 +38,7 @@ export interface LutSums {
     rows: number,
     groups: number,
     base: number,
+    bases: number,
     fin: number,
     out: number,
     outStride: number,
@@ -149,6 +150,9 @@ export interface LutSums {
   slotVectorBytes: number;
   slotPlanesAt: number;
   slotPlaneBytes: number;
+  /** One int32 per batch slot: the shift bases of a batched `gemv_lut` whose inputs' exponents differ. */
+  basesAt: number;
+  basesIndex: number;
   /** RoPE's cos and sin tables as int32, [position][head_dim / 2]. */
   ropeCosAt: number;
   ropeSinAt: number;
@@ -207,6 +211,7 @@ export function gemvLut(
     mat.rows,
     groups,
     base,
+    -1,
     finalShift,
     direct ? outAt + (outOff << 2) : lut.outAt,
     0,

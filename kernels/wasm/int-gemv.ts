@@ -7,8 +7,8 @@
  * - `planes_digits(x, n, outU, outS)`: the byte planes of u · x_i and of the signed top digit's table
  *   (u < 8 ? u : u − 16) · x_i, 48 bytes per input each (a query's tables, kernels/int/attention.ts).
  * - `planes_unsigned(x, n, out)`: the byte planes of u · x_i alone (the probabilities' tables).
- * - `gemv_lut(planes, planeStride, count, codes, scales, rows, groups, base, fin, out, outStride,
- *   scratch)`: the whole projection of kernels/int/gemv.ts for `count` inputs (their planes
+ * - `gemv_lut(planes, planeStride, count, codes, scales, rows, groups, base, bases, fin, out,
+ *   outStride, scratch)`: the whole projection of kernels/int/gemv.ts for `count` inputs (their planes
  *   `planeStride` bytes apart, their outputs `outStride` apart), 16 rows at a time, every input in turn
  *   over one block of rows so that its codes are read from memory once: each group's sums by table
  *   look-up over the codes as the file packs them (two per byte, unpacked by a mask and a shift), then
@@ -112,8 +112,9 @@ export function planesFn(kind: "offset" | "digits" | "unsigned"): Func {
 }
 
 /**
- * `gemv_lut(planes, planeStride, count, codes, scales, rows, groups, base, fin, out, outStride, scratch)
- * → saturations`: see the module comment. Codes are laid out per 16-row block, per pair of columns, 16
+ * `gemv_lut(planes, planeStride, count, codes, scales, rows, groups, base, bases, fin, out, outStride,
+ * scratch) → saturations`: see the module comment. Every input has the shift base `base`, or, when
+ * `bases` is not −1, input i has the int32 at `bases + 4i` (inputs at different exponents). Codes are laid out per 16-row block, per pair of columns, 16
  * bytes (the 16 rows' bytes of the file: low nibble the even column); scales per block, per group, 16
  * bytes; `scratch` holds 128 bytes (one per thread); each output receives whole blocks of 16 (rows
  * rounded up). A thread's share of the rows is the same call on its blocks' codes, scales and outputs.
@@ -130,13 +131,13 @@ export function planesFn(kind: "offset" | "digits" | "unsigned"): Func {
  * Other bases go row by row through `shift`'s every case.
  */
 export function gemvFn(relaxed: boolean): Func {
-  const planes = 0, planeStride = 1, count = 2, codes = 3, scales = 4, rows = 5, groups = 6, base = 7, fin = 8;
-  const out = 9, outStride = 10, scratch = 11;
-  const l = localsAfter(12);
+  const planes = 0, planeStride = 1, count = 2, codes = 3, scales = 4, rows = 5, groups = 6, base = 7, bases = 8;
+  const fin = 9, out = 10, outStride = 11, scratch = 12;
+  const l = localsAfter(13);
   const r = l.i32(), g = l.i32(), fast = l.i32();
   // The 16-row block's codes, scales and output; the input under way, its planes, its output, its scales.
   const blk = l.i32(), sblk = l.i32(), oblk = l.i32(), bi = l.i32(), pl = l.i32(), ob = l.i32(), sp = l.i32();
-  const packed = l.v128();
+  const packed = l.v128(), bp = l.i32();
   const a = l.i32(), sc = l.i32(), m = l.i32(), p = l.i32(), amount = l.i32(), term = l.i32();
   const acc = l.i32(), sum = l.i32(), sat = l.i32(), kk = l.i32(), lim = l.i32();
   const lut = lutLocals(l);
@@ -285,26 +286,33 @@ export function gemvFn(relaxed: boolean): Func {
       [spill, lanes.map(emit)],
     ),
   ];
-  return fn([I32, I32, I32, I32, I32, I32, I32, I32, I32, I32, I32, I32], [I32], l.types, [
+  // This input's base (from `bases` when it is not −1) and what the four-lane steps derive from it.
+  const inputBase = [
+    get(bases), op.i32(0), op.i32_ge_s,
+    op.if_([get(bp), op.i32_load(), set(base), inc(bp, 4)]),
+    // Four-lane steps need every k = base − de (de in 0..15) in [−30, 31]: base in [−15, 31].
+    get(base), op.i32(-15), op.i32_ge_s, get(base), op.i32(31), op.i32_le_s, op.i32_and, set(fast),
+    get(base), op.i32x4_splat, set(basev),
+    get(base), op.i8x16_splat, set(base8),
+    get(base), op.i32(1), op.i32_sub, op.i8x16_splat, set(baseLess8),
+  ];
+  return fn([I32, I32, I32, I32, I32, I32, I32, I32, I32, I32, I32, I32, I32], [I32], l.types, [
     op.i32(0), set(sat),
     zero, set(satv),
     op.i32(0), set(r),
     get(codes), set(blk),
     get(scales), set(sblk),
     get(out), set(oblk),
-    // Four-lane steps need every k = base − de (de in 0..15) in [−30, 31]: base in [−15, 31].
-    get(base), op.i32(-15), op.i32_ge_s, get(base), op.i32(31), op.i32_le_s, op.i32_and, set(fast),
-    get(base), op.i32x4_splat, set(basev),
-    get(base), op.i8x16_splat, set(base8),
-    get(base), op.i32(1), op.i32_sub, op.i8x16_splat, set(baseLess8),
     op.block([op.loop([
       get(r), get(rows), op.i32_ge_s, op.br_if(1),
       // Each input in turn over this block: its codes and scales are in cache after the first.
       op.i32(0), set(bi),
       get(planes), set(pl),
       get(oblk), set(ob),
+      get(bases), set(bp),
       op.block([op.loop([
         get(bi), get(count), op.i32_ge_s, op.br_if(1),
+        inputBase,
         block,
         get(pl), get(planeStride), op.i32_add, set(pl),
         get(ob), get(outStride), op.i32_add, set(ob),

@@ -204,7 +204,8 @@ export function createLutSums(
   const slotVectorBytes = align((room.vectorInts ?? 0) * 4);
   const slotPlanesAt = vectorsAt + slotVectorBytes * slots;
   const slotPlaneBytes = align(widest * 48);
-  let next = slotPlanesAt + (slots > 1 ? slotPlaneBytes * slots : 0);
+  const basesAt = slotPlanesAt + (slots > 1 ? slotPlaneBytes * slots : 0);
+  let next = align(basesAt + 4 * slots);
   const at = new Int32Array(mats.length);
   const scalesAt = new Int32Array(mats.length);
   mats.forEach((m, i) => {
@@ -304,6 +305,8 @@ export function createLutSums(
       slotVectorBytes,
       slotPlanesAt,
       slotPlaneBytes,
+      basesAt,
+      basesIndex: basesAt >> 2,
       ropeCosAt,
       ropeSinAt,
       siluTAt,
