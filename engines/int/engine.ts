@@ -127,13 +127,17 @@ export async function openIntEngine(file: Lut4File, opts: IntEngineOptions = {})
     model.pool = null;
   };
   const threaded: Engine = { ...engine, dispose: stop };
-  // The workers stop with the engine the caller holds, if it is collected without `dispose()`.
-  POOLS.register(threaded, running);
+  // The workers stop with the engine the caller holds, if it is collected without `dispose()`; a
+  // session still held then goes on on one thread (the same integers).
+  POOLS.register(threaded, { running, model });
   return threaded;
 }
 
 /** Stops a pool whose engine was collected without `dispose()`. */
-const POOLS = new FinalizationRegistry<RunningPool>((running) => stopPool(running));
+const POOLS = new FinalizationRegistry<{ running: RunningPool; model: IntModel }>(({ running, model }) => {
+  model.pool = null;
+  stopPool(running);
+});
 
 /** The context to allocate: `context` (checked) or the default, never above the file's max_positions. */
 function contextOf(file: Lut4File, context: number | undefined): number {
@@ -184,6 +188,7 @@ function prepared(
     kind: "int",
     config: file.config,
     source: file.path,
+    context: model.maxPositions,
     start() {
       const st = newState(model);
       seedRng(st.rng, 0, 0);
