@@ -69,11 +69,26 @@ function scaleBytes(m: LutMatrix): number {
  */
 export function layoutCodes(m: LutMatrix, mem: Uint8Array, at: number): void {
   const pairs = m.cols >> 1;
-  mem.fill(0x88, at + Math.floor(m.rows / 16) * 16 * pairs, at + codeBytes(m));
+  const full = m.rows >> 4;
+  mem.fill(0x88, at + full * 16 * pairs, at + codeBytes(m));
   const nb = m.nibbles;
-  for (let r = 0; r < m.rows; r++) {
+  // Four rows' bytes of one pair make one little-endian word of the destination (`at` is 16-aligned):
+  // a quarter of the stores of a byte-by-byte transpose.
+  const words = new Uint32Array(mem.buffer, mem.byteOffset + at, (full * 16 * pairs) >> 2);
+  for (let b = 0; b < full; b++) {
+    for (let q = 0; q < 4; q++) {
+      const r0 = (b * 16 + q * 4) * pairs;
+      const r1 = r0 + pairs, r2 = r1 + pairs, r3 = r2 + pairs;
+      let w = b * 4 * pairs + q;
+      for (let j = 0; j < pairs; j++) {
+        words[w] = nb[r0 + j] | (nb[r1 + j] << 8) | (nb[r2 + j] << 16) | (nb[r3 + j] << 24);
+        w += 4;
+      }
+    }
+  }
+  for (let r = full * 16; r < m.rows; r++) {
     const src = r * pairs;
-    let dst = at + (r >> 4) * 16 * pairs + (r & 15);
+    let dst = at + full * 16 * pairs + (r & 15);
     for (let j = 0; j < pairs; j++) {
       mem[dst] = nb[src + j];
       dst += 16;
