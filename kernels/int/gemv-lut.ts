@@ -7,14 +7,17 @@
  * every lut4 matrix of the default model and on saturating random inputs. Checked mode turns any
  * saturation the module counted into the same error `gemv` raises.
  *
- * Why the sums are exact: a table entry (u − 8) · x_c with |x_c| ≤ 32767 lies in (−2^18, 2^18), inside
- * the look-up's stated range [−2^23, 2^23); a group has 32 columns, within its 128.
+ * Why the sums are exact: a table entry (u − 8) · x_c with |x_c| ≤ 32767 lies in (−2^18, 2^18), so its
+ * 7-bit digits d0, d1 (unsigned) and top d2 = entry >> 14 (in [−16, 15]) rebuild it exactly as
+ * d0 + 2^7 d1 + 2^14 d2; two columns' d0 (or d1) add as bytes (≤ 254), eight columns' d2 as signed
+ * bytes (within [−128, 120]), and a group's 16-bit sums stay below 32 · 127.
  *
  * Memory of the instance (byte addresses): `planesAt` holds the input's tables as byte planes (48 bytes
- * per column: bits 0–7, 8–15, 16–23 of each of the 16 entries), `inAt` and `outAt` the int32 input and
+ * per column: the digits d0, d1, d2 of each of the 16 entries), `inAt` and `outAt` the int32 input and
  * output vectors, and each matrix's codes and scales start at their own offsets: per 16-row block, per
- * pair of columns, the 16 rows' two codes a byte as the file packs them, then per block, per group, the 16 rows' scale bytes;
- * rows past the matrix's last are code 8 and scale 0 (weight 0).
+ * pair of columns, the 16 rows' two codes a byte as the file packs them (the only copy of the codes the
+ * engine keeps), then per block, per group, the 16 rows' scale bytes; rows past the matrix's last are
+ * code 8 and scale 0 (weight 0).
  * @module
  */
 import { assertBound, checked, holds } from "./check.ts";

@@ -3,7 +3,7 @@
  * The integer engine's 4-bit projection as WebAssembly (built at load by kernels/wasm/int-lut.ts):
  *
  * - `planes_offset(x, n, out)`: the byte planes of the tables (u − 8) · x_i (kernels/int/gemv-lut.ts
- *   `inputPlanes`), 48 bytes per input.
+ *   `inputPlanes`), 48 bytes per input, in 7-bit digits (bits 0–6, 7–13, the rest signed).
  * - `planes_digits(x, n, outU, outS)`: the byte planes of u · x_i and of the signed top digit's table
  *   (u < 8 ? u : u − 16) · x_i, 48 bytes per input each (a query's tables, kernels/int/attention.ts).
  * - `planes_unsigned(x, n, out)`: the byte planes of u · x_i alone (the probabilities' tables).
@@ -22,11 +22,12 @@
  * @module
  */
 import { type Code, fn, type Func, I32, op, type ValType } from "./asm.ts";
-import { lutTotals, lutZero } from "./lut.ts";
+import { lutZero } from "./lut.ts";
 import {
   bytes16,
   get,
   gemvPairs,
+  gemvTotals,
   I32_MAX,
   I32_MIN,
   inc,
@@ -53,14 +54,17 @@ function firstFour(vx: number): Code {
   ];
 }
 
-/** Stores the three byte planes (bits 0–7, 8–15, 16–23) of the 16 int32 entries in e0..e3 at `out`. */
-function storePlanes(e: number[], out: number, a: number, b: number): Code {
-  // A plane's byte of each entry: masked (bits 0–7, 8–15) or shifted down as signed (bits 16–23, in
-  // [−128, 127] for entries in [−2^23, 2^23)), then narrowed 32 → 16 → 8 bits, which never saturates.
+/**
+ * Stores the three byte planes of the 16 int32 entries in e0..e3 at `out`: digits of `bits` bits (bits
+ * 0 … bits − 1 and bits … 2 · bits − 1, unsigned) and the rest above them (signed).
+ */
+function storePlanes(e: number[], out: number, a: number, b: number, bits = 8): Code {
+  // A plane's byte of each entry: masked (the two low digits) or shifted down as signed (the top, in
+  // [−128, 127] for the entries' range), then narrowed 32 → 16 → 8 bits, which never saturates.
   const part = (x: number, byte: number): Code =>
     byte === 2
-      ? [get(x), op.i32(16), op.i32x4_shr_s]
-      : [get(x), byte === 1 ? [op.i32(8), op.i32x4_shr_s] : [], splat4(255), op.v128_and];
+      ? [get(x), op.i32(2 * bits), op.i32x4_shr_s]
+      : [get(x), byte === 1 ? [op.i32(bits), op.i32x4_shr_s] : [], splat4((1 << bits) - 1), op.v128_and];
   return [0, 1, 2].map((byte) => {
     const to16 = byte === 2 ? op.i16x8_narrow_i32x4_s : op.i16x8_narrow_i32x4_u;
     const to8 = byte === 2 ? op.i8x16_narrow_i16x8_s : op.i8x16_narrow_i16x8_u;
@@ -102,7 +106,7 @@ export function planesFn(kind: "offset" | "digits" | "unsigned"): Func {
         ? [unsigned, storePlanes(e, outA, a, b), signedTop, storePlanes(e, outB, a, b), inc(outB, 48)]
         : kind === "unsigned"
         ? [unsigned, storePlanes(e, outA, a, b)]
-        : [offset, storePlanes(e, outA, a, b)],
+        : [offset, storePlanes(e, outA, a, b, 7)],
       inc(outA, 48),
       inc(x, 4),
       inc(i, 1),
@@ -192,7 +196,7 @@ export function gemvFn(relaxed: boolean): Func {
   ];
   // The three kinds of group (see the function's comment), for lanes 4q..4q+3.
   const leftSmall = (q: number): Code => [
-    lutTotals(lut, q), set(av), scaled(q),
+    gemvTotals(lut, q), set(av), scaled(q),
     get(dev), get(basev), op.i32x4_sub, set(sv), // −k in [0, 3]
     get(pv), set(tv),
     stepBy(tv, sv, 1, op.i32x4_shl),
@@ -200,13 +204,13 @@ export function gemvFn(relaxed: boolean): Func {
     accumulate(q),
   ];
   const rightSmall = (q: number): Code => [
-    lutTotals(lut, q), set(av), scaled(q),
+    gemvTotals(lut, q), set(av), scaled(q),
     get(basev), get(dev), op.i32x4_sub, splat4(1), op.i32x4_sub, set(sv), // k − 1 in [0, 7]
     rightShift(3),
     accumulate(q),
   ];
   const general = (q: number): Code => [
-    lutTotals(lut, q), set(av), scaled(q),
+    gemvTotals(lut, q), set(av), scaled(q),
     get(basev), get(dev), op.i32x4_sub, set(kv),
     // k > 0: t = p >> (k − 1), then round.
     get(kv), splat4(1), op.i32x4_sub, set(sv),
@@ -247,10 +251,7 @@ export function gemvFn(relaxed: boolean): Func {
     op.block([op.loop([
       get(g), get(groups), op.i32_ge_s, op.br_if(1),
       lutZero(lut),
-      zero, set(hi8),
       gemvPairs(lut, hi8, 16, relaxed, packed),
-      get(hi8), op.i16x8_extend_low_i8x16_s, set(lut.hi0),
-      get(hi8), op.i16x8_extend_high_i8x16_s, set(lut.hi1),
       get(sp), op.v128_load(), set(scv),
       get(scv), op.i32(4), op.i8x16_shr_u, set(deb),
       get(fast),
@@ -262,7 +263,7 @@ export function gemvFn(relaxed: boolean): Func {
           op.if_(quarters.map(rightSmall), quarters.map(general)),
         ]),
       ], [
-        quarters.map((q) => [get(scratch), lutTotals(lut, q), op.v128_store(16 * q)]),
+        quarters.map((q) => [get(scratch), gemvTotals(lut, q), op.v128_store(16 * q)]),
         spill,
         lanes.map(addGroup),
         reload,
