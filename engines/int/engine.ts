@@ -39,7 +39,7 @@ import { checkTokens, feedTokens, remember, rememberedSampling, samplingMemo } f
 import { LOGIT_EXP, step } from "./forward.ts";
 import { intLogprobs } from "./logprobs.ts";
 import { buildIntModel, type IntModel, type IntState, newState, PREFILL_SLOTS } from "./model.ts";
-import { coreCount, type RunningPool, startPool, stopPool } from "./pool.ts";
+import { coreCount, planShares, type RunningPool, startPool, stopPool } from "./pool.ts";
 import { embedFromModule, lutMatrices, packAllWords, useLut, vectorRoom } from "./simd.ts";
 import { type IntSampling, sample, type SamplerScratch, samplerScratch, seedRng } from "./sampler.ts";
 
@@ -179,7 +179,11 @@ function prepared(
   const context = contextOf(file, opts.context);
   const simd = opts.simd !== false;
   const model = buildIntModel(servingWeights(file.weights, context, simd), false);
-  const shared = simd ? serveOnSimd(model, opts.threads ?? 1, file.weights.head === null) : null;
+  // A shared memory only where some projection is worth splitting: small models stay on one thread.
+  const split = planShares(lutMatrices(model), opts.threads ?? 1, opts.splitWeights).shareAt.some((a) =>
+    a >= 0
+  );
+  const shared = simd ? serveOnSimd(model, split ? opts.threads ?? 1 : 1, file.weights.head === null) : null;
   if (model.lut === null) packAllWords(model);
   else releaseCodes(model);
   const shape = sessionShape(file);
