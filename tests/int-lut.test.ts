@@ -123,6 +123,24 @@ test("gemvLut equals gemv over random exponents: every shift case of every four-
   }
 });
 
+test("gemvLut equals gemv when every group shifts right by 1 … 31: the five-step four-lane case", () => {
+  const x = Int32Array.from({ length: 128 }, () => rng.int(65535) - 32767);
+  for (let trial = 0; trial < 40; trial++) {
+    const mat: LutMatrix = {
+      name: "random 48x128, wide right shifts",
+      rows: 48,
+      cols: 128,
+      expBase: -17,
+      nibbles: Uint8Array.from({ length: 48 * 64 }, () => rng.int(256)),
+      scales: Uint8Array.from({ length: 48 * 4 }, () => (rng.int(16) << 4) | rng.int(16)),
+    };
+    // base = −20 − expBase − xExp in [16, 31], so every k = base − de lies in [1, 31], spread over 16.
+    const xExp = -19 - rng.int(16);
+    const [want, got] = both(mat, x, xExp, rng.int(40) - 30);
+    expect(got).toEqual(want);
+  }
+});
+
 test("checked mode turns a saturation inside the SIMD projection into the engine's bound error", () => {
   const mat: LutMatrix = {
     name: "saturating",

@@ -130,6 +130,8 @@ export function planesFn(kind: "offset" | "digits" | "unsigned"): Func {
  * - every k in [−3, 0]: p << −k, which cannot overflow (|p| < 2^28, so |p · 8| < 2^31);
  * - every k in [1, 8]: t = p >> (k − 1), then the rounding `(t >> 1) + (t & 1)`, which is `shift`'s
  *   `(p >> k) + ((p >> (k − 1)) & 1)`;
+ * - every k in [1, 32] (every de below base, the common case of a real matrix whose groups' exponents
+ *   spread wider than 8): the same with five conditional shifts (k = 32 gives 0, as `shift` does);
  * - otherwise both cases for every lane, each lane keeping its own, the left shift saturated where p
  *   lies outside ±(2^31 − 1) >> −k (that limit shifted the same way).
  * Other bases go row by row through `shift`'s every case.
@@ -209,6 +211,12 @@ export function gemvFn(relaxed: boolean): Func {
     rightShift(3),
     accumulate(q),
   ];
+  const rightAny = (q: number): Code => [
+    gemvTotals(lut, q), set(av), scaled(q),
+    get(basev), get(dev), op.i32x4_sub, splat4(1), op.i32x4_sub, set(sv), // k − 1 in [0, 31]
+    rightShift(5),
+    accumulate(q),
+  ];
   const general = (q: number): Code => [
     gemvTotals(lut, q), set(av), scaled(q),
     get(basev), get(dev), op.i32x4_sub, set(kv),
@@ -260,7 +268,10 @@ export function gemvFn(relaxed: boolean): Func {
         allBelow([get(deb), get(base8), op.i8x16_sub], 2),
         op.if_(quarters.map(leftSmall), [
           allBelow([get(baseLess8), get(deb), op.i8x16_sub], 3),
-          op.if_(quarters.map(rightSmall), quarters.map(general)),
+          op.if_(quarters.map(rightSmall), [
+            allBelow([get(baseLess8), get(deb), op.i8x16_sub], 5),
+            op.if_(quarters.map(rightAny), quarters.map(general)),
+          ]),
         ]),
       ], [
         quarters.map((q) => [get(scratch), gemvTotals(lut, q), op.v128_store(16 * q)]),
