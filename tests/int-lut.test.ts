@@ -141,6 +141,25 @@ test("gemvLut equals gemv when every group shifts right by 1 … 31: the five-st
   }
 });
 
+test("gemvLut equals gemv when groups shift both ways by −3 … 12: the mixed four-lane case", () => {
+  const x = Int32Array.from({ length: 128 }, () => rng.int(65535) - 32767);
+  for (let trial = 0; trial < 40; trial++) {
+    // de in [d0, d0 + 6] and base within 3 of it: k = base − de of both signs, as a real model's are.
+    const d0 = rng.int(9);
+    const mat: LutMatrix = {
+      name: "random 48x128, mixed shifts",
+      rows: 48,
+      cols: 128,
+      expBase: -17,
+      nibbles: Uint8Array.from({ length: 48 * 64 }, () => rng.int(256)),
+      scales: Uint8Array.from({ length: 48 * 4 }, () => ((d0 + rng.int(7)) << 4) | rng.int(16)),
+    };
+    const base = d0 + rng.int(7); // k = base − de in [−6, 6]: mostly within the case, some beyond it
+    const [want, got] = both(mat, x, -3 - base, rng.int(40) - 30);
+    expect(got).toEqual(want);
+  }
+});
+
 test("checked mode turns a saturation inside the SIMD projection into the engine's bound error", () => {
   const mat: LutMatrix = {
     name: "saturating",

@@ -132,6 +132,8 @@ export function planesFn(kind: "offset" | "digits" | "unsigned"): Func {
  *   `(p >> k) + ((p >> (k − 1)) & 1)`;
  * - every k in [1, 32] (every de below base, the common case of a real matrix whose groups' exponents
  *   spread wider than 8): the same with five conditional shifts (k = 32 gives 0, as `shift` does);
+ * - every k in [−3, 12], of both signs (the usual case of a real model's groups, whose de cluster near
+ *   the base): both of the first two cases for every lane, each lane keeping its own;
  * - otherwise both cases for every lane, each lane keeping its own, the left shift saturated where p
  *   lies outside ±(2^31 − 1) >> −k (that limit shifted the same way).
  * Other bases go row by row through `shift`'s every case.
@@ -149,6 +151,7 @@ export function gemvFn(relaxed: boolean): Func {
   const lut = lutLocals(l);
   const accs = [l.v128(), l.v128(), l.v128(), l.v128()];
   const scv = l.v128(), deb = l.v128(), base8 = l.v128(), baseLess8 = l.v128(), basev = l.v128(), satv = l.v128();
+  const basePlus3 = l.v128();
   const hi8 = l.v128(), av = l.v128(), mv = l.v128(), dev = l.v128(), pv = l.v128(), kv = l.v128(), sv = l.v128();
   const tv = l.v128(), leftv = l.v128(), limv = l.v128(), bad = l.v128(), sumv = l.v128(), ovf = l.v128();
   const zero = op.v128_const(new Uint8Array(16));
@@ -211,6 +214,19 @@ export function gemvFn(relaxed: boolean): Func {
     rightShift(3),
     accumulate(q),
   ];
+  // k in [−3, 12], of either sign: the right shift by 4 steps and the left by 2, each lane keeping its own.
+  const mixedSmall = (q: number): Code => [
+    gemvTotals(lut, q), set(av), scaled(q),
+    get(basev), get(dev), op.i32x4_sub, set(kv),
+    get(kv), splat4(1), op.i32x4_sub, set(sv), // k − 1 in [0, 11] where k > 0
+    rightShift(4),
+    zero, get(kv), op.i32x4_sub, set(sv), // −k in [0, 3] where k ≤ 0
+    get(pv), set(leftv),
+    stepBy(leftv, sv, 1, op.i32x4_shl),
+    stepBy(leftv, sv, 0, op.i32x4_shl),
+    get(tv), get(leftv), get(kv), zero, op.i32x4_gt_s, op.v128_bitselect, set(tv),
+    accumulate(q),
+  ];
   const rightAny = (q: number): Code => [
     gemvTotals(lut, q), set(av), scaled(q),
     get(basev), get(dev), op.i32x4_sub, splat4(1), op.i32x4_sub, set(sv), // k − 1 in [0, 31]
@@ -270,7 +286,10 @@ export function gemvFn(relaxed: boolean): Func {
           allBelow([get(baseLess8), get(deb), op.i8x16_sub], 3),
           op.if_(quarters.map(rightSmall), [
             allBelow([get(baseLess8), get(deb), op.i8x16_sub], 5),
-            op.if_(quarters.map(rightAny), quarters.map(general)),
+            op.if_(quarters.map(rightAny), [
+              allBelow([get(basePlus3), get(deb), op.i8x16_sub], 4),
+              op.if_(quarters.map(mixedSmall), quarters.map(general)),
+            ]),
           ]),
         ]),
       ], [
@@ -307,6 +326,7 @@ export function gemvFn(relaxed: boolean): Func {
     get(base), op.i32x4_splat, set(basev),
     get(base), op.i8x16_splat, set(base8),
     get(base), op.i32(1), op.i32_sub, op.i8x16_splat, set(baseLess8),
+    get(base), op.i32(3), op.i32_add, op.i8x16_splat, set(basePlus3),
   ];
   return fn([I32, I32, I32, I32, I32, I32, I32, I32, I32, I32, I32, I32, I32], [I32], l.types, [
     op.i32(0), set(sat),
