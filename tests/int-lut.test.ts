@@ -160,6 +160,23 @@ test("gemvLut equals gemv when groups shift both ways by −3 … 12: the mixed 
   }
 });
 
+test("gemvLut equals gemv when every group shifts left by 0 … 15: saturating four-lane lefts", () => {
+  const x = Int32Array.from({ length: 128 }, () => rng.int(65535) - 32767);
+  for (let trial = 0; trial < 40; trial++) {
+    const base = rng.int(6); // de in [base, 15]: k = base − de in [−15, 0], large ones saturating
+    const mat: LutMatrix = {
+      name: "random 48x128, left shifts",
+      rows: 48,
+      cols: 128,
+      expBase: -17,
+      nibbles: Uint8Array.from({ length: 48 * 64 }, () => rng.int(256)),
+      scales: Uint8Array.from({ length: 48 * 4 }, () => ((base + rng.int(16 - base)) << 4) | rng.int(16)),
+    };
+    const [want, got] = both(mat, x, -3 - base, rng.int(40) - 30);
+    expect(got).toEqual(want);
+  }
+});
+
 test("checked mode turns a saturation inside the SIMD projection into the engine's bound error", () => {
   const mat: LutMatrix = {
     name: "saturating",

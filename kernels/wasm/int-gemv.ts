@@ -134,6 +134,7 @@ export function planesFn(kind: "offset" | "digits" | "unsigned"): Func {
  *   spread wider than 8): the same with five conditional shifts (k = 32 gives 0, as `shift` does);
  * - every k in [−3, 12], of both signs (the usual case of a real model's groups, whose de cluster near
  *   the base): both of the first two cases for every lane, each lane keeping its own;
+ * - every k in [−15, 0]: the left shift by four conditional steps, saturated as below;
  * - otherwise both cases for every lane, each lane keeping its own, the left shift saturated where p
  *   lies outside ±(2^31 − 1) >> −k (that limit shifted the same way).
  * Other bases go row by row through `shift`'s every case.
@@ -227,6 +228,19 @@ export function gemvFn(relaxed: boolean): Func {
     get(tv), get(leftv), get(kv), zero, op.i32x4_gt_s, op.v128_bitselect, set(tv),
     accumulate(q),
   ];
+  // Every k in [−15, 0]: the left shift and its limit by 4 steps, saturated as `general` does.
+  const leftAny = (q: number): Code => [
+    gemvTotals(lut, q), set(av), scaled(q),
+    get(dev), get(basev), op.i32x4_sub, set(sv), // −k in [0, 15]
+    get(pv), set(leftv),
+    splat4(I32_MAX), set(limv),
+    [3, 2, 1, 0].map((b) => [stepBy(leftv, sv, b, op.i32x4_shl), stepBy(limv, sv, b, op.i32x4_shr_s)]),
+    get(pv), get(limv), op.i32x4_gt_s, set(ovf),
+    get(pv), get(limv), bytes16(255), op.v128_xor, op.i32x4_lt_s, set(bad),
+    splat4(I32_MAX), splat4(I32_MIN), get(leftv), get(bad), op.v128_bitselect, get(ovf), op.v128_bitselect, set(tv),
+    get(satv), get(ovf), get(bad), op.v128_or, op.i32x4_sub, set(satv),
+    accumulate(q),
+  ];
   const rightAny = (q: number): Code => [
     gemvTotals(lut, q), set(av), scaled(q),
     get(basev), get(dev), op.i32x4_sub, splat4(1), op.i32x4_sub, set(sv), // k − 1 in [0, 31]
@@ -288,7 +302,10 @@ export function gemvFn(relaxed: boolean): Func {
             allBelow([get(baseLess8), get(deb), op.i8x16_sub], 5),
             op.if_(quarters.map(rightAny), [
               allBelow([get(basePlus3), get(deb), op.i8x16_sub], 4),
-              op.if_(quarters.map(mixedSmall), quarters.map(general)),
+              op.if_(quarters.map(mixedSmall), [
+                allBelow([get(deb), get(base8), op.i8x16_sub], 4),
+                op.if_(quarters.map(leftAny), quarters.map(general)),
+              ]),
             ]),
           ]),
         ]),
