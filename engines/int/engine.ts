@@ -1,18 +1,21 @@
 /**
- * The integer engine behind the one engine interface (model/engine.ts). This module is the adapter,
- * not the engine: it reads the lut4 file (or quantizes a float export to one on load), turns the
- * caller's float sampling options into fixed point, and converts the fixed-point logits to floats for
- * callers that measure. It is deliberately outside the audited set (tests/audit.test.ts); everything
- * that serves a token — model.ts, forward.ts, simd.ts, sampler.ts and kernels/int/ — is inside it and
- * never sees a float.
+ * The integer engine behind the one engine interface (model/engine.ts). This module is the adapter's
+ * load-time half, not the engine: it reads the lut4 file (or quantizes a float export to one on load),
+ * sizes the KV cache to the context, lays the model out in the WebAssembly module and starts the
+ * worker threads (pool.ts), turns a new value of the caller's float sampling options into fixed point,
+ * and converts the fixed-point logits to floats for callers that ask (eval, measure). It is outside
+ * the audited set (tests/audit.test.ts); everything that serves a token — boundary.ts (the adapter's
+ * per-token half), threads.ts, model.ts, forward.ts, simd.ts, sampler.ts and kernels/int/ — is inside
+ * it and never sees a float.
  *
  * @example
  * ```ts
- * const engine = await loadIntEngine("out/ferry.lut4");
+ * const engine = await loadIntEngine("out/ferry.lut4", { threads: 2, context: 2048 });
  * const s = engine.start();
  * await s.feed(encode("The jury said", { bos: true }), "none");
  * const next = s.pick();                     // greedy
  * await writeSessionFile("a.session", s.save!());
+ * engine.dispose?.();                        // stops the workers, if any
  * ```
  * @module
  */

@@ -1,6 +1,7 @@
 /**
- * The integer-only Qwen3 forward: one token per step, prefill and decode through the same code, using
- * only additions, shifts, comparisons and table look-ups (tests/audit.test.ts proves the absence of
+ * The integer-only Qwen3 forward: one token per `step`, or up to PREFILL_SLOTS positions per `prefill`
+ * step through every projection at once (the same integers), using only additions, shifts, comparisons
+ * and table look-ups (tests/audit.test.ts proves the absence of
  * `*`, `/`, `%`, floats and `Math`). Every kernel lives in kernels/int/; this module wires them in the
  * Qwen3 dataflow: RMSNorm → q, k, v → per-head q/k RMSNorm and gain → RoPE → GQA attention over a
  * 12-bit KV cache → o → residual; RMSNorm → gate, up → SiLU(gate) · up → down → residual; final norm →
@@ -10,7 +11,7 @@
  * ```ts
  * const model = buildIntModel(weights);       // weights from formats/lut4.ts
  * const state = newState(model);
- * for (const id of prompt) step(model, state, id);
+ * for (const id of prompt) step(model, state, id);   // or, with the module: prefill(model, state, prompt, 0, n)
  * greedy(state.logits);                        // the next token (sampler.ts)
  * ```
  * @module

@@ -1,7 +1,8 @@
 /**
  * Where the integer forward (engines/int/forward.ts) meets its WebAssembly module
  * (kernels/wasm/int-lut.ts): the matrices' order in the module, the engine's vectors as views of the
- * module's memory (`useLut`), the KV cache's digit planes and exponent mirrors kept there, and the steps
+ * module's memory (`useLut`, one set per prefill batch slot, `useSlot` picking the step's), the KV
+ * cache's digit planes and exponent mirrors kept there, and the steps
  * that run in the module when it is there and in the TypeScript kernels otherwise (`norm`, `quantize`,
  * `addResidual`) — the same integers either way. Serving code: audited with the forward
  * (tests/audit.test.ts).
