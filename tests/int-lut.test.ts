@@ -123,6 +123,60 @@ test("gemvLut equals gemv over random exponents: every shift case of every four-
   }
 });
 
+test("gemvLut equals gemv when every group shifts right by 1 … 31: the five-step four-lane case", () => {
+  const x = Int32Array.from({ length: 128 }, () => rng.int(65535) - 32767);
+  for (let trial = 0; trial < 40; trial++) {
+    const mat: LutMatrix = {
+      name: "random 48x128, wide right shifts",
+      rows: 48,
+      cols: 128,
+      expBase: -17,
+      nibbles: Uint8Array.from({ length: 48 * 64 }, () => rng.int(256)),
+      scales: Uint8Array.from({ length: 48 * 4 }, () => (rng.int(16) << 4) | rng.int(16)),
+    };
+    // base = −20 − expBase − xExp in [16, 31], so every k = base − de lies in [1, 31], spread over 16.
+    const xExp = -19 - rng.int(16);
+    const [want, got] = both(mat, x, xExp, rng.int(40) - 30);
+    expect(got).toEqual(want);
+  }
+});
+
+test("gemvLut equals gemv when groups shift both ways by −3 … 12: the mixed four-lane case", () => {
+  const x = Int32Array.from({ length: 128 }, () => rng.int(65535) - 32767);
+  for (let trial = 0; trial < 40; trial++) {
+    // de in [d0, d0 + 6] and base within 3 of it: k = base − de of both signs, as a real model's are.
+    const d0 = rng.int(9);
+    const mat: LutMatrix = {
+      name: "random 48x128, mixed shifts",
+      rows: 48,
+      cols: 128,
+      expBase: -17,
+      nibbles: Uint8Array.from({ length: 48 * 64 }, () => rng.int(256)),
+      scales: Uint8Array.from({ length: 48 * 4 }, () => ((d0 + rng.int(7)) << 4) | rng.int(16)),
+    };
+    const base = d0 + rng.int(7); // k = base − de in [−6, 6]: mostly within the case, some beyond it
+    const [want, got] = both(mat, x, -3 - base, rng.int(40) - 30);
+    expect(got).toEqual(want);
+  }
+});
+
+test("gemvLut equals gemv when every group shifts left by 0 … 15: saturating four-lane lefts", () => {
+  const x = Int32Array.from({ length: 128 }, () => rng.int(65535) - 32767);
+  for (let trial = 0; trial < 40; trial++) {
+    const base = rng.int(6); // de in [base, 15]: k = base − de in [−15, 0], large ones saturating
+    const mat: LutMatrix = {
+      name: "random 48x128, left shifts",
+      rows: 48,
+      cols: 128,
+      expBase: -17,
+      nibbles: Uint8Array.from({ length: 48 * 64 }, () => rng.int(256)),
+      scales: Uint8Array.from({ length: 48 * 4 }, () => ((base + rng.int(16 - base)) << 4) | rng.int(16)),
+    };
+    const [want, got] = both(mat, x, -3 - base, rng.int(40) - 30);
+    expect(got).toEqual(want);
+  }
+});
+
 test("checked mode turns a saturation inside the SIMD projection into the engine's bound error", () => {
   const mat: LutMatrix = {
     name: "saturating",

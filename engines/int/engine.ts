@@ -1,18 +1,21 @@
 /**
- * The integer engine behind the one engine interface (model/engine.ts). This module is the adapter,
- * not the engine: it reads the lut4 file (or quantizes a float export to one on load), turns the
- * caller's float sampling options into fixed point, and converts the fixed-point logits to floats for
- * callers that measure. It is deliberately outside the audited set (tests/audit.test.ts); everything
- * that serves a token — model.ts, forward.ts, simd.ts, sampler.ts and kernels/int/ — is inside it and
- * never sees a float.
+ * The integer engine behind the one engine interface (model/engine.ts). This module is the adapter's
+ * load-time half, not the engine: it reads the lut4 file (or quantizes a float export to one on load),
+ * sizes the KV cache to the context, lays the model out in the WebAssembly module and starts the
+ * worker threads (pool.ts), turns a new value of the caller's float sampling options into fixed point,
+ * and converts the fixed-point logits to floats for callers that ask (eval, measure). It is outside
+ * the audited set (tests/audit.test.ts); everything that serves a token — boundary.ts (the adapter's
+ * per-token half), threads.ts, model.ts, forward.ts, simd.ts, sampler.ts and kernels/int/ — is inside
+ * it and never sees a float.
  *
  * @example
  * ```ts
- * const engine = await loadIntEngine("out/ferry.lut4");
+ * const engine = await loadIntEngine("out/ferry.lut4", { threads: 2, context: 2048 });
  * const s = engine.start();
  * await s.feed(encode("The jury said", { bos: true }), "none");
  * const next = s.pick();                     // greedy
  * await writeSessionFile("a.session", s.save!());
+ * engine.dispose?.();                        // stops the workers, if any
  * ```
  * @module
  */
@@ -33,11 +36,14 @@ import { tensorSource } from "../../model/tensor.ts";
 import type { FormatDescriptor } from "../../formats/format.ts";
 import { type Lut4File, lut4Format, readLut4 } from "../../formats/lut4.ts";
 import { decodeSession, encodeSession, type SessionShape } from "../../formats/session.ts";
-import { createLutSums } from "../../kernels/wasm/int-lut.ts";
+import type { GainTable, Lut4Weights } from "../../formats/lut4-types.ts";
+import { createLutSums, type LutShared } from "../../kernels/wasm/int-lut.ts";
+import { checkTokens, feedTokens, remember, rememberedSampling, samplingMemo } from "./boundary.ts";
 import { LOGIT_EXP, step } from "./forward.ts";
 import { intLogprobs } from "./logprobs.ts";
-import { buildIntModel, type IntModel, type IntState, newState } from "./model.ts";
-import { lutMatrices, useLut, vectorRoom } from "./simd.ts";
+import { buildIntModel, type IntModel, type IntState, newState, PREFILL_SLOTS } from "./model.ts";
+import { coreCount, planShares, type RunningPool, startPool, stopPool } from "./pool.ts";
+import { embedFromModule, lutMatrices, packAllWords, useLut, vectorRoom } from "./simd.ts";
 import { type IntSampling, sample, type SamplerScratch, samplerScratch, seedRng } from "./sampler.ts";
 
 const LOGIT_SCALE = 2 ** LOGIT_EXP;
@@ -45,8 +51,23 @@ const LOGIT_SCALE = 2 ** LOGIT_EXP;
 const LOGIT_Q = 2 ** -LOGIT_EXP;
 /** What `feed(…, "none")` returns: shared, so the serving path allocates nothing per token. */
 const NO_LOGITS = new Float32Array(0);
-/** Greedy in fixed point, the options of a plain `pick()`: made once, not per token. */
-const GREEDY: IntSampling = { tempQ16: 0, topK: 0, minPQ16: 0, topPQ16: 65536 };
+/** The context a load allocates for unless asked otherwise: the float engine's default. */
+export const DEFAULT_CONTEXT = 4096;
+
+/** How to build the integer engine. */
+export interface IntEngineOptions {
+  /** false: the TypeScript kernels alone (default: WebAssembly SIMD where the runtime has it). */
+  simd?: boolean;
+  /** Threads one generation's projections are split across (default: the core count). */
+  threads?: number;
+  /** Positions the KV cache is allocated for (default min(max_positions, 4096)); at most max_positions. */
+  context?: number;
+  /**
+   * Weights a projection needs to be split across the threads (default pool.ts `SPLIT_WEIGHTS`, 2^18:
+   * smaller ones cost more to hand out than they save); 0 splits every one (tests).
+   */
+  splitWeights?: number;
+}
 
 /**
  * Sampling options in the sampler's fixed point, after the one contract's check (model/sampling.ts
@@ -79,18 +100,102 @@ export function sessionShape(file: Lut4File): SessionShape {
 }
 
 /**
- * Builds the integer engine from a read lut4 file. Its projections run on WebAssembly SIMD where the
- * runtime has it (`simd: false` forces the TypeScript kernels); the integers are the same either way.
+ * Builds the integer engine from a read lut4 file, on this thread alone (`openIntEngine` adds the
+ * workers). Its projections run on WebAssembly SIMD where the runtime has it (`simd: false` forces
+ * the TypeScript kernels); the integers are the same either way.
  */
-export function intEngineFromFile(file: Lut4File, opts: { simd?: boolean } = {}): Engine {
-  const model = buildIntModel(file.weights);
-  if (opts.simd !== false) serveOnSimd(model);
+export function intEngineFromFile(file: Lut4File, opts: IntEngineOptions = {}): Engine {
+  return prepared(file, { ...opts, threads: 1 }).engine;
+}
+
+/**
+ * Builds the integer engine from a read lut4 file with `threads` threads (default the core count)
+ * where it has projections worth splitting; `dispose()` stops the workers (they never keep a process
+ * alive, and stop when the engine is collected).
+ */
+export async function openIntEngine(file: Lut4File, opts: IntEngineOptions = {}): Promise<Engine> {
+  const threads = opts.threads ?? coreCount();
+  if (!(Number.isInteger(threads) && threads >= 1 && threads <= 256)) {
+    throw new RangeError(`threads: expected an integer in [1, 256], got ${threads}`);
+  }
+  const { engine, model, shared } = prepared(file, { ...opts, threads });
+  if (shared === null || model.lut === null) return engine;
+  const running = await startPool(lutMatrices(model), shared, threads, opts.splitWeights);
+  if (running === null) return engine;
+  model.pool = running.pool;
+  let stopped = false;
+  const stop = () => {
+    if (!stopped) stopPool(running);
+    stopped = true;
+    model.pool = null;
+  };
+  const threaded: Engine = { ...engine, dispose: stop };
+  // The workers stop with the engine the caller holds, if it is collected without `dispose()`; a
+  // session still held then goes on on one thread (the same integers).
+  POOLS.register(threaded, { running, model });
+  return threaded;
+}
+
+/** Stops a pool whose engine was collected without `dispose()`. */
+const POOLS = new FinalizationRegistry<{ running: RunningPool; model: IntModel }>(({ running, model }) => {
+  model.pool = null;
+  stopPool(running);
+});
+
+/** The context to allocate: `context` (checked) or the default, never above the file's max_positions. */
+function contextOf(file: Lut4File, context: number | undefined): number {
+  const max = file.weights.shape.maxPositions;
+  if (context === undefined) return Math.min(max, DEFAULT_CONTEXT);
+  if (!(Number.isInteger(context) && context >= 1)) {
+    throw new RangeError(`context: expected a positive integer, got ${context}`);
+  }
+  return Math.min(context, max);
+}
+
+/**
+ * The weights the model keeps: the shape cut to `context` positions, the RoPE tables cut to match, and
+ * every small table copied, so that nothing the engine holds is a view of the file's bytes (the
+ * matrices' codes are laid out in the module and then let go; an untied embedding is copied).
+ */
+function servingWeights(w: Lut4Weights, context: number, simd: boolean): Lut4Weights {
+  const ropeInts = context * (w.shape.headDim >> 1);
+  const gain = (g: GainTable): GainTable => ({ ...g, values: g.values.slice() });
+  const small = (m: Lut4Weights["embed"]) => ({ ...m, nibbles: m.nibbles.slice(), scales: m.scales.slice() });
+  return {
+    ...w,
+    shape: { ...w.shape, maxPositions: context },
+    embed: simd && w.head === null ? w.embed : small(w.embed),
+    finalGain: w.finalGain ? gain(w.finalGain) : null,
+    layers: w.layers.map((l) => ({ ...l, qGain: gain(l.qGain), kGain: gain(l.kGain) })),
+    exp: w.exp.slice(),
+    silu: w.silu.slice(),
+    ropeCos: w.ropeCos.slice(0, ropeInts),
+    ropeSin: w.ropeSin.slice(0, ropeInts),
+  };
+}
+
+/** The engine over a prepared model, and what a pool needs (the shared memory, when threads > 1). */
+function prepared(
+  file: Lut4File,
+  opts: IntEngineOptions,
+): { engine: Engine; model: IntModel; shared: LutShared | null } {
+  const context = contextOf(file, opts.context);
+  const simd = opts.simd !== false;
+  const model = buildIntModel(servingWeights(file.weights, context, simd), false);
+  // A shared memory only where some projection is worth splitting: small models stay on one thread.
+  const split = planShares(lutMatrices(model), opts.threads ?? 1, opts.splitWeights).shareAt.some((a) =>
+    a >= 0
+  );
+  const shared = simd ? serveOnSimd(model, split ? opts.threads ?? 1 : 1, file.weights.head === null) : null;
+  if (model.lut === null) packAllWords(model);
+  else releaseCodes(model);
   const shape = sessionShape(file);
   const scratch = samplerScratch(model.vocab, model.exp, neverSampled(file.config));
-  return {
+  const engine: Engine = {
     kind: "int",
     config: file.config,
     source: file.path,
+    context: model.maxPositions,
     start() {
       const st = newState(model);
       seedRng(st.rng, 0, 0);
@@ -98,6 +203,11 @@ export function intEngineFromFile(file: Lut4File, opts: { simd?: boolean } = {})
     },
     restore(bytes: Uint8Array, where = "session"): EngineSession {
       const d = decodeSession(bytes, shape, where);
+      if (d.position > model.maxPositions) {
+        throw new RangeError(
+          `${where}: position ${d.position} exceeds the context of ${model.maxPositions} this engine was loaded with`,
+        );
+      }
       const st = newState(model);
       st.pos = d.position;
       st.tokens.push(...d.tokens);
@@ -113,10 +223,15 @@ export function intEngineFromFile(file: Lut4File, opts: { simd?: boolean } = {})
       return intSession(model, st, shape, scratch);
     },
   };
+  return { engine, model, shared };
 }
 
-/** Lays the model out in a WebAssembly module and serves through it, where the runtime has SIMD. */
-function serveOnSimd(model: IntModel): void {
+/**
+ * Lays the model out in a WebAssembly module and serves through it, where the runtime has SIMD; with
+ * `threads` > 1 over a shared memory (returned, for the workers). A tied head's embedding rows are then
+ * read from the module's copy.
+ */
+function serveOnSimd(model: IntModel, threads: number, tied: boolean): LutShared | null {
   const made = createLutSums(lutMatrices(model), {
     keyDigitBytes: model.digitBytes,
     valueDigitBytes: model.valueDigitBytes,
@@ -128,8 +243,23 @@ function serveOnSimd(model: IntModel): void {
     vectorInts: vectorRoom(model),
     rope: { cos: model.ropeCos, sin: model.ropeSin },
     silu: model.silu,
+    threads,
+    slots: PREFILL_SLOTS,
   });
-  if (made) useLut(model, made.lut, made.at, made.scalesAt);
+  if (!made) return null;
+  useLut(model, made.lut, made.at, made.scalesAt);
+  if (tied) embedFromModule(model, made.lut);
+  return made.shared;
+}
+
+/** Lets go of the matrices' codes and scales outside the module, which now holds the only copy. */
+function releaseCodes(model: IntModel): void {
+  const none = new Uint8Array(0);
+  for (const w of lutMatrices(model)) {
+    w.nibbles = none;
+    w.scales = none;
+  }
+  if (model.embedStride === 16) model.embed = { ...model.embed, nibbles: none, scales: none };
 }
 
 /** A deep copy of a conversation's state: the same continuation, nothing shared. */
@@ -153,6 +283,7 @@ function intSession(
   shape: SessionShape,
   scratch: SamplerScratch,
 ): EngineSession {
+  const memo = samplingMemo();
   return {
     get position() {
       return st.pos;
@@ -166,7 +297,9 @@ function intSession(
     },
     pick(options?: SamplingOptions): number {
       if (st.pos === 0) throw new Error("pick: nothing fed yet, so there are no logits to pick from");
-      return sample(st.logits, options === undefined ? GREEDY : toIntSampling(options), st.rng, scratch);
+      // Converted once per new options value (per request), not per token.
+      const q = rememberedSampling(memo, options) ?? remember(memo, options!, toIntSampling(options));
+      return sample(st.logits, q, st.rng, scratch);
     },
     seed(seed: number): void {
       // A negative seed as its 64-bit two's complement.
@@ -202,22 +335,29 @@ function intSession(
 /**
  * The engine table's factory (engines/mod.ts). A format that stores lut4 codes is read by the lut4
  * reader; any other export is quantized on load, as `export --format lut4` would write it (the same
- * quantizer, the same bits), and `onNote` is told so in one line.
+ * quantizer, the same bits), and `onNote` is told so in one line. `threads` and `context` as
+ * `IntEngineOptions`.
  */
 export async function intEngineFactory(
   path: string,
   format: FormatDescriptor,
-  options: { onProgress?: (done: number, total: number) => void; onNote?: (line: string) => void } = {},
+  options: {
+    onProgress?: (done: number, total: number) => void;
+    onNote?: (line: string) => void;
+    threads?: number;
+    context?: number;
+  } = {},
 ): Promise<Engine> {
-  if (format.weights === "lut4") return await loadIntEngine(path);
+  const opts = { threads: options.threads, context: options.context };
+  if (format.weights === "lut4") return await loadIntEngine(path, opts);
   const file = await quantizeOnLoad(path, format, options);
   options.onNote?.(`quantized ${path} to lut4 on load (as export --format lut4 would)`);
-  return intEngineFromFile(file);
+  return await openIntEngine(file, opts);
 }
 
-/** Loads a lut4 file onto the integer engine. */
-export async function loadIntEngine(path: string): Promise<Engine> {
-  return intEngineFromFile(await readLut4(path));
+/** Loads a lut4 file onto the integer engine (`openIntEngine`'s options). */
+export async function loadIntEngine(path: string, opts: IntEngineOptions = {}): Promise<Engine> {
+  return await openIntEngine(await readLut4(path), opts);
 }
 
 /**
@@ -263,24 +403,15 @@ async function quantizeOnLoad(
   }
 }
 
-/** Checks every token and the room left, then steps them; converts the wanted logits to floats. */
+/** Steps the tokens (boundary.ts `feedTokens`); converts the wanted logits to floats for a caller that asks. */
 function feed(m: IntModel, st: IntState, tokens: readonly number[], wanted: LogitsWanted): Float32Array {
-  for (const id of tokens) {
-    if (!(Number.isInteger(id) && id >= 0 && id < m.vocab)) {
-      throw new RangeError(`token id ${id} is outside [0, ${m.vocab})`);
-    }
-  }
-  if (st.pos + tokens.length > m.maxPositions) {
-    throw new RangeError(
-      `context full: ${st.pos} + ${tokens.length} positions exceed the model's ${m.maxPositions}`,
-    );
-  }
   if (wanted !== "all") {
     // The serving path: step only; floats are made for a caller that asked for them.
-    for (let t = 0; t < tokens.length; t++) step(m, st, tokens[t]);
+    feedTokens(m, st, tokens);
     if (wanted === "none" || tokens.length === 0) return NO_LOGITS;
     return Float32Array.from(st.logits, (v) => v * LOGIT_SCALE);
   }
+  checkTokens(m, st, tokens);
   const all = new Float32Array(tokens.length * m.vocab);
   tokens.forEach((id, t) => {
     step(m, st, id);

@@ -1,6 +1,7 @@
 /**
- * The integer-only Qwen3 forward: one token per step, prefill and decode through the same code, using
- * only additions, shifts, comparisons and table look-ups (tests/audit.test.ts proves the absence of
+ * The integer-only Qwen3 forward: one token per `step`, or up to PREFILL_SLOTS positions per `prefill`
+ * step through every projection at once (the same integers), using only additions, shifts, comparisons
+ * and table look-ups (tests/audit.test.ts proves the absence of
  * `*`, `/`, `%`, floats and `Math`). Every kernel lives in kernels/int/; this module wires them in the
  * Qwen3 dataflow: RMSNorm → q, k, v → per-head q/k RMSNorm and gain → RoPE → GQA attention over a
  * 12-bit KV cache → o → residual; RMSNorm → gate, up → SiLU(gate) · up → down → residual; final norm →
@@ -10,21 +11,23 @@
  * ```ts
  * const model = buildIntModel(weights);       // weights from formats/lut4.ts
  * const state = newState(model);
- * for (const id of prompt) step(model, state, id);
+ * for (const id of prompt) step(model, state, id);   // or, with the module: prefill(model, state, prompt, 0, n)
  * greedy(state.logits);                        // the next token (sampler.ts)
  * ```
  * @module
  */
 import { ACC_EXP, activationTables, gemv, type PreparedMatrix } from "../../kernels/int/gemv.ts";
 import { attendGroup, CACHE_BITS, SCORE_EXP } from "../../kernels/int/attention.ts";
-import { gemvLut, inputPlanes } from "../../kernels/int/gemv-lut.ts";
+import { gemvLut, inputPlanes, type LutSums } from "../../kernels/int/gemv-lut.ts";
+import { assertBound, checked, holds } from "../../kernels/int/check.ts";
+import { type GemvPool, queueGemv, runQueued } from "./threads.ts";
 import { mulS16, mulScale, multiples } from "../../kernels/int/mul.ts";
 import { applyGain, NORM_EXP } from "../../kernels/int/norm.ts";
 import { ropeHead } from "../../kernels/int/rope.ts";
 import { quantize16, shift } from "../../kernels/int/round.ts";
 import { silu } from "../../kernels/int/tables.ts";
 import type { IntLayer, IntModel, IntState } from "./model.ts";
-import { addResidual, fillDigits, norm, quantize, writeDigits, writeValueDigits } from "./simd.ts";
+import { addResidual, fillDigits, norm, quantize, useSlot, writeDigits, writeValueDigits } from "./simd.ts";
 
 /** Exponent of the residual stream. */
 export const RESIDUAL_EXP = -16;
@@ -34,21 +37,24 @@ export const LOGIT_EXP = SCORE_EXP;
 /** Writes embedding row `id` at RESIDUAL_EXP into `x`. */
 function embedRow(m: IntModel, id: number, x: Int32Array): void {
   const e = m.embed;
+  const codes = m.embedBytes;
+  const scales = m.embedScales;
+  const stride = m.embedStride;
   let b = m.embedRow[id];
   let s = m.embedScaleRow[id];
   let c = 0;
   for (let g = 0; g < (m.width >> 5); g++) {
-    const scale = e.scales[s];
+    const scale = scales[s];
     const mant = scale & 15;
     const toRes = RESIDUAL_EXP - (e.expBase + (scale >> 4) - 4);
     for (let j = 0; j < 16; j++) {
-      const byte = e.nibbles[b];
+      const byte = codes[b];
       x[c] = shift(mulScale((byte & 15) - 8, mant), toRes);
       x[c + 1] = shift(mulScale((byte >> 4) - 8, mant), toRes);
       c = c + 2;
-      b = b + 1;
+      b = b + stride;
     }
-    s = s + 1;
+    s = s + stride;
   }
 }
 
@@ -92,7 +98,7 @@ export function step(m: IntModel, st: IntState, id: number): void {
     throw new RangeError(`token id ${id} is outside [0, ${m.vocab})`);
   }
   embedRow(m, id, m.s.x);
-  startCursor(m, st);
+  startCursor(m, st, st.pos);
   for (let l = 0; l < m.layers.length; l++) {
     attentionBlock(m, st, l);
     mlpBlock(m, m.layers[l]);
@@ -108,9 +114,8 @@ export function step(m: IntModel, st: IntState, id: number): void {
  * and the exponents, and, when the SIMD attention runs, in the digit planes (rewritten from `st`'s
  * cache first when they hold another state's).
  */
-function startCursor(m: IntModel, st: IntState): void {
+function startCursor(m: IntModel, st: IntState, pos: number): void {
   const c = m.s.cur;
-  const pos = st.pos;
   c.pos = pos;
   c.ropeAt = 0;
   c.cacheAt = 0;
@@ -169,10 +174,48 @@ function product(
   tab: Int32Array,
   inExp: number,
   outExp: number,
+  run = true,
 ): void {
   const lut = m.lut;
-  if (lut !== null) gemvLut(out, outAt, 0, w, lut, m.lutAt[entry], m.lutScales[entry], inExp, outExp);
-  else gemv(out, 0, w, tab, inExp, outExp);
+  const pool = m.pool;
+  if (lut === null) gemv(out, 0, w, tab, inExp, outExp);
+  else if (pool === null) gemvLut(out, outAt, 0, w, lut, m.lutAt[entry], m.lutScales[entry], inExp, outExp);
+  else {
+    const base = ACC_EXP + 4 - w.expBase - inExp;
+    const to = outAt >= 0 ? outAt : lut.outAt;
+    const groups = w.cols >> 5;
+    queueGemv(
+      pool,
+      lut,
+      entry,
+      m.lutAt[entry],
+      m.lutScales[entry],
+      w.rows,
+      groups,
+      lut.planesAt,
+      0,
+      1,
+      base,
+      -1,
+      outExp - ACC_EXP,
+      to,
+      0,
+    );
+    if (run) finishProducts(pool, lut, w.name);
+    if (run && outAt < 0) {
+      let j = lut.outIndex;
+      for (let i = 0; i < w.rows; i++) {
+        out[i] = lut.mem32[j];
+        j = j + 1;
+      }
+    }
+  }
+}
+
+/** Runs the queued projections on every thread; checked mode turns a saturation into the bound error. */
+function finishProducts(pool: GemvPool, lut: LutSums, name: string): void {
+  const saturated = runQueued(pool, lut);
+  if (checked.on && !holds(saturated === 0)) assertBound(false, `${name}: ${saturated} saturations`);
 }
 
 /** The attention block of layer `l`: norm, q/k/v, the cache append, GQA attention, o, the residual. */
@@ -182,9 +225,22 @@ function attentionBlock(m: IntModel, st: IntState, l: number): void {
   const la = s.cur.la;
   norm(m, s.x, s.at.x, 0, RESIDUAL_EXP, m.normWidth, s.z, s.at.z, 0);
   productInput(m, s.z, s.at.z, m.width, s.tabW);
-  product(m, s.q, s.at.q, L.q, la, s.tabW, NORM_EXP, ACC_EXP);
-  product(m, s.k, s.at.k, L.k, la + 1, s.tabW, NORM_EXP, ACC_EXP);
+  product(m, s.q, s.at.q, L.q, la, s.tabW, NORM_EXP, ACC_EXP, false);
+  product(m, s.k, s.at.k, L.k, la + 1, s.tabW, NORM_EXP, ACC_EXP, false);
   product(m, s.v, s.at.v, L.v, la + 2, s.tabW, NORM_EXP, ACC_EXP);
+  const ea = attendPosition(m, st, L, l);
+  productInput(m, s.a16, s.at.a16, m.qDim, s.tabQ);
+  product(m, s.proj, s.at.proj, L.o, la + 3, s.tabQ, ea, RESIDUAL_EXP);
+  addResidual(m);
+}
+
+/**
+ * The attention of the cursor's position in layer `l`, from its q, k and v: the q heads normed, gained
+ * and rotated, the keys and values appended to the cache, every q head attended, the heads requantised
+ * to 15 bits in `a16`; returns their exponent.
+ */
+function attendPosition(m: IntModel, st: IntState, L: IntLayer, l: number): number {
+  const s = m.s;
   let off = 0;
   for (let h = 0; h < m.heads; h++) {
     s.qExp[h] = normRope(m, s.q, s.at.q, off, ACC_EXP, L.qGain, L.qGainExp, s.cur.ropeAt, m.qBits);
@@ -193,10 +249,7 @@ function attentionBlock(m: IntModel, st: IntState, l: number): void {
   appendKeysValues(m, st, L, l);
   pointContext(m, st, l);
   attendHeads(m);
-  const ea = quantize(m, s.att, s.at.att, 0, m.qDim, ACC_EXP, s.a16, s.at.a16, 0, 15);
-  productInput(m, s.a16, s.at.a16, m.qDim, s.tabQ);
-  product(m, s.proj, s.at.proj, L.o, la + 3, s.tabQ, ea, RESIDUAL_EXP);
-  addResidual(m);
+  return quantize(m, s.att, s.at.att, 0, m.qDim, ACC_EXP, s.a16, s.at.a16, 0, 15);
 }
 
 /**
@@ -280,7 +333,7 @@ function mlpBlock(m: IntModel, L: IntLayer): void {
   const la = s.cur.la;
   norm(m, s.x, s.at.x, 0, RESIDUAL_EXP, m.normWidth, s.z, s.at.z, 0);
   productInput(m, s.z, s.at.z, m.width, s.tabW);
-  product(m, s.gate, s.at.gate, L.gate, la + 4, s.tabW, NORM_EXP, RESIDUAL_EXP);
+  product(m, s.gate, s.at.gate, L.gate, la + 4, s.tabW, NORM_EXP, RESIDUAL_EXP, false);
   product(m, s.up, s.at.up, L.up, la + 5, s.tabW, NORM_EXP, ACC_EXP);
   const ep = gatedProduct(m);
   productInput(m, s.a16, s.at.a16, m.ffn, s.tabF);
@@ -321,4 +374,166 @@ function headLogits(m: IntModel, st: IntState): void {
   }
   productInput(m, s.z, s.at.z, m.width, s.tabW);
   product(m, st.logits, -1, m.head, s.cur.la, s.tabW, ez, LOGIT_EXP);
+}
+
+/**
+ * Feeds the `n` tokens `ids[from, from + n)` (2 ≤ n ≤ PREFILL_SLOTS, the module serving) at positions
+ * `st.pos` …: exactly the integers of n calls of `step`, each position in its own batch slot, but every
+ * projection runs once for all n (each block of codes read once for them all). Leaves the last
+ * position's logits; refuses a full context or a bad id before changing anything.
+ */
+export function prefill(m: IntModel, st: IntState, ids: readonly number[], from: number, n: number): void {
+  if (st.pos + n > m.maxPositions) throw new RangeError(`context full: ${m.maxPositions} positions`);
+  for (let b = from; b < from + n; b++) {
+    const id = ids[b];
+    if (!(id >= 0 && id < m.vocab && (id | 0) === id)) {
+      throw new RangeError(`token id ${id} is outside [0, ${m.vocab})`);
+    }
+  }
+  for (let b = 0; b < n; b++) {
+    useSlot(m, b);
+    embedRow(m, ids[from + b], m.s.x);
+    startCursor(m, st, st.pos + b);
+  }
+  for (let l = 0; l < m.layers.length; l++) {
+    attentionBatch(m, st, l, n);
+    mlpBatch(m, m.layers[l], n);
+    for (let b = 0; b < n; b++) {
+      useSlot(m, b);
+      nextLayer(m);
+    }
+  }
+  useSlot(m, n - 1);
+  headLogits(m, st);
+  for (let b = from; b < from + n; b++) st.tokens.push(ids[b]);
+  st.pos = st.pos + n;
+  useSlot(m, 0);
+}
+
+/** Slot `b`'s normed residual (or the vector at `vAt`, `cols` long) as its input planes. */
+function slotPlanes(m: IntModel, b: number, vAt: number, cols: number): void {
+  m.lut!.planes_offset(vAt, cols, m.s.slots[b].planesAt);
+}
+
+/**
+ * Matrix `w` (entry `entry`) over the planes of slots 0 … n − 1 into each slot's vector at slot 0's
+ * `outAt`, at exponent `outExp`; the inputs at `inExp`, or (`perSlot`) each at its slot's `slotExp`.
+ * With `run` false the call waits in the pool's queue for the next.
+ */
+function productBatch(
+  m: IntModel,
+  n: number,
+  w: PreparedMatrix,
+  entry: number,
+  outAt: number,
+  inExp: number,
+  perSlot: boolean,
+  outExp: number,
+  run: boolean,
+): void {
+  const lut = m.lut!;
+  const s = m.s;
+  const baseOf = ACC_EXP + 4 - w.expBase;
+  let bases = -1;
+  if (perSlot) {
+    for (let b = 0; b < n; b++) lut.mem32[lut.basesIndex + b] = baseOf - s.slotExp[b];
+    bases = lut.basesAt;
+  }
+  const planes = s.slots[0].planesAt;
+  const groups = w.cols >> 5;
+  const fin = outExp - ACC_EXP;
+  const pool = m.pool;
+  const codes = m.lutAt[entry];
+  const scales = m.lutScales[entry];
+  if (pool === null) {
+    const stride = lut.slotPlaneBytes;
+    const out = lut.slotVectorBytes;
+    const saturated = lut.gemv_lut(
+      planes,
+      stride,
+      n,
+      codes,
+      scales,
+      w.rows,
+      groups,
+      baseOf - inExp,
+      bases,
+      fin,
+      outAt,
+      out,
+      lut.scratchAt,
+    );
+    if (checked.on && !holds(saturated === 0)) assertBound(false, `${w.name}: ${saturated} saturations`);
+    return;
+  }
+  const ps = lut.slotPlaneBytes;
+  const vs = lut.slotVectorBytes;
+  queueGemv(
+    pool,
+    lut,
+    entry,
+    codes,
+    scales,
+    w.rows,
+    groups,
+    planes,
+    ps,
+    n,
+    baseOf - inExp,
+    bases,
+    fin,
+    outAt,
+    vs,
+  );
+  if (run) finishProducts(pool, lut, w.name);
+}
+
+/** The attention block of layer `l` for slots 0 … n − 1 (`attentionBlock`'s integers, slot by slot). */
+function attentionBatch(m: IntModel, st: IntState, l: number, n: number): void {
+  const s = m.s;
+  const L = m.layers[l];
+  const la = s.cur.la;
+  for (let b = 0; b < n; b++) {
+    useSlot(m, b);
+    norm(m, s.x, s.at.x, 0, RESIDUAL_EXP, m.normWidth, s.z, s.at.z, 0);
+    slotPlanes(m, b, s.at.z, m.width);
+  }
+  const at = s.slots[0].at;
+  productBatch(m, n, L.q, la, at.q, NORM_EXP, false, ACC_EXP, false);
+  productBatch(m, n, L.k, la + 1, at.k, NORM_EXP, false, ACC_EXP, false);
+  productBatch(m, n, L.v, la + 2, at.v, NORM_EXP, false, ACC_EXP, true);
+  for (let b = 0; b < n; b++) {
+    useSlot(m, b);
+    s.slotExp[b] = attendPosition(m, st, L, l);
+    slotPlanes(m, b, s.at.a16, m.qDim);
+  }
+  productBatch(m, n, L.o, la + 3, at.proj, 0, true, RESIDUAL_EXP, true);
+  for (let b = 0; b < n; b++) {
+    useSlot(m, b);
+    addResidual(m);
+  }
+}
+
+/** The MLP block of layer `L` for slots 0 … n − 1 (`mlpBlock`'s integers, slot by slot). */
+function mlpBatch(m: IntModel, L: IntLayer, n: number): void {
+  const s = m.s;
+  const la = s.cur.la;
+  for (let b = 0; b < n; b++) {
+    useSlot(m, b);
+    norm(m, s.x, s.at.x, 0, RESIDUAL_EXP, m.normWidth, s.z, s.at.z, 0);
+    slotPlanes(m, b, s.at.z, m.width);
+  }
+  const at = s.slots[0].at;
+  productBatch(m, n, L.gate, la + 4, at.gate, NORM_EXP, false, RESIDUAL_EXP, false);
+  productBatch(m, n, L.up, la + 5, at.up, NORM_EXP, false, ACC_EXP, true);
+  for (let b = 0; b < n; b++) {
+    useSlot(m, b);
+    s.slotExp[b] = gatedProduct(m);
+    slotPlanes(m, b, s.at.a16, m.ffn);
+  }
+  productBatch(m, n, L.down, la + 6, at.proj, 0, true, RESIDUAL_EXP, true);
+  for (let b = 0; b < n; b++) {
+    useSlot(m, b);
+    addResidual(m);
+  }
 }

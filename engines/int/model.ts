@@ -22,6 +22,7 @@ import {
   queryBits,
 } from "../../kernels/int/attention.ts";
 import type { LutSums } from "../../kernels/int/gemv-lut.ts";
+import type { GemvPool } from "./threads.ts";
 import { gainTables, type NormPlan, normPlan } from "../../kernels/int/norm.ts";
 import { type LookupTable, prepareTable } from "../../kernels/int/tables.ts";
 
@@ -90,7 +91,14 @@ export interface IntModel extends CacheLayout {
   /** q heads per kv head. */
   group: number;
   embed: LutMatrix;
-  /** Byte offset of each embedding row's codes and of its scale bytes. */
+  /**
+   * Where the embedding's codes and scales are read: the file's (row-major, `embedStride` 1) or, for a
+   * tied head laid out in the module, the module's memory (16-row blocks, `embedStride` 16, so the
+   * codes are kept once); the byte offset of each row's first code byte and first scale byte in them.
+   */
+  embedBytes: Uint8Array;
+  embedScales: Uint8Array;
+  embedStride: number;
   embedRow: Int32Array;
   embedScaleRow: Int32Array;
   head: PreparedMatrix;
@@ -115,6 +123,19 @@ export interface IntModel extends CacheLayout {
   lutScales: Int32Array;
   /** The state whose cache the digit planes and exponent mirrors hold (another's step rewrites them). */
   digitOwner: IntState | null;
+  /** The threads the projections are split across (engines/int/threads.ts), or null for this one alone. */
+  pool: GemvPool | null;
+}
+
+/**
+ * One batch slot of a prefill step: its own vectors (views of the module's memory, at `at`), its
+ * input planes and its cursor; simd.ts `useSlot` makes them the step's (slot 0's are a single step's).
+ */
+export interface Slot {
+  views: Int32Array[];
+  at: VectorAddresses;
+  planesAt: number;
+  cur: StepCursor;
 }
 
 /** The vectors and tables one step works in; allocated once per model, so a step allocates nothing. */
@@ -147,6 +168,9 @@ export interface Scratch {
   ctx: AttentionContext;
   /** Where the step under way reads and writes (forward.ts). */
   cur: StepCursor;
+  /** The batch slots (simd.ts `useLut`; none without the module), and each one's input exponent. */
+  slots: Slot[];
+  slotExp: Int32Array;
 }
 
 /** Where `useLut` put each vector in the module's memory (byte address), or −1. */
@@ -203,13 +227,17 @@ export interface IntState {
   rng: Int32Array;
 }
 
-/** Prepares a model: multiples tables of the gains and of the table differences, norm plans, scratch. */
-export function buildIntModel(w: Lut4Weights): IntModel {
+/**
+ * Prepares a model: multiples tables of the gains and of the table differences, norm plans, scratch.
+ * `words` false leaves the matrices' word copies empty, for a model the WebAssembly module serves
+ * (simd.ts `packAllWords` fills them if it cannot).
+ */
+export function buildIntModel(w: Lut4Weights, words = true): IntModel {
   const sh = w.shape;
   const { qDim, kvDim, group } = headDims(sh);
   const { embedRow, embedScaleRow } = embedOffsets(sh);
   const layers: IntLayer[] = [];
-  for (const l of w.layers) layers.push(prepareLayer(l));
+  for (const l of w.layers) layers.push(prepareLayer(l, words));
   const layout = cacheLayout(sh, w.layers.length);
   const exp = prepareTable(w.exp, 0);
   return {
@@ -226,9 +254,12 @@ export function buildIntModel(w: Lut4Weights): IntModel {
     kvDim,
     group,
     embed: w.embed,
+    embedBytes: w.embed.nibbles,
+    embedScales: w.embed.scales,
+    embedStride: 1,
     embedRow,
     embedScaleRow,
-    head: prepareMatrix(w.head ?? w.embed),
+    head: prepareMatrix(w.head ?? w.embed, words),
     finalGain: w.finalGain ? gainTables(w.finalGain.values) : null,
     finalGainExp: w.finalGain ? w.finalGain.exp : 0,
     layers,
@@ -244,6 +275,7 @@ export function buildIntModel(w: Lut4Weights): IntModel {
     lutScales: new Int32Array(0),
     ...layout,
     digitOwner: null,
+    pool: null,
   };
 }
 
@@ -274,15 +306,15 @@ function embedOffsets(sh: Lut4Shape): { embedRow: Int32Array; embedScaleRow: Int
 }
 
 /** One layer's matrices prepared and its q/k gains as multiples tables. */
-function prepareLayer(l: Lut4Weights["layers"][number]): IntLayer {
+function prepareLayer(l: Lut4Weights["layers"][number], words: boolean): IntLayer {
   return {
-    q: prepareMatrix(l.q),
-    k: prepareMatrix(l.k),
-    v: prepareMatrix(l.v),
-    o: prepareMatrix(l.o),
-    gate: prepareMatrix(l.gate),
-    up: prepareMatrix(l.up),
-    down: prepareMatrix(l.down),
+    q: prepareMatrix(l.q, words),
+    k: prepareMatrix(l.k, words),
+    v: prepareMatrix(l.v, words),
+    o: prepareMatrix(l.o, words),
+    gate: prepareMatrix(l.gate, words),
+    up: prepareMatrix(l.up, words),
+    down: prepareMatrix(l.down, words),
     qGain: gainTables(l.qGain.values),
     qGainExp: l.qGain.exp,
     kGain: gainTables(l.kGain.values),
@@ -372,18 +404,28 @@ function newScratch(
     at: unplaced(),
     attn,
     ctx: attentionContext(sh, kvDim, exp, attn, layout),
-    cur: {
-      pos: 0,
-      ropeAt: 0,
-      cacheAt: 0,
-      expAt: 0,
-      la: 0,
-      digits: false,
-      digitsAt: 0,
-      laneAt: 0,
-      valuesAt: 0,
-      expsAt: 0,
-    },
+    cur: newCursor(),
+    slots: [],
+    slotExp: new Int32Array(PREFILL_SLOTS),
+  };
+}
+
+/** Positions one prefill step carries through the projections at once (forward.ts `prefill`). */
+export const PREFILL_SLOTS = 16;
+
+/** A step cursor at position 0. */
+export function newCursor(): StepCursor {
+  return {
+    pos: 0,
+    ropeAt: 0,
+    cacheAt: 0,
+    expAt: 0,
+    la: 0,
+    digits: false,
+    digitsAt: 0,
+    laneAt: 0,
+    valuesAt: 0,
+    expsAt: 0,
   };
 }
 

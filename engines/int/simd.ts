@@ -1,17 +1,18 @@
 /**
  * Where the integer forward (engines/int/forward.ts) meets its WebAssembly module
  * (kernels/wasm/int-lut.ts): the matrices' order in the module, the engine's vectors as views of the
- * module's memory (`useLut`), the KV cache's digit planes and exponent mirrors kept there, and the steps
+ * module's memory (`useLut`, one set per prefill batch slot, `useSlot` picking the step's), the KV
+ * cache's digit planes and exponent mirrors kept there, and the steps
  * that run in the module when it is there and in the TypeScript kernels otherwise (`norm`, `quantize`,
  * `addResidual`) — the same integers either way. Serving code: audited with the forward
  * (tests/audit.test.ts).
  * @module
  */
-import type { PreparedMatrix } from "../../kernels/int/gemv.ts";
+import { packWords, type PreparedMatrix } from "../../kernels/int/gemv.ts";
 import type { LutSums } from "../../kernels/int/gemv-lut.ts";
 import { type NormPlan, rmsnorm } from "../../kernels/int/norm.ts";
 import { quantizeBits, satAdd } from "../../kernels/int/round.ts";
-import type { IntModel, IntState } from "./model.ts";
+import { type IntModel, type IntState, newCursor, PREFILL_SLOTS, type VectorAddresses } from "./model.ts";
 
 /** The matrices `lutAt` addresses, in its order: per layer q, k, v, o, gate, up, down; then the head. */
 export function lutMatrices(m: IntModel): PreparedMatrix[] {
@@ -66,30 +67,30 @@ export function useLut(m: IntModel, lut: LutSums, at: Int32Array, scalesAt: Int3
   m.lutAt = at;
   m.lutScales = scalesAt;
   m.digitOwner = null;
-  const views: Int32Array[] = [];
-  const bytes: number[] = [];
-  let byte = lut.vectorsAt;
-  for (const n of vectorLengths(m)) {
-    views.push(new Int32Array(lut.mem32.buffer, byte, n));
-    bytes.push(byte);
-    byte = byte + ((((n + 15) >> 4) << 4) << 2);
-  }
   const s = m.s;
-  s.z = views[0];
-  s.a16 = views[1];
-  s.q = views[2];
-  s.k = views[3];
-  s.v = views[4];
-  s.proj = views[5];
-  s.gate = views[6];
-  s.up = views[7];
-  s.att = views[8];
-  s.up16 = views[9];
-  s.prod = views[10];
-  s.x = views[11];
-  s.head = views[12];
-  s.normY = views[13];
-  s.at = {
+  s.slots = [];
+  let slotAt = lut.vectorsAt;
+  let planesAt = lut.slotPlanesAt;
+  for (let b = 0; b < PREFILL_SLOTS; b++) {
+    const views: Int32Array[] = [];
+    const bytes: number[] = [];
+    let byte = slotAt;
+    for (const n of vectorLengths(m)) {
+      views.push(new Int32Array(lut.mem32.buffer, byte, n));
+      bytes.push(byte);
+      byte = byte + ((((n + 15) >> 4) << 4) << 2);
+    }
+    const cur = b === 0 ? s.cur : newCursor();
+    s.slots.push({ views, at: slotAddresses(bytes), planesAt, cur });
+    slotAt = slotAt + lut.slotVectorBytes;
+    planesAt = planesAt + lut.slotPlaneBytes;
+  }
+  useSlot(m, 0);
+}
+
+/** The vectors' byte addresses, in `vectorLengths` order, by name. */
+function slotAddresses(bytes: number[]): VectorAddresses {
+  return {
     z: bytes[0],
     a16: bytes[1],
     q: bytes[2],
@@ -105,6 +106,29 @@ export function useLut(m: IntModel, lut: LutSums, at: Int32Array, scalesAt: Int3
     head: bytes[12],
     normY: bytes[13],
   };
+}
+
+/** Makes batch slot `b`'s vectors, addresses and cursor the step's (`useLut` placed them). */
+export function useSlot(m: IntModel, b: number): void {
+  const s = m.s;
+  const slot = s.slots[b];
+  const views = slot.views;
+  s.z = views[0];
+  s.a16 = views[1];
+  s.q = views[2];
+  s.k = views[3];
+  s.v = views[4];
+  s.proj = views[5];
+  s.gate = views[6];
+  s.up = views[7];
+  s.att = views[8];
+  s.up16 = views[9];
+  s.prod = views[10];
+  s.x = views[11];
+  s.head = views[12];
+  s.normY = views[13];
+  s.at = slot.at;
+  s.cur = slot.cur;
 }
 
 /**
@@ -264,4 +288,38 @@ export function fillDigits(m: IntModel, lut: LutSums, st: IntState): void {
     valueLayer = valueLayer + (m.expLayerStride >> 2);
   }
   m.digitOwner = st;
+}
+
+/**
+ * Reads a tied head's embedding rows from the module's copy of the head (its last matrix), so that the
+ * codes are held once: row r's first code byte is at block (r >> 4), lane (r & 15) of the 16-row
+ * layout, and its pairs (and groups) lie 16 bytes apart.
+ */
+export function embedFromModule(m: IntModel, lut: LutSums): void {
+  const last = m.lutAt.length - 1;
+  const pairs = m.width >> 1;
+  const groups = m.width >> 5;
+  let blockCodes = m.lutAt[last];
+  let blockScales = m.lutScales[last];
+  let lane = 0;
+  for (let r = 0; r < m.vocab; r++) {
+    m.embedRow[r] = blockCodes + lane;
+    m.embedScaleRow[r] = blockScales + lane;
+    lane = lane + 1;
+    if (lane === 16) {
+      lane = 0;
+      for (let j = 0; j < pairs; j++) blockCodes = blockCodes + 16;
+      for (let g = 0; g < groups; g++) blockScales = blockScales + 16;
+    }
+  }
+  m.embedBytes = lut.mem8;
+  m.embedScales = lut.mem8;
+  m.embedStride = 16;
+}
+
+/** Fills every matrix's word copy (gemv.ts `packWords`), for a model the TypeScript kernels serve. */
+export function packAllWords(m: IntModel): void {
+  for (const w of lutMatrices(m)) {
+    if (w.words.length === 0) w.words = packWords(w.nibbles);
+  }
 }

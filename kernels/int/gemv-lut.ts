@@ -7,14 +7,17 @@
  * every lut4 matrix of the default model and on saturating random inputs. Checked mode turns any
  * saturation the module counted into the same error `gemv` raises.
  *
- * Why the sums are exact: a table entry (u − 8) · x_c with |x_c| ≤ 32767 lies in (−2^18, 2^18), inside
- * the look-up's stated range [−2^23, 2^23); a group has 32 columns, within its 128.
+ * Why the sums are exact: a table entry (u − 8) · x_c with |x_c| ≤ 32767 lies in (−2^18, 2^18), so its
+ * 7-bit digits d0, d1 (unsigned) and top d2 = entry >> 14 (in [−16, 15]) rebuild it exactly as
+ * d0 + 2^7 d1 + 2^14 d2; two columns' d0 (or d1) add as bytes (≤ 254), eight columns' d2 as signed
+ * bytes (within [−128, 120]), and a group's 16-bit sums stay below 32 · 127.
  *
  * Memory of the instance (byte addresses): `planesAt` holds the input's tables as byte planes (48 bytes
- * per column: bits 0–7, 8–15, 16–23 of each of the 16 entries), `inAt` and `outAt` the int32 input and
+ * per column: the digits d0, d1, d2 of each of the 16 entries), `inAt` and `outAt` the int32 input and
  * output vectors, and each matrix's codes and scales start at their own offsets: per 16-row block, per
- * column, the 16 rows' codes (0..15) in 16 bytes, then per block, per group, the 16 rows' scale bytes;
- * rows past the matrix's last are code 8 and scale 0 (weight 0).
+ * pair of columns, the 16 rows' two codes a byte as the file packs them (the only copy of the codes the
+ * engine keeps), then per block, per group, the 16 rows' scale bytes; rows past the matrix's last are
+ * code 8 and scale 0 (weight 0).
  * @module
  */
 import { assertBound, checked, holds } from "./check.ts";
@@ -28,16 +31,20 @@ export interface LutSums {
   planes_digits(x: number, n: number, outU: number, outS: number): void;
   /** Byte planes of u · x_i alone. */
   planes_unsigned(x: number, n: number, out: number): void;
-  /** The whole projection; returns the number of saturations. */
+  /** The whole projection of `count` inputs; returns the number of saturations. */
   gemv_lut(
     planes: number,
+    planeStride: number,
+    count: number,
     codes: number,
     scales: number,
     rows: number,
     groups: number,
     base: number,
+    bases: number,
     fin: number,
     out: number,
+    outStride: number,
     scratch: number,
   ): number;
   /** One query head's attention scores over `n` positions (kernels/wasm/int-attention.ts `scoresFn`). */
@@ -139,6 +146,16 @@ export interface LutSums {
   valueExpAt: number;
   /** Room for the engine's vectors as views of this memory, so that no call copies its input or output. */
   vectorsAt: number;
+  /**
+   * Bytes of one batch slot's vectors (slot s's at `vectorsAt + s · slotVectorBytes`), and where the
+   * slots' input planes lie (slot s's at `slotPlanesAt + s · slotPlaneBytes`; only with several slots).
+   */
+  slotVectorBytes: number;
+  slotPlanesAt: number;
+  slotPlaneBytes: number;
+  /** One int32 per batch slot: the shift bases of a batched `gemv_lut` whose inputs' exponents differ. */
+  basesAt: number;
+  basesIndex: number;
   /** RoPE's cos and sin tables as int32, [position][head_dim / 2]. */
   ropeCosAt: number;
   ropeSinAt: number;
@@ -190,13 +207,17 @@ export function gemvLut(
   const direct = outAt >= 0;
   const saturated = lut.gemv_lut(
     lut.planesAt,
+    0,
+    1,
     codesAt,
     scalesAt,
     mat.rows,
     groups,
     base,
+    -1,
     finalShift,
     direct ? outAt + (outOff << 2) : lut.outAt,
+    0,
     lut.scratchAt,
   );
   if (checked.on && !holds(saturated === 0)) assertBound(false, `${mat.name}: ${saturated} saturations`);

@@ -87,16 +87,12 @@ export interface PreparedMatrix extends LutMatrix {
   words: Int32Array;
 }
 
-/** Packs a matrix's codes into words, by shifts, once at load (rows · cols is a multiple of 32). */
-export function prepareMatrix(m: LutMatrix): PreparedMatrix {
-  const n = m.nibbles.length >> 2;
-  const words = new Int32Array(n);
-  let b = 0;
-  for (let i = 0; i < n; i++) {
-    const nb = m.nibbles;
-    words[i] = nb[b] | (nb[b + 1] << 8) | (nb[b + 2] << 16) | (nb[b + 3] << 24);
-    b = b + 4;
-  }
+/**
+ * Packs a matrix's codes into words, by shifts, once at load (rows · cols is a multiple of 32); with
+ * `withWords` false the words are left empty (the WebAssembly projection reads the packed bytes
+ * themselves; `packWords` fills them later if the TypeScript kernels must serve after all).
+ */
+export function prepareMatrix(m: LutMatrix, withWords = true): PreparedMatrix {
   return {
     name: m.name,
     rows: m.rows,
@@ -104,8 +100,21 @@ export function prepareMatrix(m: LutMatrix): PreparedMatrix {
     expBase: m.expBase,
     nibbles: m.nibbles,
     scales: m.scales,
-    words,
+    words: withWords ? packWords(m.nibbles) : new Int32Array(0),
   };
+}
+
+/** The codes `nibbles` as little-endian 32-bit words, eight codes a word. */
+export function packWords(nibbles: Uint8Array): Int32Array {
+  const n = nibbles.length >> 2;
+  const words = new Int32Array(n);
+  let b = 0;
+  for (let i = 0; i < n; i++) {
+    const nb = nibbles;
+    words[i] = nb[b] | (nb[b + 1] << 8) | (nb[b + 2] << 16) | (nb[b + 3] << 24);
+    b = b + 4;
+  }
+  return words;
 }
 
 /** Σ over the eight codes of word `w` of tab[t + 16j + code_j]: eight columns' table reads. */

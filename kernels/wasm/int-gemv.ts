@@ -3,12 +3,16 @@
  * The integer engine's 4-bit projection as WebAssembly (built at load by kernels/wasm/int-lut.ts):
  *
  * - `planes_offset(x, n, out)`: the byte planes of the tables (u − 8) · x_i (kernels/int/gemv-lut.ts
- *   `inputPlanes`), 48 bytes per input.
+ *   `inputPlanes`), 48 bytes per input, in 7-bit digits (bits 0–6, 7–13, the rest signed).
  * - `planes_digits(x, n, outU, outS)`: the byte planes of u · x_i and of the signed top digit's table
  *   (u < 8 ? u : u − 16) · x_i, 48 bytes per input each (a query's tables, kernels/int/attention.ts).
  * - `planes_unsigned(x, n, out)`: the byte planes of u · x_i alone (the probabilities' tables).
- * - `gemv_lut(planes, codes, scales, rows, groups, base, fin, out, scratch)`: the whole projection of
- *   kernels/int/gemv.ts, 16 rows at a time: each group's sums by table look-up, then per row its scale
+ * - `gemv_lut(planes, planeStride, count, codes, scales, rows, groups, base, bases, fin, out,
+ *   outStride, scratch)`: the whole projection of kernels/int/gemv.ts for `count` inputs (their planes
+ *   `planeStride` bytes apart, their outputs `outStride` apart), 16 rows at a time, every input in turn
+ *   over one block of rows so that its codes are read from memory once: each group's sums by table
+ *   look-up over the codes as the file packs them (two per byte, unpacked by a mask and a shift), then
+ *   per row its scale
  *   (16 + m) by shifts and adds, the round-half-up shift by `base − de`, the saturating accumulate, and
  *   the final shift by `fin`. Returns how many shifts or sums saturated (checked mode turns a non-zero
  *   count into an error).
@@ -18,11 +22,12 @@
  * @module
  */
 import { type Code, fn, type Func, I32, op, type ValType } from "./asm.ts";
-import { lutTotals, lutZero } from "./lut.ts";
+import { lutZero } from "./lut.ts";
 import {
   bytes16,
   get,
-  gemvColumns,
+  gemvPairs,
+  gemvTotals,
   I32_MAX,
   I32_MIN,
   inc,
@@ -49,14 +54,17 @@ function firstFour(vx: number): Code {
   ];
 }
 
-/** Stores the three byte planes (bits 0–7, 8–15, 16–23) of the 16 int32 entries in e0..e3 at `out`. */
-function storePlanes(e: number[], out: number, a: number, b: number): Code {
-  // A plane's byte of each entry: masked (bits 0–7, 8–15) or shifted down as signed (bits 16–23, in
-  // [−128, 127] for entries in [−2^23, 2^23)), then narrowed 32 → 16 → 8 bits, which never saturates.
+/**
+ * Stores the three byte planes of the 16 int32 entries in e0..e3 at `out`: digits of `bits` bits (bits
+ * 0 … bits − 1 and bits … 2 · bits − 1, unsigned) and the rest above them (signed).
+ */
+function storePlanes(e: number[], out: number, a: number, b: number, bits = 8): Code {
+  // A plane's byte of each entry: masked (the two low digits) or shifted down as signed (the top, in
+  // [−128, 127] for the entries' range), then narrowed 32 → 16 → 8 bits, which never saturates.
   const part = (x: number, byte: number): Code =>
     byte === 2
-      ? [get(x), op.i32(16), op.i32x4_shr_s]
-      : [get(x), byte === 1 ? [op.i32(8), op.i32x4_shr_s] : [], splat4(255), op.v128_and];
+      ? [get(x), op.i32(2 * bits), op.i32x4_shr_s]
+      : [get(x), byte === 1 ? [op.i32(bits), op.i32x4_shr_s] : [], splat4((1 << bits) - 1), op.v128_and];
   return [0, 1, 2].map((byte) => {
     const to16 = byte === 2 ? op.i16x8_narrow_i32x4_s : op.i16x8_narrow_i32x4_u;
     const to8 = byte === 2 ? op.i8x16_narrow_i16x8_s : op.i8x16_narrow_i16x8_u;
@@ -98,7 +106,7 @@ export function planesFn(kind: "offset" | "digits" | "unsigned"): Func {
         ? [unsigned, storePlanes(e, outA, a, b), signedTop, storePlanes(e, outB, a, b), inc(outB, 48)]
         : kind === "unsigned"
         ? [unsigned, storePlanes(e, outA, a, b)]
-        : [offset, storePlanes(e, outA, a, b)],
+        : [offset, storePlanes(e, outA, a, b, 7)],
       inc(outA, 48),
       inc(x, 4),
       inc(i, 1),
@@ -108,9 +116,12 @@ export function planesFn(kind: "offset" | "digits" | "unsigned"): Func {
 }
 
 /**
- * `gemv_lut(planes, codes, scales, rows, groups, base, fin, out, scratch) → saturations`: see the
- * module comment. Codes are laid out per 16-row block, per column, 16 bytes; scales per block, per
- * group, 16 bytes; `scratch` holds 128 bytes; `out` receives whole blocks of 16 (rows rounded up).
+ * `gemv_lut(planes, planeStride, count, codes, scales, rows, groups, base, bases, fin, out, outStride,
+ * scratch) → saturations`: see the module comment. Every input has the shift base `base`, or, when
+ * `bases` is not −1, input i has the int32 at `bases + 4i` (inputs at different exponents). Codes are laid out per 16-row block, per pair of columns, 16
+ * bytes (the 16 rows' bytes of the file: low nibble the even column); scales per block, per group, 16
+ * bytes; `scratch` holds 128 bytes (one per thread); each output receives whole blocks of 16 (rows
+ * rounded up). A thread's share of the rows is the same call on its blocks' codes, scales and outputs.
  *
  * Each group's step runs on four lanes at a time when every row's shift k = base − de can lie only in
  * [−30, 31] (base in [−15, 31], the usual case). The per-lane shifts are conditional shifts by 16, 8, 4,
@@ -119,26 +130,36 @@ export function planesFn(kind: "offset" | "digits" | "unsigned"): Func {
  * - every k in [−3, 0]: p << −k, which cannot overflow (|p| < 2^28, so |p · 8| < 2^31);
  * - every k in [1, 8]: t = p >> (k − 1), then the rounding `(t >> 1) + (t & 1)`, which is `shift`'s
  *   `(p >> k) + ((p >> (k − 1)) & 1)`;
+ * - every k in [1, 32] (every de below base, the common case of a real matrix whose groups' exponents
+ *   spread wider than 8): the same with five conditional shifts (k = 32 gives 0, as `shift` does);
+ * - every k in [−3, 12], of both signs (the usual case of a real model's groups, whose de cluster near
+ *   the base): both of the first two cases for every lane, each lane keeping its own;
+ * - every k in [−15, 0]: the left shift by four conditional steps, saturated as below;
  * - otherwise both cases for every lane, each lane keeping its own, the left shift saturated where p
  *   lies outside ±(2^31 − 1) >> −k (that limit shifted the same way).
  * Other bases go row by row through `shift`'s every case.
  */
 export function gemvFn(relaxed: boolean): Func {
-  const planes = 0, codes = 1, scales = 2, rows = 3, groups = 4, base = 5, fin = 6, out = 7, scratch = 8;
-  const l = localsAfter(9);
+  const planes = 0, planeStride = 1, count = 2, codes = 3, scales = 4, rows = 5, groups = 6, base = 7, bases = 8;
+  const fin = 9, out = 10, outStride = 11, scratch = 12;
+  const l = localsAfter(13);
   const r = l.i32(), g = l.i32(), fast = l.i32();
+  // The 16-row block's codes, scales and output; the input under way, its planes, its output, its scales.
+  const blk = l.i32(), sblk = l.i32(), oblk = l.i32(), bi = l.i32(), pl = l.i32(), ob = l.i32(), sp = l.i32();
+  const packed = l.v128(), bp = l.i32();
   const a = l.i32(), sc = l.i32(), m = l.i32(), p = l.i32(), amount = l.i32(), term = l.i32();
   const acc = l.i32(), sum = l.i32(), sat = l.i32(), kk = l.i32(), lim = l.i32();
   const lut = lutLocals(l);
   const accs = [l.v128(), l.v128(), l.v128(), l.v128()];
   const scv = l.v128(), deb = l.v128(), base8 = l.v128(), baseLess8 = l.v128(), basev = l.v128(), satv = l.v128();
+  const basePlus3 = l.v128();
   const hi8 = l.v128(), av = l.v128(), mv = l.v128(), dev = l.v128(), pv = l.v128(), kv = l.v128(), sv = l.v128();
   const tv = l.v128(), leftv = l.v128(), limv = l.v128(), bad = l.v128(), sumv = l.v128(), ovf = l.v128();
   const zero = op.v128_const(new Uint8Array(16));
   // One row's group step (kernels/int/gemv.ts `addGroup`) on the sums and accumulators in scratch.
   const addGroup = (lane: number): Code => [
     get(scratch), op.i32_load(4 * lane), set(a),
-    get(scales), op.i32_load8_u(lane), set(sc),
+    get(sp), op.i32_load8_u(lane), set(sc),
     get(sc), op.i32(15), op.i32_and, set(m),
     mulScale(a, m), set(p),
     get(base), get(sc), op.i32(4), op.i32_shr_s, op.i32_sub, set(amount),
@@ -181,7 +202,7 @@ export function gemvFn(relaxed: boolean): Func {
   ];
   // The three kinds of group (see the function's comment), for lanes 4q..4q+3.
   const leftSmall = (q: number): Code => [
-    lutTotals(lut, q), set(av), scaled(q),
+    gemvTotals(lut, q), set(av), scaled(q),
     get(dev), get(basev), op.i32x4_sub, set(sv), // −k in [0, 3]
     get(pv), set(tv),
     stepBy(tv, sv, 1, op.i32x4_shl),
@@ -189,13 +210,45 @@ export function gemvFn(relaxed: boolean): Func {
     accumulate(q),
   ];
   const rightSmall = (q: number): Code => [
-    lutTotals(lut, q), set(av), scaled(q),
+    gemvTotals(lut, q), set(av), scaled(q),
     get(basev), get(dev), op.i32x4_sub, splat4(1), op.i32x4_sub, set(sv), // k − 1 in [0, 7]
     rightShift(3),
     accumulate(q),
   ];
+  // k in [−3, 12], of either sign: the right shift by 4 steps and the left by 2, each lane keeping its own.
+  const mixedSmall = (q: number): Code => [
+    gemvTotals(lut, q), set(av), scaled(q),
+    get(basev), get(dev), op.i32x4_sub, set(kv),
+    get(kv), splat4(1), op.i32x4_sub, set(sv), // k − 1 in [0, 11] where k > 0
+    rightShift(4),
+    zero, get(kv), op.i32x4_sub, set(sv), // −k in [0, 3] where k ≤ 0
+    get(pv), set(leftv),
+    stepBy(leftv, sv, 1, op.i32x4_shl),
+    stepBy(leftv, sv, 0, op.i32x4_shl),
+    get(tv), get(leftv), get(kv), zero, op.i32x4_gt_s, op.v128_bitselect, set(tv),
+    accumulate(q),
+  ];
+  // Every k in [−15, 0]: the left shift and its limit by 4 steps, saturated as `general` does.
+  const leftAny = (q: number): Code => [
+    gemvTotals(lut, q), set(av), scaled(q),
+    get(dev), get(basev), op.i32x4_sub, set(sv), // −k in [0, 15]
+    get(pv), set(leftv),
+    splat4(I32_MAX), set(limv),
+    [3, 2, 1, 0].map((b) => [stepBy(leftv, sv, b, op.i32x4_shl), stepBy(limv, sv, b, op.i32x4_shr_s)]),
+    get(pv), get(limv), op.i32x4_gt_s, set(ovf),
+    get(pv), get(limv), bytes16(255), op.v128_xor, op.i32x4_lt_s, set(bad),
+    splat4(I32_MAX), splat4(I32_MIN), get(leftv), get(bad), op.v128_bitselect, get(ovf), op.v128_bitselect, set(tv),
+    get(satv), get(ovf), get(bad), op.v128_or, op.i32x4_sub, set(satv),
+    accumulate(q),
+  ];
+  const rightAny = (q: number): Code => [
+    gemvTotals(lut, q), set(av), scaled(q),
+    get(basev), get(dev), op.i32x4_sub, splat4(1), op.i32x4_sub, set(sv), // k − 1 in [0, 31]
+    rightShift(5),
+    accumulate(q),
+  ];
   const general = (q: number): Code => [
-    lutTotals(lut, q), set(av), scaled(q),
+    gemvTotals(lut, q), set(av), scaled(q),
     get(basev), get(dev), op.i32x4_sub, set(kv),
     // k > 0: t = p >> (k − 1), then round.
     get(kv), splat4(1), op.i32x4_sub, set(sv),
@@ -219,7 +272,7 @@ export function gemvFn(relaxed: boolean): Func {
   const emit = (lane: number): Code => [
     get(scratch), op.i32_load(64 + 4 * lane), set(acc),
     shiftRound(acc, fin, term, sat, kk, lim),
-    get(out), get(term), op.i32_store(4 * lane),
+    get(ob), get(term), op.i32_store(4 * lane),
   ];
   const lanes = Array.from({ length: 16 }, (_, lane) => lane);
   const quarters = [0, 1, 2, 3];
@@ -227,63 +280,97 @@ export function gemvFn(relaxed: boolean): Func {
   const reload = quarters.map((q) => [get(scratch), op.v128_load(64 + 16 * q), set(accs[q])]);
   // Whether every lane of the group's bytes `x` lies in [0, 2^bits) (no bit above them set).
   const allBelow = (x: Code, bits: number): Code => [x, bytes16(256 - (1 << bits)), op.v128_and, op.v128_any_true, op.i32_eqz];
-  return fn([I32, I32, I32, I32, I32, I32, I32, I32, I32], [I32], l.types, [
-    op.i32(0), set(sat),
-    zero, set(satv),
-    op.i32(0), set(r),
-    get(codes), set(lut.k),
+  const block = [
+    accs.map((x) => [zero, set(x)]),
+    get(pl), set(lut.t),
+    get(blk), set(lut.k),
+    get(sblk), set(sp),
+    op.i32(0), set(g),
+    op.block([op.loop([
+      get(g), get(groups), op.i32_ge_s, op.br_if(1),
+      lutZero(lut),
+      gemvPairs(lut, hi8, 16, relaxed, packed),
+      get(sp), op.v128_load(), set(scv),
+      get(scv), op.i32(4), op.i8x16_shr_u, set(deb),
+      get(fast),
+      op.if_([
+        // de − base in [0, 3] everywhere, or base − 1 − de in [0, 7] everywhere (bytes, mod 256).
+        allBelow([get(deb), get(base8), op.i8x16_sub], 2),
+        op.if_(quarters.map(leftSmall), [
+          allBelow([get(baseLess8), get(deb), op.i8x16_sub], 3),
+          op.if_(quarters.map(rightSmall), [
+            allBelow([get(baseLess8), get(deb), op.i8x16_sub], 5),
+            op.if_(quarters.map(rightAny), [
+              allBelow([get(basePlus3), get(deb), op.i8x16_sub], 4),
+              op.if_(quarters.map(mixedSmall), [
+                allBelow([get(deb), get(base8), op.i8x16_sub], 4),
+                op.if_(quarters.map(leftAny), quarters.map(general)),
+              ]),
+            ]),
+          ]),
+        ]),
+      ], [
+        quarters.map((q) => [get(scratch), gemvTotals(lut, q), op.v128_store(16 * q)]),
+        spill,
+        lanes.map(addGroup),
+        reload,
+      ]),
+      inc(sp, 16),
+      inc(g, 1),
+      op.br(0),
+    ])]),
+    // The final shift by `fin`: four lanes at a time for fin in [0, 31], else row by row.
+    get(fin), op.i32(0), op.i32_ge_s, get(fin), op.i32(31), op.i32_le_s, op.i32_and,
+    op.if_(
+      quarters.map((q) => [
+        get(ob),
+        get(fin), op.i32_eqz,
+        op.if_v128([get(accs[q])], [
+          get(accs[q]), get(fin), op.i32(1), op.i32_sub, op.i32x4_shr_s, set(tv),
+          get(tv), op.i32(1), op.i32x4_shr_s, get(tv), splat4(1), op.v128_and, op.i32x4_add,
+        ]),
+        op.v128_store(16 * q),
+      ]),
+      [spill, lanes.map(emit)],
+    ),
+  ];
+  // This input's base (from `bases` when it is not −1) and what the four-lane steps derive from it.
+  const inputBase = [
+    get(bases), op.i32(0), op.i32_ge_s,
+    op.if_([get(bp), op.i32_load(), set(base), inc(bp, 4)]),
     // Four-lane steps need every k = base − de (de in 0..15) in [−30, 31]: base in [−15, 31].
     get(base), op.i32(-15), op.i32_ge_s, get(base), op.i32(31), op.i32_le_s, op.i32_and, set(fast),
     get(base), op.i32x4_splat, set(basev),
     get(base), op.i8x16_splat, set(base8),
     get(base), op.i32(1), op.i32_sub, op.i8x16_splat, set(baseLess8),
+    get(base), op.i32(3), op.i32_add, op.i8x16_splat, set(basePlus3),
+  ];
+  return fn([I32, I32, I32, I32, I32, I32, I32, I32, I32, I32, I32, I32, I32], [I32], l.types, [
+    op.i32(0), set(sat),
+    zero, set(satv),
+    op.i32(0), set(r),
+    get(codes), set(blk),
+    get(scales), set(sblk),
+    get(out), set(oblk),
     op.block([op.loop([
       get(r), get(rows), op.i32_ge_s, op.br_if(1),
-      accs.map((x) => [zero, set(x)]),
-      get(planes), set(lut.t),
-      op.i32(0), set(g),
+      // Each input in turn over this block: its codes and scales are in cache after the first.
+      op.i32(0), set(bi),
+      get(planes), set(pl),
+      get(oblk), set(ob),
+      get(bases), set(bp),
       op.block([op.loop([
-        get(g), get(groups), op.i32_ge_s, op.br_if(1),
-        lutZero(lut),
-        zero, set(hi8),
-        gemvColumns(lut, hi8, 32, relaxed),
-        get(hi8), op.i16x8_extend_low_i8x16_s, set(lut.hi0),
-        get(hi8), op.i16x8_extend_high_i8x16_s, set(lut.hi1),
-        get(scales), op.v128_load(), set(scv),
-        get(scv), op.i32(4), op.i8x16_shr_u, set(deb),
-        get(fast),
-        op.if_([
-          // de − base in [0, 3] everywhere, or base − 1 − de in [0, 7] everywhere (bytes, mod 256).
-          allBelow([get(deb), get(base8), op.i8x16_sub], 2),
-          op.if_(quarters.map(leftSmall), [
-            allBelow([get(baseLess8), get(deb), op.i8x16_sub], 3),
-            op.if_(quarters.map(rightSmall), quarters.map(general)),
-          ]),
-        ], [
-          quarters.map((q) => [get(scratch), lutTotals(lut, q), op.v128_store(16 * q)]),
-          spill,
-          lanes.map(addGroup),
-          reload,
-        ]),
-        inc(scales, 16),
-        inc(g, 1),
+        get(bi), get(count), op.i32_ge_s, op.br_if(1),
+        inputBase,
+        block,
+        get(pl), get(planeStride), op.i32_add, set(pl),
+        get(ob), get(outStride), op.i32_add, set(ob),
+        inc(bi, 1),
         op.br(0),
       ])]),
-      // The final shift by `fin`: four lanes at a time for fin in [0, 31], else row by row.
-      get(fin), op.i32(0), op.i32_ge_s, get(fin), op.i32(31), op.i32_le_s, op.i32_and,
-      op.if_(
-        quarters.map((q) => [
-          get(out),
-          get(fin), op.i32_eqz,
-          op.if_v128([get(accs[q])], [
-            get(accs[q]), get(fin), op.i32(1), op.i32_sub, op.i32x4_shr_s, set(tv),
-            get(tv), op.i32(1), op.i32x4_shr_s, get(tv), splat4(1), op.v128_and, op.i32x4_add,
-          ]),
-          op.v128_store(16 * q),
-        ]),
-        [spill, lanes.map(emit)],
-      ),
-      inc(out, 64),
+      get(blk), get(groups), op.i32(8), op.i32_shl, op.i32_add, set(blk),
+      get(sblk), get(groups), op.i32(4), op.i32_shl, op.i32_add, set(sblk),
+      inc(oblk, 64),
       inc(r, 16),
       op.br(0),
     ])]),

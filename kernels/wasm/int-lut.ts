@@ -16,7 +16,7 @@
  * ```
  * @module
  */
-import { assemble, type Func } from "./asm.ts";
+import { assemble, type Func, uleb } from "./asm.ts";
 import { mixFn, scoresFn, softmaxFn } from "./int-attention.ts";
 import { gemvFn, planesFn } from "./int-gemv.ts";
 import { addSatFn, quantizeFn, rmsnormFn, ropeFn, siluFn, swigluFn } from "./int-vector.ts";
@@ -52,9 +52,9 @@ export const INT_LUT_FUNCTIONS_PORTABLE: Record<string, Func> = intLutFunctions(
 
 const PAGE = 65536;
 
-/** Bytes of a matrix's codes in the 16-row-block layout (rows rounded up to 16). */
+/** Bytes of a matrix's codes in the 16-row-block layout (rows rounded up to 16, two codes a byte). */
 function codeBytes(m: LutMatrix): number {
-  return Math.ceil(m.rows / 16) * 16 * m.cols;
+  return Math.ceil(m.rows / 16) * 16 * (m.cols / 2);
 }
 
 /** Bytes of a matrix's scales in the 16-row-block layout: per block, per group, 16 bytes. */
@@ -62,19 +62,36 @@ function scaleBytes(m: LutMatrix): number {
   return Math.ceil(m.rows / 16) * 16 * (m.cols / 32);
 }
 
-/** Writes a matrix's codes at `mem[at, …)`: per 16-row block, per column, 16 rows' codes; padding is 8. */
+/**
+ * Writes a matrix's codes at `mem[at, …)`: per 16-row block, per pair of columns, the 16 rows' bytes as
+ * the file packs them (low nibble the even column), so laying out is a byte transpose; padding rows are
+ * 0x88 (code 8 twice: weight 0).
+ */
 export function layoutCodes(m: LutMatrix, mem: Uint8Array, at: number): void {
-  const blocks = Math.ceil(m.rows / 16);
-  mem.fill(8, at, at + codeBytes(m));
-  for (let b = 0; b < blocks; b++) {
-    for (let c = 0; c < m.cols; c++) {
-      for (let lane = 0; lane < 16; lane++) {
-        const r = b * 16 + lane;
-        if (r >= m.rows) break;
-        const i = r * m.cols + c; // code index, row-major
-        const byte = m.nibbles[i >> 1];
-        mem[at + (b * m.cols + c) * 16 + lane] = i & 1 ? byte >> 4 : byte & 15;
+  const pairs = m.cols >> 1;
+  const full = m.rows >> 4;
+  mem.fill(0x88, at + full * 16 * pairs, at + codeBytes(m));
+  const nb = m.nibbles;
+  // Four rows' bytes of one pair make one little-endian word of the destination (`at` is 16-aligned):
+  // a quarter of the stores of a byte-by-byte transpose.
+  const words = new Uint32Array(mem.buffer, mem.byteOffset + at, (full * 16 * pairs) >> 2);
+  for (let b = 0; b < full; b++) {
+    for (let q = 0; q < 4; q++) {
+      const r0 = (b * 16 + q * 4) * pairs;
+      const r1 = r0 + pairs, r2 = r1 + pairs, r3 = r2 + pairs;
+      let w = b * 4 * pairs + q;
+      for (let j = 0; j < pairs; j++) {
+        words[w] = nb[r0 + j] | (nb[r1 + j] << 8) | (nb[r2 + j] << 16) | (nb[r3 + j] << 24);
+        w += 4;
       }
+    }
+  }
+  for (let r = full * 16; r < m.rows; r++) {
+    const src = r * pairs;
+    let dst = at + full * 16 * pairs + (r & 15);
+    for (let j = 0; j < pairs; j++) {
+      mem[dst] = nb[src + j];
+      dst += 16;
     }
   }
 }
@@ -112,6 +129,49 @@ export interface LutRoom {
   relaxed?: boolean;
   /** The SiLU table and its differences' multiples (`LutSums.siluTAt`, `siluMulAt`). */
   silu?: { t: Int32Array; mul: Int32Array };
+  /**
+   * Threads that will call `gemv_lut` at once (default 1): each gets its own 128 bytes of scratch at
+   * `scratchAt + 128 · thread`, and above 1 the memory is a shared one the module imports, so that
+   * workers can instantiate the same bytes over it (`LutShared`).
+   */
+  threads?: number;
+  /** Batch slots: copies of the engine's vectors (`vectorInts` each) and of the input planes (default 1). */
+  slots?: number;
+}
+
+/** What a worker needs to run the same module over the same memory: the bytes and the shared memory. */
+export interface LutShared {
+  bytes: Uint8Array<ArrayBuffer>;
+  memory: WebAssembly.Memory;
+}
+
+/**
+ * The module `bytes` with its own memory replaced by an imported shared one (`env.memory`, exactly
+ * `pages` pages): the memory section is dropped and an import section put after the type section.
+ */
+function importSharedMemory(bytes: Uint8Array, pages: number): Uint8Array<ArrayBuffer> {
+  const name = (s: string) => [...uleb(s.length), ...new TextEncoder().encode(s)];
+  const entry = [1, ...name("env"), ...name("memory"), 0x02, 0x03, ...uleb(pages), ...uleb(pages)];
+  const imports = [2, ...uleb(entry.length), ...entry];
+  const out: number[] = [...bytes.subarray(0, 8)];
+  let at = 8;
+  while (at < bytes.length) {
+    const id = bytes[at];
+    let size = 0;
+    let shift = 0;
+    let p = at + 1;
+    for (;;) {
+      const b = bytes[p++];
+      size += (b & 127) * 2 ** shift;
+      shift += 7;
+      if (b < 128) break;
+    }
+    const end = p + size;
+    if (id !== 5) out.push(...bytes.subarray(at, end));
+    if (id === 1) out.push(...imports);
+    at = end;
+  }
+  return new Uint8Array(out);
 }
 
 /**
@@ -123,7 +183,7 @@ export interface LutRoom {
 export function createLutSums(
   mats: LutMatrix[],
   room: LutRoom = {},
-): { lut: LutSums; at: Int32Array; scalesAt: Int32Array } | null {
+): { lut: LutSums; at: Int32Array; scalesAt: Int32Array; shared: LutShared | null } | null {
   if (typeof WebAssembly === "undefined") return null;
   let widest = 0;
   let tallest = 0;
@@ -140,8 +200,10 @@ export function createLutSums(
   // Attention reuses the planes and sums areas: four tables of head_dim columns, six blocks of sums.
   const planesAt = 0;
   const sumsAt = align(planesAt + Math.max(widest, room.planeCols ?? 0) * 48);
+  const threads = Math.max(1, room.threads ?? 1);
+  const slots = Math.max(1, room.slots ?? 1);
   const scratchAt = align(sumsAt + Math.max(groupsMax, 6) * 64);
-  const inAt = scratchAt + 128;
+  const inAt = scratchAt + 128 * threads;
   const outAt = align(inAt + Math.max(widest, positions) * 4);
   const probAt = align(outAt + Math.ceil(Math.max(tallest, headDim) / 16) * 16 * 4);
   const scoresAt = align(probAt + positions * 48);
@@ -154,7 +216,11 @@ export function createLutSums(
   const ropeCosAt = align(siluMulAt + (room.silu?.mul.length ?? 0) * 4);
   const ropeSinAt = ropeCosAt + (room.rope?.cos.length ?? 0) * 4;
   const vectorsAt = align(ropeSinAt + (room.rope?.sin.length ?? 0) * 4);
-  let next = vectorsAt + (room.vectorInts ?? 0) * 4;
+  const slotVectorBytes = align((room.vectorInts ?? 0) * 4);
+  const slotPlanesAt = vectorsAt + slotVectorBytes * slots;
+  const slotPlaneBytes = align(widest * 48);
+  const basesAt = slotPlanesAt + (slots > 1 ? slotPlaneBytes * slots : 0);
+  let next = align(basesAt + 4 * slots);
   const at = new Int32Array(mats.length);
   const scalesAt = new Int32Array(mats.length);
   mats.forEach((m, i) => {
@@ -168,13 +234,17 @@ export function createLutSums(
   const valueExpAt = keyExpAt + (room.expMirrorBytes ?? 0);
   next = valueExpAt + (room.expMirrorBytes ?? 0);
   const pages = Math.ceil(next / PAGE);
-  let bytes = assemble({
-    pages,
-    functions: room.relaxed === false ? INT_LUT_FUNCTIONS_PORTABLE : INT_LUT_FUNCTIONS,
-  });
-  if (!WebAssembly.validate(bytes)) bytes = assemble({ pages, functions: INT_LUT_FUNCTIONS_PORTABLE });
+  const shared = threads > 1;
+  const build = (functions: Record<string, Func>) => {
+    const plain = assemble({ pages, functions });
+    return shared ? importSharedMemory(plain, pages) : plain;
+  };
+  let bytes = build(room.relaxed === false ? INT_LUT_FUNCTIONS_PORTABLE : INT_LUT_FUNCTIONS);
+  if (!WebAssembly.validate(bytes)) bytes = build(INT_LUT_FUNCTIONS_PORTABLE);
   if (!WebAssembly.validate(bytes)) return null;
-  const exports = new WebAssembly.Instance(new WebAssembly.Module(bytes)).exports as unknown as
+  const memory = shared ? new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true }) : null;
+  const instance = new WebAssembly.Instance(new WebAssembly.Module(bytes), memory ? { env: { memory } } : {});
+  const exports = instance.exports as unknown as
     & { memory: WebAssembly.Memory }
     & Pick<
       LutSums,
@@ -247,6 +317,11 @@ export function createLutSums(
       keyExpAt,
       valueExpAt,
       vectorsAt,
+      slotVectorBytes,
+      slotPlanesAt,
+      slotPlaneBytes,
+      basesAt,
+      basesIndex: basesAt >> 2,
       ropeCosAt,
       ropeSinAt,
       siluTAt,
@@ -254,5 +329,6 @@ export function createLutSums(
     },
     at,
     scalesAt,
+    shared: memory ? { bytes, memory } : null,
   };
 }

@@ -163,6 +163,59 @@ export function gemvColumn(l: LutLocals, hi8: number, relaxed: boolean, j = -1):
   ];
 }
 
+/**
+ * `pairs` pairs of columns of `gemv_lut`'s look-up over packed codes, unrolled: each 16 bytes at `k`
+ * hold 16 rows' codes of two columns, as the lut4 file stores them (column 2j in the low nibble, 2j + 1
+ * in the high one), unpacked by a mask and a shift into two index vectors. The planes hold 7-bit
+ * digits (`planes_offset`: bits 0–6 and 7–13 unsigned, the rest signed, in [−16, 15] for entries in
+ * (−2^18, 2^18)), so the two columns' low digits add as bytes (at most 254) before widening once, and
+ * the top digits add as bytes over four pairs (eight columns, within [−128, 120]) before widening into
+ * `hi0`/`hi1`. `t` moves past the 2 · `pairs` columns' planes and `k` past the codes; `packed` is a
+ * scratch v128 local, `hi8` the top digits' byte sums.
+ */
+export function gemvPairs(l: LutLocals, hi8: number, pairs: number, relaxed: boolean, packed: number): Code {
+  const swizzle = relaxed ? op.i8x16_relaxed_swizzle : op.i8x16_swizzle;
+  const lo = l.idx, hi = l.v; // the even and the odd column's codes
+  const read = (at: number, idx: number): Code => [get(l.t), op.v128_load(at), get(idx), swizzle];
+  const digit = (at: number, offset: number, a: number, b: number): Code => [
+    read(at + offset, lo), read(at + 48 + offset, hi), op.i8x16_add, set(packed),
+    get(a), get(packed), op.i16x8_extend_low_i8x16_u, op.i16x8_add, set(a),
+    get(b), get(packed), op.i16x8_extend_high_i8x16_u, op.i16x8_add, set(b),
+  ];
+  const widenTop: Code = [
+    get(l.hi0), get(hi8), op.i16x8_extend_low_i8x16_s, op.i16x8_add, set(l.hi0),
+    get(l.hi1), get(hi8), op.i16x8_extend_high_i8x16_s, op.i16x8_add, set(l.hi1),
+  ];
+  return [
+    Array.from({ length: pairs }, (_, j) => [
+      (j & 3) === 0 ? [op.v128_const(new Uint8Array(16)), set(hi8)] : [],
+      get(l.k), op.v128_load(16 * j), set(packed),
+      get(packed), bytes16(15), op.v128_and, set(lo),
+      get(packed), op.i32(4), op.i32x4_shr_u, bytes16(15), op.v128_and, set(hi),
+      digit(96 * j, 0, l.lo0, l.lo1),
+      digit(96 * j, 16, l.mid0, l.mid1),
+      get(hi8), read(96 * j + 32, lo), op.i8x16_add, read(96 * j + 80, hi), op.i8x16_add, set(hi8),
+      (j & 3) === 3 || j === pairs - 1 ? widenTop : [],
+    ]),
+    get(l.t), op.i32(96 * pairs), op.i32_add, set(l.t),
+    get(l.k), op.i32(16 * pairs), op.i32_add, set(l.k),
+  ];
+}
+
+/**
+ * Leaves on the stack the i32x4 totals of four of `gemvPairs`' 16 rows, lo + (mid << 7) + (hi << 14):
+ * `quarter` 0..3 picks rows 0–3, 4–7, 8–11, 12–15.
+ */
+export function gemvTotals(l: LutLocals, quarter: number): Code {
+  const lo = quarter < 2 ? l.lo0 : l.lo1, mid = quarter < 2 ? l.mid0 : l.mid1, hi = quarter < 2 ? l.hi0 : l.hi1;
+  const high = (quarter & 1) === 1;
+  return [
+    get(lo), high ? op.i32x4_extend_high_i16x8_u : op.i32x4_extend_low_i16x8_u,
+    get(mid), high ? op.i32x4_extend_high_i16x8_u : op.i32x4_extend_low_i16x8_u, op.i32(7), op.i32x4_shl, op.i32x4_add,
+    get(hi), high ? op.i32x4_extend_high_i16x8_s : op.i32x4_extend_low_i16x8_s, op.i32(14), op.i32x4_shl, op.i32x4_add,
+  ];
+}
+
 /** `count` columns of `gemvColumn`, unrolled, then `t` and `k` moved past them. */
 export function gemvColumns(l: LutLocals, hi8: number, count: number, relaxed: boolean): Code {
   return [

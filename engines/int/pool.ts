@@ -1,0 +1,127 @@
+/**
+ * Starts the integer engine's thread pool at load: plans each large projection's shares of 16-row
+ * blocks (engines/int/threads.ts `GemvPool`), starts `threads − 1` workers (engines/int/worker.ts,
+ * through `node:worker_threads`, which Deno and Bun both run, unreferenced so that they never keep a
+ * process alive) on the module's shared memory, and stops them when asked. Load-time code, not serving
+ * code: the per-token dispatch is threads.ts.
+ *
+ * @example
+ * ```ts
+ * const pool = await startPool(lutMatrices(model), made.shared!, 2);
+ * // … serve …
+ * stopPool(pool);
+ * ```
+ * @module
+ */
+import { Worker } from "node:worker_threads";
+import type { LutMatrix } from "../../kernels/int/gemv.ts";
+import type { LutShared } from "../../kernels/wasm/int-lut.ts";
+import { CALL_INTS, type GemvPool, MAX_CALLS, SEQ, STOP } from "./threads.ts";
+import type { WorkerStart } from "./worker.ts";
+
+/** A projection is split only when it has at least this many weights (smaller ones cost more to hand out). */
+export const SPLIT_WEIGHTS = 1 << 18;
+/** Control words before the first worker's calls. */
+const HEADER_INTS = 16;
+
+/** A running pool: the dispatch state and the workers behind it. */
+export interface RunningPool {
+  pool: GemvPool;
+  workers: Worker[];
+}
+
+/** The cores of this machine (the default thread count). */
+export function coreCount(): number {
+  const n = (globalThis.navigator as { hardwareConcurrency?: number } | undefined)?.hardwareConcurrency;
+  return Number.isInteger(n) && n! > 0 ? n! : 1;
+}
+
+/**
+ * Each matrix's shares for `threads` threads: blocks of 16 rows dealt out as evenly as they go, in
+ * order, thread 0 first; −1 for a matrix too small to split (below `splitWeights` weights) or with fewer blocks
+ * than threads.
+ */
+export function planShares(
+  mats: LutMatrix[],
+  threads: number,
+  splitWeights = SPLIT_WEIGHTS,
+): { shareAt: Int32Array; shares: Int32Array } {
+  const shareAt = new Int32Array(mats.length).fill(-1);
+  const shares: number[] = [];
+  mats.forEach((m, e) => {
+    const blocks = Math.ceil(m.rows / 16);
+    if (threads < 2 || m.rows * m.cols < splitWeights || blocks < threads) return;
+    shareAt[e] = shares.length;
+    for (let t = 0; t < threads; t++) {
+      const b0 = Math.floor((blocks * t) / threads);
+      const b1 = Math.floor((blocks * (t + 1)) / threads);
+      const r0 = b0 * 16;
+      const r1 = Math.min(m.rows, b1 * 16);
+      shares.push(r0 * (m.cols / 2), r0 * (m.cols / 32), r0 * 4, r1 - r0);
+    }
+  });
+  return { shareAt, shares: Int32Array.from(shares) };
+}
+
+/**
+ * Starts a pool of `threads` threads (this one and `threads − 1` workers) over `shared`, the module and
+ * memory the engine runs on; null when no matrix is worth splitting or `threads` is 1 (the caller then runs
+ * everything on this thread).
+ */
+export async function startPool(
+  mats: LutMatrix[],
+  shared: LutShared,
+  threads: number,
+  splitWeights = SPLIT_WEIGHTS,
+): Promise<RunningPool | null> {
+  const { shareAt, shares } = planShares(mats, threads, splitWeights);
+  if (threads < 2 || shareAt.every((a) => a < 0)) return null;
+  const perWorker = 1 + MAX_CALLS * CALL_INTS;
+  const ctrlBuffer = new SharedArrayBuffer((HEADER_INTS + (threads - 1) * perWorker) * 4);
+  const workerAt = new Int32Array(threads);
+  for (let t = 1; t < threads; t++) workerAt[t] = HEADER_INTS + (t - 1) * perWorker;
+  const workers: Worker[] = [];
+  try {
+    for (let t = 1; t < threads; t++) {
+      const w = new Worker(new URL("./worker.ts", import.meta.url));
+      workers.push(w);
+      const ready = new Promise<void>((resolve, reject) => {
+        w.once("message", () => resolve());
+        w.once("error", reject);
+      });
+      const start: WorkerStart = {
+        bytes: shared.bytes,
+        memory: shared.memory,
+        ctrl: ctrlBuffer,
+        head: workerAt[t],
+      };
+      w.postMessage(start);
+      await ready;
+      w.unref();
+    }
+  } catch (e) {
+    for (const w of workers) void w.terminate();
+    throw e;
+  }
+  const pool: GemvPool = {
+    threads,
+    ctrl: new Int32Array(ctrlBuffer),
+    workerAt,
+    mine: new Int32Array(perWorker),
+    shareAt,
+    shares,
+    seq: 0,
+    queued: 0,
+    saturated: 0,
+  };
+  return { pool, workers };
+}
+
+/** Stops a pool's workers (they finish the dispatch under way, if any, and end). */
+export function stopPool(running: RunningPool): void {
+  const ctrl = running.pool.ctrl;
+  Atomics.store(ctrl, STOP, 1);
+  Atomics.add(ctrl, SEQ, 1);
+  Atomics.notify(ctrl, SEQ);
+  for (const w of running.workers) void w.terminate();
+}

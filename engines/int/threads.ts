@@ -1,0 +1,206 @@
+/**
+ * The integer engine's projections on several threads: the rows of each large projection are split
+ * into fixed shares of 16-row blocks, one per thread (the main thread takes the first), and every
+ * thread runs the module's `gemv_lut` on its share over one shared WebAssembly memory. A row is computed
+ * by exactly one thread with the same instructions whatever the thread count, so the integers are the
+ * same with 1 thread or many (tests/int-threads.test.ts). Serving code: audited (tests/audit.test.ts);
+ * the shares are planned at load by engines/int/pool.ts, which also starts the workers
+ * (engines/int/worker.ts).
+ *
+ * The control words (`GemvPool.ctrl`, shared with the workers): `SEQ` counts dispatches (a worker
+ * wakes when it changes), `DONE` counts the workers finished with the current one, `SAT` sums their
+ * saturations, `STOP` asks them to end; worker w's calls start at `workerAt[w]`: a count, then 13
+ * arguments of `gemv_lut` per call.
+ *
+ * @example
+ * ```ts
+ * queueGemv(pool, lut, e, codesAt, scalesAt, rows, groups, planesAt, 0, 1, base, -1, fin, qAt, 0);
+ * queueGemv(pool, lut, e + 1, codesAt1, scalesAt1, rows1, groups, planesAt, 0, 1, base, -1, fin, kAt, 0);
+ * const saturated = runQueued(pool, lut);
+ * ```
+ * @module
+ */
+import type { LutSums } from "../../kernels/int/gemv-lut.ts";
+
+/** Control word indices. */
+export const SEQ = 0;
+export const DONE = 1;
+export const SAT = 2;
+export const STOP = 3;
+/** Arguments of one queued `gemv_lut` call; calls one worker may hold per dispatch. */
+export const CALL_INTS = 13;
+export const MAX_CALLS = 4;
+/** Spins on a control word before sleeping on it: a dispatch is often back within microseconds. */
+const SPINS = 4096;
+
+/** The threads of one model and its matrices' shares (built at load by engines/int/pool.ts). */
+export interface GemvPool {
+  /** Threads, the main one included. */
+  threads: number;
+  ctrl: Int32Array;
+  /** Where each worker's calls start in `ctrl` (index 0, the main thread, unused). */
+  workerAt: Int32Array;
+  /** The main thread's calls, in the same form. */
+  mine: Int32Array;
+  /**
+   * Per matrix entry (simd.ts `lutMatrices` order): −1 to run it whole on the main thread, else where
+   * its shares start in `shares`: per thread, the byte offsets of its codes, its scales and its output
+   * from the matrix's, and its rows.
+   */
+  shareAt: Int32Array;
+  shares: Int32Array;
+  /** Dispatches so far; calls queued for the next; saturations counted by whole-matrix calls. */
+  seq: number;
+  queued: number;
+  saturated: number;
+}
+
+/**
+ * Queues `gemv_lut` of matrix `entry` (its codes and scales at `m.lutAt`/`lutScales` given as
+ * `codesAt`/`scalesAt`) over `count` inputs: split across the threads when the pool shares it out,
+ * else run at once on this thread. `scratch` is the module's 128 bytes per thread.
+ */
+export function queueGemv(
+  pool: GemvPool,
+  lut: LutSums,
+  entry: number,
+  codesAt: number,
+  scalesAt: number,
+  rows: number,
+  groups: number,
+  planes: number,
+  planeStride: number,
+  count: number,
+  base: number,
+  bases: number,
+  fin: number,
+  out: number,
+  outStride: number,
+): void {
+  const at = pool.shareAt[entry];
+  if (at < 0) {
+    pool.saturated = pool.saturated +
+      lut.gemv_lut(
+        planes,
+        planeStride,
+        count,
+        codesAt,
+        scalesAt,
+        rows,
+        groups,
+        base,
+        bases,
+        fin,
+        out,
+        outStride,
+        lut.scratchAt,
+      );
+    return;
+  }
+  let share = at;
+  let scratch = lut.scratchAt;
+  for (let t = 0; t < pool.threads; t++) {
+    const calls = t === 0 ? pool.mine : pool.ctrl;
+    const head = t === 0 ? 0 : pool.workerAt[t];
+    let i = head + 1;
+    for (let c = 0; c < pool.queued; c++) i = i + CALL_INTS;
+    const sh = pool.shares;
+    calls[i] = planes;
+    calls[i + 1] = planeStride;
+    calls[i + 2] = count;
+    calls[i + 3] = codesAt + sh[share];
+    calls[i + 4] = scalesAt + sh[share + 1];
+    calls[i + 5] = sh[share + 3];
+    calls[i + 6] = groups;
+    calls[i + 7] = base;
+    calls[i + 8] = bases;
+    calls[i + 9] = fin;
+    calls[i + 10] = out + sh[share + 2];
+    calls[i + 11] = outStride;
+    calls[i + 12] = scratch;
+    calls[head] = pool.queued + 1;
+    share = share + 4;
+    scratch = scratch + 128;
+  }
+  pool.queued = pool.queued + 1;
+}
+
+/** Runs the calls at `calls[head]` (a count, then the arguments); returns their saturations. */
+export function runCalls(lut: Pick<LutSums, "gemv_lut">, calls: Int32Array, head: number): number {
+  let saturated = 0;
+  let i = head + 1;
+  for (let c = 0; c < calls[head]; c++) {
+    saturated = saturated + lut.gemv_lut(
+      calls[i],
+      calls[i + 1],
+      calls[i + 2],
+      calls[i + 3],
+      calls[i + 4],
+      calls[i + 5],
+      calls[i + 6],
+      calls[i + 7],
+      calls[i + 8],
+      calls[i + 9],
+      calls[i + 10],
+      calls[i + 11],
+      calls[i + 12],
+    );
+    i = i + CALL_INTS;
+  }
+  return saturated;
+}
+
+/**
+ * Wakes the workers on the queued calls, runs the main thread's share, waits for theirs; returns the
+ * saturations of every call since the last run (whole-matrix ones included) and clears the queue.
+ */
+export function runQueued(pool: GemvPool, lut: LutSums): number {
+  let saturated = pool.saturated;
+  pool.saturated = 0;
+  if (pool.queued === 0) return saturated;
+  const ctrl = pool.ctrl;
+  Atomics.store(ctrl, DONE, 0);
+  Atomics.store(ctrl, SAT, 0);
+  pool.seq = pool.seq + 1;
+  Atomics.store(ctrl, SEQ, pool.seq);
+  Atomics.notify(ctrl, SEQ);
+  saturated = saturated + runCalls(lut, pool.mine, 0);
+  const workers = pool.threads - 1;
+  let spins = 0;
+  let waits = 0;
+  for (;;) {
+    const done = Atomics.load(ctrl, DONE);
+    if (done === workers) break;
+    spins = spins + 1;
+    if (spins > SPINS && Atomics.wait(ctrl, DONE, done, 1000) === "timed-out") {
+      // A worker that has not answered for a minute is gone (stopped, or its thread died).
+      waits = waits + 1;
+      if (waits === 60) throw new Error("integer engine: a worker thread stopped answering");
+    }
+  }
+  pool.queued = 0;
+  pool.mine[0] = 0;
+  return saturated + Atomics.load(ctrl, SAT);
+}
+
+/**
+ * A worker's loop (engines/int/worker.ts): waits for a dispatch, runs its calls, adds its saturations
+ * and counts itself done; returns when `STOP` is set.
+ */
+export function serveCalls(lut: Pick<LutSums, "gemv_lut">, ctrl: Int32Array, head: number): void {
+  let seq = 0;
+  for (;;) {
+    let spins = 0;
+    while (Atomics.load(ctrl, SEQ) === seq) {
+      spins = spins + 1;
+      if (spins > SPINS) Atomics.wait(ctrl, SEQ, seq);
+    }
+    seq = Atomics.load(ctrl, SEQ);
+    if (Atomics.load(ctrl, STOP) !== 0) return;
+    const saturated = runCalls(lut, ctrl, head);
+    ctrl[head] = 0;
+    Atomics.add(ctrl, SAT, saturated);
+    Atomics.add(ctrl, DONE, 1);
+    Atomics.notify(ctrl, DONE);
+  }
+}
