@@ -38,7 +38,10 @@ export const TAB_ENTRIES: readonly string[] = ["serve/page/worker.js"];
 /** A `node:` built-in: the stand-in module. */
 const NODE_STAND_IN = "serve/page/worker-node.js";
 /** A package the modules import, and the file of its ES build the browser gets instead. */
-const PACKAGES: Readonly<Record<string, string>> = { "smol-toml": "node_modules/smol-toml/dist/index.js" };
+const PACKAGES: Readonly<Record<string, string>> = {
+  "smol-toml": "node_modules/smol-toml/dist/index.js",
+  "@huggingface/jinja": "node_modules/@huggingface/jinja/dist/index.js",
+};
 
 /** One module as the browser gets it. */
 export interface BrowserModule {
