@@ -39,9 +39,25 @@ export const TABLES = {
   ropeQ: 14,
 } as const;
 
+/** A grid scale (m, E) and the weighted squared error of a group rounded with it. */
+interface ScaleChoice {
+  m: number;
+  e: number;
+  sse: number;
+}
+
 /**
  * The (m, E) of the grid scale that minimises Σ c_i (w − q·s)² over a group, for E in [eLo, eHi]:
  * c_i the importance of the group's column i (`ONES`, the plain squared error, without calibration).
+ * Ties go to the smaller scale. With `known`, the best choice over exponents [skipLo, skipHi] found
+ * by an earlier search, those exponents are not searched again and the answer is the best over both.
+ *
+ * The answer is the one the exhaustive search over every (m, E) gives, bit for bit (each candidate
+ * that is summed is summed in the same order), but most candidates are never summed in full. The
+ * search starts at the scale that maps the group's largest weight to about 7.5 and walks outwards; a
+ * candidate is dropped as soon as its partial sum is worse than the best so far (terms are ≥ 0, and
+ * adding one to a float never makes the sum smaller), and every smaller scale is dropped once the
+ * largest weight's clipping error alone is worse (it only grows as the scale shrinks).
  */
 function bestScale(
   w: Float64Array,
@@ -50,21 +66,106 @@ function bestScale(
   eHi: number,
   imp: Float64Array = ONES,
   impOff = 0,
-): { m: number; e: number; sse: number } {
-  let best = { m: 0, e: eLo, sse: Infinity };
-  for (let e = eLo; e <= eHi; e++) {
-    for (let m = 0; m < 16; m++) {
-      const s = (16 + m) * 2 ** (e - 4);
-      let sse = 0;
-      for (let i = 0; i < 32; i++) {
-        const q = Math.max(-8, Math.min(7, Math.round(w[off + i] / s)));
-        const d = w[off + i] - q * s;
-        sse += d * d * imp[impOff + i];
-      }
-      if (sse < best.sse) best = { m, e, sse };
-    }
+  known?: ScaleChoice,
+  skipLo = 0,
+  skipHi = -1,
+): ScaleChoice {
+  let iMax = 0, amax = 0;
+  for (let i = 0; i < 32; i++) {
+    const a = Math.abs(w[off + i]);
+    if (a > amax) amax = a, iMax = i;
   }
-  return best;
+  // Candidate k is (m, E) = (k & 15, eLo + (k >> 4)): its scale grows with k. Skipped: kSkipLo ≤ k < kSkipHi.
+  const n = (eHi - eLo + 1) * 16, kSkipLo = (skipLo - eLo) * 16, kSkipHi = (skipHi - eLo + 1) * 16;
+  let bestK = n, bestSse = Infinity;
+  if (known) bestK = (known.e - eLo) * 16 + known.m, bestSse = known.sse;
+  // Where to start: any candidate gives the same answer, the one nearest amax / 7.5 the fastest.
+  const target = Math.floor(Math.log2(amax / 7.5)), mt = Math.floor((amax / 7.5) * 2 ** (4 - target)) - 16;
+  const k0 = Math.max(0, Math.min(n - 1, (target - eLo) * 16 + Math.max(0, Math.min(15, mt))));
+  // The best is within NEAR of k0 for most groups: those first, nearest first, so that the bound
+  // that cuts the other sums short is tight from the start.
+  const kLo = Math.max(0, k0 - NEAR), kHi = Math.min(n - 1, k0 + NEAR);
+  for (let j = 0; j <= 2 * NEAR; j++) {
+    const k = k0 + (j & 1 ? (j + 1) >> 1 : -(j >> 1));
+    if (k < kLo || k > kHi || (k >= kSkipLo && k < kSkipHi)) continue;
+    const sse = groupSse(w, off, gridScale(eLo, k), imp, impOff, bestSse, k > bestK);
+    if (sse < bestSse || (sse === bestSse && k < bestK)) bestSse = sse, bestK = k;
+  }
+  for (let k = kHi + 1; k < n; k++) {
+    if (k >= kSkipLo && k < kSkipHi) continue;
+    const sse = groupSse(w, off, gridScale(eLo, k), imp, impOff, bestSse, k > bestK);
+    if (sse < bestSse || (sse === bestSse && k < bestK)) bestSse = sse, bestK = k;
+  }
+  const xMax = w[off + iMax], cMax = imp[impOff + iMax];
+  for (let k = kLo - 1; k >= 0; k--) {
+    if (k >= kSkipLo && k < kSkipHi) continue;
+    const s = gridScale(eLo, k);
+    if (amax > 8 * s) {
+      // Clipped: this term is part of the candidate's sum, and of every smaller scale's, larger.
+      const d = xMax - (xMax > 0 ? 7 : -8) * s;
+      if (d * d * cMax > bestSse) break;
+    }
+    const sse = groupSse(w, off, s, imp, impOff, bestSse, k > bestK);
+    if (sse < bestSse || (sse === bestSse && k < bestK)) bestSse = sse, bestK = k;
+  }
+  return { m: bestK & 15, e: eLo + (bestK >> 4), sse: bestSse };
+}
+
+/** How many candidates either side of the first guess `bestScale` tries before the rest. */
+const NEAR = 3;
+
+/** The scale of candidate k of a search from exponent eLo: (16 + m) · 2^(E − 4). */
+function gridScale(eLo: number, k: number): number {
+  return (16 + (k & 15)) * POW2[eLo + (k >> 4) - 4 + POW2_BIAS];
+}
+
+/** 2^i for the exponents a scale can take (exp_base is in [−100, 60]; weights' exponents nearby). */
+const POW2_BIAS = 1100;
+const POW2 = Float64Array.from({ length: 2 * POW2_BIAS }, (_, i) => 2 ** (i - POW2_BIAS));
+
+/**
+ * Σ c_i (w_i − q_i·s)² over the group at `off`, or Infinity as soon as the partial sum shows it cannot
+ * beat `bound` (ties lose when `tiesLose`: the candidate comes after the best so far).
+ */
+function groupSse(
+  w: Float64Array,
+  off: number,
+  s: number,
+  imp: Float64Array,
+  impOff: number,
+  bound: number,
+  tiesLose: boolean,
+): number {
+  let sse = 0;
+  for (let i = 0; i < 32; i++) {
+    const x = w[off + i], v = x / s;
+    // roundHalfUp(v), written out: this loop is the quantizer's hot spot.
+    let q = Math.floor(v + 0.5);
+    if (q - 0.5 > v) q -= 1;
+    q = Math.max(-8, Math.min(7, q));
+    const d = x - q * s;
+    sse += d * d * imp[impOff + i];
+    // Checked every fourth term: a later exit gives the same answer, and fewer branches.
+    if ((i & 3) === 3 && (sse > bound || (tiesLose && sse === bound))) return Infinity;
+  }
+  return sse;
+}
+
+/**
+ * `Math.round(v)` (halves up) for |v| < 2^52, without its data-dependent branch, which mispredicts on
+ * rounding's coin flips and made it the quantizer's slowest step: floor(v + 0.5) is right unless
+ * v + 0.5 rounded up onto an integer (v = 0.5 − 2^−54, say), which the rarely taken test undoes.
+ *
+ * @example
+ * ```ts
+ * roundHalfUp(2.5); // 3
+ * roundHalfUp(-2.5); // -2
+ * roundHalfUp(0.49999999999999994); // 0 (Math.floor(v + 0.5) gives 1)
+ * ```
+ */
+export function roundHalfUp(v: number): number {
+  const q = Math.floor(v + 0.5);
+  return q - 0.5 > v ? q - 1 : q;
 }
 
 /** Unit importance for every column of a group (multiplying by 1 is exact: uncalibrated files do not move). */
@@ -98,21 +199,29 @@ export function quantizeMatrix(
     throw new RangeError(`${name}: ${importance.length} importance values for ${cols} columns`);
   }
   const imp = importance ?? ONES, below = importance ? SEARCH_BELOW.weighted : SEARCH_BELOW.plain;
-  const impAt = (g: number) => (importance ? (g * 32) % cols : 0);
-  const { es, zero, expBase } = groupExponents(w, groups, (g) => [ec(w, g) - below, imp, impAt(g)]);
+  const first = groupExponents(w, groups, below, imp, importance ? cols : 0);
+  const { es, ecs, zero, expBase } = first;
   const nibbles = new Uint8Array((rows * cols) / 2), scales = new Uint8Array(groups);
   let sse = 0, ss = 0, maxErr = 0;
   for (let g = 0; g < groups; g++) {
     let m = 0, e = expBase;
     if (!zero[g]) {
       const lo = Math.max(expBase, es[g] - 1), hi = Math.min(expBase + 15, Math.max(lo, es[g] + 1));
-      ({ m, e } = bestScale(w, g * 32, lo, hi, imp, impAt(g)));
+      const impOff = importance ? (g * 32) % cols : 0;
+      if (lo === ecs[g] - below && hi === ecs[g] + 1) {
+        // The range the first pass searched: its answer stands.
+        m = first.ms[g], e = es[g];
+      } else if (es[g] >= lo && es[g] <= hi) {
+        // Only the exponents the first pass did not search are tried against its best.
+        const known = { m: first.ms[g], e: es[g], sse: first.sses[g] };
+        ({ m, e } = bestScale(w, g * 32, lo, hi, imp, impOff, known, ecs[g] - below, ecs[g] + 1));
+      } else ({ m, e } = bestScale(w, g * 32, lo, hi, imp, impOff));
     }
     scales[g] = ((e - expBase) << 4) | m;
     const s = (16 + m) * 2 ** (e - 4);
     for (let i = 0; i < 32; i++) {
       const x = w[g * 32 + i];
-      const q = zero[g] ? 0 : Math.max(-8, Math.min(7, Math.round(x / s)));
+      const q = zero[g] ? 0 : Math.max(-8, Math.min(7, roundHalfUp(x / s)));
       const k = g * 32 + i;
       nibbles[k >> 1] |= (q + 8) << ((k & 1) * 4);
       const d = x - q * s;
@@ -128,34 +237,50 @@ export function quantizeMatrix(
   };
 }
 
-/** floor(log2(amax / 8)) of group g (amax its largest |w|), or null for an all-zero group. */
+/** floor(log2(amax / 8)) of group g (amax its largest |w|), or NaN for an all-zero group (or one with a NaN). */
 function ec(w: Float64Array, g: number): number {
   let amax = 0;
   for (let i = 0; i < 32; i++) amax = Math.max(amax, Math.abs(w[g * 32 + i]));
+  // An infinite weight has no scale (the search would never end).
+  if (amax === Infinity) {
+    throw new RangeError(`weights ${g * 32} … ${g * 32 + 31}: a group holds an infinite value`);
+  }
   return amax === 0 ? NaN : Math.floor(Math.log2(amax / 8));
 }
 
 /**
- * First pass: each group's best exponent with no limit (searched from `search(g)`'s low end to the
- * group's ec + 1), and the matrix's exp_base, the largest minus 15.
+ * First pass: each group's best scale with no limit, searched over exponents ec − `below` … ec + 1
+ * (ec the group's floor(log2(amax / 8)), kept in `ecs`), and the matrix's exp_base, the largest best
+ * exponent minus 15. Group g's importance starts at column (32 g) mod `impCols` (0: one shared vector).
  */
 function groupExponents(
   w: Float64Array,
   groups: number,
-  search: (g: number) => [lo: number, imp: Float64Array, impOff: number],
-): { es: Int32Array; zero: Uint8Array; expBase: number } {
-  const es = new Int32Array(groups), zero = new Uint8Array(groups);
+  below: number,
+  imp: Float64Array,
+  impCols: number,
+): {
+  es: Int32Array;
+  ecs: Int32Array;
+  ms: Uint8Array;
+  sses: Float64Array;
+  zero: Uint8Array;
+  expBase: number;
+} {
+  const es = new Int32Array(groups), ecs = new Int32Array(groups), ms = new Uint8Array(groups);
+  const sses = new Float64Array(groups), zero = new Uint8Array(groups);
   let eMax = -Infinity;
   for (let g = 0; g < groups; g++) {
-    const [lo, imp, off] = search(g);
-    if (Number.isNaN(lo)) {
+    const e0 = ec(w, g);
+    if (Number.isNaN(e0)) {
       zero[g] = 1;
       continue;
     }
-    es[g] = bestScale(w, g * 32, lo, ec(w, g) + 1, imp, off).e;
+    const best = bestScale(w, g * 32, e0 - below, e0 + 1, imp, impCols ? (g * 32) % impCols : 0);
+    ecs[g] = e0, es[g] = best.e, ms[g] = best.m, sses[g] = best.sse;
     eMax = Math.max(eMax, es[g]);
   }
-  return { es, zero, expBase: Number.isFinite(eMax) ? eMax - 15 : 0 };
+  return { es, ecs, ms, sses, zero, expBase: Number.isFinite(eMax) ? eMax - 15 : 0 };
 }
 
 /**
@@ -177,7 +302,7 @@ export function quantizeMatrixGptq(
   const orig = Float64Array.from(data), w = orig.slice(), groups = (rows * cols) / 32;
   const diag = Float64Array.from({ length: cols }, (_, c) => hessian[c * cols + c]);
   const u = gptqFactor(hessian, cols, diag);
-  const { expBase } = groupExponents(w, groups, (g) => [ec(w, g) - 2, diag, (g * 32) % cols]);
+  const { expBase } = groupExponents(w, groups, 2, diag, cols);
   const nibbles = new Uint8Array((rows * cols) / 2), scales = new Uint8Array(groups);
   const step = new Float64Array(rows);
   for (let j = 0; j < cols; j++) {
@@ -185,7 +310,7 @@ export function quantizeMatrixGptq(
       const g = (r * cols + j) >> 5;
       if (j % 32 === 0) scales[g] = groupScale(w, g, expBase, diag, j);
       const sc = scales[g], s = (16 + (sc & 15)) * 2 ** (expBase + (sc >> 4) - 4);
-      const k = r * cols + j, q = Math.max(-8, Math.min(7, Math.round(w[k] / s)));
+      const k = r * cols + j, q = Math.max(-8, Math.min(7, roundHalfUp(w[k] / s)));
       nibbles[k >> 1] |= (q + 8) << ((k & 1) * 4);
       step[r] = (w[k] - q * s) / u[j * cols + j];
     }
