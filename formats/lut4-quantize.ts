@@ -11,9 +11,9 @@
  * @module
  */
 import type { ModelConfig } from "../model/config.ts";
-import type { Tensor } from "../model/tensor.ts";
+import { materialize, type Tensor, type TensorSource } from "../model/tensor.ts";
 import type { LutMatrix } from "../kernels/int/gemv.ts";
-import type { GainTable, HeadMode, Lut4Weights } from "./lut4-types.ts";
+import type { GainTable, HeadMode, Lut4Shape, Lut4Tables, Lut4Weights } from "./lut4-types.ts";
 
 export type { HeadMode };
 
@@ -192,95 +192,154 @@ export function quantizeMatrix(
   matrix: LutMatrix;
   error: TensorError;
 } {
-  if (cols % 32 !== 0) throw new RangeError(`${name}: ${cols} columns is not a multiple of 32`);
+  const q = rowQuantizer(name, rows, cols, importance);
   const w = Float64Array.from(data);
-  const groups = (rows * cols) / 32;
-  if (importance && importance.length !== cols) {
-    throw new RangeError(`${name}: ${importance.length} importance values for ${cols} columns`);
-  }
-  const imp = importance ?? ONES, below = importance ? SEARCH_BELOW.weighted : SEARCH_BELOW.plain;
-  const first = groupExponents(w, groups, below, imp, importance ? cols : 0);
-  const { es, ecs, zero, expBase } = first;
-  const nibbles = new Uint8Array((rows * cols) / 2), scales = new Uint8Array(groups);
-  let sse = 0, ss = 0, maxErr = 0;
-  for (let g = 0; g < groups; g++) {
-    let m = 0, e = expBase;
-    if (!zero[g]) {
-      const lo = Math.max(expBase, es[g] - 1), hi = Math.min(expBase + 15, Math.max(lo, es[g] + 1));
-      const impOff = importance ? (g * 32) % cols : 0;
-      if (lo === ecs[g] - below && hi === ecs[g] + 1) {
-        // The range the first pass searched: its answer stands.
-        m = first.ms[g], e = es[g];
-      } else if (es[g] >= lo && es[g] <= hi) {
-        // Only the exponents the first pass did not search are tried against its best.
-        const known = { m: first.ms[g], e: es[g], sse: first.sses[g] };
-        ({ m, e } = bestScale(w, g * 32, lo, hi, imp, impOff, known, ecs[g] - below, ecs[g] + 1));
-      } else ({ m, e } = bestScale(w, g * 32, lo, hi, imp, impOff));
-    }
-    scales[g] = ((e - expBase) << 4) | m;
-    const s = (16 + m) * 2 ** (e - 4);
-    for (let i = 0; i < 32; i++) {
-      const x = w[g * 32 + i];
-      const q = zero[g] ? 0 : Math.max(-8, Math.min(7, roundHalfUp(x / s)));
-      const k = g * 32 + i;
-      nibbles[k >> 1] |= (q + 8) << ((k & 1) * 4);
-      const d = x - q * s;
-      sse += d * d;
-      ss += x * x;
-      maxErr = Math.max(maxErr, Math.abs(d));
-    }
-  }
-  const n = rows * cols;
-  return {
-    matrix: { name, rows, cols, expBase, nibbles, scales },
-    error: errorOf(name, "matrix", n, sse, ss, maxErr),
-  };
-}
-
-/** floor(log2(amax / 8)) of group g (amax its largest |w|), or NaN for an all-zero group (or one with a NaN). */
-function ec(w: Float64Array, g: number): number {
-  let amax = 0;
-  for (let i = 0; i < 32; i++) amax = Math.max(amax, Math.abs(w[g * 32 + i]));
-  // An infinite weight has no scale (the search would never end).
-  if (amax === Infinity) {
-    throw new RangeError(`weights ${g * 32} … ${g * 32 + 31}: a group holds an infinite value`);
-  }
-  return amax === 0 ? NaN : Math.floor(Math.log2(amax / 8));
+  q.survey(w, 0);
+  q.encode(w, 0);
+  return q.result();
 }
 
 /**
- * First pass: each group's best scale with no limit, searched over exponents ec − `below` … ec + 1
- * (ec the group's floor(log2(amax / 8)), kept in `ecs`), and the matrix's exp_base, the largest best
- * exponent minus 15. Group g's importance starts at column (32 g) mod `impCols` (0: one shared vector).
+ * A matrix quantized (as `quantizeMatrix`, to the same bits) a block of whole rows at a time, so that
+ * only a block's floats need be held: `survey` every block in order (each group's best scale, whence
+ * the matrix's exp_base), then `encode` the same blocks again in the same order, then `result`.
+ *
+ * @example
+ * ```ts
+ * const q = rowQuantizer("layers.0.up", 3072, 1024);
+ * for (const [r0, block] of blocks()) q.survey(block, r0);
+ * for (const [r0, block] of blocks()) q.encode(block, r0);
+ * const { matrix, error } = q.result();
+ * ```
  */
-function groupExponents(
-  w: Float64Array,
-  groups: number,
-  below: number,
-  imp: Float64Array,
-  impCols: number,
+export function rowQuantizer(
+  name: string,
+  rows: number,
+  cols: number,
+  importance?: Float64Array,
 ): {
+  survey(block: Float64Array, r0: number): void;
+  encode(block: Float64Array, r0: number): void;
+  result(): { matrix: LutMatrix; error: TensorError };
+} {
+  if (cols % 32 !== 0) throw new RangeError(`${name}: ${cols} columns is not a multiple of 32`);
+  if (importance && importance.length !== cols) {
+    throw new RangeError(`${name}: ${importance.length} importance values for ${cols} columns`);
+  }
+  const groups = (rows * cols) / 32, perRow = cols / 32;
+  const imp = importance ?? ONES, below = importance ? SEARCH_BELOW.weighted : SEARCH_BELOW.plain;
+  const impCols = importance ? cols : 0;
+  const first = firstPassArrays(groups);
+  const { es, ecs, zero } = first;
+  const nibbles = new Uint8Array((rows * cols) / 2), scales = new Uint8Array(groups);
+  let expBase = NaN, sse = 0, ss = 0, maxErr = 0;
+  const groupsOf = (block: Float64Array, r0: number) => {
+    if (block.length % cols !== 0 || r0 + block.length / cols > rows) {
+      throw new RangeError(
+        `${name}: a block of ${block.length} values at row ${r0} is not whole rows inside ${rows}`,
+      );
+    }
+    return [r0 * perRow, block.length / 32];
+  };
+  return {
+    survey(block, r0) {
+      const [g0, n] = groupsOf(block, r0);
+      groupExponents(block, g0, n, below, imp, impCols, first);
+    },
+    encode(w, r0) {
+      const [g0, n] = groupsOf(w, r0);
+      if (Number.isNaN(expBase)) expBase = Number.isFinite(first.eMax) ? first.eMax - 15 : 0;
+      for (let j = 0; j < n; j++) {
+        const g = g0 + j, off = j * 32;
+        let m = 0, e = expBase;
+        if (!zero[g]) {
+          const lo = Math.max(expBase, es[g] - 1), hi = Math.min(expBase + 15, Math.max(lo, es[g] + 1));
+          const impOff = impCols ? (g * 32) % cols : 0;
+          if (lo === ecs[g] - below && hi === ecs[g] + 1) {
+            // The range the first pass searched: its answer stands.
+            m = first.ms[g], e = es[g];
+          } else if (es[g] >= lo && es[g] <= hi) {
+            // Only the exponents the first pass did not search are tried against its best.
+            const known = { m: first.ms[g], e: es[g], sse: first.sses[g] };
+            ({ m, e } = bestScale(w, off, lo, hi, imp, impOff, known, ecs[g] - below, ecs[g] + 1));
+          } else ({ m, e } = bestScale(w, off, lo, hi, imp, impOff));
+        }
+        scales[g] = ((e - expBase) << 4) | m;
+        const s = (16 + m) * 2 ** (e - 4);
+        for (let i = 0; i < 32; i++) {
+          const x = w[off + i];
+          const q = zero[g] ? 0 : Math.max(-8, Math.min(7, roundHalfUp(x / s)));
+          const k = g * 32 + i;
+          nibbles[k >> 1] |= (q + 8) << ((k & 1) * 4);
+          const d = x - q * s;
+          sse += d * d;
+          ss += x * x;
+          maxErr = Math.max(maxErr, Math.abs(d));
+        }
+      }
+    },
+    result: () => ({
+      matrix: { name, rows, cols, expBase, nibbles, scales },
+      error: errorOf(name, "matrix", rows * cols, sse, ss, maxErr),
+    }),
+  };
+}
+
+/** floor(log2(amax / 8)) of the group at `off` (amax its largest |w|), or NaN for an all-zero group (or one with a NaN). */
+function ec(w: Float64Array, off: number): number {
+  let amax = 0;
+  for (let i = 0; i < 32; i++) amax = Math.max(amax, Math.abs(w[off + i]));
+  // An infinite weight has no scale (the search would never end).
+  if (amax === Infinity) throw new RangeError(`a group of 32 weights holds an infinite value`);
+  return amax === 0 ? NaN : Math.floor(Math.log2(amax / 8));
+}
+
+/** Per group, what the first pass found; `eMax` the largest best exponent so far. */
+interface FirstPass {
   es: Int32Array;
   ecs: Int32Array;
   ms: Uint8Array;
   sses: Float64Array;
   zero: Uint8Array;
-  expBase: number;
-} {
-  const es = new Int32Array(groups), ecs = new Int32Array(groups), ms = new Uint8Array(groups);
-  const sses = new Float64Array(groups), zero = new Uint8Array(groups);
-  let eMax = -Infinity;
-  for (let g = 0; g < groups; g++) {
-    const e0 = ec(w, g);
+  eMax: number;
+}
+
+function firstPassArrays(groups: number): FirstPass {
+  return {
+    es: new Int32Array(groups),
+    ecs: new Int32Array(groups),
+    ms: new Uint8Array(groups),
+    sses: new Float64Array(groups),
+    zero: new Uint8Array(groups),
+    eMax: -Infinity,
+  };
+}
+
+/**
+ * First pass over groups g0 … g0 + n − 1 (the block `w` holds them from its start): each group's best
+ * scale with no limit, searched over exponents ec − `below` … ec + 1 (ec its floor(log2(amax / 8))),
+ * and the largest best exponent (exp_base is that minus 15). Group g's importance starts at column
+ * (32 g) mod `impCols` (0: one shared vector).
+ */
+function groupExponents(
+  w: Float64Array,
+  g0: number,
+  n: number,
+  below: number,
+  imp: Float64Array,
+  impCols: number,
+  out: FirstPass,
+): void {
+  for (let j = 0; j < n; j++) {
+    const g = g0 + j, e0 = ec(w, j * 32);
     if (Number.isNaN(e0)) {
-      zero[g] = 1;
+      out.zero[g] = 1;
       continue;
     }
-    const best = bestScale(w, g * 32, e0 - below, e0 + 1, imp, impCols ? (g * 32) % impCols : 0);
-    ecs[g] = e0, es[g] = best.e, ms[g] = best.m, sses[g] = best.sse;
-    eMax = Math.max(eMax, es[g]);
+    const best = bestScale(w, j * 32, e0 - below, e0 + 1, imp, impCols ? (g * 32) % impCols : 0);
+    out.ecs[g] = e0, out.es[g] = best.e, out.ms[g] = best.m, out.sses[g] = best.sse;
+    out.eMax = Math.max(out.eMax, best.e);
   }
-  return { es, ecs, ms, sses, zero, expBase: Number.isFinite(eMax) ? eMax - 15 : 0 };
 }
 
 /**
@@ -302,7 +361,9 @@ export function quantizeMatrixGptq(
   const orig = Float64Array.from(data), w = orig.slice(), groups = (rows * cols) / 32;
   const diag = Float64Array.from({ length: cols }, (_, c) => hessian[c * cols + c]);
   const u = gptqFactor(hessian, cols, diag);
-  const { expBase } = groupExponents(w, groups, 2, diag, cols);
+  const first = firstPassArrays(groups);
+  groupExponents(w, 0, groups, 2, diag, cols, first);
+  const expBase = Number.isFinite(first.eMax) ? first.eMax - 15 : 0;
   const nibbles = new Uint8Array((rows * cols) / 2), scales = new Uint8Array(groups);
   const step = new Float64Array(rows);
   for (let j = 0; j < cols; j++) {
@@ -330,7 +391,7 @@ export function quantizeMatrixGptq(
 
 /** The scale byte of group g (first column j0) for its current weights, within [expBase, expBase + 15]. */
 function groupScale(w: Float64Array, g: number, expBase: number, imp: Float64Array, j0: number): number {
-  const e0 = ec(w, g);
+  const e0 = ec(w, g * 32);
   if (Number.isNaN(e0)) return 0;
   const hi = Math.min(expBase + 15, Math.max(expBase, e0 + 1)), lo = Math.max(expBase, Math.min(hi, e0 - 2));
   const { m, e } = bestScale(w, g * 32, lo, hi, imp, j0);
@@ -497,22 +558,170 @@ function foldColumns(w: Float32Array, rows: number, cols: number, f: Float64Arra
 }
 
 /**
- * Quantizes a Qwen3 model: the input and post-attention norm gains (times sqrt(width), ferry's norm
- * convention) are folded into q/k/v and gate/up; the per-head q/k norm gains cannot be (they act after
- * the projection, per head, and RoPE mixes dimension i with i + head_dim/2), so they are stored as int16
- * gains, k's times sqrt(head_dim) (the attention scale and q's norm factor cancel); the final norm gain
- * is folded into a separate head, or stored as a gain for a tied head.
+ * One step of a model's quantization, in the file's order: a matrix (its data read from tensor `src`,
+ * its columns multiplied by tensor `fold` · sqrt(width) when given, its calibration statistics those
+ * of tensor `stats`) or a gain (tensor `src` times `factor`).
+ */
+type Step =
+  | { kind: "matrix"; name: string; src: string; rows: number; cols: number; fold?: string; stats?: string }
+  | { kind: "gain"; name: string; src: string; factor: number };
+
+/** The shape of the lut4 file of a model. */
+export function lut4ShapeOf(config: ModelConfig): Lut4Shape {
+  return {
+    vocab: config.vocab_size,
+    width: config.hidden_size,
+    layers: config.num_hidden_layers,
+    heads: config.num_attention_heads,
+    kvHeads: config.num_key_value_heads,
+    headDim: config.head_dim,
+    ffn: config.intermediate_size,
+    maxPositions: config.max_position_embeddings,
+  };
+}
+
+/**
+ * The steps of a Qwen3 model's quantization: the input and post-attention norm gains (times
+ * sqrt(width), ferry's norm convention) are folded into q/k/v and gate/up; the per-head q/k norm gains
+ * cannot be (they act after the projection, per head, and RoPE mixes dimension i with i + head_dim/2),
+ * so they are stored as int16 gains, k's times sqrt(head_dim) (the attention scale and q's norm factor
+ * cancel); the final norm gain is folded into a separate head, or stored as a gain for a tied head.
+ */
+function quantizationSteps(config: ModelConfig, head: HeadMode): Step[] {
+  const H = config.hidden_size, hd = config.head_dim, F = config.intermediate_size;
+  const qDim = config.num_attention_heads * hd, kvDim = config.num_key_value_heads * hd;
+  for (
+    const [what, n] of [["hidden_size", H], ["heads · head_dim", qDim], ["intermediate_size", F]] as const
+  ) {
+    if (n % 32 !== 0) throw new RangeError(`lut4 export: ${what} = ${n} is not a multiple of 32`);
+  }
+  const matrix = (name: string, src: string, rows: number, cols: number, fold?: string): Step => ({
+    kind: "matrix",
+    name,
+    src,
+    rows,
+    cols,
+    fold,
+    stats: src,
+  });
+  // The embedding is rounded plainly even when tied: it is also the token lookup, which weighs every
+  // column alike, and weighing it by the head's input (half and half, or alone) measured worse
+  // (formats/lut4.md, "Calibration").
+  const steps: Step[] = [{ kind: "matrix", name: "embed", src: EMBED, rows: config.vocab_size, cols: H }];
+  for (let i = 0; i < config.num_hidden_layers; i++) {
+    const p = `model.layers.${i}.`, n = `layers.${i}.`;
+    const gin = p + "input_layernorm.weight", gpost = p + "post_attention_layernorm.weight";
+    steps.push(
+      matrix(n + "q", p + Q, qDim, H, gin),
+      matrix(n + "k", p + K, kvDim, H, gin),
+      matrix(n + "v", p + V, kvDim, H, gin),
+      matrix(n + "o", p + O, H, qDim),
+      matrix(n + "gate", p + G, F, H, gpost),
+      matrix(n + "up", p + U, F, H, gpost),
+      matrix(n + "down", p + D, H, F),
+      { kind: "gain", name: n + "q_gain", src: p + "self_attn.q_norm.weight", factor: 1 },
+      { kind: "gain", name: n + "k_gain", src: p + "self_attn.k_norm.weight", factor: Math.sqrt(hd) },
+    );
+  }
+  if (head === "tied" && config.tie_word_embeddings) {
+    steps.push({ kind: "gain", name: "final_gain", src: "model.norm.weight", factor: Math.sqrt(H) });
+  } else {
+    const src = config.tie_word_embeddings ? EMBED : "lm_head.weight";
+    steps.push(matrix("head", src, config.vocab_size, H, "model.norm.weight"));
+  }
+  return steps;
+}
+
+/** Calibration statistics a quantization may take, per tensor (Hugging Face name). */
+export interface QuantizeStats {
+  /** Each input column's mean square activation (weighted scales). */
+  importance?: ReadonlyMap<string, Float32Array>;
+  /** The inputs' mean x xᵀ: GPTQ error feedback (takes precedence over `importance`). */
+  covariance?: ReadonlyMap<string, Float64Array>;
+}
+
+/** Runs one matrix step on its tensor's data and (when it folds) the fold tensor's. */
+function quantizeStep(
+  step: Step & { kind: "matrix" },
+  data: Float32Array,
+  foldGain: Float32Array | undefined,
+  stats: QuantizeStats,
+  width: number,
+): { matrix: LutMatrix; error: TensorError } {
+  const { name, rows, cols } = step;
+  const f = foldGain && scaled(foldGain, Math.sqrt(width));
+  const cov = step.stats ? stats.covariance?.get(step.stats) : undefined;
+  const imp = step.stats ? stats.importance?.get(step.stats) : undefined;
+  const folded = f ? foldColumns(data, rows, cols, f) : data;
+  return cov
+    ? quantizeMatrixGptq(name, folded, rows, cols, unfoldCovariance(cov, cols, f))
+    : quantizeMatrix(name, folded, rows, cols, imp && unfoldImportance(imp, f));
+}
+
+const scaled = (g: Float32Array, f: number) => Float64Array.from(g, (x) => x * f);
+
+/** Values per block `quantizeRowBlocks` reads (whole rows, at least one): 8 MiB as f64. */
+const BLOCK_VALUES = 1 << 20;
+
+/**
+ * A matrix step without GPTQ, read from its source a block of rows at a time, twice (`rowQuantizer`'s
+ * two passes): the same bits as `quantizeStep`, holding one block's floats instead of the matrix's.
+ */
+async function quantizeRowBlocks(
+  step: Step & { kind: "matrix" },
+  src: TensorSource,
+  foldGain: Float32Array | undefined,
+  stats: QuantizeStats,
+  width: number,
+): Promise<{ matrix: LutMatrix; error: TensorError }> {
+  const { name, rows, cols } = step;
+  if (src.dims.length !== 2 || src.dims[0] !== rows || src.dims[1] !== cols) {
+    throw new RangeError(`lut4 export: ${src.name} is [${src.dims}], expected [${rows}, ${cols}]`);
+  }
+  const f = foldGain && scaled(foldGain, Math.sqrt(width));
+  const imp = step.stats ? stats.importance?.get(step.stats) : undefined;
+  const q = rowQuantizer(name, rows, cols, imp && unfoldImportance(imp, f));
+  const perBlock = Math.max(1, Math.floor(BLOCK_VALUES / cols));
+  const scratch = new Float32Array(Math.min(rows, perBlock) * cols);
+  const block = new Float64Array(scratch.length);
+  for (const pass of [q.survey, q.encode]) {
+    for (let r0 = 0; r0 < rows; r0 += perBlock) {
+      const n = Math.min(perBlock, rows - r0) * cols;
+      const x = await src.read(r0 * cols, n, scratch.subarray(0, n));
+      const b = block.subarray(0, n);
+      if (f) { for (let k = 0; k < n; k++) b[k] = x[k] * f[k % cols]; }
+      else b.set(x.subarray(0, n));
+      pass(b, r0);
+    }
+  }
+  return q.result();
+}
+
+/** The model-wide tables and the eps of a lut4 file, with its gains. */
+function tablesFor(config: ModelConfig, head: HeadMode, gains: Map<string, GainTable>): Lut4Tables {
+  const eps = epsFixed(config.rms_norm_eps);
+  return {
+    shape: lut4ShapeOf(config),
+    epsMantissa: eps.mantissa,
+    epsExp: eps.exp,
+    head,
+    finalGain: gains.get("final_gain") ?? null,
+    gains: Array.from({ length: config.num_hidden_layers }, (_, i) => ({
+      qGain: gains.get(`layers.${i}.q_gain`)!,
+      kGain: gains.get(`layers.${i}.k_gain`)!,
+    })),
+    ...makeTables(config),
+  };
+}
+
+/**
+ * Quantizes a Qwen3 model held in memory (the steps of `quantizationSteps`): every matrix, gain and
+ * table of its lut4 file, and the rounding error of each stored tensor, in file order.
  */
 export function quantizeModel(
   config: ModelConfig,
   tensors: Tensor[],
-  opts: {
-    head: HeadMode;
-    /** Per tensor (Hugging Face name), each input column's mean square activation (weighted scales). */
-    importance?: ReadonlyMap<string, Float32Array>;
-    /** Per tensor, the inputs' mean x xᵀ: GPTQ error feedback (takes precedence over `importance`). */
-    covariance?: ReadonlyMap<string, Float64Array>;
-  },
+  opts: { head: HeadMode } & QuantizeStats,
 ): {
   weights: Lut4Weights;
   errors: TensorError[];
@@ -522,90 +731,85 @@ export function quantizeModel(
     if (!t) throw new Error(`lut4 export: missing tensor ${n}`);
     return t.data;
   };
-  const H = config.hidden_size, hd = config.head_dim, F = config.intermediate_size;
-  const qDim = config.num_attention_heads * hd, kvDim = config.num_key_value_heads * hd;
-  for (
-    const [what, n] of [["hidden_size", H], ["heads · head_dim", qDim], ["intermediate_size", F]] as const
-  ) {
-    if (n % 32 !== 0) throw new RangeError(`lut4 export: ${what} = ${n} is not a multiple of 32`);
+  const errors: TensorError[] = [], mats = new Map<string, LutMatrix>(), gains = new Map<string, GainTable>();
+  const head = opts.head === "tied" && config.tie_word_embeddings ? "tied" : "separate";
+  for (const step of quantizationSteps(config, opts.head)) {
+    const { name } = step;
+    if (step.kind === "gain") {
+      const { gain, error } = quantizeGain(name, scaled(get(step.src), step.factor));
+      gains.set(name, gain), errors.push(error);
+      continue;
+    }
+    const fold = step.fold ? get(step.fold) : undefined;
+    const { matrix, error } = quantizeStep(step, get(step.src), fold, opts, config.hidden_size);
+    mats.set(name, matrix), errors.push(error);
   }
-  const errors: TensorError[] = [];
-  /** Quantizes `data` (folded by f, when given) with the calibration statistics of tensor `hf`. */
-  const mat = (
-    name: string,
-    hf: string,
-    data: Float32Array,
-    rows: number,
-    cols: number,
-    f?: Float64Array,
-  ) => {
-    const cov = opts.covariance?.get(hf), imp = opts.importance?.get(hf);
-    const folded = f ? foldColumns(data, rows, cols, f) : data;
-    const { matrix, error } = cov
-      ? quantizeMatrixGptq(name, folded, rows, cols, unfoldCovariance(cov, cols, f))
-      : quantizeMatrix(name, folded, rows, cols, imp && unfoldImportance(imp, f));
-    errors.push(error);
-    return matrix;
-  };
-  const gain = (name: string, g: ArrayLike<number>) => {
-    const { gain, error } = quantizeGain(name, g);
-    errors.push(error);
-    return gain;
-  };
-  const scaled = (g: Float32Array, f: number) => Float64Array.from(g, (x) => x * f);
-  const rootH = Math.sqrt(H), rootHd = Math.sqrt(hd);
-  const embedData = get(EMBED);
-  // The embedding is rounded plainly even when tied: it is also the token lookup, which weighs every
-  // column alike, and weighing it by the head's input (half and half, or alone) measured worse
-  // (formats/lut4.md, "Calibration").
-  const embed = mat("embed", "", embedData, config.vocab_size, H);
-  const layers: Lut4Weights["layers"] = [];
-  for (let i = 0; i < config.num_hidden_layers; i++) {
-    const p = `model.layers.${i}.`, n = `layers.${i}.`;
-    const gin = scaled(get(p + "input_layernorm.weight"), rootH);
-    const gpost = scaled(get(p + "post_attention_layernorm.weight"), rootH);
-    layers.push({
-      q: mat(n + "q", p + Q, get(p + Q), qDim, H, gin),
-      k: mat(n + "k", p + K, get(p + K), kvDim, H, gin),
-      v: mat(n + "v", p + V, get(p + V), kvDim, H, gin),
-      o: mat(n + "o", p + O, get(p + O), H, qDim),
-      gate: mat(n + "gate", p + G, get(p + G), F, H, gpost),
-      up: mat(n + "up", p + U, get(p + U), F, H, gpost),
-      down: mat(n + "down", p + D, get(p + D), H, F),
-      qGain: gain(n + "q_gain", get(p + "self_attn.q_norm.weight")),
-      kGain: gain(n + "k_gain", scaled(get(p + "self_attn.k_norm.weight"), rootHd)),
-    });
-  }
-  const gfinal = scaled(get("model.norm.weight"), rootH);
-  let head: LutMatrix | null = null, finalGain: GainTable | null = null;
-  if (opts.head === "tied" && config.tie_word_embeddings) finalGain = gain("final_gain", gfinal);
-  else {
-    const hf = config.tie_word_embeddings ? EMBED : "lm_head.weight";
-    head = mat("head", hf, get(hf), config.vocab_size, H, gfinal);
-  }
-  const eps = epsFixed(config.rms_norm_eps);
+  const { gains: layerGains, head: _, ...rest } = tablesFor(config, head, gains);
+  const m = (n: string) => mats.get(n)!;
   return {
     weights: {
-      shape: {
-        vocab: config.vocab_size,
-        width: H,
-        layers: config.num_hidden_layers,
-        heads: config.num_attention_heads,
-        kvHeads: config.num_key_value_heads,
-        headDim: hd,
-        ffn: F,
-        maxPositions: config.max_position_embeddings,
-      },
-      epsMantissa: eps.mantissa,
-      epsExp: eps.exp,
-      embed,
-      head,
-      finalGain,
-      layers,
-      ...makeTables(config),
+      ...rest,
+      embed: m("embed"),
+      head: mats.get("head") ?? null,
+      layers: layerGains.map((g, i) => ({
+        q: m(`layers.${i}.q`),
+        k: m(`layers.${i}.k`),
+        v: m(`layers.${i}.v`),
+        o: m(`layers.${i}.o`),
+        gate: m(`layers.${i}.gate`),
+        up: m(`layers.${i}.up`),
+        down: m(`layers.${i}.down`),
+        ...g,
+      })),
     },
     errors,
   };
+}
+
+/**
+ * Quantizes a Qwen3 model a tensor at a time: each matrix is read from its source, quantized and
+ * handed to `put` (in file order) before the next is read, so no more than one matrix's floats (and
+ * the small norm gains) are held; the tables and gains come back at the end, with every stored
+ * tensor's rounding error.
+ *
+ * @example
+ * ```ts
+ * const { tables, errors } = await quantizeModelStreamed(config, input.tensors, { head: "tied" }, put);
+ * ```
+ */
+export async function quantizeModelStreamed(
+  config: ModelConfig,
+  sources: readonly TensorSource[],
+  opts: { head: HeadMode } & QuantizeStats,
+  put: (m: LutMatrix) => Promise<void>,
+): Promise<{ tables: Lut4Tables; errors: TensorError[] }> {
+  const byName = new Map(sources.map((s) => [s.name, s]));
+  const small = new Map<string, Float32Array>();
+  const read = async (n: string) => {
+    const src = byName.get(n);
+    if (!src) throw new Error(`lut4 export: missing tensor ${n}`);
+    return (await materialize(src)).data;
+  };
+  // Norm gains are read once and kept (a width each); matrices are read, used and dropped.
+  const readSmall = async (n: string) => small.get(n) ?? small.set(n, await read(n)).get(n)!;
+  const errors: TensorError[] = [], gains = new Map<string, GainTable>();
+  for (const step of quantizationSteps(config, opts.head)) {
+    if (step.kind === "gain") {
+      const { gain, error } = quantizeGain(step.name, scaled(await readSmall(step.src), step.factor));
+      gains.set(step.name, gain), errors.push(error);
+      continue;
+    }
+    const fold = step.fold ? await readSmall(step.fold) : undefined;
+    const src = byName.get(step.src);
+    if (!src) throw new Error(`lut4 export: missing tensor ${step.src}`);
+    const { matrix, error } = step.stats && opts.covariance?.has(step.stats)
+      ? quantizeStep(step, await read(step.src), fold, opts, config.hidden_size)
+      : await quantizeRowBlocks(step, src, fold, opts, config.hidden_size);
+    errors.push(error);
+    await put(matrix);
+  }
+  const head = opts.head === "tied" && config.tie_word_embeddings ? "tied" : "separate";
+  return { tables: tablesFor(config, head, gains), errors };
 }
 
 /**
