@@ -137,15 +137,28 @@ function groupSse(
   tiesLose: boolean,
 ): number {
   let sse = 0;
+  if (imp === ONES) {
+    // Unweighted: d · d · 1 is d · d exactly, so the multiply (and its load) can go.
+    for (let i = 0; i < 32; i++) {
+      const x = w[off + i], v = x / s;
+      // roundHalfUp(v), written out: this loop is the quantizer's hot spot.
+      let q = Math.floor(v + 0.5);
+      if (q - 0.5 > v) q -= 1;
+      q = Math.max(-8, Math.min(7, q));
+      const d = x - q * s;
+      sse += d * d;
+      // Checked every fourth term: a later exit gives the same answer, and fewer branches.
+      if ((i & 3) === 3 && (sse > bound || (tiesLose && sse === bound))) return Infinity;
+    }
+    return sse;
+  }
   for (let i = 0; i < 32; i++) {
     const x = w[off + i], v = x / s;
-    // roundHalfUp(v), written out: this loop is the quantizer's hot spot.
     let q = Math.floor(v + 0.5);
     if (q - 0.5 > v) q -= 1;
     q = Math.max(-8, Math.min(7, q));
     const d = x - q * s;
     sse += d * d * imp[impOff + i];
-    // Checked every fourth term: a later exit gives the same answer, and fewer branches.
     if ((i & 3) === 3 && (sse > bound || (tiesLose && sse === bound))) return Infinity;
   }
   return sse;
@@ -193,16 +206,18 @@ export function quantizeMatrix(
   error: TensorError;
 } {
   const q = rowQuantizer(name, rows, cols, importance);
-  const w = Float64Array.from(data);
+  const w = Float64Array.from(data), per = rowsPerBlock(cols) * cols;
   q.survey(w, 0);
-  q.encode(w, 0);
+  for (let at = 0; at < w.length; at += per) q.encode(w.subarray(at, at + per), at / cols);
   return q.result();
 }
 
 /**
  * A matrix quantized (as `quantizeMatrix`, to the same bits) a block of whole rows at a time, so that
  * only a block's floats need be held: `survey` every block in order (each group's best scale, whence
- * the matrix's exp_base), then `encode` the same blocks again in the same order, then `result`.
+ * the matrix's exp_base), then `encode` the same blocks again in the same order, then `result`. The
+ * rounding error is summed per encoded block and the blocks' sums added in order (`quantizeMatrix`
+ * encodes blocks of `BLOCK_VALUES`, so every path reports the same error).
  *
  * @example
  * ```ts
@@ -220,6 +235,12 @@ export function rowQuantizer(
 ): {
   survey(block: Float64Array, r0: number): void;
   encode(block: Float64Array, r0: number): void;
+  /** `survey` done elsewhere (a worker): its answer for the block at row r0. */
+  surveyed(found: FirstPass, r0: number): void;
+  /** `encode` done elsewhere: its answer for the block at row r0. */
+  encoded(found: EncodedBlock, r0: number): void;
+  /** The search parameters a worker needs for a block at row r0: its slice of the first pass, exp_base. */
+  jobOf(r0: number, values: number): BlockJob;
   result(): { matrix: LutMatrix; error: TensorError };
 } {
   if (cols % 32 !== 0) throw new RangeError(`${name}: ${cols} columns is not a multiple of 32`);
@@ -230,59 +251,129 @@ export function rowQuantizer(
   const imp = importance ?? ONES, below = importance ? SEARCH_BELOW.weighted : SEARCH_BELOW.plain;
   const impCols = importance ? cols : 0;
   const first = firstPassArrays(groups);
-  const { es, ecs, zero } = first;
   const nibbles = new Uint8Array((rows * cols) / 2), scales = new Uint8Array(groups);
   let expBase = NaN, sse = 0, ss = 0, maxErr = 0;
-  const groupsOf = (block: Float64Array, r0: number) => {
-    if (block.length % cols !== 0 || r0 + block.length / cols > rows) {
+  const groupsOf = (values: number, r0: number) => {
+    if (values % cols !== 0 || r0 + values / cols > rows) {
       throw new RangeError(
-        `${name}: a block of ${block.length} values at row ${r0} is not whole rows inside ${rows}`,
+        `${name}: a block of ${values} values at row ${r0} is not whole rows inside ${rows}`,
       );
     }
-    return [r0 * perRow, block.length / 32];
+    return [r0 * perRow, values / 32];
+  };
+  const base = () => {
+    if (Number.isNaN(expBase)) expBase = Number.isFinite(first.eMax) ? first.eMax - 15 : 0;
+    return expBase;
+  };
+  const jobOf = (r0: number, values: number): BlockJob => {
+    const [g0, n] = groupsOf(values, r0);
+    const slice = <T extends Int32Array | Uint8Array | Float64Array>(a: T) => a.subarray(g0, g0 + n) as T;
+    const part = {
+      es: slice(first.es),
+      ecs: slice(first.ecs),
+      ms: slice(first.ms),
+      sses: slice(first.sses),
+      zero: slice(first.zero),
+      eMax: first.eMax,
+    };
+    return { g0, below, imp, impCols, cols, expBase: Number.isNaN(expBase) ? NaN : expBase, first: part };
+  };
+  const encoded = (found: EncodedBlock, r0: number) => {
+    const [g0] = groupsOf(found.scales.length * 32, r0);
+    nibbles.set(found.nibbles, g0 * 16), scales.set(found.scales, g0);
+    sse += found.sse, ss += found.ss, maxErr = Math.max(maxErr, found.maxErr);
   };
   return {
     survey(block, r0) {
-      const [g0, n] = groupsOf(block, r0);
-      groupExponents(block, g0, n, below, imp, impCols, first);
+      const [g0, n] = groupsOf(block.length, r0);
+      groupExponents(block, g0, n, below, imp, impCols, first, g0);
+    },
+    surveyed(found, r0) {
+      const [g0] = groupsOf(found.es.length * 32, r0);
+      for (const k of ["es", "ecs", "ms", "sses", "zero"] as const) first[k].set(found[k], g0);
+      first.eMax = Math.max(first.eMax, found.eMax);
     },
     encode(w, r0) {
-      const [g0, n] = groupsOf(w, r0);
-      if (Number.isNaN(expBase)) expBase = Number.isFinite(first.eMax) ? first.eMax - 15 : 0;
-      for (let j = 0; j < n; j++) {
-        const g = g0 + j, off = j * 32;
-        let m = 0, e = expBase;
-        if (!zero[g]) {
-          const lo = Math.max(expBase, es[g] - 1), hi = Math.min(expBase + 15, Math.max(lo, es[g] + 1));
-          const impOff = impCols ? (g * 32) % cols : 0;
-          if (lo === ecs[g] - below && hi === ecs[g] + 1) {
-            // The range the first pass searched: its answer stands.
-            m = first.ms[g], e = es[g];
-          } else if (es[g] >= lo && es[g] <= hi) {
-            // Only the exponents the first pass did not search are tried against its best.
-            const known = { m: first.ms[g], e: es[g], sse: first.sses[g] };
-            ({ m, e } = bestScale(w, off, lo, hi, imp, impOff, known, ecs[g] - below, ecs[g] + 1));
-          } else ({ m, e } = bestScale(w, off, lo, hi, imp, impOff));
-        }
-        scales[g] = ((e - expBase) << 4) | m;
-        const s = (16 + m) * 2 ** (e - 4);
-        for (let i = 0; i < 32; i++) {
-          const x = w[off + i];
-          const q = zero[g] ? 0 : Math.max(-8, Math.min(7, roundHalfUp(x / s)));
-          const k = g * 32 + i;
-          nibbles[k >> 1] |= (q + 8) << ((k & 1) * 4);
-          const d = x - q * s;
-          sse += d * d;
-          ss += x * x;
-          maxErr = Math.max(maxErr, Math.abs(d));
-        }
-      }
+      base();
+      encoded(encodeBlock(w, jobOf(r0, w.length)), r0);
     },
+    encoded(found, r0) {
+      base();
+      encoded(found, r0);
+    },
+    jobOf: (r0, values) => (base(), jobOf(r0, values)),
     result: () => ({
-      matrix: { name, rows, cols, expBase, nibbles, scales },
+      matrix: { name, rows, cols, expBase: base(), nibbles, scales },
       error: errorOf(name, "matrix", rows * cols, sse, ss, maxErr),
     }),
   };
+}
+
+/** What the second pass over one block needs besides its floats (a worker is sent this). */
+export interface BlockJob {
+  /** The block's first group. */
+  g0: number;
+  below: number;
+  imp: Float64Array;
+  /** Columns of the importance vector (0: `ONES`, no importance). */
+  impCols: number;
+  cols: number;
+  expBase: number;
+  /** The first pass's answers for the block's groups (index 0 is group g0). */
+  first: FirstPass;
+}
+
+/** A block's codes and scales, and the sums of its rounding error. */
+export interface EncodedBlock {
+  nibbles: Uint8Array;
+  scales: Uint8Array;
+  sse: number;
+  ss: number;
+  maxErr: number;
+}
+
+/** The first pass over a block of groups (g0 the block's first), as a worker runs it. */
+export function surveyBlock(w: Float64Array, job: Omit<BlockJob, "first" | "expBase">): FirstPass {
+  const n = w.length / 32, out = firstPassArrays(n);
+  groupExponents(w, job.g0, n, job.below, job.impCols ? job.imp : ONES, job.impCols, out, 0);
+  return out;
+}
+
+/** The second pass over a block: each group's scale within exp_base's range, its codes, its error. */
+export function encodeBlock(w: Float64Array, job: BlockJob): EncodedBlock {
+  const { g0, below, expBase, impCols, cols } = job, { es, ecs, ms, sses, zero } = job.first;
+  const imp = impCols ? job.imp : ONES, n = w.length / 32;
+  const nibbles = new Uint8Array(n * 16), scales = new Uint8Array(n);
+  let sse = 0, ss = 0, maxErr = 0;
+  for (let j = 0; j < n; j++) {
+    const off = j * 32;
+    let m = 0, e = expBase;
+    if (!zero[j]) {
+      const lo = Math.max(expBase, es[j] - 1), hi = Math.min(expBase + 15, Math.max(lo, es[j] + 1));
+      const impOff = impCols ? ((g0 + j) * 32) % cols : 0;
+      if (lo === ecs[j] - below && hi === ecs[j] + 1) {
+        // The range the first pass searched: its answer stands.
+        m = ms[j], e = es[j];
+      } else if (es[j] >= lo && es[j] <= hi) {
+        // Only the exponents the first pass did not search are tried against its best.
+        const known = { m: ms[j], e: es[j], sse: sses[j] };
+        ({ m, e } = bestScale(w, off, lo, hi, imp, impOff, known, ecs[j] - below, ecs[j] + 1));
+      } else ({ m, e } = bestScale(w, off, lo, hi, imp, impOff));
+    }
+    scales[j] = ((e - expBase) << 4) | m;
+    const s = (16 + m) * 2 ** (e - 4);
+    for (let i = 0; i < 32; i++) {
+      const x = w[off + i];
+      const q = zero[j] ? 0 : Math.max(-8, Math.min(7, roundHalfUp(x / s)));
+      const k = off + i;
+      nibbles[k >> 1] |= (q + 8) << ((k & 1) * 4);
+      const d = x - q * s;
+      sse += d * d;
+      ss += x * x;
+      maxErr = Math.max(maxErr, Math.abs(d));
+    }
+  }
+  return { nibbles, scales, sse, ss, maxErr };
 }
 
 /** floor(log2(amax / 8)) of the group at `off` (amax its largest |w|), or NaN for an all-zero group (or one with a NaN). */
@@ -295,7 +386,7 @@ function ec(w: Float64Array, off: number): number {
 }
 
 /** Per group, what the first pass found; `eMax` the largest best exponent so far. */
-interface FirstPass {
+export interface FirstPass {
   es: Int32Array;
   ecs: Int32Array;
   ms: Uint8Array;
@@ -329,15 +420,16 @@ function groupExponents(
   imp: Float64Array,
   impCols: number,
   out: FirstPass,
+  outAt: number,
 ): void {
   for (let j = 0; j < n; j++) {
-    const g = g0 + j, e0 = ec(w, j * 32);
+    const g = g0 + j, o = outAt + j, e0 = ec(w, j * 32);
     if (Number.isNaN(e0)) {
-      out.zero[g] = 1;
+      out.zero[o] = 1;
       continue;
     }
     const best = bestScale(w, j * 32, e0 - below, e0 + 1, imp, impCols ? (g * 32) % impCols : 0);
-    out.ecs[g] = e0, out.es[g] = best.e, out.ms[g] = best.m, out.sses[g] = best.sse;
+    out.ecs[o] = e0, out.es[o] = best.e, out.ms[o] = best.m, out.sses[o] = best.sse;
     out.eMax = Math.max(out.eMax, best.e);
   }
 }
@@ -362,7 +454,7 @@ export function quantizeMatrixGptq(
   const diag = Float64Array.from({ length: cols }, (_, c) => hessian[c * cols + c]);
   const u = gptqFactor(hessian, cols, diag);
   const first = firstPassArrays(groups);
-  groupExponents(w, 0, groups, 2, diag, cols, first);
+  groupExponents(w, 0, groups, 2, diag, cols, first, 0);
   const expBase = Number.isFinite(first.eMax) ? first.eMax - 15 : 0;
   const nibbles = new Uint8Array((rows * cols) / 2), scales = new Uint8Array(groups);
   const step = new Float64Array(rows);
@@ -660,12 +752,90 @@ function quantizeStep(
 
 const scaled = (g: Float32Array, f: number) => Float64Array.from(g, (x) => x * f);
 
-/** Values per block `quantizeRowBlocks` reads (whole rows, at least one): 8 MiB as f64. */
-const BLOCK_VALUES = 1 << 20;
+/** Values per block of rows that the quantizer reads and encodes (whole rows, at least one): 8 MiB as f64. */
+export const BLOCK_VALUES = 1 << 20;
+
+/** Rows per block of a matrix with `cols` columns. */
+export function rowsPerBlock(cols: number): number {
+  return Math.max(1, Math.floor(BLOCK_VALUES / cols));
+}
+
+/**
+ * A pool of workers (formats/lut4-worker.ts) that run the quantizer's passes over blocks of rows in
+ * parallel. Each answer is the one the block would get here; blocks are handed out and their answers
+ * applied in order by the caller, so the file does not depend on the pool's size.
+ */
+export interface QuantizePool {
+  survey(block: Float64Array, job: Omit<BlockJob, "first" | "expBase">): Promise<FirstPass>;
+  encode(block: Float64Array, job: BlockJob): Promise<EncodedBlock>;
+  readonly size: number;
+  close(): void;
+}
+
+/**
+ * Starts `size` quantizer workers. Blocks are sent (their buffers transferred, not copied) to the
+ * workers in turn.
+ *
+ * @example
+ * ```ts
+ * const pool = quantizePool(2);
+ * try { await quantizeModelStreamed(config, sources, { head: "tied", pool }, put); } finally { pool.close(); }
+ * ```
+ */
+export function quantizePool(size: number): QuantizePool {
+  const url = new URL("./lut4-worker.ts", import.meta.url).href;
+  const workers = Array.from({ length: size }, () => new Worker(url, { type: "module" }));
+  const waiting = new Map<number, { resolve: (r: never) => void; reject: (e: Error) => void }>();
+  for (const w of workers) {
+    w.onmessage = (e: MessageEvent<{ id: number; result?: never; error?: string }>) => {
+      const { id, result, error } = e.data, p = waiting.get(id)!;
+      waiting.delete(id);
+      if (error !== undefined) p.reject(new Error(`lut4 quantizer worker: ${error}`));
+      else p.resolve(result!);
+    };
+    w.onerror = (e: Event) => {
+      e.preventDefault();
+      for (const p of waiting.values()) {
+        p.reject(new Error(`lut4 quantizer worker failed: ${(e as ErrorEvent).message}`));
+      }
+      waiting.clear();
+    };
+  }
+  let next = 0;
+  const send = <T>(op: "survey" | "encode", block: Float64Array, job: BlockJob): Promise<T> =>
+    new Promise<T>((resolve, reject) => {
+      const id = next++;
+      waiting.set(id, { resolve: resolve as (r: never) => void, reject });
+      workers[id % size].postMessage({ id, op, block, job }, [block.buffer as ArrayBuffer]);
+    });
+  // A subarray would be cloned with its whole buffer: the block's slices of the first pass are copied.
+  const own = (f: FirstPass): FirstPass => ({
+    es: f.es.slice(),
+    ecs: f.ecs.slice(),
+    ms: f.ms.slice(),
+    sses: f.sses.slice(),
+    zero: f.zero.slice(),
+    eMax: f.eMax,
+  });
+  return {
+    size,
+    survey: (block, job) => send("survey", block, { ...job, expBase: NaN, first: firstPassArrays(0) }),
+    encode: (block, job) => send("encode", block, { ...job, first: own(job.first) }),
+    close: () => workers.forEach((w) => w.terminate()),
+  };
+}
+
+/** Workers the streamed export uses: one per core, at most 4, none on one core. */
+export function defaultPoolSize(): number {
+  const cores = (globalThis.navigator as { hardwareConcurrency?: number } | undefined)?.hardwareConcurrency ??
+    1;
+  return cores > 1 ? Math.min(4, cores) : 0;
+}
 
 /**
  * A matrix step without GPTQ, read from its source a block of rows at a time, twice (`rowQuantizer`'s
- * two passes): the same bits as `quantizeStep`, holding one block's floats instead of the matrix's.
+ * two passes), the blocks run by `pool` when there is one: the same bits as `quantizeStep`, holding a
+ * few blocks' floats instead of the matrix's.
  */
 async function quantizeRowBlocks(
   step: Step & { kind: "matrix" },
@@ -673,6 +843,7 @@ async function quantizeRowBlocks(
   foldGain: Float32Array | undefined,
   stats: QuantizeStats,
   width: number,
+  pool?: QuantizePool,
 ): Promise<{ matrix: LutMatrix; error: TensorError }> {
   const { name, rows, cols } = step;
   if (src.dims.length !== 2 || src.dims[0] !== rows || src.dims[1] !== cols) {
@@ -680,18 +851,45 @@ async function quantizeRowBlocks(
   }
   const f = foldGain && scaled(foldGain, Math.sqrt(width));
   const imp = step.stats ? stats.importance?.get(step.stats) : undefined;
-  const q = rowQuantizer(name, rows, cols, imp && unfoldImportance(imp, f));
-  const perBlock = Math.max(1, Math.floor(BLOCK_VALUES / cols));
-  const scratch = new Float32Array(Math.min(rows, perBlock) * cols);
-  const block = new Float64Array(scratch.length);
-  for (const pass of [q.survey, q.encode]) {
-    for (let r0 = 0; r0 < rows; r0 += perBlock) {
-      const n = Math.min(perBlock, rows - r0) * cols;
-      const x = await src.read(r0 * cols, n, scratch.subarray(0, n));
-      const b = block.subarray(0, n);
-      if (f) { for (let k = 0; k < n; k++) b[k] = x[k] * f[k % cols]; }
-      else b.set(x.subarray(0, n));
-      pass(b, r0);
+  const importance = imp && unfoldImportance(imp, f);
+  const q = rowQuantizer(name, rows, cols, importance);
+  const per = rowsPerBlock(cols), scratch = new Float32Array(Math.min(rows, per) * cols);
+  // The block of rows at r0, folded, in a buffer of its own (a worker takes it over).
+  const blockAt = async (r0: number) => {
+    const n = Math.min(per, rows - r0) * cols;
+    const x = await src.read(r0 * cols, n, scratch.subarray(0, n)), b = new Float64Array(n);
+    if (f) { for (let r = 0; r < n; r += cols) for (let c = 0; c < cols; c++) b[r + c] = x[r + c] * f[c]; }
+    else b.set(x.subarray(0, n));
+    return b;
+  };
+  if (!pool || rows <= per) {
+    for (let r0 = 0; r0 < rows; r0 += per) q.survey(await blockAt(r0), r0);
+    for (let r0 = 0; r0 < rows; r0 += per) q.encode(await blockAt(r0), r0);
+    return q.result();
+  }
+  const job = {
+    g0: 0,
+    below: importance ? SEARCH_BELOW.weighted : SEARCH_BELOW.plain,
+    imp: importance ?? ONES,
+  };
+  const common = { ...job, impCols: importance ? cols : 0, cols };
+  // Each pass: at most two blocks per worker in flight; answers applied in block order.
+  for (const pass of ["survey", "encode"] as const) {
+    const inFlight: Promise<void>[] = [];
+    const answers: { r0: number; answer: Promise<FirstPass | EncodedBlock> }[] = [];
+    for (let r0 = 0; r0 < rows; r0 += per) {
+      const block = await blockAt(r0);
+      const answer = pass === "survey"
+        ? pool.survey(block, { ...common, g0: (r0 * cols) / 32 })
+        : pool.encode(block, q.jobOf(r0, block.length));
+      answers.push({ r0, answer });
+      inFlight.push(answer.then(() => {}));
+      if (inFlight.length >= 2 * pool.size) await inFlight.shift();
+    }
+    for (const { r0, answer } of answers) {
+      const a = await answer;
+      if (pass === "survey") q.surveyed(a as FirstPass, r0);
+      else q.encoded(a as EncodedBlock, r0);
     }
   }
   return q.result();
@@ -767,10 +965,10 @@ export function quantizeModel(
 }
 
 /**
- * Quantizes a Qwen3 model a tensor at a time: each matrix is read from its source, quantized and
- * handed to `put` (in file order) before the next is read, so no more than one matrix's floats (and
- * the small norm gains) are held; the tables and gains come back at the end, with every stored
- * tensor's rounding error.
+ * Quantizes a Qwen3 model a tensor at a time: each matrix is read from its source a block of rows at
+ * a time (by `opts.pool`'s workers when given), quantized and handed to `put` (in file order) before
+ * the next is read, so no more than a few blocks' floats (and the small norm gains) are held; the
+ * tables and gains come back at the end, with every stored tensor's rounding error.
  *
  * @example
  * ```ts
@@ -780,7 +978,7 @@ export function quantizeModel(
 export async function quantizeModelStreamed(
   config: ModelConfig,
   sources: readonly TensorSource[],
-  opts: { head: HeadMode } & QuantizeStats,
+  opts: { head: HeadMode; pool?: QuantizePool } & QuantizeStats,
   put: (m: LutMatrix) => Promise<void>,
 ): Promise<{ tables: Lut4Tables; errors: TensorError[] }> {
   const byName = new Map(sources.map((s) => [s.name, s]));
@@ -804,7 +1002,7 @@ export async function quantizeModelStreamed(
     if (!src) throw new Error(`lut4 export: missing tensor ${step.src}`);
     const { matrix, error } = step.stats && opts.covariance?.has(step.stats)
       ? quantizeStep(step, await read(step.src), fold, opts, config.hidden_size)
-      : await quantizeRowBlocks(step, src, fold, opts, config.hidden_size);
+      : await quantizeRowBlocks(step, src, fold, opts, config.hidden_size, opts.pool);
     errors.push(error);
     await put(matrix);
   }

@@ -19,11 +19,14 @@ import { crc32 } from "node:zlib";
 import type { FormatDescriptor, ReadResult, WriteResult } from "./format.ts";
 import { openAtomic } from "./io.ts";
 import {
+  BLOCK_VALUES,
+  defaultPoolSize,
   dequantizeMatrix,
   epsFixed,
   GPTQ_DAMP,
   lut4ShapeOf,
   quantizeModelStreamed,
+  quantizePool,
   TABLES,
   type TensorError,
 } from "./lut4-quantize.ts";
@@ -1003,8 +1006,11 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
         : { head, scale_search: "mse", grid: "(16+m)*2^(e-4)" },
       calibration: cal?.record,
     };
+    // Workers only where a matrix spans several blocks of rows: a small model is not worth starting them.
+    const size = input.tensors.some((t) => numel(t.dims) > BLOCK_VALUES) ? defaultPoolSize() : 0;
+    const pool = size > 0 ? quantizePool(size) : undefined;
     const r = await writeLut4Streamed(path, lut4ShapeOf(config), stored, meta, async (put) => {
-      const opts = { head, covariance: cal?.covariance };
+      const opts = { head, covariance: cal?.covariance, pool };
       const out = await quantizeModelStreamed(config, sources, opts, async (m) => {
         await put(m);
         // In values, as the export CLI counts a writer's progress.
@@ -1012,7 +1018,7 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
       });
       errors = out.errors;
       return out.tables;
-    });
+    }).finally(() => pool?.close());
     options.onProgress?.(params, params);
     const worst = errors.reduce((a, b) => (b.relRmse > a.relRmse ? b : a));
     const mean = errors.reduce((s, e) => s + e.relRmse, 0) / errors.length;
