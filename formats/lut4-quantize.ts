@@ -883,7 +883,8 @@ async function quantizeRowBlocks(
         ? pool.survey(block, { ...common, g0: (r0 * cols) / 32 })
         : pool.encode(block, q.jobOf(r0, block.length));
       answers.push({ r0, answer });
-      inFlight.push(answer.then(() => {}));
+      // Only a throttle: a failure surfaces below, where the answers are taken in order.
+      inFlight.push(answer.then(() => {}, () => {}));
       if (inFlight.length >= 2 * pool.size) await inFlight.shift();
     }
     for (const { r0, answer } of answers) {
