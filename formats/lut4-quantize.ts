@@ -11,9 +11,9 @@
  * @module
  */
 import type { ModelConfig } from "../model/config.ts";
-import type { Tensor } from "../model/tensor.ts";
+import { materialize, type Tensor, type TensorSource } from "../model/tensor.ts";
 import type { LutMatrix } from "../kernels/int/gemv.ts";
-import type { GainTable, HeadMode, Lut4Weights } from "./lut4-types.ts";
+import type { GainTable, HeadMode, Lut4Shape, Lut4Tables, Lut4Weights } from "./lut4-types.ts";
 
 export type { HeadMode };
 
@@ -39,9 +39,25 @@ export const TABLES = {
   ropeQ: 14,
 } as const;
 
+/** A grid scale (m, E) and the weighted squared error of a group rounded with it. */
+interface ScaleChoice {
+  m: number;
+  e: number;
+  sse: number;
+}
+
 /**
  * The (m, E) of the grid scale that minimises Σ c_i (w − q·s)² over a group, for E in [eLo, eHi]:
  * c_i the importance of the group's column i (`ONES`, the plain squared error, without calibration).
+ * Ties go to the smaller scale. With `known`, the best choice over exponents [skipLo, skipHi] found
+ * by an earlier search, those exponents are not searched again and the answer is the best over both.
+ *
+ * The answer is the one the exhaustive search over every (m, E) gives, bit for bit (each candidate
+ * that is summed is summed in the same order), but most candidates are never summed in full. The
+ * search starts at the scale that maps the group's largest weight to about 7.5 and walks outwards; a
+ * candidate is dropped as soon as its partial sum is worse than the best so far (terms are ≥ 0, and
+ * adding one to a float never makes the sum smaller), and every smaller scale is dropped once the
+ * largest weight's clipping error alone is worse (it only grows as the scale shrinks).
  */
 function bestScale(
   w: Float64Array,
@@ -50,21 +66,119 @@ function bestScale(
   eHi: number,
   imp: Float64Array = ONES,
   impOff = 0,
-): { m: number; e: number; sse: number } {
-  let best = { m: 0, e: eLo, sse: Infinity };
-  for (let e = eLo; e <= eHi; e++) {
-    for (let m = 0; m < 16; m++) {
-      const s = (16 + m) * 2 ** (e - 4);
-      let sse = 0;
-      for (let i = 0; i < 32; i++) {
-        const q = Math.max(-8, Math.min(7, Math.round(w[off + i] / s)));
-        const d = w[off + i] - q * s;
-        sse += d * d * imp[impOff + i];
-      }
-      if (sse < best.sse) best = { m, e, sse };
-    }
+  known?: ScaleChoice,
+  skipLo = 0,
+  skipHi = -1,
+): ScaleChoice {
+  let iMax = 0, amax = 0;
+  for (let i = 0; i < 32; i++) {
+    const a = Math.abs(w[off + i]);
+    if (a > amax) amax = a, iMax = i;
   }
-  return best;
+  // Candidate k is (m, E) = (k & 15, eLo + (k >> 4)): its scale grows with k. Skipped: kSkipLo ≤ k < kSkipHi.
+  const n = (eHi - eLo + 1) * 16, kSkipLo = (skipLo - eLo) * 16, kSkipHi = (skipHi - eLo + 1) * 16;
+  let bestK = n, bestSse = Infinity;
+  if (known) bestK = (known.e - eLo) * 16 + known.m, bestSse = known.sse;
+  // Where to start: any candidate gives the same answer, the one nearest amax / 7.5 the fastest.
+  const target = Math.floor(Math.log2(amax / 7.5)), mt = Math.floor((amax / 7.5) * 2 ** (4 - target)) - 16;
+  const k0 = Math.max(0, Math.min(n - 1, (target - eLo) * 16 + Math.max(0, Math.min(15, mt))));
+  // The best is within NEAR of k0 for most groups: those first, nearest first, so that the bound
+  // that cuts the other sums short is tight from the start.
+  const kLo = Math.max(0, k0 - NEAR), kHi = Math.min(n - 1, k0 + NEAR);
+  for (let j = 0; j <= 2 * NEAR; j++) {
+    const k = k0 + (j & 1 ? (j + 1) >> 1 : -(j >> 1));
+    if (k < kLo || k > kHi || (k >= kSkipLo && k < kSkipHi)) continue;
+    const sse = groupSse(w, off, gridScale(eLo, k), imp, impOff, bestSse, k > bestK);
+    if (sse < bestSse || (sse === bestSse && k < bestK)) bestSse = sse, bestK = k;
+  }
+  for (let k = kHi + 1; k < n; k++) {
+    if (k >= kSkipLo && k < kSkipHi) continue;
+    const sse = groupSse(w, off, gridScale(eLo, k), imp, impOff, bestSse, k > bestK);
+    if (sse < bestSse || (sse === bestSse && k < bestK)) bestSse = sse, bestK = k;
+  }
+  const xMax = w[off + iMax], cMax = imp[impOff + iMax];
+  for (let k = kLo - 1; k >= 0; k--) {
+    if (k >= kSkipLo && k < kSkipHi) continue;
+    const s = gridScale(eLo, k);
+    if (amax > 8 * s) {
+      // Clipped: this term is part of the candidate's sum, and of every smaller scale's, larger.
+      const d = xMax - (xMax > 0 ? 7 : -8) * s;
+      if (d * d * cMax > bestSse) break;
+    }
+    const sse = groupSse(w, off, s, imp, impOff, bestSse, k > bestK);
+    if (sse < bestSse || (sse === bestSse && k < bestK)) bestSse = sse, bestK = k;
+  }
+  return { m: bestK & 15, e: eLo + (bestK >> 4), sse: bestSse };
+}
+
+/** How many candidates either side of the first guess `bestScale` tries before the rest. */
+const NEAR = 3;
+
+/** The scale of candidate k of a search from exponent eLo: (16 + m) · 2^(E − 4). */
+function gridScale(eLo: number, k: number): number {
+  return (16 + (k & 15)) * POW2[eLo + (k >> 4) - 4 + POW2_BIAS];
+}
+
+/** 2^i for the exponents a scale can take (exp_base is in [−100, 60]; weights' exponents nearby). */
+const POW2_BIAS = 1100;
+const POW2 = Float64Array.from({ length: 2 * POW2_BIAS }, (_, i) => 2 ** (i - POW2_BIAS));
+
+/**
+ * Σ c_i (w_i − q_i·s)² over the group at `off`, or Infinity as soon as the partial sum shows it cannot
+ * beat `bound` (ties lose when `tiesLose`: the candidate comes after the best so far).
+ */
+function groupSse(
+  w: Float64Array,
+  off: number,
+  s: number,
+  imp: Float64Array,
+  impOff: number,
+  bound: number,
+  tiesLose: boolean,
+): number {
+  let sse = 0;
+  if (imp === ONES) {
+    // Unweighted: d · d · 1 is d · d exactly, so the multiply (and its load) can go.
+    for (let i = 0; i < 32; i++) {
+      const x = w[off + i], v = x / s;
+      // roundHalfUp(v), written out: this loop is the quantizer's hot spot.
+      let q = Math.floor(v + 0.5);
+      if (q - 0.5 > v) q -= 1;
+      q = Math.max(-8, Math.min(7, q));
+      const d = x - q * s;
+      sse += d * d;
+      // Checked every fourth term: a later exit gives the same answer, and fewer branches.
+      if ((i & 3) === 3 && (sse > bound || (tiesLose && sse === bound))) return Infinity;
+    }
+    return sse;
+  }
+  for (let i = 0; i < 32; i++) {
+    const x = w[off + i], v = x / s;
+    let q = Math.floor(v + 0.5);
+    if (q - 0.5 > v) q -= 1;
+    q = Math.max(-8, Math.min(7, q));
+    const d = x - q * s;
+    sse += d * d * imp[impOff + i];
+    if ((i & 3) === 3 && (sse > bound || (tiesLose && sse === bound))) return Infinity;
+  }
+  return sse;
+}
+
+/**
+ * `Math.round(v)` (halves up) for |v| < 2^52, without its data-dependent branch, which mispredicts on
+ * rounding's coin flips and made it the quantizer's slowest step: floor(v + 0.5) is right unless
+ * v + 0.5 rounded up onto an integer (v = 0.5 − 2^−54, say), which the rarely taken test undoes.
+ *
+ * @example
+ * ```ts
+ * roundHalfUp(2.5); // 3
+ * roundHalfUp(-2.5); // -2
+ * roundHalfUp(0.49999999999999994); // 0 (Math.floor(v + 0.5) gives 1)
+ * ```
+ */
+export function roundHalfUp(v: number): number {
+  const q = Math.floor(v + 0.5);
+  return q - 0.5 > v ? q - 1 : q;
 }
 
 /** Unit importance for every column of a group (multiplying by 1 is exact: uncalibrated files do not move). */
@@ -91,29 +205,167 @@ export function quantizeMatrix(
   matrix: LutMatrix;
   error: TensorError;
 } {
+  const q = rowQuantizer(name, rows, cols, importance);
+  const w = Float64Array.from(data), per = rowsPerBlock(cols) * cols;
+  q.survey(w, 0);
+  for (let at = 0; at < w.length; at += per) q.encode(w.subarray(at, at + per), at / cols);
+  return q.result();
+}
+
+/**
+ * A matrix quantized (as `quantizeMatrix`, to the same bits) a block of whole rows at a time, so that
+ * only a block's floats need be held: `survey` every block in order (each group's best scale, whence
+ * the matrix's exp_base), then `encode` the same blocks again in the same order, then `result`. The
+ * rounding error is summed per encoded block and the blocks' sums added in order (`quantizeMatrix`
+ * encodes blocks of `BLOCK_VALUES`, so every path reports the same error).
+ *
+ * @example
+ * ```ts
+ * const q = rowQuantizer("layers.0.up", 3072, 1024);
+ * for (const [r0, block] of blocks()) q.survey(block, r0);
+ * for (const [r0, block] of blocks()) q.encode(block, r0);
+ * const { matrix, error } = q.result();
+ * ```
+ */
+export function rowQuantizer(
+  name: string,
+  rows: number,
+  cols: number,
+  importance?: Float64Array,
+): {
+  survey(block: Float64Array, r0: number): void;
+  encode(block: Float64Array, r0: number): void;
+  /** `survey` done elsewhere (a worker): its answer for the block at row r0. */
+  surveyed(found: FirstPass, r0: number): void;
+  /** `encode` done elsewhere: its answer for the block at row r0. */
+  encoded(found: EncodedBlock, r0: number): void;
+  /** The search parameters a worker needs for a block at row r0: its slice of the first pass, exp_base. */
+  jobOf(r0: number, values: number): BlockJob;
+  result(): { matrix: LutMatrix; error: TensorError };
+} {
   if (cols % 32 !== 0) throw new RangeError(`${name}: ${cols} columns is not a multiple of 32`);
-  const w = Float64Array.from(data);
-  const groups = (rows * cols) / 32;
   if (importance && importance.length !== cols) {
     throw new RangeError(`${name}: ${importance.length} importance values for ${cols} columns`);
   }
+  const groups = (rows * cols) / 32, perRow = cols / 32;
   const imp = importance ?? ONES, below = importance ? SEARCH_BELOW.weighted : SEARCH_BELOW.plain;
-  const impAt = (g: number) => (importance ? (g * 32) % cols : 0);
-  const { es, zero, expBase } = groupExponents(w, groups, (g) => [ec(w, g) - below, imp, impAt(g)]);
+  const impCols = importance ? cols : 0;
+  const first = firstPassArrays(groups);
   const nibbles = new Uint8Array((rows * cols) / 2), scales = new Uint8Array(groups);
-  let sse = 0, ss = 0, maxErr = 0;
-  for (let g = 0; g < groups; g++) {
-    let m = 0, e = expBase;
-    if (!zero[g]) {
-      const lo = Math.max(expBase, es[g] - 1), hi = Math.min(expBase + 15, Math.max(lo, es[g] + 1));
-      ({ m, e } = bestScale(w, g * 32, lo, hi, imp, impAt(g)));
+  let expBase = NaN, sse = 0, ss = 0, maxErr = 0;
+  const groupsOf = (values: number, r0: number) => {
+    if (values % cols !== 0 || r0 + values / cols > rows) {
+      throw new RangeError(
+        `${name}: a block of ${values} values at row ${r0} is not whole rows inside ${rows}`,
+      );
     }
-    scales[g] = ((e - expBase) << 4) | m;
+    return [r0 * perRow, values / 32];
+  };
+  const base = () => {
+    if (Number.isNaN(expBase)) expBase = Number.isFinite(first.eMax) ? first.eMax - 15 : 0;
+    return expBase;
+  };
+  const jobOf = (r0: number, values: number): BlockJob => {
+    const [g0, n] = groupsOf(values, r0);
+    const slice = <T extends Int32Array | Uint8Array | Float64Array>(a: T) => a.subarray(g0, g0 + n) as T;
+    const part = {
+      es: slice(first.es),
+      ecs: slice(first.ecs),
+      ms: slice(first.ms),
+      sses: slice(first.sses),
+      zero: slice(first.zero),
+      eMax: first.eMax,
+    };
+    return { g0, below, imp, impCols, cols, expBase: Number.isNaN(expBase) ? NaN : expBase, first: part };
+  };
+  const encoded = (found: EncodedBlock, r0: number) => {
+    const [g0] = groupsOf(found.scales.length * 32, r0);
+    nibbles.set(found.nibbles, g0 * 16), scales.set(found.scales, g0);
+    sse += found.sse, ss += found.ss, maxErr = Math.max(maxErr, found.maxErr);
+  };
+  return {
+    survey(block, r0) {
+      const [g0, n] = groupsOf(block.length, r0);
+      groupExponents(block, g0, n, below, imp, impCols, first, g0);
+    },
+    surveyed(found, r0) {
+      const [g0] = groupsOf(found.es.length * 32, r0);
+      for (const k of ["es", "ecs", "ms", "sses", "zero"] as const) first[k].set(found[k], g0);
+      first.eMax = Math.max(first.eMax, found.eMax);
+    },
+    encode(w, r0) {
+      base();
+      encoded(encodeBlock(w, jobOf(r0, w.length)), r0);
+    },
+    encoded(found, r0) {
+      base();
+      encoded(found, r0);
+    },
+    jobOf: (r0, values) => (base(), jobOf(r0, values)),
+    result: () => ({
+      matrix: { name, rows, cols, expBase: base(), nibbles, scales },
+      error: errorOf(name, "matrix", rows * cols, sse, ss, maxErr),
+    }),
+  };
+}
+
+/** What the second pass over one block needs besides its floats (a worker is sent this). */
+export interface BlockJob {
+  /** The block's first group. */
+  g0: number;
+  below: number;
+  imp: Float64Array;
+  /** Columns of the importance vector (0: `ONES`, no importance). */
+  impCols: number;
+  cols: number;
+  expBase: number;
+  /** The first pass's answers for the block's groups (index 0 is group g0). */
+  first: FirstPass;
+}
+
+/** A block's codes and scales, and the sums of its rounding error. */
+export interface EncodedBlock {
+  nibbles: Uint8Array;
+  scales: Uint8Array;
+  sse: number;
+  ss: number;
+  maxErr: number;
+}
+
+/** The first pass over a block of groups (g0 the block's first), as a worker runs it. */
+export function surveyBlock(w: Float64Array, job: Omit<BlockJob, "first" | "expBase">): FirstPass {
+  const n = w.length / 32, out = firstPassArrays(n);
+  groupExponents(w, job.g0, n, job.below, job.impCols ? job.imp : ONES, job.impCols, out, 0);
+  return out;
+}
+
+/** The second pass over a block: each group's scale within exp_base's range, its codes, its error. */
+export function encodeBlock(w: Float64Array, job: BlockJob): EncodedBlock {
+  const { g0, below, expBase, impCols, cols } = job, { es, ecs, ms, sses, zero } = job.first;
+  const imp = impCols ? job.imp : ONES, n = w.length / 32;
+  const nibbles = new Uint8Array(n * 16), scales = new Uint8Array(n);
+  let sse = 0, ss = 0, maxErr = 0;
+  for (let j = 0; j < n; j++) {
+    const off = j * 32;
+    let m = 0, e = expBase;
+    if (!zero[j]) {
+      const lo = Math.max(expBase, es[j] - 1), hi = Math.min(expBase + 15, Math.max(lo, es[j] + 1));
+      const impOff = impCols ? ((g0 + j) * 32) % cols : 0;
+      if (lo === ecs[j] - below && hi === ecs[j] + 1) {
+        // The range the first pass searched: its answer stands.
+        m = ms[j], e = es[j];
+      } else if (es[j] >= lo && es[j] <= hi) {
+        // Only the exponents the first pass did not search are tried against its best.
+        const known = { m: ms[j], e: es[j], sse: sses[j] };
+        ({ m, e } = bestScale(w, off, lo, hi, imp, impOff, known, ecs[j] - below, ecs[j] + 1));
+      } else ({ m, e } = bestScale(w, off, lo, hi, imp, impOff));
+    }
+    scales[j] = ((e - expBase) << 4) | m;
     const s = (16 + m) * 2 ** (e - 4);
     for (let i = 0; i < 32; i++) {
-      const x = w[g * 32 + i];
-      const q = zero[g] ? 0 : Math.max(-8, Math.min(7, Math.round(x / s)));
-      const k = g * 32 + i;
+      const x = w[off + i];
+      const q = zero[j] ? 0 : Math.max(-8, Math.min(7, roundHalfUp(x / s)));
+      const k = off + i;
       nibbles[k >> 1] |= (q + 8) << ((k & 1) * 4);
       const d = x - q * s;
       sse += d * d;
@@ -121,41 +373,65 @@ export function quantizeMatrix(
       maxErr = Math.max(maxErr, Math.abs(d));
     }
   }
-  const n = rows * cols;
-  return {
-    matrix: { name, rows, cols, expBase, nibbles, scales },
-    error: errorOf(name, "matrix", n, sse, ss, maxErr),
-  };
+  return { nibbles, scales, sse, ss, maxErr };
 }
 
-/** floor(log2(amax / 8)) of group g (amax its largest |w|), or null for an all-zero group. */
-function ec(w: Float64Array, g: number): number {
+/** floor(log2(amax / 8)) of the group at `off` (amax its largest |w|), or NaN for an all-zero group (or one with a NaN). */
+function ec(w: Float64Array, off: number): number {
   let amax = 0;
-  for (let i = 0; i < 32; i++) amax = Math.max(amax, Math.abs(w[g * 32 + i]));
+  for (let i = 0; i < 32; i++) amax = Math.max(amax, Math.abs(w[off + i]));
+  // An infinite weight has no scale (the search would never end).
+  if (amax === Infinity) throw new RangeError(`a group of 32 weights holds an infinite value`);
   return amax === 0 ? NaN : Math.floor(Math.log2(amax / 8));
 }
 
+/** Per group, what the first pass found; `eMax` the largest best exponent so far. */
+export interface FirstPass {
+  es: Int32Array;
+  ecs: Int32Array;
+  ms: Uint8Array;
+  sses: Float64Array;
+  zero: Uint8Array;
+  eMax: number;
+}
+
+function firstPassArrays(groups: number): FirstPass {
+  return {
+    es: new Int32Array(groups),
+    ecs: new Int32Array(groups),
+    ms: new Uint8Array(groups),
+    sses: new Float64Array(groups),
+    zero: new Uint8Array(groups),
+    eMax: -Infinity,
+  };
+}
+
 /**
- * First pass: each group's best exponent with no limit (searched from `search(g)`'s low end to the
- * group's ec + 1), and the matrix's exp_base, the largest minus 15.
+ * First pass over groups g0 … g0 + n − 1 (the block `w` holds them from its start): each group's best
+ * scale with no limit, searched over exponents ec − `below` … ec + 1 (ec its floor(log2(amax / 8))),
+ * and the largest best exponent (exp_base is that minus 15). Group g's importance starts at column
+ * (32 g) mod `impCols` (0: one shared vector).
  */
 function groupExponents(
   w: Float64Array,
-  groups: number,
-  search: (g: number) => [lo: number, imp: Float64Array, impOff: number],
-): { es: Int32Array; zero: Uint8Array; expBase: number } {
-  const es = new Int32Array(groups), zero = new Uint8Array(groups);
-  let eMax = -Infinity;
-  for (let g = 0; g < groups; g++) {
-    const [lo, imp, off] = search(g);
-    if (Number.isNaN(lo)) {
-      zero[g] = 1;
+  g0: number,
+  n: number,
+  below: number,
+  imp: Float64Array,
+  impCols: number,
+  out: FirstPass,
+  outAt: number,
+): void {
+  for (let j = 0; j < n; j++) {
+    const g = g0 + j, o = outAt + j, e0 = ec(w, j * 32);
+    if (Number.isNaN(e0)) {
+      out.zero[o] = 1;
       continue;
     }
-    es[g] = bestScale(w, g * 32, lo, ec(w, g) + 1, imp, off).e;
-    eMax = Math.max(eMax, es[g]);
+    const best = bestScale(w, j * 32, e0 - below, e0 + 1, imp, impCols ? (g * 32) % impCols : 0);
+    out.ecs[o] = e0, out.es[o] = best.e, out.ms[o] = best.m, out.sses[o] = best.sse;
+    out.eMax = Math.max(out.eMax, best.e);
   }
-  return { es, zero, expBase: Number.isFinite(eMax) ? eMax - 15 : 0 };
 }
 
 /**
@@ -177,7 +453,9 @@ export function quantizeMatrixGptq(
   const orig = Float64Array.from(data), w = orig.slice(), groups = (rows * cols) / 32;
   const diag = Float64Array.from({ length: cols }, (_, c) => hessian[c * cols + c]);
   const u = gptqFactor(hessian, cols, diag);
-  const { expBase } = groupExponents(w, groups, (g) => [ec(w, g) - 2, diag, (g * 32) % cols]);
+  const first = firstPassArrays(groups);
+  groupExponents(w, 0, groups, 2, diag, cols, first, 0);
+  const expBase = Number.isFinite(first.eMax) ? first.eMax - 15 : 0;
   const nibbles = new Uint8Array((rows * cols) / 2), scales = new Uint8Array(groups);
   const step = new Float64Array(rows);
   for (let j = 0; j < cols; j++) {
@@ -185,7 +463,7 @@ export function quantizeMatrixGptq(
       const g = (r * cols + j) >> 5;
       if (j % 32 === 0) scales[g] = groupScale(w, g, expBase, diag, j);
       const sc = scales[g], s = (16 + (sc & 15)) * 2 ** (expBase + (sc >> 4) - 4);
-      const k = r * cols + j, q = Math.max(-8, Math.min(7, Math.round(w[k] / s)));
+      const k = r * cols + j, q = Math.max(-8, Math.min(7, roundHalfUp(w[k] / s)));
       nibbles[k >> 1] |= (q + 8) << ((k & 1) * 4);
       step[r] = (w[k] - q * s) / u[j * cols + j];
     }
@@ -205,7 +483,7 @@ export function quantizeMatrixGptq(
 
 /** The scale byte of group g (first column j0) for its current weights, within [expBase, expBase + 15]. */
 function groupScale(w: Float64Array, g: number, expBase: number, imp: Float64Array, j0: number): number {
-  const e0 = ec(w, g);
+  const e0 = ec(w, g * 32);
   if (Number.isNaN(e0)) return 0;
   const hi = Math.min(expBase + 15, Math.max(expBase, e0 + 1)), lo = Math.max(expBase, Math.min(hi, e0 - 2));
   const { m, e } = bestScale(w, g * 32, lo, hi, imp, j0);
@@ -315,7 +593,7 @@ export function makeTables(config: ModelConfig) {
     const x = (i - siluHalf) / 256;
     silu[i] = Math.round(2 ** TABLES.siluQ * (x / (1 + Math.exp(-x))));
   }
-  const half = config.head_dim / 2, P = config.max_position_embeddings;
+  const half = config.head_dim / 2, P = lut4ShapeOf(config).maxPositions;
   const ropeCos = new Int16Array(P * half), ropeSin = new Int16Array(P * half);
   for (let i = 0; i < half; i++) {
     const invFreq = Math.pow(config.rope_theta, (-2 * i) / config.head_dim);
@@ -372,22 +650,284 @@ function foldColumns(w: Float32Array, rows: number, cols: number, f: Float64Arra
 }
 
 /**
- * Quantizes a Qwen3 model: the input and post-attention norm gains (times sqrt(width), ferry's norm
- * convention) are folded into q/k/v and gate/up; the per-head q/k norm gains cannot be (they act after
- * the projection, per head, and RoPE mixes dimension i with i + head_dim/2), so they are stored as int16
- * gains, k's times sqrt(head_dim) (the attention scale and q's norm factor cancel); the final norm gain
- * is folded into a separate head, or stored as a gain for a tied head.
+ * One step of a model's quantization, in the file's order: a matrix (its data read from tensor `src`,
+ * its columns multiplied by tensor `fold` · sqrt(width) when given, its calibration statistics those
+ * of tensor `stats`) or a gain (tensor `src` times `factor`).
+ */
+type Step =
+  | { kind: "matrix"; name: string; src: string; rows: number; cols: number; fold?: string; stats?: string }
+  | { kind: "gain"; name: string; src: string; factor: number };
+
+/**
+ * The most positions a lut4 file holds (`shape.max_positions`). Its RoPE tables are sized from it and
+ * its reader bounds the KV cache a file may imply; a model whose config claims more (a real Qwen3 says
+ * 40,960) is written with this many, and its export summary says so.
+ */
+export const MAX_LUT4_POSITIONS = 1 << 14;
+
+/** The shape of the lut4 file of a model (positions capped at `MAX_LUT4_POSITIONS`). */
+export function lut4ShapeOf(config: ModelConfig): Lut4Shape {
+  return {
+    vocab: config.vocab_size,
+    width: config.hidden_size,
+    layers: config.num_hidden_layers,
+    heads: config.num_attention_heads,
+    kvHeads: config.num_key_value_heads,
+    headDim: config.head_dim,
+    ffn: config.intermediate_size,
+    maxPositions: Math.min(config.max_position_embeddings, MAX_LUT4_POSITIONS),
+  };
+}
+
+/**
+ * The steps of a Qwen3 model's quantization: the input and post-attention norm gains (times
+ * sqrt(width), ferry's norm convention) are folded into q/k/v and gate/up; the per-head q/k norm gains
+ * cannot be (they act after the projection, per head, and RoPE mixes dimension i with i + head_dim/2),
+ * so they are stored as int16 gains, k's times sqrt(head_dim) (the attention scale and q's norm factor
+ * cancel); the final norm gain is folded into a separate head, or stored as a gain for a tied head.
+ */
+function quantizationSteps(config: ModelConfig, head: HeadMode): Step[] {
+  const H = config.hidden_size, hd = config.head_dim, F = config.intermediate_size;
+  const qDim = config.num_attention_heads * hd, kvDim = config.num_key_value_heads * hd;
+  for (
+    const [what, n] of [["hidden_size", H], ["heads · head_dim", qDim], ["intermediate_size", F]] as const
+  ) {
+    if (n % 32 !== 0) throw new RangeError(`lut4 export: ${what} = ${n} is not a multiple of 32`);
+  }
+  const matrix = (name: string, src: string, rows: number, cols: number, fold?: string): Step => ({
+    kind: "matrix",
+    name,
+    src,
+    rows,
+    cols,
+    fold,
+    stats: src,
+  });
+  // The embedding is rounded plainly even when tied: it is also the token lookup, which weighs every
+  // column alike, and weighing it by the head's input (half and half, or alone) measured worse
+  // (formats/lut4.md, "Calibration").
+  const steps: Step[] = [{ kind: "matrix", name: "embed", src: EMBED, rows: config.vocab_size, cols: H }];
+  for (let i = 0; i < config.num_hidden_layers; i++) {
+    const p = `model.layers.${i}.`, n = `layers.${i}.`;
+    const gin = p + "input_layernorm.weight", gpost = p + "post_attention_layernorm.weight";
+    steps.push(
+      matrix(n + "q", p + Q, qDim, H, gin),
+      matrix(n + "k", p + K, kvDim, H, gin),
+      matrix(n + "v", p + V, kvDim, H, gin),
+      matrix(n + "o", p + O, H, qDim),
+      matrix(n + "gate", p + G, F, H, gpost),
+      matrix(n + "up", p + U, F, H, gpost),
+      matrix(n + "down", p + D, H, F),
+      { kind: "gain", name: n + "q_gain", src: p + "self_attn.q_norm.weight", factor: 1 },
+      { kind: "gain", name: n + "k_gain", src: p + "self_attn.k_norm.weight", factor: Math.sqrt(hd) },
+    );
+  }
+  if (head === "tied" && config.tie_word_embeddings) {
+    steps.push({ kind: "gain", name: "final_gain", src: "model.norm.weight", factor: Math.sqrt(H) });
+  } else {
+    const src = config.tie_word_embeddings ? EMBED : "lm_head.weight";
+    steps.push(matrix("head", src, config.vocab_size, H, "model.norm.weight"));
+  }
+  return steps;
+}
+
+/** Calibration statistics a quantization may take, per tensor (Hugging Face name). */
+export interface QuantizeStats {
+  /** Each input column's mean square activation (weighted scales). */
+  importance?: ReadonlyMap<string, Float32Array>;
+  /** The inputs' mean x xᵀ: GPTQ error feedback (takes precedence over `importance`). */
+  covariance?: ReadonlyMap<string, Float64Array>;
+}
+
+/** Runs one matrix step on its tensor's data and (when it folds) the fold tensor's. */
+function quantizeStep(
+  step: Step & { kind: "matrix" },
+  data: Float32Array,
+  foldGain: Float32Array | undefined,
+  stats: QuantizeStats,
+  width: number,
+): { matrix: LutMatrix; error: TensorError } {
+  const { name, rows, cols } = step;
+  const f = foldGain && scaled(foldGain, Math.sqrt(width));
+  const cov = step.stats ? stats.covariance?.get(step.stats) : undefined;
+  const imp = step.stats ? stats.importance?.get(step.stats) : undefined;
+  const folded = f ? foldColumns(data, rows, cols, f) : data;
+  return cov
+    ? quantizeMatrixGptq(name, folded, rows, cols, unfoldCovariance(cov, cols, f))
+    : quantizeMatrix(name, folded, rows, cols, imp && unfoldImportance(imp, f));
+}
+
+const scaled = (g: Float32Array, f: number) => Float64Array.from(g, (x) => x * f);
+
+/** Values per block of rows that the quantizer reads and encodes (whole rows, at least one): 8 MiB as f64. */
+export const BLOCK_VALUES = 1 << 20;
+
+/** Rows per block of a matrix with `cols` columns. */
+export function rowsPerBlock(cols: number): number {
+  return Math.max(1, Math.floor(BLOCK_VALUES / cols));
+}
+
+/**
+ * A pool of workers (formats/lut4-worker.ts) that run the quantizer's passes over blocks of rows in
+ * parallel. Each answer is the one the block would get here; blocks are handed out and their answers
+ * applied in order by the caller, so the file does not depend on the pool's size.
+ */
+export interface QuantizePool {
+  survey(block: Float64Array, job: Omit<BlockJob, "first" | "expBase">): Promise<FirstPass>;
+  encode(block: Float64Array, job: BlockJob): Promise<EncodedBlock>;
+  readonly size: number;
+  close(): void;
+}
+
+/**
+ * Starts `size` quantizer workers. Blocks are sent (their buffers transferred, not copied) to the
+ * workers in turn.
+ *
+ * @example
+ * ```ts
+ * const pool = quantizePool(2);
+ * try { await quantizeModelStreamed(config, sources, { head: "tied", pool }, put); } finally { pool.close(); }
+ * ```
+ */
+export function quantizePool(size: number): QuantizePool {
+  const url = new URL("./lut4-worker.ts", import.meta.url).href;
+  const workers = Array.from({ length: size }, () => new Worker(url, { type: "module" }));
+  const waiting = new Map<number, { resolve: (r: never) => void; reject: (e: Error) => void }>();
+  for (const w of workers) {
+    w.onmessage = (e: MessageEvent<{ id: number; result?: never; error?: string }>) => {
+      const { id, result, error } = e.data, p = waiting.get(id)!;
+      waiting.delete(id);
+      if (error !== undefined) p.reject(new Error(`lut4 quantizer worker: ${error}`));
+      else p.resolve(result!);
+    };
+    w.onerror = (e: Event) => {
+      e.preventDefault();
+      for (const p of waiting.values()) {
+        p.reject(new Error(`lut4 quantizer worker failed: ${(e as ErrorEvent).message}`));
+      }
+      waiting.clear();
+    };
+  }
+  let next = 0;
+  const send = <T>(op: "survey" | "encode", block: Float64Array, job: BlockJob): Promise<T> =>
+    new Promise<T>((resolve, reject) => {
+      const id = next++;
+      waiting.set(id, { resolve: resolve as (r: never) => void, reject });
+      workers[id % size].postMessage({ id, op, block, job }, [block.buffer as ArrayBuffer]);
+    });
+  // A subarray would be cloned with its whole buffer: the block's slices of the first pass are copied.
+  const own = (f: FirstPass): FirstPass => ({
+    es: f.es.slice(),
+    ecs: f.ecs.slice(),
+    ms: f.ms.slice(),
+    sses: f.sses.slice(),
+    zero: f.zero.slice(),
+    eMax: f.eMax,
+  });
+  return {
+    size,
+    survey: (block, job) => send("survey", block, { ...job, expBase: NaN, first: firstPassArrays(0) }),
+    encode: (block, job) => send("encode", block, { ...job, first: own(job.first) }),
+    close: () => workers.forEach((w) => w.terminate()),
+  };
+}
+
+/** Workers the streamed export uses: one per core, at most 4, none on one core. */
+export function defaultPoolSize(): number {
+  const cores = (globalThis.navigator as { hardwareConcurrency?: number } | undefined)?.hardwareConcurrency ??
+    1;
+  return cores > 1 ? Math.min(4, cores) : 0;
+}
+
+/**
+ * A matrix step without GPTQ, read from its source a block of rows at a time, twice (`rowQuantizer`'s
+ * two passes), the blocks run by `pool` when there is one: the same bits as `quantizeStep`, holding a
+ * few blocks' floats instead of the matrix's.
+ */
+async function quantizeRowBlocks(
+  step: Step & { kind: "matrix" },
+  src: TensorSource,
+  foldGain: Float32Array | undefined,
+  stats: QuantizeStats,
+  width: number,
+  pool?: QuantizePool,
+): Promise<{ matrix: LutMatrix; error: TensorError }> {
+  const { name, rows, cols } = step;
+  if (src.dims.length !== 2 || src.dims[0] !== rows || src.dims[1] !== cols) {
+    throw new RangeError(`lut4 export: ${src.name} is [${src.dims}], expected [${rows}, ${cols}]`);
+  }
+  const f = foldGain && scaled(foldGain, Math.sqrt(width));
+  const imp = step.stats ? stats.importance?.get(step.stats) : undefined;
+  const importance = imp && unfoldImportance(imp, f);
+  const q = rowQuantizer(name, rows, cols, importance);
+  const per = rowsPerBlock(cols), scratch = new Float32Array(Math.min(rows, per) * cols);
+  // The block of rows at r0, folded, in a buffer of its own (a worker takes it over).
+  const blockAt = async (r0: number) => {
+    const n = Math.min(per, rows - r0) * cols;
+    const x = await src.read(r0 * cols, n, scratch.subarray(0, n)), b = new Float64Array(n);
+    if (f) { for (let r = 0; r < n; r += cols) for (let c = 0; c < cols; c++) b[r + c] = x[r + c] * f[c]; }
+    else b.set(x.subarray(0, n));
+    return b;
+  };
+  if (!pool || rows <= per) {
+    for (let r0 = 0; r0 < rows; r0 += per) q.survey(await blockAt(r0), r0);
+    for (let r0 = 0; r0 < rows; r0 += per) q.encode(await blockAt(r0), r0);
+    return q.result();
+  }
+  const job = {
+    g0: 0,
+    below: importance ? SEARCH_BELOW.weighted : SEARCH_BELOW.plain,
+    imp: importance ?? ONES,
+  };
+  const common = { ...job, impCols: importance ? cols : 0, cols };
+  // Each pass: at most two blocks per worker in flight; answers applied in block order.
+  for (const pass of ["survey", "encode"] as const) {
+    const inFlight: Promise<void>[] = [];
+    const answers: { r0: number; answer: Promise<FirstPass | EncodedBlock> }[] = [];
+    for (let r0 = 0; r0 < rows; r0 += per) {
+      const block = await blockAt(r0);
+      const answer = pass === "survey"
+        ? pool.survey(block, { ...common, g0: (r0 * cols) / 32 })
+        : pool.encode(block, q.jobOf(r0, block.length));
+      answers.push({ r0, answer });
+      // Only a throttle: a failure surfaces below, where the answers are taken in order.
+      inFlight.push(answer.then(() => {}, () => {}));
+      if (inFlight.length >= 2 * pool.size) await inFlight.shift();
+    }
+    for (const { r0, answer } of answers) {
+      const a = await answer;
+      if (pass === "survey") q.surveyed(a as FirstPass, r0);
+      else q.encoded(a as EncodedBlock, r0);
+    }
+  }
+  return q.result();
+}
+
+/** The model-wide tables and the eps of a lut4 file, with its gains. */
+function tablesFor(config: ModelConfig, head: HeadMode, gains: Map<string, GainTable>): Lut4Tables {
+  const eps = epsFixed(config.rms_norm_eps);
+  return {
+    shape: lut4ShapeOf(config),
+    epsMantissa: eps.mantissa,
+    epsExp: eps.exp,
+    head,
+    finalGain: gains.get("final_gain") ?? null,
+    gains: Array.from({ length: config.num_hidden_layers }, (_, i) => ({
+      qGain: gains.get(`layers.${i}.q_gain`)!,
+      kGain: gains.get(`layers.${i}.k_gain`)!,
+    })),
+    ...makeTables(config),
+  };
+}
+
+/**
+ * Quantizes a Qwen3 model held in memory (the steps of `quantizationSteps`): every matrix, gain and
+ * table of its lut4 file, and the rounding error of each stored tensor, in file order.
  */
 export function quantizeModel(
   config: ModelConfig,
   tensors: Tensor[],
-  opts: {
-    head: HeadMode;
-    /** Per tensor (Hugging Face name), each input column's mean square activation (weighted scales). */
-    importance?: ReadonlyMap<string, Float32Array>;
-    /** Per tensor, the inputs' mean x xᵀ: GPTQ error feedback (takes precedence over `importance`). */
-    covariance?: ReadonlyMap<string, Float64Array>;
-  },
+  opts: { head: HeadMode } & QuantizeStats,
 ): {
   weights: Lut4Weights;
   errors: TensorError[];
@@ -397,90 +937,85 @@ export function quantizeModel(
     if (!t) throw new Error(`lut4 export: missing tensor ${n}`);
     return t.data;
   };
-  const H = config.hidden_size, hd = config.head_dim, F = config.intermediate_size;
-  const qDim = config.num_attention_heads * hd, kvDim = config.num_key_value_heads * hd;
-  for (
-    const [what, n] of [["hidden_size", H], ["heads · head_dim", qDim], ["intermediate_size", F]] as const
-  ) {
-    if (n % 32 !== 0) throw new RangeError(`lut4 export: ${what} = ${n} is not a multiple of 32`);
+  const errors: TensorError[] = [], mats = new Map<string, LutMatrix>(), gains = new Map<string, GainTable>();
+  const head = opts.head === "tied" && config.tie_word_embeddings ? "tied" : "separate";
+  for (const step of quantizationSteps(config, opts.head)) {
+    const { name } = step;
+    if (step.kind === "gain") {
+      const { gain, error } = quantizeGain(name, scaled(get(step.src), step.factor));
+      gains.set(name, gain), errors.push(error);
+      continue;
+    }
+    const fold = step.fold ? get(step.fold) : undefined;
+    const { matrix, error } = quantizeStep(step, get(step.src), fold, opts, config.hidden_size);
+    mats.set(name, matrix), errors.push(error);
   }
-  const errors: TensorError[] = [];
-  /** Quantizes `data` (folded by f, when given) with the calibration statistics of tensor `hf`. */
-  const mat = (
-    name: string,
-    hf: string,
-    data: Float32Array,
-    rows: number,
-    cols: number,
-    f?: Float64Array,
-  ) => {
-    const cov = opts.covariance?.get(hf), imp = opts.importance?.get(hf);
-    const folded = f ? foldColumns(data, rows, cols, f) : data;
-    const { matrix, error } = cov
-      ? quantizeMatrixGptq(name, folded, rows, cols, unfoldCovariance(cov, cols, f))
-      : quantizeMatrix(name, folded, rows, cols, imp && unfoldImportance(imp, f));
-    errors.push(error);
-    return matrix;
-  };
-  const gain = (name: string, g: ArrayLike<number>) => {
-    const { gain, error } = quantizeGain(name, g);
-    errors.push(error);
-    return gain;
-  };
-  const scaled = (g: Float32Array, f: number) => Float64Array.from(g, (x) => x * f);
-  const rootH = Math.sqrt(H), rootHd = Math.sqrt(hd);
-  const embedData = get(EMBED);
-  // The embedding is rounded plainly even when tied: it is also the token lookup, which weighs every
-  // column alike, and weighing it by the head's input (half and half, or alone) measured worse
-  // (formats/lut4.md, "Calibration").
-  const embed = mat("embed", "", embedData, config.vocab_size, H);
-  const layers: Lut4Weights["layers"] = [];
-  for (let i = 0; i < config.num_hidden_layers; i++) {
-    const p = `model.layers.${i}.`, n = `layers.${i}.`;
-    const gin = scaled(get(p + "input_layernorm.weight"), rootH);
-    const gpost = scaled(get(p + "post_attention_layernorm.weight"), rootH);
-    layers.push({
-      q: mat(n + "q", p + Q, get(p + Q), qDim, H, gin),
-      k: mat(n + "k", p + K, get(p + K), kvDim, H, gin),
-      v: mat(n + "v", p + V, get(p + V), kvDim, H, gin),
-      o: mat(n + "o", p + O, get(p + O), H, qDim),
-      gate: mat(n + "gate", p + G, get(p + G), F, H, gpost),
-      up: mat(n + "up", p + U, get(p + U), F, H, gpost),
-      down: mat(n + "down", p + D, get(p + D), H, F),
-      qGain: gain(n + "q_gain", get(p + "self_attn.q_norm.weight")),
-      kGain: gain(n + "k_gain", scaled(get(p + "self_attn.k_norm.weight"), rootHd)),
-    });
-  }
-  const gfinal = scaled(get("model.norm.weight"), rootH);
-  let head: LutMatrix | null = null, finalGain: GainTable | null = null;
-  if (opts.head === "tied" && config.tie_word_embeddings) finalGain = gain("final_gain", gfinal);
-  else {
-    const hf = config.tie_word_embeddings ? EMBED : "lm_head.weight";
-    head = mat("head", hf, get(hf), config.vocab_size, H, gfinal);
-  }
-  const eps = epsFixed(config.rms_norm_eps);
+  const { gains: layerGains, head: _, ...rest } = tablesFor(config, head, gains);
+  const m = (n: string) => mats.get(n)!;
   return {
     weights: {
-      shape: {
-        vocab: config.vocab_size,
-        width: H,
-        layers: config.num_hidden_layers,
-        heads: config.num_attention_heads,
-        kvHeads: config.num_key_value_heads,
-        headDim: hd,
-        ffn: F,
-        maxPositions: config.max_position_embeddings,
-      },
-      epsMantissa: eps.mantissa,
-      epsExp: eps.exp,
-      embed,
-      head,
-      finalGain,
-      layers,
-      ...makeTables(config),
+      ...rest,
+      embed: m("embed"),
+      head: mats.get("head") ?? null,
+      layers: layerGains.map((g, i) => ({
+        q: m(`layers.${i}.q`),
+        k: m(`layers.${i}.k`),
+        v: m(`layers.${i}.v`),
+        o: m(`layers.${i}.o`),
+        gate: m(`layers.${i}.gate`),
+        up: m(`layers.${i}.up`),
+        down: m(`layers.${i}.down`),
+        ...g,
+      })),
     },
     errors,
   };
+}
+
+/**
+ * Quantizes a Qwen3 model a tensor at a time: each matrix is read from its source a block of rows at
+ * a time (by `opts.pool`'s workers when given), quantized and handed to `put` (in file order) before
+ * the next is read, so no more than a few blocks' floats (and the small norm gains) are held; the
+ * tables and gains come back at the end, with every stored tensor's rounding error.
+ *
+ * @example
+ * ```ts
+ * const { tables, errors } = await quantizeModelStreamed(config, input.tensors, { head: "tied" }, put);
+ * ```
+ */
+export async function quantizeModelStreamed(
+  config: ModelConfig,
+  sources: readonly TensorSource[],
+  opts: { head: HeadMode; pool?: QuantizePool } & QuantizeStats,
+  put: (m: LutMatrix) => Promise<void>,
+): Promise<{ tables: Lut4Tables; errors: TensorError[] }> {
+  const byName = new Map(sources.map((s) => [s.name, s]));
+  const small = new Map<string, Float32Array>();
+  const read = async (n: string) => {
+    const src = byName.get(n);
+    if (!src) throw new Error(`lut4 export: missing tensor ${n}`);
+    return (await materialize(src)).data;
+  };
+  // Norm gains are read once and kept (a width each); matrices are read, used and dropped.
+  const readSmall = async (n: string) => small.get(n) ?? small.set(n, await read(n)).get(n)!;
+  const errors: TensorError[] = [], gains = new Map<string, GainTable>();
+  for (const step of quantizationSteps(config, opts.head)) {
+    if (step.kind === "gain") {
+      const { gain, error } = quantizeGain(step.name, scaled(await readSmall(step.src), step.factor));
+      gains.set(step.name, gain), errors.push(error);
+      continue;
+    }
+    const fold = step.fold ? await readSmall(step.fold) : undefined;
+    const src = byName.get(step.src);
+    if (!src) throw new Error(`lut4 export: missing tensor ${step.src}`);
+    const { matrix, error } = step.stats && opts.covariance?.has(step.stats)
+      ? quantizeStep(step, await read(step.src), fold, opts, config.hidden_size)
+      : await quantizeRowBlocks(step, src, fold, opts, config.hidden_size, opts.pool);
+    errors.push(error);
+    await put(matrix);
+  }
+  const head = opts.head === "tied" && config.tie_word_embeddings ? "tied" : "separate";
+  return { tables: tablesFor(config, head, gains), errors };
 }
 
 /**

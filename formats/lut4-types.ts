@@ -88,3 +88,13 @@ export interface Lut4Calibration {
  * (tests/imports.test.ts), so the caller hands one in (`measure/calibrate.ts` `lut4Calibrator`).
  */
 export type Lut4Calibrator = (config: ModelConfig, tensors: Tensor[]) => Promise<Lut4Calibration>;
+
+/**
+ * Everything of a lut4 file but its matrices: what a writer that is handed the matrices one at a time
+ * (`writeLut4Streamed` in formats/lut4.ts) still needs once they are all written.
+ */
+export type Lut4Tables = Omit<Lut4Weights, "embed" | "head" | "layers"> & {
+  head: HeadMode;
+  /** Per layer, the q and k norm gains. */
+  gains: { qGain: GainTable; kGain: GainTable }[];
+};

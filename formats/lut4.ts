@@ -15,24 +15,37 @@
  * @module
  */
 import { createHash } from "node:crypto";
-import { readFile } from "node:fs/promises";
+import { open, readFile } from "node:fs/promises";
+import process from "node:process";
 import { crc32 } from "node:zlib";
 import type { FormatDescriptor, ReadResult, WriteResult } from "./format.ts";
-import { writeAtomic } from "./io.ts";
+import { openAtomic } from "./io.ts";
 import {
+  BLOCK_VALUES,
+  defaultPoolSize,
   dequantizeMatrix,
   epsFixed,
   GPTQ_DAMP,
-  quantizeModel,
+  lut4ShapeOf,
+  quantizeModelStreamed,
+  quantizePool,
   TABLES,
   type TensorError,
 } from "./lut4-quantize.ts";
-import type { CalibrationRecord, GainTable, HeadMode, Lut4Shape, Lut4Weights } from "./lut4-types.ts";
+import type {
+  CalibrationRecord,
+  GainTable,
+  HeadMode,
+  Lut4Calibration,
+  Lut4Shape,
+  Lut4Tables,
+  Lut4Weights,
+} from "./lut4-types.ts";
 import type { LutMatrix } from "../kernels/int/gemv.ts";
 import { type ModelConfig, validateConfig } from "../model/config.ts";
 import { FormatError, type RefusalDetail } from "../model/error.ts";
 import { parseStrictJson, plainJson, StrictJsonError } from "./json.ts";
-import { materialize, type Tensor } from "../model/tensor.ts";
+import { materialize, numel, type Tensor, tensorSource } from "../model/tensor.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 import { decodeTokenizerSection, encodeTokenizerSection } from "./tokenizer-section.ts";
 import { tokenizerInfo } from "./huggingface-tokenizer.ts";
@@ -46,8 +59,9 @@ export const LUT4_SCHEMA_TOKENIZER = "ferry.lut-qwen3/2";
 const SCHEMAS: readonly string[] = [LUT4_SCHEMA, LUT4_SCHEMA_TOKENIZER];
 /** Largest header ferry reads (the reference's limit). */
 export const MAX_HEADER_BYTES = 64 << 20;
-/** The most positions a lut4 file may have (`shape.max_positions`). */
-export const MAX_LUT4_POSITIONS = 1 << 14;
+/** The most positions a lut4 file may have (`shape.max_positions`; formats/lut4-quantize.ts caps at it). */
+export { MAX_LUT4_POSITIONS } from "./lut4-quantize.ts";
+import { MAX_LUT4_POSITIONS } from "./lut4-quantize.ts";
 /** Alignment of the data section and of every span in it. */
 export const ALIGN = 64;
 
@@ -136,19 +150,58 @@ export function inventory(shape: Lut4Shape, head: HeadMode): { matrices: string[
   return { matrices, tables };
 }
 
+/** What a lut4 writer records beside the weights. */
+export interface Lut4Meta {
+  source: string;
+  ropeTheta: number;
+  rmsNormEps: number;
+  quantizer?: Record<string, unknown>;
+  calibration?: CalibrationRecord;
+  /** The model's own tokenizer: schema `/2` with a tokenizer section after the data (absent: `/1`). */
+  tokenizer?: TokenizerFiles;
+}
+
 /** Writes a lut4 file atomically from integer weights. */
-export async function writeLut4(
+export function writeLut4(
   path: string,
   w: Lut4Weights,
-  meta: {
-    source: string;
-    ropeTheta: number;
-    rmsNormEps: number;
-    quantizer?: Record<string, unknown>;
-    calibration?: CalibrationRecord;
-    /** The model's own tokenizer: schema `/2` with a tokenizer section (absent: `/1`). */
-    tokenizer?: TokenizerFiles;
-  },
+  meta: Lut4Meta,
+): Promise<{ bytes: number; sha256: string; crc32: number }> {
+  const { embed, head, layers, ...rest } = w;
+  const tables: Lut4Tables = {
+    ...rest,
+    head: head ? "separate" : "tied",
+    gains: layers.map((l) => ({ qGain: l.qGain, kGain: l.kGain })),
+  };
+  return writeLut4Streamed(path, w.shape, tables.head, meta, async (put) => {
+    await put(embed);
+    for (const l of layers) for (const m of [l.q, l.k, l.v, l.o, l.gate, l.up, l.down]) await put(m);
+    if (head) await put(head);
+    return tables;
+  });
+}
+
+/**
+ * Writes a lut4 file atomically with its matrices handed over one at a time: `produce` calls `put`
+ * with each matrix in file order (`inventory`), each written out before the next is made, and returns
+ * the tables. Only the header, built at the end, is held: the data section goes to a temporary file
+ * beside the target (its CRC-32 computed on the way), and the file is the framing, the header and
+ * that section copied after it. Bytes equal `writeLut4`'s for the same weights.
+ *
+ * @example
+ * ```ts
+ * await writeLut4Streamed("out/m.lut4", shape, "tied", meta, async (put) => {
+ *   for (const m of matrices) await put(m);
+ *   return tables;
+ * });
+ * ```
+ */
+export async function writeLut4Streamed(
+  path: string,
+  shape: Lut4Shape,
+  head: HeadMode,
+  meta: Lut4Meta,
+  produce: (put: (m: LutMatrix) => Promise<void>) => Promise<Lut4Tables>,
 ): Promise<{ bytes: number; sha256: string; crc32: number }> {
   // The reader requires both provenance keys: refuse here what could not be read back.
   if (typeof meta.source !== "string") {
@@ -158,11 +211,80 @@ export async function writeLut4(
   if (typeof quantizer !== "object" || quantizer === null || Array.isArray(quantizer)) {
     throw mismatch(path, "quantizer", "an object", JSON.stringify(quantizer));
   }
-  const { data, matrices, tables } = lut4DataSection(w);
-  const section = meta.tokenizer ? encodeTokenizerSection(meta.tokenizer) : undefined;
+  if (meta.calibration) checkCalibration(meta.calibration, path);
+  const tokenizer = meta.tokenizer ? encodeTokenizerSection(meta.tokenizer) : undefined;
+  const section = await openDataSection(path);
+  try {
+    const inv = inventory(shape, head), dims = matrixDims(shape);
+    const matrices: Lut4Header["matrices"] = [];
+    const tables = await produce(async (m) => {
+      const want = inv.matrices[matrices.length];
+      if (m.name !== want) throw mismatch(path, `matrices[${matrices.length}].name`, want, m.name);
+      const [rows, cols] = dims[want];
+      if (m.rows !== rows || m.cols !== cols) {
+        throw mismatch(path, m.name, `${rows} x ${cols}`, `${m.rows} x ${m.cols}`);
+      }
+      const nibbles = await section.put(m.nibbles), scales = await section.put(m.scales);
+      matrices.push({ name: m.name, rows, cols, exp_base: m.expBase, nibbles, scales });
+    });
+    if (matrices.length !== inv.matrices.length) {
+      throw mismatch(path, "matrices", `${inv.matrices.length} matrices for this shape`, matrices.length);
+    }
+    const tableList = await putTables(tables, section);
+    const header = lut4HeaderFor(
+      tables,
+      meta,
+      quantizer,
+      matrices,
+      tableList,
+      section.bytes(),
+      section.crc(),
+      tokenizer?.length,
+    );
+    return await section.writeFramed(framingOf(header), tokenizer);
+  } finally {
+    await section.abort();
+  }
+}
+
+// The tables in the header's order (exp, silu, RoPE, each layer's gains, the final gain), appended.
+async function putTables(w: Lut4Tables, section: DataSection): Promise<Lut4Header["tables"]> {
+  const tables: Lut4Header["tables"] = [];
+  const bytesOf = (a: Int16Array | Int32Array) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+  const table = async (name: string, a: Int16Array | Int32Array, exp: number) =>
+    tables.push({
+      name,
+      kind: a instanceof Int16Array ? "i16" : "i32",
+      length: a.length,
+      exp,
+      span: await section.put(bytesOf(a)),
+    });
+  await table("exp", w.exp, -TABLES.expQ);
+  await table("silu", w.silu, -TABLES.siluQ);
+  await table("rope_cos", w.ropeCos, -TABLES.ropeQ);
+  await table("rope_sin", w.ropeSin, -TABLES.ropeQ);
+  for (const [i, g] of w.gains.entries()) {
+    await table(`layers.${i}.q_gain`, g.qGain.values, g.qGain.exp);
+    await table(`layers.${i}.k_gain`, g.kGain.values, g.kGain.exp);
+  }
+  if (w.finalGain) await table("final_gain", w.finalGain.values, w.finalGain.exp);
+  return tables;
+}
+
+// The header a writer writes for these tables, spans and data section.
+function lut4HeaderFor(
+  w: Lut4Tables,
+  meta: Lut4Meta,
+  quantizer: Record<string, unknown>,
+  matrices: Lut4Header["matrices"],
+  tables: Lut4Header["tables"],
+  dataBytes: number,
+  dataCrc32: number,
+  tokenizerBytes: number | undefined,
+): Lut4Header {
   const s = w.shape;
-  const header: Lut4Header = {
-    schema: section ? LUT4_SCHEMA_TOKENIZER : LUT4_SCHEMA,
+  return {
+    schema: tokenizerBytes === undefined ? LUT4_SCHEMA : LUT4_SCHEMA_TOKENIZER,
     shape: {
       vocab: s.vocab,
       width: s.width,
@@ -176,7 +298,7 @@ export async function writeLut4(
     rope_theta: meta.ropeTheta,
     rms_norm_eps: meta.rmsNormEps,
     rms_eps: { mantissa: w.epsMantissa, exp: w.epsExp },
-    head: w.head ? "separate" : "tied",
+    head: w.head,
     exp_step_log2: TABLES.expStepLog2,
     exp_q: TABLES.expQ,
     silu_step_log2: TABLES.siluStepLog2,
@@ -185,90 +307,98 @@ export async function writeLut4(
     rope_q: TABLES.ropeQ,
     matrices,
     tables,
-    data_bytes: data.length,
-    data_crc32: crc32(data) >>> 0,
+    data_bytes: dataBytes,
+    data_crc32: dataCrc32,
     source: meta.source,
     quantizer,
     ...(meta.calibration ? { calibration: meta.calibration } : {}),
-    ...(section ? { tokenizer: { bytes: section.length } } : {}),
+    ...(tokenizerBytes === undefined ? {} : { tokenizer: { bytes: tokenizerBytes } }),
   };
-  if (header.calibration) checkCalibration(header.calibration, path);
-  const chunks = framedLut4(header, data);
-  if (section) chunks.push(section);
-  await writeAtomic(path, chunks);
-  const sha = createHash("sha256");
-  for (const c of chunks) sha.update(c);
+}
+
+/** A data section being written to a temporary file: spans appended, 64-aligned and zero-padded. */
+interface DataSection {
+  /** Appends bytes (then zeros up to a multiple of 64) and returns their span. */
+  put(bytes: Uint8Array): Promise<Span>;
+  bytes(): number;
+  crc(): number;
+  /**
+   * Writes the file atomically: `framing` (magic, length, header), then the section, then the tokenizer
+   * section when there is one; removes the temporary.
+   */
+  writeFramed(
+    framing: Uint8Array[],
+    tokenizer?: Uint8Array,
+  ): Promise<{ bytes: number; sha256: string; crc32: number }>;
+  /** Removes the temporary (a no-op once written). */
+  abort(): Promise<void>;
+}
+
+/** Bytes per read when the data section is copied into the file. */
+const COPY_CHUNK = 8 << 20;
+
+// The section goes to `path.data`'s atomic temporary (removed on every exit, and by the next writer if
+// this one is killed), which is never renamed: it is copied after the header and deleted.
+async function openDataSection(path: string): Promise<DataSection> {
+  const spool = `${path}.data`, spoolTemp = `${spool}.${process.pid}.tmp`;
+  const out = await openAtomic(spool);
+  let at = 0, crc = 0;
+  const zeros = new Uint8Array(ALIGN);
+  const append = async (b: Uint8Array) => {
+    await out.write(b);
+    crc = crc32(b, crc);
+    at += b.length;
+  };
   return {
-    bytes: chunks.reduce((n, c) => n + c.length, 0),
-    sha256: sha.digest("hex"),
-    crc32: header.data_crc32,
+    async put(bytes) {
+      const span = { offset: at, bytes: bytes.length };
+      await append(bytes);
+      if (align(at) > at) await append(zeros.subarray(0, align(at) - at));
+      return span;
+    },
+    bytes: () => at,
+    crc: () => crc >>> 0,
+    async writeFramed(framing, tokenizer) {
+      const file = await openAtomic(path), sha = createHash("sha256");
+      let bytes = 0;
+      try {
+        for (const c of framing) await file.write(c), sha.update(c), bytes += c.length;
+        const fh = await open(spoolTemp, "r");
+        try {
+          const buf = new Uint8Array(Math.min(COPY_CHUNK, Math.max(at, 1)));
+          for (let off = 0; off < at;) {
+            const { bytesRead } = await fh.read(buf, 0, Math.min(buf.length, at - off), off);
+            if (bytesRead === 0) throw new Error(`${spoolTemp}: ended at ${off} of ${at} bytes`);
+            const chunk = buf.subarray(0, bytesRead);
+            await file.write(chunk), sha.update(chunk);
+            off += bytesRead, bytes += bytesRead;
+          }
+        } finally {
+          await fh.close();
+        }
+        if (tokenizer) await file.write(tokenizer), sha.update(tokenizer), bytes += tokenizer.length;
+        await file.commit();
+      } catch (e) {
+        await file.abort();
+        throw e;
+      }
+      return { bytes, sha256: sha.digest("hex"), crc32: crc >>> 0 };
+    },
+    abort: () => out.abort(),
   };
 }
 
-// The data section a writer lays out: every matrix's nibbles and scales, then every table, each span
-// 64-aligned and zero-padded, in the order the header lists them.
-function lut4DataSection(
-  w: Lut4Weights,
-): { data: Uint8Array; matrices: Lut4Header["matrices"]; tables: Lut4Header["tables"] } {
-  const chunks: Uint8Array[] = [];
-  let at = 0;
-  const put = (bytes: Uint8Array): Span => {
-    const span = { offset: at, bytes: bytes.length };
-    chunks.push(bytes);
-    const padded = align(bytes.length);
-    if (padded > bytes.length) chunks.push(new Uint8Array(padded - bytes.length));
-    at += padded;
-    return span;
-  };
-  const matrices: Lut4Header["matrices"] = [];
-  const mat = (m: LutMatrix) =>
-    matrices.push({
-      name: m.name,
-      rows: m.rows,
-      cols: m.cols,
-      exp_base: m.expBase,
-      nibbles: put(m.nibbles),
-      scales: put(m.scales),
-    });
-  mat(w.embed);
-  for (const l of w.layers) for (const m of [l.q, l.k, l.v, l.o, l.gate, l.up, l.down]) mat(m);
-  if (w.head) mat(w.head);
-  const tables: Lut4Header["tables"] = [];
-  const bytesOf = (a: Int16Array | Int32Array) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
-  const table = (name: string, a: Int16Array | Int32Array, exp: number) =>
-    tables.push({
-      name,
-      kind: a instanceof Int16Array ? "i16" : "i32",
-      length: a.length,
-      exp,
-      span: put(bytesOf(a)),
-    });
-  table("exp", w.exp, -TABLES.expQ);
-  table("silu", w.silu, -TABLES.siluQ);
-  table("rope_cos", w.ropeCos, -TABLES.ropeQ);
-  table("rope_sin", w.ropeSin, -TABLES.ropeQ);
-  w.layers.forEach((l, i) => {
-    table(`layers.${i}.q_gain`, l.qGain.values, l.qGain.exp);
-    table(`layers.${i}.k_gain`, l.kGain.values, l.kGain.exp);
-  });
-  if (w.finalGain) table("final_gain", w.finalGain.values, w.finalGain.exp);
-  const data = new Uint8Array(at);
-  let o = 0;
-  for (const c of chunks) data.set(c, o), o += c.length;
-  return { data, matrices, tables };
-}
-
-// The file's bytes: magic, header length, the JSON header padded with spaces (still JSON) so that the
-// data section starts on a 64-byte boundary, then the data section. The padding counts UTF-8 bytes: a
+// The file's first bytes: magic, header length, the JSON header padded with spaces (still JSON) so that
+// the data section (which follows) starts on a 64-byte boundary. The padding counts UTF-8 bytes: a
 // `source` with a non-ASCII character is longer in bytes than in characters.
-function framedLut4(header: Lut4Header, data: Uint8Array): Uint8Array[] {
+function framingOf(header: Lut4Header): Uint8Array[] {
   const json = new TextEncoder().encode(JSON.stringify(header));
   const headBytes = new Uint8Array(align(16 + json.length) - 16).fill(0x20);
   headBytes.set(json);
   const prefix = new Uint8Array(16);
   prefix.set(new TextEncoder().encode(LUT4_MAGIC));
   new DataView(prefix.buffer).setBigUint64(8, BigInt(headBytes.length), true);
-  return [prefix, headBytes, data];
+  return [prefix, headBytes];
 }
 
 /** The largest KV cache (keys, values and their exponents, bytes) a lut4 file of `fileBytes` may imply. */
@@ -906,45 +1036,65 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
         return { field, expected: "a multiple of 32 (one scale per 32 weights)", found: `${n}` };
       }
     }
-    // The reader's limit (the RoPE tables and the KV cache are sized from it): never write what it refuses.
-    if (config.max_position_embeddings > MAX_LUT4_POSITIONS) {
-      const expected = `at most ${MAX_LUT4_POSITIONS} (the RoPE tables and KV cache are sized from it)`;
-      return { field: "max_position_embeddings", expected, found: `${config.max_position_embeddings}` };
-    }
+    // More positions than the reader's limit are capped, not refused (lut4ShapeOf; the summary says so).
     return null;
   },
   async write(path, input, options): Promise<WriteResult> {
-    const tensors: Tensor[] = [];
-    for (const [i, src] of input.tensors.entries()) {
-      tensors.push(await materialize(src));
-      options.onProgress?.(i + 1, input.tensors.length);
-    }
+    const { config } = input;
     const head: HeadMode = options.dtype === "q4-head" ? "separate" : "tied";
-    // Calibration, when handed one: GPTQ error feedback on the calibration inputs (formats/lut4.md).
-    const cal = await options.calibrate?.(input.config, tensors);
-    const { weights, errors } = quantizeModel(input.config, tensors, { head, covariance: cal?.covariance });
-    const r = await writeLut4(path, weights, {
+    let params = 0;
+    for (const t of input.tensors) params += numel(t.dims);
+    // Calibration runs the float model over every tensor, so it alone needs them all in memory; plain
+    // rounding reads one matrix at a time, a block of rows at a time (formats/lut4.md, "The quantizer").
+    let sources = input.tensors, cal: Lut4Calibration | undefined;
+    if (options.calibrate) {
+      const tensors = await Promise.all(input.tensors.map(materialize));
+      // Calibration, when handed one: GPTQ error feedback on the calibration inputs (formats/lut4.md).
+      cal = await options.calibrate(config, tensors);
+      sources = tensors.map(tensorSource);
+    }
+    const stored: HeadMode = head === "tied" && config.tie_word_embeddings ? "tied" : "separate";
+    let errors: TensorError[] = [], done = 0;
+    const meta = {
       source: input.source,
-      ropeTheta: input.config.rope_theta,
-      rmsNormEps: input.config.rms_norm_eps,
+      ropeTheta: config.rope_theta,
+      rmsNormEps: config.rms_norm_eps,
       quantizer: cal
         ? { head, scale_search: "gptq", grid: "(16+m)*2^(e-4)", damp: GPTQ_DAMP }
         : { head, scale_search: "mse", grid: "(16+m)*2^(e-4)" },
       calibration: cal?.record,
       ...(input.tokenizer ? { tokenizer: input.tokenizer } : {}),
-    });
-    let params = 0;
-    for (const t of tensors) params += t.data.length;
+    };
+    // Workers only where a matrix spans several blocks of rows: a small model is not worth starting them.
+    const size = input.tensors.some((t) => numel(t.dims) > BLOCK_VALUES) ? defaultPoolSize() : 0;
+    const pool = size > 0 ? quantizePool(size) : undefined;
+    const r = await writeLut4Streamed(path, lut4ShapeOf(config), stored, meta, async (put) => {
+      const opts = { head, covariance: cal?.covariance, pool };
+      const out = await quantizeModelStreamed(config, sources, opts, async (m) => {
+        await put(m);
+        // In values, as the export CLI counts a writer's progress.
+        options.onProgress?.(done += m.rows * m.cols, params);
+      });
+      errors = out.errors;
+      return out.tables;
+    }).finally(() => pool?.close());
+    options.onProgress?.(params, params);
     const worst = errors.reduce((a, b) => (b.relRmse > a.relRmse ? b : a));
     const mean = errors.reduce((s, e) => s + e.relRmse, 0) / errors.length;
     return {
       file: path,
       bytes: r.bytes,
       params,
-      tensors: tensors.length,
+      tensors: input.tensors.length,
       sha256: r.sha256,
       data_crc32: r.crc32,
       head,
+      ...(config.max_position_embeddings > MAX_LUT4_POSITIONS
+        ? {
+          positions:
+            `${MAX_LUT4_POSITIONS} (the config's ${config.max_position_embeddings} capped at lut4's limit)`,
+        }
+        : {}),
       // One line, as the export CLI prints each detail; the header keeps the record as an object.
       ...(cal ? { calibration: calibrationLine(cal.record) } : {}),
       rounding: `relative RMS error ${mean.toFixed(4)} mean, ${

@@ -101,13 +101,16 @@ async function nodeLlamaCpp(): Promise<NodeLlamaCpp> {
 
 let shared: Promise<Llama> | undefined;
 
-/** The one CPU llama.cpp instance of this process, at most one thread, warnings only. */
-export function cpuLlama(): Promise<Llama> {
+/**
+ * The one CPU llama.cpp instance of this process, warnings only, at most `maxThreads` threads (1 unless
+ * the first call asks for more: the instance is made once, by the first call).
+ */
+export function cpuLlama(maxThreads = 1): Promise<Llama> {
   shared ??= nodeLlamaCpp().then(({ getLlama, LlamaLogLevel }) =>
     getLlama({
       gpu: false,
       build: "never",
-      maxThreads: 1,
+      maxThreads,
       logLevel: LlamaLogLevel.error,
       progressLogs: false,
     })
@@ -124,6 +127,8 @@ export interface LlamaGgufOptions {
   kvCache?: "F32" | "F16";
   /** Context size in tokens (default 512; llama.cpp rounds it up to a multiple of 256). */
   contextSize?: number;
+  /** Threads the context computes with (default 1; the process's instance must allow as many). */
+  threads?: number;
 }
 
 /** A GGUF loaded into llama.cpp. */
@@ -145,15 +150,15 @@ export interface LlamaGguf {
   close(): Promise<void>;
 }
 
-/** Loads a GGUF file into llama.cpp on the CPU, one thread. */
+/** Loads a GGUF file into llama.cpp on the CPU, one thread unless `opts.threads` says more. */
 export async function openLlamaGguf(path: string, opts: LlamaGgufOptions = {}): Promise<LlamaGguf> {
-  const llama = await cpuLlama();
+  const llama = await cpuLlama(opts.threads ?? 1);
   const model = await llama.loadModel({ modelPath: path, gpuLayers: 0 });
   const kv = opts.kvCache ?? "F32";
   const context = await model.createContext({
     contextSize: opts.contextSize ?? 512,
     batchSize: opts.contextSize ?? 512,
-    threads: 1,
+    threads: opts.threads ?? 1,
     sequences: 1,
     flashAttention: false,
     experimentalKvCacheKeyType: kv,

@@ -11,6 +11,7 @@ import {
   LUT4_SCHEMA,
   LUT4_SCHEMA_TOKENIZER,
   lut4Format,
+  MAX_LUT4_POSITIONS,
   readLut4,
   writeLut4,
 } from "../formats/lut4.ts";
@@ -77,11 +78,11 @@ test("lut4: the tokenizer byte for byte in schema /2; the same weights as the /1
   expect(readFileSync(plain).length).toBe(readFileSync(out).length - header.tokenizer!.bytes);
 });
 
-test("lut4 refuses, before writing, a model with more positions than a lut4 file holds", async () => {
+test("lut4 caps a model's positions at its limit (Qwen3's 40960), and says so", async () => {
   const src = await qwen3Folder({ shape: { ...SHAPE, max_position_embeddings: 40960 }, seed: 5 });
-  const out = join(dir, "never", "q.q4.lut4");
-  await expect(exportCheckpoint({ input: src, output: out, format: "lut4" })).rejects.toMatchObject({
-    field: "max_position_embeddings",
-  });
-  expect(existsSync(join(dir, "never"))).toBe(false);
+  const out = join(dir, "capped.q4.lut4");
+  const s = await exportCheckpoint({ input: src, output: out, format: "lut4" });
+  expect(String(s.positions)).toContain("40960 capped");
+  const { config } = await lut4Format.read(out);
+  expect(config.max_position_embeddings).toBe(MAX_LUT4_POSITIONS);
 });
