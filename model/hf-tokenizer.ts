@@ -247,6 +247,7 @@ export function hfTokenizer(files: TokenizerFiles, where: string): Tokenizer {
   const isDropped = (id: number, keep: boolean | undefined) => !keep && specialSet.has(id);
   return {
     kind: "bpe",
+    files,
     size,
     bos,
     eos,

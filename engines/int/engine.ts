@@ -27,7 +27,8 @@ import type {
   TokenLogprobs,
 } from "../../model/engine.ts";
 import { FormatError } from "../../model/error.ts";
-import { neverSampled } from "../../model/sample.ts";
+import { neverSampled, type SpecialIds } from "../../model/sample.ts";
+import { byteTokenizer } from "../../model/tokenizer.ts";
 import { checkSampling, checkSeed } from "../../model/sampling.ts";
 import { tensorSource } from "../../model/tensor.ts";
 import type { FormatDescriptor } from "../../formats/format.ts";
@@ -82,15 +83,19 @@ export function sessionShape(file: Lut4File): SessionShape {
  * Builds the integer engine from a read lut4 file. Its projections run on WebAssembly SIMD where the
  * runtime has it (`simd: false` forces the TypeScript kernels); the integers are the same either way.
  */
-export function intEngineFromFile(file: Lut4File, opts: { simd?: boolean } = {}): Engine {
+export function intEngineFromFile(
+  file: Lut4File,
+  opts: { simd?: boolean; specials?: SpecialIds } = {},
+): Engine {
   const model = buildIntModel(file.weights);
   if (opts.simd !== false) serveOnSimd(model);
   const shape = sessionShape(file);
-  const scratch = samplerScratch(model.vocab, model.exp, neverSampled(file.config));
+  const scratch = samplerScratch(model.vocab, model.exp, neverSampled(file.config, opts.specials));
   return {
     kind: "int",
     config: file.config,
     source: file.path,
+    tokenizer: byteTokenizer, // engines/mod.ts loadEngine sets the model's own
     start() {
       const st = newState(model);
       seedRng(st.rng, 0, 0);
@@ -207,12 +212,18 @@ function intSession(
 export async function intEngineFactory(
   path: string,
   format: FormatDescriptor,
-  options: { onProgress?: (done: number, total: number) => void; onNote?: (line: string) => void } = {},
+  options: {
+    onProgress?: (done: number, total: number) => void;
+    onNote?: (line: string) => void;
+    specials?: SpecialIds;
+  } = {},
 ): Promise<Engine> {
-  if (format.weights === "lut4") return await loadIntEngine(path);
+  if (format.weights === "lut4") {
+    return intEngineFromFile(await readLut4(path), { specials: options.specials });
+  }
   const file = await quantizeOnLoad(path, format, options);
   options.onNote?.(`quantized ${path} to lut4 on load (as export --format lut4 would)`);
-  return intEngineFromFile(file);
+  return intEngineFromFile(file, { specials: options.specials });
 }
 
 /** Loads a lut4 file onto the integer engine. */
