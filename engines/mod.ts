@@ -25,6 +25,7 @@ import { formatOf } from "../formats/mod.ts";
 import type { FormatDescriptor } from "../formats/format.ts";
 import { type SpecialIds, specialIds } from "../model/sample.ts";
 import { loadTokenizer } from "../model/tokenizer.ts";
+import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 
 /** What a factory is told besides the path: progress, where to send notes, the float kernels. */
 export interface EngineLoadOptions {
@@ -42,6 +43,11 @@ export interface EngineLoadOptions {
    * `neverSampled`); absent for a byte model. `loadEngine` sets it from the tokenizer it reads.
    */
   specials?: SpecialIds;
+  /**
+   * Tokenizer files to use instead of the ones the export carries (`chat --tokenizer DIR` for an export
+   * without them; a server's slot workers get their server's).
+   */
+  tokenizer?: TokenizerFiles;
 }
 
 /**
@@ -149,7 +155,7 @@ export async function loadEngine(
       found: name,
     });
   }
-  const files = await format.readTokenizer?.(path);
+  const files = options.tokenizer ?? await format.readTokenizer?.(path);
   const tokenizer = loadTokenizer(files, path);
   const factory = await ENGINES[name].factory();
   const specials = files === undefined ? undefined : specialIds(tokenizer);
