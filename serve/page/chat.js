@@ -5,7 +5,7 @@
 // with it, so the server reads only the new turn.
 import { ApiError, complete, countTokens, modelInfo, sessionUrl, uploadSession } from "./api.js";
 import { renderInto } from "./markdown.js";
-import { button, messageItem } from "./view.js";
+import { button, messageItem, reasoningInto } from "./view.js";
 import { followLog } from "./follow.js";
 import { deleteConversation, listConversations, newConversation, saveConversation } from "./store.js";
 
@@ -160,12 +160,17 @@ async function stream(msg, li, signal) {
   let session = sessionFor(conv, drop);
   let first = 0;
   msg.stats = { tokens: 0 };
-  const onPiece = (piece) => {
+  const onPiece = (piece, kind) => {
     first ||= performance.now();
     msg.stats.tokens++;
     msg.stats.tps = rate(msg.stats.tokens, first);
-    msg.content += piece;
-    renderInto(li.querySelector(".content"), msg.content);
+    if (kind === "reasoning") {
+      msg.reasoning = (msg.reasoning ?? "") + piece;
+      reasoningInto(li, msg.reasoning);
+    } else {
+      msg.content += piece;
+      renderInto(li.querySelector(".content"), msg.content);
+    }
     stats.textContent = `${statusLine(msg.stats)} · generating`;
     follow();
   };
