@@ -38,7 +38,8 @@ const encoder = new TextEncoder();
 export function encode(text: string, opts: { bos?: boolean } = {}): number[] {
   const bytes = encoder.encode(text);
   const ids = opts.bos ? [BOS] : [];
-  for (const b of bytes) ids.push(b);
+  // An index loop: for-of over a typed array is several times slower on Bun.
+  for (let i = 0; i < bytes.length; i++) ids.push(bytes[i]);
   return ids;
 }
 
