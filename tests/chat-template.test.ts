@@ -1,10 +1,12 @@
 // Qwen3's real chat template rendered by model/chat-template.ts gives what transformers'
 // apply_chat_template gives (the expected strings follow the template's own logic); thinking on and off,
 // history with and without reasoning, and refusals naming the file and the field.
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { chatTemplateOf } from "../model/chat-template.ts";
 import { FormatError } from "../model/error.ts";
 import { QWEN3_TOKENIZER_DIR, qwen3TokenizerFiles } from "./helpers/tokenizer-check.ts";
+
+setDefaultTimeout(20_000);
 
 const files = qwen3TokenizerFiles();
 const qwen3 = chatTemplateOf(files, QWEN3_TOKENIZER_DIR)!;
