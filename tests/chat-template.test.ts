@@ -1,9 +1,11 @@
 // Qwen3's real chat template rendered by model/chat-template.ts gives what transformers'
 // apply_chat_template gives (the expected strings follow the template's own logic); thinking on and off,
-// history with and without reasoning, and refusals naming the file and the field.
+// history with and without reasoning, and refusals naming the file and the field; Deno renders the same.
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { spawnSync } from "node:child_process";
 import { chatTemplateOf } from "../model/chat-template.ts";
 import { FormatError } from "../model/error.ts";
+import { withoutDenoDownloads } from "./helpers/deno.ts";
 import { QWEN3_TOKENIZER_DIR, qwen3TokenizerFiles } from "./helpers/tokenizer-check.ts";
 
 setDefaultTimeout(20_000);
@@ -101,4 +103,24 @@ describe("where templates come from, and refusals", () => {
     expect(refusal(() => chatTemplateOf({ ...files, "tokenizer_config.json": notString }, "m/")).field)
       .toBe("chat_template");
   });
+});
+
+test("Deno renders the same text as Bun", () => {
+  const messages = [
+    { role: "system", content: "S" },
+    { role: "user", content: "Q1" },
+    { role: "assistant", content: "<think>\nhmm\n</think>\n\nA1" },
+    { role: "user", content: "Q2 你好 👋" },
+  ];
+  const script = `
+    import { chatTemplateOf } from "./model/chat-template.ts";
+    import { qwen3TokenizerFiles, QWEN3_TOKENIZER_DIR } from "./tests/helpers/tokenizer-check.ts";
+    const t = chatTemplateOf(qwen3TokenizerFiles(), QWEN3_TOKENIZER_DIR)!;
+    console.log(JSON.stringify(t.render(${
+    JSON.stringify(messages)
+  }, { kwargs: { enable_thinking: false } })));
+  `;
+  const run = spawnSync("deno", ["eval", "--ext=ts", script], { encoding: "utf8" });
+  expect(withoutDenoDownloads(run.stderr)).toBe("");
+  expect(JSON.parse(run.stdout)).toBe(qwen3.render(messages, { kwargs: { enable_thinking: false } }));
 });

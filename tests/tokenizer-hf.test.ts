@@ -7,6 +7,7 @@ import { spawnSync } from "node:child_process";
 import { checkTokenizer, QWEN3_TOKENIZER_DIR, qwen3TokenizerFiles } from "./helpers/tokenizer-check.ts";
 import { byteTokenizer, loadTokenizer } from "../model/tokenizer.ts";
 import { FormatError } from "../model/error.ts";
+import { neverSampled, specialIds } from "../model/sample.ts";
 import { withoutDenoDownloads } from "./helpers/deno.ts";
 
 setDefaultTimeout(60_000);
@@ -39,6 +40,13 @@ describe("the Qwen3 tokenizer", () => {
     expect(tok.specials).toContain(151644); // <|im_start|>
     expect(tok.specials).not.toContain(151667); // <think> is an added token, not a special one
     expect(tok.encode("x", { bos: true })).toEqual(tok.encode("x"));
+  });
+
+  test("never sampled: the specials but the EOS set, and the padding ids up to the model's vocab", () => {
+    const never = neverSampled({ vocab_size: 151936 }, specialIds(tok));
+    expect([never[151644], never[151656], never[151669], never[151935]]).toEqual([1, 1, 1, 1]);
+    expect([never[151643], never[151645], never[151667], never[9707]]).toEqual([0, 0, 0, 0]);
+    expect(never.reduce((n, x) => n + x, 0)).toBe(151936 - 151669 + 12); // 14 specials, 2 of them EOS
   });
 
   test("digits are one piece each; a split character is held back until it completes", () => {
