@@ -84,7 +84,14 @@ export async function complete(request, onChunk, signal) {
   if (request.session) body.session = request.session;
   if (request.saveSession) body.save_session = true;
   const res = await post("/v1/chat/completions", body, signal);
-  const out = { content: "", reasoning: "", finish: null, usage: undefined, seed: undefined, session: undefined };
+  const out = {
+    content: "",
+    reasoning: "",
+    finish: null,
+    usage: undefined,
+    seed: undefined,
+    session: undefined,
+  };
   await readEvents(res.body, (data) => {
     if (data === "[DONE]") return;
     const chunk = JSON.parse(data);
