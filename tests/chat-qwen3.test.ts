@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadEngine } from "../engines/mod.ts";
 import { generateAll } from "../model/generate.ts";
+import { FormatError } from "../model/error.ts";
 import type { Engine, EngineSession } from "../model/engine.ts";
 import { createApp } from "../serve/app.ts";
 import { qwen3Folder } from "./helpers/qwen3-folder.ts";
@@ -158,6 +159,27 @@ describe("reasoning_content and the EOS set", () => {
     });
     expect(r.body.choices[0].message).toEqual({ role: "assistant", content: "Plain answer." });
   });
+});
+
+test("a tokenizer with more ids than the model's vocab is refused by loadEngine", async () => {
+  const small = await qwen3Folder({
+    shape: {
+      vocab_size: 1000,
+      hidden_size: 64,
+      intermediate_size: 192,
+      num_hidden_layers: 1,
+      num_attention_heads: 4,
+      num_key_value_heads: 2,
+      head_dim: 16,
+      tie_word_embeddings: true,
+      max_position_embeddings: 128,
+      rope_theta: 1_000_000,
+    },
+  });
+  const refusal = await loadEngine(small, "float", { tokenizer: qwen3TokenizerFiles() }).catch((e) => e);
+  expect(refusal).toBeInstanceOf(FormatError);
+  expect(refusal.field).toBe("vocab_size");
+  expect(refusal.message).toContain("151669 ids, more than the model's 1000");
 });
 
 /** `scripts/chat.ts` on `args` under `runtime`, until it prints its URL. */
