@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { loadEngine } from "../engines/mod.ts";
 import { generateAll } from "../model/generate.ts";
 import { FormatError } from "../model/error.ts";
+import { bitsPerByte, tokenWindowBits } from "../measure/metrics.ts";
 import type { Engine, EngineSession } from "../model/engine.ts";
 import { createApp } from "../serve/app.ts";
 import { qwen3Folder } from "./helpers/qwen3-folder.ts";
@@ -159,6 +160,18 @@ describe("reasoning_content and the EOS set", () => {
     });
     expect(r.body.choices[0].message).toEqual({ role: "assistant", content: "Plain answer." });
   });
+});
+
+test("held-out bits per byte of a BPE model are over its own tokens", async () => {
+  const window = new TextEncoder().encode(
+    "The jury said it did find that many of the registration practices.",
+  );
+  const r = await tokenWindowBits(engine, window);
+  const ids = engine.tokenizer.encode(new TextDecoder().decode(window));
+  expect(r.bytes).toBe(window.length - engine.tokenizer.tokenBytes(ids[0]).length);
+  expect(r.bits).toBeGreaterThan(0);
+  const bpb = await bitsPerByte(engine, [window, window]);
+  expect(bpb).toBeCloseTo(r.bits / r.bytes, 9);
 });
 
 test("a tokenizer with more ids than the model's vocab is refused by loadEngine", async () => {
