@@ -24,7 +24,7 @@ import { CheckpointError, isCheckpointFile } from "../formats/checkpoint.ts";
 import { formatOf } from "../formats/mod.ts";
 import type { FormatDescriptor } from "../formats/format.ts";
 import { type SpecialIds, specialIds } from "../model/sample.ts";
-import { loadTokenizer } from "../model/tokenizer.ts";
+import { loadTokenizer } from "../model/hf-tokenizer.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 
 /** What a factory is told besides the path: progress, where to send notes, the float kernels. */

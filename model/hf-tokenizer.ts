@@ -5,7 +5,8 @@
  * through the GPT-2 byte table, so that a streaming decoder can hold back a UTF-8 character a token
  * boundary splits. The special ids come from the files: every added token marked special,
  * tokenizer_config.json's `eos_token`, `pad_token` and `bos_token`, and generation_config.json's
- * `eos_token_id` list (Qwen3 stops at `<|im_end|>` and `<|endoftext|>`).
+ * `eos_token_id` list (Qwen3 stops at `<|im_end|>` and `<|endoftext|>`). `loadTokenizer` is the one
+ * way from a model's files (or none: the byte tokenizer) to its `Tokenizer`.
  *
  * @example
  * ```ts
@@ -18,6 +19,7 @@
 import { Tokenizer as HfLibTokenizer } from "@huggingface/tokenizers";
 import { BYTE_CHARS } from "./byte-chars.ts";
 import { FormatError } from "./error.ts";
+import { byteTokenizer } from "./tokenizer.ts";
 import type { EncodeOptions, Tokenizer, TokenizerFiles } from "./tokenizer-types.ts";
 
 /** One added token as tokenizer.json lists it (only the fields ferry reads). */
@@ -288,4 +290,21 @@ export function hfTokenizer(files: TokenizerFiles, where: string): Tokenizer {
       return name;
     },
   };
+}
+
+/**
+ * The tokenizer of a model's files: none (a model without them) is the byte tokenizer, files are a
+ * Hugging Face byte-level BPE (model/hf-tokenizer.ts). Bad files are refused with a `FormatError`
+ * naming `where` (the folder or export they came from), the file and the field.
+ *
+ * @example
+ * ```ts
+ * loadTokenizer(undefined, "out/ferry.bf16.dmexp").kind;     // "byte"
+ * loadTokenizer(files, "models/qwen3/").eos;                 // [151645, 151643]
+ * ```
+ */
+export function loadTokenizer(files: TokenizerFiles | undefined, where: string): Tokenizer {
+  if (files === undefined) return byteTokenizer;
+  const sep = where === "" || where.endsWith("/") || where.endsWith(":") ? "" : "/";
+  return hfTokenizer(files, where + sep);
 }

@@ -1,7 +1,8 @@
 /**
  * The byte tokenizer: ids 0-255 are the bytes of UTF-8 text, then BOS = 256 and EOS = 257.
- * Any text round-trips. Also the one way to a model's `Tokenizer` (model/tokenizer-types.ts):
- * `byteTokenizer`, and `loadTokenizer` for a model's own files.
+ * Any text round-trips. `byteTokenizer` is the same behind the one `Tokenizer` interface
+ * (model/tokenizer-types.ts); a model's own files are loaded by model/hf-tokenizer.ts `loadTokenizer`.
+ * This module imports no package, so the browser tab's worker can load it as it is.
  *
  * @example
  * ```ts
@@ -11,8 +12,7 @@
  * @module
  */
 
-import { hfTokenizer } from "./hf-tokenizer.ts";
-import type { EncodeOptions, Tokenizer, TokenizerFiles } from "./tokenizer-types.ts";
+import type { EncodeOptions, Tokenizer } from "./tokenizer-types.ts";
 
 /** Beginning-of-sequence id. */
 export const BOS = 256;
@@ -103,20 +103,3 @@ export const byteTokenizer: Tokenizer = Object.freeze(
     tokenText: byteTokenText,
   } as const,
 );
-
-/**
- * The tokenizer of a model's files: none (a model without them) is the byte tokenizer, files are a
- * Hugging Face byte-level BPE (model/hf-tokenizer.ts). Bad files are refused with a `FormatError`
- * naming `where` (the folder or export they came from), the file and the field.
- *
- * @example
- * ```ts
- * loadTokenizer(undefined, "out/ferry.bf16.dmexp").kind;     // "byte"
- * loadTokenizer(files, "models/qwen3/").eos;                 // [151645, 151643]
- * ```
- */
-export function loadTokenizer(files: TokenizerFiles | undefined, where: string): Tokenizer {
-  if (files === undefined) return byteTokenizer;
-  const sep = where === "" || where.endsWith("/") || where.endsWith(":") ? "" : "/";
-  return hfTokenizer(files, where + sep);
-}

@@ -13,7 +13,7 @@
  * @module
  */
 import type { Engine, EngineSession } from "../model/engine.ts";
-import { type ChatTemplate, chatTemplateOf } from "../model/chat-template.ts";
+import type { ChatTemplate } from "../model/chat-template.ts";
 import { byteTokenizer } from "../model/tokenizer.ts";
 import type { Tokenizer } from "../model/tokenizer-types.ts";
 import { ApiError } from "./errors.ts";
@@ -63,19 +63,18 @@ export interface ServerContext {
 }
 
 /**
- * The context for `opts`, every default filled in. A chat template that does not parse is refused here,
- * with a `FormatError` naming its file and field.
+ * The context for `opts`, every default filled in, with the model's parsed chat template (serve/app.ts
+ * parses it; this module imports no template engine, so the browser tab's worker can load it).
  */
-export function createServerContext(opts: ChatAppOptions): ServerContext {
+export function createServerContext(opts: ChatAppOptions, template?: ChatTemplate): ServerContext {
   const { engine } = opts;
   const tokenizer = engine.tokenizer ?? byteTokenizer;
-  const where = engine.source.endsWith("/") ? engine.source : `${engine.source}/`;
   const canRestore = typeof engine.restore === "function";
   const slots = opts.slots ?? createSlots(engine, { queueLimit: opts.queueLimit ?? 8 });
   return {
     engine,
     tokenizer,
-    template: chatTemplateOf(tokenizer.files, where),
+    template,
     sessions: canRestore ? opts.sessions : undefined,
     slots,
     load: () => slots.load(),

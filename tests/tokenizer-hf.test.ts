@@ -11,7 +11,8 @@ import {
   qwen3TokenizerFiles,
   sampleTexts,
 } from "./helpers/tokenizer-check.ts";
-import { byteTokenizer, loadTokenizer } from "../model/tokenizer.ts";
+import { byteTokenizer } from "../model/tokenizer.ts";
+import { loadTokenizer } from "../model/hf-tokenizer.ts";
 import { FormatError } from "../model/error.ts";
 import { neverSampled, specialIds } from "../model/sample.ts";
 import { withoutDenoDownloads } from "./helpers/deno.ts";

@@ -13,7 +13,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { cli, EXIT_USAGE, fail, run } from "../cli.ts";
-import { loadTokenizer } from "../../model/tokenizer.ts";
+import { loadTokenizer } from "../../model/hf-tokenizer.ts";
 import { brownDir } from "../../model/corpus.ts";
 
 const HELP = `

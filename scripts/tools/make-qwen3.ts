@@ -391,12 +391,41 @@ Options:
   --seed N            the random seed (default 1)
   --peaked            scale the weights so greedy decoding is far from ties
   --dtype D           bf16 or f32 (default bf16)
+  --shape-json JSON   config fields over the shape's, e.g. '{"hidden_size":128,"vocab_size":300}'
   --shard-mb N        split the weights into shards of about N MB (index.json beside them)
+  --shard-bytes N     the same in bytes
   --tokenizer DIR     copy tokenizer.json, tokenizer_config.json (and chat_template.jinja) from DIR
                       (default: the real Qwen3 tokenizer for Qwen3's vocabulary, none otherwise)
+  --no-tokenizer      write no tokenizer files (a byte model's folder)
   --json              print what was written as JSON
   -h, --help          this help
 `;
+
+/** `--shape-json`: an object of known shape fields with values of the right type. */
+function shapeJson(
+  text: string | undefined,
+  fail: (message: string, code?: number) => never,
+  usage: number,
+): Partial<Qwen3Shape> {
+  if (text === undefined) return {};
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    fail(`--shape-json: not JSON: ${text}`, usage);
+  }
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
+    fail("--shape-json: expected an object", usage);
+  }
+  const known = QWEN3_SHAPES.reduced;
+  for (const [key, value] of Object.entries(raw)) {
+    if (!Object.hasOwn(known, key)) fail(`--shape-json: unknown field ${key}`, usage);
+    if (typeof value !== typeof known[key as keyof Qwen3Shape]) {
+      fail(`--shape-json: ${key} must be a ${typeof known[key as keyof Qwen3Shape]}`, usage);
+    }
+  }
+  return raw as Partial<Qwen3Shape>;
+}
 
 async function main(): Promise<void> {
   const { cli, fail, progress, EXIT_USAGE } = await import("../cli.ts");
@@ -407,11 +436,14 @@ async function main(): Promise<void> {
     seed: { type: "string", default: "1" },
     peaked: { type: "boolean", default: false },
     dtype: { type: "string", default: "bf16", choices: ["bf16", "f32"] },
+    "shape-json": { type: "string" },
     "shard-mb": { type: "string" },
+    "shard-bytes": { type: "string" },
     tokenizer: { type: "string" },
+    "no-tokenizer": { type: "boolean", default: false },
     json: { type: "boolean", default: false },
   });
-  if (!values.out) fail("--out DIR is required (see --help)", EXIT_USAGE);
+  const out = resolve(values.out ?? fail("--out DIR is required (see --help)", EXIT_USAGE));
   const int = (flag: string, v: string | undefined) => {
     if (v === undefined) return undefined;
     const n = Number(v);
@@ -420,16 +452,18 @@ async function main(): Promise<void> {
   };
   const base = resolveShape(values.shape);
   const layers = int("layers", values.layers);
-  const shape = { ...base, num_hidden_layers: layers ?? base.num_hidden_layers };
+  const shape = { ...base, ...shapeJson(values["shape-json"], fail, EXIT_USAGE) };
+  if (layers) shape.num_hidden_layers = layers;
   const mb = int("shard-mb", values["shard-mb"]);
+  const bytes = int("shard-bytes", values["shard-bytes"]);
   let bar: ReturnType<typeof progress> | undefined, shown = 0;
-  const result = await makeQwen3Folder(resolve(values.out), {
+  const result = await makeQwen3Folder(out, {
     shape,
     seed: int("seed", values.seed),
     peaked: values.peaked,
     dtype: values.dtype as "bf16" | "f32",
-    shardBytes: mb === undefined ? undefined : mb * 1e6,
-    tokenizerDir: values.tokenizer,
+    shardBytes: bytes ?? (mb === undefined ? undefined : mb * 1e6),
+    tokenizerDir: values["no-tokenizer"] ? null : values.tokenizer,
     onProgress: values.json ? undefined : (done, total) => {
       bar ??= progress("weights", total, { unit: "param" });
       bar.tick(done - shown);
@@ -437,7 +471,7 @@ async function main(): Promise<void> {
     },
   });
   bar?.done();
-  if (values.json) console.log(JSON.stringify({ dir: resolve(values.out), shape, ...result }));
+  if (values.json) console.log(JSON.stringify({ dir: out, shape, ...result }));
   else {console.log(
       `${values.out}: ${result.params.toLocaleString("en")} parameters in ${result.files.join(", ")}`,
     );}

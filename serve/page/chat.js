@@ -3,7 +3,9 @@
 // server. The whole history is sent with each turn, trimmed of its oldest turns when it would not fit
 // the model's context; where the server keeps sessions, the id of the state after the last reply goes
 // with it, so the server reads only the new turn.
-import { ApiError, complete, countTokens, modelInfo, sessionUrl, uploadSession } from "./api.js";
+import * as server from "./api.js";
+import { ApiError } from "./api.js";
+import { mountTab } from "./tab.js";
 import { renderInto } from "./markdown.js";
 import { button, messageItem, reasoningInto } from "./view.js";
 import { followLog } from "./follow.js";
@@ -18,6 +20,9 @@ const state = {
   conv: newConversation(),
   running: null, // the AbortController of the reply being streamed
 };
+
+/** Where the model runs: api.js (the server) or tab.js (the integer engine in a worker), one interface. */
+let api = server;
 
 const SETTINGS = ["system", "max-tokens", "temperature", "top-k", "top-p", "min-p", "seed"];
 
@@ -53,7 +58,7 @@ function showContext(used) {
 
 /** Tokens `messages` take, from the server's tokenizer, else counted as bytes (ferry's byte model). */
 async function tokensOf(messages) {
-  const n = await countTokens(messages);
+  const n = await api.countTokens(messages);
   if (n !== null) return n;
   const bytes = (s) => new TextEncoder().encode(s).length;
   return 1 + messages.reduce((sum, m) => sum + bytes(m.content) + m.role.length + 3, 0) + 11;
@@ -178,7 +183,7 @@ async function stream(msg, li, signal) {
     const request = { messages: outgoing(history, drop), sampling: opts, session };
     request.saveSession = state.model.sessions;
     try {
-      const r = await complete(request, onPiece, signal);
+      const r = await api.complete(request, onPiece, signal);
       return record(conv, msg, r, drop, session !== undefined, first);
     } catch (e) {
       const retry = e instanceof ApiError && RETRY.has(e.code) && msg.content === "";
@@ -193,7 +198,8 @@ async function stream(msg, li, signal) {
 /** The status line after a reply: tokens, speed, engine. */
 function statusLine(s) {
   const stopped = s.finish === "stopped" ? " · stopped" : "";
-  return `${s.tokens} tokens · ${s.tps ?? "–"} tok/s · ${state.model.engine}${stopped}`;
+  const where = state.model.place ? `${state.model.engine} ${state.model.place}` : state.model.engine;
+  return `${s.tokens} tokens · ${s.tps ?? "–"} tok/s · ${where}${stopped}`;
 }
 
 /** Adds an assistant reply to the conversation and streams it in; failures stay in the turn, with Retry. */
@@ -340,11 +346,11 @@ async function renderChats() {
 
 // ---- Sessions: download the state after the last reply, or upload one to continue. ----
 
-function saveSession() {
+async function saveSession() {
   const id = state.conv.session;
   if (!id) return;
   const a = document.createElement("a");
-  a.href = sessionUrl(id);
+  a.href = await api.sessionUrl(id);
   a.download = `ferry-${id}.session`;
   document.body.append(a);
   a.click();
@@ -355,7 +361,7 @@ function saveSession() {
 async function restoreSession(file) {
   let body;
   try {
-    body = await uploadSession(file);
+    body = await api.uploadSession(file);
   } catch (e) {
     stats.textContent = `restore refused: ${e.message}`;
     stats.classList.add("error");
@@ -430,17 +436,25 @@ $("system").addEventListener("change", () => {
   measureContext();
 });
 
+/** Talks to `backend` from now on (the server's api.js or the tab's tab.js) and shows its model. */
+async function useBackend(backend) {
+  if (backend !== api) state.conv.session = undefined; // a saved session lives on the side that saved it
+  api = backend;
+  try {
+    state.model = await api.modelInfo();
+    const m = state.model;
+    $("model").textContent = `${m.id} · ${m.engine} engine · context ${m.contextLength}`;
+    $("save").title = m.sessions ? "" : "this server keeps no sessions: the whole chat is sent each turn";
+  } catch (e) {
+    $("model").textContent = api === server ? "server unreachable" : e.message;
+  }
+  renderLog();
+}
+
 /** Reads the model, the settings and the conversation a reload comes back to. */
 async function start() {
   loadSettings();
-  try {
-    state.model = await modelInfo();
-    const m = state.model;
-    $("model").textContent = `${m.id} · ${m.engine} engine · context ${m.contextLength}`;
-    if (!m.sessions) $("save").title = "this server keeps no sessions: the whole chat is sent each turn";
-  } catch {
-    $("model").textContent = "server unreachable";
-  }
+  await useBackend(await mountTab(server, useBackend));
   const current = localStorage.getItem("ferry.current");
   const stored = (await listConversations()).find((c) => c.id === current);
   await open(stored ?? newConversation());

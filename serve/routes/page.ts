@@ -5,6 +5,12 @@
  * are served from node_modules under fixed paths in `/page/vendor/`: exactly those two files, so no
  * other file of node_modules is reachable and there is no directory listing.
  *
+ * For "run in this tab" (serve/page/tab.js), the engine's own TypeScript modules are served under
+ * `/src/` as JavaScript with their types stripped (serve/browser-modules.ts: exactly the import closure
+ * of the tab's worker, rebuilt when a file changes, with an `ETag`), and the served model under
+ * `/page/model/NAME` with its manifest `/page/model.json` (name, size, SHA-256), when the model is a
+ * lut4 file, the one format the tab's integer engine reads.
+ *
  * @example
  * ```ts
  * app.route("/", pageRoutes());
@@ -14,9 +20,12 @@
  * @module
  */
 import { Hono } from "hono";
-import { readFileSync } from "node:fs";
+import { createReadStream, readFileSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
-import { dirname, join } from "node:path";
+import { basename, dirname, join } from "node:path";
+import { Readable } from "node:stream";
+import { createHash } from "node:crypto";
+import { browserModules, jsName } from "../browser-modules.ts";
 
 const HTML = "text/html; charset=utf-8";
 const CSS = "text/css; charset=utf-8";
@@ -32,6 +41,8 @@ const PAGE_FILES: Record<string, [string, string]> = {
   "/page/store.js": ["store.js", JS],
   "/page/view.js": ["view.js", JS],
   "/page/follow.js": ["follow.js", JS],
+  "/page/tab.js": ["tab.js", JS],
+  "/page/tab-store.js": ["tab-store.js", JS],
 };
 
 /**
@@ -51,14 +62,123 @@ function vendorFile(pkg: string, file: string): string {
   return text.replace(/\n\/\/# sourceMappingURL=\S+\s*$/, "\n");
 }
 
-/** The page routes. */
-export function pageRoutes(): Hono {
-  const app = new Hono();
-  const serve = (route: string, body: string | Uint8Array<ArrayBuffer>, type: string) =>
-    app.get(route, (c) => c.body(body, 200, { "Content-Type": type, "Cache-Control": "no-cache" }));
-  for (const [route, [file, type]] of Object.entries(PAGE_FILES)) {
-    serve(route, readFileSync(new URL(`../page/${file}`, import.meta.url)), type);
+/** What the page routes are told: the served model's file, offered to the tab when it is lut4. */
+export interface PageOptions {
+  /** The path the server's model was loaded from (`Engine.source`). */
+  model?: string;
+}
+
+/** The manifest of the tab's model: what `/page/model.json` answers (scripts/page.ts writes the same). */
+export interface TabManifest {
+  /** False on a static copy (scripts/page.ts): there is no server, the page runs in the tab only. */
+  server: boolean;
+  /** The lut4 file to fetch, relative to `/page/`, or null with the reason when there is none. */
+  model: { name: string; url: string; bytes: number; sha256: string } | null;
+  reason?: string;
+}
+
+/** The SHA-256 of a file, read in chunks (never whole: a real model is large). */
+export async function fileSha256(path: string): Promise<string> {
+  const hash = createHash("sha256");
+  for await (const chunk of createReadStream(path, { highWaterMark: 1 << 20 })) hash.update(chunk);
+  return hash.digest("hex");
+}
+
+/** The manifest for the server's model: a lut4 file is offered; anything else is explained. */
+async function serverManifest(model: string | undefined): Promise<TabManifest> {
+  if (!model) return { server: true, model: null, reason: "the server names no model file" };
+  const name = basename(model);
+  if (!name.endsWith(".lut4")) {
+    return {
+      server: true,
+      model: null,
+      reason:
+        `the server's model ${name} is not a lut4 file (export it with --format lut4), or choose one from disk`,
+    };
   }
-  for (const [route, [pkg, file]] of Object.entries(VENDOR_FILES)) serve(route, vendorFile(pkg, file), JS);
+  const bytes = statSync(model).size;
+  return { server: true, model: { name, url: `model/${name}`, bytes, sha256: await fileSha256(model) } };
+}
+
+/** The tab's worker and the modules it imports under `/src/` (their repository paths; types stripped). */
+function moduleRoutes(app: Hono): void {
+  app.get("/src/*", (c) => {
+    let path: string;
+    try {
+      path = decodeURIComponent(c.req.path.slice("/src/".length));
+    } catch {
+      return c.json({ error: { message: "a malformed module path" } }, 400);
+    }
+    const module = browserModules().get(path);
+    if (!module) return c.json({ error: { message: `no module ${path} for the tab` } }, 404);
+    const headers = { "Content-Type": JS, "Cache-Control": "no-cache", "ETag": module.etag };
+    if (c.req.header("if-none-match") === module.etag) return c.body(null, 304, headers);
+    return c.body(module.code, 200, headers);
+  });
+}
+
+/** `/page/model.json` and the model file itself, streamed from disk. */
+function modelRoutes(app: Hono, model: string | undefined): void {
+  const stampOf = () => (model ? `${statSync(model, { throwIfNoEntry: false })?.mtimeMs}` : "");
+  // Hashed now, while the server starts, so the page's first request does not wait for a large file.
+  const made = () => {
+    const m = { stamp: stampOf(), made: serverManifest(model) };
+    m.made.catch(() => {}); // a failure is answered when the manifest is asked for
+    return m;
+  };
+  let manifest = made();
+  app.get("/page/model.json", async (c) => {
+    if (manifest.stamp !== stampOf()) manifest = made();
+    return c.json(await manifest.made, 200, { "Cache-Control": "no-cache" });
+  });
+  if (!model || !model.endsWith(".lut4")) return;
+  app.get(`/page/model/${basename(model)}`, (c) => {
+    const size = statSync(model).size;
+    const body = Readable.toWeb(createReadStream(model)) as ReadableStream<Uint8Array>;
+    return c.body(body, 200, {
+      "Content-Type": "application/octet-stream",
+      "Content-Length": String(size),
+      "Cache-Control": "no-cache",
+    });
+  });
+}
+
+/** One file of the page: its route, its bytes and its content type. */
+export interface PageFile {
+  route: string;
+  body: string | Uint8Array<ArrayBuffer>;
+  type: string;
+}
+
+/**
+ * The page's own files (serve/page/ and the two vendored libraries), as the routes serve them; with
+ * the tab's module closure under `/src/` when `modules` is set, each named `.js` (scripts/page.ts
+ * writes all of them).
+ */
+export function pageFiles(opts: { modules?: boolean } = {}): PageFile[] {
+  const out: PageFile[] = [];
+  for (const [route, [file, type]] of Object.entries(PAGE_FILES)) {
+    out.push({ route, body: readFileSync(new URL(`../page/${file}`, import.meta.url)), type });
+  }
+  for (const [route, [pkg, file]] of Object.entries(VENDOR_FILES)) {
+    out.push({ route, body: vendorFile(pkg, file), type: JS });
+  }
+  if (opts.modules) {
+    // Named .js: a static host may not know .ts as JavaScript (serve/browser-modules.ts `jsNames`).
+    for (const [path, m] of browserModules(undefined, { jsNames: true })) {
+      out.push({ route: `/src/${jsName(path)}`, body: m.code, type: JS });
+    }
+  }
+  return out;
+}
+
+/** The page routes; `opts.model` is the served model's file, offered to the tab when it is lut4. */
+export function pageRoutes(opts: PageOptions = {}): Hono {
+  const app = new Hono();
+  for (const { route, body, type } of pageFiles()) {
+    app.get(route, (c) => c.body(body, 200, { "Content-Type": type, "Cache-Control": "no-cache" }));
+  }
+  moduleRoutes(app);
+  modelRoutes(app, opts.model);
   return app;
 }

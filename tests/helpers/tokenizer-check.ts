@@ -3,7 +3,7 @@
 // (`deno run -A tests/helpers/tokenizer-check.ts` prints the result as JSON), in Deno.
 import { readFileSync } from "node:fs";
 import { Tokenizer as Library } from "@huggingface/tokenizers";
-import { loadTokenizer } from "../../model/tokenizer.ts";
+import { loadTokenizer } from "../../model/hf-tokenizer.ts";
 import type { TokenizerFiles } from "../../model/tokenizer-types.ts";
 
 /** Where the real Qwen3 tokenizer files are. */

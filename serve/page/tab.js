@@ -1,0 +1,341 @@
+// "Run in this tab": the page's other door to a model. It offers api.js's exports (modelInfo, complete,
+// countTokens, sessionUrl, uploadSession), answered by the integer engine in a Web Worker (worker.js)
+// instead of the server, and the controls that choose where the model runs and which model the tab
+// has: the server's lut4 file (downloaded with a progress bar, its SHA-256 checked before use) or one
+// from disk (a file picker, or dropped on the page), read with the full lut4 reader either way. The
+// model is kept in IndexedDB (tab-store.js), so a reload does not download it again.
+import { ApiError } from "./api.js";
+import { forgetModel, keepModel, keptModel } from "./tab-store.js";
+
+const $ = (id) => document.getElementById(id);
+
+let worker = null; // the worker's promise, made on first use
+let loaded = null; // what the worker said of its model: { id, engine, contextLength, sha256, bytes }
+let calls = 0;
+const pending = new Map(); // call id -> { resolve, reject, onPiece }
+
+/** The worker, started once; its module graph is fetched from the server (or the static folder). */
+function engineWorker() {
+  worker ??= new Promise((resolve, reject) => {
+    const w = new Worker(new URL("../src/serve/page/worker.js", import.meta.url), {
+      type: "module",
+      name: "ferry-int-engine",
+    });
+    w.onerror = (e) =>
+      reject(new ApiError(`the tab's engine did not start: ${e.message ?? "a module failed to load"}`));
+    w.onmessage = ({ data: m }) => {
+      if (m.type === "ready") return resolve(w);
+      const call = pending.get(m.id);
+      if (!call) return;
+      if (m.type === "piece") return call.onPiece?.(m.text);
+      pending.delete(m.id);
+      if (m.type === "error") call.reject(new ApiError(m.error.message, m.error.status, m.error.code));
+      else call.resolve(m.value);
+    };
+  });
+  return worker;
+}
+
+/**
+ * Sends `message` to the worker: `answer` resolves to its reply, `onPiece` hears streamed text. The id
+ * is taken at once, so an abort sent right after names this call.
+ */
+function call(message, transfer = [], onPiece) {
+  const id = ++calls;
+  const answer = engineWorker().then((w) =>
+    new Promise((resolve, reject) => {
+      pending.set(id, { resolve, reject, onPiece });
+      w.postMessage({ ...message, id }, transfer);
+    })
+  );
+  return { id, answer };
+}
+
+/** `call`'s answer alone. */
+function ask(message, transfer = [], onPiece) {
+  return call(message, transfer, onPiece).answer;
+}
+
+// ---- The backend: api.js's exports, answered in the tab. ----
+
+/** The tab's model as api.js describes the server's; rejects when the tab has none yet. */
+export function modelInfo() {
+  if (!loaded) {
+    return Promise.reject(new ApiError("no model in this tab yet: load the server's or choose a lut4 file"));
+  }
+  return Promise.resolve({
+    id: loaded.id,
+    engine: loaded.engine,
+    place: "in this tab",
+    contextLength: loaded.contextLength,
+    sessions: true,
+  });
+}
+
+/** One chat reply, as api.js's `complete`: the same request, the same result, an AbortError on `signal`. */
+export async function complete(request, onChunk, signal) {
+  // As it would travel to the server: JSON, so a field left undefined is absent, not undefined.
+  const body = JSON.parse(JSON.stringify({ messages: request.messages, stream: true, ...request.sampling }));
+  if (request.session) body.session = request.session;
+  if (request.saveSession) body.save_session = true;
+  signal?.throwIfAborted();
+  const { id, answer: done } = call({ type: "complete", body }, [], onChunk);
+  // Posted after the request (the worker takes messages in order), heard between two tokens.
+  const stop = () => engineWorker().then((w) => w.postMessage({ type: "abort", id }));
+  signal?.addEventListener("abort", stop, { once: true });
+  try {
+    const r = await done;
+    if (r.finish === "abort") throw new DOMException("the reply was stopped", "AbortError");
+    lastTiming = r.timing;
+    return {
+      content: r.content,
+      finish: r.finish,
+      usage: r.usage,
+      seed: r.seed ?? undefined,
+      session: r.session,
+    };
+  } finally {
+    signal?.removeEventListener("abort", stop);
+  }
+}
+
+/** The last reply's timing in the tab: { firstMs, totalMs, tokens } (for the status line and benchmarks). */
+export let lastTiming = null;
+
+/** How many tokens `messages` take, counted by the tab's own tokenizer. */
+export function countTokens(messages) {
+  return loaded ? ask({ type: "count", messages }) : Promise.resolve(null);
+}
+
+/** A download link for the saved session `id`: its bytes, from the worker. */
+export async function sessionUrl(id) {
+  const bytes = await ask({ type: "session-get", session: id });
+  return URL.createObjectURL(new Blob([bytes], { type: "application/octet-stream" }));
+}
+
+/** A session file restored in the tab: `{ id, tokens, messages }`, as the server's upload answers. */
+export async function uploadSession(file) {
+  const bytes = await file.arrayBuffer();
+  return await ask({ type: "session-put", bytes }, [bytes]);
+}
+
+/** Times `prompt` fed at once and `decode` greedy tokens after it, in the worker (scripts/tools/bench-tab.ts). */
+export function benchTab(prompt, decode) {
+  return ask({ type: "bench", prompt, decode });
+}
+
+// ---- Getting a model into the tab. ----
+
+/** The page's model manifest (`page/model.json`): what the server, or a static folder, offers the tab. */
+export async function manifest() {
+  try {
+    const res = await fetch(new URL("./model.json", import.meta.url), { cache: "no-cache" });
+    if (res.ok) return await res.json();
+  } catch { /* an older server: nothing offered */ }
+  return { server: true, model: null, reason: "this server offers no model file to the tab" };
+}
+
+const ENGINE_KEY = "ferry.tab-engine";
+let current = null; // the bytes the worker's engine was built on: { bytes, name, sha256 }, for a switch of engine
+
+/** The engine the tab runs a model on: "int" (the default) or "float" (the settings' choice). */
+function engineChoice() {
+  return localStorage.getItem(ENGINE_KEY) === "float" ? "float" : "int";
+}
+
+/** Hands `bytes` to the worker, which reads them with the lut4 reader; `sha256` is checked when given. */
+async function loadBytes(bytes, name, sha256) {
+  // A copy goes to the worker: the page keeps its own to store once the reader accepted it.
+  loaded = await ask({ type: "load", bytes, name, sha256, engine: engineChoice() });
+  current = { bytes, name, sha256: loaded.sha256 };
+  return loaded;
+}
+
+/** Downloads the server's lut4 file, showing progress through `onProgress(done, total)`. */
+async function download(model, onProgress) {
+  const res = await fetch(new URL(model.url, new URL("./", import.meta.url)), { cache: "no-cache" });
+  if (!res.ok) {
+    throw new ApiError(`${model.name}: the download failed (${res.status} ${res.statusText})`, res.status);
+  }
+  const total = model.bytes, out = new Uint8Array(total);
+  const reader = res.body.getReader();
+  let done = 0;
+  for (;;) {
+    const { done: end, value } = await reader.read();
+    if (end) break;
+    if (done + value.length > total) {
+      throw new ApiError(`${model.name}: longer than the ${total} bytes announced`);
+    }
+    out.set(value, done);
+    done += value.length;
+    onProgress(done, total);
+  }
+  if (done !== total) throw new ApiError(`${model.name}: ${done} of ${total} bytes arrived`);
+  return out.buffer;
+}
+
+/**
+ * Keeps a loaded model for the next visit; resolves to why it could not (a private window without
+ * IndexedDB, a full quota), or undefined. The model runs either way.
+ */
+async function keep(record) {
+  try {
+    await keepModel(record);
+  } catch (e) {
+    return e?.message ?? String(e);
+  }
+}
+
+/** Loads the server's model: from the kept copy when its SHA-256 matches, else downloaded and kept. */
+export async function loadServerModel(onProgress = () => {}) {
+  const m = await manifest();
+  if (!m.model) throw new ApiError(m.reason ?? "no model is offered to the tab");
+  const kept = await keptModel();
+  if (kept?.sha256 === m.model.sha256) {
+    return { ...(await loadBytes(kept.bytes, kept.name, kept.sha256)), from: "kept" };
+  }
+  const bytes = await download(m.model, onProgress);
+  const info = await loadBytes(bytes, m.model.name, m.model.sha256);
+  const unkept = await keep({ name: m.model.name, sha256: info.sha256, bytes, from: "server" });
+  return { ...info, from: "server", unkept };
+}
+
+/** Loads a lut4 file chosen from disk (read by the worker's full reader) and keeps it. */
+export async function loadFileModel(file) {
+  const bytes = await file.arrayBuffer();
+  const info = await loadBytes(bytes, file.name);
+  const unkept = await keep({ name: file.name, sha256: info.sha256, bytes, from: "disk" });
+  return { ...info, from: "disk", unkept };
+}
+
+/** Loads the kept model, if there is one; resolves to its info or null. */
+export async function loadKeptModel() {
+  const kept = await keptModel();
+  if (!kept) return null;
+  return { ...(await loadBytes(kept.bytes, kept.name, kept.sha256)), from: "kept" };
+}
+
+// ---- The controls: where the model runs, and which model the tab has. ----
+
+const MODE_KEY = "ferry.where";
+
+function megabytes(n) {
+  return `${(n / 1e6).toFixed(n < 1e7 ? 2 : 0)} MB`;
+}
+
+/** The status line of the tab's model: which, from where, and what the browser keeps. */
+function showLoaded(info) {
+  const whence =
+    { kept: "kept in this browser", server: "downloaded from the server", disk: "read from disk" }[info.from];
+  const kept = info.unkept
+    ? `not kept in this browser (${info.unkept}): a reload needs it again`
+    : `this browser keeps ${megabytes(info.bytes)} for it`;
+  $("tab-status").textContent = `${info.id} (${megabytes(info.bytes)}, SHA-256 ${
+    info.sha256.slice(0, 12)
+  }…) ${whence}; ${kept}`;
+  $("tab-status").classList.remove("error");
+}
+
+function showRefusal(e) {
+  $("tab-status").textContent = `refused: ${e.message}`;
+  $("tab-status").classList.add("error");
+}
+
+/**
+ * Wires the switch and the tab's model controls. `onChange(backend)` is called with the module to talk
+ * to (api.js's or this one's exports) whenever the mode or the tab's model changes; resolves to the
+ * backend to start with. A static copy (no server) runs in the tab only, and says so.
+ */
+export async function mountTab(serverBackend, onChange) {
+  const self = { modelInfo, complete, countTokens, sessionUrl, uploadSession };
+  const offer = await manifest();
+  const where = $("where"), panel = $("tab-panel"), progress = $("tab-progress");
+  const mode = () => where.value;
+  const backend = () => (mode() === "tab" ? self : serverBackend);
+  if (!offer.server) {
+    where.querySelector('option[value="server"]').disabled = true;
+    $("where-note").textContent = "a static page: the model runs in this tab only";
+  }
+  $("tab-load-server").disabled = !offer.model;
+  if (!offer.model) $("tab-load-server").title = offer.reason ?? "";
+  const wanted = !offer.server || localStorage.getItem(MODE_KEY) === "tab" ? "tab" : "server";
+  where.value = wanted;
+
+  let lastFrom = "kept";
+  const busy = async (what) => {
+    for (const b of panel.querySelectorAll("button, input, select")) b.disabled = true;
+    $("tab-status").textContent = "loading the model…";
+    $("tab-status").classList.remove("error");
+    try {
+      const info = await what();
+      lastFrom = info.from;
+      showLoaded(info);
+      onChange(self);
+    } catch (e) {
+      showRefusal(e);
+    } finally {
+      for (const b of panel.querySelectorAll("button, input, select")) b.disabled = false;
+      $("tab-load-server").disabled = !offer.model;
+      progress.hidden = true;
+    }
+  };
+  const fromServer = () =>
+    busy(() => {
+      progress.hidden = false;
+      progress.value = 0;
+      return loadServerModel((done, total) => (progress.value = done / total));
+    });
+  const fromFile = (file) => busy(() => loadFileModel(file));
+
+  const showMode = () => {
+    panel.hidden = mode() !== "tab";
+    document.body.dataset.where = mode();
+  };
+  where.addEventListener("change", async () => {
+    localStorage.setItem(MODE_KEY, mode());
+    showMode();
+    if (mode() === "tab" && !loaded) await startTab();
+    onChange(backend());
+  });
+  $("tab-load-server").addEventListener("click", fromServer);
+  $("tab-file").addEventListener("change", (e) => {
+    const file = e.target.files[0];
+    e.target.value = "";
+    if (file) fromFile(file);
+  });
+  $("tab-engine").value = engineChoice();
+  $("tab-engine").addEventListener("change", (e) => {
+    localStorage.setItem(ENGINE_KEY, e.target.value);
+    if (!current) return;
+    const { bytes, name, sha256 } = current, from = lastFrom;
+    busy(async () => ({ ...(await loadBytes(bytes, name, sha256)), from }));
+  });
+  $("tab-forget").addEventListener("click", async () => {
+    await forgetModel();
+    $("tab-status").textContent = loaded ? "forgotten: a reload will need the model again" : "nothing kept";
+  });
+  // A file dropped anywhere on the page, in tab mode.
+  document.addEventListener("dragover", (e) => {
+    if (mode() === "tab" && e.dataTransfer?.types.includes("Files")) e.preventDefault();
+  });
+  document.addEventListener("drop", (e) => {
+    if (mode() !== "tab" || !e.dataTransfer?.files.length) return;
+    e.preventDefault();
+    fromFile(e.dataTransfer.files[0]);
+  });
+
+  /** Tab mode's start: the kept model, else (a static page) the offered one; otherwise wait for the user. */
+  async function startTab() {
+    const kept = await keptModel().catch(() => undefined);
+    if (kept) return await busy(loadKeptModel);
+    if (!offer.server && offer.model) return await fromServer();
+    $("tab-status").textContent = offer.model
+      ? "no model in this tab yet: load the server's, or choose a lut4 file (or drop one here)"
+      : `no model in this tab yet: choose a lut4 file (or drop one here)${
+        offer.reason ? `; ${offer.reason}` : ""
+      }`;
+  }
+  showMode();
+  if (mode() === "tab") await startTab();
+  return backend();
+}
