@@ -52,6 +52,11 @@ export interface ChatRequest extends GenerationFields {
    * `{ enable_thinking: false }`; empty when absent. A byte model's transcript has none to use.
    */
   templateKwargs: Record<string, unknown>;
+  /**
+   * llama.cpp's `reasoning_format`: `"none"` leaves a think block in `content`; `"auto"` (the default)
+   * and `"deepseek"` return it as `reasoning_content`.
+   */
+  reasoningFormat: "none" | "auto" | "deepseek";
 }
 
 /** The most stop strings a request may give (OpenAI's limit). */
@@ -151,6 +156,16 @@ export function readCompletionRequest(body: unknown): CompletionRequest {
 }
 
 const ROLES = ["system", "user", "assistant"];
+const REASONING_FORMATS = ["none", "auto", "deepseek"] as const;
+
+/** `reasoning_format`, `auto` when absent. */
+function reasoningFormat(v: unknown): ChatRequest["reasoningFormat"] {
+  if (v === undefined || v === null) return "auto";
+  if (!REASONING_FORMATS.includes(v as ChatRequest["reasoningFormat"])) {
+    refuse("reasoning_format", `one of ${REASONING_FORMATS.join(", ")}`, v);
+  }
+  return v as ChatRequest["reasoningFormat"];
+}
 
 /** Reads a `/v1/chat/completions` body; content may be a string or OpenAI's array of text parts. */
 export function readChatRequest(body: unknown): ChatRequest {
@@ -189,5 +204,6 @@ export function readChatRequest(body: unknown): ChatRequest {
     messages,
     logprobs: logprobs ? top ?? 0 : undefined,
     templateKwargs: kwargs as Record<string, unknown>,
+    reasoningFormat: reasoningFormat(o.reasoning_format),
   };
 }

@@ -146,6 +146,17 @@ describe("reasoning_content and the EOS set", () => {
     expect(deltas.some((d) => d.reasoning_content !== undefined && d.content !== undefined)).toBe(false);
   });
 
+  test("reasoning_format none leaves the think block in content; a bad one is a 400", async () => {
+    const ids = [...engine.tokenizer.encode(reply), IM_END];
+    const app = createApp({ engine: scripted(ids) });
+    const messages = [{ role: "user", content: "Hi" }];
+    const r = await post(app, "/v1/chat/completions", { messages, reasoning_format: "none" });
+    expect(r.body.choices[0].message).toEqual({ role: "assistant", content: reply });
+    const bad = await post(app, "/v1/chat/completions", { messages, reasoning_format: "hidden" });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.param).toBe("reasoning_format");
+  });
+
   test("thinking turned off: no think block, so all content and no reasoning_content", async () => {
     const ids = [...engine.tokenizer.encode("Plain answer."), IM_END];
     const app = createApp({ engine: scripted(ids) });

@@ -85,7 +85,11 @@ export function completionRoutes(ctx: ServerContext): Hono {
       field: "messages",
       stop: [...chatStops(ctx), ...req.stop],
       arrived,
-      reasoning: ctx.template ? (/<think>\s*$/.test(text) ? "inside" : "start") : undefined,
+      reasoning: !ctx.template || req.reasoningFormat === "none"
+        ? undefined
+        : /<think>\s*$/.test(text)
+        ? "inside"
+        : "start",
     });
   });
   return app;
