@@ -2,7 +2,8 @@
  * The fuzz hook of dmexp (formats/dmexp.md) for scripts/tools/fuzz.ts: a small valid file, its byte map
  * (prefix fields, header, payload, each `[[tensors]]` table), its TOML header as text with the lengths
  * and the payload CRC kept consistent, edits a forger would make (swapped tables, another dtype,
- * non-finite values), and the reseal of ferry's `header_crc32`.
+ * non-finite values), and the reseal of ferry's `header_crc32`. A second target is the same file in
+ * version 2, ending with a tokenizer section (mapped file by file, its CRC-32 resealed with the header's).
  *
  * @example
  * ```ts
@@ -13,27 +14,45 @@
 import { join } from "node:path";
 import { crc32 } from "node:zlib";
 import {
+  type ByteMap,
   concat,
   FORGED,
   framedMap,
   FUZZ_CONFIG,
+  FUZZ_TOKENIZER,
   type FuzzTarget,
   fuzzTensors,
   type Region,
+  resealTokenizerSection,
   type Rng,
+  tokenizerSectionMap,
   view,
 } from "./fuzz-kit.ts";
-import { DmexpError, readDmexp, sealHeader, writeDmexp } from "./dmexp.ts";
+import { DmexpError, readDmexp, readDmexpTokenizer, sealHeader, writeDmexp } from "./dmexp.ts";
+import { encodeTokenizerSection } from "./tokenizer-section.ts";
 
 const enc = new TextEncoder(), dec = new TextDecoder();
 
+// The prefix, the header, the payload and (version 2, when the payload length fits) the tokenizer section.
 function dmexpParts(f: Uint8Array) {
-  const h = view(f).getUint32(8, true);
-  return { prefix: f.subarray(0, 24), header: f.subarray(24, 24 + h), payload: f.subarray(24 + h) };
+  const h = view(f).getUint32(8, true), start = 24 + h;
+  const p = f.length >= 20 ? Number(view(f).getBigUint64(12, true)) : 0;
+  const end = f[7] === 2 && start + p <= f.length ? start + p : f.length;
+  return {
+    prefix: f.subarray(0, 24),
+    header: f.subarray(24, start),
+    payload: f.subarray(start, end),
+    section: f.subarray(end),
+  };
 }
 
-function dmexpJoin(prefix: Uint8Array, header: Uint8Array, payload: Uint8Array): Uint8Array {
-  const out = concat(prefix, header, payload);
+function dmexpJoin(
+  prefix: Uint8Array,
+  header: Uint8Array,
+  payload: Uint8Array,
+  section: Uint8Array = new Uint8Array(0),
+): Uint8Array {
+  const out = concat(prefix, header, payload, section);
   view(out).setUint32(8, header.length, true);
   view(out).setBigUint64(12, BigInt(payload.length), true);
   view(out).setUint32(20, crc32(payload) >>> 0, true);
@@ -64,14 +83,14 @@ const dmexp: FuzzTarget = {
     get: (f) => dec.decode(dmexpParts(f).header),
     set: (f, t) => {
       const p = dmexpParts(f);
-      return dmexpJoin(p.prefix, enc.encode(t), p.payload);
+      return dmexpJoin(p.prefix, enc.encode(t), p.payload, p.section);
     },
   },
   edits: {
     "swap tables": (f, rng) => {
       const p = dmexpParts(f);
       const t = swapTables(dec.decode(p.header), rng);
-      return t === undefined ? undefined : dmexpJoin(p.prefix, enc.encode(t), p.payload);
+      return t === undefined ? undefined : dmexpJoin(p.prefix, enc.encode(t), p.payload, p.section);
     },
     "dtype": (f, rng) => {
       const p = dmexpParts(f);
@@ -79,14 +98,14 @@ const dmexp: FuzzTarget = {
         /^dtype = "\w+"/m,
         `dtype = "${rng.pick(["f16", "f32", "bf16"])}"`,
       );
-      return dmexpJoin(p.prefix, enc.encode(t), p.payload);
+      return dmexpJoin(p.prefix, enc.encode(t), p.payload, p.section);
     },
     "non-finite": (f, rng) => {
       const p = dmexpParts(f);
       const payload = p.payload.slice();
       const at = 2 * rng.int(payload.length / 2);
       view(payload).setUint16(at, rng.pick([0x7f80, 0xff80, 0x7fc0, 0x7c00]), true); // bf16 ±inf, NaN; f16 inf
-      return dmexpJoin(p.prefix, p.header, payload);
+      return dmexpJoin(p.prefix, p.header, payload, p.section);
     },
   },
   readers: { readDmexp: (p) => readDmexp(p) },
@@ -94,7 +113,7 @@ const dmexp: FuzzTarget = {
   reseal: (f) => {
     if (f.length < 24) return f;
     const p = dmexpParts(f);
-    return concat(p.prefix, sealHeader(p.prefix, p.header), p.payload);
+    return concat(p.prefix, sealHeader(p.prefix, p.header), p.payload, resealTokenizerSection(p.section));
   },
   minimal: "readers/dmexp.ts",
   explain: (m) =>
@@ -120,5 +139,55 @@ function tableRegions(text: string, base: number): Region[] {
   return out;
 }
 
-/** What scripts/tools/fuzz.ts attacks: one dmexp file. */
-export const FUZZ_TARGETS: readonly FuzzTarget[] = [dmexp];
+// Tokenizer files a forger might put in a well-framed section: each must still be refused by its content.
+const BAD_TOKENIZERS: Record<string, string>[] = [
+  { "tokenizer.json": '{"model": {"type": "BPE", "vocab": {"a": 300}, "merges": []}}' }, // beyond the vocab
+  { "tokenizer.json": '{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [["a", "z"]]}}' }, // bad merge
+  { "tokenizer.json": '{"model": {"type": "WordPiece", "vocab": {}}}' },
+  { ...FUZZ_TOKENIZER, "chat_template.jinja": "{% for m in messages %}" },
+  { ...FUZZ_TOKENIZER, "generation_config.json": "[1, 2]" },
+];
+
+// The version-2 file's map: the framing's, the payload ending where the section starts, then the section's.
+function sectionMap(f: Uint8Array): ByteMap {
+  const framed = framedMap(f, tableRegions);
+  const p = dmexpParts(f), at = 24 + p.header.length + p.payload.length;
+  const section = tokenizerSectionMap(f, at);
+  return {
+    regions: [...framed.regions.map((r) => r.name === "payload" ? { ...r, end: at } : r), ...section.regions],
+    fields: [...framed.fields, ...section.fields],
+  };
+}
+
+const dmexpTokenizer: FuzzTarget = {
+  ...dmexp,
+  name: "dmexp-tokenizer",
+  async make(dir) {
+    const file = join(dir, "t.dmexp");
+    const opts = { dtype: "bf16" as const, source: "fuzz@step1", step: 1, tokenizer: FUZZ_TOKENIZER };
+    await writeDmexp(file, fuzzTensors(), FUZZ_CONFIG, opts);
+    return { file, target: file };
+  },
+  map: sectionMap,
+  edits: {
+    ...dmexp.edits,
+    // A section whose framing and CRC-32 are right (and header_crc32 resealed) but whose files are not.
+    "forged tokenizer": (f, rng) => {
+      const p = dmexpParts(f);
+      const section = encodeTokenizerSection(rng.pick(BAD_TOKENIZERS) as typeof FUZZ_TOKENIZER);
+      const text = dec.decode(p.header).replace(
+        /^tokenizer_bytes = \d+$/m,
+        `tokenizer_bytes = ${section.length}`,
+      );
+      const header = enc.encode(text);
+      const joined = dmexpJoin(p.prefix, header, p.payload, section);
+      const prefix = joined.subarray(0, 24);
+      return concat(prefix, sealHeader(prefix, header), p.payload, section);
+    },
+  },
+  readers: { readDmexp: (p) => readDmexp(p), readDmexpTokenizer: (p) => readDmexpTokenizer(p) },
+  explain: (m) => m.kind.startsWith("edit forged tokenizer") ? FORGED : dmexp.explain!(m),
+};
+
+/** What scripts/tools/fuzz.ts attacks: a dmexp file of version 1, and one of version 2 with a tokenizer. */
+export const FUZZ_TARGETS: readonly FuzzTarget[] = [dmexp, dmexpTokenizer];

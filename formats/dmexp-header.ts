@@ -18,8 +18,14 @@ import { FormatError, type RefusalDetail } from "../model/error.ts";
 
 /** The 7 magic letters; the 8th byte of the file is the format version. */
 export const DMEXP_MAGIC = "DMEXPRT";
-/** The only format version there is. */
+/** The version of a file without a tokenizer section (a byte model's): the reference's version. */
 export const DMEXP_VERSION = 1;
+/** The version of a file that ends with a tokenizer section (formats/dmexp.md, "Tokenizer section"). */
+export const DMEXP_TOKENIZER_VERSION = 2;
+/** Every version this reader reads. */
+export const DMEXP_VERSIONS: readonly number[] = [DMEXP_VERSION, DMEXP_TOKENIZER_VERSION];
+/** The version-2 header key that states the tokenizer section's length in bytes. */
+export const TOKENIZER_BYTES_KEY = "tokenizer_bytes";
 /** Bytes before the header: magic + version, header length, payload length, CRC-32. */
 export const PREFIX_BYTES = 24;
 /** The weight dtypes a file can hold (one per file). */
@@ -129,11 +135,16 @@ export function encodeHeader(h: DmexpHeader): string {
  * const prefix = encodePrefix(headerBytes.length, payloadLength, crc); // "DMEXPRT\x01" + lengths + CRC
  * ```
  */
-export function encodePrefix(headerLength: number, payloadLength: number, crc: number): Uint8Array {
+export function encodePrefix(
+  headerLength: number,
+  payloadLength: number,
+  crc: number,
+  version = DMEXP_VERSION,
+): Uint8Array {
   const prefix = new Uint8Array(PREFIX_BYTES);
   const dv = new DataView(prefix.buffer);
   prefix.set(MAGIC_BYTES);
-  prefix[7] = DMEXP_VERSION;
+  prefix[7] = version;
   dv.setUint32(8, headerLength, true);
   dv.setBigUint64(12, BigInt(payloadLength), true);
   dv.setUint32(20, crc >>> 0, true);
@@ -256,6 +267,10 @@ export function parseHeader(
   checkCounts(h, params, payloadLength, path);
   for (const [k, v] of Object.entries(raw)) {
     if (!(HEADER_KEYS as readonly string[]).includes(k)) h.extra[k] = v;
+  }
+  // Version 2 states its tokenizer section's length, so the header checksum covers it too.
+  if (version === DMEXP_TOKENIZER_VERSION) {
+    h.extra[TOKENIZER_BYTES_KEY] = intField(raw, TOKENIZER_BYTES_KEY, path);
   }
   return h;
 }

@@ -18,7 +18,8 @@ import { bf16ToF32, f16BitsToF32Bits, f16ToF32, f32ToBf16, f32ToF16 } from "./fl
 import { isCheckpoint } from "./checkpoint.ts";
 import { numel, type Tensor, type TensorSource } from "../model/tensor.ts";
 import {
-  DMEXP_VERSION,
+  DMEXP_TOKENIZER_VERSION,
+  DMEXP_VERSIONS,
   type DmexpDtype,
   DmexpError,
   type DmexpHeader,
@@ -36,6 +37,8 @@ export interface Prefix {
   payloadLength: number;
   payloadStart: number;
   crc: number;
+  /** Bytes after the payload: version 2's tokenizer section (0 in version 1). */
+  sectionLength: number;
 }
 
 /** Opens a file to read; a missing or unreadable file is a `DmexpError` on the field `file`. */
@@ -78,7 +81,9 @@ export async function readPrefix(fh: FileHandle, path: string): Promise<Prefix> 
     );
   }
   const expected = BigInt(PREFIX_BYTES + headerLength) + payloadLength;
-  if (expected !== BigInt(size)) {
+  // Version 2 ends with a tokenizer section: whatever follows the payload is that section.
+  const withSection = b[7] === DMEXP_TOKENIZER_VERSION;
+  if (withSection ? expected > BigInt(size) : expected !== BigInt(size)) {
     throw new DmexpError(
       path,
       "payload_length",
@@ -95,6 +100,7 @@ export async function readPrefix(fh: FileHandle, path: string): Promise<Prefix> 
     payloadLength: Number(payloadLength),
     payloadStart: PREFIX_BYTES + headerLength,
     crc: dv.getUint32(20, true),
+    sectionLength: size - Number(expected),
   };
 }
 
@@ -114,12 +120,12 @@ function checkMagic(b: Uint8Array, path: string): void {
       { expected: '"DMEXPRT" and a version byte', found: `bytes ${found}` },
     );
   }
-  if (b[7] !== DMEXP_VERSION) {
+  if (!DMEXP_VERSIONS.includes(b[7])) {
     throw new DmexpError(
       path,
       "version",
-      `format version ${b[7]} is not supported (this reader knows ${DMEXP_VERSION})`,
-      { expected: String(DMEXP_VERSION), found: String(b[7]) },
+      `format version ${b[7]} is not supported (this reader knows ${DMEXP_VERSIONS.join(" and ")})`,
+      { expected: DMEXP_VERSIONS.join(" or "), found: String(b[7]) },
     );
   }
 }
@@ -374,7 +380,8 @@ export async function readPayload(
   return { crc: crc >>> 0, tensors, nonFinite };
 }
 
-function decodeInto(dtype: DmexpDtype, bytes: Uint8Array, out: Float32Array, at: number): void {
+/** Widens stored values (f32, f16 or bf16 bytes, 2-byte aligned) into `out` from index `at`, exactly. */
+export function decodeInto(dtype: DmexpDtype, bytes: Uint8Array, out: Float32Array, at: number): void {
   if (dtype === "f32") {
     new Uint8Array(out.buffer, out.byteOffset + at * 4, bytes.length).set(bytes);
     return;
@@ -384,8 +391,8 @@ function decodeInto(dtype: DmexpDtype, bytes: Uint8Array, out: Float32Array, at:
   (dtype === "f16" ? f16ToF32 : bf16ToF32)(bits, out.subarray(at, at + n));
 }
 
-// The index of the first NaN or infinity in data[from, to), or -1.
-function firstNonFinite(data: Float32Array, from: number, to: number): number {
+/** The index of the first NaN or infinity in data[from, to), or -1. */
+export function firstNonFinite(data: Float32Array, from: number, to: number): number {
   for (let i = from; i < to; i++) if (data[i] - data[i] !== 0) return i;
   return -1;
 }

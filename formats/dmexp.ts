@@ -3,8 +3,9 @@
  *
  * A 24-byte prefix (magic `DMEXPRT` + version byte, header length, payload length, CRC-32 of the
  * payload), a UTF-8 TOML header that carries the model config and every tensor's name and dims, then
- * the tensors in header order as f32, f16 or bf16, contiguous. The writer streams a chunk at a time;
- * the readers check everything before they hand anything out.
+ * the tensors in header order as f32, f16 or bf16, contiguous; version 2 then ends with the model's
+ * tokenizer files in a checksummed section (`tokenizer-section.ts`). The writer streams a chunk at a
+ * time; the readers check everything before they hand anything out.
  *
  * The module group: this module is the format's descriptor and its public readers and writer, and
  * re-exports the rest; `dmexp-header.ts` is the prefix and the TOML header (schema, checks, checksum);
@@ -27,6 +28,7 @@ import {
   checkHeaderChecksum,
   checkShapes,
   checkTensorsAgainstConfig,
+  DMEXP_TOKENIZER_VERSION,
   DMEXP_VERSION,
   type DmexpDtype,
   DmexpError,
@@ -44,9 +46,15 @@ import {
   parseHeader,
   PREFIX_BYTES,
   sealHeader,
+  TOKENIZER_BYTES_KEY,
 } from "./dmexp-header.ts";
+import type { TokenizerFiles } from "../model/tokenizer-types.ts";
+import { decodeTokenizerSection, encodeTokenizerSection } from "./tokenizer-section.ts";
+import { tokenizerInfo } from "./huggingface-tokenizer.ts";
 import {
   crcError,
+  decodeInto,
+  firstNonFinite,
   narrowedStats,
   openForRead,
   payloadChunks,
@@ -81,6 +89,8 @@ export interface DmexpWriteOptions {
   chunkBytes?: number;
   /** Write the `header_crc32` key (default true); false writes the reference's keys only. */
   headerChecksum?: boolean;
+  /** The model's own tokenizer: written as version 2's tokenizer section (absent: version 1). */
+  tokenizer?: TokenizerFiles;
 }
 
 /** What `writeDmexp` wrote. */
@@ -122,8 +132,11 @@ export async function writeDmexp(
   let done = 0;
   const tick = (n: number) => opts.onProgress?.(done += n, 2 * total);
   const { stats, crc } = await narrowedStats(sources, dtype, chunkElems, path, tick);
+  const section = opts.tokenizer ? encodeTokenizerSection(opts.tokenizer) : undefined;
+  const version = section ? DMEXP_TOKENIZER_VERSION : DMEXP_VERSION;
+  const tokenizerKeys = section ? { tokenizer: "huggingface", [TOKENIZER_BYTES_KEY]: section.length } : {};
   const header: DmexpHeader = {
-    format: DMEXP_VERSION,
+    format: version,
     dtype,
     source: opts.source,
     step: opts.step,
@@ -134,9 +147,13 @@ export async function writeDmexp(
     min_nonzero_abs: stats.min === Infinity ? 0 : widenAbs(dtype, stats.min),
     config: configToToml(config),
     tensors: sources.map((s) => ({ name: s.name, dims: [...s.dims], overflowed: 0 })),
-    extra: { ...(opts.extra ?? FERRY_KEYS), ...(opts.name !== undefined ? { name: opts.name } : {}) },
+    extra: {
+      ...(opts.extra ?? FERRY_KEYS),
+      ...tokenizerKeys,
+      ...(opts.name !== undefined ? { name: opts.name } : {}),
+    },
   };
-  const { prefix, headerBytes } = sealedHeader(header, total * DTYPE_BYTES[dtype], crc, opts);
+  const { prefix, headerBytes } = sealedHeader(header, total * DTYPE_BYTES[dtype], crc, opts, version);
   const w = await openAtomic(path);
   try {
     await w.write(prefix);
@@ -148,12 +165,14 @@ export async function writeDmexp(
         "the source changed between the two passes of the writer; nothing was written",
       );
     }
+    if (section) await w.write(section);
     await w.commit();
   } catch (e) {
     await w.abort();
     throw e;
   }
-  const bytes = PREFIX_BYTES + headerBytes.length + header.num_params * DTYPE_BYTES[dtype];
+  const bytes = PREFIX_BYTES + headerBytes.length + header.num_params * DTYPE_BYTES[dtype] +
+    (section?.length ?? 0);
   return { path, bytes, headerLength: headerBytes.length, crc32: crc, header };
 }
 
@@ -187,11 +206,12 @@ function sealedHeader(
   payloadLength: number,
   crc: number,
   opts: DmexpWriteOptions,
+  version: number,
 ): { prefix: Uint8Array; headerBytes: Uint8Array } {
   const seal = opts.headerChecksum !== false;
   if (seal) header.extra[HEADER_CRC_KEY] = "00000000";
   let headerBytes: Uint8Array = new TextEncoder().encode(encodeHeader(header));
-  const prefix = encodePrefix(headerBytes.length, payloadLength, crc);
+  const prefix = encodePrefix(headerBytes.length, payloadLength, crc, version);
   if (seal) {
     headerBytes = sealHeader(prefix, headerBytes);
     header.extra[HEADER_CRC_KEY] = headerChecksum(prefix, headerBytes)!.stored;
@@ -212,6 +232,8 @@ export interface DmexpInfo {
   header: DmexpHeader;
   /** Whether the header's config is a ferry config whose shapes match every tensor. */
   model: { ok: true; config: ModelConfig } | { ok: false; field: string; reason: string };
+  /** Version 2's tokenizer files, checked (CRC-32 included); absent in version 1. */
+  tokenizer?: TokenizerFiles;
 }
 
 /** Options of the readers. */
@@ -236,7 +258,35 @@ async function withFile<T>(
   }
 }
 
-const prefixOf = (p: Prefix) => encodePrefix(p.headerLength, p.payloadLength, p.crc);
+const prefixOf = (p: Prefix) => encodePrefix(p.headerLength, p.payloadLength, p.crc, p.version);
+
+// Version 2's tokenizer section: its length as the header states it, then its own checks (magic,
+// CRC-32, framing, the files against the config's vocab). Undefined for version 1.
+async function readSection(
+  fh: FileHandle,
+  p: Prefix,
+  header: DmexpHeader,
+  config: ModelConfig,
+  path: string,
+): Promise<TokenizerFiles | undefined> {
+  if (p.version !== DMEXP_TOKENIZER_VERSION) return undefined;
+  const stated = Number(header.extra[TOKENIZER_BYTES_KEY]);
+  if (stated !== p.sectionLength) {
+    throw new DmexpError(
+      path,
+      TOKENIZER_BYTES_KEY,
+      `the header says ${stated} bytes but ${p.sectionLength} follow the payload`,
+      { expected: `${p.sectionLength}`, found: `${stated}` },
+    );
+  }
+  const bytes = await readExact(fh, p.payloadStart + p.payloadLength, p.sectionLength, path);
+  return decodeTokenizerSection(
+    bytes,
+    path,
+    config.vocab_size,
+    (f, why, d) => new DmexpError(path, f, why, d),
+  );
+}
 
 // A `header_crc32` key that the checksum did not find in ferry's one-line form.
 function checkChecksumForm(header: DmexpHeader, sealed: boolean, path: string): void {
@@ -281,6 +331,7 @@ export function inspectDmexp(path: string, opts: DmexpReadOptions = {}): Promise
       if (!(e instanceof DmexpError)) throw e;
       model = { ok: false, field: e.field, reason: e.message };
     }
+    const tokenizer = model.ok ? await readSection(fh, p, header, model.config, path) : undefined;
     return {
       path,
       fileBytes: p.size,
@@ -293,6 +344,7 @@ export function inspectDmexp(path: string, opts: DmexpReadOptions = {}): Promise
         : {}),
       header,
       model,
+      ...(tokenizer ? { tokenizer } : {}),
     };
   });
 }
@@ -319,6 +371,8 @@ export interface DmexpContents {
   header: DmexpHeader;
   config: ModelConfig;
   tensors: Tensor[];
+  /** Version 2's tokenizer files, checked; absent in version 1. */
+  tokenizer?: TokenizerFiles;
 }
 
 /**
@@ -355,7 +409,98 @@ export function readDmexp(path: string, opts: DmexpReadOptions = {}): Promise<Dm
         { expected: "finite values", found: String(nonFinite.value) },
       );
     }
-    return { header, config, tensors };
+    const tokenizer = await readSection(fh, p, header, config, path);
+    return { header, config, tensors, ...(tokenizer ? { tokenizer } : {}) };
+  });
+}
+
+/** A file opened for streaming: checked as `readDmexp` checks it, its tensors read a chunk at a time. */
+export interface DmexpOpened extends DmexpContentsHead {
+  /** The tensors in header order; each `read` widens one chunk and refuses a non-finite value in it. */
+  sources: TensorSource[];
+  close(): Promise<void>;
+}
+type DmexpContentsHead = Omit<DmexpContents, "tensors">;
+
+/**
+ * Opens a file as export input without reading it into memory: the prefix, the payload's CRC-32 (one
+ * chunked pass), the header and its checksum, the config and the tokenizer section are checked first,
+ * as `readDmexp` checks them; then each tensor is a source that reads and widens only the values asked
+ * for, refusing (field `tensors.<name>`) a non-finite value before handing it out.
+ *
+ * @example
+ * ```ts
+ * const m = await openDmexp("out/q.bf16.dmexp");
+ * await exportHuggingFace("out/q.hf", m.sources, m.config, { tokenizerFiles: m.tokenizer });
+ * await m.close();
+ * ```
+ */
+export async function openDmexp(path: string, opts: DmexpReadOptions = {}): Promise<DmexpOpened> {
+  const fh = await openForRead(path);
+  try {
+    const p = await readPrefix(fh, path);
+    const headerBytes = await readExact(fh, PREFIX_BYTES, p.headerLength, path);
+    let header: DmexpHeader | undefined, headerFault: unknown;
+    try {
+      header = parseHeader(headerBytes, path, p.version, p.payloadLength);
+    } catch (e) {
+      headerFault = e;
+    }
+    const { crc } = await readPayload(payloadChunks(fh, p, path, opts), undefined);
+    if (crc !== p.crc) throw crcError(path, p.crc, crc);
+    const sealed = checkHeaderChecksum(prefixOf(p), headerBytes, path);
+    if (!header) throw headerFault;
+    checkChecksumForm(header, sealed, path);
+    const config = checkShapes(header, path);
+    const tokenizer = await readSection(fh, p, header, config, path);
+    const { dtype } = header, bpe = DTYPE_BYTES[dtype];
+    let offset = p.payloadStart;
+    const sources = header.tensors.map((t): TensorSource => {
+      const begin = offset;
+      offset += numel(t.dims) * bpe;
+      return {
+        name: t.name,
+        dims: [...t.dims],
+        async read(start, count, scratch) {
+          const bytes = await readExact(fh, begin + start * bpe, count * bpe, path);
+          const out = scratch.subarray(0, count);
+          decodeInto(dtype, bytes, out, 0);
+          const bad = firstNonFinite(out, 0, count);
+          if (bad >= 0) {
+            throw new DmexpError(
+              path,
+              `tensors.${t.name}`,
+              `holds ${out[bad]} at index ${start + bad}; an export holds only finite weights`,
+              { expected: "finite values", found: String(out[bad]) },
+            );
+          }
+          return out;
+        },
+      };
+    });
+    return { header, config, sources, ...(tokenizer ? { tokenizer } : {}), close: () => fh.close() };
+  } catch (e) {
+    await fh.close();
+    throw e;
+  }
+}
+
+/**
+ * Only the tokenizer of a file, checked as `readDmexp` checks it (prefix, header, header checksum,
+ * config, then the section's own CRC-32 and files), without reading the payload; undefined for a
+ * version-1 file (a byte model).
+ *
+ * @example
+ * ```ts
+ * const files = await readDmexpTokenizer("out/q.bf16.dmexp");
+ * ```
+ */
+export function readDmexpTokenizer(path: string): Promise<TokenizerFiles | undefined> {
+  return withFile(path, async (fh, p, headerBytes) => {
+    const header = parseHeader(headerBytes, path, p.version, p.payloadLength);
+    const sealed = checkHeaderChecksum(prefixOf(p), headerBytes, path);
+    checkChecksumForm(header, sealed, path);
+    return await readSection(fh, p, header, checkShapes(header, path), path);
   });
 }
 
@@ -392,6 +537,12 @@ export function dmexpInfoJson(info: DmexpInfo): Record<string, unknown> {
     payload_length: info.payloadLength,
     crc32: { stored: hex32(info.crc32.stored), computed: hex32(info.crc32.computed), ok: info.crc32.ok },
     header_crc32: info.headerCrc32 ?? null,
+    tokenizer: {
+      section_bytes: info.version === DMEXP_TOKENIZER_VERSION
+        ? info.fileBytes - PREFIX_BYTES - info.headerLength - info.payloadLength
+        : 0,
+      ...(info.model.ok ? tokenizerInfo(info.tokenizer, info.model.config.vocab_size, info.path) : {}),
+    },
     header: { ...keys, ...extra, tensors },
     model: info.model.ok ? { ok: true } : { ok: false, field: info.model.field, reason: info.model.reason },
   };
@@ -422,6 +573,7 @@ export const dmexpFormat: FormatDescriptor<DmexpDtype> = {
       step: input.step,
       name: input.name,
       onProgress,
+      ...(input.tokenizer ? { tokenizer: input.tokenizer } : {}),
     });
     return {
       file: r.path,
@@ -435,9 +587,10 @@ export const dmexpFormat: FormatDescriptor<DmexpDtype> = {
     };
   },
   async read(path, options) {
-    const { header, config, tensors } = await readDmexp(path, options);
-    return { config, tensors, origin: dmexpOrigin(header) };
+    const { header, config, tensors, tokenizer } = await readDmexp(path, options);
+    return { config, tensors, origin: dmexpOrigin(header), ...(tokenizer ? { tokenizer } : {}) };
   },
+  readTokenizer: readDmexpTokenizer,
   inspect: async (path, options) => dmexpInfoJson(await inspectDmexp(path, options)),
   spec: "formats/dmexp.md",
   minimalReader: "readers/dmexp.ts",

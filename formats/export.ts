@@ -7,7 +7,8 @@
  * were trained under; a preset is accepted only when that snapshot is missing. Only the checkpoint's
  * model section is read into the export: the EMA copy and the optimizer state are passed over (their
  * bytes go through the checkpoint's checksum and nowhere else). The model streams a chunk at a time,
- * so memory does not grow with the model.
+ * so memory does not grow with the model; so does a Hugging Face folder. A model's own tokenizer (a real
+ * Qwen3 folder's) goes to the writer with the tensors (`ExportInput.tokenizer`).
  *
  * An export is input too when it holds the values it was given: dmexp (f32, f16 or bf16, widened
  * exactly), hf, GGUF F32/F16/BF16 and f64lines. A lossy one (quantized GGUF blocks, lut4) is refused: its
@@ -30,14 +31,15 @@ import {
   isCheckpoint,
   openCheckpointModel,
 } from "./checkpoint.ts";
-import { hfFormat } from "./huggingface.ts";
+import { hfFormat, openHuggingFace } from "./huggingface.ts";
+import { dmexpFormat, dmexpOrigin, openDmexp } from "./dmexp.ts";
 import { requireInput, unreadable } from "./io.ts";
 import { type FormatDescriptor, formatNamed, FORMATS, type WriteResult } from "./mod.ts";
 import { type ModelConfig, paramShapes, PRESETS, readConfigFile } from "../model/config.ts";
 import { FormatError } from "../model/error.ts";
-import type { Tensor } from "../model/tensor.ts";
 import type { Lut4Calibrator } from "./lut4-types.ts";
 import { tensorSource } from "../model/tensor.ts";
+import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 
 /** The checkpoint exported when no input is given: the shipped model. */
 export const DEFAULT_INPUT = "model/default/ferry.ckpt";
@@ -76,14 +78,17 @@ export interface CheckpointInput extends CheckpointModel {
   name: string;
   /** The training run the weights came from, `path@stepN`. */
   source: string;
+  /** The model's own tokenizer, when the input carries one (absent: a byte model). */
+  tokenizer?: TokenizerFiles;
 }
 
 /**
  * Opens what to export. A training checkpoint: the config from its snapshot (or an explicitly named
  * preset when the snapshot is missing), the whole-file CRC verified in chunks, and the model section
- * checked against that config. A lossless export (or a Hugging Face folder): read whole through its
- * format's reader, its name, step and source as it records them. A lossy export is refused, saying why;
- * a missing path gets io.ts's sentence.
+ * checked against that config. A Hugging Face folder: opened for streaming (`openHuggingFace`: every
+ * header and the tokenizer checked, the tensors read a chunk at a time as the writer asks). A lossless
+ * export: read whole through its format's reader. Either keeps its name, step and source as it records
+ * them, and its tokenizer. A lossy export is refused, saying why; a missing path gets io.ts's sentence.
  */
 export async function openInput(
   path: string,
@@ -133,24 +138,57 @@ async function openExport(path: string, format: FormatDescriptor, preset?: strin
       },
     );
   }
-  const { config, tensors, origin } = await format.read(path);
+  if (format === dmexpFormat) {
+    // A dmexp file streams too: checked whole in one chunked pass, then read a chunk at a time.
+    const m = await openDmexp(path);
+    const origin = dmexpOrigin(m.header);
+    return {
+      path,
+      step: origin.step ?? 0,
+      config: m.config,
+      configFrom: path,
+      tensors: canonicalOrder(m.config, m.sources),
+      name: origin.name ?? exportName(path, format),
+      source: origin.source ?? `${path}@step${origin.step ?? 0}`,
+      ...(m.tokenizer ? { tokenizer: m.tokenizer } : {}),
+      close: m.close,
+    };
+  }
+  if (format === hfFormat) {
+    // A Hugging Face folder streams: its tensors are read a chunk at a time while the writer runs.
+    const hf = await openHuggingFace(path);
+    const step = hf.origin.step ?? 0;
+    return {
+      path,
+      step,
+      config: hf.config,
+      configFrom: join(path, "config.json"),
+      tensors: hf.sources,
+      name: hf.origin.name ?? exportName(path, format),
+      source: hf.origin.source ?? `${path}@step${step}`,
+      ...(hf.tokenizer ? { tokenizer: hf.tokenizer } : {}),
+      close: hf.close,
+    };
+  }
+  const { config, tensors, origin, tokenizer } = await format.read(path);
   const step = origin?.step ?? 0;
   return {
     path,
     step,
     config,
-    configFrom: format === hfFormat ? join(path, "config.json") : path,
+    configFrom: path,
     tensors: canonicalOrder(config, tensors).map(tensorSource),
     name: origin?.name ?? exportName(path, format),
     source: origin?.source ?? `${path}@step${step}`,
+    ...(tokenizer ? { tokenizer } : {}),
     close: () => Promise.resolve(),
   };
 }
 
 // The config's parameter order (paramShapes), whatever order the file listed them in.
-function canonicalOrder(config: ModelConfig, tensors: Tensor[]): Tensor[] {
+function canonicalOrder<T extends { name: string }>(config: ModelConfig, tensors: T[]): T[] {
   const rank = new Map(paramShapes(config).map((p, i) => [p.name, i]));
-  const at = (t: Tensor) => rank.get(t.name) ?? rank.size;
+  const at = (t: T) => rank.get(t.name) ?? rank.size;
   return [...tensors].sort((a, b) => at(a) - at(b));
 }
 
@@ -298,6 +336,7 @@ export async function exportCheckpoint(opts: ExportOptions = {}): Promise<Export
       source: model.source,
       step: model.step,
       name: model.name,
+      ...(model.tokenizer ? { tokenizer: model.tokenizer } : {}),
     }, { dtype, onProgress: (d, t) => opts.onProgress?.("write", d, t), calibrate: opts.calibrate });
     const { file: written, bytes, params, tensors, ...details } = result;
     return {
@@ -311,6 +350,9 @@ export async function exportCheckpoint(opts: ExportOptions = {}): Promise<Export
       source: model.source,
       step: model.step,
       config_from: model.configFrom,
+      ...(model.tokenizer
+        ? { tokenizer: `the model's own: ${Object.keys(model.tokenizer).join(", ")}` }
+        : {}),
       ...details,
       seconds: (performance.now() - started) / 1000,
     };

@@ -1,7 +1,8 @@
 /**
  * The fuzz hook of f64lines (formats/f64lines.md) for scripts/tools/fuzz.ts: a small valid file (the
  * config beside it is written, not attacked), one region per line, the text with its `#fnv1a32=` line
- * recomputed after a text edit, and the minimal reader `readers/f64lines.ts`.
+ * recomputed after a text edit, and the minimal reader `readers/f64lines.ts`. A second target is a model
+ * file that ends with the `ferry.tokenizer/<file>` records of a tokenizer, read as a model with its tokenizer.
  *
  * @example
  * ```ts
@@ -11,8 +12,9 @@
  */
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { FUZZ_CONFIG, type FuzzTarget, fuzzTensors, type Region } from "./fuzz-kit.ts";
-import { F64LinesError, readF64Lines, stringChecksum, writeF64Lines } from "./f64lines.ts";
+import { FUZZ_CONFIG, FUZZ_TOKENIZER, type FuzzTarget, fuzzTensors, type Region } from "./fuzz-kit.ts";
+import { F64LinesError, f64linesFormat, readF64Lines, stringChecksum, writeF64Lines } from "./f64lines.ts";
+import { tensorSource } from "../model/tensor.ts";
 import { configToToml, paramShapes } from "../model/config.ts";
 
 const enc = new TextEncoder(), dec = new TextDecoder();
@@ -50,5 +52,22 @@ const f64lines: FuzzTarget = {
   minimal: "readers/f64lines.ts",
 };
 
-/** What scripts/tools/fuzz.ts attacks: one f64lines file. */
-export const FUZZ_TARGETS: readonly FuzzTarget[] = [f64lines];
+const f64linesTokenizer: FuzzTarget = {
+  ...f64lines,
+  name: "f64lines-tokenizer",
+  async make(dir) {
+    const file = join(dir, "t.f64lines");
+    const input = {
+      config: FUZZ_CONFIG,
+      tensors: fuzzTensors().map(tensorSource),
+      source: "fuzz@step1",
+      step: 1,
+    };
+    await f64linesFormat.write(file, { ...input, name: "fuzz", tokenizer: FUZZ_TOKENIZER }, { dtype: "f64" });
+    return { file, target: file };
+  },
+  readers: { "f64linesFormat.read": (p) => f64linesFormat.read(p) },
+};
+
+/** What scripts/tools/fuzz.ts attacks: an f64lines file, and a model's with its tokenizer's records. */
+export const FUZZ_TARGETS: readonly FuzzTarget[] = [f64lines, f64linesTokenizer];

@@ -16,8 +16,8 @@
  * ```
  * @module
  */
-import { readFile, stat } from "node:fs/promises";
-import { writeAtomic } from "./io.ts";
+import { type FileHandle, open, readFile, stat } from "node:fs/promises";
+import { openAtomic, readExact, writeAtomic } from "./io.ts";
 import { parse as parseToml, stringify as stringifyToml } from "smol-toml";
 import {
   checkTensors,
@@ -28,7 +28,9 @@ import {
   paramShapes,
   validateConfig,
 } from "../model/config.ts";
-import { materialize, type Tensor } from "../model/tensor.ts";
+import { numel, type Tensor } from "../model/tensor.ts";
+import { TOKENIZER_FILE_NAMES, type TokenizerFiles } from "../model/tokenizer-types.ts";
+import { checkTokenizerFiles, tokenizerInfo } from "./huggingface-tokenizer.ts";
 import type { ExportOrigin, FormatDescriptor } from "./format.ts";
 import { FormatError, type RefusalDetail } from "../model/error.ts";
 
@@ -51,6 +53,7 @@ export type F64LinesErrorKind =
   | "mismatch" // writing: names and arrays differ in count
   | "f32" // reading tensors: a value that does not narrow to f32 exactly
   | "shape" // reading tensors: names or lengths differ from the expected shapes
+  | "tokenizer" // reading a model: a `ferry.tokenizer/<file>` record that is not a tokenizer file's bytes
   | "file"; // the file (or the config beside it) cannot be read
 
 /**
@@ -598,7 +601,392 @@ export function f64LinesToTensors(
   where = "<string>",
   shapes?: readonly ParamShape[],
 ): Tensor[] {
-  const { names, arrays, lines } = parseF64Lines(input, where);
+  return parsedToTensors(parseF64Lines(input, where), input, where, shapes);
+}
+
+/**
+ * A model's f64lines file: its tensors (as `f64LinesToTensors` with `shapes`) and the tokenizer files
+ * its trailing `ferry.tokenizer/<file>` records carry, each record's values the file's UTF-8 bytes,
+ * checked as every format checks a tokenizer (against `vocabSize`). No records: a byte model.
+ *
+ * @example
+ * ```ts
+ * const { tensors, tokenizer } = f64LinesModel(bytes, "m.f64lines", paramShapes(config), config.vocab_size);
+ * ```
+ */
+export function f64LinesModel(
+  input: Uint8Array,
+  where: string,
+  shapes: readonly ParamShape[],
+  vocabSize: number,
+): { tensors: Tensor[]; tokenizer?: TokenizerFiles } {
+  const parsed = parseF64Lines(input, where);
+  const first = parsed.names.findIndex((n) => n.startsWith(TOKENIZER_RECORD_PREFIX));
+  if (first < 0) return { tensors: parsedToTensors(parsed, input, where, shapes) };
+  const cut = (a: F64Lines) => ({ ...a, names: a.names.slice(0, first), arrays: a.arrays.slice(0, first) });
+  const tensors = parsedToTensors(
+    { ...cut(parsed), lines: parsed.lines.slice(0, first) },
+    input,
+    where,
+    shapes,
+  );
+  const files: Record<string, string> = {};
+  for (let k = first; k < parsed.names.length; k++) {
+    const name = parsed.names[k], file = name.slice(TOKENIZER_RECORD_PREFIX.length);
+    const bad = (why: string) => new F64LinesError(where, "tokenizer", parsed.lines[k], 4, `${name}: ${why}`);
+    if (!name.startsWith(TOKENIZER_RECORD_PREFIX)) throw bad("a tensor after the tokenizer records");
+    if (!(TOKENIZER_FILE_NAMES as readonly string[]).includes(file) || Object.hasOwn(files, file)) {
+      throw bad(`not a tokenizer file name (${TOKENIZER_FILE_NAMES.join(", ")}) or a repeat`);
+    }
+    const values = parsed.arrays[k], bytes = new Uint8Array(values.length);
+    for (let i = 0; i < values.length; i++) {
+      if (!(values[i] >= 0 && values[i] <= 255 && Number.isInteger(values[i]))) {
+        throw bad(`value ${i} is ${values[i]}, not a byte (an integer 0 to 255)`);
+      }
+      bytes[i] = values[i];
+    }
+    try {
+      files[file] = TEXT.decode(bytes);
+    } catch {
+      throw bad("the bytes are not valid UTF-8");
+    }
+  }
+  if (files["tokenizer.json"] === undefined) {
+    throw new F64LinesError(
+      where,
+      "tokenizer",
+      0,
+      0,
+      `the tokenizer records have no ${TOKENIZER_RECORD_PREFIX}tokenizer.json`,
+    );
+  }
+  const tokenizer = files as TokenizerFiles;
+  try {
+    checkTokenizerFiles(tokenizer, vocabSize, { dir: where, config: f64linesConfigPath(where) });
+  } catch (e) {
+    // The shared check's refusal, as this format's error (it names the record's file and field).
+    if (!(e instanceof FormatError)) throw e;
+    throw new F64LinesError(where, "tokenizer", parsed.lines[first], 4, e.message);
+  }
+  return { tensors, tokenizer };
+}
+
+const TEXT = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+/** Bytes read at a time by `readF64LinesModel`; a value token is at most 24 bytes, a line header 1 MiB. */
+const STREAM_CHUNK = 4 << 20;
+const MAX_LINE_HEAD = 1 << 20;
+
+/**
+ * `f64LinesModel` for a file on disk, streamed: the file is read 4 MiB at a time and each line's values
+ * are parsed, narrowed to f32 and checked as they arrive, so memory holds the tensors being built and one
+ * chunk, never the file's text or a line's float64 array. The same rules and the same refusals (kind,
+ * line) as `parseF64Lines` and `f64LinesModel`, the model's own rules only once the checksum has been
+ * verified, with one difference of order: a declared length is weighed against the bytes left in the
+ * file, not the line's (which are not known in advance), so a broken line may be refused for the first
+ * bad token it holds rather than for its length. A line's `v1|name|len|` must fit in 1 MiB.
+ *
+ * @example
+ * ```ts
+ * const { tensors, tokenizer } = await readF64LinesModel("m.f64lines", paramShapes(config), config.vocab_size);
+ * ```
+ */
+export async function readF64LinesModel(
+  path: string,
+  shapes: readonly ParamShape[],
+  vocabSize: number,
+  opts: { chunkBytes?: number } = {},
+): Promise<{ tensors: Tensor[]; tokenizer?: TokenizerFiles }> {
+  const fh = await open(path, "r");
+  try {
+    const chunk = Math.max(64, opts.chunkBytes ?? STREAM_CHUNK); // tests make it tiny to cross every boundary
+    return await streamModel(fh, (await fh.stat()).size, path, shapes, vocabSize, chunk);
+  } finally {
+    await fh.close();
+  }
+}
+
+async function streamModel(
+  fh: FileHandle,
+  size: number,
+  where: string,
+  shapes: readonly ParamShape[],
+  vocabSize: number,
+  chunk: number,
+): Promise<{ tensors: Tensor[]; tokenizer?: TokenizerFiles }> {
+  const window = fileWindow(fh, size, where, chunk);
+  // The running FNV state, kept here across the reads (another f64lines call may run meanwhile).
+  let hi = 0xcbf29ce4 | 0, lo = 0x84222325 | 0;
+  const hash = (b: Uint8Array, from: number, to: number) => {
+    fnvHi = hi, fnvLo = lo;
+    fnvBytes(b, from, to);
+    hi = fnvHi, lo = fnvLo;
+  };
+  const model: ModelLines = { shapes, tensors: [], files: {}, firstRecord: 0 };
+  let lineNo = 0, sum = -1, sumLine = 0;
+  await window.fill();
+  while (!window.done()) {
+    lineNo++;
+    const fail = (kind: F64LinesErrorKind, column: number, why: string): never => {
+      throw new F64LinesError(where, kind, lineNo, column, why);
+    };
+    const nl = await window.findLine(MAX_LINE_HEAD);
+    const { buf, pos } = window;
+    if (buf[pos] === 10 || (buf[pos] === 13 && buf[pos + 1] === 10)) { // a blank line
+      window.pos += buf[pos] === 10 ? 1 : 2;
+      continue;
+    }
+    if (sum >= 0) fail("after-checksum", 1, "the checksum line must be the last non-blank line");
+    if (buf[pos] === 118 && buf[pos + 1] === 49 && buf[pos + 2] === 124) { // v1|
+      await dataLine(window, model, lineNo, nl, where, hash);
+      continue;
+    }
+    if (nl < 0) {
+      fail(window.eof ? "unterminated" : "version", 1, window.eof ? "the last line has no \\n" : "no v1|");
+    }
+    const end = buf[nl - 1] === 13 ? nl - 1 : nl;
+    const text = LOOSE.decode(buf.subarray(pos, end));
+    if (!text.startsWith("#fnv1a32=")) {
+      const tag = text.split("|")[0];
+      if (tag === "v1") fail("fields", text.length + 1, "a v1 line is v1|<name>|<len>|<values>");
+      fail("version", 1, `unknown version tag '${tag.slice(0, 40)}' (this reader knows v1)`);
+    }
+    const h = text.slice(9);
+    if (!/^[0-9a-f]{8}$/.test(h)) fail("checksum-format", 10, `'${h}' is not 8 lowercase hex digits`);
+    sum = parseInt(h, 16), sumLine = lineNo, window.pos = nl + 1;
+  }
+  if (sum < 0) throw new F64LinesError(where, "checksum-missing", lineNo + 1, 1, "no #fnv1a32= line");
+  if (((hi ^ lo) >>> 0) !== sum) {
+    const why = `the lines hash to ${hex8((hi ^ lo) >>> 0)}: the file is corrupt`;
+    throw new F64LinesError(where, "checksum", sumLine, 10, why);
+  }
+  // Only now, with the checksum verified, the model's own rules, as parseF64Lines' callers apply them.
+  if (model.deferred) throw model.deferred;
+  const { tensors, files, firstRecord } = model;
+  if (tensors.length !== shapes.length) {
+    const why = `holds ${tensors.length} arrays where ${shapes.length} are expected`;
+    throw new F64LinesError(where, "shape", 0, 0, why);
+  }
+  const bad = checkTensors(shapes, tensors);
+  if (bad) throw new F64LinesError(where, "shape", 0, 0, bad.message, bad);
+  if (firstRecord === 0) return { tensors };
+  if (files["tokenizer.json"] === undefined) {
+    const why = `the tokenizer records have no ${TOKENIZER_RECORD_PREFIX}tokenizer.json`;
+    throw new F64LinesError(where, "tokenizer", 0, 0, why);
+  }
+  const tokenizer = files as TokenizerFiles;
+  try {
+    checkTokenizerFiles(tokenizer, vocabSize, { dir: where, config: f64linesConfigPath(where) });
+  } catch (e) {
+    if (!(e instanceof FormatError)) throw e;
+    throw new F64LinesError(where, "tokenizer", firstRecord, 4, e.message);
+  }
+  return { tensors, tokenizer };
+}
+
+// What the data lines of a model file build: its tensors in order, then its tokenizer records' files,
+// and the first refusal of the model's own rules (thrown only once the checksum has been verified).
+interface ModelLines {
+  shapes: readonly ParamShape[];
+  tensors: Tensor[];
+  files: Record<string, string>;
+  firstRecord: number;
+  deferred?: F64LinesError;
+}
+
+// A window over a file read a chunk at a time: buf[pos..len) are the bytes not yet consumed.
+function fileWindow(fh: FileHandle, size: number, where: string, chunk: number) {
+  const w = {
+    chunk,
+    buf: new Uint8Array(chunk + MAX_LINE_HEAD),
+    len: 0,
+    pos: 0,
+    base: 0, // the file offset of buf[0]
+    size,
+    eof: size === 0,
+    done: () => w.eof && w.pos >= w.len,
+    async fill() {
+      if (w.eof) return;
+      if (w.pos > 0) w.buf.copyWithin(0, w.pos, w.len), w.len -= w.pos, w.base += w.pos, w.pos = 0;
+      if (w.len + chunk > w.buf.length) {
+        const bigger = new Uint8Array(w.len + chunk);
+        bigger.set(w.buf.subarray(0, w.len));
+        w.buf = bigger;
+      }
+      const want = Math.min(chunk, size - w.base - w.len), at = w.base + w.len;
+      const changed = () => new F64LinesError(where, "file", 0, 0, "the file changed while being read");
+      await readExact(fh, w.buf.subarray(w.len, w.len + want), at, changed);
+      w.len += want;
+      w.eof = w.base + w.len >= size;
+    },
+    /** The index in buf of the next newline, reading on while fewer than `ahead` bytes are there; -1 if none. */
+    async findLine(ahead: number): Promise<number> {
+      let at = w.buf.subarray(w.pos, w.len).indexOf(10);
+      while (at < 0 && !w.eof && w.len - w.pos < ahead) {
+        await w.fill(), at = w.buf.subarray(w.pos, w.len).indexOf(10);
+      }
+      return at < 0 ? -1 : w.pos + at;
+    },
+  };
+  return w;
+}
+
+// One `v1|name|len|values` line, streamed: its head checked, then its values a window at a time, each
+// window cut after its last comma (a token never spans two), parsed, narrowed and stored as they come.
+async function dataLine(
+  w: ReturnType<typeof fileWindow>,
+  model: ModelLines,
+  lineNo: number,
+  nl: number,
+  where: string,
+  hash: (b: Uint8Array, from: number, to: number) => void,
+): Promise<void> {
+  const fail = (kind: F64LinesErrorKind, column: number, why: string): never => {
+    throw new F64LinesError(where, kind, lineNo, column, why);
+  };
+  const later = (kind: F64LinesErrorKind, column: number, why: string) => {
+    model.deferred ??= new F64LinesError(where, kind, lineNo, column, why);
+  };
+  const head = w.buf.subarray(w.pos, nl < 0 ? w.len : nl);
+  const p2 = head.indexOf(124, 3), p3 = p2 < 0 ? -1 : head.indexOf(124, p2 + 1);
+  if (p3 < 0) {
+    if (nl < 0 && w.eof) fail("unterminated", 1, "the last line has no \\n");
+    fail("fields", 1, "a v1 line is v1|<name>|<len>|<values> (with v1|<name>|<len>| within 1 MiB)");
+  }
+  let name = "";
+  try {
+    name = NAME.decode(head.subarray(3, p2));
+  } catch {
+    fail("utf8", 4 + utf8Prefix(head.subarray(3, p2)), "the name is not valid UTF-8");
+  }
+  if (name.includes("\r")) fail("name", 4, "the name holds \\r (a writer makes it _)");
+  const field = LOOSE.decode(head.subarray(p2 + 1, p3));
+  const headChars = LOOSE.decode(head.subarray(0, p3 + 1)).length, lenColumn = headChars - field.length;
+  if (!/^(0|[1-9][0-9]{0,14})$/.test(field)) {
+    fail("length-field", lenColumn, `'${field}' is not a canonical length`);
+  }
+  const count = +field;
+  // n values need at least n - 1 commas: refuse a lying length before allocating for it.
+  const left = w.size - (w.base + w.pos + p3 + 1);
+  if (count > left + 1) fail("length", lenColumn, `declares ${count} values, more than the file holds`);
+  const sink = lineSink(model, name, count, lineNo, later);
+  hash(w.buf, w.pos, w.pos + p3 + 1);
+  w.pos += p3 + 1;
+  let got = 0, column = headChars + 1, scratch = new Float64Array(0);
+  for (let ended = false; !ended;) {
+    const at = await w.findLine(w.chunk);
+    let stop: number;
+    if (at >= 0) {
+      ended = true, stop = at > w.pos && w.buf[at - 1] === 13 ? at - 1 : at;
+    } else if (w.eof) {
+      return fail("unterminated", column, "the last line has no \\n");
+    } else {
+      stop = w.buf.subarray(w.pos, w.len).lastIndexOf(44) + w.pos;
+      if (stop < w.pos) fail("token", column, "a value token longer than the read window");
+    }
+    const n = stop - w.pos;
+    if (n === 0 && !(ended && column === headChars + 1)) {
+      fail("token", column, "an empty value: a token ends at ',' or at the end of the line");
+    }
+    if (n > 0) {
+      const room = Math.min(count - got, (n >> 1) + 1);
+      if (scratch.length < room) scratch = new Float64Array(Math.max(room, 1 << 16));
+      const r = scanValues(w.buf, w.pos, stop, scratch.subarray(0, room));
+      if (r < 0) {
+        if (-r === TOO_MANY) fail("length", lenColumn, `declares ${count} values but holds more`);
+        const [kind, why] = FAILS[-r];
+        let te = failAt;
+        while (te < stop && w.buf[te] !== 44 && w.buf[te] !== 124) te++;
+        const col = column + LOOSE.decode(w.buf.subarray(w.pos, failAt)).length;
+        fail(kind, col, -r === PIPE ? why : `'${LOOSE.decode(w.buf.subarray(failAt, te))}': ${why}`);
+      }
+      sink(scratch, r, got, column);
+      got += r;
+    }
+    const next = ended ? stop : stop + 1; // past the comma that ended the window
+    hash(w.buf, w.pos, next);
+    column += next - w.pos;
+    w.pos = ended ? at + 1 : next;
+  }
+  if (got !== count) fail("length", lenColumn, `declares ${count} values but holds ${got}`);
+  hash(NEWLINE, 0, 1);
+  sink(undefined, 0, got, column);
+}
+
+// Where a line's values go: a tensor's f32 data (the next shape the config implies), or a tokenizer
+// record's bytes; a line that breaks the model's rules is read on (for the checksum) into nothing.
+// Called with no values at the end of the line.
+function lineSink(
+  model: ModelLines,
+  name: string,
+  count: number,
+  lineNo: number,
+  later: (kind: F64LinesErrorKind, column: number, why: string) => void,
+): (values: Float64Array | undefined, n: number, at: number, column: number) => void {
+  const k = model.tensors.length;
+  const discard = () => {};
+  if (!name.startsWith(TOKENIZER_RECORD_PREFIX)) {
+    const s = model.shapes[k];
+    if (model.firstRecord > 0) {
+      return later("tokenizer", 4, `${name}: a tensor after the tokenizer records`), discard;
+    }
+    if (!s) return later("shape", 0, `holds more arrays than the ${model.shapes.length} expected`), discard;
+    if (s.name !== name || numel(s.dims) !== count) {
+      return later("shape", 4, `${name} holds ${count} values where ${s.name} [${s.dims}] is expected`),
+        discard;
+    }
+    const data = new Float32Array(count);
+    model.tensors.push({ name, dims: [...s.dims], data });
+    return (values, n, at, column) => {
+      for (let i = 0; i < n; i++) {
+        const v = values![i], f = Math.fround(v);
+        if (f !== v && v === v) {
+          later("f32", column, `${name}[${at + i}] = ${encodeF64Token(v)} is not an f32 value`);
+        }
+        data[at + i] = f;
+      }
+    };
+  }
+  if (k !== model.shapes.length) {
+    return later("shape", 0, `holds ${k} arrays where ${model.shapes.length} are expected`), discard;
+  }
+  model.firstRecord ||= lineNo;
+  const file = name.slice(TOKENIZER_RECORD_PREFIX.length);
+  if (!(TOKENIZER_FILE_NAMES as readonly string[]).includes(file) || Object.hasOwn(model.files, file)) {
+    return later(
+      "tokenizer",
+      4,
+      `${name}: not a tokenizer file name (${TOKENIZER_FILE_NAMES.join(", ")}) or a repeat`,
+    ),
+      discard;
+  }
+  const bytes = new Uint8Array(count);
+  return (values, n, at) => {
+    if (!values) {
+      try {
+        model.files[file] = TEXT.decode(bytes);
+      } catch {
+        later("tokenizer", 4, `${name}: the bytes are not valid UTF-8`);
+      }
+      return;
+    }
+    for (let i = 0; i < n; i++) {
+      const v = values[i];
+      if (!(v >= 0 && v <= 255 && Number.isInteger(v))) {
+        later("tokenizer", 4, `${name}: value ${at + i} is ${v}, not a byte (an integer 0 to 255)`);
+      }
+      bytes[at + i] = v;
+    }
+  };
+}
+
+function parsedToTensors(
+  parsed: F64Lines,
+  input: string | Uint8Array,
+  where: string,
+  shapes?: readonly ParamShape[],
+): Tensor[] {
+  const { names, arrays, lines } = parsed;
   if (shapes && shapes.length !== names.length) {
     const why = `holds ${names.length} arrays where ${shapes.length} are expected`;
     throw new F64LinesError(where, "shape", 0, 0, why);
@@ -652,6 +1040,90 @@ export async function writeF64Lines(path: string, tensors: readonly Tensor[]): P
   await writeAtomic(path, [
     weightsToF64LinesBytes(tensors.map((t) => t.name), tensors.map((t) => t.data), path),
   ]);
+}
+
+/** One line a streaming write puts out: a name, its value count, and the values a chunk at a time. */
+export interface F64LinesRecord {
+  name: string;
+  length: number;
+  /** The values, in order, in chunks that add up to `length`. */
+  chunks(): AsyncIterable<ArrayLike<number>> | Iterable<ArrayLike<number>>;
+}
+
+/**
+ * Writes records to `path` as f64lines, atomically and a chunk at a time: the bytes of one chunk of
+ * values are all that is ever in memory, whatever the size of a line. The same bytes as
+ * `weightsToF64LinesBytes` would give for the whole arrays.
+ *
+ * @example
+ * ```ts
+ * await writeF64LinesStreaming("out/w.f64lines", [{ name: "w", length: 2, chunks: () => [[0.5], [2]] }]);
+ * ```
+ */
+export async function writeF64LinesStreaming(path: string, records: Iterable<F64LinesRecord>): Promise<void> {
+  const w = await openAtomic(path);
+  // The hash state lives here between chunks: another f64lines call may run while this one awaits.
+  let hi = 0xcbf29ce4 | 0, lo = 0x84222325 | 0;
+  const put = async (bytes: Uint8Array) => {
+    fnvHi = hi, fnvLo = lo;
+    fnvBytes(bytes, 0, bytes.length);
+    hi = fnvHi, lo = fnvLo;
+    await w.write(bytes);
+  };
+  try {
+    for (const r of records) {
+      await put(ENC.encode(`v1|${sanitize(r.name)}|${r.length}|`));
+      let written = 0;
+      for await (const chunk of r.chunks()) {
+        if (chunk.length === 0) continue;
+        const buf = new Uint8Array(1 + MAX_TOKEN * chunk.length + MAX_TOKEN), dv = new DataView(buf.buffer);
+        let p = 0;
+        if (written > 0) buf[p++] = 44;
+        p = putValues(dv, p, chunk);
+        written += chunk.length;
+        await put(buf.subarray(0, p));
+      }
+      if (written !== r.length) {
+        throw new F64LinesError(
+          path,
+          "mismatch",
+          0,
+          0,
+          `${r.name}: ${written} values where ${r.length} were declared`,
+        );
+      }
+      await put(NEWLINE);
+    }
+    await w.write(ENC.encode(`#fnv1a32=${hex8((hi ^ lo) >>> 0)}\n`));
+  } catch (e) {
+    await w.abort();
+    throw e;
+  }
+  await w.commit();
+}
+
+/** The name prefix of the records that carry a model's tokenizer files (formats/f64lines.md). */
+export const TOKENIZER_RECORD_PREFIX = "ferry.tokenizer/";
+
+/**
+ * A tokenizer file as an f64lines record: its UTF-8 bytes, one integer value (0 to 255) each, named
+ * `ferry.tokenizer/<file name>`.
+ *
+ * @example
+ * ```ts
+ * tokenizerRecord("tokenizer.json", "{}").name; // "ferry.tokenizer/tokenizer.json"
+ * ```
+ */
+export function tokenizerRecord(file: string, text: string): F64LinesRecord {
+  const bytes = ENC.encode(text);
+  const step = 1 << 20;
+  return {
+    name: TOKENIZER_RECORD_PREFIX + file,
+    length: bytes.length,
+    *chunks() {
+      for (let at = 0; at < bytes.length; at += step) yield bytes.subarray(at, at + step);
+    },
+  };
 }
 
 /**
@@ -787,23 +1259,40 @@ export const f64linesFormat: FormatDescriptor<"f64"> = {
   weights: "float",
   lossy: () => Promise.resolve(undefined), // every dtype widens back exactly
   async write(path, input) {
-    const tensors = await Promise.all(input.tensors.map(materialize));
-    await writeF64Lines(path, tensors);
+    // Tensor by tensor, a chunk at a time, then the tokenizer's records: memory stays a chunk.
+    const records: F64LinesRecord[] = input.tensors.map((src) => ({
+      name: src.name,
+      length: numel(src.dims),
+      async *chunks() {
+        const count = numel(src.dims), step = 1 << 18, scratch = new Float32Array(Math.min(step, count));
+        for (let at = 0; at < count; at += step) {
+          yield await src.read(at, Math.min(step, count - at), scratch);
+        }
+      },
+    }));
+    for (const [file, text] of Object.entries(input.tokenizer ?? {})) {
+      records.push(tokenizerRecord(file, text));
+    }
+    await writeF64LinesStreaming(path, records);
     const config = f64linesConfigPath(path);
     const origin = { name: input.name, step: input.step, source: input.source };
     await writeAtomic(config, [new TextEncoder().encode(f64linesConfigToml(input.config, origin))]);
-    const params = tensors.reduce((n, t) => n + t.data.length, 0);
-    return { file: path, bytes: (await stat(path)).size, params, tensors: tensors.length, config };
+    const params = input.tensors.reduce((n, t) => n + numel(t.dims), 0);
+    return { file: path, bytes: (await stat(path)).size, params, tensors: input.tensors.length, config };
   },
   async read(path) {
     const { config, origin } = await readF64linesConfig(f64linesConfigPath(path)).catch((e) => {
       throw missing(e, f64linesConfigPath(path));
     });
-    const bytes = await readFile(path).catch((e) => {
-      throw missing(e, path);
-    });
-    return { config, tensors: f64LinesToTensors(new Uint8Array(bytes), path, paramShapes(config)), origin };
+    // Streamed: memory holds the tensors being built and a 4 MiB window, not the file's text.
+    const { tensors, tokenizer } = await readF64LinesModel(path, paramShapes(config), config.vocab_size)
+      .catch((e) => {
+        throw missing(e, path);
+      });
+    return { config, tensors, origin, ...(tokenizer ? { tokenizer } : {}) };
   },
+  // The records are at the file's end, under its one checksum: the whole file is read and checked.
+  readTokenizer: async (path) => (await f64linesFormat.read(path)).tokenizer,
   async inspect(path) {
     const bytes = await readFile(path).catch((e) => {
       throw missing(e, path);
@@ -817,12 +1306,23 @@ export const f64linesFormat: FormatDescriptor<"f64"> = {
       }: ok, every data line is as written`,
       config: f64linesConfigPath(path),
       arrays: names.map((name, i) => ({ name, length: arrays[i].length })),
+      tokenizer: await f64linesTokenizerInfo(path, bytes),
     };
   },
   spec: "formats/f64lines.md",
   minimalReader: "readers/f64lines.ts",
   fuzzHook: "formats/f64lines-fuzz.ts",
 };
+
+// `info`'s tokenizer summary: the records' files checked against the config beside the file.
+async function f64linesTokenizerInfo(path: string, bytes: Uint8Array): Promise<Record<string, unknown>> {
+  const { config } = await readF64linesConfig(f64linesConfigPath(path)).catch((e) => {
+    throw missing(e, f64linesConfigPath(path));
+  });
+  const { tokenizer } = f64LinesModel(bytes, path, paramShapes(config), config.vocab_size);
+  const size = Object.values(tokenizer ?? {}).reduce((n, t) => n + new TextEncoder().encode(t).length, 0);
+  return { record_bytes: size, ...tokenizerInfo(tokenizer, config.vocab_size, path) };
+}
 
 // A file that cannot be read is a refusal like any other, in this format's error.
 function missing(e: unknown, path: string): unknown {

@@ -27,6 +27,8 @@ import type { ModelConfig } from "../model/config.ts";
 import type { Tensor } from "../model/tensor.ts";
 import { initParams } from "../model/init.ts";
 import { digestOffset } from "./digest.ts";
+import { crc32 } from "node:zlib";
+import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 
 /** A named byte range of a valid file (a prefix field, the header, one metadata entry, the payload). */
 export interface Region {
@@ -181,6 +183,56 @@ export const FUZZ_LUT4_CONFIG: ModelConfig = {
   max_position_embeddings: 16,
   tie_word_embeddings: true,
 };
+
+/**
+ * The tokenizer the campaign's tokenizer-carrying files hold (dmexp version 2, lut4 schema /2): a byte-level
+ * BPE small enough to fuzz, which fits `FUZZ_CONFIG`'s vocab, with one merge, one added token and a template.
+ */
+export const FUZZ_TOKENIZER: TokenizerFiles = {
+  "tokenizer.json": JSON.stringify({
+    version: "1.0",
+    added_tokens: [{ id: 3, content: "<|end|>", special: true }],
+    model: { type: "BPE", vocab: { a: 0, b: 1, ab: 2 }, merges: [["a", "b"]] },
+  }),
+  "generation_config.json": '{"eos_token_id": 3}',
+  "chat_template.jinja": "{% for m in messages %}{{ m.content }}<|end|>{% endfor %}",
+};
+
+/**
+ * The byte map of a tokenizer section (formats/tokenizer-section.ts) that starts at `at`: its magic, CRC-32,
+ * file count and each file's name and text, for aimed mutations.
+ */
+export function tokenizerSectionMap(f: Uint8Array, at: number): ByteMap {
+  const regions: Region[] = [
+    { name: "tokenizer", start: at, end: f.length },
+    { name: "tokenizer.magic", start: at, end: at + 8 },
+    { name: "tokenizer.crc32", start: at + 8, end: at + 12 },
+  ];
+  const fields: NumField[] = [{ name: "tokenizer.files", offset: at + 12, width: 4 }];
+  let p = at + 16;
+  for (let k = 0; p + 4 <= f.length && k < 8; k++) {
+    for (const part of ["name", "text"]) {
+      if (p + 4 > f.length) break;
+      const n = view(f).getUint32(p, true);
+      fields.push({ name: `tokenizer.files[${k}].${part}_length`, offset: p, width: 4 });
+      regions.push({
+        name: `tokenizer.files[${k}].${part}`,
+        start: p + 4,
+        end: Math.min(f.length, p + 4 + n),
+      });
+      p += 4 + n;
+    }
+  }
+  return { regions, fields };
+}
+
+/** The section with its CRC-32 recomputed, as a forger would (anything too short is left as it is). */
+export function resealTokenizerSection(section: Uint8Array): Uint8Array {
+  if (section.length < 16) return section;
+  const out = section.slice();
+  view(out).setUint32(8, crc32(out.subarray(12)) >>> 0, true);
+  return out;
+}
 
 /** The tensors of `FUZZ_CONFIG` every fuzzed float file holds (seeded: the same on every run). */
 export function fuzzTensors(): Tensor[] {

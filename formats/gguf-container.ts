@@ -98,21 +98,38 @@ export interface GgufTensorData {
   bytes: Uint8Array;
 }
 
+/** One tensor's place in a file before its bytes exist: GGUF name, `ne` (innermost first) and type. */
+export type GgufTensorShape = Omit<GgufTensorData, "bytes">;
+
+/** A file's layout from its metadata and tensor shapes alone (`encodeGgufHeader`). */
+export interface GgufLayout {
+  /** Header, metadata and tensor infos, zero-padded to the alignment when there are tensors. */
+  header: Uint8Array;
+  alignment: number;
+  /** Each tensor's offset from the start of the data section (u64 in the file: may pass 2^32). */
+  offsets: number[];
+  /** Each tensor's exact byte length. */
+  sizes: number[];
+  /** The whole file's length. */
+  fileBytes: number;
+}
+
 /**
- * Lays out a GGUF v3 file: header, metadata in the given order, tensor infos, then each tensor's
- * bytes at an offset aligned to `general.alignment` (32 when absent), zero-padded, the last included.
- * Returns the chunks to write in order. `where` names the destination in errors.
+ * Lays out a GGUF v3 file's header from shapes alone: header, metadata in the given order, tensor
+ * infos with each tensor's offset (aligned to `general.alignment`, 32 when absent), then padding to
+ * the data section. A writer streams each tensor's bytes after it, padding each to the alignment, the
+ * last included. `where` names the destination in errors.
  *
  * @example
  * ```ts
- * const chunks = encodeGguf([["general.architecture", { type: "string", value: "qwen3" }]], [], "x.gguf");
+ * const { header, offsets } = encodeGgufHeader([], [{ name: "w", ne: [32, 4], type: "F32" }], "x.gguf");
  * ```
  */
-export function encodeGguf(
+export function encodeGgufHeader(
   metadata: ReadonlyArray<readonly [string, GgufValue]>,
-  tensors: readonly GgufTensorData[],
+  tensors: readonly GgufTensorShape[],
   where = "gguf",
-): Uint8Array[] {
+): GgufLayout {
   const w = new ByteWriter();
   w.bytes(GGUF_MAGIC);
   w.u32(GGUF_VERSION);
@@ -123,13 +140,16 @@ export function encodeGguf(
   for (const [key, value] of metadata) {
     if (key.length === 0) throw new GgufError(where, "metadata", "a key is empty");
     if (keys.has(key)) throw new GgufError(where, key, "metadata key appears twice");
+    if (!key.isWellFormed()) {
+      throw new GgufError(where, key, "the key holds a lone surrogate (not Unicode text)");
+    }
     keys.add(key);
     if (key === "general.alignment") alignment = checkAlignment(value, where);
     w.string(key);
     writeValue(w, value, key, where);
   }
   const names = new Set<string>();
-  const offsets: number[] = [];
+  const offsets: number[] = [], sizes: number[] = [];
   let offset = 0;
   for (const t of tensors) {
     const field = `tensor ${t.name}`;
@@ -147,30 +167,90 @@ export function encodeGguf(
         `innermost dim ${t.ne[0]} is not a multiple of ${t.type}'s block of ${spec.blockSize}`,
       );
     }
-    const want = tensorBytes(t.type, numel(t.ne));
-    if (t.bytes.length !== want) {
-      throw new GgufError(
-        where,
-        field,
-        `holds ${t.bytes.length} bytes; ${t.type} ne [${t.ne}] needs ${want}`,
-      );
-    }
     w.string(t.name);
     w.u32(t.ne.length);
     for (const n of t.ne) w.u64(BigInt(n));
     w.u32(spec.id);
     w.u64(BigInt(offset));
-    offsets.push(offset);
-    offset += pad(t.bytes.length, alignment);
+    const size = tensorBytes(t.type, numel(t.ne));
+    offsets.push(offset), sizes.push(size);
+    offset += pad(size, alignment);
   }
   if (tensors.length > 0) w.zeros(pad(w.length, alignment) - w.length);
-  const chunks = [w.finish()];
-  for (const t of tensors) {
+  const header = w.finish();
+  return { header, alignment, offsets, sizes, fileBytes: header.length + offset };
+}
+
+/**
+ * Lays out a whole GGUF v3 file in memory (`encodeGgufHeader`, then each tensor's bytes, each
+ * zero-padded to the alignment, the last included). Returns the chunks to write in order.
+ *
+ * @example
+ * ```ts
+ * const chunks = encodeGguf([["general.architecture", { type: "string", value: "qwen3" }]], [], "x.gguf");
+ * ```
+ */
+export function encodeGguf(
+  metadata: ReadonlyArray<readonly [string, GgufValue]>,
+  tensors: readonly GgufTensorData[],
+  where = "gguf",
+): Uint8Array[] {
+  const layout = encodeGgufHeader(metadata, tensors, where);
+  const chunks = [layout.header];
+  tensors.forEach((t, i) => {
+    if (t.bytes.length !== layout.sizes[i]) {
+      throw new GgufError(
+        where,
+        `tensor ${t.name}`,
+        `holds ${t.bytes.length} bytes; ${t.type} ne [${t.ne}] needs ${layout.sizes[i]}`,
+      );
+    }
     chunks.push(t.bytes);
-    const fill = pad(t.bytes.length, alignment) - t.bytes.length;
+    const fill = pad(t.bytes.length, layout.alignment) - t.bytes.length;
     if (fill > 0) chunks.push(new Uint8Array(fill));
-  }
+  });
   return chunks;
+}
+
+/**
+ * Streams a GGUF v3 file into `sink`, tensor by tensor: the header from shapes alone, then for each
+ * tensor the pieces `pieces(i)` yields (checked to add up to exactly its size) and its padding. Only
+ * one piece is held at a time, so a file of any size is written in bounded memory. Returns the layout.
+ *
+ * @example
+ * ```ts
+ * await streamGguf({ write: (b) => out.write(b) }, metadata, shapes, (i) => piecesOf(i), "m.gguf");
+ * ```
+ */
+export async function streamGguf(
+  sink: { write(bytes: Uint8Array): void | Promise<void> },
+  metadata: ReadonlyArray<readonly [string, GgufValue]>,
+  tensors: readonly GgufTensorShape[],
+  pieces: (index: number) => AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+  where = "gguf",
+): Promise<GgufLayout> {
+  const layout = encodeGgufHeader(metadata, tensors, where);
+  await sink.write(layout.header);
+  for (let i = 0; i < tensors.length; i++) {
+    let written = 0;
+    for await (const piece of pieces(i)) {
+      written += piece.length;
+      if (written > layout.sizes[i]) break;
+      await sink.write(piece);
+    }
+    if (written !== layout.sizes[i]) {
+      throw new GgufError(
+        where,
+        `tensor ${tensors[i].name}`,
+        `gave ${written > layout.sizes[i] ? "more than" : written} bytes; ${tensors[i].type} ne [${
+          tensors[i].ne
+        }] needs ${layout.sizes[i]}`,
+      );
+    }
+    const fill = pad(written, layout.alignment) - written;
+    if (fill > 0) await sink.write(new Uint8Array(fill));
+  }
+  return layout;
 }
 
 function writeValue(w: ByteWriter, v: GgufValue, key: string, where: string): void {
@@ -191,6 +271,10 @@ function writeScalar(w: ByteWriter, type: GgufScalarType, x: unknown, key: strin
   switch (type) {
     case "string":
       if (typeof x !== "string") throw bad("a string");
+      // A lone surrogate has no UTF-8: the encoder would write U+FFFD, another string than asked for.
+      if (!x.isWellFormed()) {
+        throw new GgufError(where, key, "a string holds a lone surrogate (not Unicode text)");
+      }
       return w.string(x);
     case "bool":
       if (typeof x !== "boolean") throw bad("a boolean");
@@ -337,29 +421,48 @@ export interface GgufFile {
   dataOffset: number;
 }
 
+/** A file's header, metadata and tensor infos, parsed without its tensor data. */
+export interface GgufHeader {
+  version: number;
+  alignment: number;
+  metadata: Map<string, GgufValue>;
+  /** Each tensor's name, `ne`, type and offset from the data section; `bytes` is not read. */
+  tensors: Array<Omit<GgufTensorInfo, "bytes">>;
+  /** Absolute file offset of the data section. */
+  dataOffset: number;
+  /** Where the last tensor's padding ends: the file's length if it is whole. */
+  end: number;
+}
+
 /**
- * Parses a whole GGUF file, refusing it (a `GgufError` naming `where` and the field) for: a short
- * or truncated file, a wrong magic, a version other than 3, an unknown value type, an array of
- * arrays, a duplicate or empty key, invalid UTF-8, a `general.alignment` that is not a u32 power of
- * two, a bad tensor name, rank or type (ferry reads the types of quants.ts's GGML_TYPES), an innermost
- * dim that is not a whole number of blocks, an offset other than the packed, aligned one llama.cpp
- * expects, data running past the end, and trailing bytes after the last tensor's padding.
+ * Parses the header, metadata and tensor infos of a GGUF file from its first bytes (`prefix`) and its
+ * size, with every check `parseGguf` makes of them; tensor data is neither read nor needed. Returns
+ * "more" when the prefix ends before the tensor infos do (read a longer one and call again).
  *
  * @example
  * ```ts
- * const file = parseGguf(new Uint8Array(await readFile("m.gguf")), "m.gguf");
- * file.metadata.get("general.architecture"); // { type: "string", value: "qwen3" }
+ * const head = parseGgufHeader(first16MiB, fileSize, "m.gguf"); // or "more"
  * ```
  */
-export function parseGguf(file: Uint8Array, where = "gguf"): GgufFile {
-  const r = new ByteReader(file, where);
-  if (file.length < 24) {
-    throw new GgufError(where, "header", `${file.length} bytes is shorter than the 24-byte header`);
+export function parseGgufHeader(prefix: Uint8Array, fileSize: number, where = "gguf"): GgufHeader | "more" {
+  try {
+    return parseHeader(new ByteReader(prefix, where, fileSize), fileSize, where);
+  } catch (e) {
+    if (e === NEED_MORE) return "more";
+    throw e;
   }
-  if (!GGUF_MAGIC.every((b, i) => file[i] === b)) {
-    throw new GgufError(where, "header.magic", `expected "GGUF", got bytes [${[...file.subarray(0, 4)]}]`);
+}
+
+function parseHeader(r: ByteReader, size: number, where: string): GgufHeader {
+  if (size < 24) throw new GgufError(where, "header", `${size} bytes is shorter than the 24-byte header`);
+  const magic = r.take(4, "header.magic");
+  if (!GGUF_MAGIC.every((b, i) => r.byte(magic + i) === b)) {
+    throw new GgufError(
+      where,
+      "header.magic",
+      `expected "GGUF", got bytes [${[0, 1, 2, 3].map((i) => r.byte(magic + i))}]`,
+    );
   }
-  r.pos = 4;
   const version = r.u32("header.version");
   if (version !== GGUF_VERSION) {
     throw new GgufError(where, "header.version", `${version} is not supported (expected ${GGUF_VERSION})`);
@@ -375,7 +478,7 @@ export function parseGguf(file: Uint8Array, where = "gguf"): GgufFile {
   }
   const alignValue = metadata.get("general.alignment");
   const alignment = alignValue ? checkAlignment(alignValue, where) : GGUF_DEFAULT_ALIGNMENT;
-  const infos: Array<Omit<GgufTensorInfo, "bytes">> = [];
+  const tensors: GgufHeader["tensors"] = [];
   const names = new Set<string>();
   let expected = 0;
   for (let i = 0; i < nTensors; i++) {
@@ -421,28 +524,49 @@ export function parseGguf(file: Uint8Array, where = "gguf"): GgufFile {
         `${offset}; expected ${expected} (tensors packed in order, each padded to ${alignment})`,
       );
     }
-    infos.push({ name, ne, type, offset });
+    tensors.push({ name, ne, type, offset });
     expected += pad(tensorBytes(type, n), alignment);
   }
   const dataOffset = nTensors > 0 ? pad(r.pos, alignment) : r.pos;
-  const tensors = infos.map((t) => {
+  for (const t of tensors) {
     const start = dataOffset + t.offset, len = tensorBytes(t.type, numel(t.ne));
-    if (start + len > file.length) {
+    if (start + len > size) {
       throw new GgufError(
         where,
         `tensor ${t.name}`,
-        `data [${start}, ${start + len}) runs past the end of the ${file.length}-byte file`,
+        `data [${start}, ${start + len}) runs past the end of the ${size}-byte file`,
       );
     }
+  }
+  const end = dataOffset + expected;
+  if (size > end) {
+    const after = nTensors > 0 ? "the last tensor's padding" : "the metadata";
+    throw new GgufError(where, "size", `${size - end} bytes follow ${after}`);
+  }
+  return { version, alignment, metadata, tensors, dataOffset, end };
+}
+
+/**
+ * Parses a whole GGUF file, refusing it (a `GgufError` naming `where` and the field) for: a short
+ * or truncated file, a wrong magic, a version other than 3, an unknown value type, an array of
+ * arrays, a duplicate or empty key, invalid UTF-8, a `general.alignment` that is not a u32 power of
+ * two, a bad tensor name, rank or type (ferry reads the types of quants.ts's GGML_TYPES), an innermost
+ * dim that is not a whole number of blocks, an offset other than the packed, aligned one llama.cpp
+ * expects, data running past the end, and trailing bytes after the last tensor's padding.
+ *
+ * @example
+ * ```ts
+ * const file = parseGguf(new Uint8Array(await readFile("m.gguf")), "m.gguf");
+ * file.metadata.get("general.architecture"); // { type: "string", value: "qwen3" }
+ * ```
+ */
+export function parseGguf(file: Uint8Array, where = "gguf"): GgufFile {
+  const head = parseHeader(new ByteReader(file, where, file.length), file.length, where);
+  const tensors = head.tensors.map((t) => {
+    const start = head.dataOffset + t.offset, len = tensorBytes(t.type, numel(t.ne));
     return { ...t, bytes: file.subarray(start, start + len) };
   });
-  const end = dataOffset + expected;
-  if (file.length > end) {
-    throw new GgufError(where, "size", `${file.length - end} bytes follow the last tensor's padding`);
-  }
-  if (nTensors === 0 && file.length > r.pos) {
-    throw new GgufError(where, "size", `${file.length - r.pos} bytes follow the metadata`);
-  }
+  const { version, alignment, metadata, dataOffset } = head;
   return { version, alignment, metadata, tensors, dataOffset };
 }
 
@@ -458,24 +582,32 @@ export function tensorToF32(t: GgufTensorInfo): Float32Array {
   return decodeTensor(t.type, t.bytes, numel(t.ne));
 }
 
+// Thrown (and caught by parseGgufHeader) when a read runs past the prefix but not past the file.
+const NEED_MORE = Symbol("need more of the file");
+
 class ByteReader {
   pos = 0;
   private dv: DataView;
   private utf8 = new TextDecoder("utf-8", { fatal: true });
-  constructor(private file: Uint8Array, private where: string) {
+  /** `file` holds the first bytes of a file of `size` bytes (all of it when the sizes agree). */
+  constructor(private file: Uint8Array, private where: string, private size: number) {
     this.dv = new DataView(file.buffer, file.byteOffset, file.byteLength);
   }
-  private take(n: number, field: string): number {
-    if (this.pos + n > this.file.length) {
+  take(n: number, field: string): number {
+    if (this.pos + n > this.size) {
       throw new GgufError(
         this.where,
         field,
-        `truncated: needs ${n} bytes at offset ${this.pos}, the file has ${this.file.length}`,
+        `truncated: needs ${n} bytes at offset ${this.pos}, the file has ${this.size}`,
       );
     }
+    if (this.pos + n > this.file.length) throw NEED_MORE;
     const at = this.pos;
     this.pos += n;
     return at;
+  }
+  byte(at: number): number {
+    return this.file[at];
   }
   u32(field: string): number {
     return this.dv.getUint32(this.take(4, field), true);
@@ -485,7 +617,7 @@ class ByteReader {
     const v = this.dv.getBigUint64(this.take(8, field), true);
     if (
       v > BigInt(Number.MAX_SAFE_INTEGER) ||
-      (minEach > 0 && Number(v) * minEach > this.file.length - this.pos)
+      (minEach > 0 && Number(v) * minEach > this.size - this.pos)
     ) {
       throw new GgufError(this.where, field, `${v} is more than the file can hold`);
     }

@@ -25,7 +25,17 @@ import {
   view,
 } from "./fuzz-kit.ts";
 import { sealDigest } from "./digest.ts";
-import { GGUF_DIGEST_NEEDLE, type GgufDtype, GgufError, readGguf, writeGguf } from "./gguf.ts";
+import {
+  GGUF_DIGEST_NEEDLE,
+  type GgufDtype,
+  GgufError,
+  QWEN2_SPLIT_REGEX,
+  readGguf,
+  readGgufTokenizer,
+  writeGguf,
+} from "./gguf.ts";
+import { BYTE_CHARS } from "../model/tokenizer.ts";
+import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 import type { ModelConfig } from "../model/config.ts";
 import { initParams } from "../model/init.ts";
 import type { Tensor } from "../model/tensor.ts";
@@ -176,15 +186,19 @@ function ggufTarget(
   dtype: GgufDtype,
   config: ModelConfig,
   tensors: () => Tensor[],
+  tokenizer?: TokenizerFiles,
 ): FuzzTarget {
   return {
     ...GGUF_TARGET,
     name,
     async make(dir) {
       const file = join(dir, "m.gguf");
-      await writeGguf(file, tensors(), config, { type: dtype });
+      await writeGguf(file, tensors(), config, { type: dtype, tokenizer });
       return { file, target: file };
     },
+    readers: tokenizer
+      ? { ...GGUF_TARGET.readers, readGgufTokenizer: (p) => readGgufTokenizer(p) }
+      : GGUF_TARGET.readers,
     // readers/gguf.ts lists Q5_0, IQ4_NL, Q4_K and Q6_K tensors but refuses their values, and the campaign
     // reads every value of the valid file first; the f16 target's "type" edit feeds it those type ids.
     minimal: dtype === "f16" ? GGUF_TARGET.minimal : undefined,
@@ -252,11 +266,49 @@ const GGUF_TARGET: Omit<FuzzTarget, "name" | "make"> = {
 };
 
 /**
+ * A tiny byte-level BPE in Qwen2's pipeline (the 256 byte characters, two merges, two special tokens):
+ * the `tokenizer.*` keys of a model's own tokenizer, and the reader's rebuild of them, under attack.
+ */
+function tinyBpe(): TokenizerFiles {
+  const byteLevel = { type: "ByteLevel", add_prefix_space: false, trim_offsets: false, use_regex: false };
+  const special = (id: number, content: string) => ({ id, content, normalized: false, special: true });
+  const json = {
+    added_tokens: [special(258, "<|endoftext|>"), special(259, "<|im_end|>")],
+    normalizer: { type: "NFC" },
+    pre_tokenizer: {
+      type: "Sequence",
+      pretokenizers: [
+        { type: "Split", pattern: { Regex: QWEN2_SPLIT_REGEX }, behavior: "Isolated" },
+        byteLevel,
+      ],
+    },
+    decoder: byteLevel,
+    model: {
+      type: "BPE",
+      vocab: Object.fromEntries([...BYTE_CHARS.map((c, i) => [c, i]), ["ĠĠ", 256], ["Ġt", 257]]),
+      merges: [["Ġ", "Ġ"], ["Ġ", "t"]],
+    },
+  };
+  return {
+    "tokenizer.json": JSON.stringify(json),
+    "tokenizer_config.json": JSON.stringify({
+      eos_token: "<|im_end|>",
+      pad_token: "<|endoftext|>",
+      chat_template: "{{ x }}",
+    }),
+  };
+}
+
+const BPE_CONFIG: ModelConfig = { ...FUZZ_CONFIG, vocab_size: 264 };
+
+/**
  * What scripts/tools/fuzz.ts attacks: an f16 GGUF file (`gguf`, the minimal reader too), a q4_k_m one
- * (Q4_K, Q6_K, Q5_0 and Q8_0 blocks) and an iq4_nl one.
+ * (Q4_K, Q6_K, Q5_0 and Q8_0 blocks), an iq4_nl one, and an f32 one carrying its own BPE tokenizer
+ * (`gguf-bpe`, also through `readGgufTokenizer`).
  */
 export const FUZZ_TARGETS: readonly FuzzTarget[] = [
   ggufTarget("gguf", "f16", FUZZ_CONFIG, fuzzTensors),
   ggufTarget("gguf-q4_k_m", "q4_k_m", K_CONFIG, () => initParams(K_CONFIG, 7)),
   ggufTarget("gguf-iq4_nl", "iq4_nl", K_CONFIG, () => initParams(K_CONFIG, 7)),
+  ggufTarget("gguf-bpe", "f32", BPE_CONFIG, () => initParams(BPE_CONFIG, 7), tinyBpe()),
 ];

@@ -18,12 +18,14 @@ import {
   GGUF_DEFAULT_ALIGNMENT,
   GgufError,
   type GgufFile,
+  type GgufHeader,
   type GgufTensorData,
   type GgufValue,
   tensorToF32,
 } from "./gguf-container.ts";
 import { decodeTensor, encodeTensor, GGML_QNT_VERSION, GGML_TYPES, type GgmlType } from "./quants.ts";
 import { byteVocabulary, checkTokenizer } from "./gguf-vocab.ts";
+import { checkBpeVocabulary, hasBpeVocabulary } from "./gguf-tokenizer.ts";
 import type { ExportOrigin } from "./format.ts";
 
 /** The architecture string and metadata key prefix. */
@@ -125,8 +127,8 @@ export function qwen3Metadata(
   type: GgmlType,
   name = "ferry",
   ftype: number = GGML_TYPES[type].ftype,
+  vocabulary: ReadonlyArray<[string, GgufValue]> = byteVocabularyMetadata(config.vocab_size),
 ): Array<[string, GgufValue]> {
-  const { tokens, types } = byteVocabulary(config.vocab_size);
   const kv: Array<[string, GgufValue]> = [
     ["general.architecture", { type: "string", value: QWEN3_ARCH }],
     ["general.name", { type: "string", value: name }],
@@ -137,7 +139,14 @@ export function qwen3Metadata(
   for (const [suffix, t, field] of QWEN3_HPARAMS) {
     kv.push([`${QWEN3_ARCH}.${suffix}`, { type: t, value: config[field] as number }]);
   }
-  kv.push(
+  kv.push(...vocabulary);
+  return kv;
+}
+
+/** ferry's byte tokenizer as `tokenizer.*` keys: a "gpt2" vocabulary of bytes, BOS and EOS, no merges. */
+function byteVocabularyMetadata(vocab: number): Array<[string, GgufValue]> {
+  const { tokens, types } = byteVocabulary(vocab);
+  return [
     ["tokenizer.ggml.model", { type: "string", value: "gpt2" }],
     ["tokenizer.ggml.pre", { type: "string", value: "default" }],
     ["tokenizer.ggml.tokens", { type: "array", elem: "string", value: tokens }],
@@ -147,19 +156,149 @@ export function qwen3Metadata(
     ["tokenizer.ggml.eos_token_id", { type: "u32", value: EOS }],
     ["tokenizer.ggml.add_bos_token", { type: "bool", value: true }],
     ["tokenizer.ggml.add_eos_token", { type: "bool", value: false }],
-  );
-  return kv;
+  ];
 }
 
 /** Picks a matrix's type from its GGUF name and `ne` (innermost first): gguf-mix.ts's rules. */
 export type TensorTypeRule = (ggufName: string, ne: number[]) => GgmlType;
 
+/** One tensor as the writer will lay it out, before any of its values are read. */
+export interface GgufTensorPlan {
+  /** The ferry (Hugging Face) name. */
+  hf: string;
+  /** The llama.cpp name. */
+  name: string;
+  ne: number[];
+  type: GgmlType;
+}
+
+/** Options of `qwen3TensorPlans` and `qwen3Tensors`. */
+export interface Qwen3TensorOptions {
+  /** Per matrix (ferry name), one importance weight per input column. */
+  importance?: Readonly<Record<string, Float32Array>>;
+  /** The model carries its own tokenizer, so ferry's byte tokenizer's 258 ids need not fit. */
+  ownTokenizer?: boolean;
+}
+
 /**
- * The GGUF tensors of a model: llama.cpp names, `ne` reversed from ferry's dims, matrices encoded as
- * `type` (one type, or a rule per tensor such as gguf-mix.ts's) and 1-D tensors as F32. Checks the
- * tensors against the config first (names, dims, finite values, blocks, f16 range); `where` names the
- * destination in errors. `importance`, by ferry name, gives a matrix's per-column weights (its input
- * dim long) to the quantizers' scale searches.
+ * The GGUF layout of a model's tensors from their names and dims alone: llama.cpp names, `ne`
+ * reversed from ferry's dims, matrices as `type` (one type, or a rule per tensor such as
+ * gguf-mix.ts's) and 1-D tensors as F32. Checks names and dims against the config, blocks and
+ * importance lengths; `where` names the destination in errors.
+ *
+ * @example
+ * ```ts
+ * const plans = qwen3TensorPlans(sources, cfg, "Q8_0", "m.gguf"); // plans[0].name === "token_embd.weight"
+ * ```
+ */
+export function qwen3TensorPlans(
+  tensors: ReadonlyArray<{ name: string; dims: readonly number[] }>,
+  config: ModelConfig,
+  type: GgmlType | TensorTypeRule,
+  where = "gguf",
+  opts: Qwen3TensorOptions = {},
+): GgufTensorPlan[] {
+  if (!opts.ownTokenizer && config.vocab_size < BYTE_VOCAB_SIZE) {
+    throw new GgufError(
+      where,
+      "vocab_size",
+      `${config.vocab_size}; ferry's byte tokenizer needs at least ${BYTE_VOCAB_SIZE}`,
+    );
+  }
+  const bad = checkTensors(config, tensors);
+  if (bad) throw new GgufError(where, `tensor ${bad.tensor}`, bad.problem, bad);
+  return paramShapes(config).map(({ name, dims }) => {
+    const ne = [...dims].reverse();
+    const ty = dims.length === 1
+      ? "F32"
+      : typeof type === "function"
+      ? type(ggufTensorName(name)!, ne)
+      : type;
+    if (ne[0] % GGML_TYPES[ty].blockSize !== 0) {
+      throw new GgufError(
+        where,
+        `tensor ${name}`,
+        `${ty} needs the input dim (${ne[0]}) to be a multiple of ${
+          GGML_TYPES[ty].blockSize
+        }; choose f32, f16 or bf16`,
+      );
+    }
+    const imp = opts.importance?.[name];
+    if (imp && imp.length !== ne[0]) {
+      throw new GgufError(
+        where,
+        `importance of ${name}`,
+        `${imp.length} weights; expected one per column (${ne[0]})`,
+      );
+    }
+    return { hf: name, name: ggufTensorName(name)!, ne, type: ty };
+  });
+}
+
+/** About 4 Mi values (16 MiB of f32) per encoded piece: whole rows, so every block stays whole. */
+const PIECE_VALUES = 1 << 22;
+
+/**
+ * One tensor's GGUF bytes, encoded a few rows at a time so no more than a piece of it is ever held
+ * (its values come from `read`, which may fill `scratch` or return a view). Refuses a non-finite
+ * value or a value that overflows the type's f16 (an F16 element, a block's scale).
+ *
+ * @example
+ * ```ts
+ * for await (const piece of encodeTensorPieces(plan, (s, n) => t.data.subarray(s, s + n), "m.gguf")) sink(piece);
+ * ```
+ */
+export async function* encodeTensorPieces(
+  plan: GgufTensorPlan,
+  read: (start: number, count: number, scratch: Float32Array) => Float32Array | Promise<Float32Array>,
+  where: string,
+  importance?: Float32Array,
+): AsyncGenerator<Uint8Array> {
+  const row = plan.ne[0], total = plan.ne.reduce((a, b) => a * b, 1);
+  const step = Math.max(1, Math.floor(PIECE_VALUES / row)) * row;
+  const scratch = new Float32Array(Math.min(step, total));
+  for (let start = 0; start < total; start += step) {
+    const count = Math.min(step, total - start);
+    const data = await read(start, count, scratch.subarray(0, count));
+    yield encodePiece(plan, data.length === count ? data : data.subarray(0, count), start, where, importance);
+  }
+}
+
+function encodePiece(
+  plan: GgufTensorPlan,
+  data: Float32Array,
+  start: number,
+  where: string,
+  importance?: Float32Array,
+): Uint8Array {
+  const field = `tensor ${plan.hf}`;
+  const bad = data.findIndex((x) => !Number.isFinite(x));
+  if (bad >= 0) {
+    throw new GgufError(where, field, `element ${start + bad} is ${data[bad]}; expected a finite number`);
+  }
+  const ty = plan.type;
+  const bytes = encodeTensor(ty, data, importance);
+  if (ty !== "F32" && ty !== "BF16") {
+    // An F16 value, or a block's f16 scale (d, or Q4_K's dmin), past 65504 decodes to a non-finite value.
+    const back = decodeTensor(ty, bytes, data.length);
+    const over = back.findIndex((x) => !Number.isFinite(x));
+    if (over >= 0) {
+      throw new GgufError(
+        where,
+        field,
+        ty === "F16"
+          ? `element ${start + over} = ${data[over]} overflows f16 (max 65504)`
+          : `block ${Math.floor((start + over) / GGML_TYPES[ty].blockSize)}'s scale overflows f16`,
+      );
+    }
+  }
+  return bytes;
+}
+
+/**
+ * The GGUF tensors of a model in memory, encoded whole (`qwen3TensorPlans`, then each tensor's
+ * bytes): the writer streams instead, tensor by tensor. Checks the tensors against the config first
+ * (names, dims, finite values, blocks, f16 range); `where` names the destination in errors.
  *
  * @example
  * ```ts
@@ -173,66 +312,11 @@ export function qwen3Tensors(
   where = "gguf",
   importance?: Readonly<Record<string, Float32Array>>,
 ): GgufTensorData[] {
-  if (config.vocab_size < BYTE_VOCAB_SIZE) {
-    throw new GgufError(
-      where,
-      "vocab_size",
-      `${config.vocab_size}; ferry's byte tokenizer needs at least ${BYTE_VOCAB_SIZE}`,
-    );
-  }
-  const bad = checkTensors(config, tensors);
-  if (bad) throw new GgufError(where, `tensor ${bad.tensor}`, bad.problem, bad);
+  const plans = qwen3TensorPlans(tensors, config, type, where, { importance });
   const byName = new Map(tensors.map((t) => [t.name, t]));
-  return paramShapes(config).map(({ name, dims }) => {
-    const t = byName.get(name)!;
-    const field = `tensor ${name}`;
-    const bad = t.data.findIndex((x) => !Number.isFinite(x));
-    if (bad >= 0) {
-      throw new GgufError(where, field, `element ${bad} is ${t.data[bad]}; expected a finite number`);
-    }
-    const ne = [...dims].reverse();
-    const ty = dims.length === 1
-      ? "F32"
-      : typeof type === "function"
-      ? type(ggufTensorName(name)!, ne)
-      : type;
-    if (ne[0] % GGML_TYPES[ty].blockSize !== 0) {
-      throw new GgufError(
-        where,
-        field,
-        `${ty} needs the input dim (${ne[0]}) to be a multiple of ${
-          GGML_TYPES[ty].blockSize
-        }; choose f32, f16 or bf16`,
-      );
-    }
-    const imp = importance?.[name];
-    if (imp && imp.length !== ne[0]) {
-      throw new GgufError(
-        where,
-        `importance of ${name}`,
-        `${imp.length} weights; expected one per column (${ne[0]})`,
-      );
-    }
-    const bytes = encodeTensor(ty, t.data, imp);
-    if (ty === "F16") {
-      const back = decodeTensor(ty, bytes, t.data.length);
-      const over = back.findIndex((x) => !Number.isFinite(x));
-      if (over >= 0) {
-        throw new GgufError(where, field, `element ${over} = ${t.data[over]} overflows f16 (max 65504)`);
-      }
-    } else if (ty !== "F32" && ty !== "BF16") {
-      // A block's f16 scale (d, or Q4_K's dmin) past 65504 decodes to a non-finite value.
-      const back = decodeTensor(ty, bytes, t.data.length);
-      const over = back.findIndex((x) => !Number.isFinite(x));
-      if (over >= 0) {
-        throw new GgufError(
-          where,
-          field,
-          `block ${Math.floor(over / GGML_TYPES[ty].blockSize)}'s scale overflows f16`,
-        );
-      }
-    }
-    return { name: ggufTensorName(name)!, ne, type: ty, bytes };
+  return plans.map((plan) => {
+    const bytes = encodePiece(plan, byName.get(plan.hf)!.data, 0, where, importance?.[plan.hf]);
+    return { name: plan.name, ne: plan.ne, type: plan.type, bytes };
   });
 }
 
@@ -245,8 +329,8 @@ export interface LoadedGguf {
   tensors: Tensor[];
   /** The type each tensor was stored as, by ferry name. */
   types: Record<string, GgmlType>;
-  /** The parsed file, for metadata beyond the config. */
-  file: GgufFile;
+  /** The parsed header (metadata, tensor infos), for what lies beyond the config. */
+  file: Omit<GgufHeader, "end">;
   /** The verdict on ferry's `ferry.sha256` (see formats/digest.ts); absent when the file has none. */
   digest?: { stored: string; computed: string; ok: boolean };
   /** What the file records of where the weights came from (`readGguf` fills it in; see `ggufOrigin`). */
@@ -262,6 +346,53 @@ export interface LoadedGguf {
  * ```
  */
 export function qwen3FromGguf(file: GgufFile, where = "gguf"): LoadedGguf {
+  const config = qwen3ConfigFromGguf(file, where);
+  const byName = new Map(file.tensors.map((t) => [t.name, t]));
+  const tensors: Tensor[] = [];
+  const types: Record<string, GgmlType> = {};
+  for (const { name, dims } of paramShapes(config)) {
+    const t = byName.get(ggufTensorName(name)!)!;
+    tensors.push({ name, dims: [...dims], data: checkedValues(t, tensorToF32(t), where) });
+    types[name] = t.type;
+  }
+  return { config, tensors, types, file };
+}
+
+/**
+ * A stored tensor's decoded values, refused (naming the tensor) when one is not finite.
+ *
+ * @example
+ * ```ts
+ * const data = checkedValues(info, decodeTensor(info.type, bytes, n), "m.gguf");
+ * ```
+ */
+export function checkedValues(t: { name: string }, data: Float32Array, where: string): Float32Array {
+  const bad = data.findIndex((x) => !Number.isFinite(x));
+  if (bad >= 0) {
+    throw new GgufError(
+      where,
+      `tensor ${t.name}`,
+      `element ${bad} is ${data[bad]}; expected a finite number`,
+    );
+  }
+  return data;
+}
+
+/**
+ * The ferry config a GGUF's header describes, from its metadata and tensor infos alone (no tensor
+ * data): the architecture, the hyperparameters with llama.cpp's strict types, the vocabulary (ferry's
+ * bytes, or a BPE whose keys `tokenizerFromMetadata` checks), and that the tensors are exactly the
+ * model's with the shapes the config implies.
+ *
+ * @example
+ * ```ts
+ * const config = qwen3ConfigFromGguf(parseGgufHeader(prefix, size, "m.gguf") as GgufHeader, "m.gguf");
+ * ```
+ */
+export function qwen3ConfigFromGguf(
+  file: Pick<GgufHeader, "metadata" | "tensors">,
+  where = "gguf",
+): ModelConfig {
   const md = file.metadata;
   const arch = md.get("general.architecture");
   if (!arch) throw new GgufError(where, "general.architecture", "missing");
@@ -337,7 +468,8 @@ export function qwen3FromGguf(file: GgufFile, where = "gguf"): LoadedGguf {
     const key = QWEN3_HPARAMS.find(([, , field]) => field === limit.field)?.[0];
     throw new GgufError(where, key ? `${QWEN3_ARCH}.${key}` : limit.field, limit.message);
   }
-  checkTokenizer(md, config.vocab_size, where);
+  if (hasBpeVocabulary(md)) checkBpeVocabulary(md, config.vocab_size, where);
+  else checkTokenizer(md, config.vocab_size, where);
 
   // The shared shape check on the tensors under ferry's names; the refusal speaks GGUF (names, `ne`).
   const stored = file.tensors.map((t) => {
@@ -358,20 +490,7 @@ export function qwen3FromGguf(file: GgufFile, where = "gguf"): LoadedGguf {
       : bad.problem;
     throw new GgufError(where, field, problem, bad);
   }
-  const tensors: Tensor[] = [];
-  const types: Record<string, GgmlType> = {};
-  for (const { name, dims } of paramShapes(config)) {
-    const t = byName.get(ggufTensorName(name)!)!;
-    const field = `tensor ${t.name}`;
-    const data = tensorToF32(t);
-    const bad = data.findIndex((x) => !Number.isFinite(x));
-    if (bad >= 0) {
-      throw new GgufError(where, field, `element ${bad} is ${data[bad]}; expected a finite number`);
-    }
-    tensors.push({ name, dims: [...dims], data });
-    types[name] = t.type;
-  }
-  return { config, tensors, types, file };
+  return config;
 }
 
 /**

@@ -12,16 +12,45 @@
  * ```
  * @module
  */
-import { readFile, stat } from "node:fs/promises";
-import { writeAtomic } from "./io.ts";
-import type { ModelConfig } from "../model/config.ts";
-import { materialize, type Tensor } from "../model/tensor.ts";
+import { type FileHandle, open, stat } from "node:fs/promises";
+import { chunksAt, openAtomic, readExact } from "./io.ts";
+import { type ModelConfig, paramShapes } from "../model/config.ts";
+import { materialize, numel, type Tensor, type TensorSource } from "../model/tensor.ts";
+import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 import type { ExportOrigin, FormatDescriptor } from "./format.ts";
-import { encodeGguf, GgufError, type GgufFile, type GgufValue, parseGguf } from "./gguf-container.ts";
-import { DIGEST_KEY, DIGEST_PLACEHOLDER, digestOffset, fileDigest, isDigest } from "./digest.ts";
-import type { GgmlType } from "./quants.ts";
+import {
+  GgufError,
+  type GgufFile,
+  type GgufHeader,
+  type GgufValue,
+  parseGgufHeader,
+  streamGguf,
+} from "./gguf-container.ts";
+import {
+  DIGEST_KEY,
+  DIGEST_PLACEHOLDER,
+  digestOffset,
+  digestStream,
+  fileDigest,
+  isDigest,
+} from "./digest.ts";
+import { decodeTensor, type GgmlType, tensorBytes } from "./quants.ts";
 import type { CalibrationRecord } from "./lut4-types.ts";
-import { type LoadedGguf, qwen3FromGguf, qwen3Metadata, qwen3Tensors } from "./gguf-qwen3.ts";
+import {
+  checkedValues,
+  encodeTensorPieces,
+  ggufTensorName,
+  type LoadedGguf,
+  qwen3ConfigFromGguf,
+  qwen3Metadata,
+  qwen3TensorPlans,
+} from "./gguf-qwen3.ts";
+import {
+  hasBpeVocabulary,
+  isByteTokenizer,
+  tokenizerFromMetadata,
+  tokenizerMetadata,
+} from "./gguf-tokenizer.ts";
 import { GGUF_DTYPE_TYPES, type GgufDtype, ggufTensorType } from "./gguf-mix.ts";
 
 // The GGUF API in one import: the container, the codecs, the vocabulary and the qwen3 mapping.
@@ -30,6 +59,7 @@ export * from "./quants.ts";
 export * from "./gguf-vocab.ts";
 export * from "./gguf-qwen3.ts";
 export * from "./gguf-mix.ts";
+export * from "./gguf-tokenizer.ts";
 
 /** Options of `writeGguf`. */
 export interface GgufWriteOptions {
@@ -57,6 +87,11 @@ export interface GgufWriteOptions {
    * (`quantize.imatrix.dataset`, `.chunks_count`, `.entries_count`) and `ferry.calibration.*`.
    */
   calibration?: CalibrationRecord;
+  /**
+   * The model's own tokenizer, written as llama.cpp's converter writes a Qwen3 one (gguf-tokenizer.ts);
+   * absent: ferry's byte vocabulary.
+   */
+  tokenizer?: TokenizerFiles;
 }
 
 /** The tensor types whose values widen back to f32 exactly: a file of only these is a lossless input. */
@@ -104,7 +139,7 @@ export const GGUF_DIGEST_NEEDLE = (() => {
  */
 export function ggufDigest(
   bytes: Uint8Array,
-  file: GgufFile,
+  file: Pick<GgufFile, "metadata" | "dataOffset">,
   where: string,
 ): { stored: string; computed: string; ok: boolean } | undefined {
   const v = file.metadata.get(DIGEST_KEY);
@@ -141,8 +176,11 @@ export function ggmlType(dtype: GgufDtype): GgmlType {
 }
 
 /**
- * Writes a ferry Qwen3 model as a GGUF v3 file llama.cpp loads (architecture `qwen3`), atomically.
- * `tensors` are ferry's (Hugging Face names, row-major dims); `opts.type` is the matrices' type.
+ * Writes a ferry Qwen3 model as a GGUF v3 file llama.cpp loads (architecture `qwen3`), atomically and
+ * tensor by tensor: the header is laid out from shapes alone, then each tensor is read, encoded and
+ * written a few rows at a time, so memory stays at a piece of one tensor whatever the model's size.
+ * `tensors` are ferry's (Hugging Face names, row-major dims), in memory or streamed; `opts.type` is the
+ * matrices' type. A bad tokenizer or tensor set is refused before the file is opened.
  *
  * @example
  * ```ts
@@ -151,12 +189,15 @@ export function ggmlType(dtype: GgufDtype): GgmlType {
  */
 export async function writeGguf(
   path: string,
-  tensors: readonly Tensor[],
+  tensors: ReadonlyArray<Tensor | TensorSource>,
   config: ModelConfig,
   opts: GgufWriteOptions,
 ): Promise<void> {
   const type = ggmlType(opts.type);
-  const metadata = qwen3Metadata(config, type, opts.name, GGUF_DTYPE_TYPES[opts.type].ftype);
+  // ferry's own byte tokenizer (a Hugging Face folder of a byte model carries it) is the byte vocabulary.
+  const own = opts.tokenizer && !isByteTokenizer(opts.tokenizer) ? opts.tokenizer : undefined;
+  const vocabulary = own ? tokenizerMetadata(own, config.vocab_size, path) : undefined;
+  const metadata = qwen3Metadata(config, type, opts.name, GGUF_DTYPE_TYPES[opts.type].ftype, vocabulary);
   if (opts.source !== undefined) metadata.push([SOURCE_KEY, { type: "string", value: opts.source }]);
   if (opts.step !== undefined) {
     if (!Number.isSafeInteger(opts.step) || opts.step < 0) {
@@ -168,15 +209,42 @@ export async function writeGguf(
     metadata.push([STEP_KEY, { type: "u64", value: BigInt(opts.step) }]);
   }
   if (opts.calibration) metadata.push(...calibrationMetadata(opts.calibration, opts.importance));
-  if (opts.digest !== false) metadata.push([DIGEST_KEY, { type: "string", value: DIGEST_PLACEHOLDER }]);
+  const digest = opts.digest !== false;
+  if (digest) metadata.push([DIGEST_KEY, { type: "string", value: DIGEST_PLACEHOLDER }]);
   const model = { layers: config.num_hidden_layers, tied: config.tie_word_embeddings };
   const rule = (name: string, ne: number[]) => ggufTensorType(opts.type, name, ne, model);
-  const chunks = encodeGguf(metadata, qwen3Tensors(tensors, config, rule, path, opts.importance), path);
-  if (opts.digest !== false) {
-    const found = digestOffset(chunks[0], GGUF_DIGEST_NEEDLE) as { at: number };
-    chunks[0].set(new TextEncoder().encode(fileDigest(chunks, found.at)), found.at);
+  const plans = qwen3TensorPlans(tensors, config, rule, path, {
+    importance: opts.importance,
+    ownTokenizer: vocabulary !== undefined,
+  });
+  const byName = new Map(tensors.map((t) => [t.name, t]));
+  const out = await openAtomic(path);
+  try {
+    let hash: ReturnType<typeof digestStream> | undefined, at = -1;
+    const sink = {
+      async write(bytes: Uint8Array) {
+        if (digest && !hash) {
+          // The first write is the header, which holds the placeholder.
+          at = (digestOffset(bytes, GGUF_DIGEST_NEEDLE) as { at: number }).at;
+          hash = digestStream(at);
+        }
+        hash?.update(bytes);
+        await out.write(bytes);
+      },
+    };
+    await streamGguf(sink, metadata, plans, (i) => {
+      const t = byName.get(plans[i].hf)!;
+      const read = "data" in t
+        ? (start: number, count: number) => t.data.subarray(start, start + count)
+        : t.read.bind(t);
+      return encodeTensorPieces(plans[i], read, path, opts.importance?.[plans[i].hf]);
+    }, path);
+    if (hash) await out.patch(at, new TextEncoder().encode(hash.hex()));
+    await out.commit();
+  } catch (e) {
+    await out.abort();
+    throw e;
   }
-  await writeAtomic(path, chunks);
 }
 
 /** ferry's metadata keys for where the weights came from (`general.name` is GGUF's own). */
@@ -205,7 +273,7 @@ function calibrationMetadata(
  * ggufOrigin(parseGguf(bytes, "m.gguf"), "m.gguf"); // { name: "ferry", step: 1200, source: "run.ckpt@step1200" }
  * ```
  */
-export function ggufOrigin(file: GgufFile, where: string): ExportOrigin {
+export function ggufOrigin(file: Pick<GgufFile, "metadata">, where: string): ExportOrigin {
   const origin: ExportOrigin = {};
   const typed = (key: string, types: string[]) => {
     const v = file.metadata.get(key);
@@ -234,26 +302,73 @@ export function ggufOrigin(file: GgufFile, where: string): ExportOrigin {
   return origin;
 }
 
-/**
- * Reads a GGUF written for llama.cpp's `qwen3` architecture into a ferry model: parses and checks the
- * container, then the architecture, the hyperparameters (with llama.cpp's strict types), the byte
- * tokenizer, and that the tensors are exactly the model's with the shapes the config implies.
- *
- * @example
- * ```ts
- * const { config, tensors } = await readGguf("out/model.f32.gguf");
- * const model = buildModel(config, tensors);
- * ```
- */
-export async function readGguf(path: string): Promise<LoadedGguf> {
-  let bytes: Uint8Array;
+/** The first read of a header; it doubles until the tensor infos fit (a Qwen3 vocabulary is ~6 MB). */
+const HEADER_READ = 8 << 20;
+/** Bytes per read when hashing or reading a file: the reader's own buffer, beside one tensor. */
+const READ_PIECE = 16 << 20;
+
+/** An open GGUF file and its checked header; `prefix` holds the file's first bytes, the header whole. */
+interface OpenGguf {
+  path: string;
+  fh: FileHandle;
+  size: number;
+  head: GgufHeader;
+  prefix: Uint8Array;
+}
+
+async function openGguf(path: string): Promise<OpenGguf> {
+  let fh: FileHandle;
   try {
-    bytes = new Uint8Array(await readFile(path));
+    fh = await open(path, "r");
   } catch (e) {
     throw new GgufError(path, "file", `cannot be read: ${(e as Error).message}`);
   }
-  const file = parseGguf(bytes, path);
-  const digest = ggufDigest(bytes, file, path);
+  try {
+    const info = await fh.stat();
+    if (info.isDirectory()) throw new GgufError(path, "file", "is a folder, expected a file");
+    const size = info.size;
+    for (let want = Math.min(HEADER_READ, size);; want = Math.min(want * 2, size)) {
+      const prefix = await readAt({ fh, path }, 0, want);
+      const head = parseGgufHeader(prefix, size, path);
+      if (head !== "more") return { path, fh, size, head, prefix };
+    }
+  } catch (e) {
+    await fh.close();
+    throw e;
+  }
+}
+
+function readAt(g: Pick<OpenGguf, "fh" | "path">, position: number, length: number): Promise<Uint8Array> {
+  return readExact(g.fh, new Uint8Array(length), position, () => changed(g.path));
+}
+
+function changed(path: string): GgufError {
+  return new GgufError(path, "file", "ended early: it changed while being read");
+}
+
+/** `ggufDigest` of an open file, hashing it a piece at a time rather than holding it. */
+async function streamedDigest(g: OpenGguf, where: string) {
+  const v = g.head.metadata.get(DIGEST_KEY);
+  if (!v) return undefined;
+  const found = digestOffset(g.prefix, GGUF_DIGEST_NEEDLE, g.head.dataOffset);
+  if (v.type !== "string" || !isDigest(v.value) || !found || !("at" in found) || found.value !== v.value) {
+    throw new GgufError(
+      where,
+      DIGEST_KEY,
+      "expected one string of 64 lowercase hex digits, as ferry writes it",
+    );
+  }
+  const hash = digestStream(found.at);
+  for await (const piece of chunksAt(g.fh, 0, g.size, () => changed(where), { chunkBytes: READ_PIECE })) {
+    hash.update(piece);
+  }
+  const computed = hash.hex();
+  return { stored: v.value, computed, ok: computed === v.value };
+}
+
+/** `streamedDigest`, refusing a mismatch: the file was changed after ferry wrote it. */
+async function verifiedDigest(g: OpenGguf, path: string) {
+  const digest = await streamedDigest(g, path);
   if (digest && !digest.ok) {
     throw new GgufError(
       path,
@@ -262,8 +377,65 @@ export async function readGguf(path: string): Promise<LoadedGguf> {
       { expected: digest.stored, found: digest.computed },
     );
   }
-  const model = { ...qwen3FromGguf(file, path), origin: ggufOrigin(file, path) };
-  return digest ? { ...model, digest } : model;
+  return digest;
+}
+
+/**
+ * Reads a GGUF written for llama.cpp's `qwen3` architecture into a ferry model: checks the header
+ * (container, architecture, hyperparameters with llama.cpp's strict types, vocabulary, that the
+ * tensors are exactly the model's) and ferry's digest, hashing the file a piece at a time, then reads
+ * and decodes one tensor at a time. Holds the header, one tensor's bytes and the f32 model it returns.
+ *
+ * @example
+ * ```ts
+ * const { config, tensors } = await readGguf("out/model.f32.gguf");
+ * const model = buildModel(config, tensors);
+ * ```
+ */
+export async function readGguf(path: string): Promise<LoadedGguf> {
+  const g = await openGguf(path);
+  try {
+    const digest = await verifiedDigest(g, path);
+    const config = qwen3ConfigFromGguf(g.head, path);
+    const byName = new Map(g.head.tensors.map((t) => [t.name, t]));
+    const tensors: Tensor[] = [];
+    const types: Record<string, GgmlType> = {};
+    for (const { name, dims } of paramShapes(config)) {
+      const t = byName.get(ggufTensorName(name)!)!;
+      const n = numel(t.ne);
+      const bytes = await readAt(g, g.head.dataOffset + t.offset, tensorBytes(t.type, n));
+      tensors.push({ name, dims: [...dims], data: checkedValues(t, decodeTensor(t.type, bytes, n), path) });
+      types[name] = t.type;
+    }
+    const { end: _, ...file } = g.head;
+    const model: LoadedGguf = { config, tensors, types, file, origin: ggufOrigin(g.head, path) };
+    return digest ? { ...model, digest } : model;
+  } finally {
+    await g.fh.close();
+  }
+}
+
+/**
+ * The tokenizer a GGUF carries, rebuilt as Hugging Face files from its `tokenizer.*` keys
+ * (gguf-tokenizer.ts), after `readGguf`'s checks of the header and of `ferry.sha256` (hashed a piece at
+ * a time); undefined for ferry's byte vocabulary. Decodes no tensor.
+ *
+ * @example
+ * ```ts
+ * const files = await readGgufTokenizer("out/qwen3.f16.gguf"); // files["tokenizer.json"], ...
+ * ```
+ */
+export async function readGgufTokenizer(path: string): Promise<TokenizerFiles | undefined> {
+  const g = await openGguf(path);
+  try {
+    await verifiedDigest(g, path);
+    const config = qwen3ConfigFromGguf(g.head, path);
+    return hasBpeVocabulary(g.head.metadata)
+      ? tokenizerFromMetadata(g.head.metadata, config.vocab_size, path)
+      : undefined;
+  } finally {
+    await g.fh.close();
+  }
 }
 
 /**
@@ -285,17 +457,21 @@ export const ggufFormat: FormatDescriptor<GgufDtype> = {
   defaultDtype: "f16",
   weights: "float",
   async lossy(path) {
-    const { file } = await readGguf(path);
-    const blocks = new Set(file.tensors.map((t) => t.type).filter((type) => !WIDENS_EXACTLY.has(type)));
+    // The tensor types are in the header: no weight needs reading.
+    const g = await openGguf(path);
+    await g.fh.close();
+    qwen3ConfigFromGguf(g.head, path);
+    const blocks = new Set(g.head.tensors.map((t) => t.type).filter((type) => !WIDENS_EXACTLY.has(type)));
     return blocks.size > 0 ? `${[...blocks].join(", ")} blocks` : undefined;
   },
   async write(path, input, { dtype, calibrate }) {
-    const tensors = await Promise.all(input.tensors.map(materialize));
-    // Calibration, when handed one, weighs the K-quants' and IQ4_NL's scale search (llama.cpp's imatrix).
-    const cal = calibrate && IMPORTANCE_DTYPES.has(dtype)
-      ? await calibrate(input.config, tensors)
-      : undefined;
+    // Calibration, when handed one, weighs the K-quants' and IQ4_NL's scale search (llama.cpp's imatrix);
+    // it runs the model, so it needs the tensors in memory. Otherwise they stream, one piece at a time.
+    const calibrating = calibrate !== undefined && IMPORTANCE_DTYPES.has(dtype);
+    const tensors = calibrating ? await Promise.all(input.tensors.map(materialize)) : input.tensors;
+    const cal = calibrating ? await calibrate(input.config, tensors as Tensor[]) : undefined;
     await writeGguf(path, tensors, input.config, {
+      tokenizer: input.tokenizer,
       type: dtype,
       name: input.name,
       source: input.source,
@@ -303,13 +479,20 @@ export const ggufFormat: FormatDescriptor<GgufDtype> = {
       importance: cal ? importanceOf(cal.covariance) : undefined,
       calibration: cal?.record,
     });
-    const params = tensors.reduce((n, t) => n + t.data.length, 0);
+    const params = tensors.reduce((n, t) => n + numel(t.dims), 0);
     return { file: path, bytes: (await stat(path)).size, params, tensors: tensors.length };
   },
   async read(path) {
-    const { config, tensors, origin } = await readGguf(path);
-    return { config, tensors, origin };
+    const { config, tensors, origin, file } = await readGguf(path);
+    if (!hasBpeVocabulary(file.metadata)) return { config, tensors, origin };
+    return {
+      config,
+      tensors,
+      origin,
+      tokenizer: tokenizerFromMetadata(file.metadata, config.vocab_size, path),
+    };
   },
+  readTokenizer: readGgufTokenizer,
   async inspect(path) {
     const { config, file, digest } = await readGguf(path);
     const show = (v: GgufValue) =>

@@ -16,6 +16,7 @@ import {
   DIGEST_GONE,
   FORGED,
   FUZZ_CONFIG,
+  FUZZ_TOKENIZER,
   type FuzzTarget,
   fuzzTensors,
   sealedBy,
@@ -28,7 +29,8 @@ import {
   SafetensorsError,
   writeSafetensors,
 } from "./safetensors.ts";
-import { exportHuggingFace, HuggingFaceError, importHuggingFace } from "./huggingface.ts";
+import { exportHuggingFace, hfFormat, HuggingFaceError, importHuggingFace } from "./huggingface.ts";
+import { FormatError } from "../model/error.ts";
 
 const enc = new TextEncoder(), dec = new TextDecoder();
 
@@ -102,5 +104,29 @@ const hf: FuzzTarget = {
   explain: () => "config.json is Hugging Face's plain JSON: no checksum covers it",
 };
 
-/** What scripts/tools/fuzz.ts attacks: the folder's config.json, and its model.safetensors. */
-export const FUZZ_TARGETS: readonly FuzzTarget[] = [hf, safetensors];
+// A folder with a tokenizer of its own: its tokenizer.json is attacked, the importer's checks stand in its way.
+const hfTokenizer: FuzzTarget = {
+  name: "hf-tokenizer",
+  async make(dir) {
+    const folder = join(dir, "t.hf");
+    await exportHuggingFace(folder, fuzzTensors(), FUZZ_CONFIG, {
+      dtype: "bf16",
+      tokenizerFiles: FUZZ_TOKENIZER,
+    });
+    return { file: join(folder, "tokenizer.json"), target: folder };
+  },
+  map: (f) => ({ regions: [{ name: "tokenizer.json", start: 0, end: f.length }], fields: [] }),
+  text: { get: (f) => dec.decode(f), set: (_f, t) => enc.encode(t) },
+  readers: {
+    importHuggingFace: (p) => importHuggingFace(p),
+    "hfFormat.readTokenizer": (p) => hfFormat.readTokenizer!(p),
+  },
+  // The tokenizer checks are shared by every format and throw the shared error, naming the file.
+  refusal: (e) =>
+    e instanceof HuggingFaceError || (e instanceof FormatError && e.path.endsWith("tokenizer.json")),
+  explain: () =>
+    "tokenizer.json is the model's own text: no checksum covers it, and its structure passed the checks",
+};
+
+/** What scripts/tools/fuzz.ts attacks: the folder's config.json, its tokenizer.json, and its model.safetensors. */
+export const FUZZ_TARGETS: readonly FuzzTarget[] = [hf, hfTokenizer, safetensors];

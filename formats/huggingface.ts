@@ -16,14 +16,14 @@
  * ```
  * @module
  */
-import { mkdir, readFile, stat } from "node:fs/promises";
+import { mkdir, readFile, rm, stat } from "node:fs/promises";
 import { statSync } from "node:fs";
 import { join } from "node:path";
 import {
   type Dtype,
   INDEX_FILE,
-  readSafetensors,
-  readSafetensorsIndex,
+  openSafetensors,
+  openSafetensorsIndex,
   type WriteDtype,
   writeSafetensors,
 } from "./safetensors.ts";
@@ -38,7 +38,9 @@ import {
 import { writeAtomic } from "./io.ts";
 import { checkTensors, ConfigError, type ModelConfig, paramShapes, validateConfig } from "../model/config.ts";
 import { BOS, BOS_TOKEN, BYTE_CHARS, BYTE_VOCAB_SIZE, EOS, EOS_TOKEN } from "../model/tokenizer.ts";
-import { materialize, type Tensor } from "../model/tensor.ts";
+import { materialize, numel, type Tensor, type TensorSource, tensorSource } from "../model/tensor.ts";
+import { TOKENIZER_FILE_NAMES, type TokenizerFiles } from "../model/tokenizer-types.ts";
+import { readTokenizerFolder, tokenizerInfo } from "./huggingface-tokenizer.ts";
 import { FormatError, type RefusalDetail } from "../model/error.ts";
 import type { ExportOrigin, FormatDescriptor } from "./format.ts";
 
@@ -107,6 +109,11 @@ export interface HfExportOptions {
   tokenizer?: boolean;
   /** Where the weights came from, kept in model.safetensors' metadata as `ferry.name`, `ferry.step`, `ferry.source`. */
   origin?: ExportOrigin;
+  /**
+   * The model's own tokenizer files, copied into the folder byte for byte in place of ferry's byte
+   * tokenizer (config.json then takes its BOS and EOS ids from generation_config.json).
+   */
+  tokenizerFiles?: TokenizerFiles;
 }
 
 /** The model.safetensors metadata keys of an export's origin (a string-to-string map, so the step in digits). */
@@ -170,7 +177,7 @@ export function metadataOrigin(metadata: Record<string, string>, where: string):
  */
 export async function exportHuggingFace(
   dir: string,
-  tensors: readonly Tensor[],
+  tensors: readonly (Tensor | TensorSource)[],
   config: ModelConfig,
   opts: HfExportOptions = {},
 ): Promise<string[]> {
@@ -184,7 +191,8 @@ export async function exportHuggingFace(
     );
   }
   const cfg = checkedConfig({ ...config }, "config");
-  const withTokenizer = opts.tokenizer ?? cfg.vocab_size === BYTE_VOCAB_SIZE;
+  const own = opts.tokenizerFiles;
+  const withTokenizer = own === undefined && (opts.tokenizer ?? cfg.vocab_size === BYTE_VOCAB_SIZE);
   if (withTokenizer && cfg.vocab_size < BYTE_VOCAB_SIZE) {
     throw new HuggingFaceError(
       dir,
@@ -193,7 +201,7 @@ export async function exportHuggingFace(
       `${cfg.vocab_size} is too small for the byte tokenizer's ${BYTE_VOCAB_SIZE} ids`,
     );
   }
-  const weights = modelTensors(tensors, cfg, "tensors");
+  const weights = await modelSources(tensors.map((t) => ("data" in t ? tensorSource(t) : t)), cfg, "tensors");
   await mkdir(dir, { recursive: true });
   if (await exists(join(dir, HF_FILES.index))) {
     // Import would find both a single file and an index and refuse the directory.
@@ -214,13 +222,35 @@ export async function exportHuggingFace(
     metadata: originMetadata(opts.origin),
   });
   written.push(join(dir, HF_FILES.weights));
-  await put(HF_FILES.generation, jsonText(generationConfigJson(withTokenizer)));
+  if (own) {
+    // The model's own files, verbatim: what transformers and every other tool will read.
+    for (const [name, text] of Object.entries(own)) await put(name, text);
+  } else {
+    await put(HF_FILES.generation, jsonText(generationConfigJson(withTokenizer)));
+  }
   if (withTokenizer) {
     await put(HF_FILES.tokenizer, jsonText(byteTokenizerJson()));
     await put(HF_FILES.tokenizerConfig, jsonText(tokenizerConfigJson(cfg)));
   }
-  await put(HF_FILES.config, jsonText(hfConfigJson(cfg, dtype, withTokenizer)));
+  // A tokenizer file an earlier export left here would be read as this model's: remove it.
+  for (const name of TOKENIZER_FILE_NAMES) {
+    if (!written.includes(join(dir, name))) await rm(join(dir, name), { force: true });
+  }
+  const json = hfConfigJson(cfg, dtype, withTokenizer);
+  if (own) Object.assign(json, specialIds(own));
+  const sorted = own ? Object.fromEntries(Object.entries(json).sort(([a], [b]) => a < b ? -1 : 1)) : json;
+  await put(HF_FILES.config, jsonText(sorted));
   return written;
+}
+
+// config.json's BOS and EOS ids for a model's own tokenizer: generation_config.json's, when it has them.
+function specialIds(files: TokenizerFiles): Record<string, unknown> {
+  const text = files["generation_config.json"];
+  if (text === undefined) return {};
+  const g = JSON.parse(text);
+  const out: Record<string, unknown> = {};
+  for (const key of ["bos_token_id", "eos_token_id"]) if (g[key] !== undefined) out[key] = g[key];
+  return out;
 }
 
 /**
@@ -381,19 +411,51 @@ export interface HfImport {
   digest?: { stored: string; computed: string; ok: boolean };
   /** What model.safetensors' metadata records of the weights' origin (empty for a sharded folder). */
   origin: ExportOrigin;
+  /** The folder's own tokenizer files, checked; absent for a byte model. */
+  tokenizer?: TokenizerFiles;
+}
+
+/** A directory opened for streaming: `HfImport` with sources in place of tensors, and `close`. */
+export interface HfOpened extends Omit<HfImport, "tensors"> {
+  /** The tensors in canonical order, each read a chunk at a time from its safetensors file. */
+  sources: TensorSource[];
+  /** Releases the safetensors files. */
+  close(): Promise<void>;
 }
 
 /**
- * Reads a Hugging Face Qwen3 directory: config.json checked field by field, then model.safetensors or
- * model.safetensors.index.json with its shards (f32, f16 or bf16, widened exactly to f32). Any vocab
- * size is accepted; only ferry's byte tokenizer is ferry's to encode with.
+ * Reads a Hugging Face Qwen3 directory whole: `openHuggingFace`, every tensor read into memory.
  *
  * @example
  * ```ts
- * const { config, tensors } = await importHuggingFace("Qwen3-0.6B");
+ * const { config, tensors, tokenizer } = await importHuggingFace("Qwen3-0.6B");
  * ```
  */
 export async function importHuggingFace(dir: string): Promise<HfImport> {
+  const { sources, close, ...rest } = await openHuggingFace(dir);
+  try {
+    const tensors: Tensor[] = [];
+    for (const s of sources) tensors.push(await materialize(s));
+    return { ...rest, tensors };
+  } finally {
+    await close();
+  }
+}
+
+/**
+ * Opens a Hugging Face Qwen3 directory for streaming, checking everything before any weight is read:
+ * config.json field by field, the tokenizer files (`readTokenizerFolder`), then model.safetensors or
+ * model.safetensors.index.json with every shard's header (f32, f16 or bf16, widened exactly to f32 a
+ * chunk at a time). Any vocab size is accepted. Memory: the headers, plus what a caller reads.
+ *
+ * @example
+ * ```ts
+ * const hf = await openHuggingFace("Qwen3-0.6B");
+ * await writeDmexp("q.dmexp", hf.sources, hf.config, { source: "Qwen3-0.6B@step0", step: 0 });
+ * await hf.close();
+ * ```
+ */
+export async function openHuggingFace(dir: string): Promise<HfOpened> {
   const configPath = join(dir, HF_FILES.config);
   let text: string;
   try {
@@ -408,6 +470,7 @@ export async function importHuggingFace(dir: string): Promise<HfImport> {
     throw e;
   }
   const { config, bosTokenId, eosTokenId } = configFromHfJson(text, configPath);
+  const tokenizer = await readTokenizerFolder(dir, config.vocab_size, configPath);
   const single = join(dir, HF_FILES.weights), index = join(dir, HF_FILES.index);
   const [hasSingle, hasIndex] = [await exists(single), await exists(index)];
   if (hasSingle && hasIndex) {
@@ -426,20 +489,33 @@ export async function importHuggingFace(dir: string): Promise<HfImport> {
       `expected ${HF_FILES.weights} or ${HF_FILES.index}`,
     );
   }
-  const file = hasSingle ? await readSafetensors(single) : await readSafetensorsIndex(index);
-  const tensors = modelTensors(file.tensors, config, file.path);
-  const dtypes = new Set(file.tensors.map((t) => t.dtype));
-  const dtype = dtypes.size === 1 ? [...dtypes][0] as HfImport["dtype"] : "mixed";
-  const origin = metadataOrigin(file.metadata, file.path);
-  return {
-    config,
-    tensors,
-    dtype,
-    bosTokenId,
-    eosTokenId,
-    origin,
-    ...(file.digest ? { digest: file.digest } : {}),
-  };
+  const file = hasSingle ? await openSingle(single) : await openSafetensorsIndex(index);
+  try {
+    const sources = await modelSources(file.sources, config, file.path);
+    const dtypes = new Set(file.sources.map((t) => t.dtype));
+    const dtype = dtypes.size === 1 ? [...dtypes][0] as HfImport["dtype"] : "mixed";
+    const origin = metadataOrigin(file.metadata, file.path);
+    return {
+      config,
+      sources,
+      dtype,
+      bosTokenId,
+      eosTokenId,
+      origin,
+      ...(file.digest ? { digest: file.digest } : {}),
+      ...(tokenizer ? { tokenizer } : {}),
+      close: file.close,
+    };
+  } catch (e) {
+    await file.close();
+    throw e;
+  }
+}
+
+// model.safetensors as sources, with its metadata and digest verdict.
+async function openSingle(path: string) {
+  const st = await openSafetensors(path);
+  return { ...st, sources: st.entries.map((e) => st.source(e)) };
 }
 
 /**
@@ -453,7 +529,7 @@ export async function importHuggingFace(dir: string): Promise<HfImport> {
  */
 export const hfFormat: FormatDescriptor<HfDtype> = {
   name: "hf",
-  summary: "a Hugging Face Qwen3 folder: config.json, model.safetensors, ferry's byte tokenizer",
+  summary: "a Hugging Face Qwen3 folder: config.json, model.safetensors, the model's tokenizer files",
   extension: ".hf",
   recognises(path) {
     if (path.replace(/\/+$/, "").endsWith(".hf")) return true;
@@ -468,20 +544,34 @@ export const hfFormat: FormatDescriptor<HfDtype> = {
   weights: "float",
   lossy: () => Promise.resolve(undefined), // every dtype widens back exactly
   async write(path, input, { dtype }) {
-    const tensors = await Promise.all(input.tensors.map(materialize));
     const origin = { name: input.name, step: input.step, source: input.source };
-    const files = await exportHuggingFace(path, tensors, input.config, { dtype, origin });
+    const files = await exportHuggingFace(path, input.tensors, input.config, {
+      dtype,
+      origin,
+      ...(input.tokenizer ? { tokenizerFiles: input.tokenizer } : {}),
+    });
     let bytes = 0;
     for (const f of files) bytes += (await stat(f)).size;
-    const params = tensors.reduce((n, t) => n + t.data.length, 0);
-    return { file: path, bytes, params, tensors: tensors.length, files: files.length };
+    const params = input.tensors.reduce((n, t) => n + numel(t.dims), 0);
+    return { file: path, bytes, params, tensors: input.tensors.length, files: files.length };
   },
   async read(path) {
-    const { config, tensors, origin } = await importHuggingFace(path);
-    return { config, tensors, origin };
+    const { config, tensors, origin, tokenizer } = await importHuggingFace(path);
+    return { config, tensors, origin, ...(tokenizer ? { tokenizer } : {}) };
+  },
+  async readTokenizer(path) {
+    const configPath = join(path, HF_FILES.config);
+    const text = await readFile(configPath, "utf8").catch((e) => {
+      throw (e as { code?: string }).code === "ENOENT"
+        ? new HuggingFaceError(configPath, "MissingFile", HF_FILES.config, "missing")
+        : e;
+    });
+    const { config } = configFromHfJson(text, configPath);
+    return await readTokenizerFolder(path, config.vocab_size, configPath);
   },
   async inspect(path) {
-    const r = await importHuggingFace(path);
+    const r = await openHuggingFace(path);
+    await r.close();
     return {
       folder: path,
       dtype: r.dtype,
@@ -491,7 +581,8 @@ export const hfFormat: FormatDescriptor<HfDtype> = {
         ? `${r.digest.stored}: ok, model.safetensors is as written`
         : "none (not written by ferry)",
       config: r.config,
-      tensors: r.tensors.map((t) => ({ name: t.name, dims: t.dims })),
+      tokenizer: tokenizerInfo(r.tokenizer, r.config.vocab_size, path),
+      tensors: r.sources.map((t) => ({ name: t.name, dims: t.dims })),
     };
   },
   spec: "formats/huggingface.md",
@@ -710,13 +801,13 @@ function checkedConfig(raw: Record<string, unknown>, where: string): ModelConfig
 /**
  * Matches stored tensors to the config: each expected tensor present with its shape, nothing extra,
  * f32/f16/bf16 only. A tied model's lm_head is accepted only as an exact copy of the embedding (some
- * writers store both) and dropped. Returns plain f32 tensors in canonical order.
+ * writers store both; compared a chunk at a time) and dropped. Returns the sources in canonical order.
  */
-function modelTensors(
-  stored: readonly (Tensor & { dtype?: Dtype })[],
+async function modelSources(
+  stored: readonly (TensorSource & { dtype?: Dtype })[],
   cfg: ModelConfig,
   where: string,
-): Tensor[] {
+): Promise<TensorSource[]> {
   const byName = new Map(stored.map((t) => [t.name, t]));
   for (const t of stored) {
     if (t.dtype !== undefined && t.dtype !== "F32" && t.dtype !== "F16" && t.dtype !== "BF16") {
@@ -730,7 +821,7 @@ function modelTensors(
   }
   const lm = byName.get("lm_head.weight"), embed = byName.get("model.embed_tokens.weight");
   if (cfg.tie_word_embeddings && lm) {
-    if (!embed || !sameBits(lm, embed)) {
+    if (!embed || !(await sameBits(lm, embed))) {
       throw new HuggingFaceError(
         where,
         "TiedMismatch",
@@ -752,19 +843,21 @@ function modelTensors(
       : bad.problem.replace("the config", "config.json");
     throw new HuggingFaceError(where, code, bad.tensor, why, bad);
   }
-  const out = paramShapes(cfg).map(({ name, dims }) => ({
-    name,
-    dims: [...dims],
-    data: byName.get(name)!.data,
-  }));
-  return out;
+  return paramShapes(cfg).map(({ name, dims }) => ({ ...byName.get(name)!, name, dims: [...dims] }));
 }
 
-function sameBits(a: Tensor, b: Tensor): boolean {
-  if (a.dims.join() !== b.dims.join() || a.data.length !== b.data.length) return false;
-  const x = new Uint32Array(a.data.buffer, a.data.byteOffset, a.data.length);
-  const y = new Uint32Array(b.data.buffer, b.data.byteOffset, b.data.length);
-  return x.every((v, i) => v === y[i]);
+// Whether two sources hold the same f32 bit patterns, compared 1 Mi values at a time.
+async function sameBits(a: TensorSource, b: TensorSource): Promise<boolean> {
+  if (a.dims.join() !== b.dims.join()) return false;
+  const count = numel(a.dims), step = 1 << 20;
+  const sa = new Float32Array(Math.min(step, count)), sb = new Float32Array(Math.min(step, count));
+  for (let at = 0; at < count; at += step) {
+    const n = Math.min(step, count - at);
+    const x = await a.read(at, n, sa), y = await b.read(at, n, sb);
+    const u = new Uint32Array(x.buffer, x.byteOffset, n), v = new Uint32Array(y.buffer, y.byteOffset, n);
+    for (let i = 0; i < n; i++) if (u[i] !== v[i]) return false;
+  }
+  return true;
 }
 
 async function exists(path: string): Promise<boolean> {

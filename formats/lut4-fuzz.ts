@@ -3,7 +3,8 @@
  * (framing, header, data, every span), its JSON header as text, edits a forger would make (swapped
  * spans and names, exponents, lengths, shape, table entries and padding with the data CRC-32
  * recomputed), and the minimal reader `readers/lut4.ts`. The integer engine's loader is fed the same
- * cases by the fuzzer itself (engines/ lies outside formats/).
+ * cases by the fuzzer itself (engines/ lies outside formats/). A second target is the same file in schema
+ * `/2`, ending with a tokenizer section (mapped file by file, its CRC-32 resealed with the data's).
  *
  * @example
  * ```ts
@@ -13,7 +14,19 @@
  */
 import { join } from "node:path";
 import { crc32 } from "node:zlib";
-import { concat, FORGED, FUZZ_LUT4_CONFIG, type FuzzTarget, type Region, view } from "./fuzz-kit.ts";
+import {
+  concat,
+  FORGED,
+  FUZZ_LUT4_CONFIG,
+  FUZZ_TOKENIZER,
+  type FuzzTarget,
+  type Region,
+  resealTokenizerSection,
+  tokenizerSectionMap,
+  view,
+} from "./fuzz-kit.ts";
+import { encodeTokenizerSection } from "./tokenizer-section.ts";
+import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 import { type Lut4Calibrator, Lut4Error, lut4Format, readLut4 } from "./lut4.ts";
 import { initParams } from "../model/init.ts";
 import { tensorSource } from "../model/tensor.ts";
@@ -30,26 +43,42 @@ const FUZZ_CALIBRATION: Lut4Calibrator = () =>
     record: { source: "brown train split", windows: 4, window_bytes: 256, seed: 1 },
   });
 
-/** Writes the campaign's lut4 file (the model `FUZZ_LUT4_CONFIG` describes) at `file`. */
-export async function makeLut4(file: string): Promise<void> {
+/**
+ * Writes the campaign's lut4 file (the model `FUZZ_LUT4_CONFIG` describes) at `file`; with `tokenizer`,
+ * schema `/2` with that tokenizer's section.
+ */
+export async function makeLut4(file: string, tokenizer?: TokenizerFiles): Promise<void> {
   await lut4Format.write(file, {
     config: FUZZ_LUT4_CONFIG,
     tensors: initParams(FUZZ_LUT4_CONFIG, 7).map(tensorSource),
     source: "fuzz@step1",
     step: 1,
     name: "fuzz",
+    ...(tokenizer ? { tokenizer } : {}),
   }, { dtype: "q4", calibrate: FUZZ_CALIBRATION });
 }
 
+// The header, the data section and (schema /2, when the header's `tokenizer.bytes` fits) the tokenizer section.
 function lut4Parts(f: Uint8Array) {
   const h = f.length < 16 ? 0 : Number(view(f).getBigUint64(8, true));
-  return { header: f.subarray(16, 16 + h), data: f.subarray(16 + h) };
+  const rest = f.subarray(16 + h);
+  let t = 0;
+  try {
+    const bytes = JSON.parse(dec.decode(f.subarray(16, 16 + h)))?.tokenizer?.bytes;
+    if (Number.isSafeInteger(bytes) && bytes >= 0 && bytes <= rest.length) t = bytes;
+  } catch { /* a header that is not JSON has no section to keep apart */ }
+  return {
+    header: f.subarray(16, 16 + h),
+    data: rest.subarray(0, rest.length - t),
+    section: rest.subarray(rest.length - t),
+  };
 }
 
-// Frames a header text and a data section as a lut4 file, padding the header with spaces as the writer does.
-function lut4Join(text: string, data: Uint8Array): Uint8Array {
+// Frames a header text and a data section (and a tokenizer section) as a lut4 file, padding the header with
+// spaces as the writer does.
+function lut4Join(text: string, data: Uint8Array, section: Uint8Array = new Uint8Array(0)): Uint8Array {
   const head = enc.encode(text + " ".repeat((64 - ((16 + enc.encode(text).length) % 64)) % 64));
-  const out = concat(enc.encode("UORLUT01"), new Uint8Array(8), head, data);
+  const out = concat(enc.encode("UORLUT01"), new Uint8Array(8), head, data, section);
   view(out).setBigUint64(8, BigInt(head.length), true);
   return out;
 }
@@ -77,7 +106,7 @@ type Lut4Json = {
 function lut4Edit(f: Uint8Array, edit: (h: Lut4Json) => boolean): Uint8Array | undefined {
   const p = lut4Parts(f);
   const h = JSON.parse(dec.decode(p.header)) as Lut4Json;
-  return edit(h) ? lut4Join(JSON.stringify(h), p.data) : undefined;
+  return edit(h) ? lut4Join(JSON.stringify(h), p.data, p.section) : undefined;
 }
 
 // Rewrites bytes of a valid lut4 file's data section and recomputes `data_crc32`, as a forger would.
@@ -87,7 +116,7 @@ function lut4Forge(f: Uint8Array, edit: (h: Lut4Json, data: Uint8Array) => boole
   const data = p.data.slice();
   if (!edit(h, data)) return undefined;
   h.data_crc32 = crc32(data) >>> 0;
-  return lut4Join(JSON.stringify(h), data);
+  return lut4Join(JSON.stringify(h), data, p.section);
 }
 
 // Whether a (mutated) lut4 file's data section still has the CRC-32 its header states.
@@ -115,6 +144,8 @@ const lut4: FuzzTarget = {
   map(f) {
     const h = Number(view(f).getBigUint64(8, true)), start = 16 + h;
     const head = JSON.parse(dec.decode(f.subarray(16, start))) as Lut4Json;
+    const end = start + lut4Parts(f).data.length;
+    const section = end < f.length ? tokenizerSectionMap(f, end) : { regions: [], fields: [] };
     const spans: Region[] = [];
     const at = (name: string, s: { offset: number; bytes?: number }, bytes: number) =>
       spans.push({ name, start: start + s.offset, end: start + s.offset + bytes });
@@ -128,15 +159,19 @@ const lut4: FuzzTarget = {
         { name: "magic", start: 0, end: 8 },
         { name: "header_length", start: 8, end: 16 },
         { name: "header", start: 16, end: start },
-        { name: "data", start, end: f.length },
+        { name: "data", start, end },
         ...spans,
+        ...section.regions,
       ],
-      fields: [{ name: "header_length", offset: 8, width: 8 }],
+      fields: [{ name: "header_length", offset: 8, width: 8 }, ...section.fields],
     };
   },
   text: {
     get: (f) => dec.decode(lut4Parts(f).header),
-    set: (f, t) => lut4Join(t.trimEnd(), lut4Parts(f).data),
+    set: (f, t) => {
+      const p = lut4Parts(f);
+      return lut4Join(t.trimEnd(), p.data, p.section);
+    },
   },
   edits: {
     // Spans must rise through the data section: two same-shape matrices cannot trade places in the header.
@@ -218,7 +253,7 @@ const lut4: FuzzTarget = {
       const h = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(p.header));
       if (typeof h !== "object" || h === null || Array.isArray(h)) return f;
       h.data_crc32 = crc32(p.data) >>> 0;
-      return lut4Join(JSON.stringify(h), p.data);
+      return lut4Join(JSON.stringify(h), p.data, resealTokenizerSection(p.section));
     } catch {
       return f;
     }
@@ -232,5 +267,34 @@ const lut4: FuzzTarget = {
       : undefined,
 };
 
-/** What scripts/tools/fuzz.ts attacks: one lut4 file. */
-export const FUZZ_TARGETS: readonly FuzzTarget[] = [lut4];
+// Tokenizer files a forger might put in a well-framed section: each must still be refused by its content.
+const BAD_TOKENIZERS: TokenizerFiles[] = [
+  { "tokenizer.json": '{"model": {"type": "BPE", "vocab": {"a": 300}, "merges": []}}' }, // beyond the vocab
+  { "tokenizer.json": '{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [["a", "z"]]}}' }, // bad merge
+  { ...FUZZ_TOKENIZER, "chat_template.jinja": "{% if x %}" },
+];
+
+const lut4Tokenizer: FuzzTarget = {
+  ...lut4,
+  name: "lut4-tokenizer",
+  async make(dir) {
+    const file = join(dir, "t.lut4");
+    await makeLut4(file, FUZZ_TOKENIZER);
+    return { file, target: file };
+  },
+  edits: {
+    ...lut4.edits,
+    // A section whose framing and CRC-32 are right, its length in the header, but whose files are not.
+    "forged tokenizer": (f, rng) => {
+      const p = lut4Parts(f);
+      const section = encodeTokenizerSection(rng.pick(BAD_TOKENIZERS));
+      const h = JSON.parse(dec.decode(p.header)) as Lut4Json;
+      h.tokenizer = { bytes: section.length };
+      return lut4Join(JSON.stringify(h), p.data, section);
+    },
+  },
+  readers: { readLut4: (p) => readLut4(p), "lut4Format.readTokenizer": (p) => lut4Format.readTokenizer!(p) },
+};
+
+/** What scripts/tools/fuzz.ts attacks: a lut4 file of schema /1, and one of schema /2 with a tokenizer. */
+export const FUZZ_TARGETS: readonly FuzzTarget[] = [lut4, lut4Tokenizer];

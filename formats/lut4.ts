@@ -3,6 +3,8 @@
  * a JSON header, a 64-byte-aligned data section — with the schema `ferry.lut-qwen3/1`: 4-bit codes in
  * offset binary, one scale byte per group of 32, and the integer tables the engine needs. ferry adds a
  * CRC-32 of the data section to the header and names the model by the SHA-256 of the whole file.
+ * Schema `ferry.lut-qwen3/2` is the same file followed by the model's tokenizer files, in the
+ * checksummed section of `tokenizer-section.ts`; `/1` files (byte models) still read.
  *
  * @example
  * ```ts
@@ -31,13 +33,21 @@ import { type ModelConfig, validateConfig } from "../model/config.ts";
 import { FormatError, type RefusalDetail } from "../model/error.ts";
 import { parseStrictJson, plainJson, StrictJsonError } from "./json.ts";
 import { materialize, type Tensor } from "../model/tensor.ts";
+import type { TokenizerFiles } from "../model/tokenizer-types.ts";
+import { decodeTokenizerSection, encodeTokenizerSection } from "./tokenizer-section.ts";
+import { tokenizerInfo } from "./huggingface-tokenizer.ts";
 
 /** The framing's 8 magic bytes (the reference's). */
 export const LUT4_MAGIC = "UORLUT01";
 /** ferry's schema name: the Qwen3 layout. */
 export const LUT4_SCHEMA = "ferry.lut-qwen3/1";
+/** The schema of a file that ends with a tokenizer section (formats/lut4.md, "Tokenizer section"). */
+export const LUT4_SCHEMA_TOKENIZER = "ferry.lut-qwen3/2";
+const SCHEMAS: readonly string[] = [LUT4_SCHEMA, LUT4_SCHEMA_TOKENIZER];
 /** Largest header ferry reads (the reference's limit). */
 export const MAX_HEADER_BYTES = 64 << 20;
+/** The most positions a lut4 file may have (`shape.max_positions`). */
+export const MAX_LUT4_POSITIONS = 1 << 14;
 /** Alignment of the data section and of every span in it. */
 export const ALIGN = 64;
 
@@ -51,6 +61,8 @@ export interface Lut4File {
   /** SHA-256 of the whole file, hex: the model's identity (sessions name it). */
   sha256: string;
   bytes: number;
+  /** The model's tokenizer files (schema `/2`), checked; absent for a byte model. */
+  tokenizer?: TokenizerFiles;
 }
 
 /** A span of the data section: offset from the data section's start, and length. */
@@ -91,6 +103,8 @@ export interface Lut4Header {
   quantizer: Record<string, unknown>;
   /** Present when the quantizer was calibrated: the data it saw (formats/lut4.md, "Calibration"). */
   calibration?: CalibrationRecord;
+  /** Schema `/2` only: the length of the tokenizer section after the data section. */
+  tokenizer?: { bytes: number };
 }
 
 /** A refusal of a lut4 file: names the file and the field. */
@@ -132,6 +146,8 @@ export async function writeLut4(
     rmsNormEps: number;
     quantizer?: Record<string, unknown>;
     calibration?: CalibrationRecord;
+    /** The model's own tokenizer: schema `/2` with a tokenizer section (absent: `/1`). */
+    tokenizer?: TokenizerFiles;
   },
 ): Promise<{ bytes: number; sha256: string; crc32: number }> {
   // The reader requires both provenance keys: refuse here what could not be read back.
@@ -143,9 +159,10 @@ export async function writeLut4(
     throw mismatch(path, "quantizer", "an object", JSON.stringify(quantizer));
   }
   const { data, matrices, tables } = lut4DataSection(w);
+  const section = meta.tokenizer ? encodeTokenizerSection(meta.tokenizer) : undefined;
   const s = w.shape;
   const header: Lut4Header = {
-    schema: LUT4_SCHEMA,
+    schema: section ? LUT4_SCHEMA_TOKENIZER : LUT4_SCHEMA,
     shape: {
       vocab: s.vocab,
       width: s.width,
@@ -173,9 +190,11 @@ export async function writeLut4(
     source: meta.source,
     quantizer,
     ...(meta.calibration ? { calibration: meta.calibration } : {}),
+    ...(section ? { tokenizer: { bytes: section.length } } : {}),
   };
   if (header.calibration) checkCalibration(header.calibration, path);
   const chunks = framedLut4(header, data);
+  if (section) chunks.push(section);
   await writeAtomic(path, chunks);
   const sha = createHash("sha256");
   for (const c of chunks) sha.update(c);
@@ -279,8 +298,9 @@ function int(v: unknown, path: string, field: string, lo: number, hi: number): n
 export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
   // A plain Uint8Array view: node's Buffer.slice would share memory where we mean to copy.
   const file = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const { header: headerBytes, data } = lut4Framing(file, path);
+  const { header: headerBytes, data: rest } = lut4Framing(file, path);
   const h = lut4Header(headerBytes, path);
+  const { data, section } = splitSection(h, rest, path);
   checkDataSection(h, data, path);
   const shape = lut4Shape(h.shape, file.length, path);
   const fixed = fixedParameters(h, path);
@@ -323,8 +343,34 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
   };
   checkTableValues(weights, path);
   const config = lut4Config(h, weights, path);
+  const tokenizer = section &&
+    decodeTokenizerSection(section, path, config.vocab_size, (f, why, d) => new Lut4Error(path, f, why, d));
   const sha256 = createHash("sha256").update(file).digest("hex");
-  return { path, header: h, weights, config, sha256, bytes: file.length };
+  return {
+    path,
+    header: h,
+    weights,
+    config,
+    sha256,
+    bytes: file.length,
+    ...(tokenizer ? { tokenizer } : {}),
+  };
+}
+
+// Schema `/2`: the bytes after the header are the data section, then the tokenizer section whose
+// length the header's `tokenizer.bytes` states. Schema `/1`: all of them are the data section.
+function splitSection(
+  h: Lut4Header,
+  rest: Uint8Array,
+  path: string,
+): { data: Uint8Array; section?: Uint8Array } {
+  if (h.schema !== LUT4_SCHEMA_TOKENIZER) return { data: rest };
+  const t = h.tokenizer as unknown;
+  if (typeof t !== "object" || t === null || Array.isArray(t)) {
+    throw mismatch(path, "tokenizer", "an object {bytes}", JSON.stringify(t));
+  }
+  const bytes = int((t as { bytes: unknown }).bytes, path, "tokenizer.bytes", 16, rest.length);
+  return { data: rest.subarray(0, rest.length - bytes), section: rest.subarray(rest.length - bytes) };
 }
 
 function kindOf(v: unknown): string {
@@ -389,12 +435,14 @@ function lut4Header(bytes: Uint8Array, path: string): Lut4Header {
     });
   }
   const h = raw as Lut4Header;
-  if (h.schema !== LUT4_SCHEMA) {
+  if (!SCHEMAS.includes(h.schema)) {
     throw new Lut4Error(
       path,
       "schema",
-      `expected ${LUT4_SCHEMA}, got ${JSON.stringify(h.schema)} (ferry serves only its Qwen3 schema)`,
-      { expected: LUT4_SCHEMA, found: String(JSON.stringify(h.schema)) },
+      `expected ${SCHEMAS.join(" or ")}, got ${
+        JSON.stringify(h.schema)
+      } (ferry serves only its Qwen3 schema)`,
+      { expected: SCHEMAS.join(" or "), found: String(JSON.stringify(h.schema)) },
     );
   }
   if (typeof h.source !== "string") throw mismatch(path, "source", "a string", JSON.stringify(h.source));
@@ -471,7 +519,7 @@ function lut4Shape(raw: unknown, fileBytes: number, path: string): Lut4Shape {
     kvHeads: int(sh.kv_heads, path, "shape.kv_heads", 1, 1024),
     headDim: int(sh.head_dim, path, "shape.head_dim", 2, 256),
     ffn: int(sh.ffn, path, "shape.ffn", 32, 1 << 16),
-    maxPositions: int(sh.max_positions, path, "shape.max_positions", 1, 1 << 14),
+    maxPositions: int(sh.max_positions, path, "shape.max_positions", 1, MAX_LUT4_POSITIONS),
   };
   const refuse = (field: string, why: string, expected: string, found: number) => {
     throw new Lut4Error(path, field, why, { expected, found: String(found) });
@@ -858,6 +906,11 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
         return { field, expected: "a multiple of 32 (one scale per 32 weights)", found: `${n}` };
       }
     }
+    // The reader's limit (the RoPE tables and the KV cache are sized from it): never write what it refuses.
+    if (config.max_position_embeddings > MAX_LUT4_POSITIONS) {
+      const expected = `at most ${MAX_LUT4_POSITIONS} (the RoPE tables and KV cache are sized from it)`;
+      return { field: "max_position_embeddings", expected, found: `${config.max_position_embeddings}` };
+    }
     return null;
   },
   async write(path, input, options): Promise<WriteResult> {
@@ -878,6 +931,7 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
         ? { head, scale_search: "gptq", grid: "(16+m)*2^(e-4)", damp: GPTQ_DAMP }
         : { head, scale_search: "mse", grid: "(16+m)*2^(e-4)" },
       calibration: cal?.record,
+      ...(input.tokenizer ? { tokenizer: input.tokenizer } : {}),
     });
     let params = 0;
     for (const t of tensors) params += t.data.length;
@@ -901,11 +955,15 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
   async read(path): Promise<ReadResult> {
     const file = await readLut4(path);
     // The header keeps where the weights came from (`source`); the name and step are not recorded.
-    return { config: file.config, tensors: dequantizeLut4(file), origin: { source: file.header.source } };
+    const origin = { source: file.header.source };
+    const tokenizer = file.tokenizer ? { tokenizer: file.tokenizer } : {};
+    return { config: file.config, tensors: dequantizeLut4(file), origin, ...tokenizer };
   },
+  // The integer engine loads the whole file anyway; the section is checked with everything else.
+  readTokenizer: async (path) => (await readLut4(path)).tokenizer,
   async inspect(path) {
     const file = await readLut4(path);
-    const { matrices, tables, ...rest } = file.header;
+    const { matrices, tables, tokenizer: _, ...rest } = file.header;
     return {
       file: path,
       bytes: file.bytes,
@@ -915,6 +973,10 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
       ...rest,
       matrices: matrices.map((m) => ({ name: m.name, rows: m.rows, cols: m.cols, exp_base: m.exp_base })),
       tables: tables.map((t) => ({ name: t.name, kind: t.kind, length: t.length, exp: t.exp })),
+      tokenizer: {
+        section_bytes: file.header.tokenizer?.bytes ?? 0,
+        ...tokenizerInfo(file.tokenizer, file.config.vocab_size, path),
+      },
     };
   },
   spec: "formats/lut4.md",

@@ -17,10 +17,10 @@
  */
 import { DIGEST_KEY, DIGEST_PLACEHOLDER, digestOffset, digestStream, isDigest } from "./digest.ts";
 import { open, readFile } from "node:fs/promises";
-import { dirname, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from "./float16.ts";
 import { f32Bytes, openAtomic } from "./io.ts";
-import { numel, type Tensor } from "../model/tensor.ts";
+import { numel, type Tensor, type TensorSource, tensorSource } from "../model/tensor.ts";
 import { FormatError, type RefusalDetail } from "../model/error.ts";
 import {
   isJsonObject,
@@ -509,6 +509,112 @@ export async function readSafetensors(path: string): Promise<SafetensorsFile> {
   }
 }
 
+/**
+ * A file opened for streaming: its checked header, and each tensor as a `TensorSource` that reads and
+ * widens one chunk at a time, so no more than the chunk asked for is ever in memory. A file carrying
+ * ferry's `ferry.sha256` is hashed in one chunked pass before `openSafetensors` returns, so a source
+ * never hands out a byte the digest has not vouched for. `close` releases the file.
+ */
+export interface SafetensorsOpened {
+  path: string;
+  metadata: Record<string, string>;
+  /** In data order. */
+  entries: SafetensorsEntry[];
+  /** The verdict on `ferry.sha256` (always ok: a mismatch is refused); absent when the file has none. */
+  digest?: { stored: string; computed: string; ok: boolean };
+  /** The tensor of one entry as a source of f32 values (F32, F16 and BF16 widen exactly). */
+  source(entry: SafetensorsEntry): TensorSource & { dtype: Dtype };
+  close(): Promise<void>;
+}
+
+/**
+ * Opens a file for streaming reads: the header checked as `readSafetensors` checks it, the digest (when
+ * present) verified in 4 MiB chunks, nothing else read until a source is asked for values.
+ *
+ * @example
+ * ```ts
+ * const st = await openSafetensors("model.safetensors");
+ * const embed = st.source(st.entries[0]);
+ * const first = await embed.read(0, 1024, new Float32Array(1024));
+ * await st.close();
+ * ```
+ */
+export async function openSafetensors(path: string): Promise<SafetensorsOpened> {
+  const fh = await open(path, "r");
+  try {
+    const size = (await fh.stat()).size;
+    const first8 = await readAt(fh, new Uint8Array(Math.min(8, size)), 0);
+    const n = headerLength(first8, size, path);
+    const head = new Uint8Array(8 + n);
+    head.set(first8);
+    await readAt(fh, head.subarray(8), 8);
+    const header = parseSafetensorsHeader(head, size, path);
+    const digest = await verifyDigestStreaming(fh, head, header, size, path);
+    const source = (e: SafetensorsEntry) => ({
+      name: e.name,
+      dims: [...e.dims],
+      dtype: e.dtype,
+      async read(start: number, count: number, scratch: Float32Array) {
+        const width = DTYPE_BYTES[e.dtype];
+        const raw = new Uint8Array(count * width);
+        await readAt(fh, raw, header.dataStart + e.begin + start * width);
+        const values = decode(raw, e, count, path);
+        scratch.set(values);
+        return scratch.subarray(0, count);
+      },
+    });
+    return {
+      path,
+      metadata: header.metadata,
+      entries: header.entries,
+      ...(digest ? { digest } : {}),
+      source,
+      close: () => fh.close(),
+    };
+  } catch (e) {
+    await fh.close();
+    throw e;
+  }
+}
+
+// The `ferry.sha256` check of `readSafetensors`, over the file in chunks rather than the tensors.
+async function verifyDigestStreaming(
+  fh: Handle,
+  head: Uint8Array,
+  header: SafetensorsHeader,
+  size: number,
+  path: string,
+): Promise<{ stored: string; computed: string; ok: boolean } | undefined> {
+  const stored = header.metadata[DIGEST_KEY];
+  if (stored === undefined) return undefined;
+  const found = digestOffset(head, SAFETENSORS_DIGEST_NEEDLE);
+  if (!isDigest(stored) || !found || !("at" in found) || found.value !== stored) {
+    throw new SafetensorsError(
+      path,
+      "InvalidMetadata",
+      `${METADATA_KEY}.${DIGEST_KEY}`,
+      "expected one string of 64 lowercase hex digits, as ferry writes it",
+    );
+  }
+  const digest = digestStream(found.at);
+  digest.update(head);
+  const chunk = new Uint8Array(Math.min(4 << 20, Math.max(1, size - header.dataStart)));
+  for (let at = header.dataStart; at < size; at += chunk.length) {
+    const part = chunk.subarray(0, Math.min(chunk.length, size - at));
+    digest.update(await readAt(fh, part, at));
+  }
+  const computed = digest.hex();
+  if (computed !== stored) {
+    throw new SafetensorsError(
+      path,
+      "DigestMismatch",
+      `${METADATA_KEY}.${DIGEST_KEY}`,
+      `stored ${stored} but the file's SHA-256 is ${computed}: the file was changed or is corrupt`,
+    );
+  }
+  return { stored, computed, ok: true };
+}
+
 type Handle = Awaited<ReturnType<typeof open>>;
 
 async function readAt(fh: Handle, into: Uint8Array, position: number): Promise<Uint8Array> {
@@ -572,7 +678,9 @@ export async function readSafetensorsIndex(indexPath: string): Promise<Safetenso
   const map = Object.fromEntries([...byShard].flatMap(([shard, names]) => [...names].map((n) => [n, shard])));
   const tensors: SafetensorsTensor[] = [];
   for (const [shard, names] of byShard) {
-    const file = await readSafetensors(join(dirname(indexPath), shard));
+    const file = await readSafetensors(join(dirname(indexPath), shard)).catch((e) => {
+      throw (e as { code?: string }).code === "ENOENT" ? missingShard(shard, indexPath, names) : e;
+    });
     for (const t of file.tensors) {
       if (!names.delete(t.name)) {
         throw new SafetensorsError(
@@ -595,6 +703,84 @@ export async function readSafetensorsIndex(indexPath: string): Promise<Safetenso
     }
   }
   return { path: indexPath, metadata: {}, tensors };
+}
+
+/**
+ * `readSafetensorsIndex` for streaming: every shard opened and its header checked against the index
+ * (each shard holds exactly the tensors the index assigns it) before any tensor data is read. A shard
+ * the index names that is missing is refused naming the index and the tensor's `weight_map` entry.
+ *
+ * @example
+ * ```ts
+ * const shards = await openSafetensorsIndex("qwen3/model.safetensors.index.json");
+ * for (const s of shards.sources) console.log(s.name, s.dims);
+ * await shards.close();
+ * ```
+ */
+export async function openSafetensorsIndex(indexPath: string): Promise<{
+  path: string;
+  /** Always empty: the shards' own metadata is not the model's. */
+  metadata: Record<string, string>;
+  /** Never set: a digest belongs to one file. */
+  digest?: SafetensorsOpened["digest"];
+  sources: (TensorSource & { dtype: Dtype })[];
+  close(): Promise<void>;
+}> {
+  const byShard = indexShards(await readFile(indexPath), indexPath);
+  const opened: SafetensorsOpened[] = [];
+  const close = async () => {
+    for (const f of opened) await f.close();
+  };
+  try {
+    const sources: (TensorSource & { dtype: Dtype })[] = [];
+    for (const [shard, names] of byShard) {
+      const file = await openShard(join(dirname(indexPath), shard), indexPath, names);
+      opened.push(file);
+      for (const e of file.entries) {
+        if (!names.delete(e.name)) {
+          throw new SafetensorsError(
+            file.path,
+            "ShardMismatch",
+            e.name,
+            `the index does not assign this tensor to ${shard}`,
+          );
+        }
+        sources.push(file.source(e));
+      }
+      const missing = [...names][0];
+      if (missing !== undefined) {
+        throw new SafetensorsError(
+          indexPath,
+          "ShardMismatch",
+          `weight_map.${missing}`,
+          `not found in ${shard}`,
+        );
+      }
+    }
+    return { path: indexPath, metadata: {}, sources, close };
+  } catch (e) {
+    await close();
+    throw e;
+  }
+}
+
+// One shard of an index, a missing one refused as the index's fault (it names a file that is not there).
+async function openShard(path: string, indexPath: string, names: Set<string>): Promise<SafetensorsOpened> {
+  try {
+    return await openSafetensors(path);
+  } catch (e) {
+    throw (e as { code?: string }).code === "ENOENT" ? missingShard(basename(path), indexPath, names) : e;
+  }
+}
+
+function missingShard(shard: string, indexPath: string, names: Set<string>): SafetensorsError {
+  return new SafetensorsError(
+    indexPath,
+    "InvalidIndex",
+    `weight_map.${[...names][0]}`,
+    `names the shard ${shard}, which is not in the index's folder`,
+    { expected: "a shard file beside the index", found: `no file ${join(dirname(indexPath), shard)}` },
+  );
 }
 
 // The index's JSON: an object of `metadata` (optional) and `weight_map`, tensor name to a plain shard
@@ -655,6 +841,9 @@ export interface WriteSafetensorsOptions {
   digest?: boolean;
 }
 
+// Values per write: 1 Mi f32 values (4 MiB), a chunk small beside any budget and large enough to be fast.
+const CHUNK_VALUES = 1 << 20;
+
 // `"ferry.sha256":"` as the compact JSON header spells it, up to the value's first digit.
 /** Where the digest's value starts: the key as this format encodes it, up to the value. */
 export const SAFETENSORS_DIGEST_NEEDLE = new TextEncoder().encode(`${JSON.stringify(DIGEST_KEY)}:"`);
@@ -672,7 +861,7 @@ export const SAFETENSORS_DIGEST_NEEDLE = new TextEncoder().encode(`${JSON.string
  */
 export async function writeSafetensors(
   path: string,
-  tensors: readonly Tensor[],
+  tensors: readonly (Tensor | TensorSource)[],
   opts: WriteSafetensorsOptions = {},
 ): Promise<void> {
   const withDigest = opts.digest !== false;
@@ -684,11 +873,17 @@ export async function writeSafetensors(
   try {
     await w.write(header);
     digest.update(header);
-    // One tensor at a time, so a narrowed copy of the whole model never sits in memory.
+    // A chunk at a time, so neither the model nor a narrowed copy of one tensor sits in memory.
+    const scratch = new Float32Array(CHUNK_VALUES);
     for (const t of order) {
-      const bytes = encode(t.data, dtype);
-      if (withDigest) digest.update(bytes);
-      await w.write(bytes);
+      const src = "data" in t ? tensorSource(t) : t;
+      const count = numel(t.dims);
+      for (let at = 0; at < count; at += CHUNK_VALUES) {
+        const n = Math.min(CHUNK_VALUES, count - at);
+        const bytes = encode(await src.read(at, n, scratch), dtype);
+        if (withDigest) digest.update(bytes);
+        await w.write(bytes);
+      }
     }
     if (withDigest) await w.patch(at, new TextEncoder().encode(digest.hex()));
   } catch (e) {
@@ -702,11 +897,11 @@ export async function writeSafetensors(
  * The 8-byte length prefix and padded header `writeSafetensors` writes for these tensors, with the
  * tensors in file order. Checks names (no duplicates, not `__metadata__`) and dims against data.
  */
-export function safetensorsHeaderBytes(
-  tensors: readonly Tensor[],
+export function safetensorsHeaderBytes<T extends Tensor | TensorSource>(
+  tensors: readonly T[],
   opts: WriteSafetensorsOptions = {},
   path = "safetensors",
-): { header: Uint8Array; order: Tensor[]; dtype: WriteDtype } {
+): { header: Uint8Array; order: T[]; dtype: WriteDtype } {
   const dtype = opts.dtype ?? "F32";
   if (!(WRITE_DTYPES as readonly string[]).includes(dtype)) {
     throw new SafetensorsError(
@@ -744,12 +939,13 @@ export function safetensorsHeaderBytes(
       throw new SafetensorsError(path, "DuplicateKey", t.name, "two tensors have this name");
     }
     seen.add(t.name);
-    if (!t.dims.every((d) => Number.isSafeInteger(d) && d >= 0) || numel(t.dims) !== t.data.length) {
+    const length = "data" in t ? t.data.length : numel(t.dims);
+    if (!t.dims.every((d) => Number.isSafeInteger(d) && d >= 0) || numel(t.dims) !== length) {
       throw new SafetensorsError(
         path,
         "InvalidTensor",
         t.name,
-        `dims [${t.dims}] do not describe ${t.data.length} values`,
+        `dims [${t.dims}] do not describe ${length} values`,
       );
     }
   }
@@ -760,7 +956,7 @@ export function safetensorsHeaderBytes(
   const parts = [`${JSON.stringify(METADATA_KEY)}:{${meta.join(",")}}`];
   let offset = 0;
   for (const t of order) {
-    const end = offset + t.data.length * size;
+    const end = offset + numel(t.dims) * size;
     parts.push(
       `${JSON.stringify(t.name)}:{"dtype":"${dtype}","shape":[${t.dims}],"data_offsets":[${offset},${end}]}`,
     );

@@ -1,5 +1,4 @@
-// A minimal dmexp reader, runtime built-ins only (spec: formats/dmexp.md; the full reader: formats/dmexp.ts).
-// deno run -A readers/dmexp.ts FILE [TENSOR...] (or bun): lists name<TAB>dtype<TAB>[dims], or TENSORs' values
+// A minimal dmexp reader on runtime built-ins (formats/dmexp.md): lists name<TAB>dtype<TAB>[dims], or values
 import { readFileSync, statSync } from "node:fs";
 import { crc32 } from "node:zlib";
 const [file, ...wanted] = process.argv.slice(2);
@@ -10,28 +9,29 @@ process.on("uncaughtException", (e) => console.error(`${file}: ${String(e?.messa
 if (statSync(file).isDirectory()) throw new Error("is a folder, expected a file");
 const bytes = readFileSync(file);
 const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
-if (bytes.length < 24 || bytes.toString("latin1", 0, 8) !== "DMEXPRT\x01") throw new Error("not dmexp v1");
+const version = bytes.length < 24 || bytes.toString("latin1", 0, 7) !== "DMEXPRT" ? 0 : bytes[7]; // 1 or 2
+if (version !== 1 && version !== 2) throw new Error("not dmexp version 1 or 2");
 const start = 24 + view.getUint32(8, true); // the 24-byte prefix, H bytes of TOML header, then the payload
-if (start + Number(view.getBigUint64(12, true)) !== bytes.length) throw new Error("size is not 24 + H + P");
-if (crc32(bytes.subarray(start)) !== view.getUint32(20, true)) throw new Error("payload CRC-32 mismatch");
+const end = start + Number(view.getBigUint64(12, true)); // v2: a tokenizer section (16+ bytes) follows
+const section = bytes.length - end; // this reader skips the section: it holds no tensor
+if (version === 1 ? section !== 0 : section < 16) throw new Error("size is not 24 + H + P (+ a section)");
+if (crc32(bytes.subarray(start, end)) !== bytes.readUInt32LE(20)) throw new Error("payload CRC-32 mismatch");
 const header = new TextDecoder("utf-8", { fatal: true }).decode(bytes.subarray(24, start));
-const DTYPES = new Map<string, [number, (at: number) => number]>([ // bytes per value, and how to read one
-  ["f32", [4, (at) => view.getFloat32(at, true)]],
-  ["f16", [2, (at) => view.getFloat16(at, true)]],
-  ["bf16", [2, (at) => Buffer.from([0, 0, bytes[at], bytes[at + 1]]).readFloatLE(0)]], // an f32's top half
-]);
 const dtype = /^dtype\s*=\s*"(f32|f16|bf16)"/m.exec(header)?.[1]; // the header is TOML; one line of it
 if (!dtype) throw new Error('the header has no line dtype = "f32", "f16" or "bf16"');
-const [size, read] = DTYPES.get(dtype)!;
+const size = dtype === "f32" ? 4 : 2; // bytes per value; a bf16 is the top half of an f32
+const read = (at: number) => dtype === "f32" ? view.getFloat32(at, true) : dtype === "f16"
+  ? view.getFloat16(at, true) : Buffer.from([0, 0, bytes[at], bytes[at + 1]]).readFloatLE(0);
 const TABLE = /^\[\[tensors\]\]\s*^name\s*=\s*"([^"\n]*)"\s*^dims\s*=\s*\[([\d\s,]*)\]/gm; // one per tensor
 const tensors = [...header.matchAll(TABLE)].map(([, name, list]) => {
   const dims = list.split(",").filter((d) => d.trim() !== "").map(Number);
   return { line: `${name}\t${dtype}\t[${dims.join(",")}]`, name, count: dims.reduce((n, d) => n * d, 1) };
 });
 const before = (i: number) => tensors.slice(0, i).reduce((sum, t) => sum + t.count, 0); // values before i
-if (start + before(tensors.length) * size !== bytes.length) throw new Error("the dims do not add up to P");
+if (start + before(tensors.length) * size !== end) throw new Error("the dims do not add up to P");
 for (const w of wanted) if (!tensors.some((t) => t.name === w)) throw new Error(`no tensor named ${w}`);
 if (wanted.length === 0) for (const t of tensors) console.log(t.line);
+if (wanted.length === 0 && section > 0) console.log(`${file}: ${section} bytes of tokenizer`);  // v2 only
 for (const t of tensors.filter((t) => wanted.includes(t.name))) { // in file order, like the listing
   const begin = start + before(tensors.indexOf(t)) * size; // the values follow one another in header order
   const values = Array.from({ length: t.count }, (_, j) => read(begin + j * size));

@@ -1,5 +1,4 @@
-// A lut4 reader on runtime built-ins only (formats/lut4.md): framing, data CRC-32, matrices and tables.
-import { readFileSync, statSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs"; // a lut4 reader on built-ins only (formats/lut4.md)
 import { crc32 } from "node:zlib";
 const [path, ...wanted] = process.argv.slice(2);
 function die(why: string, code = 1): never { // a refusal names the file; a usage error (code 2) does not
@@ -8,12 +7,12 @@ function die(why: string, code = 1): never { // a refusal names the file; a usag
 }
 if (!path || path.startsWith("-")) die("usage: readers/lut4.ts FILE [TENSOR...]", 2); // --help too
 process.on("uncaughtException", (e) => die(e.message)); // an unreadable file or bad JSON is a refusal too
-if (statSync(path).isDirectory()) die("is a folder, expected a file");
-const file = readFileSync(path);
+const file = statSync(path).isDirectory() ? die("is a folder, expected a file") : readFileSync(path);
 if (file.length < 16 || file.toString("latin1", 0, 8) !== "UORLUT01") die("not a UORLUT01 file");
 const start = 16 + Number(file.readBigUInt64LE(8));
-const [header, data] = [JSON.parse(file.toString("utf8", 16, start)), file.subarray(start)];
-if (header.schema !== "ferry.lut-qwen3/1") die(`schema ${header.schema}, not ferry.lut-qwen3/1`);
+const header = JSON.parse(file.toString("utf8", 16, start)); // checked: framing, data CRC-32, spans
+if (!/^ferry\.lut-qwen3\/[12]$/.test(header.schema)) die(`unknown schema ${header.schema}`);
+const data = file.subarray(start, file.length - (header.tokenizer?.bytes ?? 0)); // then /2: the tokenizer
 const crcOk = data.length === header.data_bytes && crc32(data) >>> 0 === header.data_crc32;
 if (start % 64 || !crcOk) die("the data section is misaligned, truncated or fails its CRC-32");
 function bytesOf(s: { offset: number; bytes: number }, n: number): Buffer {
@@ -38,3 +37,4 @@ for (const name of wanted.length ? wanted : list.map((t) => t.name)) { // -0 nev
   console.log(`${t.name}\t${t.kind}\t[${t.dims.join(", ")}]`);
   if (wanted.length) console.log(Array.from({ length: t.count }, (_, k) => t.value(k)).join(" "));
 }
+if (!wanted.length && header.tokenizer) console.log(`${path}: ${header.tokenizer.bytes} bytes of tokenizer`);

@@ -88,15 +88,10 @@ export async function tokenizerFilesIn(dir: string): Promise<TokenizerFiles | un
 /**
  * The engine to serve: `model` (default: the default model's lut4 export, created when missing) on
  * `kind` (default: the format's natural engine), with the tokenizer in folder `tokenizer` when given,
- * else the model's own (a folder's files are read here too, so a Hugging Face folder is served with its
- * tokenizer whether or not its format reads them). A training checkpoint is refused.
+ * else the one the model carries (its format's `readTokenizer`). A training checkpoint is refused.
  */
 export async function openServedEngine(model?: string, kind?: string, tokenizer?: string): Promise<Engine> {
-  const files = tokenizer !== undefined
-    ? await tokenizerFilesIn(tokenizer)
-    : model !== undefined && (await stat(model).catch(() => undefined))?.isDirectory()
-    ? await tokenizerFilesIn(model)
-    : undefined;
+  const files = tokenizer === undefined ? undefined : await tokenizerFilesIn(tokenizer);
   if (tokenizer !== undefined && files === undefined) {
     fail(`--tokenizer ${tokenizer}: no tokenizer.json there`, EXIT_USAGE);
   }

@@ -205,8 +205,15 @@ function report(formatName: string, info: Record<string, unknown>, path: string)
 function bytesText(info: Record<string, unknown>, path: string): string {
   const bytes = typeof info.bytes === "number" ? info.bytes : sizeOnDisk(path);
   const { header_length: h, payload_length: p } = info;
+  // dmexp version 2 ends with its tokenizer section.
+  const t = isRecord(info.tokenizer) && typeof info.tokenizer.section_bytes === "number"
+    ? info.tokenizer.section_bytes
+    : 0;
   if (typeof h === "number" && typeof p === "number") {
-    return `${count(bytes)} = ${count(bytes - h - p)} prefix + ${count(h)} header + ${count(p)} payload`;
+    const section = t > 0 ? ` + ${count(t)} tokenizer section` : "";
+    return `${count(bytes)} = ${count(bytes - h - p - t)} prefix + ${count(h)} header + ${
+      count(p)
+    } payload${section}`;
   }
   return count(bytes);
 }

@@ -49,6 +49,12 @@ async function post(app: ReturnType<typeof createApp>, path: string, body: unkno
 
 describe("a Qwen3 model's prompts and token routes", () => {
   test("the engine carries the tokenizer; padding and control ids are never sampled", async () => {
+    // The folder's own files, read by its format, without the override the other tests use.
+    const own = await loadEngine(await qwen3Folder({ peaked: true }), "float");
+    expect([own.tokenizer.kind, own.tokenizer.size, own.tokenizer.eos]).toEqual(["bpe", 151669, [
+      151645,
+      151643,
+    ]]);
     expect(engine.tokenizer.kind).toBe("bpe");
     expect(engine.config.vocab_size).toBe(151936);
     const s = engine.start();

@@ -280,7 +280,7 @@ describe("reading refuses, naming the field", () => {
     ["a missing file", "file", () => Promise.resolve(at("nope.dmexp"))],
     ["a file shorter than the prefix", "size", () => edit("short.dmexp", (b) => b.subarray(0, 20))],
     ["a wrong magic", "magic", () => edit("magic.dmexp", (b) => (b[0] = 0x58, b))],
-    ["a wrong version byte", "version", () => edit("version.dmexp", (b) => (b[7] = 2, b))],
+    ["a wrong version byte", "version", () => edit("version.dmexp", (b) => (b[7] = 3, b))],
     ["a header length past the end", "header_length", () => edit("hlen.dmexp", (b) => u32(b, 8, b.length))],
     ["a truncated file", "payload_length", () => edit("trunc.dmexp", (b) => b.subarray(0, b.length - 1))],
     ["a padded file", "payload_length", () => edit("pad.dmexp", (b) => Uint8Array.from([...b, 0]))],

@@ -5,6 +5,7 @@
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { Buffer } from "node:buffer";
 import { encodeGguf, type GgufValue, parseGguf } from "../formats/gguf-container.ts";
+import { createRng, type Rng } from "../model/random.ts";
 
 setDefaultTimeout(60_000);
 
@@ -59,4 +60,92 @@ test("a 151,936-string array (a real Qwen3 vocabulary's size) and its arrays of 
   expect(file.metadata.get("tokenizer.ggml.token_type")).toEqual(meta[1][1]);
   expect(file.metadata.get("tokenizer.ggml.scores")).toEqual(meta[2][1]);
   expect(file.metadata.get("tokenizer.ggml.eos_token_id")).toEqual(meta[3][1]);
+});
+
+/** A random value of a random type: every scalar type, and arrays of each (strings multi-byte). */
+function randomValue(rng: Rng): GgufValue {
+  const types = [
+    "u8",
+    "i8",
+    "u16",
+    "i16",
+    "u32",
+    "i32",
+    "f32",
+    "f64",
+    "u64",
+    "i64",
+    "bool",
+    "string",
+  ] as const;
+  const scalar = (t: typeof types[number]): number | bigint | boolean | string => {
+    switch (t) {
+      case "u8":
+        return rng.int(256);
+      case "i8":
+        return rng.int(256) - 128;
+      case "u16":
+        return rng.int(65536);
+      case "i16":
+        return rng.int(65536) - 32768;
+      case "u32":
+        return rng.int(2 ** 32);
+      case "i32":
+        return rng.int(2 ** 32) - 2 ** 31;
+      case "f32":
+        return Math.fround(rng.normal());
+      case "f64":
+        return rng.normal();
+      case "u64":
+        return BigInt(rng.int(2 ** 32)) << 31n | BigInt(rng.int(2 ** 31));
+      case "i64":
+        return -(BigInt(rng.int(2 ** 32)) << 30n);
+      case "bool":
+        return rng.next() < 0.5;
+      case "string":
+        return [..."aé✓🙂Ġ".repeat(rng.int(40))].slice(0, rng.int(200)).join(""); // whole code points
+    }
+  };
+  const t = types[rng.int(types.length)];
+  if (rng.next() < 0.7) return { type: t, value: scalar(t) } as GgufValue;
+  return { type: "array", elem: t, value: Array.from({ length: rng.int(3000) }, () => scalar(t)) };
+}
+
+test("random metadata of every type and size (300 files, up to ~1.5 MB) reads back: writes land on every growth point", () => {
+  // The buffer doubles from 4096; whatever write comes next at each boundary (a type id, a count, a
+  // string's length or bytes, any scalar) must land in the new buffer. Sizes vary widely, so over the
+  // cases every doubling up to 1 MiB is crossed by writes of every kind at every phase.
+  const rng = createRng(2026);
+  let crossed = 0;
+  for (let c = 0; c < 300; c++) {
+    const meta: Array<[string, GgufValue]> = Array.from({ length: 1 + rng.int(30) }, (_, i) => [
+      `k${i}.${"x".repeat(rng.int(9))}`,
+      randomValue(rng),
+    ]);
+    const bytes = bytesOf(encodeGguf(meta, []));
+    if (bytes.length > 4096) crossed++;
+    const back = parseGguf(bytes, "random.gguf");
+    expect([...back.metadata]).toEqual(meta);
+  }
+  expect(crossed).toBeGreaterThan(150);
+});
+
+test("one write larger than twice the buffer (a 3 MiB string after a few bytes) takes the exact-size growth", () => {
+  const big = "Ġ\u4e2d".repeat(1 << 19); // 3 MiB of UTF-8
+  const meta: Array<[string, GgufValue]> = [
+    ["a", { type: "u8", value: 7 }],
+    ["tokenizer.chat_template", { type: "string", value: big }],
+    ["z", { type: "u64", value: 2n ** 40n + 3n }],
+  ];
+  const back = parseGguf(bytesOf(encodeGguf(meta, [])), "big.gguf");
+  expect([...back.metadata]).toEqual(meta);
+});
+
+test("a string or key with a lone surrogate is refused, not written as U+FFFD", () => {
+  expect(() => encodeGguf([["k", { type: "string", value: "a\ud83d" }]], [], "s.gguf")).toThrow(
+    /k: .*lone surrogate/,
+  );
+  expect(() => encodeGguf([["k", { type: "array", elem: "string", value: ["ok", "\udc00"] }]], [], "s.gguf"))
+    .toThrow(/lone surrogate/);
+  expect(() => encodeGguf([["k\ud800", { type: "u8", value: 1 }]], [], "s.gguf")).toThrow(/lone surrogate/);
 });

