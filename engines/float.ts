@@ -17,7 +17,8 @@ import type { ModelConfig } from "../model/config.ts";
 import type { Engine, EngineSession, LogitsWanted, SamplingOptions, TokenLogprobs } from "../model/engine.ts";
 import { buildModel, createCache, forward, type KVCache, type Model } from "../model/qwen3.ts";
 import { createRng, type Rng } from "../model/random.ts";
-import { floatLogprobs, neverSampled, pickToken } from "../model/sample.ts";
+import { floatLogprobs, neverSampled, pickToken, type SpecialIds } from "../model/sample.ts";
+import { byteTokenizer } from "../model/tokenizer.ts";
 import { checkSampling, checkSeed } from "../model/sampling.ts";
 import type { Tensor } from "../model/tensor.ts";
 import {
@@ -36,6 +37,8 @@ export interface FloatEngineOptions {
   frozen?: boolean;
   /** The kernel set (kernels/kernels.ts `kernelSet`; default the WebAssembly SIMD set where there is one). */
   kernels?: Kernels;
+  /** The tokenizer's special ids, which the sampler never picks (model/sample.ts `neverSampled`). */
+  specials?: SpecialIds;
 }
 
 /**
@@ -50,7 +53,7 @@ export function createFloatEngine(
 ): Engine {
   const model = buildModel(config, tensors, source, options.kernels);
   if (options.frozen) { for (const t of tensors) model.kernels.freeze(t.data); }
-  return floatEngineOf(model, source);
+  return floatEngineOf(model, source, options.specials);
 }
 
 /**
@@ -59,14 +62,15 @@ export function createFloatEngine(
  * Its sessions save as float sessions (formats/session.md, version 2), bound to the model by
  * `floatModelDigest` of its config and tensors (computed once, on the first save or restore).
  */
-export function floatEngineOf(model: Model, source = "model"): Engine {
-  const never = neverSampled(model.config);
+export function floatEngineOf(model: Model, source = "model", specials?: SpecialIds): Engine {
+  const never = neverSampled(model.config, specials);
   let shape: SessionShape | undefined;
   const shapeOf = () => shape ??= floatSessionShape(model.config, model.tensors);
   return {
     kind: "float",
     config: model.config,
     source,
+    tokenizer: byteTokenizer, // engines/mod.ts loadEngine sets the model's own
     start: () => floatSession(model, never, shapeOf, freshState(model)),
     restore(bytes: Uint8Array, where = "session"): EngineSession {
       const d = decodeFloatSession(bytes, shapeOf(), "float", where);

@@ -23,6 +23,9 @@ import type { Kernels } from "../kernels/kernels.ts";
 import { CheckpointError, isCheckpointFile } from "../formats/checkpoint.ts";
 import { formatOf } from "../formats/mod.ts";
 import type { FormatDescriptor } from "../formats/format.ts";
+import { type SpecialIds, specialIds } from "../model/sample.ts";
+import { loadTokenizer } from "../model/hf-tokenizer.ts";
+import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 
 /** What a factory is told besides the path: progress, where to send notes, the float kernels. */
 export interface EngineLoadOptions {
@@ -45,6 +48,16 @@ export interface EngineLoadOptions {
    * 4096)); feeding past it is refused.
    */
   context?: number;
+  /**
+   * The special ids of the model's own tokenizer, which the engine's sampler never picks (model/sample.ts
+   * `neverSampled`); absent for a byte model. `loadEngine` sets it from the tokenizer it reads.
+   */
+  specials?: SpecialIds;
+  /**
+   * Tokenizer files to use instead of the ones the export carries (`chat --tokenizer DIR` for an export
+   * without them; a server's slot workers get their server's).
+   */
+  tokenizer?: TokenizerFiles;
 }
 
 /**
@@ -97,8 +110,8 @@ export const ENGINES: Readonly<Record<string, EngineEntry>> = {
     runtimes: ["deno", "bun"],
     factory: async () => {
       const { createFloatEngine } = await import("./float.ts");
-      return fromTensors((config, tensors, source, { kernels }) =>
-        createFloatEngine(config, tensors, source, { frozen: true, kernels })
+      return fromTensors((config, tensors, source, { kernels, specials }) =>
+        createFloatEngine(config, tensors, source, { frozen: true, kernels, specials })
       );
     },
   },
@@ -124,8 +137,10 @@ export function engineKinds(): string[] {
 /**
  * Loads an export on an engine: the format is recognised from the path, the engine is `kind` or else
  * the one `DEFAULT_ENGINE` names for what the format stores. Any export runs on any engine (the
- * integer engine quantizes float weights on load, and says so through `onNote`). A training
- * checkpoint, an unknown path and an unknown engine are refused with a `FormatError` that says which.
+ * integer engine quantizes float weights on load, and says so through `onNote`). The tokenizer the
+ * export carries (the format's `readTokenizer`; none: the byte tokenizer) becomes `engine.tokenizer`,
+ * and its special ids the sampler's mask. A training checkpoint, an unknown path, an unknown engine
+ * and a tokenizer with more ids than the model's vocab are refused with a `FormatError` that says which.
  *
  * @example
  * ```ts
@@ -150,6 +165,19 @@ export async function loadEngine(
       found: name,
     });
   }
+  const files = options.tokenizer ?? await format.readTokenizer?.(path);
+  const tokenizer = loadTokenizer(files, path);
   const factory = await ENGINES[name].factory();
-  return await factory(path, format, options);
+  const specials = files === undefined ? undefined : specialIds(tokenizer);
+  const engine = await factory(path, format, { ...options, specials });
+  if (tokenizer.size > engine.config.vocab_size) {
+    engine.dispose?.();
+    throw new FormatError(
+      path,
+      "vocab_size",
+      `${path}: vocab_size: the tokenizer has ${tokenizer.size} ids, more than the model's ${engine.config.vocab_size}`,
+      { expected: `at least ${tokenizer.size}`, found: String(engine.config.vocab_size) },
+    );
+  }
+  return Object.assign(engine, { tokenizer });
 }

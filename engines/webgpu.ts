@@ -31,7 +31,8 @@ import {
   walkForward,
   type Weights,
 } from "../model/qwen3.ts";
-import { floatLogprobs, maskedArgmax, neverSampled, pickToken } from "../model/sample.ts";
+import { floatLogprobs, maskedArgmax, neverSampled, pickToken, type SpecialIds } from "../model/sample.ts";
+import { byteTokenizer } from "../model/tokenizer.ts";
 import { checkSampling, checkSeed } from "../model/sampling.ts";
 import { createRng, type Rng } from "../model/random.ts";
 import { type Gpu, openGpu } from "../kernels/webgpu/device.ts";
@@ -73,11 +74,11 @@ const SLOT = 256; // bytes between uniform slots: the minimum uniform-offset ali
 export async function loadWebGpuEngine(
   path: string,
   format: { read(path: string, options?: object): Promise<{ config: ModelConfig; tensors: Tensor[] }> },
-  options: { onProgress?: (done: number, total: number) => void } = {},
+  options: { onProgress?: (done: number, total: number) => void; specials?: SpecialIds } = {},
 ): Promise<Engine> {
   const gpu = await openGpu();
   const { config, tensors } = await format.read(path, options);
-  return await createWebGpuEngine(config, tensors, path, { gpu });
+  return await createWebGpuEngine(config, tensors, path, { gpu, specials: options.specials });
 }
 
 /** Options of `createWebGpuEngine`. */
@@ -91,6 +92,8 @@ export interface WebGpuEngineOptions {
    * Either way it is one readback per feed.
    */
   readback?: "logits" | "argmax";
+  /** The tokenizer's special ids, which the sampler never picks (model/sample.ts `neverSampled`). */
+  specials?: SpecialIds;
 }
 
 /** Builds the WebGPU engine for a model given by its config and named tensors (`source` names the file). */
@@ -104,7 +107,7 @@ export async function createWebGpuEngine(
   checkGpuShape(config, source);
   const gpu = options.gpu ?? await openGpu(deviceNeeds(model));
   gpu.device.pushErrorScope("validation");
-  const g = uploadModel(gpu.device, model, source);
+  const g = uploadModel(gpu.device, model, source, options.specials);
   // The digest now, while the tensors are at hand: the engine keeps only their GPU copies.
   const shape = floatSessionShape(config, model.tensors);
   const engine = webGpuEngine(g, gpu, options.readback === "argmax" ? "argmax" : "logits", shape);
@@ -182,7 +185,7 @@ interface GpuModel {
 }
 
 /** Uploads the model and makes everything its sessions share (inside the caller's error scope). */
-function uploadModel(device: GPUDevice, model: Model, source: string): GpuModel {
+function uploadModel(device: GPUDevice, model: Model, source: string, specials?: SpecialIds): GpuModel {
   const c = model.config, H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
   const qDim = c.num_attention_heads * c.head_dim, kvDim = c.num_key_value_heads * c.head_dim;
   const owned: GPUBuffer[] = [];
@@ -214,7 +217,7 @@ function uploadModel(device: GPUDevice, model: Model, source: string): GpuModel 
   };
   const tokens = chunk(1, "tokens");
   const argmax = allocate(16, STORAGE(), "argmax");
-  const never = neverSampled(c);
+  const never = neverSampled(c, specials);
   const bias = never.includes(1) ? upload(Float32Array.from(never, (x) => x ? -Infinity : 0), "bias") : null;
   const masked = allocate(V * 4, STORAGE(), "masked");
   const readback = allocate(
@@ -481,6 +484,7 @@ function webGpuEngine(
     kind: "webgpu",
     config: g.config,
     source: g.source,
+    tokenizer: byteTokenizer, // engines/mod.ts loadEngine sets the model's own
     gpu,
     start: () => open(),
     restore(bytes: Uint8Array, where = "session"): EngineSession {

@@ -131,7 +131,33 @@ export function windowBits(logits: Float32Array, window: Uint8Array, vocab: numb
   return nats / Math.LN2;
 }
 
-/** Held-out bits per byte over the given windows: of the float model (sync), or of any engine (async). */
+/**
+ * Bits of a window of text under a model with its own tokenizer (a BPE, no BOS), and the bytes they
+ * cover: the window's text is encoded (special-token strings as text), its tokens after the first are
+ * predicted from the ones before, and the first token's bytes, which nothing predicts, are left out.
+ * For a byte model this is `windowBits` of `windowLogits` with BOS as the first input.
+ */
+export async function tokenWindowBits(
+  engine: Engine,
+  window: Uint8Array,
+): Promise<{ bits: number; bytes: number }> {
+  const tok = engine.tokenizer, V = engine.config.vocab_size;
+  const ids = tok.encode(new TextDecoder().decode(window));
+  if (ids.length < 2) return { bits: 0, bytes: 0 };
+  const logits = await engine.start().feed(ids.slice(0, -1), "all");
+  const lp = new Float64Array(V);
+  let nats = 0;
+  for (let t = 1; t < ids.length; t++) {
+    logSoftmax(logits, (t - 1) * V, V, lp);
+    nats -= lp[ids[t]];
+  }
+  return { bits: nats / Math.LN2, bytes: window.length - tok.tokenBytes(ids[0]).length };
+}
+
+/**
+ * Held-out bits per byte over the given windows: of the float model (sync), or of any engine (async;
+ * an engine whose tokenizer is not the byte one is scored over its own tokens: `tokenWindowBits`).
+ */
 export function bitsPerByte(model: Model, windows: Uint8Array[], onWindow?: (i: number) => void): number;
 export function bitsPerByte(
   engine: Engine,
@@ -145,6 +171,17 @@ export function bitsPerByte(
 ): number | Promise<number> {
   const V = m.config.vocab_size;
   const bytes = windows.reduce((n, w) => n + w.length, 0);
+  if (isEngine(m) && m.tokenizer.kind !== "byte") {
+    return (async () => {
+      let bits = 0, covered = 0;
+      for (let i = 0; i < windows.length; i++) {
+        const r = await tokenWindowBits(m, windows[i]);
+        bits += r.bits, covered += r.bytes;
+        onWindow?.(i);
+      }
+      return bits / covered;
+    })();
+  }
   if (isEngine(m)) {
     return (async () => {
       let bits = 0;

@@ -16,6 +16,7 @@
 import { readdir, readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
+import { byteTokenizer } from "./tokenizer.ts";
 
 /** One document in every `HELD_OUT_EVERY` is held out. */
 export const HELD_OUT_EVERY = 20;
@@ -67,6 +68,20 @@ export function untag(doc: string): string {
   return lines.join("\n");
 }
 
+/**
+ * The byte tokenizer's ids of documents joined by a blank line and ended by a newline, one document at
+ * a time (one list of millions of numbers would take a second to grow).
+ */
+function byteIds(documents: readonly string[]): Uint8Array {
+  const parts = documents.map((d, i) =>
+    byteTokenizer.encode(d + (i === documents.length - 1 ? "\n" : "\n\n"))
+  );
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) out.set(p, at), (at += p.length);
+  return out;
+}
+
 /** Loads and splits the corpus. Documents are joined by a blank line. */
 export async function loadBrown(dir = brownDir()): Promise<Corpus> {
   const names = (await readdir(dir)).filter((n) => /^c[a-r]\d\d$/.test(n)).sort();
@@ -76,10 +91,11 @@ export async function loadBrown(dir = brownDir()): Promise<Corpus> {
     const text = untag(await readFile(join(dir, names[i]), "utf8"));
     (i % HELD_OUT_EVERY === HELD_OUT_EVERY - 1 ? heldOut : train).push(text);
   }
-  const enc = new TextEncoder();
+  // Through the one tokenizer interface: the byte tokenizer's ids are the text's bytes (no BOS here;
+  // each training window and evaluation adds its own).
   return {
-    train: enc.encode(train.join("\n\n") + "\n"),
-    heldOut: enc.encode(heldOut.join("\n\n") + "\n"),
+    train: byteIds(train),
+    heldOut: byteIds(heldOut),
     documents: names.length,
   };
 }

@@ -16,6 +16,7 @@
  * @module
  */
 import type { ModelConfig } from "./config.ts";
+import type { Tokenizer } from "./tokenizer-types.ts";
 
 /**
  * How the next token is chosen: the one sampling contract (model/sampling.ts), the same for every
@@ -105,6 +106,12 @@ export interface Engine {
    * max_position_embeddings.
    */
   readonly context?: number;
+  /**
+   * The model's tokenizer: what engines/mod.ts `loadEngine` read beside the weights (the format's
+   * `readTokenizer`), or the byte tokenizer (model/tokenizer.ts `byteTokenizer`) for a byte model and
+   * for an engine built directly from tensors.
+   */
+  readonly tokenizer: Tokenizer;
   /** A fresh session at position 0. */
   start(): EngineSession;
   /** Restores a session saved by `EngineSession.save`, refusing one for another model. */

@@ -8,8 +8,9 @@
  * @example
  * ```ts
  * const engine = await loadEngine("out/ferry.bf16.dmexp");
- * const decode = createStreamDecoder();
- * for await (const id of generateTokens(engine, encode("The jury said", { bos: true }), { maxTokens: 64 })) {
+ * const decode = engine.tokenizer.streamDecoder();
+ * const prompt = engine.tokenizer.encode("The jury said", { bos: true });
+ * for await (const id of generateTokens(engine, prompt, { maxTokens: 64 })) {
  *   process.stdout.write(decode(id));
  * }
  * ```
@@ -17,7 +18,6 @@
  */
 import type { Engine, EngineSession, SamplingOptions } from "./engine.ts";
 import { checkSampling, checkSeed } from "./sampling.ts";
-import { EOS } from "./tokenizer.ts";
 
 /** Options of `generateTokens`: how many tokens, and the sampling contract's options (model/sampling.ts). */
 export interface GenerateOptions extends SamplingOptions {
@@ -25,7 +25,10 @@ export interface GenerateOptions extends SamplingOptions {
   maxTokens: number;
   /** Reseeds the session's sampler first (a fresh session is seeded with 0). */
   seed?: number;
-  /** Stop when EOS is picked (default true); the EOS is neither yielded nor fed. */
+  /**
+   * Stop when one of the tokenizer's EOS ids (`engine.tokenizer.eos`: Qwen3's `<|im_end|>` and
+   * `<|endoftext|>`) is picked (default true); that id is neither yielded nor fed.
+   */
   stopAtEos?: boolean;
   /** Continue this session (a conversation) instead of starting a fresh one. */
   session?: EngineSession;
@@ -43,6 +46,7 @@ export async function* generateTokens(
   opts: GenerateOptions,
 ): AsyncGenerator<number, void, undefined> {
   const { stopAtEos = true } = opts;
+  const eos = new Set(engine.tokenizer.eos);
   const choice = checkSampling(opts);
   if (opts.seed !== undefined) checkSeed(opts.seed);
   const session = opts.session ?? engine.start();
@@ -55,7 +59,7 @@ export async function* generateTokens(
   if (prompt.length > 0) await session.feed(prompt, "none");
   for (let i = 0; i < budget; i++) {
     const id = session.pick(choice);
-    if (stopAtEos && id === EOS) return;
+    if (stopAtEos && eos.has(id)) return;
     await session.feed([id], "none");
     yield id;
   }

@@ -19,6 +19,7 @@ import type { TokenLogprobs } from "./engine.ts";
 import type { Rng } from "./random.ts";
 import type { SamplingChoice } from "./sampling.ts";
 import { BOS, BYTE_VOCAB_SIZE, EOS } from "./tokenizer.ts";
+import type { Tokenizer } from "./tokenizer-types.ts";
 
 /** A tokenizer's special ids, as far as sampling cares: which ones end generation, and which exist. */
 export interface SpecialIds {
@@ -36,6 +37,19 @@ export const BYTE_SPECIALS: Readonly<SpecialIds> = Object.freeze({
   eos: [EOS],
   tokenizerVocab: BYTE_VOCAB_SIZE,
 });
+
+/**
+ * The `SpecialIds` of a tokenizer: its special ids, its EOS set, its size. What engines/mod.ts
+ * `loadEngine` hands every engine, so its sampler masks the model's own specials and padding ids.
+ *
+ * @example
+ * ```ts
+ * specialIds(byteTokenizer); // { specials: [256, 257], eos: [257], tokenizerVocab: 258 }
+ * ```
+ */
+export function specialIds(tokenizer: Tokenizer): SpecialIds {
+  return { specials: tokenizer.specials, eos: tokenizer.eos, tokenizerVocab: tokenizer.size };
+}
 
 /**
  * The one definition of the ids no engine ever samples, greedy or not: the tokenizer's special ids

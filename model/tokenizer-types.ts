@@ -67,4 +67,6 @@ export interface Tokenizer {
   tokenBytes(id: number): Uint8Array;
   /** One id's text as a vocabulary lists it (a special token's name), for logprobs and /tokenize. */
   tokenText(id: number): string;
+  /** The files a BPE tokenizer was made from (its chat template is in them); absent for the byte one. */
+  readonly files?: TokenizerFiles;
 }

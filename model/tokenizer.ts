@@ -1,6 +1,8 @@
 /**
  * The byte tokenizer: ids 0-255 are the bytes of UTF-8 text, then BOS = 256 and EOS = 257.
- * Any text round-trips.
+ * Any text round-trips. `byteTokenizer` is the same behind the one `Tokenizer` interface
+ * (model/tokenizer-types.ts); a model's own files are loaded by model/hf-tokenizer.ts `loadTokenizer`.
+ * This module imports no package, so the browser tab's worker can load it as it is.
  *
  * @example
  * ```ts
@@ -9,6 +11,8 @@
  * ```
  * @module
  */
+
+import type { EncodeOptions, Tokenizer } from "./tokenizer-types.ts";
 
 /** Beginning-of-sequence id. */
 export const BOS = 256;
@@ -26,22 +30,7 @@ export const BOS_TOKEN = "<|startoftext|>";
 /** EOS's name in vocabulary files (see `BOS_TOKEN`). */
 export const EOS_TOKEN = "<|endoftext|>";
 
-/**
- * GPT-2's byte-to-character table (`bytes_to_unicode`): byte `b` is spelled `BYTE_CHARS[b]` in a
- * byte-level vocabulary. Printable Latin-1 bytes (0x21-0x7E, 0xA1-0xAC, 0xAE-0xFF) stand for themselves;
- * the other 68, in byte order, become U+0100 onward. llama.cpp's "gpt2" tokenizer and Hugging Face's
- * ByteLevel both look text up through it.
- *
- * @example
- * ```ts
- * BYTE_CHARS[0x20]; // "Ġ"
- * ```
- */
-export const BYTE_CHARS: readonly string[] = (() => {
-  const printable = (b: number) => (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || b >= 0xae;
-  let next = 0x100;
-  return Array.from({ length: 256 }, (_, b) => String.fromCharCode(printable(b) ? b : next++));
-})();
+export { BYTE_CHARS } from "./byte-chars.ts";
 
 const encoder = new TextEncoder();
 
@@ -49,7 +38,8 @@ const encoder = new TextEncoder();
 export function encode(text: string, opts: { bos?: boolean } = {}): number[] {
   const bytes = encoder.encode(text);
   const ids = opts.bos ? [BOS] : [];
-  for (const b of bytes) ids.push(b);
+  // An index loop: for-of over a typed array is several times slower on Bun.
+  for (let i = 0; i < bytes.length; i++) ids.push(bytes[i]);
   return ids;
 }
 
@@ -73,3 +63,43 @@ export function createStreamDecoder(): (id: number) => string {
   const dec = new TextDecoder("utf-8", { ignoreBOM: true });
   return (id) => (id < 256 ? dec.decode(new Uint8Array([id]), { stream: true }) : "");
 }
+
+/** A byte id's text as logprobs and /tokenize list it: a special's name, ASCII as itself, else `bytes:\xNN`. */
+function byteTokenText(id: number): string {
+  if (id === BOS) return BOS_TOKEN;
+  if (id === EOS) return EOS_TOKEN;
+  if (id < 0x80) return String.fromCharCode(id);
+  if (id < 256) return `bytes:\\x${id.toString(16).padStart(2, "0")}`;
+  throw new RangeError(`token id ${id} is not one of the byte tokenizer's ${BYTE_VOCAB_SIZE}`);
+}
+
+/**
+ * ferry's byte tokenizer behind the one `Tokenizer` interface (model/tokenizer-types.ts): what every
+ * model without tokenizer files uses. `encode`'s `specials` changes nothing (no text spells BOS or EOS).
+ *
+ * @example
+ * ```ts
+ * byteTokenizer.encode("Hi", { bos: true }); // [256, 72, 105]
+ * byteTokenizer.eos;                         // [257]
+ * ```
+ */
+export const byteTokenizer: Tokenizer = Object.freeze(
+  {
+    kind: "byte",
+    size: BYTE_VOCAB_SIZE,
+    bos: BOS,
+    eos: Object.freeze([EOS]),
+    pad: undefined,
+    specials: Object.freeze([BOS, EOS]),
+    encode: (text: string, options: EncodeOptions = {}) => encode(text, { bos: options.bos }),
+    decode: (ids: ArrayLike<number>) => decode(ids),
+    streamDecoder: createStreamDecoder,
+    tokenBytes(id: number): Uint8Array {
+      if (id === BOS) return encoder.encode(BOS_TOKEN);
+      if (id === EOS) return encoder.encode(EOS_TOKEN);
+      byteTokenText(id); // refuses an id out of range
+      return new Uint8Array([id]);
+    },
+    tokenText: byteTokenText,
+  } as const,
+);

@@ -19,7 +19,7 @@
  * @module
  */
 import type { ModelConfig } from "./config.ts";
-import { BOS } from "./tokenizer.ts";
+import { byteTokenizer } from "./tokenizer.ts";
 import { kernelSet } from "../kernels/kernels.ts";
 import {
   adamwStep,
@@ -32,6 +32,9 @@ import {
   sequenceLossAndGrad,
   sumInto,
 } from "./train.ts";
+
+/** Every training window starts with the byte tokenizer's BOS (the corpus is its ids). */
+const BOS_ID = byteTokenizer.bos!;
 
 interface State {
   cfg: ModelConfig;
@@ -86,7 +89,7 @@ scope.onmessage = (ev: MessageEvent) => {
     const T: number = msg.seqLen, starts = msg.starts as number[];
     const inputs = new Array<number>(T), targets = new Array<number>(T);
     for (let j = Atomics.add(s.next, 0, 1); j < starts.length; j = Atomics.add(s.next, 0, 1)) {
-      inputs[0] = BOS;
+      inputs[0] = BOS_ID;
       for (let t = 0; t < T; t++) {
         targets[t] = s.corpus[starts[j] + t];
         if (t + 1 < T) inputs[t + 1] = s.corpus[starts[j] + t];

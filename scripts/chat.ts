@@ -1,16 +1,20 @@
 /**
  * Starts the chat server: the Hono app from serve/app.ts on an engine, listening on loopback.
  * With no model named it serves the lut4 export of the default model on the integer engine, exporting
- * it on first run. A training checkpoint is refused with the command that converts it.
+ * it on first run. A training checkpoint is refused with the command that converts it. A model with
+ * its own tokenizer (a Hugging Face Qwen3 folder, or an export carrying one; `--tokenizer DIR` for one
+ * that does not) is served with its chat template applied and its EOS set honoured.
  *
  * @example
  * ```ts
  * // deno run -A scripts/chat.ts                       # http://127.0.0.1:8080/
  * // bun scripts/chat.ts out/ferry.bf16.dmexp --engine float --port 9000
+ * // bun scripts/chat.ts models/Qwen3-0.6B --engine float         # its tokenizer and chat template
  * ```
  * @module
  */
-import { open, stat } from "node:fs/promises";
+import { open, readFile, stat } from "node:fs/promises";
+import { join } from "node:path";
 import process from "node:process";
 import { cli, EXIT_REFUSED, EXIT_USAGE, fail, failUsage, run } from "./cli.ts";
 import { DEFAULT_INPUT, DEFAULT_OUTPUT, exportCheckpoint, outputPath } from "../formats/export.ts";
@@ -18,6 +22,7 @@ import { isCheckpoint } from "../formats/checkpoint.ts";
 import { requireInput } from "../formats/io.ts";
 import { lut4Format } from "../formats/lut4.ts";
 import type { Engine } from "../model/engine.ts";
+import { TOKENIZER_FILE_NAMES, type TokenizerFiles } from "../model/tokenizer-types.ts";
 import { FormatError } from "../model/error.ts";
 import { createApp } from "../serve/app.ts";
 import { engineKinds, loadEngine } from "../engines/mod.ts";
@@ -45,6 +50,9 @@ Options:
   --host HOST       address to listen on (default 127.0.0.1: this machine only)
   --port PORT       port (default 8080; 0 picks a free one)
   --engine KIND     int, float, or webgpu (Deno only); default: the format's own engine
+  --tokenizer DIR   the tokenizer files (tokenizer.json, tokenizer_config.json with its chat
+                    template, generation_config.json, chat_template.jinja) to serve MODEL with,
+                    for an export that carries none (default: MODEL's own; a folder's files)
   --sessions DIR    where saved sessions are kept (default ${DEFAULT_SESSIONS})
   --queue N         requests that may wait for a slot before 429 (default 8)
   --parallel N      replies generated at once, each in its own worker with its own copy of the
@@ -62,13 +70,35 @@ Exit codes: 0 stopped, 1 refused (a checkpoint, a corrupt file), 2 usage.
 `;
 
 /**
- * The engine to serve: `model` (default: the default model's lut4 export, created when missing) on
- * `kind` (default: the format's natural engine). A training checkpoint is refused.
+ * The tokenizer files in folder `dir`: tokenizer.json (required: without it, undefined) and whichever
+ * of the others are there.
  */
-export async function openServedEngine(model?: string, kind?: string): Promise<Engine> {
-  if (model === undefined) return await openDefault(kind);
-  await refuseUnservable(model);
-  return await loadEngine(model, kind, { onNote: (line) => console.error(line) });
+export async function tokenizerFilesIn(dir: string): Promise<TokenizerFiles | undefined> {
+  const read = (name: string) => readFile(join(dir, name), "utf8").catch(() => undefined);
+  const json = await read("tokenizer.json");
+  if (json === undefined) return undefined;
+  const files: TokenizerFiles = { "tokenizer.json": json };
+  for (const name of TOKENIZER_FILE_NAMES.slice(1)) {
+    const text = await read(name);
+    if (text !== undefined) files[name] = text;
+  }
+  return files;
+}
+
+/**
+ * The engine to serve: `model` (default: the default model's lut4 export, created when missing) on
+ * `kind` (default: the format's natural engine), with the tokenizer in folder `tokenizer` when given,
+ * else the one the model carries (its format's `readTokenizer`). A training checkpoint is refused.
+ */
+export async function openServedEngine(model?: string, kind?: string, tokenizer?: string): Promise<Engine> {
+  const files = tokenizer === undefined ? undefined : await tokenizerFilesIn(tokenizer);
+  if (tokenizer !== undefined && files === undefined) {
+    fail(`--tokenizer ${tokenizer}: no tokenizer.json there`, EXIT_USAGE);
+  }
+  if (model === undefined && files === undefined) return await openDefault(kind);
+  const path = model ?? DEFAULT_MODEL;
+  if (model !== undefined) await refuseUnservable(model);
+  return await loadEngine(path, kind, { onNote: (line) => console.error(line), tokenizer: files });
 }
 
 /** Refuses, before anything listens or loads, a model that is missing or is a training checkpoint. */
@@ -133,6 +163,7 @@ async function main(): Promise<void> {
     host: { type: "string", default: "127.0.0.1" },
     port: { type: "string", default: "8080" },
     engine: { type: "string", choices: engineKinds() },
+    tokenizer: { type: "string" },
     sessions: { type: "string", default: DEFAULT_SESSIONS },
     queue: { type: "string", default: "8" },
     parallel: { type: "string" },
@@ -170,7 +201,7 @@ async function main(): Promise<void> {
   console.error(
     `listening on ${server.url} while the model loads (GET /health answers 503 until it is ready)`,
   );
-  const engine = await openServedEngine(positionals[0], values.engine);
+  const engine = await openServedEngine(positionals[0], values.engine, values.tokenizer);
   const sessions = await createSessionStore(values.sessions!);
   // A WebGPU engine holds the one device: its replies stay on this thread.
   const slots = createSlots(engine, {
@@ -180,7 +211,11 @@ async function main(): Promise<void> {
   });
   handler = createApp({ engine, sessions, queueLimit, slots, ...guard, address });
   const loopback = ["127.0.0.1", "::1", "localhost"].includes(values.host!);
-  const on = `${engine.source} on the ${engine.kind} engine, ${slots.parallel} slot${
+  const tok = engine.tokenizer;
+  const tokenizer = tok.kind === "byte"
+    ? "byte tokenizer"
+    : `its ${tok.size}-id tokenizer, EOS ${tok.eos.join(" ")}`;
+  const on = `${engine.source} on the ${engine.kind} engine, ${tokenizer}, ${slots.parallel} slot${
     slots.parallel > 1 ? "s" : ""
   }`;
   console.log(`ferry chat: ${server.url}  (${on}; Ctrl+C stops)`);

@@ -17,7 +17,6 @@ import type { Engine } from "../model/engine.ts";
 import { createFloatEngine } from "../engines/float.ts";
 import { generateAll } from "../model/generate.ts";
 import { bitsPerByte } from "../measure/metrics.ts";
-import { decode, encode } from "../model/tokenizer.ts";
 
 const HELP = `
 Usage: deno run -A scripts/eval.ts [FILE] [options]
@@ -75,8 +74,11 @@ await run(async () => {
   const bar = progress("eval", windows.length, { unit: "window" });
   const bpb = await bitsPerByte(engine, windows, () => bar.tick());
   bar.done();
-  const cont = decode(
-    await generateAll(engine, encode(a.prompt!, { bos: true }), { maxTokens: Number(a.tokens) }),
+  const tok = engine.tokenizer;
+  const cont = tok.decode(
+    await generateAll(engine, tok.encode(a.prompt!, { bos: true, specials: true }), {
+      maxTokens: Number(a.tokens),
+    }),
   );
   const result = {
     file: path,

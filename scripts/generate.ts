@@ -36,7 +36,6 @@ import {
   type SamplingChoice,
   SamplingError,
 } from "../model/sampling.ts";
-import { createStreamDecoder, encode } from "../model/tokenizer.ts";
 
 const HELP = `
 Generate text from an export: ${FORMATS.map((f) => f.extension).join(" ")} (not from a training
@@ -156,12 +155,13 @@ async function main(): Promise<void> {
   });
   const params = configParamCount(engine.config).toLocaleString("en-US");
   console.error(`${path}: ${formatOf(path).name} export, ${params} params, on the ${engine.kind} engine`);
-  const prompt = encode(values.prompt, { bos: true });
+  // The model's own tokenizer (a byte model's: BOS then bytes); special-token strings are parsed.
+  const prompt = engine.tokenizer.encode(values.prompt, { bos: true, specials: true });
   const context = engine.config.max_position_embeddings;
   if (prompt.length >= context) {
     fail(`--prompt is ${prompt.length} tokens with BOS; the model's context holds ${context}`, EXIT_USAGE);
   }
-  const decode = createStreamDecoder();
+  const decode = engine.tokenizer.streamDecoder();
   const sampling = { maxTokens, ...choice, seed };
   for await (const id of generateTokens(engine, prompt, sampling)) process.stdout.write(decode(id));
   process.stdout.write("\n");

@@ -23,7 +23,6 @@ import { evalWindows, loadBrown } from "../model/corpus.ts";
 import { createFloatEngine } from "../engines/float.ts";
 import { compareLogits, percentile, profileEngine } from "../measure/metrics.ts";
 import { CALIBRATION, lut4Calibrator } from "../measure/calibrate.ts";
-import { encode } from "../model/tokenizer.ts";
 
 /** The prompts whose greedy continuations must match. */
 export const PROMPTS = [
@@ -117,7 +116,7 @@ await run(async () => {
   const ck = await readCheckpoint(input, { sections: ["model"] });
   const source = createFloatEngine(ck.config, ck.model, input, { kernels });
   const windows = evalWindows((await loadBrown()).heldOut, count);
-  const prompts = PROMPTS.slice(0, promptCount).map((p) => encode(p, { bos: true }));
+  const prompts = PROMPTS.slice(0, promptCount).map((p) => source.tokenizer.encode(p, { bos: true }));
   const V = ck.config.vocab_size;
   const bar = progress("measure", (variants.length + 1) * (windows.length + prompts.length), {
     unit: "eval",

@@ -23,6 +23,7 @@ import { Hono } from "hono";
 import type { Context, MiddlewareHandler } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { type ChatAppOptions, createServerContext } from "./context.ts";
+import { chatTemplateOf } from "../model/chat-template.ts";
 import { ApiError, errorBody } from "./errors.ts";
 import { guard, type GuardOptions } from "./guard.ts";
 import type { Metrics } from "./metrics.ts";
@@ -38,7 +39,11 @@ export type { ChatAppOptions } from "./context.ts";
 
 /** Builds the app around `opts.engine`. Serve it with `Deno.serve(app.fetch)` or `Bun.serve({ fetch: app.fetch })`. */
 export function createApp(opts: ChatAppOptions): Hono {
-  const ctx = createServerContext(opts);
+  // The model's own chat template, parsed once: one that does not parse is refused here (a FormatError
+  // naming its file and field), before anything is served.
+  const source = opts.engine.source;
+  const where = source.endsWith("/") ? source : `${source}/`;
+  const ctx = createServerContext(opts, chatTemplateOf(opts.engine.tokenizer?.files, where));
   return guarded(opts, ctx.metrics)
     .route("/", healthRoutes())
     .route("/", pageRoutes({ model: ctx.engine.source }))

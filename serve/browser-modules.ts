@@ -7,7 +7,8 @@
  *
  * The only change besides the types is to import specifiers a browser cannot resolve: each `node:`
  * built-in becomes serve/page/worker-node.js (a SHA-256, a CRC-32 and file-system calls that throw,
- * used only on load and by sessions), and `smol-toml` the ES build in its package folder. Specifiers
+ * used only on load and by sessions), and `smol-toml` and `@huggingface/jinja` the ES builds in their
+ * package folders. Specifiers
  * are rewritten relative to the module, so the same files work under any base path (the static folder
  * of scripts/page.ts too). The served set is exactly the import closure of the entries: a path outside
  * it is not a file the tab may have.
@@ -40,6 +41,7 @@ const NODE_STAND_IN = "serve/page/worker-node.js";
 /** A package the modules import, and the file of its ES build the browser gets instead. */
 const PACKAGES: Readonly<Record<string, string>> = {
   "smol-toml": "node_modules/smol-toml/dist/index.js",
+  // formats/huggingface-tokenizer.ts (which the lut4 reader imports) checks chat templates with it.
   "@huggingface/jinja": "node_modules/@huggingface/jinja/dist/index.js",
 };
 

@@ -13,6 +13,9 @@
  * @module
  */
 import type { Engine, EngineSession } from "../model/engine.ts";
+import type { ChatTemplate } from "../model/chat-template.ts";
+import { byteTokenizer } from "../model/tokenizer.ts";
+import type { Tokenizer } from "../model/tokenizer-types.ts";
 import { ApiError } from "./errors.ts";
 import { createMetrics, type Load, type Metrics } from "./metrics.ts";
 import type { SessionStore } from "./session-store.ts";
@@ -39,6 +42,10 @@ export interface ChatAppOptions extends GuardOptions {
 /** The shared state of one app. */
 export interface ServerContext {
   readonly engine: Engine;
+  /** The model's tokenizer (`engine.tokenizer`): every prompt, token list and logprob goes through it. */
+  readonly tokenizer: Tokenizer;
+  /** The model's own chat template, when its tokenizer files carry one; else chats are transcripts. */
+  readonly template?: ChatTemplate;
   /** The store, when there is one and the engine can restore sessions. */
   readonly sessions?: SessionStore;
   /** Where replies run: the slots, their queue and the prompt cache. */
@@ -55,13 +62,19 @@ export interface ServerContext {
   load(): Load;
 }
 
-/** The context for `opts`, every default filled in. */
-export function createServerContext(opts: ChatAppOptions): ServerContext {
+/**
+ * The context for `opts`, every default filled in, with the model's parsed chat template (serve/app.ts
+ * parses it; this module imports no template engine, so the browser tab's worker can load it).
+ */
+export function createServerContext(opts: ChatAppOptions, template?: ChatTemplate): ServerContext {
   const { engine } = opts;
+  const tokenizer = engine.tokenizer ?? byteTokenizer;
   const canRestore = typeof engine.restore === "function";
   const slots = opts.slots ?? createSlots(engine, { queueLimit: opts.queueLimit ?? 8 });
   return {
     engine,
+    tokenizer,
+    template,
     sessions: canRestore ? opts.sessions : undefined,
     slots,
     load: () => slots.load(),

@@ -12,14 +12,13 @@
  * @example
  * ```ts
  * const s = engine.start();
- * const r = await generateReply(engine, s, encode("The jury", { bos: true }), { maxTokens: 32, sampling: {} }, (t) => out.push(t));
+ * const r = await generateReply(engine, s, engine.tokenizer.encode("The jury", { bos: true }), { maxTokens: 32, sampling: {} }, (t) => out.push(t));
  * r.finishReason; // "stop" | "length" | "abort"
  * ```
  * @module
  */
 import type { Engine, EngineSession, SamplingOptions } from "../model/engine.ts";
 import { generateTokens } from "../model/generate.ts";
-import { createStreamDecoder } from "../model/tokenizer.ts";
 import { recordLogprobs, type TokenLogprob } from "./logprobs.ts";
 import { createStopMatcher } from "./stop.ts";
 
@@ -109,7 +108,7 @@ export async function generateReply(
   opts: ReplyOptions,
   onText?: (text: string, logprobs: TokenLogprob[]) => void | Promise<void>,
 ): Promise<ReplyResult> {
-  const decode = createStreamDecoder();
+  const decode = engine.tokenizer.streamDecoder();
   const stops = createStopMatcher(opts.stop ?? []);
   const picks: TokenLogprob[] = [], before: number[] = [], shownPicks: TokenLogprob[] = [];
   let text = "", decoded = 0, count = 0, stopped = false;

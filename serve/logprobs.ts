@@ -10,12 +10,13 @@
  * const picks: TokenLogprob[] = [];
  * const s = recordLogprobs(engine.start(), engine.config.vocab_size, 5, picks);
  * await s.feed(encode("The", { bos: true })); s.pick({ temperature: 0 });
- * chatLogprobs(picks); // { content: [{ token: " ", logprob: -0.4, bytes: [32], top_logprobs: [...] }] }
+ * chatLogprobs(picks, engine.tokenizer); // { content: [{ token: " ", logprob: -0.4, bytes: [32], top_logprobs: [...] }] }
  * ```
  * @module
  */
 import type { EngineSession, TokenLogprobs } from "../model/engine.ts";
-import { BOS, BOS_TOKEN, EOS, EOS_TOKEN } from "../model/tokenizer.ts";
+import { byteTokenizer } from "../model/tokenizer.ts";
+import type { Tokenizer } from "../model/tokenizer-types.ts";
 
 /** One picked token: its log-probability and the most likely alternatives, most likely first. */
 export interface TokenLogprob {
@@ -84,22 +85,34 @@ export function recordLogprobs(
   };
 }
 
-/** A token's bytes (none for BOS and EOS). */
-export function tokenBytes(id: number): number[] {
-  return id < 256 ? [id] : [];
+/** A token's bytes as the APIs list them: none for a special token (BOS, EOS, `<|im_end|>`). */
+export function tokenBytes(id: number, tokenizer: Tokenizer = byteTokenizer): number[] {
+  return tokenizer.specials.includes(id) ? [] : [...tokenizer.tokenBytes(id)];
 }
 
-/** A token as text: its character, a special's name, or `bytes:\xNN` for a byte that is not one on its own. */
-export function tokenText(id: number): string {
-  if (id === BOS) return BOS_TOKEN;
-  if (id === EOS) return EOS_TOKEN;
-  if (id < 0x80) return String.fromCharCode(id);
-  return `bytes:\\x${id.toString(16).padStart(2, "0")}`;
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+/**
+ * A token as text: a special's name, the token's own text when its bytes are whole UTF-8 characters,
+ * else `bytes:\xNN...` (OpenAI's spelling for a token that splits a character).
+ */
+export function tokenText(id: number, tokenizer: Tokenizer = byteTokenizer): string {
+  if (tokenizer.specials.includes(id)) return tokenizer.tokenText(id);
+  const bytes = tokenizer.tokenBytes(id);
+  try {
+    return strictUtf8.decode(bytes);
+  } catch {
+    return "bytes:" + [...bytes].map((b) => `\\x${b.toString(16).padStart(2, "0")}`).join("");
+  }
 }
 
 /** Chat completions' `logprobs`: `{ content: [{ token, logprob, bytes, top_logprobs }] }`. */
-export function chatLogprobs(picks: readonly TokenLogprob[]) {
-  const one = (id: number, logprob: number) => ({ token: tokenText(id), logprob, bytes: tokenBytes(id) });
+export function chatLogprobs(picks: readonly TokenLogprob[], tokenizer: Tokenizer = byteTokenizer) {
+  const one = (id: number, logprob: number) => ({
+    token: tokenText(id, tokenizer),
+    logprob,
+    bytes: tokenBytes(id, tokenizer),
+  });
   return {
     content: picks.map((p) => ({
       ...one(p.id, p.logprob),
@@ -112,26 +125,43 @@ export function chatLogprobs(picks: readonly TokenLogprob[]) {
  * Legacy completions' `logprobs`: parallel arrays, `top_logprobs` as `{ token: logprob }` maps and
  * `text_offset` each token's character offset, counted from `offset` (the prompt's length).
  */
-export function completionLogprobs(picks: readonly TokenLogprob[], offset: number) {
+export function completionLogprobs(
+  picks: readonly TokenLogprob[],
+  offset: number,
+  tokenizer: Tokenizer = byteTokenizer,
+) {
   const text_offset: number[] = [];
-  for (const p of picks) text_offset.push(offset), (offset += utf16Units(p.id));
+  for (const p of picks) text_offset.push(offset), (offset += utf16Units(tokenBytes(p.id, tokenizer)));
+  const text = (id: number) => tokenText(id, tokenizer);
   return {
-    tokens: picks.map((p) => tokenText(p.id)),
+    tokens: picks.map((p) => text(p.id)),
     token_logprobs: picks.map((p) => p.logprob),
-    top_logprobs: picks.map((p) => Object.fromEntries(p.top.map((t) => [tokenText(t.id), t.logprob]))),
+    top_logprobs: picks.map((p) => Object.fromEntries(p.top.map((t) => [text(t.id), t.logprob]))),
     text_offset,
   };
 }
 
-/** How many UTF-16 units of text a byte starts: 1 for ASCII and a 2- or 3-byte lead, 2 for a 4-byte lead. */
-function utf16Units(id: number): number {
-  if (id < 0x80 || (id >= 0xc0 && id < 0xf0)) return 1;
-  return id >= 0xf0 && id < 256 ? 2 : 0;
+/**
+ * How many UTF-16 units of text a token's bytes start: 1 for each ASCII byte and 2- or 3-byte lead, 2
+ * for each 4-byte lead (a character is counted where its first byte is).
+ */
+function utf16Units(bytes: readonly number[]): number {
+  let n = 0;
+  for (const b of bytes) n += b < 0x80 || (b >= 0xc0 && b < 0xf0) ? 1 : b >= 0xf0 ? 2 : 0;
+  return n;
 }
 
 /** llama.cpp's `completion_probabilities` (its `n_probs`): each pick with its id and top list. */
-export function completionProbabilities(picks: readonly TokenLogprob[]) {
-  const one = (id: number, logprob: number) => ({ id, token: tokenText(id), bytes: tokenBytes(id), logprob });
+export function completionProbabilities(
+  picks: readonly TokenLogprob[],
+  tokenizer: Tokenizer = byteTokenizer,
+) {
+  const one = (id: number, logprob: number) => ({
+    id,
+    token: tokenText(id, tokenizer),
+    bytes: tokenBytes(id, tokenizer),
+    logprob,
+  });
   return picks.map((p) => ({
     ...one(p.id, p.logprob),
     top_logprobs: p.top.map((t) => one(t.id, t.logprob)),

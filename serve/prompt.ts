@@ -2,18 +2,19 @@
  * What a completion request feeds the engine, checked against the model's context: `precheck` refuses
  * what can be refused before waiting for the engine (limits that do not depend on a session), `prepare`
  * finds the session to generate on (a fresh one, or a stored one the request continues) and the new
- * tokens to feed it, and caps `max_tokens` by the room left.
+ * tokens to feed it (through the model's tokenizer: serve/chat-prompt.ts `promptIds`), and caps
+ * `max_tokens` by the room left.
  *
  * @example
  * ```ts
- * precheck(ctx, req, text, "prompt");                // before the queue
+ * precheck(ctx, req, text, "prompt", false);         // before the queue
  * const p = await prepare(ctx, req, text, "prompt", false); // on the engine's turn
  * generateReply(ctx.engine, p.session, p.prompt, { maxTokens: p.maxTokens, sampling: req.sampling });
  * ```
  * @module
  */
 import type { EngineSession } from "../model/engine.ts";
-import { decode, encode } from "../model/tokenizer.ts";
+import { promptIds } from "./chat-prompt.ts";
 import { type ServerContext, sessionsOf, storedSession } from "./context.ts";
 import { ApiError } from "./errors.ts";
 import type { GenerationFields } from "./requests.ts";
@@ -35,7 +36,13 @@ function refuseLength(ctx: ServerContext, field: string, tokens: number): never 
 }
 
 /** Refuses, before the queue, a request that cannot fit or asks for sessions a server lacks. */
-export function precheck(ctx: ServerContext, req: GenerationFields, text: string, field: string): void {
+export function precheck(
+  ctx: ServerContext,
+  req: GenerationFields,
+  text: string,
+  field: string,
+  chat: boolean,
+): void {
   if (req.maxTokens !== undefined && req.maxTokens > ctx.contextLength) {
     throw new ApiError(
       400,
@@ -44,7 +51,7 @@ export function precheck(ctx: ServerContext, req: GenerationFields, text: string
       "invalid_value",
     );
   }
-  const tokens = encode(text, { bos: true }).length;
+  const tokens = promptIds(ctx, text, chat ? "chat" : "completion").length;
   if (req.session === undefined && tokens >= ctx.contextLength) refuseLength(ctx, field, tokens);
   if (req.saveSession || req.session !== undefined) sessionsOf(ctx);
 }
@@ -53,14 +60,14 @@ export function precheck(ctx: ServerContext, req: GenerationFields, text: string
  * The tokens a chat adds to a stored session: the chat is rendered whole, and the session must be
  * exactly its beginning.
  */
-function chatContinuation(session: EngineSession, text: string, id: string): number[] {
-  const full = encode(text, { bos: true });
+function chatContinuation(ctx: ServerContext, session: EngineSession, text: string, id: string): number[] {
+  const full = promptIds(ctx, text, "chat");
   const had = session.tokens;
   if (had.length > full.length || had.some((t, i) => t !== full[i])) {
     throw new ApiError(
       400,
       `messages: the conversation does not continue session ${id} (${
-        JSON.stringify(decode(had).slice(-40))
+        JSON.stringify(ctx.tokenizer.decode(had, { specials: true }).slice(-40))
       } ...)`,
       "messages",
       "session_mismatch",
@@ -80,10 +87,10 @@ export async function prepare(
   let session: EngineSession, prompt: number[];
   if (req.session !== undefined) {
     session = await storedSession(ctx, req.session);
-    prompt = chat ? chatContinuation(session, text, req.session) : encode(text);
+    prompt = chat ? chatContinuation(ctx, session, text, req.session) : promptIds(ctx, text, "continuation");
   } else {
     session = ctx.engine.start();
-    prompt = encode(text, { bos: true });
+    prompt = promptIds(ctx, text, chat ? "chat" : "completion");
   }
   const room = ctx.contextLength - session.position - prompt.length;
   if (room < 1) refuseLength(ctx, field, session.position + prompt.length);

@@ -15,10 +15,11 @@ import { ApiError, invalidValue } from "./errors.ts";
 import { MAX_TOP_LOGPROBS } from "./logprobs.ts";
 import { type RequestSampling, samplingFromBody } from "./sampling.ts";
 
-/** One chat message. */
+/** One chat message; an assistant's may carry its thinking (`reasoning_content`) for the template. */
 export interface ChatMessage {
   role: "system" | "user" | "assistant";
   content: string;
+  reasoning_content?: string;
 }
 
 /** What both endpoints share; `sampling` and `seed` are in the sampling contract's terms. */
@@ -46,6 +47,16 @@ export interface CompletionRequest extends GenerationFields {
 /** A `/v1/chat/completions` body. */
 export interface ChatRequest extends GenerationFields {
   messages: ChatMessage[];
+  /**
+   * `chat_template_kwargs`: further variables for the model's chat template (llama.cpp's field), e.g.
+   * `{ enable_thinking: false }`; empty when absent. A byte model's transcript has none to use.
+   */
+  templateKwargs: Record<string, unknown>;
+  /**
+   * llama.cpp's `reasoning_format`: `"none"` leaves a think block in `content`; `"auto"` (the default)
+   * and `"deepseek"` return it as `reasoning_content`.
+   */
+  reasoningFormat: "none" | "auto" | "deepseek";
 }
 
 /** The most stop strings a request may give (OpenAI's limit). */
@@ -145,6 +156,16 @@ export function readCompletionRequest(body: unknown): CompletionRequest {
 }
 
 const ROLES = ["system", "user", "assistant"];
+const REASONING_FORMATS = ["none", "auto", "deepseek"] as const;
+
+/** `reasoning_format`, `auto` when absent. */
+function reasoningFormat(v: unknown): ChatRequest["reasoningFormat"] {
+  if (v === undefined || v === null) return "auto";
+  if (!REASONING_FORMATS.includes(v as ChatRequest["reasoningFormat"])) {
+    refuse("reasoning_format", `one of ${REASONING_FORMATS.join(", ")}`, v);
+  }
+  return v as ChatRequest["reasoningFormat"];
+}
 
 /** Reads a `/v1/chat/completions` body; content may be a string or OpenAI's array of text parts. */
 export function readChatRequest(body: unknown): ChatRequest {
@@ -155,18 +176,34 @@ export function readChatRequest(body: unknown): ChatRequest {
   const messages = (o.messages as unknown[]).map((m, i): ChatMessage => {
     const field = `messages[${i}]`;
     if (typeof m !== "object" || m === null || Array.isArray(m)) refuse(field, "an object", m);
-    const { role, content } = m as Record<string, unknown>;
+    const { role, content, reasoning_content } = m as Record<string, unknown>;
     if (typeof role !== "string" || !ROLES.includes(role)) {
       refuse(`${field}.role`, `one of ${ROLES.join(", ")}`, role);
     }
-    if (typeof content === "string") return { role: role as ChatMessage["role"], content };
+    if (
+      reasoning_content !== undefined && reasoning_content !== null && typeof reasoning_content !== "string"
+    ) {
+      refuse(`${field}.reasoning_content`, "a string", reasoning_content);
+    }
+    const thinking = typeof reasoning_content === "string" ? { reasoning_content } : {};
+    if (typeof content === "string") return { role: role as ChatMessage["role"], content, ...thinking };
     if (Array.isArray(content) && content.every((p) => p?.type === "text" && typeof p.text === "string")) {
-      return { role: role as ChatMessage["role"], content: content.map((p) => p.text).join("") };
+      return { role: role as ChatMessage["role"], content: content.map((p) => p.text).join(""), ...thinking };
     }
     refuse(`${field}.content`, "a string or an array of text parts", content);
   });
+  const kwargs = o.chat_template_kwargs ?? {};
+  if (typeof kwargs !== "object" || kwargs === null || Array.isArray(kwargs)) {
+    refuse("chat_template_kwargs", "an object of template variables", kwargs);
+  }
   const top = optNumber(o, "top_logprobs", topCount, TOP_EXPECTED);
   const logprobs = optBoolean(o, "logprobs") ?? false;
   if (top !== undefined && !logprobs) refuse("top_logprobs", "to come with logprobs: true", top);
-  return { ...generationFields(o), messages, logprobs: logprobs ? top ?? 0 : undefined };
+  return {
+    ...generationFields(o),
+    messages,
+    logprobs: logprobs ? top ?? 0 : undefined,
+    templateKwargs: kwargs as Record<string, unknown>,
+    reasoningFormat: reasoningFormat(o.reasoning_format),
+  };
 }

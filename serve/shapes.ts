@@ -12,6 +12,7 @@
  */
 import type { ReplyResult } from "./generation.ts";
 import { chatLogprobs, completionLogprobs, type TokenLogprob } from "./logprobs.ts";
+import type { Tokenizer } from "../model/tokenizer-types.ts";
 
 /** One entry of a response's `choices`. */
 export type Choice = Record<string, unknown>;
@@ -28,12 +29,18 @@ export interface Endpoint {
   chat: boolean;
   /** The choice streamed before any text, if the endpoint sends one. */
   opening?: Choice;
-  /** A streamed choice carrying `piece` (and its tokens' `logprobs`), or the last one with its finish reason. */
-  chunk(piece: string, finishReason: string | null, logprobs?: unknown): Choice;
-  /** The one choice of a whole reply. */
-  whole(text: string, finishReason: string, logprobs?: unknown): Choice;
-  /** The endpoint's `logprobs` shape for picked tokens, the first at character `offset` of the text. */
-  logprobs(picks: readonly TokenLogprob[], offset: number): unknown;
+  /**
+   * A streamed choice carrying `piece` (and its tokens' `logprobs`), or the last one with its finish
+   * reason. A chat's piece of thinking goes in `delta.reasoning_content` (`reasoning` set).
+   */
+  chunk(piece: string, finishReason: string | null, logprobs?: unknown, reasoning?: boolean): Choice;
+  /** The one choice of a whole reply; a chat's thinking, when it had a think block, as `reasoning_content`. */
+  whole(text: string, finishReason: string, logprobs?: unknown, reasoning?: string): Choice;
+  /**
+   * The endpoint's `logprobs` shape for picked tokens, the first at character `offset` of the text, the
+   * tokens' text and bytes from `tokenizer`.
+   */
+  logprobs(picks: readonly TokenLogprob[], offset: number, tokenizer: Tokenizer): unknown;
 }
 
 /** `/v1/completions`: text in `text`. */
@@ -59,19 +66,23 @@ export const CHAT_COMPLETION: Endpoint = {
   idPrefix: "chatcmpl-",
   chat: true,
   opening: { index: 0, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null },
-  chunk: (piece, finishReason, logprobs = null) => ({
+  chunk: (piece, finishReason, logprobs = null, reasoning = false) => ({
     index: 0,
-    delta: piece === "" && finishReason ? {} : { content: piece },
+    delta: piece === "" && finishReason ? {} : reasoning ? { reasoning_content: piece } : { content: piece },
     logprobs,
     finish_reason: finishReason,
   }),
-  whole: (text, finishReason, logprobs = null) => ({
+  whole: (text, finishReason, logprobs = null, reasoning?: string) => ({
     index: 0,
-    message: { role: "assistant", content: text },
+    message: {
+      role: "assistant",
+      content: text,
+      ...(reasoning === undefined ? {} : { reasoning_content: reasoning }),
+    },
     logprobs,
     finish_reason: finishReason,
   }),
-  logprobs: (picks) => chatLogprobs(picks),
+  logprobs: (picks, _offset, tokenizer) => chatLogprobs(picks, tokenizer),
 };
 
 /** OpenAI's finish reason for a reply that was not aborted. */

@@ -17,6 +17,7 @@
  * @module
  */
 import type { Engine, EngineSession } from "../model/engine.ts";
+import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 import { ApiError } from "./errors.ts";
 import type { ReplyOptions, ReplyResult } from "./generation.ts";
 import { createPromptCache, type PromptCache } from "./prompt-cache.ts";
@@ -96,7 +97,8 @@ export function createSlots(engine: Engine, opts: SlotsOptions = {}): Slots {
   const cache = engine.restore && cacheBytes > 0 ? createPromptCache(cacheBytes) : undefined;
   const free: Runner[] = parallel === 1
     ? [localRunner(engine)]
-    : Array.from({ length: parallel }, () => workerRunner(engine.source, engine.kind));
+    : Array.from({ length: parallel }, () =>
+      workerRunner(engine.source, engine.kind, engine.tokenizer?.files));
   const all = [...free];
   return {
     parallel,
@@ -181,7 +183,7 @@ interface Pending {
 }
 
 /** A slot in a worker that loads `path` on `kind` itself; replaced when it dies. */
-function workerRunner(path: string, kind: string): Runner {
+function workerRunner(path: string, kind: string, tokenizer: TokenizerFiles | undefined): Runner {
   let worker: Worker;
   let current: Pending | undefined;
   let seq = 0;
@@ -205,7 +207,7 @@ function workerRunner(path: string, kind: string): Runner {
       ev.preventDefault?.();
       died(ev.message || "the worker failed");
     };
-    w.postMessage({ type: "init", path, kind });
+    w.postMessage({ type: "init", path, kind, tokenizer });
   };
   spawn();
   return {

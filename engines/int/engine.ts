@@ -30,7 +30,8 @@ import type {
   TokenLogprobs,
 } from "../../model/engine.ts";
 import { FormatError } from "../../model/error.ts";
-import { neverSampled } from "../../model/sample.ts";
+import { neverSampled, type SpecialIds } from "../../model/sample.ts";
+import { byteTokenizer } from "../../model/tokenizer.ts";
 import { checkSampling, checkSeed } from "../../model/sampling.ts";
 import { tensorSource } from "../../model/tensor.ts";
 import type { FormatDescriptor } from "../../formats/format.ts";
@@ -67,6 +68,8 @@ export interface IntEngineOptions {
    * smaller ones cost more to hand out than they save); 0 splits every one (tests).
    */
   splitWeights?: number;
+  /** The tokenizer's special ids, never sampled (model/sample.ts `neverSampled`; absent: a byte model's). */
+  specials?: SpecialIds;
 }
 
 /**
@@ -190,12 +193,13 @@ function prepared(
   if (model.lut === null) packAllWords(model);
   else releaseCodes(model);
   const shape = sessionShape(file);
-  const scratch = samplerScratch(model.vocab, model.exp, neverSampled(file.config));
+  const scratch = samplerScratch(model.vocab, model.exp, neverSampled(file.config, opts.specials));
   const engine: Engine = {
     kind: "int",
     config: file.config,
     source: file.path,
     context: model.maxPositions,
+    tokenizer: byteTokenizer, // engines/mod.ts loadEngine sets the model's own
     start() {
       const st = newState(model);
       seedRng(st.rng, 0, 0);
@@ -346,9 +350,10 @@ export async function intEngineFactory(
     onNote?: (line: string) => void;
     threads?: number;
     context?: number;
+    specials?: SpecialIds;
   } = {},
 ): Promise<Engine> {
-  const opts = { threads: options.threads, context: options.context };
+  const opts = { threads: options.threads, context: options.context, specials: options.specials };
   if (format.weights === "lut4") return await loadIntEngine(path, opts);
   const file = await quantizeOnLoad(path, format, options);
   options.onNote?.(`quantized ${path} to lut4 on load (as export --format lut4 would)`);

@@ -68,8 +68,9 @@ async function readEvents(body, onData) {
 
 /**
  * Streams one chat reply. `request` is `{ messages, sampling, session, saveSession }`, `sampling` in
- * OpenAI's names (max_tokens, temperature, top_k, top_p, min_p, seed). `onChunk(text)` is called with
- * each piece of the reply. Resolves to `{ content, finish, usage, seed, session }` (usage, seed and
+ * OpenAI's names (max_tokens, temperature, top_k, top_p, min_p, seed). `onChunk(text, kind)` is called
+ * with each piece of the reply, `kind` "reasoning" for the model's thinking (`delta.reasoning_content`)
+ * and "content" otherwise. Resolves to `{ content, reasoning, finish, usage, seed, session }` (usage, seed and
  * session as the server reported them, or undefined); rejects with ApiError, or an AbortError on
  * `signal`.
  */
@@ -83,16 +84,28 @@ export async function complete(request, onChunk, signal) {
   if (request.session) body.session = request.session;
   if (request.saveSession) body.save_session = true;
   const res = await post("/v1/chat/completions", body, signal);
-  const out = { content: "", finish: null, usage: undefined, seed: undefined, session: undefined };
+  const out = {
+    content: "",
+    reasoning: "",
+    finish: null,
+    usage: undefined,
+    seed: undefined,
+    session: undefined,
+  };
   await readEvents(res.body, (data) => {
     if (data === "[DONE]") return;
     const chunk = JSON.parse(data);
     if (chunk.error) throw new ApiError(chunk.error.message, 500, chunk.error.code);
     const choice = chunk.choices?.[0];
+    const thought = choice?.delta?.reasoning_content;
+    if (thought) {
+      out.reasoning += thought;
+      onChunk(thought, "reasoning");
+    }
     const piece = choice?.delta?.content;
     if (piece) {
       out.content += piece;
-      onChunk(piece);
+      onChunk(piece, "content");
     }
     if (choice?.finish_reason) out.finish = choice.finish_reason;
     if (chunk.session) out.session = chunk.session;

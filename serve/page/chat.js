@@ -7,7 +7,7 @@ import * as server from "./api.js";
 import { ApiError } from "./api.js";
 import { mountTab } from "./tab.js";
 import { renderInto } from "./markdown.js";
-import { button, messageItem } from "./view.js";
+import { button, messageItem, reasoningInto } from "./view.js";
 import { followLog } from "./follow.js";
 import { deleteConversation, listConversations, newConversation, saveConversation } from "./store.js";
 
@@ -165,12 +165,17 @@ async function stream(msg, li, signal) {
   let session = sessionFor(conv, drop);
   let first = 0;
   msg.stats = { tokens: 0 };
-  const onPiece = (piece) => {
+  const onPiece = (piece, kind) => {
     first ||= performance.now();
     msg.stats.tokens++;
     msg.stats.tps = rate(msg.stats.tokens, first);
-    msg.content += piece;
-    renderInto(li.querySelector(".content"), msg.content);
+    if (kind === "reasoning") {
+      msg.reasoning = (msg.reasoning ?? "") + piece;
+      reasoningInto(li, msg.reasoning);
+    } else {
+      msg.content += piece;
+      renderInto(li.querySelector(".content"), msg.content);
+    }
     stats.textContent = `${statusLine(msg.stats)} · generating`;
     follow();
   };

@@ -46,6 +46,25 @@ function messageActions(m, li, on) {
  * `last` (whether it is the newest message) and the actions' handlers: edit(li), regenerate(),
  * useSeed(seed).
  */
+/**
+ * Shows a reply's thinking (`reasoning_content`) folded in a `<details>` above its content, creating
+ * the fold on the first piece.
+ */
+export function reasoningInto(li, text) {
+  let fold = li.querySelector("details.reasoning");
+  if (!fold) {
+    fold = document.createElement("details");
+    fold.className = "reasoning";
+    const summary = document.createElement("summary");
+    summary.textContent = "Reasoning";
+    const body = document.createElement("div");
+    body.className = "reasoning-text";
+    fold.append(summary, body);
+    li.querySelector(".content").before(fold);
+  }
+  fold.querySelector(".reasoning-text").textContent = text;
+}
+
 export function messageItem(m, on) {
   const li = document.createElement("li");
   li.className = `message ${m.role}`;
@@ -62,6 +81,7 @@ export function messageItem(m, on) {
   if (m.role === "assistant") renderInto(content, m.content);
   else content.textContent = m.content;
   li.append(content);
+  if (m.role === "assistant" && m.reasoning) reasoningInto(li, m.reasoning);
   if (m.error) {
     const err = document.createElement("p");
     err.className = "error";

@@ -63,6 +63,7 @@ async function load({ bytes, name, sha256, engine = "int" }) {
     : intEngineFromBytes(new Uint8Array(bytes), name, { sha256 });
   ctx = {
     engine: made.engine,
+    tokenizer: made.engine.tokenizer, // the byte tokenizer: a lut4 file carries no other yet
     sessions: sessionStore(),
     contextLength: made.engine.config.max_position_embeddings,
     defaultMaxTokens: 256,
@@ -88,7 +89,7 @@ async function complete(id, body) {
   const c = needModel();
   const req = readChatRequest(body);
   const text = renderChat(req.messages);
-  precheck(c, req, text, "messages");
+  precheck(c, req, text, "messages", true);
   // No seed: a fresh one, reported; a continued session without one keeps its stream (as the server).
   const seed = req.seed ?? (req.session === undefined ? randomSeed() : undefined);
   const p = await prepare(c, req, text, "messages", true);

@@ -23,7 +23,8 @@ import { randomSeed } from "../sampling.ts";
 import { CHAT_COMPLETION, type Endpoint, finishReason, TEXT_COMPLETION, usage } from "../shapes.ts";
 import type { Lease, LeaseReply } from "../slots.ts";
 import { openAIStream } from "../sse.ts";
-import { CHAT_STOP, renderChat } from "../transcript.ts";
+import { chatStops, chatText } from "../chat-prompt.ts";
+import { createReasoningSplitter, splitReasoning } from "../reasoning.ts";
 
 /** One request to answer: the endpoint, its checked fields, the text to feed and its stop strings. */
 interface Job {
@@ -37,6 +38,11 @@ interface Job {
   nProbs?: number;
   /** When the request arrived (`performance.now()`), for the time to the first token. */
   arrived: number;
+  /**
+   * A chat on a model with its own template: a think block the reply opens is `reasoning_content`
+   * (`"inside"`: the prompt itself opened it). Absent: all text is content.
+   */
+  reasoning?: "start" | "inside";
 }
 
 /** What every response and chunk of one reply carries at its top level. */
@@ -71,14 +77,19 @@ export function completionRoutes(ctx: ServerContext): Hono {
   app.post("/chat/completions", limit, async (c) => {
     const arrived = performance.now();
     const req = readChatRequest(await readJson(c));
-    const text = renderChat(req.messages);
+    const text = chatText(ctx, req.messages, req.templateKwargs);
     return answer(c, ctx, {
       endpoint: CHAT_COMPLETION,
       req,
       text,
       field: "messages",
-      stop: [CHAT_STOP, ...req.stop],
+      stop: [...chatStops(ctx), ...req.stop],
       arrived,
+      reasoning: !ctx.template || req.reasoningFormat === "none"
+        ? undefined
+        : /<think>\s*$/.test(text)
+        ? "inside"
+        : "start",
     });
   });
   return app;
@@ -87,7 +98,7 @@ export function completionRoutes(ctx: ServerContext): Hono {
 /** Precheck, wait for the turn, prepare, then stream or answer once; the turn is given back when done. */
 async function answer(c: Context, ctx: ServerContext, job: Job): Promise<Response> {
   const signal = c.req.raw.signal;
-  precheck(ctx, job.req, job.text, job.field);
+  precheck(ctx, job.req, job.text, job.field, job.endpoint.chat);
   // No seed: a fresh one, reported; a continued session without one keeps its stream (sessions docs).
   const seed = job.req.seed ?? (job.req.session === undefined ? randomSeed() : undefined);
   const lease = await ctx.slots.acquire(signal);
@@ -106,15 +117,18 @@ async function answer(c: Context, ctx: ServerContext, job: Job): Promise<Respons
       return stream(c, ctx, job, p, head, lease);
     }
     const r = await generate(ctx, lease, job, p, seed, signal);
+    const { reasoning, content } = job.reasoning
+      ? splitReasoning(r.text, job.reasoning === "inside")
+      : { reasoning: undefined, content: r.text };
     return c.json({
       id: head.id,
       object: job.endpoint.object,
       created: head.created,
       model: head.model,
       seed: head.seed,
-      choices: [job.endpoint.whole(r.text, finishReason(r), logprobsOf(job, r.logprobs))],
+      choices: [job.endpoint.whole(content, finishReason(r), logprobsOf(ctx, job, r.logprobs), reasoning)],
       usage: usage(p.prompt.length, r, r.cachedTokens),
-      ...probabilities(job, r.logprobs),
+      ...probabilities(ctx, job, r.logprobs),
       ...(r.sessionId ? { session: r.sessionId } : {}),
     });
   } finally {
@@ -136,20 +150,30 @@ function stream(
   let first = true; // the first chunk carries the seed (and so does the last)
   const seeded = () => (first ? ((first = false), { seed: head.seed }) : {});
   let offset = 0; // where the next piece starts in the reply, for text_offset
+  const split = job.reasoning ? createReasoningSplitter(job.reasoning === "inside") : undefined;
+  let held: TokenLogprob[] = []; // picks of text the splitter holds back, sent with the next part
+  const sendPart = async (send: (data: unknown) => Promise<void>, text: string, reasoning: boolean) => {
+    const picks = held;
+    held = [];
+    const lp = logprobsOf(ctx, job, picks, offset);
+    offset += text.length;
+    await send({
+      ...chunk,
+      ...seeded(),
+      choices: [endpoint.chunk(text, null, lp, reasoning)],
+      ...probabilities(ctx, job, picks),
+    });
+  };
   return openAIStream(c, c.req.raw.signal, async (send, gone) => {
     try {
       if (endpoint.opening) await send({ ...chunk, ...seeded(), choices: [endpoint.opening] });
-      const r = await generate(ctx, lease, job, p, head.seed ?? undefined, gone, (piece, picks) => {
-        const lp = logprobsOf(job, picks, offset);
-        offset += piece.length;
-        return send({
-          ...chunk,
-          ...seeded(),
-          choices: [endpoint.chunk(piece, null, lp)],
-          ...probabilities(job, picks),
-        });
+      const r = await generate(ctx, lease, job, p, head.seed ?? undefined, gone, async (piece, picks) => {
+        held.push(...picks);
+        if (!split) return await sendPart(send, piece, false);
+        for (const part of split.push(piece)) await sendPart(send, part.text, part.kind === "reasoning");
       });
       if (r.finishReason === "abort") return;
+      for (const part of split?.flush() ?? []) await sendPart(send, part.text, part.kind === "reasoning");
       await send({
         ...chunk,
         seed: head.seed,
@@ -171,22 +195,22 @@ function stream(
 }
 
 /** The choice's `logprobs` in the endpoint's shape, or `null` when the request did not ask. */
-function logprobsOf(job: Job, picks: TokenLogprob[] | undefined, offset = 0): unknown {
+function logprobsOf(ctx: ServerContext, job: Job, picks: TokenLogprob[] | undefined, offset = 0): unknown {
   const n = job.req.logprobs;
   if (n === undefined || !picks) return null;
   return job.endpoint.logprobs(
     picks.map((q) => ({ ...q, top: q.top.slice(0, n) })),
     job.text.length + offset,
+    ctx.tokenizer,
   );
 }
 
 /** llama.cpp's `completion_probabilities` when the request gave `n_probs`. */
-function probabilities(job: Job, picks: TokenLogprob[] | undefined) {
+function probabilities(ctx: ServerContext, job: Job, picks: TokenLogprob[] | undefined) {
   if (job.nProbs === undefined || !picks) return {};
   const n = job.nProbs;
-  return {
-    completion_probabilities: completionProbabilities(picks.map((q) => ({ ...q, top: q.top.slice(0, n) }))),
-  };
+  const top = picks.map((q) => ({ ...q, top: q.top.slice(0, n) }));
+  return { completion_probabilities: completionProbabilities(top, ctx.tokenizer) };
 }
 
 /** Runs the reply on the lease's slot, timing it for the metrics, and stores the session afterwards when asked. */

@@ -26,6 +26,9 @@ export function modelRoutes(ctx: ServerContext): Hono {
         engine: ctx.engine.kind,
         context_length: ctx.contextLength,
         sessions: ctx.sessions !== undefined,
+        // `byte` or `bpe`, and whether chats are rendered with the model's own template.
+        tokenizer: ctx.tokenizer.kind,
+        chat_template: ctx.template !== undefined,
       }],
     }));
 }

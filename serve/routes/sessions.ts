@@ -12,7 +12,6 @@
  * @module
  */
 import { Hono } from "hono";
-import { decode } from "../../model/tokenizer.ts";
 import { limitBody } from "../body.ts";
 import { restoreBytes, type ServerContext, sessionsOf, storedBytes } from "../context.ts";
 import { parseTranscript } from "../transcript.ts";
@@ -26,11 +25,11 @@ export function sessionRoutes(ctx: ServerContext): Hono {
     const store = sessionsOf(ctx);
     const session = restoreBytes(ctx, bytes, "uploaded session");
     const id = await store.put(bytes);
-    const text = decode(session.tokens);
-    return c.json(
-      { id, object: "session", tokens: session.position, text, messages: parseTranscript(text) },
-      201,
-    );
+    // A templated model's text keeps its special tokens (`<|im_start|>`): its turns are read from them
+    // by the page, not parsed here; a byte model's transcript is parsed into messages.
+    const text = ctx.tokenizer.decode(session.tokens, { specials: true });
+    const messages = ctx.template ? [] : parseTranscript(text);
+    return c.json({ id, object: "session", tokens: session.position, text, messages }, 201);
   });
 
   app.get("/sessions/:id", async (c) => {

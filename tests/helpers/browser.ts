@@ -5,7 +5,7 @@ import { existsSync } from "node:fs";
 import { type Browser, chromium } from "playwright-core";
 import type { ModelConfig } from "../../model/config.ts";
 import type { Engine, EngineSession } from "../../model/engine.ts";
-import { decode, encode, EOS } from "../../model/tokenizer.ts";
+import { byteTokenizer, decode, encode, EOS } from "../../model/tokenizer.ts";
 import { type ChatAppOptions, createApp } from "../../serve/app.ts";
 import { listen, type Listening } from "../../serve/listen.ts";
 
@@ -43,6 +43,7 @@ export function scriptedEngine(
     kind: "scripted",
     config,
     source: "scripted.stub",
+    tokenizer: byteTokenizer,
     delayMs: 0,
     replies: 0,
     start: () => session([]),

@@ -1,0 +1,57 @@
+/**
+ * How a request becomes prompt tokens, for either kind of model. A byte model (no tokenizer files, no
+ * template) is prompted with the plain transcript of serve/transcript.ts after BOS, and its reply ends
+ * at a newline; a model with its own tokenizer and chat template (Qwen3) is prompted with the template
+ * rendered (`chat_template_kwargs` passed through), its special-token strings parsed, and its reply
+ * ends at the tokenizer's EOS set. Raw completions are encoded with the tokenizer's BOS, special-token
+ * strings parsed (as llama.cpp's server does).
+ *
+ * @example
+ * ```ts
+ * const text = chatText(ctx, req.messages, req.templateKwargs);
+ * const ids = promptIds(ctx, text, "chat");  // [256, ...] on a byte model, [151644, ...] on Qwen3
+ * chatStops(ctx);                            // ["\n"] on a byte model, [] with a template
+ * ```
+ * @module
+ */
+import type { ServerContext } from "./context.ts";
+import { ApiError } from "./errors.ts";
+import { FormatError } from "../model/error.ts";
+import type { ChatMessage } from "./requests.ts";
+import { CHAT_STOP, renderChat } from "./transcript.ts";
+
+/**
+ * The prompt text of a chat: the model's template rendered with `kwargs`, or the transcript. A template
+ * that fails on these messages is a 400 naming `messages` (the refusal names the template's file).
+ */
+export function chatText(
+  ctx: ServerContext,
+  messages: readonly ChatMessage[],
+  kwargs: Readonly<Record<string, unknown>> = {},
+): string {
+  if (!ctx.template) return renderChat(messages);
+  try {
+    return ctx.template.render(messages, { kwargs });
+  } catch (e) {
+    if (!(e instanceof FormatError)) throw e;
+    throw new ApiError(400, `messages: ${e.message}`, "messages", "invalid_value");
+  }
+}
+
+/**
+ * The tokens of a prompt: `chat` text (from `chatText`), `completion` text (a fresh prompt), or
+ * `continuation` text (a completion prompt added to a stored session: no BOS).
+ */
+export function promptIds(
+  ctx: ServerContext,
+  text: string,
+  kind: "chat" | "completion" | "continuation",
+): number[] {
+  const bos = kind === "completion" || (kind === "chat" && !ctx.template);
+  return ctx.tokenizer.encode(text, { bos, specials: true });
+}
+
+/** The stop strings a chat reply ends at besides the tokenizer's EOS: the transcript's newline, or none. */
+export function chatStops(ctx: ServerContext): string[] {
+  return ctx.template ? [] : [CHAT_STOP];
+}
