@@ -2,8 +2,9 @@
  * Starts the integer engine's thread pool at load: plans each large projection's shares of 16-row
  * blocks (engines/int/threads.ts `GemvPool`), starts `threads − 1` workers (engines/int/worker.ts,
  * through `node:worker_threads`, which Deno and Bun both run, unreferenced so that they never keep a
- * process alive) on the module's shared memory, and stops them when asked. Load-time code, not serving
- * code: the per-token dispatch is threads.ts.
+ * process alive) on the module's shared memory, and stops them when asked. `node:worker_threads` is
+ * imported only when a pool starts, so a one-thread engine (the browser tab's) never needs it.
+ * Load-time code, not serving code: the per-token dispatch is threads.ts.
  *
  * @example
  * ```ts
@@ -13,7 +14,7 @@
  * ```
  * @module
  */
-import { Worker } from "node:worker_threads";
+import type { Worker } from "node:worker_threads";
 import type { LutMatrix } from "../../kernels/int/gemv.ts";
 import type { LutShared } from "../../kernels/wasm/int-lut.ts";
 import { CALL_INTS, type GemvPool, MAX_CALLS, SEQ, STOP } from "./threads.ts";
@@ -80,6 +81,9 @@ export async function startPool(
   const ctrlBuffer = new SharedArrayBuffer((HEADER_INTS + (threads - 1) * perWorker) * 4);
   const workerAt = new Int32Array(threads);
   for (let t = 1; t < threads; t++) workerAt[t] = HEADER_INTS + (t - 1) * perWorker;
+  // Imported here, not at the top: the browser tab runs this engine on one thread and must load
+  // this module without node:worker_threads (serve/browser-modules.ts).
+  const { Worker } = await import("node:worker_threads");
   const workers: Worker[] = [];
   try {
     for (let t = 1; t < threads; t++) {
