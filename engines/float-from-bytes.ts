@@ -16,7 +16,7 @@
 import type { Engine } from "../model/engine.ts";
 import { dequantizeLut4, parseLut4 } from "../formats/lut4.ts";
 import { createFloatEngine } from "./float.ts";
-import { checkDigest } from "./int/from-bytes.ts";
+import { checkDigest, fileTokenizer } from "./int/from-bytes.ts";
 
 /**
  * Reads `bytes` as the lut4 file `name` and builds the float engine on its dequantized tensors;
@@ -30,6 +30,7 @@ export function floatEngineFromLut4Bytes(
 ): { engine: Engine; sha256: string; bytes: number } {
   const file = parseLut4(bytes, name);
   checkDigest(name, file.sha256, opts.sha256);
-  const engine = createFloatEngine(file.config, dequantizeLut4(file), name, { frozen: true });
-  return { engine, sha256: file.sha256, bytes: file.bytes };
+  const { tokenizer, specials } = fileTokenizer(file, name);
+  const engine = createFloatEngine(file.config, dequantizeLut4(file), name, { frozen: true, specials });
+  return { engine: Object.assign(engine, { tokenizer }), sha256: file.sha256, bytes: file.bytes };
 }

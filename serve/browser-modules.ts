@@ -7,8 +7,8 @@
  *
  * The only change besides the types is to import specifiers a browser cannot resolve: each `node:`
  * built-in becomes serve/page/worker-node.js (a SHA-256, a CRC-32 and file-system calls that throw,
- * used only on load and by sessions), and `smol-toml` and `@huggingface/jinja` the ES builds in their
- * package folders. Specifiers
+ * used only on load and by sessions), and `smol-toml`, `@huggingface/jinja` and
+ * `@huggingface/tokenizers` the ES builds in their package folders. Specifiers
  * are rewritten relative to the module, so the same files work under any base path (the static folder
  * of scripts/page.ts too). The served set is exactly the import closure of the entries: a path outside
  * it is not a file the tab may have.
@@ -43,6 +43,9 @@ const PACKAGES: Readonly<Record<string, string>> = {
   "smol-toml": "node_modules/smol-toml/dist/index.js",
   // formats/huggingface-tokenizer.ts (which the lut4 reader imports) checks chat templates with it.
   "@huggingface/jinja": "node_modules/@huggingface/jinja/dist/index.js",
+  // model/hf-tokenizer.ts encodes with it: the tokenizer of a lut4 file that carries one (schema /2).
+  // Its ES build is one file that imports nothing.
+  "@huggingface/tokenizers": "node_modules/@huggingface/tokenizers/dist/tokenizers.mjs",
 };
 
 /** One module as the browser gets it. */
@@ -106,7 +109,7 @@ function relativeSpecifier(path: string, target: string): string {
 
 /**
  * One repository file as the browser gets it: TypeScript stripped, JavaScript as it is, specifiers
- * rewritten. With `jsNames`, relative `.ts` specifiers end in `.js` instead (a static host knows `.js`
+ * rewritten. With `jsNames`, `.ts` (and `.mjs`) specifiers end in `.js` instead (a static host knows `.js`
  * as JavaScript; many serve `.ts` as an MPEG transport stream, which a browser refuses as a module).
  */
 function buildModule(path: string, jsNames: boolean): BrowserModule {
@@ -125,9 +128,12 @@ function buildModule(path: string, jsNames: boolean): BrowserModule {
   return { path, code, etag: `"${hashText(code)}"`, imports };
 }
 
-/** `path` with a `.ts` ending made `.js` (the name a static folder gives a stripped module). */
+/**
+ * `path` with a `.ts` ending made `.js` (the name a static folder gives a stripped module), and an
+ * `.mjs` one too (a package's ES build: not every static host knows `.mjs` as JavaScript).
+ */
 export function jsName(path: string): string {
-  return path.endsWith(".ts") ? path.slice(0, -3) + ".js" : path;
+  return path.replace(/\.(?:ts|mjs)$/, ".js");
 }
 
 /** A short content hash (FNV-1a, 2 × 32 bits): enough for an ETag. */
@@ -167,7 +173,9 @@ export function browserModules(
   const out = new Map<string, BrowserModule>();
   const visit = (path: string) => {
     if (out.has(path)) return;
-    if (!/\.[tj]s$/.test(path) || path.startsWith("..")) throw new Error(`${path}: not a repository module`);
+    if (!/\.(?:ts|js|mjs)$/.test(path) || path.startsWith("..")) {
+      throw new Error(`${path}: not a repository module`);
+    }
     const m = browserModule(path, opts.jsNames);
     out.set(path, m);
     for (const p of m.imports) visit(p);

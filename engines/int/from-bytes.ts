@@ -3,6 +3,8 @@
  * file system, the browser tab's worker (serve/page/worker.js). The bytes go through the lut4 format's
  * own full reader (`parseLut4`), so a wrong or damaged file is refused with the message the command
  * line gives for the same file under the same name, and the engine is the one `loadIntEngine` builds.
+ * A file that carries its model's tokenizer (schema `/2`) gets it as engines/mod.ts `loadEngine` gives
+ * it: as `engine.tokenizer`, its special ids masked in the sampler.
  *
  * @example
  * ```ts
@@ -14,7 +16,10 @@
  */
 import type { Engine } from "../../model/engine.ts";
 import { FormatError } from "../../model/error.ts";
-import { parseLut4 } from "../../formats/lut4.ts";
+import { loadTokenizer } from "../../model/hf-tokenizer.ts";
+import { type SpecialIds, specialIds } from "../../model/sample.ts";
+import type { Tokenizer } from "../../model/tokenizer-types.ts";
+import { type Lut4File, parseLut4 } from "../../formats/lut4.ts";
 import { intEngineFromFile } from "./engine.ts";
 
 /** What `intEngineFromBytes` builds: the engine and the identity of the file it read. */
@@ -38,7 +43,28 @@ export function intEngineFromBytes(
 ): BytesEngine {
   const file = parseLut4(bytes, name);
   checkDigest(name, file.sha256, opts.sha256);
-  return { engine: intEngineFromFile(file, opts), sha256: file.sha256, bytes: file.bytes };
+  const { tokenizer, specials } = fileTokenizer(file, name);
+  const engine = intEngineFromFile(file, { ...opts, specials });
+  return { engine: Object.assign(engine, { tokenizer }), sha256: file.sha256, bytes: file.bytes };
+}
+
+/**
+ * The tokenizer a read lut4 file carries (none: the byte tokenizer) and the special ids its engine's
+ * sampler masks (absent for a byte model), as `loadEngine` makes them; a tokenizer with more ids than
+ * the model's vocab is refused, naming `name`.
+ */
+export function fileTokenizer(file: Lut4File, name: string): { tokenizer: Tokenizer; specials?: SpecialIds } {
+  const tokenizer = loadTokenizer(file.tokenizer, name);
+  const vocab = file.config.vocab_size;
+  if (tokenizer.size > vocab) {
+    throw new FormatError(
+      name,
+      "vocab_size",
+      `${name}: vocab_size: the tokenizer has ${tokenizer.size} ids, more than the model's ${vocab}`,
+      { expected: `at least ${tokenizer.size}`, found: String(vocab) },
+    );
+  }
+  return { tokenizer, specials: file.tokenizer === undefined ? undefined : specialIds(tokenizer) };
 }
 
 /**

@@ -27,7 +27,7 @@ function engineWorker() {
       if (m.type === "ready") return resolve(w);
       const call = pending.get(m.id);
       if (!call) return;
-      if (m.type === "piece") return call.onPiece?.(m.text);
+      if (m.type === "piece") return call.onPiece?.(m.text, m.kind);
       pending.delete(m.id);
       if (m.type === "error") call.reject(new ApiError(m.error.message, m.error.status, m.error.code));
       else call.resolve(m.value);
@@ -89,6 +89,7 @@ export async function complete(request, onChunk, signal) {
     lastTiming = r.timing;
     return {
       content: r.content,
+      reasoning: r.reasoning ?? "",
       finish: r.finish,
       usage: r.usage,
       seed: r.seed ?? undefined,

@@ -3,21 +3,26 @@
 // page stays responsive while it generates. A chat request goes the server's way, step for step: the
 // same request check (serve/requests.ts), transcript (serve/transcript.ts), seed rule, context check
 // and session continuation (serve/prompt.ts), and the same reply loop and saved end state
-// (serve/slot-run.ts). So the same request gives the same tokens, and a saved session is the bytes the
-// server would have written.
+// (serve/slot-run.ts). A model with its own tokenizer (a lut4 file of schema /2 carries it) is prompted
+// through its chat template and stops at its EOS set, its thinking sent apart as reasoning
+// (serve/chat-prompt.ts, serve/reasoning.ts), as the server's chat route does. So the same request
+// gives the same tokens, and a saved session is the bytes the server would have written.
 //
 // Messages in: {type, id, ...}: "load" {bytes, name, sha256?, engine?: "int" | "float"}, "complete" {body}, "abort", "count"
 // {messages}, "session-get" {session}, "session-put" {bytes}, "bench" {prompt, decode}.
-// Messages out: {type: "reply", id, value} | {type: "piece", id, text} (a reply's text as it comes)
+// Messages out: {type: "reply", id, value} | {type: "piece", id, text, kind} (a reply's text as it
+// comes, kind "reasoning" or "content")
 // | {type: "error", id, error: {message, status, code}} | {type: "ready"} once, when the modules loaded.
 import { intEngineFromBytes } from "../../engines/int/from-bytes.ts";
+import { chatTemplateOf } from "../../model/chat-template.ts";
+import { chatStops, chatText } from "../chat-prompt.ts";
 import { precheck, prepare } from "../prompt.ts";
+import { createReasoningSplitter, splitReasoning } from "../reasoning.ts";
 import { readChatRequest } from "../requests.ts";
 import { randomSeed } from "../sampling.ts";
 import { finishReason, usage } from "../shapes.ts";
 import { runJob } from "../slot-run.ts";
-import { CHAT_STOP, parseTranscript, renderChat } from "../transcript.ts";
-import { decode, encode } from "../../model/tokenizer.ts";
+import { parseTranscript } from "../transcript.ts";
 
 /** Saved sessions kept in the worker, newest last; the oldest go past this many. */
 const KEEP_SESSIONS = 64;
@@ -61,9 +66,11 @@ async function load({ bytes, name, sha256, engine = "int" }) {
       },
     )
     : intEngineFromBytes(new Uint8Array(bytes), name, { sha256 });
+  const tokenizer = made.engine.tokenizer;
   ctx = {
     engine: made.engine,
-    tokenizer: made.engine.tokenizer, // the byte tokenizer: a lut4 file carries no other yet
+    tokenizer, // the file's own, or the byte tokenizer
+    template: chatTemplateOf(tokenizer.files, name), // as serve/app.ts parses it; none for a byte model
     sessions: sessionStore(),
     contextLength: made.engine.config.max_position_embeddings,
     defaultMaxTokens: 256,
@@ -88,7 +95,12 @@ function needModel() {
 async function complete(id, body) {
   const c = needModel();
   const req = readChatRequest(body);
-  const text = renderChat(req.messages);
+  const text = chatText(c, req.messages, req.templateKwargs);
+  // As serve/routes/completions.ts: with a template, a think block the reply opens is reasoning
+  // ("inside" when the prompt itself opened it).
+  const split = !c.template || req.reasoningFormat === "none"
+    ? undefined
+    : createReasoningSplitter(/<think>\s*$/.test(text));
   precheck(c, req, text, "messages", true);
   // No seed: a fresh one, reported; a continued session without one keeps its stream (as the server).
   const seed = req.seed ?? (req.session === undefined ? randomSeed() : undefined);
@@ -106,20 +118,26 @@ async function complete(id, body) {
         maxTokens: p.maxTokens,
         sampling: req.sampling,
         seed,
-        stop: [CHAT_STOP, ...req.stop],
+        stop: [...chatStops(c), ...req.stop],
         keep: false,
         saveEnd: req.saveSession,
       },
       abort.signal,
       (piece) => {
         first ||= performance.now();
-        postMessage({ type: "piece", id, text: piece });
+        if (!split) return postMessage({ type: "piece", id, text: piece, kind: "content" });
+        for (const part of split.push(piece)) postMessage({ type: "piece", id, ...part });
       },
     );
+    for (const part of split?.flush() ?? []) postMessage({ type: "piece", id, ...part });
     const session = req.saveSession && r.endState ? await c.sessions.put(r.endState.bytes) : undefined;
     const end = performance.now();
+    const { reasoning, content } = split
+      ? splitReasoning(r.text, /<think>\s*$/.test(text))
+      : { content: r.text };
     return {
-      content: r.text,
+      content,
+      reasoning,
       finish: r.finishReason === "abort" ? "abort" : finishReason(r),
       usage: usage(p.prompt.length, r),
       seed: seed ?? null,
@@ -133,9 +151,9 @@ async function complete(id, body) {
 
 /** What the server's /apply-template then /tokenize answer for these messages: the prompt's length. */
 function count(messages) {
-  needModel();
+  const c = needModel();
   const req = readChatRequest({ messages });
-  return encode(renderChat(req.messages)).length;
+  return c.tokenizer.encode(chatText(c, req.messages, req.templateKwargs), { specials: true }).length;
 }
 
 /** A session file uploaded, checked by restoring it, kept, and described as POST /v1/sessions does. */
@@ -148,8 +166,10 @@ async function putSession(bytes) {
     throw Object.assign(new Error(`session: ${e.message}`), { status: 400, code: "invalid_session" });
   }
   const id = await c.sessions.put(new Uint8Array(bytes));
-  const text = decode(session.tokens);
-  return { id, object: "session", tokens: session.position, text, messages: parseTranscript(text) };
+  // As the server's upload: a templated model's turns are read from its special tokens by the page.
+  const text = c.tokenizer.decode(session.tokens, { specials: true });
+  const messages = c.template ? [] : parseTranscript(text);
+  return { id, object: "session", tokens: session.position, text, messages };
 }
 
 async function getSession(id) {

@@ -1,0 +1,131 @@
+// A model with its own tokenizer and chat template in the tab, in real Chromium: a lut4 export of a
+// reduced Qwen3 folder (the real 151,936-token tokenizer and its Jinja template, carried in the file's
+// tokenizer section) downloaded from the server runs in the tab's worker and gives the server's reply
+// for the same chat request and seed: the prompt built by the template, the reply ended by the
+// tokenizer's EOS set, thinking split off as the server splits it, the tab's token count the server's.
+import { afterAll, afterEach, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Browser } from "playwright-core";
+import { floatEngineFromLut4Bytes } from "../engines/float-from-bytes.ts";
+import { intEngineFromBytes } from "../engines/int/from-bytes.ts";
+import { loadEngine } from "../engines/mod.ts";
+import { exportCheckpoint } from "../formats/export.ts";
+import type { Engine } from "../model/engine.ts";
+import { generateAll } from "../model/generate.ts";
+import { createApp } from "../serve/app.ts";
+import { listen, type Listening } from "../serve/listen.ts";
+import { createSessionStore } from "../serve/session-store.ts";
+import { launchBrowser } from "./helpers/browser.ts";
+import { scratchDir } from "./helpers/lut4-fixture.ts";
+import { qwen3Folder } from "./helpers/qwen3-folder.ts";
+import { switchToTab, tabModelSettled } from "./helpers/tab.ts";
+
+setDefaultTimeout(90_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+
+let browser: Browser, server: Listening, engine: Engine, lut4: string;
+const pageErrors: string[] = [];
+
+/** The sampling of both requests: sampled (not greedy), so the seed matters. */
+const SAMPLING = { max_tokens: 24, temperature: 0.8, top_k: 40, top_p: 0.95, min_p: 0.05 };
+const MESSAGES = [{ role: "user", content: "Where is the jury?" }];
+
+beforeAll(async () => {
+  const input = await qwen3Folder({ peaked: true });
+  lut4 = join(scratchDir(), "qwen3-reduced.lut4");
+  await exportCheckpoint({ input, output: lut4, format: "lut4" });
+  engine = await loadEngine(lut4);
+  const app = createApp({ engine, sessions: await createSessionStore(join(scratchDir(), "qwen3-sessions")) });
+  server = await listen(app.fetch, { hostname: "127.0.0.1", port: 0 });
+  browser = await launchBrowser();
+});
+
+afterEach(() => {
+  expect(pageErrors.splice(0)).toEqual([]);
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await server?.close();
+});
+
+/** The server's answer to one chat request (its integer engine, over HTTP). */
+async function serverReply(body: Record<string, unknown>) {
+  const res = await fetch(`${server.url}v1/chat/completions`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  expect(res.status).toBe(200);
+  return await res.json();
+}
+
+test("a lut4 Qwen3 export with its own tokenizer runs in the tab and gives the server's reply", async () => {
+  expect(engine.tokenizer.kind).not.toBe("byte");
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  page.on("pageerror", (e) => pageErrors.push(e.message));
+  await page.goto(server.url);
+  await switchToTab(page);
+  await page.click("#tab-load-server");
+  expect(await tabModelSettled(page)).toContain("qwen3-reduced.lut4");
+  expect(await page.textContent("#tab-status")).toContain("downloaded from the server");
+
+  // Straight to the tab's backend (page/tab.js), as the page's chat calls it.
+  const tab = await page.evaluate(async ({ messages, sampling }) => {
+    const api = await import("/page/tab.js");
+    const pieces: Array<[string, string]> = [];
+    const r = await api.complete(
+      { messages, sampling },
+      (text: string, kind: string) => pieces.push([kind, text]),
+    );
+    return { ...r, pieces, count: await api.countTokens(messages) };
+  }, { messages: MESSAGES, sampling: { ...SAMPLING, seed: 7 } });
+
+  const want = await serverReply({ messages: MESSAGES, ...SAMPLING, seed: 7 });
+  const message = want.choices[0].message;
+  expect(want.usage.completion_tokens).toBeGreaterThan(0);
+  expect(tab.content).toBe(message.content);
+  expect(tab.reasoning).toBe(message.reasoning_content ?? "");
+  expect(tab.finish).toBe(want.choices[0].finish_reason);
+  expect([tab.usage.prompt_tokens, tab.usage.completion_tokens])
+    .toEqual([want.usage.prompt_tokens, want.usage.completion_tokens]);
+  expect(tab.seed).toBe(7);
+  // The pieces streamed are the reply, each marked as the server's stream marks it.
+  expect(tab.pieces.filter(([k]) => k === "content").map(([, t]) => t).join("")).toBe(tab.content);
+  expect(tab.pieces.filter(([k]) => k === "reasoning").map(([, t]) => t).join("")).toBe(tab.reasoning);
+
+  // The prompt is the template's, counted by the model's tokenizer: what /apply-template and /tokenize say.
+  const { prompt } = await (await fetch(`${server.url}apply-template`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ messages: MESSAGES }),
+  })).json();
+  expect(prompt).toContain("<|im_start|>user\nWhere is the jury?<|im_end|>");
+  const { tokens } = await (await fetch(`${server.url}tokenize`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ content: prompt }),
+  })).json();
+  expect(tab.count).toBe(tokens.length);
+  expect(tab.usage.prompt_tokens).toBe(tokens.length);
+  await context.close();
+});
+
+test("the bytes entries give a file's own tokenizer and its sampler mask, as loadEngine does", async () => {
+  const bytes = new Uint8Array(readFileSync(lut4));
+  const prompt = engine.tokenizer.encode("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", {
+    specials: true,
+  });
+  expect(prompt[0]).toBe(151644); // <|im_start|>: the file's tokenizer, not the byte one
+  const opts = { maxTokens: 12, temperature: 0.8, topK: 40, seed: 3 };
+  const int = intEngineFromBytes(bytes, "qwen3-reduced.lut4").engine;
+  expect(int.tokenizer.eos).toEqual(engine.tokenizer.eos);
+  expect(int.tokenizer.encode("Hello world")).toEqual(engine.tokenizer.encode("Hello world"));
+  expect(await generateAll(int, prompt, opts)).toEqual(await generateAll(engine, prompt, opts));
+  const float = floatEngineFromLut4Bytes(bytes, "qwen3-reduced.lut4").engine;
+  expect(float.tokenizer.eos).toEqual(engine.tokenizer.eos);
+  expect(await generateAll(float, prompt, opts)).toEqual(
+    await generateAll(await loadEngine(lut4, "float"), prompt, opts),
+  );
+});
