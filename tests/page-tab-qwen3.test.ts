@@ -109,6 +109,18 @@ test("a lut4 Qwen3 export with its own tokenizer runs in the tab and gives the s
   })).json();
   expect(tab.count).toBe(tokens.length);
   expect(tab.usage.prompt_tokens).toBe(tokens.length);
+
+  // The template's own options reach it in the tab too: without thinking, Qwen3's template closes an
+  // empty think block in the prompt.
+  const kwargs = { chat_template_kwargs: { enable_thinking: false }, ...SAMPLING, seed: 8 };
+  const quiet = await page.evaluate(async ({ messages, sampling }) => {
+    const api = await import("/page/tab.js");
+    return await api.complete({ messages, sampling }, () => {});
+  }, { messages: MESSAGES, sampling: kwargs });
+  const wantQuiet = await serverReply({ messages: MESSAGES, ...kwargs });
+  expect(quiet.content).toBe(wantQuiet.choices[0].message.content);
+  expect(quiet.usage.prompt_tokens).toBe(wantQuiet.usage.prompt_tokens);
+  expect(quiet.usage.prompt_tokens).toBeGreaterThan(tokens.length);
   await context.close();
 });
 
