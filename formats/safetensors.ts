@@ -550,19 +550,27 @@ export async function openSafetensors(path: string): Promise<SafetensorsOpened> 
     await readAt(fh, head.subarray(8), 8);
     const header = parseSafetensorsHeader(head, size, path);
     const digest = await verifyDigestStreaming(fh, head, header, size, path);
-    const source = (e: SafetensorsEntry) => ({
-      name: e.name,
-      dims: [...e.dims],
-      dtype: e.dtype,
-      async read(start: number, count: number, scratch: Float32Array) {
-        const width = DTYPE_BYTES[e.dtype];
-        const raw = new Uint8Array(count * width);
-        await readAt(fh, raw, header.dataStart + e.begin + start * width);
-        const values = decode(raw, e, count, path);
-        scratch.set(values);
-        return scratch.subarray(0, count);
-      },
-    });
+    // One read buffer per tensor, grown as needed, and f32/bf16 widened straight into the caller's
+    // scratch: a chunk makes no garbage, so memory stays flat however late the collector runs.
+    const source = (e: SafetensorsEntry) => {
+      let raw = new Uint8Array(0);
+      return {
+        name: e.name,
+        dims: [...e.dims],
+        dtype: e.dtype,
+        async read(start: number, count: number, scratch: Float32Array) {
+          const width = DTYPE_BYTES[e.dtype];
+          if (raw.length < count * width) raw = new Uint8Array(count * width);
+          const bytes = raw.subarray(0, count * width);
+          await readAt(fh, bytes, header.dataStart + e.begin + start * width);
+          const out = scratch.subarray(0, count);
+          if (e.dtype === "F32") out.set(new Float32Array(raw.buffer, 0, count));
+          else if (e.dtype === "BF16") widenBf16(new Uint16Array(raw.buffer, 0, count), out);
+          else out.set(decode(bytes, e, count, path));
+          return out;
+        },
+      };
+    };
     return {
       path,
       metadata: header.metadata,
@@ -624,6 +632,12 @@ async function readAt(fh: Handle, into: Uint8Array, position: number): Promise<U
     off += bytesRead;
   }
   return into;
+}
+
+/** bf16 bits to f32 values, into `out` (bf16 is the top half of an f32: exact). */
+function widenBf16(bits: Uint16Array, out: Float32Array): void {
+  const u32 = new Uint32Array(out.buffer, out.byteOffset, out.length);
+  for (let i = 0; i < bits.length; i++) u32[i] = bits[i] << 16;
 }
 
 /** Stored bytes (little-endian, a fresh buffer so aligned) to f32 values. */

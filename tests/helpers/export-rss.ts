@@ -1,7 +1,7 @@
 /**
  * Runs one export in this process and prints, as JSON, how far its resident memory grew: the RSS after
  * the modules are loaded (`baseline`), the highest RSS sampled every 10 ms while the export ran, and the
- * kernel's high-water mark (`maxRss`), all in bytes. tests/memory-bound.test.ts spawns it, so the growth
+ * kernel's high-water mark (`maxRss`, /proc/self/status VmHWM), all in bytes. tests/memory-bound.test.ts spawns it, so the growth
  * it measures is the export's alone.
  *
  * @example
@@ -11,6 +11,7 @@
  * ```
  * @module
  */
+import { readFileSync } from "node:fs";
 import process from "node:process";
 import { exportCheckpoint } from "../../formats/export.ts";
 
@@ -21,5 +22,8 @@ const timer = setInterval(() => peak = Math.max(peak, process.memoryUsage().rss)
 await exportCheckpoint({ input, output, format });
 clearInterval(timer);
 peak = Math.max(peak, process.memoryUsage().rss);
-const maxRss = process.resourceUsage().maxRSS * 1024;
+// The kernel's high-water mark of this process's own memory: VmHWM, not getrusage's maxRSS, which a
+// spawned process inherits from its parent at fork (so a test runner's size would count as growth).
+const hwm = /VmHWM:\s*(\d+) kB/.exec(readFileSync("/proc/self/status", "utf8"));
+const maxRss = hwm ? Number(hwm[1]) * 1024 : peak;
 console.log(JSON.stringify({ baseline, peak, maxRss }));
