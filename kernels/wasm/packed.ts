@@ -1,0 +1,240 @@
+/**
+ * Frozen weight matrices kept once, in the layout their product streams, in one shared WebAssembly
+ * memory that every thread of a kernels/pool.ts pool runs the same module on. A matrix W [N, K] (the
+ * model's [out, in]) is stored as kernels/wasm/gen.ts `pack_b` lays out B = W^T: panels of NR = 8
+ * output rows, k-major, the last panel padded with zeros. It is kept as bfloat16 when every value is
+ * one (a bf16 export's weights: exact, half the bytes, widened in the product's loads), else as f32.
+ * Nothing else of it is kept: the caller's f32 array may go.
+ *
+ * A product `x @ W^T` splits W's panels between the threads: share i of P panels takes panels
+ * [floor(i P / T), floor((i + 1) P / T)), and each output is the same f32 sum in the same k order as
+ * one thread (or kernels/wasm/kernels.ts `matmul`) computes, so the bits never depend on the number of
+ * threads.
+ *
+ * @example
+ * ```ts
+ * const store = createPackedStore({ threads: 2 });
+ * await store.ready;
+ * const w = store.pack(weights, N, K);      // bf16 if exact, else f32; `weights` may be dropped now
+ * store.matmul(y, x, w, M);                 // y [M, N] = x [M, K] @ W^T, on both threads
+ * store.close();
+ * ```
+ * @module
+ */
+import { assemble } from "./asm.ts";
+import { gemm, MR, narrowBf16, NR, packA, packB } from "./gen.ts";
+import { createPool, type Pool, type PoolHandler } from "../pool.ts";
+
+/** How one packed matrix is kept. */
+export type PackedDtype = "f32" | "bf16";
+
+/** A matrix in the store: where, its shape and dtype. Plain data: the store's memory holds the values. */
+export interface PackedMatrix {
+  /** Byte offset of its first panel in the store's memory. */
+  readonly at: number;
+  /** Output rows N (W's first dimension). */
+  readonly rows: number;
+  /** Inputs K (W's second dimension). */
+  readonly cols: number;
+  readonly dtype: PackedDtype;
+  /** Bytes it occupies: roundUp(N, 8) * K * (4 or 2). */
+  readonly bytes: number;
+}
+
+/** The store: its matrices' memory, the products over them, and the pool they run on. */
+export interface PackedStore {
+  /** Threads a product runs on. */
+  readonly threads: number;
+  /** Resolves when the pool's workers are up; `matmul` needs it settled. */
+  readonly ready: Promise<void>;
+  /** Bytes held by packed matrices (the weights), excluding the per-call work area. */
+  readonly weightBytes: number;
+  /** Bytes of the whole shared memory (weights, work area and growth slack). */
+  readonly memoryBytes: number;
+  /**
+   * Packs `w` ([N, K] row-major) and returns its handle. bf16 when every value is bf16 (and `dtype` is
+   * not `f32`), else f32. The store copies what it needs: `w` is not kept.
+   */
+  pack(w: Float32Array, N: number, K: number, dtype?: PackedDtype | "auto"): PackedMatrix;
+  /** `out[m*N + n] = sum_k x[m*K + k] * W[n, k]` for m < M, on every thread of the pool. */
+  matmul(out: Float32Array, x: Float32Array, w: PackedMatrix, M: number): void;
+  /** Row n of W into out[at .. at + K) (an embedding lookup from the packed table). */
+  row(w: PackedMatrix, n: number, out: Float32Array, at?: number): void;
+  /** W again as a plain [N, K] f32 array (exact: what was packed), e.g. to hash it. */
+  unpack(w: PackedMatrix): Float32Array;
+  /** Ends the pool's workers. */
+  close(): void;
+}
+
+/** Options of `createPackedStore`. */
+export interface PackedStoreOptions {
+  /** Threads products run on, the caller's included (default 1). */
+  threads?: number;
+}
+
+interface Exports {
+  pack_a(src: number, is: number, ks: number, rows: number, K: number, dst: number): void;
+  pack_b(src: number, cs: number, ks: number, N: number, K: number, dst: number): void;
+  pack_a1(src: number, is: number, ks: number, rows: number, K: number, dst: number): void;
+  narrow_bf16(p: number, n: number): number;
+  [gemm: string]: (...args: number[]) => number | void;
+}
+
+const PAGE = 65536;
+/** The memory may grow to 4 GiB (wasm32's limit); pages are committed only as it grows. */
+const MAX_PAGES = 65536;
+const roundUp = (n: number, m: number) => Math.ceil(n / m) * m;
+/** f32 slots of one thread's splatted A chunk (as kernels/wasm/kernels.ts): about 256 KiB, in L2. */
+const A_CHUNK = 65536;
+/** Rows of W copied and packed at a time while packing: about 1 MiB of plain f32. */
+const PACK_CHUNK = 1 << 18;
+
+/** The module every thread instantiates on the shared memory. */
+export function packedModuleBytes(pages = 1): Uint8Array<ArrayBuffer> {
+  return assemble({
+    pages,
+    sharedMemory: { maximum: MAX_PAGES },
+    functions: {
+      pack_a: packA(),
+      pack_b: packB(),
+      pack_a1: packA(1),
+      narrow_bf16: narrowBf16(),
+      gemm: gemm(),
+      gemm_bf16: gemm(MR, NR, undefined, true),
+      gemm1: gemm(1),
+      gemm1_bf16: gemm(1, NR, undefined, true),
+    },
+  });
+}
+
+/** Rows of A one pack_a chunk holds for inputs of length K. */
+const chunkRows = (M: number, K: number) =>
+  Math.min(roundUp(M, MR), Math.max(MR, Math.floor(A_CHUNK / (4 * K) / MR) * MR));
+/** Bytes of one thread's product scratch: its A chunk, then an MR x NR edge tile. */
+export const shareScratchBytes = (M: number, K: number): number =>
+  roundUp((chunkRows(M, K) * 4 * K + MR * NR) * 4, 16);
+
+/**
+ * One thread's share of a product, on its instance. args: M, N, K, a, pb, c, bf16, scratch, stride
+ * (a, pb, c, scratch byte offsets; a [M, K] and c [M, N] row-major f32, scratch + share * stride this
+ * share's own).
+ */
+export function productShare(ex: Exports): PoolHandler {
+  return (args, share, shares) => {
+    const M = args[0], N = args[1], K = args[2], a = args[3] >>> 0, pb = args[4] >>> 0, c = args[5] >>> 0;
+    const bf16 = args[6] !== 0, scratch = (args[7] >>> 0) + share * (args[8] >>> 0);
+    const panels = Math.ceil(N / NR);
+    const p0 = Math.floor(share * panels / shares), p1 = Math.floor((share + 1) * panels / shares);
+    if (p0 === p1) return;
+    const n0 = p0 * NR, n = Math.min(N, p1 * NR) - n0;
+    const b = pb + p0 * NR * K * (bf16 ? 2 : 4), out = c + n0 * 4;
+    if (M === 1) {
+      // One row, a 1 x NR tile: the same sum per output as a row of an MR-row tile.
+      ex.pack_a1(a, K, 1, 1, K, scratch);
+      ex[bf16 ? "gemm1_bf16" : "gemm1"](scratch, b, 1, n, K, out, N, 0, scratch + 16 * K);
+      return;
+    }
+    const rows = chunkRows(M, K), tmp = scratch + rows * 16 * K, run = ex[bf16 ? "gemm_bf16" : "gemm"];
+    for (let m0 = 0; m0 < M; m0 += rows) {
+      const m = Math.min(rows, M - m0);
+      ex.pack_a(a + m0 * K * 4, K, 1, m, K, scratch);
+      run(scratch, b, m, n, K, out + m0 * N * 4, N, 0, tmp);
+    }
+  };
+}
+
+/** An instance of the module on `memory` (what each worker does in kernels/wasm/packed-task.ts). */
+export function instantiatePacked(memory: WebAssembly.Memory): Exports {
+  const module = new WebAssembly.Module(packedModuleBytes());
+  return new WebAssembly.Instance(module, { env: { memory } }).exports as unknown as Exports;
+}
+
+/** A store with its own shared memory and a pool of `threads` (see the module doc). */
+export function createPackedStore(options: PackedStoreOptions = {}): PackedStore {
+  const memory = new WebAssembly.Memory({ initial: 1, maximum: MAX_PAGES, shared: true });
+  const ex = instantiatePacked(memory);
+  const pool: Pool = createPool(
+    options.threads ?? 1,
+    new URL("./packed-task.ts", import.meta.url),
+    { memory },
+    productShare(ex),
+  );
+  let weightsEnd = 0, heapF32 = new Float32Array(memory.buffer);
+  // Makes the memory at least `bytes` long; returns the f32 view (fresh after any growth).
+  const ensure = (bytes: number): Float32Array => {
+    const have = memory.buffer.byteLength;
+    if (bytes > MAX_PAGES * PAGE) {
+      throw new RangeError(`packed weights: ${bytes} bytes exceed wasm32's 4 GiB`);
+    }
+    if (bytes > have) memory.grow(Math.ceil((bytes - have) / PAGE));
+    if (heapF32.length * 4 !== memory.buffer.byteLength) heapF32 = new Float32Array(memory.buffer);
+    return heapF32;
+  };
+
+  // Packs rows r0.. of w in chunks at `at`; false if bf16 was asked for and a value is not bf16.
+  const packAt = (w: Float32Array, N: number, K: number, at: number, bf16: boolean): boolean => {
+    const step = Math.max(NR, Math.floor(PACK_CHUNK / K / NR) * NR);
+    for (let r0 = 0; r0 < N; r0 += step) {
+      const rows = Math.min(step, N - r0), packed = roundUp(rows, NR) * K;
+      const plain = roundUp(at + packed * 4, 16);
+      const heap = ensure(plain + rows * K * 4);
+      heap.set(w.subarray(r0 * K, (r0 + rows) * K), plain / 4);
+      ex.pack_b(plain, K, 1, rows, K, at);
+      if (bf16 && ex.narrow_bf16(at, packed) !== 0) return false;
+      at += packed * (bf16 ? 2 : 4);
+    }
+    return true;
+  };
+
+  const store: PackedStore = {
+    threads: pool.threads,
+    ready: pool.ready,
+    get weightBytes() {
+      return weightsEnd;
+    },
+    get memoryBytes() {
+      return memory.buffer.byteLength;
+    },
+    pack(w, N, K, dtype = "auto") {
+      if (w.length !== N * K) throw new RangeError(`pack: ${w.length} values are not [${N}, ${K}]`);
+      const at = weightsEnd;
+      let kept: PackedDtype = dtype === "f32" ? "f32" : "bf16";
+      if (kept === "bf16" && !packAt(w, N, K, at, true)) kept = "f32";
+      if (kept === "f32") packAt(w, N, K, at, false);
+      if (dtype === "bf16" && kept !== "bf16") {
+        throw new RangeError("pack: bf16 asked for, but a value is not bf16");
+      }
+      const bytes = roundUp(N, NR) * K * (kept === "bf16" ? 2 : 4);
+      weightsEnd = roundUp(at + bytes, 16);
+      return { at, rows: N, cols: K, dtype: kept, bytes };
+    },
+    matmul(out, x, w, M) {
+      const N = w.rows, K = w.cols;
+      if (M === 0 || N === 0) return;
+      const a = weightsEnd, c = roundUp(a + M * K * 4, 16), scratch = roundUp(c + M * N * 4, 16);
+      const stride = shareScratchBytes(M, K);
+      const heap = ensure(scratch + stride * pool.threads);
+      heap.set(x.length === M * K ? x : x.subarray(0, M * K), a / 4);
+      pool.run([M, N, K, a, w.at, c, w.dtype === "bf16" ? 1 : 0, scratch, stride]);
+      out.set(heap.subarray(c / 4, c / 4 + M * N));
+    },
+    row(w, n, out, at = 0) {
+      const K = w.cols, base = (n >> 3) * 8 * K, lane = n & 7;
+      if (w.dtype === "f32") {
+        const heap = ensure(0), from = w.at / 4 + base + lane;
+        for (let k = 0; k < K; k++) out[at + k] = heap[from + 8 * k];
+        return;
+      }
+      const halves = new Uint16Array(memory.buffer), from = w.at / 2 + base + lane;
+      const bits = new Uint32Array(out.buffer, out.byteOffset + at * 4, K);
+      for (let k = 0; k < K; k++) bits[k] = halves[from + 8 * k] << 16;
+    },
+    unpack(w) {
+      const out = new Float32Array(w.rows * w.cols);
+      for (let n = 0; n < w.rows; n++) store.row(w, n, out, n * w.cols);
+      return out;
+    },
+    close: () => pool.close(),
+  };
+  return store;
+}
