@@ -171,17 +171,28 @@ export function createPackedStore(options: PackedStoreOptions = {}): PackedStore
     return heapF32;
   };
 
-  // Packs rows r0.. of w in chunks at `at`; false if bf16 was asked for and a value is not bf16.
+  // Packs w at `at` as pack_b would (panels of NR rows, k-major, padded with zeros), straight from
+  // the caller's array: row by row, each row's values written NR apart into its panel. As bf16, the
+  // high half of each value, and false (the caller packs again as f32) as soon as a row loses bits.
   const packAt = (w: Float32Array, N: number, K: number, at: number, bf16: boolean): boolean => {
-    const step = Math.max(NR, Math.floor(PACK_CHUNK / K / NR) * NR);
-    for (let r0 = 0; r0 < N; r0 += step) {
-      const rows = Math.min(step, N - r0), packed = roundUp(rows, NR) * K;
-      const plain = roundUp(at + packed * 4, 16);
-      const heap = ensure(plain + rows * K * 4);
-      heap.set(w.subarray(r0 * K, (r0 + rows) * K), plain / 4);
-      ex.pack_b(plain, K, 1, rows, K, at);
-      if (bf16 && ex.narrow_bf16(at, packed) !== 0) return false;
-      at += packed * (bf16 ? 2 : 4);
+    const panels = Math.ceil(N / NR), slots = panels * NR * K;
+    ensure(at + slots * (bf16 ? 2 : 4));
+    const src = new Uint32Array(w.buffer, w.byteOffset, N * K);
+    const dst = bf16 ? new Uint16Array(memory.buffer, at, slots) : new Uint32Array(memory.buffer, at, slots);
+    dst.fill(0, (panels - 1) * NR * K); // the last panel, whose padding rows stay zero
+    for (let n = 0; n < N; n++) {
+      const from = n * K, to = (n - (n % NR)) * K + (n % NR);
+      if (bf16) {
+        let lost = 0;
+        for (let k = 0; k < K; k++) {
+          const u = src[from + k];
+          lost |= u & 0xffff;
+          dst[to + k * NR] = u >>> 16;
+        }
+        if (lost !== 0) return false;
+      } else {
+        for (let k = 0; k < K; k++) dst[to + k * NR] = src[from + k];
+      }
     }
     return true;
   };
