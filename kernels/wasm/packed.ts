@@ -86,8 +86,6 @@ const MAX_PAGES = 65536;
 const roundUp = (n: number, m: number) => Math.ceil(n / m) * m;
 /** f32 slots of one thread's splatted A chunk (as kernels/wasm/kernels.ts): about 256 KiB, in L2. */
 const A_CHUNK = 65536;
-/** Rows of W copied and packed at a time while packing: about 1 MiB of plain f32. */
-const PACK_CHUNK = 1 << 18;
 
 /** The module every thread instantiates on the shared memory. */
 export function packedModuleBytes(pages = 1): Uint8Array<ArrayBuffer> {
