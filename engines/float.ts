@@ -316,6 +316,7 @@ function engineOf(runner: Runner, source: string, isUp: () => boolean = () => tr
     kind: "float",
     config,
     source,
+    context: runner.context,
     start: () => floatSession(runner, never, shapeOf, fresh(), isUp),
     restore(bytes: Uint8Array, where = "session"): EngineSession {
       const d = decodeFloatSession(bytes, shapeOf(), "float", where);

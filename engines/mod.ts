@@ -35,6 +35,16 @@ export interface EngineLoadOptions {
   onNote?: (line: string) => void;
   /** The kernel set of an engine that runs on kernels/kernels.ts (the float engine; `--kernels`). */
   kernels?: Kernels;
+  /**
+   * Threads one generation's products run on, the caller's included (`--threads`; default: the
+   * machine's cores). The results are the same bits on any number.
+   */
+  threads?: number;
+  /**
+   * Positions a session's KV cache is allocated for (`--context`; default min(max_position_embeddings,
+   * 4096)); feeding past it is refused.
+   */
+  context?: number;
 }
 
 /**
@@ -87,8 +97,8 @@ export const ENGINES: Readonly<Record<string, EngineEntry>> = {
     runtimes: ["deno", "bun"],
     factory: async () => {
       const { createFloatEngine } = await import("./float.ts");
-      return fromTensors((config, tensors, source, { kernels }) =>
-        createFloatEngine(config, tensors, source, { frozen: true, kernels })
+      return fromTensors((config, tensors, source, { kernels, threads, context }) =>
+        createFloatEngine(config, tensors, source, { frozen: true, kernels, threads, context })
       );
     },
   },

@@ -100,6 +100,11 @@ export interface Engine {
   readonly config: ModelConfig;
   /** The path the model was loaded from. */
   readonly source: string;
+  /**
+   * Positions one session holds (its KV cache's size; feeding past it is refused). Absent: the config's
+   * max_position_embeddings.
+   */
+  readonly context?: number;
   /** A fresh session at position 0. */
   start(): EngineSession;
   /** Restores a session saved by `EngineSession.save`, refusing one for another model. */

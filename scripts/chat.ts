@@ -21,6 +21,7 @@ import type { Engine } from "../model/engine.ts";
 import { FormatError } from "../model/error.ts";
 import { createApp } from "../serve/app.ts";
 import { engineKinds, loadEngine } from "../engines/mod.ts";
+import { ENGINE_FLAGS, engineFlags } from "./engine-flags.ts";
 import { CALIBRATION, lut4Calibrator } from "../measure/calibrate.ts";
 import { AddressInUseError, listen } from "../serve/listen.ts";
 import { loadingApp } from "../serve/loading.ts";
@@ -56,6 +57,9 @@ Options:
   --cors ORIGIN     let web pages from ORIGIN call the server (repeatable; * for any origin)
   --api-key KEY     require "Authorization: Bearer KEY" on every API route (default:
                     \$FERRY_API_KEY; /health and the page stay open)
+  --threads N       threads the served engine's products run on (default: the cores; the
+                    --parallel slots' workers load their own copy with their defaults)
+  --context N       positions a conversation may hold (default min(max_position_embeddings, 4096))
   -h, --help        this text
 
 Exit codes: 0 stopped, 1 refused (a checkpoint, a corrupt file), 2 usage.
@@ -65,10 +69,14 @@ Exit codes: 0 stopped, 1 refused (a checkpoint, a corrupt file), 2 usage.
  * The engine to serve: `model` (default: the default model's lut4 export, created when missing) on
  * `kind` (default: the format's natural engine). A training checkpoint is refused.
  */
-export async function openServedEngine(model?: string, kind?: string): Promise<Engine> {
-  if (model === undefined) return await openDefault(kind);
+export async function openServedEngine(
+  model?: string,
+  kind?: string,
+  options: { threads?: number; context?: number } = {},
+): Promise<Engine> {
+  if (model === undefined) return await openDefault(kind, options);
   await refuseUnservable(model);
-  return await loadEngine(model, kind, { onNote: (line) => console.error(line) });
+  return await loadEngine(model, kind, { ...options, onNote: (line) => console.error(line) });
 }
 
 /** Refuses, before anything listens or loads, a model that is missing or is a training checkpoint. */
@@ -91,7 +99,10 @@ export async function refuseUnservable(model: string): Promise<void> {
  * The default model, exported on first run. The file is ferry's own output, so one it can no longer
  * read (written by an older ferry whose lut4 layout differed) is written again rather than refused.
  */
-async function openDefault(kind?: string): Promise<Engine> {
+async function openDefault(
+  kind?: string,
+  options: { threads?: number; context?: number } = {},
+): Promise<Engine> {
   const exportDefault = async (why: string) => {
     console.error(`${DEFAULT_MODEL} ${why}: exporting ${DEFAULT_INPUT} to lut4`);
     // Calibrated as `export.ts` writes it by default, so the chat serves the same file either way.
@@ -108,11 +119,11 @@ async function openDefault(kind?: string): Promise<Engine> {
     await exportDefault("is missing (first run)");
   }
   try {
-    return await loadEngine(DEFAULT_MODEL, kind, { onNote: (line) => console.error(line) });
+    return await loadEngine(DEFAULT_MODEL, kind, { ...options, onNote: (line) => console.error(line) });
   } catch (e) {
     if (!(e instanceof FormatError) || e.field === "engine") throw e;
     await exportDefault(`cannot be read (${e.message})`);
-    return await loadEngine(DEFAULT_MODEL, kind, { onNote: (line) => console.error(line) });
+    return await loadEngine(DEFAULT_MODEL, kind, { ...options, onNote: (line) => console.error(line) });
   }
 }
 
@@ -138,6 +149,7 @@ async function main(): Promise<void> {
     parallel: { type: "string" },
     "cache-mb": { type: "string", default: "32" },
     "allow-host": { type: "string", multiple: true },
+    ...ENGINE_FLAGS,
     cors: { type: "string", multiple: true },
     "api-key": { type: "string" },
   });
@@ -170,7 +182,7 @@ async function main(): Promise<void> {
   console.error(
     `listening on ${server.url} while the model loads (GET /health answers 503 until it is ready)`,
   );
-  const engine = await openServedEngine(positionals[0], values.engine);
+  const engine = await openServedEngine(positionals[0], values.engine, engineFlags(values));
   const sessions = await createSessionStore(values.sessions!);
   // A WebGPU engine holds the one device: its replies stay on this thread.
   const slots = createSlots(engine, {
