@@ -197,6 +197,8 @@ function packedEngine(model: Model, source: string, options: FloatEngineOptions)
       }),
   };
   if (up) delete runner.ready;
+  // An engine dropped before its workers were up ends them (see `closeWhenCollected`): nobody waits.
+  else runner.ready!.catch(() => {});
   const engine = engineOf(runner, source, () => up);
   memories.set(engine, {
     threads: store.threads,
@@ -207,7 +209,7 @@ function packedEngine(model: Model, source: string, options: FloatEngineOptions)
     vectorBytes: held.reduce((s, w) => s + (w instanceof Float32Array ? w.byteLength : 0), 0),
     cacheBytes: kvBytes,
   });
-  closeWhenCollected.register(engine, store);
+  closeWhenCollected.register(runner, store); // the runner: what the engine and every session hold
   return engine;
 }
 
@@ -228,7 +230,10 @@ function packWeights(model: Model, store: PackedStore, keep: "auto" | "f32") {
   return { weights, byName };
 }
 
-/** A dropped engine's workers end with it (they hold its memory, not the engine). */
+/**
+ * A dropped engine's workers end with it, once neither it nor any of its sessions can run again (the
+ * workers hold the store's memory, never the engine).
+ */
 const closeWhenCollected = new FinalizationRegistry<PackedStore>((store) => store.close());
 
 /** One forward pass of the packed engine: model/qwen3.ts `walkForward` on the store's products. */

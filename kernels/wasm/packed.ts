@@ -171,21 +171,24 @@ export function createPackedStore(options: PackedStoreOptions = {}): PackedStore
 
   // Packs w at `at` as pack_b would (panels of NR rows, k-major, padded with zeros), straight from
   // the caller's array: row by row, each row's values written NR apart into its panel. As bf16, the
-  // high half of each value, and false (the caller packs again as f32) as soon as a row loses bits.
+  // high halves of two neighbouring rows make one 32-bit store, and a row pair that loses bits returns
+  // false at once (the caller packs again as f32).
   const packAt = (w: Float32Array, N: number, K: number, at: number, bf16: boolean): boolean => {
     const panels = Math.ceil(N / NR), slots = panels * NR * K;
     ensure(at + slots * (bf16 ? 2 : 4));
     const src = new Uint32Array(w.buffer, w.byteOffset, N * K);
-    const dst = bf16 ? new Uint16Array(memory.buffer, at, slots) : new Uint32Array(memory.buffer, at, slots);
-    dst.fill(0, (panels - 1) * NR * K); // the last panel, whose padding rows stay zero
-    for (let n = 0; n < N; n++) {
+    const dst = new Uint32Array(memory.buffer, at, bf16 ? slots / 2 : slots);
+    dst.fill(0, ((panels - 1) * NR * K) / (bf16 ? 2 : 1)); // the last panel, whose padding rows stay zero
+    for (let n = 0; n < N; n += bf16 ? 2 : 1) {
       const from = n * K, to = (n - (n % NR)) * K + (n % NR);
       if (bf16) {
+        // rows n and n + 1 (NR is even, so both sit in one panel); past the last row, zeros
+        const next = n + 1 < N ? from + K : -1, out = to >> 1;
         let lost = 0;
         for (let k = 0; k < K; k++) {
-          const u = src[from + k];
-          lost |= u & 0xffff;
-          dst[to + k * NR] = u >>> 16;
+          const a = src[from + k], b = next < 0 ? 0 : src[next + k];
+          lost |= (a | b) & 0xffff;
+          dst[out + k * (NR >> 1)] = (a >>> 16) | (b & 0xffff0000);
         }
         if (lost !== 0) return false;
       } else {

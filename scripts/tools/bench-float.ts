@@ -5,6 +5,9 @@
  * loadEngine hands tensors over (frozen), then timed: load (packing), greedy decode after a short
  * prompt, and a prompt's prefill, the median of the repetitions, with the peak resident memory.
  * `--against DIR` also times another ferry checkout's float engine on the same tensors (a before/after).
+ * `--load` instead writes the model as a bf16 dmexp and times, each in a fresh process of this runtime,
+ * reading it (the format's full reader, f32 tensors out) against loading it on the float engine
+ * (read, then pack), with each one's peak resident memory.
  *
  *   bun scripts/tools/bench-float.ts --threads 1
  *   deno run -A scripts/tools/bench-float.ts --threads 2 --layers 8
@@ -15,9 +18,15 @@
  * ```
  * @module
  */
-import { readFileSync } from "node:fs";
-import { resolve } from "node:path";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import process from "node:process";
+import { loadEngine } from "../../engines/mod.ts";
+import { writeDmexp } from "../../formats/dmexp.ts";
+import { formatOf } from "../../formats/mod.ts";
 import { cli, EXIT_USAGE, fail, run } from "../cli.ts";
 import { createFloatEngine, defaultThreads, floatEngineMemory } from "../../engines/float.ts";
 import { type ModelConfig, paramShapes } from "../../model/config.ts";
@@ -38,6 +47,7 @@ Options:
   --reps N        repetitions (the median is reported)       [3]
   --f32           f32-valued weights (kept as f32, not bf16)
   --against DIR   also time DIR's engines/float.ts (another checkout) on the same tensors
+  --load          time reading a bf16 dmexp of the model against loading it on the engine
   --json          machine-readable output
   -h, --help      this text
 `;
@@ -101,8 +111,57 @@ async function timeEngine(engine: Engine, tokens: number, prompt: number) {
   return { decode, prefill: prompt / ((performance.now() - t1) / 1000) };
 }
 
+/** `--child read|load FILE`: one timed operation in this process, its time and peak memory as JSON. */
+async function child(what: string, file: string, threads: number): Promise<void> {
+  const t0 = performance.now();
+  if (what === "read") await formatOf(file).read(file);
+  else await loadEngine(file, "float", { threads });
+  console.log(JSON.stringify({ ms: performance.now() - t0, peakRss: peakRss() }));
+}
+
+/** Writes a bf16 dmexp of the model and times reading it against loading it, each in a fresh process. */
+async function loadBench(cfg: ModelConfig, reps: number, threads: number, json: boolean): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "ferry-bench-float-"));
+  try {
+    const file = join(dir, "m.bf16.dmexp");
+    await writeDmexp(file, randomTensors(cfg, 7, false), cfg, { dtype: "bf16", source: "bench", step: 0 });
+    const deno = typeof (globalThis as { Deno?: unknown }).Deno !== "undefined";
+    const self = fileURLToPath(import.meta.url);
+    const once = (what: string) => {
+      const args = [
+        ...(deno ? ["run", "-A"] : []),
+        self,
+        "--child",
+        what,
+        "--threads",
+        String(threads),
+        file,
+      ];
+      const r = spawnSync(process.execPath, args, { encoding: "utf8", maxBuffer: 1 << 20 });
+      if (r.status !== 0) throw new Error(`child ${what} failed: ${r.stderr}`);
+      return JSON.parse(r.stdout.trim().split("\n").at(-1)!) as { ms: number; peakRss?: number };
+    };
+    const got: Record<string, { ms: number; peakRss?: number }[]> = { read: [], load: [] };
+    for (let r = 0; r < reps; r++) for (const what of ["read", "load"]) got[what].push(once(what));
+    const pick = (xs: { ms: number; peakRss?: number }[]) => ({
+      ms: median(xs.map((x) => x.ms)),
+      peakRss: median(xs.map((x) => x.peakRss ?? 0)),
+    });
+    const report = { read: pick(got.read), load: pick(got.load), threads };
+    if (json) return void console.log(JSON.stringify(report));
+    for (const [what, x] of Object.entries({ read: report.read, load: report.load })) {
+      console.log(
+        `${what.padEnd(5)} ${x.ms.toFixed(0).padStart(6)} ms  peak RSS ${(x.peakRss / 1e9).toFixed(2)} GB`,
+      );
+    }
+    console.log(`load / read = ${(report.load.ms / report.read.ms).toFixed(2)}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 run(async () => {
-  const { values } = cli(HELP, {
+  const { values, positionals } = cli(HELP, {
     threads: { type: "string" },
     context: { type: "string", default: "1024" },
     layers: { type: "string", default: "28" },
@@ -111,6 +170,8 @@ run(async () => {
     reps: { type: "string", default: "3" },
     f32: { type: "boolean" },
     against: { type: "string" },
+    load: { type: "boolean" },
+    child: { type: "string", choices: ["read", "load"] },
     json: { type: "boolean" },
   });
   const int = (name: string, v: string | undefined, fallback: number) => {
@@ -122,6 +183,8 @@ run(async () => {
     context = int("context", values.context, 1024);
   const tokens = int("tokens", values.tokens, 64), prompt = int("prompt", values.prompt, 128);
   const reps = int("reps", values.reps, 3), cfg = bodyConfig(int("layers", values.layers, 28), context);
+  if (values.child) return await child(values.child, positionals[0], threads);
+  if (values.load) return await loadBench(cfg, reps, threads, values.json === true);
   const tensors = randomTensors(cfg, 7, values.f32 === true);
   const bytes = tensors.reduce((a, t) => a + t.data.byteLength, 0);
   const engines: Record<string, Engine> = {};
