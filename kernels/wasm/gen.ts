@@ -245,6 +245,51 @@ export function narrowBf16(): Func {
 }
 
 /**
+ * pack_bf16(src, K, panels, dst) -> lost: `panels` panels of 8 rows of a row-major f32 matrix
+ * (src, K a multiple of 4) into pack_b's panel layout as bfloat16 (the high half of each value):
+ * four k at a time, 8 row vectors become four k-major rows of 8 by byte shuffles. Returns 1 if any
+ * low half was not zero (the bf16 copy is not exact), else 0.
+ */
+export function packBf16(): Func {
+  const [src, K, panels, dst] = [0, 1, 2, 3];
+  const L = locals(4);
+  const p = L.local(I32), k = L.local(I32), rowB = L.local(I32), base = L.local(I32), out = L.local(I32);
+  const r = Array.from({ length: 8 }, () => L.local(V128));
+  const t = Array.from({ length: 4 }, () => L.local(V128));
+  const u0 = L.local(V128), u1 = L.local(V128), v0 = L.local(V128), v1 = L.local(V128), lost = L.local(V128);
+  const lanes32 = (ls: number[]) => ls.flatMap((l) => [4 * l, 4 * l + 1, 4 * l + 2, 4 * l + 3]);
+  const lanes64 = (ls: number[]) => ls.flatMap((l) => Array.from({ length: 8 }, (_, b) => 8 * l + b));
+  // high halves of lane i of x and of y, side by side, for i = 0..3
+  const pairHigh = [2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31];
+  const lowMask = new Uint8Array(16).map((_, b) => (b % 4 < 2 ? 0xff : 0));
+  return fn([I32, I32, I32, I32], [I32], L.types, [
+    get(K), op.i32(4), op.i32_mul, set(rowB),
+    get(dst), set(out),
+    op.v128_const(new Uint8Array(16)), set(lost),
+    forLoop(p, op.i32(0), get(panels), 1, [
+      get(src), get(p), get(rowB), op.i32(8), op.i32_mul, op.i32_mul, op.i32_add, set(base),
+      forLoop(k, op.i32(0), get(K), 4, [
+        r.map((x, j) => [get(base), get(rowB), op.i32(j), op.i32_mul, op.i32_add, op.v128_load(), set(x)]),
+        get(lost), r.map((x, j) => (j === 0 ? [get(x)] : [get(x), op.v128_or])), op.v128_const(lowMask), op.v128_and,
+        op.v128_or, set(lost),
+        t.map((x, j) => [get(r[2 * j]), get(r[2 * j + 1]), op.i8x16_shuffle(pairHigh), set(x)]),
+        get(t[0]), get(t[1]), op.i8x16_shuffle(lanes32([0, 4, 1, 5])), set(u0),
+        get(t[0]), get(t[1]), op.i8x16_shuffle(lanes32([2, 6, 3, 7])), set(u1),
+        get(t[2]), get(t[3]), op.i8x16_shuffle(lanes32([0, 4, 1, 5])), set(v0),
+        get(t[2]), get(t[3]), op.i8x16_shuffle(lanes32([2, 6, 3, 7])), set(v1),
+        get(out), get(u0), get(v0), op.i8x16_shuffle(lanes64([0, 2])), op.v128_store(0),
+        get(out), get(u0), get(v0), op.i8x16_shuffle(lanes64([1, 3])), op.v128_store(16),
+        get(out), get(u1), get(v1), op.i8x16_shuffle(lanes64([0, 2])), op.v128_store(32),
+        get(out), get(u1), get(v1), op.i8x16_shuffle(lanes64([1, 3])), op.v128_store(48),
+        bump(out, op.i32(64)),
+        bump(base, op.i32(16)),
+      ]),
+    ]),
+    get(lost), op.v128_any_true,
+  ]);
+}
+
+/**
  * e^x for each lane of the v128 on the stack (inputs are clamped to [-87, 88]), as a
  * fixed sequence of f32 operations: x = n ln2 + r with n = round(x / ln2) and ln2 split in two
  * (Cody-Waite), e^r by Cephes' degree-7 polynomial in Horner form, 2^n from the exponent bits.

@@ -22,7 +22,7 @@
  * @module
  */
 import { assemble } from "./asm.ts";
-import { gemm, MR, narrowBf16, NR, packA, packB } from "./gen.ts";
+import { gemm, MR, NR, packA, packB, packBf16 } from "./gen.ts";
 import { createPool, type Pool, type PoolHandler } from "../pool.ts";
 
 /** How one packed matrix is kept. */
@@ -76,7 +76,7 @@ interface Exports {
   pack_a(src: number, is: number, ks: number, rows: number, K: number, dst: number): void;
   pack_b(src: number, cs: number, ks: number, N: number, K: number, dst: number): void;
   pack_a1(src: number, is: number, ks: number, rows: number, K: number, dst: number): void;
-  narrow_bf16(p: number, n: number): number;
+  pack_bf16(src: number, K: number, panels: number, dst: number): number;
   [gemm: string]: (...args: number[]) => number | void;
 }
 
@@ -86,6 +86,8 @@ const MAX_PAGES = 65536;
 const roundUp = (n: number, m: number) => Math.ceil(n / m) * m;
 /** f32 slots of one thread's splatted A chunk (as kernels/wasm/kernels.ts): about 256 KiB, in L2. */
 const A_CHUNK = 65536;
+/** f32 values of plain rows copied into the memory at a time while packing (1 MiB). */
+const PACK_CHUNK = 1 << 18;
 
 /** The module every thread instantiates on the shared memory. */
 export function packedModuleBytes(pages = 1): Uint8Array<ArrayBuffer> {
@@ -96,7 +98,7 @@ export function packedModuleBytes(pages = 1): Uint8Array<ArrayBuffer> {
       pack_a: packA(),
       pack_b: packB(),
       pack_a1: packA(1),
-      narrow_bf16: narrowBf16(),
+      pack_bf16: packBf16(),
       gemm: gemm(),
       gemm_bf16: gemm(MR, NR, undefined, true),
       gemm1: gemm(1),
@@ -176,10 +178,21 @@ export function createPackedStore(options: PackedStoreOptions = {}): PackedStore
   const packAt = (w: Float32Array, N: number, K: number, at: number, bf16: boolean): boolean => {
     const panels = Math.ceil(N / NR), slots = panels * NR * K;
     ensure(at + slots * (bf16 ? 2 : 4));
-    const src = new Uint32Array(w.buffer, w.byteOffset, N * K);
     const dst = new Uint32Array(memory.buffer, at, bf16 ? slots / 2 : slots);
     dst.fill(0, ((panels - 1) * NR * K) / (bf16 ? 2 : 1)); // the last panel, whose padding rows stay zero
-    for (let n = 0; n < N; n += bf16 ? 2 : 1) {
+    // bf16 with K a multiple of 4: whole panels by pack_bf16, a chunk of rows copied in at a time.
+    const fast = bf16 && K % 4 === 0 ? Math.floor(N / NR) : 0;
+    if (fast > 0) {
+      const step = Math.max(1, Math.floor(PACK_CHUNK / (NR * K))), scratch = roundUp(at + slots * 2, 16);
+      const heap = ensure(scratch + step * NR * K * 4);
+      for (let p0 = 0; p0 < fast; p0 += step) {
+        const count = Math.min(step, fast - p0);
+        heap.set(w.subarray(p0 * NR * K, (p0 + count) * NR * K), scratch / 4);
+        if (ex.pack_bf16(scratch, K, count, at + p0 * NR * K * 2) !== 0) return false;
+      }
+    }
+    const src = new Uint32Array(w.buffer, w.byteOffset, N * K);
+    for (let n = fast * NR; n < N; n += bf16 ? 2 : 1) {
       const from = n * K, to = (n - (n % NR)) * K + (n % NR);
       if (bf16) {
         // rows n and n + 1 (NR is even, so both sit in one panel); past the last row, zeros
