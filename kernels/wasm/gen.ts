@@ -127,7 +127,7 @@ export const packB = (nr = NR): Func => pack(nr, false);
  * gemm(pa, pb, M, N, K, c, ldc, accumulate, tmp): C[m, n] = (accumulate ? C[m, n] : 0) + sum_k A B
  * over packed panels (A's splatted, as `pack_a` writes them), C row-major with row stride ldc.
  * `tmp` holds MR*NR floats for edge tiles. With `bf16`, B's panels hold bfloat16 (the high half of
- * each f32, as `narrow_bf16` leaves them), widened exactly as they are loaded: the same sums, the same
+ * each f32, as `pack_bf16` writes them), widened exactly as they are loaded: the same sums, the same
  * bits as over the f32 panels they came from, from half the bytes.
  */
 export function gemm(MR_ = MR, NR_ = NR, unroll = UNROLL, bf16 = false): Func {
@@ -213,34 +213,6 @@ export function gemm(MR_ = MR, NR_ = NR, unroll = UNROLL, bf16 = false): Func {
       ]),
       get(panelA), get(K), op.i32(16 * MR), op.i32_mul, op.i32_add, set(panelA),
     ]),
-  ]);
-}
-
-/**
- * narrow_bf16(p, n) -> lost: rewrites n f32 at p (n a multiple of 8) in place as n bfloat16, the high
- * half of each, in order; returns 1 if any low half was not zero (the bf16 copy is then not exact and
- * the caller keeps the f32), else 0. Each 16-byte store lands at or behind the loads that fed it.
- */
-export function narrowBf16(): Func {
-  const [p, n] = [0, 1];
-  const L = locals(2);
-  const i = L.local(I32), from = L.local(I32), to = L.local(I32);
-  const v0 = L.local(V128), v1 = L.local(V128), lost = L.local(V128);
-  const highHalves = [2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31];
-  const lowMask = new Uint8Array(16).map((_, b) => (b % 4 < 2 ? 0xff : 0));
-  return fn([I32, I32], [I32], L.types, [
-    get(p), set(from),
-    get(p), set(to),
-    op.v128_const(new Uint8Array(16)), set(lost),
-    forLoop(i, op.i32(0), get(n), 8, [
-      get(from), op.v128_load(0), set(v0),
-      get(from), op.v128_load(16), set(v1),
-      get(lost), get(v0), get(v1), op.v128_or, op.v128_const(lowMask), op.v128_and, op.v128_or, set(lost),
-      get(to), get(v0), get(v1), op.i8x16_shuffle(highHalves), op.v128_store(),
-      bump(from, op.i32(32)),
-      bump(to, op.i32(16)),
-    ]),
-    get(lost), op.v128_any_true,
   ]);
 }
 
