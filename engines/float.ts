@@ -92,7 +92,10 @@ export interface FloatEngineMemory {
   f32Matrices: number;
   /** Bytes of the f32 norm vectors, kept plain. */
   vectorBytes: number;
-  /** Bytes of a session's KV cache (keys and values of every layer for `context` positions). */
+  /**
+   * Bytes of a full session's KV cache (keys and values of every layer for `context` positions); a
+   * session's arrays grow to it as positions fill, doubling from 64 positions.
+   */
   cacheBytes: number;
 }
 
@@ -294,20 +297,46 @@ function packedForward(
   return a.logits;
 }
 
-/** An empty KV cache for `capacity` positions. */
+/**
+ * An empty KV cache that may hold `capacity` positions. Its arrays start small and grow as positions
+ * fill (`reserveCache`), so a session costs what it holds, not its whole context: at Qwen3-0.6B's
+ * shape a full 4096-position cache is 0.94 GB.
+ */
 function emptyCache(c: ModelConfig, capacity: number): KVCache {
-  const kvDim = c.num_key_value_heads * c.head_dim, n = c.num_hidden_layers;
+  const n = c.num_hidden_layers;
   return {
-    keys: Array.from({ length: n }, () => new Float32Array(capacity * kvDim)),
-    values: Array.from({ length: n }, () => new Float32Array(capacity * kvDim)),
+    keys: Array.from({ length: n }, () => new Float32Array(0)),
+    values: Array.from({ length: n }, () => new Float32Array(0)),
     length: 0,
     capacity,
   };
 }
 
+/** Positions a cache's arrays are first allocated for. */
+const CACHE_START = 64;
+
+/**
+ * Makes `cache`'s arrays hold at least `positions` positions (doubling, at most its capacity; past the
+ * capacity the feed's own check refuses), keeping what they hold.
+ */
+function reserveCache(cache: KVCache, positions: number, kvDim: number): void {
+  const have = cache.keys[0]?.length ?? 0;
+  if (have >= Math.min(positions, cache.capacity) * kvDim) return;
+  let rows = Math.max(CACHE_START, have / kvDim);
+  while (rows < positions) rows *= 2;
+  const size = Math.min(rows, cache.capacity) * kvDim;
+  const grow = (a: Float32Array) => {
+    const b = new Float32Array(size);
+    b.set(a.subarray(0, cache.length * kvDim));
+    return b;
+  };
+  cache.keys = cache.keys.map(grow);
+  cache.values = cache.values.map(grow);
+}
+
 /** The `Engine` over a runner; `isUp` says whether the first feed may skip waiting for `ready`. */
 function engineOf(runner: Runner, source: string, isUp: () => boolean = () => true): Engine {
-  const config = runner.config;
+  const config = runner.config, kvDim = config.num_key_value_heads * config.head_dim;
   const never = neverSampled(config);
   let shape: SessionShape | undefined;
   const shapeOf = () => shape ??= floatSessionShape(config, runner.tensors());
@@ -332,6 +361,7 @@ function engineOf(runner: Runner, source: string, isUp: () => boolean = () => tr
       }
       const st = fresh();
       st.tokens.push(...d.tokens);
+      reserveCache(st.cache, d.position, kvDim);
       st.cache.length = d.position;
       d.keys.forEach((k, l) => st.cache.keys[l].set(k));
       d.values.forEach((v, l) => st.cache.values[l].set(v));
@@ -375,6 +405,7 @@ function floatSession(
   // A refusal (a position past the context, an id outside the vocabulary) rejects, never throws.
   const feedNow = (ids: readonly number[], wanted: LogitsWanted): Float32Array => {
     if (ids.length === 0) return new Float32Array(0);
+    reserveCache(cache, tokens.length + ids.length, kvDim);
     const logits = runner.forward(cache, ids, wanted === "all" ? "all" : "last");
     tokens.push(...ids);
     st.pending = logits.subarray(logits.length - V);
