@@ -170,3 +170,33 @@ console.log(JSON.stringify({ digest: h.digest("hex"), tokens }));
     await trace(createFloatEngine(run.config, run.model!, "m")),
   );
 });
+
+test("the WebGPU engine allocates its KV cache for the context asked for, and refuses past it (Deno)", () => {
+  const code = `
+import { readCheckpoint } from "${ROOT}/formats/checkpoint.ts";
+import { GpuUnavailable, openGpu } from "${ROOT}/kernels/webgpu/device.ts";
+import { createWebGpuEngine } from "${ROOT}/engines/webgpu.ts";
+let gpu;
+try { gpu = await openGpu(); } catch (e) {
+  if (!(e instanceof GpuUnavailable)) throw e;
+  console.log(JSON.stringify({ skip: e.message })); Deno.exit(0);
+}
+const run = await readCheckpoint(${JSON.stringify(CHECKPOINT)}, { sections: ["model"] });
+const engine = await createWebGpuEngine(run.config, run.model, "m", { gpu, context: 16 });
+const s = engine.start();
+await s.feed(Array(16).fill(65), "none");
+const refused = await s.feed([65]).then(() => "fed", (e) => e.message);
+const fallback = (await createWebGpuEngine(run.config, run.model, "m", { gpu })).context;
+console.log(JSON.stringify({ context: engine.context, refused, fallback }));
+`;
+  const r = spawnSync("deno", ["eval", "--ext=ts", "--unstable-webgpu", code], {
+    encoding: "utf8",
+    cwd: ROOT,
+  });
+  if (r.status !== 0) throw new Error(`deno failed: ${r.stderr}`);
+  const got = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
+  if (got.skip) return console.log(`skipped: ${got.skip}`);
+  expect(got.context).toBe(16);
+  expect(got.refused).toMatch(/context full: 16 \+ 1 positions exceed the cache's 16/);
+  expect(got.fallback).toBe(Math.min(run.config.max_position_embeddings, 4096));
+});
