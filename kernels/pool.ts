@@ -23,7 +23,6 @@
  * ```
  * @module
  */
-import { Worker } from "node:worker_threads";
 
 /** One share of a job: `args` are the job's arguments, `share` < `shares` says which part to do. */
 export type PoolHandler = (args: Int32Array, share: number, shares: number) => void;
@@ -68,27 +67,32 @@ export function awaitChange(ctl: Int32Array, at: number, value: number): number 
 export function createPool(threads: number, task: URL, init: unknown, local: PoolHandler): Pool {
   const n = Math.max(1, Math.floor(threads));
   const ctl = new Int32Array(new SharedArrayBuffer((ARGS + POOL_ARGS) * 4));
-  const workers: Worker[] = [];
-  const started: Promise<void>[] = [];
-  for (let index = 1; index < n; index++) {
-    const w = new Worker(new URL("./pool-worker.ts", import.meta.url), {
-      workerData: { task: task.href, init, control: ctl.buffer, index, threads: n },
-    });
-    started.push(
-      new Promise<void>((resolve, reject) => {
-        w.once("message", () => resolve());
-        w.once("error", reject);
-        w.once(
-          "exit",
-          (code) => reject(new Error(`pool worker ${index} exited (code ${code}) before it was ready`)),
-        );
-      }),
-    );
-    w.unref();
-    workers.push(w);
-  }
+  const workers: { terminate(): unknown }[] = [];
   let closed = false;
-  const ready = Promise.all(started).then(() => {});
+  // node:worker_threads is imported only for a pool with workers, so one thread needs nothing of Node.
+  const ready = n === 1 ? Promise.resolve() : import("node:worker_threads").then(({ Worker }) => {
+    const started: Promise<void>[] = [];
+    for (let index = 1; index < n && !closed; index++) {
+      const w = new Worker(new URL("./pool-worker.ts", import.meta.url), {
+        workerData: { task: task.href, init, control: ctl.buffer, index, threads: n },
+      });
+      started.push(
+        new Promise<void>((resolve, reject) => {
+          w.once("message", () => resolve());
+          w.once("error", reject);
+          w.once(
+            "exit",
+            (code) => reject(new Error(`pool worker ${index} exited (code ${code}) before it was ready`)),
+          );
+        }),
+      );
+      w.unref();
+      workers.push(w);
+    }
+    return Promise.all(started).then(() => {
+      if (closed) throw new Error("pool: closed before its workers were up");
+    });
+  });
   ready.catch(() => {}); // a caller that never awaits it still learns of a failure from `run`
   return {
     threads: n,

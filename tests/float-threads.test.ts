@@ -9,6 +9,8 @@ import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { CHECKPOINT } from "./helpers/lut4-fixture.ts";
 import { createFloatEngine, defaultContext, floatEngineMemory } from "../engines/float.ts";
+import { instantiatePacked, productShare } from "../kernels/wasm/packed.ts";
+import { wasmKernels } from "../kernels/wasm/kernels.ts";
 import { readCheckpoint } from "../formats/checkpoint.ts";
 import { type ModelConfig, paramShapes } from "../model/config.ts";
 import type { Engine } from "../model/engine.ts";
@@ -199,4 +201,18 @@ console.log(JSON.stringify({ context: engine.context, refused, fallback }));
   expect(got.context).toBe(16);
   expect(got.refused).toMatch(/context full: 16 \+ 1 positions exceed the cache's 16/);
   expect(got.fallback).toBe(Math.min(run.config.max_position_embeddings, 4096));
+});
+
+test("without shared memory (a page not cross-origin isolated) the packed module runs on a plain one", () => {
+  const memory = new WebAssembly.Memory({ initial: 2, maximum: 16 });
+  const ex = instantiatePacked(memory), heap = new Float32Array(memory.buffer);
+  const [M, N, K] = [1, 12, 8], rng = createRng(3);
+  const w = Float32Array.from({ length: N * K }, () => rng.next() - 0.5);
+  const x = Float32Array.from({ length: K }, () => rng.next() - 0.5);
+  heap.set(w, 4096), heap.set(x, 0);
+  ex.pack_b(4096 * 4, K, 1, N, K, 8192 * 4);
+  productShare(ex)(Int32Array.from([M, N, K, 0, 8192 * 4, 1024 * 4, 0, 16384 * 4, 0]), 0, 1);
+  const want = new Float32Array(N);
+  wasmKernels!.matmul(want, x, w, M, K, N);
+  expect(heap.subarray(1024, 1024 + N)).toEqual(want);
 });

@@ -5,8 +5,8 @@
  * alternative (npm `wabt`) is a 1.4 MB Emscripten build for the same job.
  *
  * Instructions are plain byte arrays; `op` holds the encoders. A function is its signature, its extra
- * locals and its body. Every module exports one memory named `memory`: its own, or a shared one it
- * imports as `env.memory` (`ModuleSpec.sharedMemory`), the only thing a module may import.
+ * locals and its body. Every module exports one memory named `memory`: its own, or one it imports as
+ * `env.memory` (`ModuleSpec.importedMemory`), the only thing a module may import.
  *
  * Opcodes follow the WebAssembly 2.0 core spec (binary format, section 5.4) and its fixed-width SIMD
  * proposal (prefix 0xfd). Only deterministic instructions are offered; the one relaxed-SIMD opcode,
@@ -221,10 +221,10 @@ export interface ModuleSpec {
   pages: number;
   functions: Record<string, Func>;
   /**
-   * Import the memory (as `env.memory`) instead of defining it: a shared memory of `pages` to
-   * `maximum` pages, so several instances (one per worker thread) can run on the same bytes.
+   * Import the memory (as `env.memory`) instead of defining it: `pages` to `maximum` pages, shared
+   * (so several instances, one per worker thread, can run on the same bytes) or not.
    */
-  sharedMemory?: { maximum: number };
+  importedMemory?: { maximum: number; shared: boolean };
 }
 
 /** Assembles a module's binary bytes: one type per function, one exported memory, every function exported. */
@@ -232,9 +232,11 @@ export function assemble(spec: ModuleSpec): Uint8Array<ArrayBuffer> {
   const names = Object.keys(spec.functions), funcs = names.map((n) => spec.functions[n]);
   const types = funcs.map((f) => [0x60, ...vec(f.params.map((t) => [t])), ...vec(f.results.map((t) => [t]))]);
   const functionSec = vec(funcs.map((_, i) => uleb(i)));
-  const shared = spec.sharedMemory;
-  // Limits: flag 0 (min only) for a module's own memory; flag 3 (min, max, shared) for an imported one.
-  const limits = shared ? [0x03, ...uleb(spec.pages), ...uleb(shared.maximum)] : [0x00, ...uleb(spec.pages)];
+  const imported = spec.importedMemory;
+  // Limits: flag 0 (min only) for a module's own memory; 1 (min, max) or 3 (min, max, shared) imported.
+  const limits = imported
+    ? [imported.shared ? 0x03 : 0x01, ...uleb(spec.pages), ...uleb(imported.maximum)]
+    : [0x00, ...uleb(spec.pages)];
   const importSec = vec([[...name("env"), ...name("memory"), 0x02, ...limits]]);
   const memorySec = vec([limits]);
   const exportSec = vec([
@@ -262,9 +264,9 @@ export function assemble(spec: ModuleSpec): Uint8Array<ArrayBuffer> {
     0x00,
     0x00,
     ...section(1, vec(types)),
-    ...(shared ? section(2, importSec) : []),
+    ...(imported ? section(2, importSec) : []),
     ...section(3, functionSec),
-    ...(shared ? [] : section(5, memorySec)),
+    ...(imported ? [] : section(5, memorySec)),
     ...section(7, exportSec),
     ...section(10, codeSec),
   ]);

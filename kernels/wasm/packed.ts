@@ -90,10 +90,10 @@ const A_CHUNK = 65536;
 const PACK_CHUNK = 1 << 18;
 
 /** The module every thread instantiates on the shared memory. */
-export function packedModuleBytes(pages = 1): Uint8Array<ArrayBuffer> {
+export function packedModuleBytes(shared = true, pages = 1): Uint8Array<ArrayBuffer> {
   return assemble({
     pages,
-    sharedMemory: { maximum: MAX_PAGES },
+    importedMemory: { maximum: MAX_PAGES, shared },
     functions: {
       pack_a: packA(),
       pack_b: packB(),
@@ -145,16 +145,26 @@ export function productShare(ex: Exports): PoolHandler {
 
 /** An instance of the module on `memory` (what each worker does in kernels/wasm/packed-task.ts). */
 export function instantiatePacked(memory: WebAssembly.Memory): Exports {
-  const module = new WebAssembly.Module(packedModuleBytes());
+  const module = new WebAssembly.Module(packedModuleBytes(memory.buffer instanceof SharedArrayBuffer));
   return new WebAssembly.Instance(module, { env: { memory } }).exports as unknown as Exports;
 }
 
-/** A store with its own shared memory and a pool of `threads` (see the module doc). */
+/**
+ * A store with its own shared memory and a pool of `threads` (see the module doc). Where shared memory
+ * is not allowed (a page that is not cross-origin isolated), a plain memory and one thread.
+ */
 export function createPackedStore(options: PackedStoreOptions = {}): PackedStore {
-  const memory = new WebAssembly.Memory({ initial: 1, maximum: MAX_PAGES, shared: true });
+  let memory: WebAssembly.Memory, threads = options.threads ?? 1;
+  try {
+    memory = new WebAssembly.Memory({ initial: 1, maximum: MAX_PAGES, shared: true });
+    if (!(memory.buffer instanceof SharedArrayBuffer)) throw new TypeError("not shared");
+  } catch {
+    memory = new WebAssembly.Memory({ initial: 1, maximum: MAX_PAGES });
+    threads = 1;
+  }
   const ex = instantiatePacked(memory);
   const pool: Pool = createPool(
-    options.threads ?? 1,
+    threads,
     new URL("./packed-task.ts", import.meta.url),
     { memory },
     productShare(ex),
