@@ -9,8 +9,8 @@
  *
  * A worker runs `setup(init, index)` from the `task` module once, and the handler it returns on every
  * job. Waiting is a short spin, then `Atomics.wait`, on both sides (Deno and Bun both allow
- * `Atomics.wait` on the main thread). The workers are unref'd, so an idle pool never keeps a process
- * alive; `close` ends them. Nothing here knows what a job computes: the float engine (kernels/wasm/
+ * `Atomics.wait` on the main thread). On the main thread the workers are unref'd, so an idle pool
+ * never keeps a process alive; `close` ends them. Nothing here knows what a job computes: the float engine (kernels/wasm/
  * packed.ts) splits matrix products with it, and any other engine may run its own task module on it.
  *
  * @example
@@ -70,29 +70,33 @@ export function createPool(threads: number, task: URL, init: unknown, local: Poo
   const workers: { terminate(): unknown }[] = [];
   let closed = false;
   // node:worker_threads is imported only for a pool with workers, so one thread needs nothing of Node.
-  const ready = n === 1 ? Promise.resolve() : import("node:worker_threads").then(({ Worker }) => {
-    const started: Promise<void>[] = [];
-    for (let index = 1; index < n && !closed; index++) {
-      const w = new Worker(new URL("./pool-worker.ts", import.meta.url), {
-        workerData: { task: task.href, init, control: ctl.buffer, index, threads: n },
+  const ready = n === 1
+    ? Promise.resolve()
+    : import("node:worker_threads").then(({ isMainThread, Worker }) => {
+      const started: Promise<void>[] = [];
+      for (let index = 1; index < n && !closed; index++) {
+        const w = new Worker(new URL("./pool-worker.ts", import.meta.url), {
+          workerData: { task: task.href, init, control: ctl.buffer, index, threads: n },
+        });
+        started.push(
+          new Promise<void>((resolve, reject) => {
+            w.once("message", () => resolve());
+            w.once("error", reject);
+            w.once(
+              "exit",
+              (code) => reject(new Error(`pool worker ${index} exited (code ${code}) before it was ready`)),
+            );
+          }),
+        );
+        // Unref'd so an idle pool never keeps a process alive; not inside a worker (a chat slot), where
+        // Bun 1.4 then never runs the nested worker, and where the parent's end ends them anyway.
+        if (isMainThread) w.unref();
+        workers.push(w);
+      }
+      return Promise.all(started).then(() => {
+        if (closed) throw new Error("pool: closed before its workers were up");
       });
-      started.push(
-        new Promise<void>((resolve, reject) => {
-          w.once("message", () => resolve());
-          w.once("error", reject);
-          w.once(
-            "exit",
-            (code) => reject(new Error(`pool worker ${index} exited (code ${code}) before it was ready`)),
-          );
-        }),
-      );
-      w.unref();
-      workers.push(w);
-    }
-    return Promise.all(started).then(() => {
-      if (closed) throw new Error("pool: closed before its workers were up");
     });
-  });
   ready.catch(() => {}); // a caller that never awaits it still learns of a failure from `run`
   return {
     threads: n,

@@ -6,6 +6,8 @@
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CHECKPOINT } from "./helpers/lut4-fixture.ts";
 import { createFloatEngine, defaultContext, floatEngineMemory } from "../engines/float.ts";
@@ -215,4 +217,32 @@ test("without shared memory (a page not cross-origin isolated) the packed module
   const want = new Float32Array(N);
   wasmKernels!.matmul(want, x, w, M, K, N);
   expect(heap.subarray(1024, 1024 + N)).toEqual(want);
+});
+
+test("inside a worker (a chat slot), a frozen engine's own workers run: the same bits", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "ferry-float-threads-"));
+  try {
+    const file = join(dir, "slot.ts");
+    writeFileSync(
+      file,
+      `import { readCheckpoint } from "${ROOT}/formats/checkpoint.ts";
+import { createFloatEngine } from "${ROOT}/engines/float.ts";
+const run = await readCheckpoint(${JSON.stringify(CHECKPOINT)}, { sections: ["model"] });
+const s = createFloatEngine(run.config, run.model, "m", { frozen: true, threads: 2 }).start();
+const logits = await s.feed(${JSON.stringify(PROMPT)});
+self.postMessage(Array.from(logits));
+`,
+    );
+    const w = new Worker(file, { type: "module" });
+    const got = await new Promise<number[]>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error("the slot's engine never answered")), 20_000);
+      w.onmessage = (m) => (clearTimeout(timer), resolve(m.data));
+      w.onerror = (e) => (clearTimeout(timer), reject(e));
+    });
+    w.terminate();
+    const want = await createFloatEngine(run.config, run.model!, "m").start().feed(PROMPT);
+    expect(Float32Array.from(got)).toEqual(want);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -25,6 +25,7 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import process from "node:process";
 import { loadEngine } from "../../engines/mod.ts";
+import { readCheckpoint } from "../../formats/checkpoint.ts";
 import { writeDmexp } from "../../formats/dmexp.ts";
 import { formatOf } from "../../formats/mod.ts";
 import { cli, EXIT_USAGE, fail, run } from "../cli.ts";
@@ -47,6 +48,7 @@ Options:
   --reps N        repetitions (the median is reported)       [3]
   --f32           f32-valued weights (kept as f32, not bf16)
   --against DIR   also time DIR's engines/float.ts (another checkout) on the same tensors
+  --checkpoint P  time this checkpoint's model (e.g. model/default/ferry.ckpt) instead of the body
   --load          time reading a bf16 dmexp of the model against loading it on the engine
   --json          machine-readable output
   -h, --help      this text
@@ -171,6 +173,7 @@ run(async () => {
     f32: { type: "boolean" },
     against: { type: "string" },
     load: { type: "boolean" },
+    checkpoint: { type: "string" },
     child: { type: "string", choices: ["read", "load"] },
     json: { type: "boolean" },
   });
@@ -185,11 +188,17 @@ run(async () => {
   const reps = int("reps", values.reps, 3), cfg = bodyConfig(int("layers", values.layers, 28), context);
   if (values.child) return await child(values.child, positionals[0], threads);
   if (values.load) return await loadBench(cfg, reps, threads, values.json === true);
-  const tensors = randomTensors(cfg, 7, values.f32 === true);
+  const ck = values.checkpoint ? await readCheckpoint(values.checkpoint, { sections: ["model"] }) : undefined;
+  if (ck) Object.assign(cfg, ck.config);
+  const tensors = ck ? ck.model! : randomTensors(cfg, 7, values.f32 === true);
   const bytes = tensors.reduce((a, t) => a + t.data.byteLength, 0);
   const engines: Record<string, Engine> = {};
   const t0 = performance.now();
-  engines.float = createFloatEngine(cfg, tensors, "bench", { frozen: true, threads, context });
+  engines.float = createFloatEngine(cfg, tensors, "bench", {
+    frozen: true,
+    threads,
+    context: Math.min(context, cfg.max_position_embeddings),
+  });
   const loadMs = performance.now() - t0;
   if (values.against) {
     const other = await import(resolve(values.against, "engines/float.ts")) as {
