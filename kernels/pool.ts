@@ -9,8 +9,8 @@
  *
  * A worker runs `setup(init, index)` from the `task` module once, and the handler it returns on every
  * job. Waiting is a short spin, then `Atomics.wait`, on both sides (Deno and Bun both allow
- * `Atomics.wait` on the main thread). On the main thread the workers are unref'd, so an idle pool
- * never keeps a process alive; `close` ends them. Nothing here knows what a job computes: the float engine (kernels/wasm/
+ * `Atomics.wait` on the main thread). On the main thread the workers are unref'd once they are up, so
+ * an idle pool never keeps a process alive; `close` ends them. Nothing here knows what a job computes: the float engine (kernels/wasm/
  * packed.ts) splits matrix products with it, and any other engine may run its own task module on it.
  *
  * @example
@@ -80,7 +80,13 @@ export function createPool(threads: number, task: URL, init: unknown, local: Poo
         });
         started.push(
           new Promise<void>((resolve, reject) => {
-            w.once("message", () => resolve());
+            w.once("message", () => {
+              // Unref'd once up, so an idle pool never keeps a process alive (before, the wait for
+              // this message must: Deno ends a process whose only handles are unref'd). Not inside a
+              // worker (a chat slot): Bun 1.4 then stalls the nested one, and the parent's end ends it.
+              if (isMainThread) w.unref();
+              resolve();
+            });
             w.once("error", reject);
             w.once(
               "exit",
@@ -88,9 +94,6 @@ export function createPool(threads: number, task: URL, init: unknown, local: Poo
             );
           }),
         );
-        // Unref'd so an idle pool never keeps a process alive; not inside a worker (a chat slot), where
-        // Bun 1.4 then never runs the nested worker, and where the parent's end ends them anyway.
-        if (isMainThread) w.unref();
         workers.push(w);
       }
       return Promise.all(started).then(() => {

@@ -160,19 +160,32 @@ test("under Deno, the workers give Bun's bits", async () => {
 import { createHash } from "node:crypto";
 import { readCheckpoint } from "${ROOT}/formats/checkpoint.ts";
 import { createFloatEngine } from "${ROOT}/engines/float.ts";
-const run = await readCheckpoint(${JSON.stringify(CHECKPOINT)}, { sections: ["model"] });
-const s = createFloatEngine(run.config, run.model, "m", { frozen: true, threads: 2 }).start();
-const h = createHash("sha256");
-h.update(new Uint8Array((await s.feed(${JSON.stringify(PROMPT)}, "all")).buffer));
-const tokens = [];
-for (let i = 0; i < 24; i++) { tokens.push(s.pick()); h.update(new Uint8Array((await s.feed([tokens[i]])).buffer)); }
-console.log(JSON.stringify({ digest: h.digest("hex"), tokens }));
+async function main() {
+  const run = await readCheckpoint(${JSON.stringify(CHECKPOINT)}, { sections: ["model"] });
+  const s = createFloatEngine(run.config, run.model, "m", { frozen: true, threads: 2 }).start();
+  const h = createHash("sha256");
+  h.update(new Uint8Array((await s.feed(${JSON.stringify(PROMPT)}, "all")).buffer));
+  const tokens = [];
+  for (let i = 0; i < 24; i++) { tokens.push(s.pick()); h.update(new Uint8Array((await s.feed([tokens[i]])).buffer)); }
+  console.log(JSON.stringify({ digest: h.digest("hex"), tokens }));
+}
+main();
 `;
-  const r = spawnSync("deno", ["eval", "--ext=ts", code], { encoding: "utf8", cwd: ROOT });
-  if (r.status !== 0) throw new Error(`deno failed: ${r.stderr}`);
-  expect(JSON.parse(r.stdout.trim().split("\n").at(-1)!)).toEqual(
-    await trace(createFloatEngine(run.config, run.model!, "m")),
-  );
+  // `deno run` of a file whose main is a promise, not a top-level await, as the CLIs run: Deno ends
+  // a process whose only handles are unref'd, so the pool must hold its workers until they are up.
+  const dir = mkdtempSync(join(tmpdir(), "ferry-float-threads-"));
+  try {
+    writeFileSync(join(dir, "run.ts"), code);
+    const args = ["run", "-A", "--config", join(ROOT, "deno.json"), join(dir, "run.ts")];
+    const r = spawnSync("deno", args, { encoding: "utf8", cwd: ROOT });
+    if (r.status !== 0) throw new Error(`deno failed: ${r.stderr}`);
+    expect(r.stdout.trim()).not.toBe("");
+    expect(JSON.parse(r.stdout.trim().split("\n").at(-1)!)).toEqual(
+      await trace(createFloatEngine(run.config, run.model!, "m")),
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test("the WebGPU engine allocates its KV cache for the context asked for, and refuses past it (Deno)", () => {
