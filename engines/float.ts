@@ -1,7 +1,9 @@
 /**
  * The float CPU engine: the reference Qwen3 model (model/qwen3.ts) in f32 behind the `Engine`
  * interface. It is built from a config and named tensors, whatever file they came from; reading files
- * is the loader's job (engines/mod.ts), so this module knows no format.
+ * is the loader's job (engines/mod.ts), so this module knows no format. Frozen (as the loader builds
+ * it), its matrices live once in kernels/wasm/packed.ts's layout, bf16 when exact, and its products
+ * run on `threads` threads with the same bits on any number; sessions hold `context` positions.
  *
  * @example
  * ```ts
