@@ -228,7 +228,8 @@ function packWeights(model: Model, store: PackedStore, keep: "auto" | "f32") {
   const byName = new Map<string, Held>();
   const weights = mapWeights<Held>(model, (data, name) => {
     const d = dims.get(data)!;
-    const w = d.length === 2 ? store.pack(data, d[0], d[1], keep) : data;
+    // A vector is copied: a reader's tensors may be views of one buffer, which a view would keep.
+    const w = d.length === 2 ? store.pack(data, d[0], d[1], keep) : data.slice();
     byName.set(name, w);
     return w;
   });
