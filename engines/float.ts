@@ -65,6 +65,12 @@ export interface FloatEngineOptions {
    * one (exact: the same bits), else f32; `f32` always f32 (twice the bytes read per token).
    */
   keep?: "auto" | "f32";
+  /**
+   * Matrix bytes from which a product is split between the threads (kernels/wasm/packed.ts
+   * `SPLIT_BYTES`, 1 MiB; smaller ones run on one thread, where waking workers would cost more than
+   * they save). Tests pass 0 to split every product; the bits are the same either way.
+   */
+  splitBytes?: number;
 }
 
 /** The positions a session holds unless `context` says otherwise: min(max_position_embeddings, 4096). */
@@ -175,7 +181,10 @@ type Held = Float32Array | PackedMatrix;
 /** The frozen engine: the model's matrices packed once, then the model's f32 arrays let go. */
 function packedEngine(model: Model, source: string, options: FloatEngineOptions): Engine {
   const config = model.config, context = contextOf(config, options.context);
-  const store = createPackedStore({ threads: options.threads ?? defaultThreads() });
+  const store = createPackedStore({
+    threads: options.threads ?? defaultThreads(),
+    splitBytes: options.splitBytes,
+  });
   const { weights, byName } = packWeights(model, store, options.keep === "f32" ? "f32" : "auto");
   const shapes = model.tensors.map((t) => ({ name: t.name, dims: t.dims }));
   const kernels = model.kernels, rope = ropeTables(context, config.head_dim, config.rope_theta);

@@ -66,7 +66,7 @@ export function awaitChange(ctl: Int32Array, at: number, value: number): number 
  */
 export function createPool(threads: number, task: URL, init: unknown, local: PoolHandler): Pool {
   const n = Math.max(1, Math.floor(threads));
-  const ctl = new Int32Array(new SharedArrayBuffer((ARGS + POOL_ARGS) * 4));
+  const ctl = new Int32Array(new SharedArrayBuffer((ARGS + POOL_ARGS) * 4)), argv = ctl.subarray(ARGS);
   const workers: { terminate(): unknown }[] = [];
   let closed = false;
   // node:worker_threads is imported only for a pool with workers, so one thread needs nothing of Node.
@@ -109,14 +109,13 @@ export function createPool(threads: number, task: URL, init: unknown, local: Poo
       if (args.length > POOL_ARGS) {
         throw new RangeError(`pool: ${args.length} arguments, at most ${POOL_ARGS}`);
       }
-      const a = ctl.subarray(ARGS, ARGS + args.length);
-      for (let i = 0; i < args.length; i++) a[i] = args[i];
+      for (let i = 0; i < args.length; i++) argv[i] = args[i];
       if (n > 1) {
         Atomics.store(ctl, DONE, 0);
         Atomics.add(ctl, SEQ, 1);
         Atomics.notify(ctl, SEQ);
       }
-      local(a, 0, n);
+      local(argv, 0, n);
       for (let done = n > 1 ? Atomics.load(ctl, DONE) : 0; done < n - 1;) done = awaitChange(ctl, DONE, done);
       if (Atomics.load(ctl, FAILED) !== 0) throw new Error("pool: a worker's share of the job failed");
     },

@@ -78,7 +78,8 @@ for (
     const tensors = make();
     const want = await trace(createFloatEngine(cfg, tensors, "plain"));
     for (const threads of [1, 2, 3]) {
-      const engine = createFloatEngine(cfg, tensors, "frozen", { frozen: true, threads });
+      // splitBytes 0: every product split, however small (by default small ones run on one thread)
+      const engine = createFloatEngine(cfg, tensors, "frozen", { frozen: true, threads, splitBytes: 0 });
       expect(floatEngineMemory(engine)!.threads).toBe(threads);
       expect(await trace(engine)).toEqual(want);
     }
@@ -123,7 +124,7 @@ test("the engine keeps no reference to the tensors it packed: they are collected
 });
 
 test("a frozen engine's session restores on an unfrozen one: the digest hashes the unpacked weights", async () => {
-  const frozen = createFloatEngine(run.config, run.model!, "m", { frozen: true, threads: 2 });
+  const frozen = createFloatEngine(run.config, run.model!, "m", { frozen: true, threads: 2, splitBytes: 0 });
   const s = frozen.start();
   await s.feed(PROMPT);
   const restored = createFloatEngine(run.config, run.model!, "m").restore!(s.save(), "s");
@@ -162,7 +163,7 @@ import { readCheckpoint } from "${ROOT}/formats/checkpoint.ts";
 import { createFloatEngine } from "${ROOT}/engines/float.ts";
 async function main() {
   const run = await readCheckpoint(${JSON.stringify(CHECKPOINT)}, { sections: ["model"] });
-  const s = createFloatEngine(run.config, run.model, "m", { frozen: true, threads: 2 }).start();
+  const s = createFloatEngine(run.config, run.model, "m", { frozen: true, threads: 2, splitBytes: 0 }).start();
   const h = createHash("sha256");
   h.update(new Uint8Array((await s.feed(${JSON.stringify(PROMPT)}, "all")).buffer));
   const tokens = [];
@@ -241,7 +242,7 @@ test("inside a worker (a chat slot), a frozen engine's own workers run: the same
       `import { readCheckpoint } from "${ROOT}/formats/checkpoint.ts";
 import { createFloatEngine } from "${ROOT}/engines/float.ts";
 const run = await readCheckpoint(${JSON.stringify(CHECKPOINT)}, { sections: ["model"] });
-const s = createFloatEngine(run.config, run.model, "m", { frozen: true, threads: 2 }).start();
+const s = createFloatEngine(run.config, run.model, "m", { frozen: true, threads: 2, splitBytes: 0 }).start();
 const logits = await s.feed(${JSON.stringify(PROMPT)});
 self.postMessage(Array.from(logits));
 `,

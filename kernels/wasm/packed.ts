@@ -70,14 +70,42 @@ export interface PackedStore {
 export interface PackedStoreOptions {
   /** Threads products run on, the caller's included (default 1). */
   threads?: number;
+  /**
+   * A product is split between the threads only if its matrix holds at least this many bytes or it
+   * has at least `SPLIT_MACS` multiply-adds (default `SPLIT_BYTES`): below that, waking the workers
+   * costs more than they save, so it runs on the caller's thread alone. The bits are the same either
+   * way; tests pass 0 to split every product.
+   */
+  splitBytes?: number;
 }
+
+/** Matrix bytes from which a product is split between threads (1 MiB: about 100 µs of reading). */
+export const SPLIT_BYTES = 1 << 20;
+/** Multiply-adds from which a product is split whatever its matrix's size (a prefill's). */
+export const SPLIT_MACS = 1 << 21;
+
+/** gemm(pa, pb, M, N, K, c, ldc, accumulate, tmp): see kernels/wasm/gen.ts. */
+type Gemm = (
+  pa: number,
+  pb: number,
+  M: number,
+  N: number,
+  K: number,
+  c: number,
+  ldc: number,
+  acc: number,
+  tmp: number,
+) => void;
 
 interface Exports {
   pack_a(src: number, is: number, ks: number, rows: number, K: number, dst: number): void;
   pack_b(src: number, cs: number, ks: number, N: number, K: number, dst: number): void;
   pack_a1(src: number, is: number, ks: number, rows: number, K: number, dst: number): void;
   pack_bf16(src: number, K: number, panels: number, dst: number): number;
-  [gemm: string]: (...args: number[]) => number | void;
+  gemm: Gemm;
+  gemm_bf16: Gemm;
+  gemm1: Gemm;
+  gemm1_bf16: Gemm;
 }
 
 const PAGE = 65536;
@@ -120,6 +148,7 @@ export const shareScratchBytes = (M: number, K: number): number =>
  * share's own).
  */
 export function productShare(ex: Exports): PoolHandler {
+  const { pack_a, pack_a1, gemm, gemm_bf16, gemm1, gemm1_bf16 } = ex;
   return (args, share, shares) => {
     const M = args[0], N = args[1], K = args[2], a = args[3] >>> 0, pb = args[4] >>> 0, c = args[5] >>> 0;
     const bf16 = args[6] !== 0, scratch = (args[7] >>> 0) + share * (args[8] >>> 0);
@@ -130,14 +159,14 @@ export function productShare(ex: Exports): PoolHandler {
     const b = pb + p0 * NR * K * (bf16 ? 2 : 4), out = c + n0 * 4;
     if (M === 1) {
       // One row, a 1 x NR tile: the same sum per output as a row of an MR-row tile.
-      ex.pack_a1(a, K, 1, 1, K, scratch);
-      ex[bf16 ? "gemm1_bf16" : "gemm1"](scratch, b, 1, n, K, out, N, 0, scratch + 16 * K);
+      pack_a1(a, K, 1, 1, K, scratch);
+      (bf16 ? gemm1_bf16 : gemm1)(scratch, b, 1, n, K, out, N, 0, scratch + 16 * K);
       return;
     }
-    const rows = chunkRows(M, K), tmp = scratch + rows * 16 * K, run = ex[bf16 ? "gemm_bf16" : "gemm"];
+    const rows = chunkRows(M, K), tmp = scratch + rows * 16 * K, run = bf16 ? gemm_bf16 : gemm;
     for (let m0 = 0; m0 < M; m0 += rows) {
       const m = Math.min(rows, M - m0);
-      ex.pack_a(a + m0 * K * 4, K, 1, m, K, scratch);
+      pack_a(a + m0 * K * 4, K, 1, m, K, scratch);
       run(scratch, b, m, n, K, out + m0 * N * 4, N, 0, tmp);
     }
   };
@@ -163,23 +192,27 @@ export function createPackedStore(options: PackedStoreOptions = {}): PackedStore
     threads = 1;
   }
   const ex = instantiatePacked(memory);
+  const share = productShare(ex), args = new Int32Array(9);
   const pool: Pool = createPool(
     threads,
     new URL("./packed-task.ts", import.meta.url),
     { memory },
-    productShare(ex),
+    share,
   );
-  let weightsEnd = 0, heapF32 = new Float32Array(memory.buffer);
-  // Makes the memory at least `bytes` long; returns the f32 view (fresh after any growth).
+  let weightsEnd = 0, heapF32 = new Float32Array(memory.buffer), have = memory.buffer.byteLength;
+  // Makes the memory at least `bytes` long; returns the f32 view (fresh after any growth). Only this
+  // thread grows the memory, so its length is tracked here rather than asked for on every call.
   const ensure = (bytes: number): Float32Array => {
-    const have = memory.buffer.byteLength;
+    if (bytes <= have) return heapF32;
     if (bytes > MAX_PAGES * PAGE) {
       throw new RangeError(`packed weights: ${bytes} bytes exceed wasm32's 4 GiB`);
     }
-    if (bytes > have) memory.grow(Math.ceil((bytes - have) / PAGE));
-    if (heapF32.length * 4 !== memory.buffer.byteLength) heapF32 = new Float32Array(memory.buffer);
+    memory.grow(Math.ceil((bytes - have) / PAGE));
+    heapF32 = new Float32Array(memory.buffer);
+    have = heapF32.byteLength;
     return heapF32;
   };
+  const splitBytes = options.splitBytes ?? SPLIT_BYTES;
 
   // Packs w at `at` as pack_b would (panels of NR rows, k-major, padded with zeros), straight from
   // the caller's array: row by row, each row's values written NR apart into its panel. As bf16, the
@@ -248,9 +281,13 @@ export function createPackedStore(options: PackedStoreOptions = {}): PackedStore
       if (M === 0 || N === 0) return;
       const a = weightsEnd, c = roundUp(a + M * K * 4, 16), scratch = roundUp(c + M * N * 4, 16);
       const stride = shareScratchBytes(M, K);
-      const heap = ensure(scratch + stride * pool.threads);
+      const split = pool.threads > 1 && (w.bytes >= splitBytes || M * N * K >= SPLIT_MACS);
+      const heap = ensure(scratch + stride * (split ? pool.threads : 1));
       heap.set(x.length === M * K ? x : x.subarray(0, M * K), a / 4);
-      pool.run([M, N, K, a, w.at, c, w.dtype === "bf16" ? 1 : 0, scratch, stride]);
+      args[0] = M, args[1] = N, args[2] = K, args[3] = a, args[4] = w.at, args[5] = c;
+      args[6] = w.dtype === "bf16" ? 1 : 0, args[7] = scratch, args[8] = stride;
+      if (split) pool.run(args);
+      else share(args, 0, 1);
       out.set(heap.subarray(c / 4, c / 4 + M * N));
     },
     row(w, n, out, at = 0) {
