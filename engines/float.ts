@@ -1,7 +1,9 @@
 /**
  * The float CPU engine: the reference Qwen3 model (model/qwen3.ts) in f32 behind the `Engine`
  * interface. It is built from a config and named tensors, whatever file they came from; reading files
- * is the loader's job (engines/mod.ts), so this module knows no format.
+ * is the loader's job (engines/mod.ts), so this module knows no format. Frozen (as the loader builds
+ * it), its matrices live once in kernels/wasm/packed.ts's layout, bf16 when exact, and its products
+ * run on `threads` threads with the same bits on any number; sessions hold `context` positions.
  *
  * @example
  * ```ts
@@ -12,10 +14,21 @@
  * ```
  * @module
  */
-import type { Kernels } from "../kernels/kernels.ts";
+import { type Kernels, rmsnorm, ropeHead, ropeTables } from "../kernels/kernels.ts";
+import { createPackedStore, type PackedMatrix, type PackedStore } from "../kernels/wasm/packed.ts";
 import type { ModelConfig } from "../model/config.ts";
 import type { Engine, EngineSession, LogitsWanted, SamplingOptions, TokenLogprobs } from "../model/engine.ts";
-import { buildModel, createCache, forward, type KVCache, type Model } from "../model/qwen3.ts";
+import {
+  type Activations,
+  buildModel,
+  forward,
+  type KVCache,
+  mapWeights,
+  type Model,
+  type Qwen3Kernels,
+  walkForward,
+  type Weights,
+} from "../model/qwen3.ts";
 import { createRng, type Rng } from "../model/random.ts";
 import { floatLogprobs, neverSampled, pickToken, type SpecialIds } from "../model/sample.ts";
 import { byteTokenizer } from "../model/tokenizer.ts";
@@ -32,18 +45,84 @@ import {
 export interface FloatEngineOptions {
   /**
    * The caller will never write the tensors again (they were read from a file for this engine alone),
-   * so the kernels may keep prepared copies of them: see kernels/types.ts `Kernels.freeze`.
+   * so the engine keeps its own packed copy of each weight matrix, once, and no reference to the
+   * tensors (see `createFloatEngine`). Only on the WebAssembly kernels; the reference set runs in place.
    */
   frozen?: boolean;
-  /** The kernel set (kernels/kernels.ts `kernelSet`; default the WebAssembly SIMD set where there is one). */
-  kernels?: Kernels;
   /** The tokenizer's special ids, which the sampler never picks (model/sample.ts `neverSampled`). */
   specials?: SpecialIds;
+  /** The kernel set (kernels/kernels.ts `kernelSet`; default the WebAssembly SIMD set where there is one). */
+  kernels?: Kernels;
+  /**
+   * Threads a frozen engine's matrix products run on, this one included (default: the machine's
+   * cores, `defaultThreads()`). The logits are the same bits on any number.
+   */
+  threads?: number;
+  /**
+   * Positions each session's KV cache holds (default `defaultContext(config)`); feeding past it is
+   * refused. At most max_position_embeddings.
+   */
+  context?: number;
+  /**
+   * How a frozen engine keeps its matrices: `auto` (default) keeps each as bf16 when every value is
+   * one (exact: the same bits), else f32; `f32` always f32 (twice the bytes read per token).
+   */
+  keep?: "auto" | "f32";
+  /**
+   * Matrix bytes from which a product is split between the threads (kernels/wasm/packed.ts
+   * `SPLIT_BYTES`, 1 MiB; smaller ones run on one thread, where waking workers would cost more than
+   * they save). Tests pass 0 to split every product; the bits are the same either way.
+   */
+  splitBytes?: number;
+}
+
+/** The positions a session holds unless `context` says otherwise: min(max_position_embeddings, 4096). */
+export const DEFAULT_CONTEXT = 4096;
+
+/** min(max_position_embeddings, `DEFAULT_CONTEXT`). */
+export function defaultContext(config: ModelConfig): number {
+  return Math.min(config.max_position_embeddings, DEFAULT_CONTEXT);
+}
+
+/** The machine's cores (`navigator.hardwareConcurrency`), at least 1: the default `threads`. */
+export function defaultThreads(): number {
+  const n = (globalThis as { navigator?: { hardwareConcurrency?: number } }).navigator?.hardwareConcurrency;
+  return Math.max(1, Math.floor(n ?? 1));
+}
+
+/** What a frozen float engine keeps: its packed matrices (by dtype) and its plain f32 vectors. */
+export interface FloatEngineMemory {
+  /** Threads its products run on. */
+  threads: number;
+  /** Positions a session's KV cache holds. */
+  context: number;
+  /** Bytes of packed weight matrices, the one copy the products stream (padding included). */
+  packedBytes: number;
+  /** Matrices kept as bf16 and as f32 (a tied embedding/lm_head counts once). */
+  bf16Matrices: number;
+  f32Matrices: number;
+  /** Bytes of the f32 norm vectors, kept plain. */
+  vectorBytes: number;
+  /**
+   * Bytes of a full session's KV cache (keys and values of every layer for `context` positions); a
+   * session's arrays grow to it as positions fill, doubling from 64 positions.
+   */
+  cacheBytes: number;
+}
+
+const memories = new WeakMap<Engine, FloatEngineMemory>();
+
+/** What a frozen float engine (`createFloatEngine` with `frozen`) keeps; undefined for any other engine. */
+export function floatEngineMemory(engine: Engine): FloatEngineMemory | undefined {
+  return memories.get(engine);
 }
 
 /**
  * A float engine over `tensors`, which must be exactly the ones `config` implies (checked; the
- * refusal names `source`). The tensors are used in place, not copied.
+ * refusal names `source`). Unfrozen, the tensors are used in place, not copied. Frozen (on the
+ * WebAssembly kernels), each weight matrix is packed once into a shared WebAssembly memory in the
+ * layout its product streams (bf16 when exact, see kernels/wasm/packed.ts) and the engine keeps no
+ * reference to the tensors, so the caller's f32 copy can be collected: one copy of the weights.
  */
 export function createFloatEngine(
   config: ModelConfig,
@@ -52,8 +131,22 @@ export function createFloatEngine(
   options: FloatEngineOptions = {},
 ): Engine {
   const model = buildModel(config, tensors, source, options.kernels);
-  if (options.frozen) { for (const t of tensors) model.kernels.freeze(t.data); }
-  return floatEngineOf(model, source, options.specials);
+  if (options.frozen && model.kernels.name === "wasm") return packedEngine(model, source, options);
+  return floatEngineOf(model, source, options);
+}
+
+/**
+ * What an engine's sessions run on: a forward pass over a cache, the tensors its session digest hashes
+ * (called once, on the first save or restore), and a promise the first feed waits for.
+ */
+interface Runner {
+  config: ModelConfig;
+  context: number;
+  /** The tokenizer's special ids (absent: a byte model's, or none). */
+  specials?: SpecialIds;
+  forward(cache: KVCache, tokens: readonly number[], head: "all" | "last"): Float32Array;
+  tensors(): readonly Tensor[];
+  ready?: Promise<void>;
 }
 
 /**
@@ -61,27 +154,240 @@ export function createFloatEngine(
  * (live training weights, a test's random init) generates and is measured through the `Engine` interface.
  * Its sessions save as float sessions (formats/session.md, version 2), bound to the model by
  * `floatModelDigest` of its config and tensors (computed once, on the first save or restore).
+ * `options.context` sizes each session's KV cache (default `defaultContext`).
  */
-export function floatEngineOf(model: Model, source = "model", specials?: SpecialIds): Engine {
-  const never = neverSampled(model.config, specials);
+export function floatEngineOf(
+  model: Model,
+  source = "model",
+  options: Pick<FloatEngineOptions, "context" | "specials"> = {},
+): Engine {
+  return engineOf({
+    config: model.config,
+    context: contextOf(model.config, options.context),
+    specials: options.specials,
+    forward: (cache, tokens) => forward(model, cache, tokens),
+    tensors: () => model.tensors,
+  }, source);
+}
+
+function contextOf(config: ModelConfig, context: number | undefined): number {
+  const max = config.max_position_embeddings;
+  if (context === undefined) return defaultContext(config);
+  if (!Number.isInteger(context) || context < 1 || context > max) {
+    throw new RangeError(
+      `context must be an integer in [1, ${max}] (max_position_embeddings), got ${context}`,
+    );
+  }
+  return context;
+}
+
+/** A weight as the packed engine holds it: a packed matrix, or a plain f32 vector (the norms). */
+type Held = Float32Array | PackedMatrix;
+
+/** The frozen engine: the model's matrices packed once, then the model's f32 arrays let go. */
+function packedEngine(model: Model, source: string, options: FloatEngineOptions): Engine {
+  const config = model.config, context = contextOf(config, options.context);
+  const store = createPackedStore({
+    threads: options.threads ?? defaultThreads(),
+    splitBytes: options.splitBytes,
+  });
+  const { weights, byName } = packWeights(model, store, options.keep === "f32" ? "f32" : "auto");
+  const shapes = model.tensors.map((t) => ({ name: t.name, dims: t.dims }));
+  const kernels = model.kernels, rope = ropeTables(context, config.head_dim, config.rope_theta);
+  const held = [...new Set(byName.values())];
+  const packed = held.filter((w): w is PackedMatrix => !(w instanceof Float32Array));
+  const kvBytes = 2 * config.num_hidden_layers * context * config.num_key_value_heads * config.head_dim * 4;
+  let up = store.threads === 1;
+  const runner: Runner = {
+    config,
+    context,
+    specials: options.specials,
+    ready: store.ready.then(() => void (up = true)),
+    forward: (cache, tokens, head) =>
+      packedForward(config, weights, store, kernels, rope, cache, tokens, head),
+    tensors: () =>
+      shapes.map(({ name, dims }) => {
+        const w = byName.get(name)!;
+        return {
+          name,
+          dims,
+          get data() {
+            return w instanceof Float32Array ? w : store.unpack(w);
+          },
+        };
+      }),
+  };
+  if (up) delete runner.ready;
+  // An engine dropped before its workers were up ends them (see `closeWhenCollected`): nobody waits.
+  else runner.ready!.catch(() => {});
+  const engine = engineOf(runner, source, () => up);
+  memories.set(engine, {
+    threads: store.threads,
+    context,
+    packedBytes: packed.reduce((s, w) => s + w.bytes, 0),
+    bf16Matrices: packed.filter((w) => w.dtype === "bf16").length,
+    f32Matrices: packed.filter((w) => w.dtype === "f32").length,
+    vectorBytes: held.reduce((s, w) => s + (w instanceof Float32Array ? w.byteLength : 0), 0),
+    cacheBytes: kvBytes,
+  });
+  closeWhenCollected.register(runner, store); // the runner: what the engine and every session hold
+  return engine;
+}
+
+/**
+ * Packs the model's matrices into the store (vectors stay as they are) and names every weight held,
+ * for the session digest. A function of its own so that no closure the engine keeps can reach the
+ * model's f32 arrays.
+ */
+function packWeights(model: Model, store: PackedStore, keep: "auto" | "f32") {
+  const dims = new Map(model.tensors.map((t) => [t.data, t.dims]));
+  const byName = new Map<string, Held>();
+  const weights = mapWeights<Held>(model, (data, name) => {
+    const d = dims.get(data)!;
+    // A vector is copied: a reader's tensors may be views of one buffer, which a view would keep.
+    const w = d.length === 2 ? store.pack(data, d[0], d[1], keep) : data.slice();
+    byName.set(name, w);
+    return w;
+  });
+  return { weights, byName };
+}
+
+/**
+ * A dropped engine's workers end with it, once neither it nor any of its sessions can run again (the
+ * workers hold the store's memory, never the engine).
+ */
+const closeWhenCollected = new FinalizationRegistry<PackedStore>((store) => store.close());
+
+/** One forward pass of the packed engine: model/qwen3.ts `walkForward` on the store's products. */
+function packedForward(
+  c: ModelConfig,
+  weights: Weights<Held>,
+  store: PackedStore,
+  kernels: Kernels,
+  rope: ReturnType<typeof ropeTables>,
+  cache: KVCache,
+  tokens: readonly number[],
+  head: "all" | "last",
+): Float32Array {
+  const T = tokens.length, H = c.hidden_size, I = c.intermediate_size, hd = c.head_dim;
+  const nh = c.num_attention_heads, nkv = c.num_key_value_heads, qDim = nh * hd, kvDim = nkv * hd;
+  const plain = (w: Held) => w as Float32Array, matrix = (w: Held) => w as PackedMatrix;
+  const k: Qwen3Kernels<Float32Array, Held> = {
+    embed(x, ids, table, dim) {
+      for (let t = 0; t < ids.length; t++) {
+        if (table instanceof Float32Array) x.set(table.subarray(ids[t] * dim, ids[t] * dim + dim), t * dim);
+        else store.row(table, ids[t], x, t * dim);
+      }
+    },
+    rmsnorm: (out, x, w, rows, dim, eps) => rmsnorm(out, x, plain(w), rows, dim, eps),
+    matmul: (out, x, w, M) => store.matmul(out, x, matrix(w), M),
+    rope(x, T, heads, pos0) {
+      for (let t = 0; t < T; t++) {
+        for (let h = 0; h < heads; h++) ropeHead(x, (t * heads + h) * hd, pos0 + t, rope);
+      }
+    },
+    attention(att, q, kk, v, layer, T, pos0) {
+      const K = cache.keys[layer], Vc = cache.values[layer];
+      K.set(kk.subarray(0, T * kvDim), pos0 * kvDim);
+      Vc.set(v.subarray(0, T * kvDim), pos0 * kvDim);
+      kernels.attendCached(att, q, K, Vc, T, pos0, nh, nkv, hd);
+    },
+    addInto(x, y, n) {
+      for (let i = 0; i < n; i++) x[i] += y[i];
+    },
+    swiglu: (gate, up, n) => kernels.swiglu(gate, gate, up, n),
+    copyRow: (out, x, row, dim) => out.set(x.subarray(row * dim, row * dim + dim)),
+  };
+  const rows = head === "all" ? T : 1;
+  const a: Activations<Float32Array> = {
+    x: new Float32Array(T * H),
+    xn: new Float32Array(T * H),
+    q: new Float32Array(T * qDim),
+    k: new Float32Array(T * kvDim),
+    v: new Float32Array(T * kvDim),
+    att: new Float32Array(T * qDim),
+    proj: new Float32Array(T * H),
+    gate: new Float32Array(T * I),
+    up: new Float32Array(T * I),
+    logits: new Float32Array(rows * c.vocab_size),
+  };
+  walkForward(c, weights, k, a, tokens, cache.length, cache.capacity, head);
+  cache.length += T;
+  return a.logits;
+}
+
+/**
+ * An empty KV cache that may hold `capacity` positions. Its arrays start small and grow as positions
+ * fill (`reserveCache`), so a session costs what it holds, not its whole context: at Qwen3-0.6B's
+ * shape a full 4096-position cache is 0.94 GB.
+ */
+function emptyCache(c: ModelConfig, capacity: number): KVCache {
+  const n = c.num_hidden_layers;
+  return {
+    keys: Array.from({ length: n }, () => new Float32Array(0)),
+    values: Array.from({ length: n }, () => new Float32Array(0)),
+    length: 0,
+    capacity,
+  };
+}
+
+/** Positions a cache's arrays are first allocated for. */
+const CACHE_START = 64;
+
+/**
+ * Makes `cache`'s arrays hold at least `positions` positions (doubling, at most its capacity; past the
+ * capacity the feed's own check refuses), keeping what they hold.
+ */
+function reserveCache(cache: KVCache, positions: number, kvDim: number): void {
+  const have = cache.keys[0]?.length ?? 0;
+  if (have >= Math.min(positions, cache.capacity) * kvDim) return;
+  let rows = Math.max(CACHE_START, have / kvDim);
+  while (rows < positions) rows *= 2;
+  const size = Math.min(rows, cache.capacity) * kvDim;
+  const grow = (a: Float32Array) => {
+    const b = new Float32Array(size);
+    b.set(a.subarray(0, cache.length * kvDim));
+    return b;
+  };
+  cache.keys = cache.keys.map(grow);
+  cache.values = cache.values.map(grow);
+}
+
+/** The `Engine` over a runner; `isUp` says whether the first feed may skip waiting for `ready`. */
+function engineOf(runner: Runner, source: string, isUp: () => boolean = () => true): Engine {
+  const config = runner.config, kvDim = config.num_key_value_heads * config.head_dim;
+  const never = neverSampled(config, runner.specials);
   let shape: SessionShape | undefined;
-  const shapeOf = () => shape ??= floatSessionShape(model.config, model.tensors);
+  const shapeOf = () => shape ??= floatSessionShape(config, runner.tensors());
+  const fresh = (): FloatState => ({
+    cache: emptyCache(config, runner.context),
+    tokens: [],
+    rng: createRng(0),
+    pending: undefined,
+  });
   return {
     kind: "float",
-    config: model.config,
+    config,
     source,
     tokenizer: byteTokenizer, // engines/mod.ts loadEngine sets the model's own
-    start: () => floatSession(model, never, shapeOf, freshState(model)),
+    context: runner.context,
+    start: () => floatSession(runner, never, shapeOf, fresh(), isUp),
     restore(bytes: Uint8Array, where = "session"): EngineSession {
       const d = decodeFloatSession(bytes, shapeOf(), "float", where);
-      const st = freshState(model);
+      if (d.position > runner.context) {
+        throw new RangeError(
+          `${where}: the session holds ${d.position} positions, more than this engine's context of ${runner.context}`,
+        );
+      }
+      const st = fresh();
       st.tokens.push(...d.tokens);
+      reserveCache(st.cache, d.position, kvDim);
       st.cache.length = d.position;
       d.keys.forEach((k, l) => st.cache.keys[l].set(k));
       d.values.forEach((v, l) => st.cache.values[l].set(v));
       st.rng = createRng(d.rng);
       st.pending = d.position > 0 ? d.logits : undefined;
-      return floatSession(model, never, shapeOf, st);
+      return floatSession(runner, never, shapeOf, st, isUp);
     },
   };
 }
@@ -93,10 +399,6 @@ interface FloatState {
   rng: Rng;
   /** The last fed position's logits: what `pick` and `logprobs` read. */
   pending: Float32Array | undefined;
-}
-
-function freshState(model: Model): FloatState {
-  return { cache: createCache(model), tokens: [], rng: createRng(0), pending: undefined };
 }
 
 /** A deep copy: the same continuation, bit for bit, and nothing shared. */
@@ -111,14 +413,25 @@ function copyState(st: FloatState): FloatState {
 }
 
 function floatSession(
-  model: Model,
+  runner: Runner,
   never: Uint8Array,
   shapeOf: () => SessionShape,
   st: FloatState,
+  isUp: () => boolean,
 ): EngineSession {
-  const V = model.config.vocab_size;
-  const kvDim = model.config.num_key_value_heads * model.config.head_dim;
+  const V = runner.config.vocab_size;
+  const kvDim = runner.config.num_key_value_heads * runner.config.head_dim;
   const cache = st.cache, tokens = st.tokens;
+  // A refusal (a position past the context, an id outside the vocabulary) rejects, never throws.
+  const feedNow = (ids: readonly number[], wanted: LogitsWanted): Float32Array => {
+    if (ids.length === 0) return new Float32Array(0);
+    reserveCache(cache, tokens.length + ids.length, kvDim);
+    const logits = runner.forward(cache, ids, wanted === "all" ? "all" : "last");
+    tokens.push(...ids);
+    st.pending = logits.subarray(logits.length - V);
+    if (wanted === "all") return logits;
+    return wanted === "last" ? st.pending.slice() : new Float32Array(0);
+  };
   return {
     get position() {
       return tokens.length;
@@ -127,14 +440,10 @@ function floatSession(
       return tokens;
     },
     feed(ids: readonly number[], wanted: LogitsWanted = "last") {
-      // A refusal (a position past the context, an id outside the vocabulary) rejects, never throws.
+      // Until the engine's worker threads are up (the first feed only), wait for them.
+      if (!isUp() && runner.ready) return runner.ready.then(() => feedNow(ids, wanted));
       try {
-        if (ids.length === 0) return Promise.resolve(new Float32Array(0));
-        const logits = forward(model, cache, ids);
-        tokens.push(...ids);
-        st.pending = logits.subarray(logits.length - V);
-        if (wanted === "all") return Promise.resolve(logits);
-        return Promise.resolve(wanted === "last" ? st.pending.slice() : new Float32Array(0));
+        return Promise.resolve(feedNow(ids, wanted));
       } catch (e) {
         return Promise.reject(e);
       }
@@ -164,6 +473,6 @@ function floatSession(
         values: cache.values.map((v) => v.subarray(0, n * kvDim)),
       });
     },
-    fork: () => floatSession(model, never, shapeOf, copyState(st)),
+    fork: () => floatSession(runner, never, shapeOf, copyState(st), isUp),
   };
 }

@@ -110,8 +110,8 @@ export const ENGINES: Readonly<Record<string, EngineEntry>> = {
     runtimes: ["deno", "bun"],
     factory: async () => {
       const { createFloatEngine } = await import("./float.ts");
-      return fromTensors((config, tensors, source, { kernels, specials }) =>
-        createFloatEngine(config, tensors, source, { frozen: true, kernels, specials })
+      return fromTensors((config, tensors, source, { kernels, specials, threads, context }) =>
+        createFloatEngine(config, tensors, source, { frozen: true, kernels, specials, threads, context })
       );
     },
   },

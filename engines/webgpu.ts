@@ -56,7 +56,7 @@ export interface Buf {
 
 /**
  * A session's KV cache on the GPU, [k, v] per layer, the bind groups that use it (cached by key), and
- * its copy on the CPU ([k, v] per layer, max_positions rows), kept by every feed's readback.
+ * its copy on the CPU ([k, v] per layer, `context` rows), kept by every feed's readback.
  */
 interface SessionCache {
   layers: Buf[][];
@@ -74,11 +74,16 @@ const SLOT = 256; // bytes between uniform slots: the minimum uniform-offset ali
 export async function loadWebGpuEngine(
   path: string,
   format: { read(path: string, options?: object): Promise<{ config: ModelConfig; tensors: Tensor[] }> },
-  options: { onProgress?: (done: number, total: number) => void; specials?: SpecialIds } = {},
+  options: { onProgress?: (done: number, total: number) => void; context?: number; specials?: SpecialIds } =
+    {},
 ): Promise<Engine> {
   const gpu = await openGpu();
   const { config, tensors } = await format.read(path, options);
-  return await createWebGpuEngine(config, tensors, path, { gpu, specials: options.specials });
+  return await createWebGpuEngine(config, tensors, path, {
+    gpu,
+    context: options.context,
+    specials: options.specials,
+  });
 }
 
 /** Options of `createWebGpuEngine`. */
@@ -92,6 +97,11 @@ export interface WebGpuEngineOptions {
    * Either way it is one readback per feed.
    */
   readback?: "logits" | "argmax";
+  /**
+   * Positions a session's KV cache (on the GPU and its CPU copy) and the RoPE tables hold (default
+   * min(max_position_embeddings, 4096), as the float engine's); feeding past it is refused.
+   */
+  context?: number;
   /** The tokenizer's special ids, which the sampler never picks (model/sample.ts `neverSampled`). */
   specials?: SpecialIds;
 }
@@ -105,15 +115,28 @@ export async function createWebGpuEngine(
 ): Promise<Engine> {
   const model = buildModel(config, tensors, source);
   checkGpuShape(config, source);
-  const gpu = options.gpu ?? await openGpu(deviceNeeds(model));
+  const context = contextOf(config, options.context);
+  const gpu = options.gpu ?? await openGpu(deviceNeeds(model, context));
   gpu.device.pushErrorScope("validation");
-  const g = uploadModel(gpu.device, model, source, options.specials);
+  const g = uploadModel(gpu.device, model, source, context, options.specials);
   // The digest now, while the tensors are at hand: the engine keeps only their GPU copies.
   const shape = floatSessionShape(config, model.tensors);
   const engine = webGpuEngine(g, gpu, options.readback === "argmax" ? "argmax" : "logits", shape);
   const error = await gpu.device.popErrorScope();
   if (error) throw new Error(`WebGPU engine for ${source}: ${error.message}`);
   return engine;
+}
+
+/** The positions asked for, checked: an integer in [1, max_position_embeddings]; default up to 4096. */
+function contextOf(c: ModelConfig, context: number | undefined): number {
+  const max = c.max_position_embeddings;
+  if (context === undefined) return Math.min(max, 4096);
+  if (!Number.isInteger(context) || context < 1 || context > max) {
+    throw new RangeError(
+      `context must be an integer in [1, ${max}] (max_position_embeddings), got ${context}`,
+    );
+  }
+  return context;
 }
 
 /** Refuses, before any device is asked for, a shape the kernels of `wgsl.ts` cannot run. */
@@ -135,11 +158,11 @@ function checkGpuShape(c: ModelConfig, source: string): void {
 }
 
 /** The device limits this model needs: its largest buffer, and the workgroup memory of the tiles. */
-function deviceNeeds(model: Model): { bufferBytes: number; workgroupBytes: number } {
+function deviceNeeds(model: Model, context: number): { bufferBytes: number; workgroupBytes: number } {
   const c = model.config, kvDim = c.num_key_value_heads * c.head_dim;
   const bufferBytes = Math.max(
     ...model.tensors.map((t) => t.data.length * 4),
-    c.max_position_embeddings * kvDim * 4,
+    context * kvDim * 4,
     16 + CHUNK * c.vocab_size * 4 + 2 * c.num_hidden_layers * CHUNK * kvDim * 4, // the readback
   );
   return { bufferBytes, workgroupBytes: Math.max((W.ATTN_TILE + W.WG) * 4, 2 * W.TILE * 16 * 4) };
@@ -158,6 +181,8 @@ const STORAGE = () => GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBuff
  */
 interface GpuModel {
   config: ModelConfig;
+  /** Positions a session holds (its KV cache's rows). */
+  context: number;
   source: string;
   device: GPUDevice;
   allocate: Allocate;
@@ -185,7 +210,13 @@ interface GpuModel {
 }
 
 /** Uploads the model and makes everything its sessions share (inside the caller's error scope). */
-function uploadModel(device: GPUDevice, model: Model, source: string, specials?: SpecialIds): GpuModel {
+function uploadModel(
+  device: GPUDevice,
+  model: Model,
+  source: string,
+  context: number,
+  specials?: SpecialIds,
+): GpuModel {
   const c = model.config, H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
   const qDim = c.num_attention_heads * c.head_dim, kvDim = c.num_key_value_heads * c.head_dim;
   const owned: GPUBuffer[] = [];
@@ -202,7 +233,10 @@ function uploadModel(device: GPUDevice, model: Model, source: string, specials?:
   };
   const chunk = (width: number, label: string) => allocate(CHUNK * width * 4, STORAGE(), label);
   const weights = mapWeights(model, upload);
-  const cos = upload(model.rope.cos, "rope.cos"), sin = upload(model.rope.sin, "rope.sin");
+  // RoPE for the context's positions only (row p is the same whatever the table's length).
+  const half = model.rope.half;
+  const cos = upload(model.rope.cos.subarray(0, context * half), "rope.cos");
+  const sin = upload(model.rope.sin.subarray(0, context * half), "rope.sin");
   const act: Activations<Buf> = {
     x: chunk(H, "x"),
     xn: chunk(H, "xn"),
@@ -231,6 +265,7 @@ function uploadModel(device: GPUDevice, model: Model, source: string, specials?:
   const pipelines = createPipelines(device);
   return {
     config: c,
+    context,
     source,
     device,
     allocate,
@@ -396,7 +431,7 @@ async function runChunk(
       g.act,
       tokens,
       pos0,
-      c.max_position_embeddings,
+      g.context,
       head,
     );
     // over the last row's logits, never-sampled ids at −∞
@@ -482,13 +517,19 @@ function webGpuEngine(
   };
   return {
     kind: "webgpu",
+    tokenizer: byteTokenizer, // engines/mod.ts loadEngine sets the model's own
     config: g.config,
     source: g.source,
-    tokenizer: byteTokenizer, // engines/mod.ts loadEngine sets the model's own
+    context: g.context,
     gpu,
     start: () => open(),
     restore(bytes: Uint8Array, where = "session"): EngineSession {
       const d = decodeFloatSession(bytes, shape, "webgpu", where);
+      if (d.position > g.context) {
+        throw new RangeError(
+          `${where}: the session holds ${d.position} positions, more than this engine's context of ${g.context}`,
+        );
+      }
       const mirror = d.keys.map((k, l) => [k, d.values[l]]);
       const argmax = maskedArgmax(d.logits, 0, g.config.vocab_size, g.never);
       return open({
@@ -508,7 +549,7 @@ function webGpuEngine(
 
 /** A fresh KV cache on the GPU, its buffers kept in `bufs`, and its CPU copy. */
 function sessionCache(g: GpuModel, bufs: GPUBuffer[]): SessionCache {
-  const c = g.config, rows = c.max_position_embeddings * c.num_key_value_heads * c.head_dim;
+  const c = g.config, rows = g.context * c.num_key_value_heads * c.head_dim;
   const kv = (name: string) => g.allocate(rows * 4, STORAGE(), name, bufs);
   return {
     layers: Array.from({ length: c.num_hidden_layers }, (_, l) => [kv(`k${l}`), kv(`v${l}`)]),
@@ -569,7 +610,7 @@ function webGpuSession(
     feed(fed: readonly number[], wanted: LogitsWanted = "last") {
       return serialize(async () => {
         const ids = [...fed];
-        checkTokens(g.config, ids, tokens.length, g.config.max_position_embeddings); // all, before any chunk
+        checkTokens(g.config, ids, tokens.length, g.context); // all, before any chunk
         if (ids.length === 0) return new Float32Array(0);
         const { last, all } = await feedChunks(g, cache, tokens, ids, wanted, noneReads);
         st.pending = last;

@@ -389,9 +389,10 @@ export function floatModelDigest(config: ModelConfig, tensors: readonly Tensor[]
   h.update(JSON.stringify(CONFIG_FIELDS.map(([k]) => [k, config[k]])));
   for (const t of [...tensors].sort((a, b) => a.name < b.name ? -1 : a.name > b.name ? 1 : 0)) {
     h.update(JSON.stringify([t.name, t.dims]));
-    const le = new Uint8Array(t.data.length * 4);
+    const data = t.data; // read once: an engine may hand out a tensor whose data is unpacked on each read
+    const le = new Uint8Array(data.length * 4);
     const dv = new DataView(le.buffer);
-    for (let i = 0; i < t.data.length; i++) dv.setFloat32(i * 4, t.data[i], true);
+    for (let i = 0; i < data.length; i++) dv.setFloat32(i * 4, data[i], true);
     h.update(le);
   }
   return h.digest("hex");

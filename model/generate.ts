@@ -53,7 +53,7 @@ export async function* generateTokens(
   if (opts.seed !== undefined) session.seed(opts.seed);
   const budget = Math.min(
     opts.maxTokens,
-    engine.config.max_position_embeddings - session.position - prompt.length,
+    (engine.context ?? engine.config.max_position_embeddings) - session.position - prompt.length,
   );
   if (budget <= 0) return;
   if (prompt.length > 0) await session.feed(prompt, "none");

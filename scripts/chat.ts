@@ -26,6 +26,7 @@ import { TOKENIZER_FILE_NAMES, type TokenizerFiles } from "../model/tokenizer-ty
 import { FormatError } from "../model/error.ts";
 import { createApp } from "../serve/app.ts";
 import { engineKinds, loadEngine } from "../engines/mod.ts";
+import { ENGINE_FLAGS, engineFlags } from "./engine-flags.ts";
 import { CALIBRATION, lut4Calibrator } from "../measure/calibrate.ts";
 import { AddressInUseError, listen } from "../serve/listen.ts";
 import { loadingApp } from "../serve/loading.ts";
@@ -64,6 +65,9 @@ Options:
   --cors ORIGIN     let web pages from ORIGIN call the server (repeatable; * for any origin)
   --api-key KEY     require "Authorization: Bearer KEY" on every API route (default:
                     \$FERRY_API_KEY; /health and the page stay open)
+  --threads N       threads the served engine's products run on (default: the cores; the
+                    --parallel slots' workers load their own copy with their defaults)
+  --context N       positions a conversation may hold (default min(max_position_embeddings, 4096))
   -h, --help        this text
 
 Exit codes: 0 stopped, 1 refused (a checkpoint, a corrupt file), 2 usage.
@@ -88,17 +92,27 @@ export async function tokenizerFilesIn(dir: string): Promise<TokenizerFiles | un
 /**
  * The engine to serve: `model` (default: the default model's lut4 export, created when missing) on
  * `kind` (default: the format's natural engine), with the tokenizer in folder `tokenizer` when given,
- * else the one the model carries (its format's `readTokenizer`). A training checkpoint is refused.
+ * else the one the model carries (its format's `readTokenizer`), and the engine flags (`--threads`,
+ * `--context`). A training checkpoint is refused.
  */
-export async function openServedEngine(model?: string, kind?: string, tokenizer?: string): Promise<Engine> {
+export async function openServedEngine(
+  model?: string,
+  kind?: string,
+  tokenizer?: string,
+  options: { threads?: number; context?: number } = {},
+): Promise<Engine> {
   const files = tokenizer === undefined ? undefined : await tokenizerFilesIn(tokenizer);
   if (tokenizer !== undefined && files === undefined) {
     fail(`--tokenizer ${tokenizer}: no tokenizer.json there`, EXIT_USAGE);
   }
-  if (model === undefined && files === undefined) return await openDefault(kind);
+  if (model === undefined && files === undefined) return await openDefault(kind, options);
   const path = model ?? DEFAULT_MODEL;
   if (model !== undefined) await refuseUnservable(model);
-  return await loadEngine(path, kind, { onNote: (line) => console.error(line), tokenizer: files });
+  return await loadEngine(path, kind, {
+    ...options,
+    onNote: (line) => console.error(line),
+    tokenizer: files,
+  });
 }
 
 /** Refuses, before anything listens or loads, a model that is missing or is a training checkpoint. */
@@ -121,7 +135,10 @@ export async function refuseUnservable(model: string): Promise<void> {
  * The default model, exported on first run. The file is ferry's own output, so one it can no longer
  * read (written by an older ferry whose lut4 layout differed) is written again rather than refused.
  */
-async function openDefault(kind?: string): Promise<Engine> {
+async function openDefault(
+  kind?: string,
+  options: { threads?: number; context?: number } = {},
+): Promise<Engine> {
   const exportDefault = async (why: string) => {
     console.error(`${DEFAULT_MODEL} ${why}: exporting ${DEFAULT_INPUT} to lut4`);
     // Calibrated as `export.ts` writes it by default, so the chat serves the same file either way.
@@ -138,11 +155,11 @@ async function openDefault(kind?: string): Promise<Engine> {
     await exportDefault("is missing (first run)");
   }
   try {
-    return await loadEngine(DEFAULT_MODEL, kind, { onNote: (line) => console.error(line) });
+    return await loadEngine(DEFAULT_MODEL, kind, { ...options, onNote: (line) => console.error(line) });
   } catch (e) {
     if (!(e instanceof FormatError) || e.field === "engine") throw e;
     await exportDefault(`cannot be read (${e.message})`);
-    return await loadEngine(DEFAULT_MODEL, kind, { onNote: (line) => console.error(line) });
+    return await loadEngine(DEFAULT_MODEL, kind, { ...options, onNote: (line) => console.error(line) });
   }
 }
 
@@ -169,6 +186,7 @@ async function main(): Promise<void> {
     parallel: { type: "string" },
     "cache-mb": { type: "string", default: "32" },
     "allow-host": { type: "string", multiple: true },
+    ...ENGINE_FLAGS,
     cors: { type: "string", multiple: true },
     "api-key": { type: "string" },
   });
@@ -201,7 +219,7 @@ async function main(): Promise<void> {
   console.error(
     `listening on ${server.url} while the model loads (GET /health answers 503 until it is ready)`,
   );
-  const engine = await openServedEngine(positionals[0], values.engine, values.tokenizer);
+  const engine = await openServedEngine(positionals[0], values.engine, values.tokenizer, engineFlags(values));
   const sessions = await createSessionStore(values.sessions!);
   // A WebGPU engine holds the one device: its replies stay on this thread.
   const slots = createSlots(engine, {

@@ -15,6 +15,7 @@ import { engineKinds, loadEngine } from "../engines/mod.ts";
 import { EVAL_WINDOWS, evalWindows, loadBrown, WINDOW_BYTES } from "../model/corpus.ts";
 import type { Engine } from "../model/engine.ts";
 import { createFloatEngine } from "../engines/float.ts";
+import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineFlags } from "./engine-flags.ts";
 import { generateAll } from "../model/generate.ts";
 import { bitsPerByte } from "../measure/metrics.ts";
 
@@ -34,6 +35,7 @@ Options:
   --prompt TEXT       prompt for the continuation            ["The jury said"]
   --tokens N          bytes to continue                      [64]
 ${KERNELS_HELP}
+${ENGINE_FLAGS_HELP}
   --json              machine-readable output
   -h, --help          this text
 `;
@@ -46,6 +48,7 @@ const { values: a, positionals } = cli(HELP, {
   tokens: { type: "string", default: "64" },
   kernels: { type: "string", default: "wasm", choices: ["wasm", "ref"] },
   json: { type: "boolean", default: false },
+  ...ENGINE_FLAGS,
 });
 
 await run(async () => {
@@ -63,11 +66,15 @@ await run(async () => {
     const ck = await readCheckpoint(path, { sections: [a.weights as "model" | "ema"] });
     const tensors = a.weights === "ema" ? ck.ema : ck.model;
     if (!tensors) fail(`${path}: has no ${a.weights} section`);
-    engine = createFloatEngine(ck.config, tensors!, path, { kernels });
+    engine = createFloatEngine(ck.config, tensors!, path, { frozen: true, kernels, ...engineFlags(a) });
     step = ck.step;
   } else {
     if (a.weights !== "model") fail(`--weights ${a.weights}: an export holds one set of weights`, EXIT_USAGE);
-    engine = await loadEngine(path, a.engine, { kernels, onNote: (line) => console.error(line) });
+    engine = await loadEngine(path, a.engine, {
+      kernels,
+      ...engineFlags(a),
+      onNote: (line) => console.error(line),
+    });
   }
   const { heldOut } = await loadBrown();
   const windows = evalWindows(heldOut, count);

@@ -27,6 +27,7 @@ import {
 import { isCheckpointFile } from "../formats/checkpoint.ts";
 import { formatOf, FORMATS } from "../formats/mod.ts";
 import { engineKinds, loadEngine } from "../engines/mod.ts";
+import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineFlags } from "./engine-flags.ts";
 import { configParamCount } from "../model/config.ts";
 import { generateTokens } from "../model/generate.ts";
 import {
@@ -53,6 +54,7 @@ Options:
   --top-p P           nucleus sampling mass, in (0, 1] (default 1)
   --seed S            sampling seed, an integer (default 0)
 ${KERNELS_HELP}
+${ENGINE_FLAGS_HELP}
   -h, --help          this text
 
 Prints the continuation to stdout as it is produced.
@@ -123,6 +125,7 @@ async function main(): Promise<void> {
     "top-p": { type: "string" },
     seed: { type: "string" },
     kernels: { type: "string", default: "wasm", choices: ["wasm", "ref"] },
+    ...ENGINE_FLAGS,
   });
   const kernels = chooseKernels(values.kernels);
   if (positionals.length !== 1) {
@@ -144,6 +147,7 @@ async function main(): Promise<void> {
   let bar: Progress | undefined, shown = 0;
   const engine = await loadEngine(path, values.engine, {
     kernels,
+    ...engineFlags(values),
     onNote: (line) => console.error(line),
     onProgress: (done, total) => {
       if (total < 64 << 20) return; // a small model loads faster than a bar could draw
@@ -157,7 +161,7 @@ async function main(): Promise<void> {
   console.error(`${path}: ${formatOf(path).name} export, ${params} params, on the ${engine.kind} engine`);
   // The model's own tokenizer (a byte model's: BOS then bytes); special-token strings are parsed.
   const prompt = engine.tokenizer.encode(values.prompt, { bos: true, specials: true });
-  const context = engine.config.max_position_embeddings;
+  const context = engine.context ?? engine.config.max_position_embeddings;
   if (prompt.length >= context) {
     fail(`--prompt is ${prompt.length} tokens with BOS; the model's context holds ${context}`, EXIT_USAGE);
   }

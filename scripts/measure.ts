@@ -21,6 +21,7 @@ import { requireInput } from "../formats/io.ts";
 import { engineKinds, loadEngine } from "../engines/mod.ts";
 import { evalWindows, loadBrown } from "../model/corpus.ts";
 import { createFloatEngine } from "../engines/float.ts";
+import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineFlags } from "./engine-flags.ts";
 import { compareLogits, percentile, profileEngine } from "../measure/metrics.ts";
 import { CALIBRATION, lut4Calibrator } from "../measure/calibrate.ts";
 
@@ -53,6 +54,7 @@ Options:
   --only LIST       comma-separated format:dtype pairs (e.g. dmexp:bf16,gguf:q4_0)
   --calibrate N     lut4's calibration windows, as scripts/export.ts (0: none) [${CALIBRATION.windows}]
 ${KERNELS_HELP}
+${ENGINE_FLAGS_HELP}
   --engine NAME     run every export on this engine (${engineKinds().join(", ")}) [each format's own]
   --json            machine-readable output
   -h, --help        this text
@@ -66,6 +68,7 @@ const { values: a, positionals } = cli(HELP, {
   kernels: { type: "string", default: "wasm", choices: ["wasm", "ref"] },
   engine: { type: "string", choices: engineKinds() },
   json: { type: "boolean", default: false },
+  ...ENGINE_FLAGS,
 });
 
 /** One row of the table. */
@@ -114,7 +117,7 @@ await run(async () => {
   const calibrate = calWindows > 0 ? lut4Calibrator(calWindows) : undefined;
   requireInput(input, "file");
   const ck = await readCheckpoint(input, { sections: ["model"] });
-  const source = createFloatEngine(ck.config, ck.model, input, { kernels });
+  const source = createFloatEngine(ck.config, ck.model, input, { frozen: true, kernels, ...engineFlags(a) });
   const windows = evalWindows((await loadBrown()).heldOut, count);
   const prompts = PROMPTS.slice(0, promptCount).map((p) => source.tokenizer.encode(p, { bos: true }));
   const V = ck.config.vocab_size;
@@ -127,7 +130,11 @@ await run(async () => {
   try {
     for (const [format, dtype] of variants) {
       const s = await exportCheckpoint({ input, output: dir, format, dtype, calibrate });
-      const engine = await loadEngine(s.file, a.engine, { kernels, onNote: (line) => console.error(line) });
+      const engine = await loadEngine(s.file, a.engine, {
+        kernels,
+        ...engineFlags(a),
+        onNote: (line) => console.error(line),
+      });
       const got = await profileEngine(engine, windows, prompts, 64, () => bar.tick());
       engine.dispose?.();
       let maxAbs = 0, sumAbs = 0, top1 = 0, kl = 0;

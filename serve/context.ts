@@ -80,7 +80,7 @@ export function createServerContext(opts: ChatAppOptions, template?: ChatTemplat
     load: () => slots.load(),
     metrics: createMetrics(),
     modelId: engine.source.split(/[\\/]/).filter(Boolean).at(-1) ?? engine.source,
-    contextLength: engine.config.max_position_embeddings,
+    contextLength: engine.context ?? engine.config.max_position_embeddings,
     defaultMaxTokens: opts.defaultMaxTokens ?? 256,
     maxBodyBytes: opts.maxBodyBytes ?? 256 * 1024,
     maxSessionBytes: opts.maxSessionBytes ?? 64 << 20,

@@ -5,7 +5,8 @@
  * alternative (npm `wabt`) is a 1.4 MB Emscripten build for the same job.
  *
  * Instructions are plain byte arrays; `op` holds the encoders. A function is its signature, its extra
- * locals and its body. Every module imports nothing and exports one memory named `memory`.
+ * locals and its body. Every module exports one memory named `memory`: its own, or one it imports as
+ * `env.memory` (`ModuleSpec.importedMemory`), the only thing a module may import.
  *
  * Opcodes follow the WebAssembly 2.0 core spec (binary format, section 5.4) and its fixed-width SIMD
  * proposal (prefix 0xfd). Only deterministic instructions are offered; the one relaxed-SIMD opcode,
@@ -219,6 +220,11 @@ export const op = {
 export interface ModuleSpec {
   pages: number;
   functions: Record<string, Func>;
+  /**
+   * Import the memory (as `env.memory`) instead of defining it: `pages` to `maximum` pages, shared
+   * (so several instances, one per worker thread, can run on the same bytes) or not.
+   */
+  importedMemory?: { maximum: number; shared: boolean };
 }
 
 /** Assembles a module's binary bytes: one type per function, one exported memory, every function exported. */
@@ -226,7 +232,13 @@ export function assemble(spec: ModuleSpec): Uint8Array<ArrayBuffer> {
   const names = Object.keys(spec.functions), funcs = names.map((n) => spec.functions[n]);
   const types = funcs.map((f) => [0x60, ...vec(f.params.map((t) => [t])), ...vec(f.results.map((t) => [t]))]);
   const functionSec = vec(funcs.map((_, i) => uleb(i)));
-  const memorySec = vec([[0x00, ...uleb(spec.pages)]]);
+  const imported = spec.importedMemory;
+  // Limits: flag 0 (min only) for a module's own memory; 1 (min, max) or 3 (min, max, shared) imported.
+  const limits = imported
+    ? [imported.shared ? 0x03 : 0x01, ...uleb(spec.pages), ...uleb(imported.maximum)]
+    : [0x00, ...uleb(spec.pages)];
+  const importSec = vec([[...name("env"), ...name("memory"), 0x02, ...limits]]);
+  const memorySec = vec([limits]);
   const exportSec = vec([
     [...name("memory"), 0x02, 0x00],
     ...names.map((n, i) => [...name(n), 0x00, ...uleb(i)]),
@@ -252,8 +264,9 @@ export function assemble(spec: ModuleSpec): Uint8Array<ArrayBuffer> {
     0x00,
     0x00,
     ...section(1, vec(types)),
+    ...(imported ? section(2, importSec) : []),
     ...section(3, functionSec),
-    ...section(5, memorySec),
+    ...(imported ? [] : section(5, memorySec)),
     ...section(7, exportSec),
     ...section(10, codeSec),
   ]);

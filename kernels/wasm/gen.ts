@@ -126,10 +126,13 @@ export const packB = (nr = NR): Func => pack(nr, false);
 /**
  * gemm(pa, pb, M, N, K, c, ldc, accumulate, tmp): C[m, n] = (accumulate ? C[m, n] : 0) + sum_k A B
  * over packed panels (A's splatted, as `pack_a` writes them), C row-major with row stride ldc.
- * `tmp` holds MR*NR floats for edge tiles.
+ * `tmp` holds MR*NR floats for edge tiles. With `bf16`, B's panels hold bfloat16 (the high half of
+ * each f32, as `pack_bf16` writes them), widened exactly as they are loaded: the same sums, the same
+ * bits as over the f32 panels they came from, from half the bytes.
  */
-export function gemm(MR_ = MR, NR_ = NR, unroll = UNROLL): Func {
+export function gemm(MR_ = MR, NR_ = NR, unroll = UNROLL, bf16 = false): Func {
   const MR = MR_, NR = NR_;
+  if (bf16 && NR % 8 !== 0) throw new RangeError(`gemm: bf16 panels need NR a multiple of 8, got ${NR}`);
   const [pa, pb, M, N, K, c, ldc, accumulate, tmp] = [0, 1, 2, 3, 4, 5, 6, 7, 8];
   const L = locals(9);
   const m0 = L.local(I32), n0 = L.local(I32), a = L.local(I32), b = L.local(I32), k = L.local(I32);
@@ -140,15 +143,21 @@ export function gemm(MR_ = MR, NR_ = NR, unroll = UNROLL): Func {
   const bv = Array.from({ length: nb }, () => L.local(V128));
   const av = L.local(V128);
   const A = (rr: number, jj: number) => acc[rr * nb + jj];
+  // One vector of B: four f32, or four bf16 from half of a 16-byte load, shifted into f32's high half.
+  const widen = (x: number, jj: number): Code =>
+    bf16
+      ? [get(b), op.v128_load(16 * (jj >> 1)), jj % 2 ? op.i32x4_extend_high_i16x8_u : op.i32x4_extend_low_i16x8_u,
+        op.i32(16), op.i32x4_shl, set(x)]
+      : [get(b), op.v128_load(16 * jj), set(x)];
 
   const step: Code[] = [
-    bv.map((x, jj) => [get(b), op.v128_load(16 * jj), set(x)]),
+    bv.map(widen),
     Array.from({ length: MR }, (_, rr) => [
       get(a), op.v128_load(16 * rr), set(av),
       bv.map((x, jj) => [get(A(rr, jj)), get(av), get(x), op.f32x4_mul, op.f32x4_add, set(A(rr, jj))]),
     ]),
     bump(a, op.i32(16 * MR)),
-    bump(b, op.i32(4 * NR)),
+    bump(b, op.i32((bf16 ? 2 : 4) * NR)),
   ];
   const fullTile: Code[] = [
     get(accumulate),
@@ -204,6 +213,51 @@ export function gemm(MR_ = MR, NR_ = NR, unroll = UNROLL): Func {
       ]),
       get(panelA), get(K), op.i32(16 * MR), op.i32_mul, op.i32_add, set(panelA),
     ]),
+  ]);
+}
+
+/**
+ * pack_bf16(src, K, panels, dst) -> lost: `panels` panels of 8 rows of a row-major f32 matrix
+ * (src, K a multiple of 4) into pack_b's panel layout as bfloat16 (the high half of each value):
+ * four k at a time, 8 row vectors become four k-major rows of 8 by byte shuffles. Returns 1 if any
+ * low half was not zero (the bf16 copy is not exact), else 0.
+ */
+export function packBf16(): Func {
+  const [src, K, panels, dst] = [0, 1, 2, 3];
+  const L = locals(4);
+  const p = L.local(I32), k = L.local(I32), rowB = L.local(I32), base = L.local(I32), out = L.local(I32);
+  const r = Array.from({ length: 8 }, () => L.local(V128));
+  const t = Array.from({ length: 4 }, () => L.local(V128));
+  const u0 = L.local(V128), u1 = L.local(V128), v0 = L.local(V128), v1 = L.local(V128), lost = L.local(V128);
+  const lanes32 = (ls: number[]) => ls.flatMap((l) => [4 * l, 4 * l + 1, 4 * l + 2, 4 * l + 3]);
+  const lanes64 = (ls: number[]) => ls.flatMap((l) => Array.from({ length: 8 }, (_, b) => 8 * l + b));
+  // high halves of lane i of x and of y, side by side, for i = 0..3
+  const pairHigh = [2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31];
+  const lowMask = new Uint8Array(16).map((_, b) => (b % 4 < 2 ? 0xff : 0));
+  return fn([I32, I32, I32, I32], [I32], L.types, [
+    get(K), op.i32(4), op.i32_mul, set(rowB),
+    get(dst), set(out),
+    op.v128_const(new Uint8Array(16)), set(lost),
+    forLoop(p, op.i32(0), get(panels), 1, [
+      get(src), get(p), get(rowB), op.i32(8), op.i32_mul, op.i32_mul, op.i32_add, set(base),
+      forLoop(k, op.i32(0), get(K), 4, [
+        r.map((x, j) => [get(base), get(rowB), op.i32(j), op.i32_mul, op.i32_add, op.v128_load(), set(x)]),
+        get(lost), r.map((x, j) => (j === 0 ? [get(x)] : [get(x), op.v128_or])), op.v128_const(lowMask), op.v128_and,
+        op.v128_or, set(lost),
+        t.map((x, j) => [get(r[2 * j]), get(r[2 * j + 1]), op.i8x16_shuffle(pairHigh), set(x)]),
+        get(t[0]), get(t[1]), op.i8x16_shuffle(lanes32([0, 4, 1, 5])), set(u0),
+        get(t[0]), get(t[1]), op.i8x16_shuffle(lanes32([2, 6, 3, 7])), set(u1),
+        get(t[2]), get(t[3]), op.i8x16_shuffle(lanes32([0, 4, 1, 5])), set(v0),
+        get(t[2]), get(t[3]), op.i8x16_shuffle(lanes32([2, 6, 3, 7])), set(v1),
+        get(out), get(u0), get(v0), op.i8x16_shuffle(lanes64([0, 2])), op.v128_store(0),
+        get(out), get(u0), get(v0), op.i8x16_shuffle(lanes64([1, 3])), op.v128_store(16),
+        get(out), get(u1), get(v1), op.i8x16_shuffle(lanes64([0, 2])), op.v128_store(32),
+        get(out), get(u1), get(v1), op.i8x16_shuffle(lanes64([1, 3])), op.v128_store(48),
+        bump(out, op.i32(64)),
+        bump(base, op.i32(16)),
+      ]),
+    ]),
+    get(lost), op.v128_any_true,
   ]);
 }
 

@@ -25,6 +25,7 @@ import { createFloatEngine } from "../../engines/float.ts";
 import { encode } from "../../model/tokenizer.ts";
 import { tensorSource } from "../../model/tensor.ts";
 import { loadIntEngine } from "../../engines/int/engine.ts";
+import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineFlags } from "../engine-flags.ts";
 
 const HELP = `
 Usage: bun scripts/tools/bench-engine.ts [CHECKPOINT] [options]
@@ -37,6 +38,7 @@ Options:
   --reps N            repetitions of each measurement            [5]
   --tokens N          decoded tokens                             [256]
   --runtimes LIST     run under each of these (deno,bun) and merge [this runtime only]
+${ENGINE_FLAGS_HELP}
   --against DIR       also time the integer engine of another ferry checkout at DIR (inside this
                       one, e.g. a git worktree in .bench/), interleaved with the rest: a before/after
   --json              machine-readable output
@@ -63,7 +65,13 @@ async function timeEngine(engine: Engine, prompt: number[], long: number[], toke
   return { decode, prefill };
 }
 
-async function bench(path: string, reps: number, tokens: number, against?: string): Promise<Row[]> {
+async function bench(
+  path: string,
+  reps: number,
+  tokens: number,
+  against?: string,
+  flags: { threads?: number; context?: number } = {},
+): Promise<Row[]> {
   const ck = await readCheckpoint(path, { sections: ["model"] });
   const { heldOut } = await loadBrown();
   const prompt = encode("The jury said", { bos: true });
@@ -81,7 +89,7 @@ async function bench(path: string, reps: number, tokens: number, against?: strin
     await lut4Format.write(lut, input, { dtype: "q4" });
     const runners: Record<string, () => Promise<{ decode: number; prefill: number }>> = {};
     const int = await loadIntEngine(lut);
-    const float = createFloatEngine(ck.config, ck.model!, path, { frozen: true }); // as loadEngine serves it
+    const float = createFloatEngine(ck.config, ck.model!, path, { frozen: true, ...flags }); // as loadEngine serves it
     runners["ferry int (lut4)"] = () => timeEngine(int, prompt, long, tokens);
     runners["ferry float (f32)"] = () => timeEngine(float, prompt, long, tokens);
     if (against) {
@@ -158,6 +166,7 @@ if (import.meta.main) {
     runtimes: { type: "string" },
     json: { type: "boolean", default: false },
     against: { type: "string" },
+    ...ENGINE_FLAGS,
   });
   await run(async () => {
     const path = positionals[0] ?? "model/default/ferry.ckpt";
@@ -179,6 +188,8 @@ if (import.meta.main) {
           "--tokens",
           a.tokens!,
           ...(a.against ? ["--against", a.against] : []),
+          ...(a.threads ? ["--threads", a.threads] : []),
+          ...(a.context ? ["--context", a.context] : []),
           "--json",
         ];
         const r = spawnSync(rt, args, {
@@ -189,7 +200,7 @@ if (import.meta.main) {
         if (r.status !== 0) fail(`${rt} run failed (exit ${r.status})`);
         rows.push(...JSON.parse(r.stdout).rows);
       }
-    } else rows = await bench(path, reps, tokens, a.against);
+    } else rows = await bench(path, reps, tokens, a.against, engineFlags(a));
     const meta = {
       checkpoint: path,
       reps,

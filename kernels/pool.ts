@@ -1,0 +1,130 @@
+/**
+ * A small pool of worker threads that run one synchronous job together and return when all have
+ * finished: the caller's thread takes share 0 and each worker one more, so a job of `threads` shares
+ * runs on `threads` threads. Jobs are a few i32 arguments in a shared control block; the data they work
+ * on lives in memory the caller shares with the workers (a shared `WebAssembly.Memory`, say), so
+ * nothing is copied or posted per job. Which share does what is the job's own business: a job that
+ * splits its work by share index (not by which thread is faster) gives the same result on any number
+ * of threads.
+ *
+ * A worker runs `setup(init, index)` from the `task` module once, and the handler it returns on every
+ * job. Waiting is a short spin, then `Atomics.wait`, on both sides (Deno and Bun both allow
+ * `Atomics.wait` on the main thread). On the main thread the workers are unref'd once they are up, so
+ * an idle pool never keeps a process alive; `close` ends them. Nothing here knows what a job computes: the float engine (kernels/wasm/
+ * packed.ts) splits matrix products with it, and any other engine may run its own task module on it.
+ *
+ * @example
+ * ```ts
+ * // task.ts: export function setup(init, index) { return (args, share, shares) => { ... }; }
+ * const pool = createPool(2, new URL("./task.ts", import.meta.url), init, localHandler);
+ * await pool.ready;
+ * pool.run([rows, cols]); // localHandler(args, 0, 2) here, the task's handler(args, 1, 2) on the worker
+ * pool.close();
+ * ```
+ * @module
+ */
+
+/** One share of a job: `args` are the job's arguments, `share` < `shares` says which part to do. */
+export type PoolHandler = (args: Int32Array, share: number, shares: number) => void;
+
+/** A running pool. */
+export interface Pool {
+  /** Threads a job runs on, the caller's included (1: no workers, jobs run inline). */
+  readonly threads: number;
+  /** Resolves when every worker has run its setup (rejects if one failed); `run` needs it settled. */
+  readonly ready: Promise<void>;
+  /** Runs one job on every thread and returns when all shares are done; throws if a worker's failed. */
+  run(args: ArrayLike<number>): void;
+  /** Ends the workers; the pool runs nothing afterwards. */
+  close(): void;
+}
+
+/** The most i32 arguments a job may have. */
+export const POOL_ARGS = 60;
+// The control block: job sequence number, shares finished, failures, then the arguments.
+const SEQ = 0, DONE = 1, FAILED = 2, ARGS = 4;
+/** Polls of a changed word before sleeping on it: about tens of microseconds. */
+const SPIN = 20000;
+
+/** Waits until `ctl[at]` differs from `value`: a spin, then sleeps. */
+export function awaitChange(ctl: Int32Array, at: number, value: number): number {
+  for (let i = 0; i < SPIN; i++) {
+    const v = Atomics.load(ctl, at);
+    if (v !== value) return v;
+  }
+  for (;;) {
+    Atomics.wait(ctl, at, value, 100);
+    const v = Atomics.load(ctl, at);
+    if (v !== value) return v;
+  }
+}
+
+/**
+ * Starts `threads - 1` workers running the `task` module's `setup(init, index)` (index 1..threads-1;
+ * `init` must be structured-cloneable, and may hold shared memory), with `local` as share 0's handler.
+ * `threads` is clamped to at least 1.
+ */
+export function createPool(threads: number, task: URL, init: unknown, local: PoolHandler): Pool {
+  const n = Math.max(1, Math.floor(threads));
+  const ctl = new Int32Array(new SharedArrayBuffer((ARGS + POOL_ARGS) * 4)), argv = ctl.subarray(ARGS);
+  const workers: { terminate(): unknown }[] = [];
+  let closed = false;
+  // node:worker_threads is imported only for a pool with workers, so one thread needs nothing of Node.
+  const ready = n === 1
+    ? Promise.resolve()
+    : import("node:worker_threads").then(({ isMainThread, Worker }) => {
+      const started: Promise<void>[] = [];
+      for (let index = 1; index < n && !closed; index++) {
+        const w = new Worker(new URL("./pool-worker.ts", import.meta.url), {
+          workerData: { task: task.href, init, control: ctl.buffer, index, threads: n },
+        });
+        started.push(
+          new Promise<void>((resolve, reject) => {
+            w.once("message", () => {
+              // Unref'd once up, so an idle pool never keeps a process alive (before, the wait for
+              // this message must: Deno ends a process whose only handles are unref'd). Not inside a
+              // worker (a chat slot): Bun 1.4 then stalls the nested one, and the parent's end ends it.
+              if (isMainThread) w.unref();
+              resolve();
+            });
+            w.once("error", reject);
+            w.once(
+              "exit",
+              (code) => reject(new Error(`pool worker ${index} exited (code ${code}) before it was ready`)),
+            );
+          }),
+        );
+        workers.push(w);
+      }
+      return Promise.all(started).then(() => {
+        if (closed) throw new Error("pool: closed before its workers were up");
+      });
+    });
+  ready.catch(() => {}); // a caller that never awaits it still learns of a failure from `run`
+  return {
+    threads: n,
+    ready,
+    run(args) {
+      if (closed) throw new Error("pool: closed");
+      if (args.length > POOL_ARGS) {
+        throw new RangeError(`pool: ${args.length} arguments, at most ${POOL_ARGS}`);
+      }
+      for (let i = 0; i < args.length; i++) argv[i] = args[i];
+      if (n > 1) {
+        Atomics.store(ctl, DONE, 0);
+        Atomics.add(ctl, SEQ, 1);
+        Atomics.notify(ctl, SEQ);
+      }
+      local(argv, 0, n);
+      for (let done = n > 1 ? Atomics.load(ctl, DONE) : 0; done < n - 1;) done = awaitChange(ctl, DONE, done);
+      if (Atomics.load(ctl, FAILED) !== 0) throw new Error("pool: a worker's share of the job failed");
+    },
+    close() {
+      closed = true;
+      for (const w of workers) void w.terminate();
+    },
+  };
+}
+
+/** The control block's layout, for kernels/pool-worker.ts. */
+export const POOL_CONTROL = { SEQ, DONE, FAILED, ARGS } as const;

@@ -1,0 +1,312 @@
+/**
+ * Frozen weight matrices kept once, in the layout their product streams, in one shared WebAssembly
+ * memory that every thread of a kernels/pool.ts pool runs the same module on. A matrix W [N, K] (the
+ * model's [out, in]) is stored as kernels/wasm/gen.ts `pack_b` lays out B = W^T: panels of NR = 8
+ * output rows, k-major, the last panel padded with zeros. It is kept as bfloat16 when every value is
+ * one (a bf16 export's weights: exact, half the bytes, widened in the product's loads), else as f32.
+ * Nothing else of it is kept: the caller's f32 array may go.
+ *
+ * A product `x @ W^T` splits W's panels between the threads: share i of P panels takes panels
+ * [floor(i P / T), floor((i + 1) P / T)), and each output is the same f32 sum in the same k order as
+ * one thread (or kernels/wasm/kernels.ts `matmul`) computes, so the bits never depend on the number of
+ * threads.
+ *
+ * @example
+ * ```ts
+ * const store = createPackedStore({ threads: 2 });
+ * await store.ready;
+ * const w = store.pack(weights, N, K);      // bf16 if exact, else f32; `weights` may be dropped now
+ * store.matmul(y, x, w, M);                 // y [M, N] = x [M, K] @ W^T, on both threads
+ * store.close();
+ * ```
+ * @module
+ */
+import { assemble } from "./asm.ts";
+import { gemm, MR, NR, packA, packB, packBf16 } from "./gen.ts";
+import { createPool, type Pool, type PoolHandler } from "../pool.ts";
+
+/** How one packed matrix is kept. */
+export type PackedDtype = "f32" | "bf16";
+
+/** A matrix in the store: where, its shape and dtype. Plain data: the store's memory holds the values. */
+export interface PackedMatrix {
+  /** Byte offset of its first panel in the store's memory. */
+  readonly at: number;
+  /** Output rows N (W's first dimension). */
+  readonly rows: number;
+  /** Inputs K (W's second dimension). */
+  readonly cols: number;
+  readonly dtype: PackedDtype;
+  /** Bytes it occupies: roundUp(N, 8) * K * (4 or 2). */
+  readonly bytes: number;
+}
+
+/** The store: its matrices' memory, the products over them, and the pool they run on. */
+export interface PackedStore {
+  /** Threads a product runs on. */
+  readonly threads: number;
+  /** Resolves when the pool's workers are up; `matmul` needs it settled. */
+  readonly ready: Promise<void>;
+  /** Bytes held by packed matrices (the weights), excluding the per-call work area. */
+  readonly weightBytes: number;
+  /** Bytes of the whole shared memory (weights, work area and growth slack). */
+  readonly memoryBytes: number;
+  /**
+   * Packs `w` ([N, K] row-major) and returns its handle. bf16 when every value is bf16 (and `dtype` is
+   * not `f32`), else f32. The store copies what it needs: `w` is not kept.
+   */
+  pack(w: Float32Array, N: number, K: number, dtype?: PackedDtype | "auto"): PackedMatrix;
+  /** `out[m*N + n] = sum_k x[m*K + k] * W[n, k]` for m < M, on every thread of the pool. */
+  matmul(out: Float32Array, x: Float32Array, w: PackedMatrix, M: number): void;
+  /** Row n of W into out[at .. at + K) (an embedding lookup from the packed table). */
+  row(w: PackedMatrix, n: number, out: Float32Array, at?: number): void;
+  /** W again as a plain [N, K] f32 array (exact: what was packed), e.g. to hash it. */
+  unpack(w: PackedMatrix): Float32Array;
+  /** Ends the pool's workers. */
+  close(): void;
+}
+
+/** Options of `createPackedStore`. */
+export interface PackedStoreOptions {
+  /** Threads products run on, the caller's included (default 1). */
+  threads?: number;
+  /**
+   * A product is split between the threads only if its matrix holds at least this many bytes or it
+   * has at least `SPLIT_MACS` multiply-adds (default `SPLIT_BYTES`): below that, waking the workers
+   * costs more than they save, so it runs on the caller's thread alone. The bits are the same either
+   * way; tests pass 0 to split every product.
+   */
+  splitBytes?: number;
+}
+
+/** Matrix bytes from which a product is split between threads (1 MiB: about 100 µs of reading). */
+export const SPLIT_BYTES = 1 << 20;
+/** Multiply-adds from which a product is split whatever its matrix's size (a prefill's). */
+export const SPLIT_MACS = 1 << 21;
+
+/** gemm(pa, pb, M, N, K, c, ldc, accumulate, tmp): see kernels/wasm/gen.ts. */
+type Gemm = (
+  pa: number,
+  pb: number,
+  M: number,
+  N: number,
+  K: number,
+  c: number,
+  ldc: number,
+  acc: number,
+  tmp: number,
+) => void;
+
+interface Exports {
+  pack_a(src: number, is: number, ks: number, rows: number, K: number, dst: number): void;
+  pack_b(src: number, cs: number, ks: number, N: number, K: number, dst: number): void;
+  pack_a1(src: number, is: number, ks: number, rows: number, K: number, dst: number): void;
+  pack_bf16(src: number, K: number, panels: number, dst: number): number;
+  gemm: Gemm;
+  gemm_bf16: Gemm;
+  gemm1: Gemm;
+  gemm1_bf16: Gemm;
+}
+
+const PAGE = 65536;
+/** The memory may grow to 4 GiB (wasm32's limit); pages are committed only as it grows. */
+const MAX_PAGES = 65536;
+const roundUp = (n: number, m: number) => Math.ceil(n / m) * m;
+/** f32 slots of one thread's splatted A chunk (as kernels/wasm/kernels.ts): about 256 KiB, in L2. */
+const A_CHUNK = 65536;
+/** f32 values of plain rows copied into the memory at a time while packing (1 MiB). */
+const PACK_CHUNK = 1 << 18;
+
+/** The module every thread instantiates on the shared memory. */
+export function packedModuleBytes(shared = true, pages = 1): Uint8Array<ArrayBuffer> {
+  return assemble({
+    pages,
+    importedMemory: { maximum: MAX_PAGES, shared },
+    functions: {
+      pack_a: packA(),
+      pack_b: packB(),
+      pack_a1: packA(1),
+      pack_bf16: packBf16(),
+      gemm: gemm(),
+      gemm_bf16: gemm(MR, NR, undefined, true),
+      gemm1: gemm(1),
+      gemm1_bf16: gemm(1, NR, undefined, true),
+    },
+  });
+}
+
+/** Rows of A one pack_a chunk holds for inputs of length K. */
+const chunkRows = (M: number, K: number) =>
+  Math.min(roundUp(M, MR), Math.max(MR, Math.floor(A_CHUNK / (4 * K) / MR) * MR));
+/** Bytes of one thread's product scratch: its A chunk, then an MR x NR edge tile. */
+export const shareScratchBytes = (M: number, K: number): number =>
+  roundUp((chunkRows(M, K) * 4 * K + MR * NR) * 4, 16);
+
+/**
+ * One thread's share of a product, on its instance. args: M, N, K, a, pb, c, bf16, scratch, stride
+ * (a, pb, c, scratch byte offsets; a [M, K] and c [M, N] row-major f32, scratch + share * stride this
+ * share's own).
+ */
+export function productShare(ex: Exports): PoolHandler {
+  const { pack_a, pack_a1, gemm, gemm_bf16, gemm1, gemm1_bf16 } = ex;
+  return (args, share, shares) => {
+    const M = args[0], N = args[1], K = args[2], a = args[3] >>> 0, pb = args[4] >>> 0, c = args[5] >>> 0;
+    const bf16 = args[6] !== 0, scratch = (args[7] >>> 0) + share * (args[8] >>> 0);
+    const panels = Math.ceil(N / NR);
+    const p0 = Math.floor(share * panels / shares), p1 = Math.floor((share + 1) * panels / shares);
+    if (p0 === p1) return;
+    const n0 = p0 * NR, n = Math.min(N, p1 * NR) - n0;
+    const b = pb + p0 * NR * K * (bf16 ? 2 : 4), out = c + n0 * 4;
+    if (M === 1) {
+      // One row, a 1 x NR tile: the same sum per output as a row of an MR-row tile.
+      pack_a1(a, K, 1, 1, K, scratch);
+      (bf16 ? gemm1_bf16 : gemm1)(scratch, b, 1, n, K, out, N, 0, scratch + 16 * K);
+      return;
+    }
+    const rows = chunkRows(M, K), tmp = scratch + rows * 16 * K, run = bf16 ? gemm_bf16 : gemm;
+    for (let m0 = 0; m0 < M; m0 += rows) {
+      const m = Math.min(rows, M - m0);
+      pack_a(a + m0 * K * 4, K, 1, m, K, scratch);
+      run(scratch, b, m, n, K, out + m0 * N * 4, N, 0, tmp);
+    }
+  };
+}
+
+/** An instance of the module on `memory` (what each worker does in kernels/wasm/packed-task.ts). */
+export function instantiatePacked(memory: WebAssembly.Memory): Exports {
+  const module = new WebAssembly.Module(packedModuleBytes(memory.buffer instanceof SharedArrayBuffer));
+  return new WebAssembly.Instance(module, { env: { memory } }).exports as unknown as Exports;
+}
+
+/**
+ * A store with its own shared memory and a pool of `threads` (see the module doc). Where shared memory
+ * is not allowed (a page that is not cross-origin isolated), a plain memory and one thread.
+ */
+export function createPackedStore(options: PackedStoreOptions = {}): PackedStore {
+  let memory: WebAssembly.Memory, threads = options.threads ?? 1;
+  try {
+    memory = new WebAssembly.Memory({ initial: 1, maximum: MAX_PAGES, shared: true });
+    if (!(memory.buffer instanceof SharedArrayBuffer)) throw new TypeError("not shared");
+  } catch {
+    memory = new WebAssembly.Memory({ initial: 1, maximum: MAX_PAGES });
+    threads = 1;
+  }
+  const ex = instantiatePacked(memory);
+  const share = productShare(ex), args = new Int32Array(9);
+  const pool: Pool = createPool(
+    threads,
+    new URL("./packed-task.ts", import.meta.url),
+    { memory },
+    share,
+  );
+  let weightsEnd = 0, heapF32 = new Float32Array(memory.buffer), have = memory.buffer.byteLength;
+  // Makes the memory at least `bytes` long; returns the f32 view (fresh after any growth). Only this
+  // thread grows the memory, so its length is tracked here rather than asked for on every call.
+  const ensure = (bytes: number): Float32Array => {
+    if (bytes <= have) return heapF32;
+    if (bytes > MAX_PAGES * PAGE) {
+      throw new RangeError(`packed weights: ${bytes} bytes exceed wasm32's 4 GiB`);
+    }
+    memory.grow(Math.ceil((bytes - have) / PAGE));
+    heapF32 = new Float32Array(memory.buffer);
+    have = heapF32.byteLength;
+    return heapF32;
+  };
+  const splitBytes = options.splitBytes ?? SPLIT_BYTES;
+
+  // Packs w at `at` as pack_b would (panels of NR rows, k-major, padded with zeros), straight from
+  // the caller's array: row by row, each row's values written NR apart into its panel. As bf16, the
+  // high halves of two neighbouring rows make one 32-bit store, and a row pair that loses bits returns
+  // false at once (the caller packs again as f32).
+  const packAt = (w: Float32Array, N: number, K: number, at: number, bf16: boolean): boolean => {
+    const panels = Math.ceil(N / NR), slots = panels * NR * K;
+    ensure(at + slots * (bf16 ? 2 : 4));
+    const dst = new Uint32Array(memory.buffer, at, bf16 ? slots / 2 : slots);
+    dst.fill(0, ((panels - 1) * NR * K) / (bf16 ? 2 : 1)); // the last panel, whose padding rows stay zero
+    // bf16 with K a multiple of 4: whole panels by pack_bf16, a chunk of rows copied in at a time.
+    const fast = bf16 && K % 4 === 0 ? Math.floor(N / NR) : 0;
+    if (fast > 0) {
+      const step = Math.max(1, Math.floor(PACK_CHUNK / (NR * K))), scratch = roundUp(at + slots * 2, 16);
+      const heap = ensure(scratch + step * NR * K * 4);
+      for (let p0 = 0; p0 < fast; p0 += step) {
+        const count = Math.min(step, fast - p0);
+        heap.set(w.subarray(p0 * NR * K, (p0 + count) * NR * K), scratch / 4);
+        if (ex.pack_bf16(scratch, K, count, at + p0 * NR * K * 2) !== 0) return false;
+      }
+    }
+    const src = new Uint32Array(w.buffer, w.byteOffset, N * K);
+    for (let n = fast * NR; n < N; n += bf16 ? 2 : 1) {
+      const from = n * K, to = (n - (n % NR)) * K + (n % NR);
+      if (bf16) {
+        // rows n and n + 1 (NR is even, so both sit in one panel); past the last row, zeros
+        const next = n + 1 < N ? from + K : -1, out = to >> 1;
+        let lost = 0;
+        for (let k = 0; k < K; k++) {
+          const a = src[from + k], b = next < 0 ? 0 : src[next + k];
+          lost |= (a | b) & 0xffff;
+          dst[out + k * (NR >> 1)] = (a >>> 16) | (b & 0xffff0000);
+        }
+        if (lost !== 0) return false;
+      } else {
+        for (let k = 0; k < K; k++) dst[to + k * NR] = src[from + k];
+      }
+    }
+    return true;
+  };
+
+  const store: PackedStore = {
+    threads: pool.threads,
+    ready: pool.ready,
+    get weightBytes() {
+      return weightsEnd;
+    },
+    get memoryBytes() {
+      return memory.buffer.byteLength;
+    },
+    pack(w, N, K, dtype = "auto") {
+      if (w.length !== N * K) throw new RangeError(`pack: ${w.length} values are not [${N}, ${K}]`);
+      const at = weightsEnd;
+      let kept: PackedDtype = dtype === "f32" ? "f32" : "bf16";
+      if (kept === "bf16" && !packAt(w, N, K, at, true)) kept = "f32";
+      if (kept === "f32") packAt(w, N, K, at, false);
+      if (dtype === "bf16" && kept !== "bf16") {
+        throw new RangeError("pack: bf16 asked for, but a value is not bf16");
+      }
+      const bytes = roundUp(N, NR) * K * (kept === "bf16" ? 2 : 4);
+      weightsEnd = roundUp(at + bytes, 16);
+      return { at, rows: N, cols: K, dtype: kept, bytes };
+    },
+    matmul(out, x, w, M) {
+      const N = w.rows, K = w.cols;
+      if (M === 0 || N === 0) return;
+      const a = weightsEnd, c = roundUp(a + M * K * 4, 16), scratch = roundUp(c + M * N * 4, 16);
+      const stride = shareScratchBytes(M, K);
+      const split = pool.threads > 1 && (w.bytes >= splitBytes || M * N * K >= SPLIT_MACS);
+      const heap = ensure(scratch + stride * (split ? pool.threads : 1));
+      heap.set(x.length === M * K ? x : x.subarray(0, M * K), a / 4);
+      args[0] = M, args[1] = N, args[2] = K, args[3] = a, args[4] = w.at, args[5] = c;
+      args[6] = w.dtype === "bf16" ? 1 : 0, args[7] = scratch, args[8] = stride;
+      if (split) pool.run(args);
+      else share(args, 0, 1);
+      out.set(heap.subarray(c / 4, c / 4 + M * N));
+    },
+    row(w, n, out, at = 0) {
+      const K = w.cols, base = (n >> 3) * 8 * K, lane = n & 7;
+      if (w.dtype === "f32") {
+        const heap = ensure(0), from = w.at / 4 + base + lane;
+        for (let k = 0; k < K; k++) out[at + k] = heap[from + 8 * k];
+        return;
+      }
+      const halves = new Uint16Array(memory.buffer), from = w.at / 2 + base + lane;
+      const bits = new Uint32Array(out.buffer, out.byteOffset + at * 4, K);
+      for (let k = 0; k < K; k++) bits[k] = halves[from + 8 * k] << 16;
+    },
+    unpack(w) {
+      const out = new Float32Array(w.rows * w.cols);
+      for (let n = 0; n < w.rows; n++) store.row(w, n, out, n * w.cols);
+      return out;
+    },
+    close: () => pool.close(),
+  };
+  return store;
+}
