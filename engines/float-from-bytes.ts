@@ -31,6 +31,9 @@ export function floatEngineFromLut4Bytes(
   const file = parseLut4(bytes, name);
   checkDigest(name, file.sha256, opts.sha256);
   const { tokenizer, specials } = fileTokenizer(file, name);
-  const engine = createFloatEngine(file.config, dequantizeLut4(file), name, { frozen: true, specials });
+  // One thread, as the tab's integer engine: its pool's workers are node:worker_threads (the same
+  // bits on any number of threads).
+  const options = { frozen: true, specials, threads: 1 };
+  const engine = createFloatEngine(file.config, dequantizeLut4(file), name, options);
   return { engine: Object.assign(engine, { tokenizer }), sha256: file.sha256, bytes: file.bytes };
 }

@@ -66,7 +66,11 @@ export function awaitChange(ctl: Int32Array, at: number, value: number): number 
  */
 export function createPool(threads: number, task: URL, init: unknown, local: PoolHandler): Pool {
   const n = Math.max(1, Math.floor(threads));
-  const ctl = new Int32Array(new SharedArrayBuffer((ARGS + POOL_ARGS) * 4)), argv = ctl.subarray(ARGS);
+  // One thread shares nothing: a plain buffer, so a page that is not cross-origin isolated (no
+  // SharedArrayBuffer there: the browser tab's worker) runs the pool too.
+  const bytes = (ARGS + POOL_ARGS) * 4;
+  const ctl = new Int32Array(n === 1 ? new ArrayBuffer(bytes) : new SharedArrayBuffer(bytes));
+  const argv = ctl.subarray(ARGS);
   const workers: { terminate(): unknown }[] = [];
   let closed = false;
   // node:worker_threads is imported only for a pool with workers, so one thread needs nothing of Node.

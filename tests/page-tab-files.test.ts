@@ -162,6 +162,16 @@ test("the bytes entries build the engines the path loaders build, and refuse wha
   expect(await generateAll(float, prompt, opts)).toEqual(
     await generateAll(await loadEngine(lut4, "float"), prompt, opts),
   );
+  // As in a page that is not cross-origin isolated (the tab's worker): no SharedArrayBuffer at all.
+  const sab = globalThis.SharedArrayBuffer;
+  let unshared;
+  try {
+    (globalThis as { SharedArrayBuffer?: unknown }).SharedArrayBuffer = undefined;
+    unshared = floatEngineFromLut4Bytes(bytes, "ferry.lut4").engine;
+  } finally {
+    globalThis.SharedArrayBuffer = sab;
+  }
+  expect(await generateAll(unshared, prompt, opts)).toEqual(await generateAll(float, prompt, opts));
   expect(() => intEngineFromBytes(bytes, "ferry.lut4", { sha256: "0".repeat(64) })).toThrow(
     `ferry.lut4: sha256: the file's SHA-256 is ${made.sha256}, expected ${"0".repeat(64)}`,
   );

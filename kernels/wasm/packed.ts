@@ -174,7 +174,9 @@ export function productShare(ex: Exports): PoolHandler {
 
 /** An instance of the module on `memory` (what each worker does in kernels/wasm/packed-task.ts). */
 export function instantiatePacked(memory: WebAssembly.Memory): Exports {
-  const module = new WebAssembly.Module(packedModuleBytes(memory.buffer instanceof SharedArrayBuffer));
+  // Where SharedArrayBuffer is not defined (a page that is not cross-origin isolated), no memory is shared.
+  const shared = typeof SharedArrayBuffer === "function" && memory.buffer instanceof SharedArrayBuffer;
+  const module = new WebAssembly.Module(packedModuleBytes(shared));
   return new WebAssembly.Instance(module, { env: { memory } }).exports as unknown as Exports;
 }
 
@@ -220,14 +222,14 @@ export function createPackedStore(options: PackedStoreOptions = {}): PackedStore
   // false at once (the caller packs again as f32).
   const packAt = (w: Float32Array, N: number, K: number, at: number, bf16: boolean): boolean => {
     const panels = Math.ceil(N / NR), slots = panels * NR * K;
-    ensure(at + slots * (bf16 ? 2 : 4));
-    const dst = new Uint32Array(memory.buffer, at, bf16 ? slots / 2 : slots);
-    dst.fill(0, ((panels - 1) * NR * K) / (bf16 ? 2 : 1)); // the last panel, whose padding rows stay zero
     // bf16 with K a multiple of 4: whole panels by pack_bf16, a chunk of rows copied in at a time.
     const fast = bf16 && K % 4 === 0 ? Math.floor(N / NR) : 0;
+    const step = Math.max(1, Math.floor(PACK_CHUNK / (NR * K))), scratch = roundUp(at + slots * 2, 16);
+    // All the room first: growing a memory that is not shared detaches the views made before.
+    const heap = ensure(fast > 0 ? scratch + step * NR * K * 4 : at + slots * (bf16 ? 2 : 4));
+    const dst = new Uint32Array(memory.buffer, at, bf16 ? slots / 2 : slots);
+    dst.fill(0, ((panels - 1) * NR * K) / (bf16 ? 2 : 1)); // the last panel, whose padding rows stay zero
     if (fast > 0) {
-      const step = Math.max(1, Math.floor(PACK_CHUNK / (NR * K))), scratch = roundUp(at + slots * 2, 16);
-      const heap = ensure(scratch + step * NR * K * 4);
       for (let p0 = 0; p0 < fast; p0 += step) {
         const count = Math.min(step, fast - p0);
         heap.set(w.subarray(p0 * NR * K, (p0 + count) * NR * K), scratch / 4);
