@@ -121,6 +121,26 @@ test("a lut4 Qwen3 export with its own tokenizer runs in the tab and gives the s
   expect(quiet.content).toBe(wantQuiet.choices[0].message.content);
   expect(quiet.usage.prompt_tokens).toBe(wantQuiet.usage.prompt_tokens);
   expect(quiet.usage.prompt_tokens).toBeGreaterThan(tokens.length);
+
+  // And through the chat itself: the page's Settings, the prompt box, the conversation it keeps.
+  await page.click("#settings summary");
+  const fields = { "max-tokens": "24", temperature: "0.8", "top-k": "40", "top-p": "0.95", "min-p": "0.05" };
+  for (const [id, v] of Object.entries({ ...fields, seed: "7" })) await page.fill(`#${id}`, v);
+  await page.dispatchEvent("#seed", "change");
+  await page.fill("#prompt", MESSAGES[0].content);
+  await page.press("#prompt", "Enter");
+  await page.waitForFunction(() =>
+    document.querySelectorAll("#log li.assistant").length === 1 &&
+    !document.querySelector("#log li.streaming")
+  );
+  expect(await page.locator("#log li.assistant .error").count()).toBe(0);
+  const kept = await page.evaluate(async () => {
+    const { listConversations } = await import("/page/store.js");
+    const current = localStorage.getItem("ferry.current");
+    const conv = (await listConversations()).find((c: { id: string }) => c.id === current);
+    return conv.messages.at(-1).content;
+  });
+  expect(kept).toBe(message.content);
   await context.close();
 });
 
