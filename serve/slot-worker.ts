@@ -4,7 +4,7 @@
  * the reply's text back by message. The server's thread keeps the queue, the prompt cache and the
  * session store; this worker keeps nothing between jobs.
  *
- * Messages in: `init { path, kind, tokenizer? }` once (`tokenizer`: the server's tokenizer files); `job { id, from?, job }` (`from`: session bytes to continue,
+ * Messages in: `init { path, kind, tokenizer?, threads?, context? }` once (`tokenizer`: the server's tokenizer files; `threads`, `context`: as the server's engine, one thread a slot); `job { id, from?, job }` (`from`: session bytes to continue,
  * a stored session or a cached state); `abort { id }`; `gc` (collect garbage now, where the runtime allows: for memory measurements);
  * `crash` (for tests: fail the way a fault would).
  * Messages out: `ready`, `text { id, piece }`, `done { id, result }`, `fail { id, message }`, and
@@ -44,7 +44,11 @@ const aborts = new Map<number, AbortController>();
 scope.onmessage = (ev: MessageEvent) => {
   const msg = ev.data;
   if (msg.type === "init") {
-    engine = loadEngine(msg.path, msg.kind, { tokenizer: msg.tokenizer });
+    engine = loadEngine(msg.path, msg.kind, {
+      tokenizer: msg.tokenizer,
+      threads: msg.threads,
+      context: msg.context,
+    });
     engine.then(() => scope.postMessage({ type: "ready" }), () => {});
   } else if (msg.type === "job") {
     void job(msg.id, msg.from, msg.job);

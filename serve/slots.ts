@@ -98,7 +98,7 @@ export function createSlots(engine: Engine, opts: SlotsOptions = {}): Slots {
   const free: Runner[] = parallel === 1
     ? [localRunner(engine)]
     : Array.from({ length: parallel }, () =>
-      workerRunner(engine.source, engine.kind, engine.tokenizer?.files));
+      workerRunner(engine.source, engine.kind, engine.tokenizer?.files, engine.context));
   const all = [...free];
   return {
     parallel,
@@ -183,7 +183,12 @@ interface Pending {
 }
 
 /** A slot in a worker that loads `path` on `kind` itself; replaced when it dies. */
-function workerRunner(path: string, kind: string, tokenizer: TokenizerFiles | undefined): Runner {
+function workerRunner(
+  path: string,
+  kind: string,
+  tokenizer: TokenizerFiles | undefined,
+  context: number | undefined,
+): Runner {
   let worker: Worker;
   let current: Pending | undefined;
   let seq = 0;
@@ -207,7 +212,9 @@ function workerRunner(path: string, kind: string, tokenizer: TokenizerFiles | un
       ev.preventDefault?.();
       died(ev.message || "the worker failed");
     };
-    w.postMessage({ type: "init", path, kind, tokenizer });
+    // One thread per slot: the slots already share the cores out (their engines would split each product
+    // across every core otherwise, and contend); the same context as the server's engine.
+    w.postMessage({ type: "init", path, kind, tokenizer, threads: 1, context });
   };
   spawn();
   return {

@@ -22,7 +22,7 @@ type Timer = (op: "decode" | "prefill", n: number) => Promise<{ seconds: number;
 /** The prompt decoding starts from, and the seed of the prefill's ids. */
 const PROMPT_TOKENS = 8, PREFILL_SEED = 2;
 
-/** A ferry engine (`float` or `int`) on an export, `threads` passed when more than one is asked. */
+/** A ferry engine (`float` or `int`) on an export with `threads` threads. */
 async function ferryTimer(
   kind: "float" | "int",
   path: string,
@@ -30,9 +30,8 @@ async function ferryTimer(
   threads: number,
 ): Promise<Timer> {
   const { loadEngine } = await import("../../engines/mod.ts");
-  // `threads` is handed over only when asked for: engines that do not know it run with their default.
-  const options = threads > 1 ? { threads } as Record<string, unknown> : {};
-  const engine = await loadEngine(path, kind, options);
+  // Always handed over: the engines' default is every core, so one thread must be asked for.
+  const engine = await loadEngine(path, kind, { threads });
   const prompt = benchTokens(vocab, PROMPT_TOKENS, 1);
   return async (op, n) => {
     if (op === "prefill") {

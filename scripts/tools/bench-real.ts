@@ -53,7 +53,7 @@ Options:
   --vocab N           vocabulary size (151936: Qwen3's own; needs --tokenizer)   [258]
   --tokenizer DIR     tokenizer.json and tokenizer_config.json to put in the folder
   --threads LIST      thread counts for llama.cpp                                [1,2]
-  --ferry-threads L   thread counts for ferry's engines (passed as EngineLoadOptions.threads) [1]
+  --ferry-threads L   thread counts for ferry's engines (passed as EngineLoadOptions.threads) [1,2]
   --runtimes LIST     runtimes of ferry's engines                                [deno,bun]
   --calibrate N       lut4 export's calibration windows (0: plain rounding; 64 is the CLI's default,
                       hours at this size)                                        [0]
@@ -209,7 +209,7 @@ async function main(): Promise<void> {
     vocab: { type: "string" },
     tokenizer: { type: "string" },
     threads: { type: "string", default: "1,2" },
-    "ferry-threads": { type: "string", default: "1" },
+    "ferry-threads": { type: "string", default: "1,2" },
     runtimes: { type: "string", default: "deno,bun" },
     calibrate: { type: "string", default: "0" },
     f64lines: { type: "boolean" },
