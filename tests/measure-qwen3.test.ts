@@ -12,6 +12,7 @@ import { evalWindows, loadBrown } from "../model/corpus.ts";
 import { bitsPerByte, profileEngine, scoredWindow, windowBits, windowInputs } from "../measure/metrics.ts";
 import { buildModel, createCache, forward } from "../model/qwen3.ts";
 import type { Tokenizer } from "../model/tokenizer-types.ts";
+import { gapPrompts, scoredBitsPerByte } from "../measure/gap.ts";
 
 setDefaultTimeout(120_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
@@ -63,6 +64,11 @@ test("a byte model's windows and bits per byte are the byte convention's", async
   const profile = await profileEngine(engine, windows, [], 0);
   expect(profile.bpb).toBeCloseTo(before, 6);
   expect(await bitsPerByte(engine, windows)).toBe(profile.bpb);
+  // scripts/gap.ts's sums, on the model and on the engine.
+  const scored = windows.map((x) => scoredWindow(engine.tokenizer, x));
+  expect(await scoredBitsPerByte(model, scored)).toBe(before);
+  expect(await scoredBitsPerByte(engine, scored)).toBe(profile.bpb);
+  expect(gapPrompts(windows[0], 2, 8)).toEqual(evalWindows(windows[0], 2, 8).map((x) => [256, ...x]));
 });
 
 // A stand-in BPE: one token per character, with or without a BOS.
@@ -100,4 +106,8 @@ test("a BPE window: no BOS leaves the first token's bytes out, a BOS scores them
   const cut = scoredWindow(charTokenizer(1), text.subarray(1, 8));
   expect(cut.targets).toEqual([32, 97, 98, 99, 32]);
   expect(cut.bytes).toBe(5);
+  // gap's greedy prompts through a BPE: its BOS only when it has one.
+  const held = new TextEncoder().encode("abcdefgh");
+  expect(gapPrompts(held, 2, 3, charTokenizer(undefined))).toEqual([[97, 98, 99], [102, 103, 104]]);
+  expect(gapPrompts(held, 1, 2, charTokenizer(1))).toEqual([[1, 97, 98]]);
 });
