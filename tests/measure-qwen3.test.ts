@@ -4,6 +4,10 @@
 // model's bits per byte as before, a BPE window's tokens and bytes by the stated rules.
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { exportCheckpoint } from "../formats/export.ts";
 import process from "node:process";
 import { qwen3Folder } from "./helpers/qwen3-folder.ts";
 import { readCheckpoint } from "../formats/checkpoint.ts";
@@ -69,6 +73,34 @@ test("a byte model's windows and bits per byte are the byte convention's", async
   expect(await scoredBitsPerByte(model, scored)).toBe(before);
   expect(await scoredBitsPerByte(engine, scored)).toBe(profile.bpb);
   expect(gapPrompts(windows[0], 2, 8)).toEqual(evalWindows(windows[0], 2, 8).map((x) => [256, ...x]));
+});
+
+test("a lossless export is a source like its checkpoint; a lossy one is refused, saying why", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "ferry-measure-src-"));
+  try {
+    const input = "model/default/ferry.ckpt";
+    const f32 = await exportCheckpoint({ input, output: dir, format: "dmexp", dtype: "f32" });
+    const q4 = await exportCheckpoint({ input, output: dir, format: "gguf", dtype: "q4_0" });
+    const measure = (src: string) =>
+      spawnSync(process.execPath, [
+        "scripts/measure.ts",
+        src,
+        ...["--windows", "1", "--prompts", "1", "--only", "dmexp:bf16", "--json"],
+      ], { encoding: "utf8", maxBuffer: 1 << 24 });
+    const r = measure(f32.file);
+    expect(r.status).toBe(0);
+    const out = JSON.parse(r.stdout);
+    expect([out.tokenizer, out.scored_tokens, out.scored_bytes]).toEqual(["byte", 256, 256]);
+    const ck = await readCheckpoint(input, { sections: ["model"] });
+    const w = evalWindows((await loadBrown()).heldOut, 1);
+    expect(out.source_bpb).toBeCloseTo(bitsPerByte(buildModel(ck.config, ck.model), w), 6);
+    expect(out.rows[0].greedy_identical).toBe(1);
+    const bad = measure(q4.file);
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toContain(`${q4.file}: a lossy gguf export`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 // A stand-in BPE: one token per character, with or without a BOS.
