@@ -164,7 +164,9 @@ await run(async () => {
   }
   const calibrate = calWindows > 0 ? lut4Calibrator(calWindows) : undefined;
   const loadOptions = { kernels, ...engineFlags(a), onNote: (line: string) => console.error(line) };
-  const { engine: source, step } = await openSource(input, loadOptions);
+  // The reference is dropped once profiled, so a large model's reference and a variant are never both held.
+  let source: Engine | undefined, step: number | undefined;
+  ({ engine: source, step } = await openSource(input, loadOptions));
   // The held-out text through the source's tokenizer, once: every variant is scored on these tokens.
   const tok = source.tokenizer;
   const windows = evalWindows((await loadBrown()).heldOut, count).map((w) => scoredWindow(tok, w));
@@ -183,6 +185,7 @@ await run(async () => {
       writeFileSync(refFile(i), new Uint8Array(l.buffer, l.byteOffset, l.byteLength));
     });
     source.dispose?.();
+    source = undefined;
     for (const [format, dtype] of variants) {
       const s = await exportCheckpoint({ input, output: dir, format, dtype, calibrate });
       const engine = await loadEngine(s.file, a.engine, loadOptions);
