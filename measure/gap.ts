@@ -23,7 +23,9 @@ import type { Engine } from "../model/engine.ts";
 import { buildModel, createCache, forward, type Model } from "../model/qwen3.ts";
 import type { Tensor } from "../model/tensor.ts";
 import { intEngineFromFile } from "../engines/int/engine.ts";
-import { bitsPerByte, windowBits, windowInputs } from "./metrics.ts";
+import type { Tokenizer } from "../model/tokenizer-types.ts";
+import { byteTokenizer } from "../model/tokenizer.ts";
+import { type ScoredWindow, scoredWindow, windowBits, windowInputs } from "./metrics.ts";
 
 /** Tensor classes the rounding gap is split by. */
 export const TENSOR_CLASSES: Record<string, (name: string) => boolean> = {
@@ -58,15 +60,44 @@ export async function engineBitsPerByte(
 }
 
 /**
- * The prompts of the greedy comparison: `count` held-out snippets of `bytes` bytes, BOS first.
+ * The prompts of the greedy comparison: `count` held-out snippets of `bytes` bytes, BOS first; through
+ * a model's own tokenizer when it has one (its BOS only if it has one).
  *
  * @example
  * ```ts
  * gapPrompts(heldOut)[0]; // [256, 84, 104, ...] (8 prompts of 24 bytes)
  * ```
  */
-export function gapPrompts(heldOut: Uint8Array, count = 8, bytes = 24): number[][] {
-  return evalWindows(heldOut, count, bytes).map((w) => [256, ...w]);
+export function gapPrompts(heldOut: Uint8Array, count = 8, bytes = 24, tokenizer?: Tokenizer): number[][] {
+  const snippets = evalWindows(heldOut, count, bytes);
+  if (!tokenizer || tokenizer.kind === "byte") return snippets.map((w) => [256, ...w]);
+  return snippets.map((w) => tokenizer.encode(new TextDecoder().decode(w), { bos: true }));
+}
+
+/**
+ * Bits per byte of the float model or an engine over windows already through the tokenizer
+ * (`scoredWindow`): total bits over the bytes covered. On byte windows the same sums as `bitsPerByte`.
+ *
+ * @example
+ * ```ts
+ * scoredBitsPerByte(model, windows.map((w) => scoredWindow(byteTokenizer, w)));
+ * ```
+ */
+export async function scoredBitsPerByte(
+  m: Model | Engine,
+  windows: readonly ScoredWindow[],
+  onWindow?: () => void,
+): Promise<number> {
+  let bits = 0, bytes = 0;
+  for (const w of windows) {
+    const logits = "start" in m
+      ? await m.start().feed(w.inputs, "all")
+      : forward(m, createCache(m, w.inputs.length), w.inputs);
+    bits += windowBits(logits, w.targets, m.config.vocab_size);
+    bytes += w.bytes;
+    onWindow?.();
+  }
+  return bits / bytes;
 }
 
 /** How an engine follows the float model's greedy path (see `compareGreedy`). */
@@ -153,6 +184,8 @@ export interface Lut4GapOptions {
   head?: HeadMode;
   /** Also measure llama.cpp's own Q4_0 gap (Bun: node-llama-cpp is a Node-API addon). */
   llama?: boolean;
+  /** The model's own tokenizer (default ferry's byte one): windows and prompts go through it. */
+  tokenizer?: Tokenizer;
   /** Called once per window evaluated: `lut4GapSteps(windows.length)` calls in all. */
   onWindow?: () => void;
 }
@@ -169,7 +202,14 @@ export function lut4GapSteps(windows: number): number {
  * written to a temporary folder and removed.
  */
 export async function lut4Gap(config: ModelConfig, tensors: Tensor[], opts: Lut4GapOptions) {
-  const { windows, heldOut } = opts;
+  const { heldOut } = opts;
+  const tok = opts.tokenizer ?? byteTokenizer;
+  if (opts.llama && tok.kind !== "byte") {
+    throw new RangeError(
+      "llama.cpp's Q4_0 gap is measured on byte models only (its GGUF carries no tokenizer)",
+    );
+  }
+  const windows = opts.windows.map((w) => scoredWindow(tok, w));
   const head = opts.head ?? "tied";
   const tick = () => opts.onWindow?.();
   const dir = await mkdtemp(join(tmpdir(), "ferry-gap-"));
@@ -184,25 +224,28 @@ export async function lut4Gap(config: ModelConfig, tensors: Tensor[], opts: Lut4
     const lut = await readLut4(file);
     const deq = dequantizeLut4(lut);
     const folded = foldedFloat(config, tensors, head);
-    const f32 = bitsPerByte(buildModel(config, tensors), windows, tick);
+    const f32 = await scoredBitsPerByte(buildModel(config, tensors), windows, tick);
     const deqModel = buildModel(lut.config, deq);
-    const rounded = bitsPerByte(deqModel, windows, tick);
+    const rounded = await scoredBitsPerByte(deqModel, windows, tick);
     const byClass: Record<string, number> = {};
     for (const [name, pick] of Object.entries(TENSOR_CLASSES)) {
       const mixed = folded.map((t) => (pick(t.name) ? deq.find((d) => d.name === t.name)! : t));
-      byClass[name] = bitsPerByte(buildModel(lut.config, mixed), windows, tick) - f32;
+      byClass[name] = await scoredBitsPerByte(buildModel(lut.config, mixed), windows, tick) - f32;
     }
     const engine = intEngineFromFile(lut);
-    const integer = await engineBitsPerByte(engine, windows, tick);
+    const integer = await scoredBitsPerByte(engine, windows, tick);
     for (let i = 0; i < windows.length; i++) tick();
-    const greedy = await compareGreedy(engine, deqModel, gapPrompts(heldOut), 64);
-    const llama = opts.llama ? await llamaQ4Gap(config, tensors, windows, dir) : undefined;
+    const greedy = await compareGreedy(engine, deqModel, gapPrompts(heldOut, 8, 24, tok), 64);
+    const llama = opts.llama ? await llamaQ4Gap(config, tensors, opts.windows, dir) : undefined;
     return {
       checkpoint: opts.source,
       head,
       file_bytes: lut.bytes,
       windows: windows.length,
       window_bytes: WINDOW_BYTES,
+      tokenizer: tok.kind,
+      scored_tokens: windows.reduce((n, w) => n + w.targets.length, 0),
+      scored_bytes: windows.reduce((n, w) => n + w.bytes, 0),
       bpb: { f32, lut4_dequantized_float: rounded, lut4_integer_engine: integer },
       gap: { total: integer - f32, weight_rounding: rounded - f32, engine_arithmetic: integer - rounded },
       rounding_by_class: byClass,

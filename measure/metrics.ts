@@ -15,6 +15,7 @@ import { BOS } from "../model/tokenizer.ts";
 import { createCache, forward, type Model } from "../model/qwen3.ts";
 import type { Engine } from "../model/engine.ts";
 import { generateAll } from "../model/generate.ts";
+import type { Tokenizer } from "../model/tokenizer-types.ts";
 
 /** Differences between reference logits and logits under test, over the same positions. */
 export interface LogitComparison {
@@ -120,43 +121,113 @@ export function windowLogits(m: Model | Engine, window: Uint8Array): Float32Arra
   return forward(m, createCache(m, window.length), windowInputs(window));
 }
 
-/** Bits per byte of `window` under `logits` (as given by `windowLogits`). */
-export function windowBits(logits: Float32Array, window: Uint8Array, vocab: number): number {
+/**
+ * Bits of `targets` under `logits` (as given by `windowLogits`): position t's logits score
+ * `targets[t]`. A byte window is its own targets.
+ *
+ * @example
+ * ```ts
+ * windowBits(windowLogits(model, w), w, 258) / w.length; // the window's bits per byte
+ * ```
+ */
+export function windowBits(logits: Float32Array, targets: ArrayLike<number>, vocab: number): number {
   const lp = new Float64Array(vocab);
   let nats = 0;
-  for (let t = 0; t < window.length; t++) {
+  for (let t = 0; t < targets.length; t++) {
     logSoftmax(logits, t * vocab, vocab, lp);
-    nats -= lp[window[t]];
+    nats -= lp[targets[t]];
   }
   return nats / Math.LN2;
 }
 
 /**
- * Bits of a window of text under a model with its own tokenizer (a BPE, no BOS), and the bytes they
- * cover: the window's text is encoded (special-token strings as text), its tokens after the first are
- * predicted from the ones before, and the first token's bytes, which nothing predicts, are left out.
- * For a byte model this is `windowBits` of `windowLogits` with BOS as the first input.
+ * A held-out window as a model sees it: the ids fed, the id each fed position must predict, and the
+ * UTF-8 bytes those predicted ids cover (what bits per byte divides by).
+ */
+export interface ScoredWindow {
+  inputs: number[];
+  targets: number[];
+  bytes: number;
+}
+
+/**
+ * A window of text through a tokenizer. The byte tokenizer: BOS then all but the last byte, every byte
+ * predicted (`windowInputs`). A BPE: the window, trimmed to whole UTF-8 characters, encoded with
+ * special-token strings as text; with a BOS every token is predicted and every byte counted; without
+ * one (Qwen3) the first token is fed but nothing predicts it, so its bytes are left out.
+ *
+ * @example
+ * ```ts
+ * const w = scoredWindow(engine.tokenizer, evalWindows(heldOut, 1)[0]);
+ * const bits = windowBits(await engine.start().feed(w.inputs, "all"), w.targets, V);
+ * bits / w.bytes; // the window's bits per byte
+ * ```
+ */
+export function scoredWindow(tok: Tokenizer, window: Uint8Array): ScoredWindow {
+  if (tok.kind === "byte") {
+    return { inputs: windowInputs(window), targets: Array.from(window), bytes: window.length };
+  }
+  const text = wholeCharacters(window);
+  const ids = tok.encode(new TextDecoder().decode(text));
+  if (tok.bos !== undefined) {
+    return { inputs: [tok.bos, ...ids.slice(0, -1)], targets: ids, bytes: text.length };
+  }
+  if (ids.length < 2) return { inputs: [], targets: [], bytes: 0 };
+  return {
+    inputs: ids.slice(0, -1),
+    targets: ids.slice(1),
+    bytes: text.length - tok.tokenBytes(ids[0]).length,
+  };
+}
+
+// The window without a character cut at either end (continuation bytes first, a sequence unfinished last).
+function wholeCharacters(w: Uint8Array): Uint8Array {
+  let start = 0, end = w.length;
+  while (start < end && (w[start] & 0xc0) === 0x80) start++;
+  let lead = end - 1, back = 0;
+  while (lead >= start && (w[lead] & 0xc0) === 0x80 && back < 3) lead--, back++;
+  if (lead >= start && w[lead] >= 0xc0) {
+    const need = w[lead] >= 0xf0 ? 4 : w[lead] >= 0xe0 ? 3 : 2;
+    if (end - lead < need) end = lead;
+  }
+  return w.subarray(start, end);
+}
+
+/** A window's logits at every fed position, from a fresh session of `engine`. */
+function scoredLogits(engine: Engine, w: ScoredWindow): Promise<Float32Array> {
+  return w.inputs.length === 0 ? Promise.resolve(new Float32Array(0)) : engine.start().feed(w.inputs, "all");
+}
+
+/**
+ * Bits of a window of text under a model with its own tokenizer, and the bytes they cover
+ * (`scoredWindow`'s rules: no BOS, so the first token's bytes are left out). For a byte model this is
+ * `windowBits` of `windowLogits`, over every byte.
+ *
+ * @example
+ * ```ts
+ * const { bits, bytes } = await tokenWindowBits(engine, new TextEncoder().encode("The jury said"));
+ * ```
  */
 export async function tokenWindowBits(
   engine: Engine,
   window: Uint8Array,
 ): Promise<{ bits: number; bytes: number }> {
-  const tok = engine.tokenizer, V = engine.config.vocab_size;
-  const ids = tok.encode(new TextDecoder().decode(window));
-  if (ids.length < 2) return { bits: 0, bytes: 0 };
-  const logits = await engine.start().feed(ids.slice(0, -1), "all");
-  const lp = new Float64Array(V);
-  let nats = 0;
-  for (let t = 1; t < ids.length; t++) {
-    logSoftmax(logits, (t - 1) * V, V, lp);
-    nats -= lp[ids[t]];
-  }
-  return { bits: nats / Math.LN2, bytes: window.length - tok.tokenBytes(ids[0]).length };
+  const w = scoredWindow(engine.tokenizer, window);
+  if (w.targets.length === 0) return { bits: 0, bytes: 0 };
+  return {
+    bits: windowBits(await scoredLogits(engine, w), w.targets, engine.config.vocab_size),
+    bytes: w.bytes,
+  };
 }
 
 /**
  * Held-out bits per byte over the given windows: of the float model (sync), or of any engine (async;
- * an engine whose tokenizer is not the byte one is scored over its own tokens: `tokenWindowBits`).
+ * each window through the engine's tokenizer: `scoredWindow`), total bits over the bytes predicted.
+ *
+ * @example
+ * ```ts
+ * bitsPerByte(model, evalWindows(heldOut, 64)); // the byte model's held-out bits per byte
+ * ```
  */
 export function bitsPerByte(model: Model, windows: Uint8Array[], onWindow?: (i: number) => void): number;
 export function bitsPerByte(
@@ -170,28 +241,19 @@ export function bitsPerByte(
   onWindow?: (i: number) => void,
 ): number | Promise<number> {
   const V = m.config.vocab_size;
-  const bytes = windows.reduce((n, w) => n + w.length, 0);
-  if (isEngine(m) && m.tokenizer.kind !== "byte") {
-    return (async () => {
-      let bits = 0, covered = 0;
-      for (let i = 0; i < windows.length; i++) {
-        const r = await tokenWindowBits(m, windows[i]);
-        bits += r.bits, covered += r.bytes;
-        onWindow?.(i);
-      }
-      return bits / covered;
-    })();
-  }
   if (isEngine(m)) {
     return (async () => {
-      let bits = 0;
+      let bits = 0, bytes = 0;
       for (let i = 0; i < windows.length; i++) {
-        bits += windowBits(await windowLogits(m, windows[i]), windows[i], V);
+        const w = scoredWindow(m.tokenizer, windows[i]);
+        bits += windowBits(await scoredLogits(m, w), w.targets, V);
+        bytes += w.bytes;
         onWindow?.(i);
       }
       return bits / bytes;
     })();
   }
+  const bytes = windows.reduce((n, w) => n + w.length, 0);
   let bits = 0;
   windows.forEach((w, i) => {
     bits += windowBits(windowLogits(m, w), w, V);
@@ -202,7 +264,7 @@ export function bitsPerByte(
 
 /** What an engine gives on the measurement set: logits per window, bits per byte, greedy continuations. */
 export interface EngineProfile {
-  /** `[positions × vocab]` logits of each window. */
+  /** `[positions × vocab]` logits of each window (empty when they went to `onLogits` instead). */
   logits: Float32Array[];
   bpb: number;
   /** Each prompt's greedy continuation, as comma-joined token ids. */
@@ -211,8 +273,10 @@ export interface EngineProfile {
 
 /**
  * Runs an engine over held-out windows and greedy prompts: the raw material of every export-cost
- * figure (compare two profiles with `compareLogits` and the greedy strings). `tick` is called once
- * per window and per prompt.
+ * figure (compare two profiles with `compareLogits` and the greedy strings). A window of bytes goes
+ * through the engine's tokenizer (`scoredWindow`); pass `ScoredWindow`s to score every engine on the
+ * same tokens. `tick` is called once per window and per prompt. With `onLogits`, each window's logits
+ * are handed to it and not kept (a 151,936-token vocabulary makes them tens of MB a window).
  *
  * @example
  * ```ts
@@ -222,19 +286,23 @@ export interface EngineProfile {
  */
 export async function profileEngine(
   engine: Engine,
-  windows: Uint8Array[],
+  windows: readonly (Uint8Array | ScoredWindow)[],
   prompts: readonly number[][],
   tokens: number,
   tick: () => void = () => {},
+  onLogits?: (window: number, logits: Float32Array) => void,
 ): Promise<EngineProfile> {
   const V = engine.config.vocab_size;
   let bits = 0, bytes = 0;
   const logits: Float32Array[] = [];
-  for (const w of windows) {
-    const l = await windowLogits(engine, w);
-    bits += windowBits(l, w, V);
-    bytes += w.length;
-    logits.push(l);
+  for (let i = 0; i < windows.length; i++) {
+    const raw = windows[i];
+    const w = raw instanceof Uint8Array ? scoredWindow(engine.tokenizer, raw) : raw;
+    const l = await scoredLogits(engine, w);
+    bits += windowBits(l, w.targets, V);
+    bytes += w.bytes;
+    if (onLogits) onLogits(i, l);
+    else logits.push(l);
     tick();
   }
   const greedy: string[] = [];

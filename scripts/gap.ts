@@ -8,28 +8,37 @@
  * is measure/gap.ts; this is its command line.
  *
  *   bun scripts/gap.ts [CHECKPOINT] [--windows N] [--head tied|separate] [--llama] [--json]
+ *   bun scripts/gap.ts ~/Qwen3-0.6B --windows 8    # a Hugging Face folder, over its own tokens
  *
  * @module
  */
 import { cli, EXIT_USAGE, fail, progress, run } from "./cli.ts";
-import { readCheckpoint } from "../formats/checkpoint.ts";
+import { isCheckpointFile, readCheckpoint } from "../formats/checkpoint.ts";
 import { requireInput } from "../formats/io.ts";
+import { formatOf } from "../formats/mod.ts";
+import type { ModelConfig } from "../model/config.ts";
+import { FormatError } from "../model/error.ts";
+import { loadTokenizer } from "../model/hf-tokenizer.ts";
+import type { Tensor } from "../model/tensor.ts";
+import type { Tokenizer } from "../model/tokenizer-types.ts";
 import type { HeadMode } from "../formats/lut4-quantize.ts";
 import { EVAL_WINDOWS, evalWindows, loadBrown, WINDOW_BYTES } from "../model/corpus.ts";
 import { lut4Gap, lut4GapSteps } from "../measure/gap.ts";
 
 const HELP = `
-Usage: bun scripts/gap.ts [CHECKPOINT] [options]
+Usage: bun scripts/gap.ts [SOURCE] [options]
 
-Measures what the lut4 export costs on a checkpoint: bits per byte of the f32 model, of the float
+Measures what the lut4 export costs on a checkpoint or lossless export (a model with its own
+tokenizer over its own tokens of the same windows, as scripts/measure.ts): bits per byte of the f32 model, of the float
 model on the lut4 file's dequantized weights, and of the integer engine, over the held-out windows
 scripts/eval.ts uses; the rounding split by tensor class; |Δlogit| and greedy identity between the
 integer engine and the float model on the same weights (8 prompts x 64 tokens).
 
 Arguments:
-  CHECKPOINT          a training checkpoint                 [model/default/ferry.ckpt]
+  SOURCE              a training checkpoint, a Hugging Face folder or a lossless export
+                      [model/default/ferry.ckpt]
 Options:
-  --windows N         held-out windows of ${WINDOW_BYTES} bytes         [${EVAL_WINDOWS}]
+  --windows N         held-out windows of ${WINDOW_BYTES} bytes of text [${EVAL_WINDOWS}]
   --head H            tied | separate: how the head is stored  [tied]
   --llama             also measure llama.cpp's own Q4_0 gap (Bun only)
   --json              machine-readable output
@@ -47,13 +56,16 @@ if (import.meta.main) {
     const path = positionals[0] ?? "model/default/ferry.ckpt";
     const count = Number(a.windows);
     if (!Number.isInteger(count) || count < 1) fail("--windows expects a positive integer", EXIT_USAGE);
-    requireInput(path, "file");
-    const ck = await readCheckpoint(path, { sections: ["model"] });
+    const src = await readSource(path);
+    if (a.llama && src.tokenizer.kind !== "byte") {
+      fail("--llama measures byte models only (the Q4_0 GGUF it writes carries no tokenizer)", EXIT_USAGE);
+    }
     const { heldOut } = await loadBrown();
     const windows = evalWindows(heldOut, count);
     const bar = progress("gap", lut4GapSteps(windows.length), { unit: "window" });
-    const result = await lut4Gap(ck.config, ck.model!, {
+    const result = await lut4Gap(src.config, src.tensors, {
       source: path,
+      tokenizer: src.tokenizer,
       windows,
       heldOut,
       head: a.head as HeadMode,
@@ -66,12 +78,46 @@ if (import.meta.main) {
   });
 }
 
+/**
+ * The float weights to measure: a training checkpoint's model section, or any lossless export (a Hugging
+ * Face folder, dmexp, hf, GGUF F32/F16/BF16, f64lines) through its format, with the tokenizer it carries.
+ * A lossy export is refused: its rounding would be rounded again.
+ */
+async function readSource(
+  path: string,
+): Promise<{ config: ModelConfig; tensors: Tensor[]; tokenizer: Tokenizer }> {
+  requireInput(path);
+  if (await isCheckpointFile(path)) {
+    const ck = await readCheckpoint(path, { sections: ["model"] });
+    return { config: ck.config, tensors: ck.model!, tokenizer: loadTokenizer(undefined, path) };
+  }
+  const format = formatOf(path);
+  const lossy = await format.lossy(path);
+  if (lossy) {
+    throw new FormatError(
+      path,
+      "format",
+      `${path}: a lossy ${format.name} export (${lossy}) cannot be measured: its rounding would be rounded again`,
+      {
+        expected: "a training checkpoint or a lossless export",
+        found: `a ${format.name} export with ${lossy}`,
+      },
+    );
+  }
+  const { config, tensors, tokenizer } = await format.read(path);
+  return { config, tensors, tokenizer: loadTokenizer(tokenizer, path) };
+}
+
 function printTable(r: Awaited<ReturnType<typeof lut4Gap>>): void {
   const f = (x: number) => x.toFixed(4), g = (x: number) => (x >= 0 ? "+" : "") + x.toFixed(6);
   console.log(
     `${r.checkpoint}: lut4 (${r.head} head, ${
       r.file_bytes.toLocaleString("en-US")
-    } bytes), ${r.windows} held-out windows of ${r.window_bytes} bytes`,
+    } bytes), ${r.windows} held-out windows of ${r.window_bytes} bytes${
+      r.tokenizer === "byte"
+        ? ""
+        : ` (${r.scored_tokens} ${r.tokenizer} tokens scored, over ${r.scored_bytes} bytes)`
+    }`,
   );
   console.log(`| measure | bits/byte | gap vs f32 |`);
   console.log(`|---|---:|---:|`);

@@ -1,28 +1,40 @@
 /**
- * What each export costs against the float source, on the trained model: every format and dtype is
- * written (lut4 calibrated as its export is by default), read back through its own reader, and
- * compared with the checkpoint's f32 weights over the 64 held-out windows (KL divergence first, its
- * mean and 99th percentile over positions as llama.cpp's perplexity tool reports them, then top-1
- * agreement, bits per byte and its gap, logit deltas) and on greedy 64-byte continuations of 8 prompts.
+ * What each export costs against the float source: every format and dtype is written from the source
+ * (lut4 calibrated as its export is by default), read back through its own reader, and compared with
+ * the source on the float engine over the 64 held-out windows (KL divergence first, its mean and 99th
+ * percentile over positions as llama.cpp's perplexity tool reports them, then top-1 agreement, bits per
+ * byte and its gap, logit deltas) and on greedy 64-token continuations of 8 prompts. The source is a
+ * training checkpoint or any lossless export (a Hugging Face Qwen3 folder, dmexp, ...): a model with
+ * its own tokenizer is scored over its own tokens of the same 256-byte windows (measure/metrics.ts
+ * `scoredWindow`), bits per byte staying bits over the bytes those tokens cover.
  *
  *   deno run -A scripts/measure.ts                    # the shipped model, every export, natural engines
  *   deno run -A scripts/measure.ts --engine float     # every export on one engine
+ *   bun scripts/measure.ts ~/Qwen3-0.6B --only lut4:q4,dmexp:bf16   # a Hugging Face folder
  *
  * @module
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chooseKernels, cli, didYouMean, EXIT_USAGE, fail, KERNELS_HELP, progress, run } from "./cli.ts";
 import { DEFAULT_INPUT, exportCheckpoint } from "../formats/export.ts";
-import { formatNamed, FORMATS } from "../formats/mod.ts";
-import { readCheckpoint } from "../formats/checkpoint.ts";
+import { formatNamed, formatOf, FORMATS } from "../formats/mod.ts";
+import { isCheckpointFile, readCheckpoint } from "../formats/checkpoint.ts";
 import { requireInput } from "../formats/io.ts";
-import { engineKinds, loadEngine } from "../engines/mod.ts";
+import { engineKinds, type EngineLoadOptions, loadEngine } from "../engines/mod.ts";
+import type { Engine } from "../model/engine.ts";
+import { FormatError } from "../model/error.ts";
 import { evalWindows, loadBrown } from "../model/corpus.ts";
 import { createFloatEngine } from "../engines/float.ts";
 import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineFlags } from "./engine-flags.ts";
-import { compareLogits, percentile, profileEngine } from "../measure/metrics.ts";
+import {
+  compareLogits,
+  type EngineProfile,
+  percentile,
+  profileEngine,
+  scoredWindow,
+} from "../measure/metrics.ts";
 import { CALIBRATION, lut4Calibrator } from "../measure/calibrate.ts";
 
 /** The prompts whose greedy continuations must match. */
@@ -38,18 +50,19 @@ export const PROMPTS = [
 ];
 
 const HELP = `
-Usage: deno run -A scripts/measure.ts [CHECKPOINT] [options]
+Usage: deno run -A scripts/measure.ts [SOURCE] [options]
 
-Exports the checkpoint to every format and dtype, loads each on an engine (the format's own, or
---engine), and compares it with the checkpoint's f32 weights on the float engine: KL divergence
-(mean and 99th percentile over positions), top-1 agreement over the held-out windows, held-out bits
-per byte and its gap to the source, whether the greedy ${64}-byte continuations of ${PROMPTS.length} prompts
-are identical, and max and mean |logit delta|.
+Exports the source to every format and dtype, loads each on an engine (the format's own, or
+--engine), and compares it with the source on the float engine: KL divergence (mean and 99th
+percentile over positions), top-1 agreement over the held-out windows, held-out bits per byte and
+its gap to the source, whether the greedy ${64}-token continuations of ${PROMPTS.length} prompts are identical,
+and max and mean |logit delta|. A model with its own tokenizer is scored over its own tokens of the
+same windows (no BOS: the first token's bytes are left out); bits per byte = bits / bytes covered.
 
 Arguments:
-  CHECKPOINT        a training checkpoint            [${DEFAULT_INPUT}]
+  SOURCE            a training checkpoint, a Hugging Face folder or a lossless export [${DEFAULT_INPUT}]
 Options:
-  --windows N       held-out windows of 256 bytes    [64]
+  --windows N       held-out windows of 256 bytes of text [64]
   --prompts N       the first N greedy prompts       [${PROMPTS.length}]
   --only LIST       comma-separated format:dtype pairs (e.g. dmexp:bf16,gguf:q4_0)
   --calibrate N     lut4's calibration windows, as scripts/export.ts (0: none) [${CALIBRATION.windows}]
@@ -70,6 +83,41 @@ const { values: a, positionals } = cli(HELP, {
   json: { type: "boolean", default: false },
   ...ENGINE_FLAGS,
 });
+
+/**
+ * The reference: a training checkpoint's f32 weights on the float engine (its step known), or any
+ * lossless export (a Hugging Face folder, dmexp, hf, GGUF F32/F16/BF16, f64lines) read through its
+ * format onto the float engine with the tokenizer it carries. A lossy export is refused: every variant
+ * is exported from the source, and export refuses to round a rounding again.
+ */
+async function openSource(
+  input: string,
+  options: EngineLoadOptions,
+): Promise<{ engine: Engine; step?: number }> {
+  requireInput(input);
+  if (await isCheckpointFile(input)) {
+    const ck = await readCheckpoint(input, { sections: ["model"] });
+    return {
+      engine: createFloatEngine(ck.config, ck.model, input, { frozen: true, ...options }),
+      step: ck.step,
+    };
+  }
+  const format = formatOf(input);
+  const lossy = await format.lossy(input);
+  if (lossy) {
+    throw new FormatError(
+      input,
+      "format",
+      `${input}: a lossy ${format.name} export (${lossy}) cannot be measured against: ` +
+        `measure the checkpoint or a lossless export it came from`,
+      {
+        expected: "a training checkpoint or a lossless export",
+        found: `a ${format.name} export with ${lossy}`,
+      },
+    );
+  }
+  return { engine: await loadEngine(input, "float", options) };
+}
 
 /** One row of the table. */
 interface Row {
@@ -115,36 +163,49 @@ await run(async () => {
     fail("--calibrate expects a whole number of windows (0: none)", EXIT_USAGE);
   }
   const calibrate = calWindows > 0 ? lut4Calibrator(calWindows) : undefined;
-  requireInput(input, "file");
-  const ck = await readCheckpoint(input, { sections: ["model"] });
-  const source = createFloatEngine(ck.config, ck.model, input, { frozen: true, kernels, ...engineFlags(a) });
-  const windows = evalWindows((await loadBrown()).heldOut, count);
-  const prompts = PROMPTS.slice(0, promptCount).map((p) => source.tokenizer.encode(p, { bos: true }));
-  const V = ck.config.vocab_size;
+  const loadOptions = { kernels, ...engineFlags(a), onNote: (line: string) => console.error(line) };
+  // The reference is dropped once profiled, so a large model's reference and a variant are never both held.
+  let source: Engine | undefined, step: number | undefined;
+  ({ engine: source, step } = await openSource(input, loadOptions));
+  // The held-out text through the source's tokenizer, once: every variant is scored on these tokens.
+  const tok = source.tokenizer;
+  const windows = evalWindows((await loadBrown()).heldOut, count).map((w) => scoredWindow(tok, w));
+  const prompts = PROMPTS.slice(0, promptCount).map((p) => tok.encode(p, { bos: true }));
+  const V = source.config.vocab_size;
   const bar = progress("measure", (variants.length + 1) * (windows.length + prompts.length), {
     unit: "eval",
   });
-  const reference = await profileEngine(source, windows, prompts, 64, () => bar.tick());
   const dir = mkdtempSync(join(tmpdir(), "ferry-measure-"));
   const rows: Row[] = [];
+  let reference: EngineProfile;
   try {
+    // The source's logits wait on disk, one file a window: a real vocabulary makes them tens of MB each.
+    const refFile = (i: number) => join(dir, `reference-${i}.f32`);
+    reference = await profileEngine(source, windows, prompts, 64, () => bar.tick(), (i, l) => {
+      writeFileSync(refFile(i), new Uint8Array(l.buffer, l.byteOffset, l.byteLength));
+    });
+    source.dispose?.();
+    source = undefined;
     for (const [format, dtype] of variants) {
       const s = await exportCheckpoint({ input, output: dir, format, dtype, calibrate });
-      const engine = await loadEngine(s.file, a.engine, {
-        kernels,
-        ...engineFlags(a),
-        onNote: (line) => console.error(line),
-      });
-      const got = await profileEngine(engine, windows, prompts, 64, () => bar.tick());
-      engine.dispose?.();
+      const engine = await loadEngine(s.file, a.engine, loadOptions);
+      if (engine.tokenizer.kind !== tok.kind || engine.tokenizer.size !== tok.size) {
+        fail(
+          `${s.file}: tokenizer: a ${engine.tokenizer.kind} tokenizer of ${engine.tokenizer.size} ids, ` +
+            `expected the source's (${tok.kind}, ${tok.size} ids)`,
+        );
+      }
       let maxAbs = 0, sumAbs = 0, top1 = 0, kl = 0;
       const kls: number[] = [];
-      got.logits.forEach((l, i) => {
-        const c = compareLogits(reference.logits[i], l, V);
+      const got = await profileEngine(engine, windows, prompts, 64, () => bar.tick(), (i, l) => {
+        const b = readFileSync(refFile(i));
+        const ref = new Float32Array(b.buffer, b.byteOffset, b.byteLength / 4);
+        const c = compareLogits(ref, l, V);
         maxAbs = Math.max(maxAbs, c.maxAbsDelta);
         sumAbs += c.meanAbsDelta, top1 += c.top1Agreement, kl += c.meanKL;
         kls.push(...c.kl);
       });
+      engine.dispose?.();
       rows.push({
         format,
         dtype,
@@ -159,6 +220,7 @@ await run(async () => {
         bpb_gap: got.bpb - reference.bpb,
         greedy_identical: got.greedy.filter((g, i) => g === reference.greedy[i]).length,
       });
+      rmSync(s.file, { recursive: true, force: true });
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -166,8 +228,12 @@ await run(async () => {
   bar.done();
   const result = {
     checkpoint: input,
-    step: ck.step,
+    step,
+    tokenizer: tok.kind,
     windows: count,
+    /** Tokens scored and the UTF-8 bytes they cover, over every window (a byte model: the same). */
+    scored_tokens: windows.reduce((n, w) => n + w.targets.length, 0),
+    scored_bytes: windows.reduce((n, w) => n + w.bytes, 0),
     prompts: prompts.length,
     source_bpb: reference.bpb,
     rows,
@@ -177,9 +243,11 @@ await run(async () => {
     return;
   }
   console.log(
-    `${input} (step ${ck.step}): source held-out bits per byte ${
+    `${input}${step === undefined ? "" : ` (step ${step})`}: source held-out bits per byte ${
       reference.bpb.toFixed(4)
-    } over ${count} windows`,
+    } over ${count} windows${
+      tok.kind === "byte" ? "" : ` (${result.scored_tokens} ${tok.kind} tokens, ${result.scored_bytes} bytes)`
+    }`,
   );
   const engines = new Set(rows.map((r) => r.engine));
   const withEngine = engines.size > 1 || (engines.size === 1 && !engines.has("float"));
