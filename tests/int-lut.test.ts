@@ -25,6 +25,23 @@ setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to
 
 const rng = createRng(11);
 
+// One prepared matrix and one module per matrix and swizzle set: building them per call (a module
+// assembled and instantiated each time) was most of this file's time.
+const preparedCache = new Map<LutMatrix, Map<boolean, { prepared: PreparedLut; made: LutSumsMade }>>();
+function preparedFor(mat: LutMatrix, relaxed: boolean) {
+  let byMode = preparedCache.get(mat);
+  if (!byMode) preparedCache.set(mat, byMode = new Map());
+  let entry = byMode.get(relaxed);
+  if (!entry) {
+    const prepared = prepareMatrix(mat);
+    entry = { prepared, made: createLutSums([prepared], { relaxed })! };
+    byMode.set(relaxed, entry);
+  }
+  return entry;
+}
+type PreparedLut = ReturnType<typeof prepareMatrix>;
+type LutSumsMade = NonNullable<ReturnType<typeof createLutSums>>;
+
 /** Both kernels on one input; returns [typescript, wasm] outputs. */
 function both(
   mat: LutMatrix,
@@ -33,8 +50,7 @@ function both(
   outExp: number,
   relaxed = true,
 ): [number[], number[]] {
-  const prepared = prepareMatrix(mat);
-  const made = createLutSums([prepared], { relaxed })!;
+  const { prepared, made } = preparedFor(mat, relaxed);
   const tab = new Int32Array(mat.cols << 4);
   activationTables(x, 0, mat.cols, tab);
   const want = new Int32Array(mat.rows);
