@@ -550,27 +550,23 @@ export async function openSafetensors(path: string): Promise<SafetensorsOpened> 
     await readAt(fh, head.subarray(8), 8);
     const header = parseSafetensorsHeader(head, size, path);
     const digest = await verifyDigestStreaming(fh, head, header, size, path);
-    // One read buffer per tensor, grown as needed, and f32/bf16 widened straight into the caller's
-    // scratch: a chunk makes no garbage, so memory stays flat however late the collector runs.
-    const source = (e: SafetensorsEntry) => {
-      let raw = new Uint8Array(0);
-      return {
-        name: e.name,
-        dims: [...e.dims],
-        dtype: e.dtype,
-        async read(start: number, count: number, scratch: Float32Array) {
-          const width = DTYPE_BYTES[e.dtype];
-          if (raw.length < count * width) raw = new Uint8Array(count * width);
-          const bytes = raw.subarray(0, count * width);
-          await readAt(fh, bytes, header.dataStart + e.begin + start * width);
-          const out = scratch.subarray(0, count);
-          if (e.dtype === "F32") out.set(new Float32Array(raw.buffer, 0, count));
-          else if (e.dtype === "BF16") widenBf16(new Uint16Array(raw.buffer, 0, count), out);
-          else out.set(decode(bytes, e, count, path));
-          return out;
-        },
-      };
-    };
+    // f32 and bf16 are widened straight into the caller's scratch: a chunk's only garbage is its read
+    // buffer (not kept per tensor: a source lives as long as the export, and so would its buffer).
+    const source = (e: SafetensorsEntry) => ({
+      name: e.name,
+      dims: [...e.dims],
+      dtype: e.dtype,
+      async read(start: number, count: number, scratch: Float32Array) {
+        const width = DTYPE_BYTES[e.dtype];
+        const raw = new Uint8Array(count * width);
+        await readAt(fh, raw, header.dataStart + e.begin + start * width);
+        const out = scratch.subarray(0, count);
+        if (e.dtype === "F32") out.set(new Float32Array(raw.buffer, 0, count));
+        else if (e.dtype === "BF16") widenBf16(new Uint16Array(raw.buffer, 0, count), out);
+        else out.set(decode(raw, e, count, path));
+        return out;
+      },
+    });
     return {
       path,
       metadata: header.metadata,
