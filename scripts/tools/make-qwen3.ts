@@ -43,33 +43,25 @@ export interface Qwen3Shape {
 
 const QWEN3_VOCAB = 151936;
 
+/** Qwen3-0.6B's config.json shape. */
+const QWEN3_06B: Qwen3Shape = {
+  vocab_size: QWEN3_VOCAB,
+  hidden_size: 1024,
+  intermediate_size: 3072,
+  num_hidden_layers: 28,
+  num_attention_heads: 16,
+  num_key_value_heads: 8,
+  head_dim: 128,
+  tie_word_embeddings: true,
+  max_position_embeddings: 40960,
+  rope_theta: 1_000_000,
+};
+
 /** Named shapes: Qwen3-0.6B itself, its body with ferry's byte vocabulary, and the reduced test shape. */
 export const QWEN3_SHAPES: Readonly<Record<string, Qwen3Shape>> = {
-  "qwen3-0.6b": {
-    vocab_size: QWEN3_VOCAB,
-    hidden_size: 1024,
-    intermediate_size: 3072,
-    num_hidden_layers: 28,
-    num_attention_heads: 16,
-    num_key_value_heads: 8,
-    head_dim: 128,
-    tie_word_embeddings: true,
-    max_position_embeddings: 40960,
-    rope_theta: 1_000_000,
-  },
+  "qwen3-0.6b": QWEN3_06B,
   /** Qwen3-0.6B's layers with ferry's 258-id byte vocabulary (no tokenizer files: a byte model). */
-  "qwen3-0.6b-body": {
-    vocab_size: 258,
-    hidden_size: 1024,
-    intermediate_size: 3072,
-    num_hidden_layers: 28,
-    num_attention_heads: 16,
-    num_key_value_heads: 8,
-    head_dim: 128,
-    tie_word_embeddings: true,
-    max_position_embeddings: 40960,
-    rope_theta: 1_000_000,
-  },
+  "qwen3-0.6b-body": { ...QWEN3_06B, vocab_size: 258 },
   /** The tests' shape: the real vocabulary over a small body (about 10M parameters, 20 MB in bf16). */
   reduced: {
     vocab_size: QWEN3_VOCAB,
