@@ -30,8 +30,14 @@ export const STOP = 3;
 /** Arguments of one queued `gemv_lut` call; calls one worker may hold per dispatch. */
 export const CALL_INTS = 13;
 export const MAX_CALLS = 4;
-/** Spins on a control word before sleeping on it: a dispatch is often back within microseconds. */
-const SPINS = 4096;
+/**
+ * Polls of a control word before sleeping on it: about 1–2 ms. Between two dispatches of one token the
+ * main thread's own steps (norms, attention) take tens to hundreds of microseconds; a worker that went
+ * to sleep in that gap costs a futex wake-up per dispatch, and under Deno that made 2 threads decode
+ * only 1.13× faster than one at the 0.6B shape (1.58× with this spin). A generation's end leaves the
+ * workers polling for this long, then asleep.
+ */
+const SPINS = 1 << 18;
 
 /** The threads of one model and its matrices' shares (built at load by engines/int/pool.ts). */
 export interface GemvPool {
