@@ -277,3 +277,31 @@ test("SwiGLU forward and backward match the reference within 4e-6 max(1, |value|
     }
   }
 });
+
+test("the packed store's one-row product (several panels at once, then single panels) gives matmul's bits", async () => {
+  const { createPackedStore, GEMV_PANELS } = await import("../kernels/wasm/packed.ts");
+  const bits = (x: Float32Array) => new Uint8Array(x.buffer, x.byteOffset, x.byteLength);
+  // N covers: fewer columns than one group of panels, whole groups, groups plus single panels, a ragged
+  // last panel; K covers the unrolled k loop, its remainder and both together.
+  const Ns = [5, 8 * GEMV_PANELS, 8 * GEMV_PANELS + 8, 8 * GEMV_PANELS * 3 + 13, 258];
+  for (const threads of [1, 2]) {
+    const store = createPackedStore({ threads, splitBytes: 0 });
+    await store.ready;
+    for (const N of Ns) {
+      for (const K of [1, 3, 4, 9, 64]) {
+        for (const narrow of [false, true]) {
+          const w = rand(N * K);
+          if (narrow) new Uint32Array(w.buffer).forEach((u, i, a) => (a[i] = u & 0xffff0000));
+          const packed = store.pack(w, N, K);
+          expect(packed.dtype).toBe(narrow ? "bf16" : "f32");
+          const x = rand(K), got = new Float32Array(N), want = new Float32Array(N);
+          store.matmul(got, x, packed, 1);
+          W.matmul(want, x, w, 1, K, N);
+          expect(`${threads} threads, N ${N}, K ${K}, ${packed.dtype}: ${bits(got).join()}`)
+            .toBe(`${threads} threads, N ${N}, K ${K}, ${packed.dtype}: ${bits(want).join()}`);
+        }
+      }
+    }
+    store.close();
+  }
+});

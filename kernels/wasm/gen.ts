@@ -217,6 +217,67 @@ export function gemm(MR_ = MR, NR_ = NR, unroll = UNROLL, bf16 = false): Func {
 }
 
 /**
+ * gemv_panels(pa, pb, groups, K, c): the one-row product over `groups` × P whole panels of B at once
+ * (P = `panels`), A packed by `pack_a` with MR = 1 (x[k] splatted, 16 bytes per k), C's row at `c`
+ * written (not accumulated). Each output is the same f32 sum in the same k order as `gemm` with MR = 1
+ * gives it (`s = 0; s = s + a[k] * b[k, n]` per k), so the bits are the same; what changes is that P
+ * panels' 2P accumulators advance together: a one-row tile has only two vectors of sums, whose adds
+ * then wait on each other every k, while 2P independent chains keep the adder busy, and x[k] is loaded
+ * once for all of them. With `bf16` the panels hold bfloat16 (`pack_bf16`), widened as they load.
+ */
+export function gemvPanels(panels: number, bf16: boolean): Func {
+  const [pa, pb, groups, K, c] = [0, 1, 2, 3, 4];
+  const L = locals(5);
+  const g = L.local(I32), k = L.local(I32), a = L.local(I32), panelB = L.local(I32), out = L.local(I32);
+  const b = Array.from({ length: panels }, () => L.local(I32));
+  const acc = Array.from({ length: 2 * panels }, () => L.local(V128)); // acc[2 * panel + half]
+  const av = L.local(V128), bv = L.local(V128);
+  const E = bf16 ? 2 : 4; // bytes per weight
+  // One k of every panel at offset `u` k's from the pointers.
+  const stepAt = (u: number): Code => [
+    get(a), op.v128_load(16 * u), set(av),
+    b.map((p, j) => bf16
+      ? [
+        get(p), op.v128_load(16 * u), set(bv),
+        [0, 1].map((h) => [
+          get(acc[2 * j + h]), get(av),
+          get(bv), h ? op.i32x4_extend_high_i16x8_u : op.i32x4_extend_low_i16x8_u, op.i32(16), op.i32x4_shl,
+          op.f32x4_mul, op.f32x4_add, set(acc[2 * j + h]),
+        ]),
+      ]
+      : [0, 1].map((h) => [
+        get(acc[2 * j + h]), get(av), get(p), op.v128_load(32 * u + 16 * h), op.f32x4_mul, op.f32x4_add,
+        set(acc[2 * j + h]),
+      ])),
+  ];
+  const advance = (steps: number): Code => [
+    bump(a, op.i32(16 * steps)),
+    b.map((p) => bump(p, op.i32(E * NR * steps))),
+    get(k), op.i32(steps), op.i32_sub, set(k),
+  ];
+  return fn([I32, I32, I32, I32, I32], [], L.types, [
+    get(K), op.i32(E * NR), op.i32_mul, set(panelB),
+    get(c), set(out),
+    forLoop(g, op.i32(0), get(groups), 1, [
+      b.map((p, j) => [get(pb), get(panelB), op.i32(j), op.i32_mul, op.i32_add, set(p)]),
+      acc.map((x) => [op.v128_const(new Uint8Array(16)), set(x)]),
+      get(pa), set(a),
+      get(K), set(k),
+      op.block([op.loop([
+        get(k), op.i32(UNROLL), op.i32_lt_s, op.br_if(1),
+        Array.from({ length: UNROLL }, (_, u) => stepAt(u)),
+        advance(UNROLL),
+        op.br(0),
+      ])]),
+      op.block([op.loop([get(k), op.i32_eqz, op.br_if(1), stepAt(0), advance(1), op.br(0)])]),
+      acc.map((x, i) => [get(out), get(x), op.v128_store(16 * i)]),
+      bump(out, op.i32(4 * NR * panels)),
+      bump(pb, [get(panelB), op.i32(panels), op.i32_mul]),
+    ]),
+  ]);
+}
+
+/**
  * pack_bf16(src, K, panels, dst) -> lost: `panels` panels of 8 rows of a row-major f32 matrix
  * (src, K a multiple of 4) into pack_b's panel layout as bfloat16 (the high half of each value):
  * four k at a time, 8 row vectors become four k-major rows of 8 by byte shuffles. Returns 1 if any

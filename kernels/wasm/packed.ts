@@ -22,7 +22,7 @@
  * @module
  */
 import { assemble } from "./asm.ts";
-import { gemm, MR, NR, packA, packB, packBf16 } from "./gen.ts";
+import { gemm, gemvPanels, MR, NR, packA, packB, packBf16 } from "./gen.ts";
 import { createPool, type Pool, type PoolHandler } from "../pool.ts";
 
 /** How one packed matrix is kept. */
@@ -106,7 +106,12 @@ interface Exports {
   gemm_bf16: Gemm;
   gemm1: Gemm;
   gemm1_bf16: Gemm;
+  gemv_panels(pa: number, pb: number, groups: number, K: number, c: number): void;
+  gemv_panels_bf16(pa: number, pb: number, groups: number, K: number, c: number): void;
 }
+
+/** Panels the one-row product runs at once (kernels/wasm/gen.ts `gemvPanels`). */
+export const GEMV_PANELS = 4;
 
 const PAGE = 65536;
 /** The memory may grow to 4 GiB (wasm32's limit); pages are committed only as it grows. */
@@ -131,6 +136,8 @@ export function packedModuleBytes(shared = true, pages = 1): Uint8Array<ArrayBuf
       gemm_bf16: gemm(MR, NR, undefined, true),
       gemm1: gemm(1),
       gemm1_bf16: gemm(1, NR, undefined, true),
+      gemv_panels: gemvPanels(GEMV_PANELS, false),
+      gemv_panels_bf16: gemvPanels(GEMV_PANELS, true),
     },
   });
 }
@@ -148,7 +155,7 @@ export const shareScratchBytes = (M: number, K: number): number =>
  * share's own).
  */
 export function productShare(ex: Exports): PoolHandler {
-  const { pack_a, pack_a1, gemm, gemm_bf16, gemm1, gemm1_bf16 } = ex;
+  const { pack_a, pack_a1, gemm, gemm_bf16, gemm1, gemm1_bf16, gemv_panels, gemv_panels_bf16 } = ex;
   return (args, share, shares) => {
     const M = args[0], N = args[1], K = args[2], a = args[3] >>> 0, pb = args[4] >>> 0, c = args[5] >>> 0;
     const bf16 = args[6] !== 0, scratch = (args[7] >>> 0) + share * (args[8] >>> 0);
@@ -158,9 +165,15 @@ export function productShare(ex: Exports): PoolHandler {
     const n0 = p0 * NR, n = Math.min(N, p1 * NR) - n0;
     const b = pb + p0 * NR * K * (bf16 ? 2 : 4), out = c + n0 * 4;
     if (M === 1) {
-      // One row, a 1 x NR tile: the same sum per output as a row of an MR-row tile.
+      // One row: whole groups of GEMV_PANELS panels together, the rest as 1 x NR tiles; each output is
+      // the same sum as a row of an MR-row tile.
       pack_a1(a, K, 1, 1, K, scratch);
-      (bf16 ? gemm1_bf16 : gemm1)(scratch, b, 1, n, K, out, N, 0, scratch + 16 * K);
+      const groups = Math.floor(Math.floor(n / NR) / GEMV_PANELS), done = groups * GEMV_PANELS * NR;
+      if (groups > 0) (bf16 ? gemv_panels_bf16 : gemv_panels)(scratch, b, groups, K, out);
+      if (done < n) {
+        const rest = b + done * K * (bf16 ? 2 : 4);
+        (bf16 ? gemm1_bf16 : gemm1)(scratch, rest, 1, n - done, K, out + done * 4, N, 0, scratch + 16 * K);
+      }
       return;
     }
     const rows = chunkRows(M, K), tmp = scratch + rows * 16 * K, run = bf16 ? gemm_bf16 : gemm;
