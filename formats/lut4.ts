@@ -78,6 +78,9 @@ export interface Lut4File {
   /** The model's tokenizer files (schema `/2`), checked; absent for a byte model. */
   tokenizer?: TokenizerFiles;
 }
+// The matrices' codes and scales in `weights` are views of the file's bytes (checked like everything
+// else before they are handed out): copying 0.2–0.3 GB of codes only to copy them again into an
+// engine's layout cost a real model's load a second. A caller that keeps them copies them.
 
 /** A span of the data section: offset from the data section's start, and length. */
 export interface Span {
@@ -837,7 +840,7 @@ function lut4Matrices(
     const expBase = int(m.exp_base, path, `${m.name}.exp_base`, -100, 60);
     const nibbles = spans.take(m.nibbles, `${m.name}.nibbles`, (rows * cols) / 2);
     const scales = spans.take(m.scales, `${m.name}.scales`, (rows * cols) / 32);
-    mats.set(m.name, { name: m.name, rows, cols, expBase, nibbles: nibbles.slice(), scales: scales.slice() });
+    mats.set(m.name, { name: m.name, rows, cols, expBase, nibbles, scales });
   });
   return mats;
 }

@@ -38,6 +38,7 @@ import type { FormatDescriptor } from "../../formats/format.ts";
 import { type Lut4File, lut4Format, readLut4 } from "../../formats/lut4.ts";
 import { decodeSession, encodeSession, type SessionShape } from "../../formats/session.ts";
 import type { GainTable, Lut4Weights } from "../../formats/lut4-types.ts";
+import { simdSupported } from "../../kernels/wasm/asm.ts";
 import { createLutSums, type LutShared } from "../../kernels/wasm/int-lut.ts";
 import { checkTokens, feedTokens, remember, rememberedSampling, samplingMemo } from "./boundary.ts";
 import { LOGIT_EXP, step } from "./forward.ts";
@@ -157,19 +158,33 @@ function contextOf(file: Lut4File, context: number | undefined): number {
 
 /**
  * The weights the model keeps: the shape cut to `context` positions, the RoPE tables cut to match, and
- * every small table copied, so that nothing the engine holds is a view of the file's bytes (the
- * matrices' codes are laid out in the module and then let go; an untied embedding is copied).
+ * every small table copied, so that nothing the engine holds is a view of the file's bytes (with SIMD the
+ * matrices' codes are laid out in the module and then let go, and an untied embedding is copied;
+ * without it every matrix is copied, since the TypeScript kernels read them where they lie).
  */
 function servingWeights(w: Lut4Weights, context: number, simd: boolean): Lut4Weights {
   const ropeInts = context * (w.shape.headDim >> 1);
   const gain = (g: GainTable): GainTable => ({ ...g, values: g.values.slice() });
-  const small = (m: Lut4Weights["embed"]) => ({ ...m, nibbles: m.nibbles.slice(), scales: m.scales.slice() });
+  const copy = (m: Lut4Weights["embed"]) => ({ ...m, nibbles: m.nibbles.slice(), scales: m.scales.slice() });
+  const mat = simd ? (m: Lut4Weights["embed"]) => m : copy;
   return {
     ...w,
     shape: { ...w.shape, maxPositions: context },
-    embed: simd && w.head === null ? w.embed : small(w.embed),
+    embed: simd && w.head === null ? w.embed : copy(w.embed),
+    head: w.head && mat(w.head),
     finalGain: w.finalGain ? gain(w.finalGain) : null,
-    layers: w.layers.map((l) => ({ ...l, qGain: gain(l.qGain), kGain: gain(l.kGain) })),
+    layers: w.layers.map((l) => ({
+      ...l,
+      q: mat(l.q),
+      k: mat(l.k),
+      v: mat(l.v),
+      o: mat(l.o),
+      gate: mat(l.gate),
+      up: mat(l.up),
+      down: mat(l.down),
+      qGain: gain(l.qGain),
+      kGain: gain(l.kGain),
+    })),
     exp: w.exp.slice(),
     silu: w.silu.slice(),
     ropeCos: w.ropeCos.slice(0, ropeInts),
@@ -183,7 +198,8 @@ function prepared(
   opts: IntEngineOptions,
 ): { engine: Engine; model: IntModel; shared: LutShared | null } {
   const context = contextOf(file, opts.context);
-  const simd = opts.simd !== false;
+  // Where the runtime has no SIMD the TypeScript kernels serve and keep copies of the matrices.
+  const simd = opts.simd !== false && simdSupported();
   const model = buildIntModel(servingWeights(file.weights, context, simd), false);
   // A shared memory only where some projection is worth splitting: small models stay on one thread.
   const split = planShares(lutMatrices(model), opts.threads ?? 1, opts.splitWeights).shareAt.some((a) =>

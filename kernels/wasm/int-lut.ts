@@ -16,10 +16,11 @@
  * ```
  * @module
  */
-import { assemble, type Func, uleb } from "./asm.ts";
+import { assemble, type Code, fn, type Func, I32, op, uleb } from "./asm.ts";
 import { mixFn, scoresFn, softmaxFn } from "./int-attention.ts";
 import { gemvFn, planesFn } from "./int-gemv.ts";
 import { addSatFn, quantizeFn, rmsnormFn, ropeFn, siluFn, swigluFn } from "./int-vector.ts";
+import { get, localsAfter, set } from "./int-ops.ts";
 import type { LutMatrix } from "../int/gemv.ts";
 import type { LutSums } from "../int/gemv-lut.ts";
 
@@ -43,7 +44,73 @@ export function intLutFunctions(relaxed: boolean): Record<string, Func> {
     add_sat: addSatFn(),
     rope: ropeFn(),
     silu: siluFn(),
+    layout_codes: layoutFn(),
   };
+}
+
+/**
+ * `layout_codes(src, dst, pairs)`: one 16-row block of a matrix's codes from the file's row-major bytes
+ * (16 rows of `pairs` bytes at `src`, `pairs` a multiple of 16) to the engine's layout at `dst` (per pair
+ * of columns, the 16 rows' bytes): 16 × 16 byte transposes by four rounds of interleaving shuffles
+ * (bytes, then 16-, 32- and 64-bit pieces). Load-time code, about 20× the JavaScript transpose.
+ */
+export function layoutFn(): Func {
+  const src = 0, dst = 1, pairs = 2;
+  const l = localsAfter(3);
+  const j = l.i32(), d = l.i32();
+  const row = Array.from({ length: 16 }, () => l.i32()); // row i's first byte: src + i · pairs
+  const v = Array.from({ length: 16 }, () => l.v128()), w = Array.from({ length: 16 }, () => l.v128());
+  // Interleaves the low (or high) halves of two vectors in pieces of `e` bytes.
+  const zip = (e: number, high: boolean) =>
+    op.i8x16_shuffle(Array.from({ length: 16 }, (_, b) => {
+      const piece = (b / (2 * e)) | 0, second = b % (2 * e) >= e, at = (high ? 8 : 0) + piece * e + (b % e);
+      return second ? 16 + at : at;
+    }));
+  // One round: out[2k], out[2k + 1] = the low and high zips of in[x], in[y] for the pairs `pairsOf` lists.
+  const round = (from: number[], to: number[], e: number, pairsOf: [number, number][]): Code =>
+    pairsOf.map(([x, y], k) => [
+      get(from[x]),
+      get(from[y]),
+      zip(e, false),
+      set(to[2 * k]),
+      get(from[x]),
+      get(from[y]),
+      zip(e, true),
+      set(to[2 * k + 1]),
+    ]);
+  const idx = (n: number, f: (k: number) => [number, number]) => Array.from({ length: n }, (_, k) => f(k));
+  return fn([I32, I32, I32], [], l.types, [
+    get(src),
+    set(row[0]),
+    row.slice(1).map((r, i) => [get(row[i]), get(pairs), op.i32_add, set(r)]),
+    get(dst),
+    set(d),
+    op.i32(0),
+    set(j),
+    op.block([op.loop([
+      get(j),
+      get(pairs),
+      op.i32_ge_s,
+      op.br_if(1),
+      v.map((x, i) => [get(row[i]), get(j), op.i32_add, op.v128_load(), set(x)]),
+      // Bytes of rows 2i, 2i + 1 (columns 0–7, 8–15); then 16-bit pieces of row pairs (2i, 2i + 1) by
+      // column half; 32-bit pieces of row quads by column quarter; 64-bit pieces of the two row halves.
+      round(v, w, 1, idx(8, (k) => [2 * k, 2 * k + 1])),
+      round(w, v, 2, idx(8, (k) => [4 * (k >> 1) + (k & 1), 4 * (k >> 1) + 2 + (k & 1)])),
+      round(v, w, 4, idx(8, (k) => [8 * (k >> 2) + (k & 3), 8 * (k >> 2) + 4 + (k & 3)])),
+      round(w, v, 8, idx(8, (k) => [k, 8 + k])),
+      v.map((x, t) => [get(d), get(x), op.v128_store(16 * t)]),
+      get(d),
+      op.i32(256),
+      op.i32_add,
+      set(d),
+      get(j),
+      op.i32(16),
+      op.i32_add,
+      set(j),
+      op.br(0),
+    ])]),
+  ]);
 }
 
 /** Both sets, as `createLutSums` may assemble them: with relaxed table reads, and without. */
@@ -65,30 +132,29 @@ function scaleBytes(m: LutMatrix): number {
 /**
  * Writes a matrix's codes at `mem[at, …)`: per 16-row block, per pair of columns, the 16 rows' bytes as
  * the file packs them (low nibble the even column), so laying out is a byte transpose; padding rows are
- * 0x88 (code 8 twice: weight 0).
+ * 0x88 (code 8 twice: weight 0). Whole blocks go through the module's `layout_codes`, each copied first to
+ * `scratchAt` (room for 16 rows); the last rows of a matrix whose rows are not a multiple of 16 byte by
+ * byte.
  */
-export function layoutCodes(m: LutMatrix, mem: Uint8Array, at: number): void {
+export function layoutCodes(
+  m: LutMatrix,
+  mem: Uint8Array,
+  at: number,
+  layout: (src: number, dst: number, pairs: number) => void,
+  scratchAt: number,
+): void {
   const pairs = m.cols >> 1;
   const full = m.rows >> 4;
-  mem.fill(0x88, at + full * 16 * pairs, at + codeBytes(m));
+  const block = 16 * pairs;
+  mem.fill(0x88, at + full * block, at + codeBytes(m));
   const nb = m.nibbles;
-  // Four rows' bytes of one pair make one little-endian word of the destination (`at` is 16-aligned):
-  // a quarter of the stores of a byte-by-byte transpose.
-  const words = new Uint32Array(mem.buffer, mem.byteOffset + at, (full * 16 * pairs) >> 2);
   for (let b = 0; b < full; b++) {
-    for (let q = 0; q < 4; q++) {
-      const r0 = (b * 16 + q * 4) * pairs;
-      const r1 = r0 + pairs, r2 = r1 + pairs, r3 = r2 + pairs;
-      let w = b * 4 * pairs + q;
-      for (let j = 0; j < pairs; j++) {
-        words[w] = nb[r0 + j] | (nb[r1 + j] << 8) | (nb[r2 + j] << 16) | (nb[r3 + j] << 24);
-        w += 4;
-      }
-    }
+    mem.set(nb.subarray(b * block, (b + 1) * block), scratchAt);
+    layout(scratchAt, at + b * block, pairs);
   }
   for (let r = full * 16; r < m.rows; r++) {
     const src = r * pairs;
-    let dst = at + full * 16 * pairs + (r & 15);
+    let dst = at + full * block + (r & 15);
     for (let j = 0; j < pairs; j++) {
       mem[dst] = nb[src + j];
       dst += 16;
@@ -261,10 +327,12 @@ export function createLutSums(
       | "add_sat"
       | "rope"
       | "silu"
-    >;
+    >
+    & { layout_codes(src: number, dst: number, pairs: number): void };
   const mem8 = new Uint8Array(exports.memory.buffer);
   mats.forEach((m, i) => {
-    layoutCodes(m, mem8, at[i]);
+    // The input planes' room (48 bytes a column) holds 16 rows of codes (8 bytes a column).
+    layoutCodes(m, mem8, at[i], exports.layout_codes, planesAt);
     layoutScales(m, mem8, scalesAt[i]);
   });
   const mem32 = new Int32Array(exports.memory.buffer);
