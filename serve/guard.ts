@@ -36,9 +36,15 @@ export interface GuardOptions {
 /** Names that always mean this machine. */
 const LOOPBACK = ["localhost", "127.0.0.1", "[::1]"];
 
-/** Routes open without the API key: the health check, the icon and the page's own files. */
+/**
+ * Routes open without the API key: the health check, the icon, the page's own files, and the tab's
+ * modules under `/src/` (the repository's own code, types stripped), which the browser fetches for a
+ * module Worker and its imports with no way to add a header. The API itself asks for the key; the page
+ * sends it (serve/page/api.js).
+ */
 export function isOpenRoute(path: string): boolean {
-  return path === "/health" || path === "/favicon.ico" || path === "/" || path.startsWith("/page/");
+  return path === "/health" || path === "/favicon.ico" || path === "/" || path.startsWith("/page/") ||
+    path.startsWith("/src/");
 }
 
 /** The guard middleware, checks in order: header size, Host, Origin (with CORS), API key. */

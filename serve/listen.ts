@@ -1,10 +1,15 @@
 /**
  * Puts a fetch handler on a socket under whichever runtime is running: `Deno.serve` or `Bun.serve`.
- * Bun closes a connection that is quiet for 10 s by default, which would cut a request waiting in the
+ * A new connection whose first request head has not arrived within about 10 s is closed under both, so
+ * idle or trickling sockets cannot pile up. Bun does it by itself (a fixed 10 s on a 4 s tick: about
+ * 12 s in Bun 1.4.5, trickled bytes or `idleTimeout` change nothing). `Deno.serve` has no hook for it
+ * (denoland/deno#3515), so under Deno a TCP front holds each new connection until its head is complete,
+ * closing it at a deadline from its opening (`headerTimeoutS`), and only then hands it to `Deno.serve`
+ * behind it (`head-deadline.ts`). On both, only a connection's first head is timed. Bun also closes a
+ * connection quiet for `idleTimeout` once a request is in, which would cut a request waiting in the
  * generation queue (no bytes flow until its turn) or a slow stream, so each request's idle timeout is
  * turned off with `server.timeout(request, 0)`. A port already taken is an `AddressInUseError` under
- * either runtime (each says it its own way, Deno without the port). Only Bun can close a connection
- * whose headers never finish (`HEADER_TIMEOUT_S`); Deno offers no hook for it.
+ * either runtime (each says it its own way, Deno without the port).
  *
  * @example
  * ```ts
@@ -14,6 +19,7 @@
  * ```
  * @module
  */
+import { serveWithHeadDeadline } from "./head-deadline.ts";
 
 /** A listening server. */
 export interface Listening {
@@ -25,12 +31,17 @@ export interface Listening {
 
 type Handler = (request: Request) => Response | Promise<Response>;
 
-/**
- * Bun closes a connection quiet this long while its request headers are still arriving (its
- * `idleTimeout`). Deno.serve has no such hook (denoland/deno#3515): a connection that never finishes its
- * headers stays open until the client gives up.
- */
+/** Seconds a new connection may take to send its first request head under Deno, as Bun's own timer. */
 const HEADER_TIMEOUT_S = 10;
+
+/** Where and how to listen. */
+export interface ListenOptions {
+  hostname: string;
+  /** 0: any free port. */
+  port: number;
+  /** Seconds a new connection may take to send its first request head (default 10); Deno only, Bun's is fixed. */
+  headerTimeoutS?: number;
+}
 
 /** The address asked for is taken (both runtimes' errors carry the code `EADDRINUSE`). */
 export class AddressInUseError extends Error {
@@ -41,7 +52,7 @@ export class AddressInUseError extends Error {
 }
 
 /** Serves `fetch` on `hostname:port` (port 0: any free port); a taken port is an `AddressInUseError`. */
-export async function listen(fetch: Handler, opts: { hostname: string; port: number }): Promise<Listening> {
+export async function listen(fetch: Handler, opts: ListenOptions): Promise<Listening> {
   try {
     return await serve(fetch, opts);
   } catch (e) {
@@ -52,14 +63,14 @@ export async function listen(fetch: Handler, opts: { hostname: string; port: num
   }
 }
 
-async function serve(fetch: Handler, opts: { hostname: string; port: number }): Promise<Listening> {
+async function serve(fetch: Handler, opts: ListenOptions): Promise<Listening> {
   const g = globalThis as any;
   const host = (h: string) => (h.includes(":") ? `[${h}]` : h);
   if (g.Bun) {
     const server = g.Bun.serve({
       hostname: opts.hostname,
       port: opts.port,
-      idleTimeout: HEADER_TIMEOUT_S, // until a request's headers are in; then off for that request
+      idleTimeout: 10, // Bun's default, named: off for each request below
       fetch(request: Request, srv: any) {
         srv.timeout(request, 0);
         return fetch(request);
@@ -68,15 +79,12 @@ async function serve(fetch: Handler, opts: { hostname: string; port: number }): 
     return { url: `http://${host(opts.hostname)}:${server.port}/`, close: () => server.stop(true) };
   }
   if (g.Deno) {
-    let ready: (port: number) => void;
-    const bound = new Promise<number>((resolve) => (ready = resolve));
-    const server = g.Deno.serve({
+    const server = await serveWithHeadDeadline(fetch, {
       hostname: opts.hostname,
       port: opts.port,
-      onListen: (addr: { port: number }) => ready(addr.port),
-    }, fetch);
-    const port = await bound;
-    return { url: `http://${host(opts.hostname)}:${port}/`, close: () => server.shutdown() };
+      timeoutMs: (opts.headerTimeoutS ?? HEADER_TIMEOUT_S) * 1000,
+    });
+    return { url: `http://${host(opts.hostname)}:${server.port}/`, close: () => server.close() };
   }
   throw new Error("listen: needs Deno or Bun");
 }

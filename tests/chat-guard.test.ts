@@ -157,7 +157,7 @@ describe("Origin and CORS", () => {
 describe("API key", () => {
   const app = () => createApp({ engine, apiKey: "s3cret" });
 
-  test("every API route needs Bearer KEY (401 without or wrong); /health, the icon and the page stay open", async () => {
+  test("every API route needs Bearer KEY (401 without or wrong); /health, the icon, the page and the tab's modules stay open", async () => {
     const a = app();
     for (const path of ["/v1/models", "/metrics"]) {
       const res = await a.request(path);
@@ -176,7 +176,8 @@ describe("API key", () => {
       expect({ path, status: (await post(path)).status }).toEqual({ path, status: 401 });
     }
     expect((await post("/tokenize", "Bearer s3cret")).status).toBe(200);
-    for (const path of ["/health", "/favicon.ico", "/", "/page/chat.js"]) {
+    // The tab's worker and its imports come from /src/: a module Worker's fetches carry no header.
+    for (const path of ["/health", "/favicon.ico", "/", "/page/chat.js", "/src/serve/page/worker.js"]) {
       expect({ path, ok: (await a.request(path)).ok }).toEqual({ path, ok: true });
     }
   });

@@ -441,3 +441,87 @@ test("a server that answers 501 for sessions gets the whole history instead, and
   expect(prompts.at(-1)).toBe("User: One\nAssistant: Fine without sessions.\nUser: Two\nAssistant: ");
   await context.close();
 });
+
+test("with --api-key the page asks for the key in Settings, sends it with every call, and a reload keeps it", async () => {
+  const keyed = await serveChat({ engine, apiKey: "s3cret" });
+  const context = await browser.newContext({ viewport: { width: 1366, height: 768 } });
+  try {
+    const page = await context.newPage();
+    page.on("pageerror", (e) => pageErrors.push(e.message));
+    await page.goto(keyed.url);
+    // Refused at once (/v1/models): Settings open at the key field, marked, with a message.
+    await page.waitForFunction(() => !document.getElementById("api-key-note")!.hidden);
+    expect(await page.textContent("#api-key-note")).toContain("needs its API key");
+    expect(await page.getAttribute("#api-key", "aria-invalid")).toBe("true");
+    expect(await page.evaluate(() => (document.getElementById("settings") as HTMLDetailsElement).open)).toBe(
+      true,
+    );
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe("api-key");
+    expect(await page.textContent("#model")).toContain("API key");
+
+    // A message sent without the key leaves no reply bubble: the text is back in the box, the key asked for.
+    await page.focus("#prompt");
+    await page.keyboard.type("Hello?");
+    await page.keyboard.press("Enter");
+    await page.waitForFunction(() => document.getElementById("stats")!.textContent!.includes("API key"));
+    expect(await page.locator("#log li").count()).toBe(0);
+    expect(await page.inputValue("#prompt")).toBe("Hello?");
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe("api-key");
+
+    // A wrong key is refused, saying so.
+    await page.fill("#api-key", "wrong");
+    await page.press("#api-key", "Enter");
+    await page.waitForFunction(() =>
+      document.getElementById("api-key-note")!.textContent!.includes("refused this API key")
+    );
+
+    // The right one: the model is read, the mark goes, and a reply streams with the key on every call.
+    const auth = new Set<string>();
+    page.on("request", (r) => {
+      if (!r.url().includes("/page/")) auth.add(`${new URL(r.url()).pathname} ${r.headers().authorization}`);
+    });
+    await page.fill("#api-key", "s3cret");
+    await page.press("#api-key", "Enter");
+    await page.waitForFunction(() => document.getElementById("model")!.textContent!.includes("engine"));
+    expect(await page.locator("#api-key-note").isHidden()).toBe(true);
+    expect(await page.getAttribute("#api-key", "aria-invalid")).toBeNull();
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe("prompt");
+    answer = () => "A reply for the key holder.";
+    engine.delayMs = 10;
+    await page.keyboard.press("Enter"); // the message put back in the box
+    await streamed(page, 3);
+    engine.delayMs = 0;
+    await page.waitForFunction(() => !document.querySelector("#log li.streaming"));
+    expect(await texts(page, "#log li.assistant .content")).toEqual(["A reply for the key holder."]);
+    expect([...auth].filter((a) => !a.endsWith("Bearer s3cret"))).toEqual([]);
+    expect([...auth].map((a) => a.split(" ")[0])).toContain("/v1/chat/completions");
+
+    // The other calls carry it too: token counting, session upload and download (501 from this engine,
+    // which keeps no sessions: past the key check).
+    const calls = await page.evaluate(async () => {
+      const api = await import("/page/api.js");
+      const out: unknown[] = [await api.countTokens([{ role: "user", content: "Hi" }])];
+      for (
+        const call of [
+          () => api.uploadSession(new Blob([new Uint8Array(3)])),
+          () => api.sessionUrl("0".repeat(32)),
+        ]
+      ) {
+        out.push(await call().then(() => "ok", (e: { status: number }) => e.status));
+      }
+      return out;
+    });
+    expect(typeof calls[0]).toBe("number");
+    expect(calls.slice(1)).toEqual([501, 501]);
+
+    // A reload keeps the key (this tab's sessionStorage, not localStorage): no prompt, the model read.
+    await page.reload();
+    await page.waitForFunction(() => document.getElementById("model")!.textContent!.includes("engine"));
+    expect(await page.inputValue("#api-key")).toBe("s3cret");
+    expect(await page.locator("#api-key-note").isHidden()).toBe(true);
+    expect(await page.evaluate(() => JSON.stringify(localStorage))).not.toContain("s3cret");
+  } finally {
+    await context.close();
+    await keyed.close();
+  }
+});

@@ -1,7 +1,9 @@
 // The page's one door to a model. Everything that talks to the server is in this module, so another
 // backend (the integer engine in a Web Worker, "run in this tab") can stand in for it by offering the
 // same exports: modelInfo, complete and countTokens (and, where it keeps sessions, sessionUrl and
-// uploadSession; modelInfo's `sessions` says whether it does).
+// uploadSession; modelInfo's `sessions` says whether it does). Every call carries the API key the
+// user gave in Settings, as `Authorization: Bearer KEY`, when there is one (a server started with
+// --api-key refuses the API without it: 401 `invalid_api_key`).
 
 /** A refusal or failure, with the server's HTTP status and OpenAI error code when there was a reply. */
 export class ApiError extends Error {
@@ -13,32 +15,59 @@ export class ApiError extends Error {
   }
 }
 
-async function post(path, body, signal) {
-  let res;
+// The key is kept in sessionStorage, not localStorage with the other settings: it survives a reload but
+// not the tab, so it is not left on disk, nor readable by whatever page is served from the same
+// host:port later (another local server taking port 8080 shares this origin's localStorage).
+const KEY = "ferry.api-key";
+
+/** The API key the page sends ("" for none). */
+export function apiKey() {
+  return sessionStorage.getItem(KEY) ?? "";
+}
+
+/** Keeps `key` for this tab (through reloads) and sends it from now on; "" stops sending one. */
+export function setApiKey(key) {
+  if (key) sessionStorage.setItem(KEY, key);
+  else sessionStorage.removeItem(KEY);
+}
+
+/** `extra` headers plus the key's `Authorization` when there is a key. */
+function headers(extra = {}) {
+  const key = apiKey();
+  return key ? { ...extra, Authorization: `Bearer ${key}` } : extra;
+}
+
+/** `fetch` with the key; a network failure becomes ApiError (an abort stays an AbortError). */
+async function send(path, init = {}) {
   try {
-    res = await fetch(path, {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify(body),
-      signal,
-    });
+    return await fetch(path, { ...init, headers: headers(init.headers) });
   } catch (e) {
     if (e.name === "AbortError") throw e;
     throw new ApiError(`the server cannot be reached (${e.message})`);
   }
-  if (res.ok) return res;
-  const err = await res.json().catch(() => ({}));
-  throw new ApiError(err.error?.message ?? `${res.status} ${res.statusText}`, res.status, err.error?.code);
 }
 
-/** The served model: `{ id, engine, contextLength, sessions }`; throws ApiError when unreachable. */
+/** The ApiError for a refused answer, from OpenAI's error body when there is one. */
+async function refusal(res) {
+  const err = await res.json().catch(() => ({}));
+  return new ApiError(err.error?.message ?? `${res.status} ${res.statusText}`, res.status, err.error?.code);
+}
+
+async function post(path, body, signal) {
+  const res = await send(path, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+    signal,
+  });
+  if (res.ok) return res;
+  throw await refusal(res);
+}
+
+/** The served model: `{ id, engine, contextLength, sessions }`; throws ApiError when unreachable or refused. */
 export async function modelInfo() {
-  let res;
-  try {
-    res = await fetch("/v1/models");
-  } catch (e) {
-    throw new ApiError(`the server cannot be reached (${e.message})`);
-  }
+  const res = await send("/v1/models");
+  if (!res.ok) throw await refusal(res);
   const model = (await res.json()).data[0];
   return {
     id: model.id,
@@ -134,20 +163,21 @@ export async function countTokens(messages, signal) {
   }
 }
 
-/** Where the saved session `id` downloads from. */
-export function sessionUrl(id) {
-  return `/v1/sessions/${encodeURIComponent(id)}`;
+/**
+ * Where the saved session `id` downloads from: its URL, which a link downloads directly; with an API key
+ * (which a link cannot send) a `blob:` URL of the bytes, fetched with the key. Rejects with ApiError.
+ */
+export async function sessionUrl(id) {
+  const path = `/v1/sessions/${encodeURIComponent(id)}`;
+  if (!apiKey()) return path;
+  const res = await send(path);
+  if (!res.ok) throw await refusal(res);
+  return URL.createObjectURL(await res.blob());
 }
 
 /** Uploads a saved session file: resolves to `{ id, tokens, messages }`; rejects with ApiError. */
 export async function uploadSession(file) {
-  let res;
-  try {
-    res = await fetch("/v1/sessions", { method: "POST", body: file });
-  } catch (e) {
-    throw new ApiError(`the server cannot be reached (${e.message})`);
-  }
-  const body = await res.json().catch(() => ({}));
-  if (!res.ok) throw new ApiError(body.error?.message ?? res.statusText, res.status, body.error?.code);
-  return body;
+  const res = await send("/v1/sessions", { method: "POST", body: file });
+  if (!res.ok) throw await refusal(res);
+  return await res.json();
 }

@@ -2,7 +2,8 @@
 // in IndexedDB (store.js); each reply streams in through api.js, the one module that talks to the
 // server. The whole history is sent with each turn, trimmed of its oldest turns when it would not fit
 // the model's context; where the server keeps sessions, the id of the state after the last reply goes
-// with it, so the server reads only the new turn.
+// with it, so the server reads only the new turn. A server started with --api-key refuses the page
+// until the user gives the key in Settings (askForKey), which api.js then sends with every call.
 import * as server from "./api.js";
 import { ApiError } from "./api.js";
 import { mountTab } from "./tab.js";
@@ -100,6 +101,49 @@ function sampling() {
     min_p: numberField("min-p"),
     seed: numberField("seed"),
   };
+}
+
+// ---- The API key: asked for when the server refuses the page without it. ----
+
+/** Whether `e` is the server's refusal for want of its API key (none sent, or a wrong one). */
+function keyRefused(e) {
+  return e instanceof ApiError && e.code === "invalid_api_key";
+}
+
+/** Opens Settings at the API key field, marked, with a message saying what the server wants. */
+function askForKey() {
+  const field = $("api-key"), note = $("api-key-note");
+  note.textContent = field.value
+    ? "The server refused this API key: check it and enter it again."
+    : "This server needs its API key (it was started with --api-key): enter it here.";
+  note.hidden = false;
+  field.setAttribute("aria-invalid", "true");
+  $("settings").open = true;
+  field.focus();
+}
+
+/** Clears the key field's mark once the server has accepted the key; true if it was marked. */
+function keyAccepted() {
+  const was = $("api-key").hasAttribute("aria-invalid");
+  $("api-key").removeAttribute("aria-invalid");
+  $("api-key-note").hidden = true;
+  return was;
+}
+
+/** The user's key, kept and sent from now on (api.js); the model is read again with it. */
+async function useKey() {
+  server.setApiKey($("api-key").value.trim());
+  if (api !== server) return;
+  if ((await useBackend(server)) && keyAccepted()) prompt.focus(); // it was asked for: back to the message
+}
+
+/** Takes back a turn the server refused for want of its key: the user's text returns to the box. */
+function takeBack(conv) {
+  conv.messages.pop(); // the reply, still empty
+  if (conv.messages.at(-1)?.role !== "user") return;
+  const { content } = conv.messages.pop();
+  if (!prompt.value.trim()) prompt.value = content;
+  if (conv.messages.length === 0) conv.title = "New chat";
 }
 
 // ---- One turn: fit the history to the context, stream the reply, record how it went. ----
@@ -212,6 +256,7 @@ async function reply() {
   const li = log.lastElementChild;
   state.running = new AbortController();
   setRunning(true);
+  let refused = false; // the server wants its API key: nothing to show in the log
   try {
     await stream(msg, li, state.running.signal);
     stats.classList.remove("error");
@@ -222,6 +267,11 @@ async function reply() {
       conv.used = undefined; // the server reports no usage for a stopped reply: count it again
       stats.classList.remove("error");
       stats.textContent = statusLine(msg.stats);
+    } else if (keyRefused(e)) {
+      refused = true;
+      takeBack(conv);
+      stats.textContent = "the server needs its API key: enter it in Settings, then send again";
+      stats.classList.add("error");
     } else {
       msg.error = e.message;
       if (msg.content === "") delete msg.stats; // nothing came: no counts to show
@@ -234,7 +284,12 @@ async function reply() {
     setRunning(false);
     if (conv.used !== undefined) showContext(conv.used);
     renderLog();
-    $("announce").textContent = msg.error ? `The turn failed: ${msg.error}` : `Model: ${msg.content}`;
+    $("announce").textContent = refused
+      ? "Not sent: the server needs its API key. Enter it in Settings, then send again."
+      : msg.error
+      ? `The turn failed: ${msg.error}`
+      : `Model: ${msg.content}`;
+    if (refused) askForKey(); // after setRunning, which focuses the prompt
     await persist();
   }
 }
@@ -349,12 +404,24 @@ async function renderChats() {
 async function saveSession() {
   const id = state.conv.session;
   if (!id) return;
+  let url;
+  try {
+    url = await api.sessionUrl(id);
+  } catch (e) {
+    if (keyRefused(e)) askForKey();
+    stats.textContent = `save failed: ${e.message}`;
+    stats.classList.add("error");
+    return;
+  }
+  stats.classList.remove("error");
   const a = document.createElement("a");
-  a.href = await api.sessionUrl(id);
+  a.href = url;
   a.download = `ferry-${id}.session`;
   document.body.append(a);
   a.click();
   a.remove();
+  // A blob: URL (the bytes fetched with the key, or from the tab) holds them until revoked.
+  if (url.startsWith("blob:")) setTimeout(() => URL.revokeObjectURL(url), 60_000);
   stats.textContent = "session saved to your downloads";
 }
 
@@ -363,6 +430,7 @@ async function restoreSession(file) {
   try {
     body = await api.uploadSession(file);
   } catch (e) {
+    if (keyRefused(e)) askForKey();
     stats.textContent = `restore refused: ${e.message}`;
     stats.classList.add("error");
     return;
@@ -431,34 +499,45 @@ $("chat-list").addEventListener("click", (e) => {
 });
 
 for (const id of SETTINGS) $(id).addEventListener("change", saveSettings);
+$("api-key").addEventListener("change", useKey); // on Enter, or on leaving the field
 $("system").addEventListener("change", () => {
   state.conv.used = undefined; // the system prompt is part of what the model reads: count again
   measureContext();
 });
 
-/** Talks to `backend` from now on (the server's api.js or the tab's tab.js) and shows its model. */
+/**
+ * Talks to `backend` from now on (the server's api.js or the tab's tab.js) and shows its model;
+ * resolves to whether the model could be read.
+ */
 async function useBackend(backend) {
   if (backend !== api) state.conv.session = undefined; // a saved session lives on the side that saved it
   api = backend;
+  let read = false;
   try {
     state.model = await api.modelInfo();
     const m = state.model;
     $("model").textContent = `${m.id} · ${m.engine} engine · context ${m.contextLength}`;
     $("save").title = m.sessions ? "" : "this server keeps no sessions: the whole chat is sent each turn";
+    read = true;
   } catch (e) {
-    $("model").textContent = api === server ? "server unreachable" : e.message;
+    if (keyRefused(e)) {
+      $("model").textContent = "the server needs its API key (Settings)";
+      askForKey();
+    } else $("model").textContent = api === server ? "server unreachable" : e.message;
   }
   renderLog();
+  return read;
 }
 
 /** Reads the model, the settings and the conversation a reload comes back to. */
 async function start() {
   loadSettings();
+  $("api-key").value = server.apiKey();
   await useBackend(await mountTab(server, useBackend));
   const current = localStorage.getItem("ferry.current");
   const stored = (await listConversations()).find((c) => c.id === current);
   await open(stored ?? newConversation());
-  prompt.focus();
+  if (!$("api-key").hasAttribute("aria-invalid")) prompt.focus(); // else the key field asked for has it
 }
 
 // What the user does before the stored conversation is back waits for it, so it is not replaced.

@@ -1,0 +1,26 @@
+// The chat app on a scripted engine, on loopback, as a child process under either runtime (tests/listen.test.ts):
+// `deno run -A tests/helpers/timeout-server.ts SECONDS` or `bun tests/helpers/timeout-server.ts SECONDS`
+// listens with that header timeout and prints its URL. Each reply is a run of words, 20 ms a token, so a
+// stream of a few hundred tokens outlasts the timeout.
+import process from "node:process";
+import { createApp } from "../../serve/app.ts";
+import { listen } from "../../serve/listen.ts";
+import { scriptedEngine } from "./scripted-engine.ts";
+
+const engine = scriptedEngine(() => "word ".repeat(400));
+engine.delayMs = 20;
+const served: { app?: ReturnType<typeof createApp> } = {};
+const server = await listen((r) => served.app!.fetch(r), {
+  hostname: "127.0.0.1",
+  port: 0,
+  headerTimeoutS: Number(process.argv[2]),
+});
+served.app = createApp({
+  engine,
+  address: { hostname: "127.0.0.1", port: Number(new URL(server.url).port) },
+});
+console.log(server.url);
+process.on("SIGTERM", async () => {
+  await server.close();
+  process.exit(0);
+});
