@@ -124,6 +124,17 @@ export const packA = (mr = MR): Func => pack(mr, true);
 export const packB = (nr = NR): Func => pack(nr, false);
 
 /**
+ * Four f32 from the 16-byte bf16 vector on the stack: a bf16 panel row holds its 8 values in the order
+ * n0, n4, n1, n5, n2, n6, n3, n7 (`pack_bf16`), so each 32-bit lane is (n_j low, n_(j+4) high) and one
+ * shift (n0–n3, `high` false) or one mask (n4–n7) puts four of them in f32's high half: two operations
+ * where widening in panel order took four.
+ */
+const bf16Lanes = (high: boolean): Code =>
+  high
+    ? [op.v128_const(new Uint8Array(Int32Array.from([-65536, -65536, -65536, -65536]).buffer)), op.v128_and]
+    : [op.i32(16), op.i32x4_shl];
+
+/**
  * gemm(pa, pb, M, N, K, c, ldc, accumulate, tmp): C[m, n] = (accumulate ? C[m, n] : 0) + sum_k A B
  * over packed panels (A's splatted, as `pack_a` writes them), C row-major with row stride ldc.
  * `tmp` holds MR*NR floats for edge tiles. With `bf16`, B's panels hold bfloat16 (the high half of
@@ -143,12 +154,9 @@ export function gemm(MR_ = MR, NR_ = NR, unroll = UNROLL, bf16 = false): Func {
   const bv = Array.from({ length: nb }, () => L.local(V128));
   const av = L.local(V128);
   const A = (rr: number, jj: number) => acc[rr * nb + jj];
-  // One vector of B: four f32, or four bf16 from half of a 16-byte load, shifted into f32's high half.
+  // One vector of B: four f32, or four bf16 from a 16-byte load (`bf16Lanes`).
   const widen = (x: number, jj: number): Code =>
-    bf16
-      ? [get(b), op.v128_load(16 * (jj >> 1)), jj % 2 ? op.i32x4_extend_high_i16x8_u : op.i32x4_extend_low_i16x8_u,
-        op.i32(16), op.i32x4_shl, set(x)]
-      : [get(b), op.v128_load(16 * jj), set(x)];
+    bf16 ? [get(b), op.v128_load(16 * (jj >> 1)), bf16Lanes(jj % 2 === 1), set(x)] : [get(b), op.v128_load(16 * jj), set(x)];
 
   const step: Code[] = [
     bv.map(widen),
@@ -240,9 +248,7 @@ export function gemvPanels(panels: number, bf16: boolean): Func {
       ? [
         get(p), op.v128_load(16 * u), set(bv),
         [0, 1].map((h) => [
-          get(acc[2 * j + h]), get(av),
-          get(bv), h ? op.i32x4_extend_high_i16x8_u : op.i32x4_extend_low_i16x8_u, op.i32(16), op.i32x4_shl,
-          op.f32x4_mul, op.f32x4_add, set(acc[2 * j + h]),
+          get(acc[2 * j + h]), get(av), get(bv), bf16Lanes(h === 1), op.f32x4_mul, op.f32x4_add, set(acc[2 * j + h]),
         ]),
       ]
       : [0, 1].map((h) => [
@@ -305,7 +311,8 @@ export function packBf16(): Func {
         r.map((x, j) => [get(base), get(rowB), op.i32(j), op.i32_mul, op.i32_add, op.v128_load(), set(x)]),
         get(lost), r.map((x, j) => (j === 0 ? [get(x)] : [get(x), op.v128_or])), op.v128_const(lowMask), op.v128_and,
         op.v128_or, set(lost),
-        t.map((x, j) => [get(r[2 * j]), get(r[2 * j + 1]), op.i8x16_shuffle(pairHigh), set(x)]),
+        // Rows j and j + 4 side by side: the panel row's order n0, n4, n1, n5, … (`bf16Lanes`).
+        t.map((x, j) => [get(r[j]), get(r[j + 4]), op.i8x16_shuffle(pairHigh), set(x)]),
         get(t[0]), get(t[1]), op.i8x16_shuffle(lanes32([0, 4, 1, 5])), set(u0),
         get(t[0]), get(t[1]), op.i8x16_shuffle(lanes32([2, 6, 3, 7])), set(u1),
         get(t[2]), get(t[3]), op.i8x16_shuffle(lanes32([0, 4, 1, 5])), set(v0),

@@ -250,11 +250,20 @@ export function createPackedStore(options: PackedStoreOptions = {}): PackedStore
       }
     }
     const src = new Uint32Array(w.buffer, w.byteOffset, N * K);
-    for (let n = fast * NR; n < N; n += bf16 ? 2 : 1) {
-      const from = n * K, to = (n - (n % NR)) * K + (n % NR);
-      if (bf16) {
-        // rows n and n + 1 (NR is even, so both sit in one panel); past the last row, zeros
-        const next = n + 1 < N ? from + K : -1, out = to >> 1;
+    if (!bf16) {
+      for (let n = 0; n < N; n++) {
+        const from = n * K, to = (n - (n % NR)) * K + (n % NR);
+        for (let k = 0; k < K; k++) dst[to + k * NR] = src[from + k];
+      }
+      return true;
+    }
+    // bf16: rows n and n + 4 of a panel make one 32-bit word of its k-row (gen.ts `bf16Lanes`); past
+    // the last row, zeros.
+    for (let p = fast; p < panels; p++) {
+      for (let j = 0; j < NR / 2; j++) {
+        const n = p * NR + j, out = p * NR * K / 2 + j;
+        if (n >= N) break;
+        const from = n * K, next = n + NR / 2 < N ? from + (NR / 2) * K : -1;
         let lost = 0;
         for (let k = 0; k < K; k++) {
           const a = src[from + k], b = next < 0 ? 0 : src[next + k];
@@ -262,8 +271,6 @@ export function createPackedStore(options: PackedStoreOptions = {}): PackedStore
           dst[out + k * (NR >> 1)] = (a >>> 16) | (b & 0xffff0000);
         }
         if (lost !== 0) return false;
-      } else {
-        for (let k = 0; k < K; k++) dst[to + k * NR] = src[from + k];
       }
     }
     return true;
@@ -312,7 +319,9 @@ export function createPackedStore(options: PackedStoreOptions = {}): PackedStore
         for (let k = 0; k < K; k++) out[at + k] = heap[from + 8 * k];
         return;
       }
-      const halves = new Uint16Array(memory.buffer), from = w.at / 2 + base + lane;
+      // bf16 lanes: n0, n4, n1, n5, … (gen.ts `bf16Lanes`)
+      const halves = new Uint16Array(memory.buffer),
+        from = w.at / 2 + base + (lane < 4 ? 2 * lane : 2 * lane - 7);
       const bits = new Uint32Array(out.buffer, out.byteOffset + at * 4, K);
       for (let k = 0; k < K; k++) bits[k] = halves[from + 8 * k] << 16;
     },
