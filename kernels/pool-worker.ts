@@ -10,7 +10,7 @@
  * @module
  */
 import { parentPort, workerData } from "node:worker_threads";
-import { awaitChange, POOL_CONTROL, type PoolHandler } from "./pool.ts";
+import { awaitChange, newSpin, POOL_CONTROL, type PoolHandler } from "./pool.ts";
 
 const { task, init, control, index, threads } = workerData as {
   task: string;
@@ -25,9 +25,10 @@ const handler = await mod.setup(init, index);
 const ctl = new Int32Array(control);
 const args = ctl.subarray(ARGS);
 let seen = Atomics.load(ctl, SEQ);
+const spin = newSpin();
 parentPort!.postMessage("ready");
 for (;;) {
-  seen = awaitChange(ctl, SEQ, seen);
+  seen = awaitChange(ctl, SEQ, seen, spin);
   try {
     handler(args, index, threads);
   } catch {

@@ -8,7 +8,7 @@
  * of threads.
  *
  * A worker runs `setup(init, index)` from the `task` module once, and the handler it returns on every
- * job. Waiting is a spin of about a millisecond, then `Atomics.wait`, on both sides (Deno and Bun both allow
+ * job. Waiting polls (for up to about a millisecond, adapted: `Spin`), then `Atomics.wait`, on both sides (Deno and Bun both allow
  * `Atomics.wait` on the main thread). On the main thread the workers are unref'd once they are up, so
  * an idle pool never keeps a process alive; `close` ends them. Nothing here knows what a job computes: the float engine (kernels/wasm/
  * packed.ts) splits matrix products with it, and any other engine may run its own task module on it.
@@ -43,19 +43,35 @@ export interface Pool {
 export const POOL_ARGS = 60;
 // The control block: job sequence number, shares finished, failures, then the arguments.
 const SEQ = 0, DONE = 1, FAILED = 2, ARGS = 4;
-/**
- * Polls of a changed word before sleeping on it: about 1–2 ms, longer than the gap between two
- * products of one token, so that a worker is awake for the next job (a futex wake-up per product cost
- * Deno most of the second thread: 1.15× one thread's decode at the 0.6B shape, 1.86× with this spin).
- */
-const SPIN = 1 << 18;
+/** A waiter's polls before it sleeps: at most about 1–2 ms of polling, at least about 10 µs. */
+export const SPIN_MAX = 1 << 18, SPIN_MIN = 1 << 12;
 
-/** Waits until `ctl[at]` differs from `value`: a spin, then sleeps. */
-export function awaitChange(ctl: Int32Array, at: number, value: number): number {
-  for (let i = 0; i < SPIN; i++) {
+/**
+ * A waiter's polling budget, carried from one wait to the next (`awaitChange` adapts it): doubled, up
+ * to SPIN_MAX, when a wait was met while polling; halved, down to SPIN_MIN, when it had to sleep. On an
+ * idle machine the other thread answers within the polls, so nobody sleeps between two products of a
+ * token (a futex wake-up per product cost Deno most of its second thread: 1.15× one thread's decode at
+ * the 0.6B shape, 1.86× polling); on a busy machine polling only keeps the thread being waited for off
+ * its core (2 threads then decoded at a fifth of one thread's speed), so the waits fail, the budget falls
+ * to a short spin, and they sleep as a plain futex wait would.
+ */
+export interface Spin {
+  budget: number;
+}
+
+/** A fresh polling budget: the longest, until waits say otherwise. */
+export const newSpin = (): Spin => ({ budget: SPIN_MAX });
+
+/** Waits until `ctl[at]` differs from `value`: polls up to `spin`'s budget, then sleeps; adapts the budget. */
+export function awaitChange(ctl: Int32Array, at: number, value: number, spin: Spin): number {
+  for (let i = 0; i < spin.budget; i++) {
     const v = Atomics.load(ctl, at);
-    if (v !== value) return v;
+    if (v !== value) {
+      if (spin.budget < SPIN_MAX) spin.budget = spin.budget << 1;
+      return v;
+    }
   }
+  if (spin.budget > SPIN_MIN) spin.budget = spin.budget >> 1;
   for (;;) {
     Atomics.wait(ctl, at, value, 100);
     const v = Atomics.load(ctl, at);
@@ -75,6 +91,7 @@ export function createPool(threads: number, task: URL, init: unknown, local: Poo
   const bytes = (ARGS + POOL_ARGS) * 4;
   const ctl = new Int32Array(n === 1 ? new ArrayBuffer(bytes) : new SharedArrayBuffer(bytes));
   const argv = ctl.subarray(ARGS);
+  const spin = newSpin();
   const workers: { terminate(): unknown }[] = [];
   let closed = false;
   // node:worker_threads is imported only for a pool with workers, so one thread needs nothing of Node.
@@ -124,7 +141,9 @@ export function createPool(threads: number, task: URL, init: unknown, local: Poo
         Atomics.notify(ctl, SEQ);
       }
       local(argv, 0, n);
-      for (let done = n > 1 ? Atomics.load(ctl, DONE) : 0; done < n - 1;) done = awaitChange(ctl, DONE, done);
+      for (let done = n > 1 ? Atomics.load(ctl, DONE) : 0; done < n - 1;) {
+        done = awaitChange(ctl, DONE, done, spin);
+      }
       if (Atomics.load(ctl, FAILED) !== 0) throw new Error("pool: a worker's share of the job failed");
     },
     close() {

@@ -115,6 +115,7 @@ export async function startPool(
     shareAt,
     shares,
     seq: 0,
+    spin: 1 << 18,
     queued: 0,
     saturated: 0,
   };

@@ -30,14 +30,22 @@ export const STOP = 3;
 /** Arguments of one queued `gemv_lut` call; calls one worker may hold per dispatch. */
 export const CALL_INTS = 13;
 export const MAX_CALLS = 4;
+/** A waiter's polls before it sleeps: at most about 1–2 ms, at least about 10 µs (`adaptSpin`). */
+const SPIN_MAX = 1 << 18;
+const SPIN_MIN = 1 << 12;
+
 /**
- * Polls of a control word before sleeping on it: about 1–2 ms. Between two dispatches of one token the
- * main thread's own steps (norms, attention) take tens to hundreds of microseconds; a worker that went
- * to sleep in that gap costs a futex wake-up per dispatch, and under Deno that made 2 threads decode
- * only 1.13× faster than one at the 0.6B shape (1.58× with this spin). A generation's end leaves the
- * workers polling for this long, then asleep.
+ * A waiter's next polling budget: doubled (up to SPIN_MAX) after a wait met while polling, halved (down
+ * to SPIN_MIN) after one that had to sleep. On an idle machine the other thread answers within the
+ * polls, so nobody sleeps between two dispatches of a token (a futex wake-up per dispatch made 2
+ * threads only 1.13× one under Deno at the 0.6B shape; 1.58× polling); on a busy machine polling only
+ * keeps the awaited thread off its core, so the budget falls to a short spin and the waits sleep. The
+ * same policy as kernels/pool.ts `Spin`, kept here because this file's serving code is audited alone.
  */
-const SPINS = 1 << 18;
+function adaptSpin(budget: number, slept: boolean): number {
+  if (slept) return budget > SPIN_MIN ? budget >> 1 : SPIN_MIN;
+  return budget < SPIN_MAX ? budget << 1 : SPIN_MAX;
+}
 
 /** The threads of one model and its matrices' shares (built at load by engines/int/pool.ts). */
 export interface GemvPool {
@@ -57,6 +65,8 @@ export interface GemvPool {
   shares: Int32Array;
   /** Dispatches so far; calls queued for the next; saturations counted by whole-matrix calls. */
   seq: number;
+  /** The main thread's polling budget (`adaptSpin`). */
+  spin: number;
   queued: number;
   saturated: number;
 }
@@ -174,16 +184,21 @@ export function runQueued(pool: GemvPool, lut: LutSums): number {
   const workers = pool.threads - 1;
   let spins = 0;
   let waits = 0;
+  let slept = false;
   for (;;) {
     const done = Atomics.load(ctrl, DONE);
     if (done === workers) break;
     spins = spins + 1;
-    if (spins > SPINS && Atomics.wait(ctrl, DONE, done, 1000) === "timed-out") {
-      // A worker that has not answered for a minute is gone (stopped, or its thread died).
-      waits = waits + 1;
-      if (waits === 60) throw new Error("integer engine: a worker thread stopped answering");
+    if (spins > pool.spin) {
+      slept = true;
+      if (Atomics.wait(ctrl, DONE, done, 1000) === "timed-out") {
+        // A worker that has not answered for a minute is gone (stopped, or its thread died).
+        waits = waits + 1;
+        if (waits === 60) throw new Error("integer engine: a worker thread stopped answering");
+      }
     }
   }
+  pool.spin = adaptSpin(pool.spin, slept);
   pool.queued = 0;
   pool.mine[0] = 0;
   return saturated + Atomics.load(ctrl, SAT);
@@ -195,12 +210,18 @@ export function runQueued(pool: GemvPool, lut: LutSums): number {
  */
 export function serveCalls(lut: Pick<LutSums, "gemv_lut">, ctrl: Int32Array, head: number): void {
   let seq = 0;
+  let budget = SPIN_MAX;
   for (;;) {
     let spins = 0;
+    let slept = false;
     while (Atomics.load(ctrl, SEQ) === seq) {
       spins = spins + 1;
-      if (spins > SPINS) Atomics.wait(ctrl, SEQ, seq);
+      if (spins > budget) {
+        slept = true;
+        Atomics.wait(ctrl, SEQ, seq);
+      }
     }
+    budget = adaptSpin(budget, slept);
     seq = Atomics.load(ctrl, SEQ);
     if (Atomics.load(ctrl, STOP) !== 0) return;
     const saturated = runCalls(lut, ctrl, head);
