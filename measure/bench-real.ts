@@ -36,6 +36,8 @@ export interface EngineResult {
 export interface EngineRow extends EngineResult {
   /** ferry ÷ llama.cpp at the same thread count (float: F32, int: Q4_0). */
   vsLlamaDecode: number | null;
+  /** ferry float's decode ÷ llama.cpp F16's: the fair row for an engine that keeps 16-bit weights. */
+  vsF16Decode: number | null;
   vsLlamaPrefill: number | null;
   /** This row's decode ÷ its own 1-thread row's. */
   threadGain: number | null;
@@ -76,9 +78,13 @@ export function deriveRows(results: readonly EngineResult[], ceiling: Record<num
     const llama = other ? results.find((x) => x.engine === other && x.threads === r.threads) : undefined;
     const one = results.find((x) => x.engine === r.engine && x.runtime === r.runtime && x.threads === 1);
     const c = ceiling[r.threads];
+    const f16 = r.engine === "ferry float"
+      ? results.find((x) => x.engine === "llama.cpp F16" && x.threads === r.threads)
+      : undefined;
     return {
       ...r,
       vsLlamaDecode: llama ? r.decode / llama.decode : null,
+      vsF16Decode: f16 ? r.decode / f16.decode : null,
       vsLlamaPrefill: llama ? r.prefill / llama.prefill : null,
       threadGain: one && r.threads !== 1 ? r.decode / one.decode : null,
       ofCeiling: c ? (r.decode * r.bytesPerToken) / c : null,
@@ -95,16 +101,44 @@ const fixed = (
 /** The engines' markdown table. */
 export function engineTable(rows: readonly EngineRow[]): string {
   const lines = [
-    "| engine | runtime | threads | decode tok/s | prefill tok/s | decode ÷ llama.cpp | prefill ÷ llama.cpp | 2t ÷ 1t | GB/s read | of ceiling |",
-    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    "| engine | runtime | threads | decode tok/s | prefill tok/s | decode ÷ llama.cpp | decode ÷ F16 | prefill ÷ llama.cpp | 2t ÷ 1t | GB/s read | of ceiling |",
+    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
   ];
   for (const r of rows) {
     lines.push(
       `| ${r.engine} | ${r.runtime} | ${r.threads} | ${r.decode.toFixed(1)} | ${r.prefill.toFixed(1)} | ${
         fixed(r.vsLlamaDecode, 2, "×")
-      } | ${fixed(r.vsLlamaPrefill, 2, "×")} | ${fixed(r.threadGain, 2, "×")} | ${
-        ((r.decode * r.bytesPerToken) / 1e9).toFixed(1)
-      } | ${r.ofCeiling === null ? "—" : `${(100 * r.ofCeiling).toFixed(0)}%`} |`,
+      } | ${fixed(r.vsF16Decode, 2, "×")} | ${fixed(r.vsLlamaPrefill, 2, "×")} | ${
+        fixed(r.threadGain, 2, "×")
+      } | ${((r.decode * r.bytesPerToken) / 1e9).toFixed(1)} | ${
+        r.ofCeiling === null ? "—" : `${(100 * r.ofCeiling).toFixed(0)}%`
+      } |`,
+    );
+  }
+  return lines.join("\n");
+}
+
+/** One ferry engine's load: the seconds of a plain (cached) read of its file and of `loadEngine`. */
+export interface LoadRow {
+  engine: string;
+  runtime: string;
+  threads: number;
+  file: string;
+  readSeconds: number;
+  loadSeconds: number;
+}
+
+/** The loads' markdown table, with load ÷ read. */
+export function loadTable(rows: readonly LoadRow[]): string {
+  const lines = [
+    "| engine | runtime | threads | read s | load s | load ÷ read |",
+    "|---|---|---:|---:|---:|---:|",
+  ];
+  for (const r of rows) {
+    lines.push(
+      `| ${r.engine} | ${r.runtime} | ${r.threads} | ${r.readSeconds.toFixed(2)} | ${
+        r.loadSeconds.toFixed(2)
+      } | ${(r.loadSeconds / r.readSeconds).toFixed(1)}× |`,
     );
   }
   return lines.join("\n");

@@ -8,6 +8,7 @@ import {
   type EngineResult,
   engineTable,
   exportTable,
+  loadTable,
   median,
   parseCounts,
   streamRead,
@@ -35,6 +36,7 @@ const results: EngineResult[] = [
   { engine: "ferry int", runtime: "bun", threads: 1, decode: 30, prefill: 30, bytesPerToken: 2e8 },
   { engine: "llama.cpp F32", runtime: "bun", threads: 1, decode: 20, prefill: 200, bytesPerToken: 1e9 },
   { engine: "llama.cpp F32", runtime: "bun", threads: 2, decode: 25, prefill: 300, bytesPerToken: 1e9 },
+  { engine: "llama.cpp F16", runtime: "bun", threads: 1, decode: 40, prefill: 220, bytesPerToken: 5e8 },
   { engine: "llama.cpp Q4_0", runtime: "bun", threads: 1, decode: 60, prefill: 300, bytesPerToken: 2e8 },
 ];
 
@@ -48,6 +50,9 @@ test("ratios: ferry over its llama.cpp counterpart at the same threads, 2 over 1
   expect(row("ferry float", 2).threadGain).toBeCloseTo(1.5);
   expect(row("ferry float", 1).threadGain).toBeNull();
   expect(row("ferry int", 1).vsLlamaDecode).toBeCloseTo(0.5); // against Q4_0, not F32
+  expect(row("ferry float", 1).vsF16Decode).toBeCloseTo(0.25); // the 16-bit row, for a bf16-keeping engine
+  expect(row("ferry float", 2).vsF16Decode).toBeNull(); // no F16 row at 2 threads
+  expect(row("ferry int", 1).vsF16Decode).toBeNull();
   expect(row("llama.cpp F32", 1).vsLlamaDecode).toBeNull();
   expect(row("ferry float", 1).ofCeiling).toBeCloseTo(0.5); // 10 tok/s · 1 GB of 20 GB/s
   expect(row("ferry float", 2).ofCeiling).toBeCloseTo(0.5); // 15 · 1 GB of 30 GB/s
@@ -58,7 +63,7 @@ test("the tables: one row each, dashes where nothing compares, percentages of th
   const text = engineTable(deriveRows(results, { 1: 20e9, 2: 30e9 }));
   const lines = text.split("\n");
   expect(lines.length).toBe(2 + results.length);
-  expect(lines[2]).toBe("| ferry float | bun | 1 | 10.0 | 40.0 | 0.50× | 0.20× | — | 10.0 | 50% |");
+  expect(lines[2]).toBe("| ferry float | bun | 1 | 10.0 | 40.0 | 0.50× | 0.25× | 0.20× | — | 10.0 | 50% |");
   expect(lines[3]).toContain("| 1.50× |");
   const ex = exportTable([{
     format: "lut4",
@@ -69,6 +74,15 @@ test("the tables: one row each, dashes where nothing compares, percentages of th
     sizeMB: 250.25,
   }]);
   expect(ex.split("\n")[2]).toBe("| lut4 | q4 | 12.3 | 300 | 250.3 |");
+  const load = loadTable([{
+    engine: "ferry int",
+    runtime: "deno",
+    threads: 1,
+    file: "m.lut4",
+    readSeconds: 0.2,
+    loadSeconds: 0.5,
+  }]);
+  expect(load.split("\n")[2]).toBe("| ferry int | deno | 1 | 0.20 | 0.50 | 2.5× |");
 });
 
 test("the children's pieces: seeded token ids in range, a streaming read that counts its bytes", () => {

@@ -19,6 +19,17 @@ import { benchTokens, streamRead } from "../../measure/bench-real.ts";
 /** What an engine child does for each request: the seconds of `n` decoded tokens or an `n`-token prefill. */
 type Timer = (op: "decode" | "prefill", n: number) => Promise<{ seconds: number; tokens: number }>;
 
+/**
+ * What a ferry child says once loaded: the weight bytes a decoded token reads (the float engine's packed
+ * matrices as it keeps them, bf16 or f32; the integer engine's lut4 codes and scales: its file), and its
+ * load beside a plain read of the file (the file read once before, so both find it cached).
+ */
+interface Loaded {
+  bytesPerToken?: number;
+  readSeconds?: number;
+  loadSeconds?: number;
+}
+
 /** The prompt decoding starts from, and the seed of the prefill's ids. */
 const PROMPT_TOKENS = 8, PREFILL_SEED = 2;
 
@@ -28,12 +39,21 @@ async function ferryTimer(
   path: string,
   vocab: number,
   threads: number,
-): Promise<Timer> {
+): Promise<Timer & Loaded> {
   const { loadEngine } = await import("../../engines/mod.ts");
+  const { floatEngineMemory } = await import("../../engines/float.ts");
+  const { readFile } = await import("node:fs/promises");
+  await readFile(path);
+  const t0 = performance.now();
+  await readFile(path);
+  const readSeconds = (performance.now() - t0) / 1000;
+  const t1 = performance.now();
   // Always handed over: the engines' default is every core, so one thread must be asked for.
   const engine = await loadEngine(path, kind, { threads });
+  const loadSeconds = (performance.now() - t1) / 1000;
+  const packed = kind === "float" ? floatEngineMemory(engine)?.packedBytes : undefined;
   const prompt = benchTokens(vocab, PROMPT_TOKENS, 1);
-  return async (op, n) => {
+  const timer: Timer = async (op, n) => {
     if (op === "prefill") {
       const ids = benchTokens(vocab, n, PREFILL_SEED);
       const t0 = performance.now();
@@ -46,6 +66,7 @@ async function ferryTimer(
     for (let i = 0; i < n; i++) await s.feed([s.pick()], "none");
     return { seconds: (performance.now() - t0) / 1000, tokens: n };
   };
+  return Object.assign(timer, { bytesPerToken: packed, readSeconds, loadSeconds });
 }
 
 /** llama.cpp (node-llama-cpp, CPU) on a GGUF with `threads` threads. */
@@ -76,8 +97,9 @@ async function llamaTimer(path: string, vocab: number, threads: number): Promise
   };
 }
 
-async function serve(timer: Timer): Promise<void> {
-  console.log(JSON.stringify({ ready: true }));
+async function serve(timer: Timer & Loaded): Promise<void> {
+  const { bytesPerToken, readSeconds, loadSeconds } = timer;
+  console.log(JSON.stringify({ ready: true, bytesPerToken, readSeconds, loadSeconds }));
   for await (const line of createInterface({ input: process.stdin })) {
     if (!line.trim()) continue;
     const req = JSON.parse(line) as { op: "decode" | "prefill" | "quit"; n: number };

@@ -31,6 +31,8 @@ import {
   engineTable,
   type ExportRow,
   exportTable,
+  type LoadRow,
+  loadTable,
   median,
   parseCounts,
 } from "../../measure/bench-real.ts";
@@ -41,9 +43,10 @@ Usage: bun scripts/tools/bench-real.ts [options]
 ferry beside llama.cpp at Qwen3-0.6B's size, on a seeded random Hugging Face folder: the memory
 bandwidth ceiling (streaming read, 1 and 2 threads), each export's time, peak RSS and size, then
 decode (tokens/s of greedy decoding) and prefill (tokens/s of one prompt) of ferry's float engine
-(dmexp bf16, weights f32 in memory) and integer engine (lut4) under each runtime, and llama.cpp F32,
-F16 and Q4_0, in interleaved rounds; medians, with ferry / llama.cpp, 2-thread / 1-thread and the
-fraction of the bandwidth ceiling that the bytes read per decoded token make.
+(dmexp bf16, kept as bf16) and integer engine (lut4) under each runtime, and llama.cpp F32,
+F16 and Q4_0, in interleaved rounds; medians, with ferry / llama.cpp (float also / F16), 2-thread /
+1-thread and the fraction of the bandwidth ceiling that the bytes read per decoded token make (the
+weights as each engine keeps them); then each ferry engine's load time beside a cached read of its file.
 
 Options:
   --rounds N          interleaved rounds (the median is reported)                [3]
@@ -142,6 +145,8 @@ async function bandwidth(threads: number, bytes: number): Promise<number> {
 interface EngineChild {
   ask(op: "decode" | "prefill", n: number): Promise<{ seconds: number; tokens: number }>;
   close(): void;
+  /** What a ferry child said once loaded (scripts/tools/bench-real-child.ts `Loaded`). */
+  loaded: { bytesPerToken?: number; readSeconds?: number; loadSeconds?: number };
 }
 
 function startChild(runtime: string, args: string[]): Promise<EngineChild> {
@@ -168,8 +173,9 @@ function startChild(runtime: string, args: string[]): Promise<EngineChild> {
         child.once("exit", (code) => rej(new Error(`${args.join(" ")} (${runtime}) exited ${code}`)));
       });
     child.on("error", reject);
-    next().then(() =>
+    next().then((line) =>
       resolve({
+        loaded: JSON.parse(line),
         async ask(op, n) {
           child.stdin!.write(JSON.stringify({ op, n }) + "\n");
           return JSON.parse(await next());
@@ -265,7 +271,7 @@ async function main(): Promise<void> {
         runtime: rt,
         threads: t,
         args: ["engine", "ferry-float", file("dmexp", "bf16"), String(shape.vocab_size), String(t)],
-        bytesPerToken: 4 * params,
+        bytesPerToken: 0, // what the engine keeps, as the child reports it
       });
       specs.push({
         engine: "ferry int",
@@ -324,6 +330,7 @@ async function main(): Promise<void> {
       for (const s of specs) {
         const c = await startChild(s.runtime, s.args);
         children.push(c);
+        if (c.loaded.bytesPerToken) s.bytesPerToken = c.loaded.bytesPerToken;
         await c.ask("decode", 4), await c.ask("prefill", Math.min(prefill, 16)); // warm-up, not counted
         bar.tick(1, `loaded ${s.engine} (${s.runtime}, ${s.threads}t)`);
       }
@@ -348,9 +355,22 @@ async function main(): Promise<void> {
         bytesPerToken: s.bytesPerToken,
       }));
       const rows = deriveRows(results, ceiling);
+      const loads: LoadRow[] = specs.flatMap((s, i) => {
+        const { readSeconds, loadSeconds } = children[i].loaded;
+        return readSeconds && loadSeconds
+          ? [{
+            engine: s.engine,
+            runtime: s.runtime,
+            threads: s.threads,
+            file: s.args[2],
+            readSeconds,
+            loadSeconds,
+          }]
+          : [];
+      });
       const meta = { shape, rounds, tokens, prefill, calibrate, load: (await import("node:os")).loadavg() };
       if (a.json) {
-        console.log(JSON.stringify({ ...meta, bandwidth: ceiling, exports, rows }, null, 2));
+        console.log(JSON.stringify({ ...meta, bandwidth: ceiling, exports, rows, loads }, null, 2));
         return;
       }
       const gb = (t: number) => `${(ceiling[t] / 1e9).toFixed(1)} GB/s`;
@@ -366,7 +386,8 @@ async function main(): Promise<void> {
         }\n`,
       );
       console.log(exportTable(exports) + "\n");
-      console.log(engineTable(rows));
+      console.log(engineTable(rows) + "\n");
+      console.log(loadTable(loads));
     } finally {
       for (const c of children) c.close();
     }
