@@ -14,9 +14,10 @@
  * ```
  * @module
  */
-import { type Kernels, rmsnorm, ropeHead, ropeTables } from "../kernels/kernels.ts";
+import { defaultKernels, type Kernels, rmsnorm, ropeHead, ropeTables } from "../kernels/kernels.ts";
 import { createPackedStore, type PackedMatrix, type PackedStore } from "../kernels/wasm/packed.ts";
-import type { ModelConfig } from "../model/config.ts";
+import { checkTensors, type ModelConfig, paramShapes } from "../model/config.ts";
+import { FormatError } from "../model/error.ts";
 import type { Engine, EngineSession, LogitsWanted, SamplingOptions, TokenLogprobs } from "../model/engine.ts";
 import {
   type Activations,
@@ -28,12 +29,13 @@ import {
   type Qwen3Kernels,
   walkForward,
   type Weights,
+  weightsByName,
 } from "../model/qwen3.ts";
 import { createRng, type Rng } from "../model/random.ts";
 import { floatLogprobs, neverSampled, pickToken, type SpecialIds } from "../model/sample.ts";
 import { byteTokenizer } from "../model/tokenizer.ts";
 import { checkSampling, checkSeed } from "../model/sampling.ts";
-import type { Tensor } from "../model/tensor.ts";
+import { materialize, type Tensor, type TensorSource } from "../model/tensor.ts";
 import {
   decodeFloatSession,
   encodeFloatSession,
@@ -186,14 +188,84 @@ type Held = Float32Array | PackedMatrix;
 
 /** The frozen engine: the model's matrices packed once, then the model's f32 arrays let go. */
 function packedEngine(model: Model, source: string, options: FloatEngineOptions): Engine {
-  const config = model.config, context = contextOf(config, options.context);
-  const store = createPackedStore({
-    threads: options.threads ?? defaultThreads(),
-    splitBytes: options.splitBytes,
-  });
+  const store = storeFor(options);
   const { weights, byName } = packWeights(model, store, options.keep === "f32" ? "f32" : "auto");
   const shapes = model.tensors.map((t) => ({ name: t.name, dims: t.dims }));
-  const kernels = model.kernels, rope = ropeTables(context, config.head_dim, config.rope_theta);
+  return packedEngineOver(model.config, model.kernels, store, weights, byName, shapes, source, options);
+}
+
+function storeFor(options: FloatEngineOptions): PackedStore {
+  return createPackedStore({ threads: options.threads ?? defaultThreads(), splitBytes: options.splitBytes });
+}
+
+/**
+ * A frozen float engine built as its file streams past (what engines/mod.ts loads an export with when
+ * its format can open it for streaming): each weight matrix is read a chunk of rows at a time straight
+ * into the packed store (`PackedStore.packFrom`), so loading holds the packed weights and one chunk, never
+ * an f32 copy of the model beside them; the vectors (norms) are read whole. The sources must be exactly the
+ * tensors `config` implies (checked first, naming `source`). The same engine, bits and sessions as
+ * `createFloatEngine(config, tensors, source, { frozen: true })`; on a kernel set other than WebAssembly's
+ * (which runs unfrozen, in place) the tensors are read whole and handed to it.
+ *
+ * @example
+ * ```ts
+ * const m = await dmexpFormat.open!("out/q.bf16.dmexp");
+ * const engine = await createFloatEngineFromSources(m.config, m.sources, "out/q.bf16.dmexp", {});
+ * await m.close();
+ * ```
+ */
+export async function createFloatEngineFromSources(
+  config: ModelConfig,
+  sources: TensorSource[],
+  source: string,
+  options: FloatEngineOptions = {},
+): Promise<Engine> {
+  const bad = checkTensors(config, sources);
+  if (bad) throw new FormatError(source, bad.tensor, `${source}: ${bad.message}`, bad);
+  const kernels = options.kernels ?? defaultKernels;
+  if (kernels.name !== "wasm") {
+    return createFloatEngine(config, await Promise.all(sources.map(materialize)), source, options);
+  }
+  const store = storeFor(options), keep = options.keep === "f32" ? "f32" : "auto";
+  const bySource = new Map(sources.map((s) => [s.name, s]));
+  const byName = new Map<string, Held>();
+  try {
+    for (const { name, dims } of paramShapes(config)) {
+      const src = bySource.get(name)!;
+      byName.set(
+        name,
+        dims.length === 2
+          ? await store.packFrom(
+            (start, count, scratch) => src.read(start, count, scratch),
+            dims[0],
+            dims[1],
+            keep,
+          )
+          : (await materialize(src)).data,
+      );
+    }
+  } catch (e) {
+    store.close();
+    throw e;
+  }
+  const weights = weightsByName<Held>(config, (name) => byName.get(name)!);
+  const shapes = paramShapes(config).map(({ name, dims }) => ({ name, dims: [...dims] }));
+  return packedEngineOver(config, kernels, store, weights, byName, shapes, source, options);
+}
+
+/** The frozen engine over weights already in `store`; `byName` and `shapes` serve the session digest. */
+function packedEngineOver(
+  config: ModelConfig,
+  kernels: Kernels,
+  store: PackedStore,
+  weights: Weights<Held>,
+  byName: Map<string, Held>,
+  shapes: { name: string; dims: number[] }[],
+  source: string,
+  options: FloatEngineOptions,
+): Engine {
+  const context = contextOf(config, options.context);
+  const rope = ropeTables(context, config.head_dim, config.rope_theta);
   const held = [...new Set(byName.values())];
   const packed = held.filter((w): w is PackedMatrix => !(w instanceof Float32Array));
   const kvBytes = 2 * config.num_hidden_layers * context * config.num_key_value_heads * config.head_dim * 4;

@@ -106,13 +106,30 @@ export function fromTensors(
 /** Every engine, by kind; each loads its module only when used (WebGPU code never loads under Bun). */
 export const ENGINES: Readonly<Record<string, EngineEntry>> = {
   // The tensors were just read from the file for this engine alone: frozen.
+  // A file its format can open for streaming is packed as it is read, never held whole in f32.
   float: {
     runtimes: ["deno", "bun"],
     factory: async () => {
-      const { createFloatEngine } = await import("./float.ts");
-      return fromTensors((config, tensors, source, { kernels, specials, threads, context }) =>
+      const { createFloatEngine, createFloatEngineFromSources } = await import("./float.ts");
+      const whole = fromTensors((config, tensors, source, { kernels, specials, threads, context }) =>
         createFloatEngine(config, tensors, source, { frozen: true, kernels, specials, threads, context })
       );
+      return async (path, format, options) => {
+        if (!format.open) return await whole(path, format, options);
+        const { kernels, specials, threads, context, onProgress } = options;
+        const m = await format.open(path, { onProgress });
+        try {
+          return await createFloatEngineFromSources(m.config, m.sources, path, {
+            frozen: true,
+            kernels,
+            specials,
+            threads,
+            context,
+          });
+        } finally {
+          await m.close();
+        }
+      };
     },
   },
   int: { runtimes: ["deno", "bun"], factory: async () => (await import("./int/engine.ts")).intEngineFactory },

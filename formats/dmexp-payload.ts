@@ -130,14 +130,19 @@ function checkMagic(b: Uint8Array, path: string): void {
   }
 }
 
-/** `length` bytes at `position`; a file that ends early (it changed while read) is refused. */
+/**
+ * `length` bytes at `position`, into `into` when it is given and holds them (a reader's reused buffer)
+ * or a new array; a file that ends early (it changed while read) is refused.
+ */
 export async function readExact(
   fh: FileHandle,
   position: number,
   length: number,
   path: string,
+  into?: Uint8Array,
 ): Promise<Uint8Array> {
-  return await readInto(fh, new Uint8Array(length), position, () => shortFile(path));
+  const buf = into && into.length >= length ? into.subarray(0, length) : new Uint8Array(length);
+  return await readInto(fh, buf, position, () => shortFile(path));
 }
 
 function shortFile(path: string): DmexpError {

@@ -455,6 +455,9 @@ export async function openDmexp(path: string, opts: DmexpReadOptions = {}): Prom
     const tokenizer = await readSection(fh, p, header, config, path);
     const { dtype } = header, bpe = DTYPE_BYTES[dtype];
     let offset = p.payloadStart;
+    // One byte buffer for every chunk read (grown as asked): a load reads hundreds of chunks, and a new
+    // buffer each left hundreds of MB of garbage that the collector returned late.
+    let bytesScratch = new Uint8Array(0);
     const sources = header.tensors.map((t): TensorSource => {
       const begin = offset;
       offset += numel(t.dims) * bpe;
@@ -462,7 +465,8 @@ export async function openDmexp(path: string, opts: DmexpReadOptions = {}): Prom
         name: t.name,
         dims: [...t.dims],
         async read(start, count, scratch) {
-          const bytes = await readExact(fh, begin + start * bpe, count * bpe, path);
+          if (bytesScratch.length < count * bpe) bytesScratch = new Uint8Array(count * bpe);
+          const bytes = await readExact(fh, begin + start * bpe, count * bpe, path, bytesScratch);
           const out = scratch.subarray(0, count);
           decodeInto(dtype, bytes, out, 0);
           const bad = firstNonFinite(out, 0, count);
@@ -590,6 +594,7 @@ export const dmexpFormat: FormatDescriptor<DmexpDtype> = {
     const { header, config, tensors, tokenizer } = await readDmexp(path, options);
     return { config, tensors, origin: dmexpOrigin(header), ...(tokenizer ? { tokenizer } : {}) };
   },
+  open: (path, options) => openDmexp(path, options),
   readTokenizer: readDmexpTokenizer,
   inspect: async (path, options) => dmexpInfoJson(await inspectDmexp(path, options)),
   spec: "formats/dmexp.md",

@@ -62,6 +62,14 @@ export interface ReadResult {
   tokenizer?: TokenizerFiles;
 }
 
+/** An export opened for streaming: checked as `read` checks it, its tensors read a chunk at a time. */
+export interface OpenedExport {
+  config: ModelConfig;
+  sources: TensorSource[];
+  /** Releases the file(s). */
+  close(): Promise<void>;
+}
+
 /** One format: how its files are recognised, what it stores, its writer, its full reader and `info`. */
 export interface FormatDescriptor<D extends string = string> {
   /** The name `--format` takes. */
@@ -92,6 +100,14 @@ export interface FormatDescriptor<D extends string = string> {
     options: { dtype: D; onProgress?: (done: number, total: number) => void; calibrate?: Lut4Calibrator },
   ): Promise<WriteResult>;
   read(path: string, options?: { onProgress?: (done: number, total: number) => void }): Promise<ReadResult>;
+  /**
+   * The file opened for streaming (absent: only `read`): what a reader that must not hold the whole model
+   * uses, such as the float engine packing its weights as it goes.
+   */
+  open?(
+    path: string,
+    options?: { onProgress?: (done: number, total: number) => void },
+  ): Promise<OpenedExport>;
   /**
    * Only the tokenizer the file carries (checked as `read` checks it), without reading the weights;
    * undefined for a byte model. Engines and the chat call it beside loading the weights.

@@ -559,6 +559,7 @@ export const hfFormat: FormatDescriptor<HfDtype> = {
     const { config, tensors, origin, tokenizer } = await importHuggingFace(path);
     return { config, tensors, origin, ...(tokenizer ? { tokenizer } : {}) };
   },
+  open: (path) => openHuggingFace(path),
   async readTokenizer(path) {
     const configPath = join(path, HF_FILES.config);
     const text = await readFile(configPath, "utf8").catch((e) => {

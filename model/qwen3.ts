@@ -82,16 +82,30 @@ export interface Model extends Weights<Float32Array> {
  * layout; a tied lm_head is put once and shared, as it is here.
  */
 export function mapWeights<W>(model: Model, put: (data: Float32Array, name: string) => W): Weights<W> {
-  const embed = put(model.embed, "model.embed_tokens.weight");
-  const layers = model.layers.map((L, i) => {
+  const data = new Map(model.tensors.map((t) => [t.name, t.data]));
+  return weightsByName(model.config, (name) => put(data.get(name)!, name));
+}
+
+/**
+ * The weight layout filled by tensor name (`get` is asked once per tensor the config implies; a tied
+ * lm_head is the embedding, asked for once).
+ *
+ * @example
+ * ```ts
+ * const w = weightsByName(config, (name) => byName.get(name)!);
+ * ```
+ */
+export function weightsByName<W>(config: ModelConfig, get: (name: string) => W): Weights<W> {
+  const embed = get("model.embed_tokens.weight");
+  const layers = Array.from({ length: config.num_hidden_layers }, (_, i) => {
     const out = {} as Layer<W>;
     for (const key of Object.keys(LAYER_TENSORS) as (keyof Layer)[]) {
-      out[key] = put(L[key], `model.layers.${i}.${LAYER_TENSORS[key]}`);
+      out[key] = get(`model.layers.${i}.${LAYER_TENSORS[key]}`);
     }
     return out;
   });
-  const norm = put(model.norm, "model.norm.weight");
-  const lmHead = model.lmHead === model.embed ? embed : put(model.lmHead, "lm_head.weight");
+  const norm = get("model.norm.weight");
+  const lmHead = config.tie_word_embeddings ? embed : get("lm_head.weight");
   return { embed, layers, norm, lmHead };
 }
 
@@ -111,23 +125,10 @@ export function buildModel(
   if (bad) throw new FormatError(where, bad.tensor, `${where}: ${bad.message}`, bad);
   const byName = new Map(tensors.map((t) => [t.name, t]));
   const expected = paramShapes(config);
-  const get = (n: string) => byName.get(n)!.data;
-  const layers: Layer[] = [];
-  for (let i = 0; i < config.num_hidden_layers; i++) {
-    const layer = {} as Layer;
-    for (const key of Object.keys(LAYER_TENSORS) as (keyof Layer)[]) {
-      layer[key] = get(`model.layers.${i}.${LAYER_TENSORS[key]}`);
-    }
-    layers.push(layer);
-  }
-  const embed = get("model.embed_tokens.weight");
   return {
     config,
     tensors: expected.map((p) => byName.get(p.name)!),
-    embed,
-    layers,
-    norm: get("model.norm.weight"),
-    lmHead: config.tie_word_embeddings ? embed : get("lm_head.weight"),
+    ...weightsByName(config, (n) => byName.get(n)!.data),
     rope: ropeTables(config.max_position_embeddings, config.head_dim, config.rope_theta),
     kernels,
   };

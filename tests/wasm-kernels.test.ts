@@ -305,3 +305,34 @@ test("the packed store's one-row product (several panels at once, then single pa
     store.close();
   }
 });
+
+test("packFrom reads a matrix a chunk at a time and keeps pack's bytes: bf16 or f32, however the reader answers", async () => {
+  const { createPackedStore } = await import("../kernels/wasm/packed.ts");
+  const store = createPackedStore({ threads: 1 });
+  const mem = (w: Parameters<typeof store.unpack>[0]) => new Uint8Array(store.unpack(w).buffer);
+  const reads: number[] = [];
+  for (const [N, K] of [[5, 3], [37, 64], [16, 40_000], [300, 1024]] as const) {
+    for (const narrow of [true, false]) {
+      const w = rand(N * K);
+      if (narrow) new Uint32Array(w.buffer).forEach((u, i, a) => (a[i] = u & 0xffff0000));
+      const want = store.pack(w, N, K);
+      for (const into of [true, false]) {
+        reads.length = 0;
+        const got = await store.packFrom(
+          async (start, count, scratch) => {
+            reads.push(count);
+            if (!into) return w.subarray(start, start + count); // the reader's own memory
+            scratch.set(w.subarray(start, start + count));
+            return scratch;
+          },
+          N,
+          K,
+        );
+        expect(`${N}x${K} ${got.dtype} ${got.bytes}`).toBe(`${N}x${K} ${want.dtype} ${want.bytes}`);
+        expect(mem(got)).toEqual(mem(want));
+        expect(Math.max(...reads)).toBeLessThanOrEqual(Math.max(8 * K, 1 << 18)); // never the whole matrix at once
+      }
+    }
+  }
+  store.close();
+});

@@ -41,6 +41,16 @@ export interface PackedMatrix {
   readonly bytes: number;
 }
 
+/**
+ * Values [start, start + count) of a row-major matrix: written into `scratch` (which holds `count`) or a
+ * view of memory of the reader's own.
+ */
+export type ReadRows = (
+  start: number,
+  count: number,
+  scratch: Float32Array,
+) => Float32Array | Promise<Float32Array>;
+
 /** The store: its matrices' memory, the products over them, and the pool they run on. */
 export interface PackedStore {
   /** Threads a product runs on. */
@@ -56,6 +66,12 @@ export interface PackedStore {
    * not `f32`), else f32. The store copies what it needs: `w` is not kept.
    */
   pack(w: Float32Array, N: number, K: number, dtype?: PackedDtype | "auto"): PackedMatrix;
+  /**
+   * The same from a matrix read a chunk of rows at a time (about 1 MiB; `read` as a model/tensor.ts
+   * `TensorSource` reads), so the caller never holds it whole. A matrix that turns out not to be bf16
+   * is read again from the start as f32.
+   */
+  packFrom(read: ReadRows, N: number, K: number, dtype?: PackedDtype | "auto"): Promise<PackedMatrix>;
   /** `out[m*N + n] = sum_k x[m*K + k] * W[n, k]` for m < M, on every thread of the pool. */
   matmul(out: Float32Array, x: Float32Array, w: PackedMatrix, M: number): void;
   /** Row n of W into out[at .. at + K) (an embedding lookup from the packed table). */
@@ -229,51 +245,90 @@ export function createPackedStore(options: PackedStoreOptions = {}): PackedStore
   };
   const splitBytes = options.splitBytes ?? SPLIT_BYTES;
 
-  // Packs w at `at` as pack_b would (panels of NR rows, k-major, padded with zeros), straight from
-  // the caller's array: row by row, each row's values written NR apart into its panel. As bf16, the
-  // high halves of two neighbouring rows make one 32-bit store, and a row pair that loses bits returns
-  // false at once (the caller packs again as f32).
-  const packAt = (w: Float32Array, N: number, K: number, at: number, bf16: boolean): boolean => {
-    const panels = Math.ceil(N / NR), slots = panels * NR * K;
-    // bf16 with K a multiple of 4: whole panels by pack_bf16, a chunk of rows copied in at a time.
-    const fast = bf16 && K % 4 === 0 ? Math.floor(N / NR) : 0;
-    const step = Math.max(1, Math.floor(PACK_CHUNK / (NR * K))), scratch = roundUp(at + slots * 2, 16);
-    // All the room first: growing a memory that is not shared detaches the views made before.
-    const heap = ensure(fast > 0 ? scratch + step * NR * K * 4 : at + slots * (bf16 ? 2 : 4));
+  // Packs an [N, K] matrix at `at` as pack_b would (panels of NR rows, k-major, padded with zeros),
+  // reading it a chunk of panels at a time: each `yield [start, count, scratch]` asks for the values
+  // [start, start + count) and is answered with them (the answer may be written into the `count` floats
+  // at byte `scratch` of the memory, which then need no copy). As bf16, whole panels go through
+  // pack_bf16 when K is a multiple of 4, the rest row by row, the high halves of rows n and n + 4 making
+  // one 32-bit store (gen.ts `bf16Lanes`); a value that loses bits returns false at once (the caller
+  // packs again as f32). The memory grows once, first: growing a memory that is not shared detaches
+  // the views made before.
+  function* packing(
+    N: number,
+    K: number,
+    at: number,
+    bf16: boolean,
+  ): Generator<[number, number, number], boolean, Float32Array> {
+    const panels = Math.ceil(N / NR), slots = panels * NR * K, full = Math.floor(N / NR);
+    const step = Math.max(1, Math.floor(PACK_CHUNK / (NR * K)));
+    const scratch = roundUp(at + slots * (bf16 ? 2 : 4), 16);
+    const heap = ensure(scratch + step * NR * K * 4);
     const dst = new Uint32Array(memory.buffer, at, bf16 ? slots / 2 : slots);
     dst.fill(0, ((panels - 1) * NR * K) / (bf16 ? 2 : 1)); // the last panel, whose padding rows stay zero
-    if (fast > 0) {
-      for (let p0 = 0; p0 < fast; p0 += step) {
-        const count = Math.min(step, fast - p0);
-        heap.set(w.subarray(p0 * NR * K, (p0 + count) * NR * K), scratch / 4);
-        if (ex.pack_bf16(scratch, K, count, at + p0 * NR * K * 2) !== 0) return false;
-      }
-    }
-    const src = new Uint32Array(w.buffer, w.byteOffset, N * K);
-    if (!bf16) {
-      for (let n = 0; n < N; n++) {
-        const from = n * K, to = (n - (n % NR)) * K + (n % NR);
-        for (let k = 0; k < K; k++) dst[to + k * NR] = src[from + k];
-      }
-      return true;
-    }
-    // bf16: rows n and n + 4 of a panel make one 32-bit word of its k-row (gen.ts `bf16Lanes`); past
-    // the last row, zeros.
-    for (let p = fast; p < panels; p++) {
-      for (let j = 0; j < NR / 2; j++) {
-        const n = p * NR + j, out = p * NR * K / 2 + j;
-        if (n >= N) break;
-        const from = n * K, next = n + NR / 2 < N ? from + (NR / 2) * K : -1;
-        let lost = 0;
-        for (let k = 0; k < K; k++) {
-          const a = src[from + k], b = next < 0 ? 0 : src[next + k];
-          lost |= (a | b) & 0xffff;
-          dst[out + k * (NR >> 1)] = (a >>> 16) | (b & 0xffff0000);
+    for (let p0 = 0; p0 < panels; p0 += step) {
+      const n0 = p0 * NR, n1 = Math.min(N, (p0 + step) * NR);
+      const values = yield [n0 * K, (n1 - n0) * K, scratch];
+      const src = new Uint32Array(values.buffer, values.byteOffset, values.length);
+      if (!bf16) {
+        for (let n = n0; n < n1; n++) {
+          const from = (n - n0) * K, to = (n - (n % NR)) * K + (n % NR);
+          for (let k = 0; k < K; k++) dst[to + k * NR] = src[from + k];
         }
-        if (lost !== 0) return false;
+        continue;
+      }
+      let p = p0;
+      const whole = K % 4 === 0 ? Math.max(0, Math.min(p0 + step, full) - p0) : 0;
+      if (whole > 0) {
+        if (values.buffer !== memory.buffer || values.byteOffset !== scratch) {
+          heap.set(values.subarray(0, whole * NR * K), scratch / 4);
+        }
+        if (ex.pack_bf16(scratch, K, whole, at + p0 * NR * K * 2) !== 0) return false;
+        p += whole;
+      }
+      for (; p * NR < n1; p++) {
+        for (let j = 0; j < NR / 2; j++) {
+          const n = p * NR + j, out = (p * NR * K) / 2 + j;
+          if (n >= N) break;
+          const from = (n - n0) * K, next = n + NR / 2 < N ? from + (NR / 2) * K : -1;
+          let lost = 0;
+          for (let k = 0; k < K; k++) {
+            const a = src[from + k], b = next < 0 ? 0 : src[next + k];
+            lost |= (a | b) & 0xffff;
+            dst[out + k * (NR >> 1)] = (a >>> 16) | (b & 0xffff0000);
+          }
+          if (lost !== 0) return false;
+        }
       }
     }
     return true;
+  }
+  // A packing answered from an array in memory.
+  const packAt = (w: Float32Array, N: number, K: number, at: number, bf16: boolean): boolean => {
+    const run = packing(N, K, at, bf16);
+    for (let r = run.next();; r = run.next(w.subarray(r.value[0], r.value[0] + r.value[1]))) {
+      if (r.done) return r.value;
+    }
+  };
+  // A packing answered by `read`, a chunk at a time, into the memory's scratch.
+  const packFromAt = async (read: ReadRows, N: number, K: number, at: number, bf16: boolean) => {
+    const run = packing(N, K, at, bf16);
+    let r = run.next();
+    while (!r.done) {
+      const [start, count, scratch] = r.value;
+      r = run.next(await read(start, count, new Float32Array(memory.buffer, scratch, count)));
+    }
+    return r.value;
+  };
+  // The matrix's handle, once packed at `at` as `kept`.
+  const placed = (at: number, N: number, K: number, kept: PackedDtype): PackedMatrix => {
+    const bytes = roundUp(N, NR) * K * (kept === "bf16" ? 2 : 4);
+    weightsEnd = roundUp(at + bytes, 16);
+    return { at, rows: N, cols: K, dtype: kept, bytes };
+  };
+  const refuseNarrow = (dtype: string, kept: PackedDtype) => {
+    if (dtype === "bf16" && kept !== "bf16") {
+      throw new RangeError("pack: bf16 asked for, but a value is not bf16");
+    }
   };
 
   const store: PackedStore = {
@@ -291,12 +346,16 @@ export function createPackedStore(options: PackedStoreOptions = {}): PackedStore
       let kept: PackedDtype = dtype === "f32" ? "f32" : "bf16";
       if (kept === "bf16" && !packAt(w, N, K, at, true)) kept = "f32";
       if (kept === "f32") packAt(w, N, K, at, false);
-      if (dtype === "bf16" && kept !== "bf16") {
-        throw new RangeError("pack: bf16 asked for, but a value is not bf16");
-      }
-      const bytes = roundUp(N, NR) * K * (kept === "bf16" ? 2 : 4);
-      weightsEnd = roundUp(at + bytes, 16);
-      return { at, rows: N, cols: K, dtype: kept, bytes };
+      refuseNarrow(dtype, kept);
+      return placed(at, N, K, kept);
+    },
+    async packFrom(read, N, K, dtype = "auto") {
+      const at = weightsEnd;
+      let kept: PackedDtype = dtype === "f32" ? "f32" : "bf16";
+      if (kept === "bf16" && !await packFromAt(read, N, K, at, true)) kept = "f32";
+      if (kept === "f32") await packFromAt(read, N, K, at, false);
+      refuseNarrow(dtype, kept);
+      return placed(at, N, K, kept);
     },
     matmul(out, x, w, M) {
       const N = w.rows, K = w.cols;

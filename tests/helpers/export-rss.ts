@@ -8,6 +8,7 @@
  * ```ts
  * // bun tests/helpers/export-rss.ts IN.hf OUT.bf16.dmexp dmexp
  * // {"baseline":61734912,"peak":90112000,"maxRss":90112000}
+ * // bun tests/helpers/export-rss.ts IN.bf16.dmexp - load-float   (loads its weights on the float engine)
  * ```
  * @module
  */
@@ -16,10 +17,17 @@ import process from "node:process";
 import { exportCheckpoint } from "../../formats/export.ts";
 
 const [input, output, format] = process.argv.slice(2);
+// `load-float` loads `input`'s weights on the float engine instead (`output` unused): what loading them
+// costs, without the tokenizer loadEngine would build beside them.
+const engine = format === "load-float"
+  ? await (await import("../../engines/mod.ts")).ENGINES.float.factory()
+  : null;
+const dmexp = format === "load-float" ? (await import("../../formats/dmexp.ts")).dmexpFormat : null;
 const baseline = process.memoryUsage().rss;
 let peak = baseline;
 const timer = setInterval(() => peak = Math.max(peak, process.memoryUsage().rss), 10);
-await exportCheckpoint({ input, output, format });
+if (engine && dmexp) (await engine(input, dmexp, { threads: 1 })).dispose?.();
+else await exportCheckpoint({ input, output, format });
 clearInterval(timer);
 peak = Math.max(peak, process.memoryUsage().rss);
 // The kernel's high-water mark of this process's own memory: VmHWM, not getrusage's maxRSS, which a
