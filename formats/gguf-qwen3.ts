@@ -359,20 +359,26 @@ export function qwen3FromGguf(file: GgufFile, where = "gguf"): LoadedGguf {
 }
 
 /**
- * A stored tensor's decoded values, refused (naming the tensor) when one is not finite.
+ * A stored tensor's decoded values, refused (naming the tensor) when one is not finite; `first` is the
+ * index of `data[0]` in the tensor, for a chunk.
  *
  * @example
  * ```ts
  * const data = checkedValues(info, decodeTensor(info.type, bytes, n), "m.gguf");
  * ```
  */
-export function checkedValues(t: { name: string }, data: Float32Array, where: string): Float32Array {
+export function checkedValues(
+  t: { name: string },
+  data: Float32Array,
+  where: string,
+  first = 0,
+): Float32Array {
   const bad = data.findIndex((x) => !Number.isFinite(x));
   if (bad >= 0) {
     throw new GgufError(
       where,
       `tensor ${t.name}`,
-      `element ${bad} is ${data[bad]}; expected a finite number`,
+      `element ${first + bad} is ${data[bad]}; expected a finite number`,
     );
   }
   return data;

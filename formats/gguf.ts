@@ -17,7 +17,7 @@ import { chunksAt, openAtomic, readExact } from "./io.ts";
 import { type ModelConfig, paramShapes } from "../model/config.ts";
 import { materialize, numel, type Tensor, type TensorSource } from "../model/tensor.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
-import type { ExportOrigin, FormatDescriptor } from "./format.ts";
+import type { ExportOrigin, FormatDescriptor, OpenedExport } from "./format.ts";
 import {
   GgufError,
   type GgufFile,
@@ -416,6 +416,50 @@ export async function readGguf(path: string): Promise<LoadedGguf> {
 }
 
 /**
+ * A GGUF opened for streaming, checked as `readGguf` checks it (the header, the model's tensors, ferry's
+ * digest over the whole file) before anything is handed out; then each tensor is a source that reads and
+ * decodes only the values asked for (whole blocks of its type: a chunk of whole rows always is), refusing
+ * a non-finite value (field `tensor NAME`). The float engine loads a GGUF this way, so a quantized file
+ * is never held dequantized whole beside the engine's own copy.
+ *
+ * @example
+ * ```ts
+ * const g = await openGgufSources("out/model.q4_0.gguf");
+ * const first = await g.sources[0].read(0, 1024, new Float32Array(1024));
+ * await g.close();
+ * ```
+ */
+export async function openGgufSources(path: string): Promise<OpenedExport> {
+  const g = await openGguf(path);
+  try {
+    await verifiedDigest(g, path);
+    const config = qwen3ConfigFromGguf(g.head, path);
+    const byName = new Map(g.head.tensors.map((t) => [t.name, t]));
+    const sources = paramShapes(config).map(({ name, dims }): TensorSource => {
+      const t = byName.get(ggufTensorName(name)!)!;
+      const at = g.head.dataOffset + t.offset;
+      return {
+        name,
+        dims: [...dims],
+        async read(start, count) {
+          if (
+            !Number.isInteger(tensorBytes(t.type, start)) || !Number.isInteger(tensorBytes(t.type, count))
+          ) {
+            throw new RangeError(`${name}: a read of a ${t.type} tensor must cover whole blocks`);
+          }
+          const bytes = await readAt(g, at + tensorBytes(t.type, start), tensorBytes(t.type, count));
+          return checkedValues(t, decodeTensor(t.type, bytes, count), path, start);
+        },
+      };
+    });
+    return { config, sources, close: () => g.fh.close() };
+  } catch (e) {
+    await g.fh.close();
+    throw e;
+  }
+}
+
+/**
  * The tokenizer a GGUF carries, rebuilt as Hugging Face files from its `tokenizer.*` keys
  * (gguf-tokenizer.ts), after `readGguf`'s checks of the header and of `ferry.sha256` (hashed a piece at
  * a time); undefined for ferry's byte vocabulary. Decodes no tensor.
@@ -492,6 +536,7 @@ export const ggufFormat: FormatDescriptor<GgufDtype> = {
       tokenizer: tokenizerFromMetadata(file.metadata, config.vocab_size, path),
     };
   },
+  open: (path) => openGgufSources(path),
   readTokenizer: readGgufTokenizer,
   async inspect(path) {
     const { config, file, digest } = await readGguf(path);

@@ -15,6 +15,7 @@ import {
   ggufTensorName,
   ggufTensorType,
   type GgufValue,
+  openGgufSources,
   parseGguf,
   quantizeQ4_0,
   quantizeQ8_0,
@@ -790,6 +791,53 @@ describe("@huggingface/gguf reads ferry's files and agrees with ferry's reader",
       ]);
     } finally {
       ggml.close();
+    }
+  });
+});
+
+describe("openGgufSources: a GGUF read a chunk of rows at a time", () => {
+  test("every type: whole-row chunks give readGguf's values bit for bit", async () => {
+    const { config, tensors } = testTensors(11, true);
+    const files = await writeAllTypes(dir, tensors, config, "stream");
+    for (const dtype of ALL_DTYPES) {
+      const whole = await readGguf(files[dtype]);
+      const g = await openGgufSources(files[dtype]);
+      try {
+        expect(g.config).toEqual(whole.config);
+        for (const src of g.sources) {
+          const want = whole.tensors.find((t) => t.name === src.name)!.data;
+          const K = src.dims[src.dims.length - 1], got = new Float32Array(want.length);
+          for (let at = 0; at < want.length; at += 3 * K) {
+            const n = Math.min(3 * K, want.length - at);
+            got.set(await src.read(at, n, new Float32Array(n)), at);
+          }
+          expectSameBits(got, want, `${dtype} ${src.name}`);
+        }
+      } finally {
+        await g.close();
+      }
+    }
+  });
+
+  test("a non-finite value is refused when its chunk is read, naming the tensor and its index in it", async () => {
+    const { config, tensors } = testTensors(8);
+    const ts = qwen3Tensors(tensors, config, "F32").map((t) => {
+      if (t.name !== "blk.1.ffn_up.weight") return t;
+      const v = new Float32Array(decodeTensor("F32", t.bytes, 96 * 64));
+      v[5 * 64 + 7] = NaN; // row 5, column 7
+      return { ...t, bytes: encodeTensor("F32", v) };
+    });
+    const p = join(dir, "nan.gguf");
+    await writeFile(p, Buffer.concat(encodeGguf(qwen3Metadata(config, "F32"), ts)));
+    const g = await openGgufSources(p);
+    try {
+      const src = g.sources.find((s) => s.name === "model.layers.1.mlp.up_proj.weight")!;
+      expect(await src.read(0, 64 * 4, new Float32Array(256))).toHaveLength(256); // rows 0-3 are fine
+      await expect(src.read(64 * 4, 64 * 4, new Float32Array(256))).rejects.toThrow(
+        /tensor blk\.1\.ffn_up\.weight: element 327 is NaN/,
+      );
+    } finally {
+      await g.close();
     }
   });
 });
