@@ -19,7 +19,7 @@ import { open, readFile } from "node:fs/promises";
 import process from "node:process";
 import { crc32 } from "node:zlib";
 import type { FormatDescriptor, ReadResult, WriteResult } from "./format.ts";
-import { openAtomic } from "./io.ts";
+import { chunksAt, openAtomic } from "./io.ts";
 import {
   BLOCK_VALUES,
   defaultPoolSize,
@@ -497,13 +497,19 @@ function splitSection(
   rest: Uint8Array,
   path: string,
 ): { data: Uint8Array; section?: Uint8Array } {
-  if (h.schema !== LUT4_SCHEMA_TOKENIZER) return { data: rest };
+  const bytes = sectionBytes(h, rest.length, path);
+  if (bytes === 0) return { data: rest };
+  return { data: rest.subarray(0, rest.length - bytes), section: rest.subarray(rest.length - bytes) };
+}
+
+// The tokenizer section's length (0 for schema `/1`), of the `rest` bytes after the header.
+function sectionBytes(h: Lut4Header, rest: number, path: string): number {
+  if (h.schema !== LUT4_SCHEMA_TOKENIZER) return 0;
   const t = h.tokenizer as unknown;
   if (typeof t !== "object" || t === null || Array.isArray(t)) {
     throw mismatch(path, "tokenizer", "an object {bytes}", JSON.stringify(t));
   }
-  const bytes = int((t as { bytes: unknown }).bytes, path, "tokenizer.bytes", 16, rest.length);
-  return { data: rest.subarray(0, rest.length - bytes), section: rest.subarray(rest.length - bytes) };
+  return int((t as { bytes: unknown }).bytes, path, "tokenizer.bytes", 16, rest);
 }
 
 function kindOf(v: unknown): string {
@@ -512,26 +518,32 @@ function kindOf(v: unknown): string {
 
 // Step 1, the framing: the magic, a header length that fits the file and the limit, a 64-aligned data section.
 function lut4Framing(file: Uint8Array, path: string): { header: Uint8Array; data: Uint8Array } {
-  if (file.length < 16) {
-    throw new Lut4Error(path, "magic", `file of ${file.length} bytes is too short for the framing`, {
+  const start = 16 + headerLength(file.subarray(0, 16), file.length, path);
+  return { header: file.subarray(16, start), data: file.subarray(start) };
+}
+
+// The framing from a file's first 16 bytes and its size: the header's length, once it fits and aligns.
+function headerLength(first: Uint8Array, size: number, path: string): number {
+  if (size < 16) {
+    throw new Lut4Error(path, "magic", `file of ${size} bytes is too short for the framing`, {
       expected: "at least 16 bytes",
-      found: `${file.length} bytes`,
+      found: `${size} bytes`,
     });
   }
-  const magic = new TextDecoder().decode(file.subarray(0, 8));
+  const magic = new TextDecoder().decode(first.subarray(0, 8));
   if (magic !== LUT4_MAGIC) {
     throw new Lut4Error(path, "magic", `expected ${LUT4_MAGIC}, this is not a lut4 file`, {
       expected: LUT4_MAGIC,
       found: JSON.stringify(magic),
     });
   }
-  const hlen = new DataView(file.buffer, file.byteOffset, file.byteLength).getBigUint64(8, true);
-  const room = Math.min(MAX_HEADER_BYTES, file.length - 16);
+  const hlen = new DataView(first.buffer, first.byteOffset, first.byteLength).getBigUint64(8, true);
+  const room = Math.min(MAX_HEADER_BYTES, size - 16);
   if (hlen > BigInt(room)) {
     throw new Lut4Error(
       path,
       "header_length",
-      `${hlen} bytes does not fit the file (${file.length} bytes, limit 64 MiB)`,
+      `${hlen} bytes does not fit the file (${size} bytes, limit 64 MiB)`,
       { expected: `at most ${room} bytes`, found: `${hlen} bytes` },
     );
   }
@@ -542,7 +554,7 @@ function lut4Framing(file: Uint8Array, path: string): { header: Uint8Array; data
       found: String(start),
     });
   }
-  return { header: file.subarray(16, start), data: file.subarray(start) };
+  return Number(hlen);
 }
 
 // Step 2, the header: one UTF-8 JSON object (strict JSON, nesting bounded), ferry's schema, and the
@@ -617,19 +629,26 @@ function checkCalibration(c: unknown, path: string): void {
 // Step 3, the data section: its length as the header says and a multiple of 64, its CRC-32 as stated,
 // before any byte of it is used.
 function checkDataSection(h: Lut4Header, data: Uint8Array, path: string): void {
-  if (h.data_bytes !== data.length) {
-    throw new Lut4Error(path, "data_bytes", `header says ${h.data_bytes}, the file holds ${data.length}`, {
-      expected: String(data.length),
+  checkDataLength(h, data.length, path);
+  checkDataCrc(h, crc32(data) >>> 0, path);
+}
+
+function checkDataLength(h: Lut4Header, length: number, path: string): void {
+  if (h.data_bytes !== length) {
+    throw new Lut4Error(path, "data_bytes", `header says ${h.data_bytes}, the file holds ${length}`, {
+      expected: String(length),
       found: String(JSON.stringify(h.data_bytes)),
     });
   }
-  if (data.length % ALIGN !== 0) {
-    throw new Lut4Error(path, "data_bytes", `${data.length} is not a multiple of 64`, {
+  if (length % ALIGN !== 0) {
+    throw new Lut4Error(path, "data_bytes", `${length} is not a multiple of 64`, {
       expected: "a multiple of 64",
-      found: String(data.length),
+      found: String(length),
     });
   }
-  const crc = crc32(data) >>> 0;
+}
+
+function checkDataCrc(h: Lut4Header, crc: number, path: string): void {
   if (crc !== h.data_crc32) {
     throw new Lut4Error(
       path,
@@ -974,6 +993,45 @@ export async function readLut4(path: string): Promise<Lut4File> {
 }
 
 /**
+ * Only the tokenizer of a lut4 file, without parsing the rest: the framing, the header, the data
+ * section's length and CRC-32 (streamed past, a few MiB at a time), the shape (for the vocabulary) and
+ * the tokenizer section's own checks (magic, CRC-32 first, framing, the files against `shape.vocab`), as
+ * `parseLut4` makes them; undefined for schema `/1` (a byte model). What loading a model reads beside its
+ * weights, which `readLut4` checks whole (inventory, spans, tables, SHA-256) without a second copy.
+ *
+ * @example
+ * ```ts
+ * const files = await readLut4Tokenizer("out/qwen3.q4.lut4"); // files?.["tokenizer.json"]
+ * ```
+ */
+export async function readLut4Tokenizer(path: string): Promise<TokenizerFiles | undefined> {
+  const fh = await open(path, "r");
+  try {
+    const size = (await fh.stat()).size;
+    const at = async (position: number, length: number) => {
+      const buf = new Uint8Array(length);
+      const { bytesRead } = await fh.read(buf, 0, length, position);
+      return buf.subarray(0, bytesRead);
+    };
+    const hlen = headerLength(await at(0, Math.min(16, size)), size, path);
+    const h = lut4Header(await at(16, hlen), path);
+    const bytes = sectionBytes(h, size - 16 - hlen, path);
+    const dataBytes = size - 16 - hlen - bytes;
+    checkDataLength(h, dataBytes, path);
+    let crc = 0;
+    const short = () => new Lut4Error(path, "data_bytes", "the file ended early (it changed while read)");
+    for await (const chunk of chunksAt(fh, 16 + hlen, dataBytes, short)) crc = crc32(chunk, crc);
+    checkDataCrc(h, crc >>> 0, path);
+    if (bytes === 0) return undefined;
+    const shape = lut4Shape(h.shape, size, path);
+    const section = await at(size - bytes, bytes);
+    return decodeTokenizerSection(section, path, shape.vocab, (f, why, d) => new Lut4Error(path, f, why, d));
+  } finally {
+    await fh.close();
+  }
+}
+
+/**
  * The float tensors a lut4 file stands for, under Hugging Face Qwen3 names: matrices and gains
  * dequantized exactly; the folded norms become the constant 1/sqrt(n) (ferry's norm divides by
  * sqrt(Σx²), the float norm by the RMS); k's gain is divided by sqrt(head_dim) again.
@@ -1113,7 +1171,7 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
     return { config: file.config, tensors: dequantizeLut4(file), origin, ...tokenizer };
   },
   // The integer engine loads the whole file anyway; the section is checked with everything else.
-  readTokenizer: async (path) => (await readLut4(path)).tokenizer,
+  readTokenizer: readLut4Tokenizer,
   async inspect(path) {
     const file = await readLut4(path);
     const { matrices, tables, tokenizer: _, ...rest } = file.header;
