@@ -46,9 +46,12 @@ export interface LeaseReply extends ReplyResult {
 export interface Lease {
   /** Which slot, 0 to `parallel - 1`. */
   readonly slot: number;
-  /** Generates on this slot: `session` is where the conversation stands (fresh or restored). */
+  /**
+   * Generates on this slot: `session` is where the conversation stands (a restored one, or a fresh one;
+   * undefined: fresh, started on the slot).
+   */
   reply(
-    session: EngineSession,
+    session: EngineSession | undefined,
     prompt: number[],
     opts: ReplyOptions & { saveEnd?: boolean },
     onText?: OnText,
@@ -136,7 +139,7 @@ export function createSlots(engine: Engine, opts: SlotsOptions = {}): Slots {
 async function replyOn(
   runner: Runner,
   cache: PromptCache | undefined,
-  session: EngineSession,
+  session: EngineSession | undefined,
   prompt: number[],
   o: ReplyOptions & { saveEnd?: boolean },
   onText?: OnText,
@@ -145,7 +148,7 @@ async function replyOn(
   let from: From = session, feed = prompt, seed = o.seed, cachedTokens = 0;
   // Only a fresh conversation: a stored session continues its own sampler stream, which a cached
   // state does not have. A hit is reseeded (0, a fresh session's seed, when the request has none).
-  const hit = session.position === 0 ? cache?.longest(prompt) : undefined;
+  const hit = (session?.position ?? 0) === 0 ? cache?.longest(prompt) : undefined;
   if (hit) {
     from = hit.bytes;
     feed = prompt.slice(hit.length);

@@ -112,7 +112,7 @@ async function complete(id, body) {
   try {
     const r = await runJob(
       c.engine,
-      p.session,
+      p.session ?? c.engine.start(),
       {
         prompt: p.prompt,
         maxTokens: p.maxTokens,
