@@ -38,6 +38,19 @@ beforeAll(async () => {
   await makeQwen3Folder(folder, { shape: SHAPE, seed: 1 });
 });
 
+/** How far a spawned tests/helpers/export-rss.ts run's resident memory grew, in bytes. */
+function rssGrowth(input: string, output: string, format: string): number {
+  const r = spawnSync(process.execPath, ["tests/helpers/export-rss.ts", input, output, format], {
+    cwd: new URL("..", import.meta.url).pathname,
+    encoding: "utf8",
+    timeout: 50_000,
+  });
+  expect(r.stderr).toBe("");
+  expect(r.status).toBe(0);
+  const { baseline, peak, maxRss } = JSON.parse(r.stdout);
+  return Math.max(peak, maxRss) - baseline;
+}
+
 // The folder to dmexp and to hf, then that dmexp file (streamed as input too) to hf.
 const CASES = [["folder", "dmexp", "q.bf16.dmexp"], ["folder", "hf", "q.f32.hf"], [
   "q.bf16.dmexp",
@@ -51,15 +64,7 @@ for (const [input, format, file] of CASES) {
     const [largest, whole] = [Math.max(...sizes), sizes.reduce((a, b) => a + b, 0)];
     expect(largest).toBeGreaterThan(280 * MB);
     const from = input === "folder" ? folder : join(dir, input);
-    const r = spawnSync(process.execPath, ["tests/helpers/export-rss.ts", from, join(dir, file), format], {
-      cwd: new URL("..", import.meta.url).pathname,
-      encoding: "utf8",
-      timeout: 50_000,
-    });
-    expect(r.stderr).toBe("");
-    expect(r.status).toBe(0);
-    const { baseline, peak, maxRss } = JSON.parse(r.stdout);
-    const growth = Math.max(peak, maxRss) - baseline;
+    const growth = rssGrowth(from, join(dir, file), format);
     console.log(
       `${input} -> ${format}: RSS grew ${(growth / MB).toFixed(0)} MB (largest tensor ${
         (largest / MB).toFixed(0)
@@ -73,20 +78,7 @@ for (const [input, format, file] of CASES) {
 test("loading the dmexp on the float engine packs it as it streams: RSS grows by about its bf16 bytes, never the f32 model", () => {
   const { config } = configFromHfJson(readFileSync(join(folder, "config.json"), "utf8"), "config.json");
   const whole = paramShapes(config).reduce((n, p) => n + numel(p.dims) * 4, 0);
-  const r = spawnSync(process.execPath, [
-    "tests/helpers/export-rss.ts",
-    join(dir, "q.bf16.dmexp"),
-    "-",
-    "load-float",
-  ], {
-    cwd: new URL("..", import.meta.url).pathname,
-    encoding: "utf8",
-    timeout: 50_000,
-  });
-  expect(r.stderr).toBe("");
-  expect(r.status).toBe(0);
-  const { baseline, peak, maxRss } = JSON.parse(r.stdout);
-  const growth = Math.max(peak, maxRss) - baseline;
+  const growth = rssGrowth(join(dir, "q.bf16.dmexp"), "-", "load-float");
   console.log(
     `load float: RSS grew ${(growth / MB).toFixed(0)} MB (the model: ${(whole / MB).toFixed(0)} MB in f32)`,
   );
