@@ -4,10 +4,8 @@
  * fed back, so the session afterwards holds the whole exchange and continues exactly where it stopped.
  *
  * Between tokens the loop yields to the event loop, so other requests, disconnects and the stream's own
- * writes are served while a long reply runs: once ~2 ms of work has passed, one macrotask turn without
- * a timer (`setImmediate` on Bun, a `MessageChannel` message on Deno: microseconds each), not
- * `setTimeout(0)` per token (about 1 ms on Bun, 2.3 ms on Deno and more under load: slower than a token
- * of the default model).
+ * writes are served while a long reply runs: after the first token, then once ~4 ms of work has
+ * passed, one turn without a timer (next-turn.ts), not `setTimeout(0)` per token.
  *
  * @example
  * ```ts
@@ -20,6 +18,7 @@
 import type { Engine, EngineSession, SamplingOptions } from "../model/engine.ts";
 import { generateTokens } from "../model/generate.ts";
 import { recordLogprobs, type TokenLogprob } from "./logprobs.ts";
+import { nextTurn } from "./next-turn.ts";
 import { createStopMatcher } from "./stop.ts";
 
 /** How one reply is generated. */
@@ -47,50 +46,21 @@ export interface ReplyResult {
 }
 
 /**
- * A macrotask turn without a timer. On Bun, `setImmediate`: its turn runs timers and flushes sockets,
- * which Bun's message turns do not (a stream reached the browser only at its end). On Deno, a message
- * posted to ourselves on a `MessageChannel`: `setImmediate` there does not let the HTTP layer run
- * (streaming ran at half speed), a message turn does, timers included. The port holds the process open
- * only while a reply is generating (`ref`/`unref` once per reply: per token it cost Deno a third).
+ * How much work may pass between yields: short enough that aborts and other requests do not wait
+ * noticeably, long enough that the turns (and the stream's joined writes, serve/sse.ts) stay a small
+ * part of a fast model's reply (bench-stream on Deno: 0.92–0.93 of the engine's speed, 2 ms 0.90–0.93).
  */
-let channel: MessageChannel | undefined;
-const pending: Array<() => void> = [];
-let replies = 0;
-type Port = MessagePort & { ref?(): void; unref?(): void };
-function port(): Port {
-  if (!channel) {
-    channel = new MessageChannel();
-    channel.port1.onmessage = () => pending.shift()?.();
-    (channel.port1 as Port).unref?.();
-  }
-  return channel.port1 as Port;
-}
-/** Holds the port open for one reply; the returned function lets it go. */
-function holdPort(): () => void {
-  if (replies++ === 0) port().ref?.();
-  return () => {
-    if (--replies === 0) port().unref?.();
-  };
-}
-/** Bun: `setImmediate`, whose turn runs timers and flushes sockets (its message turns do neither). */
-const isBun = "Bun" in globalThis;
-function macrotask(): Promise<void> {
-  if (isBun) return new Promise((resolve) => setImmediate(resolve));
-  port();
-  return new Promise((resolve) => {
-    pending.push(resolve);
-    channel!.port2.postMessage(null);
-  });
-}
-/** How much work may pass between yields: short enough for aborts and other requests not to wait. */
-const YIELD_EVERY_MS = 2;
+const YIELD_EVERY_MS = 4;
 
-/** A pause for the event loop, taken only once `YIELD_EVERY_MS` of work has passed since the last. */
+/**
+ * A pause for the event loop, taken after the first token (so it reaches the client at once) and then
+ * once `YIELD_EVERY_MS` of work has passed since the last.
+ */
 function pacer(): () => Promise<void> {
-  let last = performance.now();
+  let last = -Infinity;
   return async () => {
     if (performance.now() - last < YIELD_EVERY_MS) return;
-    await macrotask();
+    await nextTurn();
     last = performance.now();
   };
 }
@@ -134,32 +104,27 @@ export async function generateReply(
     seed: opts.seed,
     session: generating,
   });
-  const release = holdPort();
-  try {
-    for await (const id of tokens) {
-      count++;
-      opts.onToken?.();
-      const piece = decode(id);
-      if (opts.logprobs !== undefined) before.push(decoded);
-      decoded += piece.length;
-      const step = stops.push(piece);
-      await show(step.text);
-      if (step.stopped) {
-        stopped = true;
-        break;
-      }
-      if (count === opts.maxTokens) {
-        finishReason = "length";
-        break;
-      }
-      await pause();
-      if (opts.signal?.aborted) {
-        finishReason = "abort";
-        break;
-      }
+  for await (const id of tokens) {
+    count++;
+    opts.onToken?.();
+    const piece = decode(id);
+    if (opts.logprobs !== undefined) before.push(decoded);
+    decoded += piece.length;
+    const step = stops.push(piece);
+    await show(step.text);
+    if (step.stopped) {
+      stopped = true;
+      break;
     }
-  } finally {
-    release();
+    if (count === opts.maxTokens) {
+      finishReason = "length";
+      break;
+    }
+    await pause();
+    if (opts.signal?.aborted) {
+      finishReason = "abort";
+      break;
+    }
   }
   if (!stopped) await show(stops.flush()); // EOS or the budget: what was held back for a stop is text
   return {

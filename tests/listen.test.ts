@@ -13,8 +13,13 @@ setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to
 const TIMEOUT_S = 1;
 
 /** Starts the fixture under `cmd` and resolves with the child and the URL it prints. */
-function start(cmd: string[]): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(cmd[0], [...cmd.slice(1), "tests/helpers/timeout-server.ts", String(TIMEOUT_S)], {
+function start(cmd: string[], mode: string[] = []): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(cmd[0], [
+    ...cmd.slice(1),
+    "tests/helpers/timeout-server.ts",
+    String(TIMEOUT_S),
+    ...mode,
+  ], {
     stdio: ["ignore", "pipe", "pipe"],
   });
   let out = "", err = "";
@@ -136,6 +141,52 @@ for (const [name, cmd, [least, most]] of RUNTIMES) {
       expect(await metric()).toBe(1);
       c.socket.destroy(); // 300 tokens would take 6 s more
       await until(async () => (await metric()) === 0, 2_000, "the generation stopped");
+    });
+  });
+}
+
+// A reply computed on the server's own thread (one slot, as `--parallel 1` or a one-core machine runs it)
+// must still stream as it is generated and let other requests in. Under Deno it did neither: the loop's
+// turns between tokens never let the runtime look at its sockets, so the TCP front got the reply's bytes
+// only at its end and a request sent meanwhile was not read until then (serve/next-turn.ts).
+for (const [name, cmd] of RUNTIMES) {
+  describe(`${name}, a reply computed on the server's thread`, () => {
+    let child: ChildProcess, url: string;
+    beforeAll(async () => {
+      ({ child, url } = await start([...cmd], ["busy"]));
+    });
+    afterAll(() => {
+      child?.kill("SIGTERM");
+    });
+
+    test("streams as it is generated, and a request sent meanwhile is answered before it ends", async () => {
+      const t0 = performance.now();
+      const res = await fetch(new URL("v1/completions", url), {
+        method: "POST",
+        body: JSON.stringify({ prompt: "Hi", max_tokens: 300, stream: true }), // 2 ms a token: 600 ms
+      });
+      const reader = res.body!.getReader();
+      const decoder = new TextDecoder();
+      let text = "", firstText = 0, health: Promise<number> | undefined;
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        text += decoder.decode(value, { stream: true });
+        if (!firstText && text.includes('"text":"w')) {
+          firstText = performance.now() - t0;
+          const sent = performance.now();
+          health = fetch(new URL("health", url)).then(async (r) => {
+            expect(await r.json()).toEqual({ status: "ok" });
+            return performance.now() - sent;
+          });
+        }
+      }
+      const total = performance.now() - t0;
+      expect(text).toEndWith("data: [DONE]\n\n");
+      expect(text.match(/"text":"w/g)?.length).toBe(60); // 300 tokens of "word "
+      expect(firstText).toBeLessThan(total * 0.4);
+      // About 20 ms on both runtimes; Deno took 230 ms before its turns let it look at its sockets.
+      expect(await health!).toBeLessThan(120);
     });
   });
 }

@@ -6,9 +6,13 @@ import type { ModelConfig } from "../../model/config.ts";
 import type { Engine, EngineSession } from "../../model/engine.ts";
 import { byteTokenizer, decode, encode, EOS } from "../../model/tokenizer.ts";
 
-/** A scripted engine: `delayMs` slows each fed token, `replies` counts the replies begun. */
+/**
+ * A scripted engine: `delayMs` slows each fed token by waiting (the thread is free meanwhile), `busyMs`
+ * by computing (the thread is held, as a real engine holds it); `replies` counts the replies begun.
+ */
 export interface ScriptedEngine extends Engine {
   delayMs: number;
+  busyMs: number;
   replies: number;
 }
 
@@ -27,6 +31,7 @@ export function scriptedEngine(
     source: "scripted.stub",
     tokenizer: byteTokenizer,
     delayMs: 0,
+    busyMs: 0,
     replies: 0,
     start: () => session([]),
   };
@@ -40,6 +45,7 @@ export function scriptedEngine(
       async feed(ids) {
         tokens.push(...ids);
         if (engine.delayMs) await new Promise((r) => setTimeout(r, engine.delayMs));
+        for (const end = performance.now() + engine.busyMs; performance.now() < end;) { /* computing */ }
         return new Float32Array(0);
       },
       pick() {

@@ -1,14 +1,16 @@
 // The chat app on a scripted engine, on loopback, as a child process under either runtime (tests/listen.test.ts):
-// `deno run -A tests/helpers/timeout-server.ts SECONDS` or `bun tests/helpers/timeout-server.ts SECONDS`
-// listens with that header timeout and prints its URL. Each reply is a run of words, 20 ms a token, so a
-// stream of a few hundred tokens outlasts the timeout.
+// `deno run -A tests/helpers/timeout-server.ts SECONDS [busy]` or `bun tests/helpers/timeout-server.ts
+// SECONDS [busy]` listens with that header timeout and prints its URL. Each reply is a run of words, 20 ms
+// a token waited, so a stream of a few hundred tokens outlasts the timeout; with `busy`, 2 ms a token
+// computed on the server's thread, as a real engine on one slot computes.
 import process from "node:process";
 import { createApp } from "../../serve/app.ts";
 import { listen } from "../../serve/listen.ts";
 import { scriptedEngine } from "./scripted-engine.ts";
 
 const engine = scriptedEngine(() => "word ".repeat(400));
-engine.delayMs = 20;
+if (process.argv[3] === "busy") engine.busyMs = 2;
+else engine.delayMs = 20;
 const served: { app?: ReturnType<typeof createApp> } = {};
 const server = await listen((r) => served.app!.fetch(r), {
   hostname: "127.0.0.1",
