@@ -10,6 +10,7 @@
  *   that came in during a reply was not even read until the reply ended (a `/health` sent 15 ms into
  *   a 480-token reply took 112–155 ms; with the doorbell, 7–9 ms).
  * - Elsewhere (the browser tab's worker): a message posted to ourselves on a `MessageChannel`.
+ * - Deno without permission to make the doorbell: `setTimeout(0)`, slow but correct.
  *
  * Callers that ask while a turn is pending share it.
  *
@@ -42,15 +43,20 @@ let pending: Promise<void> | undefined;
 /** Resolves on the next turn of the event loop, after the runtime's pending I/O has had its go. */
 export function nextTurn(): Promise<void> {
   if (isBun) return new Promise((resolve) => setImmediate(resolve));
-  return pending ??= (deno && !noDoorbell ? ringDoorbell(deno) : postToSelf()).finally(
-    () => (pending = undefined),
-  );
+  if (pending) return pending;
+  const turn = !deno ? postToSelf() : noDoorbell ? timerTurn() : ringDoorbell(deno);
+  return pending = turn.finally(() => (pending = undefined));
 }
 
 /** The doorbell's two ends, connected once per thread. */
 let doorbell: Promise<{ bell: Conn; door: Conn }> | undefined;
-/** Set when the doorbell cannot be made (no permission to write a temporary folder): messages then. */
+/**
+ * Set when the doorbell cannot be made (no permission to write a temporary folder). A timer then: it
+ * costs about 2 ms, but Deno waits for it, and so looks at its sockets, where a message turn would not
+ * (and a Deno `MessagePort` keeps the process from exiting even when unreferenced, in Deno 2.9).
+ */
 let noDoorbell = false;
+const timerTurn = () => new Promise<void>((resolve) => setTimeout(resolve, 0));
 const ding = new Uint8Array([1]);
 const heard = new Uint8Array(16);
 
@@ -60,7 +66,7 @@ async function ringDoorbell(d: DenoSockets): Promise<void> {
     ends = await (doorbell ??= connectDoorbell(d));
   } catch {
     noDoorbell = true;
-    return await postToSelf();
+    return await timerTurn();
   }
   const { bell, door } = ends;
   await bell.write(ding);
@@ -84,6 +90,7 @@ async function connectDoorbell(d: DenoSockets): Promise<{ bell: Conn; door: Conn
 let channel: MessageChannel | undefined;
 let woken: (() => void) | undefined;
 
+/** The browser's turn: a message posted to ourselves. */
 function postToSelf(): Promise<void> {
   if (!channel) {
     channel = new MessageChannel();

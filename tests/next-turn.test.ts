@@ -1,0 +1,72 @@
+// serve/next-turn.ts: a turn resolves on every runtime; callers that ask while one is pending share it; a
+// Deno process that took turns still exits on its own; and Deno without permission to make its doorbell
+// falls back to a timer rather than failing.
+import { expect, test } from "bun:test";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { nextTurn } from "../serve/next-turn.ts";
+
+// Turns with a timer running beside them: the timer must fire (the loop really turned), and concurrent
+// callers must each be answered. Prints how many turns ran and how many timer ticks came in between.
+const SCRIPT = `
+import { nextTurn } from "${new URL("../serve/next-turn.ts", import.meta.url).href}";
+let ticks = 0;
+const timer = setInterval(() => ticks++, 1);
+const start = performance.now();
+let turns = 0;
+while (performance.now() - start < 60) {
+  await Promise.all([nextTurn(), nextTurn(), nextTurn()]);
+  turns++;
+}
+clearInterval(timer);
+console.log(JSON.stringify({ turns, ticks }));
+`;
+
+/** Runs SCRIPT from a file (`deno eval` would grant every permission) under `flags`. */
+function runDeno(flags: string[]) {
+  const dir = mkdtempSync(join(tmpdir(), "ferry-turn-test-"));
+  try {
+    writeFileSync(join(dir, "turns.ts"), SCRIPT);
+    const r = spawnSync("deno", ["run", ...flags, join(dir, "turns.ts")], {
+      encoding: "utf8",
+      timeout: 30_000,
+    });
+    return { status: r.status, signal: r.signal, stderr: r.stderr, out: r.stdout.trim() };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test("Bun: concurrent turns all resolve, and timers run between them", async () => {
+  let ticks = 0;
+  const timer = setInterval(() => ticks++, 1);
+  const start = performance.now();
+  let turns = 0;
+  while (performance.now() - start < 60) {
+    await Promise.all([nextTurn(), nextTurn(), nextTurn()]);
+    turns++;
+  }
+  clearInterval(timer);
+  expect(turns).toBeGreaterThan(100);
+  expect(ticks).toBeGreaterThan(5);
+});
+
+test("Deno: the doorbell's turns resolve, let timers run, and the process exits by itself", () => {
+  const r = runDeno(["-A"]);
+  expect(r.signal).toBeNull(); // not killed by the timeout: nothing held the process open
+  expect(r.status).toBe(0);
+  const { turns, ticks } = JSON.parse(r.out);
+  expect(turns).toBeGreaterThan(100); // microseconds each, not a timer's milliseconds
+  expect(ticks).toBeGreaterThan(5);
+});
+
+test("Deno without write permission: a timer's turn instead of the doorbell, and still an exit", () => {
+  const r = runDeno(["--no-prompt", "--allow-read"]);
+  expect(r.signal).toBeNull();
+  expect(r.status).toBe(0);
+  const { turns } = JSON.parse(r.out);
+  expect(turns).toBeGreaterThan(3);
+  expect(turns).toBeLessThan(100); // about 2 ms a turn
+});
