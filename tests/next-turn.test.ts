@@ -1,12 +1,14 @@
 // serve/next-turn.ts: a turn resolves on every runtime; callers that ask while one is pending share it; a
 // Deno process that took turns still exits on its own; and Deno without permission to make its doorbell
 // falls back to a timer rather than failing.
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { nextTurn } from "../serve/next-turn.ts";
+
+setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 // Turns with a timer running beside them: the timer must fire (the loop really turned), and concurrent
 // callers must each be answered. Prints how many turns ran and how many timer ticks came in between.
