@@ -109,7 +109,10 @@ test("an abort reaches the worker and stops its generation", async () => {
   });
   lease.release();
   expect(r.finishReason).toBe("abort");
-  expect(r.completionTokens).toBeLessThan(40);
+  // Of 400: the first text goes out after ~2 ms of tokens (the worker's batch), and the worker sees the
+  // abort at its next turn, within ~4 ms of work (serve/generation.ts): about 30-40 tokens here, more
+  // on a loaded machine.
+  expect(r.completionTokens).toBeLessThan(100);
 });
 
 test("a worker that dies fails its request with 500 and is replaced", async () => {
