@@ -10,20 +10,27 @@ import { nextTurn } from "../serve/next-turn.ts";
 
 setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
-// Turns with a timer running beside them: the timer must fire (the loop really turned), and concurrent
-// callers must each be answered. Prints how many turns ran and how many timer ticks came in between.
+/**
+ * Turns for 60 ms with a timer running beside them: the timer must fire (the loop really turned), and
+ * concurrent callers must each be answered. Run here under Bun and, as its source, in a Deno child.
+ */
+async function turnsBesideATimer(turn: () => Promise<void>): Promise<{ turns: number; ticks: number }> {
+  let ticks = 0;
+  const timer = setInterval(() => ticks++, 1);
+  const start = performance.now();
+  let turns = 0;
+  while (performance.now() - start < 60) {
+    await Promise.all([turn(), turn(), turn()]);
+    turns++;
+  }
+  clearInterval(timer);
+  return { turns, ticks };
+}
+
 const SCRIPT = `
 import { nextTurn } from "${new URL("../serve/next-turn.ts", import.meta.url).href}";
-let ticks = 0;
-const timer = setInterval(() => ticks++, 1);
-const start = performance.now();
-let turns = 0;
-while (performance.now() - start < 60) {
-  await Promise.all([nextTurn(), nextTurn(), nextTurn()]);
-  turns++;
-}
-clearInterval(timer);
-console.log(JSON.stringify({ turns, ticks }));
+const turnsBesideATimer = ${turnsBesideATimer.toString()};
+console.log(JSON.stringify(await turnsBesideATimer(nextTurn)));
 `;
 
 /** Runs SCRIPT from a file (`deno eval` would grant every permission) under `flags`. */
@@ -42,15 +49,7 @@ function runDeno(flags: string[]) {
 }
 
 test("Bun: concurrent turns all resolve, and timers run between them", async () => {
-  let ticks = 0;
-  const timer = setInterval(() => ticks++, 1);
-  const start = performance.now();
-  let turns = 0;
-  while (performance.now() - start < 60) {
-    await Promise.all([nextTurn(), nextTurn(), nextTurn()]);
-    turns++;
-  }
-  clearInterval(timer);
+  const { turns, ticks } = await turnsBesideATimer(nextTurn);
   expect(turns).toBeGreaterThan(100);
   expect(ticks).toBeGreaterThan(5);
 });
