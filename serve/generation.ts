@@ -48,15 +48,15 @@ export interface ReplyResult {
 /**
  * How much work may pass between yields: short enough that aborts and other requests do not wait
  * noticeably, long enough that the turns (and the stream's joined writes, serve/sse.ts) stay a small
- * part of a fast model's reply (bench-stream on Deno: 0.92–0.93 of the engine's speed, 2 ms 0.90–0.93).
+ * part of a fast model's reply (docs/chat-server.md, "Speed": 4 ms did no worse than 2 on Deno).
  */
 const YIELD_EVERY_MS = 4;
 
 /**
  * Turns per pause after a long stretch of work (a large model's token). A request arriving meanwhile
- * needs a few turns to get through (the TCP front, then the server), one per pause otherwise: at the
- * Qwen3-0.6B shape on one slot, a `/health` sent mid-reply took about 300 ms (six tokens) with one turn
- * a pause and about 130 ms with three. A fast model's pauses keep to one turn, each costing it speed.
+ * needs a few turns to get through (the TCP front, then the server): with one turn a pause, a
+ * `/health` sent mid-reply at the Qwen3-0.6B shape on one slot waited about six tokens, with three
+ * about two. A fast model's pauses keep to one turn, each costing it speed.
  */
 const TURNS_AFTER_LONG_WORK = 3;
 const LONG_WORK_MS = 4 * YIELD_EVERY_MS;

@@ -5,10 +5,10 @@
  *
  * - Bun: `setImmediate`, whose turn runs timers and flushes sockets (Bun's message turns do neither: a
  *   stream reached the browser only at its end).
- * - Deno: a doorbell, one byte written to a Unix socket pair and read back (7–9 µs). Deno learns which
- *   sockets are ready only while its thread waits for one, and a message turn never waits: a request
- *   that came in during a reply was not even read until the reply ended (a `/health` sent 15 ms into
- *   a 480-token reply took 112–155 ms; with the doorbell, 7–9 ms).
+ * - Deno: a doorbell, one byte written to a Unix socket pair and read back (microseconds). Deno learns
+ *   which sockets are ready only while its thread waits for one, and a message turn never waits: a
+ *   request that came in during a reply was not even read until the reply ended, and the TCP front
+ *   (head-deadline.ts) passed a reply on only at its end (tests/listen.test.ts pins both).
  * - Elsewhere (the browser tab's worker): a message posted to ourselves on a `MessageChannel`.
  * - Deno without permission to make the doorbell: `setTimeout(0)`, slow but correct.
  *
@@ -77,12 +77,13 @@ async function ringDoorbell(d: DenoSockets): Promise<void> {
 async function connectDoorbell(d: DenoSockets): Promise<{ bell: Conn; door: Conn }> {
   const dir = d.makeTempDirSync({ prefix: "ferry-turn-" });
   const path = `${dir}/doorbell.sock`;
-  const listener = d.listen({ transport: "unix", path });
+  let listener: ReturnType<DenoSockets["listen"]> | undefined;
   try {
+    listener = d.listen({ transport: "unix", path });
     const [bell, door] = await Promise.all([d.connect({ transport: "unix", path }), listener.accept()]);
     return { bell, door };
   } finally {
-    listener.close();
+    listener?.close();
     d.removeSync(dir, { recursive: true });
   }
 }

@@ -328,9 +328,8 @@ async function bench(
   const one = await startServer(engine, 1, 0, 8), two = await startServer(engine, 2, 0, 8);
   const bare = createSlots(engine, { parallel: 2, cacheBytes: 0 }); // the same workers without HTTP
   // Warm every slot first, uncounted: each worker compiles its own code, and the compilers take their
-  // time. After an 8-token warm-up a worker slot ran at 0.84 of the server's thread (0.96 after long
-  // replies); after 8 requests per user Bun's compiler threads still took 10% of a core while two
-  // users ran, after 120 requests 1.4%.
+  // time (a worker warmed by a few tokens ran slower than the server's thread, and Bun's compiler
+  // threads were still busy after a few requests per user; docs/chat-server.md).
   const warm = Math.max(each, 100);
   await throughput(one.base, 1, warm, tokens), await throughput(two.base, 2, warm, tokens);
   await slotThroughput(engine, bare, 2, warm, tokens);
