@@ -285,16 +285,31 @@ function checkCrc(computed: number, p: Prefix, path: string): void {
 // The header is JSON anyone can write with the CRC recomputed, so every field is checked for its type
 // and range before it is used: no value from it reaches an allocation or a loop unchecked.
 function parseHeader(bytes: Uint8Array, path: string): Header {
+  let text: string;
+  try {
+    // ignoreBOM keeps a leading byte-order mark in the text, to be refused below (a plain decoder drops it).
+    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    throw new CheckpointError(path, "header", "not valid UTF-8", { expected: "UTF-8 text" });
+  }
+  if (text.startsWith("\uFEFF")) {
+    throw new CheckpointError(
+      path,
+      "header",
+      "starts with a UTF-8 byte-order mark; the header is strict JSON",
+      {
+        expected: 'a JSON object, its first byte "{"',
+        found: "a byte-order mark (EF BB BF)",
+      },
+    );
+  }
   let raw: unknown;
   try {
-    raw = plainJson(parseStrictJson(new TextDecoder("utf-8", { fatal: true }).decode(bytes)));
+    raw = plainJson(parseStrictJson(text));
   } catch (e) {
     if (e instanceof StrictJsonError) {
       const why = e.code === "DuplicateKey" ? "duplicate key" : "not valid JSON";
       throw new CheckpointError(path, "header", `${why}: ${e.message}`, e);
-    }
-    if (e instanceof TypeError) {
-      throw new CheckpointError(path, "header", "not valid UTF-8", { expected: "UTF-8 text" });
     }
     throw e;
   }

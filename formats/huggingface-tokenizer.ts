@@ -4,6 +4,8 @@
  * merges name tokens of its vocab; tokenizer_config.json and generation_config.json must be JSON
  * objects; the chat template (chat_template.jinja, else tokenizer_config.json's `chat_template`) must
  * compile. Every container that carries a tokenizer runs `checkTokenizerFiles` on what it reads back.
+ * ferry's own byte tokenizer.json (`byteTokenizerJson`) is written here too, and recognised on import
+ * by its content alone (`byteTokenizerDifference`).
  *
  * @example
  * ```ts
@@ -16,7 +18,8 @@ import { join } from "node:path";
 import { Template } from "@huggingface/jinja";
 import { FormatError } from "../model/error.ts";
 import { TOKENIZER_FILE_NAMES, type TokenizerFiles } from "../model/tokenizer-types.ts";
-import { BYTE_VOCAB_SIZE } from "../model/tokenizer.ts";
+import { BOS, BOS_TOKEN, BYTE_CHARS, BYTE_VOCAB_SIZE, EOS, EOS_TOKEN } from "../model/tokenizer.ts";
+import { isJsonObject, JsonNumber, type JsonValue, parseStrictJson, StrictJsonError } from "./json.ts";
 
 /** What `checkTokenizerFiles` learned: how many ids the tokenizer uses, and whether it has a template. */
 export interface TokenizerSummary {
@@ -32,10 +35,13 @@ export interface TokenizerSummary {
 const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 /**
- * Reads the tokenizer files of a folder: undefined when there is no tokenizer.json, or when it is
- * ferry's own byte tokenizer (`isByteTokenizer`) and the vocab is the byte tokenizer's, so a byte model
- * reads as it always has. Otherwise every file present is read as UTF-8 text, unchanged, and checked
- * against `vocabSize` (config.json's) before it is returned.
+ * Reads the tokenizer files of a folder: undefined when there is no tokenizer.json, or when the vocab is
+ * the byte tokenizer's 258 ids and tokenizer.json is ferry's byte tokenizer (a byte model reads as it
+ * always has). A 258-id folder whose tokenizer.json has the byte tokenizer's form (a BPE of 256 vocab
+ * entries, no merges, two added tokens) but not its content is refused, naming the first entry that
+ * differs (`byteTokenizerDifference`), rather than read as a byte model without its tokenizer. Otherwise
+ * every file present is read as UTF-8 text, unchanged, and checked against `vocabSize` (config.json's)
+ * before it is returned.
  *
  * @example
  * ```ts
@@ -65,15 +71,124 @@ export async function readTokenizerFolder(
   }
   const json = files["tokenizer.json"];
   if (json === undefined) return undefined;
-  if (vocabSize === BYTE_VOCAB_SIZE && isByteTokenizer(json)) return undefined;
+  if (vocabSize === BYTE_VOCAB_SIZE && hasByteTokenizerForm(json)) {
+    const differs = byteTokenizerDifference(json);
+    if (differs === undefined) return undefined;
+    const path = join(dir, "tokenizer.json");
+    throw new FormatError(
+      path,
+      differs.field,
+      `${path}: ${differs.field}: expected ${differs.expected}, found ${differs.found}: a tokenizer.json ` +
+        `shaped like ferry's byte tokenizer (256 vocab entries, no merges, two added tokens) for ` +
+        `${configPath}'s vocab_size ${BYTE_VOCAB_SIZE} must be ferry's byte tokenizer exactly`,
+      { expected: differs.expected, found: differs.found },
+    );
+  }
   const tokenizer = files as TokenizerFiles;
   checkTokenizerFiles(tokenizer, vocabSize, { dir, config: configPath });
   return tokenizer;
 }
 
 /**
- * Whether tokenizer.json is ferry's byte tokenizer (what ferry writes for a byte model): a BPE over the
- * 256 byte characters with no merges and ids 256 and 257 added.
+ * One of ferry's special tokens as tokenizer.json lists it in `added_tokens` (tokenizer_config.json's
+ * `added_tokens_decoder` holds the same, without the id).
+ *
+ * @example
+ * ```ts
+ * addedToken(256, "<|startoftext|>").special; // true
+ * ```
+ */
+export const addedToken = (id: number, content: string) => ({
+  id,
+  content,
+  single_word: false,
+  lstrip: false,
+  rstrip: false,
+  normalized: false,
+  special: true,
+});
+
+/**
+ * tokenizer.json for ferry's byte tokenizer: a byte-level BPE whose vocab is the 256 byte characters
+ * in byte order and whose merges are empty, so every byte is one token with id = byte; BOS and EOS
+ * are added tokens 256 and 257. The post-processor puts BOS first, as ferry's models are trained.
+ * The vocab is a Map because a plain object would move the keys "0".."9" to the front.
+ *
+ * @example
+ * ```ts
+ * await writeFile("tokenizer.json", jsonText(byteTokenizerJson()));
+ * ```
+ */
+export function byteTokenizerJson(): Record<string, unknown> {
+  const byteLevel = { type: "ByteLevel", add_prefix_space: false, trim_offsets: true, use_regex: true };
+  const bos = { SpecialToken: { id: BOS_TOKEN, type_id: 0 } };
+  return {
+    version: "1.0",
+    truncation: null,
+    padding: null,
+    added_tokens: [addedToken(BOS, BOS_TOKEN), addedToken(EOS, EOS_TOKEN)],
+    normalizer: null,
+    pre_tokenizer: byteLevel,
+    post_processor: {
+      type: "TemplateProcessing",
+      single: [bos, { Sequence: { id: "A", type_id: 0 } }],
+      pair: [bos, { Sequence: { id: "A", type_id: 0 } }, { Sequence: { id: "B", type_id: 1 } }],
+      special_tokens: { [BOS_TOKEN]: { id: BOS_TOKEN, ids: [BOS], tokens: [BOS_TOKEN] } },
+    },
+    decoder: byteLevel,
+    model: {
+      type: "BPE",
+      dropout: null,
+      unk_token: null,
+      continuing_subword_prefix: null,
+      end_of_word_suffix: null,
+      fuse_unk: false,
+      byte_fallback: false,
+      ignore_merges: false,
+      vocab: new Map(BYTE_CHARS.map((c, b) => [c, b])),
+      merges: [],
+    },
+  };
+}
+
+/** Where a tokenizer.json departs from ferry's byte tokenizer: the entry, and what each side holds. */
+export interface TokenizerDifference {
+  /** The path of the entry in tokenizer.json (`model.vocab.m`, `added_tokens[1].content`). */
+  field: string;
+  /** What ferry's byte tokenizer holds there, in words. */
+  expected: string;
+  /** What the file holds there, in words. */
+  found: string;
+}
+
+/**
+ * The first entry in which tokenizer.json differs from ferry's byte tokenizer (`byteTokenizerJson`), or
+ * undefined when it is that tokenizer: the same keys with the same values everywhere (every byte's token
+ * and id, the two added tokens, the pre-tokenizer, decoder and post-processor), key order and
+ * whitespace aside. The text is read with the strict JSON scanner, so a duplicate key, or an id written
+ * `109.0`, differs too.
+ *
+ * @example
+ * ```ts
+ * byteTokenizerDifference(jsonText(byteTokenizerJson())); // undefined
+ * ```
+ */
+export function byteTokenizerDifference(text: string): TokenizerDifference | undefined {
+  let root: JsonValue;
+  try {
+    root = parseStrictJson(text);
+  } catch (e) {
+    if (!(e instanceof StrictJsonError)) throw e;
+    const why = e.message.slice(e.field.length + 2); // the message less its "<field>: "
+    if (e.code === "DuplicateKey") return { field: e.field, expected: "each key once", found: why };
+    return { field: e.field, expected: e.expected || "strict JSON", found: e.found || why };
+  }
+  return difference(byteTokenizerJson(), root, "");
+}
+
+/**
+ * Whether tokenizer.json is ferry's byte tokenizer (what ferry writes for a byte model), by its content:
+ * `byteTokenizerDifference` finds nothing.
  *
  * @example
  * ```ts
@@ -81,15 +196,70 @@ export async function readTokenizerFolder(
  * ```
  */
 export function isByteTokenizer(text: string): boolean {
+  return byteTokenizerDifference(text) === undefined;
+}
+
+// The byte tokenizer's form, which only ferry's byte tokenizer is expected to have: a BPE of 256 vocab
+// entries with no merges and two added tokens (what an earlier check took for the tokenizer itself).
+function hasByteTokenizerForm(text: string): boolean {
   try {
     const root = JSON.parse(text);
     const model = root?.model;
     return model?.type === "BPE" && Array.isArray(model.merges) && model.merges.length === 0 &&
-      Object.keys(model.vocab ?? {}).length === 256 && Array.isArray(root.added_tokens) &&
-      root.added_tokens.length === 2 && root.added_tokens[0]?.id === 256 && root.added_tokens[1]?.id === 257;
+      typeof model.vocab === "object" && model.vocab !== null &&
+      Object.keys(model.vocab).length === 256 && Array.isArray(root.added_tokens) &&
+      root.added_tokens.length === 2;
   } catch {
     return false;
   }
+}
+
+// `want` (ferry's value, a Map for the vocab) against `got` (the file's, strictly parsed) at `at`: the
+// first entry that differs, in ferry's order (the vocab in byte order), then any entry ferry has not.
+function difference(want: unknown, got: JsonValue | undefined, at: string): TokenizerDifference | undefined {
+  const differs = (expected: string) => ({ field: at || "(top level)", expected, found: describe(got) });
+  if (want instanceof Map || (typeof want === "object" && want !== null && !Array.isArray(want))) {
+    if (!isJsonObject(got)) return differs("an object");
+    const entries: [string, unknown][] = want instanceof Map ? [...want] : Object.entries(want);
+    for (const [key, value] of entries) {
+      const d = difference(value, Object.hasOwn(got, key) ? got[key] : undefined, child(at, key));
+      if (d) return d;
+    }
+    const known = new Set(entries.map(([key]) => key));
+    const extra = Object.keys(got).find((key) => !known.has(key));
+    if (extra !== undefined) {
+      return { field: child(at, extra), expected: "no such entry", found: describe(got[extra]) };
+    }
+    return undefined;
+  }
+  if (Array.isArray(want)) {
+    if (!Array.isArray(got) || got.length !== want.length) return differs(`a list of ${want.length}`);
+    for (let i = 0; i < want.length; i++) {
+      const d = difference(want[i], got[i], `${at}[${i}]`);
+      if (d) return d;
+    }
+    return undefined;
+  }
+  const same = typeof want === "number"
+    ? got instanceof JsonNumber && got.text === String(want)
+    : got === want;
+  return same ? undefined : differs(describe(want as JsonValue));
+}
+
+// `a.b` for a plain name, `a["Ġ"]` for any other key.
+function child(at: string, key: string): string {
+  if (/^[A-Za-z_][A-Za-z0-9_]*$/.test(key)) return at ? `${at}.${key}` : key;
+  return `${at}[${JSON.stringify(key)}]`;
+}
+
+// A value in words, short whatever its size: a number as written, a string quoted (cut at 40 characters).
+function describe(v: JsonValue | undefined): string {
+  if (v === undefined) return "no entry";
+  if (v instanceof JsonNumber) return v.text;
+  if (typeof v === "string") return JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v);
+  if (Array.isArray(v)) return `a list of ${v.length}`;
+  if (isJsonObject(v)) return "an object";
+  return String(v);
 }
 
 /**

@@ -37,10 +37,15 @@ import {
 } from "./json.ts";
 import { writeAtomic } from "./io.ts";
 import { checkTensors, ConfigError, type ModelConfig, paramShapes, validateConfig } from "../model/config.ts";
-import { BOS, BOS_TOKEN, BYTE_CHARS, BYTE_VOCAB_SIZE, EOS, EOS_TOKEN } from "../model/tokenizer.ts";
+import { BOS, BOS_TOKEN, BYTE_VOCAB_SIZE, EOS, EOS_TOKEN } from "../model/tokenizer.ts";
 import { materialize, numel, type Tensor, type TensorSource, tensorSource } from "../model/tensor.ts";
 import { TOKENIZER_FILE_NAMES, type TokenizerFiles } from "../model/tokenizer-types.ts";
-import { readTokenizerFolder, tokenizerInfo } from "./huggingface-tokenizer.ts";
+import {
+  addedToken,
+  byteTokenizerJson,
+  readTokenizerFolder,
+  tokenizerInfo,
+} from "./huggingface-tokenizer.ts";
 import { FormatError, type RefusalDetail } from "../model/error.ts";
 import type { ExportOrigin, FormatDescriptor } from "./format.ts";
 
@@ -301,58 +306,9 @@ export function generationConfigJson(withTokenizer = true): Record<string, unkno
   return withTokenizer ? { bos_token_id: BOS, eos_token_id: EOS } : {};
 }
 
-const addedToken = (id: number, content: string) => ({
-  id,
-  content,
-  single_word: false,
-  lstrip: false,
-  rstrip: false,
-  normalized: false,
-  special: true,
-});
-
-/**
- * tokenizer.json for ferry's byte tokenizer: a byte-level BPE whose vocab is the 256 byte characters
- * in byte order and whose merges are empty, so every byte is one token with id = byte; BOS and EOS
- * are added tokens 256 and 257. The post-processor puts BOS first, as ferry's models are trained.
- * The vocab is a Map because a plain object would move the keys "0".."9" to the front.
- *
- * @example
- * ```ts
- * await writeFile("tokenizer.json", jsonText(byteTokenizerJson()));
- * ```
- */
-export function byteTokenizerJson(): Record<string, unknown> {
-  const byteLevel = { type: "ByteLevel", add_prefix_space: false, trim_offsets: true, use_regex: true };
-  const bos = { SpecialToken: { id: BOS_TOKEN, type_id: 0 } };
-  return {
-    version: "1.0",
-    truncation: null,
-    padding: null,
-    added_tokens: [addedToken(BOS, BOS_TOKEN), addedToken(EOS, EOS_TOKEN)],
-    normalizer: null,
-    pre_tokenizer: byteLevel,
-    post_processor: {
-      type: "TemplateProcessing",
-      single: [bos, { Sequence: { id: "A", type_id: 0 } }],
-      pair: [bos, { Sequence: { id: "A", type_id: 0 } }, { Sequence: { id: "B", type_id: 1 } }],
-      special_tokens: { [BOS_TOKEN]: { id: BOS_TOKEN, ids: [BOS], tokens: [BOS_TOKEN] } },
-    },
-    decoder: byteLevel,
-    model: {
-      type: "BPE",
-      dropout: null,
-      unk_token: null,
-      continuing_subword_prefix: null,
-      end_of_word_suffix: null,
-      fuse_unk: false,
-      byte_fallback: false,
-      ignore_merges: false,
-      vocab: new Map(BYTE_CHARS.map((c, b) => [c, b])),
-      merges: [],
-    },
-  };
-}
+// tokenizer.json for ferry's byte tokenizer is written by huggingface-tokenizer.ts, which also recognises it
+// on import (by its content); exported from here as before.
+export { byteTokenizerJson };
 
 /**
  * tokenizer_config.json. `clean_up_tokenization_spaces` must be false: its default (true) makes
@@ -459,7 +415,8 @@ export async function openHuggingFace(dir: string): Promise<HfOpened> {
   const configPath = join(dir, HF_FILES.config);
   let text: string;
   try {
-    text = new TextDecoder("utf-8", { fatal: true }).decode(await readFile(configPath));
+    // ignoreBOM keeps a leading byte-order mark, which configFromHfJson refuses (as readTokenizer's read does).
+    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(await readFile(configPath));
   } catch (e) {
     if ((e as { code?: string }).code === "ENOENT") {
       throw new HuggingFaceError(configPath, "MissingFile", HF_FILES.config, "missing");
@@ -726,6 +683,15 @@ export function configFromHfJson(
 ): { config: ModelConfig; bosTokenId: number | null; eosTokenId: number | number[] | null } {
   const err = (code: HuggingFaceErrorCode, field: string, detail: string) =>
     new HuggingFaceError(path, code, field, detail);
+  if (text.startsWith("\uFEFF")) {
+    throw new HuggingFaceError(
+      path,
+      "InvalidJson",
+      "config",
+      "starts with a UTF-8 byte-order mark; config.json is read as strict JSON",
+      { expected: 'a JSON object, its first byte "{"', found: "a byte-order mark (EF BB BF)" },
+    );
+  }
   let root: JsonValue;
   try {
     root = parseStrictJson(text);

@@ -560,16 +560,26 @@ function headerLength(first: Uint8Array, size: number, path: string): number {
 // Step 2, the header: one UTF-8 JSON object (strict JSON, nesting bounded), ferry's schema, and the
 // provenance keys that no later step reads (`source`, `quantizer`) present with their types.
 function lut4Header(bytes: Uint8Array, path: string): Lut4Header {
+  let text: string;
+  try {
+    // ignoreBOM keeps a leading byte-order mark in the text, to be refused below (a plain decoder drops it).
+    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    throw new Lut4Error(path, "header", "not valid UTF-8", { expected: "UTF-8 text" });
+  }
+  if (text.startsWith("\uFEFF")) {
+    throw new Lut4Error(path, "header", "starts with a UTF-8 byte-order mark; the header is strict JSON", {
+      expected: 'a JSON object, its first byte "{"',
+      found: "a byte-order mark (EF BB BF)",
+    });
+  }
   let raw: unknown;
   try {
-    raw = plainJson(parseStrictJson(new TextDecoder("utf-8", { fatal: true }).decode(bytes)));
+    raw = plainJson(parseStrictJson(text));
   } catch (e) {
     if (e instanceof StrictJsonError) {
       const why = e.code === "DuplicateKey" ? "duplicate key" : "not valid JSON";
       throw new Lut4Error(path, "header", `${why}: ${e.message}`, e);
-    }
-    if (e instanceof TypeError) {
-      throw new Lut4Error(path, "header", "not valid UTF-8", { expected: "UTF-8 text" });
     }
     throw e;
   }
