@@ -76,7 +76,7 @@ export type Runtime = "deno" | "bun";
 
 /** One engine of the table. */
 export interface EngineEntry {
-  /** The runtimes it runs on; tests/engine.test.ts loads it on the shipped model on each one it claims. */
+  /** The runtimes it runs on; tests/engines/engine.test.ts loads it on the shipped model on each one it claims. */
   runtimes: readonly Runtime[];
   /** Why it does not run on the other runtimes (absent when it runs on all). */
   elsewhere?: string;

@@ -122,7 +122,7 @@ export interface FormatDescriptor<D extends string = string> {
     path: string,
     options?: { onProgress?: (done: number, total: number) => void },
   ): Promise<Record<string, unknown>>;
-  /** The format's spec, from the repository root: `formats/NAME.md` (tests/registry.test.ts checks it exists). */
+  /** The format's spec, from the repository root: `formats/NAME.md` (tests/formats/registry.test.ts checks it exists). */
   readonly spec: string;
   /** Its standalone minimal reader, from the repository root: `readers/NAME.ts` (node: built-ins only). */
   readonly minimalReader: string;

@@ -2,7 +2,7 @@
  * The format registry: every export format ferry writes and reads, in the order `export` writes them.
  * export, load, generate, info, measure and the fuzzer iterate `FORMATS`; a new format is one module
  * group (`NAME.ts` exporting a `FormatDescriptor`, its spec `NAME.md`, its fuzz hook `NAME-fuzz.ts`, its
- * minimal reader `readers/NAME.ts`) and one line in the list below. tests/registry.test.ts refuses a
+ * minimal reader `readers/NAME.ts`) and one line in the list below. tests/formats/registry.test.ts refuses a
  * registration that lacks any of them. `FORMATS`, `formatOf`, `formatNamed` and `readExport` are the
  * formats' public API (re-exported by the top-level mod.ts).
  *

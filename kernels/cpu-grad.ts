@@ -1,7 +1,7 @@
 /**
  * Backward passes of the CPU kernels, written by hand for the trainer. Each function takes the
  * forward's inputs (and what the forward saved) plus the gradient of its output, and adds the
- * gradients of its inputs and weights. tests/grad.test.ts checks every one against finite differences.
+ * gradients of its inputs and weights. tests/kernels/grad.test.ts checks every one against finite differences.
  *
  * @example
  * ```ts

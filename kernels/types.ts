@@ -36,7 +36,7 @@ export interface AttentionShape {
 }
 
 /**
- * One kernel set. The sets agree within the bounds tests/wasm-kernels.test.ts states, not bit for bit
+ * One kernel set. The sets agree within the bounds tests/kernels/wasm-kernels.test.ts states, not bit for bit
  * (the reference sums in f64, the SIMD kernels in f32); each set on its own gives the same bits on Deno
  * and Bun, run after run.
  */

@@ -2,7 +2,7 @@
  * How faithful ferry's GGUF files are, measured by llama.cpp itself: writes a model as GGUF in every
  * type ferry supports, loads each into llama.cpp (node-llama-cpp 3.21.1, CPU, one thread), and
  * compares llama.cpp's next-token distributions over held-out text, and its greedy continuations,
- * with ferry's f32 engine. The command line is scripts/tools/measure-gguf.ts; tests/gguf_llama.test.ts
+ * with ferry's f32 engine. The command line is scripts/tools/measure-gguf.ts; tests/llama/gguf-llama.test.ts
  * checks the same figures.
  *
  * @example
@@ -89,7 +89,7 @@ export async function measureGguf(model: Model, opts: MeasureOptions): Promise<G
       step(`${type}: written`);
       const lm = await openLlamaGguf(path, { kvCache: opts.kvCache, contextSize: contextFor(opts) });
       try {
-        // An F32 file reads back bit for bit (tests/gguf.test.ts), so its weights are the source's.
+        // An F32 file reads back bit for bit (tests/formats/gguf.test.ts), so its weights are the source's.
         const readBack = type === "f32"
           ? model
           : await readGguf(path).then((g) => buildModel(g.config, g.tensors, path));

@@ -4,7 +4,7 @@
  *
  * The split: documents are taken in the package's file order (ca01 … cr09); every 20th document
  * (index 19, 39, …: 25 of 500, 5%) is held out and never trained on. They come from 14 of the 15
- * genres: science fiction (cm01 … cm06, 6 documents) has none held out (tests/corpus.test.ts).
+ * genres: science fiction (cm01 … cm06, 6 documents) has none held out (tests/model/corpus.test.ts).
  *
  * @example
  * ```ts

@@ -3,7 +3,7 @@
  * (`TAB_ENTRIES`) and everything they import, each as JavaScript with its types removed by amaro
  * (Node's own type stripper, swc compiled to WebAssembly) on the fly, so there is no build step. A
  * module is served as the repository holds it, less its types: what runs in the tab is the audited
- * code, the zero-multiply audit (tests/audit.test.ts) covers it as it covers the server.
+ * code, the zero-multiply audit (tests/kernels/audit.test.ts) covers it as it covers the server.
  *
  * The only change besides the types is to import specifiers a browser cannot resolve: each `node:`
  * built-in becomes serve/page/worker-node.js (a SHA-256, a CRC-32 and file-system calls that throw,

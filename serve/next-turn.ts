@@ -8,7 +8,7 @@
  * - Deno: a doorbell, one byte written to a Unix socket pair and read back (microseconds). Deno learns
  *   which sockets are ready only while its thread waits for one, and a message turn never waits: a
  *   request that came in during a reply was not even read until the reply ended, and the TCP front
- *   (head-deadline.ts) passed a reply on only at its end (tests/listen.test.ts pins both).
+ *   (head-deadline.ts) passed a reply on only at its end (tests/serve/listen.test.ts pins both).
  * - Elsewhere (the browser tab's worker): a message posted to ourselves on a `MessageChannel`.
  * - Deno without permission to make the doorbell: `setTimeout(0)`, slow but correct.
  *

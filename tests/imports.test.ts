@@ -1,13 +1,12 @@
-// The import rules that keep data flowing one way (the developers' guide, "Style"), checked on every .ts
-// file: kernels know nothing above them; the model knows no file format and no engine; formats know their
-// bytes, not how they are run, served or measured; engines know neither the server nor the measurements;
-// the server reaches engines only through loadEngine; scripts are entry points nobody else imports; minimal
-// readers stand alone on runtime built-ins; and no module imports itself through others.
-import { expect, setDefaultTimeout, test } from "bun:test";
+// The import rules that keep data flowing one way (docs/contributing.md, "Layout and the import rules"),
+// checked on every .ts file: kernels know nothing above them; the model knows no file format and no engine;
+// formats know their bytes, not how they are run, served or measured; engines know neither the server nor
+// the measurements; the server reaches engines only through loadEngine; scripts are entry points nobody
+// else imports; minimal readers stand alone on runtime built-ins; and no module imports itself through
+// others. Also the tests' own layout: every test file in the folder of what it tests.
+import { expect, test } from "bun:test";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, normalize, relative } from "node:path";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 const ROOT = join(import.meta.dir, "..");
 const SKIP = new Set(["node_modules", ".git", "out", "tmp"]);
@@ -261,13 +260,31 @@ test("no module imports itself through others", () => {
   expect(importCircles(repoModules())).toEqual([]);
 });
 
-// Bun 1.4.5 applies a preload's setDefaultTimeout to the first test file only; the others keep the 5 s
-// default and fail at random on a busy machine unless each file sets its own.
-test("every test file sets its own default timeout", () => {
-  const files = readdirSync(join(ROOT, "tests")).filter((f) => f.endsWith(".test.ts"));
-  expect(files.length).toBeGreaterThan(30);
-  const missing = files.filter((f) =>
-    !/^setDefaultTimeout\(/m.test(readFileSync(join(ROOT, "tests", f), "utf8"))
+/** Where a test file may live: a folder named after the source folder it tests, e2e/ or llama/. */
+const TEST_FOLDERS = ["engines", "formats", "kernels", "measure", "model", "readers", "scripts", "serve"];
+
+// tests/ mirrors the source (docs/contributing.md, "Tests"): a module's tests sit in the folder named after
+// its own; tests/e2e/ holds what drives a browser or other processes, tests/llama/ what runs llama.cpp.
+test("every test file lives in its folder and is named in kebab-case", () => {
+  const files = readdirSync(join(ROOT, "tests"), { recursive: true, encoding: "utf8" })
+    .filter((f) => f.endsWith(".test.ts"));
+  expect(files.length).toBeGreaterThan(80);
+  const misplaced = files.filter((f) => {
+    const [folder, name] = f.split("/");
+    if (name === undefined) return f !== "imports.test.ts";
+    return ![...TEST_FOLDERS, "e2e", "llama"].includes(folder) ||
+      !/^[a-z0-9]+(-[a-z0-9]+)*\.test\.ts$/.test(name);
+  });
+  expect(misplaced).toEqual([]);
+});
+
+// The preload (tests/setup.ts) sets the one default timeout; it runs again for each file because every run
+// is isolated. A file that needs longer says so with a larger figure of its own.
+test("no test file repeats the preload's default timeout", () => {
+  const files = readdirSync(join(ROOT, "tests"), { recursive: true, encoding: "utf8" })
+    .filter((f) => f.endsWith(".test.ts"));
+  const repeating = files.filter((f) =>
+    /^setDefaultTimeout\(60_000\)/m.test(readFileSync(join(ROOT, "tests", f), "utf8"))
   );
-  expect(missing).toEqual([]);
+  expect(repeating).toEqual([]);
 });

@@ -1,21 +1,48 @@
-// Preloaded by bun test (bunfig.toml): on a fresh clone, install the npm dependencies first.
-// Bun's resolver has already looked for node_modules by the time a preload runs, so after the
-// install the same test command is run again in a fresh process, and its exit code is ours.
+// Preloaded by bun test (bunfig.toml) in every test process. Three jobs:
+// 1. On a fresh clone, install the npm dependencies, then run the same test command again.
+// 2. Turn a plain `bun test` (every file in one process, sharing one global) into
+//    `bun test --parallel --timings=tests/timings.json`: one worker process per core, the slowest files
+//    started first, and a fresh global for each file (--parallel implies --isolate), so no file pays for what
+//    an earlier one left on the heap (in one shared process tests/kernels/int-lut.test.ts ran 19x slower
+//    late in the run than alone, its collector tracing every earlier file's fixtures).
+// 3. Set the default timeout. Under --isolate this preload runs again for each file, so once here covers all.
+// Knobs: FERRY_TEST_JOBS=N worker processes (default: one per core); FERRY_FAST=1 leaves out tests/e2e/ and
+// tests/llama/ (the fast loop, `bun run test:fast`); FERRY_TIMINGS_OUT=FILE writes each file's duration there
+// (.ci/run prints the slowest).
 import { spawnSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { copyFileSync, existsSync, readFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
 import { setDefaultTimeout } from "bun:test";
 
-// Tests that spawn runtimes or llama.cpp can take longer than bun's 5 s default on 2 busy cores. Bun 1.4.5
-// applies this only to the first test file, so every test file also sets it (tests/imports.test.ts checks).
+// Tests that spawn runtimes or llama.cpp can take longer than bun's 5 s default on 2 busy cores.
 setDefaultTimeout(60_000);
 
 const root = join(import.meta.dir, "..");
-// The test- and measurement-only packages are package.json's optionalDependencies, which
-// `deno run` does not install: after a Deno-only first run, node_modules exists but lacks them.
+
+/** This process's command line after the executable: `["test", ...]`. */
+function testArgs(): string[] {
+  try {
+    return readFileSync("/proc/self/cmdline", "utf8").split("\0").filter(Boolean).slice(1);
+  } catch {
+    return ["test"]; // not Linux: the whole suite
+  }
+}
+
+/** Runs bun with `args` in the foreground and exits with its status. */
+function runInstead(args: string[]): never {
+  const again = spawnSync(process.execPath, args, { stdio: "inherit", env: process.env });
+  process.exit(again.status ?? 1);
+}
+
+// 1. The test- and measurement-only packages are package.json's optional and dev dependencies, which
+// `deno run` does not install: after a Deno-only first run, node_modules exists but lacks them. Bun's resolver has already
+// looked for node_modules by the time a preload runs, hence the second process.
 const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
-const needed = [...Object.keys(pkg.dependencies ?? {}), ...Object.keys(pkg.optionalDependencies ?? {})];
+const needed = [pkg.dependencies, pkg.optionalDependencies, pkg.devDependencies].flatMap((d) =>
+  Object.keys(d ?? {})
+);
 const missing = needed.filter((name) => !existsSync(join(root, "node_modules", name, "package.json")));
 if (missing.length > 0) {
   console.error(`tests/setup.ts: node_modules lacks ${missing.join(", ")}; running bun install`);
@@ -33,13 +60,19 @@ if (!existsSync(join(root, "node_modules", ".deno"))) {
     console.error("tests/setup.ts: deno install failed; the tests that run Deno will say why");
   }
 }
-if (missing.length > 0) {
-  // Installed: run the same test command again (see the top).
-  // process.argv inside bun test lists one test file, not the command line; /proc has the real one.
-  let args = ["test"];
-  try {
-    args = readFileSync("/proc/self/cmdline", "utf8").split("\0").filter(Boolean).slice(1);
-  } catch { /* not Linux: rerun the whole suite */ }
-  const again = spawnSync(process.execPath, args, { stdio: "inherit" });
-  process.exit(again.status ?? 1);
+if (missing.length > 0) runInstead(testArgs());
+
+// 2. A worker (--test-worker), or a run that chose its own isolation, runs its files as it is.
+const args = testArgs();
+const chosen = args.some((a) => /^--(test-worker|parallel|isolate|no-isolate)(=|$)/.test(a));
+if (!chosen && args[0] === "test") {
+  const jobs = Number(process.env.FERRY_TEST_JOBS) || availableParallelism();
+  const timings = join(root, "tests", "timings.json");
+  const out = process.env.FERRY_TIMINGS_OUT;
+  if (out) copyFileSync(timings, out);
+  const flags = [`--parallel=${jobs}`, `--timings=${out || timings}`, ...(out ? ["--update-timings"] : [])];
+  if (process.env.FERRY_FAST === "1") {
+    flags.push("--path-ignore-patterns=tests/e2e/**", "--path-ignore-patterns=tests/llama/**");
+  }
+  runInstead(["test", ...flags, ...args.slice(1)]);
 }

@@ -3,7 +3,7 @@
  * tokens, and the sampling options in fixed point remembered per request, so that neither a token fed
  * nor a token picked on the generate and chat path touches a float (engines/int/engine.ts converts
  * options once per new value and logits only for a caller that asks for them). Serving code: audited
- * with the forward (tests/audit.test.ts).
+ * with the forward (tests/kernels/audit.test.ts).
  *
  * @example
  * ```ts

@@ -4,7 +4,7 @@
  * sizes the KV cache to the context, lays the model out in the WebAssembly module and starts the
  * worker threads (pool.ts), turns a new value of the caller's float sampling options into fixed point,
  * and converts the fixed-point logits to floats for callers that ask (eval, measure). It is outside
- * the audited set (tests/audit.test.ts); everything that serves a token — boundary.ts (the adapter's
+ * the audited set (tests/kernels/audit.test.ts); everything that serves a token — boundary.ts (the adapter's
  * per-token half), threads.ts, model.ts, forward.ts, simd.ts, sampler.ts and kernels/int/ — is inside
  * it and never sees a float.
  *

@@ -1,7 +1,7 @@
 /**
  * The integer-only Qwen3 forward: one token per `step`, or up to PREFILL_SLOTS positions per `prefill`
  * step through every projection at once (the same integers), using only additions, shifts, comparisons
- * and table look-ups (tests/audit.test.ts proves the absence of
+ * and table look-ups (tests/kernels/audit.test.ts proves the absence of
  * `*`, `/`, `%`, floats and `Math`). Every kernel lives in kernels/int/; this module wires them in the
  * Qwen3 dataflow: RMSNorm → q, k, v → per-head q/k RMSNorm and gain → RoPE → GQA attention over a
  * 12-bit KV cache → o → residual; RMSNorm → gate, up → SiLU(gate) · up → down → residual; final norm →

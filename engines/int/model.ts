@@ -4,7 +4,7 @@
  * the WebAssembly module's memory, and the scratch one step works in — and a conversation's state.
  * The types live here, beside their builder, so the forward and its WebAssembly glue
  * (engines/int/simd.ts) both import them from one place and not from each other. Serving code: audited
- * with the forward (tests/audit.test.ts), so it builds with additions and shifts only.
+ * with the forward (tests/kernels/audit.test.ts), so it builds with additions and shifts only.
  *
  * @example
  * ```ts

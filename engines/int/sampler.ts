@@ -2,7 +2,7 @@
  * The integer engine's sampler: greedy (the lowest id on a tie), or a draw over integer masses from the
  * exp table after a fixed-point temperature, filtered by min-p, top-k and top-p, driven by a seeded
  * xorshift64 generator with an unbiased bounded draw (rejection, never a modulo). Integer-only, like the
- * forward it follows (tests/audit.test.ts).
+ * forward it follows (tests/kernels/audit.test.ts).
  *
  * Fixed-point options: `tempQ16` is temperature · 2^16 (0: greedy); `minPQ16` and `topPQ16` are
  * probabilities · 2^16 (0 and 65536 switch them off); `topK` is a count (0: all).

@@ -5,7 +5,7 @@
  * cache's digit planes and exponent mirrors kept there, and the steps
  * that run in the module when it is there and in the TypeScript kernels otherwise (`norm`, `quantize`,
  * `addResidual`) — the same integers either way. Serving code: audited with the forward
- * (tests/audit.test.ts).
+ * (tests/kernels/audit.test.ts).
  * @module
  */
 import { packWords, type PreparedMatrix } from "../../kernels/int/gemv.ts";

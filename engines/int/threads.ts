@@ -3,7 +3,7 @@
  * into fixed shares of 16-row blocks, one per thread (the main thread takes the first), and every
  * thread runs the module's `gemv_lut` on its share over one shared WebAssembly memory. A row is computed
  * by exactly one thread with the same instructions whatever the thread count, so the integers are the
- * same with 1 thread or many (tests/int-threads.test.ts). Serving code: audited (tests/audit.test.ts);
+ * same with 1 thread or many (tests/engines/int-threads.test.ts). Serving code: audited (tests/kernels/audit.test.ts);
  * the shares are planned at load by engines/int/pool.ts, which also starts the workers
  * (engines/int/worker.ts).
  *

@@ -3,7 +3,7 @@
  * (kernels/wasm/int-gemv.ts, built and laid out by kernels/wasm/int-lut.ts at load) computes, 16 rows at
  * a time, the group sums by `i8x16.swizzle` table look-ups and then every later step of `gemv` — the
  * scale (16 + m) by shifts and adds, the round-half-up shift, the saturating accumulate in group order
- * and the final shift — so the output is `gemv`'s, bit for bit; tests/int-lut.test.ts checks it on
+ * and the final shift — so the output is `gemv`'s, bit for bit; tests/kernels/int-lut.test.ts checks it on
  * every lut4 matrix of the default model and on saturating random inputs. Checked mode turns any
  * saturation the module counted into the same error `gemv` raises.
  *

@@ -15,7 +15,7 @@
  *   digits of the cached values in offset binary, 16 dimensions at a time, in runs of at most 128
  *   positions (so no 16-bit sum overflows) added in 32 bits; the caller subtracts 2048 · Σ p_j.
  *
- * Each computes exactly the integers of its TypeScript definition (tests/int-lut.test.ts), with only the
+ * Each computes exactly the integers of its TypeScript definition (tests/kernels/int-lut.test.ts), with only the
  * opcodes `LUT_OPCODES` classifies (kernels/wasm/lut.ts): no multiply, no divide, no float.
  * @module
  */

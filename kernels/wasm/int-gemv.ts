@@ -17,7 +17,7 @@
  *   the final shift by `fin`. Returns how many shifts or sums saturated (checked mode turns a non-zero
  *   count into an error).
  *
- * Each computes exactly the integers of its TypeScript definition (tests/int-lut.test.ts), with only the
+ * Each computes exactly the integers of its TypeScript definition (tests/kernels/int-lut.test.ts), with only the
  * opcodes `LUT_OPCODES` classifies (kernels/wasm/lut.ts): no multiply, no divide, no float.
  * @module
  */

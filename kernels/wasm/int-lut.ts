@@ -5,7 +5,7 @@
  * tables, and room for the engine's vectors, the KV cache's digit planes and exponent mirrors laid out
  * in its memory. This file runs once per model load and is not serving code; the serving code is the
  * audited TypeScript that calls the module (kernels/int/gemv-lut.ts, attention.ts, engines/int/forward.ts)
- * and the module's functions, audited by opcode (tests/audit.test.ts, from `INT_LUT_FUNCTIONS` and
+ * and the module's functions, audited by opcode (tests/kernels/audit.test.ts, from `INT_LUT_FUNCTIONS` and
  * `INT_LUT_FUNCTIONS_PORTABLE`, the very records assembled here).
  *
  * @example

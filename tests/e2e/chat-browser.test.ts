@@ -1,25 +1,20 @@
-// End to end in a real browser: Debian's chromium, driven by playwright-core, uses the chat page served
+// End to end in a real browser: headless Chromium (tests/helpers/chromium.ts), driven by playwright-core, uses the chat page served
 // on loopback: a prompt streams text in, a long reply is stopped, and a session is saved (downloaded)
 // and restored (uploaded) into a fresh page that continues the conversation; and a chat longer than the
 // context goes on at the default settings, continuing sessions and then dropping the oldest turns.
-import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
-import { existsSync, readFileSync } from "node:fs";
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { type Browser, chromium } from "playwright-core";
-import { createApp } from "../serve/app.ts";
-import { listen, type Listening } from "../serve/listen.ts";
-import { createSessionStore } from "../serve/session-store.ts";
-import { chatEngine, exportChatModel } from "./helpers/chat-model.ts";
+import type { Browser } from "playwright-core";
+import { createApp } from "../../serve/app.ts";
+import { listen, type Listening } from "../../serve/listen.ts";
+import { createSessionStore } from "../../serve/session-store.ts";
+import { launchBrowser } from "../helpers/browser.ts";
+import { chatEngine, exportChatModel } from "../helpers/chat-model.ts";
 
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
-
-const CHROMIUM = "/usr/bin/chromium";
 let dir: string, cleanup = () => {}, server: Listening, browser: Browser;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)`);
-  }
   const exported = await exportChatModel();
   (dir = exported.dir), (cleanup = exported.cleanup);
   const app = createApp({
@@ -27,7 +22,7 @@ beforeAll(async () => {
     sessions: await createSessionStore(join(dir, "sessions")),
   });
   server = await listen(app.fetch, { hostname: "127.0.0.1", port: 0 });
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--headless=new"] });
+  browser = await launchBrowser();
 }, 60_000);
 
 afterAll(async () => {
@@ -86,7 +81,7 @@ test("the chat page streams a reply, stops one, saves and restores a session, by
   expect(await page.locator("#stats").textContent()).toContain("stopped");
   const stopped = await page.locator("#log li.assistant .content").nth(1).textContent();
   expect(stopped!.length).toBeLessThan(500);
-  // The README's picture: FERRY_SCREENSHOT=docs/chat.png bun test tests/chat-browser.test.ts
+  // The README's picture: FERRY_SCREENSHOT=docs/chat.png bun test tests/e2e/chat-browser.test.ts
   if (process.env.FERRY_SCREENSHOT) {
     await page.locator("#settings summary").click(); // closed for the picture, open again for Save
     await page.screenshot({ path: process.env.FERRY_SCREENSHOT });

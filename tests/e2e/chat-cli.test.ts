@@ -1,15 +1,13 @@
 // scripts/chat.ts under both runtimes: it prints the URL it listens on (loopback by default) and
 // serves there; a port already taken and a training checkpoint are refused with what to do instead;
 // the load test runs clean on a small bounded load.
-import { expect, setDefaultTimeout, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 /** Starts the chat script and resolves with the URL it prints. */
 function start(

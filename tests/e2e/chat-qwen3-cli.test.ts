@@ -6,11 +6,11 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { loadEngine } from "../engines/mod.ts";
-import type { Engine } from "../model/engine.ts";
-import { generateAll } from "../model/generate.ts";
-import { qwen3Folder } from "./helpers/qwen3-folder.ts";
-import { qwen3TokenizerFiles } from "./helpers/tokenizer-check.ts";
+import { loadEngine } from "../../engines/mod.ts";
+import type { Engine } from "../../model/engine.ts";
+import { generateAll } from "../../model/generate.ts";
+import { qwen3Folder } from "../helpers/qwen3-folder.ts";
+import { qwen3TokenizerFiles } from "../helpers/tokenizer-check.ts";
 
 setDefaultTimeout(90_000);
 

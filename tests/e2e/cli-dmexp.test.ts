@@ -1,23 +1,21 @@
 // The dmexp commands as a user runs them, in subprocesses: export, info, generate, and the minimal
 // reader under both Deno and Bun.
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { readDmexp, writeDmexp } from "../formats/dmexp.ts";
-import { writeCheckpoint } from "../formats/checkpoint.ts";
-import { PRESETS } from "../model/config.ts";
-import { initParams } from "../model/init.ts";
-import { buildModel } from "../model/qwen3.ts";
-import { floatEngineOf } from "../engines/float.ts";
-import { generateAll } from "../model/generate.ts";
-import { decode, encode } from "../model/tokenizer.ts";
-import { cloneTensors } from "../model/tensor.ts";
-import { disassemble, foreignFile, ROOT, tempDir, withHeader } from "./dmexp-fixtures.ts";
-import { expectSameTensors } from "./helpers/bits.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import { readDmexp, writeDmexp } from "../../formats/dmexp.ts";
+import { writeCheckpoint } from "../../formats/checkpoint.ts";
+import { PRESETS } from "../../model/config.ts";
+import { initParams } from "../../model/init.ts";
+import { buildModel } from "../../model/qwen3.ts";
+import { floatEngineOf } from "../../engines/float.ts";
+import { generateAll } from "../../model/generate.ts";
+import { decode, encode } from "../../model/tokenizer.ts";
+import { cloneTensors } from "../../model/tensor.ts";
+import { disassemble, foreignFile, ROOT, tempDir, withHeader } from "../helpers/dmexp-fixtures.ts";
+import { expectSameTensors } from "../helpers/bits.ts";
 
 type Runtime = "deno" | "bun";
 function sh(runtime: Runtime, script: string, args: string[]) {

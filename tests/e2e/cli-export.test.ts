@@ -1,23 +1,21 @@
 // The main job: with no --format, scripts/export.ts writes every format, and each reads back as the
 // checkpoint's model. And an export as export input: a lossless one gives the checkpoint's own bytes
 // (its name and step kept), a lossy one is refused with the reason.
-import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
-import { PRESETS } from "../model/config.ts";
-import { initParams } from "../model/init.ts";
-import { writeCheckpoint } from "../formats/checkpoint.ts";
-import { readDmexp } from "../formats/dmexp.ts";
-import { exportCheckpoint } from "../formats/export.ts";
-import { hfFormat, importHuggingFace } from "../formats/huggingface.ts";
-import { parseGguf, readGguf } from "../formats/gguf.ts";
-import { readExport } from "../formats/mod.ts";
-import { expectSameBits, expectSameTensors } from "./helpers/bits.ts";
-import { disassemble } from "./dmexp-fixtures.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import { PRESETS } from "../../model/config.ts";
+import { initParams } from "../../model/init.ts";
+import { writeCheckpoint } from "../../formats/checkpoint.ts";
+import { readDmexp } from "../../formats/dmexp.ts";
+import { exportCheckpoint } from "../../formats/export.ts";
+import { hfFormat, importHuggingFace } from "../../formats/huggingface.ts";
+import { parseGguf, readGguf } from "../../formats/gguf.ts";
+import { readExport } from "../../formats/mod.ts";
+import { expectSameBits, expectSameTensors } from "../helpers/bits.ts";
+import { disassemble } from "../helpers/dmexp-fixtures.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "ferry-export-all-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

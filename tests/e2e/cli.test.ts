@@ -3,22 +3,20 @@
 // input is one sentence (formats/io.ts) and exit 1, whichever command opens it; --help exits 0. And
 // info's one layout for every format, its --json, and a header too deep for recursion. (Tests may not
 // import scripts/, so each is asserted through the commands.)
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { execFile } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
-import { exportCheckpoint } from "../formats/export.ts";
-import { formatOf } from "../formats/mod.ts";
-import { writeCheckpoint } from "../formats/checkpoint.ts";
-import { PRESETS } from "../model/config.ts";
-import { initParams } from "../model/init.ts";
-import { FormatError } from "../model/error.ts";
+import { exportCheckpoint } from "../../formats/export.ts";
+import { formatOf } from "../../formats/mod.ts";
+import { writeCheckpoint } from "../../formats/checkpoint.ts";
+import { PRESETS } from "../../model/config.ts";
+import { initParams } from "../../model/init.ts";
+import { FormatError } from "../../model/error.ts";
 
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
-
-const ROOT = join(import.meta.dir, "..");
+const ROOT = join(import.meta.dir, "../..");
 const dir = mkdtempSync(join(tmpdir(), "ferry-cli-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 

@@ -1,13 +1,11 @@
 // The command line on a lut4 export: scripts/generate.ts streams the integer engine's text, greedy and
 // sampled, identically under Deno and Bun; scripts/eval.ts reports its held-out bits per byte as JSON.
-import { expect, setDefaultTimeout, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
-import { defaultLut4 } from "./helpers/lut4-fixture.ts";
+import { defaultLut4 } from "../helpers/lut4-fixture.ts";
 
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
-
-const ROOT = join(import.meta.dir, "..");
+const ROOT = join(import.meta.dir, "../..");
 const run = (rt: string, args: string[]) =>
   spawnSync(rt, rt === "deno" ? ["run", "-A", ...args] : args, { cwd: ROOT, encoding: "utf8" });
 

@@ -7,18 +7,18 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { exportCheckpoint } from "../formats/export.ts";
+import { exportCheckpoint } from "../../formats/export.ts";
 import process from "node:process";
-import { qwen3Folder } from "./helpers/qwen3-folder.ts";
-import { readCheckpoint } from "../formats/checkpoint.ts";
-import { createFloatEngine } from "../engines/float.ts";
-import { evalWindows, loadBrown } from "../model/corpus.ts";
-import { bitsPerByte, profileEngine, scoredWindow, windowBits, windowInputs } from "../measure/metrics.ts";
-import { buildModel, createCache, forward } from "../model/qwen3.ts";
-import type { Tokenizer } from "../model/tokenizer-types.ts";
-import { gapPrompts, scoredBitsPerByte } from "../measure/gap.ts";
+import { qwen3Folder } from "../helpers/qwen3-folder.ts";
+import { readCheckpoint } from "../../formats/checkpoint.ts";
+import { createFloatEngine } from "../../engines/float.ts";
+import { evalWindows, loadBrown } from "../../model/corpus.ts";
+import { bitsPerByte, profileEngine, scoredWindow, windowBits, windowInputs } from "../../measure/metrics.ts";
+import { buildModel, createCache, forward } from "../../model/qwen3.ts";
+import type { Tokenizer } from "../../model/tokenizer-types.ts";
+import { gapPrompts, scoredBitsPerByte } from "../../measure/gap.ts";
 
-setDefaultTimeout(120_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+setDefaultTimeout(120_000); // longer than the preload's minute: see the tests below
 
 test("measure on a Qwen3 folder: f32 exact, bf16 close, lut4 on the integer engine finite", async () => {
   const dir = await qwen3Folder({ peaked: true });

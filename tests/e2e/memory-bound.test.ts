@@ -4,19 +4,17 @@
 // f32, which any reader or writer that held the model at once would need: the folder (and a dmexp file made
 // from it, as export input) is streamed a chunk at a time. Loading that dmexp on the float engine likewise
 // stays below the f32 model: its matrices are packed as they stream.
-import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
-import { makeQwen3Folder } from "./helpers/qwen3-folder.ts";
-import { paramShapes } from "../model/config.ts";
-import { numel } from "../model/tensor.ts";
-import { configFromHfJson } from "../formats/huggingface.ts";
+import { makeQwen3Folder } from "../helpers/qwen3-folder.ts";
+import { paramShapes } from "../../model/config.ts";
+import { numel } from "../../model/tensor.ts";
+import { configFromHfJson } from "../../formats/huggingface.ts";
 import { readFileSync } from "node:fs";
-
-setDefaultTimeout(60_000);
 
 const SHAPE = {
   vocab_size: 151936,
@@ -41,7 +39,7 @@ beforeAll(async () => {
 /** How far a spawned tests/helpers/export-rss.ts run's resident memory grew, in bytes. */
 function rssGrowth(input: string, output: string, format: string): number {
   const r = spawnSync(process.execPath, ["tests/helpers/export-rss.ts", input, output, format], {
-    cwd: new URL("..", import.meta.url).pathname,
+    cwd: new URL("../..", import.meta.url).pathname,
     encoding: "utf8",
     timeout: 50_000,
   });

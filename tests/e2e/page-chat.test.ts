@@ -5,12 +5,10 @@
 // the server's /apply-template and /tokenize where it has them, else by bytes), shows
 // a failed turn's error with Retry, regenerates, edits, copies, keeps conversations across a reload, and
 // falls back to the whole history when the server answers 501 for sessions.
-import { afterAll, afterEach, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
 import type { Browser, BrowserContext, Page } from "playwright-core";
-import type { Listening } from "../serve/listen.ts";
-import { launchBrowser, type ScriptedEngine, scriptedEngine, serveChat } from "./helpers/browser.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import type { Listening } from "../../serve/listen.ts";
+import { launchBrowser, type ScriptedEngine, scriptedEngine, serveChat } from "../helpers/browser.ts";
 
 let browser: Browser, server: Listening, engine: ScriptedEngine;
 /** What the engine answers next; each test sets it. `prompts` holds every prompt the engine saw. */

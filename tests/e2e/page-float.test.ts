@@ -2,18 +2,16 @@
 // export (dmexp, bf16), loaded on its natural engine with a session store beside it, as chat.ts passes
 // one. Where the float engine cannot keep sessions the page must chat anyway, sending the whole
 // history each turn; where it can, the same turns work through them.
-import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Browser } from "playwright-core";
-import { loadEngine } from "../engines/mod.ts";
-import { exportCheckpoint } from "../formats/export.ts";
-import type { Listening } from "../serve/listen.ts";
-import { createSessionStore } from "../serve/session-store.ts";
-import { launchBrowser, serveChat } from "./helpers/browser.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import { loadEngine } from "../../engines/mod.ts";
+import { exportCheckpoint } from "../../formats/export.ts";
+import type { Listening } from "../../serve/listen.ts";
+import { createSessionStore } from "../../serve/session-store.ts";
+import { launchBrowser, serveChat } from "../helpers/browser.ts";
 
 let dir: string, browser: Browser, server: Listening;
 

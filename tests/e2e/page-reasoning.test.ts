@@ -1,16 +1,14 @@
-// The chat page on a model with Qwen3's tokenizer and template (tests/chat-qwen3.test.ts's scripted
+// The chat page on a model with Qwen3's tokenizer and template (tests/serve/chat-qwen3.test.ts's scripted
 // reply over a reduced Qwen3 folder): a reply's think block is shown folded in a <details> above the
 // answer, streamed into it, and the answer alone is in the reply's content.
-import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { Browser } from "playwright-core";
-import { loadEngine } from "../engines/mod.ts";
-import type { Engine, EngineSession } from "../model/engine.ts";
-import type { Listening } from "../serve/listen.ts";
-import { launchBrowser, serveChat } from "./helpers/browser.ts";
-import { qwen3Folder } from "./helpers/qwen3-folder.ts";
-import { qwen3TokenizerFiles } from "./helpers/tokenizer-check.ts";
-
-setDefaultTimeout(60_000);
+import { loadEngine } from "../../engines/mod.ts";
+import type { Engine, EngineSession } from "../../model/engine.ts";
+import type { Listening } from "../../serve/listen.ts";
+import { launchBrowser, serveChat } from "../helpers/browser.ts";
+import { qwen3Folder } from "../helpers/qwen3-folder.ts";
+import { qwen3TokenizerFiles } from "../helpers/tokenizer-check.ts";
 
 let browser: Browser, server: Listening;
 

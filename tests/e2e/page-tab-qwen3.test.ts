@@ -7,21 +7,21 @@ import { afterAll, afterEach, beforeAll, expect, setDefaultTimeout, test } from 
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Browser } from "playwright-core";
-import { floatEngineFromLut4Bytes } from "../engines/float-from-bytes.ts";
-import { intEngineFromBytes } from "../engines/int/from-bytes.ts";
-import { loadEngine } from "../engines/mod.ts";
-import { exportCheckpoint } from "../formats/export.ts";
-import type { Engine } from "../model/engine.ts";
-import { generateAll } from "../model/generate.ts";
-import { createApp } from "../serve/app.ts";
-import { listen, type Listening } from "../serve/listen.ts";
-import { createSessionStore } from "../serve/session-store.ts";
-import { launchBrowser } from "./helpers/browser.ts";
-import { scratchDir } from "./helpers/lut4-fixture.ts";
-import { qwen3Folder } from "./helpers/qwen3-folder.ts";
-import { switchToTab, tabModelSettled } from "./helpers/tab.ts";
+import { floatEngineFromLut4Bytes } from "../../engines/float-from-bytes.ts";
+import { intEngineFromBytes } from "../../engines/int/from-bytes.ts";
+import { loadEngine } from "../../engines/mod.ts";
+import { exportCheckpoint } from "../../formats/export.ts";
+import type { Engine } from "../../model/engine.ts";
+import { generateAll } from "../../model/generate.ts";
+import { createApp } from "../../serve/app.ts";
+import { listen, type Listening } from "../../serve/listen.ts";
+import { createSessionStore } from "../../serve/session-store.ts";
+import { launchBrowser } from "../helpers/browser.ts";
+import { scratchDir } from "../helpers/lut4-fixture.ts";
+import { qwen3Folder } from "../helpers/qwen3-folder.ts";
+import { switchToTab, tabModelSettled } from "../helpers/tab.ts";
 
-setDefaultTimeout(90_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+setDefaultTimeout(90_000); // longer than the preload's minute: see the tests below
 
 let browser: Browser, server: Listening, engine: Engine, lut4: string;
 const pageErrors: string[] = [];

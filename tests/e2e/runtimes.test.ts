@@ -1,10 +1,8 @@
 // Zero build, two runtimes: mod.ts loads unchanged under Deno and Bun, and the float reference gives
 // the same bits on both, on the shipped model over full held-out windows and in greedy decoding.
-import { expect, setDefaultTimeout, test } from "bun:test";
-import { withoutDenoDownloads } from "./helpers/deno.ts";
+import { expect, test } from "bun:test";
+import { withoutDenoDownloads } from "../helpers/deno.ts";
 import { spawnSync } from "node:child_process";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 const TINY = `
 import { buildModel, createCache, forward, initParams, PRESETS } from "./mod.ts";

@@ -1,16 +1,16 @@
-// Run by tests/webgpu.test.ts under Deno: the WebGPU engine against the CPU reference on the default
+// Run by tests/e2e/webgpu.test.ts under Deno: the WebGPU engine against the CPU reference on the default
 // model. Prints one JSON line: the adapter, the largest logit difference, and both engines' greedy
 // continuations, or `skip` with the reason when no adapter can be had at all.
-import { readCheckpoint } from "../formats/checkpoint.ts";
-import { argmax } from "../kernels/cpu.ts";
-import { createFloatEngine } from "../engines/float.ts";
-import { generateAll } from "../model/generate.ts";
-import { GpuUnavailable, openGpu } from "../kernels/webgpu/device.ts";
-import { createWebGpuEngine } from "../engines/webgpu.ts";
-import { buildModel, createCache, forward } from "../model/qwen3.ts";
-import { encode } from "../model/tokenizer.ts";
-import { PRESETS } from "../model/config.ts";
-import { initParams } from "../model/init.ts";
+import { readCheckpoint } from "../../formats/checkpoint.ts";
+import { argmax } from "../../kernels/cpu.ts";
+import { createFloatEngine } from "../../engines/float.ts";
+import { generateAll } from "../../model/generate.ts";
+import { GpuUnavailable, openGpu } from "../../kernels/webgpu/device.ts";
+import { createWebGpuEngine } from "../../engines/webgpu.ts";
+import { buildModel, createCache, forward } from "../../model/qwen3.ts";
+import { encode } from "../../model/tokenizer.ts";
+import { PRESETS } from "../../model/config.ts";
+import { initParams } from "../../model/init.ts";
 
 export const PROMPTS = [
   "The jury said",
@@ -23,6 +23,9 @@ export const PROMPTS = [
   "When the",
 ];
 const STEPS = 64;
+// The test compares the first two prompts' continuations; `--prompts 8` (run by hand) compares all eight.
+const promptsArg = Deno.args.indexOf("--prompts");
+const COMPARED = PROMPTS.slice(0, promptsArg >= 0 ? Number(Deno.args[promptsArg + 1]) : 2);
 
 let gpu;
 try {
@@ -50,7 +53,7 @@ const compare = (a: Float32Array, b: Float32Array) => {
   }
 };
 const gpuTexts: number[][] = [], cpuTexts: number[][] = [];
-for (const prompt of PROMPTS) {
+for (const prompt of COMPARED) {
   const ids = encode(prompt, { bos: true });
   const s = engine.start(), cache = createCache(model);
   compare(await s.feed(ids, "all"), forward(model, cache, ids));

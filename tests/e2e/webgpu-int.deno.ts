@@ -1,14 +1,14 @@
-// Run by tests/webgpu-int.test.ts under Deno: the WGSL lut4 kernel against the CPU integer kernel
+// Run by tests/e2e/webgpu-int.test.ts under Deno: the WGSL lut4 kernel against the CPU integer kernel
 // (kernels/int/gemv.ts), bit for bit, on random matrices of many shapes and exponents, on inputs that
 // drive every rounding and saturation path, and on every lut4 matrix of the default model.
 // Prints one JSON line: counts and the first mismatch, or `skip` with the reason when there is no adapter.
-import { activationTables, gemv, type LutMatrix, prepareMatrix } from "../kernels/int/gemv.ts";
-import { readCheckpoint } from "../formats/checkpoint.ts";
-import { lut4Format, readLut4 } from "../formats/lut4.ts";
-import { tensorSource } from "../model/tensor.ts";
-import { GpuUnavailable, openGpu } from "../kernels/webgpu/device.ts";
-import { gpuLut4 } from "./helpers/webgpu-lut4.ts";
-import { createRng } from "../model/random.ts";
+import { activationTables, gemv, type LutMatrix, prepareMatrix } from "../../kernels/int/gemv.ts";
+import { readCheckpoint } from "../../formats/checkpoint.ts";
+import { lut4Format, readLut4 } from "../../formats/lut4.ts";
+import { tensorSource } from "../../model/tensor.ts";
+import { GpuUnavailable, openGpu } from "../../kernels/webgpu/device.ts";
+import { gpuLut4 } from "../helpers/webgpu-lut4.ts";
+import { createRng } from "../../model/random.ts";
 
 let gpu;
 try {

@@ -1,13 +1,11 @@
 // The lut4 projection in WGSL: bit for bit the CPU integer kernel (run under Deno), and audited to hold
 // no multiply, divide or float in its source.
-import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { auditWgsl } from "./helpers/wgsl-audit.ts";
-import { LUT4_WGSL } from "./helpers/webgpu-lut4.ts";
-import { GEMV } from "../kernels/webgpu/wgsl.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import { auditWgsl } from "../helpers/wgsl-audit.ts";
+import { LUT4_WGSL } from "../helpers/webgpu-lut4.ts";
+import { GEMV } from "../../kernels/webgpu/wgsl.ts";
 
 describe("WGSL integer audit", () => {
   test("tests/helpers/webgpu-lut4.wgsl has no multiply, divide, remainder or float", () => {
@@ -41,11 +39,11 @@ describe("WGSL integer audit", () => {
 test(
   "the WGSL lut4 kernel equals kernels/int/gemv.ts bit for bit, on every lut4 matrix of the default model",
   () => {
-    const r = spawnSync("deno", ["run", "-A", "tests/webgpu-int.deno.ts"], {
+    const r = spawnSync("deno", ["run", "-A", "tests/e2e/webgpu-int.deno.ts"], {
       encoding: "utf8",
       timeout: 240_000,
     });
-    if (r.status !== 0) throw new Error(`tests/webgpu-int.deno.ts failed (${r.status}):\n${r.stderr}`);
+    if (r.status !== 0) throw new Error(`tests/e2e/webgpu-int.deno.ts failed (${r.status}):\n${r.stderr}`);
     const out = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
     if (out.skip) {
       console.warn(`webgpu integer test skipped: ${out.skip}`);

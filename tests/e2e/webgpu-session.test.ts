@@ -1,17 +1,15 @@
-// WebGPU sessions (Deno; tests/webgpu-session.deno.ts): save, restore and fork mid-conversation
+// WebGPU sessions (Deno; tests/e2e/webgpu-session.deno.ts): save, restore and fork mid-conversation
 // continue bit for bit (tokens and logits), after a one-chunk and a multi-chunk prompt; a float-engine
 // or tampered session is refused; logprobs are the f64 log-softmax; the GPU's argmax and sampling never
 // pick BOS. They skip only when Deno can get no adapter at all, and say why.
-import { expect, setDefaultTimeout, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
-import { BOS } from "../model/tokenizer.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import { BOS } from "../../model/tokenizer.ts";
 
 let result: any;
 const get = () => {
   if (result) return result;
-  const r = spawnSync("deno", ["run", "-A", "tests/webgpu-session.deno.ts"], {
+  const r = spawnSync("deno", ["run", "-A", "tests/e2e/webgpu-session.deno.ts"], {
     encoding: "utf8",
     timeout: 240_000,
   });

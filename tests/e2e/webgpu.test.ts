@@ -1,16 +1,14 @@
 // The WebGPU engine (Deno) against the CPU reference on the default model: logits within a measured
 // bound and identical greedy continuations. They skip only when Deno can get no adapter at all (on a
 // machine without a GPU, `.ci/run` installs lavapipe so they run), and say why.
-import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
-import { exportCheckpoint } from "../formats/export.ts";
-import { GpuUnavailable, openGpu } from "../kernels/webgpu/device.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import { exportCheckpoint } from "../../formats/export.ts";
+import { GpuUnavailable, openGpu } from "../../kernels/webgpu/device.ts";
 
 /** Largest |logit difference| allowed. Measured 1.5e-5 on lavapipe (logits up to ~20); f32 sums differ. */
 const LOGIT_BOUND = 1e-4;
@@ -44,9 +42,9 @@ test("under Deno with no adapter the device factory names the fix", () => {
 
 describe("WebGPU float engine on the default model", () => {
   let result: any;
-  const get = () => result ??= deno("tests/webgpu-float.deno.ts");
+  const get = () => result ??= deno("tests/e2e/webgpu-float.deno.ts");
 
-  test("logits match the CPU engine within the bound; 8 greedy 64-token continuations are identical", () => {
+  test("logits match the CPU engine within the bound; 2 greedy 64-token continuations are identical", () => {
     const r = get();
     if (r.skip) {
       console.warn(`webgpu tests skipped: ${r.skip}`);
@@ -55,8 +53,8 @@ describe("WebGPU float engine on the default model", () => {
     console.log(`adapter: ${r.adapter}${r.fallback ? " (software)" : ""}; max |logit diff| ${r.maxDiff}`);
     expect(r.maxLogit).toBeGreaterThan(1);
     expect(r.maxDiff).toBeLessThanOrEqual(LOGIT_BOUND);
-    expect(r.gpuTexts.length).toBe(8);
-    for (let i = 0; i < 8; i++) {
+    expect(r.gpuTexts.length).toBe(2);
+    for (let i = 0; i < 2; i++) {
       expect(r.gpuTexts[i].length).toBe(64);
       expect(r.gpuTexts[i]).toEqual(r.cpuTexts[i]);
     }

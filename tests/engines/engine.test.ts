@@ -3,31 +3,30 @@
 // model's exact logits and text, the one sampling contract on every engine, the integer engine on a
 // float export giving the lut4 export's bits, the loader's refusals, and every engine loading the
 // shipped model on every runtime it claims.
-import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, describe, expect, test } from "bun:test";
+import { crossProcessTest } from "../helpers/fast.ts";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { withoutDenoDownloads } from "./helpers/deno.ts";
-import { formatOf, FORMATS, readExport } from "../formats/mod.ts";
-import type { FormatDescriptor } from "../formats/format.ts";
-import { lut4Format } from "../formats/lut4.ts";
-import { writeCheckpoint } from "../formats/checkpoint.ts";
-import { FormatError } from "../model/error.ts";
-import { type ModelConfig, PRESETS } from "../model/config.ts";
-import type { Engine } from "../model/engine.ts";
-import { initParams } from "../model/init.ts";
-import { createRng } from "../model/random.ts";
-import { neverSampled, pickToken } from "../model/sample.ts";
-import { checkSampling, SamplingError } from "../model/sampling.ts";
-import { type Tensor, tensorSource } from "../model/tensor.ts";
-import { buildModel, createCache, forward, type Model } from "../model/qwen3.ts";
-import { createFloatEngine } from "../engines/float.ts";
-import { generateAll, type GenerateOptions, generateTokens } from "../model/generate.ts";
-import { encode, EOS } from "../model/tokenizer.ts";
-import { DEFAULT_ENGINE, engineKinds, ENGINES, loadEngine, type Runtime } from "../engines/mod.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import { withoutDenoDownloads } from "../helpers/deno.ts";
+import { formatOf, FORMATS, readExport } from "../../formats/mod.ts";
+import type { FormatDescriptor } from "../../formats/format.ts";
+import { lut4Format } from "../../formats/lut4.ts";
+import { writeCheckpoint } from "../../formats/checkpoint.ts";
+import { FormatError } from "../../model/error.ts";
+import { type ModelConfig, PRESETS } from "../../model/config.ts";
+import type { Engine } from "../../model/engine.ts";
+import { initParams } from "../../model/init.ts";
+import { createRng } from "../../model/random.ts";
+import { neverSampled, pickToken } from "../../model/sample.ts";
+import { checkSampling, SamplingError } from "../../model/sampling.ts";
+import { type Tensor, tensorSource } from "../../model/tensor.ts";
+import { buildModel, createCache, forward, type Model } from "../../model/qwen3.ts";
+import { createFloatEngine } from "../../engines/float.ts";
+import { generateAll, type GenerateOptions, generateTokens } from "../../model/generate.ts";
+import { encode, EOS } from "../../model/tokenizer.ts";
+import { DEFAULT_ENGINE, engineKinds, ENGINES, loadEngine, type Runtime } from "../../engines/mod.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "ferry-engine-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -363,42 +362,46 @@ try {
 }
 `;
 
-test("every engine of the table loads the shipped model's exports on every runtime it claims", () => {
-  const runs: Record<Runtime, string[]> = {
-    deno: ["deno", "eval", "--ext=ts", SHIPPED],
-    bun: ["bun", "--eval", SHIPPED],
-  };
-  const rows: {
-    runtime: Runtime;
-    kind: string;
-    format: string;
-    out?: number[];
-    skip?: string;
-    error?: string;
-  }[] = [];
-  for (const [runtime, [exe, ...args]] of Object.entries(runs)) {
-    const r = spawnSync(exe, args, { encoding: "utf8", timeout: 240_000 });
-    expect(`${runtime}: ${r.status} ${withoutDenoDownloads(r.stderr)}`).toBe(`${runtime}: 0 `);
-    rows.push(...r.stdout.trim().split("\n").map((l) => JSON.parse(l)));
-  }
-  for (const [kind, entry] of Object.entries(ENGINES)) {
-    for (const runtime of entry.runtimes) {
-      for (const format of ["dmexp", "lut4"]) {
-        const row = rows.find((r) => r.runtime === runtime && r.kind === kind && r.format === format);
-        expect(row?.error).toBeUndefined();
-        if (row?.skip) {
-          console.warn(`${kind} on ${runtime} skipped: ${row.skip}`);
-          continue;
+crossProcessTest(
+  "every engine of the table loads the shipped model's exports on every runtime it claims",
+  () => {
+    const runs: Record<Runtime, string[]> = {
+      deno: ["deno", "eval", "--ext=ts", SHIPPED],
+      bun: ["bun", "--eval", SHIPPED],
+    };
+    const rows: {
+      runtime: Runtime;
+      kind: string;
+      format: string;
+      out?: number[];
+      skip?: string;
+      error?: string;
+    }[] = [];
+    for (const [runtime, [exe, ...args]] of Object.entries(runs)) {
+      const r = spawnSync(exe, args, { encoding: "utf8", timeout: 240_000 });
+      expect(`${runtime}: ${r.status} ${withoutDenoDownloads(r.stderr)}`).toBe(`${runtime}: 0 `);
+      rows.push(...r.stdout.trim().split("\n").map((l) => JSON.parse(l)));
+    }
+    for (const [kind, entry] of Object.entries(ENGINES)) {
+      for (const runtime of entry.runtimes) {
+        for (const format of ["dmexp", "lut4"]) {
+          const row = rows.find((r) => r.runtime === runtime && r.kind === kind && r.format === format);
+          expect(row?.error).toBeUndefined();
+          if (row?.skip) {
+            console.warn(`${kind} on ${runtime} skipped: ${row.skip}`);
+            continue;
+          }
+          expect(`${kind} ${runtime} ${format} ${row?.out?.length}`).toBe(`${kind} ${runtime} ${format} 16`);
         }
-        expect(`${kind} ${runtime} ${format} ${row?.out?.length}`).toBe(`${kind} ${runtime} ${format} 16`);
       }
     }
-  }
-  const out = (kind: string, format: string, runtime: Runtime = "bun") =>
-    rows.find((r) => r.runtime === runtime && r.kind === kind && r.format === format)!.out;
-  expect(out("int", "dmexp")).toEqual(out("int", "lut4")); // quantized on load = the lut4 export
-  expect(out("int", "dmexp", "deno")).toEqual(out("int", "dmexp"));
-  expect(out("float", "dmexp", "deno")).toEqual(out("float", "dmexp"));
-  const gpu = out("webgpu", "dmexp", "deno");
-  if (gpu) expect(gpu).toEqual(out("float", "dmexp")); // where Deno has an adapter
-}, 300_000);
+    const out = (kind: string, format: string, runtime: Runtime = "bun") =>
+      rows.find((r) => r.runtime === runtime && r.kind === kind && r.format === format)!.out;
+    expect(out("int", "dmexp")).toEqual(out("int", "lut4")); // quantized on load = the lut4 export
+    expect(out("int", "dmexp", "deno")).toEqual(out("int", "dmexp"));
+    expect(out("float", "dmexp", "deno")).toEqual(out("float", "dmexp"));
+    const gpu = out("webgpu", "dmexp", "deno");
+    if (gpu) expect(gpu).toEqual(out("float", "dmexp")); // where Deno has an adapter
+  },
+  300_000,
+);

@@ -1,17 +1,15 @@
 // The chat server on the float engine (the issue: the page always sends save_session, and the float
 // engine answered 501 sessions_unavailable): a saved session continues with the exact tokens of an
 // uninterrupted run, a chat's next turn continues from its session, and a session survives download
-// and upload. The server's own session tests run on the integer engine (tests/chat-api.test.ts).
-import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+// and upload. The server's own session tests run on the integer engine (tests/serve/chat-api.test.ts).
+import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { exportCheckpoint } from "../formats/export.ts";
-import { loadEngine } from "../engines/mod.ts";
-import { createApp } from "../serve/app.ts";
-import { createSessionStore } from "../serve/session-store.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import { exportCheckpoint } from "../../formats/export.ts";
+import { loadEngine } from "../../engines/mod.ts";
+import { createApp } from "../../serve/app.ts";
+import { createSessionStore } from "../../serve/session-store.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "ferry-float-chat-"));
 let app: ReturnType<typeof createApp>;

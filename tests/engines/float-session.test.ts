@@ -2,21 +2,20 @@
 // restore in a fresh process, M more equal one uninterrupted run of N + M — tokens and logits bit for
 // bit — on Bun and Deno, with byte-identical files; refusals name the field (tampered, another model,
 // another engine, an integer session); a fork continues exactly as its original, independently.
-import { expect, setDefaultTimeout, test } from "bun:test";
+import { expect, test } from "bun:test";
+import { crossProcessTest } from "../helpers/fast.ts";
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { crc32 } from "node:zlib";
 import { join } from "node:path";
-import { CHECKPOINT, defaultLut4, scratchDir } from "./helpers/lut4-fixture.ts";
-import { createFloatEngine } from "../engines/float.ts";
-import { loadIntEngine } from "../engines/int/engine.ts";
-import { readCheckpoint } from "../formats/checkpoint.ts";
-import { FLOAT_SESSION_PREFIX, floatModelDigest } from "../formats/session.ts";
-import type { EngineSession } from "../model/engine.ts";
+import { CHECKPOINT, defaultLut4, scratchDir } from "../helpers/lut4-fixture.ts";
+import { createFloatEngine } from "../../engines/float.ts";
+import { loadIntEngine } from "../../engines/int/engine.ts";
+import { readCheckpoint } from "../../formats/checkpoint.ts";
+import { FLOAT_SESSION_PREFIX, floatModelDigest } from "../../formats/session.ts";
+import type { EngineSession } from "../../model/engine.ts";
 
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
-
-const ROOT = join(import.meta.dir, "..");
+const ROOT = join(import.meta.dir, "../..");
 const N = 12, M = 10;
 
 /** `first` (prompt, N tokens, save), `rest` (restore, M), `whole` (N + M): tokens and a logits digest. */
@@ -51,7 +50,7 @@ function runIn(runtime: string, code: string) {
   return JSON.parse(r.stdout.trim().split("\n").at(-1)!);
 }
 
-test(
+crossProcessTest(
   "float engine: save after N, restore in a fresh process, M more = N + M uninterrupted; Deno and Bun agree",
   () => {
     const dir = scratchDir(), files: Record<string, string> = {}, runs: Record<string, unknown> = {};

@@ -3,25 +3,24 @@
 // whose head_dim is not hidden / heads, with f32 and with bf16 weights; it keeps each matrix once (its
 // retained bytes are one packed layout's size) and none of the tensors it was given; its KV cache holds
 // the context asked for, and feeding past it is refused; Deno's workers give Bun's bits.
-import { expect, setDefaultTimeout, test } from "bun:test";
+import { expect, test } from "bun:test";
+import { crossProcessTest } from "../helpers/fast.ts";
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { CHECKPOINT } from "./helpers/lut4-fixture.ts";
-import { createFloatEngine, defaultContext, floatEngineMemory } from "../engines/float.ts";
-import { instantiatePacked, productShare } from "../kernels/wasm/packed.ts";
-import { wasmKernels } from "../kernels/wasm/kernels.ts";
-import { readCheckpoint } from "../formats/checkpoint.ts";
-import { type ModelConfig, paramShapes } from "../model/config.ts";
-import type { Engine } from "../model/engine.ts";
-import { createRng } from "../model/random.ts";
-import type { Tensor } from "../model/tensor.ts";
+import { CHECKPOINT } from "../helpers/lut4-fixture.ts";
+import { createFloatEngine, defaultContext, floatEngineMemory } from "../../engines/float.ts";
+import { instantiatePacked, productShare } from "../../kernels/wasm/packed.ts";
+import { wasmKernels } from "../../kernels/wasm/kernels.ts";
+import { readCheckpoint } from "../../formats/checkpoint.ts";
+import { type ModelConfig, paramShapes } from "../../model/config.ts";
+import type { Engine } from "../../model/engine.ts";
+import { createRng } from "../../model/random.ts";
+import type { Tensor } from "../../model/tensor.ts";
 
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
-
-const ROOT = join(import.meta.dir, "..");
+const ROOT = join(import.meta.dir, "../..");
 const run = await readCheckpoint(CHECKPOINT, { sections: ["model"] });
 const PROMPT = [256, 84, 104, 101, 32, 106, 117, 114, 121];
 
@@ -156,7 +155,7 @@ test("the KV cache holds the context asked for (default min(max_position_embeddi
   );
 });
 
-test("under Deno, the workers give Bun's bits", async () => {
+crossProcessTest("under Deno, the workers give Bun's bits", async () => {
   const code = `
 import { createHash } from "node:crypto";
 import { readCheckpoint } from "${ROOT}/formats/checkpoint.ts";
@@ -189,8 +188,10 @@ main();
   }
 });
 
-test("the WebGPU engine allocates its KV cache for the context asked for, and refuses past it (Deno)", () => {
-  const code = `
+crossProcessTest(
+  "the WebGPU engine allocates its KV cache for the context asked for, and refuses past it (Deno)",
+  () => {
+    const code = `
 import { readCheckpoint } from "${ROOT}/formats/checkpoint.ts";
 import { GpuUnavailable, openGpu } from "${ROOT}/kernels/webgpu/device.ts";
 import { createWebGpuEngine } from "${ROOT}/engines/webgpu.ts";
@@ -207,17 +208,18 @@ const refused = await s.feed([65]).then(() => "fed", (e) => e.message);
 const fallback = (await createWebGpuEngine(run.config, run.model, "m", { gpu })).context;
 console.log(JSON.stringify({ context: engine.context, refused, fallback }));
 `;
-  const r = spawnSync("deno", ["eval", "--ext=ts", "--unstable-webgpu", code], {
-    encoding: "utf8",
-    cwd: ROOT,
-  });
-  if (r.status !== 0) throw new Error(`deno failed: ${r.stderr}`);
-  const got = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
-  if (got.skip) return console.log(`skipped: ${got.skip}`);
-  expect(got.context).toBe(16);
-  expect(got.refused).toMatch(/context full: 16 \+ 1 positions exceed the cache's 16/);
-  expect(got.fallback).toBe(Math.min(run.config.max_position_embeddings, 4096));
-});
+    const r = spawnSync("deno", ["eval", "--ext=ts", "--unstable-webgpu", code], {
+      encoding: "utf8",
+      cwd: ROOT,
+    });
+    if (r.status !== 0) throw new Error(`deno failed: ${r.stderr}`);
+    const got = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
+    if (got.skip) return console.log(`skipped: ${got.skip}`);
+    expect(got.context).toBe(16);
+    expect(got.refused).toMatch(/context full: 16 \+ 1 positions exceed the cache's 16/);
+    expect(got.fallback).toBe(Math.min(run.config.max_position_embeddings, 4096));
+  },
+);
 
 test("without shared memory (a page not cross-origin isolated) the packed module runs on a plain one", () => {
   const memory = new WebAssembly.Memory({ initial: 2, maximum: 16 });

@@ -1,23 +1,21 @@
 // The integer engine on the shipped model: checked mode (every written bound asserted) over held-out
 // windows, bits per byte within a hair of the float model on the same weights, prefill equal to
 // decode, the sampler's rules, and refusals before any state changes.
-import { expect, setDefaultTimeout, test } from "bun:test";
-import { defaultLut4 } from "./helpers/lut4-fixture.ts";
-import { dequantizeLut4, readLut4 } from "../formats/lut4.ts";
-import { checked } from "../kernels/int/check.ts";
-import { evalWindows, loadBrown } from "../model/corpus.ts";
-import { bitsPerByte, windowBits, windowInputs } from "../measure/metrics.ts";
-import { buildModel } from "../model/qwen3.ts";
-import { encode } from "../model/tokenizer.ts";
-import { intEngineFromFile, toIntSampling } from "../engines/int/engine.ts";
-import { greedy } from "../engines/int/sampler.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import { expect, test } from "bun:test";
+import { defaultLut4 } from "../helpers/lut4-fixture.ts";
+import { dequantizeLut4, readLut4 } from "../../formats/lut4.ts";
+import { checked } from "../../kernels/int/check.ts";
+import { evalWindows, loadBrown } from "../../model/corpus.ts";
+import { bitsPerByte, windowBits, windowInputs } from "../../measure/metrics.ts";
+import { buildModel } from "../../model/qwen3.ts";
+import { encode } from "../../model/tokenizer.ts";
+import { intEngineFromFile, toIntSampling } from "../../engines/int/engine.ts";
+import { greedy } from "../../engines/int/sampler.ts";
 
 test("checked mode holds every bound on held-out windows; the engine adds < 1e-3 bits per byte", async () => {
   const file = await readLut4(await defaultLut4());
   // The TypeScript kernels assert each bound where it arises (the SIMD ones report saturation counts per
-  // call instead; tests/int-lut.test.ts shows both give the same integers, in checked mode).
+  // call instead; tests/kernels/int-lut.test.ts shows both give the same integers, in checked mode).
   const engine = intEngineFromFile(file, { simd: false });
   const { heldOut } = await loadBrown();
   const windows = evalWindows(heldOut, 2);

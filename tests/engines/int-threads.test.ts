@@ -3,16 +3,15 @@
 // model's small ones, so that the split is exercised); batched prefill gives the same state as feeding
 // one token at a time; picking and feeding on the generate path make no float; the KV cache is sized to
 // the context asked for; and the same holds under Deno (a child process).
-import { expect, setDefaultTimeout, test } from "bun:test";
+import { expect, test } from "bun:test";
+import { crossProcessTest } from "../helpers/fast.ts";
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
-import { defaultLut4 } from "./helpers/lut4-fixture.ts";
-import { readLut4 } from "../formats/lut4.ts";
-import type { Engine, SamplingOptions } from "../model/engine.ts";
-import { encode } from "../model/tokenizer.ts";
-import { DEFAULT_CONTEXT, intEngineFromFile, openIntEngine } from "../engines/int/engine.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import { defaultLut4 } from "../helpers/lut4-fixture.ts";
+import { readLut4 } from "../../formats/lut4.ts";
+import type { Engine, SamplingOptions } from "../../model/engine.ts";
+import { encode } from "../../model/tokenizer.ts";
+import { DEFAULT_CONTEXT, intEngineFromFile, openIntEngine } from "../../engines/int/engine.ts";
 
 const PROMPT = "The jury said that the city had";
 const SAMPLED: SamplingOptions = { temperature: 0.9, topK: 40, minP: 0.02 };
@@ -145,9 +144,11 @@ test("the KV cache is sized to the context asked for; sessions move between cont
   await expect(openIntEngine(file, { threads: 0 })).rejects.toThrow(/threads/);
 });
 
-test("under Deno: 2 threads give the same tokens as 1 (workers on node:worker_threads)", async () => {
-  const lut = await defaultLut4();
-  const script = `
+crossProcessTest(
+  "under Deno: 2 threads give the same tokens as 1 (workers on node:worker_threads)",
+  async () => {
+    const lut = await defaultLut4();
+    const script = `
     import { readLut4 } from "./formats/lut4.ts";
     import { openIntEngine } from "./engines/int/engine.ts";
     import { encode } from "./model/tokenizer.ts";
@@ -162,12 +163,17 @@ test("under Deno: 2 threads give the same tokens as 1 (workers on node:worker_th
       out.push(ids.join(","));
     }
     console.log(JSON.stringify(out));`;
-  const root = join(import.meta.dir, "..");
-  const r = spawnSync("deno", ["eval", "--ext=ts", script], { cwd: root, encoding: "utf8", timeout: 50_000 });
-  expect(r.stderr).not.toMatch(/error/i);
-  const [one, two] = JSON.parse(r.stdout.trim().split("\n").pop()!);
-  expect(two).toBe(one);
-  // The first half of `run` is greedy too: Deno's tokens are Bun's.
-  const bun = await run(intEngineFromFile(await readLut4(lut)), 24);
-  expect(one.split(",").slice(0, 12)).toEqual(bun.tokens.slice(0, 12).map(String));
-});
+    const root = join(import.meta.dir, "../..");
+    const r = spawnSync("deno", ["eval", "--ext=ts", script], {
+      cwd: root,
+      encoding: "utf8",
+      timeout: 50_000,
+    });
+    expect(r.stderr).not.toMatch(/error/i);
+    const [one, two] = JSON.parse(r.stdout.trim().split("\n").pop()!);
+    expect(two).toBe(one);
+    // The first half of `run` is greedy too: Deno's tokens are Bun's.
+    const bun = await run(intEngineFromFile(await readLut4(lut)), 24);
+    expect(one.split(",").slice(0, 12)).toEqual(bun.tokens.slice(0, 12).map(String));
+  },
+);

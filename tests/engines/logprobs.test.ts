@@ -1,19 +1,17 @@
-// EngineSession.logprobs on the float and integer engines (WebGPU: tests/webgpu-session.test.ts): the
+// EngineSession.logprobs on the float and integer engines (WebGPU: tests/e2e/webgpu-session.test.ts): the
 // float engine's equal an independent f64 log-softmax; the integer engine's are its own integers at
 // 2^-16 nats, its normaliser the exp table's inverse of the sampler's masses, so they match its own
 // sampler's distribution; both sum (exp) to 1 over the vocabulary, and the top list is ordered.
-import { expect, setDefaultTimeout, test } from "bun:test";
-import { CHECKPOINT, defaultLut4 } from "./helpers/lut4-fixture.ts";
-import { createFloatEngine } from "../engines/float.ts";
-import { loadIntEngine } from "../engines/int/engine.ts";
-import { intLogprobs, logNormaliser } from "../engines/int/logprobs.ts";
-import { buildIntModel } from "../engines/int/model.ts";
-import { readCheckpoint } from "../formats/checkpoint.ts";
-import { readLut4 } from "../formats/lut4.ts";
-import type { TokenLogprobs } from "../model/engine.ts";
-import { expNeg } from "../kernels/int/tables.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import { expect, test } from "bun:test";
+import { CHECKPOINT, defaultLut4 } from "../helpers/lut4-fixture.ts";
+import { createFloatEngine } from "../../engines/float.ts";
+import { loadIntEngine } from "../../engines/int/engine.ts";
+import { intLogprobs, logNormaliser } from "../../engines/int/logprobs.ts";
+import { buildIntModel } from "../../engines/int/model.ts";
+import { readCheckpoint } from "../../formats/checkpoint.ts";
+import { readLut4 } from "../../formats/lut4.ts";
+import type { TokenLogprobs } from "../../model/engine.ts";
+import { expNeg } from "../../kernels/int/tables.ts";
 
 const PROMPT = [256, 84, 104, 101, 32, 106, 117, 114, 121];
 const all = (V: number) => Array.from({ length: V }, (_, i) => i);

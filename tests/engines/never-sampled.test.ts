@@ -2,25 +2,23 @@
 // definition itself, both samplers on logits whose argmax is BOS, every engine on a model whose argmax
 // is always BOS, and the reproduction on the shipped lut4 export (seed 23, temperature 2,
 // 64 tokens: the integer engine sampled BOS before).
-import { expect, setDefaultTimeout, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { join } from "node:path";
-import { FORCED_CONFIG, forcedBosTensors } from "./helpers/forced-bos.ts";
-import { defaultLut4, scratchDir } from "./helpers/lut4-fixture.ts";
-import { createFloatEngine } from "../engines/float.ts";
-import { loadIntEngine, toIntSampling } from "../engines/int/engine.ts";
-import { buildIntModel } from "../engines/int/model.ts";
-import { sample, samplerScratch, seedRng } from "../engines/int/sampler.ts";
-import { lut4Format, readLut4 } from "../formats/lut4.ts";
-import { PRESETS } from "../model/config.ts";
-import type { Engine } from "../model/engine.ts";
-import { generateAll } from "../model/generate.ts";
-import { createRng } from "../model/random.ts";
-import { BYTE_SPECIALS, neverSampled, pickToken } from "../model/sample.ts";
-import { checkSampling, GREEDY } from "../model/sampling.ts";
-import { tensorSource } from "../model/tensor.ts";
-import { BOS, encode, EOS } from "../model/tokenizer.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import { FORCED_CONFIG, forcedBosTensors } from "../helpers/forced-bos.ts";
+import { defaultLut4, scratchDir } from "../helpers/lut4-fixture.ts";
+import { createFloatEngine } from "../../engines/float.ts";
+import { loadIntEngine, toIntSampling } from "../../engines/int/engine.ts";
+import { buildIntModel } from "../../engines/int/model.ts";
+import { sample, samplerScratch, seedRng } from "../../engines/int/sampler.ts";
+import { lut4Format, readLut4 } from "../../formats/lut4.ts";
+import { PRESETS } from "../../model/config.ts";
+import type { Engine } from "../../model/engine.ts";
+import { generateAll } from "../../model/generate.ts";
+import { createRng } from "../../model/random.ts";
+import { BYTE_SPECIALS, neverSampled, pickToken } from "../../model/sample.ts";
+import { checkSampling, GREEDY } from "../../model/sampling.ts";
+import { tensorSource } from "../../model/tensor.ts";
+import { BOS, encode, EOS } from "../../model/tokenizer.ts";
 
 const marked = (m: Uint8Array) => [...m.keys()].filter((i) => m[i]);
 

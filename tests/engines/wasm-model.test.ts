@@ -2,21 +2,20 @@
 // within a stated bound of the JavaScript reference's and its greedy continuations are identical,
 // two models on the two kernel sets in one process do not disturb each other, and the trainer on the
 // fast kernels gives the same bits on Bun and Deno.
-import { expect, setDefaultTimeout, test } from "bun:test";
+import { expect, test } from "bun:test";
+import { crossProcessTest } from "../helpers/fast.ts";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { readCheckpoint } from "../formats/checkpoint.ts";
-import { kernelSet } from "../kernels/kernels.ts";
-import { evalWindows, loadBrown } from "../model/corpus.ts";
-import { compareLogits, windowLogits } from "../measure/metrics.ts";
-import { buildModel, type Model } from "../model/qwen3.ts";
-import { floatEngineOf } from "../engines/float.ts";
-import { generateAll } from "../model/generate.ts";
-import { encode } from "../model/tokenizer.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import { readCheckpoint } from "../../formats/checkpoint.ts";
+import { kernelSet } from "../../kernels/kernels.ts";
+import { evalWindows, loadBrown } from "../../model/corpus.ts";
+import { compareLogits, windowLogits } from "../../measure/metrics.ts";
+import { buildModel, type Model } from "../../model/qwen3.ts";
+import { floatEngineOf } from "../../engines/float.ts";
+import { generateAll } from "../../model/generate.ts";
+import { encode } from "../../model/tokenizer.ts";
 
 /** The prompts of scripts/measure.ts (a CLI, so not importable). */
 const PROMPTS = [
@@ -93,56 +92,60 @@ test("two models on different kernel sets in one process: interleaved, each give
   expect(ref0).not.toBe(wasm0); // each model runs on its own set: the two differ on the same window
 });
 
-test("trainer on the wasm kernels: the first steps give the same bits on Bun and Deno", async () => {
-  const dir = mkdtempSync(join(tmpdir(), "ferry-wasm-train-"));
-  try {
-    const args = (out: string, kernels: string) => [
-      "scripts/train.ts",
-      "--out",
-      join(dir, out),
-      "--preset",
-      "default",
-      "--seq",
-      "32",
-      "--batch",
-      "2",
-      "--steps",
-      "3",
-      "--warmup",
-      "2",
-      "--save-every",
-      "3",
-      "--eval-every",
-      "3",
-      "--kernels",
-      kernels,
-    ];
-    const bun = spawnSync("bun", args("bun.ckpt", "wasm"), { encoding: "utf8" });
-    const deno = spawnSync("deno", ["run", "-A", ...args("deno.ckpt", "wasm")], { encoding: "utf8" });
-    const ref = spawnSync("bun", args("ref.ckpt", "ref"), { encoding: "utf8" });
-    for (const r of [bun, deno, ref]) expect(r.stderr).not.toContain("error");
-    expect([bun.status, deno.status, ref.status]).toEqual([0, 0, 0]);
-    const [b, d, r] = await Promise.all(
-      ["bun", "deno", "ref"].map((n) => readCheckpoint(join(dir, `${n}.ckpt`))),
-    );
-    const bits = (ck: typeof b) =>
-      [...ck.model, ...ck.ema!, ...ck.adam!.m, ...ck.adam!.v].map((t) =>
-        Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength).toString("base64")
+crossProcessTest(
+  "trainer on the wasm kernels: the first steps give the same bits on Bun and Deno",
+  async () => {
+    const dir = mkdtempSync(join(tmpdir(), "ferry-wasm-train-"));
+    try {
+      const args = (out: string, kernels: string) => [
+        "scripts/train.ts",
+        "--out",
+        join(dir, out),
+        "--preset",
+        "default",
+        "--seq",
+        "32",
+        "--batch",
+        "2",
+        "--steps",
+        "3",
+        "--warmup",
+        "2",
+        "--save-every",
+        "3",
+        "--eval-every",
+        "3",
+        "--kernels",
+        kernels,
+      ];
+      const bun = spawnSync("bun", args("bun.ckpt", "wasm"), { encoding: "utf8" });
+      const deno = spawnSync("deno", ["run", "-A", ...args("deno.ckpt", "wasm")], { encoding: "utf8" });
+      const ref = spawnSync("bun", args("ref.ckpt", "ref"), { encoding: "utf8" });
+      for (const r of [bun, deno, ref]) expect(r.stderr).not.toContain("error");
+      expect([bun.status, deno.status, ref.status]).toEqual([0, 0, 0]);
+      const [b, d, r] = await Promise.all(
+        ["bun", "deno", "ref"].map((n) => readCheckpoint(join(dir, `${n}.ckpt`))),
       );
-    expect(b.step).toBe(3);
-    expect(bits(d)).toEqual(bits(b));
-    // The log's loss, gradient norm and held-out columns agree too (the rate column is timing).
-    const cols = (n: string) =>
-      readFileSync(join(dir, `${n}.log`), "utf8").split("\n").filter((l) => /^\d/.test(l)).map((l) =>
-        l.split("\t").filter((_, i) => i !== 5)
-      );
-    expect(cols("deno")).toEqual(cols("bun"));
-    expect(cols("bun").at(-1)!.length).toBe(6);
-    // The reference kernels train the same model to within rounding, but not to the same bits.
-    expect(bits(r)).not.toEqual(bits(b));
-    const loss = (n: string) => Number(cols(n).at(-1)![2]);
-    expect(Math.abs(loss("ref") - loss("bun"))).toBeLessThan(1e-3);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}, 120_000);
+      const bits = (ck: typeof b) =>
+        [...ck.model, ...ck.ema!, ...ck.adam!.m, ...ck.adam!.v].map((t) =>
+          Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength).toString("base64")
+        );
+      expect(b.step).toBe(3);
+      expect(bits(d)).toEqual(bits(b));
+      // The log's loss, gradient norm and held-out columns agree too (the rate column is timing).
+      const cols = (n: string) =>
+        readFileSync(join(dir, `${n}.log`), "utf8").split("\n").filter((l) => /^\d/.test(l)).map((l) =>
+          l.split("\t").filter((_, i) => i !== 5)
+        );
+      expect(cols("deno")).toEqual(cols("bun"));
+      expect(cols("bun").at(-1)!.length).toBe(6);
+      // The reference kernels train the same model to within rounding, but not to the same bits.
+      expect(bits(r)).not.toEqual(bits(b));
+      const loss = (n: string) => Number(cols(n).at(-1)![2]);
+      expect(Math.abs(loss("ref") - loss("bun"))).toBeLessThan(1e-3);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+  120_000,
+);

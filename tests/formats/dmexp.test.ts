@@ -1,5 +1,5 @@
 // The dmexp gate, in process: every claim of formats/dmexp.md asserted on tiny models.
-import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, describe, expect, test } from "bun:test";
 import { readdirSync, statSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -13,18 +13,16 @@ import {
   type TensorSource,
   verifyDmexp,
   writeDmexp,
-} from "../formats/dmexp.ts";
-import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16, roundBf16, roundF16 } from "../formats/float16.ts";
-import { writeCheckpoint } from "../formats/checkpoint.ts";
-import { paramShapes, parseConfig, PRESETS } from "../model/config.ts";
-import { initParams } from "../model/init.ts";
-import { buildModel } from "../model/qwen3.ts";
-import { compareLogits, windowLogits } from "../measure/metrics.ts";
-import { cloneTensors, numel, type Tensor } from "../model/tensor.ts";
-import { assemble, disassemble, foreignFile, tempDir, withHeader } from "./dmexp-fixtures.ts";
-import { expectSameTensors } from "./helpers/bits.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+} from "../../formats/dmexp.ts";
+import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16, roundBf16, roundF16 } from "../../formats/float16.ts";
+import { writeCheckpoint } from "../../formats/checkpoint.ts";
+import { paramShapes, parseConfig, PRESETS } from "../../model/config.ts";
+import { initParams } from "../../model/init.ts";
+import { buildModel } from "../../model/qwen3.ts";
+import { compareLogits, windowLogits } from "../../measure/metrics.ts";
+import { cloneTensors, numel, type Tensor } from "../../model/tensor.ts";
+import { assemble, disassemble, foreignFile, tempDir, withHeader } from "../helpers/dmexp-fixtures.ts";
+import { expectSameTensors } from "../helpers/bits.ts";
 
 // A file read back and built into the float model (formats no longer build models themselves).
 const loadDmexpModel = async (path: string) => {
@@ -417,7 +415,7 @@ describe("reading refuses, naming the field", () => {
     const e = await refusal(readDmexp(ckpt));
     expect(e.field).toBe("magic");
     expect(e.message).toContain("training checkpoint");
-    expect(e.message).not.toContain("scripts/"); // the command is the CLI's to give (tests/cli-dmexp.test.ts)
+    expect(e.message).not.toContain("scripts/"); // the command is the CLI's to give (tests/e2e/cli-dmexp.test.ts)
   });
 
   test("inspect reports a flipped bit instead of throwing, and verify refuses it", async () => {
@@ -475,7 +473,7 @@ describe("files from elsewhere", () => {
       "flushed = 0",
       "max_abs = 0.75",
       "min_nonzero_abs = 0.125",
-      `config = """\n${(await import("../model/config.ts")).configToToml(cfg)}"""`,
+      `config = """\n${(await import("../../model/config.ts")).configToToml(cfg)}"""`,
       "",
       ...shapes.flatMap((
         s,

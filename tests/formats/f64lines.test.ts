@@ -1,4 +1,5 @@
-import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, describe, expect, test } from "bun:test";
+import { crossProcessTest } from "../helpers/fast.ts";
 import { execFile } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -23,19 +24,17 @@ import {
   writeF64Lines,
   writeF64LinesArrays,
   writeF64LinesStreaming,
-} from "../formats/f64lines.ts";
-import { FUZZ_CONFIG } from "../formats/fuzz-kit.ts";
-import type { Tensor } from "../model/tensor.ts";
-import { paramShapes, PRESETS } from "../model/config.ts";
-import { initParams } from "../model/init.ts";
-import { buildModel, createCache, forward } from "../model/qwen3.ts";
-import { createRng } from "../model/random.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+} from "../../formats/f64lines.ts";
+import { FUZZ_CONFIG } from "../../formats/fuzz-kit.ts";
+import type { Tensor } from "../../model/tensor.ts";
+import { paramShapes, PRESETS } from "../../model/config.ts";
+import { initParams } from "../../model/init.ts";
+import { buildModel, createCache, forward } from "../../model/qwen3.ts";
+import { createRng } from "../../model/random.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "f64lines-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-const READER = new URL("../readers/f64lines.ts", import.meta.url).pathname;
+const READER = new URL("../../readers/f64lines.ts", import.meta.url).pathname;
 const enc = new TextEncoder();
 const QUIET_NAN = [0, 0x7ff80000]; // the words every NaN reads back as
 
@@ -522,7 +521,7 @@ function printed(out: string, names: string[]): Float64Array[] {
 }
 
 for (const runtime of ["deno", "bun"] as const) {
-  test(
+  crossProcessTest(
     `the minimal reader under ${runtime} lists and prints every array bit for bit as the full reader`,
     async () => {
       const paths = [join(dir, "stress.f64lines"), modelPath];
@@ -543,7 +542,7 @@ for (const runtime of ["deno", "bun"] as const) {
     60_000,
   );
 
-  test(
+  crossProcessTest(
     `the minimal reader under ${runtime} refuses every malformed file with one line and exit 1`,
     async () => {
       const runs = await cli(runtime, malformedPaths.map((p) => [p]));
@@ -557,7 +556,7 @@ for (const runtime of ["deno", "bun"] as const) {
   );
 }
 
-test(
+crossProcessTest(
   "mutated files: both readers accept and refuse the same ones, and accept only canonical text",
   async () => {
     const rng = createRng(99);

@@ -4,7 +4,7 @@
 // has no bf16 helpers), so its oracles are the definition computed in f64, an integer rounding of the
 // pattern's halves written independently of ferry's, llama.cpp's own ggml (bun:ffi), and a table of
 // cases derived by hand.
-import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { f16round as pkgF16round, getFloat16, setFloat16 } from "@petamoriken/float16";
 import {
   bf16Bits,
@@ -19,10 +19,8 @@ import {
   f32ToF16,
   roundBf16,
   roundF16,
-} from "../formats/float16.ts";
-import { openGgml } from "./helpers/ggml.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+} from "../../formats/float16.ts";
+import { openGgml } from "../helpers/ggml.ts";
 
 const ALL = Uint16Array.from({ length: 65536 }, (_, i) => i);
 const isNaN16 = (h: number) => (h & 0x7c00) === 0x7c00 && (h & 0x3ff) !== 0;

@@ -1,16 +1,14 @@
 // GGUF exports calibrated as llama.cpp's imatrix is used: the quantizers that weigh their error by
 // per-column importance (Q4_K, Q6_K, IQ4_NL, and Q5_0 inside those mixes) get the diagonal of the
 // calibration's input covariance, and the file records what it was measured on. Other dtypes ignore it.
-import { expect, setDefaultTimeout, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { Buffer } from "node:buffer";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { scratchDir } from "./helpers/lut4-fixture.ts";
-import { exportCheckpoint } from "../formats/export.ts";
-import { importanceOf, parseGguf } from "../formats/gguf.ts";
-import { lut4Calibrator } from "../measure/calibrate.ts";
-
-setDefaultTimeout(60_000);
+import { scratchDir } from "../helpers/lut4-fixture.ts";
+import { exportCheckpoint } from "../../formats/export.ts";
+import { importanceOf, parseGguf } from "../../formats/gguf.ts";
+import { lut4Calibrator } from "../../measure/calibrate.ts";
 
 const dir = scratchDir();
 const write = async (dtype: string, sub: string, windows: number) => {

@@ -1,16 +1,14 @@
 // formats/gguf-mix.ts: which ggml type llama.cpp's quantizer gives each tensor, per --dtype — the
 // Q4_K_M mix (llama-quant.cpp's llama_tensor_get_type_impl) and the shape fallback
 // (tensor_type_fallback) — checked on the shipped model's shapes and on a K-quant-friendly one.
-import { describe, expect, setDefaultTimeout, test } from "bun:test";
-import { ggufTensorType, useMoreBits } from "../formats/gguf-mix.ts";
-import { ggmlType, readGguf, writeGguf } from "../formats/gguf.ts";
+import { describe, expect, test } from "bun:test";
+import { ggufTensorType, useMoreBits } from "../../formats/gguf-mix.ts";
+import { ggmlType, readGguf, writeGguf } from "../../formats/gguf.ts";
 import { join } from "node:path";
 import { rm } from "node:fs/promises";
-import { tempDir, testTensors } from "./helpers/gguf-fixtures.ts";
-import { paramShapes, PRESETS } from "../model/config.ts";
-import { ggufTensorName } from "../formats/gguf-qwen3.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import { tempDir, testTensors } from "../helpers/gguf-fixtures.ts";
+import { paramShapes, PRESETS } from "../../model/config.ts";
+import { ggufTensorName } from "../../formats/gguf-qwen3.ts";
 
 describe("use_more_bits: the first and last eighth of the layers, and every third between", () => {
   const picked = (n: number) => Array.from({ length: n }, (_, i) => i).filter((i) => useMoreBits(i, n));

@@ -2,7 +2,7 @@
 // so a file past 4 GiB (u64 offsets beyond 2^32, as real models have) is written without being held,
 // here into a sink that only counts bytes and checks that every tensor starts at its aligned offset.
 // A model given as streamed sources is read a few rows at a time and gives the in-memory bytes.
-import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, expect, test } from "bun:test";
 import { Buffer } from "node:buffer";
 import { readdirSync, readFileSync } from "node:fs";
 import process from "node:process";
@@ -16,11 +16,9 @@ import {
   readGguf,
   streamGguf,
   writeGguf,
-} from "../formats/gguf.ts";
-import type { TensorSource } from "../model/tensor.ts";
-import { tempDir, testTensors } from "./helpers/gguf-fixtures.ts";
-
-setDefaultTimeout(60_000);
+} from "../../formats/gguf.ts";
+import type { TensorSource } from "../../model/tensor.ts";
+import { tempDir, testTensors } from "../helpers/gguf-fixtures.ts";
 
 let dir = "";
 beforeAll(async () => {

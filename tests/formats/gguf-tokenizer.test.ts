@@ -1,8 +1,8 @@
 // The real Qwen3 tokenizer in GGUF, without llama.cpp: the keys ferry writes are the ones llama.cpp's
 // converter writes for Qwen3, the tokenizer rebuilt from them tokenizes exactly as the original
 // (@huggingface/tokenizers on both), a byte model's file is unchanged, and bad tokenizers are refused
-// before anything is written. tests/gguf-tokenizer-llama.test.ts runs llama.cpp on such files.
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+// before anything is written. tests/llama/gguf-tokenizer-llama.test.ts runs llama.cpp on such files.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Buffer } from "node:buffer";
 import { existsSync, readFileSync } from "node:fs";
 import { readdir, rm } from "node:fs/promises";
@@ -26,15 +26,13 @@ import {
   tokenizerFromMetadata,
   tokenizerMetadata,
   writeGguf,
-} from "../formats/gguf.ts";
-import { BYTE_CHARS } from "../model/tokenizer.ts";
-import { sealDigest } from "../formats/digest.ts";
-import { byteTokenizerJson, jsonText } from "../formats/huggingface.ts";
-import { tensorSource } from "../model/tensor.ts";
-import type { TokenizerFiles } from "../model/tokenizer-types.ts";
-import { qwen3VocabModel, tempDir, testTensors, tokenizerFilesOf } from "./helpers/gguf-fixtures.ts";
-
-setDefaultTimeout(60_000);
+} from "../../formats/gguf.ts";
+import { BYTE_CHARS } from "../../model/tokenizer.ts";
+import { sealDigest } from "../../formats/digest.ts";
+import { byteTokenizerJson, jsonText } from "../../formats/huggingface.ts";
+import { tensorSource } from "../../model/tensor.ts";
+import type { TokenizerFiles } from "../../model/tokenizer-types.ts";
+import { qwen3VocabModel, tempDir, testTensors, tokenizerFilesOf } from "../helpers/gguf-fixtures.ts";
 
 const files = tokenizerFilesOf();
 const original = JSON.parse(files["tokenizer.json"]);

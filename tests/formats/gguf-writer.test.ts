@@ -2,12 +2,10 @@
 // grows the buffer must land in the new buffer (a stale DataView once wrote such values into the old
 // one, so a 151,936-token vocabulary crashed every GGUF export). Each case below puts a growth point
 // exactly on one kind of write and reads the file back.
-import { expect, setDefaultTimeout, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { Buffer } from "node:buffer";
-import { encodeGguf, type GgufValue, parseGguf } from "../formats/gguf-container.ts";
-import { createRng, type Rng } from "../model/random.ts";
-
-setDefaultTimeout(60_000);
+import { encodeGguf, type GgufValue, parseGguf } from "../../formats/gguf-container.ts";
+import { createRng, type Rng } from "../../model/random.ts";
 
 const bytesOf = (chunks: Uint8Array[]) => new Uint8Array(Buffer.concat(chunks));
 

@@ -1,6 +1,6 @@
 // GGUF format: block codecs against hand-derived vectors and against llama.cpp's own ggml code,
 // container layout and round trips, the qwen3 mapping, every refusal, and @huggingface/gguf's reading.
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { readFile, rm, writeFile } from "node:fs/promises";
 import { gguf as hfGguf } from "@huggingface/gguf";
@@ -26,16 +26,14 @@ import {
   shortestF32Decimal,
   tensorToF32,
   writeGguf,
-} from "../formats/gguf.ts";
-import { configToToml } from "../model/config.ts";
-import { BYTE_CHARS } from "../model/tokenizer.ts";
-import { initParams } from "../model/init.ts";
-import { createRng } from "../model/random.ts";
-import { ALL_DTYPES, tempDir, testTensors, writeAllTypes } from "./helpers/gguf-fixtures.ts";
-import { expectSameBits } from "./helpers/bits.ts";
-import { GGML_BLOCKS, GGML_TYPE_ID, openGgml } from "./helpers/ggml.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+} from "../../formats/gguf.ts";
+import { configToToml } from "../../model/config.ts";
+import { BYTE_CHARS } from "../../model/tokenizer.ts";
+import { initParams } from "../../model/init.ts";
+import { createRng } from "../../model/random.ts";
+import { ALL_DTYPES, tempDir, testTensors, writeAllTypes } from "../helpers/gguf-fixtures.ts";
+import { expectSameBits } from "../helpers/bits.ts";
+import { GGML_BLOCKS, GGML_TYPE_ID, openGgml } from "../helpers/ggml.ts";
 
 let dir = "";
 beforeAll(async () => {

@@ -1,18 +1,17 @@
 // Killed writes leave nothing behind (issue 14, item 7): a real export is killed in the middle of its
 // write, with SIGTERM, SIGINT and SIGKILL, and the folder is looked at afterwards.
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { crossProcessTest } from "../helpers/fast.ts";
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { writeCheckpoint } from "../formats/checkpoint.ts";
-import { openAtomic, removeStaleTemporaries, writeAtomic } from "../formats/io.ts";
-import { type ModelConfig, paramShapes } from "../model/config.ts";
-import { tensor } from "../model/tensor.ts";
+import { writeCheckpoint } from "../../formats/checkpoint.ts";
+import { openAtomic, removeStaleTemporaries, writeAtomic } from "../../formats/io.ts";
+import { type ModelConfig, paramShapes } from "../../model/config.ts";
+import { tensor } from "../../model/tensor.ts";
 
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
-
-const ROOT = new URL("..", import.meta.url).pathname;
+const ROOT = new URL("../..", import.meta.url).pathname;
 // About 8 M parameters: an f32 dmexp export of it takes long enough on two busy cores to be caught mid-write.
 const BIG: ModelConfig = {
   vocab_size: 258,
@@ -78,17 +77,20 @@ async function killMidWrite(out: string, signal: NodeJS.Signals, runtime: string
 
 describe("a killed export", () => {
   for (const [signal, code] of [["SIGTERM", 143], ["SIGINT", 130]] as const) {
-    test(`${signal} mid-write: the process removes its temporary and leaves no target`, async () => {
-      const out = mkdtempSync(join(dir, "out-"));
-      const r = await killMidWrite(out, signal);
-      expect(r.sent).toBe(true);
-      expect(r.code).toBe(code);
-      expect(temporaries(out)).toEqual([]);
-      expect(existsSync(r.target)).toBe(false);
-    });
+    crossProcessTest(
+      `${signal} mid-write: the process removes its temporary and leaves no target`,
+      async () => {
+        const out = mkdtempSync(join(dir, "out-"));
+        const r = await killMidWrite(out, signal);
+        expect(r.sent).toBe(true);
+        expect(r.code).toBe(code);
+        expect(temporaries(out)).toEqual([]);
+        expect(existsSync(r.target)).toBe(false);
+      },
+    );
   }
 
-  test("SIGTERM mid-write under Deno: the same", async () => {
+  crossProcessTest("SIGTERM mid-write under Deno: the same", async () => {
     const out = mkdtempSync(join(dir, "out-"));
     const r = await killMidWrite(out, "SIGTERM", ["deno", "run", "-A", "--quiet"]);
     expect(r.sent).toBe(true);
@@ -97,7 +99,7 @@ describe("a killed export", () => {
     expect(existsSync(r.target)).toBe(false);
   });
 
-  test("SIGKILL mid-write leaves a temporary, and the next export removes it", async () => {
+  crossProcessTest("SIGKILL mid-write leaves a temporary, and the next export removes it", async () => {
     const out = mkdtempSync(join(dir, "out-"));
     const r = await killMidWrite(out, "SIGKILL");
     expect(r.sent).toBe(true);
@@ -128,20 +130,23 @@ describe("a killed export", () => {
 });
 
 describe("temporaries", () => {
-  test("a stale temporary of a dead writer is removed; a live writer's and other targets' are kept", async () => {
-    const out = mkdtempSync(join(dir, "stale-"));
-    const target = join(out, "m.dmexp");
-    // A pid that is not running: a child that has exited.
-    const dead = spawn(process.execPath, ["-e", "0"]);
-    await new Promise((r) => dead.on("exit", r));
-    writeFileSync(`${target}.${dead.pid}.tmp`, "half");
-    writeFileSync(`${target}.${process.pid}.tmp`, "ours");
-    writeFileSync(join(out, `other.dmexp.${dead.pid}.tmp`), "another target");
-    expect(await removeStaleTemporaries(target)).toEqual([`${target}.${dead.pid}.tmp`]);
-    expect(temporaries(out).sort()).toEqual(
-      [`m.dmexp.${process.pid}.tmp`, `other.dmexp.${dead.pid}.tmp`].sort(),
-    );
-  });
+  crossProcessTest(
+    "a stale temporary of a dead writer is removed; a live writer's and other targets' are kept",
+    async () => {
+      const out = mkdtempSync(join(dir, "stale-"));
+      const target = join(out, "m.dmexp");
+      // A pid that is not running: a child that has exited.
+      const dead = spawn(process.execPath, ["-e", "0"]);
+      await new Promise((r) => dead.on("exit", r));
+      writeFileSync(`${target}.${dead.pid}.tmp`, "half");
+      writeFileSync(`${target}.${process.pid}.tmp`, "ours");
+      writeFileSync(join(out, `other.dmexp.${dead.pid}.tmp`), "another target");
+      expect(await removeStaleTemporaries(target)).toEqual([`${target}.${dead.pid}.tmp`]);
+      expect(temporaries(out).sort()).toEqual(
+        [`m.dmexp.${process.pid}.tmp`, `other.dmexp.${dead.pid}.tmp`].sort(),
+      );
+    },
+  );
 
   test("an error during a write removes the temporary and leaves no target", async () => {
     const out = mkdtempSync(join(dir, "err-"));

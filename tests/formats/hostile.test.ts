@@ -1,7 +1,8 @@
 // Hostile input (issue 14): each class of finding of the mutation campaign, as a named regression test.
 // Every edit here is the attacker's: the format's own checksum, and ferry's where it is forged, are
 // recomputed, so what refuses the file is the check named in the test, not a checksum by accident.
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { crossProcessTest } from "../helpers/fast.ts";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -11,19 +12,24 @@ import {
   openCheckpointModel,
   readCheckpoint,
   writeCheckpoint,
-} from "../formats/checkpoint.ts";
-import { DmexpError, readDmexp, sealHeader, writeDmexp } from "../formats/dmexp.ts";
-import { exportHuggingFace, hfFormat, HuggingFaceError, importHuggingFace } from "../formats/huggingface.ts";
-import { MAX_JSON_DEPTH, parseStrictJson, StrictJsonError } from "../formats/json.ts";
-import { GGUF_DIGEST_NEEDLE, GgufError, readGguf, writeGguf } from "../formats/gguf.ts";
+} from "../../formats/checkpoint.ts";
+import { DmexpError, readDmexp, sealHeader, writeDmexp } from "../../formats/dmexp.ts";
+import {
+  exportHuggingFace,
+  hfFormat,
+  HuggingFaceError,
+  importHuggingFace,
+} from "../../formats/huggingface.ts";
+import { MAX_JSON_DEPTH, parseStrictJson, StrictJsonError } from "../../formats/json.ts";
+import { GGUF_DIGEST_NEEDLE, GgufError, readGguf, writeGguf } from "../../formats/gguf.ts";
 import {
   readSafetensors,
   readSafetensorsIndex,
   SAFETENSORS_DIGEST_NEEDLE,
   SafetensorsError,
   writeSafetensors,
-} from "../formats/safetensors.ts";
-import { sealDigest } from "../formats/digest.ts";
+} from "../../formats/safetensors.ts";
+import { sealDigest } from "../../formats/digest.ts";
 import {
   Lut4Error,
   lut4Format,
@@ -31,16 +37,14 @@ import {
   maxCacheBytes,
   readLut4,
   writeLut4,
-} from "../formats/lut4.ts";
-import { decodeSession, SessionError } from "../formats/session.ts";
-import { loadIntEngine, sessionShape } from "../engines/int/engine.ts";
-import { tensorSource } from "../model/tensor.ts";
+} from "../../formats/lut4.ts";
+import { decodeSession, SessionError } from "../../formats/session.ts";
+import { loadIntEngine, sessionShape } from "../../engines/int/engine.ts";
+import { tensorSource } from "../../model/tensor.ts";
 import { spawnSync } from "node:child_process";
-import { FormatError } from "../model/error.ts";
-import { configToToml, type ModelConfig } from "../model/config.ts";
-import { initParams } from "../model/init.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import { FormatError } from "../../model/error.ts";
+import { configToToml, type ModelConfig } from "../../model/config.ts";
+import { initParams } from "../../model/init.ts";
 
 const CFG: ModelConfig = {
   vocab_size: 258,
@@ -703,23 +707,26 @@ describe("6. lut4: the engine's state is bounded by the file, the data section i
     expect(() => readFileSync(c)).toThrow();
   });
 
-  test("header_length and truncation: every length the campaign tries is refused cheaply, the minimal reader too", async () => {
-    const path = await smallLut4();
-    const good = new Uint8Array(readFileSync(path));
-    const variants: Uint8Array[] = [good.subarray(0, 15), good.subarray(0, good.length - 64)];
-    for (const v of [0n, 2n ** 31n, 2n ** 53n, 2n ** 64n - 1n, BigInt(good.length)]) {
-      const b = good.slice();
-      new DataView(b.buffer).setBigUint64(8, v, true);
-      variants.push(b);
-    }
-    for (const v of variants) {
-      writeFileSync(path, v);
-      await cheaply(() => refusal(readLut4(path), Lut4Error));
-      const r = spawnSync(process.execPath, ["readers/lut4.ts", path], { encoding: "utf8" });
-      expect({ code: r.status, lines: r.stderr.trim().split("\n").length }).toEqual({ code: 1, lines: 1 });
-      expect(r.stderr.startsWith(`${path}: `)).toBe(true);
-    }
-  });
+  crossProcessTest(
+    "header_length and truncation: every length the campaign tries is refused cheaply, the minimal reader too",
+    async () => {
+      const path = await smallLut4();
+      const good = new Uint8Array(readFileSync(path));
+      const variants: Uint8Array[] = [good.subarray(0, 15), good.subarray(0, good.length - 64)];
+      for (const v of [0n, 2n ** 31n, 2n ** 53n, 2n ** 64n - 1n, BigInt(good.length)]) {
+        const b = good.slice();
+        new DataView(b.buffer).setBigUint64(8, v, true);
+        variants.push(b);
+      }
+      for (const v of variants) {
+        writeFileSync(path, v);
+        await cheaply(() => refusal(readLut4(path), Lut4Error));
+        const r = spawnSync(process.execPath, ["readers/lut4.ts", path], { encoding: "utf8" });
+        expect({ code: r.status, lines: r.stderr.trim().split("\n").length }).toEqual({ code: 1, lines: 1 });
+        expect(r.stderr.startsWith(`${path}: `)).toBe(true);
+      }
+    },
+  );
 });
 
 describe("7. session files: refused by the typed error before anything is sized from them", () => {
@@ -774,35 +781,41 @@ describe("8. JSON nested 100,000 deep: every reader that parses JSON refuses it,
     expect(e.expected).toBe("at most 64 levels of nested arrays and objects");
   };
 
-  test("lut4: the full reader, the descriptor's read and inspect, the integer engine", async () => {
-    const path = await smallLut4();
-    const { header, data } = lut4Parts(new Uint8Array(readFileSync(path)));
-    writeFileSync(path, lut4Forged(header, data, withDeep));
-    for (const read of [readLut4, lut4Format.read, lut4Format.inspect, loadIntEngine]) {
-      const e = await cheaply(() => refusal(read(path), Lut4Error));
-      expect(e.field).toBe("header");
-      saysLimit(e);
-    }
-    // The minimal reader does not read the key; it may accept the file, never crash.
-    const r = spawnSync(process.execPath, ["readers/lut4.ts", path], { encoding: "utf8" });
-    expect([0, 1]).toContain(r.status);
-    expect(r.stderr.trim().split("\n").filter(Boolean).length).toBeLessThanOrEqual(1);
-  });
+  crossProcessTest(
+    "lut4: the full reader, the descriptor's read and inspect, the integer engine",
+    async () => {
+      const path = await smallLut4();
+      const { header, data } = lut4Parts(new Uint8Array(readFileSync(path)));
+      writeFileSync(path, lut4Forged(header, data, withDeep));
+      for (const read of [readLut4, lut4Format.read, lut4Format.inspect, loadIntEngine]) {
+        const e = await cheaply(() => refusal(read(path), Lut4Error));
+        expect(e.field).toBe("header");
+        saysLimit(e);
+      }
+      // The minimal reader does not read the key; it may accept the file, never crash.
+      const r = spawnSync(process.execPath, ["readers/lut4.ts", path], { encoding: "utf8" });
+      expect([0, 1]).toContain(r.status);
+      expect(r.stderr.trim().split("\n").filter(Boolean).length).toBeLessThanOrEqual(1);
+    },
+  );
 
-  test("safetensors: the full reader refuses (InvalidJson); the minimal reader ends in one line", async () => {
-    const path = fresh(".safetensors");
-    const json = enc.encode(withDeep('{"__metadata__":{"format":"pt"}}'));
-    const file = new Uint8Array(8 + json.length);
-    new DataView(file.buffer).setBigUint64(0, BigInt(json.length), true);
-    file.set(json, 8);
-    writeFileSync(path, file);
-    const e = await cheaply(() => refusal(readSafetensors(path), SafetensorsError));
-    expect(e.code).toBe("InvalidJson");
-    saysLimit(e);
-    const r = spawnSync(process.execPath, ["readers/safetensors.ts", path], { encoding: "utf8" });
-    expect([0, 1]).toContain(r.status);
-    expect(r.stderr.trim().split("\n").filter(Boolean).length).toBeLessThanOrEqual(1);
-  });
+  crossProcessTest(
+    "safetensors: the full reader refuses (InvalidJson); the minimal reader ends in one line",
+    async () => {
+      const path = fresh(".safetensors");
+      const json = enc.encode(withDeep('{"__metadata__":{"format":"pt"}}'));
+      const file = new Uint8Array(8 + json.length);
+      new DataView(file.buffer).setBigUint64(0, BigInt(json.length), true);
+      file.set(json, 8);
+      writeFileSync(path, file);
+      const e = await cheaply(() => refusal(readSafetensors(path), SafetensorsError));
+      expect(e.code).toBe("InvalidJson");
+      saysLimit(e);
+      const r = spawnSync(process.execPath, ["readers/safetensors.ts", path], { encoding: "utf8" });
+      expect([0, 1]).toContain(r.status);
+      expect(r.stderr.trim().split("\n").filter(Boolean).length).toBeLessThanOrEqual(1);
+    },
+  );
 
   test("Hugging Face: config.json and a sharded index are refused", async () => {
     const folder = fresh(".hf");

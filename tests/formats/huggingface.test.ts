@@ -1,6 +1,6 @@
 // The Hugging Face directory: what export writes, the bit-exact round trip, sharded and narrowed
 // import, every refused config field and tensor, and tokenizer.json against @huggingface/tokenizers.
-import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, describe, expect, test } from "bun:test";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -9,20 +9,20 @@ import {
   configFromHfJson,
   exportHuggingFace,
   type HfDtype,
+  hfFormat,
   HuggingFaceError,
   type HuggingFaceErrorCode,
   importHuggingFace,
-} from "../formats/huggingface.ts";
-import { readSafetensors, writeSafetensors } from "../formats/safetensors.ts";
-import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from "../formats/float16.ts";
-import { type ModelConfig, PRESETS } from "../model/config.ts";
-import { initParams } from "../model/init.ts";
-import { buildModel, createCache, forward } from "../model/qwen3.ts";
-import { BYTE_CHARS, decode, encode } from "../model/tokenizer.ts";
-import { loadBrown } from "../model/corpus.ts";
-import type { Tensor } from "../model/tensor.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+} from "../../formats/huggingface.ts";
+import { FormatError } from "../../model/error.ts";
+import { readSafetensors, writeSafetensors } from "../../formats/safetensors.ts";
+import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from "../../formats/float16.ts";
+import { type ModelConfig, PRESETS } from "../../model/config.ts";
+import { initParams } from "../../model/init.ts";
+import { buildModel, createCache, forward } from "../../model/qwen3.ts";
+import { BYTE_CHARS, decode, encode } from "../../model/tokenizer.ts";
+import { loadBrown } from "../../model/corpus.ts";
+import type { Tensor } from "../../model/tensor.ts";
 
 const root = await mkdtemp(join(tmpdir(), "ferry-hf-"));
 afterAll(() => rm(root, { recursive: true, force: true }));
@@ -431,6 +431,16 @@ describe("import refuses", () => {
     });
   });
 
+  test("a config.json that starts with a byte-order mark, by import and readTokenizer alike", async () => {
+    const dir = fresh();
+    await exportHuggingFace(dir, initParams(untied, 3), untied);
+    const path = join(dir, "config.json");
+    await writeFile(path, Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), await readFile(path)]));
+    const refusal = { path, code: "InvalidJson", field: "config", found: "a byte-order mark (EF BB BF)" };
+    await expect(importHuggingFace(dir)).rejects.toMatchObject(refusal);
+    await expect(hfFormat.readTokenizer!(dir)).rejects.toMatchObject(refusal);
+  });
+
   test("no config.json, no weights, or both a single file and an index", async () => {
     const empty = fresh();
     await mkdir(empty);
@@ -449,6 +459,61 @@ describe("import refuses", () => {
       field: "model.safetensors",
     });
   });
+});
+
+describe("ferry's byte tokenizer is recognised by its content, not its shape", () => {
+  const readers = (dir: string): Record<string, () => Promise<unknown>> => ({
+    importHuggingFace: () => importHuggingFace(dir),
+    "hfFormat.readTokenizer": () => hfFormat.readTokenizer!(dir),
+  });
+
+  test("round trip: ferry's own byte tokenizer.json reads as a byte model, and exports as the same file", async () => {
+    const first = fresh(), second = fresh();
+    await exportHuggingFace(first, initParams(untied, 1), untied);
+    const back = await importHuggingFace(first);
+    expect(back.tokenizer).toBeUndefined();
+    expect(await hfFormat.readTokenizer!(first)).toBeUndefined();
+    await exportHuggingFace(second, back.tensors, back.config);
+    const [a, b] = [
+      await readFile(join(first, "tokenizer.json")),
+      await readFile(join(second, "tokenizer.json")),
+    ];
+    expect(b.equals(a)).toBe(true);
+    // Key order and whitespace aside: the same tokenizer written compactly is still ferry's.
+    await writeFile(join(second, "tokenizer.json"), JSON.stringify(JSON.parse(a.toString("utf8"))));
+    expect((await importHuggingFace(second)).tokenizer).toBeUndefined();
+  });
+
+  // Each keeps the byte tokenizer's form (256 vocab entries, no merges, ids 256 and 257 added) and
+  // changes one vocab entry's id as written in the file ferry exported.
+  const forged: [string, (vocab: string) => string, string, string, string][] = [
+    ["m maps to 258", (t) => t.replace('"m": 109,', '"m": 258,'), "model.vocab.m", "109", "258"],
+    ["an id of 1.5", (t) => t.replace('"a": 97,', '"a": 1.5,'), "model.vocab.a", "97", "1.5"],
+    [
+      "a and b swapped",
+      (t) => t.replace('"a": 97,', '"a": 98,').replace('"b": 98,', '"b": 97,'),
+      "model.vocab.a",
+      "97",
+      "98",
+    ],
+  ];
+  for (const [what, edit, field, expected, found] of forged) {
+    test(`${what}: refused naming tokenizer.json and ${field}, not dropped`, async () => {
+      const dir = fresh();
+      await exportHuggingFace(dir, initParams(untied, 1), untied);
+      const path = join(dir, "tokenizer.json");
+      const text = await readFile(path, "utf8");
+      const bad = edit(text);
+      expect(bad).not.toBe(text);
+      await writeFile(path, bad);
+      for (const [name, read] of Object.entries(readers(dir))) {
+        const e = await read().then(() => `${name} accepted it`, (e) => e);
+        expect(e).toBeInstanceOf(FormatError);
+        expect([name, e]).toEqual([name, expect.objectContaining({ path, field, expected, found })]);
+        expect(e.message).toStartWith(`${path}: ${field}: expected ${expected}, found ${found}: `);
+      }
+    });
+  }
 });
 
 // Set up at module level: bun registers the tests of a describe block synchronously.

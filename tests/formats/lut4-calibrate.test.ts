@@ -4,22 +4,22 @@
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { scratchDir } from "./helpers/lut4-fixture.ts";
-import { parseLut4, readLut4 } from "../formats/lut4.ts";
-import { dequantizeMatrix, quantizeMatrix, quantizeMatrixGptq } from "../formats/lut4-quantize.ts";
-import { FUZZ_LUT4_CONFIG } from "../formats/fuzz-kit.ts";
-import { exportCheckpoint } from "../formats/export.ts";
-import { writeCheckpoint } from "../formats/checkpoint.ts";
-import { initParams } from "../model/init.ts";
-import { rmsnorm } from "../kernels/kernels.ts";
-import { loadBrown } from "../model/corpus.ts";
+import { scratchDir } from "../helpers/lut4-fixture.ts";
+import { parseLut4, readLut4 } from "../../formats/lut4.ts";
+import { dequantizeMatrix, quantizeMatrix, quantizeMatrixGptq } from "../../formats/lut4-quantize.ts";
+import { FUZZ_LUT4_CONFIG } from "../../formats/fuzz-kit.ts";
+import { exportCheckpoint } from "../../formats/export.ts";
+import { writeCheckpoint } from "../../formats/checkpoint.ts";
+import { initParams } from "../../model/init.ts";
+import { rmsnorm } from "../../kernels/kernels.ts";
+import { loadBrown } from "../../model/corpus.ts";
 import {
   calibrationWindows,
   columnImportance,
   inputCovariance,
   lut4Calibrator,
-} from "../measure/calibrate.ts";
-import { percentile } from "../measure/metrics.ts";
+} from "../../measure/calibrate.ts";
+import { percentile } from "../../measure/metrics.ts";
 
 setDefaultTimeout(120_000);
 

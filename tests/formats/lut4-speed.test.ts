@@ -3,11 +3,11 @@
 // outliers, all-zero and constant groups, and groups pushed to the bottom of exp_base's range; its
 // rounding is Math.round's; a matrix read a few rows at a time, and a model streamed to its file one
 // matrix at a time, give the same bytes as the in-memory path.
-import { expect, setDefaultTimeout, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { scratchDir } from "./helpers/lut4-fixture.ts";
-import { lut4Format, writeLut4 } from "../formats/lut4.ts";
+import { scratchDir } from "../helpers/lut4-fixture.ts";
+import { lut4Format, writeLut4 } from "../../formats/lut4.ts";
 import {
   quantizeMatrix,
   quantizeModel,
@@ -15,13 +15,11 @@ import {
   quantizePool,
   roundHalfUp,
   rowQuantizer,
-} from "../formats/lut4-quantize.ts";
-import type { LutMatrix } from "../kernels/int/gemv.ts";
-import { validateConfig } from "../model/config.ts";
-import { readCheckpoint } from "../formats/checkpoint.ts";
-import { tensorSource } from "../model/tensor.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+} from "../../formats/lut4-quantize.ts";
+import type { LutMatrix } from "../../kernels/int/gemv.ts";
+import { validateConfig } from "../../model/config.ts";
+import { readCheckpoint } from "../../formats/checkpoint.ts";
+import { tensorSource } from "../../model/tensor.ts";
 
 /** xorshift32 in [0, 1). */
 function random(seed: number): () => number {
@@ -160,7 +158,7 @@ test("a matrix fed a few rows at a time gives the bytes of the whole at once", (
 });
 
 test("the streamed export writes the bytes of the in-memory quantizer and writer, and leaves no spool", async () => {
-  const ck = await readCheckpoint(join(import.meta.dir, "../model/default/ferry.ckpt"), {
+  const ck = await readCheckpoint(join(import.meta.dir, "../../model/default/ferry.ckpt"), {
     sections: ["model"],
   });
   const dir = scratchDir();

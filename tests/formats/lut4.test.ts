@@ -1,18 +1,19 @@
 // lut4 files: the writer and the full reader round-trip; the quantizer's scales are MSE-optimal on the
 // grid; every refusal names the file and the field; the minimal reader agrees with the full reader on
 // every matrix and table, under Bun and under Deno.
-import { expect, setDefaultTimeout, test } from "bun:test";
+import { expect, test } from "bun:test";
+import { crossProcessTest } from "../helpers/fast.ts";
 import { spawnSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { defaultLut4, scratchDir } from "./helpers/lut4-fixture.ts";
-import { dequantizeLut4, lut4Format, parseLut4, readLut4 } from "../formats/lut4.ts";
-import { dequantizeMatrix, epsFixed, quantizeMatrix } from "../formats/lut4-quantize.ts";
-import { buildModel, createCache, forward } from "../model/qwen3.ts";
+import { defaultLut4, scratchDir } from "../helpers/lut4-fixture.ts";
+import { dequantizeLut4, lut4Format, parseLut4, readLut4, writeLut4 } from "../../formats/lut4.ts";
+import { dequantizeMatrix, epsFixed, quantizeMatrix, quantizeModel } from "../../formats/lut4-quantize.ts";
+import { PRESETS } from "../../model/config.ts";
+import { initParams } from "../../model/init.ts";
+import { buildModel, createCache, forward } from "../../model/qwen3.ts";
 
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
-
-const ROOT = join(import.meta.dir, "..");
+const ROOT = join(import.meta.dir, "../..");
 
 test("the default model's lut4 file reads back: header, inventory, CRC, SHA-256, a float model", async () => {
   const path = await defaultLut4();
@@ -81,56 +82,60 @@ test("epsFixed: a mantissa in [2^15, 2^16) rounded to nearest, also next to a po
   }
 });
 
-test("short, truncated, tampered, foreign-schema and non-lut4 files are refused by name", async () => {
-  const good = readFileSync(await defaultLut4());
-  const dir = scratchDir();
-  const cases: [string, Uint8Array, RegExp][] = [
-    ["short", good.subarray(0, 10), /magic/],
-    ["truncated", good.subarray(0, good.length - 64), /data_bytes/],
-    [
-      "tampered",
-      (() => {
-        const b = Uint8Array.from(good);
-        b[b.length - 200] ^= 1;
-        return b;
-      })(),
-      /data_crc32/,
-    ],
-    [
-      "schema",
-      (() => {
-        const b = Uint8Array.from(good);
-        const i = Buffer.from(b).indexOf("ferry.lut-qwen3/1");
-        b[i] = 0x46;
-        return b;
-      })(),
-      /schema/,
-    ],
-    [
-      "magic",
-      (() => {
-        const b = Uint8Array.from(good);
-        b[0] = 0x58;
-        return b;
-      })(),
-      /magic/,
-    ],
-  ];
-  for (const [name, bytes, field] of cases) {
-    const p = join(dir, `${name}.lut4`);
-    writeFileSync(p, bytes);
-    expect(() => parseLut4(readFileSync(p), p)).toThrow(field);
-    const r = spawnSync("bun", [join(ROOT, "readers/lut4.ts"), p], { encoding: "utf8" });
-    expect(r.status).toBe(1);
-    expect(r.stderr.startsWith(`${p}: `)).toBe(true);
-    expect(r.stderr).not.toContain("    at ");
-  }
-  const usage = spawnSync("bun", [join(ROOT, "readers/lut4.ts")], { encoding: "utf8" });
-  expect(usage.status).toBe(2);
-  expect(usage.stderr).toContain("usage: readers/lut4.ts FILE [TENSOR...]");
-}, 180_000);
+crossProcessTest(
+  "short, truncated, tampered, foreign-schema and non-lut4 files are refused by name",
+  async () => {
+    const good = readFileSync(await defaultLut4());
+    const dir = scratchDir();
+    const cases: [string, Uint8Array, RegExp][] = [
+      ["short", good.subarray(0, 10), /magic/],
+      ["truncated", good.subarray(0, good.length - 64), /data_bytes/],
+      [
+        "tampered",
+        (() => {
+          const b = Uint8Array.from(good);
+          b[b.length - 200] ^= 1;
+          return b;
+        })(),
+        /data_crc32/,
+      ],
+      [
+        "schema",
+        (() => {
+          const b = Uint8Array.from(good);
+          const i = Buffer.from(b).indexOf("ferry.lut-qwen3/1");
+          b[i] = 0x46;
+          return b;
+        })(),
+        /schema/,
+      ],
+      [
+        "magic",
+        (() => {
+          const b = Uint8Array.from(good);
+          b[0] = 0x58;
+          return b;
+        })(),
+        /magic/,
+      ],
+    ];
+    for (const [name, bytes, field] of cases) {
+      const p = join(dir, `${name}.lut4`);
+      writeFileSync(p, bytes);
+      expect(() => parseLut4(readFileSync(p), p)).toThrow(field);
+      const r = spawnSync("bun", [join(ROOT, "readers/lut4.ts"), p], { encoding: "utf8" });
+      expect(r.status).toBe(1);
+      expect(r.stderr.startsWith(`${p}: `)).toBe(true);
+      expect(r.stderr).not.toContain("    at ");
+    }
+    const usage = spawnSync("bun", [join(ROOT, "readers/lut4.ts")], { encoding: "utf8" });
+    expect(usage.status).toBe(2);
+    expect(usage.stderr).toContain("usage: readers/lut4.ts FILE [TENSOR...]");
+  },
+  180_000,
+);
 
-test(
+crossProcessTest(
   "the minimal reader agrees with the full reader on every matrix and table, under Bun and Deno",
   async () => {
     const path = await defaultLut4();
@@ -185,4 +190,96 @@ test(
     expect(Array.from(embed.data)).toEqual(full.get("embed")!);
   },
   180_000,
+);
+
+// A header that starts with a UTF-8 byte-order mark. A small schema /2 file (with a tokenizer section) is
+// reframed twice, with and without the mark before its JSON: the header length and its space padding are
+// recomputed, the data section (all that data_crc32 covers) is unchanged, so the mark is the one thing wrong.
+const bomTokenizer = {
+  "tokenizer.json": JSON.stringify({
+    version: "1.0",
+    added_tokens: [{ id: 3, content: "<|end|>", special: true }],
+    model: { type: "BPE", vocab: { a: 0, b: 1, ab: 2 }, merges: [["a", "b"]] },
+  }),
+};
+let bomMade: Promise<{ plain: string; bom: string }> | undefined;
+function bomFiles(): Promise<{ plain: string; bom: string }> {
+  bomMade ??= (async () => {
+    const cfg = {
+      ...PRESETS.tiny,
+      hidden_size: 32,
+      intermediate_size: 64,
+      head_dim: 16,
+      num_attention_heads: 2,
+    };
+    const { weights } = quantizeModel(cfg, initParams(cfg, 9), { head: "tied" });
+    const dir = scratchDir();
+    const written = join(dir, "written.lut4");
+    await writeLut4(written, weights, {
+      source: "init@step0",
+      ropeTheta: cfg.rope_theta,
+      rmsNormEps: cfg.rms_norm_eps,
+      tokenizer: bomTokenizer,
+    });
+    const file = readFileSync(written);
+    const h = Number(file.readBigUInt64LE(8));
+    const json = file.subarray(16, 16 + h).toString("utf8").trimEnd();
+    const reframe = (lead: number[]) => {
+      const text = Buffer.concat([Buffer.from(lead), Buffer.from(json)]);
+      const header = Buffer.alloc(Math.ceil((16 + text.length) / 64) * 64 - 16, " ");
+      text.copy(header);
+      const length = Buffer.alloc(8);
+      length.writeBigUInt64LE(BigInt(header.length));
+      return Buffer.concat([file.subarray(0, 8), length, header, file.subarray(16 + h)]);
+    };
+    const [plain, bom] = [join(dir, "plain.lut4"), join(dir, "bom.lut4")];
+    writeFileSync(plain, reframe([]));
+    writeFileSync(bom, reframe([0xef, 0xbb, 0xbf]));
+    return { plain, bom };
+  })();
+  return bomMade;
+}
+
+test("a header that starts with a byte-order mark is refused by every full reader, naming the header", async () => {
+  const { plain, bom } = await bomFiles();
+  expect((await readLut4(plain)).tokenizer).toEqual(bomTokenizer); // reframed without the mark: read as is
+  expect(await lut4Format.readTokenizer!(plain)).toEqual(bomTokenizer);
+  const readers: Record<string, () => Promise<unknown>> = {
+    parseLut4: () => Promise.resolve().then(() => parseLut4(readFileSync(bom), bom)),
+    readLut4: () => readLut4(bom),
+    "lut4Format.read": () => lut4Format.read(bom),
+    "lut4Format.readTokenizer": () => lut4Format.readTokenizer!(bom),
+    "lut4Format.inspect": () => lut4Format.inspect(bom),
+  };
+  for (const [name, read] of Object.entries(readers)) {
+    const e = await read().then(() => `${name} accepted it`, (e) => e);
+    expect([name, e]).toEqual([
+      name,
+      expect.objectContaining({
+        name: "Lut4Error",
+        path: bom,
+        field: "header",
+        expected: 'a JSON object, its first byte "{"',
+        found: "a byte-order mark (EF BB BF)",
+      }),
+    ]);
+    expect(e.message).toStartWith(`${bom}: header: starts with a UTF-8 byte-order mark`);
+  }
+});
+
+crossProcessTest(
+  "the minimal reader refuses a header that starts with a byte-order mark, under Bun and Deno",
+  async () => {
+    const { plain, bom } = await bomFiles();
+    for (const runtime of [["bun"], ["deno", "run", "-A"]]) {
+      const reader = [...runtime.slice(1), join(ROOT, "readers/lut4.ts")];
+      const ok = spawnSync(runtime[0], [...reader, plain], { encoding: "utf8" });
+      expect([runtime[0], ok.status, ok.stderr]).toEqual([runtime[0], 0, ""]);
+      const r = spawnSync(runtime[0], [...reader, bom], { encoding: "utf8" });
+      expect([runtime[0], r.status, r.stdout]).toEqual([runtime[0], 1, ""]);
+      expect(r.stderr.startsWith(`${bom}: `)).toBe(true);
+      expect(r.stderr.trimEnd().split("\n")).toHaveLength(1);
+    }
+  },
+  60_000,
 );

@@ -2,7 +2,7 @@
 // llama.cpp's own ggml (libggml-base.so through bun:ffi): ggml decodes ferry's bytes to exactly
 // ferry's values and ferry decodes ggml's bytes to exactly ggml's, ferry's round trip loses no more
 // than ggml's own quantizer does, and an importance vector lowers the error it weights.
-import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, describe, expect, test } from "bun:test";
 import {
   decodeTensor,
   encodeTensor,
@@ -15,11 +15,9 @@ import {
   quantizeQ4K,
   quantizeQ5_0,
   quantizeQ6K,
-} from "../formats/quants.ts";
-import { createRng } from "../model/random.ts";
-import { GGML_BLOCKS, GGML_TYPE_ID, openGgml } from "./helpers/ggml.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+} from "../../formats/quants.ts";
+import { createRng } from "../../model/random.ts";
+import { GGML_BLOCKS, GGML_TYPE_ID, openGgml } from "../helpers/ggml.ts";
 
 const NEW_TYPES = ["Q5_0", "IQ4_NL", "Q4_K", "Q6_K"] as const;
 const ROW = 256; // every type's rows: whole blocks of 32 and super-blocks of 256
@@ -99,7 +97,7 @@ describe("new block codecs against llama.cpp's ggml", () => {
   });
 
   test("ggml's type ids are the ones ferry writes", async () => {
-    const { GGML_TYPES } = await import("../formats/quants.ts");
+    const { GGML_TYPES } = await import("../../formats/quants.ts");
     for (const type of NEW_TYPES) {
       expect(GGML_TYPES[type as GgmlType].id).toBe(GGML_TYPE_ID[type]);
       expect([GGML_TYPES[type].blockSize, GGML_TYPES[type].blockBytes]).toEqual([...GGML_BLOCKS[type]]);

@@ -3,17 +3,15 @@
 // expects of it: a spec (formats/NAME.md), a standalone minimal reader (readers/NAME.ts) and a fuzz hook
 // (formats/NAME-fuzz.ts) with a target named after it. This test fails when one is missing, and shows it
 // would by catching a fake registration.
-import { expect, setDefaultTimeout, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { FORMATS } from "../formats/mod.ts";
-import type { FormatDescriptor } from "../formats/format.ts";
-import { dmexpFormat } from "../formats/dmexp.ts";
-import { loadFuzzHook } from "../formats/fuzz-kit.ts";
+import { FORMATS } from "../../formats/mod.ts";
+import type { FormatDescriptor } from "../../formats/format.ts";
+import { dmexpFormat } from "../../formats/dmexp.ts";
+import { loadFuzzHook } from "../../formats/fuzz-kit.ts";
 
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
-
-const ROOT = join(import.meta.dir, "..");
+const ROOT = join(import.meta.dir, "../..");
 
 /** What each format lacks, one line per problem (`NAME: what`); empty when every format is complete. */
 async function registryProblems(formats: readonly FormatDescriptor[]): Promise<string[]> {

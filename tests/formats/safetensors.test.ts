@@ -1,6 +1,7 @@
 // safetensors: the writer's exact layout, every dtype read, every refusal as its own named error,
 // sharded input, and the minimal reader (under Deno and Bun) agreeing with the full one.
-import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, describe, expect, test } from "bun:test";
+import { crossProcessTest } from "../helpers/fast.ts";
 import { execFile } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -13,15 +14,13 @@ import {
   SafetensorsError,
   type SafetensorsErrorCode,
   writeSafetensors,
-} from "../formats/safetensors.ts";
-import { JsonNumber, parseStrictJson, StrictJsonError } from "../formats/json.ts";
-import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from "../formats/float16.ts";
-import { PRESETS } from "../model/config.ts";
-import { initParams } from "../model/init.ts";
-import { type Tensor, tensor } from "../model/tensor.ts";
-import { expectSameBits } from "./helpers/bits.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+} from "../../formats/safetensors.ts";
+import { JsonNumber, parseStrictJson, StrictJsonError } from "../../formats/json.ts";
+import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from "../../formats/float16.ts";
+import { PRESETS } from "../../model/config.ts";
+import { initParams } from "../../model/init.ts";
+import { type Tensor, tensor } from "../../model/tensor.ts";
+import { expectSameBits } from "../helpers/bits.ts";
 
 const dir = await mkdtemp(join(tmpdir(), "ferry-st-"));
 afterAll(() => rm(dir, { recursive: true, force: true }));
@@ -374,7 +373,7 @@ describe("minimal reader (readers/safetensors.ts)", () => {
   const runtimes: Array<[string, string[]]> = [["deno", ["run", "-A"]], ["bun", []]];
   const tensors = initParams(PRESETS.tiny, 9);
 
-  test(
+  crossProcessTest(
     "agrees with the full reader on every tensor of every file ferry writes, under Deno and Bun",
     async () => {
       const jobs: Promise<void>[] = [];
@@ -386,10 +385,10 @@ describe("minimal reader (readers/safetensors.ts)", () => {
         for (const [cmd, pre] of runtimes) {
           const reader = [...pre, "readers/safetensors.ts", path];
           jobs.push((async () => {
-            const list = await run(cmd, reader, { cwd: import.meta.dir + "/.." });
+            const list = await run(cmd, reader, { cwd: import.meta.dir + "/../.." });
             expect(list.stdout.trimEnd().split("\n")).toEqual(lines);
             const dump = await run(cmd, [...reader, ...full.tensors.map((t) => t.name)], {
-              cwd: import.meta.dir + "/..",
+              cwd: import.meta.dir + "/../..",
               maxBuffer: 1 << 26,
             });
             const out = dump.stdout.trimEnd().split("\n");
@@ -414,22 +413,22 @@ describe("minimal reader (readers/safetensors.ts)", () => {
     30_000,
   );
 
-  test("exits 1 with one line naming a tensor that is not there", async () => {
+  crossProcessTest("exits 1 with one line naming a tensor that is not there", async () => {
     const path = join(dir, "minimal-missing.safetensors");
     await writeSafetensors(path, tensors.slice(0, 2));
     await expect(
-      run("bun", ["readers/safetensors.ts", path, "no.such.tensor"], { cwd: import.meta.dir + "/.." }),
+      run("bun", ["readers/safetensors.ts", path, "no.such.tensor"], { cwd: import.meta.dir + "/../.." }),
     )
       .rejects.toMatchObject({ code: 1, stdout: "", stderr: `${path}: no tensor named no.such.tensor\n` });
   });
 
-  test("prints -0 as -0", async () => {
+  crossProcessTest("prints -0 as -0", async () => {
     const path = join(dir, "minimal-zero.safetensors");
     const zero = tensors.slice(0, 1).map((t) => ({ ...t, data: Float32Array.from(t.data) }));
     zero[0].data[0] = -0;
     await writeSafetensors(path, zero, { dtype: "F16" });
     const r = await run("bun", ["readers/safetensors.ts", path, zero[0].name], {
-      cwd: import.meta.dir + "/..",
+      cwd: import.meta.dir + "/../..",
     });
     expect(r.stdout.split("\n")[1].split(" ")[0]).toBe("-0");
   });

@@ -2,20 +2,19 @@
 // Deno and Bun write byte-identical session files and pick identical tokens; a session for another
 // model, a truncated or tampered file, or fields that disagree are refused before anything changes;
 // saves are atomic.
-import { expect, setDefaultTimeout, test } from "bun:test";
+import { expect, test } from "bun:test";
+import { crossProcessTest } from "../helpers/fast.ts";
 import { spawnSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { createHash } from "node:crypto";
 import { crc32 } from "node:zlib";
 import { join } from "node:path";
-import { defaultLut4, scratchDir } from "./helpers/lut4-fixture.ts";
-import { readLut4, writeLut4 } from "../formats/lut4.ts";
-import { SESSION_PREFIX, writeSessionFile } from "../formats/session.ts";
-import { intEngineFromFile } from "../engines/int/engine.ts";
+import { defaultLut4, scratchDir } from "../helpers/lut4-fixture.ts";
+import { readLut4, writeLut4 } from "../../formats/lut4.ts";
+import { SESSION_PREFIX, writeSessionFile } from "../../formats/session.ts";
+import { intEngineFromFile } from "../../engines/int/engine.ts";
 
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
-
-const ROOT = join(import.meta.dir, "..");
+const ROOT = join(import.meta.dir, "../..");
 const N = 12, M = 10;
 
 /** A script run by either runtime: `first` (prompt, N tokens, save), `rest` (restore, M), `whole` (N + M). */
@@ -42,7 +41,7 @@ function runIn(runtime: string, code: string): string {
   return r.stdout.trim();
 }
 
-test(
+crossProcessTest(
   "save after N, restore in a fresh process, M more = N + M uninterrupted; Deno and Bun agree byte for byte",
   async () => {
     const lut = await defaultLut4();

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { crc32 } from "node:zlib";
 
 /** The repository root, where the scripts run from. */
-export const ROOT = new URL("..", import.meta.url).pathname;
+export const ROOT = new URL("../..", import.meta.url).pathname;
 
 /** A fresh temporary folder and a function that removes it. */
 export function tempDir(): { dir: string; cleanup: () => void } {

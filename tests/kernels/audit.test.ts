@@ -1,8 +1,8 @@
-// The zero-multiply audit: every serving source file of the integer engine is parsed with the
-// TypeScript compiler API and every function in it is checked for the forbidden classes — `*`, `/`,
-// `%`, `**` and their compound assignments; `Math.*`; non-integer numeric literals (and NaN, Infinity);
-// float typed arrays; float DataView access; and calls into code outside the audited set except the
-// allow-list (allocation and errors). It prints the per-function counts and the list of functions.
+// The zero-multiply audit: every serving source file of the integer engine is parsed with @babel/parser
+// and every function in it is checked for the forbidden classes — `*`, `/`, `%`, `**` and their compound
+// assignments; `Math.*`; non-integer numeric literals (and NaN, Infinity); float typed arrays; float
+// DataView access; and calls into code outside the audited set except the allow-list (allocation and
+// errors). It prints the per-function counts and the list of functions.
 // The WebAssembly the engine instantiates is audited by opcode: integer multiply, divide, remainder,
 // every float opcode and every opcode not classified in LUT_OPCODES fail; per-function counts printed.
 //
@@ -10,17 +10,17 @@
 // not: it says nothing about the JavaScript engine's machine code (a JIT may use a multiplier for
 // `a[i]` addressing or for `|` on doubles), about functions outside the set (the adapter in
 // engines/int/engine.ts, the lut4 reader, the CLI), or about model quality. See formats/lut4.md.
-import { expect, setDefaultTimeout, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import ts from "typescript";
-import { fn, I32, op, V128 } from "../kernels/wasm/asm.ts";
-import { INT_LUT_FUNCTIONS, INT_LUT_FUNCTIONS_PORTABLE } from "../kernels/wasm/int-lut.ts";
-import { LUT_OPCODES, opcodeCensus } from "../kernels/wasm/lut.ts";
+// @babel/parser 7: a TypeScript AST, types included, with positions, in 5.4 MB (typescript: 23.6 MB).
+import { parse } from "@babel/parser";
+import type { Identifier, MemberExpression, Node, OptionalMemberExpression, PrivateName } from "@babel/types";
+import { fn, I32, op, V128 } from "../../kernels/wasm/asm.ts";
+import { INT_LUT_FUNCTIONS, INT_LUT_FUNCTIONS_PORTABLE } from "../../kernels/wasm/int-lut.ts";
+import { LUT_OPCODES, opcodeCensus } from "../../kernels/wasm/lut.ts";
 
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
-
-const ROOT = join(import.meta.dir, "..");
+const ROOT = join(import.meta.dir, "../..");
 
 /** The serving sources: the kernels, the prepared model, the forward, the sampler. */
 export const AUDITED = [
@@ -61,15 +61,15 @@ const ALLOWED_METHODS = new Set(["push", ...Object.keys(INT_LUT_FUNCTIONS)]);
 const ALLOWED_ATOMICS = new Set(["load", "store", "add", "wait", "notify"]);
 const FLOAT_ARRAYS = new Set(["Float16Array", "Float32Array", "Float64Array"]);
 const FLOAT_VIEW = /^(get|set)Float(16|32|64)$/;
-const OPS: Record<number, string> = {
-  [ts.SyntaxKind.AsteriskToken]: "mul",
-  [ts.SyntaxKind.AsteriskEqualsToken]: "mul",
-  [ts.SyntaxKind.SlashToken]: "div",
-  [ts.SyntaxKind.SlashEqualsToken]: "div",
-  [ts.SyntaxKind.PercentToken]: "rem",
-  [ts.SyntaxKind.PercentEqualsToken]: "rem",
-  [ts.SyntaxKind.AsteriskAsteriskToken]: "pow",
-  [ts.SyntaxKind.AsteriskAsteriskEqualsToken]: "pow",
+const OPS: Record<string, "mul" | "div" | "rem" | "pow"> = {
+  "*": "mul",
+  "*=": "mul",
+  "/": "div",
+  "/=": "div",
+  "%": "rem",
+  "%=": "rem",
+  "**": "pow",
+  "**=": "pow",
 };
 export const CLASSES = [
   "mul",
@@ -89,89 +89,118 @@ export interface AuditResult {
   findings: string[];
 }
 
+/** The child nodes of a Babel node in source order, as `ts.forEachChild` visits a TypeScript node's. */
+function children(n: Node): Node[] {
+  const values: unknown[] = Object.values(n).flat();
+  return values.filter((v): v is Node => typeof (v as Node | null)?.type === "string")
+    .sort((a, b) => a.start! - b.start!);
+}
+
+type Dotted = (MemberExpression | OptionalMemberExpression) & { property: Identifier | PrivateName };
+/** `a.b`, `a?.b`, `a.#b`: TypeScript's PropertyAccessExpression (`a[b]` is not one). */
+const isDotted = (n: Node): n is Dotted =>
+  (n.type === "MemberExpression" || n.type === "OptionalMemberExpression") && !n.computed;
+const dotName = (n: Dotted) => n.property.type === "Identifier" ? n.property.name : `#${n.property.id.name}`;
+
 /** Audits sources (path → text); `known` names the functions callable inside the set. */
 export function audit(sources: Record<string, string>): AuditResult {
-  const files = Object.entries(sources).map(([path, text]) =>
-    ts.createSourceFile(path, text, ts.ScriptTarget.ES2022, true)
-  );
+  const files = Object.entries(sources).map(([fileName, text]) => ({
+    fileName,
+    text,
+    // `(a)` kept as a node and `import(…)` parsed as a call, as TypeScript parses them.
+    program: parse(text, {
+      sourceType: "module",
+      plugins: ["typescript"],
+      attachComment: false,
+      createParenthesizedExpressions: true,
+      createImportExpressions: false,
+    }).program,
+  }));
   const known = new Set<string>();
   const functions = new Map<string, Counts>();
   const findings: string[] = [];
   // Every function declared in the set (declarations and consts bound to functions) may be called.
   for (const f of files) {
-    const collect = (n: ts.Node) => {
-      if (ts.isFunctionDeclaration(n) && n.name) known.add(n.name.text);
+    const collect = (n: Node) => {
+      if ((n.type === "FunctionDeclaration" || n.type === "TSDeclareFunction") && n.id) known.add(n.id.name);
       if (
-        ts.isVariableDeclaration(n) && ts.isIdentifier(n.name) && n.initializer &&
-        ts.isArrowFunction(n.initializer)
-      ) known.add(n.name.text);
-      ts.forEachChild(n, collect);
+        n.type === "VariableDeclarator" && n.id.type === "Identifier" &&
+        n.init?.type === "ArrowFunctionExpression"
+      ) known.add(n.id.name);
+      children(n).forEach(collect);
     };
-    collect(f);
+    collect(f.program);
   }
   for (const f of files) {
-    for (const st of f.statements) {
-      if (ts.isImportDeclaration(st) && !st.importClause?.isTypeOnly) {
-        const spec = (st.moduleSpecifier as ts.StringLiteral).text;
-        const named = st.importClause?.namedBindings;
-        const valueImports = named && ts.isNamedImports(named)
-          ? named.elements.filter((e) => !e.isTypeOnly)
-          : [];
+    for (const st of f.program.body) {
+      if (st.type === "ImportDeclaration" && st.importKind !== "type") {
+        const spec = st.source.value;
+        const valueImports = st.specifiers.filter((e) =>
+          e.type === "ImportSpecifier" && e.importKind !== "type"
+        );
         const target = join(f.fileName, "..", spec).replace(/^\.\//, "");
         if (valueImports.length > 0 && !sources[target]) {
           findings.push(`${f.fileName}: imports values from ${spec}, outside the audited set`);
         }
       }
     }
-    const visit = (n: ts.Node, owner: string) => {
+    const source = (n: Node) => f.text.slice(n.start!, n.end!);
+    // Babel gives a shorthand's name (`{ x }`, `import { x }`) two Identifiers over the same text and `#x`
+    // one; TypeScript one and none: the second and the one in `#x` are skipped.
+    const seen = new Set<number>();
+    const visit = (n: Node, parent: Node | null, owner: string) => {
+      if (n.type === "PrivateName" || (n.type === "Identifier" && seen.has(n.start!))) return;
+      if (n.type === "Identifier") seen.add(n.start!);
       let here = owner;
-      if ((ts.isFunctionDeclaration(n) || ts.isMethodDeclaration(n) || ts.isGetAccessor(n)) && n.name) {
-        here = `${f.fileName}:${n.name.getText()}`;
+      if ((n.type === "FunctionDeclaration" || n.type === "TSDeclareFunction") && n.id) {
+        here = `${f.fileName}:${n.id.name}`;
       } else if (
-        (ts.isArrowFunction(n) || ts.isFunctionExpression(n)) && ts.isVariableDeclaration(n.parent) &&
-        ts.isIdentifier(n.parent.name)
+        // TypeScript's MethodDeclaration and GetAccessor: methods and getters (their overload and abstract
+        // signatures too) and getter signatures; not constructors, setters or method signatures.
+        (n.type === "ClassMethod" || n.type === "ClassPrivateMethod" || n.type === "ObjectMethod" ||
+          n.type === "TSDeclareMethod" || n.type === "TSMethodSignature") &&
+        (n.kind === "get" || (n.kind === "method" && n.type !== "TSMethodSignature"))
       ) {
-        here = `${f.fileName}:${n.parent.name.text}`;
+        here = `${f.fileName}:${n.computed ? `[${source(n.key)}]` : source(n.key)}`;
+      } else if (
+        (n.type === "ArrowFunctionExpression" || n.type === "FunctionExpression") &&
+        parent?.type === "VariableDeclarator" && parent.id.type === "Identifier"
+      ) {
+        here = `${f.fileName}:${parent.id.name}`;
       }
-      if (here !== owner || !functions.has(here)) {
-        if (!functions.has(here)) {
-          functions.set(here, Object.fromEntries(CLASSES.map((c) => [c, 0])) as Counts);
-        }
-      }
+      if (!functions.has(here)) functions.set(here, Object.fromEntries(CLASSES.map((c) => [c, 0])) as Counts);
       const count = (c: typeof CLASSES[number], what: string) => {
         functions.get(here)![c]++;
-        const { line } = f.getLineAndCharacterOfPosition(n.getStart());
-        findings.push(`${f.fileName}:${line + 1} ${c}: ${what}`);
+        findings.push(`${f.fileName}:${n.loc!.start.line} ${c}: ${what}`);
       };
-      if (ts.isBinaryExpression(n) && OPS[n.operatorToken.kind]) {
-        count(OPS[n.operatorToken.kind] as never, n.getText());
+      if ((n.type === "BinaryExpression" || n.type === "AssignmentExpression") && OPS[n.operator]) {
+        count(OPS[n.operator], source(n));
       }
-      if (ts.isPropertyAccessExpression(n) && ts.isIdentifier(n.expression) && n.expression.text === "Math") {
-        count("math", n.getText());
+      if (isDotted(n) && n.object.type === "Identifier" && n.object.name === "Math") count("math", source(n));
+      // Not a safe integer: a fraction or past 2^53 (`1e3` and `1.0` are integers). Shown as String(value).
+      if (n.type === "NumericLiteral" && !Number.isSafeInteger(n.value)) {
+        count("floatLiteral", String(n.value));
       }
-      if (ts.isNumericLiteral(n)) {
-        const t = n.text;
-        if (!/^0[xXbBoO]/.test(t) && (/[.eE]/.test(t) || !Number.isSafeInteger(Number(t)))) {
-          count("floatLiteral", t);
-        }
-      }
-      if (ts.isIdentifier(n) && (n.text === "NaN" || n.text === "Infinity")) count("floatLiteral", n.text);
-      if (ts.isIdentifier(n) && FLOAT_ARRAYS.has(n.text)) count("floatArray", n.text);
-      if (ts.isPropertyAccessExpression(n) && FLOAT_VIEW.test(n.name.text)) count("floatView", n.getText());
-      if (ts.isCallExpression(n) || ts.isNewExpression(n)) {
-        const callee = n.expression;
+      // An Identifier's name; Babel 7 holds a type parameter's name (`<T>`) as a string, not an Identifier.
+      const name = n.type === "Identifier" || n.type === "TSTypeParameter" ? n.name : undefined;
+      if (name === "NaN" || name === "Infinity") count("floatLiteral", name);
+      if (name !== undefined && FLOAT_ARRAYS.has(name)) count("floatArray", name);
+      if (isDotted(n) && FLOAT_VIEW.test(dotName(n))) count("floatView", source(n));
+      if (n.type === "CallExpression" || n.type === "OptionalCallExpression" || n.type === "NewExpression") {
+        const callee = n.callee;
         let ok = false;
-        if (ts.isIdentifier(callee)) {
-          ok = known.has(callee.text) || (ts.isNewExpression(n) && ALLOWED_CONSTRUCTORS.has(callee.text));
-        } else if (ts.isPropertyAccessExpression(callee)) {
-          const atomics = ts.isIdentifier(callee.expression) && callee.expression.text === "Atomics";
-          ok = atomics ? ALLOWED_ATOMICS.has(callee.name.text) : ALLOWED_METHODS.has(callee.name.text);
+        if (callee.type === "Identifier") {
+          ok = known.has(callee.name) ||
+            (n.type === "NewExpression" && ALLOWED_CONSTRUCTORS.has(callee.name));
+        } else if (isDotted(callee)) {
+          const atomics = callee.object.type === "Identifier" && callee.object.name === "Atomics";
+          ok = atomics ? ALLOWED_ATOMICS.has(dotName(callee)) : ALLOWED_METHODS.has(dotName(callee));
         }
-        if (!ok) count("outsideCall", callee.getText());
+        if (!ok) count("outsideCall", source(callee));
       }
-      ts.forEachChild(n, (c) => visit(c, here));
+      for (const c of children(n)) visit(c, n, here);
     };
-    visit(f, `${f.fileName}:(module)`);
+    visit(f.program, null, `${f.fileName}:(module)`);
   }
   return { functions, findings };
 }

@@ -1,6 +1,6 @@
 // Every hand-written backward against central finite differences, op by op and for the whole model.
-import { expect, setDefaultTimeout, test } from "bun:test";
-import { rmsnorm, ropeHead, ropeTables, silu } from "../kernels/cpu.ts";
+import { expect, test } from "bun:test";
+import { rmsnorm, ropeHead, ropeTables, silu } from "../../kernels/cpu.ts";
 import {
   attentionBackward,
   attentionForward,
@@ -8,21 +8,19 @@ import {
   rmsnormBackward,
   ropeBackward,
   swigluBackward,
-} from "../kernels/cpu-grad.ts";
-import { type ModelConfig, PRESETS } from "../model/config.ts";
-import { initParams } from "../model/init.ts";
-import { createRng } from "../model/random.ts";
-import { buildModel, createCache, forward } from "../model/qwen3.ts";
+} from "../../kernels/cpu-grad.ts";
+import { type ModelConfig, PRESETS } from "../../model/config.ts";
+import { initParams } from "../../model/init.ts";
+import { createRng } from "../../model/random.ts";
+import { buildModel, createCache, forward } from "../../model/qwen3.ts";
 import {
   createScratch,
   flattenTensors,
   paramLayout,
   sequenceLossAndGrad,
   viewTensors,
-} from "../model/train.ts";
-import { logSoftmax } from "../measure/metrics.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+} from "../../model/train.ts";
+import { logSoftmax } from "../../measure/metrics.ts";
 
 const rng = createRng(7);
 const randn = (n: number, s = 1) => Float32Array.from({ length: n }, () => rng.normal() * s);

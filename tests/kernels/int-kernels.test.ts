@@ -1,17 +1,15 @@
 // The integer kernels against exact references (BigInt or plain small-integer maths): the rounding
 // primitive, the digit products, the square root, the divisions, the GEMV contract, the tables.
-import { expect, setDefaultTimeout, test } from "bun:test";
-import { I32_MAX, I32_MIN, quantizeBits, shift } from "../kernels/int/round.ts";
-import { mulS12, mulS16, mulScale, multiples, mulU16 } from "../kernels/int/mul.ts";
-import { divShifted, isqrtScaled, recip16 } from "../kernels/int/isqrt.ts";
-import { ACC_EXP, activationTables, gemv, prepareMatrix } from "../kernels/int/gemv.ts";
-import { expNeg, prepareTable, silu } from "../kernels/int/tables.ts";
-import { normPlan, rmsnorm } from "../kernels/int/norm.ts";
-import { makeTables } from "../formats/lut4-quantize.ts";
-import { PRESETS } from "../model/config.ts";
-import { drawBelow, nextU32, seedRng } from "../engines/int/sampler.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import { expect, test } from "bun:test";
+import { I32_MAX, I32_MIN, quantizeBits, shift } from "../../kernels/int/round.ts";
+import { mulS12, mulS16, mulScale, multiples, mulU16 } from "../../kernels/int/mul.ts";
+import { divShifted, isqrtScaled, recip16 } from "../../kernels/int/isqrt.ts";
+import { ACC_EXP, activationTables, gemv, prepareMatrix } from "../../kernels/int/gemv.ts";
+import { expNeg, prepareTable, silu } from "../../kernels/int/tables.ts";
+import { normPlan, rmsnorm } from "../../kernels/int/norm.ts";
+import { makeTables } from "../../formats/lut4-quantize.ts";
+import { PRESETS } from "../../model/config.ts";
+import { drawBelow, nextU32, seedRng } from "../../engines/int/sampler.ts";
 
 let seed = 12345;
 const rand = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32;

@@ -1,31 +1,25 @@
 // The WebAssembly SIMD projection (kernels/int/gemv-lut.ts on kernels/wasm/int-lut.ts) gives exactly
 // the integers of the TypeScript contract (kernels/int/gemv.ts): on every lut4 matrix of the default
 // model with random and extreme inputs, on random matrices whose rows saturate, and through the engine.
-import { expect, setDefaultTimeout, test } from "bun:test";
-import { defaultLut4 } from "./helpers/lut4-fixture.ts";
-import { readLut4 } from "../formats/lut4.ts";
-import { checked } from "../kernels/int/check.ts";
-import { activationTables, gemv, type LutMatrix, prepareMatrix } from "../kernels/int/gemv.ts";
-import { gemvLut, inputPlanes } from "../kernels/int/gemv-lut.ts";
-import { normPlan, rmsnorm } from "../kernels/int/norm.ts";
-import { quantizeBits, satAdd } from "../kernels/int/round.ts";
-import { ropeHead } from "../kernels/int/rope.ts";
-import { createLutSums } from "../kernels/wasm/int-lut.ts";
-import { attendGroup, type AttentionContext, attentionScratch } from "../kernels/int/attention.ts";
-import { prepareTable, silu } from "../kernels/int/tables.ts";
-import { makeTables } from "../formats/lut4-quantize.ts";
-import { PRESETS } from "../model/config.ts";
-import { evalWindows, loadBrown } from "../model/corpus.ts";
-import { createRng } from "../model/random.ts";
-import { intEngineFromFile } from "../engines/int/engine.ts";
-import { buildIntModel } from "../engines/int/model.ts";
-import { lutMatrices } from "../engines/int/simd.ts";
-
-// Per file: Bun 1.4.5 applies a preload's default to the first test file only. Alone this file takes
-// about 10 s; late in a full `bun test` process its WebAssembly-and-reference comparisons ran 10–20×
-// slower (the same with either half of the suite before it; not traced to one file), so its longest
-// test needs more than the usual minute there.
-setDefaultTimeout(240_000);
+import { expect, test } from "bun:test";
+import { defaultLut4 } from "../helpers/lut4-fixture.ts";
+import { readLut4 } from "../../formats/lut4.ts";
+import { checked } from "../../kernels/int/check.ts";
+import { activationTables, gemv, type LutMatrix, prepareMatrix } from "../../kernels/int/gemv.ts";
+import { gemvLut, inputPlanes } from "../../kernels/int/gemv-lut.ts";
+import { normPlan, rmsnorm } from "../../kernels/int/norm.ts";
+import { quantizeBits, satAdd } from "../../kernels/int/round.ts";
+import { ropeHead } from "../../kernels/int/rope.ts";
+import { createLutSums } from "../../kernels/wasm/int-lut.ts";
+import { attendGroup, type AttentionContext, attentionScratch } from "../../kernels/int/attention.ts";
+import { prepareTable, silu } from "../../kernels/int/tables.ts";
+import { makeTables } from "../../formats/lut4-quantize.ts";
+import { PRESETS } from "../../model/config.ts";
+import { evalWindows, loadBrown } from "../../model/corpus.ts";
+import { createRng } from "../../model/random.ts";
+import { intEngineFromFile } from "../../engines/int/engine.ts";
+import { buildIntModel } from "../../engines/int/model.ts";
+import { lutMatrices } from "../../engines/int/simd.ts";
 
 const rng = createRng(11);
 

@@ -7,16 +7,15 @@
 // (K + 1) * 2^-24 * sum_k |a_k b_k| (+ 2^-24 |c| when accumulating). Attention (a product, a
 // softmax with a polynomial exp of relative error about 2e-7, a product) must stay within
 // 2e-5 * max(1, max |reference|) on inputs in [-1, 1].
-import { expect, setDefaultTimeout, test } from "bun:test";
+import { expect, test } from "bun:test";
+import { crossProcessTest } from "../helpers/fast.ts";
 import { spawnSync } from "node:child_process";
-import { assemble, fn, I32, op, simdSupported, sleb, uleb } from "../kernels/wasm/asm.ts";
-import { createWasmKernels, FROZEN_SLOTS, wasmKernels } from "../kernels/wasm/kernels.ts";
-import * as cpu from "../kernels/cpu.ts";
-import * as grad from "../kernels/cpu-grad.ts";
-import { defaultKernels, kernelSet, referenceKernels } from "../kernels/kernels.ts";
-import { createRng } from "../model/random.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import { assemble, fn, I32, op, simdSupported, sleb, uleb } from "../../kernels/wasm/asm.ts";
+import { createWasmKernels, FROZEN_SLOTS, wasmKernels } from "../../kernels/wasm/kernels.ts";
+import * as cpu from "../../kernels/cpu.ts";
+import * as grad from "../../kernels/cpu-grad.ts";
+import { defaultKernels, kernelSet, referenceKernels } from "../../kernels/kernels.ts";
+import { createRng } from "../../model/random.ts";
 
 const rng = createRng(13);
 const rand = (n: number) => Float32Array.from({ length: n }, () => rng.next() * 2 - 1);
@@ -242,18 +241,21 @@ test("kernel selection: ref and wasm by name, wasm the default, an unknown name 
   expect(() => kernelSet("gpu" as "ref")).toThrow(/wasm or ref/);
 });
 
-test("without WebAssembly SIMD the kernels fall back to JavaScript and say so in one line", () => {
-  const script = `
+crossProcessTest(
+  "without WebAssembly SIMD the kernels fall back to JavaScript and say so in one line",
+  () => {
+    const script = `
     WebAssembly.validate = () => false;
-    const k = await import(${JSON.stringify(new URL("../kernels/kernels.ts", import.meta.url).pathname)});
+    const k = await import(${JSON.stringify(new URL("../../kernels/kernels.ts", import.meta.url).pathname)});
     console.log(k.defaultKernels.name, k.kernelSet("wasm").name);`;
-  const r = spawnSync("bun", ["--eval", script], { encoding: "utf8" });
-  expect(r.status).toBe(0);
-  expect(r.stdout.trim()).toBe("ref ref");
-  expect(r.stderr.trim().split("\n")).toEqual([
-    "ferry: this runtime lacks WebAssembly SIMD; using the JavaScript kernels",
-  ]);
-});
+    const r = spawnSync("bun", ["--eval", script], { encoding: "utf8" });
+    expect(r.status).toBe(0);
+    expect(r.stdout.trim()).toBe("ref ref");
+    expect(r.stderr.trim().split("\n")).toEqual([
+      "ferry: this runtime lacks WebAssembly SIMD; using the JavaScript kernels",
+    ]);
+  },
+);
 
 test("SwiGLU forward and backward match the reference within 4e-6 max(1, |value|) (exp by polynomial)", () => {
   for (const n of [1, 3, 4, 37, 1000]) {
@@ -279,7 +281,7 @@ test("SwiGLU forward and backward match the reference within 4e-6 max(1, |value|
 });
 
 test("the packed store's one-row product (several panels at once, then single panels) gives matmul's bits", async () => {
-  const { createPackedStore, GEMV_PANELS } = await import("../kernels/wasm/packed.ts");
+  const { createPackedStore, GEMV_PANELS } = await import("../../kernels/wasm/packed.ts");
   const bits = (x: Float32Array) => new Uint8Array(x.buffer, x.byteOffset, x.byteLength);
   // N covers: fewer columns than one group of panels, whole groups, groups plus single panels, a ragged
   // last panel; K covers the unrolled k loop, its remainder and both together.
@@ -307,7 +309,7 @@ test("the packed store's one-row product (several panels at once, then single pa
 });
 
 test("packFrom reads a matrix a chunk at a time and keeps pack's bytes: bf16 or f32, however the reader answers", async () => {
-  const { createPackedStore } = await import("../kernels/wasm/packed.ts");
+  const { createPackedStore } = await import("../../kernels/wasm/packed.ts");
   const store = createPackedStore({ threads: 1 });
   const mem = (w: Parameters<typeof store.unpack>[0]) => new Uint8Array(store.unpack(w).buffer);
   const reads: number[] = [];

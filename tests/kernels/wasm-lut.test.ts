@@ -1,11 +1,9 @@
 // The SIMD table look-up offered to the integer engine (kernels/wasm/lut.ts): exact against a plain
 // sum of table reads, at the extremes of its stated range, and made only of the opcodes it declares.
-import { expect, setDefaultTimeout, test } from "bun:test";
-import { assemble, fn, op, V128 } from "../kernels/wasm/asm.ts";
-import { lut16Rows, LUT_OPCODES, lutPlanes, opcodeCensus } from "../kernels/wasm/lut.ts";
-import { createRng } from "../model/random.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import { expect, test } from "bun:test";
+import { assemble, fn, op, V128 } from "../../kernels/wasm/asm.ts";
+import { lut16Rows, LUT_OPCODES, lutPlanes, opcodeCensus } from "../../kernels/wasm/lut.ts";
+import { createRng } from "../../model/random.ts";
 
 const rng = createRng(5);
 const bytes = assemble({ pages: 1, functions: { lut16_rows: lut16Rows() } });

@@ -1,17 +1,15 @@
 // The endpoints llama.cpp's server users expect, through app.request: /health, /tokenize, /detokenize,
 // /apply-template, /metrics (strictly parsed Prometheus text whose counters move), and logprobs in
 // OpenAI's shapes (chat and legacy completions, streamed too) and llama.cpp's completion_probabilities.
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import type { Engine } from "../model/engine.ts";
-import { encode } from "../model/tokenizer.ts";
-import { createApp } from "../serve/app.ts";
-import { loadingApp } from "../serve/loading.ts";
-import { logSoftmax } from "../serve/logprobs.ts";
-import { renderChat } from "../serve/transcript.ts";
-import { chatEngine, exportChatModel } from "./helpers/chat-model.ts";
-import { sseChunks, streamedText } from "./helpers/chat-sse.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import type { Engine } from "../../model/engine.ts";
+import { encode } from "../../model/tokenizer.ts";
+import { createApp } from "../../serve/app.ts";
+import { loadingApp } from "../../serve/loading.ts";
+import { logSoftmax } from "../../serve/logprobs.ts";
+import { renderChat } from "../../serve/transcript.ts";
+import { chatEngine, exportChatModel } from "../helpers/chat-model.ts";
+import { sseChunks, streamedText } from "../helpers/chat-sse.ts";
 
 let engine: Engine, app: ReturnType<typeof createApp>, cleanup = () => {};
 

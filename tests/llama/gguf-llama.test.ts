@@ -2,20 +2,18 @@
 // every GGUF ferry writes and computes what ferry computes. The model is the shipped default model
 // (model/default/ferry.ckpt; the test fails if it is missing). `bun scripts/tools/measure-gguf.ts` prints the
 // same figures for it at a larger sample (docs/fidelity.md's table).
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
-import { writeGguf } from "../formats/gguf.ts";
-import { evalWindows, loadBrown } from "../model/corpus.ts";
-import { logSoftmax, windowInputs, windowLogits } from "../measure/metrics.ts";
-import { buildModel } from "../model/qwen3.ts";
-import { encode } from "../model/tokenizer.ts";
-import { formatGgufTable, type GgufFigures, heldOutPrompts, measureGguf } from "../measure/llama-score.ts";
-import { openLlamaGguf } from "../measure/llama-cpp.ts";
-import { ALL_DTYPES, subjectModel, tempDir, testTensors } from "./helpers/gguf-fixtures.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import { writeGguf } from "../../formats/gguf.ts";
+import { evalWindows, loadBrown } from "../../model/corpus.ts";
+import { logSoftmax, windowInputs, windowLogits } from "../../measure/metrics.ts";
+import { buildModel } from "../../model/qwen3.ts";
+import { encode } from "../../model/tokenizer.ts";
+import { formatGgufTable, type GgufFigures, heldOutPrompts, measureGguf } from "../../measure/llama-score.ts";
+import { openLlamaGguf } from "../../measure/llama-cpp.ts";
+import { ALL_DTYPES, subjectModel, tempDir, testTensors } from "../helpers/gguf-fixtures.ts";
 
 /*
  * Every bound below was measured on the shipped model (model/default/ferry.ckpt, step 1400) at this

@@ -3,22 +3,20 @@
 // folder and as ferry's GGUFs. Prompts are token ids from @huggingface/tokenizers, so no ferry tokenizer
 // is involved. ferry's float engine continues each prompt greedily for 64 tokens from the folder and
 // from the F32 GGUF exactly as llama.cpp does on that GGUF; on the BF16 file llama.cpp computes what
-// ferry computes from it (F16 and Q8_0: tests/gguf-qwen3-quants-llama.test.ts).
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+// ferry computes from it (F16 and Q8_0: tests/llama/gguf-qwen3-quants-llama.test.ts).
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
-import { loadEngine } from "../engines/mod.ts";
-import { writeGguf } from "../formats/gguf.ts";
-import { openLlamaGguf } from "../measure/llama-cpp.ts";
-import { tempDir } from "./helpers/gguf-fixtures.ts";
+import { loadEngine } from "../../engines/mod.ts";
+import { writeGguf } from "../../formats/gguf.ts";
+import { openLlamaGguf } from "../../measure/llama-cpp.ts";
+import { tempDir } from "../helpers/gguf-fixtures.ts";
 import {
   type ReducedQwen3,
   reducedQwen3,
   SAME_FILE_BOUNDS,
   sameFileAgreement,
-} from "./helpers/gguf-qwen3-llama.ts";
-
-setDefaultTimeout(60_000);
+} from "../helpers/gguf-qwen3-llama.ts";
 
 const PROMPTS = ["The jury said it did find that", "def main():\n    print(", "東京は日本の首都です。"];
 const STEPS = 64;

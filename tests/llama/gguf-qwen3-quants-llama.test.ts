@@ -1,17 +1,15 @@
-// The reduced Qwen3 shape with the real tokenizer (see tests/gguf-qwen3-llama.test.ts) as ferry's F16
+// The reduced Qwen3 shape with the real tokenizer (see tests/llama/gguf-qwen3-llama.test.ts) as ferry's F16
 // and Q8_0 GGUFs: llama.cpp computes from each file what ferry's float engine computes from it, within
 // the bounds measured for each type (tests/helpers/gguf-qwen3-llama.ts).
-import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, expect, test } from "bun:test";
 import { rm } from "node:fs/promises";
-import { tempDir } from "./helpers/gguf-fixtures.ts";
+import { tempDir } from "../helpers/gguf-fixtures.ts";
 import {
   type ReducedQwen3,
   reducedQwen3,
   SAME_FILE_BOUNDS,
   sameFileAgreement,
-} from "./helpers/gguf-qwen3-llama.ts";
-
-setDefaultTimeout(60_000);
+} from "../helpers/gguf-qwen3-llama.ts";
 
 let dir = "";
 let m: ReducedQwen3;

@@ -3,7 +3,7 @@
 // tokenizer.json, on Brown corpus paragraphs, code, whitespace runs, digits, CJK, emoji, combining marks
 // and special-token text (parsed and not), and detokenizes them back; it stops on <|im_end|> and
 // <|endoftext|>; and a chat rendered from the GGUF's own template gives the Hugging Face prompt's ids.
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
@@ -16,11 +16,9 @@ import {
   LlamaLogLevel,
   type LlamaModel,
 } from "node-llama-cpp";
-import { readGgufTokenizer, writeGguf } from "../formats/gguf.ts";
-import { brownDir, untag } from "../model/corpus.ts";
-import { qwen3VocabModel, tempDir, tokenizerFilesOf } from "./helpers/gguf-fixtures.ts";
-
-setDefaultTimeout(60_000);
+import { readGgufTokenizer, writeGguf } from "../../formats/gguf.ts";
+import { brownDir, untag } from "../../model/corpus.ts";
+import { qwen3VocabModel, tempDir, tokenizerFilesOf } from "../helpers/gguf-fixtures.ts";
 
 const files = tokenizerFilesOf();
 const hfConfig = JSON.parse(files["tokenizer_config.json"]!);

@@ -2,11 +2,12 @@
 // apply_chat_template gives (the expected strings follow the template's own logic); thinking on and off,
 // history with and without reasoning, and refusals naming the file and the field; Deno renders the same.
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { crossProcessTest } from "../helpers/fast.ts";
 import { spawnSync } from "node:child_process";
-import { chatTemplateOf } from "../model/chat-template.ts";
-import { FormatError } from "../model/error.ts";
-import { withoutDenoDownloads } from "./helpers/deno.ts";
-import { QWEN3_TOKENIZER_DIR, qwen3TokenizerFiles } from "./helpers/tokenizer-check.ts";
+import { chatTemplateOf } from "../../model/chat-template.ts";
+import { FormatError } from "../../model/error.ts";
+import { withoutDenoDownloads } from "../helpers/deno.ts";
+import { QWEN3_TOKENIZER_DIR, qwen3TokenizerFiles } from "../helpers/tokenizer-check.ts";
 
 setDefaultTimeout(20_000);
 
@@ -105,7 +106,7 @@ describe("where templates come from, and refusals", () => {
   });
 });
 
-test("Deno renders the same text as Bun", () => {
+crossProcessTest("Deno renders the same text as Bun", () => {
   const messages = [
     { role: "system", content: "S" },
     { role: "user", content: "Q1" },

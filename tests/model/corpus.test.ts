@@ -1,10 +1,8 @@
 // The train / held-out split of the Brown corpus: what docs/training.md says about it is what loadBrown does.
-import { expect, setDefaultTimeout, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { brownDir, evalWindows, HELD_OUT_EVERY, loadBrown, untag } from "../model/corpus.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import { brownDir, evalWindows, HELD_OUT_EVERY, loadBrown, untag } from "../../model/corpus.ts";
 
 const dir = brownDir();
 const names = readdirSync(dir).filter((n) => /^c[a-r]\d\d$/.test(n)).sort();

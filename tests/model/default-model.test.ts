@@ -1,16 +1,14 @@
 // The shipped model: what docs/training.md says about it is what it does.
-import { expect, setDefaultTimeout, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
-import { readCheckpoint } from "../formats/checkpoint.ts";
-import { evalWindows, loadBrown } from "../model/corpus.ts";
-import { bitsPerByte } from "../measure/metrics.ts";
-import { buildModel } from "../model/qwen3.ts";
-import { floatEngineOf } from "../engines/float.ts";
-import { generateAll } from "../model/generate.ts";
-import { decode, encode } from "../model/tokenizer.ts";
-import { configParamCount } from "../model/config.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import { readCheckpoint } from "../../formats/checkpoint.ts";
+import { evalWindows, loadBrown } from "../../model/corpus.ts";
+import { bitsPerByte } from "../../measure/metrics.ts";
+import { buildModel } from "../../model/qwen3.ts";
+import { floatEngineOf } from "../../engines/float.ts";
+import { generateAll } from "../../model/generate.ts";
+import { decode, encode } from "../../model/tokenizer.ts";
+import { configParamCount } from "../../model/config.ts";
 
 test("the default model reaches the held-out bits per byte and greedy text of docs/training.md", async () => {
   const run = await readCheckpoint("model/default/ferry.ckpt", { sections: ["model"] });

@@ -1,11 +1,11 @@
 // The byte tokenizer, the config's TOML form and refusals, and the training checkpoint round trip.
-import { expect, setDefaultTimeout, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { BOS, createStreamDecoder, decode, encode, EOS } from "../model/tokenizer.ts";
-import { ConfigError, configToToml, parseConfig, PRESETS } from "../model/config.ts";
-import { initParams } from "../model/init.ts";
+import { BOS, createStreamDecoder, decode, encode, EOS } from "../../model/tokenizer.ts";
+import { ConfigError, configToToml, parseConfig, PRESETS } from "../../model/config.ts";
+import { initParams } from "../../model/init.ts";
 import {
   CheckpointError,
   configPathFor,
@@ -13,11 +13,9 @@ import {
   openCheckpointModel,
   readCheckpoint,
   writeCheckpoint,
-} from "../formats/checkpoint.ts";
-import { materialize } from "../model/tensor.ts";
-import { expectSameBits, expectSameTensors } from "./helpers/bits.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+} from "../../formats/checkpoint.ts";
+import { materialize } from "../../model/tensor.ts";
+import { expectSameBits, expectSameTensors } from "../helpers/bits.ts";
 
 const SAMPLES = [
   "",

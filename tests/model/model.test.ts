@@ -1,17 +1,15 @@
 // The float reference: the Qwen3 forward against a hand-computed case and an independent naive
 // implementation, the KV cache against full recompute, grouped-query attention, and sampling.
-import { expect, setDefaultTimeout, test } from "bun:test";
-import { type ModelConfig, PRESETS } from "../model/config.ts";
-import { initParams } from "../model/init.ts";
-import { buildModel, createCache, forward } from "../model/qwen3.ts";
-import { pickToken } from "../model/sample.ts";
-import { checkSampling, GREEDY } from "../model/sampling.ts";
-import { generateAll } from "../model/generate.ts";
-import { floatEngineOf } from "../engines/float.ts";
-import { createRng } from "../model/random.ts";
-import type { Tensor } from "../model/tensor.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import { expect, test } from "bun:test";
+import { type ModelConfig, PRESETS } from "../../model/config.ts";
+import { initParams } from "../../model/init.ts";
+import { buildModel, createCache, forward } from "../../model/qwen3.ts";
+import { pickToken } from "../../model/sample.ts";
+import { checkSampling, GREEDY } from "../../model/sampling.ts";
+import { generateAll } from "../../model/generate.ts";
+import { floatEngineOf } from "../../engines/float.ts";
+import { createRng } from "../../model/random.ts";
+import type { Tensor } from "../../model/tensor.ts";
 
 /** A straightforward f64 transcription of Hugging Face's Qwen3 maths, written independently of qwen3.ts. */
 function naiveLogits(cfg: ModelConfig, tensors: Tensor[], ids: number[]): number[][] {

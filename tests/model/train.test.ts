@@ -1,13 +1,14 @@
 // A short training smoke test: on a tiny model the loss falls within seconds, and the trainer CLI
 // writes a checkpoint it can resume from.
-import { expect, setDefaultTimeout, test } from "bun:test";
+import { expect, test } from "bun:test";
+import { crossProcessTest } from "../helpers/fast.ts";
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { PRESETS } from "../model/config.ts";
-import { initParams } from "../model/init.ts";
-import { encode } from "../model/tokenizer.ts";
+import { PRESETS } from "../../model/config.ts";
+import { initParams } from "../../model/init.ts";
+import { encode } from "../../model/tokenizer.ts";
 import {
   adamwStep,
   clipGradNorm,
@@ -18,11 +19,9 @@ import {
   scaleRange,
   sequenceLossAndGrad,
   sumInto,
-} from "../model/train.ts";
-import { createRng } from "../model/random.ts";
-import { readCheckpoint } from "../formats/checkpoint.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+} from "../../model/train.ts";
+import { createRng } from "../../model/random.ts";
+import { readCheckpoint } from "../../formats/checkpoint.ts";
 
 test("AdamW on a tiny model drives the loss on a fixed sentence down", () => {
   const cfg = PRESETS.tiny;
@@ -77,90 +76,97 @@ test("the optimizer split into ranges (as the workers run it) gives the bits of 
   }
 });
 
-test("scripts/train.ts: 1, 2 and 3 workers give the same bits (sequences are summed in batch order)", async () => {
-  const dir = mkdtempSync(join(tmpdir(), "ferry-train-workers-"));
-  try {
-    const bits = [];
-    for (const workers of ["1", "2", "3"]) {
-      const out = join(dir, `w${workers}.ckpt`);
-      const r = spawnSync("bun", [
+crossProcessTest(
+  "scripts/train.ts: 1, 2 and 3 workers give the same bits (sequences are summed in batch order)",
+  async () => {
+    const dir = mkdtempSync(join(tmpdir(), "ferry-train-workers-"));
+    try {
+      const bits = [];
+      for (const workers of ["1", "2", "3"]) {
+        const out = join(dir, `w${workers}.ckpt`);
+        const r = spawnSync("bun", [
+          "scripts/train.ts",
+          "--out",
+          out,
+          "--preset",
+          "tiny",
+          "--seq",
+          "24",
+          "--batch",
+          "5",
+          "--steps",
+          "3",
+          "--warmup",
+          "1",
+          "--save-every",
+          "3",
+          "--eval-every",
+          "100",
+          "--workers",
+          workers,
+        ], { encoding: "utf8" });
+        expect(r.status).toBe(0);
+        const ck = await readCheckpoint(out);
+        bits.push(
+          [...ck.model, ...ck.ema!, ...ck.adam!.m, ...ck.adam!.v].map((t) =>
+            Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength).toString("base64")
+          ),
+        );
+      }
+      expect(bits[0].length).toBeGreaterThan(0);
+      expect(bits[1]).toEqual(bits[0]);
+      expect(bits[2]).toEqual(bits[0]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+);
+
+crossProcessTest(
+  "scripts/train.ts trains, writes a checkpoint with log and config, and resumes",
+  async () => {
+    const dir = mkdtempSync(join(tmpdir(), "ferry-train-"));
+    try {
+      const out = join(dir, "run.ckpt");
+      const args = [
         "scripts/train.ts",
         "--out",
         out,
         "--preset",
         "tiny",
         "--seq",
-        "24",
+        "32",
         "--batch",
-        "5",
+        "4",
         "--steps",
-        "3",
+        "12",
         "--warmup",
-        "1",
+        "2",
         "--save-every",
-        "3",
+        "6",
         "--eval-every",
-        "100",
-        "--workers",
-        workers,
-      ], { encoding: "utf8" });
-      expect(r.status).toBe(0);
-      const ck = await readCheckpoint(out);
-      bits.push(
-        [...ck.model, ...ck.ema!, ...ck.adam!.m, ...ck.adam!.v].map((t) =>
-          Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength).toString("base64")
-        ),
-      );
+        "6",
+      ];
+      const first = spawnSync("bun", [...args, "--stop-after", "6"], { encoding: "utf8" });
+      expect(first.status).toBe(0);
+      expect((await readCheckpoint(out)).step).toBe(6);
+      const second = spawnSync("bun", args, { encoding: "utf8" });
+      expect(second.status).toBe(0);
+      expect(second.stderr).toContain("resuming");
+      const run = await readCheckpoint(out);
+      expect(run.step).toBe(12);
+      expect(run.adam).toBeDefined();
+      expect(run.ema).toBeDefined();
+      expect(existsSync(join(dir, "run.config.toml"))).toBe(true);
+      const log = readFileSync(join(dir, "run.log"), "utf8").trim().split("\n");
+      expect(log.at(-1)!.split("\t")[0]).toBe("12");
+      const bad = spawnSync("bun", ["scripts/train.ts", "--out", join(dir, "x.ckpt"), "--preset", "nope"], {
+        encoding: "utf8",
+      });
+      expect(bad.status).toBe(2);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
-    expect(bits[0].length).toBeGreaterThan(0);
-    expect(bits[1]).toEqual(bits[0]);
-    expect(bits[2]).toEqual(bits[0]);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-});
-
-test("scripts/train.ts trains, writes a checkpoint with log and config, and resumes", async () => {
-  const dir = mkdtempSync(join(tmpdir(), "ferry-train-"));
-  try {
-    const out = join(dir, "run.ckpt");
-    const args = [
-      "scripts/train.ts",
-      "--out",
-      out,
-      "--preset",
-      "tiny",
-      "--seq",
-      "32",
-      "--batch",
-      "4",
-      "--steps",
-      "12",
-      "--warmup",
-      "2",
-      "--save-every",
-      "6",
-      "--eval-every",
-      "6",
-    ];
-    const first = spawnSync("bun", [...args, "--stop-after", "6"], { encoding: "utf8" });
-    expect(first.status).toBe(0);
-    expect((await readCheckpoint(out)).step).toBe(6);
-    const second = spawnSync("bun", args, { encoding: "utf8" });
-    expect(second.status).toBe(0);
-    expect(second.stderr).toContain("resuming");
-    const run = await readCheckpoint(out);
-    expect(run.step).toBe(12);
-    expect(run.adam).toBeDefined();
-    expect(run.ema).toBeDefined();
-    expect(existsSync(join(dir, "run.config.toml"))).toBe(true);
-    const log = readFileSync(join(dir, "run.log"), "utf8").trim().split("\n");
-    expect(log.at(-1)!.split("\t")[0]).toBe("12");
-    const bad = spawnSync("bun", ["scripts/train.ts", "--out", join(dir, "x.ckpt"), "--preset", "nope"], {
-      encoding: "utf8",
-    });
-    expect(bad.status).toBe(2);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}, 60_000);
+  },
+  60_000,
+);

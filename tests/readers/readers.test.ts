@@ -2,27 +2,26 @@
 // 110 columns, node: imports only), the usage error, and the refusal contract on malformed files: exit 1, one
 // line "FILE: why" on stderr, nothing on stdout, no stack trace, and no allocation sized by a lying count (a
 // run that tried one would take the time limit or die of memory instead of exiting 1); --help and a folder.
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { crossProcessTest } from "../helpers/fast.ts";
 import { execFile, spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
-import { readDmexp, writeDmexp } from "../formats/dmexp.ts";
-import { dequantizeLut4, readLut4, writeLut4 } from "../formats/lut4.ts";
-import { quantizeModel } from "../formats/lut4-quantize.ts";
-import { encodeTokenizerSection } from "../formats/tokenizer-section.ts";
-import { writeGguf } from "../formats/gguf.ts";
-import { writeSafetensors } from "../formats/safetensors.ts";
-import { writeF64Lines } from "../formats/f64lines.ts";
-import { PRESETS } from "../model/config.ts";
-import { initParams } from "../model/init.ts";
-import { testTensors } from "./helpers/gguf-fixtures.ts";
-import { assemble, disassemble } from "./dmexp-fixtures.ts";
+import { readDmexp, writeDmexp } from "../../formats/dmexp.ts";
+import { dequantizeLut4, readLut4, writeLut4 } from "../../formats/lut4.ts";
+import { quantizeModel } from "../../formats/lut4-quantize.ts";
+import { encodeTokenizerSection } from "../../formats/tokenizer-section.ts";
+import { writeGguf } from "../../formats/gguf.ts";
+import { writeSafetensors } from "../../formats/safetensors.ts";
+import { writeF64Lines } from "../../formats/f64lines.ts";
+import { PRESETS } from "../../model/config.ts";
+import { initParams } from "../../model/init.ts";
+import { testTensors } from "../helpers/gguf-fixtures.ts";
+import { assemble, disassemble } from "../helpers/dmexp-fixtures.ts";
 
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
-
-const ROOT = new URL("..", import.meta.url).pathname;
+const ROOT = new URL("../..", import.meta.url).pathname;
 const dir = mkdtempSync(join(tmpdir(), "ferry-readers-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -248,14 +247,14 @@ for (const [reader, make] of Object.entries(CASES)) {
       bad = await make();
     });
     for (const runtime of ["deno", "bun"] as const) {
-      test(`${runtime}: no FILE is a usage error, exit 2`, () => {
+      crossProcessTest(`${runtime}: no FILE is a usage error, exit 2`, () => {
         const r = run(runtime, reader, []);
         expect(r.code).toBe(2);
         expect(r.err).toBe(`usage: readers/${reader}.ts FILE [TENSOR...]\n`);
         expect(r.out).toBe("");
       });
 
-      test(
+      crossProcessTest(
         `${runtime}: every malformed file is refused: exit 1, one line "FILE: why", no stack trace`,
         async () => {
           expect(bad.length).toBeGreaterThanOrEqual(10);
@@ -280,25 +279,28 @@ for (const [reader, make] of Object.entries(CASES)) {
         120_000,
       );
 
-      test(`${runtime}: a file that does not exist is one line too; a missing tensor is named, with nothing printed`, () => {
-        const gone = run(runtime, reader, [join(dir, "no-such-file")]);
-        expect(gone.code).toBe(1);
-        expect(gone.err.trimEnd().split("\n")).toHaveLength(1);
-        const good = readdirSync(dir).find((f) => f === `good.${reader}`);
-        const real = reader === "gguf" ? "token_embd.weight" : "model.embed_tokens.weight";
-        const listing = run(runtime, reader, [join(dir, good!)]).out.trimEnd().split("\n");
-        const [first, second] = listing.map((l) => l.split("\t")[0]);
-        const both = run(runtime, reader, [join(dir, good!), second, first]); // printed in file order
-        expect([both.code, both.out.split("\n")[0], both.out.split("\n")[2]]).toEqual([
-          0,
-          listing[0],
-          listing[1],
-        ]);
-        const r = run(runtime, reader, [join(dir, good!), real, "no.such.tensor"]); // nothing printed before
-        expect(r.code).toBe(1);
-        expect(r.err).toBe(`${join(dir, good!)}: no tensor named no.such.tensor\n`);
-        expect(r.out).toBe("");
-      });
+      crossProcessTest(
+        `${runtime}: a file that does not exist is one line too; a missing tensor is named, with nothing printed`,
+        () => {
+          const gone = run(runtime, reader, [join(dir, "no-such-file")]);
+          expect(gone.code).toBe(1);
+          expect(gone.err.trimEnd().split("\n")).toHaveLength(1);
+          const good = readdirSync(dir).find((f) => f === `good.${reader}`);
+          const real = reader === "gguf" ? "token_embd.weight" : "model.embed_tokens.weight";
+          const listing = run(runtime, reader, [join(dir, good!)]).out.trimEnd().split("\n");
+          const [first, second] = listing.map((l) => l.split("\t")[0]);
+          const both = run(runtime, reader, [join(dir, good!), second, first]); // printed in file order
+          expect([both.code, both.out.split("\n")[0], both.out.split("\n")[2]]).toEqual([
+            0,
+            listing[0],
+            listing[1],
+          ]);
+          const r = run(runtime, reader, [join(dir, good!), real, "no.such.tensor"]); // nothing printed before
+          expect(r.code).toBe(1);
+          expect(r.err).toBe(`${join(dir, good!)}: no tensor named no.such.tensor\n`);
+          expect(r.out).toBe("");
+        },
+      );
     }
   });
 }
@@ -306,7 +308,7 @@ for (const [reader, make] of Object.entries(CASES)) {
 describe("every minimal reader: --help and folders", () => {
   const READERS = ["dmexp", "f64lines", "gguf", "lut4", "safetensors"];
   for (const runtime of ["deno", "bun"] as const) {
-    test(`${runtime}: --help and -h print the usage line and exit 2, as no FILE does`, () => {
+    crossProcessTest(`${runtime}: --help and -h print the usage line and exit 2, as no FILE does`, () => {
       for (const reader of READERS) {
         for (const flag of ["--help", "-h"]) {
           const r = run(runtime, reader, [flag]);
@@ -318,29 +320,32 @@ describe("every minimal reader: --help and folders", () => {
       }
     });
 
-    test(`${runtime}: a folder is refused in one line (safetensors reads a Hugging Face folder's model.safetensors)`, async () => {
-      const folder = join(dir, "a-folder");
-      mkdirSync(folder, { recursive: true });
-      for (const reader of READERS.filter((r) => r !== "safetensors")) {
-        const r = run(runtime, reader, [folder]);
-        expect(`${reader}: exit ${r.code}: ${r.err}`).toBe(
-          `${reader}: exit 1: ${folder}: is a folder, expected a file\n`,
-        );
-        expect(r.out).toBe("");
-      }
-      const hf = join(dir, "m.hf");
-      mkdirSync(hf, { recursive: true });
-      await writeSafetensors(join(hf, "model.safetensors"), model, { dtype: "BF16" });
-      const inFolder = run(runtime, "safetensors", [hf]);
-      const file = run(runtime, "safetensors", [join(hf, "model.safetensors")]);
-      expect(inFolder.code).toBe(0);
-      expect(inFolder.out.split("\n").length).toBeGreaterThan(model.length);
-      expect(inFolder.out).toBe(file.out);
-      const empty = run(runtime, "safetensors", [folder]); // a folder without model.safetensors
-      expect(empty.code).toBe(1);
-      expect(empty.err.startsWith(`${folder}: `)).toBe(true);
-      expect(empty.err.trimEnd().split("\n")).toHaveLength(1);
-    });
+    crossProcessTest(
+      `${runtime}: a folder is refused in one line (safetensors reads a Hugging Face folder's model.safetensors)`,
+      async () => {
+        const folder = join(dir, "a-folder");
+        mkdirSync(folder, { recursive: true });
+        for (const reader of READERS.filter((r) => r !== "safetensors")) {
+          const r = run(runtime, reader, [folder]);
+          expect(`${reader}: exit ${r.code}: ${r.err}`).toBe(
+            `${reader}: exit 1: ${folder}: is a folder, expected a file\n`,
+          );
+          expect(r.out).toBe("");
+        }
+        const hf = join(dir, "m.hf");
+        mkdirSync(hf, { recursive: true });
+        await writeSafetensors(join(hf, "model.safetensors"), model, { dtype: "BF16" });
+        const inFolder = run(runtime, "safetensors", [hf]);
+        const file = run(runtime, "safetensors", [join(hf, "model.safetensors")]);
+        expect(inFolder.code).toBe(0);
+        expect(inFolder.out.split("\n").length).toBeGreaterThan(model.length);
+        expect(inFolder.out).toBe(file.out);
+        const empty = run(runtime, "safetensors", [folder]); // a folder without model.safetensors
+        expect(empty.code).toBe(1);
+        expect(empty.err.startsWith(`${folder}: `)).toBe(true);
+        expect(empty.err.trimEnd().split("\n")).toHaveLength(1);
+      },
+    );
   }
 });
 
@@ -364,42 +369,48 @@ describe("a file with a tokenizer section: the minimal readers skip it, size it,
   const values = (out: string) => out.trimEnd().split("\n").filter((_, i) => i % 2 === 1);
 
   for (const runtime of ["deno", "bun"] as const) {
-    test(`${runtime}: dmexp version 2 lists every tensor as readDmexp reads it, then the section's size`, async () => {
-      const path = join(dir, "tokenizer.dmexp");
-      await writeDmexp(path, weights, cfg, { dtype: "f16", source: "init@step0", step: 0, tokenizer });
-      const full = await readDmexp(path);
-      const bytes = readFileSync(path), dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
-      const section = bytes.length - 24 - dv.getUint32(8, true) - Number(dv.getBigUint64(12, true));
-      expect(section).toBe(encodeTokenizerSection(tokenizer).length);
-      const listing = run(runtime, "dmexp", [path]);
-      expect(listing.code).toBe(0);
-      const lines = listing.out.trimEnd().split("\n");
-      expect(lines.slice(0, -1).map((l) => l.split("\t")[0])).toEqual(full.tensors.map((t) => t.name));
-      expect(lines.at(-1)).toBe(`${path}: ${section} bytes of tokenizer`);
-      const all = run(runtime, "dmexp", [path, ...full.tensors.map((t) => t.name)]);
-      expect(all.code).toBe(0);
-      expect(values(all.out).map((l) => l.split(" ").map(Number))).toEqual(
-        full.tensors.map((t) => Array.from(t.data)),
-      );
-    });
+    crossProcessTest(
+      `${runtime}: dmexp version 2 lists every tensor as readDmexp reads it, then the section's size`,
+      async () => {
+        const path = join(dir, "tokenizer.dmexp");
+        await writeDmexp(path, weights, cfg, { dtype: "f16", source: "init@step0", step: 0, tokenizer });
+        const full = await readDmexp(path);
+        const bytes = readFileSync(path), dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
+        const section = bytes.length - 24 - dv.getUint32(8, true) - Number(dv.getBigUint64(12, true));
+        expect(section).toBe(encodeTokenizerSection(tokenizer).length);
+        const listing = run(runtime, "dmexp", [path]);
+        expect(listing.code).toBe(0);
+        const lines = listing.out.trimEnd().split("\n");
+        expect(lines.slice(0, -1).map((l) => l.split("\t")[0])).toEqual(full.tensors.map((t) => t.name));
+        expect(lines.at(-1)).toBe(`${path}: ${section} bytes of tokenizer`);
+        const all = run(runtime, "dmexp", [path, ...full.tensors.map((t) => t.name)]);
+        expect(all.code).toBe(0);
+        expect(values(all.out).map((l) => l.split(" ").map(Number))).toEqual(
+          full.tensors.map((t) => Array.from(t.data)),
+        );
+      },
+    );
 
-    test(`${runtime}: lut4 schema /2 gives what /1 of the same codes gives, then the section's size`, async () => {
-      const { weights: w } = quantizeModel(cfg, weights, { head: "tied" });
-      const meta = { source: "init@step0", ropeTheta: cfg.rope_theta, rmsNormEps: cfg.rms_norm_eps };
-      const [v1, v2] = [join(dir, "plain.lut4"), join(dir, "tokenizer.lut4")];
-      await writeLut4(v1, w, meta);
-      await writeLut4(v2, w, { ...meta, tokenizer });
-      const section = (await readLut4(v2)).header.tokenizer!.bytes;
-      expect(readFileSync(v2).length - readFileSync(v1).length).toBe(section);
-      const [a, b] = [run(runtime, "lut4", [v1]), run(runtime, "lut4", [v2])];
-      expect([a.code, b.code]).toEqual([0, 0]);
-      expect(b.out.replaceAll(v2, v1)).toBe(`${a.out}${v1}: ${section} bytes of tokenizer\n`);
-      const names = a.out.trimEnd().split("\n").map((l) => l.split("\t")[0]);
-      const [x, y] = [run(runtime, "lut4", [v1, ...names]), run(runtime, "lut4", [v2, ...names])];
-      expect(y.code).toBe(0);
-      expect(y.out).toBe(x.out);
-      const embed = dequantizeLut4(await readLut4(v2)).find((t) => t.name === "model.embed_tokens.weight")!;
-      expect(values(y.out)[0].split(" ").map(Number)).toEqual(Array.from(embed.data));
-    });
+    crossProcessTest(
+      `${runtime}: lut4 schema /2 gives what /1 of the same codes gives, then the section's size`,
+      async () => {
+        const { weights: w } = quantizeModel(cfg, weights, { head: "tied" });
+        const meta = { source: "init@step0", ropeTheta: cfg.rope_theta, rmsNormEps: cfg.rms_norm_eps };
+        const [v1, v2] = [join(dir, "plain.lut4"), join(dir, "tokenizer.lut4")];
+        await writeLut4(v1, w, meta);
+        await writeLut4(v2, w, { ...meta, tokenizer });
+        const section = (await readLut4(v2)).header.tokenizer!.bytes;
+        expect(readFileSync(v2).length - readFileSync(v1).length).toBe(section);
+        const [a, b] = [run(runtime, "lut4", [v1]), run(runtime, "lut4", [v2])];
+        expect([a.code, b.code]).toEqual([0, 0]);
+        expect(b.out.replaceAll(v2, v1)).toBe(`${a.out}${v1}: ${section} bytes of tokenizer\n`);
+        const names = a.out.trimEnd().split("\n").map((l) => l.split("\t")[0]);
+        const [x, y] = [run(runtime, "lut4", [v1, ...names]), run(runtime, "lut4", [v2, ...names])];
+        expect(y.code).toBe(0);
+        expect(y.out).toBe(x.out);
+        const embed = dequantizeLut4(await readLut4(v2)).find((t) => t.name === "model.embed_tokens.weight")!;
+        expect(values(y.out)[0].split(" ").map(Number)).toEqual(Array.from(embed.data));
+      },
+    );
   }
 });

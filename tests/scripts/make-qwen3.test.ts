@@ -1,11 +1,10 @@
-import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { describe, expect } from "bun:test";
+import { crossProcessTest } from "../helpers/fast.ts";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { makeQwen3Folder } from "./helpers/qwen3-folder.ts";
-import { hfFormat } from "../formats/huggingface.ts";
-
-setDefaultTimeout(60_000);
+import { makeQwen3Folder } from "../helpers/qwen3-folder.ts";
+import { hfFormat } from "../../formats/huggingface.ts";
 
 /** The JSON header of a safetensors file, read by hand. */
 function header(path: string): Record<string, { dtype: string; shape: number[]; data_offsets: number[] }> {
@@ -42,7 +41,7 @@ function expectedTensors(): Array<{ name: string; dims: number[] }> {
 }
 
 describe("make-qwen3: the independent Qwen3 fixture", () => {
-  test("one file holds every tensor of the shape, contiguous, in bf16", async () => {
+  crossProcessTest("one file holds every tensor of the shape, contiguous, in bf16", async () => {
     const dir = mkdtempSync(join(tmpdir(), "ferry-mq-"));
     await makeQwen3Folder(dir, { shape: small, tokenizerDir: null });
     const h = header(join(dir, "model.safetensors"));
@@ -58,33 +57,39 @@ describe("make-qwen3: the independent Qwen3 fixture", () => {
     expect(end).toBe(plans.reduce((a, p) => a + 2 * p.dims.reduce((x, y) => x * y, 1), 0));
   });
 
-  test("the same seed gives the same bytes, another seed other bytes; shards cover every tensor once", async () => {
-    const [a, b, c] = [1, 1, 2].map(() => mkdtempSync(join(tmpdir(), "ferry-mq-")));
-    await makeQwen3Folder(a, { shape: small, seed: 1, tokenizerDir: null });
-    await makeQwen3Folder(b, { shape: small, seed: 1, tokenizerDir: null });
-    await makeQwen3Folder(c, { shape: small, seed: 2, tokenizerDir: null, shardBytes: 4000 });
-    expect(readFileSync(join(a, "model.safetensors"))).toEqual(readFileSync(join(b, "model.safetensors")));
-    const index = JSON.parse(readFileSync(join(c, "model.safetensors.index.json"), "utf8"));
-    const shards = [...new Set(Object.values(index.weight_map) as string[])];
-    expect(shards.length).toBeGreaterThan(1);
-    const named = shards.flatMap((s) => Object.keys(header(join(c, s))));
-    expect(named.sort()).toEqual(expectedTensors().map((p) => p.name).sort());
-  });
+  crossProcessTest(
+    "the same seed gives the same bytes, another seed other bytes; shards cover every tensor once",
+    async () => {
+      const [a, b, c] = [1, 1, 2].map(() => mkdtempSync(join(tmpdir(), "ferry-mq-")));
+      await makeQwen3Folder(a, { shape: small, seed: 1, tokenizerDir: null });
+      await makeQwen3Folder(b, { shape: small, seed: 1, tokenizerDir: null });
+      await makeQwen3Folder(c, { shape: small, seed: 2, tokenizerDir: null, shardBytes: 4000 });
+      expect(readFileSync(join(a, "model.safetensors"))).toEqual(readFileSync(join(b, "model.safetensors")));
+      const index = JSON.parse(readFileSync(join(c, "model.safetensors.index.json"), "utf8"));
+      const shards = [...new Set(Object.values(index.weight_map) as string[])];
+      expect(shards.length).toBeGreaterThan(1);
+      const named = shards.flatMap((s) => Object.keys(header(join(c, s))));
+      expect(named.sort()).toEqual(expectedTensors().map((p) => p.name).sort());
+    },
+  );
 
-  test("the reduced shape carries the real tokenizer and Qwen3's EOS list, and ferry imports it", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "ferry-mq-"));
-    const { params } = await makeQwen3Folder(dir, { peaked: true });
-    expect(params).toBe(9_847_232);
-    const gen = JSON.parse(readFileSync(join(dir, "generation_config.json"), "utf8"));
-    expect(gen.eos_token_id).toEqual([151645, 151643]);
-    const tok = JSON.parse(readFileSync(join(dir, "tokenizer.json"), "utf8"));
-    expect(tok.model.type).toBe("BPE");
-    const { config, tensors } = await hfFormat.read(dir);
-    expect(config.vocab_size).toBe(151936);
-    expect(config.head_dim).toBe(32);
-    const embed = tensors.find((t) => t.name === "model.embed_tokens.weight")!;
-    let sq = 0;
-    for (let i = 0; i < 64 * 1000; i++) sq += embed.data[i] ** 2;
-    expect(Math.sqrt(sq / 64000)).toBeGreaterThan(0.9); // peaked: a unit-scale embedding
-  });
+  crossProcessTest(
+    "the reduced shape carries the real tokenizer and Qwen3's EOS list, and ferry imports it",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), "ferry-mq-"));
+      const { params } = await makeQwen3Folder(dir, { peaked: true });
+      expect(params).toBe(9_847_232);
+      const gen = JSON.parse(readFileSync(join(dir, "generation_config.json"), "utf8"));
+      expect(gen.eos_token_id).toEqual([151645, 151643]);
+      const tok = JSON.parse(readFileSync(join(dir, "tokenizer.json"), "utf8"));
+      expect(tok.model.type).toBe("BPE");
+      const { config, tensors } = await hfFormat.read(dir);
+      expect(config.vocab_size).toBe(151936);
+      expect(config.head_dim).toBe(32);
+      const embed = tensors.find((t) => t.name === "model.embed_tokens.weight")!;
+      let sq = 0;
+      for (let i = 0; i < 64 * 1000; i++) sq += embed.data[i] ** 2;
+      expect(Math.sqrt(sq / 64000)).toBeGreaterThan(0.9); // peaked: a unit-scale embedding
+    },
+  );
 });

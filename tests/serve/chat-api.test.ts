@@ -1,20 +1,19 @@
 // The chat server's API through app.request (no sockets): both response modes, every limit and
 // refusal, the queue, disconnects, and sessions that continue with exactly the tokens of an
 // uninterrupted run. The Deno half runs the same app under deno and compares.
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { withoutDenoDownloads } from "./helpers/deno.ts";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { crossProcessTest } from "../helpers/fast.ts";
+import { withoutDenoDownloads } from "../helpers/deno.ts";
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import process from "node:process";
-import type { Engine } from "../model/engine.ts";
-import { MAX_TEMPERATURE, SAMPLING_EXPECTED } from "../model/sampling.ts";
-import { createApp } from "../serve/app.ts";
-import { createSessionStore } from "../serve/session-store.ts";
-import { renderChat } from "../serve/transcript.ts";
-import { chatEngine, exportChatModel } from "./helpers/chat-model.ts";
-import { sseChunks, streamedText } from "./helpers/chat-sse.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import type { Engine } from "../../model/engine.ts";
+import { MAX_TEMPERATURE, SAMPLING_EXPECTED } from "../../model/sampling.ts";
+import { createApp } from "../../serve/app.ts";
+import { createSessionStore } from "../../serve/session-store.ts";
+import { renderChat } from "../../serve/transcript.ts";
+import { chatEngine, exportChatModel } from "../helpers/chat-model.ts";
+import { sseChunks, streamedText } from "../helpers/chat-sse.ts";
 
 let model: Awaited<ReturnType<typeof exportChatModel>>;
 let engine: Engine;
@@ -452,7 +451,7 @@ describe("sessions", () => {
   });
 });
 
-test("the same app answers the same under Deno", async () => {
+crossProcessTest("the same app answers the same under Deno", async () => {
   const script = `
     import { createApp } from "./serve/app.ts";
     import { loadEngine } from "./engines/mod.ts";

@@ -2,14 +2,12 @@
 // site, including the preflight-free text/plain POST) are refused with 403 before anything runs; CORS
 // for origins allowed with `cors`; the API key; the header limit; HEAD, the icon and refused `tools`.
 // Host checks run on a real socket (raw HTTP, so the Host header is exactly what is sent).
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { connect } from "node:net";
-import type { Engine } from "../model/engine.ts";
-import { createApp } from "../serve/app.ts";
-import { listen, type Listening } from "../serve/listen.ts";
-import { chatEngine, exportChatModel } from "./helpers/chat-model.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import type { Engine } from "../../model/engine.ts";
+import { createApp } from "../../serve/app.ts";
+import { listen, type Listening } from "../../serve/listen.ts";
+import { chatEngine, exportChatModel } from "../helpers/chat-model.ts";
 
 let engine: Engine, cleanup = () => {};
 let server: Listening, port: number;

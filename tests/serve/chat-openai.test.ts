@@ -1,12 +1,10 @@
 // A real OpenAI client library (npm `openai`) against the chat server on loopback: streamed and
 // non-streamed completions and chat completions, and an API error surfacing as the client's own error.
-import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, expect, test } from "bun:test";
 import OpenAI from "openai";
-import { createApp } from "../serve/app.ts";
-import { listen, type Listening } from "../serve/listen.ts";
-import { chatEngine, exportChatModel } from "./helpers/chat-model.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import { createApp } from "../../serve/app.ts";
+import { listen, type Listening } from "../../serve/listen.ts";
+import { chatEngine, exportChatModel } from "../helpers/chat-model.ts";
 
 let server: Listening, client: OpenAI, model: string, cleanup = () => {};
 

@@ -3,22 +3,22 @@
 // tokens, chat_template_kwargs checked and passed, /tokenize and /detokenize through the tokenizer,
 // padding ids never sampled, a think block returned as reasoning_content (whole and streamed), and
 // generation stopping at either id of the EOS set (scripts/chat.ts on a folder: chat-qwen3-cli.test.ts).
-import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { loadEngine } from "../engines/mod.ts";
-import { FormatError } from "../model/error.ts";
-import { bitsPerByte, tokenWindowBits } from "../measure/metrics.ts";
-import type { Engine, EngineSession } from "../model/engine.ts";
-import { createApp } from "../serve/app.ts";
-import { qwen3Folder } from "./helpers/qwen3-folder.ts";
-import { qwen3TokenizerFiles } from "./helpers/tokenizer-check.ts";
-import { sseChunks } from "./helpers/chat-sse.ts";
-
-setDefaultTimeout(60_000);
+import { beforeAll, describe, expect } from "bun:test";
+import { crossProcessTest, FAST } from "../helpers/fast.ts";
+import { loadEngine } from "../../engines/mod.ts";
+import { FormatError } from "../../model/error.ts";
+import { bitsPerByte, tokenWindowBits } from "../../measure/metrics.ts";
+import type { Engine, EngineSession } from "../../model/engine.ts";
+import { createApp } from "../../serve/app.ts";
+import { qwen3Folder } from "../helpers/qwen3-folder.ts";
+import { qwen3TokenizerFiles } from "../helpers/tokenizer-check.ts";
+import { sseChunks } from "../helpers/chat-sse.ts";
 
 const IM_END = 151645, END_OF_TEXT = 151643;
 let engine: Engine;
 
 beforeAll(async () => {
+  if (FAST) return;
   // The folder's own tokenizer files go in explicitly until formats/huggingface.ts reads them itself.
   engine = await loadEngine(await qwen3Folder({ peaked: true }), "float", {
     tokenizer: qwen3TokenizerFiles(),
@@ -48,45 +48,51 @@ async function post(app: ReturnType<typeof createApp>, path: string, body: unkno
 }
 
 describe("a Qwen3 model's prompts and token routes", () => {
-  test("the engine carries the tokenizer; padding and control ids are never sampled", async () => {
-    // The folder's own files, read by its format, without the override the other tests use.
-    const own = await loadEngine(await qwen3Folder({ peaked: true }), "float");
-    expect([own.tokenizer.kind, own.tokenizer.size, own.tokenizer.eos]).toEqual(["bpe", 151669, [
-      151645,
-      151643,
-    ]]);
-    expect(engine.tokenizer.kind).toBe("bpe");
-    expect(engine.config.vocab_size).toBe(151936);
-    const s = engine.start();
-    await s.feed(engine.tokenizer.encode("<|im_start|>user\nHi<|im_end|>\n", { specials: true }), "none");
-    for (let i = 0; i < 12; i++) {
-      const id = s.pick({ temperature: 1.5 });
-      expect(id).toBeLessThan(engine.tokenizer.size);
-      expect(engine.tokenizer.specials.includes(id) && !engine.tokenizer.eos.includes(id)).toBe(false);
-      await s.feed([id], "none");
-    }
-  });
+  crossProcessTest(
+    "the engine carries the tokenizer; padding and control ids are never sampled",
+    async () => {
+      // The folder's own files, read by its format, without the override the other tests use.
+      const own = await loadEngine(await qwen3Folder({ peaked: true }), "float");
+      expect([own.tokenizer.kind, own.tokenizer.size, own.tokenizer.eos]).toEqual(["bpe", 151669, [
+        151645,
+        151643,
+      ]]);
+      expect(engine.tokenizer.kind).toBe("bpe");
+      expect(engine.config.vocab_size).toBe(151936);
+      const s = engine.start();
+      await s.feed(engine.tokenizer.encode("<|im_start|>user\nHi<|im_end|>\n", { specials: true }), "none");
+      for (let i = 0; i < 12; i++) {
+        const id = s.pick({ temperature: 1.5 });
+        expect(id).toBeLessThan(engine.tokenizer.size);
+        expect(engine.tokenizer.specials.includes(id) && !engine.tokenizer.eos.includes(id)).toBe(false);
+        await s.feed([id], "none");
+      }
+    },
+  );
 
-  test("/apply-template renders Qwen3's template with chat_template_kwargs; a non-object is a 400", async () => {
-    const app = createApp({ engine });
-    const messages = [{ role: "user", content: "Hi" }];
-    const plain = await post(app, "/apply-template", { messages });
-    expect(plain.body.prompt).toBe("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
-    const off = await post(app, "/apply-template", {
-      messages,
-      chat_template_kwargs: { enable_thinking: false },
-    });
-    expect(off.body.prompt).toBe(
-      "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n",
-    );
-    for (const path of ["/apply-template", "/v1/chat/completions"]) {
-      const bad = await post(app, path, { messages, chat_template_kwargs: [true] });
-      expect(bad.status).toBe(400);
-      expect(bad.body.error.param).toBe("chat_template_kwargs");
-    }
-  });
+  crossProcessTest(
+    "/apply-template renders Qwen3's template with chat_template_kwargs; a non-object is a 400",
+    async () => {
+      const app = createApp({ engine });
+      const messages = [{ role: "user", content: "Hi" }];
+      const plain = await post(app, "/apply-template", { messages });
+      expect(plain.body.prompt).toBe("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+      const off = await post(app, "/apply-template", {
+        messages,
+        chat_template_kwargs: { enable_thinking: false },
+      });
+      expect(off.body.prompt).toBe(
+        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n",
+      );
+      for (const path of ["/apply-template", "/v1/chat/completions"]) {
+        const bad = await post(app, path, { messages, chat_template_kwargs: [true] });
+        expect(bad.status).toBe(400);
+        expect(bad.body.error.param).toBe("chat_template_kwargs");
+      }
+    },
+  );
 
-  test("/tokenize and /detokenize go through the tokenizer", async () => {
+  crossProcessTest("/tokenize and /detokenize go through the tokenizer", async () => {
     const app = createApp({ engine });
     const t = await post(app, "/tokenize", { content: "Hello world<|im_end|>", with_pieces: true });
     expect(t.body.tokens).toEqual([{ id: 9707, piece: "Hello" }, { id: 1879, piece: " world" }, {
@@ -102,7 +108,7 @@ describe("a Qwen3 model's prompts and token routes", () => {
     expect(pad.body.error.param).toBe("tokens");
   });
 
-  test("a chat's prompt is the template's tokens: usage counts them", async () => {
+  crossProcessTest("a chat's prompt is the template's tokens: usage counts them", async () => {
     const app = createApp({ engine });
     const messages = [{ role: "system", content: "Be brief." }, { role: "user", content: "Hi there" }];
     const r = await post(app, "/v1/chat/completions", { messages, max_tokens: 4, temperature: 0 });
@@ -117,7 +123,7 @@ describe("a Qwen3 model's prompts and token routes", () => {
 describe("reasoning_content and the EOS set", () => {
   const reply = "<think>\nThe user greets.\n</think>\n\nHello! 你好";
 
-  test("a think block is reasoning_content; <|im_end|> ends the reply", async () => {
+  crossProcessTest("a think block is reasoning_content; <|im_end|> ends the reply", async () => {
     const ids = [...engine.tokenizer.encode(reply), IM_END, 9707, 9707];
     const app = createApp({ engine: scripted(ids) });
     const r = await post(app, "/v1/chat/completions", {
@@ -133,7 +139,7 @@ describe("reasoning_content and the EOS set", () => {
     expect(r.body.usage.completion_tokens).toBe(ids.length - 3); // the reply's tokens: the EOS is not one
   });
 
-  test("streamed: delta.reasoning_content inside the block, then delta.content", async () => {
+  crossProcessTest("streamed: delta.reasoning_content inside the block, then delta.content", async () => {
     const ids = [...engine.tokenizer.encode(reply), END_OF_TEXT, 9707];
     const app = createApp({ engine: scripted(ids) });
     const r = await post(app, "/v1/chat/completions", {
@@ -152,29 +158,35 @@ describe("reasoning_content and the EOS set", () => {
     expect(deltas.some((d) => d.reasoning_content !== undefined && d.content !== undefined)).toBe(false);
   });
 
-  test("reasoning_format none leaves the think block in content; a bad one is a 400", async () => {
-    const ids = [...engine.tokenizer.encode(reply), IM_END];
-    const app = createApp({ engine: scripted(ids) });
-    const messages = [{ role: "user", content: "Hi" }];
-    const r = await post(app, "/v1/chat/completions", { messages, reasoning_format: "none" });
-    expect(r.body.choices[0].message).toEqual({ role: "assistant", content: reply });
-    const bad = await post(app, "/v1/chat/completions", { messages, reasoning_format: "hidden" });
-    expect(bad.status).toBe(400);
-    expect(bad.body.error.param).toBe("reasoning_format");
-  });
+  crossProcessTest(
+    "reasoning_format none leaves the think block in content; a bad one is a 400",
+    async () => {
+      const ids = [...engine.tokenizer.encode(reply), IM_END];
+      const app = createApp({ engine: scripted(ids) });
+      const messages = [{ role: "user", content: "Hi" }];
+      const r = await post(app, "/v1/chat/completions", { messages, reasoning_format: "none" });
+      expect(r.body.choices[0].message).toEqual({ role: "assistant", content: reply });
+      const bad = await post(app, "/v1/chat/completions", { messages, reasoning_format: "hidden" });
+      expect(bad.status).toBe(400);
+      expect(bad.body.error.param).toBe("reasoning_format");
+    },
+  );
 
-  test("thinking turned off: no think block, so all content and no reasoning_content", async () => {
-    const ids = [...engine.tokenizer.encode("Plain answer."), IM_END];
-    const app = createApp({ engine: scripted(ids) });
-    const r = await post(app, "/v1/chat/completions", {
-      messages: [{ role: "user", content: "Hi" }],
-      chat_template_kwargs: { enable_thinking: false },
-    });
-    expect(r.body.choices[0].message).toEqual({ role: "assistant", content: "Plain answer." });
-  });
+  crossProcessTest(
+    "thinking turned off: no think block, so all content and no reasoning_content",
+    async () => {
+      const ids = [...engine.tokenizer.encode("Plain answer."), IM_END];
+      const app = createApp({ engine: scripted(ids) });
+      const r = await post(app, "/v1/chat/completions", {
+        messages: [{ role: "user", content: "Hi" }],
+        chat_template_kwargs: { enable_thinking: false },
+      });
+      expect(r.body.choices[0].message).toEqual({ role: "assistant", content: "Plain answer." });
+    },
+  );
 });
 
-test("held-out bits per byte of a BPE model are over its own tokens", async () => {
+crossProcessTest("held-out bits per byte of a BPE model are over its own tokens", async () => {
   const window = new TextEncoder().encode(
     "The jury said it did find that many of the registration practices.",
   );
@@ -186,7 +198,7 @@ test("held-out bits per byte of a BPE model are over its own tokens", async () =
   expect(bpb).toBeCloseTo(r.bits / r.bytes, 9);
 });
 
-test("a tokenizer with more ids than the model's vocab is refused by loadEngine", async () => {
+crossProcessTest("a tokenizer with more ids than the model's vocab is refused by loadEngine", async () => {
   const small = await qwen3Folder({
     shape: {
       vocab_size: 1000,

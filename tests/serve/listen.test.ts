@@ -4,11 +4,10 @@
 // idleTimeout does not change), while plain requests, a second request on a kept-alive connection sent
 // later than the timeout, a streamed reply that outlasts it, the Host check, and a client's disconnect
 // stopping its generation all work as they did.
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect } from "bun:test";
+import { crossProcessTest, FAST } from "../helpers/fast.ts";
 import { type ChildProcess, spawn } from "node:child_process";
 import { connect, type Socket } from "node:net";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
 
 const TIMEOUT_S = 1;
 
@@ -67,6 +66,7 @@ for (const [name, cmd, [least, most]] of RUNTIMES) {
   describe(name, () => {
     let child: ChildProcess, url: string, port: number;
     beforeAll(async () => {
+      if (FAST) return;
       ({ child, url } = await start([...cmd]));
       port = Number(new URL(url).port);
     });
@@ -74,30 +74,37 @@ for (const [name, cmd, [least, most]] of RUNTIMES) {
       child?.kill("SIGTERM");
     });
 
-    test("a connection that sends part of a request line and then nothing is closed", async () => {
-      const c = open(port);
-      await c.connected;
-      c.socket.write("GET /health HT");
-      const ms = await c.closed;
-      expect(ms).toBeGreaterThan(least);
-      expect(ms).toBeLessThan(most);
-      expect(c.text()).toBe(""); // closed, not answered
-    }, most + 5_000);
+    crossProcessTest(
+      "a connection that sends part of a request line and then nothing is closed",
+      async () => {
+        const c = open(port);
+        await c.connected;
+        c.socket.write("GET /health HT");
+        const ms = await c.closed;
+        expect(ms).toBeGreaterThan(least);
+        expect(ms).toBeLessThan(most);
+        expect(c.text()).toBe(""); // closed, not answered
+      },
+      most + 5_000,
+    );
 
-    test("requests are served; a kept-alive connection's next request, sent after the timeout, too", async () => {
-      expect(await (await fetch(new URL("health", url))).json()).toEqual({ status: "ok" });
-      const c = open(port);
-      await c.connected;
-      const get = `GET /health HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`;
-      c.socket.write(get);
-      await until(() => c.text().includes('{"status":"ok"}'), 5_000, "the first answer");
-      await new Promise((r) => setTimeout(r, TIMEOUT_S * 1000 + 500));
-      c.socket.write(get);
-      await until(() => c.text().split('{"status":"ok"}').length === 3, 5_000, "the second answer");
-      c.socket.destroy();
-    });
+    crossProcessTest(
+      "requests are served; a kept-alive connection's next request, sent after the timeout, too",
+      async () => {
+        expect(await (await fetch(new URL("health", url))).json()).toEqual({ status: "ok" });
+        const c = open(port);
+        await c.connected;
+        const get = `GET /health HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`;
+        c.socket.write(get);
+        await until(() => c.text().includes('{"status":"ok"}'), 5_000, "the first answer");
+        await new Promise((r) => setTimeout(r, TIMEOUT_S * 1000 + 500));
+        c.socket.write(get);
+        await until(() => c.text().split('{"status":"ok"}').length === 3, 5_000, "the second answer");
+        c.socket.destroy();
+      },
+    );
 
-    test("a foreign Host is still 403 over the socket", async () => {
+    crossProcessTest("a foreign Host is still 403 over the socket", async () => {
       const c = open(port);
       await c.connected;
       c.socket.write("GET /v1/models HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n");
@@ -106,7 +113,7 @@ for (const [name, cmd, [least, most]] of RUNTIMES) {
       expect(c.text()).toContain("Host header");
     });
 
-    test("a streamed chat reply that outlasts the timeout arrives whole", async () => {
+    crossProcessTest("a streamed chat reply that outlasts the timeout arrives whole", async () => {
       const t0 = performance.now();
       const res = await fetch(new URL("v1/chat/completions", url), {
         method: "POST",
@@ -121,7 +128,7 @@ for (const [name, cmd, [least, most]] of RUNTIMES) {
       expect(text).toEndWith("data: [DONE]\n\n");
     });
 
-    test("a client gone mid-stream stops its generation", async () => {
+    crossProcessTest("a client gone mid-stream stops its generation", async () => {
       const metric = async () => {
         const text = await (await fetch(new URL("metrics", url))).text();
         return Number(/^ferry_active_slots (\d+)/m.exec(text)![1]);
@@ -153,40 +160,44 @@ for (const [name, cmd] of RUNTIMES) {
   describe(`${name}, a reply computed on the server's thread`, () => {
     let child: ChildProcess, url: string;
     beforeAll(async () => {
+      if (FAST) return;
       ({ child, url } = await start([...cmd], ["busy"]));
     });
     afterAll(() => {
       child?.kill("SIGTERM");
     });
 
-    test("streams as it is generated, and a request sent meanwhile is answered before it ends", async () => {
-      const t0 = performance.now();
-      const res = await fetch(new URL("v1/completions", url), {
-        method: "POST",
-        body: JSON.stringify({ prompt: "Hi", max_tokens: 300, stream: true }), // 2 ms a token: 600 ms
-      });
-      const reader = res.body!.getReader();
-      const decoder = new TextDecoder();
-      let text = "", firstText = 0, health: Promise<number> | undefined;
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        text += decoder.decode(value, { stream: true });
-        if (!firstText && text.includes('"text":"w')) {
-          firstText = performance.now() - t0;
-          const sent = performance.now();
-          health = fetch(new URL("health", url)).then(async (r) => {
-            expect(await r.json()).toEqual({ status: "ok" });
-            return performance.now() - sent;
-          });
+    crossProcessTest(
+      "streams as it is generated, and a request sent meanwhile is answered before it ends",
+      async () => {
+        const t0 = performance.now();
+        const res = await fetch(new URL("v1/completions", url), {
+          method: "POST",
+          body: JSON.stringify({ prompt: "Hi", max_tokens: 300, stream: true }), // 2 ms a token: 600 ms
+        });
+        const reader = res.body!.getReader();
+        const decoder = new TextDecoder();
+        let text = "", firstText = 0, health: Promise<number> | undefined;
+        for (;;) {
+          const { done, value } = await reader.read();
+          if (done) break;
+          text += decoder.decode(value, { stream: true });
+          if (!firstText && text.includes('"text":"w')) {
+            firstText = performance.now() - t0;
+            const sent = performance.now();
+            health = fetch(new URL("health", url)).then(async (r) => {
+              expect(await r.json()).toEqual({ status: "ok" });
+              return performance.now() - sent;
+            });
+          }
         }
-      }
-      const total = performance.now() - t0;
-      expect(text).toEndWith("data: [DONE]\n\n");
-      expect(text.match(/"text":"w/g)?.length).toBe(60); // 300 tokens of "word "
-      expect(firstText).toBeLessThan(total * 0.4);
-      // About 20 ms on both runtimes; Deno took 230 ms before its turns let it look at its sockets.
-      expect(await health!).toBeLessThan(120);
-    });
+        const total = performance.now() - t0;
+        expect(text).toEndWith("data: [DONE]\n\n");
+        expect(text.match(/"text":"w/g)?.length).toBe(60); // 300 tokens of "word "
+        expect(firstText).toBeLessThan(total * 0.4);
+        // About 20 ms on both runtimes; Deno took 230 ms before its turns let it look at its sockets.
+        expect(await health!).toBeLessThan(120);
+      },
+    );
   });
 }

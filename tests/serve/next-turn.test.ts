@@ -1,14 +1,13 @@
 // serve/next-turn.ts: a turn resolves on every runtime; callers that ask while one is pending share it; a
 // Deno process that took turns still exits on its own; and Deno without permission to make its doorbell
 // falls back to a timer rather than failing.
-import { expect, setDefaultTimeout, test } from "bun:test";
+import { expect, test } from "bun:test";
+import { crossProcessTest } from "../helpers/fast.ts";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { nextTurn } from "../serve/next-turn.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import { nextTurn } from "../../serve/next-turn.ts";
 
 /**
  * Turns for 60 ms with a timer running beside them: the timer must fire (the loop really turned), and
@@ -28,7 +27,7 @@ async function turnsBesideATimer(turn: () => Promise<void>): Promise<{ turns: nu
 }
 
 const SCRIPT = `
-import { nextTurn } from "${new URL("../serve/next-turn.ts", import.meta.url).href}";
+import { nextTurn } from "${new URL("../../serve/next-turn.ts", import.meta.url).href}";
 const turnsBesideATimer = ${turnsBesideATimer.toString()};
 console.log(JSON.stringify(await turnsBesideATimer(nextTurn)));
 `;
@@ -54,20 +53,26 @@ test("Bun: concurrent turns all resolve, and timers run between them", async () 
   expect(ticks).toBeGreaterThan(5);
 });
 
-test("Deno: the doorbell's turns resolve, let timers run, and the process exits by itself", () => {
-  const r = runDeno(["-A"]);
-  expect(r.signal).toBeNull(); // not killed by the timeout: nothing held the process open
-  expect(r.status).toBe(0);
-  const { turns, ticks } = JSON.parse(r.out);
-  expect(turns).toBeGreaterThan(100); // microseconds each, not a timer's milliseconds
-  expect(ticks).toBeGreaterThan(5);
-});
+crossProcessTest(
+  "Deno: the doorbell's turns resolve, let timers run, and the process exits by itself",
+  () => {
+    const r = runDeno(["-A"]);
+    expect(r.signal).toBeNull(); // not killed by the timeout: nothing held the process open
+    expect(r.status).toBe(0);
+    const { turns, ticks } = JSON.parse(r.out);
+    expect(turns).toBeGreaterThan(100); // microseconds each, not a timer's milliseconds
+    expect(ticks).toBeGreaterThan(5);
+  },
+);
 
-test("Deno without write permission: a timer's turn instead of the doorbell, and still an exit", () => {
-  const r = runDeno(["--no-prompt", "--allow-read"]);
-  expect(r.signal).toBeNull();
-  expect(r.status).toBe(0);
-  const { turns } = JSON.parse(r.out);
-  expect(turns).toBeGreaterThan(3);
-  expect(turns).toBeLessThan(100); // about 2 ms a turn
-});
+crossProcessTest(
+  "Deno without write permission: a timer's turn instead of the doorbell, and still an exit",
+  () => {
+    const r = runDeno(["--no-prompt", "--allow-read"]);
+    expect(r.signal).toBeNull();
+    expect(r.status).toBe(0);
+    const { turns } = JSON.parse(r.out);
+    expect(turns).toBeGreaterThan(3);
+    expect(turns).toBeLessThan(100); // about 2 ms a turn
+  },
+);

@@ -1,25 +1,23 @@
 // Provenance on read (ReadResult.origin): every format's read gives back what its file records of where
 // the weights came from, so a re-export keeps the model's name, step and source. The lossless formats
 // keep all three; lut4 keeps its `source`. A recorded origin of the wrong type is refused by field.
-import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { FORMATS } from "../formats/mod.ts";
-import type { ExportOrigin } from "../formats/format.ts";
-import { GgufError, readGguf, writeGguf } from "../formats/gguf.ts";
-import { exportHuggingFace, HuggingFaceError, importHuggingFace } from "../formats/huggingface.ts";
-import { f64linesConfigPath, f64linesFormat } from "../formats/f64lines.ts";
-import { sealDigest } from "../formats/digest.ts";
-import { SAFETENSORS_DIGEST_NEEDLE } from "../formats/safetensors.ts";
-import { readDmexp, writeDmexp } from "../formats/dmexp.ts";
-import { ConfigError } from "../model/config.ts";
-import { FUZZ_LUT4_CONFIG } from "../formats/fuzz-kit.ts";
-import { FormatError } from "../model/error.ts";
-import { initParams } from "../model/init.ts";
-import { tensorSource } from "../model/tensor.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import { FORMATS } from "../../formats/mod.ts";
+import type { ExportOrigin } from "../../formats/format.ts";
+import { GgufError, readGguf, writeGguf } from "../../formats/gguf.ts";
+import { exportHuggingFace, HuggingFaceError, importHuggingFace } from "../../formats/huggingface.ts";
+import { f64linesConfigPath, f64linesFormat } from "../../formats/f64lines.ts";
+import { sealDigest } from "../../formats/digest.ts";
+import { SAFETENSORS_DIGEST_NEEDLE } from "../../formats/safetensors.ts";
+import { readDmexp, writeDmexp } from "../../formats/dmexp.ts";
+import { ConfigError } from "../../model/config.ts";
+import { FUZZ_LUT4_CONFIG } from "../../formats/fuzz-kit.ts";
+import { FormatError } from "../../model/error.ts";
+import { initParams } from "../../model/init.ts";
+import { tensorSource } from "../../model/tensor.ts";
 
 // The smallest shape every format stores, lut4 included (its widths are multiples of 32).
 const CFG = FUZZ_LUT4_CONFIG;

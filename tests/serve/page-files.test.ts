@@ -1,12 +1,10 @@
 // How the chat page's files are served (serve/routes/page.ts): the page's own modules and the two
 // libraries it imports at run time, marked and DOMPurify, from node_modules under fixed paths, each as
 // JavaScript; nothing else of node_modules, and no directory listing.
-import { expect, setDefaultTimeout, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { pageRoutes } from "../serve/routes/page.ts";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import { pageRoutes } from "../../serve/routes/page.ts";
 
 const app = pageRoutes();
 
@@ -29,7 +27,7 @@ test("the page's modules and the vendored libraries are served as JavaScript", a
   expect(marked.headers.get("content-type")).toBe("text/javascript; charset=utf-8");
   const text = await marked.text();
   expect(text).toBe(
-    readFileSync(join(import.meta.dir, "../node_modules/marked/lib/marked.esm.js"), "utf8").replace(
+    readFileSync(join(import.meta.dir, "../../node_modules/marked/lib/marked.esm.js"), "utf8").replace(
       /\n\/\/# sourceMappingURL=\S+\s*$/,
       "\n",
     ),

@@ -4,32 +4,31 @@
 // of it; the audited serving modules among them and none of them reaching the node: stand-in; the
 // stand-in's SHA-256 and CRC-32 equal node's; the model's manifest and file; and the bytes entry of the
 // integer engine (engines/int/from-bytes.ts): the engine the path loader builds, the reader's refusals.
-import { expect, setDefaultTimeout, test } from "bun:test";
+import { expect, test } from "bun:test";
+import { crossProcessTest } from "../helpers/fast.ts";
 import { createHash, randomBytes } from "node:crypto";
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { crc32 } from "node:zlib";
-import { intEngineFromBytes } from "../engines/int/from-bytes.ts";
-import { loadIntEngine } from "../engines/int/engine.ts";
-import { floatEngineFromLut4Bytes } from "../engines/float-from-bytes.ts";
-import { loadEngine } from "../engines/mod.ts";
-import { parseLut4 } from "../formats/lut4.ts";
-import { generateAll } from "../model/generate.ts";
-import { encode } from "../model/tokenizer.ts";
-import { browserModules, REPO_ROOT, stripTypes, TAB_ENTRIES } from "../serve/browser-modules.ts";
-import { pageRoutes } from "../serve/routes/page.ts";
-import { defaultLut4 } from "./helpers/lut4-fixture.ts";
+import { intEngineFromBytes } from "../../engines/int/from-bytes.ts";
+import { loadIntEngine } from "../../engines/int/engine.ts";
+import { floatEngineFromLut4Bytes } from "../../engines/float-from-bytes.ts";
+import { loadEngine } from "../../engines/mod.ts";
+import { parseLut4 } from "../../formats/lut4.ts";
+import { generateAll } from "../../model/generate.ts";
+import { encode } from "../../model/tokenizer.ts";
+import { browserModules, REPO_ROOT, stripTypes, TAB_ENTRIES } from "../../serve/browser-modules.ts";
+import { pageRoutes } from "../../serve/routes/page.ts";
+import { defaultLut4 } from "../helpers/lut4-fixture.ts";
 // @ts-ignore: plain JavaScript for the browser, with no type declarations
-import * as standIn from "../serve/page/worker-node.js";
-
-setDefaultTimeout(60_000); // per file: Bun 1.4.5 applies a preload's default to the first test file only
+import * as standIn from "../../serve/page/worker-node.js";
 
 const app = pageRoutes();
 
-/** tests/audit.test.ts's list of audited files, read from its source (importing it would run its tests). */
+/** tests/kernels/audit.test.ts's list of audited files, read from its source (importing it would run its tests). */
 const AUDITED = [
-  ...readFileSync(join(import.meta.dir, "audit.test.ts"), "utf8")
+  ...readFileSync(join(import.meta.dir, "../kernels/audit.test.ts"), "utf8")
     .split("export const AUDITED = [")[1].split("];")[0].matchAll(/"([^"]+)"/g),
 ].map((m) => m[1]);
 
@@ -187,44 +186,47 @@ test("the bytes entries build the engines the path loaders build, and refuse wha
   expect(() => intEngineFromBytes(damaged, "ferry.lut4")).toThrow(said);
 });
 
-test("scripts/page.ts writes the static folder whole, and refuses a bad model, an existing folder, bad usage", async () => {
-  const lut4 = await defaultLut4();
-  const dir = join(mkdtempSync(join(tmpdir(), "ferry-page-")), "site");
-  const page = (...args: string[]) => {
-    const r = Bun.spawnSync(["bun", "scripts/page.ts", ...args], { cwd: REPO_ROOT });
-    return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
-  };
-  const made = page("--out", dir, lut4, "--json");
-  expect(made.code).toBe(0);
-  const said = JSON.parse(made.out);
-  expect(said.model.name).toBe("ferry.lut4");
-  expect(readFileSync(join(dir, "page", "model", "ferry.lut4"))).toEqual(readFileSync(lut4));
-  const manifest = JSON.parse(readFileSync(join(dir, "page", "model.json"), "utf8"));
-  expect(manifest).toEqual({ server: false, model: said.model });
-  // The index refers to the folder relatively; the modules are .js, importing .js.
-  const index = readFileSync(join(dir, "index.html"), "utf8");
-  expect(index).toContain('"marked": "./page/vendor/marked.js"');
-  expect(index).not.toContain('"/page/');
-  const worker = readFileSync(join(dir, "src", "serve", "page", "worker.js"), "utf8");
-  expect(worker).toContain('from "../../engines/int/from-bytes.js"');
-  expect(readdirSync(join(dir, "src", "engines", "int")).every((f) => f.endsWith(".js"))).toBe(true);
-  expect(readdirSync(dirname(dir))).toEqual(["site"]); // no temporary folder left behind
+crossProcessTest(
+  "scripts/page.ts writes the static folder whole, and refuses a bad model, an existing folder, bad usage",
+  async () => {
+    const lut4 = await defaultLut4();
+    const dir = join(mkdtempSync(join(tmpdir(), "ferry-page-")), "site");
+    const page = (...args: string[]) => {
+      const r = Bun.spawnSync(["bun", "scripts/page.ts", ...args], { cwd: REPO_ROOT });
+      return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
+    };
+    const made = page("--out", dir, lut4, "--json");
+    expect(made.code).toBe(0);
+    const said = JSON.parse(made.out);
+    expect(said.model.name).toBe("ferry.lut4");
+    expect(readFileSync(join(dir, "page", "model", "ferry.lut4"))).toEqual(readFileSync(lut4));
+    const manifest = JSON.parse(readFileSync(join(dir, "page", "model.json"), "utf8"));
+    expect(manifest).toEqual({ server: false, model: said.model });
+    // The index refers to the folder relatively; the modules are .js, importing .js.
+    const index = readFileSync(join(dir, "index.html"), "utf8");
+    expect(index).toContain('"marked": "./page/vendor/marked.js"');
+    expect(index).not.toContain('"/page/');
+    const worker = readFileSync(join(dir, "src", "serve", "page", "worker.js"), "utf8");
+    expect(worker).toContain('from "../../engines/int/from-bytes.js"');
+    expect(readdirSync(join(dir, "src", "engines", "int")).every((f) => f.endsWith(".js"))).toBe(true);
+    expect(readdirSync(dirname(dir))).toEqual(["site"]); // no temporary folder left behind
 
-  const again = page("--out", dir, lut4);
-  expect(again.code).toBe(1);
-  expect(again.err).toBe(`error: ${dir}: exists; pass --force to replace it\n`);
-  expect(page("--out", dir, lut4, "--force").code).toBe(0);
-  const bad = join(dirname(dir), "bad.lut4");
-  writeFileSync(bad, "not a model at all, just text\n".repeat(8));
-  const refused = page("--out", join(dirname(dir), "other"), bad);
-  let reader = "";
-  try {
-    parseLut4(new Uint8Array(readFileSync(bad)), bad);
-  } catch (e) {
-    reader = (e as Error).message;
-  }
-  expect(refused.code).toBe(1);
-  expect(refused.err).toBe(`error: ${reader}\n`);
-  expect(page(lut4).code).toBe(2);
-  expect(page("--out", dir, "out/ferry.bf16.dmexp").code).toBe(1);
-});
+    const again = page("--out", dir, lut4);
+    expect(again.code).toBe(1);
+    expect(again.err).toBe(`error: ${dir}: exists; pass --force to replace it\n`);
+    expect(page("--out", dir, lut4, "--force").code).toBe(0);
+    const bad = join(dirname(dir), "bad.lut4");
+    writeFileSync(bad, "not a model at all, just text\n".repeat(8));
+    const refused = page("--out", join(dirname(dir), "other"), bad);
+    let reader = "";
+    try {
+      parseLut4(new Uint8Array(readFileSync(bad)), bad);
+    } catch (e) {
+      reader = (e as Error).message;
+    }
+    expect(refused.code).toBe(1);
+    expect(refused.err).toBe(`error: ${reader}\n`);
+    expect(page(lut4).code).toBe(2);
+    expect(page("--out", dir, "out/ferry.bf16.dmexp").code).toBe(1);
+  },
+);

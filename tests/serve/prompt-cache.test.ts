@@ -1,17 +1,15 @@
 // The prompt cache (serve/prompt-cache.ts, used by serve/slots.ts): the longest cached prefix, LRU
 // eviction within its byte bound, and replies bit-identical with and without it on the integer engine
 // (greedy and seeded, on the server's thread and on worker slots), with the reused tokens reported.
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import type { Engine } from "../model/engine.ts";
-import { encode } from "../model/tokenizer.ts";
-import { createApp } from "../serve/app.ts";
-import { createPromptCache } from "../serve/prompt-cache.ts";
-import type { ChatMessage } from "../serve/requests.ts";
-import { createSlots, type Slots } from "../serve/slots.ts";
-import { renderChat } from "../serve/transcript.ts";
-import { chatEngine, exportChatModel } from "./helpers/chat-model.ts";
-
-setDefaultTimeout(60_000);
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import type { Engine } from "../../model/engine.ts";
+import { encode } from "../../model/tokenizer.ts";
+import { createApp } from "../../serve/app.ts";
+import { createPromptCache } from "../../serve/prompt-cache.ts";
+import type { ChatMessage } from "../../serve/requests.ts";
+import { createSlots, type Slots } from "../../serve/slots.ts";
+import { renderChat } from "../../serve/transcript.ts";
+import { chatEngine, exportChatModel } from "../helpers/chat-model.ts";
 
 describe("the cache itself", () => {
   const bytes = (n: number) => new Uint8Array(n);

@@ -1,20 +1,19 @@
 // Parallel slots (serve/slots.ts): replies in workers give the same tokens as the server's own thread,
 // run at once, stop when their client leaves, fail cleanly with 500 when their worker dies (which is
 // replaced), and continue stored sessions on any slot. The Deno half runs two worker slots under deno.
-import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { crossProcessTest } from "../helpers/fast.ts";
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import process from "node:process";
-import type { Engine } from "../model/engine.ts";
-import { encode } from "../model/tokenizer.ts";
-import { createApp } from "../serve/app.ts";
-import { ApiError } from "../serve/errors.ts";
-import { createSessionStore, type SessionStore } from "../serve/session-store.ts";
-import { createSlots, type Slots } from "../serve/slots.ts";
-import { withoutDenoDownloads } from "./helpers/deno.ts";
-import { chatEngine, exportChatModel } from "./helpers/chat-model.ts";
-
-setDefaultTimeout(60_000);
+import type { Engine } from "../../model/engine.ts";
+import { encode } from "../../model/tokenizer.ts";
+import { createApp } from "../../serve/app.ts";
+import { ApiError } from "../../serve/errors.ts";
+import { createSessionStore, type SessionStore } from "../../serve/session-store.ts";
+import { createSlots, type Slots } from "../../serve/slots.ts";
+import { withoutDenoDownloads } from "../helpers/deno.ts";
+import { chatEngine, exportChatModel } from "../helpers/chat-model.ts";
 
 let model: Awaited<ReturnType<typeof exportChatModel>>;
 let engine: Engine;
@@ -142,8 +141,10 @@ test("a session saved on one slot continues on any other, exactly as on the serv
   expect(got.map((r) => r.choices[0].text)).toEqual([want, want]);
 });
 
-test("under Deno, two worker slots answer as one thread does, and a dead worker is a 500 and replaced", async () => {
-  const script = `
+crossProcessTest(
+  "under Deno, two worker slots answer as one thread does, and a dead worker is a 500 and replaced",
+  async () => {
+    const script = `
     import { createApp } from "./serve/app.ts";
     import { createSlots } from "./serve/slots.ts";
     import { loadEngine } from "./engines/mod.ts";
@@ -162,12 +163,13 @@ test("under Deno, two worker slots answer as one thread does, and a dead worker 
     console.log(JSON.stringify([...texts, status, await ask()]));
     slots.close();
   `;
-  const deno = spawnSync("deno", ["eval", "--ext=ts", script], {
-    encoding: "utf8",
-    env: { ...process.env, FERRY_CHAT_MODEL: model.path },
-  });
-  expect(withoutDenoDownloads(deno.stderr)).toBe("");
-  expect(deno.status).toBe(0);
-  const want = (await complete(one, SEEDED)).choices[0].text;
-  expect(JSON.parse(deno.stdout)).toEqual([want, want, 500, want]);
-});
+    const deno = spawnSync("deno", ["eval", "--ext=ts", script], {
+      encoding: "utf8",
+      env: { ...process.env, FERRY_CHAT_MODEL: model.path },
+    });
+    expect(withoutDenoDownloads(deno.stderr)).toBe("");
+    expect(deno.status).toBe(0);
+    const want = (await complete(one, SEEDED)).choices[0].text;
+    expect(JSON.parse(deno.stdout)).toEqual([want, want, 500, want]);
+  },
+);
