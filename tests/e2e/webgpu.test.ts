@@ -1,6 +1,6 @@
 // The WebGPU engine (Deno) against the CPU reference on the default model: logits within a measured
-// bound and identical greedy continuations. They skip only when Deno can get no adapter at all (on a
-// machine without a GPU, `.ci/run` installs lavapipe so they run), and say why.
+// bound and identical greedy continuations. Where Deno has no adapter (tests/helpers/webgpu-adapter.ts)
+// they are reported skipped, with the reason; on a machine without a GPU, `.ci/run` installs lavapipe.
 import { describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -9,6 +9,7 @@ import { join } from "node:path";
 import process from "node:process";
 import { exportCheckpoint } from "../../formats/export.ts";
 import { GpuUnavailable, openGpu } from "../../kernels/webgpu/device.ts";
+import { gpuTest } from "../helpers/webgpu-adapter.ts";
 
 /** Largest |logit difference| allowed. Measured 1.5e-5 on lavapipe (logits up to ~20); f32 sums differ. */
 const LOGIT_BOUND = 1e-4;
@@ -44,51 +45,55 @@ describe("WebGPU float engine on the default model", () => {
   let result: any;
   const get = () => result ??= deno("tests/e2e/webgpu-float.deno.ts");
 
-  test("logits match the CPU engine within the bound; 2 greedy 64-token continuations are identical", () => {
-    const r = get();
-    if (r.skip) {
-      console.warn(`webgpu tests skipped: ${r.skip}`);
-      return;
-    }
-    console.log(`adapter: ${r.adapter}${r.fallback ? " (software)" : ""}; max |logit diff| ${r.maxDiff}`);
-    expect(r.maxLogit).toBeGreaterThan(1);
-    expect(r.maxDiff).toBeLessThanOrEqual(LOGIT_BOUND);
-    expect(r.gpuTexts.length).toBe(2);
-    for (let i = 0; i < 2; i++) {
-      expect(r.gpuTexts[i].length).toBe(64);
-      expect(r.gpuTexts[i]).toEqual(r.cpuTexts[i]);
-    }
-  }, 300_000);
+  gpuTest(
+    "logits match the CPU engine within the bound; 2 greedy 64-token continuations are identical",
+    () => {
+      const r = get();
+      expect(r.skip).toBeUndefined(); // the adapter probe found one
+      console.log(`adapter: ${r.adapter}${r.fallback ? " (software)" : ""}; max |logit diff| ${r.maxDiff}`);
+      expect(r.maxLogit).toBeGreaterThan(1);
+      expect(r.maxDiff).toBeLessThanOrEqual(LOGIT_BOUND);
+      expect(r.gpuTexts.length).toBe(2);
+      for (let i = 0; i < 2; i++) {
+        expect(r.gpuTexts[i].length).toBe(64);
+        expect(r.gpuTexts[i]).toEqual(r.cpuTexts[i]);
+      }
+    },
+    300_000,
+  );
 
-  test("a context longer than one attention tile (1031 positions) matches the CPU within the bound", () => {
-    const r = get();
-    if (r.skip) return;
-    console.log(`1031 positions: max |logit diff| ${r.longDiff}`);
-    expect(r.longDiff).toBeLessThanOrEqual(LOGIT_BOUND);
-  });
+  gpuTest(
+    "a context longer than one attention tile (1031 positions) matches the CPU within the bound",
+    () => {
+      const r = get();
+      console.log(`1031 positions: max |logit diff| ${r.longDiff}`);
+      expect(r.longDiff).toBeLessThanOrEqual(LOGIT_BOUND);
+    },
+  );
 
-  test("seeded sampling through the shared generation loop draws the CPU engine's tokens", () => {
+  gpuTest("seeded sampling through the shared generation loop draws the CPU engine's tokens", () => {
     const r = get();
-    if (r.skip) return;
     expect(r.sampled[0].length).toBe(16);
     expect(r.sampled[0]).toEqual(r.sampled[1]);
   });
 
-  test("bad tokens, a full context, sampling without logits and options out of the contract are refused, leaving the session as it was", () => {
-    const r = get();
-    if (r.skip) return;
-    expect(r.refusals).toEqual([
-      "token id 1000 is outside [0, 258)",
-      "token id -1 is outside [0, 258)",
-      "context full: 2 + 512 positions exceed the cache's 512",
-      "webgpu session: this engine reads back only the argmax after feed(tokens, 'none'); feed with 'last' to sample",
-      "SamplingError temperature",
-      "SamplingError topP",
-      "SamplingError seed",
-    ]);
-    expect(r.after.position).toBe(2);
-    expect(r.after.next).toBe(r.after.cpuNext);
-  });
+  gpuTest(
+    "bad tokens, a full context, sampling without logits and options out of the contract are refused, leaving the session as it was",
+    () => {
+      const r = get();
+      expect(r.refusals).toEqual([
+        "token id 1000 is outside [0, 258)",
+        "token id -1 is outside [0, 258)",
+        "context full: 2 + 512 positions exceed the cache's 512",
+        "webgpu session: this engine reads back only the argmax after feed(tokens, 'none'); feed with 'last' to sample",
+        "SamplingError temperature",
+        "SamplingError topP",
+        "SamplingError seed",
+      ]);
+      expect(r.after.position).toBe(2);
+      expect(r.after.next).toBe(r.after.cpuNext);
+    },
+  );
 });
 
 test(
