@@ -5,8 +5,10 @@
  * page at `/`, plus llama.cpp's `/health`, `/tokenize`, `/detokenize`, `/apply-template` and a
  * Prometheus `/metrics`. Every request first passes the guard (guard.ts: header size, Host, Origin and
  * CORS, the API key). Each group of routes is its own module under `routes/`, handed one shared context
- * (context.ts); this module only composes them and holds `onError`, the one place a refusal (an
- * `ApiError`, thrown anywhere) becomes OpenAI's error shape.
+ * (context.ts), its paths and methods taken from the one route table (routes/table.ts, which also
+ * gives `/metrics` its labels and the guard its open routes); this module only composes them and
+ * holds `onError`, the one place a refusal (an `ApiError`, thrown anywhere) becomes OpenAI's error
+ * shape.
  *
  * It uses nothing of an engine but `model/engine.ts`, so the integer, float and WebGPU engines serve
  * the same way; `scripts/chat.ts` picks one and starts the listener.
@@ -33,6 +35,7 @@ import { metricsRoutes } from "./routes/metrics.ts";
 import { modelRoutes } from "./routes/models.ts";
 import { pageRoutes } from "./routes/page.ts";
 import { sessionRoutes } from "./routes/sessions.ts";
+import { API, routeLabel } from "./routes/table.ts";
 import { tokenRoutes } from "./routes/tokens.ts";
 
 export type { ChatAppOptions } from "./context.ts";
@@ -49,9 +52,9 @@ export function createApp(opts: ChatAppOptions): Hono {
     .route("/", pageRoutes({ model: ctx.engine.source }))
     .route("/", tokenRoutes(ctx))
     .route("/", metricsRoutes(ctx))
-    .route("/v1", modelRoutes(ctx))
-    .route("/v1", sessionRoutes(ctx))
-    .route("/v1", completionRoutes(ctx));
+    .route(API, modelRoutes(ctx))
+    .route(API, sessionRoutes(ctx))
+    .route(API, completionRoutes(ctx));
 }
 
 /**
@@ -65,21 +68,12 @@ export function guarded(opts: GuardOptions, metrics?: Metrics): Hono {
   if (metrics) {
     app.use(async (c, next) => {
       await next();
-      metrics.request(routeLabel(c.req.path), c.res.status);
+      metrics.request(routeLabel(c.req.path), c.res.status); // ids folded, unknown paths one label
     });
   }
   app.use(headLength);
   for (const check of guard(opts)) app.use(check);
   return app;
-}
-
-/** The route a path is counted under in `/metrics` (ids folded, unknown paths one label). */
-function routeLabel(path: string): string {
-  if (path.startsWith("/v1/sessions/")) return "/v1/sessions/:id";
-  if (path.startsWith("/page/")) return "/page/*";
-  const known = ["/", "/health", "/favicon.ico", "/tokenize", "/detokenize", "/apply-template", "/metrics"];
-  const v1 = ["/v1/models", "/v1/completions", "/v1/chat/completions", "/v1/sessions"];
-  return known.includes(path) || v1.includes(path) ? path : "other";
 }
 
 /**

@@ -18,6 +18,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import { cors as honoCors } from "hono/cors";
 import { createHash, timingSafeEqual } from "node:crypto";
 import { ApiError } from "./errors.ts";
+import { routeOf } from "./routes/table.ts";
 
 /** What the guard checks against. */
 export interface GuardOptions {
@@ -37,14 +38,11 @@ export interface GuardOptions {
 const LOOPBACK = ["localhost", "127.0.0.1", "[::1]"];
 
 /**
- * Routes open without the API key: the health check, the icon, the page's own files, and the tab's
- * modules under `/src/` (the repository's own code, types stripped), which the browser fetches for a
- * module Worker and its imports with no way to add a header. The API itself asks for the key; the page
- * sends it (serve/page/api.js).
+ * Whether `path` is open without the API key: its route in serve/routes/table.ts says so (the health
+ * check, the icon, the page and its files, the tab's modules); every other path asks for the key.
  */
 export function isOpenRoute(path: string): boolean {
-  return path === "/health" || path === "/favicon.ico" || path === "/" || path.startsWith("/page/") ||
-    path.startsWith("/src/");
+  return routeOf(path)?.open ?? false;
 }
 
 /** The guard middleware, checks in order: header size, Host, Origin (with CORS), API key. */

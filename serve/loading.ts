@@ -16,11 +16,14 @@ import type { Hono } from "hono";
 import { guarded } from "./app.ts";
 import { ApiError } from "./errors.ts";
 import type { GuardOptions } from "./guard.ts";
+import { ROUTES } from "./routes/table.ts";
+
+const { health } = ROUTES;
 
 /** The app answering while the engine loads. */
 export function loadingApp(opts: GuardOptions): Hono {
   return guarded(opts)
-    .get("/health", (c) => c.json({ status: "loading" }, 503, { "Retry-After": "1" }))
+    .on(health.methods, health.path, (c) => c.json({ status: "loading" }, 503, { "Retry-After": "1" }))
     .all("*", () => {
       throw new ApiError(503, "the model is still loading; retry shortly", null, "loading", {
         "Retry-After": "1",

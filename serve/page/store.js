@@ -1,27 +1,8 @@
 // The conversation list, kept in the browser (IndexedDB), so a reload or a New chat loses nothing.
 // A conversation is plain data: { id, title, updated, messages: [{ role, content, ... }] }.
+import { objectStore } from "./idb.js";
 
-const DB = "ferry-chat", STORE = "conversations";
-let opened = null;
-
-function db() {
-  opened ??= new Promise((resolve, reject) => {
-    const req = indexedDB.open(DB, 1);
-    req.onupgradeneeded = () => req.result.createObjectStore(STORE, { keyPath: "id" });
-    req.onsuccess = () => resolve(req.result);
-    req.onerror = () => reject(req.error);
-  });
-  return opened;
-}
-
-async function run(mode, act) {
-  const tx = (await db()).transaction(STORE, mode);
-  const req = act(tx.objectStore(STORE));
-  return new Promise((resolve, reject) => {
-    tx.oncomplete = () => resolve(req.result);
-    tx.onerror = () => reject(tx.error);
-  });
-}
+const run = objectStore("ferry-chat", "conversations", { keyPath: "id" });
 
 /** Every stored conversation, the most recently updated first. */
 export async function listConversations() {

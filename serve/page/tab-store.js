@@ -1,29 +1,10 @@
 // The model the tab runs, kept in the browser (IndexedDB, which a page served over plain HTTP has too,
 // unlike the Cache API), so a reload loads it again without a download. One model is kept: loading
 // another replaces it. A record is { name, sha256, bytes (an ArrayBuffer), from: "server" | "disk", kept }.
+import { objectStore } from "./idb.js";
 
-const DB = "ferry-tab", STORE = "models", KEY = "current";
-let opened = null;
-
-function db() {
-  opened ??= new Promise((resolve, reject) => {
-    const req = indexedDB.open(DB, 1);
-    req.onupgradeneeded = () => req.result.createObjectStore(STORE);
-    req.onsuccess = () => resolve(req.result);
-    req.onerror = () => reject(req.error);
-  });
-  return opened;
-}
-
-async function run(mode, act) {
-  const tx = (await db()).transaction(STORE, mode);
-  const req = act(tx.objectStore(STORE));
-  return new Promise((resolve, reject) => {
-    tx.oncomplete = () => resolve(req.result);
-    tx.onerror = () => reject(tx.error);
-    tx.onabort = () => reject(tx.error);
-  });
-}
+const KEY = "current";
+const run = objectStore("ferry-tab", "models");
 
 /** The kept model, or undefined. */
 export function keptModel() {

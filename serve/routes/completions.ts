@@ -25,6 +25,9 @@ import type { Lease, LeaseReply } from "../slots.ts";
 import { openAIStream } from "../sse.ts";
 import { chatStops, chatText } from "../chat-prompt.ts";
 import { createReasoningSplitter, splitReasoning } from "../reasoning.ts";
+import { ROUTES } from "./table.ts";
+
+const { completions, chatCompletions } = ROUTES;
 
 /** One request to answer: the endpoint, its checked fields, the text to feed and its stop strings. */
 interface Job {
@@ -61,7 +64,7 @@ interface Head {
 export function completionRoutes(ctx: ServerContext): Hono {
   const app = new Hono();
   const limit = limitBody(ctx.maxBodyBytes, "request body");
-  app.post("/completions", limit, async (c) => {
+  app.on(completions.methods, completions.path, limit, async (c) => {
     const arrived = performance.now();
     const req = readCompletionRequest(await readJson(c));
     return answer(c, ctx, {
@@ -74,7 +77,7 @@ export function completionRoutes(ctx: ServerContext): Hono {
       arrived,
     });
   });
-  app.post("/chat/completions", limit, async (c) => {
+  app.on(chatCompletions.methods, chatCompletions.path, limit, async (c) => {
     const arrived = performance.now();
     const req = readChatRequest(await readJson(c));
     const text = chatText(ctx, req.messages, req.templateKwargs);

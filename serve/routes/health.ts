@@ -11,10 +11,13 @@
  * @module
  */
 import { Hono } from "hono";
+import { ROUTES } from "./table.ts";
+
+const { health, favicon } = ROUTES;
 
 /** The health and icon routes. */
 export function healthRoutes(): Hono {
   return new Hono()
-    .get("/health", (c) => c.json({ status: "ok" }))
-    .get("/favicon.ico", (c) => c.body(null, 204, { "Cache-Control": "max-age=86400" }));
+    .on(health.methods, health.path, (c) => c.json({ status: "ok" }))
+    .on(favicon.methods, favicon.path, (c) => c.body(null, 204, { "Cache-Control": "max-age=86400" }));
 }

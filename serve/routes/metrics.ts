@@ -11,10 +11,13 @@
  */
 import { Hono } from "hono";
 import type { ServerContext } from "../context.ts";
+import { ROUTES } from "./table.ts";
+
+const { metrics } = ROUTES;
 
 /** The metrics route. */
 export function metricsRoutes(ctx: ServerContext): Hono {
-  return new Hono().get("/metrics", (c) =>
+  return new Hono().on(metrics.methods, metrics.path, (c) =>
     c.body(ctx.metrics.render(ctx.load()), 200, {
       "Content-Type": "text/plain; version=0.0.4; charset=utf-8",
     }));

@@ -11,10 +11,13 @@
  */
 import { Hono } from "hono";
 import type { ServerContext } from "../context.ts";
+import { ROUTES } from "./table.ts";
+
+const { models } = ROUTES;
 
 /** The model route, relative to `/v1`. */
 export function modelRoutes(ctx: ServerContext): Hono {
-  return new Hono().get("/models", (c) =>
+  return new Hono().on(models.methods, models.path, (c) =>
     c.json({
       object: "list",
       data: [{

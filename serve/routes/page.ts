@@ -26,6 +26,7 @@ import { basename, dirname, join } from "node:path";
 import { Readable } from "node:stream";
 import { createHash } from "node:crypto";
 import { browserModules, jsName } from "../browser-modules.ts";
+import { ROUTES } from "./table.ts";
 
 const HTML = "text/html; charset=utf-8";
 const CSS = "text/css; charset=utf-8";
@@ -39,6 +40,7 @@ const PAGE_FILES: Record<string, [string, string]> = {
   "/page/api.js": ["api.js", JS],
   "/page/markdown.js": ["markdown.js", JS],
   "/page/store.js": ["store.js", JS],
+  "/page/idb.js": ["idb.js", JS],
   "/page/view.js": ["view.js", JS],
   "/page/follow.js": ["follow.js", JS],
   "/page/tab.js": ["tab.js", JS],
@@ -102,10 +104,12 @@ async function serverManifest(model: string | undefined): Promise<TabManifest> {
 
 /** The tab's worker and the modules it imports under `/src/` (their repository paths; types stripped). */
 function moduleRoutes(app: Hono): void {
-  app.get("/src/*", (c) => {
+  const { modules } = ROUTES;
+  const under = modules.path.replace(/\*$/, ""); // "/src/"
+  app.on(modules.methods, modules.path, (c) => {
     let path: string;
     try {
-      path = decodeURIComponent(c.req.path.slice("/src/".length));
+      path = decodeURIComponent(c.req.path.slice(under.length));
     } catch {
       return c.json({ error: { message: "a malformed module path" } }, 400);
     }

@@ -15,12 +15,15 @@ import { Hono } from "hono";
 import { limitBody } from "../body.ts";
 import { restoreBytes, type ServerContext, sessionsOf, storedBytes } from "../context.ts";
 import { parseTranscript } from "../transcript.ts";
+import { ROUTES } from "./table.ts";
+
+const { sessions, sessionFile } = ROUTES;
 
 /** The session routes, relative to `/v1`. */
 export function sessionRoutes(ctx: ServerContext): Hono {
   const app = new Hono();
 
-  app.post("/sessions", limitBody(ctx.maxSessionBytes, "session file"), async (c) => {
+  app.on(sessions.methods, sessions.path, limitBody(ctx.maxSessionBytes, "session file"), async (c) => {
     const bytes = new Uint8Array(await c.req.arrayBuffer());
     const store = sessionsOf(ctx);
     const session = restoreBytes(ctx, bytes, "uploaded session");
@@ -32,8 +35,8 @@ export function sessionRoutes(ctx: ServerContext): Hono {
     return c.json({ id, object: "session", tokens: session.position, text, messages }, 201);
   });
 
-  app.get("/sessions/:id", async (c) => {
-    const id = c.req.param("id");
+  app.on(sessionFile.methods, sessionFile.path, async (c) => {
+    const id = c.req.param("id")!; // the path's `:id` (a string path: Hono cannot tell it is there)
     const bytes = await storedBytes(ctx, id);
     return c.body(bytes, 200, {
       "Content-Type": "application/octet-stream",

@@ -22,6 +22,9 @@ import { invalidValue } from "../errors.ts";
 import { readChatRequest } from "../requests.ts";
 import { chatText } from "../chat-prompt.ts";
 import type { Tokenizer } from "../../model/tokenizer-types.ts";
+import { ROUTES } from "./table.ts";
+
+const { tokenize, detokenize, applyTemplate } = ROUTES;
 
 function object(body: unknown): Record<string, unknown> {
   if (typeof body !== "object" || body === null || Array.isArray(body)) {
@@ -54,7 +57,7 @@ export function tokenRoutes(ctx: ServerContext): Hono {
   const limit = limitBody(ctx.maxBodyBytes, "request body");
   const { tokenizer } = ctx;
   return new Hono()
-    .post("/tokenize", limit, async (c) => {
+    .on(tokenize.methods, tokenize.path, limit, async (c) => {
       const o = object(await readJson(c));
       if (typeof o.content !== "string") throw invalidValue("content", "a string", o.content);
       const tokens = tokenizer.encode(o.content, {
@@ -66,7 +69,7 @@ export function tokenRoutes(ctx: ServerContext): Hono {
         tokens: withPieces ? tokens.map((id) => ({ id, piece: piece(tokenizer, id) })) : tokens,
       });
     })
-    .post("/detokenize", limit, async (c) => {
+    .on(detokenize.methods, detokenize.path, limit, async (c) => {
       const o = object(await readJson(c));
       const t = o.tokens;
       // Ids past the tokenizer's (Qwen3's padding up to its vocab) stand for no text.
@@ -75,7 +78,7 @@ export function tokenRoutes(ctx: ServerContext): Hono {
       }
       return c.json({ content: tokenizer.decode(t) });
     })
-    .post("/apply-template", limit, async (c) => {
+    .on(applyTemplate.methods, applyTemplate.path, limit, async (c) => {
       const { messages, templateKwargs } = readChatRequest(object(await readJson(c)));
       return c.json({ prompt: chatText(ctx, messages, templateKwargs) });
     });

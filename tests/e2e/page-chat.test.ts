@@ -3,8 +3,9 @@
 // after, Settings open), follows a streaming reply unless the user scrolled up, renders Markdown without
 // running what a reply smuggles in, fits a long chat to the context by dropping the oldest turns (by
 // the server's /apply-template and /tokenize where it has them, else by bytes), shows
-// a failed turn's error with Retry, regenerates, edits, copies, keeps conversations across a reload, and
-// falls back to the whole history when the server answers 501 for sessions.
+// a failed turn's error with Retry, regenerates, edits, copies, keeps conversations across a reload (its
+// IndexedDB calls rejecting when a transaction fails or is aborted), and falls back to the whole history
+// when the server answers 501 for sessions.
 import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import type { Listening } from "../../serve/listen.ts";
@@ -333,6 +334,43 @@ test("conversations survive a reload; New chat keeps the old one; rename and del
   await page.reload();
   await page.locator("#chat-list li").first().waitFor();
   expect(await page.locator("#chat-list .title").allTextContents()).toEqual(["About the county"]);
+  await context.close();
+});
+
+test("the page's IndexedDB calls (serve/page/idb.js) reject when their transaction fails or is aborted", async () => {
+  const { page, context } = await openPage();
+  const said = await page.evaluate(async () => {
+    const { objectStore } = await import("/page/idb.js");
+    const run = objectStore("ferry-idb-test", "things", { keyPath: "id" });
+    // What a call came to, or "pending" when it had not settled after 5 s (a call that never would).
+    const settled = (p: Promise<unknown>) =>
+      Promise.race([
+        p.then((v) => `resolved ${JSON.stringify(v)}`, (e) => `rejected ${e?.name}: ${e instanceof Error}`),
+        new Promise((r) => setTimeout(() => r("pending"), 5000)),
+      ]);
+    type Store = IDBObjectStore;
+    return {
+      put: await settled(run("readwrite", (s: Store) => s.put({ id: 1 }))),
+      get: await settled(run("readonly", (s: Store) => s.get(1))),
+      // A request that fails (the key is taken) aborts its transaction with the request's error.
+      failed: await settled(run("readwrite", (s: Store) => s.add({ id: 1 }))),
+      // Aborted after its request succeeded: no error event, only the abort (as when the browser's quota
+      // runs out at commit).
+      aborted: await settled(run("readwrite", (s: Store) => {
+        const req = s.put({ id: 2 });
+        req.onsuccess = () => s.transaction.abort();
+        return req;
+      })),
+      count: await settled(run("readonly", (s: Store) => s.count())),
+    };
+  });
+  expect(said).toEqual({
+    put: "resolved 1",
+    get: 'resolved {"id":1}',
+    failed: "rejected ConstraintError: true",
+    aborted: "rejected AbortError: true",
+    count: "resolved 1", // nothing of the aborted transaction was kept
+  });
   await context.close();
 });
 

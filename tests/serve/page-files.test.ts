@@ -15,6 +15,7 @@ test("the page's modules and the vendored libraries are served as JavaScript", a
       "/page/api.js",
       "/page/markdown.js",
       "/page/store.js",
+      "/page/idb.js",
       "/page/view.js",
       "/page/follow.js",
     ]
@@ -35,6 +36,26 @@ test("the page's modules and the vendored libraries are served as JavaScript", a
   expect(text).toContain("export{");
   const purify = await (await app.request("/page/vendor/purify.js")).text();
   expect(purify).toContain("export { purify_default as default }");
+});
+
+test("every module the page's modules import is served, and only idb.js opens IndexedDB", async () => {
+  const seen = new Set<string>(), queue = ["/page/chat.js"];
+  for (let path; (path = queue.pop()) !== undefined;) {
+    if (seen.has(path)) continue;
+    seen.add(path);
+    const res = await app.request(path);
+    expect({ path, status: res.status }).toEqual({ path, status: 200 });
+    const code = await res.text();
+    for (const m of code.matchAll(/^import [^;]*?from "\.\/([\w-]+\.js)";$/gm)) queue.push(`/page/${m[1]}`);
+    // One copy of the open and transaction rules (serve/page/idb.js), whichever store uses them.
+    expect({ path, opens: code.includes("indexedDB.open") }).toEqual({
+      path,
+      opens: path === "/page/idb.js",
+    });
+  }
+  expect([...seen]).toContain("/page/store.js");
+  expect([...seen]).toContain("/page/tab-store.js");
+  expect([...seen]).toContain("/page/idb.js");
 });
 
 test("the index's import map names exactly the vendored paths", async () => {
