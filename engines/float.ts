@@ -19,6 +19,7 @@ import { createPackedStore, type PackedMatrix, type PackedStore } from "../kerne
 import { checkTensors, type ModelConfig, paramShapes } from "../model/config.ts";
 import { FormatError } from "../model/error.ts";
 import type { Engine, EngineSession, LogitsWanted, SamplingOptions, TokenLogprobs } from "../model/engine.ts";
+import { contextOf, defaultContext as defaultContextOf } from "../model/engine.ts";
 import {
   type Activations,
   buildModel,
@@ -78,12 +79,12 @@ export interface FloatEngineOptions {
   splitBytes?: number;
 }
 
-/** The positions a session holds unless `context` says otherwise: min(max_position_embeddings, 4096). */
-export const DEFAULT_CONTEXT = 4096;
+/** The positions a session holds unless `context` says otherwise (model/engine.ts, the one definition). */
+export { DEFAULT_CONTEXT } from "../model/engine.ts";
 
-/** min(max_position_embeddings, `DEFAULT_CONTEXT`). */
+/** min(max_position_embeddings, `DEFAULT_CONTEXT`): model/engine.ts `defaultContext` for a config. */
 export function defaultContext(config: ModelConfig): number {
-  return Math.min(config.max_position_embeddings, DEFAULT_CONTEXT);
+  return defaultContextOf(config.max_position_embeddings);
 }
 
 /** The machine's cores (`navigator.hardwareConcurrency`), at least 1: the default `threads`. */
@@ -165,22 +166,11 @@ export function floatEngineOf(
 ): Engine {
   return engineOf({
     config: model.config,
-    context: contextOf(model.config, options.context),
+    context: contextOf(model.config.max_position_embeddings, options.context),
     specials: options.specials,
     forward: (cache, tokens) => forward(model, cache, tokens),
     tensors: () => model.tensors,
   }, source);
-}
-
-function contextOf(config: ModelConfig, context: number | undefined): number {
-  const max = config.max_position_embeddings;
-  if (context === undefined) return defaultContext(config);
-  if (!Number.isInteger(context) || context < 1 || context > max) {
-    throw new RangeError(
-      `context must be an integer in [1, ${max}] (max_position_embeddings), got ${context}`,
-    );
-  }
-  return context;
 }
 
 /** A weight as the packed engine holds it: a packed matrix, or a plain f32 vector (the norms). */
@@ -264,7 +254,7 @@ function packedEngineOver(
   source: string,
   options: FloatEngineOptions,
 ): Engine {
-  const context = contextOf(config, options.context);
+  const context = contextOf(config.max_position_embeddings, options.context);
   const rope = ropeTables(context, config.head_dim, config.rope_theta);
   const held = [...new Set(byName.values())];
   const packed = held.filter((w): w is PackedMatrix => !(w instanceof Float32Array));

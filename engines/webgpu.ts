@@ -18,6 +18,7 @@
  * @module
  */
 import type { Engine, EngineSession, LogitsWanted, SamplingOptions, TokenLogprobs } from "../model/engine.ts";
+import { contextOf } from "../model/engine.ts";
 import type { ModelConfig } from "../model/config.ts";
 import type { Tensor } from "../model/tensor.ts";
 import {
@@ -115,7 +116,7 @@ export async function createWebGpuEngine(
 ): Promise<Engine> {
   const model = buildModel(config, tensors, source);
   checkGpuShape(config, source);
-  const context = contextOf(config, options.context);
+  const context = contextOf(config.max_position_embeddings, options.context);
   const gpu = options.gpu ?? await openGpu(deviceNeeds(model, context));
   gpu.device.pushErrorScope("validation");
   const g = uploadModel(gpu.device, model, source, context, options.specials);
@@ -125,18 +126,6 @@ export async function createWebGpuEngine(
   const error = await gpu.device.popErrorScope();
   if (error) throw new Error(`WebGPU engine for ${source}: ${error.message}`);
   return engine;
-}
-
-/** The positions asked for, checked: an integer in [1, max_position_embeddings]; default up to 4096. */
-function contextOf(c: ModelConfig, context: number | undefined): number {
-  const max = c.max_position_embeddings;
-  if (context === undefined) return Math.min(max, 4096);
-  if (!Number.isInteger(context) || context < 1 || context > max) {
-    throw new RangeError(
-      `context must be an integer in [1, ${max}] (max_position_embeddings), got ${context}`,
-    );
-  }
-  return context;
 }
 
 /** Refuses, before any device is asked for, a shape the kernels of `wgsl.ts` cannot run. */

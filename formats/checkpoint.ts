@@ -13,7 +13,7 @@
 import { crc32 } from "node:zlib";
 import { open, readFile } from "node:fs/promises";
 import { chunksAt, f32Bytes, readExact, writeAtomic } from "./io.ts";
-import { parseStrictJson, plainJson, StrictJsonError } from "./json.ts";
+import { jsonHeader } from "./json.ts";
 import {
   checkTensors,
   configToToml,
@@ -285,34 +285,9 @@ function checkCrc(computed: number, p: Prefix, path: string): void {
 // The header is JSON anyone can write with the CRC recomputed, so every field is checked for its type
 // and range before it is used: no value from it reaches an allocation or a loop unchecked.
 function parseHeader(bytes: Uint8Array, path: string): Header {
-  let text: string;
-  try {
-    // ignoreBOM keeps a leading byte-order mark in the text, to be refused below (a plain decoder drops it).
-    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
-  } catch {
-    throw new CheckpointError(path, "header", "not valid UTF-8", { expected: "UTF-8 text" });
-  }
-  if (text.startsWith("\uFEFF")) {
-    throw new CheckpointError(
-      path,
-      "header",
-      "starts with a UTF-8 byte-order mark; the header is strict JSON",
-      {
-        expected: 'a JSON object, its first byte "{"',
-        found: "a byte-order mark (EF BB BF)",
-      },
-    );
-  }
-  let raw: unknown;
-  try {
-    raw = plainJson(parseStrictJson(text));
-  } catch (e) {
-    if (e instanceof StrictJsonError) {
-      const why = e.code === "DuplicateKey" ? "duplicate key" : "not valid JSON";
-      throw new CheckpointError(path, "header", `${why}: ${e.message}`, e);
-    }
-    throw e;
-  }
+  const raw = jsonHeader(bytes, (why, detail) => {
+    throw new CheckpointError(path, "header", why, detail);
+  });
   if (!isPlainObject(raw)) {
     throw new CheckpointError(path, "header", `expected a JSON object, got ${show(raw)}`);
   }

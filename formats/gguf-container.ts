@@ -16,6 +16,7 @@
 import { numel } from "../model/tensor.ts";
 import { FormatError, type RefusalDetail } from "../model/error.ts";
 import { decodeTensor, GGML_TYPES, type GgmlType, OTHER_GGML_TYPES, tensorBytes } from "./quants.ts";
+import { GGUF_KEYS } from "./gguf-keys.ts";
 
 // ─── Constants ───────────────────────────────────────────────────────────────────────────────────
 
@@ -144,7 +145,7 @@ export function encodeGgufHeader(
       throw new GgufError(where, key, "the key holds a lone surrogate (not Unicode text)");
     }
     keys.add(key);
-    if (key === "general.alignment") alignment = checkAlignment(value, where);
+    if (key === GGUF_KEYS.General.ALIGNMENT) alignment = checkAlignment(value, where);
     w.string(key);
     writeValue(w, value, key, where);
   }
@@ -312,10 +313,12 @@ function valueTypeId(type: string, key: string, where: string): number {
 }
 
 function checkAlignment(v: GgufValue, where: string): number {
-  if (v.type !== "u32") throw new GgufError(where, "general.alignment", `has type ${v.type}; expected u32`);
+  if (v.type !== "u32") {
+    throw new GgufError(where, GGUF_KEYS.General.ALIGNMENT, `has type ${v.type}; expected u32`);
+  }
   const a = v.value;
   if (a === 0 || (a & (a - 1)) !== 0) {
-    throw new GgufError(where, "general.alignment", `${a} is not a power of two`);
+    throw new GgufError(where, GGUF_KEYS.General.ALIGNMENT, `${a} is not a power of two`);
   }
   return a;
 }
@@ -476,7 +479,7 @@ function parseHeader(r: ByteReader, size: number, where: string): GgufHeader {
     if (metadata.has(key)) throw new GgufError(where, key, "metadata key appears twice");
     metadata.set(key, r.value(key));
   }
-  const alignValue = metadata.get("general.alignment");
+  const alignValue = metadata.get(GGUF_KEYS.General.ALIGNMENT);
   const alignment = alignValue ? checkAlignment(alignValue, where) : GGUF_DEFAULT_ALIGNMENT;
   const tensors: GgufHeader["tensors"] = [];
   const names = new Set<string>();

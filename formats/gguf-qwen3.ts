@@ -25,11 +25,14 @@ import {
 } from "./gguf-container.ts";
 import { decodeTensor, encodeTensor, GGML_QNT_VERSION, GGML_TYPES, type GgmlType } from "./quants.ts";
 import { byteVocabulary, checkTokenizer } from "./gguf-vocab.ts";
+import { archKey, GGUF_KEYS } from "./gguf-keys.ts";
 import { checkBpeVocabulary, hasBpeVocabulary } from "./gguf-tokenizer.ts";
 import type { ExportOrigin } from "./format.ts";
 
 /** The architecture string and metadata key prefix. */
 export const QWEN3_ARCH = "qwen3";
+
+const { General, LLM, Attention, Rope, Tokenizer } = GGUF_KEYS;
 
 /** Hugging Face name ↔ llama.cpp name, for tensors outside the layers. */
 export const QWEN3_GLOBAL_TENSORS: ReadonlyArray<readonly [string, string]> = [
@@ -66,17 +69,17 @@ export const QWEN3_HPARAMS: ReadonlyArray<
     ((c: Partial<ModelConfig>) => number | undefined) | undefined,
   ]
 > = [
-  ["context_length", "u32", "max_position_embeddings", undefined],
-  ["embedding_length", "u32", "hidden_size", undefined],
-  ["block_count", "u32", "num_hidden_layers", undefined],
-  ["feed_forward_length", "u32", "intermediate_size", undefined],
-  ["attention.head_count", "u32", "num_attention_heads", undefined],
-  ["attention.head_count_kv", "u32", "num_key_value_heads", (c) => c.num_attention_heads],
-  ["attention.key_length", "u32", "head_dim", (c) => c.hidden_size! / c.num_attention_heads!],
-  ["attention.value_length", "u32", "head_dim", (c) => c.hidden_size! / c.num_attention_heads!],
-  ["rope.dimension_count", "u32", "head_dim", (c) => c.head_dim],
-  ["attention.layer_norm_rms_epsilon", "f32", "rms_norm_eps", undefined],
-  ["rope.freq_base", "f32", "rope_theta", () => 10000],
+  [LLM.CONTEXT_LENGTH, "u32", "max_position_embeddings", undefined],
+  [LLM.EMBEDDING_LENGTH, "u32", "hidden_size", undefined],
+  [LLM.BLOCK_COUNT, "u32", "num_hidden_layers", undefined],
+  [LLM.FEED_FORWARD_LENGTH, "u32", "intermediate_size", undefined],
+  [Attention.HEAD_COUNT, "u32", "num_attention_heads", undefined],
+  [Attention.HEAD_COUNT_KV, "u32", "num_key_value_heads", (c) => c.num_attention_heads],
+  [Attention.KEY_LENGTH, "u32", "head_dim", (c) => c.hidden_size! / c.num_attention_heads!],
+  [Attention.VALUE_LENGTH, "u32", "head_dim", (c) => c.hidden_size! / c.num_attention_heads!],
+  [Rope.DIMENSION_COUNT, "u32", "head_dim", (c) => c.head_dim],
+  [Attention.LAYERNORM_RMS_EPS, "f32", "rms_norm_eps", undefined],
+  [Rope.FREQ_BASE, "f32", "rope_theta", () => 10000],
 ];
 
 // ─── Writing ─────────────────────────────────────────────────────────────────────────────────────
@@ -130,14 +133,14 @@ export function qwen3Metadata(
   vocabulary: ReadonlyArray<[string, GgufValue]> = byteVocabularyMetadata(config.vocab_size),
 ): Array<[string, GgufValue]> {
   const kv: Array<[string, GgufValue]> = [
-    ["general.architecture", { type: "string", value: QWEN3_ARCH }],
-    ["general.name", { type: "string", value: name }],
-    ["general.file_type", { type: "u32", value: ftype }],
-    ["general.quantization_version", { type: "u32", value: GGML_QNT_VERSION }],
-    ["general.alignment", { type: "u32", value: GGUF_DEFAULT_ALIGNMENT }],
+    [General.ARCHITECTURE, { type: "string", value: QWEN3_ARCH }],
+    [General.NAME, { type: "string", value: name }],
+    [General.FILE_TYPE, { type: "u32", value: ftype }],
+    [General.QUANTIZATION_VERSION, { type: "u32", value: GGML_QNT_VERSION }],
+    [General.ALIGNMENT, { type: "u32", value: GGUF_DEFAULT_ALIGNMENT }],
   ];
   for (const [suffix, t, field] of QWEN3_HPARAMS) {
-    kv.push([`${QWEN3_ARCH}.${suffix}`, { type: t, value: config[field] as number }]);
+    kv.push([archKey(QWEN3_ARCH, suffix), { type: t, value: config[field] as number }]);
   }
   kv.push(...vocabulary);
   return kv;
@@ -147,15 +150,15 @@ export function qwen3Metadata(
 function byteVocabularyMetadata(vocab: number): Array<[string, GgufValue]> {
   const { tokens, types } = byteVocabulary(vocab);
   return [
-    ["tokenizer.ggml.model", { type: "string", value: "gpt2" }],
-    ["tokenizer.ggml.pre", { type: "string", value: "default" }],
-    ["tokenizer.ggml.tokens", { type: "array", elem: "string", value: tokens }],
-    ["tokenizer.ggml.token_type", { type: "array", elem: "i32", value: types }],
-    ["tokenizer.ggml.merges", { type: "array", elem: "string", value: [] }],
-    ["tokenizer.ggml.bos_token_id", { type: "u32", value: BOS }],
-    ["tokenizer.ggml.eos_token_id", { type: "u32", value: EOS }],
-    ["tokenizer.ggml.add_bos_token", { type: "bool", value: true }],
-    ["tokenizer.ggml.add_eos_token", { type: "bool", value: false }],
+    [Tokenizer.MODEL, { type: "string", value: "gpt2" }],
+    [Tokenizer.PRE, { type: "string", value: "default" }],
+    [Tokenizer.LIST, { type: "array", elem: "string", value: tokens }],
+    [Tokenizer.TOKEN_TYPE, { type: "array", elem: "i32", value: types }],
+    [Tokenizer.MERGES, { type: "array", elem: "string", value: [] }],
+    [Tokenizer.BOS_ID, { type: "u32", value: BOS }],
+    [Tokenizer.EOS_ID, { type: "u32", value: EOS }],
+    [Tokenizer.ADD_BOS, { type: "bool", value: true }],
+    [Tokenizer.ADD_EOS, { type: "bool", value: false }],
   ];
 }
 
@@ -400,18 +403,18 @@ export function qwen3ConfigFromGguf(
   where = "gguf",
 ): ModelConfig {
   const md = file.metadata;
-  const arch = md.get("general.architecture");
-  if (!arch) throw new GgufError(where, "general.architecture", "missing");
+  const arch = md.get(General.ARCHITECTURE);
+  if (!arch) throw new GgufError(where, General.ARCHITECTURE, "missing");
   if (arch.type !== "string" || arch.value !== QWEN3_ARCH) {
     throw new GgufError(
       where,
-      "general.architecture",
+      General.ARCHITECTURE,
       `${JSON.stringify(arch.value)}; expected "${QWEN3_ARCH}"`,
     );
   }
   const cfg: Partial<ModelConfig> = {};
   for (const [suffix, type, field, fallback] of QWEN3_HPARAMS) {
-    const key = `${QWEN3_ARCH}.${suffix}`;
+    const key = archKey(QWEN3_ARCH, suffix);
     const v = md.get(key);
     let x: number | undefined;
     if (v === undefined) {
@@ -437,25 +440,25 @@ export function qwen3ConfigFromGguf(
     }
     (cfg as Record<string, number>)[field] = x;
   }
-  const scaling = md.get(`${QWEN3_ARCH}.rope.scaling.type`);
+  const scaling = md.get(archKey(QWEN3_ARCH, Rope.SCALING_TYPE));
   if (scaling && !(scaling.type === "string" && scaling.value === "none")) {
     throw new GgufError(
       where,
-      `${QWEN3_ARCH}.rope.scaling.type`,
+      archKey(QWEN3_ARCH, Rope.SCALING_TYPE),
       `${JSON.stringify(scaling.value)}; ferry supports no RoPE scaling`,
     );
   }
   if (cfg.num_attention_heads! % cfg.num_key_value_heads! !== 0) {
     throw new GgufError(
       where,
-      `${QWEN3_ARCH}.attention.head_count_kv`,
+      archKey(QWEN3_ARCH, Attention.HEAD_COUNT_KV),
       `${cfg.num_key_value_heads} does not divide head_count ${cfg.num_attention_heads}`,
     );
   }
   if (cfg.head_dim! % 2 !== 0) {
     throw new GgufError(
       where,
-      `${QWEN3_ARCH}.attention.key_length`,
+      archKey(QWEN3_ARCH, Attention.KEY_LENGTH),
       `${cfg.head_dim} is odd; RoPE needs it even`,
     );
   }
@@ -472,7 +475,7 @@ export function qwen3ConfigFromGguf(
   const limit = configLimit(config);
   if (limit) {
     const key = QWEN3_HPARAMS.find(([, , field]) => field === limit.field)?.[0];
-    throw new GgufError(where, key ? `${QWEN3_ARCH}.${key}` : limit.field, limit.message);
+    throw new GgufError(where, key ? archKey(QWEN3_ARCH, key) : limit.field, limit.message);
   }
   if (hasBpeVocabulary(md)) checkBpeVocabulary(md, config.vocab_size, where);
   else checkTokenizer(md, config.vocab_size, where);

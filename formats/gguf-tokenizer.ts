@@ -24,6 +24,9 @@ import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 import { BOS, BOS_TOKEN, BYTE_CHARS, EOS, EOS_TOKEN } from "../model/tokenizer.ts";
 import { GgufError, type GgufValue } from "./gguf-container.ts";
 import { TOKEN_TYPE } from "./gguf-vocab.ts";
+import { GGUF_KEYS } from "./gguf-keys.ts";
+
+const { Tokenizer } = GGUF_KEYS;
 
 /** Qwen2's (and Qwen3's) pre-tokenizer split, as its tokenizer.json spells it; llama.cpp's "qwen2". */
 export const QWEN2_SPLIT_REGEX =
@@ -32,15 +35,15 @@ export const QWEN2_SPLIT_REGEX =
 /** Where ferry keeps generation_config.json's text, which llama.cpp's keys have no place for. */
 export const GENERATION_CONFIG_KEY = "ferry.tokenizer.generation_config";
 
-/** The special-token roles gguf-py reads from tokenizer_config.json, with their GGUF key names. */
+/** The special-token roles gguf-py reads from tokenizer_config.json, with their GGUF keys. */
 const SPECIAL_ROLES = [
-  ["bos", "bos_token_id"],
-  ["eos", "eos_token_id"],
-  ["unk", "unknown_token_id"],
-  ["sep", "seperator_token_id"], // gguf-py's spelling of the key
-  ["pad", "padding_token_id"],
-  ["cls", "cls_token_id"],
-  ["mask", "mask_token_id"],
+  ["bos", Tokenizer.BOS_ID],
+  ["eos", Tokenizer.EOS_ID],
+  ["unk", Tokenizer.UNK_ID],
+  ["sep", Tokenizer.SEP_ID],
+  ["pad", Tokenizer.PAD_ID],
+  ["cls", Tokenizer.CLS_ID],
+  ["mask", Tokenizer.MASK_ID],
 ] as const;
 
 interface AddedToken {
@@ -78,23 +81,23 @@ export function tokenizerMetadata(
   const { tokens, types, added } = vocabulary(model, json.added_tokens, vocab, where);
   const merges = mergeStrings(model.merges, new Set(Object.keys(model.vocab as object)), where);
   const kv: Array<[string, GgufValue]> = [
-    ["tokenizer.ggml.model", { type: "string", value: "gpt2" }],
-    ["tokenizer.ggml.pre", { type: "string", value: "qwen2" }],
-    ["tokenizer.ggml.tokens", { type: "array", elem: "string", value: tokens }],
-    ["tokenizer.ggml.token_type", { type: "array", elem: "i32", value: types }],
-    ["tokenizer.ggml.merges", { type: "array", elem: "string", value: merges }],
+    [Tokenizer.MODEL, { type: "string", value: "gpt2" }],
+    [Tokenizer.PRE, { type: "string", value: "qwen2" }],
+    [Tokenizer.LIST, { type: "array", elem: "string", value: tokens }],
+    [Tokenizer.TOKEN_TYPE, { type: "array", elem: "i32", value: types }],
+    [Tokenizer.MERGES, { type: "array", elem: "string", value: merges }],
   ];
   for (const [role, key] of SPECIAL_ROLES) {
     const id = specialId(role, config, generation, added, vocab);
-    if (id !== undefined) kv.push([`tokenizer.ggml.${key}`, { type: "u32", value: id }]);
+    if (id !== undefined) kv.push([key, { type: "u32", value: id }]);
   }
   // HF's byte-level post-processor adds no BOS or EOS; tokenizer_config.json may say otherwise.
-  for (const role of ["bos", "eos"]) {
+  for (const [role, key] of [["bos", Tokenizer.ADD_BOS], ["eos", Tokenizer.ADD_EOS]]) {
     const add = config[`add_${role}_token`];
-    kv.push([`tokenizer.ggml.add_${role}_token`, { type: "bool", value: add === true }]);
+    kv.push([key, { type: "bool", value: add === true }]);
   }
   const template = chatTemplate(files, config, where);
-  if (template !== undefined) kv.push(["tokenizer.chat_template", { type: "string", value: template }]);
+  if (template !== undefined) kv.push([Tokenizer.CHAT_TEMPLATE, { type: "string", value: template }]);
   if (files["generation_config.json"] !== undefined) {
     kv.push([GENERATION_CONFIG_KEY, { type: "string", value: files["generation_config.json"] }]);
   }
@@ -301,7 +304,7 @@ function chatTemplate(
  * ```
  */
 export function hasBpeVocabulary(md: ReadonlyMap<string, GgufValue>): boolean {
-  const merges = md.get("tokenizer.ggml.merges");
+  const merges = md.get(Tokenizer.MERGES);
   return merges?.type === "array" && merges.value.length > 0;
 }
 
@@ -349,28 +352,28 @@ export function checkBpeVocabulary(
     }
     return v.value;
   };
-  if (str("tokenizer.ggml.model") !== "gpt2") {
+  if (str(Tokenizer.MODEL) !== "gpt2") {
     throw new GgufError(
       where,
-      "tokenizer.ggml.model",
-      `${JSON.stringify(str("tokenizer.ggml.model"))}; expected "gpt2"`,
+      Tokenizer.MODEL,
+      `${JSON.stringify(str(Tokenizer.MODEL))}; expected "gpt2"`,
     );
   }
-  const pre = str("tokenizer.ggml.pre");
+  const pre = str(Tokenizer.PRE);
   if (pre !== "qwen2") {
-    throw new GgufError(where, "tokenizer.ggml.pre", `${JSON.stringify(pre)}; ferry rebuilds only "qwen2"`);
+    throw new GgufError(where, Tokenizer.PRE, `${JSON.stringify(pre)}; ferry rebuilds only "qwen2"`);
   }
-  const tokens = array("tokenizer.ggml.tokens", ["string"]) as string[];
+  const tokens = array(Tokenizer.LIST, ["string"]) as string[];
   if (tokens.length !== vocab) {
     throw new GgufError(
       where,
-      "tokenizer.ggml.tokens",
+      Tokenizer.LIST,
       `has ${tokens.length} tokens; token_embd.weight has ${vocab} rows`,
     );
   }
-  const types = array("tokenizer.ggml.token_type", ["i32"]) as number[];
+  const types = array(Tokenizer.TOKEN_TYPE, ["i32"]) as number[];
   if (types.length !== vocab) {
-    throw new GgufError(where, "tokenizer.ggml.token_type", `has ${types.length} entries; expected ${vocab}`);
+    throw new GgufError(where, Tokenizer.TOKEN_TYPE, `has ${types.length} entries; expected ${vocab}`);
   }
   // No prototype: a token spelled "__proto__" or "constructor" is a key like any other.
   const vocabMap: Record<string, number> = Object.create(null);
@@ -378,7 +381,7 @@ export function checkBpeVocabulary(
   const seen = new Set<string>();
   tokens.forEach((t, i) => {
     if (seen.has(t)) {
-      throw new GgufError(where, "tokenizer.ggml.tokens", `token ${i} ${JSON.stringify(t)} appears twice`);
+      throw new GgufError(where, Tokenizer.LIST, `token ${i} ${JSON.stringify(t)} appears twice`);
     }
     seen.add(t);
     const type = types[i];
@@ -397,12 +400,12 @@ export function checkBpeVocabulary(
     } else if (type !== TOKEN_TYPE.UNUSED) {
       throw new GgufError(
         where,
-        "tokenizer.ggml.token_type",
+        Tokenizer.TOKEN_TYPE,
         `token ${i} has type ${type}; a byte-level BPE has 1, 3, 4 or 5`,
       );
     }
   });
-  const merges = (array("tokenizer.ggml.merges", ["string"]) as string[]).map((m, i) => {
+  const merges = (array(Tokenizer.MERGES, ["string"]) as string[]).map((m, i) => {
     const pair = m.split(" ");
     if (
       pair.length !== 2 || !Object.hasOwn(vocabMap, pair[0]) || !Object.hasOwn(vocabMap, pair[1]) ||
@@ -410,28 +413,28 @@ export function checkBpeVocabulary(
     ) {
       throw new GgufError(
         where,
-        `tokenizer.ggml.merges[${i}]`,
+        `${Tokenizer.MERGES}[${i}]`,
         `${JSON.stringify(m)} is not two tokens that merge into one`,
       );
     }
     return pair;
   });
   const id = (key: string) => {
-    const v = md.get(`tokenizer.ggml.${key}`);
+    const v = md.get(key);
     if (v === undefined) return undefined;
     if (v.type !== "u32" || v.value >= vocab) {
       throw new GgufError(
         where,
-        `tokenizer.ggml.${key}`,
+        key,
         `${v.type} ${String(v.value)}; expected a u32 below ${vocab}`,
       );
     }
     return v.value;
   };
   const flag = (key: string) => {
-    const v = md.get(`tokenizer.ggml.${key}`);
+    const v = md.get(key);
     if (v !== undefined && v.type !== "bool") {
-      throw new GgufError(where, `tokenizer.ggml.${key}`, `has type ${v.type}; expected bool`);
+      throw new GgufError(where, key, `has type ${v.type}; expected bool`);
     }
     return v?.value === true;
   };
@@ -440,12 +443,12 @@ export function checkBpeVocabulary(
     vocab: vocabMap,
     added,
     merges,
-    bos: id("bos_token_id"),
-    eos: id("eos_token_id"),
-    pad: id("padding_token_id"),
-    addBos: flag("add_bos_token"),
-    addEos: flag("add_eos_token"),
-    template: str("tokenizer.chat_template"),
+    bos: id(Tokenizer.BOS_ID),
+    eos: id(Tokenizer.EOS_ID),
+    pad: id(Tokenizer.PAD_ID),
+    addBos: flag(Tokenizer.ADD_BOS),
+    addEos: flag(Tokenizer.ADD_EOS),
+    template: str(Tokenizer.CHAT_TEMPLATE),
   };
 }
 

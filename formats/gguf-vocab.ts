@@ -11,6 +11,9 @@
  */
 import { BOS, BOS_TOKEN, BYTE_CHARS, BYTE_VOCAB_SIZE, EOS, EOS_TOKEN } from "../model/tokenizer.ts";
 import { GgufError, type GgufValue } from "./gguf-container.ts";
+import { GGUF_KEYS } from "./gguf-keys.ts";
+
+const { Tokenizer } = GGUF_KEYS;
 
 /** tokenizer.ggml.token_type values (gguf-py's TokenType, llama.cpp's LLAMA_TOKEN_TYPE_*). */
 export const TOKEN_TYPE = { NORMAL: 1, UNKNOWN: 2, CONTROL: 3, USER_DEFINED: 4, UNUSED: 5, BYTE: 6 } as const;
@@ -35,22 +38,22 @@ export function byteVocabulary(vocab: number): { tokens: string[]; types: number
 // Ferry's tokenizer is fixed (bytes, BOS, EOS), so a file with any other vocabulary would be read
 // with the wrong token meanings; refuse it rather than guess.
 export function checkTokenizer(md: Map<string, GgufValue>, vocab: number, where: string): void {
-  const model = md.get("tokenizer.ggml.model");
+  const model = md.get(Tokenizer.MODEL);
   if (!model || model.type !== "string" || model.value !== "gpt2") {
     throw new GgufError(
       where,
-      "tokenizer.ggml.model",
+      Tokenizer.MODEL,
       `${model ? JSON.stringify(model.value) : "missing"}; expected "gpt2"`,
     );
   }
-  const tokens = md.get("tokenizer.ggml.tokens");
+  const tokens = md.get(Tokenizer.LIST);
   if (!tokens || tokens.type !== "array" || tokens.elem !== "string") {
-    throw new GgufError(where, "tokenizer.ggml.tokens", "missing or not an array of strings");
+    throw new GgufError(where, Tokenizer.LIST, "missing or not an array of strings");
   }
   if (tokens.value.length !== vocab) {
     throw new GgufError(
       where,
-      "tokenizer.ggml.tokens",
+      Tokenizer.LIST,
       `has ${tokens.value.length} tokens; token_embd.weight has ${vocab} rows`,
     );
   }
@@ -59,14 +62,14 @@ export function checkTokenizer(md: Map<string, GgufValue>, vocab: number, where:
   if (off >= 0) {
     throw new GgufError(
       where,
-      "tokenizer.ggml.tokens",
+      Tokenizer.LIST,
       `token ${off} is ${JSON.stringify(tokens.value[off])}; ferry's byte tokenizer needs ${
         JSON.stringify(want[off])
       }`,
     );
   }
   for (
-    const [key, id] of [["tokenizer.ggml.bos_token_id", BOS], ["tokenizer.ggml.eos_token_id", EOS]] as const
+    const [key, id] of [[Tokenizer.BOS_ID, BOS], [Tokenizer.EOS_ID, EOS]] as const
   ) {
     const v = md.get(key);
     if (!v || v.type !== "u32" || v.value !== id) {

@@ -52,6 +52,7 @@ import {
   tokenizerMetadata,
 } from "./gguf-tokenizer.ts";
 import { GGUF_DTYPE_TYPES, type GgufDtype, ggufTensorType } from "./gguf-mix.ts";
+import { GGUF_KEYS } from "./gguf-keys.ts";
 
 // The GGUF API in one import: the container, the codecs, the vocabulary and the qwen3 mapping.
 export * from "./gguf-container.ts";
@@ -285,7 +286,7 @@ export function ggufOrigin(file: Pick<GgufFile, "metadata">, where: string): Exp
     }
     return v;
   };
-  const name = typed("general.name", ["string"]), source = typed(SOURCE_KEY, ["string"]);
+  const name = typed(GGUF_KEYS.General.NAME, ["string"]), source = typed(SOURCE_KEY, ["string"]);
   const step = typed(STEP_KEY, ["u64", "u32"]);
   if (name) origin.name = name.value as string;
   if (step) {

@@ -239,3 +239,41 @@ export function plainJson(v: JsonValue): unknown {
   if (isJsonObject(v)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, plainJson(x)]));
   return v;
 }
+
+/**
+ * A binary file's length-prefixed JSON header, read strictly: UTF-8 (invalid bytes refused), no leading
+ * byte-order mark (a plain decoder would drop it silently), then `parseStrictJson` and `plainJson`. Every
+ * refusal goes through `refuse`, which throws the format's own error for its header field, so each
+ * format keeps its class and codes (formats/checkpoint.ts and formats/lut4.ts read their headers so).
+ *
+ * @example
+ * ```ts
+ * const raw = jsonHeader(bytes, (why, detail) => {
+ *   throw new Lut4Error(path, "header", why, detail);
+ * });
+ * ```
+ */
+export function jsonHeader(
+  bytes: Uint8Array,
+  refuse: (why: string, detail: RefusalDetail) => never,
+): unknown {
+  let text: string;
+  try {
+    // ignoreBOM keeps a leading byte-order mark in the text, to be refused below (a plain decoder drops it).
+    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    return refuse("not valid UTF-8", { expected: "UTF-8 text" });
+  }
+  if (text.startsWith("\uFEFF")) {
+    return refuse("starts with a UTF-8 byte-order mark; the header is strict JSON", {
+      expected: 'a JSON object, its first byte "{"',
+      found: "a byte-order mark (EF BB BF)",
+    });
+  }
+  try {
+    return plainJson(parseStrictJson(text));
+  } catch (e) {
+    if (!(e instanceof StrictJsonError)) throw e;
+    return refuse(`${e.code === "DuplicateKey" ? "duplicate key" : "not valid JSON"}: ${e.message}`, e);
+  }
+}

@@ -39,6 +39,28 @@ export const TABLES = {
   ropeQ: 14,
 } as const;
 
+/**
+ * Weights per group: each run of `LUT4_GROUP` weights along a matrix's row (its input dimension) shares
+ * one scale byte, so every matrix's columns must be whole groups (`notWholeGroups`). The hot loops below
+ * spell the 32 out.
+ */
+export const LUT4_GROUP = 32;
+
+/**
+ * The groups' shape rule, the one check the quantizer, the reader and the registry's `cannotStore` make:
+ * null when `n` is a multiple of `LUT4_GROUP`, else why not, as "`what` is not a multiple of 32" (`what`
+ * names `n` the way the caller's message does; each caller throws its own error with it).
+ *
+ * @example
+ * ```ts
+ * notWholeGroups(96, "width"); // null
+ * notWholeGroups(40, "q: 40 columns"); // "q: 40 columns is not a multiple of 32"
+ * ```
+ */
+export function notWholeGroups(n: number, what: string): string | null {
+  return n % LUT4_GROUP === 0 ? null : `${what} is not a multiple of ${LUT4_GROUP}`;
+}
+
 /** A grid scale (m, E) and the weighted squared error of a group rounded with it. */
 interface ScaleChoice {
   m: number;
@@ -243,11 +265,12 @@ export function rowQuantizer(
   jobOf(r0: number, values: number): BlockJob;
   result(): { matrix: LutMatrix; error: TensorError };
 } {
-  if (cols % 32 !== 0) throw new RangeError(`${name}: ${cols} columns is not a multiple of 32`);
+  const notWhole = notWholeGroups(cols, `${name}: ${cols} columns`);
+  if (notWhole) throw new RangeError(notWhole);
   if (importance && importance.length !== cols) {
     throw new RangeError(`${name}: ${importance.length} importance values for ${cols} columns`);
   }
-  const groups = (rows * cols) / 32, perRow = cols / 32;
+  const groups = (rows * cols) / LUT4_GROUP, perRow = cols / LUT4_GROUP;
   const imp = importance ?? ONES, below = importance ? SEARCH_BELOW.weighted : SEARCH_BELOW.plain;
   const impCols = importance ? cols : 0;
   const first = firstPassArrays(groups);
@@ -448,9 +471,10 @@ export function quantizeMatrixGptq(
   cols: number,
   hessian: Float64Array,
 ): { matrix: LutMatrix; error: TensorError } {
-  if (cols % 32 !== 0) throw new RangeError(`${name}: ${cols} columns is not a multiple of 32`);
+  const notWhole = notWholeGroups(cols, `${name}: ${cols} columns`);
+  if (notWhole) throw new RangeError(notWhole);
   if (hessian.length !== cols * cols) throw new RangeError(`${name}: hessian is not ${cols} × ${cols}`);
-  const orig = Float64Array.from(data), w = orig.slice(), groups = (rows * cols) / 32;
+  const orig = Float64Array.from(data), w = orig.slice(), groups = (rows * cols) / LUT4_GROUP;
   const diag = Float64Array.from({ length: cols }, (_, c) => hessian[c * cols + c]);
   const u = gptqFactor(hessian, cols, diag);
   const first = firstPassArrays(groups);
@@ -692,7 +716,8 @@ function quantizationSteps(config: ModelConfig, head: HeadMode): Step[] {
   for (
     const [what, n] of [["hidden_size", H], ["heads · head_dim", qDim], ["intermediate_size", F]] as const
   ) {
-    if (n % 32 !== 0) throw new RangeError(`lut4 export: ${what} = ${n} is not a multiple of 32`);
+    const notWhole = notWholeGroups(n, `lut4 export: ${what} = ${n}`);
+    if (notWhole) throw new RangeError(notWhole);
   }
   const matrix = (name: string, src: string, rows: number, cols: number, fold?: string): Step => ({
     kind: "matrix",

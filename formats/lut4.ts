@@ -26,7 +26,9 @@ import {
   dequantizeMatrix,
   epsFixed,
   GPTQ_DAMP,
+  LUT4_GROUP,
   lut4ShapeOf,
+  notWholeGroups,
   quantizeModelStreamed,
   quantizePool,
   TABLES,
@@ -44,7 +46,7 @@ import type {
 import type { LutMatrix } from "../kernels/int/gemv.ts";
 import { type ModelConfig, validateConfig } from "../model/config.ts";
 import { FormatError, type RefusalDetail } from "../model/error.ts";
-import { parseStrictJson, plainJson, StrictJsonError } from "./json.ts";
+import { jsonHeader } from "./json.ts";
 import { materialize, numel, type Tensor, tensorSource } from "../model/tensor.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 import { decodeTokenizerSection, encodeTokenizerSection } from "./tokenizer-section.ts";
@@ -560,29 +562,9 @@ function headerLength(first: Uint8Array, size: number, path: string): number {
 // Step 2, the header: one UTF-8 JSON object (strict JSON, nesting bounded), ferry's schema, and the
 // provenance keys that no later step reads (`source`, `quantizer`) present with their types.
 function lut4Header(bytes: Uint8Array, path: string): Lut4Header {
-  let text: string;
-  try {
-    // ignoreBOM keeps a leading byte-order mark in the text, to be refused below (a plain decoder drops it).
-    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
-  } catch {
-    throw new Lut4Error(path, "header", "not valid UTF-8", { expected: "UTF-8 text" });
-  }
-  if (text.startsWith("\uFEFF")) {
-    throw new Lut4Error(path, "header", "starts with a UTF-8 byte-order mark; the header is strict JSON", {
-      expected: 'a JSON object, its first byte "{"',
-      found: "a byte-order mark (EF BB BF)",
-    });
-  }
-  let raw: unknown;
-  try {
-    raw = plainJson(parseStrictJson(text));
-  } catch (e) {
-    if (e instanceof StrictJsonError) {
-      const why = e.code === "DuplicateKey" ? "duplicate key" : "not valid JSON";
-      throw new Lut4Error(path, "header", `${why}: ${e.message}`, e);
-    }
-    throw e;
-  }
+  const raw = jsonHeader(bytes, (why, detail) => {
+    throw new Lut4Error(path, "header", why, detail);
+  });
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
     throw new Lut4Error(path, "header", "not a JSON object", {
       expected: "a JSON object",
@@ -675,23 +657,24 @@ function lut4Shape(raw: unknown, fileBytes: number, path: string): Lut4Shape {
   const sh = (raw ?? {}) as Lut4Header["shape"];
   const shape: Lut4Shape = {
     vocab: int(sh.vocab, path, "shape.vocab", 1, 1 << 20),
-    width: int(sh.width, path, "shape.width", 32, 1 << 14),
+    width: int(sh.width, path, "shape.width", LUT4_GROUP, 1 << 14),
     layers: int(sh.layers, path, "shape.layers", 1, 1024),
     heads: int(sh.heads, path, "shape.heads", 1, 1024),
     kvHeads: int(sh.kv_heads, path, "shape.kv_heads", 1, 1024),
     headDim: int(sh.head_dim, path, "shape.head_dim", 2, 256),
-    ffn: int(sh.ffn, path, "shape.ffn", 32, 1 << 16),
+    ffn: int(sh.ffn, path, "shape.ffn", LUT4_GROUP, 1 << 16),
     maxPositions: int(sh.max_positions, path, "shape.max_positions", 1, MAX_LUT4_POSITIONS),
   };
   const refuse = (field: string, why: string, expected: string, found: number) => {
     throw new Lut4Error(path, field, why, { expected, found: String(found) });
   };
-  if (shape.width % 32) {
-    refuse("shape.width", `${shape.width} is not a multiple of 32`, "a multiple of 32", shape.width);
-  }
-  if (shape.ffn % 32) {
-    refuse("shape.ffn", `${shape.ffn} is not a multiple of 32`, "a multiple of 32", shape.ffn);
-  }
+  // Every matrix's columns are whole groups of one scale (formats/lut4-quantize.ts `notWholeGroups`).
+  const groups = (field: string, n: number, what: string, expected: string) => {
+    const why = notWholeGroups(n, what);
+    if (why) refuse(field, why, expected, n);
+  };
+  groups("shape.width", shape.width, `${shape.width}`, `a multiple of ${LUT4_GROUP}`);
+  groups("shape.ffn", shape.ffn, `${shape.ffn}`, `a multiple of ${LUT4_GROUP}`);
   if (shape.headDim % 2) {
     refuse(
       "shape.head_dim",
@@ -708,14 +691,12 @@ function lut4Shape(raw: unknown, fileBytes: number, path: string): Lut4Shape {
       shape.kvHeads,
     );
   }
-  if ((shape.heads * shape.headDim) % 32) {
-    refuse(
-      "shape.heads",
-      "heads · head_dim is not a multiple of 32",
-      "heads · head_dim a multiple of 32",
-      shape.heads * shape.headDim,
-    );
-  }
+  groups(
+    "shape.heads",
+    shape.heads * shape.headDim,
+    "heads · head_dim",
+    `heads · head_dim a multiple of ${LUT4_GROUP}`,
+  );
   // The engine sizes its KV cache from the shape, not from the file: a small forged file claiming a long
   // context and many kv heads would have it allocate gigabytes. The cache must be justified by the file.
   const cacheBytes = shape.layers * shape.maxPositions * shape.kvHeads * (shape.headDim + 1) * 4;
@@ -868,7 +849,7 @@ function lut4Matrices(
     }
     const expBase = int(m.exp_base, path, `${m.name}.exp_base`, -100, 60);
     const nibbles = spans.take(m.nibbles, `${m.name}.nibbles`, (rows * cols) / 2);
-    const scales = spans.take(m.scales, `${m.name}.scales`, (rows * cols) / 32);
+    const scales = spans.take(m.scales, `${m.name}.scales`, (rows * cols) / LUT4_GROUP);
     mats.set(m.name, { name: m.name, rows, cols, expBase, nibbles, scales });
   });
   return mats;
@@ -1096,15 +1077,19 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
   weights: "lut4",
   lossy: () => Promise.resolve("4-bit codes"),
   cannotStore(config) {
-    // Scales come one per group of 32 along every matrix's input dimension.
+    // Scales come one per group of LUT4_GROUP (32) along every matrix's input dimension.
     const widths = [
       ["hidden_size", config.hidden_size],
       ["intermediate_size", config.intermediate_size],
       ["num_attention_heads · head_dim", config.num_attention_heads * config.head_dim],
     ] as const;
     for (const [field, n] of widths) {
-      if (n % 32 !== 0) {
-        return { field, expected: "a multiple of 32 (one scale per 32 weights)", found: `${n}` };
+      if (notWholeGroups(n, field)) {
+        return {
+          field,
+          expected: `a multiple of ${LUT4_GROUP} (one scale per ${LUT4_GROUP} weights)`,
+          found: `${n}`,
+        };
       }
     }
     // More positions than the reader's limit are capped, not refused (lut4ShapeOf; the summary says so).

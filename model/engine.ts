@@ -119,3 +119,28 @@ export interface Engine {
   /** Frees what the engine holds outside the JavaScript heap (GPU buffers). */
   dispose?(): void;
 }
+
+/**
+ * The KV cache size every engine allocates unless asked otherwise: min(max positions, 4096).
+ * Here in model/ because it is the lowest layer all its users may import (engines/, serve/, scripts/).
+ */
+export const DEFAULT_CONTEXT = 4096;
+
+/** The context a session holds by default: min(`maxPositions`, `DEFAULT_CONTEXT`). */
+export function defaultContext(maxPositions: number): number {
+  return Math.min(maxPositions, DEFAULT_CONTEXT);
+}
+
+/**
+ * The context asked for, checked: an integer in [1, `maxPositions`] (a `RangeError` naming
+ * max_position_embeddings otherwise), or `defaultContext` when none is asked for.
+ */
+export function contextOf(maxPositions: number, context: number | undefined): number {
+  if (context === undefined) return defaultContext(maxPositions);
+  if (!Number.isInteger(context) || context < 1 || context > maxPositions) {
+    throw new RangeError(
+      `context must be an integer in [1, ${maxPositions}] (max_position_embeddings), got ${context}`,
+    );
+  }
+  return context;
+}

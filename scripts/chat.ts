@@ -21,7 +21,7 @@ import { DEFAULT_INPUT, DEFAULT_OUTPUT, exportCheckpoint, outputPath } from "../
 import { isCheckpoint } from "../formats/checkpoint.ts";
 import { requireInput } from "../formats/io.ts";
 import { lut4Format } from "../formats/lut4.ts";
-import type { Engine } from "../model/engine.ts";
+import { DEFAULT_CONTEXT, type Engine } from "../model/engine.ts";
 import { TOKENIZER_FILE_NAMES, type TokenizerFiles } from "../model/tokenizer-types.ts";
 import { FormatError } from "../model/error.ts";
 import { createApp } from "../serve/app.ts";
@@ -67,7 +67,7 @@ Options:
                     \$FERRY_API_KEY; /health and the page stay open)
   --threads N       threads the served engine's products run on (default: the cores; the
                     --parallel slots' workers load their own copy with their defaults)
-  --context N       positions a conversation may hold (default min(max_position_embeddings, 4096))
+  --context N       positions a conversation may hold (default min(max_position_embeddings, ${DEFAULT_CONTEXT}))
   -h, --help        this text
 
 Exit codes: 0 stopped, 1 refused (a checkpoint, a corrupt file), 2 usage.

@@ -12,6 +12,7 @@
  * @module
  */
 import { EXIT_USAGE, fail } from "./cli.ts";
+import { DEFAULT_CONTEXT } from "../model/engine.ts";
 
 /** The option specs, to spread into a command's `cli` options. */
 export const ENGINE_FLAGS = {
@@ -22,7 +23,7 @@ export const ENGINE_FLAGS = {
 /** The help lines, to put in a command's HELP text under its options. */
 export const ENGINE_FLAGS_HELP =
   `  --threads N         threads one generation runs on           [the machine's cores]
-  --context N         positions of the KV cache                [min(max_position_embeddings, 4096)]`;
+  --context N         positions of the KV cache                [min(max_position_embeddings, ${DEFAULT_CONTEXT})]`;
 
 /** The flags' values as `EngineLoadOptions` fields; a value that is not a positive integer exits 2. */
 export function engineFlags(

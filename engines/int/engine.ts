@@ -29,6 +29,7 @@ import type {
   SamplingOptions,
   TokenLogprobs,
 } from "../../model/engine.ts";
+import { defaultContext } from "../../model/engine.ts";
 import { FormatError } from "../../model/error.ts";
 import { neverSampled, type SpecialIds } from "../../model/sample.ts";
 import { byteTokenizer } from "../../model/tokenizer.ts";
@@ -53,8 +54,8 @@ const LOGIT_SCALE = 2 ** LOGIT_EXP;
 const LOGIT_Q = 2 ** -LOGIT_EXP;
 /** What `feed(…, "none")` returns: shared, so the serving path allocates nothing per token. */
 const NO_LOGITS = new Float32Array(0);
-/** The context a load allocates for unless asked otherwise: the float engine's default. */
-export const DEFAULT_CONTEXT = 4096;
+/** The context a load allocates for unless asked otherwise: every engine's default (model/engine.ts). */
+export { DEFAULT_CONTEXT } from "../../model/engine.ts";
 
 /** How to build the integer engine. */
 export interface IntEngineOptions {
@@ -146,10 +147,13 @@ const POOLS = new FinalizationRegistry<{ running: RunningPool; model: IntModel }
   stopPool(running);
 });
 
-/** The context to allocate: `context` (checked) or the default, never above the file's max_positions. */
-function contextOf(file: Lut4File, context: number | undefined): number {
+/**
+ * The context to allocate: `context` (checked) or the default, never above the file's max_positions.
+ * Unlike model/engine.ts `contextOf`, a context past max_positions is cut to it, not refused.
+ */
+function allocatedContext(file: Lut4File, context: number | undefined): number {
   const max = file.weights.shape.maxPositions;
-  if (context === undefined) return Math.min(max, DEFAULT_CONTEXT);
+  if (context === undefined) return defaultContext(max);
   if (!(Number.isInteger(context) && context >= 1)) {
     throw new RangeError(`context: expected a positive integer, got ${context}`);
   }
@@ -197,7 +201,7 @@ function prepared(
   file: Lut4File,
   opts: IntEngineOptions,
 ): { engine: Engine; model: IntModel; shared: LutShared | null } {
-  const context = contextOf(file, opts.context);
+  const context = allocatedContext(file, opts.context);
   // Where the runtime has no SIMD the TypeScript kernels serve and keep copies of the matrices.
   const simd = opts.simd !== false && simdSupported();
   const model = buildIntModel(servingWeights(file.weights, context, simd), false);
