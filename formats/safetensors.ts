@@ -20,7 +20,7 @@ import { open, readFile } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from "./float16.ts";
 import { f32Bytes, openAtomic } from "./io.ts";
-import { numel, type Tensor, type TensorSource, tensorSource } from "../model/tensor.ts";
+import { materialize, numel, type Tensor, type TensorSource, tensorSource } from "../model/tensor.ts";
 import { FormatError, type RefusalDetail } from "../model/error.ts";
 import {
   isJsonObject,
@@ -451,9 +451,10 @@ export interface SafetensorsFile {
 }
 
 /**
- * Reads and checks a whole file. The header length is checked before the header is read; the header
- * is checked before any tensor is read. `data` is f32: exact for F32, F16, BF16, I16, I8, U8 and BOOL
- * (0 or 1); F64, I64 and I32 values are rounded to the nearest f32.
+ * Reads and checks a whole file: `openSafetensors`, then every tensor read into memory. The header
+ * length is checked before the header is read, the header before any tensor is read, and the digest
+ * (when present) before any tensor is decoded. `data` is f32: exact for F32, F16, BF16, I16, I8, U8 and
+ * BOOL (0 or 1); F64, I64 and I32 values are rounded to the nearest f32.
  *
  * @example
  * ```ts
@@ -461,52 +462,8 @@ export interface SafetensorsFile {
  * ```
  */
 export async function readSafetensors(path: string): Promise<SafetensorsFile> {
-  const fh = await open(path, "r");
-  try {
-    const size = (await fh.stat()).size;
-    const first8 = await readAt(fh, new Uint8Array(Math.min(8, size)), 0);
-    const n = headerLength(first8, size, path);
-    const head = new Uint8Array(8 + n);
-    head.set(first8);
-    await readAt(fh, head.subarray(8), 8);
-    const header = parseSafetensorsHeader(head, size, path);
-    const stored = header.metadata[DIGEST_KEY];
-    let digest: ReturnType<typeof digestStream> | undefined;
-    if (stored !== undefined) {
-      const found = digestOffset(head, SAFETENSORS_DIGEST_NEEDLE);
-      if (!isDigest(stored) || !found || !("at" in found) || found.value !== stored) {
-        throw new SafetensorsError(
-          path,
-          "InvalidMetadata",
-          `${METADATA_KEY}.${DIGEST_KEY}`,
-          "expected one string of 64 lowercase hex digits, as ferry writes it",
-        );
-      }
-      digest = digestStream(found.at);
-      digest.update(head);
-    }
-    const tensors: SafetensorsTensor[] = [];
-    for (const e of header.entries) {
-      const count = numel(e.dims);
-      const raw = new Uint8Array(e.end - e.begin);
-      await readAt(fh, raw, header.dataStart + e.begin);
-      digest?.update(raw); // the entries are in data order and cover the data exactly
-      tensors.push({ name: e.name, dims: e.dims, dtype: e.dtype, data: decode(raw, e, count, path) });
-    }
-    if (!digest) return { path, metadata: header.metadata, tensors };
-    const computed = digest.hex();
-    if (computed !== stored) {
-      throw new SafetensorsError(
-        path,
-        "DigestMismatch",
-        `${METADATA_KEY}.${DIGEST_KEY}`,
-        `stored ${stored} but the file's SHA-256 is ${computed}: the file was changed or is corrupt`,
-      );
-    }
-    return { path, metadata: header.metadata, tensors, digest: { stored, computed, ok: true } };
-  } finally {
-    await fh.close();
-  }
+  const { entries, source, close, ...rest } = await openSafetensors(path);
+  return { ...rest, tensors: await readAll(entries.map(source), close) };
 }
 
 /**
@@ -522,13 +479,13 @@ export interface SafetensorsOpened {
   entries: SafetensorsEntry[];
   /** The verdict on `ferry.sha256` (always ok: a mismatch is refused); absent when the file has none. */
   digest?: { stored: string; computed: string; ok: boolean };
-  /** The tensor of one entry as a source of f32 values (F32, F16 and BF16 widen exactly). */
+  /** The tensor of one entry as a source of f32 values (decoded as `readSafetensors` decodes them). */
   source(entry: SafetensorsEntry): TensorSource & { dtype: Dtype };
   close(): Promise<void>;
 }
 
 /**
- * Opens a file for streaming reads: the header checked as `readSafetensors` checks it, the digest (when
+ * Opens a file for streaming reads: the header checked (the length prefix first), the digest (when
  * present) verified in 4 MiB chunks, nothing else read until a source is asked for values.
  *
  * @example
@@ -550,20 +507,19 @@ export async function openSafetensors(path: string): Promise<SafetensorsOpened> 
     await readAt(fh, head.subarray(8), 8);
     const header = parseSafetensorsHeader(head, size, path);
     const digest = await verifyDigestStreaming(fh, head, header, size, path);
-    // f32 and bf16 are widened straight into the caller's scratch: a chunk's only garbage is its read
-    // buffer (not kept per tensor: a source lives as long as the export, and so would its buffer).
+    // F32 is read straight into the caller's scratch; other dtypes through a read buffer for the chunk
+    // (not kept per tensor: a source lives as long as the export, and so would its buffer). Handing
+    // back `scratch` itself when it is the whole answer lets `materialize` skip its copy.
     const source = (e: SafetensorsEntry) => ({
       name: e.name,
       dims: [...e.dims],
       dtype: e.dtype,
       async read(start: number, count: number, scratch: Float32Array) {
         const width = DTYPE_BYTES[e.dtype];
-        const raw = new Uint8Array(count * width);
-        await readAt(fh, raw, header.dataStart + e.begin + start * width);
-        const out = scratch.subarray(0, count);
-        if (e.dtype === "F32") out.set(new Float32Array(raw.buffer, 0, count));
-        else if (e.dtype === "BF16") widenBf16(new Uint16Array(raw.buffer, 0, count), out);
-        else out.set(decode(raw, e, count, path));
+        const at = header.dataStart + e.begin + start * width;
+        const out = count === scratch.length ? scratch : scratch.subarray(0, count);
+        if (e.dtype === "F32") await readAt(fh, new Uint8Array(out.buffer, out.byteOffset, count * 4), at);
+        else decode(await readAt(fh, new Uint8Array(count * width), at), e, start, out, path);
         return out;
       },
     });
@@ -581,7 +537,22 @@ export async function openSafetensors(path: string): Promise<SafetensorsOpened> 
   }
 }
 
-// The `ferry.sha256` check of `readSafetensors`, over the file in chunks rather than the tensors.
+// The in-memory readers are the streaming ones plus this: every source read whole, then the files
+// closed. Beyond what it hands out, a read holds one tensor's stored bytes at most (none for F32).
+async function readAll(
+  sources: (TensorSource & { dtype: Dtype })[],
+  close: () => Promise<void>,
+): Promise<SafetensorsTensor[]> {
+  try {
+    const tensors: SafetensorsTensor[] = [];
+    for (const s of sources) tensors.push({ ...await materialize(s), dtype: s.dtype });
+    return tensors;
+  } finally {
+    await close();
+  }
+}
+
+// The `ferry.sha256` check, over the file in chunks (after the header, before any tensor is read).
 async function verifyDigestStreaming(
   fh: Handle,
   head: Uint8Array,
@@ -630,34 +601,34 @@ async function readAt(fh: Handle, into: Uint8Array, position: number): Promise<U
   return into;
 }
 
-/** bf16 bits to f32 values, into `out` (bf16 is the top half of an f32: exact). */
-function widenBf16(bits: Uint16Array, out: Float32Array): void {
-  const u32 = new Uint32Array(out.buffer, out.byteOffset, out.length);
-  for (let i = 0; i < bits.length; i++) u32[i] = bits[i] << 16;
-}
-
-/** Stored bytes (little-endian, a fresh buffer so aligned) to f32 values. */
-function decode(raw: Uint8Array, e: SafetensorsEntry, count: number, path: string): Float32Array {
-  const buf = raw.buffer as ArrayBuffer;
+/**
+ * Stored bytes (little-endian, a fresh buffer so aligned) of elements `first`.. to f32 values in `out`.
+ * A typed array's `set` converts element by element (F64 rounds to the nearest f32).
+ */
+function decode(raw: Uint8Array, e: SafetensorsEntry, first: number, out: Float32Array, path: string): void {
+  const buf = raw.buffer as ArrayBuffer, count = out.length;
   switch (e.dtype) {
     case "F32":
-      return new Float32Array(buf, 0, count);
+      return out.set(new Float32Array(buf, 0, count));
     case "F16":
-      return f16ToF32(new Uint16Array(buf, 0, count));
+      return void f16ToF32(new Uint16Array(buf, 0, count), out);
     case "BF16":
-      return bf16ToF32(new Uint16Array(buf, 0, count));
+      return void bf16ToF32(new Uint16Array(buf, 0, count), out);
     case "F64":
-      return Float32Array.from(new Float64Array(buf, 0, count));
-    case "I64":
-      return Float32Array.from(new BigInt64Array(buf, 0, count), Number);
+      return out.set(new Float64Array(buf, 0, count));
+    case "I64": {
+      const v = new BigInt64Array(buf, 0, count);
+      for (let i = 0; i < count; i++) out[i] = Number(v[i]);
+      return;
+    }
     case "I32":
-      return Float32Array.from(new Int32Array(buf, 0, count));
+      return out.set(new Int32Array(buf, 0, count));
     case "I16":
-      return Float32Array.from(new Int16Array(buf, 0, count));
+      return out.set(new Int16Array(buf, 0, count));
     case "I8":
-      return Float32Array.from(new Int8Array(buf, 0, count));
+      return out.set(new Int8Array(buf, 0, count));
     case "U8":
-      return Float32Array.from(raw);
+      return out.set(raw);
     case "BOOL": {
       const bad = raw.findIndex((b) => b > 1);
       if (bad >= 0) {
@@ -665,18 +636,20 @@ function decode(raw: Uint8Array, e: SafetensorsEntry, count: number, path: strin
           path,
           "InvalidBool",
           e.name,
-          `element ${bad} is byte ${raw[bad]}, expected 0 or 1`,
+          `element ${first + bad} is byte ${raw[bad]}, expected 0 or 1`,
         );
       }
-      return Float32Array.from(raw);
+      return out.set(raw);
     }
   }
 }
 
 /**
- * Reads a sharded checkpoint through its index (`model.safetensors.index.json`): every shard is read
- * strictly, and the tensors each shard holds must be exactly the ones the index assigns to it.
- * Shard names must be plain file names in the index's directory.
+ * Reads a sharded checkpoint through its index (`model.safetensors.index.json`):
+ * `openSafetensorsIndex`, then every tensor read into memory. The index JSON is read strictly, every
+ * shard's header is checked, and the tensors each shard holds must be exactly the ones the index
+ * assigns to it, before any tensor is read. Shard names must be plain file names in the index's
+ * directory.
  *
  * @example
  * ```ts
@@ -684,35 +657,8 @@ function decode(raw: Uint8Array, e: SafetensorsEntry, count: number, path: strin
  * ```
  */
 export async function readSafetensorsIndex(indexPath: string): Promise<SafetensorsFile> {
-  const byShard = indexShards(await readFile(indexPath), indexPath);
-  const map = Object.fromEntries([...byShard].flatMap(([shard, names]) => [...names].map((n) => [n, shard])));
-  const tensors: SafetensorsTensor[] = [];
-  for (const [shard, names] of byShard) {
-    const file = await readSafetensors(join(dirname(indexPath), shard)).catch((e) => {
-      throw (e as { code?: string }).code === "ENOENT" ? missingShard(shard, indexPath, names) : e;
-    });
-    for (const t of file.tensors) {
-      if (!names.delete(t.name)) {
-        throw new SafetensorsError(
-          file.path,
-          "ShardMismatch",
-          t.name,
-          `the index does not assign this tensor to ${shard} (it says ${describe(map[t.name] ?? null)})`,
-        );
-      }
-      tensors.push(t);
-    }
-    const missing = [...names][0];
-    if (missing !== undefined) {
-      throw new SafetensorsError(
-        indexPath,
-        "ShardMismatch",
-        `weight_map.${missing}`,
-        `not found in ${shard}`,
-      );
-    }
-  }
-  return { path: indexPath, metadata: {}, tensors };
+  const { sources, close, ...rest } = await openSafetensorsIndex(indexPath);
+  return { ...rest, tensors: await readAll(sources, close) };
 }
 
 /**
@@ -737,6 +683,8 @@ export async function openSafetensorsIndex(indexPath: string): Promise<{
   close(): Promise<void>;
 }> {
   const byShard = indexShards(await readFile(indexPath), indexPath);
+  // The shard the index names for each tensor (`byShard`'s sets empty as the shards are checked).
+  const claimed = new Map([...byShard].flatMap(([shard, names]) => [...names].map((n) => [n, shard])));
   const opened: SafetensorsOpened[] = [];
   const close = async () => {
     for (const f of opened) await f.close();
@@ -748,11 +696,14 @@ export async function openSafetensorsIndex(indexPath: string): Promise<{
       opened.push(file);
       for (const e of file.entries) {
         if (!names.delete(e.name)) {
+          const claim = claimed.get(e.name);
+          const says = claim === undefined ? "does not list this tensor" : `assigns this tensor to ${claim}`;
           throw new SafetensorsError(
             file.path,
             "ShardMismatch",
             e.name,
-            `the index does not assign this tensor to ${shard}`,
+            `the index ${says}, but it is in ${shard}`,
+            { expected: claim === undefined ? "not in any shard" : `in ${claim}`, found: `in ${shard}` },
           );
         }
         sources.push(file.source(e));
@@ -763,7 +714,8 @@ export async function openSafetensorsIndex(indexPath: string): Promise<{
           indexPath,
           "ShardMismatch",
           `weight_map.${missing}`,
-          `not found in ${shard}`,
+          `the index assigns this tensor to ${shard}, but ${shard} does not hold it`,
+          { expected: `in ${shard}`, found: `not in ${shard}` },
         );
       }
     }

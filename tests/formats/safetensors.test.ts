@@ -8,6 +8,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import {
+  openSafetensors,
+  openSafetensorsIndex,
   parseSafetensorsHeader,
   readSafetensors,
   readSafetensorsIndex,
@@ -283,6 +285,16 @@ describe("refusals (each a named error)", () => {
     const path = join(dir, "bool.safetensors");
     await writeFile(path, build(`{"x":${entry("BOOL", [3], [0, 3])}}`, [0, 1, 2]));
     await expect(readSafetensors(path)).rejects.toMatchObject({ code: "InvalidBool", field: "x" });
+    // Streamed a chunk at a time, the refusal still names the element's place in the tensor.
+    const st = await openSafetensors(path);
+    try {
+      await expect(st.source(st.entries[0]).read(2, 1, new Float32Array(1))).rejects.toMatchObject({
+        code: "InvalidBool",
+        message: expect.stringContaining("element 2 is byte 2"),
+      });
+    } finally {
+      await st.close();
+    }
   });
 });
 
@@ -339,17 +351,42 @@ describe("sharded input", () => {
     }
   });
 
-  test("ShardMismatch: a tensor the index puts in another shard, or one listed but absent", async () => {
+  test("ShardMismatch: a tensor the index puts in another shard or does not list, or one listed but absent", async () => {
+    // Each refusal says what the index claims and what the shard holds, the same from both readers.
     const moved = goodMap();
-    moved[tensors[0].name] = names[1];
-    await expect(readSafetensorsIndex(await writeSharded("moved", moved))).rejects.toMatchObject({
-      code: "ShardMismatch",
-    });
-    const extra = { ...goodMap(), "model.ghost.weight": names[0] };
-    await expect(readSafetensorsIndex(await writeSharded("ghost", extra))).rejects.toMatchObject({
-      code: "ShardMismatch",
-      field: "weight_map.model.ghost.weight",
-    });
+    moved[tensors[1].name] = names[1]; // shard 1 is checked first (tensors[0] is still assigned to it)
+    const unlisted = goodMap();
+    delete unlisted[tensors[1].name];
+    const cases: Array<[string, Record<string, string>, object]> = [
+      ["moved", moved, {
+        field: tensors[1].name,
+        message: expect.stringContaining(
+          `the index assigns this tensor to ${names[1]}, but it is in ${names[0]}`,
+        ),
+        expected: `in ${names[1]}`,
+        found: `in ${names[0]}`,
+      }],
+      ["unlisted", unlisted, {
+        field: tensors[1].name,
+        message: expect.stringContaining(`the index does not list this tensor, but it is in ${names[0]}`),
+        expected: "not in any shard",
+        found: `in ${names[0]}`,
+      }],
+      ["ghost", { ...goodMap(), "model.ghost.weight": names[0] }, {
+        field: "weight_map.model.ghost.weight",
+        message: expect.stringContaining(
+          `the index assigns this tensor to ${names[0]}, but ${names[0]} does not hold it`,
+        ),
+        expected: `in ${names[0]}`,
+        found: `not in ${names[0]}`,
+      }],
+    ];
+    for (const [sub, map, want] of cases) {
+      const index = await writeSharded(sub, map);
+      for (const read of [readSafetensorsIndex, openSafetensorsIndex]) {
+        await expect(read(index)).rejects.toMatchObject({ code: "ShardMismatch", ...want });
+      }
+    }
   });
 
   test("InvalidIndex: a shard outside the directory, or no weight_map", async () => {
