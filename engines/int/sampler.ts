@@ -16,7 +16,7 @@
  */
 import { divShifted } from "../../kernels/int/isqrt.ts";
 import { multiples, mulU16, mulU8 } from "../../kernels/int/mul.ts";
-import { bitlen, sat32, shift } from "../../kernels/int/round.ts";
+import { bitlen, I32_MAX, sat32, shift } from "../../kernels/int/round.ts";
 import { expNeg, type LookupTable } from "../../kernels/int/tables.ts";
 
 /** Sampling options as integers. */
@@ -27,14 +27,46 @@ export interface IntSampling {
   topPQ16: number;
 }
 
+/** Bits of one digit of the radix selection (`locate`): 2^12 buckets a pass. */
+const DIGIT = 12;
+/** The scaled difference at which the exp table gives 0: 32 nats at 2^-16. */
+const CAP = 2097152;
+/**
+ * The division tables of a difference n = a · 2^16 + b · 2^8 + c (a < 2^15, b, c < 2^8): entries
+ * [0, 2^15) for a · 2^32, [2^15, 2^15 + 2^8) for b · 2^24, [2^15 + 2^8, 2^15 + 2^9) for c · 2^16.
+ */
+const DIV_B = 32768;
+const DIV_C = 33024;
+const DIV_LEN = 33280;
+/** Temperatures (· 2^16) at or above this take the plain long division (3 remainders stay in int32). */
+const DIV_TABLE_LIMIT = 16777216;
+
 /** Per-vocabulary scratch of the sampler, and the ids it never picks. */
 export interface SamplerScratch {
+  /** Each candidate's mass, at its id. */
   mass: Int32Array;
+  /** The candidates' ids, in id order. */
   ids: Int32Array;
+  /** One multiples table (`mulQ16`). */
   table: Int32Array;
   exp: LookupTable;
   /** One byte per id, 1 for an id never picked (model/sample.ts `neverSampled`, made by the adapter). */
   never: Uint8Array;
+  /** The ids of one bucket while `locate` narrows down (vocab entries). */
+  work: Int32Array;
+  /** The bucket sums of one `locate` pass (2^12 entries). */
+  hist: Int32Array;
+  /** floor(x · 2^e / tempQ16), capped at 32 nats, for the three parts of a difference (`divisionTables`). */
+  quot: Int32Array;
+  /** The matching remainders (0 where the quotient is capped). */
+  rems: Int32Array;
+  /** [0]: the tempQ16 `quot` and `rems` are for (0: none yet); [1]: the weight `locate` found before its id. */
+  at: Int32Array;
+  /**
+   * Whether `exp` falls (`falls`; formats/lut4 refuses a table that does not): then a token's mass falls
+   * as its logit does, and `sample` finds once per draw the difference past which none is kept.
+   */
+  falling: boolean;
 }
 
 /**
@@ -46,7 +78,37 @@ export function samplerScratch(
   exp: LookupTable,
   never: Uint8Array = new Uint8Array(vocab),
 ): SamplerScratch {
-  return { mass: new Int32Array(vocab), ids: new Int32Array(vocab), table: new Int32Array(32), exp, never };
+  return {
+    mass: new Int32Array(vocab),
+    ids: new Int32Array(vocab),
+    table: new Int32Array(32),
+    exp,
+    never,
+    work: new Int32Array(vocab),
+    hist: new Int32Array(4096),
+    quot: new Int32Array(DIV_LEN),
+    rems: new Int32Array(DIV_LEN),
+    at: new Int32Array(2),
+    falling: falls(exp),
+  };
+}
+
+/**
+ * Whether `expNeg` over this table never rises: entries that never rise and end at 0 or above, each
+ * step under 2^23, and the multiples of each step as `prepareTable` makes them.
+ */
+export function falls(e: LookupTable): boolean {
+  const t = e.t;
+  for (let i = 0; i + 1 < t.length; i++) {
+    const step = t[i + 1] - t[i];
+    if (step > 0 || step <= -8388608) return false;
+    let acc = 0;
+    for (let k = 0; k < 16; k++) {
+      if (e.mul[(i << 4) + k] !== acc) return false;
+      acc = acc + step;
+    }
+  }
+  return t.length === 0 || t[t.length - 1] >= 0;
 }
 
 /** Seeds the xorshift64 state (two 32-bit halves); the all-zero seed is replaced by 2^64 / φ. */
@@ -114,58 +176,235 @@ function mulQ16(v: number, f: number, t: Int32Array): number {
 }
 
 /**
+ * Fills `s.quot` and `s.rems` for the divisor d (1 ≤ d < 2^24): at each of the three parts of a
+ * difference (`DIV_B`), min(floor(x · 2^e / d), 2^21) and x · 2^e − d · floor(…), by addition from the
+ * long division of one step 2^e; a capped quotient stays capped (its remainder 0).
+ */
+function divisionTables(s: SamplerScratch, d: number): void {
+  if (s.at[0] === d) return;
+  divisionPart(s, 0, DIV_B, d, 32);
+  divisionPart(s, DIV_B, DIV_C, d, 24);
+  divisionPart(s, DIV_C, DIV_LEN, d, 16);
+  s.at[0] = d;
+}
+
+function divisionPart(s: SamplerScratch, from: number, to: number, d: number, e: number): void {
+  // 2^e = step · d + rest, bit by bit (both below 2^22 and d while not capped).
+  let step = 0;
+  let rest = 0;
+  for (let i = e; i >= 0; i = i - 1) {
+    rest = rest + rest + (i === e ? 1 : 0);
+    step = step + step;
+    if (rest >= d) {
+      rest = rest - d;
+      step = step + 1;
+    }
+    if (step >= CAP) {
+      step = CAP;
+      break;
+    }
+  }
+  let q = 0;
+  let r = 0;
+  for (let x = from; x < to; x++) {
+    s.quot[x] = q;
+    s.rems[x] = r;
+    if (q < CAP) {
+      q = q + step;
+      r = r + rest;
+      if (r >= d) {
+        r = r - d;
+        q = q + 1;
+      }
+      if (q >= CAP) {
+        q = CAP;
+        r = 0;
+      }
+    }
+  }
+}
+
+/**
+ * kernels/int/isqrt.ts `divShifted(n, 16, d, 2^21)` = min(floor(n · 2^16 / d), 2^21) for 0 ≤ n < 2^31,
+ * from the tables `divisionTables` made for d: n · 2^16 = a · 2^32 + b · 2^24 + c · 2^16, each part's
+ * quotient and remainder read, the three remainders (below 3d) carried.
+ */
+function scaledDiff(s: SamplerScratch, n: number, d: number): number {
+  const a = n >>> 16;
+  const b = DIV_B + ((n >>> 8) & 255);
+  const c = DIV_C + (n & 255);
+  let q = s.quot[a] + s.quot[b] + s.quot[c];
+  let r = s.rems[a] + s.rems[b] + s.rems[c];
+  if (r >= d) {
+    q = q + 1;
+    r = r - d;
+    if (r >= d) q = q + 1;
+  }
+  return q > CAP ? CAP : q;
+}
+
+/** A token's mass at `diff` below the top logit: exp(−diff / T) from the table, the top's at 2^massBits. */
+function massOf(s: SamplerScratch, diff: number, d: number, tables: boolean, massBits: number): number {
+  // Beyond 32 nats the exp table gives 0; the scaled difference is capped there.
+  const scaled = tables ? scaledDiff(s, diff, d) : divShifted(diff, 16, d, CAP);
+  return shift(expNeg(s.exp, scaled), 30 - massBits);
+}
+
+/**
+ * Among the `n` candidates `s.ids[0, n)` (in id order, masses in `s.mass`, all below 2^bits), ranked by
+ * mass descending then id ascending as `sample` ranks them, the one whose span holds position `r`, each
+ * candidate spanning 1 position (`counting`) or its mass, in ranking order; `s.at[1]` gets the positions
+ * before it. A radix selection, never a sort: each pass sums the candidates by a 12-bit digit of their
+ * mass (from the top), walks the buckets from the heaviest and keeps the one holding `r`, in id order;
+ * at the last digit the masses are equal and the walk goes by id. Linear in `n` (at most three passes).
+ */
+function locate(s: SamplerScratch, n: number, r: number, counting: boolean, bits: number): number {
+  const mass = s.mass;
+  const hist = s.hist;
+  let src = s.ids;
+  let count = n;
+  let rest = r;
+  let before = 0;
+  let sh = bits > DIGIT ? bits - DIGIT : 0;
+  let width = bits - sh;
+  for (;;) {
+    const top = (1 << width) - 1;
+    for (let d = 0; d <= top; d++) hist[d] = 0;
+    for (let j = 0; j < count; j++) {
+      const m = mass[src[j]];
+      const d = (m >> sh) & top;
+      hist[d] = hist[d] + (counting ? 1 : m);
+    }
+    let pick = top;
+    while (pick > 0 && rest >= hist[pick]) {
+      rest = rest - hist[pick];
+      before = before + hist[pick];
+      pick = pick - 1;
+    }
+    if (sh === 0) {
+      // One mass in this bucket: the ranking among its ids is id order.
+      let last = 0;
+      for (let j = 0; j < count; j++) {
+        const id = src[j];
+        const m = mass[id];
+        if ((m & top) !== pick) continue;
+        const w = counting ? 1 : m;
+        last = id;
+        if (rest < w) {
+          s.at[1] = before;
+          return id;
+        }
+        rest = rest - w;
+        before = before + w;
+      }
+      s.at[1] = before;
+      return last;
+    }
+    let k = 0;
+    for (let j = 0; j < count; j++) {
+      const id = src[j];
+      if (((mass[id] >> sh) & top) === pick) {
+        s.work[k] = id;
+        k = k + 1;
+      }
+    }
+    src = s.work;
+    count = k;
+    if (count === 1) {
+      s.at[1] = before;
+      return src[0];
+    }
+    const next = sh > DIGIT ? sh - DIGIT : 0;
+    width = sh - next;
+    sh = next;
+  }
+}
+
+/** Keeps, of the `n` candidates, those ranked up to `id` (mass above its, or equal with an id ≤ it), in id order. */
+function keepUpTo(s: SamplerScratch, n: number, id: number): number {
+  const me = s.mass[id];
+  let k = 0;
+  for (let j = 0; j < n; j++) {
+    const c = s.ids[j];
+    const m = s.mass[c];
+    if (m > me || (m === me && c <= id)) {
+      s.ids[k] = c;
+      k = k + 1;
+    }
+  }
+  return k;
+}
+
+/**
  * Picks the next token from logits at 2^-16 nats; ids marked in `s.never` are never picked (they take
  * no mass and are never the greedy choice). Greedy (no draw) when tempQ16 is 0 or topK is 1.
  * Otherwise each token's mass is exp(−(max − logit) / T) from the exp table, scaled so the top token's
  * is exactly 2^M with M = 31 − bitlen(vocab) (the total stays below 2^31); min-p keeps masses ≥
  * minP · 2^M; the rest are ranked by mass (then id); top-k and top-p cut the ranking; one unbiased draw
  * below the kept total walks it.
+ *
+ * The ranking is never built: the k-th candidate, the top-p cut and the drawn one are each found by a
+ * radix selection over the masses (`locate`), so a draw is linear in the vocabulary, and picks what
+ * walking the sorted ranking would. Each mass's division by T reads tables made once per temperature
+ * (`scaledDiff`), and with a falling exp table (`falls`) the tokens past the last one kept are passed
+ * over unread. The exp table is the one formats/lut4 checks (2^30 falling to 0); a table whose masses
+ * total 2^31 or more is refused. With no mass at all (an exp table of zeros) the greedy id is picked.
  */
 export function sample(logits: Int32Array, o: IntSampling, rng: Int32Array, s: SamplerScratch): number {
   if (o.tempQ16 <= 0 || o.topK === 1) return greedy(logits, s.never);
   const vocab = logits.length;
-  const top = logits[greedy(logits, s.never)];
+  const best = greedy(logits, s.never);
+  const top = logits[best];
   let massBits = 31 - bitlen(vocab);
   if (massBits > 30) massBits = 30;
-  // Beyond 32 nats the exp table gives 0; cap the scaled difference there.
-  const cap = 2097152; // 32 · 2^16
   const thr = o.minPQ16 <= 0 ? 1 : shift(o.minPQ16, 16 - massBits);
+  const d = o.tempQ16;
+  const tables = d < DIV_TABLE_LIMIT;
+  if (tables) divisionTables(s, d);
+  // Where masses fall with the difference, those at or past `drop` are all left out: found by bisection.
+  let drop = 2147483648;
+  if (s.falling) {
+    let lo = 0;
+    while (lo < drop) {
+      const mid = lo + ((drop - lo) >>> 1);
+      const m = massOf(s, mid, d, tables, massBits);
+      if (m > 0 && m >= thr) lo = mid + 1;
+      else drop = mid;
+    }
+  }
   let n = 0;
+  let total = 0;
+  let most = 0;
   for (let i = 0; i < vocab; i++) {
     if (s.never[i] !== 0) continue;
-    const scaled = divShifted(sat32(top - logits[i]), 16, o.tempQ16, cap);
-    const m = shift(expNeg(s.exp, scaled), 30 - massBits);
+    const diff = sat32(top - logits[i]);
+    if (diff >= drop) continue;
+    const m = massOf(s, diff, d, tables, massBits);
     if (m > 0 && m >= thr) {
       s.mass[i] = m;
-      // Insertion into the ranking: mass descending, then id ascending (ids arrive in order).
-      let j = n;
-      while (j > 0 && s.mass[s.ids[j - 1]] < m) {
-        s.ids[j] = s.ids[j - 1];
-        j = j - 1;
-      }
-      s.ids[j] = i;
+      s.ids[n] = i;
       n = n + 1;
+      total = total + m;
+      if (m > most) most = m;
     }
   }
-  if (o.topK > 0 && o.topK < n) n = o.topK;
-  let total = 0;
-  for (let j = 0; j < n; j++) total = total + s.mass[s.ids[j]];
+  if (n === 0) return best;
+  if (total > I32_MAX) {
+    throw new RangeError("sample: the masses total 2^31 or more (an exp table above 2^30)");
+  }
+  const bits = bitlen(most);
+  if (o.topK > 0 && o.topK < n) {
+    n = keepUpTo(s, n, locate(s, n, o.topK - 1, true, bits));
+    total = 0;
+    for (let j = 0; j < n; j++) total = total + s.mass[s.ids[j]];
+  }
   if (o.topPQ16 > 0 && o.topPQ16 < 65536) {
+    // The smallest prefix of the ranking whose mass reaches the target: up to the candidate holding
+    // position target − 1 (the first one when the target is 0).
     const target = mulQ16(total, o.topPQ16, s.table);
-    let kept = 0;
-    let run = 0;
-    while (kept < n && (kept === 0 || run < target)) {
-      run = run + s.mass[s.ids[kept]];
-      kept = kept + 1;
-    }
-    n = kept;
-    total = run;
+    const last = locate(s, n, target > 0 ? target - 1 : 0, false, bits);
+    total = s.at[1] + s.mass[last];
+    n = keepUpTo(s, n, last);
   }
-  let r = drawBelow(rng, total);
-  for (let j = 0; j < n; j++) {
-    const m = s.mass[s.ids[j]];
-    if (r < m) return s.ids[j];
-    r = r - m;
-  }
-  return s.ids[n - 1];
+  return locate(s, n, drawBelow(rng, total), false, bits);
 }

@@ -1,0 +1,139 @@
+/**
+ * What one sampled draw costs beside a greedy pick, at a real vocabulary (151,936 ids, Qwen3's), on
+ * both samplers: the integer engine's (engines/int/sampler.ts `sample` against `greedy`) and the float
+ * and WebGPU engines' (model/sample.ts `pickToken` against its temperature-0 argmax). Seeded random
+ * logits of two shapes: "spread" (normal, 3 nats: a trained model's spread) and "flat" (0.05 nats: a
+ * random-weight model's, where nearly every id survives every cut). Rounds interleave every option
+ * set on both samplers; the figures are medians. A benchmark, not a test: figures from a shared
+ * machine are noisy.
+ *
+ * @example
+ * ```ts
+ * // bun scripts/tools/bench-sampling.ts
+ * // deno run -A scripts/tools/bench-sampling.ts --rounds 5 --json
+ * ```
+ * @module
+ */
+import { cli, EXIT_USAGE, fail, run } from "../cli.ts";
+import { toIntSampling } from "../../engines/int/engine.ts";
+import { greedy, sample, samplerScratch, seedRng } from "../../engines/int/sampler.ts";
+import { TABLES } from "../../formats/lut4-quantize.ts";
+import { prepareTable } from "../../kernels/int/tables.ts";
+import type { SamplingOptions } from "../../model/engine.ts";
+import { createRng } from "../../model/random.ts";
+import { pickToken } from "../../model/sample.ts";
+import { checkSampling } from "../../model/sampling.ts";
+
+const HELP = `
+Time one sampled draw against one greedy pick on the integer and the float sampler, at a real vocabulary.
+
+Usage: bun scripts/tools/bench-sampling.ts [--vocab N] [--rounds N] [--json]
+
+Options:
+  --vocab N    ids in a row of logits (default 151936, Qwen3's vocabulary)
+  --rounds N   interleaved rounds; each round times every option set on both samplers (default 9)
+  --json       print the figures as JSON
+  -h, --help   this text
+`;
+
+/** The option sets timed: OpenAI's client defaults, the chat page's, and the ones the tests pin. */
+const SETS: Array<[name: string, options: SamplingOptions]> = [
+  ["greedy", {}],
+  ["temperature 1", { temperature: 1 }],
+  ["page: t 0.8, top-k 40, min-p 0.05", { temperature: 0.8, topK: 40, minP: 0.05 }],
+  ["top-p 0.95", { temperature: 1, topP: 0.95 }],
+  ["top-k 1", { temperature: 1, topK: 1 }],
+  ["min-p 1", { temperature: 1, minP: 1 }],
+  ["t 0.7, top-k 50, top-p 0.9", { temperature: 0.7, topK: 50, topP: 0.9 }],
+];
+
+/** Seeded logits with a normal-like spread of `sd` nats (a sum of four uniforms; no transcendentals). */
+function logits(n: number, sd: number, seed: number): Float32Array {
+  const r = createRng(seed), out = new Float32Array(n);
+  for (let i = 0; i < n; i++) out[i] = (r.next() + r.next() + r.next() + r.next() - 2) * 1.7320508 * sd;
+  return out;
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}
+
+/** Milliseconds per call of `f`, timed over enough calls to take about 20 ms. */
+function timeOne(f: () => unknown): number {
+  let calls = 1;
+  for (;;) {
+    const t = performance.now();
+    for (let i = 0; i < calls; i++) f();
+    const ms = performance.now() - t;
+    if (ms >= 20 || calls >= 4096) return ms / calls;
+    calls *= ms < 1 ? 16 : 2;
+  }
+}
+
+function main(): void {
+  const { values } = cli(HELP, {
+    vocab: { type: "string", default: "151936" },
+    rounds: { type: "string", default: "9" },
+    json: { type: "boolean", default: false },
+  });
+  const vocab = Number(values.vocab), rounds = Number(values.rounds);
+  if (!Number.isInteger(vocab) || vocab < 2 || vocab > 1 << 24) {
+    fail(`--vocab ${values.vocab}: expected an integer in [2, 2^24]`, EXIT_USAGE);
+  }
+  if (!Number.isInteger(rounds) || rounds < 1) {
+    fail(`--rounds ${values.rounds}: expected an integer >= 1`, EXIT_USAGE);
+  }
+  // The exp table every lut4 file holds (formats/lut4-quantize.ts `makeTables`).
+  const expLen = TABLES.expRangeNats * 256 + 2, t = new Int32Array(expLen);
+  for (let i = 0; i < expLen; i++) t[i] = Math.round(2 ** TABLES.expQ * Math.exp(-i / 256));
+  const exp = prepareTable(t, 0);
+  const shapes = [["spread", 3], ["flat", 0.05]] as const;
+  const results = shapes.map(([shape, sd]) => {
+    const f = logits(vocab, sd, 7), q = Int32Array.from(f, (v) => Math.round(v * 65536));
+    const scratch = samplerScratch(vocab, exp), rng = new Int32Array(2), frng = createRng(1);
+    seedRng(rng, 0, 1);
+    const runs = SETS.map(([, o]) => {
+      const io = toIntSampling(o), fo = checkSampling(o);
+      return {
+        int: o.temperature ? () => sample(q, io, rng, scratch) : () => greedy(q, scratch.never),
+        float: () => pickToken(f, 0, vocab, fo, frng),
+      };
+    });
+    const ms = SETS.map(() => ({ int: [] as number[], float: [] as number[] }));
+    for (let r = 0; r < rounds; r++) {
+      for (const [i, run] of runs.entries()) {
+        ms[i].int.push(timeOne(run.int));
+        ms[i].float.push(timeOne(run.float));
+      }
+    }
+    const greedyInt = median(ms[0].int), greedyFloat = median(ms[0].float);
+    return {
+      shape,
+      sd_nats: sd,
+      sets: SETS.map(([name], i) => ({
+        name,
+        int_ms: +median(ms[i].int).toFixed(4),
+        int_x_greedy: +(median(ms[i].int) / greedyInt).toFixed(1),
+        float_ms: +median(ms[i].float).toFixed(4),
+        float_x_greedy: +(median(ms[i].float) / greedyFloat).toFixed(1),
+      })),
+    };
+  });
+  const report = { runtime: "Bun" in globalThis ? "bun" : "deno", vocab, rounds, shapes: results };
+  if (values.json) return console.log(JSON.stringify(report));
+  console.log(
+    `${report.runtime}, vocab ${vocab}, ${rounds} rounds, medians; x: ÷ the same sampler's greedy pick`,
+  );
+  for (const s of results) {
+    console.log(`\nlogits ${s.shape} (${s.sd_nats} nats)          int ms        x   float ms        x`);
+    for (const r of s.sets) {
+      console.log(
+        `  ${r.name.padEnd(34)} ${r.int_ms.toFixed(3).padStart(8)} ${String(r.int_x_greedy).padStart(8)} ` +
+          `${r.float_ms.toFixed(3).padStart(10)} ${String(r.float_x_greedy).padStart(8)}`,
+      );
+    }
+  }
+}
+
+if (import.meta.main) await run(main);
