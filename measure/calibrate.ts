@@ -18,7 +18,7 @@ import type { Tensor } from "../model/tensor.ts";
 import { buildModel, createCache, forward, LAYER_TENSORS } from "../model/qwen3.ts";
 import { type Kernels, kernelSet } from "../kernels/kernels.ts";
 import { loadBrown, WINDOW_BYTES } from "../model/corpus.ts";
-import type { Lut4Calibrator } from "../formats/lut4-types.ts";
+import type { Lut4Calibration, Lut4Calibrator } from "../formats/lut4-types.ts";
 import { windowInputs } from "./metrics.ts";
 
 /** The linear layers whose inputs are measured, after `model.layers.N.`. */
@@ -165,4 +165,20 @@ export function lut4Calibrator(
       record: { source: CALIBRATION.source, windows, window_bytes: size, seed },
     };
   };
+}
+
+/**
+ * A calibrator that runs once and hands its result to every later call. For a command that exports one
+ * source several times (export.ts's formats, measure.ts's rows): the statistics depend only on the
+ * source, the windows and the seed, and the quantizers only read them.
+ *
+ * @example
+ * ```ts
+ * const calibrate = calibrateOnce(lut4Calibrator(64));
+ * for (const format of ["gguf", "lut4"]) await exportCheckpoint({ format, calibrate });
+ * ```
+ */
+export function calibrateOnce(calibrate: Lut4Calibrator): Lut4Calibrator {
+  let result: Promise<Lut4Calibration> | undefined;
+  return (config, tensors) => result ??= calibrate(config, tensors);
 }

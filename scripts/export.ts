@@ -32,7 +32,7 @@ import {
 import { formatNamed, FORMATS } from "../formats/mod.ts";
 import { PRESETS } from "../model/config.ts";
 import { FormatError } from "../model/error.ts";
-import { CALIBRATION, lut4Calibrator } from "../measure/calibrate.ts";
+import { calibrateOnce, CALIBRATION, lut4Calibrator } from "../measure/calibrate.ts";
 
 const HELP = `
 Export a training checkpoint to an inference format.
@@ -78,7 +78,7 @@ async function main(): Promise<void> {
   if (!Number.isSafeInteger(windows) || windows < 0) {
     fail(`--calibrate ${values.calibrate}: expected a whole number of windows (0: none)`, EXIT_USAGE);
   }
-  const calibrate = windows > 0 ? lut4Calibrator(windows) : undefined;
+  const calibrate = windows > 0 ? calibrateOnce(lut4Calibrator(windows)) : undefined;
   if (positionals.length > 0) {
     failUsage(`unexpected argument ${positionals[0]} (use --input)`, HELP);
   }

@@ -35,7 +35,7 @@ import {
   profileEngine,
   scoredWindow,
 } from "../measure/metrics.ts";
-import { CALIBRATION, lut4Calibrator } from "../measure/calibrate.ts";
+import { calibrateOnce, CALIBRATION, lut4Calibrator } from "../measure/calibrate.ts";
 
 /** The prompts whose greedy continuations must match. */
 export const PROMPTS = [
@@ -162,7 +162,7 @@ await run(async () => {
   if (!Number.isSafeInteger(calWindows) || calWindows < 0) {
     fail("--calibrate expects a whole number of windows (0: none)", EXIT_USAGE);
   }
-  const calibrate = calWindows > 0 ? lut4Calibrator(calWindows) : undefined;
+  const calibrate = calWindows > 0 ? calibrateOnce(lut4Calibrator(calWindows)) : undefined;
   const loadOptions = { kernels, ...engineFlags(a), onNote: (line: string) => console.error(line) };
   // The reference is dropped once profiled, so a large model's reference and a variant are never both held.
   let source: Engine | undefined, step: number | undefined;
