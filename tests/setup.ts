@@ -1,12 +1,13 @@
 // Preloaded by bun test (bunfig.toml) in every test process. Three jobs:
 // 1. On a fresh clone, install the npm dependencies, then run the same test command again.
-// 2. Turn a plain `bun test` (every file in one process, sharing one global) into
-//    `bun test --parallel --timings=tests/timings.json`: one worker process per core, the slowest files
-//    started first, and a fresh global for each file (--parallel implies --isolate), so no file pays for what
-//    an earlier one left on the heap (in one shared process tests/kernels/int-lut.test.ts ran 19x slower
-//    late in the run than alone, its collector tracing every earlier file's fixtures).
+// 2. Turn a plain `bun test` (every file in one process, sharing one global) into `bun test --parallel
+//    --timings=tests/timings.json`: one worker process per core and one more (many files wait on spawned
+//    runtimes, servers or a browser; on 2 cores 3 workers took 263 s, 2 took 284), the slowest files started
+//    first, and a fresh global for each file (--parallel implies --isolate), so no file pays for what an
+//    earlier one left on the heap (in one shared process tests/kernels/int-lut.test.ts ran 19x slower late in
+//    the run than alone, its collector tracing every earlier file's fixtures).
 // 3. Set the default timeout. Under --isolate this preload runs again for each file, so once here covers all.
-// Knobs: FERRY_TEST_JOBS=N worker processes (default: one per core); FERRY_FAST=1 leaves out tests/e2e/ and
+// Knobs: FERRY_TEST_JOBS=N worker processes (default: cores + 1); FERRY_FAST=1 leaves out tests/e2e/ and
 // tests/llama/ (the fast loop, `bun run test:fast`); FERRY_TIMINGS_OUT=FILE writes each file's duration there
 // (.ci/run prints the slowest).
 import { spawnSync } from "node:child_process";
@@ -66,7 +67,7 @@ if (missing.length > 0) runInstead(testArgs());
 const args = testArgs();
 const chosen = args.some((a) => /^--(test-worker|parallel|isolate|no-isolate)(=|$)/.test(a));
 if (!chosen && args[0] === "test") {
-  const jobs = Number(process.env.FERRY_TEST_JOBS) || availableParallelism();
+  const jobs = Number(process.env.FERRY_TEST_JOBS) || availableParallelism() + 1;
   const timings = join(root, "tests", "timings.json");
   const out = process.env.FERRY_TIMINGS_OUT;
   if (out) copyFileSync(timings, out);
