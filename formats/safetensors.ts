@@ -752,7 +752,8 @@ function indexShards(bytes: Uint8Array, indexPath: string): Map<string, Set<stri
     new SafetensorsError(indexPath, "InvalidIndex", field, detail);
   let root: JsonValue;
   try {
-    root = parseStrictJson(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+    // A byte-order mark is kept, so the strict parse refuses it, as it does in a shard's header.
+    root = parseStrictJson(new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes));
   } catch (e) {
     if (e instanceof StrictJsonError) {
       throw new SafetensorsError(indexPath, e.code, e.at || "index", e.message, e);

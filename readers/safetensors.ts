@@ -1,6 +1,5 @@
-// A minimal safetensors reader on runtime built-ins only (spec: formats/safetensors.md; the full reader is
-// formats/safetensors.ts). Usage: deno run -A readers/safetensors.ts FILE [TENSOR...]  (or: bun readers/...)
-// Prints "name<TAB>dtype<TAB>[dims]" per tensor in file order; per TENSOR, that line and its values instead.
+// A minimal safetensors reader on runtime built-ins only, as strict as the full one (formats/safetensors.md).
+// deno run -A readers/safetensors.ts FILE [TENSOR...] (or bun): lists name<TAB>dtype<TAB>[dims], or values
 import { readFileSync, statSync } from "node:fs";
 const [file, ...wanted] = process.argv.slice(2);
 if (!file || file.startsWith("-")) console.error("usage: readers/safetensors.ts FILE [TENSOR...]"); // --help
@@ -12,7 +11,8 @@ const bytes = new Uint8Array(readFileSync(path)); // a copy, at offset 0 of its 
 const view = new DataView(bytes.buffer);
 const n = bytes.length < 8 ? Infinity : Number(view.getBigUint64(0, true)); // the header length, u64 LE
 if (8 + n > bytes.length) throw new Error("the header length (the first 8 bytes) runs past the end");
-const header = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes.subarray(8, 8 + n)));
+const text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes.subarray(8, 8 + n));
+const header = JSON.parse(text); // a byte-order mark is kept, so refused, as by the full reader
 if (typeof header !== "object" || !header || Array.isArray(header)) throw new Error("header: not an object");
 delete header.__metadata__; // an optional string-to-string map, not a tensor
 const DTYPES = new Map<string, [number, (at: number) => number]>([ // bytes per value, and how to read one

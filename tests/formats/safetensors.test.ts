@@ -351,6 +351,12 @@ describe("sharded input", () => {
     }
   });
 
+  test("an index that starts with a byte-order mark is refused, as a shard's header is", async () => {
+    const index = await writeSharded("bom", goodMap());
+    await writeFile(index, Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), await readFile(index)]));
+    await expect(readSafetensorsIndex(index)).rejects.toMatchObject({ code: "InvalidJson" });
+  });
+
   test("ShardMismatch: a tensor the index puts in another shard or does not list, or one listed but absent", async () => {
     // Each refusal says what the index claims and what the shard holds, the same from both readers.
     const moved = goodMap();
@@ -457,6 +463,20 @@ describe("minimal reader (readers/safetensors.ts)", () => {
       run("bun", ["readers/safetensors.ts", path, "no.such.tensor"], { cwd: import.meta.dir + "/../.." }),
     )
       .rejects.toMatchObject({ code: 1, stdout: "", stderr: `${path}: no tensor named no.such.tensor\n` });
+  });
+
+  crossProcessTest("a header that starts with a byte-order mark: refused by both readers", async () => {
+    const path = join(dir, "minimal-bom.safetensors");
+    await writeSafetensors(path, tensors.slice(0, 2));
+    const bytes = await readFile(path);
+    const n = Number(bytes.readBigUInt64LE(0));
+    const length = Buffer.alloc(8);
+    length.writeBigUInt64LE(BigInt(n + 3));
+    const bom = Buffer.from([0xef, 0xbb, 0xbf]);
+    await writeFile(path, Buffer.concat([length, bom, bytes.subarray(8)]));
+    await expect(readSafetensors(path)).rejects.toMatchObject({ code: "InvalidJson" });
+    await expect(run("bun", ["readers/safetensors.ts", path], { cwd: import.meta.dir + "/../.." }))
+      .rejects.toMatchObject({ code: 1, stdout: "" });
   });
 
   crossProcessTest("prints -0 as -0", async () => {
