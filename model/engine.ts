@@ -121,6 +121,19 @@ export interface Engine {
 }
 
 /**
+ * The positions one session of `engine` holds: its `context`, or else its config's
+ * max_position_embeddings. The one figure the server, the tab and the CLIs give for a model's context.
+ *
+ * @example
+ * ```ts
+ * contextLength({ context: 4096, config: { max_position_embeddings: 16384 } as ModelConfig }); // 4096
+ * ```
+ */
+export function contextLength(engine: Pick<Engine, "context" | "config">): number {
+  return engine.context ?? engine.config.max_position_embeddings;
+}
+
+/**
  * The KV cache size every engine allocates unless asked otherwise: min(max positions, 4096).
  * Here in model/ because it is the lowest layer all its users may import (engines/, serve/, scripts/).
  */

@@ -30,6 +30,7 @@ import { engineKinds, loadEngine } from "../engines/mod.ts";
 import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineFlags } from "./engine-flags.ts";
 import { configParamCount } from "../model/config.ts";
 import { generateTokens } from "../model/generate.ts";
+import { contextLength } from "../model/engine.ts";
 import {
   checkSampling,
   checkSeed,
@@ -161,7 +162,7 @@ async function main(): Promise<void> {
   console.error(`${path}: ${formatOf(path).name} export, ${params} params, on the ${engine.kind} engine`);
   // The model's own tokenizer (a byte model's: BOS then bytes); special-token strings are parsed.
   const prompt = engine.tokenizer.encode(values.prompt, { bos: true, specials: true });
-  const context = engine.context ?? engine.config.max_position_embeddings;
+  const context = contextLength(engine);
   if (prompt.length >= context) {
     fail(`--prompt is ${prompt.length} tokens with BOS; the model's context holds ${context}`, EXIT_USAGE);
   }

@@ -12,7 +12,7 @@
  * ```
  * @module
  */
-import type { Engine, EngineSession } from "../model/engine.ts";
+import { contextLength, type Engine, type EngineSession } from "../model/engine.ts";
 import type { ChatTemplate } from "../model/chat-template.ts";
 import { byteTokenizer } from "../model/tokenizer.ts";
 import type { Tokenizer } from "../model/tokenizer-types.ts";
@@ -80,7 +80,7 @@ export function createServerContext(opts: ChatAppOptions, template?: ChatTemplat
     load: () => slots.load(),
     metrics: createMetrics(),
     modelId: engine.source.split(/[\\/]/).filter(Boolean).at(-1) ?? engine.source,
-    contextLength: engine.context ?? engine.config.max_position_embeddings,
+    contextLength: contextLength(engine),
     defaultMaxTokens: opts.defaultMaxTokens ?? 256,
     maxBodyBytes: opts.maxBodyBytes ?? 256 * 1024,
     maxSessionBytes: opts.maxSessionBytes ?? 64 << 20,

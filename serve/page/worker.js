@@ -15,6 +15,7 @@
 // | {type: "error", id, error: {message, status, code}} | {type: "ready"} once, when the modules loaded.
 import { intEngineFromBytes } from "../../engines/int/from-bytes.ts";
 import { chatTemplateOf } from "../../model/chat-template.ts";
+import { contextLength } from "../../model/engine.ts";
 import { chatStops, chatText } from "../chat-prompt.ts";
 import { precheck, prepare } from "../prompt.ts";
 import { createReasoningSplitter, splitReasoning } from "../reasoning.ts";
@@ -72,7 +73,7 @@ async function load({ bytes, name, sha256, engine = "int" }) {
     tokenizer, // the file's own, or the byte tokenizer
     template: chatTemplateOf(tokenizer.files, name), // as serve/app.ts parses it; none for a byte model
     sessions: sessionStore(),
-    contextLength: made.engine.config.max_position_embeddings,
+    contextLength: contextLength(made.engine), // as the server says it: the KV cache loaded, not the file's most
     defaultMaxTokens: 256,
   };
   return {

@@ -70,6 +70,9 @@ test("a lut4 Qwen3 export with its own tokenizer runs in the tab and gives the s
   await page.click("#tab-load-server");
   expect(await tabModelSettled(page)).toContain("qwen3-reduced.lut4");
   expect(await page.textContent("#tab-status")).toContain("downloaded from the server");
+  // One context figure for a file: the tab's engine holds what the server's says (not the file's most).
+  const models = await (await fetch(`${server.url}v1/models`)).json();
+  expect(await page.textContent("#model")).toContain(`context ${models.data[0].context_length}`);
 
   // Straight to the tab's backend (page/tab.js), as the page's chat calls it.
   const tab = await page.evaluate(async ({ messages, sampling }) => {
