@@ -39,6 +39,11 @@ export interface ChatTemplate {
   /** The file (`where` + name) and the field the template text was read from. */
   readonly file: string;
   readonly field: string;
+  /**
+   * Whether the template reads `enable_thinking` (Qwen3's switch between a think block and an empty one),
+   * so a chat can offer the switch. Read off the template's text: a variable it never names is never read.
+   */
+  readonly thinkingSwitch: boolean;
   /** The prompt text for `messages` (a `FormatError` naming `file` and `field` when rendering fails). */
   render(messages: readonly TemplateMessage[], options?: RenderOptions): string;
 }
@@ -124,6 +129,7 @@ export function chatTemplateOf(files: TokenizerFiles | undefined, where: string)
   return {
     file,
     field,
+    thinkingSwitch: /\benable_thinking\b/.test(source.text),
     render(messages, options = {}) {
       try {
         return template.render({

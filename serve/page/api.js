@@ -74,6 +74,9 @@ export async function modelInfo() {
     engine: model.engine,
     contextLength: model.context_length,
     sessions: model.sessions === true,
+    tokenizer: model.tokenizer,
+    chatTemplate: model.chat_template === true,
+    thinkingSwitch: model.thinking_switch === true,
   };
 }
 
@@ -110,6 +113,7 @@ export async function complete(request, onChunk, signal) {
     stream_options: { include_usage: true },
     ...request.sampling,
   };
+  if (request.templateKwargs) body.chat_template_kwargs = request.templateKwargs;
   if (request.session) body.session = request.session;
   if (request.saveSession) body.save_session = true;
   const res = await post("/v1/chat/completions", body, signal);

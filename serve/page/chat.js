@@ -91,6 +91,21 @@ function numberField(id) {
   return v === "" ? undefined : Number(v);
 }
 
+/**
+ * What the page offers for `model` (undefined: none loaded): the empty chat's hint that fits its
+ * tokenizer and template, and the thinking switch where its template has one.
+ */
+function showModelHints(model) {
+  const kind = !model || model.tokenizer === "byte" ? "byte" : model.chatTemplate ? "template" : "plain";
+  for (const p of $("empty").querySelectorAll("[data-for]")) p.hidden = p.dataset.for !== kind;
+  $("thinking-field").hidden = !model?.thinkingSwitch;
+}
+
+/** The template's variables a request sends (`chat_template_kwargs`): the thinking switch, where offered. */
+function templateKwargs() {
+  return $("thinking-field").hidden ? undefined : { enable_thinking: $("thinking").checked };
+}
+
 /** The sampling settings in OpenAI's names; an empty box is left out (the seed: a random one). */
 function sampling() {
   return {
@@ -203,7 +218,7 @@ function record(conv, msg, r, drop, continued, first) {
 
 /** Streams one reply into `msg`, retrying without a session or with fewer turns when the server says so. */
 async function stream(msg, li, signal) {
-  const conv = state.conv, opts = sampling(), history = conv.messages.slice(0, -1);
+  const conv = state.conv, opts = sampling(), kwargs = templateKwargs(), history = conv.messages.slice(0, -1);
   const turns = history.filter((m) => m.role === "user").length;
   let drop = await turnsToDrop(history, opts.max_tokens);
   let session = sessionFor(conv, drop);
@@ -224,7 +239,7 @@ async function stream(msg, li, signal) {
     follow();
   };
   for (;;) {
-    const request = { messages: outgoing(history, drop), sampling: opts, session };
+    const request = { messages: outgoing(history, drop), sampling: opts, templateKwargs: kwargs, session };
     request.saveSession = state.model.sessions;
     try {
       const r = await api.complete(request, onPiece, signal);
@@ -517,13 +532,19 @@ async function useBackend(backend) {
     state.model = await api.modelInfo();
     const m = state.model;
     $("model").textContent = `${m.id} · ${m.engine} engine · context ${m.contextLength}`;
+    showModelHints(m);
     $("save").title = m.sessions ? "" : "this server keeps no sessions: the whole chat is sent each turn";
     read = true;
   } catch (e) {
     if (keyRefused(e)) {
       $("model").textContent = "the server needs its API key (Settings)";
       askForKey();
-    } else $("model").textContent = api === server ? "server unreachable" : e.message;
+    } else {$("model").textContent = api === server
+        ? "server unreachable"
+        : e.code === "no_model"
+        ? "no model loaded"
+        : e.message;}
+    showModelHints(undefined);
   }
   renderLog();
   return read;

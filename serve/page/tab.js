@@ -10,7 +10,7 @@ import { forgetModel, keepModel, keptModel } from "./tab-store.js";
 const $ = (id) => document.getElementById(id);
 
 let worker = null; // the worker's promise, made on first use
-let loaded = null; // what the worker said of its model: { id, engine, contextLength, sha256, bytes }
+let loaded = null; // what the worker said of its model (its load reply: id, engine, contextLength, ...)
 let calls = 0;
 const pending = new Map(); // call id -> { resolve, reject, onPiece }
 
@@ -61,7 +61,8 @@ function ask(message, transfer = [], onPiece) {
 /** The tab's model as api.js describes the server's; rejects when the tab has none yet. */
 export function modelInfo() {
   if (!loaded) {
-    return Promise.reject(new ApiError("no model in this tab yet: load the server's or choose a lut4 file"));
+    // The status line already says what to do; the header just says there is none.
+    return Promise.reject(new ApiError("no model in this tab yet", 0, "no_model"));
   }
   return Promise.resolve({
     id: loaded.id,
@@ -69,6 +70,9 @@ export function modelInfo() {
     place: "in this tab",
     contextLength: loaded.contextLength,
     sessions: true,
+    tokenizer: loaded.tokenizer,
+    chatTemplate: loaded.chatTemplate,
+    thinkingSwitch: loaded.thinkingSwitch,
   });
 }
 
@@ -76,6 +80,7 @@ export function modelInfo() {
 export async function complete(request, onChunk, signal) {
   // As it would travel to the server: JSON, so a field left undefined is absent, not undefined.
   const body = JSON.parse(JSON.stringify({ messages: request.messages, stream: true, ...request.sampling }));
+  if (request.templateKwargs) body.chat_template_kwargs = request.templateKwargs;
   if (request.session) body.session = request.session;
   if (request.saveSession) body.save_session = true;
   signal?.throwIfAborted();

@@ -32,6 +32,8 @@ export function modelRoutes(ctx: ServerContext): Hono {
         // `byte` or `bpe`, and whether chats are rendered with the model's own template.
         tokenizer: ctx.tokenizer.kind,
         chat_template: ctx.template !== undefined,
+        // Whether the template takes chat_template_kwargs.enable_thinking (Qwen3's think block on or off).
+        thinking_switch: ctx.template?.thinkingSwitch ?? false,
       }],
     }));
 }

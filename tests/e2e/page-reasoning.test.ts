@@ -60,3 +60,23 @@ test("the reasoning is folded above the reply; the reply's content is the answer
   );
   expect(errors).toEqual([]);
 });
+
+test("a Qwen3 model gets its own hint and the thinking switch, which the request carries", async () => {
+  const page = await (await browser.newContext()).newPage();
+  await page.goto(server.url);
+  await page.waitForFunction(() => document.getElementById("model")!.textContent!.includes("engine"));
+  expect(await page.isVisible('#empty [data-for="template"]')).toBe(true);
+  expect(await page.isVisible('#empty [data-for="byte"]')).toBe(false);
+  expect(await page.isVisible("#thinking-field")).toBe(true);
+  const sent: unknown[] = [];
+  page.on("request", (r) => r.url().endsWith("/v1/chat/completions") && sent.push(r.postDataJSON()));
+  await page.uncheck("#thinking");
+  await page.focus("#prompt");
+  await page.keyboard.type("Hi");
+  await page.keyboard.press("Enter");
+  await page.waitForFunction(() =>
+    document.querySelectorAll("#log li.assistant").length === 1 &&
+    !document.querySelector("#log li.streaming")
+  );
+  expect(sent).toMatchObject([{ chat_template_kwargs: { enable_thinking: false } }]);
+});

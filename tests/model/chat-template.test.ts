@@ -30,6 +30,12 @@ describe("Qwen3's template", () => {
     expect(qwen3.field).toBe("chat_template");
   });
 
+  test("has a thinking switch (it reads enable_thinking); a template that never names it has none", () => {
+    expect(qwen3.thinkingSwitch).toBe(true);
+    const plain = chatTemplateOf({ ...files, "chat_template.jinja": "{{ messages[0].content }}" }, "m/")!;
+    expect(plain.thinkingSwitch).toBe(false);
+  });
+
   test("system and user, with the generation prompt; thinking left to the model", () => {
     const text = qwen3.render([{ role: "system", content: "Be brief." }, { role: "user", content: "Hi" }]);
     expect(text).toBe(

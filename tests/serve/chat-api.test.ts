@@ -83,6 +83,9 @@ describe("endpoints", () => {
       owned_by: "ferry",
       engine: engine.kind,
       context_length: 512,
+      tokenizer: "byte",
+      chat_template: false,
+      thinking_switch: false,
     });
   });
 

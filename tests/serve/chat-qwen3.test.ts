@@ -184,6 +184,18 @@ describe("reasoning_content and the EOS set", () => {
       expect(r.body.choices[0].message).toEqual({ role: "assistant", content: "Plain answer." });
     },
   );
+
+  crossProcessTest(
+    "/v1/models says the model has a BPE tokenizer, a template and its thinking switch",
+    async () => {
+      const res = await createApp({ engine: scripted([IM_END]) }).request("/v1/models");
+      expect((await res.json()).data[0]).toMatchObject({
+        tokenizer: "bpe",
+        chat_template: true,
+        thinking_switch: true,
+      });
+    },
+  );
 });
 
 crossProcessTest("held-out bits per byte of a BPE model are over its own tokens", async () => {
