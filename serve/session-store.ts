@@ -2,7 +2,9 @@
  * Saved sessions on disk, one file per session in one folder, named by an opaque random id. An id is
  * checked against `^[0-9a-f]{32}$` before it comes near a path, so no request can name a file outside
  * the store; files are written to a temporary name and renamed, so a half-written session never looks
- * saved. The store keeps the newest `capacity` sessions and deletes older ones.
+ * saved. The store keeps the newest sessions within a count and a byte bound (`SessionStoreLimits`) and
+ * deletes older ones: at Qwen3-0.6B's shape a session costs about 115 KB per position, so 256 sessions
+ * could otherwise take tens of gigabytes.
  *
  * @example
  * ```ts
@@ -14,6 +16,7 @@
  */
 import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { DEFAULT_SESSION_LIMITS, overLimits, type SessionStoreLimits } from "./session-limits.ts";
 
 /** Saved session bytes by id. */
 export interface SessionStore {
@@ -32,18 +35,23 @@ export function isSessionId(id: string): boolean {
   return ID.test(id);
 }
 
-/** Opens (creating) the store folder `dir`, keeping at most `capacity` sessions. */
-export async function createSessionStore(dir: string, capacity = 256): Promise<SessionStore> {
+/** Opens (creating) the store folder `dir`, keeping the newest sessions within `limits`. */
+export async function createSessionStore(
+  dir: string,
+  limits: Partial<SessionStoreLimits> = {},
+): Promise<SessionStore> {
+  const within = { ...DEFAULT_SESSION_LIMITS, ...limits };
   await mkdir(dir, { recursive: true });
   const pathOf = (id: string) => join(dir, id + SUFFIX);
   const prune = async () => {
     const names = (await readdir(dir)).filter((n) =>
       ID.test(n.slice(0, -SUFFIX.length)) && n.endsWith(SUFFIX)
     );
-    if (names.length <= capacity) return;
-    const dated = await Promise.all(names.map(async (n) => ({ n, t: (await stat(join(dir, n))).mtimeMs })));
-    dated.sort((a, b) => a.t - b.t);
-    for (const { n } of dated.slice(0, names.length - capacity)) await rm(join(dir, n), { force: true });
+    const saved = await Promise.all(names.map(async (name) => {
+      const s = await stat(join(dir, name));
+      return { name, time: s.mtimeMs, bytes: s.size };
+    }));
+    for (const { name } of overLimits(saved, within)) await rm(join(dir, name), { force: true });
   };
   return {
     dir,

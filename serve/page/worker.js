@@ -24,25 +24,31 @@ import { randomSeed } from "../sampling.ts";
 import { finishReason, usage } from "../shapes.ts";
 import { runJob } from "../slot-run.ts";
 import { parseTranscript } from "../transcript.ts";
+import { overLimits } from "../session-limits.ts";
 
-/** Saved sessions kept in the worker, newest last; the oldest go past this many. */
-const KEEP_SESSIONS = 64;
+/**
+ * Saved sessions kept in the worker's memory: the newest 64 within 256 MiB (at Qwen3-0.6B's shape a
+ * session is about 115 KB a position; the newest is always kept).
+ */
+const KEEP = { sessions: 64, bytes: 256 << 20 };
 
 let ctx = null; // the server context's few fields that serve/prompt.ts reads
 const running = new Map(); // request id -> AbortController
 
 /** Sessions by id, as the server's store holds them (opaque 32-hex-digit ids). */
 function sessionStore() {
-  const saved = new Map();
+  const saved = new Map(); // id -> { bytes, time }, in the order saved
+  let saves = 0;
   return {
     put(bytes) {
       const id = [...crypto.getRandomValues(new Uint8Array(16))].map((b) => b.toString(16).padStart(2, "0"))
         .join("");
-      saved.set(id, bytes);
-      if (saved.size > KEEP_SESSIONS) saved.delete(saved.keys().next().value);
+      saved.set(id, { bytes, time: saves++ });
+      const listed = [...saved].map(([id, s]) => ({ id, time: s.time, bytes: s.bytes.byteLength }));
+      for (const old of overLimits(listed, KEEP)) saved.delete(old.id);
       return Promise.resolve(id);
     },
-    get: (id) => Promise.resolve(saved.get(id)),
+    get: (id) => Promise.resolve(saved.get(id)?.bytes),
   };
 }
 
