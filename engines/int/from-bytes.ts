@@ -32,19 +32,30 @@ export interface BytesEngine {
 }
 
 /**
+ * The steps of a load, in order, as `onPhase` hears them: the file read and checked (its CRC-32s and
+ * SHA-256), its tokenizer built, the model laid out for the engine. A host shows them while it waits.
+ */
+export type LoadPhase = "check" | "tokenizer" | "layout";
+
+/**
  * Reads `bytes` as the lut4 file `name` (the name every refusal begins with) and builds the integer
  * engine on it; `simd: false` forces the TypeScript kernels, as for `intEngineFromFile`. With `sha256`
  * (hex, what a download's manifest promised) a file whose digest differs is refused before it is used.
+ * `onPhase` hears each step as it starts.
  */
 export function intEngineFromBytes(
   bytes: Uint8Array,
   name: string,
-  opts: { simd?: boolean; sha256?: string } = {},
+  opts: { simd?: boolean; sha256?: string; onPhase?: (phase: LoadPhase) => void } = {},
 ): BytesEngine {
+  const { onPhase, ...engineOpts } = opts;
+  onPhase?.("check");
   const file = parseLut4(bytes, name);
   checkDigest(name, file.sha256, opts.sha256);
+  onPhase?.("tokenizer");
   const { tokenizer, specials } = fileTokenizer(file, name);
-  const engine = intEngineFromFile(file, { ...opts, specials });
+  onPhase?.("layout");
+  const engine = intEngineFromFile(file, { ...engineOpts, specials });
   return { engine: Object.assign(engine, { tokenizer }), sha256: file.sha256, bytes: file.bytes };
 }
 

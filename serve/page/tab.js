@@ -149,10 +149,22 @@ function engineChoice() {
   return localStorage.getItem(ENGINE_KEY) === "float" ? "float" : "int";
 }
 
+/** What the status line says of each step of a load (engines/int/from-bytes.ts `LoadPhase`). */
+const LOAD_PHASES = {
+  check: "checking the file (CRC-32 and SHA-256)…",
+  tokenizer: "building its tokenizer…",
+  layout: "laying the model out for the engine…",
+};
+
 /** Hands `bytes` to the worker, which reads them with the lut4 reader; `sha256` is checked when given. */
 async function loadBytes(bytes, name, sha256) {
   // A copy goes to the worker: the page keeps its own to store once the reader accepted it.
-  loaded = await ask({ type: "load", bytes, name, sha256, engine: engineChoice() });
+  const started = performance.now();
+  const onPhase = (phase) => {
+    const seconds = ((performance.now() - started) / 1000).toFixed(1);
+    $("tab-status").textContent = `loading the model: ${LOAD_PHASES[phase] ?? phase} (${seconds} s)`;
+  };
+  loaded = await ask({ type: "load", bytes, name, sha256, engine: engineChoice() }, [], onPhase);
   current = { bytes, name, sha256: loaded.sha256 };
   return loaded;
 }

@@ -11,7 +11,7 @@
 // Messages in: {type, id, ...}: "load" {bytes, name, sha256?, engine?: "int" | "float"}, "complete" {body}, "abort", "count"
 // {messages}, "session-get" {session}, "session-put" {bytes}, "bench" {prompt, decode}.
 // Messages out: {type: "reply", id, value} | {type: "piece", id, text, kind} (a reply's text as it
-// comes, kind "reasoning" or "content")
+// comes, kind "reasoning" or "content"; or a load's step as it starts, kind "phase", text the step)
 // | {type: "error", id, error: {message, status, code}} | {type: "ready"} once, when the modules loaded.
 import { intEngineFromBytes } from "../../engines/int/from-bytes.ts";
 import { chatTemplateOf } from "../../model/chat-template.ts";
@@ -62,7 +62,9 @@ function errorOf(e) {
  * on the file's dequantized tensors, as the server's `--engine float` runs a lut4 file. The float
  * engine's modules are imported only when it is asked for.
  */
-async function load({ bytes, name, sha256, engine = "int" }) {
+async function load({ id, bytes, name, sha256, engine = "int" }) {
+  // Each step's start goes to the page as it comes (a message is delivered while this thread works on).
+  const onPhase = (phase) => postMessage({ type: "piece", id, text: phase, kind: "phase" });
   const t0 = performance.now();
   const made = engine === "float"
     ? (await import("../../engines/float-from-bytes.ts")).floatEngineFromLut4Bytes(
@@ -72,7 +74,7 @@ async function load({ bytes, name, sha256, engine = "int" }) {
         sha256,
       },
     )
-    : intEngineFromBytes(new Uint8Array(bytes), name, { sha256 });
+    : intEngineFromBytes(new Uint8Array(bytes), name, { sha256, onPhase });
   const tokenizer = made.engine.tokenizer;
   ctx = {
     engine: made.engine,

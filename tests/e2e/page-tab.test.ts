@@ -118,9 +118,22 @@ test("the server's model runs in the tab: downloaded once, the server's tokens, 
   const page = await openPage();
   const before = server.downloads();
   await switchToTab(page);
+  // Every text the status line shows on the way (a load says each of its steps as it starts).
+  await page.evaluate(() => {
+    const seen: string[] = ((globalThis as unknown as { statuses: string[] }).statuses = []);
+    const status = document.getElementById("tab-status")!;
+    new MutationObserver(() => seen.push(status.textContent ?? "")).observe(status, {
+      childList: true,
+      characterData: true,
+      subtree: true,
+    });
+  });
   await page.click("#tab-load-server");
   expect(await tabModelSettled(page)).toContain("ferry.lut4 (0.35 MB, SHA-256");
   expect(await page.textContent("#tab-status")).toContain("downloaded from the server");
+  const steps = (await page.evaluate(() => (globalThis as unknown as { statuses: string[] }).statuses))
+    .map((t) => /^loading the model: (\w+)/.exec(t)?.[1]).filter((step) => step !== undefined);
+  expect([...new Set(steps)]).toEqual(["checking", "building", "laying"]);
   expect(await page.textContent("#model")).toBe("ferry.lut4 · int engine · context 512");
   expect(await page.inputValue("#where")).toBe("tab");
   expect(server.downloads()).toBe(before + 1);
