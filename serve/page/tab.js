@@ -5,7 +5,7 @@
 // from disk (a file picker, or dropped on the page), read with the full lut4 reader either way. The
 // model is kept in IndexedDB (tab-store.js), so a reload does not download it again.
 import { ApiError } from "./api.js";
-import { forgetModel, keepModel, keptModel } from "./tab-store.js";
+import { forgetModel, keptInfo } from "./tab-store.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -142,7 +142,6 @@ export async function manifest() {
 }
 
 const ENGINE_KEY = "ferry.tab-engine";
-let current = null; // the bytes the worker's engine was built on: { bytes, name, sha256 }, for a switch of engine
 
 /** The engine the tab runs a model on: "int" (the default) or "float" (the settings' choice). */
 function engineChoice() {
@@ -156,17 +155,28 @@ const LOAD_PHASES = {
   layout: "laying the model out for the engine…",
 };
 
-/** Hands `bytes` to the worker, which reads them with the lut4 reader; `sha256` is checked when given. */
-async function loadBytes(bytes, name, sha256) {
-  // A copy goes to the worker: the page keeps its own to store once the reader accepted it.
+/**
+ * Has the worker load a model (`message`: "load", "load-kept" or "reload"), saying each step on the status
+ * line; resolves to what it loaded, or null (no kept model). The bytes of a "load" are moved to the
+ * worker, not copied: the page holds no copy of the model.
+ */
+async function loadInWorker(message, transfer = []) {
   const started = performance.now();
   const onPhase = (phase) => {
     const seconds = ((performance.now() - started) / 1000).toFixed(1);
     $("tab-status").textContent = `loading the model: ${LOAD_PHASES[phase] ?? phase} (${seconds} s)`;
   };
-  loaded = await ask({ type: "load", bytes, name, sha256, engine: engineChoice() }, [], onPhase);
-  current = { bytes, name, sha256: loaded.sha256 };
-  return loaded;
+  const info = await ask({ ...message, engine: engineChoice() }, transfer, onPhase);
+  if (info) loaded = info;
+  return info;
+}
+
+/**
+ * Hands `bytes` (an ArrayBuffer, moved) to the worker, which reads them with the lut4 reader (`sha256`
+ * checked when given) and keeps them in IndexedDB, noting `from`; `unkept` says why it could not.
+ */
+function loadBytes(bytes, name, sha256, from) {
+  return loadInWorker({ type: "load", bytes, name, sha256, keep: from }, [bytes]);
 }
 
 /** Downloads the server's lut4 file, showing progress through `onProgress(done, total)`. */
@@ -192,45 +202,28 @@ async function download(model, onProgress) {
   return out.buffer;
 }
 
-/**
- * Keeps a loaded model for the next visit; resolves to why it could not (a private window without
- * IndexedDB, a full quota), or undefined. The model runs either way.
- */
-async function keep(record) {
-  try {
-    await keepModel(record);
-  } catch (e) {
-    return e?.message ?? String(e);
-  }
-}
-
 /** Loads the server's model: from the kept copy when its SHA-256 matches, else downloaded and kept. */
 export async function loadServerModel(onProgress = () => {}) {
   const m = await manifest();
   if (!m.model) throw new ApiError(m.reason ?? "no model is offered to the tab");
-  const kept = await keptModel();
-  if (kept?.sha256 === m.model.sha256) {
-    return { ...(await loadBytes(kept.bytes, kept.name, kept.sha256)), from: "kept" };
+  if ((await keptInfo().catch(() => undefined))?.sha256 === m.model.sha256) {
+    const kept = await loadInWorker({ type: "load-kept", sha256: m.model.sha256 });
+    if (kept) return { ...kept, from: "kept" };
   }
   const bytes = await download(m.model, onProgress);
-  const info = await loadBytes(bytes, m.model.name, m.model.sha256);
-  const unkept = await keep({ name: m.model.name, sha256: info.sha256, bytes, from: "server" });
-  return { ...info, from: "server", unkept };
+  return { ...(await loadBytes(bytes, m.model.name, m.model.sha256, "server")), from: "server" };
 }
 
 /** Loads a lut4 file chosen from disk (read by the worker's full reader) and keeps it. */
 export async function loadFileModel(file) {
   const bytes = await file.arrayBuffer();
-  const info = await loadBytes(bytes, file.name);
-  const unkept = await keep({ name: file.name, sha256: info.sha256, bytes, from: "disk" });
-  return { ...info, from: "disk", unkept };
+  return { ...(await loadBytes(bytes, file.name, undefined, "disk")), from: "disk" };
 }
 
 /** Loads the kept model, if there is one; resolves to its info or null. */
 export async function loadKeptModel() {
-  const kept = await keptModel();
-  if (!kept) return null;
-  return { ...(await loadBytes(kept.bytes, kept.name, kept.sha256)), from: "kept" };
+  const kept = await loadInWorker({ type: "load-kept" });
+  return kept && { ...kept, from: "kept" };
 }
 
 // ---- The controls: where the model runs, and which model the tab has. ----
@@ -324,9 +317,9 @@ export async function mountTab(serverBackend, onChange) {
   $("tab-engine").value = engineChoice();
   $("tab-engine").addEventListener("change", (e) => {
     localStorage.setItem(ENGINE_KEY, e.target.value);
-    if (!current) return;
-    const { bytes, name, sha256 } = current, from = lastFrom;
-    busy(async () => ({ ...(await loadBytes(bytes, name, sha256)), from }));
+    if (!loaded) return;
+    const from = lastFrom;
+    busy(async () => ({ ...(await loadInWorker({ type: "reload" })), from }));
   });
   $("tab-forget").addEventListener("click", async () => {
     await forgetModel();
@@ -344,7 +337,7 @@ export async function mountTab(serverBackend, onChange) {
 
   /** Tab mode's start: the kept model, else (a static page) the offered one; otherwise wait for the user. */
   async function startTab() {
-    const kept = await keptModel().catch(() => undefined);
+    const kept = await keptInfo().catch(() => undefined);
     if (kept) return await busy(loadKeptModel);
     if (!offer.server && offer.model) return await fromServer();
     $("tab-status").textContent = offer.model

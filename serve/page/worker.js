@@ -8,7 +8,8 @@
 // (serve/chat-prompt.ts, serve/reasoning.ts), as the server's chat route does. So the same request
 // gives the same tokens, and a saved session is the bytes the server would have written.
 //
-// Messages in: {type, id, ...}: "load" {bytes, name, sha256?, engine?: "int" | "float"}, "complete" {body}, "abort", "count"
+// Messages in: {type, id, ...}: "load" {bytes, name, sha256?, engine?: "int" | "float", keep?: "server" |
+// "disk"}, "load-kept" {sha256?, engine?}, "reload" {engine?}, "complete" {body}, "abort", "count"
 // {messages}, "session-get" {session}, "session-put" {bytes}, "bench" {prompt, decode}.
 // Messages out: {type: "reply", id, value} | {type: "piece", id, text, kind} (a reply's text as it
 // comes, kind "reasoning" or "content"; or a load's step as it starts, kind "phase", text the step)
@@ -25,6 +26,7 @@ import { finishReason, usage } from "../shapes.ts";
 import { runJob } from "../slot-run.ts";
 import { parseTranscript } from "../transcript.ts";
 import { overLimits } from "../session-limits.ts";
+import { keepModel, keptModel } from "./tab-store.js";
 
 /**
  * Saved sessions kept in the worker's memory: the newest 64 within 256 MiB (at Qwen3-0.6B's shape a
@@ -33,6 +35,8 @@ import { overLimits } from "../session-limits.ts";
 const KEEP = { sessions: 64, bytes: 256 << 20 };
 
 let ctx = null; // the server context's few fields that serve/prompt.ts reads
+let retained = null; // the loaded file's { bytes, name, sha256 } when IndexedDB does not keep them
+let loadedSha256 = null;
 const running = new Map(); // request id -> AbortController
 
 /** Sessions by id, as the server's store holds them (opaque 32-hex-digit ids). */
@@ -62,7 +66,7 @@ function errorOf(e) {
  * on the file's dequantized tensors, as the server's `--engine float` runs a lut4 file. The float
  * engine's modules are imported only when it is asked for.
  */
-async function load({ id, bytes, name, sha256, engine = "int" }) {
+async function load({ id, bytes, name, sha256, engine = "int", keep }) {
   // Each step's start goes to the page as it comes (a message is delivered while this thread works on).
   const onPhase = (phase) => postMessage({ type: "piece", id, text: phase, kind: "phase" });
   const t0 = performance.now();
@@ -84,8 +88,19 @@ async function load({ id, bytes, name, sha256, engine = "int" }) {
     contextLength: contextLength(made.engine), // as the server says it: the KV cache loaded, not the file's most
     defaultMaxTokens: 256,
   };
+  // The bytes are kept once, here: in IndexedDB when asked (`keep`: where they came from), else in
+  // memory for a switch of engine.
+  const unkept = keep
+    ? await keepModel({ name, sha256: made.sha256, bytes, from: keep }).then(
+      () => undefined,
+      (e) => e?.message ?? String(e), // a private window without IndexedDB, a full quota: it runs anyway
+    )
+    : undefined;
+  retained = keep && !unkept ? null : { bytes, name, sha256: made.sha256 };
+  loadedSha256 = made.sha256;
   return {
     id: name,
+    unkept,
     engine: made.engine.kind,
     contextLength: ctx.contextLength,
     tokenizer: tokenizer.kind,
@@ -96,6 +111,21 @@ async function load({ id, bytes, name, sha256, engine = "int" }) {
     bytes: made.bytes,
     loadMs: performance.now() - t0,
   };
+}
+
+/** Loads the kept model (only if its SHA-256 is `sha256`, when given); resolves to null when there is none. */
+async function loadKept({ id, sha256, engine }) {
+  const kept = await keptModel();
+  if (!kept || (sha256 !== undefined && kept.sha256 !== sha256)) return null;
+  return await load({ id, bytes: kept.bytes, name: kept.name, sha256: kept.sha256, engine });
+}
+
+/** Builds the loaded model again on another engine, from the bytes held here or the kept ones. */
+async function reload({ id, engine }) {
+  if (retained) return await load({ id, ...retained, engine });
+  const again = await loadKept({ id, sha256: loadedSha256, engine });
+  if (!again) throw new Error("the model is no longer kept in this browser: load it again");
+  return again;
 }
 
 function needModel() {
@@ -210,6 +240,8 @@ async function bench(prompt, decode) {
 /** What each message asks for, by its type: the value to answer with. */
 const ANSWERS = {
   load: (m) => load(m),
+  "load-kept": (m) => loadKept(m),
+  reload: (m) => reload(m),
   complete: (m) => complete(m.id, m.body),
   count: (m) => count(m.messages),
   "session-put": (m) => putSession(m.bytes),
