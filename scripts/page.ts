@@ -23,7 +23,7 @@ import process from "node:process";
 import { cli, EXIT_REFUSED, fail, failUsage, run } from "./cli.ts";
 import { readLut4 } from "../formats/lut4.ts";
 import { FormatError } from "../model/error.ts";
-import { fileSha256, pageFiles, type TabManifest } from "../serve/routes/page.ts";
+import { fileSha256, ISOLATION_HEADERS, pageFiles, type TabManifest } from "../serve/routes/page.ts";
 
 const HELP = `
 Write the chat page as a static folder that runs a model in the browser tab, with no ferry server.
@@ -81,6 +81,9 @@ async function writeFolder(dir: string, model: string | undefined, manifest: Tab
     );
   }
   await put("/page/model.json", JSON.stringify(manifest, null, 2) + "\n");
+  // The isolation headers in the form Netlify and Cloudflare Pages read (docs/browser-tab.md: other hosts).
+  const headers = Object.entries(ISOLATION_HEADERS).map(([k, v]) => `  ${k}: ${v}\n`).join("");
+  await put("/_headers", `/*\n${headers}`);
   if (model && manifest.model) {
     await mkdir(join(dir, "page", "model"), { recursive: true });
     await copyFile(model, join(dir, "page", manifest.model.url));

@@ -263,10 +263,15 @@ export async function mountTab(serverBackend, onChange) {
   const where = $("where"), panel = $("tab-panel"), progress = $("tab-progress");
   const mode = () => where.value;
   const backend = () => (mode() === "tab" ? self : serverBackend);
+  const notes = [];
   if (!offer.server) {
     where.querySelector('option[value="server"]').disabled = true;
-    $("where-note").textContent = "a static page: the model runs in this tab only";
+    notes.push("a static page: the model runs in this tab only");
   }
+  if (!globalThis.crossOriginIsolated) {
+    notes.push("this page is not cross-origin isolated (its host sends no COOP/COEP headers): one thread");
+  }
+  $("where-note").textContent = notes.join("; ");
   $("tab-load-server").disabled = !offer.model;
   if (!offer.model) $("tab-load-server").title = offer.reason ?? "";
   const wanted = !offer.server || localStorage.getItem(MODE_KEY) === "tab" ? "tab" : "server";

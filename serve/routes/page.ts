@@ -176,9 +176,26 @@ export function pageFiles(opts: { modules?: boolean } = {}): PageFile[] {
   return out;
 }
 
+/**
+ * The headers that make the page cross-origin isolated (so it has SharedArrayBuffer, which threads in
+ * the tab need): sent with every page route, the tab's modules and its model file. The page loads
+ * nothing from another origin, so nothing is blocked. scripts/page.ts writes them for static hosts.
+ */
+export const ISOLATION_HEADERS = {
+  "Cross-Origin-Opener-Policy": "same-origin",
+  "Cross-Origin-Embedder-Policy": "require-corp",
+} as const;
+
 /** The page routes; `opts.model` is the served model's file, offered to the tab when it is lut4. */
 export function pageRoutes(opts: PageOptions = {}): Hono {
   const app = new Hono();
+  // On the page's own paths only: the API's answers are not documents and keep their headers.
+  for (const path of ["/", "/page/*", ROUTES.modules.path]) {
+    app.use(path, async (c, next) => {
+      await next();
+      for (const [name, value] of Object.entries(ISOLATION_HEADERS)) c.res.headers.set(name, value);
+    });
+  }
   for (const { route, body, type } of pageFiles()) {
     app.get(route, (c) => c.body(body, 200, { "Content-Type": type, "Cache-Control": "no-cache" }));
   }

@@ -131,6 +131,9 @@ test("the server's model runs in the tab: downloaded once, the server's tokens, 
   await page.click("#tab-load-server");
   expect(await tabModelSettled(page)).toContain("ferry.lut4 (0.35 MB, SHA-256");
   expect(await page.textContent("#tab-status")).toContain("downloaded from the server");
+  // The server's isolation headers: the page has shared memory, and nothing it loads was blocked.
+  expect(await page.evaluate(() => crossOriginIsolated)).toBe(true);
+  expect(await page.textContent("#where-note")).not.toContain("not cross-origin isolated");
   const steps = (await page.evaluate(() => (globalThis as unknown as { statuses: string[] }).statuses))
     .map((t) => /^loading the model: (\w+)/.exec(t)?.[1]).filter((step) => step !== undefined);
   expect([...new Set(steps)]).toEqual(["checking", "building", "laying"]);
@@ -248,7 +251,12 @@ test("the static folder of scripts/page.ts runs the model in the tab from a plai
   try {
     const page = await openPage(site.url);
     expect(await tabModelSettled(page)).toContain("ferry.lut4 (0.35 MB, SHA-256");
-    expect(await page.textContent("#where-note")).toBe("a static page: the model runs in this tab only");
+    // A plain file server sends no isolation headers: the page says it runs on one thread.
+    expect(await page.evaluate(() => crossOriginIsolated)).toBe(false);
+    expect(await page.textContent("#where-note")).toBe(
+      "a static page: the model runs in this tab only; " +
+        "this page is not cross-origin isolated (its host sends no COOP/COEP headers): one thread",
+    );
     expect(await page.isDisabled('#where option[value="server"]')).toBe(true);
     await settings(page, "11");
     const tab = await send(page, "Where is the jury?", 1);

@@ -1,10 +1,13 @@
 // How the chat page's files are served (serve/routes/page.ts): the page's own modules and the two
 // libraries it imports at run time, marked and DOMPurify, from node_modules under fixed paths, each as
-// JavaScript; nothing else of node_modules, and no directory listing.
+// JavaScript; nothing else of node_modules, and no directory listing; the cross-origin isolation headers on
+// the page's paths.
 import { expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { pageRoutes } from "../../serve/routes/page.ts";
+import { createApp } from "../../serve/app.ts";
+import { scriptedEngine } from "../helpers/scripted-engine.ts";
 
 const app = pageRoutes();
 
@@ -79,4 +82,17 @@ test("nothing else under /page/ or node_modules is reachable, and no folder is l
   ) {
     expect((await app.request(path)).status).toBe(404);
   }
+});
+
+test("the page, its modules and its model manifest carry the cross-origin isolation headers; the API not", async () => {
+  const full = createApp({ engine: scriptedEngine(() => "A") });
+  for (const path of ["/", "/page/chat.js", "/page/model.json", "/src/serve/page/worker.js"]) {
+    const res = await full.request(path);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("cross-origin-opener-policy")).toBe("same-origin");
+    expect(res.headers.get("cross-origin-embedder-policy")).toBe("require-corp");
+  }
+  const api = await full.request("/v1/models");
+  expect(api.status).toBe(200);
+  expect(api.headers.get("cross-origin-embedder-policy")).toBeNull();
 });

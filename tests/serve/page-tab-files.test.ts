@@ -210,6 +210,10 @@ crossProcessTest(
     expect(worker).toContain('from "../../engines/int/from-bytes.js"');
     expect(readdirSync(join(dir, "src", "engines", "int")).every((f) => f.endsWith(".js"))).toBe(true);
     expect(readdirSync(dirname(dir))).toEqual(["site"]); // no temporary folder left behind
+    // The isolation headers, in the form Netlify and Cloudflare Pages read.
+    expect(readFileSync(join(dir, "_headers"), "utf8")).toBe(
+      "/*\n  Cross-Origin-Opener-Policy: same-origin\n  Cross-Origin-Embedder-Policy: require-corp\n",
+    );
 
     const again = page("--out", dir, lut4);
     expect(again.code).toBe(1);
