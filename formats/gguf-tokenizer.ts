@@ -21,9 +21,9 @@
  * @module
  */
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
-import { BOS, BOS_TOKEN, BYTE_CHARS, EOS, EOS_TOKEN } from "../model/tokenizer.ts";
 import { GgufError, type GgufValue } from "./gguf-container.ts";
 import { TOKEN_TYPE } from "./gguf-vocab.ts";
+import { isByteTokenizer as isByteTokenizerJson } from "./huggingface-tokenizer.ts";
 import { GGUF_KEYS } from "./gguf-keys.ts";
 
 const { Tokenizer } = GGUF_KEYS;
@@ -105,9 +105,10 @@ export function tokenizerMetadata(
 }
 
 /**
- * Whether tokenizer files are ferry's own byte tokenizer (as formats/huggingface.ts writes it: the 256
- * byte characters as ids 0-255, no merges, BOS and EOS as added tokens 256 and 257), which GGUF keeps
- * as its byte vocabulary rather than as a BPE (a byte model's file stays what it always was).
+ * Whether tokenizer files are ferry's own byte tokenizer (what formats/huggingface.ts writes for a byte
+ * model), which GGUF keeps as its byte vocabulary rather than as a BPE (a byte model's file stays what
+ * it always was). Judged by tokenizer.json's whole content, by the one rule the Hugging Face reader
+ * uses (formats/huggingface-tokenizer.ts).
  *
  * @example
  * ```ts
@@ -115,18 +116,7 @@ export function tokenizerMetadata(
  * ```
  */
 export function isByteTokenizer(files: TokenizerFiles): boolean {
-  let json: { model?: { vocab?: Record<string, number>; merges?: unknown[] }; added_tokens?: AddedToken[] };
-  try {
-    json = JSON.parse(files["tokenizer.json"]);
-  } catch {
-    return false; // tokenizerMetadata names the problem
-  }
-  const vocab = json?.model?.vocab, added = json?.added_tokens;
-  return typeof vocab === "object" && vocab !== null && Object.keys(vocab).length === 256 &&
-    BYTE_CHARS.every((c, b) => vocab[c] === b) && Array.isArray(json.model?.merges) &&
-    json.model.merges.length === 0 && Array.isArray(added) && added.length === 2 &&
-    added[0]?.id === BOS && added[0]?.content === BOS_TOKEN && added[1]?.id === EOS &&
-    added[1]?.content === EOS_TOKEN;
+  return isByteTokenizerJson(files["tokenizer.json"]);
 }
 
 function parseJson(text: string, file: string, where: string): Record<string, unknown> {

@@ -222,6 +222,9 @@ test("ferry's own byte tokenizer, handed in as files (a byte model's Hugging Fac
   const byteFiles = { "tokenizer.json": jsonText(byteTokenizerJson()), "tokenizer_config.json": "{}" };
   expect(isByteTokenizer(byteFiles)).toBe(true);
   expect(isByteTokenizer(files)).toBe(false);
+  // Its vocabulary and added tokens are not enough: any other difference makes it a tokenizer of its own.
+  const otherDecoder = { ...byteTokenizerJson(), decoder: { type: "ByteLevel", add_prefix_space: true } };
+  expect(isByteTokenizer({ "tokenizer.json": jsonText(otherDecoder) })).toBe(false);
   await writeGguf(given, ts, c, { type: "f16", tokenizer: byteFiles });
   expect(Buffer.compare(readFileSync(given), readFileSync(plain))).toBe(0);
 });
