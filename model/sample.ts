@@ -340,8 +340,25 @@ export function floatLogprobs(
   };
 }
 
-/** The first `k` of ids 0..n−1 ordered by `cmp`, then by id (a stable sort of ids in order). */
+/**
+ * The first `k` of ids 0..n−1 ordered by `cmp`, then by id: what a stable sort of the ids would give,
+ * kept in a sorted list of `k` while the ids pass once (k is small, at most MAX_TOP_LOGPROBS, so this is
+ * linear in n where a sort of 151,936 ids cost tens of milliseconds a token).
+ *
+ * @example
+ * ```ts
+ * topIds(4, 2, (a, b) => [3, 9, 9, 1][b] - [3, 9, 9, 1][a]); // [1, 2]
+ * ```
+ */
 export function topIds(n: number, k: number, cmp: (a: number, b: number) => number): number[] {
-  if (k <= 0) return [];
-  return Array.from({ length: n }, (_, i) => i).sort((a, b) => cmp(a, b) || a - b).slice(0, k);
+  const best: number[] = [];
+  if (k <= 0) return best;
+  const before = (a: number, b: number) => (cmp(a, b) || a - b) < 0;
+  for (let id = 0; id < n; id++) {
+    if (best.length === k && !before(id, best[k - 1])) continue;
+    let at = best.length === k ? k - 1 : best.length;
+    while (at > 0 && before(id, best[at - 1])) best[at] = best[at - 1], at--;
+    best[at] = id;
+  }
+  return best;
 }

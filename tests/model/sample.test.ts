@@ -7,7 +7,7 @@ import { expect, test } from "bun:test";
 import process from "node:process";
 import type { SamplingOptions } from "../../model/engine.ts";
 import { createRng } from "../../model/random.ts";
-import { pickToken } from "../../model/sample.ts";
+import { pickToken, topIds } from "../../model/sample.ts";
 import { checkSampling } from "../../model/sampling.ts";
 
 /** Seeded logits in [−8, 8] nats (a sum of four uniforms), on a grid of `step` nats: many exact ties. */
@@ -119,5 +119,16 @@ test("a draw is linear in the vocabulary: 4× the ids cost at most 8× the time 
     const [small, big] = ms.map(median), ratio = big / small;
     const said = `${JSON.stringify(options)}: ${big.toFixed(2)} ms ÷ ${small.toFixed(2)} ms`;
     expect(`${said}${ratio <= 8 ? "" : ` = ${ratio.toFixed(1)}× > 8×`}`).toBe(said);
+  }
+});
+
+test("topIds (logprobs' top list) is a stable sort's first k, ties by id, without sorting the vocabulary", () => {
+  const rng = createRng(7);
+  for (let trial = 0; trial < 300; trial++) {
+    const n = 1 + rng.int(200), k = rng.int(25);
+    const v = Array.from({ length: n }, () => rng.int(10)); // many ties
+    const cmp = (a: number, b: number) => v[b] - v[a];
+    const sorted = Array.from({ length: n }, (_, i) => i).sort((a, b) => cmp(a, b) || a - b);
+    expect(topIds(n, k, cmp)).toEqual(sorted.slice(0, k));
   }
 });
