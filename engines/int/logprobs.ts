@@ -19,6 +19,7 @@
  * @module
  */
 import { expNeg, type LookupTable } from "../../kernels/int/tables.ts";
+import { topIds } from "../../model/sample.ts";
 
 /** Log-probabilities at 2^-16 nats: the asked ids' in order, and the `top` most likely (lower id on a tie). */
 export interface IntLogprobs {
@@ -64,9 +65,6 @@ export function intLogprobs(
     }
     return logits[id] - max - c;
   };
-  const k = Math.max(0, Math.min(top, V));
-  const order = k === 0
-    ? []
-    : Array.from({ length: V }, (_, i) => i).sort((a, b) => logits[b] - logits[a] || a - b);
-  return { of: ids.map(lp), top: order.slice(0, k).map((id) => ({ id, logprob: lp(id) })) };
+  const order = topIds(V, Math.min(top, V), (a, b) => logits[b] - logits[a]); // ties by id
+  return { of: ids.map(lp), top: order.map((id) => ({ id, logprob: lp(id) })) };
 }
