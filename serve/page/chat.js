@@ -547,6 +547,9 @@ async function useBackend(backend) {
     showModelHints(undefined);
   }
   renderLog();
+  // Another backend counts the conversation with its own tokenizer, against its own context.
+  state.conv.used = undefined;
+  if (read) await measureContext().catch(() => showContext(0));
   return read;
 }
 
