@@ -30,11 +30,16 @@ import { transformSync } from "amaro";
 export const REPO_ROOT: string = join(dirname(fileURLToPath(import.meta.url)), "..");
 
 /**
- * Where the tab starts: its worker. It is served with every module it imports, nothing else. Every file
- * keeps its repository path as its URL path under `src/`, so a relative import means the same file on
- * disk and in the browser (and `deno check` resolves the worker's imports as the browser does).
+ * Where the tab starts: its worker, and the workers of the integer engine's threads. They are served
+ * with every module they import, nothing else. Every file keeps its repository path as its URL path
+ * under `src/`, so a relative import means the same file on disk and in the browser (and `deno check`
+ * resolves the worker's imports as the browser does).
  */
-export const TAB_ENTRIES: readonly string[] = ["serve/page/worker.js"];
+export const TAB_ENTRIES: readonly string[] = [
+  "serve/page/worker.js",
+  // The integer engine's threads in the tab: engines/int/pool.ts starts them by URL, not by import.
+  "engines/int/worker-web.ts",
+];
 
 /** A `node:` built-in: the stand-in module. */
 const NODE_STAND_IN = "serve/page/worker-node.js";

@@ -9,7 +9,7 @@
  * @example
  * ```ts
  * const bytes = new Uint8Array(await (await fetch("ferry.lut4")).arrayBuffer());
- * const engine = intEngineFromBytes(bytes, "ferry.lut4");
+ * const { engine } = await intEngineFromBytes(bytes, "ferry.lut4", { threads: 2 });
  * engine.kind; // "int"
  * ```
  * @module
@@ -20,7 +20,7 @@ import { loadTokenizer } from "../../model/hf-tokenizer.ts";
 import { type SpecialIds, specialIds } from "../../model/sample.ts";
 import type { Tokenizer } from "../../model/tokenizer-types.ts";
 import { type Lut4File, parseLut4 } from "../../formats/lut4.ts";
-import { intEngineFromFile } from "./engine.ts";
+import { openIntEngine } from "./engine.ts";
 
 /** What `intEngineFromBytes` builds: the engine and the identity of the file it read. */
 export interface BytesEngine {
@@ -41,21 +41,22 @@ export type LoadPhase = "check" | "tokenizer" | "layout";
  * Reads `bytes` as the lut4 file `name` (the name every refusal begins with) and builds the integer
  * engine on it; `simd: false` forces the TypeScript kernels, as for `intEngineFromFile`. With `sha256`
  * (hex, what a download's manifest promised) a file whose digest differs is refused before it is used.
- * `onPhase` hears each step as it starts.
+ * `threads` (default 1) runs the large projections on that many threads, as `openIntEngine` does: in a
+ * browser on Web Workers, which need a cross-origin isolated page. `onPhase` hears each step as it starts.
  */
-export function intEngineFromBytes(
+export async function intEngineFromBytes(
   bytes: Uint8Array,
   name: string,
-  opts: { simd?: boolean; sha256?: string; onPhase?: (phase: LoadPhase) => void } = {},
-): BytesEngine {
-  const { onPhase, ...engineOpts } = opts;
+  opts: { simd?: boolean; sha256?: string; threads?: number; onPhase?: (phase: LoadPhase) => void } = {},
+): Promise<BytesEngine> {
+  const { onPhase, sha256, ...engineOpts } = opts;
   onPhase?.("check");
   const file = parseLut4(bytes, name);
-  checkDigest(name, file.sha256, opts.sha256);
+  checkDigest(name, file.sha256, sha256);
   onPhase?.("tokenizer");
   const { tokenizer, specials } = fileTokenizer(file, name);
   onPhase?.("layout");
-  const engine = intEngineFromFile(file, { ...engineOpts, specials });
+  const engine = await openIntEngine(file, { threads: 1, ...engineOpts, specials });
   return { engine: Object.assign(engine, { tokenizer }), sha256: file.sha256, bytes: file.bytes };
 }
 

@@ -1,9 +1,8 @@
 /**
  * Starts the integer engine's thread pool at load: plans each large projection's shares of 16-row
- * blocks (engines/int/threads.ts `GemvPool`), starts `threads − 1` workers (engines/int/worker.ts,
- * through `node:worker_threads`, which Deno and Bun both run, unreferenced so that they never keep a
- * process alive) on the module's shared memory, and stops them when asked. `node:worker_threads` is
- * imported only when a pool starts, so a one-thread engine (the browser tab's) never needs it.
+ * blocks (engines/int/threads.ts `GemvPool`), starts `threads − 1` workers on the module's shared
+ * memory (`node:worker_threads` under Deno and Bun, Web Workers in a browser tab), and stops them when
+ * asked.
  * Load-time code, not serving code: the per-token dispatch is threads.ts.
  *
  * @example
@@ -14,21 +13,64 @@
  * ```
  * @module
  */
-import type { Worker } from "node:worker_threads";
 import type { LutMatrix } from "../../kernels/int/gemv.ts";
 import type { LutShared } from "../../kernels/wasm/int-lut.ts";
 import { CALL_INTS, type GemvPool, MAX_CALLS, SEQ, STOP } from "./threads.ts";
-import type { WorkerStart } from "./worker.ts";
+import type { WorkerStart } from "./worker-serve.ts";
 
 /** A projection is split only when it has at least this many weights (smaller ones cost more to hand out). */
 export const SPLIT_WEIGHTS = 1 << 18;
 /** Control words before the first worker's calls. */
 const HEADER_INTS = 16;
 
+/** A worker of a pool, of either kind: all the pool does with it is end it. */
+export interface PoolWorker {
+  terminate(): void;
+}
+
 /** A running pool: the dispatch state and the workers behind it. */
 export interface RunningPool {
   pool: GemvPool;
-  workers: Worker[];
+  workers: PoolWorker[];
+}
+
+/**
+ * Starts one worker on `start` and resolves once it is ready: a `node:worker_threads` worker
+ * (engines/int/worker.ts, unreferenced so it never keeps the process alive) under Deno and Bun, or a
+ * module Web Worker (engines/int/worker-web.ts) in a browser, where the import of node:worker_threads
+ * gets serve/page/worker-node.js, which has no `Worker`. Imported here, not at the top, so a one-thread
+ * engine never needs the module.
+ */
+async function startWorker(start: WorkerStart): Promise<PoolWorker> {
+  const { Worker: NodeWorker } = await import("node:worker_threads");
+  if (typeof NodeWorker === "function") {
+    const w = new NodeWorker(new URL("./worker.ts", import.meta.url));
+    const ready = new Promise<void>((resolve, reject) => {
+      w.once("message", () => resolve());
+      w.once("error", reject);
+    });
+    w.postMessage(start);
+    await ready.catch((e) => {
+      void w.terminate();
+      throw e;
+    });
+    w.unref();
+    return { terminate: () => void w.terminate() };
+  }
+  // This module's own extension: .ts where the server serves the repository's paths, .js in the static
+  // folder of scripts/page.ts (serve/browser-modules.ts `jsNames`).
+  const ext = import.meta.url.endsWith(".js") ? ".js" : ".ts";
+  const w = new Worker(new URL(`./worker-web${ext}`, import.meta.url), { type: "module" });
+  await new Promise<void>((resolve, reject) => {
+    w.onmessage = () => resolve();
+    w.onerror = (e) => {
+      w.terminate();
+      reject(new Error(`a thread of the engine did not start: ${e.message ?? "its module failed to load"}`));
+    };
+    w.postMessage(start);
+  });
+  w.onmessage = w.onerror = null;
+  return w;
 }
 
 /** The cores of this machine (the default thread count). */
@@ -81,30 +123,19 @@ export async function startPool(
   const ctrlBuffer = new SharedArrayBuffer((HEADER_INTS + (threads - 1) * perWorker) * 4);
   const workerAt = new Int32Array(threads);
   for (let t = 1; t < threads; t++) workerAt[t] = HEADER_INTS + (t - 1) * perWorker;
-  // Imported here, not at the top: the browser tab runs this engine on one thread and must load
-  // this module without node:worker_threads (serve/browser-modules.ts).
-  const { Worker } = await import("node:worker_threads");
-  const workers: Worker[] = [];
+  const workers: PoolWorker[] = [];
   try {
     for (let t = 1; t < threads; t++) {
-      const w = new Worker(new URL("./worker.ts", import.meta.url));
-      workers.push(w);
-      const ready = new Promise<void>((resolve, reject) => {
-        w.once("message", () => resolve());
-        w.once("error", reject);
-      });
       const start: WorkerStart = {
         bytes: shared.bytes,
         memory: shared.memory,
         ctrl: ctrlBuffer,
         head: workerAt[t],
       };
-      w.postMessage(start);
-      await ready;
-      w.unref();
+      workers.push(await startWorker(start));
     }
   } catch (e) {
-    for (const w of workers) void w.terminate();
+    for (const w of workers) w.terminate();
     throw e;
   }
   const pool: GemvPool = {
@@ -128,5 +159,5 @@ export function stopPool(running: RunningPool): void {
   Atomics.store(ctrl, STOP, 1);
   Atomics.add(ctrl, SEQ, 1);
   Atomics.notify(ctrl, SEQ);
-  for (const w of running.workers) void w.terminate();
+  for (const w of running.workers) w.terminate();
 }

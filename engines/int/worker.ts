@@ -1,7 +1,6 @@
 /**
- * One worker of the integer engine's thread pool (engines/int/pool.ts starts it): it instantiates the
- * engine's WebAssembly module over the shared memory it is sent and serves its share of each
- * projection (engines/int/threads.ts `serveCalls`) until told to stop.
+ * One worker of the integer engine's thread pool under `node:worker_threads` (Deno, Bun): engines/int/pool.ts
+ * starts it, and it runs engines/int/worker-serve.ts `serveWorker` on the first message it is sent.
  *
  * @example
  * ```ts
@@ -11,22 +10,11 @@
  * @module
  */
 import { parentPort } from "node:worker_threads";
-import type { LutSums } from "../../kernels/int/gemv-lut.ts";
-import { serveCalls } from "./threads.ts";
+import { serveWorker, type WorkerStart } from "./worker-serve.ts";
 
-/** What the pool sends a worker. */
-export interface WorkerStart {
-  bytes: Uint8Array<ArrayBuffer>;
-  memory: WebAssembly.Memory;
-  ctrl: SharedArrayBuffer;
-  head: number;
-}
+export type { WorkerStart };
 
-parentPort?.once("message", (start: WorkerStart) => {
-  const instance = new WebAssembly.Instance(new WebAssembly.Module(start.bytes), {
-    env: { memory: start.memory },
-  });
-  const lut = instance.exports as unknown as Pick<LutSums, "gemv_lut">;
-  parentPort!.postMessage("ready");
-  serveCalls(lut, new Int32Array(start.ctrl), start.head);
-});
+parentPort?.once(
+  "message",
+  (start: WorkerStart) => serveWorker(start, () => parentPort!.postMessage("ready")),
+);

@@ -241,9 +241,10 @@ function showLoaded(info) {
   const kept = info.unkept
     ? `not kept in this browser (${info.unkept}): a reload needs it again`
     : `this browser keeps ${megabytes(info.bytes)} for it`;
+  const threads = info.threads > 1 ? `${info.threads} threads` : "one thread";
   $("tab-status").textContent = `${info.id} (${megabytes(info.bytes)}, SHA-256 ${
     info.sha256.slice(0, 12)
-  }…) ${whence}; ${kept}`;
+  }…) ${whence}; ${kept}; ${threads}`;
   $("tab-status").classList.remove("error");
 }
 

@@ -9,7 +9,7 @@
 // gives the same tokens, and a saved session is the bytes the server would have written.
 //
 // Messages in: {type, id, ...}: "load" {bytes, name, sha256?, engine?: "int" | "float", keep?: "server" |
-// "disk"}, "load-kept" {sha256?, engine?}, "reload" {engine?}, "complete" {body}, "abort", "count"
+// "disk", threads?}, "load-kept" {sha256?, engine?}, "reload" {engine?}, "complete" {body}, "abort", "count"
 // {messages}, "session-get" {session}, "session-put" {bytes}, "bench" {prompt, decode}.
 // Messages out: {type: "reply", id, value} | {type: "piece", id, text, kind} (a reply's text as it
 // comes, kind "reasoning" or "content"; or a load's step as it starts, kind "phase", text the step)
@@ -62,11 +62,20 @@ function errorOf(e) {
 }
 
 /**
+ * The integer engine's threads in this tab: every core up to 4, where the page is cross-origin isolated
+ * (its threads share one memory, which needs SharedArrayBuffer); else one.
+ */
+function defaultThreads() {
+  if (!self.crossOriginIsolated) return 1;
+  return Math.max(1, Math.min(4, navigator.hardwareConcurrency || 1));
+}
+
+/**
  * Builds the engine on a lut4 file's bytes: the integer engine, or (`engine: "float"`) the float engine
  * on the file's dequantized tensors, as the server's `--engine float` runs a lut4 file. The float
  * engine's modules are imported only when it is asked for.
  */
-async function load({ id, bytes, name, sha256, engine = "int", keep }) {
+async function load({ id, bytes, name, sha256, engine = "int", keep, threads = defaultThreads() }) {
   // Each step's start goes to the page as it comes (a message is delivered while this thread works on).
   const onPhase = (phase) => postMessage({ type: "piece", id, text: phase, kind: "phase" });
   const t0 = performance.now();
@@ -78,7 +87,8 @@ async function load({ id, bytes, name, sha256, engine = "int", keep }) {
         sha256,
       },
     )
-    : intEngineFromBytes(new Uint8Array(bytes), name, { sha256, onPhase });
+    : await intEngineFromBytes(new Uint8Array(bytes), name, { sha256, onPhase, threads });
+  ctx?.engine.dispose?.(); // the model it replaces: its threads end
   const tokenizer = made.engine.tokenizer;
   ctx = {
     engine: made.engine,
@@ -107,6 +117,7 @@ async function load({ id, bytes, name, sha256, engine = "int", keep }) {
     chatTemplate: ctx.template !== undefined,
     thinkingSwitch: ctx.template?.thinkingSwitch ?? false,
     sessions: true,
+    threads: engine === "float" ? 1 : threads,
     sha256: made.sha256,
     bytes: made.bytes,
     loadMs: performance.now() - t0,

@@ -70,6 +70,10 @@ test("a lut4 Qwen3 export with its own tokenizer runs in the tab and gives the s
   await page.click("#tab-load-server");
   expect(await tabModelSettled(page)).toContain("qwen3-reduced.lut4");
   expect(await page.textContent("#tab-status")).toContain("downloaded from the server");
+  // Cross-origin isolated, the tab runs the integer engine on every core (up to 4): here its 151,936-row
+  // head is split between Web Workers, and the replies below must still be the server's, token for token.
+  const cores = await page.evaluate(() => Math.min(4, navigator.hardwareConcurrency));
+  expect(await page.textContent("#tab-status")).toEndWith(cores > 1 ? `; ${cores} threads` : "; one thread");
   // One context figure for a file: the tab's engine holds what the server's says (not the file's most).
   const models = await (await fetch(`${server.url}v1/models`)).json();
   expect(await page.textContent("#model")).toContain(`context ${models.data[0].context_length}`);
@@ -154,7 +158,7 @@ test("the bytes entries give a file's own tokenizer and its sampler mask, as loa
   });
   expect(prompt[0]).toBe(151644); // <|im_start|>: the file's tokenizer, not the byte one
   const opts = { maxTokens: 12, temperature: 0.8, topK: 40, seed: 3 };
-  const int = intEngineFromBytes(bytes, "qwen3-reduced.lut4").engine;
+  const int = (await intEngineFromBytes(bytes, "qwen3-reduced.lut4")).engine;
   expect(int.tokenizer.eos).toEqual(engine.tokenizer.eos);
   expect(int.tokenizer.encode("Hello world")).toEqual(engine.tokenizer.encode("Hello world"));
   expect(await generateAll(int, prompt, opts)).toEqual(await generateAll(engine, prompt, opts));

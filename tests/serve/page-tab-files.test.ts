@@ -150,7 +150,7 @@ test("the manifest offers the served lut4 file with its SHA-256; another format 
 test("the bytes entries build the engines the path loaders build, and refuse what the reader refuses", async () => {
   const lut4 = await defaultLut4();
   const bytes = new Uint8Array(readFileSync(lut4));
-  const made = intEngineFromBytes(bytes, "ferry.lut4");
+  const made = await intEngineFromBytes(bytes, "ferry.lut4");
   const onDisk = await loadIntEngine(lut4);
   const prompt = encode("The jury said", { bos: true });
   const opts = { maxTokens: 24, temperature: 0.8, topK: 40, seed: 7 };
@@ -171,7 +171,7 @@ test("the bytes entries build the engines the path loaders build, and refuse wha
     globalThis.SharedArrayBuffer = sab;
   }
   expect(await generateAll(unshared, prompt, opts)).toEqual(await generateAll(float, prompt, opts));
-  expect(() => intEngineFromBytes(bytes, "ferry.lut4", { sha256: "0".repeat(64) })).toThrow(
+  await expect(intEngineFromBytes(bytes, "ferry.lut4", { sha256: "0".repeat(64) })).rejects.toThrow(
     `ferry.lut4: sha256: the file's SHA-256 is ${made.sha256}, expected ${"0".repeat(64)}`,
   );
   const damaged = bytes.slice();
@@ -183,7 +183,7 @@ test("the bytes entries build the engines the path loaders build, and refuse wha
     said = (e as Error).message;
   }
   expect(said).toContain("ferry.lut4");
-  expect(() => intEngineFromBytes(damaged, "ferry.lut4")).toThrow(said);
+  await expect(intEngineFromBytes(damaged, "ferry.lut4")).rejects.toThrow(said);
 });
 
 crossProcessTest(
