@@ -139,7 +139,10 @@ async function compare(
 ): Promise<Row[]> {
   const { dir, threads } = opts;
   const t = ["-t", String(threads)];
-  const steps = 4 + TYPES.reduce((n, t) => n + (t.pure ? 6 : 4), 0) + 1;
+  // ferry's files, the imatrix, the base logits and ferry's reference; then each llama file written;
+  // then every file scored (the F32 one, ferry's two per type, llama's).
+  const llamaFiles = TYPES.reduce((n, t) => n + (t.pure ? 4 : 2), 0);
+  const steps = 4 + llamaFiles + 1 + 2 * TYPES.length + llamaFiles;
   const bar = progress("compare", steps, { unit: "step" });
   const { train, heldOut } = await loadBrown();
   const held = evalWindows(heldOut, opts.windows);
@@ -247,6 +250,7 @@ async function compare(
     const known = byFile.get(f.file);
     if (known) {
       rows.push({ ...f, ...known });
+      bar.tick(1);
       continue;
     }
     const log = await toolPrinting(
