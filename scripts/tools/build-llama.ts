@@ -7,7 +7,7 @@
  * @module
  */
 import { spawn, spawnSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import process from "node:process";
@@ -48,6 +48,9 @@ Options:
 
 Exit codes: 0 built or already built, 1 a prerequisite is missing or the build failed, 2 usage error.
 `;
+
+/** The process groups of the steps running now. */
+const running = new Set<number>();
 
 if (import.meta.main) {
   const { values, positionals } = cli(HELP, {
@@ -105,6 +108,22 @@ async function build(commit: string, dir: string, opts: { jobs: number; verbose:
   // The staging folder sits beside the cache so the final rename stays on one file system.
   mkdirSync(dirname(dir), { recursive: true });
   const staging = `${dir}.partial-${process.pid}`;
+  const cleanUp = () => {
+    rmSync(work, { recursive: true, force: true });
+    rmSync(staging, { recursive: true, force: true });
+  };
+  // Ctrl-C mid-build: the running step's process group is stopped, then the clone, the build folder
+  // and any staging folder are removed.
+  const interrupted = () => {
+    for (const pid of running) {
+      try {
+        process.kill(-pid, "SIGTERM");
+      } catch { /* already gone */ }
+    }
+    cleanUp();
+    process.exit(130);
+  };
+  process.on("SIGINT", interrupted);
   try {
     const src = join(work, "llama.cpp"), out = join(work, "build");
     say(`cloning ${BUNDLE_PATH} at ${commit.slice(0, 12)} into ${src}`);
@@ -141,8 +160,8 @@ async function build(commit: string, dir: string, opts: { jobs: number; verbose:
     renameSync(staging, dir);
     return seconds;
   } finally {
-    rmSync(work, { recursive: true, force: true });
-    if (existsSync(staging)) rmSync(staging, { recursive: true, force: true });
+    process.off("SIGINT", interrupted);
+    cleanUp();
   }
 }
 
@@ -157,9 +176,12 @@ function say(line: string): void {
  */
 function step(cmd: string, args: string[], verbose: boolean, bar?: string): Promise<void> {
   return new Promise((resolve, reject) => {
+    // A process group of its own, so an interrupt stops the compilers under it too.
     const child = spawn(cmd, args, {
+      detached: true,
       stdio: ["ignore", verbose ? "inherit" : "pipe", verbose ? "inherit" : "pipe"],
     });
+    if (child.pid !== undefined) running.add(child.pid);
     const tail: string[] = [];
     let meter: ReturnType<typeof progress> | undefined, done = 0, shown = 0;
     let pending = "";
@@ -185,6 +207,7 @@ function step(cmd: string, args: string[], verbose: boolean, bar?: string): Prom
     child.stderr?.on("data", onData);
     child.on("error", (e) => reject(new Error(`${cmd}: ${e.message}`)));
     child.on("close", (code) => {
+      if (child.pid !== undefined) running.delete(child.pid);
       meter?.done();
       if (code === 0) return resolve();
       if (pending) tail.push(pending);
