@@ -359,8 +359,8 @@ function kldFigures(log: string, where: string): Pick<Row, "kld" | "kldErr" | "k
 }
 
 /**
- * Runs a tool with its output going straight to `logPath` (a pipe read under Deno lost the tail of a
- * long output), then returns that output, or throws with its tail.
+ * Runs a tool with its output going straight to `logPath` (kept beside the files with --keep), then
+ * returns that output, or throws with its tail.
  */
 function tool(path: string, args: string[], logPath: string): Promise<string> {
   const fd = openSync(logPath, "w");
