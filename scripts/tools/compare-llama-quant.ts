@@ -1,0 +1,454 @@
+/**
+ * ferry's 4-bit GGUF quantizers against llama.cpp's own, scored by llama.cpp's own tools: from ferry's
+ * F32 GGUF of a checkpoint, llama-quantize writes Q4_0, Q4_K_M and IQ4_NL with and without an imatrix
+ * (llama-imatrix over the calibration windows ferry uses), ferry exports the same types plain and
+ * calibrated, and llama-perplexity --kl-divergence scores every file against the F32 file's logits over
+ * the held-out windows. ferry's float engine scores the same files at the same positions beside it.
+ * Needs llama.cpp's tools: scripts/tools/build-llama.ts builds them once.
+ *
+ * @module
+ */
+import { spawn } from "node:child_process";
+import {
+  closeSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import { availableParallelism, tmpdir } from "node:os";
+import { join } from "node:path";
+import { cli, EXIT_USAGE, fail, progress, run } from "../cli.ts";
+import { readCheckpoint } from "../../formats/checkpoint.ts";
+import { exportCheckpoint } from "../../formats/export.ts";
+import { GGML_TYPES, type GgmlType, parseGguf, readGguf, writeGguf } from "../../formats/gguf.ts";
+import { calibrateOnce, CALIBRATION, calibrationWindows, lut4Calibrator } from "../../measure/calibrate.ts";
+import { findLlamaTools, type LlamaTools } from "../../measure/llama-tools.ts";
+import { compareLogits, windowLogits } from "../../measure/metrics.ts";
+import { evalWindows, loadBrown, WINDOW_BYTES } from "../../model/corpus.ts";
+import { buildModel, type Model } from "../../model/qwen3.ts";
+import { BOS } from "../../model/tokenizer.ts";
+
+const DEFAULT_CHECKPOINT = "model/default/ferry.ckpt";
+
+/** The types compared: ferry's GGUF dtype and llama-quantize's name for it. */
+const TYPES = [
+  { ferry: "q4_0", llama: "Q4_0", pure: true },
+  { ferry: "q4_k_m", llama: "Q4_K_M", pure: false },
+  { ferry: "iq4_nl", llama: "IQ4_NL", pure: true },
+] as const;
+
+const HELP = `
+deno run -A scripts/tools/compare-llama-quant.ts [options]      (or: bun scripts/tools/compare-llama-quant.ts)
+
+ferry's GGUF quantizers against llama.cpp's llama-quantize, both scored by llama-perplexity
+--kl-divergence against the F32 GGUF's logits over the held-out windows (as docs/fidelity.md). Steps:
+  1. ferry writes the checkpoint as an F32 GGUF, and Q4_0, Q4_K_M and IQ4_NL plain and calibrated
+     (--calibrate windows of the Brown training split, as export.ts; ferry's Q4_0 takes no importance)
+  2. llama-imatrix runs the F32 file over the same calibration windows
+  3. llama-quantize writes each type from the F32 file, without and with that imatrix; Q4_0 and
+     IQ4_NL also with --pure (otherwise llama.cpp keeps the tied embedding, which is the head, at Q8_0
+     on a model whose rows are not a multiple of 256; ferry writes every matrix in the one type)
+  4. llama-perplexity saves the F32 file's logits over the held-out windows (--kl-divergence-base),
+     then scores every file against them (--kl-divergence)
+  5. ferry's float engine scores every file at the same positions against the checkpoint (ferry KL)
+
+Each window is one llama-perplexity chunk of BOS + 256 bytes (-c 257), so the chunks hold exactly the
+windows ferry's measure uses; llama-perplexity scores the second half of each chunk (positions 128-255).
+Needs llama.cpp's tools (deno run -A scripts/tools/build-llama.ts, once).
+
+Options:
+  --checkpoint PATH   model (default ${DEFAULT_CHECKPOINT})
+  --windows N         held-out windows (default 64)
+  --calibrate N       calibration windows for both imatrices (default ${CALIBRATION.windows})
+  --threads N         llama.cpp threads (default: one per core)
+  --keep DIR          write every file (GGUFs, texts, imatrix, logs) to DIR and keep them
+  --json              print the rows as JSON
+  -h, --help          this text
+`;
+
+/** One scored file. */
+interface Row {
+  side: "ferry" | "llama";
+  type: string;
+  imatrix: boolean;
+  /** llama-quantize --pure: every matrix in the one type, the head included. */
+  pure: boolean;
+  file: string;
+  bytes: number;
+  /** Bits per weight over the 2-D matrices, and the types they were stored in. */
+  bpw: number;
+  types: string;
+  /** llama-perplexity --kl-divergence: mean KLD and its ±, 99th percentile, same top token. */
+  kld: number;
+  kldErr: number;
+  kldP99: number;
+  sameTop: number;
+  /** ferry's float engine on the file against the checkpoint, at the same positions. */
+  ferryKL: number;
+}
+
+if (import.meta.main) {
+  const { values, positionals } = cli(HELP, {
+    checkpoint: { type: "string", default: DEFAULT_CHECKPOINT },
+    windows: { type: "string", default: "64" },
+    calibrate: { type: "string", default: String(CALIBRATION.windows) },
+    threads: { type: "string" },
+    keep: { type: "string" },
+    json: { type: "boolean", default: false },
+  });
+  if (positionals.length > 0) fail(`unexpected argument ${positionals[0]}\n(--help for more)`, EXIT_USAGE);
+  const count = (flag: string, v: string) => {
+    const n = Number(v);
+    if (!Number.isSafeInteger(n) || n < 2) {
+      fail(`--${flag} ${v}: expected a whole number of at least 2`, EXIT_USAGE);
+    }
+    return n;
+  };
+  const windows = count("windows", values.windows);
+  const calWindows = count("calibrate", values.calibrate);
+  const threads = values.threads === undefined ? availableParallelism() : count("threads", values.threads);
+  await run(async () => {
+    const tools = findLlamaTools();
+    const dir = values.keep ?? mkdtempSync(join(tmpdir(), "ferry-llama-quant-"));
+    mkdirSync(dir, { recursive: true });
+    try {
+      const rows = await compare(tools, {
+        checkpoint: values.checkpoint,
+        windows,
+        calWindows,
+        threads,
+        dir,
+      });
+      if (values.json) {
+        console.log(JSON.stringify({ llama: tools.commit, windows, calWindows, rows }, null, 2));
+      } else console.log(formatRows(rows, tools.commit, windows, calWindows));
+    } finally {
+      if (!values.keep) rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
+
+/** Runs every step; returns one row per scored file. */
+async function compare(
+  tools: LlamaTools,
+  opts: { checkpoint: string; windows: number; calWindows: number; threads: number; dir: string },
+): Promise<Row[]> {
+  const { dir, threads } = opts;
+  const t = ["-t", String(threads)];
+  // ferry's files, the imatrix, the base logits and ferry's reference; then each llama file written;
+  // then every file scored (the F32 one, ferry's two per type, llama's).
+  const llamaFiles = TYPES.reduce((n, t) => n + (t.pure ? 4 : 2), 0);
+  const steps = 4 + llamaFiles + 1 + 2 * TYPES.length + llamaFiles;
+  const bar = progress("compare", steps, { unit: "step" });
+  const { train, heldOut } = await loadBrown();
+  const held = evalWindows(heldOut, opts.windows);
+  const cal = calibrationWindows(train, opts.calWindows, CALIBRATION.seed, WINDOW_BYTES);
+  const heldText = join(dir, "heldout.txt"), calText = join(dir, "calibration.txt");
+  writeFileSync(heldText, chunkText(held));
+  writeFileSync(calText, chunkText(cal));
+
+  // 1. ferry's files. llama.cpp's tools start from an F32 file without ferry's digest: llama-quantize
+  // copies the metadata, and a digest of the F32 file would not match the quantized one.
+  const ck = await readCheckpoint(opts.checkpoint, { sections: ["model"] });
+  const source = buildModel(ck.config, ck.model, opts.checkpoint);
+  const f32 = join(dir, "f32.gguf");
+  await writeGguf(f32, source.tensors, source.config, { type: "f32", digest: false });
+  const calibrate = calibrateOnce(lut4Calibrator(opts.calWindows, CALIBRATION.seed));
+  const files: Array<Pick<Row, "side" | "type" | "imatrix" | "pure" | "file">> = [];
+  for (const { ferry } of TYPES) {
+    for (const imatrix of [false, true]) {
+      const file = join(dir, `ferry.${ferry}${imatrix ? ".imatrix" : ""}.gguf`);
+      // ferry's Q4_0 takes no importance: its calibrated file is its plain one.
+      if (!(ferry === "q4_0" && imatrix)) {
+        await exportCheckpoint({
+          input: opts.checkpoint,
+          format: "gguf",
+          dtype: ferry,
+          output: file,
+          calibrate: imatrix ? calibrate : undefined,
+        });
+      }
+      files.push({
+        side: "ferry",
+        type: ferry,
+        imatrix,
+        pure: false,
+        file: ferry === "q4_0" ? join(dir, "ferry.q4_0.gguf") : file,
+      });
+    }
+  }
+  bar.tick(1, "ferry's files");
+
+  // 2. llama-imatrix over the calibration windows.
+  const imatrixFile = join(dir, "imatrix.gguf");
+  await tool(tools.paths["llama-imatrix"], [
+    "-m",
+    f32,
+    "-f",
+    calText,
+    "-o",
+    imatrixFile,
+    "-c",
+    "257",
+    "-b",
+    "257",
+    "--no-ppl",
+    ...t,
+  ], join(dir, "imatrix.log"));
+  bar.tick(1, "imatrix");
+
+  // 3. llama-quantize.
+  for (const { ferry, llama, pure: hasPure } of TYPES) {
+    for (
+      const [pure, imatrix] of [
+        [false, false],
+        [false, true],
+        ...(hasPure ? [[true, false], [true, true]] : []),
+      ]
+    ) {
+      const file = join(dir, `llama.${ferry}${pure ? ".pure" : ""}${imatrix ? ".imatrix" : ""}.gguf`);
+      await tool(tools.paths["llama-quantize"], [
+        ...(pure ? ["--pure"] : []),
+        ...(imatrix ? ["--imatrix", imatrixFile] : []),
+        f32,
+        file,
+        llama,
+        String(threads),
+      ], `${file}.log`);
+      files.push({ side: "llama", type: ferry, imatrix, pure, file });
+      bar.tick(1, `llama ${llama}${pure ? " pure" : ""}${imatrix ? " imatrix" : ""}`);
+    }
+  }
+
+  // 4. llama-perplexity: the F32 file's logits, then every file against them.
+  const base = join(dir, "f32.kld");
+  const ppl = ["-c", "257", "-b", "257", ...t];
+  const baseLog = await tool(
+    tools.paths["llama-perplexity"],
+    ["-m", f32, "-f", heldText, "--kl-divergence-base", base, ...ppl],
+    join(dir, "f32.kld.log"),
+  );
+  checkChunks(base, held, baseLog);
+  bar.tick(1, "base logits");
+
+  // 5. ferry's own scorer: the checkpoint's logits on ferry's float engine at llama-perplexity's positions.
+  const V = source.config.vocab_size;
+  const scored = (m: Model) => held.map((w) => secondHalf(windowLogits(m, w), V));
+  const ref = concat(scored(source));
+  bar.tick(1, "ferry reference");
+
+  const rows: Row[] = [];
+  // ferry's Q4_0 is one file for both its rows: scored once.
+  const byFile = new Map<string, Omit<Row, "side" | "type" | "imatrix" | "pure" | "file">>();
+  for (
+    const f of [{ side: "llama" as const, type: "f32", imatrix: false, pure: false, file: f32 }, ...files]
+  ) {
+    const known = byFile.get(f.file);
+    if (known) {
+      rows.push({ ...f, ...known });
+      bar.tick(1);
+      continue;
+    }
+    const log = await toolPrinting(
+      /Same top p:/,
+      tools.paths["llama-perplexity"],
+      ["-m", f.file, "--kl-divergence-base", base, "--kl-divergence", ...ppl],
+      `${f.file}.kld.log`,
+    );
+    const g = await readGguf(f.file);
+    const ferryKL = compareLogits(ref, concat(scored(buildModel(g.config, g.tensors, f.file))), V).meanKL;
+    const figures = { ...weightFigures(f.file), ...kldFigures(log, f.file), ferryKL };
+    byFile.set(f.file, figures);
+    rows.push({ ...f, ...figures });
+    bar.tick(1, `${f.side} ${f.type}${f.imatrix ? " imatrix" : ""}`);
+  }
+  bar.done();
+  return rows;
+}
+
+/**
+ * The text whose llama-perplexity chunks of 257 tokens are exactly BOS + each window: the tokenizer
+ * adds BOS before the text and the tool puts BOS in place of each later chunk's first token, so a
+ * newline between windows stands where that BOS goes. ferry's byte tokenizer makes one token a byte.
+ */
+function chunkText(windows: Uint8Array[]): Uint8Array {
+  // A newline after the last window too: the tools' -f drops a file's final newline, which would
+  // otherwise be the last window's last byte (the held-out text ends with one).
+  const out = new Uint8Array(windows.length * (WINDOW_BYTES + 1));
+  windows.forEach((w, i) => {
+    out.set(w, i * (WINDOW_BYTES + 1));
+    out[i * (WINDOW_BYTES + 1) + WINDOW_BYTES] = 0x0a;
+  });
+  return out;
+}
+
+/**
+ * Checks the tokens llama-perplexity saved with the base logits (`_logits_`, n_ctx, n_vocab, n_chunk,
+ * then n_chunk × n_ctx token ids) are BOS + each window: the chunks are the windows, byte for byte.
+ */
+function checkChunks(path: string, windows: Uint8Array[], log: string): void {
+  const b = readFileSync(path);
+  const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
+  const nCtx = dv.getInt32(8, true), nChunk = dv.getInt32(16, true);
+  if (nCtx !== WINDOW_BYTES + 1 || nChunk !== windows.length) {
+    throw new Error(
+      `${path}: llama-perplexity made ${nChunk} chunks of ${nCtx} tokens, expected ${windows.length} of ${
+        WINDOW_BYTES + 1
+      }:\n${log.slice(-2000)}`,
+    );
+  }
+  windows.forEach((w, i) => {
+    for (let k = 0; k < w.length; k++) {
+      const id = dv.getInt32(20 + 4 * (i * nCtx + 1 + k), true);
+      if (id !== w[k]) {
+        throw new Error(
+          `${path}: chunk ${i} token ${k + 1} is ${id}, window byte is ${w[k]} (tokenizer mismatch)`,
+        );
+      }
+    }
+  });
+  if (dv.getInt32(20, true) !== BOS) throw new Error(`${path}: the first token is not BOS`);
+}
+
+/** Rows 128..255 of a window's logits: the positions llama-perplexity scores in a 257-token chunk. */
+function secondHalf(logits: Float32Array, vocab: number): Float32Array {
+  const first = Math.floor((WINDOW_BYTES + 1) / 2);
+  return logits.slice(first * vocab, WINDOW_BYTES * vocab);
+}
+
+function concat(parts: Float32Array[]): Float32Array {
+  const out = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) out.set(p, at), (at += p.length);
+  return out;
+}
+
+/** File size, bits per weight over the 2-D matrices, and how many matrices each type holds. */
+function weightFigures(path: string): Pick<Row, "bytes" | "bpw" | "types"> {
+  const bytes = readFileSync(path);
+  const g = parseGguf(bytes, path);
+  let bits = 0, weights = 0;
+  const byType = new Map<GgmlType, number>();
+  for (const t of g.tensors) {
+    if (t.ne.length < 2) continue;
+    const n = t.ne.reduce((a, b) => a * b, 1);
+    const spec = GGML_TYPES[t.type];
+    bits += (n / spec.blockSize) * spec.blockBytes * 8;
+    weights += n;
+    byType.set(t.type, (byType.get(t.type) ?? 0) + 1);
+  }
+  const types = [...byType].sort((a, b) => b[1] - a[1]).map(([ty, n]) => `${ty}×${n}`).join(" ");
+  return { bytes: statSync(path).size, bpw: bits / weights, types };
+}
+
+/** The KL figures of a llama-perplexity --kl-divergence log. */
+function kldFigures(log: string, where: string): Pick<Row, "kld" | "kldErr" | "kldP99" | "sameTop"> {
+  const num = (re: RegExp, what: string) => {
+    const m = re.exec(log);
+    if (!m) throw new Error(`${where}: llama-perplexity printed no ${what}:\n${log.slice(-2000)}`);
+    return m.slice(1).map(Number);
+  };
+  const [kld, kldErr] = num(/Mean\s+KLD:\s+([-\d.e+]+)\s+±\s+([-\d.e+]+)/, "Mean KLD");
+  const [kldP99] = num(/99\.0%\s+KLD:\s+([-\d.e+]+)/, "99.0% KLD");
+  const [sameTop] = num(/Same top p:\s+([-\d.e+]+)/, "Same top p");
+  return { kld, kldErr, kldP99, sameTop: sameTop / 100 };
+}
+
+/**
+ * Runs a tool with its output going straight to `logPath` (kept beside the files with --keep), then
+ * returns that output, or throws with its tail.
+ */
+function tool(path: string, args: string[], logPath: string): Promise<string> {
+  const fd = openSync(logPath, "w");
+  return new Promise<string>((resolve, reject) => {
+    const child = spawn(path, args, { stdio: ["ignore", fd, fd] });
+    child.on("error", (e) => reject(new Error(`${path}: ${e.message}`)));
+    child.on("close", (code) => {
+      const out = readFileSync(logPath, "utf8");
+      if (code === 0) resolve(out);
+      else reject(new Error(`${path} ${args.join(" ")} exited with ${code}:\n${out.slice(-3000)}`));
+    });
+  }).finally(() => closeSync(fd));
+}
+
+/**
+ * Runs a tool until its output holds `last` (at most 4 times). At this commit llama.cpp's logger is a
+ * thread that the tools do not wait for at exit (common/log.cpp leaks it on purpose), so a run can end,
+ * with status 0, before its last lines are written: here about one llama-perplexity run in three lost
+ * its summary. The figures are deterministic, so a rerun gives the same ones.
+ */
+async function toolPrinting(last: RegExp, path: string, args: string[], logPath: string): Promise<string> {
+  for (let attempt = 1;; attempt++) {
+    const out = await tool(path, args, logPath);
+    if (last.test(out) || attempt === 4) return out;
+  }
+}
+
+/** The rows as a table, then ferry's KL over llama.cpp's for each type. */
+function formatRows(rows: Row[], commit: string, windows: number, calWindows: number): string {
+  const e = (x: number) => x.toExponential(2);
+  const head = [
+    "side",
+    "type",
+    "imatrix",
+    "bytes",
+    "bpw",
+    "matrix types",
+    "mean KLD (llama)",
+    "KLD p99",
+    "same top",
+    "KL (ferry engine)",
+  ];
+  const body = rows.map((r) => [
+    r.side,
+    `${r.type}${r.pure ? " pure" : ""}`,
+    r.imatrix ? "yes" : "no",
+    String(r.bytes),
+    r.bpw.toFixed(2),
+    r.types,
+    `${e(r.kld)} ± ${e(r.kldErr)}`,
+    e(r.kldP99),
+    `${(100 * r.sameTop).toFixed(2)}%`,
+    e(r.ferryKL),
+  ]);
+  const ratios = TYPES.flatMap(({ ferry, pure }) =>
+    [[false, false], [false, true], ...(pure ? [[true, false], [true, true]] : [])].map(([pure, imatrix]) => {
+      const f = rows.find((r) => r.side === "ferry" && r.type === ferry && r.imatrix === imatrix)!;
+      const l = rows.find((r) =>
+        r.side === "llama" && r.type === ferry && r.imatrix === imatrix && r.pure === pure
+      )!;
+      return [
+        `${ferry}${pure ? " vs pure" : ""}`,
+        imatrix ? "yes" : "no",
+        (f.kld / l.kld).toFixed(3),
+        (f.ferryKL / l.ferryKL).toFixed(3),
+        `${f.bpw.toFixed(2)} / ${l.bpw.toFixed(2)}`,
+      ];
+    })
+  );
+  return [
+    `llama.cpp ${
+      commit.slice(0, 12)
+    }; ${windows} held-out windows (BOS + 256 bytes, positions 128-255 scored); ` +
+    `imatrix and ferry's calibration on ${calWindows} training-split windows\n`,
+    table(head, body),
+    "",
+    table([
+      "type",
+      "imatrix",
+      "ferry/llama KLD (llama)",
+      "ferry/llama KL (ferry engine)",
+      "bpw ferry / llama",
+    ], ratios),
+  ].join("\n");
+}
+
+function table(head: string[], body: string[][]): string {
+  const width = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
+  const line = (cells: string[]) => cells.map((c, i) => c.padStart(width[i])).join("  ");
+  return [line(head), ...body.map(line)].join("\n");
+}
