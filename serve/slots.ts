@@ -5,8 +5,14 @@
  * always ran; with more, each slot is a worker (slot-worker.ts) that loads the model itself, so two
  * users on two cores each get a core. A worker that dies fails its request with 500 and is replaced.
  *
+ * Each slot keeps its last conversation's session. A fresh conversation continues the longest common
+ * prefix of its prompt with what its slot holds or what the cache holds, whichever is longer, cut back
+ * to that prefix (`EngineSession.rewind`), as llama.cpp's server does with `cache_prompt`; without a
+ * cache the slot's session is rewound to nothing and reused, which spares a KV cache's allocation.
+ *
  * Every slot runs the same `runJob` on the same model, so a seeded request gives the same tokens on any
- * slot, and a cached state continues bit-identically to a fresh prefill on the integer engine.
+ * slot, and a cached state continues bit-identically to a fresh prefill (tests/engines/float-session
+ * and tests/serve/prompt-cache).
  *
  * @example
  * ```ts
@@ -20,7 +26,7 @@ import type { Engine, EngineSession } from "../model/engine.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 import { ApiError } from "./errors.ts";
 import type { ReplyOptions, ReplyResult } from "./generation.ts";
-import { createPromptCache, type PromptCache } from "./prompt-cache.ts";
+import { commonPrefix, createPromptCache, type PromptCache } from "./prompt-cache.ts";
 import { type OnText, runJob, type SlotJob, type SlotResult } from "./slot-run.ts";
 import { createTurns } from "./turns.ts";
 
@@ -76,11 +82,16 @@ export interface Slots {
   collect(): void;
 }
 
-/** Where a job starts: a live session, saved bytes, or nothing (a fresh session). */
-type From = EngineSession | Uint8Array | undefined;
+/**
+ * Where a job starts: a live session, saved bytes, `"held"` (the slot's last session, or a fresh one
+ * when it has none), or nothing (a fresh session).
+ */
+type From = EngineSession | Uint8Array | "held" | undefined;
 
 /** What runs one job: the server's thread, or one worker. */
 interface Runner {
+  /** The tokens the slot's last session holds (none before its first job and after a failed one). */
+  readonly held: readonly number[];
   run(
     from: From,
     job: SlotJob,
@@ -145,32 +156,54 @@ async function replyOn(
   onText?: OnText,
 ): Promise<LeaseReply> {
   const { signal, saveEnd = false, ...reply } = o;
-  let from: From = session, feed = prompt, seed = o.seed, cachedTokens = 0;
-  // Only a fresh conversation: a stored session continues its own sampler stream, which a cached
-  // state does not have. A hit is reseeded (0, a fresh session's seed, when the request has none).
-  const hit = (session?.position ?? 0) === 0 ? cache?.longest(prompt) : undefined;
-  if (hit) {
-    from = hit.bytes;
-    feed = prompt.slice(hit.length);
-    seed = o.seed ?? 0;
-    cachedTokens = hit.length;
+  let job: SlotJob = { ...reply, prompt, keep: cache !== undefined, saveEnd }, from: From = session;
+  let cachedTokens = 0;
+  // Only a fresh conversation: a stored session continues its own sampler stream, which a reused
+  // state does not have. It is reseeded (0, a fresh session's seed, when the request has none).
+  if ((session?.position ?? 0) === 0) {
+    const own = cache ? reusable(runner.held, commonPrefix(runner.held, prompt), prompt) : 0;
+    const hit = cache?.longest(prompt);
+    const cached = hit ? reusable({ length: hit.holds }, hit.length, prompt) : 0;
+    // The slot's own state on a tie: nothing to restore.
+    from = cached > own ? hit!.bytes : "held";
+    cachedTokens = Math.max(own, cached);
+    job = { ...job, rewind: cachedTokens, prompt: prompt.slice(cachedTokens), seed: o.seed ?? 0 };
   }
-  const job: SlotJob = { ...reply, seed, prompt: feed, keep: cache !== undefined, saveEnd };
   const r = await runner.run(from, job, signal ?? new AbortController().signal, onText);
-  if (cache && r.promptState) cache.put(r.promptState.tokens, r.promptState.bytes);
   if (cache && r.endState) cache.put(r.endState.tokens, r.endState.bytes);
-  const { promptState: _p, endState, ...result } = r;
-  return { ...result, cachedTokens, saved: saveEnd ? endState?.bytes : undefined };
+  const { endState, held: _held, ...result } = r;
+  const saved = saveEnd && r.finishReason !== "abort" ? endState?.bytes : undefined;
+  return { ...result, cachedTokens, saved };
+}
+
+/**
+ * How much of a state holding `state.length` tokens, `common` of them the prompt's first, a reply may
+ * continue: all of them, unless that is the whole prompt and the state holds more, since a state cut
+ * back has no next-token distribution until a token is fed (llama.cpp's server re-reads the last
+ * prompt token the same way).
+ */
+function reusable(state: { length: number }, common: number, prompt: readonly number[]): number {
+  return common === prompt.length && state.length > common ? common - 1 : common;
 }
 
 /** The server's own thread and engine: today's one slot. */
 function localRunner(engine: Engine): Runner {
+  let kept: EngineSession | undefined, held: readonly number[] = [];
   return {
-    run(from, job, signal, onText) {
+    get held() {
+      return held;
+    },
+    async run(from, job, signal, onText) {
       const session = from instanceof Uint8Array
         ? engine.restore!(from, "cached session")
+        : from === "held"
+        ? kept ?? engine.start()
         : from ?? engine.start();
-      return runJob(engine, session, job, signal, onText);
+      // Until the job ends well: a failed one may leave the session anywhere.
+      kept = undefined, held = [];
+      const r = await runJob(engine, session, job, signal, onText);
+      kept = session, held = r.held;
+      return r;
     },
     close() {},
     crash() {},
@@ -195,7 +228,9 @@ function workerRunner(
   let worker: Worker;
   let current: Pending | undefined;
   let seq = 0;
+  let held: readonly number[] = [];
   const spawn = () => {
+    held = [];
     const w = new Worker(new URL("./slot-worker.ts", import.meta.url).href, { type: "module" });
     worker = w;
     // Reported twice on Bun (the worker's own `died`, then the error event): acted on once.
@@ -221,18 +256,28 @@ function workerRunner(
   };
   spawn();
   return {
-    run(from, job, signal, onText) {
+    get held() {
+      return held;
+    },
+    async run(from, job, signal, onText) {
       const id = ++seq;
-      const bytes = from instanceof Uint8Array ? from : from && from.position > 0 ? from.save!() : undefined;
+      const sent = from instanceof Uint8Array || from === "held"
+        ? from
+        : from && from.position > 0
+        ? from.save!()
+        : undefined;
       const abort = () => worker.postMessage({ type: "abort", id });
-      return new Promise<SlotResult>((resolve, reject) => {
+      held = []; // until the job ends well (the worker drops its session too)
+      const r = await new Promise<SlotResult>((resolve, reject) => {
         const finished = () => {
           if (current?.id === id) current = undefined;
         };
         current = pending(id, signal, abort, onText, finished, resolve, reject);
-        worker.postMessage({ type: "job", id, from: bytes, job });
+        worker.postMessage({ type: "job", id, from: sent, job });
         if (signal.aborted) abort();
       });
+      held = r.held;
+      return r;
     },
     close: () => worker.terminate(),
     crash: () => worker.postMessage({ type: "crash" }),
