@@ -27,6 +27,9 @@
  * @module
  */
 
+import type { Engine } from "../model/engine.ts";
+import { floatSessionBytes, sessionBytes } from "../formats/session.ts";
+
 /** A cached state: how many leading tokens of the prompt it shares, and its session bytes. */
 export interface CacheHit {
   /** Tokens the entry and the prompt have in common from the start (at least 1). */
@@ -114,4 +117,49 @@ export function commonPrefix(a: readonly number[], b: readonly number[]): number
   let i = 0;
   while (i < n && a[i] === b[i]) i++;
   return i;
+}
+
+/**
+ * The bytes a saved state of `positions` positions costs on `engine` (its session format: 12-bit
+ * integers with an exponent per head on the integer engine, f32 on the float and WebGPU engines).
+ *
+ * @example
+ * ```ts
+ * stateBytes(engine, 1) - stateBytes(engine, 0); // a token's KV: about 115 KB at Qwen3-0.6B's shape, integer
+ * ```
+ */
+export function stateBytes(engine: Pick<Engine, "kind" | "config">, positions: number): number {
+  const c = engine.config;
+  const shape = {
+    sha256: "",
+    vocab: c.vocab_size,
+    layers: c.num_hidden_layers,
+    kvHeads: c.num_key_value_heads,
+    headDim: c.head_dim,
+    maxPositions: c.max_position_embeddings,
+  };
+  return engine.kind === "int" ? sessionBytes(shape, positions) : floatSessionBytes(shape, positions);
+}
+
+/** Whole-context states the default cache has room for. */
+export const CACHE_STATES = 4;
+/** The share of the machine's memory the default cache may take at most. */
+export const CACHE_MEMORY_SHARE = 1 / 8;
+/** The least default (a tiny model's states are small; a few MiB buys nothing). */
+const CACHE_FLOOR = 32 << 20;
+
+/**
+ * The prompt cache's default bound: room for `CACHE_STATES` states of the whole context (`fullState`
+ * bytes each), at most `CACHE_MEMORY_SHARE` of `memory` (the machine's), at least 32 MiB. A bound, not
+ * an allocation: the cache holds what replies put, each state the positions it used. A fixed 32 MiB
+ * held one state at Qwen3-0.6B's shape (115 KB a token), so the state after a reply was evicted before
+ * the next turn came.
+ *
+ * @example
+ * ```ts
+ * defaultCacheBytes(stateBytes(engine, engine.context ?? 4096), os.totalmem()); // 1.9 GB at 0.6B, integer
+ * ```
+ */
+export function defaultCacheBytes(fullState: number, memory: number): number {
+  return Math.floor(Math.max(CACHE_FLOOR, Math.min(CACHE_STATES * fullState, memory * CACHE_MEMORY_SHARE)));
 }

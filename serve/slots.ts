@@ -16,7 +16,7 @@
  *
  * @example
  * ```ts
- * const slots = createSlots(engine, { parallel: 2, queueLimit: 8, cacheBytes: 32 << 20 });
+ * const slots = createSlots(engine, { parallel: 2, queueLimit: 8 }); // the cache sized from the model
  * const lease = await slots.acquire(signal);           // or throws ApiError 429 / 499
  * try { const r = await lease.reply(session, prompt, opts, onText); r.cachedTokens; } finally { lease.release(); }
  * ```
@@ -26,7 +26,14 @@ import type { Engine, EngineSession } from "../model/engine.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 import { ApiError } from "./errors.ts";
 import type { ReplyOptions, ReplyResult } from "./generation.ts";
-import { commonPrefix, createPromptCache, type PromptCache } from "./prompt-cache.ts";
+import { totalmem } from "node:os";
+import {
+  commonPrefix,
+  createPromptCache,
+  defaultCacheBytes,
+  type PromptCache,
+  stateBytes,
+} from "./prompt-cache.ts";
 import { type OnText, runJob, type SlotJob, type SlotResult } from "./slot-run.ts";
 import { createTurns } from "./turns.ts";
 
@@ -36,7 +43,10 @@ export interface SlotsOptions {
   parallel?: number;
   /** Requests that may wait for a slot before new ones get 429 (default 8). */
   queueLimit?: number;
-  /** The prompt cache's bound in bytes of saved state (default 32 MiB; 0: no cache). */
+  /**
+   * The prompt cache's bound in bytes of saved state (0: no cache; default: prompt-cache.ts
+   * `defaultCacheBytes`, from the bytes a whole-context state costs on this engine and the memory).
+   */
   cacheBytes?: number;
 }
 
@@ -70,6 +80,8 @@ export interface Lease {
 export interface Slots {
   readonly parallel: number;
   readonly cache?: PromptCache;
+  /** The cache's bound in bytes (0: none). */
+  readonly cacheBytes: number;
   /** Waits for a free slot; throws ApiError 429 (line full) or 499 (client gone). */
   acquire(signal: AbortSignal): Promise<Lease>;
   /** Replies running and requests waiting, for `/metrics`. */
@@ -107,7 +119,11 @@ interface Runner {
 export function createSlots(engine: Engine, opts: SlotsOptions = {}): Slots {
   const parallel = opts.parallel ?? 1;
   const turns = createTurns(opts.queueLimit ?? 8, parallel);
-  const cacheBytes = opts.cacheBytes ?? 32 << 20;
+  const cacheBytes = opts.cacheBytes ??
+    defaultCacheBytes(
+      stateBytes(engine, engine.context ?? engine.config.max_position_embeddings),
+      totalmem(),
+    );
   const cache = engine.restore && cacheBytes > 0 ? createPromptCache(cacheBytes) : undefined;
   const free: Runner[] = parallel === 1
     ? [localRunner(engine)]
@@ -117,6 +133,7 @@ export function createSlots(engine: Engine, opts: SlotsOptions = {}): Slots {
   return {
     parallel,
     cache,
+    cacheBytes: cache ? cacheBytes : 0,
     load: turns.load,
     close: () => all.forEach((r) => r.close()),
     crash: (i) => all[i]?.crash(),
