@@ -22,8 +22,10 @@ export interface TwoTurns {
   cached: number;
   /** Tokens the two turns' prompts have in common from the start. */
   common: number;
-  /** The two prompts' lengths in tokens. */
+  /** The two prompts' lengths in tokens (rendered and encoded as text: turn 1's reply re-tokenized). */
   prompts: [number, number];
+  /** Turn 1's reply in tokens, as generated. */
+  reply: number;
   /** Each turn's reasoning and content. */
   replies: string[];
 }
@@ -76,6 +78,7 @@ async function converse(
       cached: b.usage.prompt_tokens_details.cached_tokens,
       common: commonPrefix(p1, p2),
       prompts: [p1.length, p2.length],
+      reply: a.usage.completion_tokens,
       replies: [reply(a), reply(b)],
     };
   } finally {
