@@ -32,7 +32,7 @@ import { AddressInUseError, listen } from "../serve/listen.ts";
 import { loadingApp } from "../serve/loading.ts";
 import { createSessionStore } from "../serve/session-store.ts";
 import { createSlots } from "../serve/slots.ts";
-import { CACHE_MEMORY_SHARE, CACHE_STATES, stateBytes } from "../serve/prompt-cache.ts";
+import { CACHE_FLOOR, CACHE_MEMORY_SHARE, CACHE_STATES, stateBytes } from "../serve/prompt-cache.ts";
 import { totalmem } from "node:os";
 
 /** The model served when none is named: the default model's lut4 export (out/ferry.q4.lut4). */
@@ -177,11 +177,15 @@ export function cacheLine(engine: Engine, bytes: number, askedMb: number | undef
   if (bytes === 0) return "no prompt cache";
   const perToken = stateBytes(engine, 2) - stateBytes(engine, 1);
   const context = engine.context ?? engine.config.max_position_embeddings;
+  const room = CACHE_STATES * stateBytes(engine, context);
+  const states = `${CACHE_STATES} states of ${context} positions`;
   const why = askedMb !== undefined
     ? "--cache-mb"
-    : `room for ${CACHE_STATES} states of ${context} positions, at most 1/${1 / CACHE_MEMORY_SHARE} of ${
-      mb(totalmem())
-    } of memory`;
+    : bytes === CACHE_FLOOR && room < bytes
+    ? `the least default; ${states} take ${mb(room)}`
+    : bytes < room
+    ? `1/${1 / CACHE_MEMORY_SHARE} of ${mb(totalmem())} of memory; ${states} would take ${mb(room)}`
+    : `room for ${states}; at most 1/${1 / CACHE_MEMORY_SHARE} of ${mb(totalmem())} of memory`;
   return `prompt cache ${mb(bytes)} (${(perToken / 1024).toFixed(1)} KB a token; ${why})`;
 }
 
@@ -254,6 +258,13 @@ async function main(): Promise<void> {
     queueLimit,
     cacheBytes: cacheMb === undefined ? undefined : cacheMb * 2 ** 20,
   });
+  // Warm before ready: /health says loading until every slot has loaded and run a short reply.
+  const warming = performance.now();
+  console.error(
+    `warming ${slots.parallel} slot${slots.parallel > 1 ? "s" : ""} (/health answers 503 until done)`,
+  );
+  await slots.warm();
+  console.error(`warmed in ${((performance.now() - warming) / 1000).toFixed(1)} s`);
   handler = createApp({ engine, sessions, queueLimit, slots, ...guard, address });
   const loopback = ["127.0.0.1", "::1", "localhost"].includes(values.host!);
   const tok = engine.tokenizer;

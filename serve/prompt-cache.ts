@@ -146,7 +146,7 @@ export const CACHE_STATES = 4;
 /** The share of the machine's memory the default cache may take at most. */
 export const CACHE_MEMORY_SHARE = 1 / 8;
 /** The least default (a tiny model's states are small; a few MiB buys nothing). */
-const CACHE_FLOOR = 32 << 20;
+export const CACHE_FLOOR = 32 << 20;
 
 /**
  * The prompt cache's default bound: room for `CACHE_STATES` states of the whole context (`fullState`

@@ -86,6 +86,13 @@ export interface Slots {
   acquire(signal: AbortSignal): Promise<Lease>;
   /** Replies running and requests waiting, for `/metrics`. */
   load(): { active: number; waiting: number };
+  /**
+   * Runs a short reply on every slot (a few prompt tokens, two generated), so each has loaded its
+   * model and compiled its code paths before the server says it is ready: the first request at the
+   * Qwen3-0.6B shape otherwise waited 25 s for its first token against 4.6 s warm (float engine).
+   * Nothing of it is kept for matching.
+   */
+  warm(): Promise<void>;
   /** Ends the workers. */
   close(): void;
   /** For tests: makes slot `i`'s worker fail the way a fault would (nothing on the server's own slot). */
@@ -104,6 +111,8 @@ type From = EngineSession | Uint8Array | "held" | undefined;
 interface Runner {
   /** The tokens the slot's last session holds (none before its first job and after a failed one). */
   readonly held: readonly number[];
+  /** Forgets what the slot holds for matching (its session's allocation is still reused). */
+  forget(): void;
   run(
     from: From,
     job: SlotJob,
@@ -136,6 +145,22 @@ export function createSlots(engine: Engine, opts: SlotsOptions = {}): Slots {
     cacheBytes: cache ? cacheBytes : 0,
     load: turns.load,
     close: () => all.forEach((r) => r.close()),
+    async warm() {
+      const prompt = engine.tokenizer.encode("Warm up, please.", { bos: true });
+      const job: SlotJob = {
+        prompt,
+        maxTokens: 2,
+        sampling: {},
+        stop: [],
+        keep: false,
+        saveEnd: false,
+        rewind: 0,
+      };
+      await Promise.all(all.map(async (r) => {
+        await r.run("held", job, new AbortController().signal);
+        r.forget();
+      }));
+    },
     crash: (i) => all[i]?.crash(),
     collect: () => all.forEach((r) => r.collect()),
     async acquire(signal) {
@@ -210,6 +235,7 @@ function localRunner(engine: Engine): Runner {
     get held() {
       return held;
     },
+    forget: () => void (held = []),
     async run(from, job, signal, onText) {
       const session = from instanceof Uint8Array
         ? engine.restore!(from, "cached session")
@@ -276,6 +302,7 @@ function workerRunner(
     get held() {
       return held;
     },
+    forget: () => void (held = []),
     async run(from, job, signal, onText) {
       const id = ++seq;
       const sent = from instanceof Uint8Array || from === "held"
