@@ -45,8 +45,13 @@ export interface SlotState {
 export interface SlotResult extends ReplyResult {
   /** The state after the reply (with `keep`, or with `saveEnd` unless aborted). */
   endState?: SlotState;
-  /** Every token the session holds after the job, for matching the slot's next prompt. */
+  /**
+   * Every token the session holds after the job, for matching the slot's next prompt; none when its
+   * sessions cannot be rewound (then the slot starts each conversation afresh).
+   */
   held: number[];
+  /** Whether the engine's sessions can be rewound (`EngineSession.rewind`). */
+  rewinds: boolean;
 }
 
 /** Runs `job` on `session` (fresh, restored, a cached state or the slot's last); the session holds the exchange after. */
@@ -65,5 +70,6 @@ export async function runJob(
   const canSave = typeof session.save === "function" && session.position > 0;
   const wantEnd = canSave && (job.keep || (job.saveEnd && r.finishReason !== "abort"));
   const endState = wantEnd ? { tokens: [...session.tokens], bytes: session.save!() } : undefined;
-  return { ...r, endState, held: [...session.tokens] };
+  const rewinds = typeof session.rewind === "function";
+  return { ...r, endState, held: rewinds ? [...session.tokens] : [], rewinds };
 }

@@ -82,7 +82,7 @@ async function job(id: number, from: Uint8Array | "held" | undefined, job: Param
     const text = batched((piece, picks) => scope.postMessage({ type: "text", id, piece, picks }));
     const r = await runJob(e, session, job, ac.signal, text.add);
     text.flush();
-    kept = session;
+    if (session.rewind) kept = session;
     scope.postMessage({ type: "done", id, result: r }, transfers(r));
   } catch (err) {
     scope.postMessage({ type: "fail", id, message: (err as Error).message ?? String(err) });

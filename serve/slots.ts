@@ -113,6 +113,11 @@ interface Runner {
   readonly held: readonly number[];
   /** Forgets what the slot holds for matching (its session's allocation is still reused). */
   forget(): void;
+  /**
+   * Whether its sessions can be rewound, as its last job found (false until one has run): if not, only
+   * a cached state the prompt continues whole is used.
+   */
+  readonly rewinds: boolean;
   run(
     from: From,
     job: SlotJob,
@@ -205,7 +210,8 @@ async function replyOn(
   if ((session?.position ?? 0) === 0) {
     const own = cache ? reusable(runner.held, commonPrefix(runner.held, prompt), prompt) : 0;
     const hit = cache?.longest(prompt);
-    const cached = hit ? reusable({ length: hit.holds }, hit.length, prompt) : 0;
+    const usable = hit && (runner.rewinds || hit.length === hit.holds);
+    const cached = usable ? reusable({ length: hit.holds }, hit.length, prompt) : 0;
     // The slot's own state on a tie: nothing to restore.
     from = cached > own ? hit!.bytes : "held";
     cachedTokens = Math.max(own, cached);
@@ -230,10 +236,13 @@ function reusable(state: { length: number }, common: number, prompt: readonly nu
 
 /** The server's own thread and engine: today's one slot. */
 function localRunner(engine: Engine): Runner {
-  let kept: EngineSession | undefined, held: readonly number[] = [];
+  let kept: EngineSession | undefined, held: readonly number[] = [], rewinds = false;
   return {
     get held() {
       return held;
+    },
+    get rewinds() {
+      return rewinds;
     },
     forget: () => void (held = []),
     async run(from, job, signal, onText) {
@@ -245,7 +254,8 @@ function localRunner(engine: Engine): Runner {
       // Until the job ends well: a failed one may leave the session anywhere.
       kept = undefined, held = [];
       const r = await runJob(engine, session, job, signal, onText);
-      kept = session, held = r.held;
+      rewinds = r.rewinds;
+      if (rewinds) kept = session, held = r.held;
       return r;
     },
     close() {},
@@ -271,7 +281,7 @@ function workerRunner(
   let worker: Worker;
   let current: Pending | undefined;
   let seq = 0;
-  let held: readonly number[] = [];
+  let held: readonly number[] = [], rewinds = false;
   const spawn = () => {
     held = [];
     const w = new Worker(new URL("./slot-worker.ts", import.meta.url).href, { type: "module" });
@@ -302,6 +312,9 @@ function workerRunner(
     get held() {
       return held;
     },
+    get rewinds() {
+      return rewinds;
+    },
     forget: () => void (held = []),
     async run(from, job, signal, onText) {
       const id = ++seq;
@@ -320,7 +333,7 @@ function workerRunner(
         worker.postMessage({ type: "job", id, from: sent, job });
         if (signal.aborted) abort();
       });
-      held = r.held;
+      held = r.held, rewinds = r.rewinds;
       return r;
     },
     close: () => worker.terminate(),
