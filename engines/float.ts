@@ -19,7 +19,7 @@ import { createPackedStore, type PackedMatrix, type PackedStore } from "../kerne
 import { checkTensors, type ModelConfig, paramShapes } from "../model/config.ts";
 import { FormatError } from "../model/error.ts";
 import type { Engine, EngineSession, LogitsWanted, SamplingOptions, TokenLogprobs } from "../model/engine.ts";
-import { contextOf, defaultContext as defaultContextOf } from "../model/engine.ts";
+import { checkRewind, contextOf, defaultContext as defaultContextOf } from "../model/engine.ts";
 import {
   type Activations,
   buildModel,
@@ -512,17 +512,26 @@ function floatSession(
     },
     pick(options: SamplingOptions = {}) {
       const choice = checkSampling(options);
-      if (!st.pending) throw new Error("pick: nothing fed yet, so there is no next-token distribution");
+      if (!st.pending) {
+        throw new Error("pick: nothing fed yet (or since a rewind), so there is no next-token distribution");
+      }
       return pickToken(st.pending, 0, V, choice, st.rng, never);
     },
     seed(seed: number) {
       st.rng = createRng(checkSeed(seed));
     },
     logprobs(ids: readonly number[], top: number): TokenLogprobs {
-      if (!st.pending) throw new Error("logprobs: nothing fed yet, so there is no next-token distribution");
+      if (!st.pending) {
+        throw new Error(
+          "logprobs: nothing fed yet (or since a rewind), so there is no next-token distribution",
+        );
+      }
       return floatLogprobs(st.pending, 0, V, ids, top);
     },
     save(): Uint8Array {
+      if (!st.pending && tokens.length > 0) {
+        throw new Error("save: nothing fed since a rewind, so there is no next-token distribution to save");
+      }
       const n = tokens.length;
       return encodeFloatSession({
         shape: shapeOf(),
@@ -536,5 +545,12 @@ function floatSession(
       });
     },
     fork: () => floatSession(runner, never, shapeOf, copyState(st), isUp),
+    rewind(length: number) {
+      if (checkRewind(length, tokens.length) === tokens.length) return;
+      // The rows past `length` stay allocated and are overwritten by the next feed.
+      tokens.length = length;
+      cache.length = length;
+      st.pending = undefined;
+    },
   };
 }

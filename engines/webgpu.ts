@@ -18,7 +18,7 @@
  * @module
  */
 import type { Engine, EngineSession, LogitsWanted, SamplingOptions, TokenLogprobs } from "../model/engine.ts";
-import { contextOf } from "../model/engine.ts";
+import { checkRewind, contextOf } from "../model/engine.ts";
 import type { ModelConfig } from "../model/config.ts";
 import type { Tensor } from "../model/tensor.ts";
 import {
@@ -582,7 +582,7 @@ function webGpuSession(
   const V = g.config.vocab_size, kvDim = g.config.num_key_value_heads * g.config.head_dim;
   const { cache, tokens } = st;
   const pendingLogits = (what: string) => {
-    if (!st.pending) throw new Error(`webgpu session: ${what} before any feed()`);
+    if (!st.pending) throw new Error(`webgpu session: ${what} before any feed() (or since a rewind)`);
     if (!st.pending.logits) {
       throw new Error(
         `webgpu session: this engine reads back only the argmax after feed(tokens, 'none'); ` +
@@ -614,7 +614,7 @@ function webGpuSession(
     },
     pick(options: SamplingOptions = {}) {
       const choice = checkSampling(options);
-      if (!st.pending) throw new Error("webgpu session: pick() before any feed()");
+      if (!st.pending) throw new Error("webgpu session: pick() before any feed() (or since a rewind)");
       if (choice.temperature === 0) return st.pending.argmax;
       return pickToken(pendingLogits("sample"), 0, V, choice, st.rng, g.never);
     },
@@ -636,6 +636,12 @@ function webGpuSession(
         keys: cache.mirror.map(([k]) => k.subarray(0, n * kvDim)),
         values: cache.mirror.map(([, v]) => v.subarray(0, n * kvDim)),
       });
+    },
+    rewind(length: number) {
+      if (checkRewind(length, tokens.length) === tokens.length) return;
+      // The rows past `length`, on the GPU and in the CPU copy, are overwritten by the next feed.
+      tokens.length = length;
+      st.pending = null;
     },
     fork: () =>
       open({

@@ -332,8 +332,9 @@ export async function exportCheckpoint(opts: ExportOptions = {}): Promise<Export
     await mkdir(dirname(file), { recursive: true });
     // The calibration windows are bytes of the training split, fed as byte ids: a model with its own
     // tokenizer would be calibrated on meaningless tokens, so it gets plain rounding, and the summary says so.
+    // Said only where this format and dtype would have calibrated: the others calibrate nothing anyway.
     const calibrate = model.tokenizer ? undefined : opts.calibrate;
-    const skipped = model.tokenizer && opts.calibrate
+    const skipped = model.tokenizer && opts.calibrate && format.calibrates?.(dtype)
       ? "skipped: the calibration windows are byte ids, and this model has its own tokenizer (plain rounding)"
       : undefined;
     const result = await format.write(file, {

@@ -94,6 +94,12 @@ export interface FormatDescriptor<D extends string = string> {
    * it is; null (or no method) when it can. Export asks before it writes anything.
    */
   cannotStore?(config: ModelConfig): { field: string; expected: string; found: string } | null;
+  /**
+   * Whether writing `dtype` uses the calibrator `write` is handed (lut4's GPTQ feedback, GGUF's
+   * importance-weighted types); absent: never. Export says a calibration was skipped only where one
+   * would have run.
+   */
+  calibrates?(dtype: D): boolean;
   write(
     path: string,
     input: ExportInput,

@@ -501,6 +501,7 @@ export const ggufFormat: FormatDescriptor<GgufDtype> = {
   dtypes: GGUF_DTYPE_NAMES,
   defaultDtype: "f16",
   weights: "float",
+  calibrates: (dtype) => IMPORTANCE_DTYPES.has(dtype),
   async lossy(path) {
     // The tensor types are in the header: no weight needs reading.
     const g = await openGguf(path);
@@ -512,7 +513,7 @@ export const ggufFormat: FormatDescriptor<GgufDtype> = {
   async write(path, input, { dtype, calibrate }) {
     // Calibration, when handed one, weighs the K-quants' and IQ4_NL's scale search (llama.cpp's imatrix);
     // it runs the model, so it needs the tensors in memory. Otherwise they stream, one piece at a time.
-    const calibrating = calibrate !== undefined && IMPORTANCE_DTYPES.has(dtype);
+    const calibrating = calibrate !== undefined && ggufFormat.calibrates!(dtype);
     const tensors = calibrating ? await Promise.all(input.tensors.map(materialize)) : input.tensors;
     const cal = calibrating ? await calibrate(input.config, tensors as Tensor[]) : undefined;
     await writeGguf(path, tensors, input.config, {

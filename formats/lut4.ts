@@ -1075,6 +1075,7 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
   dtypes: LUT4_DTYPES,
   defaultDtype: "q4",
   weights: "lut4",
+  calibrates: () => true,
   lossy: () => Promise.resolve("4-bit codes"),
   cannotStore(config) {
     // Scales come one per group of LUT4_GROUP (32) along every matrix's input dimension.

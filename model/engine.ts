@@ -85,6 +85,14 @@ export interface EngineSession {
    * prompt cache keeps to continue a conversation's state more than once. Not while a `feed` is pending.
    */
   fork?(): EngineSession;
+  /**
+   * Drops every position from `length` on (an integer in [0, position]): the session then holds its
+   * first `length` tokens, with the KV cache a fresh feed of them gives (causal attention: no position
+   * depends on a later one), and no pending distribution, so `pick`, `logprobs` and `save` refuse until
+   * the next `feed`. The sampler's state is kept. What a prompt cache uses to continue the common prefix
+   * of a held state and a new prompt (llama.cpp's server drops the cache past it the same way).
+   */
+  rewind?(length: number): void;
 }
 
 /** What `EngineSession.logprobs` returns: the asked ids' log-probabilities, in order, and the top list. */
@@ -156,4 +164,23 @@ export function contextOf(maxPositions: number, context: number | undefined): nu
     );
   }
   return context;
+}
+
+/**
+ * Checks a `rewind` length against a session's position: an integer in [0, `position`], or a
+ * `RangeError` naming both.
+ *
+ * @example
+ * ```ts
+ * checkRewind(3, 10); // 3
+ * checkRewind(11, 10); // RangeError
+ * ```
+ */
+export function checkRewind(length: number, position: number): number {
+  if (!Number.isInteger(length) || length < 0 || length > position) {
+    throw new RangeError(
+      `rewind: length must be an integer in [0, ${position}] (the position), got ${length}`,
+    );
+  }
+  return length;
 }

@@ -32,6 +32,8 @@ import { AddressInUseError, listen } from "../serve/listen.ts";
 import { loadingApp } from "../serve/loading.ts";
 import { createSessionStore } from "../serve/session-store.ts";
 import { createSlots } from "../serve/slots.ts";
+import { CACHE_FLOOR, CACHE_MEMORY_SHARE, CACHE_STATES, stateBytes } from "../serve/prompt-cache.ts";
+import { totalmem } from "node:os";
 
 /** The model served when none is named: the default model's lut4 export (out/ferry.q4.lut4). */
 export const DEFAULT_MODEL = outputPath(DEFAULT_OUTPUT, lut4Format, DEFAULT_INPUT, lut4Format.defaultDtype);
@@ -58,8 +60,12 @@ Options:
   --queue N         requests that may wait for a slot before 429 (default 8)
   --parallel N      replies generated at once, each in its own worker with its own copy of the
                     model (default: the number of cores, here ${cores()}; 1: one, on the server's thread)
-  --cache-mb MB     the prompt cache's bound: saved conversation states reused by a prompt that
-                    extends them, least recently used dropped first (default 32; 0: off)
+  --cache-mb MB     the prompt cache's bound: saved conversation states whose common prefix with
+                    a new prompt is reused, least recently used dropped first (0: off; default:
+                    room for ${CACHE_STATES} states of the whole context at the model's bytes per token,
+                    at most 1/${1 / CACHE_MEMORY_SHARE} of this machine's memory, here ${
+  Math.round(totalmem() * CACHE_MEMORY_SHARE / 2 ** 20)
+} MB; the start-up line says the figure)
   --allow-host NAME also accept requests whose Host header names NAME (repeatable; the
                     listening address and localhost, 127.0.0.1, [::1] on its port always are)
   --cors ORIGIN     let web pages from ORIGIN call the server (repeatable; * for any origin)
@@ -163,6 +169,31 @@ async function openDefault(
   }
 }
 
+/**
+ * What the start-up line says of the prompt cache: its bound, what a token of saved state costs on
+ * this engine, and where the bound came from.
+ */
+export function cacheLine(engine: Engine, bytes: number, askedMb: number | undefined): string {
+  if (bytes === 0) return "no prompt cache";
+  const perToken = stateBytes(engine, 2) - stateBytes(engine, 1);
+  const context = engine.context ?? engine.config.max_position_embeddings;
+  const room = CACHE_STATES * stateBytes(engine, context);
+  const states = `${CACHE_STATES} states of ${context} positions`;
+  const why = askedMb !== undefined
+    ? "--cache-mb"
+    : bytes === CACHE_FLOOR && room < bytes
+    ? `the least default; ${states} take ${mb(room)}`
+    : bytes < room
+    ? `1/${1 / CACHE_MEMORY_SHARE} of ${mb(totalmem())} of memory; ${states} would take ${mb(room)}`
+    : `room for ${states}; at most 1/${1 / CACHE_MEMORY_SHARE} of ${mb(totalmem())} of memory`;
+  return `prompt cache ${mb(bytes)} (${(perToken / 1024).toFixed(1)} KB a token; ${why})`;
+}
+
+/** `n` bytes as MB (2^20), or GB (2^30) from 10 GB. */
+function mb(n: number): string {
+  return n >= 10 * 2 ** 30 ? `${(n / 2 ** 30).toFixed(1)} GB` : `${Math.round(n / 2 ** 20)} MB`;
+}
+
 /** The cores this machine reports (the default `--parallel`). */
 function cores(): number {
   return Math.max(1, navigator.hardwareConcurrency || 1);
@@ -184,7 +215,7 @@ async function main(): Promise<void> {
     sessions: { type: "string", default: DEFAULT_SESSIONS },
     queue: { type: "string", default: "8" },
     parallel: { type: "string" },
-    "cache-mb": { type: "string", default: "32" },
+    "cache-mb": { type: "string" },
     "allow-host": { type: "string", multiple: true },
     ...ENGINE_FLAGS,
     cors: { type: "string", multiple: true },
@@ -203,7 +234,7 @@ async function main(): Promise<void> {
   }
 
   const parallel = intFlag("parallel", values.parallel ?? String(cores()), 1);
-  const cacheMb = intFlag("cache-mb", values["cache-mb"]!, 0);
+  const cacheMb = values["cache-mb"] === undefined ? undefined : intFlag("cache-mb", values["cache-mb"], 0);
   const apiKey = values["api-key"] ?? (process.env.FERRY_API_KEY || undefined);
   const guard = { allowHosts: values["allow-host"], cors: values.cors, apiKey };
 
@@ -225,8 +256,15 @@ async function main(): Promise<void> {
   const slots = createSlots(engine, {
     parallel: engine.kind === "webgpu" ? 1 : parallel,
     queueLimit,
-    cacheBytes: cacheMb << 20,
+    cacheBytes: cacheMb === undefined ? undefined : cacheMb * 2 ** 20,
   });
+  // Warm before ready: /health says loading until every slot has loaded and run a short reply.
+  const warming = performance.now();
+  console.error(
+    `warming ${slots.parallel} slot${slots.parallel > 1 ? "s" : ""} (/health answers 503 until done)`,
+  );
+  await slots.warm();
+  console.error(`warmed in ${((performance.now() - warming) / 1000).toFixed(1)} s`);
   handler = createApp({ engine, sessions, queueLimit, slots, ...guard, address });
   const loopback = ["127.0.0.1", "::1", "localhost"].includes(values.host!);
   const tok = engine.tokenizer;
@@ -236,7 +274,9 @@ async function main(): Promise<void> {
   const on = `${engine.source} on the ${engine.kind} engine, ${tokenizer}, ${slots.parallel} slot${
     slots.parallel > 1 ? "s" : ""
   }`;
-  console.log(`ferry chat: ${server.url}  (${on}; Ctrl+C stops)`);
+  console.log(
+    `ferry chat: ${server.url}  (${on}; ${cacheLine(engine, slots.cacheBytes, cacheMb)}; Ctrl+C stops)`,
+  );
   if (!loopback) console.log(`note: listening on ${values.host}, reachable from other machines`);
   const stop = async () => {
     await server.close();

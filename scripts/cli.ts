@@ -230,7 +230,8 @@ export function progress(
     const secs = (now - start) / 1000;
     const rate = count / Math.max(secs, 1e-9);
     const eta = rate > 0 ? (total - count) / rate : 0;
-    const line = `${label} [${"#".repeat(fill)}${".".repeat(width - fill)}] ${count}/${total}` +
+    const line =
+      `${label} [${"#".repeat(fill)}${".".repeat(width - fill)}] ${count}/${total} ${opts.unit ?? "it"}` +
       ` ${fmtRate(rate)} ${opts.unit ?? "it"}/s ${final ? fmtTime(secs) : "ETA " + fmtTime(eta)}${
         note ? " " + note : ""
       }`;

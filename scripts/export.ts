@@ -129,7 +129,8 @@ async function main(): Promise<void> {
               ),
               shown: 0,
             };
-            const now = Math.floor(done / unit);
+            // The last tick reaches the bar's total (a part MiB counts as one, as the total does).
+            const now = done === total ? Math.ceil(total / unit) : Math.floor(done / unit);
             if (now > b.shown) b.bar.tick(now - b.shown), b.shown = now;
             if (done === total) b.bar.done();
           },

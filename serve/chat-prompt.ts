@@ -19,6 +19,7 @@ import { ApiError } from "./errors.ts";
 import { FormatError } from "../model/error.ts";
 import type { ChatMessage } from "./requests.ts";
 import { CHAT_STOP, renderChat } from "./transcript.ts";
+import { chatPromptIds } from "./reply-tokens.ts";
 
 /**
  * The prompt text of a chat: the model's template rendered with `kwargs`, or the transcript. A template
@@ -40,15 +41,24 @@ export function chatText(
 
 /**
  * The tokens of a prompt: `chat` text (from `chatText`), `completion` text (a fresh prompt), or
- * `continuation` text (a completion prompt added to a stored session: no BOS).
+ * `continuation` text (a completion prompt added to a stored session: no BOS). A templated chat's
+ * `replies` (the assistant contents it resends) come back in the tokens they were generated as, where
+ * the server still has them (serve/reply-tokens.ts).
  */
 export function promptIds(
   ctx: ServerContext,
   text: string,
   kind: "chat" | "completion" | "continuation",
+  replies: readonly string[] = [],
 ): number[] {
-  const bos = kind === "completion" || (kind === "chat" && !ctx.template);
+  if (kind === "chat" && ctx.template) return chatPromptIds(ctx.tokenizer, text, replies, ctx.replies);
+  const bos = kind === "completion" || kind === "chat";
   return ctx.tokenizer.encode(text, { bos, specials: true });
+}
+
+/** The assistant contents a chat resends, in order: what `promptIds` looks up. */
+export function repliesOf(messages: readonly ChatMessage[]): string[] {
+  return messages.filter((m) => m.role === "assistant").map((m) => m.content);
 }
 
 /** The stop strings a chat reply ends at besides the tokenizer's EOS: the transcript's newline, or none. */

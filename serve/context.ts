@@ -20,6 +20,7 @@ import { ApiError } from "./errors.ts";
 import { createMetrics, type Load, type Metrics } from "./metrics.ts";
 import type { SessionStore } from "./session-store.ts";
 import { createSlots, type Slots } from "./slots.ts";
+import { createReplyTokens, type ReplyTokens } from "./reply-tokens.ts";
 import type { GuardOptions } from "./guard.ts";
 
 /** What the app is handed; the Host, Origin, CORS and API key options are serve/guard.ts's. */
@@ -58,6 +59,8 @@ export interface ServerContext {
   readonly maxBodyBytes: number;
   readonly maxSessionBytes: number;
   readonly metrics: Metrics;
+  /** Recent chat replies' tokens as generated, spliced back into the prompts that resend them. */
+  readonly replies: ReplyTokens;
   /** Requests generating now and requests waiting for their turn (for `/metrics`). */
   load(): Load;
 }
@@ -79,6 +82,7 @@ export function createServerContext(opts: ChatAppOptions, template?: ChatTemplat
     slots,
     load: () => slots.load(),
     metrics: createMetrics(),
+    replies: createReplyTokens(),
     modelId: engine.source.split(/[\\/]/).filter(Boolean).at(-1) ?? engine.source,
     contextLength: contextLength(engine),
     defaultMaxTokens: opts.defaultMaxTokens ?? 256,

@@ -39,6 +39,8 @@ export interface ReplyOptions {
 export interface ReplyResult {
   text: string;
   completionTokens: number;
+  /** The reply's tokens as generated (each fed back; EOS is not). */
+  ids: number[];
   /** `stop`: EOS or a stop string; `length`: the budget; `abort`: the caller went away. */
   finishReason: "stop" | "length" | "abort";
   /** The shown tokens' log-probabilities, when asked for. */
@@ -92,6 +94,7 @@ export async function generateReply(
   const decode = engine.tokenizer.streamDecoder();
   const stops = createStopMatcher(opts.stop ?? []);
   const picks: TokenLogprob[] = [], before: number[] = [], shownPicks: TokenLogprob[] = [];
+  const ids: number[] = [];
   let text = "", decoded = 0, count = 0, stopped = false;
   const pause = pacer();
   let finishReason: ReplyResult["finishReason"] = "stop"; // the loop ending early means EOS
@@ -117,6 +120,7 @@ export async function generateReply(
   });
   for await (const id of tokens) {
     count++;
+    ids.push(id);
     opts.onToken?.();
     const piece = decode(id);
     if (opts.logprobs !== undefined) before.push(decoded);
@@ -141,6 +145,7 @@ export async function generateReply(
   return {
     text,
     completionTokens: count,
+    ids,
     finishReason,
     ...(opts.logprobs === undefined ? {} : { logprobs: shownPicks }),
   };

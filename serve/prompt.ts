@@ -47,6 +47,7 @@ export function precheck(
   text: string,
   field: string,
   chat: boolean,
+  replies: readonly string[] = [],
 ): void {
   if (req.maxTokens !== undefined && req.maxTokens > ctx.contextLength) {
     throw new ApiError(
@@ -56,7 +57,7 @@ export function precheck(
       "invalid_value",
     );
   }
-  const tokens = promptIds(ctx, text, chat ? "chat" : "completion").length;
+  const tokens = promptIds(ctx, text, chat ? "chat" : "completion", replies).length;
   if (req.session === undefined && tokens >= ctx.contextLength) refuseLength(ctx, field, tokens);
   if (req.saveSession || req.session !== undefined) sessionsOf(ctx);
 }
@@ -65,8 +66,14 @@ export function precheck(
  * The tokens a chat adds to a stored session: the chat is rendered whole, and the session must be
  * exactly its beginning.
  */
-function chatContinuation(ctx: ServerContext, session: EngineSession, text: string, id: string): number[] {
-  const full = promptIds(ctx, text, "chat");
+function chatContinuation(
+  ctx: ServerContext,
+  session: EngineSession,
+  text: string,
+  id: string,
+  replies: readonly string[],
+): number[] {
+  const full = promptIds(ctx, text, "chat", replies);
   const had = session.tokens;
   if (had.length > full.length || had.some((t, i) => t !== full[i])) {
     throw new ApiError(
@@ -88,13 +95,16 @@ export async function prepare(
   text: string,
   field: string,
   chat: boolean,
+  replies: readonly string[] = [],
 ): Promise<Prepared> {
   let session: EngineSession | undefined, prompt: number[];
   if (req.session !== undefined) {
     session = await storedSession(ctx, req.session);
-    prompt = chat ? chatContinuation(ctx, session, text, req.session) : promptIds(ctx, text, "continuation");
+    prompt = chat
+      ? chatContinuation(ctx, session, text, req.session, replies)
+      : promptIds(ctx, text, "continuation");
   } else {
-    prompt = promptIds(ctx, text, chat ? "chat" : "completion");
+    prompt = promptIds(ctx, text, chat ? "chat" : "completion", replies);
   }
   const position = session?.position ?? 0;
   const room = ctx.contextLength - position - prompt.length;

@@ -1,13 +1,14 @@
 /**
- * One job on one slot, the same in the server's thread (`--parallel 1`) and in a slot worker: feed the
- * prompt, keep the state there for the prompt cache when asked, generate the reply with
- * serve/generation.ts, and keep the final state (for the cache and for `save_session`). Everything in
- * and out is plain data, so a job crosses to a worker and its result comes back by message.
+ * One job on one slot, the same in the server's thread (`--parallel 1`) and in a slot worker: cut the
+ * session back to what the caller keeps of it, feed the prompt and generate the reply with
+ * serve/generation.ts, and keep the final state for the prompt cache and for `save_session`. Everything
+ * in and out is plain data, so a job crosses to a worker and its result comes back by message.
  *
  * @example
  * ```ts
- * const r = await runJob(engine, engine.start(), { prompt, maxTokens: 16, sampling: {}, stop: ["\n"], keep: true, saveEnd: false }, signal, onText);
- * r.promptState; // { tokens, bytes }: the state after the prompt, for the cache
+ * const r = await runJob(engine, session, { prompt, rewind: 12, maxTokens: 16, sampling: {}, stop: ["\n"], keep: true, saveEnd: false }, signal, onText);
+ * r.endState; // { tokens, bytes }: the state after the reply, for the cache
+ * r.held;     // the tokens the session holds now (the slot keeps it for the next job)
  * ```
  * @module
  */
@@ -21,9 +22,14 @@ export type OnText = (piece: string, picks: TokenLogprob[]) => void | Promise<vo
 /** What one slot is asked to do. */
 // Callbacks stay on the caller's side: a job crosses to a worker as plain data.
 export interface SlotJob extends Omit<ReplyOptions, "signal" | "onToken"> {
+  /**
+   * Keep only the session's first `rewind` tokens before feeding (`EngineSession.rewind`); the prompt
+   * then holds at least one token, unless `rewind` is the session's whole length. Absent: keep it all.
+   */
+  rewind?: number;
   /** The new tokens to feed the session before generating. */
   prompt: number[];
-  /** Return the states after the prompt and after the reply, for the prompt cache. */
+  /** Return the state after the reply, for the prompt cache (an aborted reply's too: it is as valid). */
   keep: boolean;
   /** Return the state after the reply (for `save_session`), unless the reply was aborted. */
   saveEnd: boolean;
@@ -35,15 +41,20 @@ export interface SlotState {
   bytes: Uint8Array;
 }
 
-/** How a job went: the reply, and the states asked for. */
+/** How a job went: the reply, the state asked for, and what the session holds now. */
 export interface SlotResult extends ReplyResult {
-  /** The state once the prompt was fed (with `keep`, when there was a prompt). */
-  promptState?: SlotState;
-  /** The state after the reply (with `keep` or `saveEnd`, unless aborted). */
+  /** The state after the reply (with `keep`, or with `saveEnd` unless aborted). */
   endState?: SlotState;
+  /**
+   * Every token the session holds after the job, for matching the slot's next prompt; none when its
+   * sessions cannot be rewound (then the slot starts each conversation afresh).
+   */
+  held: number[];
+  /** Whether the engine's sessions can be rewound (`EngineSession.rewind`). */
+  rewinds: boolean;
 }
 
-/** Runs `job` on `session` (fresh, restored, or a cached state); the session holds the exchange after. */
+/** Runs `job` on `session` (fresh, restored, a cached state or the slot's last); the session holds the exchange after. */
 export async function runJob(
   engine: Engine,
   session: EngineSession,
@@ -51,18 +62,14 @@ export async function runJob(
   signal: AbortSignal | undefined,
   onText?: OnText,
 ): Promise<SlotResult> {
-  const canSave = typeof session.save === "function";
-  const state = (): SlotState => ({ tokens: [...session.tokens], bytes: session.save!() });
-  let promptState: SlotState | undefined;
-  let prompt = job.prompt;
-  if (job.keep && canSave && prompt.length > 0) {
-    // Fed here rather than by generateTokens so the state between prompt and reply can be kept; the
-    // caller has checked the room, so generateTokens would have fed exactly these tokens first.
-    await session.feed(prompt, "none");
-    promptState = state();
-    prompt = [];
+  if (job.rewind !== undefined && job.rewind !== session.position) {
+    if (!session.rewind) throw new Error(`the ${engine.kind} engine's sessions cannot be rewound`);
+    session.rewind(job.rewind);
   }
-  const r = await generateReply(engine, session, prompt, { ...job, signal }, onText);
-  const wantEnd = (job.keep || job.saveEnd) && canSave && r.finishReason !== "abort";
-  return { ...r, promptState, endState: wantEnd ? state() : undefined };
+  const r = await generateReply(engine, session, job.prompt, { ...job, signal }, onText);
+  const canSave = typeof session.save === "function" && session.position > 0;
+  const wantEnd = canSave && (job.keep || (job.saveEnd && r.finishReason !== "abort"));
+  const endState = wantEnd ? { tokens: [...session.tokens], bytes: session.save!() } : undefined;
+  const rewinds = typeof session.rewind === "function";
+  return { ...r, endState, held: rewinds ? [...session.tokens] : [], rewinds };
 }

@@ -2,10 +2,10 @@
  * One parallel slot (serve/slots.ts): a worker that loads the model itself with `loadEngine` (its own
  * copy of the weights, its own engine and session) and runs one job at a time with `runJob`, streaming
  * the reply's text back by message. The server's thread keeps the queue, the prompt cache and the
- * session store; this worker keeps nothing between jobs.
+ * session store; this worker keeps only its last session, which a job may continue (`from: "held"`).
  *
  * Messages in: `init { path, kind, tokenizer?, threads?, context? }` once (`tokenizer`: the server's tokenizer files; `threads`, `context`: as the server's engine, one thread a slot); `job { id, from?, job }` (`from`: session bytes to continue,
- * a stored session or a cached state); `abort { id }`; `gc` (collect garbage now, where the runtime allows: for memory measurements);
+ * a stored session or a cached state, or `"held"`: this worker's last session, or a fresh one if none); `abort { id }`; `gc` (collect garbage now, where the runtime allows: for memory measurements);
  * `crash` (for tests: fail the way a fault would).
  * Messages out: `ready`, `text { id, piece }`, `done { id, result }`, `fail { id, message }`, and
  * `died { message }` when an error nothing caught ends the worker.
@@ -18,7 +18,7 @@
  * @module
  */
 import { loadEngine } from "../engines/mod.ts";
-import type { Engine } from "../model/engine.ts";
+import type { Engine, EngineSession } from "../model/engine.ts";
 import type { TokenLogprob } from "./logprobs.ts";
 import { runJob, type SlotResult } from "./slot-run.ts";
 
@@ -39,6 +39,8 @@ self.addEventListener("error", (e) => died(e, (e as ErrorEvent).error ?? (e as E
 self.addEventListener("unhandledrejection", (e) => died(e, (e as PromiseRejectionEvent).reason));
 
 let engine: Promise<Engine> | undefined;
+/** The last job's session, kept for the next job to continue (its tokens went back with the result). */
+let kept: EngineSession | undefined;
 const aborts = new Map<number, AbortController>();
 
 scope.onmessage = (ev: MessageEvent) => {
@@ -65,16 +67,22 @@ scope.onmessage = (ev: MessageEvent) => {
   }
 };
 
-async function job(id: number, from: Uint8Array | undefined, job: Parameters<typeof runJob>[2]) {
+async function job(id: number, from: Uint8Array | "held" | undefined, job: Parameters<typeof runJob>[2]) {
   const ac = new AbortController();
   aborts.set(id, ac);
   try {
     if (!engine) throw new Error("slot worker: job before init");
     const e = await engine;
-    const session = from ? e.restore!(from, "session") : e.start();
+    const session = from instanceof Uint8Array
+      ? e.restore!(from, "session")
+      : from === "held" && kept
+      ? kept
+      : e.start();
+    kept = undefined; // until the job ends well: a failed one may leave it anywhere
     const text = batched((piece, picks) => scope.postMessage({ type: "text", id, piece, picks }));
     const r = await runJob(e, session, job, ac.signal, text.add);
     text.flush();
+    if (session.rewind) kept = session;
     scope.postMessage({ type: "done", id, result: r }, transfers(r));
   } catch (err) {
     scope.postMessage({ type: "fail", id, message: (err as Error).message ?? String(err) });
@@ -105,5 +113,5 @@ function batched(post: (piece: string, picks: TokenLogprob[]) => void, ms = 2) {
 
 /** The state buffers go back without a copy. */
 function transfers(r: SlotResult): Transferable[] {
-  return [r.promptState, r.endState].flatMap((s) => s ? [s.bytes.buffer as ArrayBuffer] : []);
+  return r.endState ? [r.endState.bytes.buffer as ArrayBuffer] : [];
 }

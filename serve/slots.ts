@@ -5,12 +5,18 @@
  * always ran; with more, each slot is a worker (slot-worker.ts) that loads the model itself, so two
  * users on two cores each get a core. A worker that dies fails its request with 500 and is replaced.
  *
+ * Each slot keeps its last conversation's session. A fresh conversation continues the longest common
+ * prefix of its prompt with what its slot holds or what the cache holds, whichever is longer, cut back
+ * to that prefix (`EngineSession.rewind`), as llama.cpp's server does with `cache_prompt`; without a
+ * cache the slot's session is rewound to nothing and reused, which spares a KV cache's allocation.
+ *
  * Every slot runs the same `runJob` on the same model, so a seeded request gives the same tokens on any
- * slot, and a cached state continues bit-identically to a fresh prefill on the integer engine.
+ * slot, and a cached state continues bit-identically to a fresh prefill (tests/engines/float-session
+ * and tests/serve/prompt-cache).
  *
  * @example
  * ```ts
- * const slots = createSlots(engine, { parallel: 2, queueLimit: 8, cacheBytes: 32 << 20 });
+ * const slots = createSlots(engine, { parallel: 2, queueLimit: 8 }); // the cache sized from the model
  * const lease = await slots.acquire(signal);           // or throws ApiError 429 / 499
  * try { const r = await lease.reply(session, prompt, opts, onText); r.cachedTokens; } finally { lease.release(); }
  * ```
@@ -20,7 +26,14 @@ import type { Engine, EngineSession } from "../model/engine.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 import { ApiError } from "./errors.ts";
 import type { ReplyOptions, ReplyResult } from "./generation.ts";
-import { createPromptCache, type PromptCache } from "./prompt-cache.ts";
+import { totalmem } from "node:os";
+import {
+  commonPrefix,
+  createPromptCache,
+  defaultCacheBytes,
+  type PromptCache,
+  stateBytes,
+} from "./prompt-cache.ts";
 import { type OnText, runJob, type SlotJob, type SlotResult } from "./slot-run.ts";
 import { createTurns } from "./turns.ts";
 
@@ -30,7 +43,10 @@ export interface SlotsOptions {
   parallel?: number;
   /** Requests that may wait for a slot before new ones get 429 (default 8). */
   queueLimit?: number;
-  /** The prompt cache's bound in bytes of saved state (default 32 MiB; 0: no cache). */
+  /**
+   * The prompt cache's bound in bytes of saved state (0: no cache; default: prompt-cache.ts
+   * `defaultCacheBytes`, from the bytes a whole-context state costs on this engine and the memory).
+   */
   cacheBytes?: number;
 }
 
@@ -64,10 +80,19 @@ export interface Lease {
 export interface Slots {
   readonly parallel: number;
   readonly cache?: PromptCache;
+  /** The cache's bound in bytes (0: none). */
+  readonly cacheBytes: number;
   /** Waits for a free slot; throws ApiError 429 (line full) or 499 (client gone). */
   acquire(signal: AbortSignal): Promise<Lease>;
   /** Replies running and requests waiting, for `/metrics`. */
   load(): { active: number; waiting: number };
+  /**
+   * Runs a short reply on every slot (a few prompt tokens, two generated), so each has loaded its
+   * model and compiled its code paths before the server says it is ready: the first request at the
+   * Qwen3-0.6B shape otherwise waited 25 s for its first token against 4.6 s warm (float engine).
+   * Nothing of it is kept for matching.
+   */
+  warm(): Promise<void>;
   /** Ends the workers. */
   close(): void;
   /** For tests: makes slot `i`'s worker fail the way a fault would (nothing on the server's own slot). */
@@ -76,11 +101,23 @@ export interface Slots {
   collect(): void;
 }
 
-/** Where a job starts: a live session, saved bytes, or nothing (a fresh session). */
-type From = EngineSession | Uint8Array | undefined;
+/**
+ * Where a job starts: a live session, saved bytes, `"held"` (the slot's last session, or a fresh one
+ * when it has none), or nothing (a fresh session).
+ */
+type From = EngineSession | Uint8Array | "held" | undefined;
 
 /** What runs one job: the server's thread, or one worker. */
 interface Runner {
+  /** The tokens the slot's last session holds (none before its first job and after a failed one). */
+  readonly held: readonly number[];
+  /** Forgets what the slot holds for matching (its session's allocation is still reused). */
+  forget(): void;
+  /**
+   * Whether its sessions can be rewound, as its last job found (false until one has run): if not, only
+   * a cached state the prompt continues whole is used.
+   */
+  readonly rewinds: boolean;
   run(
     from: From,
     job: SlotJob,
@@ -96,7 +133,11 @@ interface Runner {
 export function createSlots(engine: Engine, opts: SlotsOptions = {}): Slots {
   const parallel = opts.parallel ?? 1;
   const turns = createTurns(opts.queueLimit ?? 8, parallel);
-  const cacheBytes = opts.cacheBytes ?? 32 << 20;
+  const cacheBytes = opts.cacheBytes ??
+    defaultCacheBytes(
+      stateBytes(engine, engine.context ?? engine.config.max_position_embeddings),
+      totalmem(),
+    );
   const cache = engine.restore && cacheBytes > 0 ? createPromptCache(cacheBytes) : undefined;
   const free: Runner[] = parallel === 1
     ? [localRunner(engine)]
@@ -106,8 +147,25 @@ export function createSlots(engine: Engine, opts: SlotsOptions = {}): Slots {
   return {
     parallel,
     cache,
+    cacheBytes: cache ? cacheBytes : 0,
     load: turns.load,
     close: () => all.forEach((r) => r.close()),
+    async warm() {
+      const prompt = engine.tokenizer.encode("Warm up, please.", { bos: true });
+      const job: SlotJob = {
+        prompt,
+        maxTokens: 2,
+        sampling: {},
+        stop: [],
+        keep: false,
+        saveEnd: false,
+        rewind: 0,
+      };
+      await Promise.all(all.map(async (r) => {
+        await r.run("held", job, new AbortController().signal);
+        r.forget();
+      }));
+    },
     crash: (i) => all[i]?.crash(),
     collect: () => all.forEach((r) => r.collect()),
     async acquire(signal) {
@@ -145,32 +203,60 @@ async function replyOn(
   onText?: OnText,
 ): Promise<LeaseReply> {
   const { signal, saveEnd = false, ...reply } = o;
-  let from: From = session, feed = prompt, seed = o.seed, cachedTokens = 0;
-  // Only a fresh conversation: a stored session continues its own sampler stream, which a cached
-  // state does not have. A hit is reseeded (0, a fresh session's seed, when the request has none).
-  const hit = (session?.position ?? 0) === 0 ? cache?.longest(prompt) : undefined;
-  if (hit) {
-    from = hit.bytes;
-    feed = prompt.slice(hit.length);
-    seed = o.seed ?? 0;
-    cachedTokens = hit.length;
+  let job: SlotJob = { ...reply, prompt, keep: cache !== undefined, saveEnd }, from: From = session;
+  let cachedTokens = 0;
+  // Only a fresh conversation: a stored session continues its own sampler stream, which a reused
+  // state does not have. It is reseeded (0, a fresh session's seed, when the request has none).
+  if ((session?.position ?? 0) === 0) {
+    const own = cache ? reusable(runner.held, commonPrefix(runner.held, prompt), prompt) : 0;
+    const hit = cache?.longest(prompt);
+    const usable = hit && (runner.rewinds || hit.length === hit.holds);
+    const cached = usable ? reusable({ length: hit.holds }, hit.length, prompt) : 0;
+    // The slot's own state on a tie: nothing to restore.
+    from = cached > own ? hit!.bytes : "held";
+    cachedTokens = Math.max(own, cached);
+    job = { ...job, rewind: cachedTokens, prompt: prompt.slice(cachedTokens), seed: o.seed ?? 0 };
   }
-  const job: SlotJob = { ...reply, seed, prompt: feed, keep: cache !== undefined, saveEnd };
   const r = await runner.run(from, job, signal ?? new AbortController().signal, onText);
-  if (cache && r.promptState) cache.put(r.promptState.tokens, r.promptState.bytes);
   if (cache && r.endState) cache.put(r.endState.tokens, r.endState.bytes);
-  const { promptState: _p, endState, ...result } = r;
-  return { ...result, cachedTokens, saved: saveEnd ? endState?.bytes : undefined };
+  const { endState, held: _held, ...result } = r;
+  const saved = saveEnd && r.finishReason !== "abort" ? endState?.bytes : undefined;
+  return { ...result, cachedTokens, saved };
+}
+
+/**
+ * How much of a state holding `state.length` tokens, `common` of them the prompt's first, a reply may
+ * continue: all of them, unless that is the whole prompt and the state holds more, since a state cut
+ * back has no next-token distribution until a token is fed (llama.cpp's server re-reads the last
+ * prompt token the same way).
+ */
+function reusable(state: { length: number }, common: number, prompt: readonly number[]): number {
+  return common === prompt.length && state.length > common ? common - 1 : common;
 }
 
 /** The server's own thread and engine: today's one slot. */
 function localRunner(engine: Engine): Runner {
+  let kept: EngineSession | undefined, held: readonly number[] = [], rewinds = false;
   return {
-    run(from, job, signal, onText) {
+    get held() {
+      return held;
+    },
+    get rewinds() {
+      return rewinds;
+    },
+    forget: () => void (held = []),
+    async run(from, job, signal, onText) {
       const session = from instanceof Uint8Array
         ? engine.restore!(from, "cached session")
+        : from === "held"
+        ? kept ?? engine.start()
         : from ?? engine.start();
-      return runJob(engine, session, job, signal, onText);
+      // Until the job ends well: a failed one may leave the session anywhere.
+      kept = undefined, held = [];
+      const r = await runJob(engine, session, job, signal, onText);
+      rewinds = r.rewinds;
+      if (rewinds) kept = session, held = r.held;
+      return r;
     },
     close() {},
     crash() {},
@@ -195,7 +281,9 @@ function workerRunner(
   let worker: Worker;
   let current: Pending | undefined;
   let seq = 0;
+  let held: readonly number[] = [], rewinds = false;
   const spawn = () => {
+    held = [];
     const w = new Worker(new URL("./slot-worker.ts", import.meta.url).href, { type: "module" });
     worker = w;
     // Reported twice on Bun (the worker's own `died`, then the error event): acted on once.
@@ -221,18 +309,32 @@ function workerRunner(
   };
   spawn();
   return {
-    run(from, job, signal, onText) {
+    get held() {
+      return held;
+    },
+    get rewinds() {
+      return rewinds;
+    },
+    forget: () => void (held = []),
+    async run(from, job, signal, onText) {
       const id = ++seq;
-      const bytes = from instanceof Uint8Array ? from : from && from.position > 0 ? from.save!() : undefined;
+      const sent = from instanceof Uint8Array || from === "held"
+        ? from
+        : from && from.position > 0
+        ? from.save!()
+        : undefined;
       const abort = () => worker.postMessage({ type: "abort", id });
-      return new Promise<SlotResult>((resolve, reject) => {
+      held = []; // until the job ends well (the worker drops its session too)
+      const r = await new Promise<SlotResult>((resolve, reject) => {
         const finished = () => {
           if (current?.id === id) current = undefined;
         };
         current = pending(id, signal, abort, onText, finished, resolve, reject);
-        worker.postMessage({ type: "job", id, from: bytes, job });
+        worker.postMessage({ type: "job", id, from: sent, job });
         if (signal.aborted) abort();
       });
+      held = r.held, rewinds = r.rewinds;
+      return r;
     },
     close: () => worker.terminate(),
     crash: () => worker.postMessage({ type: "crash" }),

@@ -29,7 +29,7 @@ import type {
   SamplingOptions,
   TokenLogprobs,
 } from "../../model/engine.ts";
-import { defaultContext } from "../../model/engine.ts";
+import { checkRewind, defaultContext } from "../../model/engine.ts";
 import { FormatError } from "../../model/error.ts";
 import { neverSampled, type SpecialIds } from "../../model/sample.ts";
 import { byteTokenizer } from "../../model/tokenizer.ts";
@@ -308,6 +308,13 @@ function intSession(
   scratch: SamplerScratch,
 ): EngineSession {
   const memo = samplingMemo();
+  // Set by a rewind: the logits in `st` are of a dropped position until the next feed.
+  let stale = false;
+  const pending = (what: string) => {
+    if (st.pos === 0 || stale) {
+      throw new Error(`${what}: nothing fed yet (or since a rewind), so there are no logits`);
+    }
+  };
   return {
     get position() {
       return st.pos;
@@ -317,10 +324,14 @@ function intSession(
     },
     // A refusal arrives as a rejected promise, like any other failure of feed.
     feed(tokens: readonly number[], wanted: LogitsWanted = "last"): Promise<Float32Array> {
-      return Promise.resolve().then(() => feed(model, st, tokens, wanted));
+      return Promise.resolve().then(() => {
+        const logits = feed(model, st, tokens, wanted);
+        if (tokens.length > 0) stale = false;
+        return logits;
+      });
     },
     pick(options?: SamplingOptions): number {
-      if (st.pos === 0) throw new Error("pick: nothing fed yet, so there are no logits to pick from");
+      pending("pick");
       // Converted once per new options value (per request), not per token.
       const q = rememberedSampling(memo, options) ?? remember(memo, options!, toIntSampling(options));
       return sample(st.logits, q, st.rng, scratch);
@@ -331,15 +342,30 @@ function intSession(
       seedRng(st.rng, Number(bits >> 32n) | 0, Number(bits & 0xffffffffn) | 0);
     },
     logprobs(ids: readonly number[], top: number): TokenLogprobs {
-      if (st.pos === 0) throw new Error("logprobs: nothing fed yet, so there are no logits");
+      pending("logprobs");
       const q = intLogprobs(st.logits, model.exp, ids, top);
       return {
         of: q.of.map((v) => v / LOGIT_Q),
         top: q.top.map(({ id, logprob }) => ({ id, logprob: logprob / LOGIT_Q })),
       };
     },
-    fork: () => intSession(model, copyState(st), shape, scratch),
+    fork() {
+      const copy = intSession(model, copyState(st), shape, scratch);
+      if (stale) copy.rewind!(st.pos);
+      return copy;
+    },
+    rewind(length: number): void {
+      if (checkRewind(length, st.pos) === st.pos) return;
+      // The positions past `length` stay in the arrays and are overwritten by the next feed; a save
+      // writes only the first `pos`, so none of them is ever read.
+      st.pos = length;
+      st.tokens.length = length;
+      stale = true;
+    },
     save(): Uint8Array {
+      if (stale && st.pos > 0) {
+        throw new Error("save: nothing fed since a rewind, so there are no logits to save");
+      }
       return encodeSession({
         shape,
         position: st.pos,

@@ -23,7 +23,7 @@ import { randomSeed } from "../sampling.ts";
 import { CHAT_COMPLETION, type Endpoint, finishReason, TEXT_COMPLETION, usage } from "../shapes.ts";
 import type { Lease, LeaseReply } from "../slots.ts";
 import { openAIStream } from "../sse.ts";
-import { chatStops, chatText } from "../chat-prompt.ts";
+import { chatStops, chatText, repliesOf } from "../chat-prompt.ts";
 import { createReasoningSplitter, splitReasoning } from "../reasoning.ts";
 import { ROUTES } from "./table.ts";
 
@@ -46,6 +46,8 @@ interface Job {
    * (`"inside"`: the prompt itself opened it). Absent: all text is content.
    */
   reasoning?: "start" | "inside";
+  /** A chat's assistant contents, for the prompt's tokens (serve/reply-tokens.ts); none for a completion. */
+  replies: string[];
 }
 
 /** What every response and chunk of one reply carries at its top level. */
@@ -75,6 +77,7 @@ export function completionRoutes(ctx: ServerContext): Hono {
       stop: req.stop,
       nProbs: req.nProbs,
       arrived,
+      replies: [],
     });
   });
   app.on(chatCompletions.methods, chatCompletions.path, limit, async (c) => {
@@ -88,6 +91,7 @@ export function completionRoutes(ctx: ServerContext): Hono {
       field: "messages",
       stop: [...chatStops(ctx), ...req.stop],
       arrived,
+      replies: repliesOf(req.messages),
       reasoning: !ctx.template || req.reasoningFormat === "none"
         ? undefined
         : /<think>\s*$/.test(text)
@@ -101,14 +105,14 @@ export function completionRoutes(ctx: ServerContext): Hono {
 /** Precheck, wait for the turn, prepare, then stream or answer once; the turn is given back when done. */
 async function answer(c: Context, ctx: ServerContext, job: Job): Promise<Response> {
   const signal = c.req.raw.signal;
-  precheck(ctx, job.req, job.text, job.field, job.endpoint.chat);
+  precheck(ctx, job.req, job.text, job.field, job.endpoint.chat, job.replies);
   // No seed: a fresh one, reported; a continued session without one keeps its stream (sessions docs).
   const seed = job.req.seed ?? (job.req.session === undefined ? randomSeed() : undefined);
   const lease = await ctx.slots.acquire(signal);
   const leave = lease.release;
   let streaming = false;
   try {
-    const p = await prepare(ctx, job.req, job.text, job.field, job.endpoint.chat);
+    const p = await prepare(ctx, job.req, job.text, job.field, job.endpoint.chat, job.replies);
     const head: Head = {
       id: job.endpoint.idPrefix + crypto.randomUUID().replaceAll("-", "").slice(0, 24),
       created: Math.floor(Date.now() / 1000),
@@ -249,6 +253,13 @@ async function generate(
     saveEnd: req.saveSession,
   }, timed);
   ctx.metrics.tokens(p.prompt.length, r.completionTokens);
+  // A templated chat's reply as the client will resend it, in the tokens it was generated as.
+  if (job.endpoint.chat && ctx.template) {
+    const { content } = job.reasoning
+      ? splitReasoning(r.text, job.reasoning === "inside")
+      : { content: r.text };
+    ctx.replies.remember(ctx.tokenizer, r.ids, content);
+  }
   if (!req.saveSession || !r.saved) return r;
   return { ...r, sessionId: await sessionsOf(ctx).put(r.saved) };
 }

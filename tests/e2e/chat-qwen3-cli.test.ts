@@ -1,6 +1,7 @@
 // scripts/chat.ts FOLDER on a reduced Qwen3 folder, under Bun and Deno: it reads the folder's tokenizer,
 // applies its chat template with chat_template_kwargs, and its slot workers (Bun, --parallel 2) generate
-// with the same tokenizer (the reply equals this process's greedy decode of the same prompt).
+// with the same tokenizer (the reply equals this process's greedy decode of the same prompt); the slots
+// are warmed before it says it is ready, and /health answers loading until then.
 import { beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -22,12 +23,15 @@ beforeAll(async () => {
   });
 });
 
-/** `scripts/chat.ts` on `args` under `runtime`, until it prints its URL. */
+/**
+ * `scripts/chat.ts` on `args` under `runtime`, until it prints its URL; `warming`: what `/health`
+ * answered to a request sent once the server said it was warming its slots (undefined if it never did).
+ */
 function startChat(
   runtime: readonly string[],
   args: string[],
   sessions: string,
-): Promise<{ child: ChildProcess; url: string; out: () => string }> {
+): Promise<{ child: ChildProcess; url: string; out: () => string; warming: Promise<unknown> }> {
   const child = spawn(runtime[0], [
     ...runtime.slice(1),
     "scripts/chat.ts",
@@ -39,14 +43,21 @@ function startChat(
   ], {
     stdio: ["ignore", "pipe", "pipe"],
   });
-  let out = "";
+  let out = "", warming: Promise<unknown> = Promise.resolve(undefined), probed = false;
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no URL after 50 s:\n${out}`)), 50_000);
-    child.stderr!.on("data", (d) => (out += d));
+    child.stderr!.on("data", (d) => {
+      out += d;
+      const listening = out.match(/listening on (http:\/\/\S+)/)?.[1];
+      if (listening && !probed && /warming \d+ slot/.test(out)) {
+        probed = true;
+        warming = fetch(new URL("health", listening)).then(async (r) => [r.status, await r.json()]);
+      }
+    });
     child.stdout!.on("data", (d) => {
       out += d;
       const m = out.match(/ferry chat: (http:\/\/\S+)/);
-      if (m) clearTimeout(timer), resolve({ child, url: m[1], out: () => out });
+      if (m) clearTimeout(timer), resolve({ child, url: m[1], out: () => out, warming });
     });
     child.on("exit", (code) => reject(new Error(`exited ${code}:\n${out}`)));
   });
@@ -60,13 +71,18 @@ for (const [runtime, parallel] of [[["bun"], "2"], [["deno", "run", "-A"], "1"]]
     async () => {
       const dir = await qwen3Folder({ peaked: true });
       const sessions = mkdtempSync(join(tmpdir(), "ferry-chat-qwen3-"));
-      const { child, url, out } = await startChat(
+      const { child, url, out, warming } = await startChat(
         runtime,
         [dir, "--engine", "float", "--parallel", parallel],
         sessions,
       );
       try {
         expect(out()).toContain("151669-id tokenizer, EOS 151645 151643");
+        // Warm before ready: the slots warmed before the server said so, /health said loading meanwhile
+        // (two workers take seconds to load, so the probe lands there; one thread may be done first).
+        expect(out()).toMatch(new RegExp(`warming ${parallel} slots?[^]*warmed in [\\d.]+ s[^]*ferry chat:`));
+        if (parallel === "2") expect(await warming).toEqual([503, { status: "loading" }]);
+        expect((await fetch(new URL("health", url))).status).toBe(200);
         const models = await (await fetch(new URL("v1/models", url))).json() as any;
         expect(models.data[0]).toMatchObject({ tokenizer: "bpe", chat_template: true });
         const body = {

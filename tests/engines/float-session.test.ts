@@ -1,7 +1,8 @@
 // Float sessions (formats/session.md, version 2) and forks on every engine: save after N tokens,
 // restore in a fresh process, M more equal one uninterrupted run of N + M — tokens and logits bit for
 // bit — on Bun and Deno, with byte-identical files; refusals name the field (tampered, another model,
-// another engine, an integer session); a fork continues exactly as its original, independently.
+// another engine, an integer session); a fork continues exactly as its original, independently; a
+// rewound session continues exactly as a fresh read of the prefix it kept.
 import { expect, test } from "bun:test";
 import { crossProcessTest } from "../helpers/fast.ts";
 import { spawnSync } from "node:child_process";
@@ -13,10 +14,15 @@ import { createFloatEngine } from "../../engines/float.ts";
 import { loadIntEngine } from "../../engines/int/engine.ts";
 import { readCheckpoint } from "../../formats/checkpoint.ts";
 import { FLOAT_SESSION_PREFIX, floatModelDigest } from "../../formats/session.ts";
-import type { EngineSession } from "../../model/engine.ts";
+import { loadEngine } from "../../engines/mod.ts";
+import type { Engine, EngineSession } from "../../model/engine.ts";
+import { qwen3Folder } from "../helpers/qwen3-folder.ts";
 
 const ROOT = join(import.meta.dir, "../..");
 const N = 12, M = 10;
+/** A byte prompt, and a Qwen3 prompt's ids (any ids of its vocabulary serve), each 20 tokens. */
+const BYTES = [256, ...[..."The jury said it was"].map((c) => c.charCodeAt(0))];
+const QWEN3_IDS = [151644, ...Array.from({ length: 19 }, (_, i) => (i * 7919 + 13) % 150000)];
 
 /** `first` (prompt, N tokens, save), `rest` (restore, M), `whole` (N + M): tokens and a logits digest. */
 const script = (mode: string, session: string) => `
@@ -168,3 +174,43 @@ test("fork on the float and integer engines: the same continuation bit for bit, 
     expect(s.position).toBe(at);
   }
 });
+
+test(
+  "rewind on the float and integer engines (byte model and a reduced Qwen3): bit-identical to a fresh prefill of the prefix",
+  async () => {
+    const run = await readCheckpoint(CHECKPOINT, { sections: ["model"] });
+    const qwen3 = await qwen3Folder({ peaked: true });
+    const cases: [string, Engine, number[]][] = [
+      ["float byte", createFloatEngine(run.config, run.model!, "ferry.ckpt"), BYTES],
+      ["int byte", await loadIntEngine(await defaultLut4()), BYTES],
+      ["float qwen3", await loadEngine(qwen3, "float"), QWEN3_IDS],
+      ["int qwen3", await loadEngine(qwen3, "int"), QWEN3_IDS],
+    ];
+    for (const [name, engine, ids] of cases) {
+      const k = 9, rest = ids.slice(k + 5, k + 11);
+      // The whole prompt read in one batch, then cut back to its first k tokens.
+      const cut = engine.start();
+      cut.seed(4);
+      await cut.feed(ids.slice(0, k + 5), "none");
+      await continueFor(cut, 3);
+      cut.rewind!(k);
+      expect(`${name} ${cut.position} ${cut.tokens}`).toBe(`${name} ${k} ${ids.slice(0, k)}`);
+      // No distribution until the next feed: pick, logprobs and save refuse.
+      expect(() => cut.pick({})).toThrow(/rewind/);
+      expect(() => cut.logprobs([1], 1)).toThrow(/rewind/);
+      expect(() => cut.save!()).toThrow(/rewind/);
+      expect(() => cut.rewind!(k + 1)).toThrow(RangeError);
+      expect(() => cut.rewind!(-1)).toThrow(RangeError);
+      cut.seed(4); // the draws above moved its sampler on; the rewind keeps the sampler's state
+      // Only the prefix, read fresh.
+      const fresh = engine.start();
+      fresh.seed(4);
+      await fresh.feed(ids.slice(0, k), "none");
+      const a = await cut.feed(rest, "last"), b = await fresh.feed(rest, "last");
+      expect(`${name} ${a.every((v, i) => Object.is(v, b[i]))}`).toBe(`${name} true`);
+      expect(Buffer.from(cut.save!()).equals(Buffer.from(fresh.save!()))).toBe(true);
+      expect((await continueFor(cut, 4)).tokens).toEqual((await continueFor(fresh, 4)).tokens);
+    }
+  },
+  60_000,
+);

@@ -1,14 +1,17 @@
 // GGUF exports calibrated as llama.cpp's imatrix is used: the quantizers that weigh their error by
 // per-column importance (Q4_K, Q6_K, IQ4_NL, and Q5_0 inside those mixes) get the diagonal of the
-// calibration's input covariance, and the file records what it was measured on. Other dtypes ignore it.
+// calibration's input covariance, and the file records what it was measured on. Other dtypes ignore it,
+// and their summary says nothing of a calibration skipped.
 import { expect, test } from "bun:test";
 import { Buffer } from "node:buffer";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { scratchDir } from "../helpers/lut4-fixture.ts";
 import { exportCheckpoint } from "../../formats/export.ts";
-import { importanceOf, parseGguf } from "../../formats/gguf.ts";
+import { ggufFormat, IMPORTANCE_DTYPES, importanceOf, parseGguf } from "../../formats/gguf.ts";
 import { lut4Calibrator } from "../../measure/calibrate.ts";
+import type { Lut4Calibrator } from "../../formats/lut4-types.ts";
+import { qwen3Folder } from "../helpers/qwen3-folder.ts";
 
 const dir = scratchDir();
 const write = async (dtype: string, sub: string, windows: number) => {
@@ -42,3 +45,23 @@ test("a calibrated q4_k_m records the calibration under llama.cpp's imatrix keys
 test("dtypes whose quantizer takes no importance are written the same with or without calibration", async () => {
   expect(Buffer.compare(await write("q4_0", "p40", 0), await write("q4_0", "c40", 2))).toBe(0);
 });
+
+test(
+  "a model with its own tokenizer: 'calibration skipped' is said only where the format and dtype calibrate",
+  async () => {
+    const src = await qwen3Folder({ peaked: true });
+    let asked = 0;
+    const calibrate: Lut4Calibrator = () => (asked++, Promise.reject(new Error("not for a tokenizer model")));
+    const summary = (format: string, dtype?: string) =>
+      exportCheckpoint({ input: src, output: join(dir, `q-${format}-${dtype}`), format, dtype, calibrate });
+    // GGUF q8_0 calibrates nothing, whatever the model: nothing to say (nor for any other such dtype).
+    expect(ggufFormat.dtypes.filter((d) => ggufFormat.calibrates!(d))).toEqual([...IMPORTANCE_DTYPES]);
+    expect((await summary("gguf", "q8_0")).calibration).toBeUndefined();
+    // lut4 would have calibrated: the byte-id windows do not fit this tokenizer, so it was skipped, and said.
+    expect(String((await summary("lut4")).calibration)).toStartWith(
+      "skipped: the calibration windows are byte ids",
+    );
+    expect(asked).toBe(0);
+  },
+  60_000,
+);

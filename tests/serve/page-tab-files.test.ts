@@ -66,7 +66,7 @@ test("each served module is the repository's file less its types, only non-brows
     const stripped = path.endsWith(".ts") ? stripTypes(source, path) : source;
     // Undo the rewrites: what is left must be exactly the stripped file.
     const undone = m.code
-      .replace(/"(?:\.\.\/)+serve\/page\/worker-node\.js"|"\.\/worker-node\.js"/g, '"NODE"')
+      .replace(/"(?:\.\.\/)+serve\/page\/worker-node\.js"|"\.\/(?:page\/)?worker-node\.js"/g, '"NODE"')
       .replace(/"(?:\.\.\/)+node_modules\/smol-toml\/dist\/index\.js"/g, '"smol-toml"')
       .replace(/"(?:\.\.\/)+node_modules\/@huggingface\/jinja\/dist\/index\.js"/g, '"@huggingface/jinja"')
       .replace(
