@@ -32,6 +32,16 @@ export interface GenerateOptions extends SamplingOptions {
   stopAtEos?: boolean;
   /** Continue this session (a conversation) instead of starting a fresh one. */
   session?: EngineSession;
+  /**
+   * Feed the prompt in pieces of this many tokens (default: all at once), awaiting `onPrompt` after each
+   * and stopping before the next piece once `signal` is aborted: a long prompt can then be watched and
+   * cancelled. The session ends the same either way (the engines read a prompt position by position).
+   */
+  promptPiece?: number;
+  /** Told the prompt tokens fed so far, of all of them, after each piece. */
+  onPrompt?: (fed: number, total: number) => void | Promise<void>;
+  /** Nothing more is fed once this is aborted (checked before each prompt piece). */
+  signal?: AbortSignal;
 }
 
 /**
@@ -56,7 +66,12 @@ export async function* generateTokens(
     (engine.context ?? engine.config.max_position_embeddings) - session.position - prompt.length,
   );
   if (budget <= 0) return;
-  if (prompt.length > 0) await session.feed(prompt, "none");
+  const piece = opts.promptPiece ?? prompt.length;
+  for (let at = 0; at < prompt.length; at += piece) {
+    if (opts.signal?.aborted) return;
+    await session.feed(prompt.slice(at, at + piece), "none");
+    await opts.onPrompt?.(Math.min(at + piece, prompt.length), prompt.length);
+  }
   for (let i = 0; i < budget; i++) {
     const id = session.pick(choice);
     if (stopAtEos && eos.has(id)) return;
