@@ -33,6 +33,18 @@ export interface ReplyOptions {
   logprobs?: number;
   /** Called as each token is generated (for timing). */
   onToken?: () => void;
+  /** Told how far the prompt has been read, after each piece of it (`PROMPT_PIECE`). */
+  onPrompt?: (progress: PromptProgress) => void;
+}
+
+/**
+ * How far a prompt has been read, as llama.cpp's server streams it (`prompt_progress`): `total` prompt
+ * tokens, `cache` of them reused from a held state, `processed` read so far (the cached ones included).
+ */
+export interface PromptProgress {
+  total: number;
+  cache: number;
+  processed: number;
 }
 
 /**
@@ -125,7 +137,10 @@ export async function generateReply(
     seed: opts.seed,
     session: generating,
     promptPiece: PROMPT_PIECE,
-    onPrompt: pause,
+    onPrompt: async (fed, total) => {
+      opts.onPrompt?.({ total, cache: 0, processed: fed });
+      await pause();
+    },
     signal: opts.signal,
   });
   for await (const id of tokens) {

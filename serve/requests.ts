@@ -27,6 +27,8 @@ export interface GenerationFields extends RequestSampling {
   stream: boolean;
   /** Send a last chunk with `usage` (OpenAI's `stream_options.include_usage`). */
   includeUsage: boolean;
+  /** Stream `prompt_progress` chunks while the prompt is read (llama.cpp's `return_progress`). */
+  returnProgress: boolean;
   maxTokens?: number;
   stop: string[];
   /** Continue from this stored session (ferry extension). */
@@ -134,6 +136,7 @@ function generationFields(o: Record<string, unknown>): GenerationFields {
   return {
     stream: optBoolean(o, "stream") ?? false,
     includeUsage: includeUsage(o.stream_options),
+    returnProgress: optBoolean(o, "return_progress") ?? false,
     maxTokens: optNumber(o, "max_tokens", positive, "an integer >= 1") ??
       optNumber(o, "max_completion_tokens", positive, "an integer >= 1"),
     ...samplingFromBody(o),

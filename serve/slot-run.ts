@@ -21,7 +21,7 @@ export type OnText = (piece: string, picks: TokenLogprob[]) => void | Promise<vo
 
 /** What one slot is asked to do. */
 // Callbacks stay on the caller's side: a job crosses to a worker as plain data.
-export interface SlotJob extends Omit<ReplyOptions, "signal" | "onToken"> {
+export interface SlotJob extends Omit<ReplyOptions, "signal" | "onToken" | "onPrompt"> {
   /**
    * Keep only the session's first `rewind` tokens before feeding (`EngineSession.rewind`); the prompt
    * then holds at least one token, unless `rewind` is the session's whole length. Absent: keep it all.
@@ -61,12 +61,13 @@ export async function runJob(
   job: SlotJob,
   signal: AbortSignal | undefined,
   onText?: OnText,
+  onPrompt?: ReplyOptions["onPrompt"],
 ): Promise<SlotResult> {
   if (job.rewind !== undefined && job.rewind !== session.position) {
     if (!session.rewind) throw new Error(`the ${engine.kind} engine's sessions cannot be rewound`);
     session.rewind(job.rewind);
   }
-  const r = await generateReply(engine, session, job.prompt, { ...job, signal }, onText);
+  const r = await generateReply(engine, session, job.prompt, { ...job, signal, onPrompt }, onText);
   const canSave = typeof session.save === "function" && session.position > 0;
   const wantEnd = canSave && (job.keep || (job.saveEnd && r.finishReason !== "abort"));
   const endState = wantEnd ? { tokens: [...session.tokens], bytes: session.save!() } : undefined;

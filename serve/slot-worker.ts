@@ -21,6 +21,7 @@ import { loadEngine } from "../engines/mod.ts";
 import type { Engine, EngineSession } from "../model/engine.ts";
 import type { TokenLogprob } from "./logprobs.ts";
 import { runJob, type SlotResult } from "./slot-run.ts";
+import type { PromptProgress } from "./generation.ts";
 
 // The worker's global scope, typed for the members used (Deno and Bun both provide them).
 const scope = self as unknown as {
@@ -80,7 +81,8 @@ async function job(id: number, from: Uint8Array | "held" | undefined, job: Param
       : e.start();
     kept = undefined; // until the job ends well: a failed one may leave it anywhere
     const text = batched((piece, picks) => scope.postMessage({ type: "text", id, piece, picks }));
-    const r = await runJob(e, session, job, ac.signal, text.add);
+    const onPrompt = (progress: PromptProgress) => scope.postMessage({ type: "prompt", id, progress });
+    const r = await runJob(e, session, job, ac.signal, text.add, onPrompt);
     text.flush();
     if (session.rewind) kept = session;
     scope.postMessage({ type: "done", id, result: r }, transfers(r));

@@ -25,7 +25,7 @@
 import type { Engine, EngineSession } from "../model/engine.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 import { ApiError } from "./errors.ts";
-import type { ReplyOptions, ReplyResult } from "./generation.ts";
+import type { PromptProgress, ReplyOptions, ReplyResult } from "./generation.ts";
 import { totalmem } from "node:os";
 import {
   commonPrefix,
@@ -123,6 +123,7 @@ interface Runner {
     job: SlotJob,
     signal: AbortSignal,
     onText?: OnText,
+    onPrompt?: ReplyOptions["onPrompt"],
   ): Promise<SlotResult>;
   close(): void;
   crash(): void;
@@ -202,7 +203,7 @@ async function replyOn(
   o: ReplyOptions & { saveEnd?: boolean },
   onText?: OnText,
 ): Promise<LeaseReply> {
-  const { signal, saveEnd = false, ...reply } = o;
+  const { signal, saveEnd = false, onPrompt, ...reply } = o;
   let job: SlotJob = { ...reply, prompt, keep: cache !== undefined, saveEnd }, from: From = session;
   let cachedTokens = 0;
   // Only a fresh conversation: a stored session continues its own sampler stream, which a reused
@@ -217,7 +218,11 @@ async function replyOn(
     cachedTokens = Math.max(own, cached);
     job = { ...job, rewind: cachedTokens, prompt: prompt.slice(cachedTokens), seed: o.seed ?? 0 };
   }
-  const r = await runner.run(from, job, signal ?? new AbortController().signal, onText);
+  // The part read here follows the part reused: progress counts the whole prompt.
+  const told = onPrompt &&
+    ((p: PromptProgress) =>
+      onPrompt({ total: prompt.length, cache: cachedTokens, processed: cachedTokens + p.processed }));
+  const r = await runner.run(from, job, signal ?? new AbortController().signal, onText, told);
   if (cache && r.endState) cache.put(r.endState.tokens, r.endState.bytes);
   const { endState, held: _held, ...result } = r;
   const saved = saveEnd && r.finishReason !== "abort" ? endState?.bytes : undefined;
@@ -245,7 +250,7 @@ function localRunner(engine: Engine): Runner {
       return rewinds;
     },
     forget: () => void (held = []),
-    async run(from, job, signal, onText) {
+    async run(from, job, signal, onText, onPrompt) {
       const session = from instanceof Uint8Array
         ? engine.restore!(from, "cached session")
         : from === "held"
@@ -253,7 +258,7 @@ function localRunner(engine: Engine): Runner {
         : from ?? engine.start();
       // Until the job ends well: a failed one may leave the session anywhere.
       kept = undefined, held = [];
-      const r = await runJob(engine, session, job, signal, onText);
+      const r = await runJob(engine, session, job, signal, onText, onPrompt);
       rewinds = r.rewinds;
       if (rewinds) kept = session, held = r.held;
       return r;
@@ -316,7 +321,7 @@ function workerRunner(
       return rewinds;
     },
     forget: () => void (held = []),
-    async run(from, job, signal, onText) {
+    async run(from, job, signal, onText, onPrompt) {
       const id = ++seq;
       const sent = from instanceof Uint8Array || from === "held"
         ? from
@@ -329,7 +334,7 @@ function workerRunner(
         const finished = () => {
           if (current?.id === id) current = undefined;
         };
-        current = pending(id, signal, abort, onText, finished, resolve, reject);
+        current = pending(id, signal, abort, { onText, onPrompt }, finished, resolve, reject);
         worker.postMessage({ type: "job", id, from: sent, job });
         if (signal.aborted) abort();
       });
@@ -350,7 +355,7 @@ function pending(
   id: number,
   signal: AbortSignal,
   abort: () => void,
-  onText: OnText | undefined,
+  tell: { onText?: OnText; onPrompt?: ReplyOptions["onPrompt"] },
   finished: () => void,
   resolve: (r: SlotResult) => void,
   reject: (e: unknown) => void,
@@ -364,8 +369,12 @@ function pending(
   return {
     id,
     onMessage(m) {
+      if (m.type === "prompt") {
+        shown = shown.then(() => tell.onPrompt?.(m.progress));
+        return;
+      }
       if (m.type === "text") {
-        shown = shown.then(() => onText?.(m.piece, m.picks ?? [])).catch((e) => {
+        shown = shown.then(() => tell.onText?.(m.piece, m.picks ?? [])).catch((e) => {
           failed ??= e;
           abort();
         });

@@ -102,7 +102,8 @@ async function readEvents(body, onData) {
  * Streams one chat reply. `request` is `{ messages, sampling, session, saveSession }`, `sampling` in
  * OpenAI's names (max_tokens, temperature, top_k, top_p, min_p, seed). `onChunk(text, kind)` is called
  * with each piece of the reply, `kind` "reasoning" for the model's thinking (`delta.reasoning_content`)
- * and "content" otherwise. Resolves to `{ content, reasoning, finish, usage, seed, session }` (usage, seed and
+ * and "content" otherwise. `request.onPrompt`, when given, is told how far the prompt has been read
+ * (the server's `prompt_progress` object) while it is read. Resolves to `{ content, reasoning, finish, usage, seed, session }` (usage, seed and
  * session as the server reported them, or undefined); rejects with ApiError, or an AbortError on
  * `signal`.
  */
@@ -113,6 +114,7 @@ export async function complete(request, onChunk, signal) {
     stream_options: { include_usage: true },
     ...request.sampling,
   };
+  if (request.onPrompt) body.return_progress = true;
   if (request.templateKwargs) body.chat_template_kwargs = request.templateKwargs;
   if (request.session) body.session = request.session;
   if (request.saveSession) body.save_session = true;
@@ -129,6 +131,7 @@ export async function complete(request, onChunk, signal) {
     if (data === "[DONE]") return;
     const chunk = JSON.parse(data);
     if (chunk.error) throw new ApiError(chunk.error.message, 500, chunk.error.code);
+    if (chunk.prompt_progress) request.onPrompt?.(chunk.prompt_progress);
     const choice = chunk.choices?.[0];
     const thought = choice?.delta?.reasoning_content;
     if (thought) {

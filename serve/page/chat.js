@@ -239,7 +239,13 @@ async function stream(msg, li, signal) {
     follow();
   };
   for (;;) {
-    const request = { messages: outgoing(history, drop), sampling: opts, templateKwargs: kwargs, session };
+    const request = {
+      messages: outgoing(history, drop),
+      sampling: opts,
+      templateKwargs: kwargs,
+      session,
+      onPrompt: showPromptProgress,
+    };
     request.saveSession = state.model.sessions;
     try {
       const r = await api.complete(request, onPiece, signal);
@@ -259,6 +265,18 @@ function statusLine(s) {
   const stopped = s.finish === "stopped" ? " · stopped" : "";
   const where = state.model.place ? `${state.model.engine} ${state.model.place}` : state.model.engine;
   return `${s.tokens} tokens · ${s.tps ?? "–"} tok/s · ${where}${stopped}`;
+}
+
+/**
+ * The status while the prompt is read (`progress` as the server streams it, prompt_progress): how many
+ * of its tokens, at what rate, and the meter counting them.
+ */
+function showPromptProgress({ total, cache, processed, time_ms }) {
+  const read = processed - cache;
+  const rate = time_ms > 0 ? ` · ${(read / (time_ms / 1000)).toFixed(1)} tok/s` : "";
+  const cached = cache > 0 ? ` (${cache} cached)` : "";
+  $("stats").textContent = `reading the prompt: ${processed} / ${total} tokens${cached}${rate}`;
+  showContext(processed);
 }
 
 /** Adds an assistant reply to the conversation and streams it in; failures stay in the turn, with Retry. */

@@ -84,7 +84,9 @@ export async function complete(request, onChunk, signal) {
   if (request.session) body.session = request.session;
   if (request.saveSession) body.save_session = true;
   signal?.throwIfAborted();
-  const { id, answer: done } = call({ type: "complete", body }, [], onChunk);
+  // The worker's pieces: the reply's text, or (kind "prompt") how far the prompt has been read.
+  const onPiece = (piece, kind) => kind === "prompt" ? request.onPrompt?.(piece) : onChunk(piece, kind);
+  const { id, answer: done } = call({ type: "complete", body }, [], onPiece);
   // Posted after the request (the worker takes messages in order), heard between two tokens.
   const stop = () => engineWorker().then((w) => w.postMessage({ type: "abort", id }));
   signal?.addEventListener("abort", stop, { once: true });

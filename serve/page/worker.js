@@ -12,7 +12,8 @@
 // "disk", threads?}, "load-kept" {sha256?, engine?}, "reload" {engine?}, "complete" {body}, "abort", "count"
 // {messages}, "session-get" {session}, "session-put" {bytes}, "bench" {prompt, decode}.
 // Messages out: {type: "reply", id, value} | {type: "piece", id, text, kind} (a reply's text as it
-// comes, kind "reasoning" or "content"; or a load's step as it starts, kind "phase", text the step)
+// comes, kind "reasoning" or "content"; a load's step as it starts, kind "phase", text the step; how far
+// a prompt has been read, kind "prompt", text the server's prompt_progress object)
 // | {type: "error", id, error: {message, status, code}} | {type: "ready"} once, when the modules loaded.
 import { intEngineFromBytes } from "../../engines/int/from-bytes.ts";
 import { chatTemplateOf } from "../../model/chat-template.ts";
@@ -181,6 +182,14 @@ async function complete(id, body) {
         if (!split) return postMessage({ type: "piece", id, text: piece, kind: "content" });
         for (const part of split.push(piece)) postMessage({ type: "piece", id, ...part });
       },
+      // How far the prompt has been read, as the server streams it (prompt_progress).
+      (progress) =>
+        postMessage({
+          type: "piece",
+          id,
+          text: { ...progress, time_ms: Math.round(performance.now() - t0) },
+          kind: "prompt",
+        }),
     );
     for (const part of split?.flush() ?? []) postMessage({ type: "piece", id, ...part });
     const session = req.saveSession && r.endState ? await c.sessions.put(r.endState.bytes) : undefined;

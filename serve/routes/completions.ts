@@ -26,6 +26,7 @@ import { openAIStream } from "../sse.ts";
 import { chatStops, chatText, repliesOf } from "../chat-prompt.ts";
 import { createReasoningSplitter, splitReasoning } from "../reasoning.ts";
 import { ROUTES } from "./table.ts";
+import type { PromptProgress } from "../generation.ts";
 
 const { completions, chatCompletions } = ROUTES;
 
@@ -174,11 +175,22 @@ function stream(
   return openAIStream(c, c.req.raw.signal, async (send, gone) => {
     try {
       if (endpoint.opening) await send({ ...chunk, ...seeded(), choices: [endpoint.opening] });
+      const started = performance.now();
+      // Sent in order with the text (one writer); a client gone meanwhile is the generation's to notice.
+      const progress = req.returnProgress
+        ? (pp: PromptProgress) =>
+          void send({
+            ...chunk,
+            ...seeded(),
+            choices: [],
+            prompt_progress: { ...pp, time_ms: Math.round(performance.now() - started) },
+          }).catch(() => {})
+        : undefined;
       const r = await generate(ctx, lease, job, p, head.seed ?? undefined, gone, async (piece, picks) => {
         held.push(...picks);
         if (!split) return await sendPart(send, piece, false);
         for (const part of split.push(piece)) await sendPart(send, part.text, part.kind === "reasoning");
-      });
+      }, progress);
       if (r.finishReason === "abort") return;
       for (const part of split?.flush() ?? []) await sendPart(send, part.text, part.kind === "reasoning");
       await send({
@@ -229,6 +241,7 @@ async function generate(
   seed: number | undefined,
   signal: AbortSignal,
   onText?: (piece: string, picks: TokenLogprob[]) => Promise<void>,
+  onPrompt?: (progress: PromptProgress) => void,
 ): Promise<LeaseReply & { sessionId?: string }> {
   const { req } = job;
   // Timed where the text arrives (on this thread, whichever slot generates it).
@@ -251,6 +264,7 @@ async function generate(
     signal,
     logprobs: top,
     saveEnd: req.saveSession,
+    onPrompt,
   }, timed);
   ctx.metrics.tokens(p.prompt.length, r.completionTokens);
   // A templated chat's reply as the client will resend it, in the tokens it was generated as.

@@ -202,6 +202,28 @@ test("the context meter fills, and a full context drops the oldest turns and say
   await context.close();
 });
 
+test("while the prompt is read the status counts its tokens (the server's prompt_progress)", async () => {
+  const { page, context } = await openPage();
+  answer = () => "Done.";
+  await page.evaluate(() => {
+    const seen: string[] = ((globalThis as unknown as { statuses: string[] }).statuses = []);
+    const stats = document.getElementById("stats")!;
+    // Each text the status was given (several may come in one task: the records keep every one).
+    new MutationObserver((records) => {
+      for (const r of records) for (const n of r.addedNodes) seen.push(n.textContent ?? "");
+    }).observe(stats, { childList: true });
+  });
+  await send(page, "Tell me about the jury and the registration practices. ".repeat(4), 1);
+  const said = await page.evaluate(() => (globalThis as unknown as { statuses: string[] }).statuses);
+  const counts = said.map((t) => /^reading the prompt: (\d+) \/ (\d+) tokens/.exec(t)).filter((m) =>
+    m !== null
+  );
+  expect(counts.length).toBeGreaterThanOrEqual(3); // pieces of 64 of a prompt over 200 tokens
+  expect(counts.map((m) => Number(m![1]))).toEqual(counts.map((m) => Number(m![1])).sort((a, b) => a - b));
+  expect(counts.at(-1)![1]).toBe(counts.at(-1)![2]); // read to the end
+  await context.close();
+});
+
 test("with /apply-template and /tokenize the page counts the model's own tokens", async () => {
   const { page, context } = await openPage();
   // Those endpoints are not on this branch yet: answer them here in their shapes, with a tokenizer that
