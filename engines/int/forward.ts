@@ -18,7 +18,7 @@
  */
 import { ACC_EXP, activationTables, gemv, type PreparedMatrix } from "../../kernels/int/gemv.ts";
 import { attendGroup, CACHE_BITS, SCORE_EXP } from "../../kernels/int/attention.ts";
-import { gemvLut, inputPlanes, type LutSums } from "../../kernels/int/gemv-lut.ts";
+import { gemvLanes, gemvLut, inputPlanes, type LutSums } from "../../kernels/int/gemv-lut.ts";
 import { assertBound, checked, holds } from "../../kernels/int/check.ts";
 import { type GemvPool, queueGemv, runQueued } from "./threads.ts";
 import { mulS16, mulScale, multiples } from "../../kernels/int/mul.ts";
@@ -199,6 +199,7 @@ function product(
       -1,
       outExp - ACC_EXP,
       to,
+      0,
       0,
     );
     if (run) finishProducts(pool, lut, w.name);
@@ -410,21 +411,26 @@ export function prefill(m: IntModel, st: IntState, ids: readonly number[], from:
   useSlot(m, 0);
 }
 
-/** Slot `b`'s normed residual (or the vector at `vAt`, `cols` long) as its input planes. */
-function slotPlanes(m: IntModel, b: number, vAt: number, cols: number): void {
-  m.lut!.planes_offset(vAt, cols, m.s.slots[b].planesAt);
+/** The lane count of the lanes projection for a batch of `n` inputs: the narrowest P ≥ n. */
+function lanesFor(n: number): number {
+  if (n <= 4) return 4;
+  if (n <= 8) return 8;
+  return n <= 16 ? 16 : 32;
 }
 
 /**
- * Matrix `w` (entry `entry`) over the planes of slots 0 … n − 1 into each slot's vector at slot 0's
- * `outAt`, at exponent `outExp`; the inputs at `inExp`, or (`perSlot`) each at its slot's `slotExp`.
- * With `run` false the call waits in the pool's queue for the next.
+ * Matrix `w` (entry `entry`) over slots 0 … n − 1's input vectors (slot 0's at `inAt`, the others a
+ * slot apart) into each slot's vector at slot 0's `outAt`, at exponent `outExp`, by the lanes
+ * projection (kernels/wasm/int-lanes.ts: every input in a vector lane); the inputs at `inExp`, or
+ * (`perSlot`) each at its slot's `slotExp`. With `run` false the call waits in the pool's queue for
+ * the next.
  */
 function productBatch(
   m: IntModel,
   n: number,
   w: PreparedMatrix,
   entry: number,
+  inAt: number,
   outAt: number,
   inExp: number,
   perSlot: boolean,
@@ -439,17 +445,18 @@ function productBatch(
     for (let b = 0; b < n; b++) lut.mem32[lut.basesIndex + b] = baseOf - s.slotExp[b];
     bases = lut.basesAt;
   }
-  const planes = s.slots[0].planesAt;
   const groups = w.cols >> 5;
   const fin = outExp - ACC_EXP;
   const pool = m.pool;
   const codes = m.lutAt[entry];
   const scales = m.lutScales[entry];
+  const stride = lut.slotVectorBytes;
+  const lanes = lanesFor(n);
   if (pool === null) {
-    const stride = lut.slotPlaneBytes;
-    const out = lut.slotVectorBytes;
-    const saturated = lut.gemv_lut(
-      planes,
+    const saturated = gemvLanes(
+      lut,
+      lanes,
+      inAt,
       stride,
       n,
       codes,
@@ -460,14 +467,12 @@ function productBatch(
       bases,
       fin,
       outAt,
-      out,
-      lut.scratchAt,
+      stride,
+      lut.lanesAt,
     );
     if (checked.on && !holds(saturated === 0)) assertBound(false, `${w.name}: ${saturated} saturations`);
     return;
   }
-  const ps = lut.slotPlaneBytes;
-  const vs = lut.slotVectorBytes;
   queueGemv(
     pool,
     lut,
@@ -476,14 +481,15 @@ function productBatch(
     scales,
     w.rows,
     groups,
-    planes,
-    ps,
+    inAt,
+    stride,
     n,
     baseOf - inExp,
     bases,
     fin,
     outAt,
-    vs,
+    stride,
+    lanes,
   );
   if (run) finishProducts(pool, lut, w.name);
 }
@@ -496,18 +502,16 @@ function attentionBatch(m: IntModel, st: IntState, l: number, n: number): void {
   for (let b = 0; b < n; b++) {
     useSlot(m, b);
     norm(m, s.x, s.at.x, 0, RESIDUAL_EXP, m.normWidth, s.z, s.at.z, 0);
-    slotPlanes(m, b, s.at.z, m.width);
   }
   const at = s.slots[0].at;
-  productBatch(m, n, L.q, la, at.q, NORM_EXP, false, ACC_EXP, false);
-  productBatch(m, n, L.k, la + 1, at.k, NORM_EXP, false, ACC_EXP, false);
-  productBatch(m, n, L.v, la + 2, at.v, NORM_EXP, false, ACC_EXP, true);
+  productBatch(m, n, L.q, la, at.z, at.q, NORM_EXP, false, ACC_EXP, false);
+  productBatch(m, n, L.k, la + 1, at.z, at.k, NORM_EXP, false, ACC_EXP, false);
+  productBatch(m, n, L.v, la + 2, at.z, at.v, NORM_EXP, false, ACC_EXP, true);
   for (let b = 0; b < n; b++) {
     useSlot(m, b);
     s.slotExp[b] = attendPosition(m, st, L, l);
-    slotPlanes(m, b, s.at.a16, m.qDim);
   }
-  productBatch(m, n, L.o, la + 3, at.proj, 0, true, RESIDUAL_EXP, true);
+  productBatch(m, n, L.o, la + 3, at.a16, at.proj, 0, true, RESIDUAL_EXP, true);
   for (let b = 0; b < n; b++) {
     useSlot(m, b);
     addResidual(m);
@@ -521,17 +525,15 @@ function mlpBatch(m: IntModel, L: IntLayer, n: number): void {
   for (let b = 0; b < n; b++) {
     useSlot(m, b);
     norm(m, s.x, s.at.x, 0, RESIDUAL_EXP, m.normWidth, s.z, s.at.z, 0);
-    slotPlanes(m, b, s.at.z, m.width);
   }
   const at = s.slots[0].at;
-  productBatch(m, n, L.gate, la + 4, at.gate, NORM_EXP, false, RESIDUAL_EXP, false);
-  productBatch(m, n, L.up, la + 5, at.up, NORM_EXP, false, ACC_EXP, true);
+  productBatch(m, n, L.gate, la + 4, at.z, at.gate, NORM_EXP, false, RESIDUAL_EXP, false);
+  productBatch(m, n, L.up, la + 5, at.z, at.up, NORM_EXP, false, ACC_EXP, true);
   for (let b = 0; b < n; b++) {
     useSlot(m, b);
     s.slotExp[b] = gatedProduct(m);
-    slotPlanes(m, b, s.at.a16, m.ffn);
   }
-  productBatch(m, n, L.down, la + 6, at.proj, 0, true, RESIDUAL_EXP, true);
+  productBatch(m, n, L.down, la + 6, at.a16, at.proj, 0, true, RESIDUAL_EXP, true);
   for (let b = 0; b < n; b++) {
     useSlot(m, b);
     addResidual(m);

@@ -11,7 +11,7 @@
  * @module
  */
 import { parentPort } from "node:worker_threads";
-import type { LutSums } from "../../kernels/int/gemv-lut.ts";
+import type { LutProjections } from "../../kernels/int/gemv-lut.ts";
 import { serveCalls } from "./threads.ts";
 
 /** What the pool sends a worker. */
@@ -26,7 +26,7 @@ parentPort?.once("message", (start: WorkerStart) => {
   const instance = new WebAssembly.Instance(new WebAssembly.Module(start.bytes), {
     env: { memory: start.memory },
   });
-  const lut = instance.exports as unknown as Pick<LutSums, "gemv_lut">;
+  const lut = instance.exports as unknown as LutProjections;
   parentPort!.postMessage("ready");
   serveCalls(lut, new Int32Array(start.ctrl), start.head);
 });

@@ -40,6 +40,12 @@ export type LanesCall = (
   work: number,
 ) => number;
 
+/** The projections of the module, all a thread of the pool needs (engines/int/threads.ts). */
+export type LutProjections = Pick<
+  LutSums,
+  "gemv_lut" | "gemv_lanes4" | "gemv_lanes8" | "gemv_lanes16" | "gemv_lanes32"
+>;
+
 /** A WebAssembly instance with the integer engine's functions and the matrices in its memory (kernels/wasm/int-lut.ts). */
 export interface LutSums {
   /**
@@ -272,7 +278,7 @@ export function gemvLut(
  * ```
  */
 export function gemvLanes(
-  lut: LutSums,
+  lut: LutProjections,
   lanes: number,
   xs: number,
   xStride: number,
