@@ -5,16 +5,25 @@
  * one thread, at two shapes (rows × columns 1024 × 3072, as a down projection of Qwen3-0.6B, and 3072 ×
  * 1024, as gate or up), the inputs at one exponent (q, k, v, gate, up) and at their own (o, down).
  * Rounds interleave every kernel; the figures are medians in G weight-positions per second, and ratios
- * to today's. Run it under each runtime:
+ * to today's. Run it under each runtime.
+ *
+ * With `--model FILE.lut4` it times the integer engine's prefill of `--prompt` seeded ids instead, this
+ * checkout's engine beside the one of another checkout (`--against DIR`, e.g. the commit before,
+ * extracted into .bench/), both loaded in this process, rounds interleaved, and checks that both leave
+ * the same logits.
  *
  * @example
  * ```ts
  * // bun scripts/tools/bench-prefill.ts
  * // deno run -A scripts/tools/bench-prefill.ts --rounds 7 --json
+ * // bun scripts/tools/bench-prefill.ts --model m.lut4 --against .bench/before --threads 1
  * ```
  * @module
  */
 import { loadavg } from "node:os";
+import { resolve } from "node:path";
+import { loadIntEngine } from "../../engines/int/engine.ts";
+import type { Engine } from "../../model/engine.ts";
 import { cli, EXIT_USAGE, fail, progress, run } from "../cli.ts";
 import { PREFILL_SLOTS } from "../../engines/int/model.ts";
 import { quantizeMatrix } from "../../formats/lut4-quantize.ts";
@@ -28,10 +37,15 @@ const HELP = `
 Time the integer prefill's projection: today's gemv_lut over a batch against the lanes kernel.
 
 Usage: bun scripts/tools/bench-prefill.ts [--positions N] [--rounds N] [--json]
+       bun scripts/tools/bench-prefill.ts --model FILE.lut4 [--against DIR] [--prompt N] [--threads N]
 
 Options:
   --positions N  prompt positions per timed pass (default 32)
   --rounds N     interleaved rounds; each times every kernel once (default 9)
+  --model FILE   time the integer engine's prefill on this lut4 file instead of the kernels
+  --against DIR  also the integer engine of another ferry checkout at DIR (inside this one)
+  --prompt N     prompt tokens of the engine's prefill (default 128)
+  --threads N    the engines' threads (default 1)
   --json         print the figures as JSON
   -h, --help     this text
 `;
@@ -39,6 +53,10 @@ Options:
 const { values: a } = cli(HELP, {
   positions: { type: "string", default: "32" },
   rounds: { type: "string", default: "9" },
+  model: { type: "string" },
+  against: { type: "string" },
+  prompt: { type: "string", default: "128" },
+  threads: { type: "string", default: "1" },
   json: { type: "boolean", default: false },
 });
 const positions = Number(a.positions);
@@ -71,7 +89,61 @@ interface Row {
   ratio: number;
 }
 
-run(() => {
+/** The integer engine's prefill, this checkout's beside `--against`'s: tokens/s, medians, ratios. */
+async function engineBench(path: string): Promise<void> {
+  const runtime = "Bun" in globalThis ? "bun" : "deno";
+  const threads = Number(a.threads), prompt = Number(a.prompt);
+  if (!Number.isInteger(threads) || threads < 1) fail("--threads expects a positive integer", EXIT_USAGE);
+  if (!Number.isInteger(prompt) || prompt < 2) fail("--prompt expects an integer of at least 2", EXIT_USAGE);
+  const engines: Array<[string, Engine]> = [];
+  if (a.against) {
+    const other = await import(resolve(a.against, "engines/int/engine.ts")) as {
+      loadIntEngine: typeof loadIntEngine;
+    };
+    engines.push([`int @ ${a.against}`, await other.loadIntEngine(path, { threads })]);
+  }
+  engines.push(["int (this checkout)", await loadIntEngine(path, { threads })]);
+  const vocab = engines[0][1].config.vocab_size;
+  const r = createRng(5);
+  const ids = Array.from({ length: prompt }, () => r.int(Math.min(vocab, 30000)));
+  const logits: number[][] = [];
+  for (const [, e] of engines) logits.push(Array.from(await e.start().feed(ids)));
+  if (logits.some((l) => l.join(",") !== logits[0].join(","))) fail("the engines' logits differ");
+  const times = engines.map(() => [] as number[]);
+  const bar = progress("bench-prefill", rounds * engines.length, { unit: "prefill" });
+  for (let round = 0; round < rounds; round++) {
+    for (let k = 0; k < engines.length; k++) {
+      const s = engines[k][1].start();
+      const t0 = performance.now();
+      await s.feed(ids, "none");
+      times[k].push((performance.now() - t0) / 1000);
+      bar.tick();
+    }
+  }
+  bar.done();
+  const rows = engines.map(([name], k) => ({ name, tokensPerSecond: prompt / median(times[k]) }));
+  const load = loadavg()[0];
+  if (a.json) {
+    console.log(JSON.stringify({ runtime, model: path, prompt, threads, rounds, load, rows }, null, 2));
+    return;
+  }
+  console.log(
+    `${runtime}, ${path}, prefill of ${prompt} tokens, ${threads} thread(s), median of ${rounds} interleaved rounds, load ${
+      load.toFixed(2)
+    }`,
+  );
+  for (const x of rows) {
+    console.log(
+      `${x.name.padEnd(40)} ${x.tokensPerSecond.toFixed(1).padStart(8)} tok/s ${
+        (x.tokensPerSecond / rows[0].tokensPerSecond).toFixed(2).padStart(6)
+      }×`,
+    );
+  }
+  for (const [, e] of engines) e.dispose?.();
+}
+
+run(async () => {
+  if (a.model) return await engineBench(a.model);
   const runtime = "Bun" in globalThis ? "bun" : "deno";
   const results: Row[] = [];
   const shapes: Array<[number, number]> = [[1024, 3072], [3072, 1024]];
