@@ -30,9 +30,10 @@
  * the final shift; codes and scales as `gemv_lut` reads them (per 16-row block; a thread's share is
  * its blocks); `work` `lanesWorkBytes(P, cols, rows)` bytes, 16-aligned, one area per thread.
  *
- * Memory of `work` (bytes): 0 the shift plan per de (16 × kind, L, R, B), 256 the scale's shift counts
- * per m, 320 the lanes' d, 448 a spill of one row's products, 576 the lanes' masks (per vector: the
- * bits of d, of max(d − 1, 0), and d = 0), 4096 the pair tables of one group (16 pairs × 256 entries ×
+ * Memory of `work` (bytes): 256 the scale's shift counts per m, 320 the lanes' d, 448 a spill of one
+ * row's products, 576 the lanes' masks (per vector: the bits of d, of max(d − 1, 0), and d = 0), 2048
+ * the plan per scale byte (256 × kind, e0, e1, e2, e3, R, B, L: a left shift L is folded into the
+ * counts e when no lane needs more), 10240 the pair tables of one group (16 pairs × 256 entries ×
  * P int32), then the inputs transposed (per column, P int32), then the accumulators (per row, P int32).
  *
  * Opcodes: only those `LUT_OPCODES` classifies (kernels/wasm/lut.ts); tests/kernels/audit.test.ts.
@@ -44,7 +45,7 @@ import { get, I32_MAX, inc, localsAfter, maskBit, set, shiftRound, splat4 } from
 /** The lane counts the module offers: `gemv_lanes4` … `gemv_lanes32`. */
 export const LANE_COUNTS = [4, 8, 16, 32] as const;
 /** Offsets in a work area (see the module comment). */
-const DE_PLAN = 0, MUL_PLAN = 256, LANE_D = 320, SPILL = 448, MASKS = 576, TABLES = 4096;
+const MUL_PLAN = 256, LANE_D = 320, SPILL = 448, MASKS = 576, PLAN = 2048, TABLES = 10240;
 /** Bytes of one vector's masks: five bits of d, five of max(d − 1, 0), and d = 0. */
 const MASK_BYTES = 176;
 
@@ -143,38 +144,45 @@ export function lanesFn(lanes: number): Func {
       [0, 1, 2, 3, 4].map((b) => [get(work), maskBit(h, b), op.v128_store(MASKS + MASK_BYTES * v + 80 + 16 * b)]),
       get(work), get(q), op.i32(31), op.i32x4_shr_s, op.v128_store(MASKS + MASK_BYTES * v + 160),
     ]),
-    // The plan per de: kind (0 adds nothing, 1 one scalar shift, 2 and 3 with lane shifts, 4 lane by
-    // lane), then L, R and the bias B of ((p ≪ L) + B) ≫ R.
-    op.i32(0), set(de),
-    loopWhile([get(de), op.i32(16), op.i32_lt_s], [
-      get(work), get(de), op.i32(4), op.i32_shl, op.i32_add, set(dst),
-      get(baseMin), get(de), op.i32_sub, set(s),
-      op.i32(4), set(kind), op.i32(0), set(e0), op.i32(0), set(e1), op.i32(0), set(e2),
+    scaleShifts().map((w, m) => [get(work), op.i32(w), op.i32_store(MUL_PLAN + 4 * m)]),
+    // The plan per scale byte: kind 0 adds nothing (every k ≥ 32); 1 the scale alone (its counts + L);
+    // 2 then + B ≫ R; 3 the lanes' d first; 4 ≪ L then the lanes' rounding; 5 lane by lane.
+    op.i32(0), set(de), // here: the scale byte
+    loopWhile([get(de), op.i32(256), op.i32_lt_s], [
+      get(work), get(de), op.i32(5), op.i32_shl, op.i32_add, set(dst),
+      get(baseMin), get(de), op.i32(4), op.i32_shr_u, op.i32_sub, set(s),
+      get(work), get(de), op.i32(15), op.i32_and, op.i32(2), op.i32_shl, op.i32_add, op.i32_load(MUL_PLAN), set(e),
+      op.i32(5), set(kind), op.i32(0), set(e1), op.i32(0), set(e2), op.i32(0), set(e3), // L, R, B
       get(s), op.i32(32), op.i32_ge_s,
       op.if_([op.i32(0), set(kind)], [
         get(exactAll), op.i32_eqz,
         op.if_([
           get(s), op.i32(1), op.i32_ge_s,
           op.if_([
-            op.i32(1), op.i32(2), get(dmax), op.i32_eqz, op.select, set(kind),
-            get(s), set(e1),
-            op.i32(1), get(s), op.i32(1), op.i32_sub, op.i32_shl, set(e2),
+            op.i32(2), op.i32(3), get(dmax), op.i32_eqz, op.select, set(kind),
+            get(s), set(e2),
+            op.i32(1), get(s), op.i32(1), op.i32_sub, op.i32_shl, set(e3),
           ], [
             get(s), op.i32(-3), op.i32_ge_s,
             op.if_([
-              op.i32(1), op.i32(3), get(dmax), op.i32_eqz, op.select, set(kind),
-              op.i32(0), get(s), op.i32_sub, set(e0),
+              op.i32(1), op.i32(4), get(dmax), op.i32_eqz, op.select, set(kind),
+              op.i32(0), get(s), op.i32_sub, set(e1),
             ]),
           ]),
         ]),
       ]),
-      get(dst), get(kind), op.i32_store(DE_PLAN),
-      get(dst), get(e0), op.i32_store(DE_PLAN + 4),
-      get(dst), get(e1), op.i32_store(DE_PLAN + 8),
-      get(dst), get(e2), op.i32_store(DE_PLAN + 12),
+      // Kind 1 folds L into the counts (a wrapping sum whose result |p · 2^L| < 2^31 is exact).
+      op.i32(0), set(e0),
+      get(kind), op.i32(1), op.i32_sub, op.i32_eqz, op.if_([get(e1), set(e0)]),
+      get(dst), get(kind), op.i32_store(PLAN),
+      [0, 1, 2, 3].map((i) => [
+        get(dst), get(e), op.i32(8 * i), op.i32_shr_u, op.i32(255), op.i32_and, get(e0), op.i32_add, op.i32_store(PLAN + 4 + 4 * i),
+      ]),
+      get(dst), get(e2), op.i32_store(PLAN + 20),
+      get(dst), get(e3), op.i32_store(PLAN + 24),
+      get(dst), get(e1), op.i32_store(PLAN + 28),
       inc(de, 1),
     ]),
-    scaleShifts().map((w, m) => [get(work), op.i32(w), op.i32_store(MUL_PLAN + 4 * m)]),
     // The inputs transposed: column c's P values at xt + c · entry (padding lanes 0).
     get(work), op.i32(TABLES + 16 * pairBytes), op.i32_add, set(xt),
     get(xt), get(groups), op.i32(5 + esh), op.i32_shl, op.i32_add, set(acc),
@@ -239,32 +247,30 @@ export function lanesFn(lanes: number): Func {
       : [get(A[v]), get(val), op.v128_load(pairBytes * jj + 16 * v), op.i32x4_add, set(A[v])]),
   ]);
   const scaled: Code = [
-    get(sc), op.i32(15), op.i32_and, op.i32(2), op.i32_shl, get(work), op.i32_add, op.i32_load(MUL_PLAN), set(e),
-    get(e), op.i32(255), op.i32_and, set(e0),
-    get(e), op.i32(8), op.i32_shr_u, op.i32(255), op.i32_and, set(e1),
-    get(e), op.i32(16), op.i32_shr_u, op.i32(255), op.i32_and, set(e2),
-    get(e), op.i32(24), op.i32_shr_u, set(e3),
+    get(plan), op.i32_load(PLAN + 4), set(e0),
+    get(plan), op.i32_load(PLAN + 8), set(e1),
+    get(plan), op.i32_load(PLAN + 12), set(e2),
+    get(plan), op.i32_load(PLAN + 16), set(e3),
     vs.map((v) => [
       get(A[v]), get(e0), op.i32x4_shl, get(A[v]), get(e1), op.i32x4_shl, op.i32x4_add,
       get(A[v]), get(e2), op.i32x4_shl, op.i32x4_add, get(A[v]), get(e3), op.i32x4_shl, op.i32x4_sub, set(T[v]),
     ]),
   ];
-  // The shifted terms in T, by the plan at `plan` (kind 1, 2 or 3).
+  // The shifted terms in T, by the plan at `plan` (kinds 2, 3 and 4; kind 1 is done).
   const shifted: Code = [
-    ifEq(kind, 1, [
-      get(plan), op.i32_load(12), op.i32x4_splat, set(bv),
-      get(plan), op.i32_load(4), set(e0),
-      get(plan), op.i32_load(8), set(e1),
-      vs.map((v) => [get(T[v]), get(e0), op.i32x4_shl, get(bv), op.i32x4_add, get(e1), op.i32x4_shr_s, set(T[v])]),
+    ifEq(kind, 2, [
+      get(plan), op.i32_load(PLAN + 24), op.i32x4_splat, set(bv),
+      get(plan), op.i32_load(PLAN + 20), set(e1),
+      vs.map((v) => [get(T[v]), get(bv), op.i32x4_add, get(e1), op.i32x4_shr_s, set(T[v])]),
     ], [
-      ifEq(kind, 2, [
-        get(plan), op.i32_load(12), op.i32x4_splat, set(bv),
-        get(plan), op.i32_load(8), set(e1),
+      ifEq(kind, 3, [
+        get(plan), op.i32_load(PLAN + 24), op.i32x4_splat, set(bv),
+        get(plan), op.i32_load(PLAN + 20), set(e1),
         laneShift(0),
         vs.map((v) => [get(T[v]), get(bv), op.i32x4_add, get(e1), op.i32x4_shr_s, set(T[v])]),
       ], [
-        // kind 3: q = p ≪ L, then q rounded half up by 2^d in each lane (q itself where d = 0).
-        get(plan), op.i32_load(4), set(e0),
+        // kind 4: q = p ≪ L, then q rounded half up by 2^d in each lane (q itself where d = 0).
+        get(plan), op.i32_load(PLAN + 28), set(e0),
         vs.map((v) => [get(T[v]), get(e0), op.i32x4_shl, set(T[v]), get(work), get(T[v]), op.v128_store(SPILL + 16 * v)]),
         laneShift(80),
         vs.map((v) => [
@@ -317,13 +323,15 @@ export function lanesFn(lanes: number): Func {
   const rowGroup: Code = [
     lookUp,
     get(sb), get(lane), op.i32_add, op.i32_load8_u(), set(sc),
-    get(sc), op.i32(4), op.i32_shr_u, set(de),
-    get(work), get(de), op.i32(4), op.i32_shl, op.i32_add, set(plan),
-    get(plan), op.i32_load(DE_PLAN), set(kind),
+    get(work), get(sc), op.i32(5), op.i32_shl, op.i32_add, set(plan),
+    get(plan), op.i32_load(PLAN), set(kind),
     get(kind),
     op.if_([
       scaled,
-      ifEq(kind, 4, [exact], [shifted, accumulate]),
+      ifEq(kind, 5, [get(sc), op.i32(4), op.i32_shr_u, set(de), exact], [
+        get(kind), op.i32(1), op.i32_gt_s, op.if_([shifted]),
+        accumulate,
+      ]),
     ]),
   ];
   const groupRows: Code = [
