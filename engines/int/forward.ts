@@ -380,10 +380,18 @@ function headLogits(m: IntModel, st: IntState): void {
 /**
  * Feeds the `n` tokens `ids[from, from + n)` (2 ≤ n ≤ PREFILL_SLOTS, the module serving) at positions
  * `st.pos` …: exactly the integers of n calls of `step`, each position in its own batch slot, but every
- * projection runs once for all n (each block of codes read once for them all). Leaves the last
- * position's logits; refuses a full context or a bad id before changing anything.
+ * projection runs once for all n (the positions in the vector lanes). Leaves the last position's
+ * logits, or with `logits` false leaves `st.logits` as they were (for a batch whose logits the next
+ * one overwrites); refuses a full context or a bad id before changing anything.
  */
-export function prefill(m: IntModel, st: IntState, ids: readonly number[], from: number, n: number): void {
+export function prefill(
+  m: IntModel,
+  st: IntState,
+  ids: readonly number[],
+  from: number,
+  n: number,
+  logits = true,
+): void {
   if (st.pos + n > m.maxPositions) throw new RangeError(`context full: ${m.maxPositions} positions`);
   for (let b = from; b < from + n; b++) {
     const id = ids[b];
@@ -405,7 +413,7 @@ export function prefill(m: IntModel, st: IntState, ids: readonly number[], from:
     }
   }
   useSlot(m, n - 1);
-  headLogits(m, st);
+  if (logits) headLogits(m, st);
   for (let b = from; b < from + n; b++) st.tokens.push(ids[b]);
   st.pos = st.pos + n;
   useSlot(m, 0);
