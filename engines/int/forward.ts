@@ -99,9 +99,10 @@ export function step(m: IntModel, st: IntState, id: number): void {
   }
   embedRow(m, id, m.s.x);
   startCursor(m, st, st.pos);
+  // The batch of one: the same layer dataflow as `prefill`'s.
   for (let l = 0; l < m.layers.length; l++) {
-    attentionBlock(m, st, l);
-    mlpBlock(m, m.layers[l]);
+    attentionBatch(m, st, l, 1);
+    mlpBatch(m, m.layers[l], 1);
     nextLayer(m);
   }
   headLogits(m, st);
@@ -219,22 +220,6 @@ function finishProducts(pool: GemvPool, lut: LutSums, name: string): void {
   if (checked.on && !holds(saturated === 0)) assertBound(false, `${name}: ${saturated} saturations`);
 }
 
-/** The attention block of layer `l`: norm, q/k/v, the cache append, GQA attention, o, the residual. */
-function attentionBlock(m: IntModel, st: IntState, l: number): void {
-  const s = m.s;
-  const L = m.layers[l];
-  const la = s.cur.la;
-  norm(m, s.x, s.at.x, 0, RESIDUAL_EXP, m.normWidth, s.z, s.at.z, 0);
-  productInput(m, s.z, s.at.z, m.width, s.tabW);
-  product(m, s.q, s.at.q, L.q, la, s.tabW, NORM_EXP, ACC_EXP, false);
-  product(m, s.k, s.at.k, L.k, la + 1, s.tabW, NORM_EXP, ACC_EXP, false);
-  product(m, s.v, s.at.v, L.v, la + 2, s.tabW, NORM_EXP, ACC_EXP);
-  const ea = attendPosition(m, st, L, l);
-  productInput(m, s.a16, s.at.a16, m.qDim, s.tabQ);
-  product(m, s.proj, s.at.proj, L.o, la + 3, s.tabQ, ea, RESIDUAL_EXP);
-  addResidual(m);
-}
-
 /**
  * The attention of the cursor's position in layer `l`, from its q, k and v: the q heads normed, gained
  * and rotated, the keys and values appended to the cache, every q head attended, the heads requantised
@@ -326,20 +311,6 @@ function attendHeads(m: IntModel): void {
       off = two ? off + m.headDim + m.headDim : off + m.headDim;
     }
   }
-}
-
-/** The MLP block of layer `L`: norm, gate and up, SiLU(gate) · up, down, the residual. */
-function mlpBlock(m: IntModel, L: IntLayer): void {
-  const s = m.s;
-  const la = s.cur.la;
-  norm(m, s.x, s.at.x, 0, RESIDUAL_EXP, m.normWidth, s.z, s.at.z, 0);
-  productInput(m, s.z, s.at.z, m.width, s.tabW);
-  product(m, s.gate, s.at.gate, L.gate, la + 4, s.tabW, NORM_EXP, RESIDUAL_EXP, false);
-  product(m, s.up, s.at.up, L.up, la + 5, s.tabW, NORM_EXP, ACC_EXP);
-  const ep = gatedProduct(m);
-  productInput(m, s.a16, s.at.a16, m.ffn, s.tabF);
-  product(m, s.proj, s.at.proj, L.down, la + 6, s.tabF, ep, RESIDUAL_EXP);
-  addResidual(m);
 }
 
 /** SiLU(gate) · up, requantised to 15 bits in `a16`; returns its exponent. */
@@ -502,48 +473,79 @@ function productBatch(
   if (run) finishProducts(pool, lut, w.name);
 }
 
-/** The attention block of layer `l` for slots 0 … n − 1 (`attentionBlock`'s integers, slot by slot). */
+/**
+ * The attention block of layer `l` for slots 0 … n − 1 (n = 1: `step`'s position): norm, q/k/v, the
+ * cache append, GQA attention, o, the residual, slot by slot but each projection once for all n. One
+ * position's projections go through `product` (16 rows in the lanes, its input's byte planes), a
+ * batch's through `productBatch` (the positions in the lanes): the same integers.
+ */
 function attentionBatch(m: IntModel, st: IntState, l: number, n: number): void {
   const s = m.s;
   const L = m.layers[l];
   const la = s.cur.la;
   for (let b = 0; b < n; b++) {
-    useSlot(m, b);
+    if (n > 1) useSlot(m, b); // one position is the step's own slot already
     norm(m, s.x, s.at.x, 0, RESIDUAL_EXP, m.normWidth, s.z, s.at.z, 0);
   }
-  const at = s.slots[0].at;
-  productBatch(m, n, L.q, la, at.z, at.q, NORM_EXP, false, ACC_EXP, false);
-  productBatch(m, n, L.k, la + 1, at.z, at.k, NORM_EXP, false, ACC_EXP, false);
-  productBatch(m, n, L.v, la + 2, at.z, at.v, NORM_EXP, false, ACC_EXP, true);
+  if (n === 1) {
+    productInput(m, s.z, s.at.z, m.width, s.tabW);
+    product(m, s.q, s.at.q, L.q, la, s.tabW, NORM_EXP, ACC_EXP, false);
+    product(m, s.k, s.at.k, L.k, la + 1, s.tabW, NORM_EXP, ACC_EXP, false);
+    product(m, s.v, s.at.v, L.v, la + 2, s.tabW, NORM_EXP, ACC_EXP);
+  } else {
+    const at = s.slots[0].at;
+    productBatch(m, n, L.q, la, at.z, at.q, NORM_EXP, false, ACC_EXP, false);
+    productBatch(m, n, L.k, la + 1, at.z, at.k, NORM_EXP, false, ACC_EXP, false);
+    productBatch(m, n, L.v, la + 2, at.z, at.v, NORM_EXP, false, ACC_EXP, true);
+  }
   for (let b = 0; b < n; b++) {
-    useSlot(m, b);
+    if (n > 1) useSlot(m, b); // one position is the step's own slot already
     s.slotExp[b] = attendPosition(m, st, L, l);
   }
-  productBatch(m, n, L.o, la + 3, at.a16, at.proj, 0, true, RESIDUAL_EXP, true);
+  if (n === 1) {
+    productInput(m, s.a16, s.at.a16, m.qDim, s.tabQ);
+    product(m, s.proj, s.at.proj, L.o, la + 3, s.tabQ, s.slotExp[0], RESIDUAL_EXP);
+  } else {
+    productBatch(m, n, L.o, la + 3, s.slots[0].at.a16, s.slots[0].at.proj, 0, true, RESIDUAL_EXP, true);
+  }
   for (let b = 0; b < n; b++) {
-    useSlot(m, b);
+    if (n > 1) useSlot(m, b); // one position is the step's own slot already
     addResidual(m);
   }
 }
 
-/** The MLP block of layer `L` for slots 0 … n − 1 (`mlpBlock`'s integers, slot by slot). */
+/**
+ * The MLP block of layer `L` for slots 0 … n − 1 (n = 1: `step`'s position): norm, gate and up,
+ * SiLU(gate) · up, down, the residual; the projections as `attentionBatch`'s.
+ */
 function mlpBatch(m: IntModel, L: IntLayer, n: number): void {
   const s = m.s;
   const la = s.cur.la;
   for (let b = 0; b < n; b++) {
-    useSlot(m, b);
+    if (n > 1) useSlot(m, b); // one position is the step's own slot already
     norm(m, s.x, s.at.x, 0, RESIDUAL_EXP, m.normWidth, s.z, s.at.z, 0);
   }
-  const at = s.slots[0].at;
-  productBatch(m, n, L.gate, la + 4, at.z, at.gate, NORM_EXP, false, RESIDUAL_EXP, false);
-  productBatch(m, n, L.up, la + 5, at.z, at.up, NORM_EXP, false, ACC_EXP, true);
+  if (n === 1) {
+    productInput(m, s.z, s.at.z, m.width, s.tabW);
+    product(m, s.gate, s.at.gate, L.gate, la + 4, s.tabW, NORM_EXP, RESIDUAL_EXP, false);
+    product(m, s.up, s.at.up, L.up, la + 5, s.tabW, NORM_EXP, ACC_EXP);
+  } else {
+    const at = s.slots[0].at;
+    productBatch(m, n, L.gate, la + 4, at.z, at.gate, NORM_EXP, false, RESIDUAL_EXP, false);
+    productBatch(m, n, L.up, la + 5, at.z, at.up, NORM_EXP, false, ACC_EXP, true);
+  }
   for (let b = 0; b < n; b++) {
-    useSlot(m, b);
+    if (n > 1) useSlot(m, b); // one position is the step's own slot already
     s.slotExp[b] = gatedProduct(m);
   }
-  productBatch(m, n, L.down, la + 6, at.a16, at.proj, 0, true, RESIDUAL_EXP, true);
+  if (n === 1) {
+    productInput(m, s.a16, s.at.a16, m.ffn, s.tabF);
+    product(m, s.proj, s.at.proj, L.down, la + 6, s.tabF, s.slotExp[0], RESIDUAL_EXP);
+  } else {
+    productBatch(m, n, L.down, la + 6, s.slots[0].at.a16, s.slots[0].at.proj, 0, true, RESIDUAL_EXP, true);
+  }
   for (let b = 0; b < n; b++) {
-    useSlot(m, b);
+    if (n > 1) useSlot(m, b); // one position is the step's own slot already
     addResidual(m);
   }
 }

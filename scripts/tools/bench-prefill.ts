@@ -23,6 +23,7 @@
 import { loadavg } from "node:os";
 import { resolve } from "node:path";
 import { loadIntEngine } from "../../engines/int/engine.ts";
+import { loadEngine } from "../../engines/mod.ts";
 import type { Engine } from "../../model/engine.ts";
 import { cli, EXIT_USAGE, fail, progress, run } from "../cli.ts";
 import { PREFILL_SLOTS } from "../../engines/int/model.ts";
@@ -44,8 +45,10 @@ Options:
   --rounds N     interleaved rounds; each times every kernel once (default 9)
   --model FILE   time the integer engine's prefill on this lut4 file instead of the kernels
   --against DIR  also the integer engine of another ferry checkout at DIR (inside this one)
+  --float FILE   also ferry's float engine on this export (e.g. dmexp bf16 of the same weights)
   --prompt N     prompt tokens of the engine's prefill (default 128)
   --threads N    the engines' threads (default 1)
+  --decode N     also time N greedy decoded tokens after the prompt (default 0: none)
   --json         print the figures as JSON
   -h, --help     this text
 `;
@@ -55,8 +58,10 @@ const { values: a } = cli(HELP, {
   rounds: { type: "string", default: "9" },
   model: { type: "string" },
   against: { type: "string" },
+  float: { type: "string" },
   prompt: { type: "string", default: "128" },
   threads: { type: "string", default: "1" },
+  decode: { type: "string", default: "0" },
   json: { type: "boolean", default: false },
 });
 const positions = Number(a.positions);
@@ -92,7 +97,8 @@ interface Row {
 /** The integer engine's prefill, this checkout's beside `--against`'s: tokens/s, medians, ratios. */
 async function engineBench(path: string): Promise<void> {
   const runtime = "Bun" in globalThis ? "bun" : "deno";
-  const threads = Number(a.threads), prompt = Number(a.prompt);
+  const threads = Number(a.threads), prompt = Number(a.prompt), decode = Number(a.decode);
+  if (!Number.isInteger(decode) || decode < 0) fail("--decode expects a whole number", EXIT_USAGE);
   if (!Number.isInteger(threads) || threads < 1) fail("--threads expects a positive integer", EXIT_USAGE);
   if (!Number.isInteger(prompt) || prompt < 2) fail("--prompt expects an integer of at least 2", EXIT_USAGE);
   const engines: Array<[string, Engine]> = [];
@@ -103,13 +109,19 @@ async function engineBench(path: string): Promise<void> {
     engines.push([`int @ ${a.against}`, await other.loadIntEngine(path, { threads })]);
   }
   engines.push(["int (this checkout)", await loadIntEngine(path, { threads })]);
+  const ints = engines.length;
+  if (a.float) {
+    engines.push([`float (${a.float.split("/").pop()})`, await loadEngine(a.float, "float", { threads })]);
+  }
   const vocab = engines[0][1].config.vocab_size;
   const r = createRng(5);
   const ids = Array.from({ length: prompt }, () => r.int(Math.min(vocab, 30000)));
   const logits: number[][] = [];
-  for (const [, e] of engines) logits.push(Array.from(await e.start().feed(ids)));
+  for (const [, e] of engines.slice(0, ints)) logits.push(Array.from(await e.start().feed(ids)));
+  for (const [, e] of engines.slice(ints)) await e.start().feed(ids, "none"); // warmed, not compared
   if (logits.some((l) => l.join(",") !== logits[0].join(","))) fail("the engines' logits differ");
   const times = engines.map(() => [] as number[]);
+  const decodeTimes = engines.map(() => [] as number[]);
   const bar = progress("bench-prefill", rounds * engines.length, { unit: "prefill" });
   for (let round = 0; round < rounds; round++) {
     for (let k = 0; k < engines.length; k++) {
@@ -117,11 +129,18 @@ async function engineBench(path: string): Promise<void> {
       const t0 = performance.now();
       await s.feed(ids, "none");
       times[k].push((performance.now() - t0) / 1000);
+      const t1 = performance.now();
+      for (let i = 0; i < decode; i++) await s.feed([s.pick()], "none");
+      decodeTimes[k].push((performance.now() - t1) / 1000);
       bar.tick();
     }
   }
   bar.done();
-  const rows = engines.map(([name], k) => ({ name, tokensPerSecond: prompt / median(times[k]) }));
+  const rows = engines.map(([name], k) => ({
+    name,
+    tokensPerSecond: prompt / median(times[k]),
+    decodePerSecond: decode > 0 ? decode / median(decodeTimes[k]) : 0,
+  }));
   const load = loadavg()[0];
   if (a.json) {
     console.log(JSON.stringify({ runtime, model: path, prompt, threads, rounds, load, rows }, null, 2));
@@ -136,7 +155,11 @@ async function engineBench(path: string): Promise<void> {
     console.log(
       `${x.name.padEnd(40)} ${x.tokensPerSecond.toFixed(1).padStart(8)} tok/s ${
         (x.tokensPerSecond / rows[0].tokensPerSecond).toFixed(2).padStart(6)
-      }×`,
+      }×` + (decode > 0
+        ? `  decode ${x.decodePerSecond.toFixed(1).padStart(6)} tok/s ${
+          (x.decodePerSecond / rows[0].decodePerSecond).toFixed(2).padStart(5)
+        }×`
+        : ""),
     );
   }
   for (const [, e] of engines) e.dispose?.();
