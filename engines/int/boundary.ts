@@ -87,7 +87,9 @@ export function feedTokens(m: IntModel, st: IntState, tokens: readonly number[])
   while (t < tokens.length) {
     let n = tokens.length - t;
     if (n > PREFILL_SLOTS) n = PREFILL_SLOTS;
-    if (batched && n > 1) prefill(m, st, tokens, t, n);
+    // Only the feed's last batch computes logits: the head (151,936 rows at Qwen3's vocabulary) of an
+    // earlier batch would be overwritten unread.
+    if (batched && n > 1) prefill(m, st, tokens, t, n, t + n === tokens.length);
     else step(m, st, tokens[t]);
     t = batched && n > 1 ? t + n : t + 1;
   }

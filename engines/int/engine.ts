@@ -269,6 +269,8 @@ function serveOnSimd(model: IntModel, threads: number, tied: boolean): LutShared
     silu: model.silu,
     threads,
     slots: PREFILL_SLOTS,
+    // The prefill's projections (forward.ts productBatch): up to PREFILL_SLOTS inputs in the lanes.
+    lanes: { lanes: PREFILL_SLOTS, rows: Math.max(model.qDim, model.kvDim, model.width, model.ffn) },
   });
   if (!made) return null;
   useLut(model, made.lut, made.at, made.scalesAt);

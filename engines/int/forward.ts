@@ -18,7 +18,7 @@
  */
 import { ACC_EXP, activationTables, gemv, type PreparedMatrix } from "../../kernels/int/gemv.ts";
 import { attendGroup, CACHE_BITS, SCORE_EXP } from "../../kernels/int/attention.ts";
-import { gemvLut, inputPlanes, type LutSums } from "../../kernels/int/gemv-lut.ts";
+import { gemvLanes, gemvLut, inputPlanes, type LutSums } from "../../kernels/int/gemv-lut.ts";
 import { assertBound, checked, holds } from "../../kernels/int/check.ts";
 import { type GemvPool, queueGemv, runQueued } from "./threads.ts";
 import { mulS16, mulScale, multiples } from "../../kernels/int/mul.ts";
@@ -99,9 +99,10 @@ export function step(m: IntModel, st: IntState, id: number): void {
   }
   embedRow(m, id, m.s.x);
   startCursor(m, st, st.pos);
+  // The batch of one: the same layer dataflow as `prefill`'s.
   for (let l = 0; l < m.layers.length; l++) {
-    attentionBlock(m, st, l);
-    mlpBlock(m, m.layers[l]);
+    attentionBatch(m, st, l, 1);
+    mlpBatch(m, m.layers[l], 1);
     nextLayer(m);
   }
   headLogits(m, st);
@@ -200,6 +201,7 @@ function product(
       outExp - ACC_EXP,
       to,
       0,
+      0,
     );
     if (run) finishProducts(pool, lut, w.name);
     if (run && outAt < 0) {
@@ -216,22 +218,6 @@ function product(
 function finishProducts(pool: GemvPool, lut: LutSums, name: string): void {
   const saturated = runQueued(pool, lut);
   if (checked.on && !holds(saturated === 0)) assertBound(false, `${name}: ${saturated} saturations`);
-}
-
-/** The attention block of layer `l`: norm, q/k/v, the cache append, GQA attention, o, the residual. */
-function attentionBlock(m: IntModel, st: IntState, l: number): void {
-  const s = m.s;
-  const L = m.layers[l];
-  const la = s.cur.la;
-  norm(m, s.x, s.at.x, 0, RESIDUAL_EXP, m.normWidth, s.z, s.at.z, 0);
-  productInput(m, s.z, s.at.z, m.width, s.tabW);
-  product(m, s.q, s.at.q, L.q, la, s.tabW, NORM_EXP, ACC_EXP, false);
-  product(m, s.k, s.at.k, L.k, la + 1, s.tabW, NORM_EXP, ACC_EXP, false);
-  product(m, s.v, s.at.v, L.v, la + 2, s.tabW, NORM_EXP, ACC_EXP);
-  const ea = attendPosition(m, st, L, l);
-  productInput(m, s.a16, s.at.a16, m.qDim, s.tabQ);
-  product(m, s.proj, s.at.proj, L.o, la + 3, s.tabQ, ea, RESIDUAL_EXP);
-  addResidual(m);
 }
 
 /**
@@ -327,20 +313,6 @@ function attendHeads(m: IntModel): void {
   }
 }
 
-/** The MLP block of layer `L`: norm, gate and up, SiLU(gate) · up, down, the residual. */
-function mlpBlock(m: IntModel, L: IntLayer): void {
-  const s = m.s;
-  const la = s.cur.la;
-  norm(m, s.x, s.at.x, 0, RESIDUAL_EXP, m.normWidth, s.z, s.at.z, 0);
-  productInput(m, s.z, s.at.z, m.width, s.tabW);
-  product(m, s.gate, s.at.gate, L.gate, la + 4, s.tabW, NORM_EXP, RESIDUAL_EXP, false);
-  product(m, s.up, s.at.up, L.up, la + 5, s.tabW, NORM_EXP, ACC_EXP);
-  const ep = gatedProduct(m);
-  productInput(m, s.a16, s.at.a16, m.ffn, s.tabF);
-  product(m, s.proj, s.at.proj, L.down, la + 6, s.tabF, ep, RESIDUAL_EXP);
-  addResidual(m);
-}
-
 /** SiLU(gate) · up, requantised to 15 bits in `a16`; returns its exponent. */
 function gatedProduct(m: IntModel): number {
   const s = m.s;
@@ -379,10 +351,18 @@ function headLogits(m: IntModel, st: IntState): void {
 /**
  * Feeds the `n` tokens `ids[from, from + n)` (2 ≤ n ≤ PREFILL_SLOTS, the module serving) at positions
  * `st.pos` …: exactly the integers of n calls of `step`, each position in its own batch slot, but every
- * projection runs once for all n (each block of codes read once for them all). Leaves the last
- * position's logits; refuses a full context or a bad id before changing anything.
+ * projection runs once for all n (the positions in the vector lanes). Leaves the last position's
+ * logits, or with `logits` false leaves `st.logits` as they were (for a batch whose logits the next
+ * one overwrites); refuses a full context or a bad id before changing anything.
  */
-export function prefill(m: IntModel, st: IntState, ids: readonly number[], from: number, n: number): void {
+export function prefill(
+  m: IntModel,
+  st: IntState,
+  ids: readonly number[],
+  from: number,
+  n: number,
+  logits = true,
+): void {
   if (st.pos + n > m.maxPositions) throw new RangeError(`context full: ${m.maxPositions} positions`);
   for (let b = from; b < from + n; b++) {
     const id = ids[b];
@@ -404,27 +384,32 @@ export function prefill(m: IntModel, st: IntState, ids: readonly number[], from:
     }
   }
   useSlot(m, n - 1);
-  headLogits(m, st);
+  if (logits) headLogits(m, st);
   for (let b = from; b < from + n; b++) st.tokens.push(ids[b]);
   st.pos = st.pos + n;
   useSlot(m, 0);
 }
 
-/** Slot `b`'s normed residual (or the vector at `vAt`, `cols` long) as its input planes. */
-function slotPlanes(m: IntModel, b: number, vAt: number, cols: number): void {
-  m.lut!.planes_offset(vAt, cols, m.s.slots[b].planesAt);
+/** The lane count of the lanes projection for a batch of `n` inputs: the narrowest P ≥ n. */
+function lanesFor(n: number): number {
+  if (n <= 4) return 4;
+  if (n <= 8) return 8;
+  return n <= 16 ? 16 : 32;
 }
 
 /**
- * Matrix `w` (entry `entry`) over the planes of slots 0 … n − 1 into each slot's vector at slot 0's
- * `outAt`, at exponent `outExp`; the inputs at `inExp`, or (`perSlot`) each at its slot's `slotExp`.
- * With `run` false the call waits in the pool's queue for the next.
+ * Matrix `w` (entry `entry`) over slots 0 … n − 1's input vectors (slot 0's at `inAt`, the others a
+ * slot apart) into each slot's vector at slot 0's `outAt`, at exponent `outExp`, by the lanes
+ * projection (kernels/wasm/int-lanes.ts: every input in a vector lane); the inputs at `inExp`, or
+ * (`perSlot`) each at its slot's `slotExp`. With `run` false the call waits in the pool's queue for
+ * the next.
  */
 function productBatch(
   m: IntModel,
   n: number,
   w: PreparedMatrix,
   entry: number,
+  inAt: number,
   outAt: number,
   inExp: number,
   perSlot: boolean,
@@ -439,17 +424,18 @@ function productBatch(
     for (let b = 0; b < n; b++) lut.mem32[lut.basesIndex + b] = baseOf - s.slotExp[b];
     bases = lut.basesAt;
   }
-  const planes = s.slots[0].planesAt;
   const groups = w.cols >> 5;
   const fin = outExp - ACC_EXP;
   const pool = m.pool;
   const codes = m.lutAt[entry];
   const scales = m.lutScales[entry];
+  const stride = lut.slotVectorBytes;
+  const lanes = lanesFor(n);
   if (pool === null) {
-    const stride = lut.slotPlaneBytes;
-    const out = lut.slotVectorBytes;
-    const saturated = lut.gemv_lut(
-      planes,
+    const saturated = gemvLanes(
+      lut,
+      lanes,
+      inAt,
       stride,
       n,
       codes,
@@ -460,14 +446,12 @@ function productBatch(
       bases,
       fin,
       outAt,
-      out,
-      lut.scratchAt,
+      stride,
+      lut.lanesAt,
     );
     if (checked.on && !holds(saturated === 0)) assertBound(false, `${w.name}: ${saturated} saturations`);
     return;
   }
-  const ps = lut.slotPlaneBytes;
-  const vs = lut.slotVectorBytes;
   queueGemv(
     pool,
     lut,
@@ -476,64 +460,92 @@ function productBatch(
     scales,
     w.rows,
     groups,
-    planes,
-    ps,
+    inAt,
+    stride,
     n,
     baseOf - inExp,
     bases,
     fin,
     outAt,
-    vs,
+    stride,
+    lanes,
   );
   if (run) finishProducts(pool, lut, w.name);
 }
 
-/** The attention block of layer `l` for slots 0 … n − 1 (`attentionBlock`'s integers, slot by slot). */
+/**
+ * The attention block of layer `l` for slots 0 … n − 1 (n = 1: `step`'s position): norm, q/k/v, the
+ * cache append, GQA attention, o, the residual, slot by slot but each projection once for all n. One
+ * position's projections go through `product` (16 rows in the lanes, its input's byte planes), a
+ * batch's through `productBatch` (the positions in the lanes): the same integers.
+ */
 function attentionBatch(m: IntModel, st: IntState, l: number, n: number): void {
   const s = m.s;
   const L = m.layers[l];
   const la = s.cur.la;
   for (let b = 0; b < n; b++) {
-    useSlot(m, b);
+    if (n > 1) useSlot(m, b); // one position is the step's own slot already
     norm(m, s.x, s.at.x, 0, RESIDUAL_EXP, m.normWidth, s.z, s.at.z, 0);
-    slotPlanes(m, b, s.at.z, m.width);
   }
-  const at = s.slots[0].at;
-  productBatch(m, n, L.q, la, at.q, NORM_EXP, false, ACC_EXP, false);
-  productBatch(m, n, L.k, la + 1, at.k, NORM_EXP, false, ACC_EXP, false);
-  productBatch(m, n, L.v, la + 2, at.v, NORM_EXP, false, ACC_EXP, true);
+  if (n === 1) {
+    productInput(m, s.z, s.at.z, m.width, s.tabW);
+    product(m, s.q, s.at.q, L.q, la, s.tabW, NORM_EXP, ACC_EXP, false);
+    product(m, s.k, s.at.k, L.k, la + 1, s.tabW, NORM_EXP, ACC_EXP, false);
+    product(m, s.v, s.at.v, L.v, la + 2, s.tabW, NORM_EXP, ACC_EXP);
+  } else {
+    const at = s.slots[0].at;
+    productBatch(m, n, L.q, la, at.z, at.q, NORM_EXP, false, ACC_EXP, false);
+    productBatch(m, n, L.k, la + 1, at.z, at.k, NORM_EXP, false, ACC_EXP, false);
+    productBatch(m, n, L.v, la + 2, at.z, at.v, NORM_EXP, false, ACC_EXP, true);
+  }
   for (let b = 0; b < n; b++) {
-    useSlot(m, b);
+    if (n > 1) useSlot(m, b); // one position is the step's own slot already
     s.slotExp[b] = attendPosition(m, st, L, l);
-    slotPlanes(m, b, s.at.a16, m.qDim);
   }
-  productBatch(m, n, L.o, la + 3, at.proj, 0, true, RESIDUAL_EXP, true);
+  if (n === 1) {
+    productInput(m, s.a16, s.at.a16, m.qDim, s.tabQ);
+    product(m, s.proj, s.at.proj, L.o, la + 3, s.tabQ, s.slotExp[0], RESIDUAL_EXP);
+  } else {
+    productBatch(m, n, L.o, la + 3, s.slots[0].at.a16, s.slots[0].at.proj, 0, true, RESIDUAL_EXP, true);
+  }
   for (let b = 0; b < n; b++) {
-    useSlot(m, b);
+    if (n > 1) useSlot(m, b); // one position is the step's own slot already
     addResidual(m);
   }
 }
 
-/** The MLP block of layer `L` for slots 0 … n − 1 (`mlpBlock`'s integers, slot by slot). */
+/**
+ * The MLP block of layer `L` for slots 0 … n − 1 (n = 1: `step`'s position): norm, gate and up,
+ * SiLU(gate) · up, down, the residual; the projections as `attentionBatch`'s.
+ */
 function mlpBatch(m: IntModel, L: IntLayer, n: number): void {
   const s = m.s;
   const la = s.cur.la;
   for (let b = 0; b < n; b++) {
-    useSlot(m, b);
+    if (n > 1) useSlot(m, b); // one position is the step's own slot already
     norm(m, s.x, s.at.x, 0, RESIDUAL_EXP, m.normWidth, s.z, s.at.z, 0);
-    slotPlanes(m, b, s.at.z, m.width);
   }
-  const at = s.slots[0].at;
-  productBatch(m, n, L.gate, la + 4, at.gate, NORM_EXP, false, RESIDUAL_EXP, false);
-  productBatch(m, n, L.up, la + 5, at.up, NORM_EXP, false, ACC_EXP, true);
+  if (n === 1) {
+    productInput(m, s.z, s.at.z, m.width, s.tabW);
+    product(m, s.gate, s.at.gate, L.gate, la + 4, s.tabW, NORM_EXP, RESIDUAL_EXP, false);
+    product(m, s.up, s.at.up, L.up, la + 5, s.tabW, NORM_EXP, ACC_EXP);
+  } else {
+    const at = s.slots[0].at;
+    productBatch(m, n, L.gate, la + 4, at.z, at.gate, NORM_EXP, false, RESIDUAL_EXP, false);
+    productBatch(m, n, L.up, la + 5, at.z, at.up, NORM_EXP, false, ACC_EXP, true);
+  }
   for (let b = 0; b < n; b++) {
-    useSlot(m, b);
+    if (n > 1) useSlot(m, b); // one position is the step's own slot already
     s.slotExp[b] = gatedProduct(m);
-    slotPlanes(m, b, s.at.a16, m.ffn);
   }
-  productBatch(m, n, L.down, la + 6, at.proj, 0, true, RESIDUAL_EXP, true);
+  if (n === 1) {
+    productInput(m, s.a16, s.at.a16, m.ffn, s.tabF);
+    product(m, s.proj, s.at.proj, L.down, la + 6, s.tabF, s.slotExp[0], RESIDUAL_EXP);
+  } else {
+    productBatch(m, n, L.down, la + 6, s.slots[0].at.a16, s.slots[0].at.proj, 0, true, RESIDUAL_EXP, true);
+  }
   for (let b = 0; b < n; b++) {
-    useSlot(m, b);
+    if (n > 1) useSlot(m, b); // one position is the step's own slot already
     addResidual(m);
   }
 }

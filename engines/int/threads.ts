@@ -9,26 +9,26 @@
  *
  * The control words (`GemvPool.ctrl`, shared with the workers): `SEQ` counts dispatches (a worker
  * wakes when it changes), `DONE` counts the workers finished with the current one, `SAT` sums their
- * saturations, `STOP` asks them to end; worker w's calls start at `workerAt[w]`: a count, then 13
- * arguments of `gemv_lut` per call.
+ * saturations, `STOP` asks them to end; worker w's calls start at `workerAt[w]`: a count, then per
+ * call the 13 arguments of `gemv_lut` (or of `gemv_lanesP`) and P (0 for `gemv_lut`).
  *
  * @example
  * ```ts
- * queueGemv(pool, lut, e, codesAt, scalesAt, rows, groups, planesAt, 0, 1, base, -1, fin, qAt, 0);
- * queueGemv(pool, lut, e + 1, codesAt1, scalesAt1, rows1, groups, planesAt, 0, 1, base, -1, fin, kAt, 0);
+ * queueGemv(pool, lut, e, codesAt, scalesAt, rows, groups, planesAt, 0, 1, base, -1, fin, qAt, 0, 0);
+ * queueGemv(pool, lut, e + 1, codesAt1, scalesAt1, rows1, groups, zAt, stride, n, base, -1, fin, kAt, stride, 16);
  * const saturated = runQueued(pool, lut);
  * ```
  * @module
  */
-import type { LutSums } from "../../kernels/int/gemv-lut.ts";
+import { gemvLanes, type LutProjections, type LutSums } from "../../kernels/int/gemv-lut.ts";
 
 /** Control word indices. */
 export const SEQ = 0;
 export const DONE = 1;
 export const SAT = 2;
 export const STOP = 3;
-/** Arguments of one queued `gemv_lut` call; calls one worker may hold per dispatch. */
-export const CALL_INTS = 13;
+/** Words of one queued call (13 arguments and the lane count); calls one worker may hold per dispatch. */
+export const CALL_INTS = 14;
 export const MAX_CALLS = 4;
 /** A waiter's polls before it sleeps: at most about 1–2 ms, at least about 10 µs (`adaptSpin`). */
 const SPIN_MAX = 1 << 18;
@@ -73,8 +73,10 @@ export interface GemvPool {
 
 /**
  * Queues `gemv_lut` of matrix `entry` (its codes and scales at `m.lutAt`/`lutScales` given as
- * `codesAt`/`scalesAt`) over `count` inputs: split across the threads when the pool shares it out,
- * else run at once on this thread. `scratch` is the module's 128 bytes per thread.
+ * `codesAt`/`scalesAt`) over `count` inputs, or with `lanes` P > 0 `gemv_lanesP` (then `planes` and
+ * `planeStride` are the int32 inputs and their stride): split across the threads when the pool shares
+ * it out, else run at once on this thread. Each thread gets its own scratch (the module's 128 bytes per
+ * thread) or lanes work area (`lanesAt + t · lanesBytes`).
  */
 export function queueGemv(
   pool: GemvPool,
@@ -92,11 +94,15 @@ export function queueGemv(
   fin: number,
   out: number,
   outStride: number,
+  lanes: number,
 ): void {
   const at = pool.shareAt[entry];
+  const lanesWork = lanes > 0;
   if (at < 0) {
     pool.saturated = pool.saturated +
-      lut.gemv_lut(
+      runOne(
+        lut,
+        lanes,
         planes,
         planeStride,
         count,
@@ -109,12 +115,13 @@ export function queueGemv(
         fin,
         out,
         outStride,
-        lut.scratchAt,
+        lanesWork ? lut.lanesAt : lut.scratchAt,
       );
     return;
   }
   let share = at;
-  let scratch = lut.scratchAt;
+  let scratch = lanesWork ? lut.lanesAt : lut.scratchAt;
+  const scratchStep = lanesWork ? lut.lanesBytes : 128;
   for (let t = 0; t < pool.threads; t++) {
     const calls = t === 0 ? pool.mine : pool.ctrl;
     const head = t === 0 ? 0 : pool.workerAt[t];
@@ -134,19 +141,76 @@ export function queueGemv(
     calls[i + 10] = out + sh[share + 2];
     calls[i + 11] = outStride;
     calls[i + 12] = scratch;
+    calls[i + 13] = lanes;
     calls[head] = pool.queued + 1;
     share = share + 4;
-    scratch = scratch + 128;
+    scratch = scratch + scratchStep;
   }
   pool.queued = pool.queued + 1;
 }
 
-/** Runs the calls at `calls[head]` (a count, then the arguments); returns their saturations. */
-export function runCalls(lut: Pick<LutSums, "gemv_lut">, calls: Int32Array, head: number): number {
+/** One call: `gemv_lut` when `lanes` is 0, else `gemv_lanesP` for P = `lanes`; returns its saturations. */
+function runOne(
+  lut: LutProjections,
+  lanes: number,
+  planes: number,
+  planeStride: number,
+  count: number,
+  codes: number,
+  scales: number,
+  rows: number,
+  groups: number,
+  base: number,
+  bases: number,
+  fin: number,
+  out: number,
+  outStride: number,
+  scratch: number,
+): number {
+  if (lanes === 0) {
+    return lut.gemv_lut(
+      planes,
+      planeStride,
+      count,
+      codes,
+      scales,
+      rows,
+      groups,
+      base,
+      bases,
+      fin,
+      out,
+      outStride,
+      scratch,
+    );
+  }
+  return gemvLanes(
+    lut,
+    lanes,
+    planes,
+    planeStride,
+    count,
+    codes,
+    scales,
+    rows,
+    groups,
+    base,
+    bases,
+    fin,
+    out,
+    outStride,
+    scratch,
+  );
+}
+
+/** Runs the calls at `calls[head]` (a count, then each call's words); returns their saturations. */
+export function runCalls(lut: LutProjections, calls: Int32Array, head: number): number {
   let saturated = 0;
   let i = head + 1;
   for (let c = 0; c < calls[head]; c++) {
-    saturated = saturated + lut.gemv_lut(
+    saturated = saturated + runOne(
+      lut,
+      calls[i + 13],
       calls[i],
       calls[i + 1],
       calls[i + 2],
@@ -208,7 +272,7 @@ export function runQueued(pool: GemvPool, lut: LutSums): number {
  * A worker's loop (engines/int/worker.ts): waits for a dispatch, runs its calls, adds its saturations
  * and counts itself done; returns when `STOP` is set.
  */
-export function serveCalls(lut: Pick<LutSums, "gemv_lut">, ctrl: Int32Array, head: number): void {
+export function serveCalls(lut: LutProjections, ctrl: Int32Array, head: number): void {
   let seq = 0;
   let budget = SPIN_MAX;
   for (;;) {

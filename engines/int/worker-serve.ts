@@ -10,7 +10,7 @@
  * ```
  * @module
  */
-import type { LutSums } from "../../kernels/int/gemv-lut.ts";
+import type { LutProjections } from "../../kernels/int/gemv-lut.ts";
 import { serveCalls } from "./threads.ts";
 
 /** What the pool sends a worker. */
@@ -26,7 +26,7 @@ export function serveWorker(start: WorkerStart, ready: () => void): void {
   const instance = new WebAssembly.Instance(new WebAssembly.Module(start.bytes), {
     env: { memory: start.memory },
   });
-  const lut = instance.exports as unknown as Pick<LutSums, "gemv_lut">;
+  const lut = instance.exports as unknown as LutProjections;
   ready();
   serveCalls(lut, new Int32Array(start.ctrl), start.head);
 }

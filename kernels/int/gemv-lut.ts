@@ -23,8 +23,40 @@
 import { assertBound, checked, holds } from "./check.ts";
 import { ACC_EXP, type PreparedMatrix } from "./gemv.ts";
 
+/** A lanes projection (`LutSums.gemv_lanes16` and the others): see there. */
+export type LanesCall = (
+  xs: number,
+  xStride: number,
+  count: number,
+  codes: number,
+  scales: number,
+  rows: number,
+  groups: number,
+  base: number,
+  bases: number,
+  fin: number,
+  out: number,
+  outStride: number,
+  work: number,
+) => number;
+
+/** The projections of the module, all a thread of the pool needs (engines/int/threads.ts). */
+export type LutProjections = Pick<
+  LutSums,
+  "gemv_lut" | "gemv_lanes4" | "gemv_lanes8" | "gemv_lanes16" | "gemv_lanes32"
+>;
+
 /** A WebAssembly instance with the integer engine's functions and the matrices in its memory (kernels/wasm/int-lut.ts). */
 export interface LutSums {
+  /**
+   * `gemv` of up to P inputs at once, the inputs in the vector lanes (kernels/wasm/int-lanes.ts): input
+   * p < `count` at `xs + p · xStride` (int32), its output at `out + p · outStride`; the other arguments as
+   * `gemv_lut`'s, `work` a thread's lanes work area (`lanesAt + t · lanesBytes`). Returns the saturations.
+   */
+  gemv_lanes4: LanesCall;
+  gemv_lanes8: LanesCall;
+  gemv_lanes16: LanesCall;
+  gemv_lanes32: LanesCall;
   /** Byte planes of (u − 8) · x_i for `n` int32 at `x` (kernels/wasm/int-gemv.ts). */
   planes_offset(x: number, n: number, out: number): void;
   /** Byte planes of u · x_i at `outU` and of the signed top digit's table at `outS`. */
@@ -156,6 +188,10 @@ export interface LutSums {
   /** One int32 per batch slot: the shift bases of a batched `gemv_lut` whose inputs' exponents differ. */
   basesAt: number;
   basesIndex: number;
+  /** The lanes projections' work areas (one per thread, `lanesBytes` each; none when 0) and their widest P. */
+  lanesAt: number;
+  lanesBytes: number;
+  lanesMax: number;
   /** RoPE's cos and sin tables as int32, [position][head_dim / 2]. */
   ropeCosAt: number;
   ropeSinAt: number;
@@ -229,4 +265,99 @@ export function gemvLut(
     out[i] = mem[j];
     j = j + 1;
   }
+}
+
+/**
+ * The module's lanes projection for `lanes` (4, 8, 16 or 32) inputs at once, over `count` ≤ `lanes`
+ * of them (the rest of the lanes padded with zero inputs): `LutSums.gemv_lanes4` … `gemv_lanes32`
+ * with the same arguments; returns the saturations.
+ *
+ * @example
+ * ```ts
+ * const sat = gemvLanes(lut, 16, xsAt, stride, n, codesAt, scalesAt, rows, groups, base, -1, fin, outAt, stride, lut.lanesAt);
+ * ```
+ */
+export function gemvLanes(
+  lut: LutProjections,
+  lanes: number,
+  xs: number,
+  xStride: number,
+  count: number,
+  codes: number,
+  scales: number,
+  rows: number,
+  groups: number,
+  base: number,
+  bases: number,
+  fin: number,
+  out: number,
+  outStride: number,
+  work: number,
+): number {
+  if (lanes === 4) {
+    return lut.gemv_lanes4(
+      xs,
+      xStride,
+      count,
+      codes,
+      scales,
+      rows,
+      groups,
+      base,
+      bases,
+      fin,
+      out,
+      outStride,
+      work,
+    );
+  }
+  if (lanes === 8) {
+    return lut.gemv_lanes8(
+      xs,
+      xStride,
+      count,
+      codes,
+      scales,
+      rows,
+      groups,
+      base,
+      bases,
+      fin,
+      out,
+      outStride,
+      work,
+    );
+  }
+  if (lanes === 16) {
+    return lut.gemv_lanes16(
+      xs,
+      xStride,
+      count,
+      codes,
+      scales,
+      rows,
+      groups,
+      base,
+      bases,
+      fin,
+      out,
+      outStride,
+      work,
+    );
+  }
+  return lut.gemv_lanes32(
+    xs,
+    xStride,
+    count,
+    codes,
+    scales,
+    rows,
+    groups,
+    base,
+    bases,
+    fin,
+    out,
+    outStride,
+    work,
+  );
 }

@@ -19,6 +19,7 @@
 import { assemble, type Code, fn, type Func, I32, op, uleb } from "./asm.ts";
 import { mixFn, scoresFn, softmaxFn } from "./int-attention.ts";
 import { gemvFn, planesFn } from "./int-gemv.ts";
+import { lanesFn, lanesWorkBytes } from "./int-lanes.ts";
 import { addSatFn, quantizeFn, rmsnormFn, ropeFn, siluFn, swigluFn } from "./int-vector.ts";
 import { get, localsAfter, set } from "./int-ops.ts";
 import type { LutMatrix } from "../int/gemv.ts";
@@ -35,6 +36,10 @@ export function intLutFunctions(relaxed: boolean): Record<string, Func> {
     planes_digits: planesFn("digits"),
     planes_unsigned: planesFn("unsigned"),
     gemv_lut: gemvFn(relaxed),
+    gemv_lanes4: lanesFn(4),
+    gemv_lanes8: lanesFn(8),
+    gemv_lanes16: lanesFn(16),
+    gemv_lanes32: lanesFn(32),
     scores: scoresFn(relaxed),
     softmax: softmaxFn(),
     mix: mixFn(relaxed),
@@ -203,6 +208,11 @@ export interface LutRoom {
   threads?: number;
   /** Batch slots: copies of the engine's vectors (`vectorInts` each) and of the input planes (default 1). */
   slots?: number;
+  /**
+   * Room for the lanes projections (`gemv_lanesP`, kernels/wasm/int-lanes.ts): one work area per thread
+   * for up to `lanes` inputs at once over matrices of at most `rows` rows (and the widest matrix's columns).
+   */
+  lanes?: { lanes: number; rows: number };
 }
 
 /** What a worker needs to run the same module over the same memory: the bytes and the shared memory. */
@@ -286,7 +296,9 @@ export function createLutSums(
   const slotPlanesAt = vectorsAt + slotVectorBytes * slots;
   const slotPlaneBytes = align(widest * 48);
   const basesAt = slotPlanesAt + (slots > 1 ? slotPlaneBytes * slots : 0);
-  let next = align(basesAt + 4 * slots);
+  const lanesAt = align(basesAt + 4 * slots);
+  const lanesBytes = room.lanes ? align(lanesWorkBytes(room.lanes.lanes, widest, room.lanes.rows)) : 0;
+  let next = lanesAt + lanesBytes * threads;
   const at = new Int32Array(mats.length);
   const scalesAt = new Int32Array(mats.length);
   mats.forEach((m, i) => {
@@ -318,6 +330,10 @@ export function createLutSums(
       | "planes_digits"
       | "planes_unsigned"
       | "gemv_lut"
+      | "gemv_lanes4"
+      | "gemv_lanes8"
+      | "gemv_lanes16"
+      | "gemv_lanes32"
       | "scores"
       | "softmax"
       | "mix"
@@ -354,6 +370,10 @@ export function createLutSums(
       planes_digits: exports.planes_digits,
       planes_unsigned: exports.planes_unsigned,
       gemv_lut: exports.gemv_lut,
+      gemv_lanes4: exports.gemv_lanes4,
+      gemv_lanes8: exports.gemv_lanes8,
+      gemv_lanes16: exports.gemv_lanes16,
+      gemv_lanes32: exports.gemv_lanes32,
       scores: exports.scores,
       softmax: exports.softmax,
       mix: exports.mix,
@@ -390,6 +410,9 @@ export function createLutSums(
       slotPlaneBytes,
       basesAt,
       basesIndex: basesAt >> 2,
+      lanesAt,
+      lanesBytes,
+      lanesMax: room.lanes ? room.lanes.lanes : 0,
       ropeCosAt,
       ropeSinAt,
       siluTAt,

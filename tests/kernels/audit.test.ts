@@ -234,9 +234,11 @@ test("the integer engine's serving functions hold no multiply, divide, float or 
       "ropeHead",
       "mulS16",
       "step",
-      "attentionBlock",
+      "attentionBatch",
       "attendHeads",
-      "mlpBlock",
+      "mlpBatch",
+      "productBatch",
+      "gemvLanes",
       "headLogits",
       "buildIntModel",
       "sample",
@@ -325,9 +327,28 @@ test("the integer engine's WebAssembly holds no multiply, divide, float or uncla
     console.log(`    opcodes: ${[...census.get(name)!].map(([o, n]) => `${o} ${n}`).join(", ")}`);
   }
   expect(findings).toEqual([]);
-  for (const name of ["planes_offset", "gemv_lut", "scores", "softmax", "mix", "rmsnorm", "rope"]) {
+  for (
+    const name of [
+      "planes_offset",
+      "gemv_lut",
+      "gemv_lanes4",
+      "gemv_lanes8",
+      "gemv_lanes16",
+      "gemv_lanes32",
+      "scores",
+      "softmax",
+      "mix",
+      "rmsnorm",
+      "rope",
+    ]
+  ) {
     expect(counts.has(name)).toBe(true);
   }
+  // The lanes projection reads its pair tables by address, not by swizzle: per row and group 16 code
+  // bytes, and P/4 vector loads per byte (16 pairs, 4 vectors at P = 16).
+  const lanes16 = census.get("gemv_lanes16")!;
+  expect(lanes16.has("i8x16.swizzle") || lanes16.has("i8x16.relaxed_swizzle")).toBe(false);
+  expect(lanes16.get("i32.load8_u")).toBeGreaterThanOrEqual(16);
   // A projection group's 32 columns, three table reads each, unrolled: relaxed in one set, plain in the other.
   expect(census.get("gemv_lut")!.get("i8x16.relaxed_swizzle")).toBe(96);
   expect(census.get("gemv_lut (portable)")!.get("i8x16.swizzle")).toBe(96);
