@@ -330,12 +330,6 @@ export async function exportCheckpoint(opts: ExportOptions = {}): Promise<Export
     const why = format.cannotStore?.(model.config);
     if (why) throw new UnsupportedModelError(model.path, format.name, why.field, why.expected, why.found);
     await mkdir(dirname(file), { recursive: true });
-    // The calibration windows are bytes of the training split, fed as byte ids: a model with its own
-    // tokenizer would be calibrated on meaningless tokens, so it gets plain rounding, and the summary says so.
-    const calibrate = model.tokenizer ? undefined : opts.calibrate;
-    const skipped = model.tokenizer && opts.calibrate
-      ? "skipped: the calibration windows are byte ids, and this model has its own tokenizer (plain rounding)"
-      : undefined;
     const result = await format.write(file, {
       config: model.config,
       tensors: model.tensors,
@@ -343,9 +337,8 @@ export async function exportCheckpoint(opts: ExportOptions = {}): Promise<Export
       step: model.step,
       name: model.name,
       ...(model.tokenizer ? { tokenizer: model.tokenizer } : {}),
-    }, { dtype, onProgress: (d, t) => opts.onProgress?.("write", d, t), calibrate });
+    }, { dtype, onProgress: (d, t) => opts.onProgress?.("write", d, t), calibrate: opts.calibrate });
     const { file: written, bytes, params, tensors, ...details } = result;
-    if (skipped) details.calibration = skipped;
     return {
       file: written,
       format: format.name,

@@ -36,6 +36,7 @@ import {
 } from "./digest.ts";
 import { decodeTensor, type GgmlType, tensorBytes } from "./quants.ts";
 import type { CalibrationRecord } from "./lut4-types.ts";
+import { calibrationLine } from "./calibration-record.ts";
 import {
   checkedValues,
   encodeTensorPieces,
@@ -251,7 +252,10 @@ export async function writeGguf(
 /** ferry's metadata keys for where the weights came from (`general.name` is GGUF's own). */
 export const SOURCE_KEY = "ferry.source", STEP_KEY = "ferry.step";
 
-/** The calibration's record as metadata: llama.cpp's imatrix keys, and the seed and window size. */
+/**
+ * The calibration's record as metadata: llama.cpp's imatrix keys (`chunks_count` its windows), and
+ * ferry's window size, token count and seed.
+ */
 function calibrationMetadata(
   record: CalibrationRecord,
   importance: Readonly<Record<string, Float32Array>> | undefined,
@@ -260,7 +264,12 @@ function calibrationMetadata(
     ["quantize.imatrix.dataset", { type: "string", value: record.source }],
     ["quantize.imatrix.entries_count", { type: "i32", value: Object.keys(importance ?? {}).length }],
     ["quantize.imatrix.chunks_count", { type: "i32", value: record.windows }],
-    ["ferry.calibration.window_bytes", { type: "u32", value: record.window_bytes }],
+    ...(record.window_tokens !== undefined
+      ? [
+        ["ferry.calibration.window_tokens", { type: "u32", value: record.window_tokens }],
+        ["ferry.calibration.tokens", { type: "u64", value: BigInt(record.tokens ?? 0) }],
+      ] as Array<[string, GgufValue]>
+      : []),
     ["ferry.calibration.seed", { type: "i64", value: BigInt(record.seed) }],
   ];
 }
@@ -514,7 +523,7 @@ export const ggufFormat: FormatDescriptor<GgufDtype> = {
     // it runs the model, so it needs the tensors in memory. Otherwise they stream, one piece at a time.
     const calibrating = calibrate !== undefined && IMPORTANCE_DTYPES.has(dtype);
     const tensors = calibrating ? await Promise.all(input.tensors.map(materialize)) : input.tensors;
-    const cal = calibrating ? await calibrate(input.config, tensors as Tensor[]) : undefined;
+    const cal = calibrating ? await calibrate(input.config, tensors as Tensor[], input.tokenizer) : undefined;
     await writeGguf(path, tensors, input.config, {
       tokenizer: input.tokenizer,
       type: dtype,
@@ -525,7 +534,13 @@ export const ggufFormat: FormatDescriptor<GgufDtype> = {
       calibration: cal?.record,
     });
     const params = tensors.reduce((n, t) => n + numel(t.dims), 0);
-    return { file: path, bytes: (await stat(path)).size, params, tensors: tensors.length };
+    return {
+      file: path,
+      bytes: (await stat(path)).size,
+      params,
+      tensors: tensors.length,
+      ...(cal ? { calibration: calibrationLine(cal.record) } : {}),
+    };
   },
   async read(path) {
     const { config, tensors, origin, file } = await readGguf(path);

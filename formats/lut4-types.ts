@@ -13,6 +13,7 @@
 import type { LutMatrix } from "../kernels/int/gemv.ts";
 import type { ModelConfig } from "../model/config.ts";
 import type { Tensor } from "../model/tensor.ts";
+import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 
 /** How the output head is stored: `tied` reads the embedding matrix (final-norm gain applied at run
  * time), `separate` stores a second copy with the final-norm gain folded in. */
@@ -67,12 +68,24 @@ export interface Lut4Weights {
   ropeSin: Int16Array;
 }
 
-/** What a calibrated lut4 file records of the data its quantizer saw (header key `calibration`). */
+/**
+ * What a calibrated file records of the data its quantizer saw (lut4 header key `calibration`, GGUF
+ * `quantize.imatrix.*` and `ferry.calibration.*`). Files written before calibration took any tokenizer
+ * carry `window_bytes` instead of `window_tokens` and `tokens` (the byte model: one byte a position).
+ */
 export interface CalibrationRecord {
-  /** `"brown train split"`: never the held-out documents. */
+  /**
+   * `"brown train split"` (never the held-out documents), or a user's file: `"text NAME sha256:HEX16"`,
+   * `"tokens NAME sha256:HEX16"` (measure/calibration-text.ts).
+   */
   source: string;
   windows: number;
-  window_bytes: number;
+  /** Positions per window (the model's tokens; a shorter last or only window is possible). */
+  window_tokens?: number;
+  /** Positions over all windows: what the statistics are a mean over. */
+  tokens?: number;
+  /** Earlier files only: bytes per window of the byte model. */
+  window_bytes?: number;
   seed: number;
 }
 
@@ -84,10 +97,15 @@ export interface Lut4Calibration {
 }
 
 /**
- * Computes calibration statistics for a model's tensors. formats/ may not run models on data
+ * Computes calibration statistics for a model's tensors, its text tokenized with the model's own
+ * tokenizer (`tokenizer` absent: ferry's byte tokenizer). formats/ may not run models on data
  * (tests/imports.test.ts), so the caller hands one in (`measure/calibrate.ts` `lut4Calibrator`).
  */
-export type Lut4Calibrator = (config: ModelConfig, tensors: Tensor[]) => Promise<Lut4Calibration>;
+export type Lut4Calibrator = (
+  config: ModelConfig,
+  tensors: Tensor[],
+  tokenizer?: TokenizerFiles,
+) => Promise<Lut4Calibration>;
 
 /**
  * Everything of a lut4 file but its matrices: what a writer that is handed the matrices one at a time

@@ -1,15 +1,15 @@
 /**
- * Calibration statistics for importance-weighted quantizers: the float reference runs over windows of
- * the training split (never the held-out documents), and for every linear layer's weight the mean
+ * Calibration statistics for importance-weighted quantizers: the float reference runs over token
+ * windows (measure/calibration-text.ts: the training split, never the held-out documents, or a user's
+ * file, tokenized with the model's own tokenizer), and for every linear layer's weight the mean
  * square of the activation that multiplies each of its input columns is accumulated. A quantizer that
  * weighs column c's rounding error by that mean square minimises the expected squared error of the
  * layer's output (for independent columns) instead of the weights' own.
  *
  * @example
  * ```ts
- * const { train } = await loadBrown();
- * const windows = calibrationWindows(train, 64, 1);
- * const imp = columnImportance(config, tensors, windows); // "model.layers.0.self_attn.q_proj.weight" → [96]
+ * const { inputs } = await calibrationText(byteTokenizer, { windows: 64, seed: 1, size: 256, vocab: 258 });
+ * const imp = columnImportance(config, tensors, inputs); // "model.layers.0.self_attn.q_proj.weight" → [96]
  * ```
  * @module
  */
@@ -17,39 +17,16 @@ import type { ModelConfig } from "../model/config.ts";
 import type { Tensor } from "../model/tensor.ts";
 import { buildModel, createCache, forward, LAYER_TENSORS } from "../model/qwen3.ts";
 import { type Kernels, kernelSet } from "../kernels/kernels.ts";
-import { loadBrown, WINDOW_BYTES } from "../model/corpus.ts";
+import { loadTokenizer } from "../model/hf-tokenizer.ts";
 import type { Lut4Calibration, Lut4Calibrator } from "../formats/lut4-types.ts";
-import { windowInputs } from "./metrics.ts";
+import { BROWN_SOURCE, calibrationText } from "./calibration-text.ts";
 
 /** The linear layers whose inputs are measured, after `model.layers.N.`. */
 const LINEAR = ["wq", "wk", "wv", "wo", "wGate", "wUp", "wDown"] as const;
 
 /**
- * `count` windows of `size` bytes at seeded pseudo-random offsets of `train` (a 32-bit xorshift: the
- * same seed gives the same windows on every runtime).
- */
-export function calibrationWindows(
-  train: Uint8Array,
-  count: number,
-  seed: number,
-  size = WINDOW_BYTES,
-): Uint8Array[] {
-  if (train.length < size) throw new RangeError(`${train.length} bytes hold no ${size}-byte window`);
-  let s = (seed >>> 0) || 0x9e3779b9;
-  const next = () => {
-    s ^= s << 13, s >>>= 0, s ^= s >>> 17, s ^= s << 5, s >>>= 0;
-    return s;
-  };
-  const span = train.length - size + 1;
-  return Array.from({ length: count }, () => {
-    const start = Math.floor((next() / 2 ** 32) * span);
-    return train.subarray(start, start + size);
-  });
-}
-
-/**
  * Per weight tensor (Hugging Face name), the mean over calibration positions of x_c² for each input
- * column c, x being the activation the weight multiplies (the norm's output, gain included, for q/k/v
+ * column c over token `windows` (each fed from position 0), x being the activation the weight multiplies (the norm's output, gain included, for q/k/v
  * and gate/up; the attention output for o; SwiGLU's product for down; the final norm's output for the
  * head, `lm_head.weight` or, tied, `model.embed_tokens.weight`). The other engineer's GGUF quantizers
  * take these as their importance vectors; lut4's uses `inputCovariance` (whose diagonal this is).
@@ -57,7 +34,7 @@ export function calibrationWindows(
 export function columnImportance(
   config: ModelConfig,
   tensors: Tensor[],
-  windows: Uint8Array[],
+  windows: ReadonlyArray<ArrayLike<number>>,
   kernels: Kernels = kernelSet("ref"),
 ): Map<string, Float32Array> {
   const out = new Map<string, Float32Array>();
@@ -74,19 +51,21 @@ export function columnImportance(
 export function inputCovariance(
   config: ModelConfig,
   tensors: Tensor[],
-  windows: Uint8Array[],
+  windows: ReadonlyArray<ArrayLike<number>>,
   kernels: Kernels = kernelSet("ref"),
+  onWindow?: (done: number) => void,
 ): Map<string, Float64Array> {
-  return accumulate(config, tensors, windows, kernels, true);
+  return accumulate(config, tensors, windows, kernels, true, onWindow);
 }
 
 /** Runs the windows through the float model and sums x_c² (or x xᵀ when `full`) at every linear input. */
 function accumulate(
   config: ModelConfig,
   tensors: Tensor[],
-  windows: Uint8Array[],
+  windows: ReadonlyArray<ArrayLike<number>>,
   kernels: Kernels,
   full: boolean,
+  onWindow?: (done: number) => void,
 ): Map<string, Float64Array> {
   const names = new Map<Float32Array, string>(), sums = new Map<string, Float64Array>();
   const recording: Kernels = {
@@ -94,7 +73,9 @@ function accumulate(
     matmul(out, x, w, M, K, N, acc) {
       const name = names.get(w);
       if (name) (full ? addOuter : addSquares)(sums.get(name)!, x, M, K);
-      kernels.matmul(out, x, w, M, K, N, acc);
+      // The logits are not read: the head's input is all calibration needs of it, and its product is
+      // the largest of the pass (a real vocabulary: 150k columns).
+      if (w !== model.lmHead) kernels.matmul(out, x, w, M, K, N, acc);
     },
   };
   const model = buildModel(config, tensors, "calibration", recording);
@@ -109,10 +90,10 @@ function accumulate(
   });
   watch(model.lmHead, model.lmHead === model.embed ? "model.embed_tokens.weight" : "lm_head.weight", H);
   let positions = 0;
-  for (const w of windows) {
-    const ids = windowInputs(w);
+  for (const [i, ids] of windows.entries()) {
     forward(model, createCache(model, ids.length), ids);
     positions += ids.length;
+    onWindow?.(i + 1);
   }
   for (const [name, s] of sums) {
     const K = full ? Math.sqrt(s.length) : s.length;
@@ -139,30 +120,55 @@ function addOuter(s: Float64Array, x: Float32Array, M: number, K: number): void 
   }
 }
 
-/** Calibration windows lut4's export takes by default, and the seed that places them. */
-export const CALIBRATION = { windows: 64, seed: 1, source: "brown train split" } as const;
+/** What calibration takes by default: windows, their positions (fewer when the model has fewer), seed. */
+export const CALIBRATION = { windows: 64, windowTokens: 256, seed: 1, source: BROWN_SOURCE } as const;
+
+/** What a calibrator measures on (every field optional: `CALIBRATION`'s defaults). */
+export interface CalibrationOptions {
+  /** How many windows (default 64). */
+  windows?: number;
+  /** A budget of positions instead: ⌈tokens / window size⌉ windows. */
+  tokens?: number;
+  seed?: number;
+  /** A user's UTF-8 text or `*.tokens` file (measure/calibration-text.ts); absent: the Brown training split. */
+  file?: string;
+  /** Called after each window the float model has run, with the count. */
+  onProgress?: (done: number, total: number) => void;
+}
 
 /**
- * The calibrator the lut4 writer takes (`exportCheckpoint({ calibrate })`): `windows` seeded windows of
- * the Brown training split (of 256 bytes, or the model's max positions if fewer), the float reference
- * run over them, the inputs' covariances returned with the record the file's header keeps.
+ * The calibrator the lut4 and GGUF writers take (`exportCheckpoint({ calibrate })`): windows of the
+ * model's own tokens (measure/calibration-text.ts), the float reference run over them, the inputs'
+ * covariances returned with the record the file keeps (source, windows, their size, tokens, seed).
  *
  * @example
  * ```ts
- * await exportCheckpoint({ format: "lut4", calibrate: lut4Calibrator(64) });
+ * await exportCheckpoint({ format: "lut4", calibrate: lut4Calibrator({ windows: 64 }) });
+ * await exportCheckpoint({ format: "lut4", calibrate: lut4Calibrator({ file: "my.txt", tokens: 32768 }) });
  * ```
  */
-export function lut4Calibrator(
-  windows: number = CALIBRATION.windows,
-  seed: number = CALIBRATION.seed,
-): Lut4Calibrator {
-  return async (config, tensors) => {
+export function lut4Calibrator(options: CalibrationOptions = {}): Lut4Calibrator {
+  return async (config, tensors, files) => {
+    const tok = loadTokenizer(files, "calibration tokenizer");
     // A window is fed whole from position 0: a model with fewer positions gets shorter windows.
-    const size = Math.min(WINDOW_BYTES, config.max_position_embeddings);
-    const picked = calibrationWindows((await loadBrown()).train, windows, seed, size);
+    const size = Math.min(CALIBRATION.windowTokens, config.max_position_embeddings);
+    const windows = options.tokens !== undefined
+      ? Math.max(1, Math.ceil(options.tokens / size))
+      : options.windows ?? CALIBRATION.windows;
+    const seed = options.seed ?? CALIBRATION.seed;
+    const text = await calibrationText(tok, {
+      windows,
+      seed,
+      size,
+      vocab: config.vocab_size,
+      file: options.file,
+    });
+    const report = options.onProgress && ((done: number) => options.onProgress!(done, text.inputs.length));
+    const covariance = inputCovariance(config, tensors, text.inputs, kernelSet("wasm"), report);
+    const tokens = text.inputs.reduce((n, w) => n + w.length, 0);
     return {
-      covariance: inputCovariance(config, tensors, picked, kernelSet("wasm")),
-      record: { source: CALIBRATION.source, windows, window_bytes: size, seed },
+      covariance,
+      record: { source: text.source, windows: text.inputs.length, window_tokens: size, tokens, seed },
     };
   };
 }
@@ -174,11 +180,11 @@ export function lut4Calibrator(
  *
  * @example
  * ```ts
- * const calibrate = calibrateOnce(lut4Calibrator(64));
+ * const calibrate = calibrateOnce(lut4Calibrator({ windows: 64 }));
  * for (const format of ["gguf", "lut4"]) await exportCheckpoint({ format, calibrate });
  * ```
  */
 export function calibrateOnce(calibrate: Lut4Calibrator): Lut4Calibrator {
   let result: Promise<Lut4Calibration> | undefined;
-  return (config, tensors) => result ??= calibrate(config, tensors);
+  return (config, tensors, tokenizer) => result ??= calibrate(config, tensors, tokenizer);
 }

@@ -32,7 +32,7 @@ import {
 import { formatNamed, FORMATS } from "../formats/mod.ts";
 import { PRESETS } from "../model/config.ts";
 import { FormatError } from "../model/error.ts";
-import { calibrateOnce, CALIBRATION, lut4Calibrator } from "../measure/calibrate.ts";
+import { CALIBRATION_FLAGS, CALIBRATION_FLAGS_HELP, calibrationFlags } from "./calibration-flags.ts";
 
 const HELP = `
 Export a training checkpoint to an inference format.
@@ -56,8 +56,7 @@ Options:
   --output PATH   a folder (default ${DEFAULT_OUTPUT}, file named NAME.DTYPE.EXT) or a file path ending in .EXT
   --preset NAME   the shape to assume when the snapshot is missing (${Object.keys(PRESETS).join(", ")});
                   refused when the snapshot exists
-  --calibrate N   lut4: calibrate its quantizer on N seeded 256-byte windows of the training split
-                  (GPTQ error feedback; recorded in the header; 0: plain rounding) (default ${CALIBRATION.windows})
+${CALIBRATION_FLAGS_HELP}
   --json          print the summary as JSON
   -h, --help      this text
 
@@ -71,14 +70,10 @@ async function main(): Promise<void> {
     format: { type: "string", default: "all", choices: ["all", ...FORMATS.map((f) => f.name)] },
     dtype: { type: "string" },
     preset: { type: "string", choices: Object.keys(PRESETS) },
-    calibrate: { type: "string", default: String(CALIBRATION.windows) },
+    ...CALIBRATION_FLAGS,
     json: { type: "boolean" },
   });
-  const windows = Number(values.calibrate);
-  if (!Number.isSafeInteger(windows) || windows < 0) {
-    fail(`--calibrate ${values.calibrate}: expected a whole number of windows (0: none)`, EXIT_USAGE);
-  }
-  const calibrate = windows > 0 ? calibrateOnce(lut4Calibrator(windows)) : undefined;
+  const calibrate = calibrationFlags(values);
   if (positionals.length > 0) {
     failUsage(`unexpected argument ${positionals[0]} (use --input)`, HELP);
   }

@@ -12,7 +12,7 @@ import { lut4Calibrator } from "../../measure/calibrate.ts";
 
 const dir = scratchDir();
 const write = async (dtype: string, sub: string, windows: number) => {
-  const calibrate = windows > 0 ? lut4Calibrator(windows, 3) : undefined;
+  const calibrate = windows > 0 ? lut4Calibrator({ windows, seed: 3 }) : undefined;
   const r = await exportCheckpoint({ output: join(dir, sub), format: "gguf", dtype, calibrate });
   return readFileSync(r.file);
 };

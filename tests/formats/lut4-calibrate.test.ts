@@ -13,13 +13,9 @@ import { writeCheckpoint } from "../../formats/checkpoint.ts";
 import { initParams } from "../../model/init.ts";
 import { rmsnorm } from "../../kernels/kernels.ts";
 import { loadBrown } from "../../model/corpus.ts";
-import {
-  calibrationWindows,
-  columnImportance,
-  inputCovariance,
-  lut4Calibrator,
-} from "../../measure/calibrate.ts";
-import { percentile } from "../../measure/metrics.ts";
+import { columnImportance, inputCovariance, lut4Calibrator } from "../../measure/calibrate.ts";
+import { calibrationWindows } from "../../measure/calibration-text.ts";
+import { percentile, windowInputs } from "../../measure/metrics.ts";
 
 setDefaultTimeout(120_000);
 
@@ -40,8 +36,8 @@ test("calibration windows: seeded, inside the training split, the same on every 
 
 test("columnImportance: layer 0's q/k/v input is the gained norm of the embeddings, and the diagonal of inputCovariance", () => {
   const windows = [new Uint8Array(40).map((_, i) => 65 + (i * 7) % 26), new Uint8Array(24).fill(101)];
-  const imp = columnImportance(config, tensors, windows);
-  const cov = inputCovariance(config, tensors, windows);
+  const imp = columnImportance(config, tensors, windows.map(windowInputs));
+  const cov = inputCovariance(config, tensors, windows.map(windowInputs));
   const get = (n: string) => tensors.find((t) => t.name === n)!.data;
   // By hand: rows of the embedding for BOS + all but the last byte, RMS-normed with input_layernorm's gain.
   const sum = new Float64Array(H);
@@ -112,21 +108,30 @@ test("a calibrated export records its calibration in the header; a malformed rec
     input: ckpt,
     output: join(dir, "cal.lut4"),
     format: "lut4",
-    calibrate: lut4Calibrator(4, 9),
+    calibrate: lut4Calibrator({ windows: 4, seed: 9 }),
   });
   expect((await readLut4(plain.file)).header.calibration).toBeUndefined();
   const h = (await readLut4(cal.file)).header;
-  expect(h.calibration).toEqual({ source: "brown train split", windows: 4, window_bytes: 256, seed: 9 });
+  expect(h.calibration).toEqual({
+    source: "brown train split",
+    windows: 4,
+    window_tokens: 256,
+    tokens: 1024,
+    seed: 9,
+  });
+  expect(cal.calibration).toBe("4 windows of 256 tokens (1,024 tokens) of the brown train split, seed 9");
   // A model with fewer positions than a window is calibrated on windows it can hold.
-  const short = await lut4Calibrator(2, 1)(FUZZ_LUT4_CONFIG, initParams(FUZZ_LUT4_CONFIG, 3));
-  expect(short.record.window_bytes).toBe(FUZZ_LUT4_CONFIG.max_position_embeddings);
+  const short = await lut4Calibrator({ windows: 2 })(FUZZ_LUT4_CONFIG, initParams(FUZZ_LUT4_CONFIG, 3));
+  expect(short.record.window_tokens).toBe(FUZZ_LUT4_CONFIG.max_position_embeddings);
   expect(h.quantizer.scale_search).toBe("gptq");
   expect(readFileSync(cal.file).equals(readFileSync(plain.file))).toBe(false); // the codes moved
   const bytes = readFileSync(cal.file);
   // Same-length edits of the header text (the data section and its CRC-32 untouched).
   const bad: Array<[string, string, string]> = [
     ['"windows":4', '"windows":0', "calibration.windows"],
-    ['"window_bytes":256', '"window_bytes":2.5', "calibration.window_bytes"],
+    ['"window_tokens":256', '"window_tokens":2.5', "calibration.window_tokens"],
+    ['"window_tokens":256', '"window_bits__":256', "calibration.window_tokens"],
+    ['"tokens":1024', '"tokenz":1024', "calibration.tokens"],
     ['"source":"brown train split"', '"source":["brown train spl"]', "calibration.source"],
   ];
   for (const [text, edit, field] of bad) {
@@ -139,6 +144,16 @@ test("a calibrated export records its calibration in the header; a malformed rec
     writeFileSync(path, forged);
     expect(() => parseLut4(new Uint8Array(forged), path)).toThrow(`${path}: ${field}: expected`);
   }
+  // A file written before calibration took any tokenizer records `window_bytes`: it still reads.
+  const sized = '"window_tokens":256,"tokens":1024';
+  const earlier = Buffer.from(bytes);
+  earlier.write('"window_bytes":256'.padEnd(sized.length), bytes.indexOf(sized), "latin1");
+  expect(parseLut4(new Uint8Array(earlier), "earlier.lut4").header.calibration).toEqual({
+    source: "brown train split",
+    windows: 4,
+    window_bytes: 256,
+    seed: 9,
+  });
 });
 
 test("percentile interpolates between the sorted values, as llama.cpp's 99.0% KLD", () => {
