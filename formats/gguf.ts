@@ -530,7 +530,11 @@ export const ggufFormat: FormatDescriptor<GgufDtype> = {
       name: input.name,
       source: input.source,
       step: input.step,
-      importance: cal ? importanceOf(cal.covariance) : undefined,
+      importance: cal?.importance
+        ? Object.fromEntries(cal.importance)
+        : cal?.covariance
+        ? importanceOf(cal.covariance)
+        : undefined,
       calibration: cal?.record,
     });
     const params = tensors.reduce((n, t) => n + numel(t.dims), 0);

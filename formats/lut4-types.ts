@@ -89,10 +89,16 @@ export interface CalibrationRecord {
   seed: number;
 }
 
-/** Calibration statistics for the lut4 quantizer, and the record the file keeps of them. */
+/**
+ * Calibration statistics for the quantizers, and the record the file keeps of them: the covariances
+ * (ferry's own calibration: lut4's GPTQ, their diagonals GGUF's importance), or only the importance
+ * (a llama.cpp imatrix file: lut4's and GGUF's importance-weighted scales).
+ */
 export interface Lut4Calibration {
   /** Per tensor (Hugging Face name), the cols × cols mean of x xᵀ over the calibration inputs. */
-  covariance: ReadonlyMap<string, Float64Array>;
+  covariance?: ReadonlyMap<string, Float64Array>;
+  /** Per tensor, the mean of x_c² per input column; absent: the covariances' diagonals. */
+  importance?: ReadonlyMap<string, Float32Array>;
   record: CalibrationRecord;
 }
 

@@ -1122,9 +1122,9 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
       source: input.source,
       ropeTheta: config.rope_theta,
       rmsNormEps: config.rms_norm_eps,
-      quantizer: cal
+      quantizer: cal?.covariance
         ? { head, scale_search: "gptq", grid: "(16+m)*2^(e-4)", damp: GPTQ_DAMP }
-        : { head, scale_search: "mse", grid: "(16+m)*2^(e-4)" },
+        : { head, scale_search: cal ? "weighted-mse" : "mse", grid: "(16+m)*2^(e-4)" },
       calibration: cal?.record,
       ...(input.tokenizer ? { tokenizer: input.tokenizer } : {}),
     };
@@ -1132,7 +1132,7 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
     const size = input.tensors.some((t) => numel(t.dims) > BLOCK_VALUES) ? defaultPoolSize() : 0;
     const pool = size > 0 ? quantizePool(size) : undefined;
     const r = await writeLut4Streamed(path, lut4ShapeOf(config), stored, meta, async (put) => {
-      const opts = { head, covariance: cal?.covariance, pool };
+      const opts = { head, covariance: cal?.covariance, importance: cal?.importance, pool };
       const out = await quantizeModelStreamed(config, sources, opts, async (m) => {
         await put(m);
         // In values, as the export CLI counts a writer's progress.

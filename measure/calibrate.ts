@@ -20,6 +20,12 @@ import { type Kernels, kernelSet } from "../kernels/kernels.ts";
 import { loadTokenizer } from "../model/hf-tokenizer.ts";
 import type { Lut4Calibration, Lut4Calibrator } from "../formats/lut4-types.ts";
 import { BROWN_SOURCE, calibrationText } from "./calibration-text.ts";
+import { imatrixImportance, imatrixOf, parseImatrix, writeImatrix } from "../formats/imatrix.ts";
+import { importanceOf } from "../formats/gguf.ts";
+import { FormatError } from "../model/error.ts";
+import { createHash } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import { basename } from "node:path";
 
 /** The linear layers whose inputs are measured, after `model.layers.N.`. */
 const LINEAR = ["wq", "wk", "wv", "wo", "wGate", "wUp", "wDown"] as const;
@@ -187,4 +193,70 @@ export function lut4Calibrator(options: CalibrationOptions = {}): Lut4Calibrator
 export function calibrateOnce(calibrate: Lut4Calibrator): Lut4Calibrator {
   let result: Promise<Lut4Calibration> | undefined;
   return (config, tensors, tokenizer) => result ??= calibrate(config, tensors, tokenizer);
+}
+
+/**
+ * A calibrator that measures nothing: it reads a llama.cpp importance matrix (formats/imatrix.ts,
+ * either encoding) and hands its importance to the quantizers, lut4's and GGUF's weighted scales (no
+ * covariances: lut4 rounds without GPTQ's feedback). A file of another model or shape is refused,
+ * naming the tensor. The record says `imatrix NAME sha256:HEX16`, its chunks and their size.
+ *
+ * @example
+ * ```ts
+ * await exportCheckpoint({ format: "gguf", dtype: "q4_k_m", calibrate: imatrixCalibrator("imatrix.gguf") });
+ * ```
+ */
+export function imatrixCalibrator(path: string): Lut4Calibrator {
+  return async (config) => {
+    let bytes: Uint8Array;
+    try {
+      bytes = await readFile(path);
+    } catch (e) {
+      throw new FormatError(path, "file", `${path}: cannot read the imatrix file (${(e as Error).message})`);
+    }
+    const m = parseImatrix(bytes, path);
+    const importance = imatrixImportance(m, config, path);
+    const digest = createHash("sha256").update(bytes).digest("hex").slice(0, 16);
+    const tokens = Math.max(1, ...[...m.entries.values()].map((e) => e.count));
+    return {
+      importance,
+      record: {
+        source: `imatrix ${basename(path)} sha256:${digest}${
+          m.datasets.length ? ` (${m.datasets.join(", ")})` : ""
+        }`,
+        windows: Math.max(1, m.chunkCount),
+        window_tokens: Math.max(1, m.chunkSize),
+        tokens,
+        seed: 0,
+      },
+    };
+  };
+}
+
+/**
+ * A calibrator that also writes what it computed as a llama.cpp imatrix at `path` (GGUF, or the
+ * legacy layout for `*.dat`): each matrix's mean squares over the record's tokens, the record's
+ * source as its dataset, its windows as chunks. Wrap the inner calibrator in `calibrateOnce` first
+ * when several exports share it: the file is written on each call.
+ *
+ * @example
+ * ```ts
+ * const calibrate = writingImatrix(calibrateOnce(lut4Calibrator()), "ferry.imatrix.gguf");
+ * ```
+ */
+export function writingImatrix(calibrate: Lut4Calibrator, path: string): Lut4Calibrator {
+  return async (config, tensors, tokenizer) => {
+    const cal = await calibrate(config, tensors, tokenizer);
+    const importance = cal.importance ?? new Map(Object.entries(importanceOf(cal.covariance ?? new Map())));
+    const r = cal.record;
+    await writeImatrix(
+      path,
+      imatrixOf(importance, r.tokens ?? 0, {
+        datasets: [r.source],
+        chunkCount: r.windows,
+        chunkSize: r.window_tokens ?? r.window_bytes ?? 0,
+      }),
+    );
+    return cal;
+  };
 }

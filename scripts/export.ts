@@ -30,6 +30,7 @@ import {
   UsageError,
 } from "../formats/export.ts";
 import { formatNamed, FORMATS } from "../formats/mod.ts";
+import { type GgufDtype, IMPORTANCE_DTYPES } from "../formats/gguf.ts";
 import { PRESETS } from "../model/config.ts";
 import { FormatError } from "../model/error.ts";
 import { CALIBRATION_FLAGS, CALIBRATION_FLAGS_HELP, calibrationFlags } from "./calibration-flags.ts";
@@ -88,6 +89,18 @@ async function main(): Promise<void> {
       `--dtype ${values.dtype}: no format stores it (${
         names.map((f) => `${f}: ${dtypesOf(f).join("/")}`).join("; ")
       }${near ? `; did you mean ${near}?` : ""})`,
+      EXIT_USAGE,
+    );
+  }
+  // The imatrix is written when a calibrated format runs: lut4, or a GGUF type that weighs its scales.
+  const calibrated = names.some((f) =>
+    f === "lut4" || (f === "gguf" && IMPORTANCE_DTYPES.has((values.dtype ?? "f16") as GgufDtype))
+  );
+  if (values["imatrix-out"] && !calibrated) {
+    fail(
+      `--imatrix-out ${values["imatrix-out"]}: nothing here is calibrated (lut4, or gguf with --dtype ${
+        [...IMPORTANCE_DTYPES].join("/")
+      })`,
       EXIT_USAGE,
     );
   }
