@@ -74,6 +74,15 @@ function accumulate(
   onWindow?: (done: number) => void,
 ): Map<string, Float64Array> {
   const names = new Map<Float32Array, string>(), sums = new Map<string, Float64Array>();
+  const products = new Map<number, Float32Array>();
+  // x xᵀ summed over a window's positions by the kernels' own xᵀx product (f32, WebAssembly SIMD where
+  // the runtime has it), then added into f64 sums: at 1,024-3,072 columns the scalar f64 triangle cost
+  // 6 of the 7 seconds a window took per layer (scripts/tools/bench-calibrate.ts).
+  const addOuter = (s: Float64Array, x: Float32Array, M: number, K: number) => {
+    const p = products.get(K) ?? products.set(K, new Float32Array(K * K)).get(K)!;
+    kernels.matmulTN(p, x.subarray(0, M * K), x.subarray(0, M * K), K, M, K);
+    for (let i = 0; i < p.length; i++) s[i] += p[i];
+  };
   const recording: Kernels = {
     ...kernels,
     matmul(out, x, w, M, K, N, acc) {
@@ -103,6 +112,7 @@ function accumulate(
   }
   for (const [name, s] of sums) {
     const K = full ? Math.sqrt(s.length) : s.length;
+    // Exactly symmetric: a SIMD product may sum (i, j) and (j, i) in different orders.
     if (full) { for (let i = 0; i < K; i++) for (let j = 0; j < i; j++) s[i * K + j] = s[j * K + i]; }
     for (let i = 0; i < s.length; i++) s[i] /= Math.max(1, positions);
     sums.set(name, s);
@@ -112,18 +122,6 @@ function accumulate(
 
 function addSquares(s: Float64Array, x: Float32Array, M: number, K: number): void {
   for (let m = 0; m < M; m++) for (let k = 0; k < K; k++) s[k] += x[m * K + k] * x[m * K + k];
-}
-
-/** The upper triangle of Σ_m x_m x_mᵀ (the lower one is mirrored at the end). */
-function addOuter(s: Float64Array, x: Float32Array, M: number, K: number): void {
-  for (let m = 0; m < M; m++) {
-    const o = m * K;
-    for (let i = 0; i < K; i++) {
-      const xi = x[o + i], row = i * K;
-      if (xi === 0) continue;
-      for (let j = i; j < K; j++) s[row + j] += xi * x[o + j];
-    }
-  }
 }
 
 /** What calibration takes by default: windows, their positions (fewer when the model has fewer), seed. */
