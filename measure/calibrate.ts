@@ -31,6 +31,17 @@ import { basename } from "node:path";
 const LINEAR = ["wq", "wk", "wv", "wo", "wGate", "wUp", "wDown"] as const;
 
 /**
+ * Layers whose input is another's, by construction of the forward pass: k and v read q's (the
+ * attention norm's output), up reads gate's (the MLP norm's). They share its statistics, one array
+ * (summed once: at the 0.6B widths that is 2 of 5 hidden-wide covariances, 8 MB each a layer).
+ */
+const SHARED_INPUT: Partial<Record<typeof LINEAR[number], typeof LINEAR[number]>> = {
+  wk: "wq",
+  wv: "wq",
+  wUp: "wGate",
+};
+
+/**
  * Per weight tensor (Hugging Face name), the mean over calibration positions of x_c² for each input
  * column c over token `windows` (each fed from position 0), x being the activation the weight multiplies (the norm's output, gain included, for q/k/v
  * and gate/up; the attention output for o; SwiGLU's product for down; the final norm's output for the
@@ -52,7 +63,8 @@ export function columnImportance(
 
 /**
  * Per weight tensor (as `columnImportance`), the mean of x xᵀ over calibration positions: a cols × cols
- * row-major matrix, symmetric. Its diagonal is `columnImportance`'s vector.
+ * row-major matrix, symmetric. Its diagonal is `columnImportance`'s vector. Matrices that read the same
+ * input (q/k/v, gate/up) map to one shared array: treat them as read-only.
  */
 export function inputCovariance(
   config: ModelConfig,
@@ -101,7 +113,12 @@ function accumulate(
   const H = config.hidden_size, qDim = config.num_attention_heads * config.head_dim;
   const colsOf = { wo: qDim, wDown: config.intermediate_size } as Record<string, number>;
   model.layers.forEach((L, i) => {
-    for (const key of LINEAR) watch(L[key], `model.layers.${i}.${LAYER_TENSORS[key]}`, colsOf[key] ?? H);
+    const name = (key: typeof LINEAR[number]) => `model.layers.${i}.${LAYER_TENSORS[key]}`;
+    for (const key of LINEAR) {
+      const lead = SHARED_INPUT[key];
+      if (lead) sums.set(name(key), sums.get(name(lead))!);
+      else watch(L[key], name(key), colsOf[key] ?? H);
+    }
   });
   watch(model.lmHead, model.lmHead === model.embed ? "model.embed_tokens.weight" : "lm_head.weight", H);
   let positions = 0;
@@ -110,12 +127,11 @@ function accumulate(
     positions += ids.length;
     onWindow?.(i + 1);
   }
-  for (const [name, s] of sums) {
+  for (const s of new Set(sums.values())) {
     const K = full ? Math.sqrt(s.length) : s.length;
     // Exactly symmetric: a SIMD product may sum (i, j) and (j, i) in different orders.
     if (full) { for (let i = 0; i < K; i++) for (let j = 0; j < i; j++) s[i * K + j] = s[j * K + i]; }
     for (let i = 0; i < s.length; i++) s[i] /= Math.max(1, positions);
-    sums.set(name, s);
   }
   return sums;
 }
