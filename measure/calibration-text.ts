@@ -7,8 +7,9 @@
  * A file is UTF-8 text, or, named `*.tokens`, token ids: decimal integers below the model's vocabulary
  * size separated by whitespace (spaces, tabs, newlines), nothing else. Its tokens are cut into
  * consecutive windows from its start, as llama-imatrix cuts its chunks (the tokenizer's BOS first when
- * it has one; a last partial window dropped unless it is the only one); when there are more windows
- * than asked for, a seeded choice of them is taken, in file order.
+ * it has one; a last partial window dropped unless it is the only one), and the first `windows` of
+ * them are taken, as `llama-imatrix --chunks N` takes its first N: the same text and budget give
+ * llama-imatrix's statistics (the seed is not used).
  *
  * @example
  * ```ts
@@ -103,7 +104,7 @@ function xorshift32(seed: number): () => number {
   };
 }
 
-/** A user's file: read, tokenized (or parsed as ids), cut into consecutive windows, a seeded choice kept. */
+/** A user's file: read, tokenized (or parsed as ids), cut into consecutive windows, the first ones kept. */
 async function fileWindows(tok: Tokenizer, o: CalibrationTextOptions): Promise<CalibrationText> {
   const path = o.file!;
   let bytes: Uint8Array;
@@ -135,18 +136,7 @@ async function fileWindows(tok: Tokenizer, o: CalibrationTextOptions): Promise<C
   }
   const digest = createHash("sha256").update(bytes).digest("hex").slice(0, 16);
   const source = `${isTokens ? "tokens" : "text"} ${basename(path)} sha256:${digest}`;
-  return { inputs: seededChoice(all, o.windows, o.seed), source };
-}
-
-/** `count` of `items` chosen by a seeded partial shuffle, kept in their order; all of them if fewer. */
-function seededChoice<T>(items: T[], count: number, seed: number): T[] {
-  if (items.length <= count) return items;
-  const next = xorshift32(seed), order = items.map((_, i) => i);
-  for (let i = 0; i < count; i++) {
-    const j = i + Math.floor((next() / 2 ** 32) * (order.length - i));
-    [order[i], order[j]] = [order[j], order[i]];
-  }
-  return order.slice(0, count).sort((a, b) => a - b).map((i) => items[i]);
+  return { inputs: all.slice(0, o.windows), source };
 }
 
 /** The file as UTF-8 text; invalid UTF-8 is refused at its byte offset. */
