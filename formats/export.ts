@@ -38,6 +38,7 @@ import { type FormatDescriptor, formatNamed, FORMATS, type WriteResult } from ".
 import { type ModelConfig, paramShapes, PRESETS, readConfigFile } from "../model/config.ts";
 import { FormatError } from "../model/error.ts";
 import type { Lut4Calibrator } from "./lut4-types.ts";
+import { type GgufDtype, IMPORTANCE_DTYPES } from "./gguf.ts";
 import { tensorSource } from "../model/tensor.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 
@@ -265,6 +266,20 @@ export interface ExportSummary extends WriteResult {
   seconds: number;
 }
 
+/**
+ * Whether an export of this format and dtype takes calibration: lut4 (GPTQ, or an imatrix's weighted
+ * scales), and the GGUF types whose scale search weighs by importance.
+ *
+ * @example
+ * ```ts
+ * takesCalibration("gguf", "q4_k_m"); // true
+ * takesCalibration("gguf", "q8_0");   // false
+ * ```
+ */
+export function takesCalibration(format: string, dtype: string): boolean {
+  return format === "lut4" || (format === "gguf" && IMPORTANCE_DTYPES.has(dtype as GgufDtype));
+}
+
 /** The format a `--format` name names, or a `UsageError` listing the names. */
 export function formatFor(name: string): FormatDescriptor {
   const format = formatNamed(name);
@@ -330,6 +345,9 @@ export async function exportCheckpoint(opts: ExportOptions = {}): Promise<Export
     const why = format.cannotStore?.(model.config);
     if (why) throw new UnsupportedModelError(model.path, format.name, why.field, why.expected, why.found);
     await mkdir(dirname(file), { recursive: true });
+    // A default calibration too long for this model's size is skipped, and the summary says so.
+    const skipped = takesCalibration(format.name, dtype) ? opts.calibrate?.skip?.(model.config) : undefined;
+    const calibrate = skipped ? undefined : opts.calibrate;
     const result = await format.write(file, {
       config: model.config,
       tensors: model.tensors,
@@ -337,8 +355,9 @@ export async function exportCheckpoint(opts: ExportOptions = {}): Promise<Export
       step: model.step,
       name: model.name,
       ...(model.tokenizer ? { tokenizer: model.tokenizer } : {}),
-    }, { dtype, onProgress: (d, t) => opts.onProgress?.("write", d, t), calibrate: opts.calibrate });
+    }, { dtype, onProgress: (d, t) => opts.onProgress?.("write", d, t), calibrate });
     const { file: written, bytes, params, tensors, ...details } = result;
+    if (skipped) details.calibration = skipped;
     return {
       file: written,
       format: format.name,

@@ -107,11 +107,15 @@ export interface Lut4Calibration {
  * tokenizer (`tokenizer` absent: ferry's byte tokenizer). formats/ may not run models on data
  * (tests/imports.test.ts), so the caller hands one in (`measure/calibrate.ts` `lut4Calibrator`).
  */
-export type Lut4Calibrator = (
-  config: ModelConfig,
-  tensors: Tensor[],
-  tokenizer?: TokenizerFiles,
-) => Promise<Lut4Calibration>;
+export type Lut4Calibrator =
+  & ((config: ModelConfig, tensors: Tensor[], tokenizer?: TokenizerFiles) => Promise<Lut4Calibration>)
+  & {
+    /**
+     * Why a model is exported with plain rounding instead (a default calibration that would take too
+     * long at its size), or undefined to calibrate; asked before any tensor is read.
+     */
+    skip?: (config: ModelConfig) => string | undefined;
+  };
 
 /**
  * Everything of a lut4 file but its matrices: what a writer that is handed the matrices one at a time

@@ -19,6 +19,7 @@ import { buildModel, createCache, forward, LAYER_TENSORS } from "../model/qwen3.
 import { type Kernels, kernelSet } from "../kernels/kernels.ts";
 import { loadTokenizer } from "../model/hf-tokenizer.ts";
 import type { Lut4Calibration, Lut4Calibrator } from "../formats/lut4-types.ts";
+import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 import { BROWN_SOURCE, calibrationText } from "./calibration-text.ts";
 import { imatrixImportance, imatrixOf, parseImatrix, writeImatrix } from "../formats/imatrix.ts";
 import { importanceOf } from "../formats/gguf.ts";
@@ -154,6 +155,35 @@ export interface CalibrationOptions {
   file?: string;
   /** Called after each window the float model has run, with the count. */
   onProgress?: (done: number, total: number) => void;
+  /**
+   * A default the user did not ask for: a model whose calibration is estimated over `DEFAULT_LIMIT_S`
+   * (`calibrationSeconds`) is exported with plain rounding instead, and the summary says so.
+   */
+  byDefault?: boolean;
+}
+
+/** The longest a default calibration may be estimated to take: the issue's goal, 10 minutes. */
+export const DEFAULT_LIMIT_S = 600;
+
+/**
+ * An estimate of a calibrated export's seconds on one core, from the multiply-adds it does: the
+ * forward with the covariance products, 0.118 s per GMAC (0.71 s a window per layer at the 0.6B
+ * widths), and GPTQ, 8.2 s per G of rows · cols² (203 s a layer there, scalar JavaScript);
+ * docs/benchmarks.md. Qwen3-0.6B at 64 windows: about 2 hours; the shipped model: about 2 seconds.
+ *
+ * @example
+ * ```ts
+ * calibrationSeconds(config, 64) > DEFAULT_LIMIT_S; // too long for a default
+ * ```
+ */
+export function calibrationSeconds(config: ModelConfig, windows: number): number {
+  const H = config.hidden_size, I = config.intermediate_size, L = config.num_hidden_layers;
+  const Q = config.num_attention_heads * config.head_dim, KV = config.num_key_value_heads * config.head_dim;
+  const size = Math.min(CALIBRATION.windowTokens, config.max_position_embeddings);
+  const forward = size * (H * (Q + 2 * KV) + Q * H + 3 * H * I + 2 * H * H + Q * Q + I * I);
+  let gptq = L * ((Q + 2 * KV) * H * H + H * Q * Q + 2 * I * H * H + H * I * I);
+  if (!config.tie_word_embeddings) gptq += config.vocab_size * H * H;
+  return (L * windows * forward * 0.118 + gptq * 8.2) / 1e9;
 }
 
 /**
@@ -168,13 +198,24 @@ export interface CalibrationOptions {
  * ```
  */
 export function lut4Calibrator(options: CalibrationOptions = {}): Lut4Calibrator {
-  return async (config, tensors, files) => {
+  const count = (config: ModelConfig) => {
+    const size = Math.min(CALIBRATION.windowTokens, config.max_position_embeddings);
+    return options.tokens !== undefined
+      ? Math.max(1, Math.ceil(options.tokens / size))
+      : options.windows ?? CALIBRATION.windows;
+  };
+  const skip = (config: ModelConfig) => {
+    const s = calibrationSeconds(config, count(config));
+    if (!options.byDefault || s <= DEFAULT_LIMIT_S) return undefined;
+    return `skipped by default (plain rounding): calibrating this model would take about ${
+      Math.round(s / 60)
+    } minutes on one core (--calibrate N runs it)`;
+  };
+  return Object.assign(async (config: ModelConfig, tensors: Tensor[], files?: TokenizerFiles) => {
     const tok = loadTokenizer(files, "calibration tokenizer");
     // A window is fed whole from position 0: a model with fewer positions gets shorter windows.
     const size = Math.min(CALIBRATION.windowTokens, config.max_position_embeddings);
-    const windows = options.tokens !== undefined
-      ? Math.max(1, Math.ceil(options.tokens / size))
-      : options.windows ?? CALIBRATION.windows;
+    const windows = count(config);
     const seed = options.seed ?? CALIBRATION.seed;
     const text = await calibrationText(tok, {
       windows,
@@ -190,7 +231,7 @@ export function lut4Calibrator(options: CalibrationOptions = {}): Lut4Calibrator
       covariance,
       record: { source: text.source, windows: text.inputs.length, window_tokens: size, tokens, seed },
     };
-  };
+  }, { skip });
 }
 
 /**
@@ -206,7 +247,11 @@ export function lut4Calibrator(options: CalibrationOptions = {}): Lut4Calibrator
  */
 export function calibrateOnce(calibrate: Lut4Calibrator): Lut4Calibrator {
   let result: Promise<Lut4Calibration> | undefined;
-  return (config, tensors, tokenizer) => result ??= calibrate(config, tensors, tokenizer);
+  return Object.assign(
+    (config: ModelConfig, tensors: Tensor[], tokenizer?: TokenizerFiles) =>
+      result ??= calibrate(config, tensors, tokenizer),
+    { skip: calibrate.skip },
+  );
 }
 
 /**
@@ -259,7 +304,7 @@ export function imatrixCalibrator(path: string): Lut4Calibrator {
  * ```
  */
 export function writingImatrix(calibrate: Lut4Calibrator, path: string): Lut4Calibrator {
-  return async (config, tensors, tokenizer) => {
+  return Object.assign(async (config: ModelConfig, tensors: Tensor[], tokenizer?: TokenizerFiles) => {
     const cal = await calibrate(config, tensors, tokenizer);
     const importance = cal.importance ?? new Map(Object.entries(importanceOf(cal.covariance ?? new Map())));
     const r = cal.record;
@@ -272,5 +317,5 @@ export function writingImatrix(calibrate: Lut4Calibrator, path: string): Lut4Cal
       }),
     );
     return cal;
-  };
+  }, { skip: calibrate.skip });
 }

@@ -89,7 +89,10 @@ export function calibrationFlags(
     return out ? calibrateOnce(writingImatrix(read, out)) : read;
   }
   let bar: Progress | undefined;
+  // No calibration flag given: the default, skipped for a model too large to calibrate in minutes.
+  const byDefault = windows === undefined && tokens === undefined && values.calibration === undefined;
   const measured = calibrateOnce(lut4Calibrator({
+    byDefault,
     ...(windows !== undefined ? { windows } : {}),
     ...(tokens !== undefined ? { tokens } : {}),
     ...(values.calibration !== undefined ? { file: values.calibration } : {}),

@@ -26,11 +26,12 @@ import {
   DEFAULT_OUTPUT,
   exportCheckpoint,
   type ExportSummary,
+  takesCalibration,
   UnsupportedModelError,
   UsageError,
 } from "../formats/export.ts";
 import { formatNamed, FORMATS } from "../formats/mod.ts";
-import { type GgufDtype, IMPORTANCE_DTYPES } from "../formats/gguf.ts";
+import { IMPORTANCE_DTYPES } from "../formats/gguf.ts";
 import { PRESETS } from "../model/config.ts";
 import { FormatError } from "../model/error.ts";
 import { CALIBRATION_FLAGS, CALIBRATION_FLAGS_HELP, calibrationFlags } from "./calibration-flags.ts";
@@ -94,7 +95,12 @@ async function main(): Promise<void> {
   }
   // The imatrix is written when a calibrated format runs: lut4, or a GGUF type that weighs its scales.
   const calibrated = names.some((f) =>
-    f === "lut4" || (f === "gguf" && IMPORTANCE_DTYPES.has((values.dtype ?? "f16") as GgufDtype))
+    takesCalibration(
+      f,
+      names.length > 1 && !dtypesOf(f).includes(values.dtype ?? "")
+        ? formatNamed(f)!.defaultDtype
+        : values.dtype ?? formatNamed(f)!.defaultDtype,
+    )
   );
   if (values["imatrix-out"] && !calibrated) {
     fail(

@@ -13,7 +13,14 @@ import { writeCheckpoint } from "../../formats/checkpoint.ts";
 import { initParams } from "../../model/init.ts";
 import { rmsnorm } from "../../kernels/kernels.ts";
 import { loadBrown } from "../../model/corpus.ts";
-import { columnImportance, inputCovariance, lut4Calibrator } from "../../measure/calibrate.ts";
+import {
+  calibrateOnce,
+  calibrationSeconds,
+  columnImportance,
+  DEFAULT_LIMIT_S,
+  inputCovariance,
+  lut4Calibrator,
+} from "../../measure/calibrate.ts";
 import { calibrationWindows } from "../../measure/calibration-text.ts";
 import { percentile, windowInputs } from "../../measure/metrics.ts";
 
@@ -161,4 +168,44 @@ test("percentile interpolates between the sorted values, as llama.cpp's 99.0% KL
   expect(percentile([5], 0.99)).toBe(5);
   expect(percentile([1, 2], 0.5)).toBe(1.5);
   expect(Number.isNaN(percentile([], 0.99))).toBe(true);
+});
+
+test("a default calibration too long for the model's size is skipped, the summary saying so; asked for, it runs", async () => {
+  const qwen3 = {
+    ...config,
+    vocab_size: 151_936,
+    hidden_size: 1024,
+    intermediate_size: 3072,
+    num_hidden_layers: 28,
+    num_attention_heads: 16,
+    num_key_value_heads: 8,
+    head_dim: 128,
+    max_position_embeddings: 40_960,
+    tie_word_embeddings: true,
+  };
+  expect(calibrationSeconds(qwen3, 64)).toBeGreaterThan(DEFAULT_LIMIT_S);
+  expect(calibrationSeconds(config, 64)).toBeLessThan(DEFAULT_LIMIT_S);
+  expect(lut4Calibrator({ byDefault: true }).skip!(qwen3)).toMatch(/^skipped by default \(plain rounding\)/);
+  expect(lut4Calibrator({ byDefault: true }).skip!(config)).toBeUndefined();
+  expect(lut4Calibrator({ windows: 64 }).skip!(qwen3)).toBeUndefined(); // asked for
+  // The export pipeline asks before reading a tensor, and a format that takes no calibration says nothing.
+  const dir = scratchDir(), ckpt = join(dir, "tiny.ckpt");
+  await writeCheckpoint(ckpt, config, { step: 1, model: tensors });
+  const never = Object.assign(() => Promise.reject(new Error("ran")), { skip: () => "skipped: too long" });
+  const calibrate = calibrateOnce(never);
+  const lut4 = await exportCheckpoint({
+    input: ckpt,
+    output: join(dir, "s.lut4"),
+    format: "lut4",
+    calibrate,
+  });
+  expect(lut4.calibration).toBe("skipped: too long");
+  expect((await readLut4(lut4.file)).header.calibration).toBeUndefined();
+  const dmexp = await exportCheckpoint({
+    input: ckpt,
+    output: join(dir, "s.dmexp"),
+    format: "dmexp",
+    calibrate,
+  });
+  expect(dmexp.calibration).toBeUndefined();
 });
