@@ -37,7 +37,7 @@ import { requireInput, unreadable } from "./io.ts";
 import { type FormatDescriptor, formatNamed, FORMATS, type WriteResult } from "./mod.ts";
 import { type ModelConfig, paramShapes, PRESETS, readConfigFile } from "../model/config.ts";
 import { FormatError } from "../model/error.ts";
-import type { Lut4Calibrator } from "./lut4-types.ts";
+import type { CalibrationNeeds, Lut4Calibrator } from "./lut4-types.ts";
 import { type GgufDtype, IMPORTANCE_DTYPES } from "./gguf.ts";
 import { tensorSource } from "../model/tensor.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
@@ -277,7 +277,13 @@ export interface ExportSummary extends WriteResult {
  * ```
  */
 export function takesCalibration(format: string, dtype: string): boolean {
-  return format === "lut4" || (format === "gguf" && IMPORTANCE_DTYPES.has(dtype as GgufDtype));
+  return calibrationNeeds(format, dtype) !== undefined;
+}
+
+/** What an export of this format and dtype needs of calibration (lut4: covariances), if anything. */
+export function calibrationNeeds(format: string, dtype: string): CalibrationNeeds | undefined {
+  if (format === "lut4") return "covariance";
+  return format === "gguf" && IMPORTANCE_DTYPES.has(dtype as GgufDtype) ? "importance" : undefined;
 }
 
 /** The format a `--format` name names, or a `UsageError` listing the names. */
@@ -346,7 +352,8 @@ export async function exportCheckpoint(opts: ExportOptions = {}): Promise<Export
     if (why) throw new UnsupportedModelError(model.path, format.name, why.field, why.expected, why.found);
     await mkdir(dirname(file), { recursive: true });
     // A default calibration too long for this model's size is skipped, and the summary says so.
-    const skipped = takesCalibration(format.name, dtype) ? opts.calibrate?.skip?.(model.config) : undefined;
+    const needs = calibrationNeeds(format.name, dtype);
+    const skipped = needs ? opts.calibrate?.skip?.(model.config, needs) : undefined;
     const calibrate = skipped ? undefined : opts.calibrate;
     const result = await format.write(file, {
       config: model.config,

@@ -523,7 +523,9 @@ export const ggufFormat: FormatDescriptor<GgufDtype> = {
     // it runs the model, so it needs the tensors in memory. Otherwise they stream, one piece at a time.
     const calibrating = calibrate !== undefined && IMPORTANCE_DTYPES.has(dtype);
     const tensors = calibrating ? await Promise.all(input.tensors.map(materialize)) : input.tensors;
-    const cal = calibrating ? await calibrate(input.config, tensors as Tensor[], input.tokenizer) : undefined;
+    const cal = calibrating
+      ? await calibrate(input.config, tensors as Tensor[], input.tokenizer, "importance")
+      : undefined;
     await writeGguf(path, tensors, input.config, {
       tokenizer: input.tokenizer,
       type: dtype,

@@ -97,7 +97,7 @@ export interface CalibrationRecord {
 export interface Lut4Calibration {
   /** Per tensor (Hugging Face name), the cols × cols mean of x xᵀ over the calibration inputs. */
   covariance?: ReadonlyMap<string, Float64Array>;
-  /** Per tensor, the mean of x_c² per input column; absent: the covariances' diagonals. */
+  /** Per tensor, the mean of x_c² per input column (absent: the covariances' diagonals). */
   importance?: ReadonlyMap<string, Float32Array>;
   record: CalibrationRecord;
 }
@@ -108,14 +108,25 @@ export interface Lut4Calibration {
  * (tests/imports.test.ts), so the caller hands one in (`measure/calibrate.ts` `lut4Calibrator`).
  */
 export type Lut4Calibrator =
-  & ((config: ModelConfig, tensors: Tensor[], tokenizer?: TokenizerFiles) => Promise<Lut4Calibration>)
+  & ((
+    config: ModelConfig,
+    tensors: Tensor[],
+    tokenizer?: TokenizerFiles,
+    needs?: CalibrationNeeds,
+  ) => Promise<Lut4Calibration>)
   & {
     /**
      * Why a model is exported with plain rounding instead (a default calibration that would take too
      * long at its size), or undefined to calibrate; asked before any tensor is read.
      */
-    skip?: (config: ModelConfig) => string | undefined;
+    skip?: (config: ModelConfig, needs?: CalibrationNeeds) => string | undefined;
   };
+
+/**
+ * What a quantizer needs of calibration: lut4's GPTQ the covariances (`"covariance"`, the default),
+ * the GGUF types only each column's mean square (`"importance"`: no cols² sums, no GPTQ).
+ */
+export type CalibrationNeeds = "covariance" | "importance";
 
 /**
  * Everything of a lut4 file but its matrices: what a writer that is handed the matrices one at a time

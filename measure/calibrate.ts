@@ -18,7 +18,7 @@ import type { Tensor } from "../model/tensor.ts";
 import { buildModel, createCache, forward, LAYER_TENSORS } from "../model/qwen3.ts";
 import { type Kernels, kernelSet } from "../kernels/kernels.ts";
 import { loadTokenizer } from "../model/hf-tokenizer.ts";
-import type { Lut4Calibration, Lut4Calibrator } from "../formats/lut4-types.ts";
+import type { CalibrationNeeds, Lut4Calibration, Lut4Calibrator } from "../formats/lut4-types.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 import { BROWN_SOURCE, calibrationText } from "./calibration-text.ts";
 import { imatrixImportance, imatrixOf, parseImatrix, writeImatrix } from "../formats/imatrix.ts";
@@ -44,28 +44,27 @@ const SHARED_INPUT: Partial<Record<typeof LINEAR[number], typeof LINEAR[number]>
 
 /**
  * Per weight tensor (Hugging Face name), the mean over calibration positions of x_c² for each input
- * column c over token `windows` (each fed from position 0), x being the activation the weight multiplies (the norm's output, gain included, for q/k/v
- * and gate/up; the attention output for o; SwiGLU's product for down; the final norm's output for the
- * head, `lm_head.weight` or, tied, `model.embed_tokens.weight`). The other engineer's GGUF quantizers
- * take these as their importance vectors; lut4's uses `inputCovariance` (whose diagonal this is).
+ * column c over token `windows` (each fed from position 0), x being the activation the weight
+ * multiplies (the norm's output, gain included, for q/k/v and gate/up; the attention output for o;
+ * SwiGLU's product for down; the final norm's output for the head, `lm_head.weight` or, tied,
+ * `model.embed_tokens.weight`). The GGUF quantizers take these as their importance vectors (llama.cpp's
+ * imatrix); lut4's uses `inputCovariance`.
  */
 export function columnImportance(
   config: ModelConfig,
   tensors: Tensor[],
   windows: ReadonlyArray<ArrayLike<number>>,
   kernels: Kernels = kernelSet("ref"),
+  onWindow?: (done: number) => void,
 ): Map<string, Float32Array> {
-  const out = new Map<string, Float32Array>();
-  for (const [name, s] of accumulate(config, tensors, windows, kernels, false)) {
-    out.set(name, Float32Array.from(s));
-  }
-  return out;
+  return accumulate(config, tensors, windows, kernels, false, onWindow).importance;
 }
 
 /**
  * Per weight tensor (as `columnImportance`), the mean of x xᵀ over calibration positions: a cols × cols
- * row-major matrix, symmetric. Its diagonal is `columnImportance`'s vector. Matrices that read the same
- * input (q/k/v, gate/up) map to one shared array: treat them as read-only.
+ * row-major matrix, symmetric. Its diagonal is `columnImportance`'s vector (to f32 rounding of the
+ * products). Matrices that read the same input (q/k/v, gate/up) map to one shared array: treat them as
+ * read-only.
  */
 export function inputCovariance(
   config: ModelConfig,
@@ -74,10 +73,13 @@ export function inputCovariance(
   kernels: Kernels = kernelSet("ref"),
   onWindow?: (done: number) => void,
 ): Map<string, Float64Array> {
-  return accumulate(config, tensors, windows, kernels, true, onWindow);
+  return accumulate(config, tensors, windows, kernels, true, onWindow).covariance!;
 }
 
-/** Runs the windows through the float model and sums x_c² (or x xᵀ when `full`) at every linear input. */
+/**
+ * Runs the windows through the float model and sums x_c² (always: the importance) and x xᵀ (when
+ * `full`: the covariance) at every linear input; returns their means.
+ */
 function accumulate(
   config: ModelConfig,
   tensors: Tensor[],
@@ -85,8 +87,9 @@ function accumulate(
   kernels: Kernels,
   full: boolean,
   onWindow?: (done: number) => void,
-): Map<string, Float64Array> {
-  const names = new Map<Float32Array, string>(), sums = new Map<string, Float64Array>();
+): { importance: Map<string, Float32Array>; covariance?: Map<string, Float64Array> } {
+  const names = new Map<Float32Array, string>();
+  const squares = new Map<string, Float64Array>(), outer = new Map<string, Float64Array>();
   const products = new Map<number, Float32Array>();
   // x xᵀ summed over a window's positions by the kernels' own xᵀx product (f32, WebAssembly SIMD where
   // the runtime has it), then added into f64 sums: at 1,024-3,072 columns the scalar f64 triangle cost
@@ -100,7 +103,10 @@ function accumulate(
     ...kernels,
     matmul(out, x, w, M, K, N, acc) {
       const name = names.get(w);
-      if (name) (full ? addOuter : addSquares)(sums.get(name)!, x, M, K);
+      if (name) {
+        addSquares(squares.get(name)!, x, M, K);
+        if (full) addOuter(outer.get(name)!, x, M, K);
+      }
       // The logits are not read: the head's input is all calibration needs of it, and its product is
       // the largest of the pass (a real vocabulary: 150k columns).
       if (w !== model.lmHead) kernels.matmul(out, x, w, M, K, N, acc);
@@ -109,7 +115,12 @@ function accumulate(
   const model = buildModel(config, tensors, "calibration", recording);
   const watch = (w: Float32Array, name: string, cols: number) => {
     names.set(w, name);
-    sums.set(name, new Float64Array(full ? cols * cols : cols));
+    squares.set(name, new Float64Array(cols));
+    if (full) outer.set(name, new Float64Array(cols * cols));
+  };
+  const share = (name: string, lead: string) => {
+    squares.set(name, squares.get(lead)!);
+    if (full) outer.set(name, outer.get(lead)!);
   };
   const H = config.hidden_size, qDim = config.num_attention_heads * config.head_dim;
   const colsOf = { wo: qDim, wDown: config.intermediate_size } as Record<string, number>;
@@ -117,7 +128,7 @@ function accumulate(
     const name = (key: typeof LINEAR[number]) => `model.layers.${i}.${LAYER_TENSORS[key]}`;
     for (const key of LINEAR) {
       const lead = SHARED_INPUT[key];
-      if (lead) sums.set(name(key), sums.get(name(lead))!);
+      if (lead) share(name(key), name(lead));
       else watch(L[key], name(key), colsOf[key] ?? H);
     }
   });
@@ -128,13 +139,16 @@ function accumulate(
     positions += ids.length;
     onWindow?.(i + 1);
   }
-  for (const s of new Set(sums.values())) {
-    const K = full ? Math.sqrt(s.length) : s.length;
+  const n = Math.max(1, positions);
+  for (const s of new Set(outer.values())) {
+    const K = Math.sqrt(s.length);
     // Exactly symmetric: a SIMD product may sum (i, j) and (j, i) in different orders.
-    if (full) { for (let i = 0; i < K; i++) for (let j = 0; j < i; j++) s[i * K + j] = s[j * K + i]; }
-    for (let i = 0; i < s.length; i++) s[i] /= Math.max(1, positions);
+    for (let i = 0; i < K; i++) for (let j = 0; j < i; j++) s[i * K + j] = s[j * K + i];
+    for (let i = 0; i < s.length; i++) s[i] /= n;
   }
-  return sums;
+  const importance = new Map<string, Float32Array>();
+  for (const [name, s] of squares) importance.set(name, Float32Array.from(s, (v) => v / n));
+  return { importance, ...(full ? { covariance: outer } : {}) };
 }
 
 function addSquares(s: Float64Array, x: Float32Array, M: number, K: number): void {
@@ -170,17 +184,25 @@ export const DEFAULT_LIMIT_S = 600;
  * forward with the covariance products, 0.118 s per GMAC (0.71 s a window per layer at the 0.6B
  * widths), and GPTQ, 8.2 s per G of rows · cols² (203 s a layer there, scalar JavaScript);
  * docs/benchmarks.md. Qwen3-0.6B at 64 windows: about 2 hours; the shipped model: about 2 seconds.
+ * Only the importance (the GGUF types): the forward alone, 0.06 s per GMAC; Qwen3-0.6B about 7 minutes.
  *
  * @example
  * ```ts
  * calibrationSeconds(config, 64) > DEFAULT_LIMIT_S; // too long for a default
  * ```
  */
-export function calibrationSeconds(config: ModelConfig, windows: number): number {
+export function calibrationSeconds(
+  config: ModelConfig,
+  windows: number,
+  needs: CalibrationNeeds = "covariance",
+): number {
   const H = config.hidden_size, I = config.intermediate_size, L = config.num_hidden_layers;
   const Q = config.num_attention_heads * config.head_dim, KV = config.num_key_value_heads * config.head_dim;
   const size = Math.min(CALIBRATION.windowTokens, config.max_position_embeddings);
-  const forward = size * (H * (Q + 2 * KV) + Q * H + 3 * H * I + 2 * H * H + Q * Q + I * I);
+  const products = size * (H * (Q + 2 * KV) + Q * H + 3 * H * I);
+  // The importance alone: the forward with its sums of squares, 0.24 s a window per layer (0.06 s/GMAC).
+  if (needs === "importance") return (L * windows * products * 0.06) / 1e9;
+  const forward = products + size * (2 * H * H + Q * Q + I * I);
   let gptq = L * ((Q + 2 * KV) * H * H + H * Q * Q + 2 * I * H * H + H * I * I);
   if (!config.tie_word_embeddings) gptq += config.vocab_size * H * H;
   return (L * windows * forward * 0.118 + gptq * 8.2) / 1e9;
@@ -204,14 +226,19 @@ export function lut4Calibrator(options: CalibrationOptions = {}): Lut4Calibrator
       ? Math.max(1, Math.ceil(options.tokens / size))
       : options.windows ?? CALIBRATION.windows;
   };
-  const skip = (config: ModelConfig) => {
-    const s = calibrationSeconds(config, count(config));
+  const skip = (config: ModelConfig, needs?: CalibrationNeeds) => {
+    const s = calibrationSeconds(config, count(config), needs);
     if (!options.byDefault || s <= DEFAULT_LIMIT_S) return undefined;
     return `skipped by default (plain rounding): calibrating this model would take about ${
       Math.round(s / 60)
     } minutes on one core (--calibrate N runs it)`;
   };
-  return Object.assign(async (config: ModelConfig, tensors: Tensor[], files?: TokenizerFiles) => {
+  return Object.assign(async (
+    config: ModelConfig,
+    tensors: Tensor[],
+    files?: TokenizerFiles,
+    needs: CalibrationNeeds = "covariance",
+  ) => {
     const tok = loadTokenizer(files, "calibration tokenizer");
     // A window is fed whole from position 0: a model with fewer positions gets shorter windows.
     const size = Math.min(CALIBRATION.windowTokens, config.max_position_embeddings);
@@ -225,10 +252,10 @@ export function lut4Calibrator(options: CalibrationOptions = {}): Lut4Calibrator
       file: options.file,
     });
     const report = options.onProgress && ((done: number) => options.onProgress!(done, text.inputs.length));
-    const covariance = inputCovariance(config, tensors, text.inputs, kernelSet("wasm"), report);
+    const stats = accumulate(config, tensors, text.inputs, kernelSet("wasm"), needs === "covariance", report);
     const tokens = text.inputs.reduce((n, w) => n + w.length, 0);
     return {
-      covariance,
+      ...stats,
       record: { source: text.source, windows: text.inputs.length, window_tokens: size, tokens, seed },
     };
   }, { skip });
@@ -246,10 +273,18 @@ export function lut4Calibrator(options: CalibrationOptions = {}): Lut4Calibrator
  * ```
  */
 export function calibrateOnce(calibrate: Lut4Calibrator): Lut4Calibrator {
-  let result: Promise<Lut4Calibration> | undefined;
+  // One result, kept; a call that needs the covariances after one that measured only the importance
+  // measures again (with both: the importance is the same sums either way).
+  let result: Promise<Lut4Calibration> | undefined, full = false;
   return Object.assign(
-    (config: ModelConfig, tensors: Tensor[], tokenizer?: TokenizerFiles) =>
-      result ??= calibrate(config, tensors, tokenizer),
+    (config: ModelConfig, tensors: Tensor[], tokenizer?: TokenizerFiles, needs?: CalibrationNeeds) => {
+      const wantsFull = needs !== "importance";
+      if (!result || (wantsFull && !full)) {
+        result = calibrate(config, tensors, tokenizer, needs);
+        full = wantsFull;
+      }
+      return result;
+    },
     { skip: calibrate.skip },
   );
 }
@@ -304,8 +339,13 @@ export function imatrixCalibrator(path: string): Lut4Calibrator {
  * ```
  */
 export function writingImatrix(calibrate: Lut4Calibrator, path: string): Lut4Calibrator {
-  return Object.assign(async (config: ModelConfig, tensors: Tensor[], tokenizer?: TokenizerFiles) => {
-    const cal = await calibrate(config, tensors, tokenizer);
+  return Object.assign(async (
+    config: ModelConfig,
+    tensors: Tensor[],
+    tokenizer?: TokenizerFiles,
+    needs?: CalibrationNeeds,
+  ) => {
+    const cal = await calibrate(config, tensors, tokenizer, needs);
     const importance = cal.importance ?? new Map(Object.entries(importanceOf(cal.covariance ?? new Map())));
     const r = cal.record;
     await writeImatrix(

@@ -188,6 +188,9 @@ test("a default calibration too long for the model's size is skipped, the summar
   expect(lut4Calibrator({ byDefault: true }).skip!(qwen3)).toMatch(/^skipped by default \(plain rounding\)/);
   expect(lut4Calibrator({ byDefault: true }).skip!(config)).toBeUndefined();
   expect(lut4Calibrator({ windows: 64 }).skip!(qwen3)).toBeUndefined(); // asked for
+  // The GGUF types need only the importance: no covariance sums, no GPTQ, minutes at this size.
+  expect(calibrationSeconds(qwen3, 64, "importance")).toBeLessThan(DEFAULT_LIMIT_S);
+  expect(lut4Calibrator({ byDefault: true }).skip!(qwen3, "importance")).toBeUndefined();
   // The export pipeline asks before reading a tensor, and a format that takes no calibration says nothing.
   const dir = scratchDir(), ckpt = join(dir, "tiny.ckpt");
   await writeCheckpoint(ckpt, config, { step: 1, model: tensors });
@@ -208,4 +211,24 @@ test("a default calibration too long for the model's size is skipped, the summar
     calibrate,
   });
   expect(dmexp.calibration).toBeUndefined();
+});
+
+test("a calibration that needs only the importance sums no covariance; one shared calibration measures again only for more", async () => {
+  const calls: string[] = [];
+  const inner = lut4Calibrator({ windows: 2 });
+  const counting = Object.assign(
+    (...a: Parameters<typeof inner>) => (calls.push(a[3] ?? "covariance"), inner(...a)),
+    { skip: inner.skip },
+  );
+  const imp = await inner(config, tensors, undefined, "importance");
+  expect(imp.covariance).toBeUndefined();
+  const full = await inner(config, tensors);
+  // The same sums of squares either way: a GGUF is the same whether lut4 was exported first or not.
+  for (const [name, v] of full.importance!) expect(imp.importance!.get(name)).toEqual(v);
+  const shared = calibrateOnce(counting);
+  await shared(config, tensors, undefined, "importance");
+  await shared(config, tensors, undefined, "importance");
+  await shared(config, tensors);
+  await shared(config, tensors, undefined, "importance");
+  expect(calls).toEqual(["importance", "covariance"]);
 });
