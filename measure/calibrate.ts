@@ -180,11 +180,12 @@ export interface CalibrationOptions {
 export const DEFAULT_LIMIT_S = 600;
 
 /**
- * An estimate of a calibrated export's seconds on one core, from the multiply-adds it does: the
- * forward with the covariance products, 0.118 s per GMAC (0.71 s a window per layer at the 0.6B
- * widths), and GPTQ, 8.2 s per G of rows · cols² (203 s a layer there, scalar JavaScript);
- * docs/benchmarks.md. Qwen3-0.6B at 64 windows: about 2 hours; the shipped model: about 2 seconds.
- * Only the importance (the GGUF types): the forward alone, 0.06 s per GMAC; Qwen3-0.6B about 7 minutes.
+ * An estimate of a calibration's seconds on one core, from the multiply-adds it does (docs/benchmarks.md):
+ * the forward alone, 0.104 s per GMAC of its products (measured end to end: Qwen3-0.6B's 64 windows took
+ * 745 s of CPU, 0.42 s a window per layer, where bench-calibrate.ts's warm single layer gives 0.24 s),
+ * the covariance products at the same rate, and GPTQ, 8.2 s per G of rows · cols² (203 s a layer at
+ * those widths, scalar JavaScript). Qwen3-0.6B at 64 windows: about 2 hours with the covariances (lut4),
+ * about 12 minutes for the importance alone (the GGUF types); the shipped model: about 2 seconds.
  *
  * @example
  * ```ts
@@ -200,12 +201,12 @@ export function calibrationSeconds(
   const Q = config.num_attention_heads * config.head_dim, KV = config.num_key_value_heads * config.head_dim;
   const size = Math.min(CALIBRATION.windowTokens, config.max_position_embeddings);
   const products = size * (H * (Q + 2 * KV) + Q * H + 3 * H * I);
-  // The importance alone: the forward with its sums of squares, 0.24 s a window per layer (0.06 s/GMAC).
-  if (needs === "importance") return (L * windows * products * 0.06) / 1e9;
+  // The importance alone: the forward with its sums of squares.
+  if (needs === "importance") return (L * windows * products * 0.104) / 1e9;
   const forward = products + size * (2 * H * H + Q * Q + I * I);
   let gptq = L * ((Q + 2 * KV) * H * H + H * Q * Q + 2 * I * H * H + H * I * I);
   if (!config.tie_word_embeddings) gptq += config.vocab_size * H * H;
-  return (L * windows * forward * 0.118 + gptq * 8.2) / 1e9;
+  return (L * windows * forward * 0.104 + gptq * 8.2) / 1e9;
 }
 
 /**
