@@ -37,7 +37,7 @@ import { requireInput, unreadable } from "./io.ts";
 import { type FormatDescriptor, formatNamed, FORMATS, type WriteResult } from "./mod.ts";
 import { type ModelConfig, paramShapes, PRESETS, readConfigFile } from "../model/config.ts";
 import { FormatError } from "../model/error.ts";
-import type { Lut4Calibrator } from "./lut4-types.ts";
+import type { CalibrationNeeds, Lut4Calibrator } from "./lut4-types.ts";
 import { tensorSource } from "../model/tensor.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 
@@ -265,6 +265,25 @@ export interface ExportSummary extends WriteResult {
   seconds: number;
 }
 
+/**
+ * Whether an export of this format and dtype takes calibration: lut4 (GPTQ, or an imatrix's weighted
+ * scales), and the GGUF types whose scale search weighs by importance.
+ *
+ * @example
+ * ```ts
+ * takesCalibration("gguf", "q4_k_m"); // true
+ * takesCalibration("gguf", "q8_0");   // false
+ * ```
+ */
+export function takesCalibration(format: string, dtype: string): boolean {
+  return calibrationNeeds(format, dtype) !== undefined;
+}
+
+/** What an export of this format and dtype needs of calibration, if anything: the format says. */
+export function calibrationNeeds(format: string, dtype: string): CalibrationNeeds | undefined {
+  return formatNamed(format)?.calibrates?.(dtype as never);
+}
+
 /** The format a `--format` name names, or a `UsageError` listing the names. */
 export function formatFor(name: string): FormatDescriptor {
   const format = formatNamed(name);
@@ -330,13 +349,10 @@ export async function exportCheckpoint(opts: ExportOptions = {}): Promise<Export
     const why = format.cannotStore?.(model.config);
     if (why) throw new UnsupportedModelError(model.path, format.name, why.field, why.expected, why.found);
     await mkdir(dirname(file), { recursive: true });
-    // The calibration windows are bytes of the training split, fed as byte ids: a model with its own
-    // tokenizer would be calibrated on meaningless tokens, so it gets plain rounding, and the summary says so.
-    // Said only where this format and dtype would have calibrated: the others calibrate nothing anyway.
-    const calibrate = model.tokenizer ? undefined : opts.calibrate;
-    const skipped = model.tokenizer && opts.calibrate && format.calibrates?.(dtype)
-      ? "skipped: the calibration windows are byte ids, and this model has its own tokenizer (plain rounding)"
-      : undefined;
+    // A default calibration too long for this model's size is skipped, and the summary says so.
+    const needs = calibrationNeeds(format.name, dtype);
+    const skipped = needs ? opts.calibrate?.skip?.(model.config, needs) : undefined;
+    const calibrate = skipped ? undefined : opts.calibrate;
     const result = await format.write(file, {
       config: model.config,
       tensors: model.tensors,

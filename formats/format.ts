@@ -14,7 +14,7 @@
  */
 import type { ModelConfig } from "../model/config.ts";
 import type { Tensor, TensorSource } from "../model/tensor.ts";
-import type { Lut4Calibrator } from "./lut4-types.ts";
+import type { CalibrationNeeds, Lut4Calibrator } from "./lut4-types.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 
 /** What a writer is given: the model's shape and its tensors, streamed a chunk at a time. */
@@ -95,11 +95,11 @@ export interface FormatDescriptor<D extends string = string> {
    */
   cannotStore?(config: ModelConfig): { field: string; expected: string; found: string } | null;
   /**
-   * Whether writing `dtype` uses the calibrator `write` is handed (lut4's GPTQ feedback, GGUF's
-   * importance-weighted types); absent: never. Export says a calibration was skipped only where one
-   * would have run.
+   * What writing `dtype` needs of the calibrator `write` is handed: "covariance" (lut4's GPTQ feedback),
+   * "importance" (GGUF's importance-weighted types), or undefined (none; absent: never). The one rule
+   * for which exports calibrate (formats/export.ts `calibrationNeeds`).
    */
-  calibrates?(dtype: D): boolean;
+  calibrates?(dtype: D): CalibrationNeeds | undefined;
   write(
     path: string,
     input: ExportInput,

@@ -36,6 +36,7 @@ import {
 } from "./digest.ts";
 import { decodeTensor, type GgmlType, tensorBytes } from "./quants.ts";
 import type { CalibrationRecord } from "./lut4-types.ts";
+import { calibrationLine } from "./calibration-record.ts";
 import {
   checkedValues,
   encodeTensorPieces,
@@ -251,7 +252,10 @@ export async function writeGguf(
 /** ferry's metadata keys for where the weights came from (`general.name` is GGUF's own). */
 export const SOURCE_KEY = "ferry.source", STEP_KEY = "ferry.step";
 
-/** The calibration's record as metadata: llama.cpp's imatrix keys, and the seed and window size. */
+/**
+ * The calibration's record as metadata: llama.cpp's imatrix keys (`chunks_count` its windows), and
+ * ferry's window size, token count and seed.
+ */
 function calibrationMetadata(
   record: CalibrationRecord,
   importance: Readonly<Record<string, Float32Array>> | undefined,
@@ -260,7 +264,12 @@ function calibrationMetadata(
     ["quantize.imatrix.dataset", { type: "string", value: record.source }],
     ["quantize.imatrix.entries_count", { type: "i32", value: Object.keys(importance ?? {}).length }],
     ["quantize.imatrix.chunks_count", { type: "i32", value: record.windows }],
-    ["ferry.calibration.window_bytes", { type: "u32", value: record.window_bytes }],
+    ...(record.window_tokens !== undefined
+      ? [
+        ["ferry.calibration.window_tokens", { type: "u32", value: record.window_tokens }],
+        ["ferry.calibration.tokens", { type: "u64", value: BigInt(record.tokens ?? 0) }],
+      ] as Array<[string, GgufValue]>
+      : []),
     ["ferry.calibration.seed", { type: "i64", value: BigInt(record.seed) }],
   ];
 }
@@ -501,7 +510,7 @@ export const ggufFormat: FormatDescriptor<GgufDtype> = {
   dtypes: GGUF_DTYPE_NAMES,
   defaultDtype: "f16",
   weights: "float",
-  calibrates: (dtype) => IMPORTANCE_DTYPES.has(dtype),
+  calibrates: (dtype) => IMPORTANCE_DTYPES.has(dtype) ? "importance" : undefined,
   async lossy(path) {
     // The tensor types are in the header: no weight needs reading.
     const g = await openGguf(path);
@@ -513,20 +522,32 @@ export const ggufFormat: FormatDescriptor<GgufDtype> = {
   async write(path, input, { dtype, calibrate }) {
     // Calibration, when handed one, weighs the K-quants' and IQ4_NL's scale search (llama.cpp's imatrix);
     // it runs the model, so it needs the tensors in memory. Otherwise they stream, one piece at a time.
-    const calibrating = calibrate !== undefined && ggufFormat.calibrates!(dtype);
+    const calibrating = calibrate !== undefined && ggufFormat.calibrates!(dtype) !== undefined;
     const tensors = calibrating ? await Promise.all(input.tensors.map(materialize)) : input.tensors;
-    const cal = calibrating ? await calibrate(input.config, tensors as Tensor[]) : undefined;
+    const cal = calibrating
+      ? await calibrate(input.config, tensors as Tensor[], input.tokenizer, "importance")
+      : undefined;
     await writeGguf(path, tensors, input.config, {
       tokenizer: input.tokenizer,
       type: dtype,
       name: input.name,
       source: input.source,
       step: input.step,
-      importance: cal ? importanceOf(cal.covariance) : undefined,
+      importance: cal?.importance
+        ? Object.fromEntries(cal.importance)
+        : cal?.covariance
+        ? importanceOf(cal.covariance)
+        : undefined,
       calibration: cal?.record,
     });
     const params = tensors.reduce((n, t) => n + numel(t.dims), 0);
-    return { file: path, bytes: (await stat(path)).size, params, tensors: tensors.length };
+    return {
+      file: path,
+      bytes: (await stat(path)).size,
+      params,
+      tensors: tensors.length,
+      ...(cal ? { calibration: calibrationLine(cal.record) } : {}),
+    };
   },
   async read(path) {
     const { config, tensors, origin, file } = await readGguf(path);

@@ -40,7 +40,7 @@ const enc = new TextEncoder(), dec = new TextDecoder();
 const FUZZ_CALIBRATION: Lut4Calibrator = () =>
   Promise.resolve({
     covariance: new Map(),
-    record: { source: "brown train split", windows: 4, window_bytes: 256, seed: 1 },
+    record: { source: "brown train split", windows: 4, window_tokens: 256, tokens: 1024, seed: 1 },
   });
 
 /**
@@ -215,7 +215,7 @@ const lut4: FuzzTarget = {
     "calibration": (f, rng) =>
       lut4Edit(f, (h) => {
         const c = h.calibration as Record<string, unknown>;
-        const k = rng.pick(["source", "windows", "window_bytes", "seed", "whole"]);
+        const k = rng.pick(["source", "windows", "window_tokens", "tokens", "window_bytes", "seed", "whole"]);
         const v = rng.pick<unknown>([null, -1, 0, 0.5, 2 ** 32, 2 ** 53, "64", [], {}]);
         if (k === "whole") h.calibration = v;
         else c[k] = v;

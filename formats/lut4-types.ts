@@ -13,6 +13,7 @@
 import type { LutMatrix } from "../kernels/int/gemv.ts";
 import type { ModelConfig } from "../model/config.ts";
 import type { Tensor } from "../model/tensor.ts";
+import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 
 /** How the output head is stored: `tied` reads the embedding matrix (final-norm gain applied at run
  * time), `separate` stores a second copy with the final-norm gain folded in. */
@@ -67,27 +68,65 @@ export interface Lut4Weights {
   ropeSin: Int16Array;
 }
 
-/** What a calibrated lut4 file records of the data its quantizer saw (header key `calibration`). */
+/**
+ * What a calibrated file records of the data its quantizer saw (lut4 header key `calibration`, GGUF
+ * `quantize.imatrix.*` and `ferry.calibration.*`). Files written before calibration took any tokenizer
+ * carry `window_bytes` instead of `window_tokens` and `tokens` (the byte model: one byte a position).
+ */
 export interface CalibrationRecord {
-  /** `"brown train split"`: never the held-out documents. */
+  /**
+   * `"brown train split"` (never the held-out documents), or a user's file: `"text NAME sha256:HEX16"`,
+   * `"tokens NAME sha256:HEX16"` (measure/calibration-text.ts).
+   */
   source: string;
   windows: number;
-  window_bytes: number;
+  /** Positions per window (the model's tokens; a shorter last or only window is possible). */
+  window_tokens?: number;
+  /** Positions over all windows: what the statistics are a mean over. */
+  tokens?: number;
+  /** Earlier files only: bytes per window of the byte model. */
+  window_bytes?: number;
   seed: number;
 }
 
-/** Calibration statistics for the lut4 quantizer, and the record the file keeps of them. */
+/**
+ * Calibration statistics for the quantizers, and the record the file keeps of them: the covariances
+ * (ferry's own calibration: lut4's GPTQ, their diagonals GGUF's importance), or only the importance
+ * (a llama.cpp imatrix file: lut4's and GGUF's importance-weighted scales).
+ */
 export interface Lut4Calibration {
   /** Per tensor (Hugging Face name), the cols × cols mean of x xᵀ over the calibration inputs. */
-  covariance: ReadonlyMap<string, Float64Array>;
+  covariance?: ReadonlyMap<string, Float64Array>;
+  /** Per tensor, the mean of x_c² per input column (absent: the covariances' diagonals). */
+  importance?: ReadonlyMap<string, Float32Array>;
   record: CalibrationRecord;
 }
 
 /**
- * Computes calibration statistics for a model's tensors. formats/ may not run models on data
+ * Computes calibration statistics for a model's tensors, its text tokenized with the model's own
+ * tokenizer (`tokenizer` absent: ferry's byte tokenizer). formats/ may not run models on data
  * (tests/imports.test.ts), so the caller hands one in (`measure/calibrate.ts` `lut4Calibrator`).
  */
-export type Lut4Calibrator = (config: ModelConfig, tensors: Tensor[]) => Promise<Lut4Calibration>;
+export type Lut4Calibrator =
+  & ((
+    config: ModelConfig,
+    tensors: Tensor[],
+    tokenizer?: TokenizerFiles,
+    needs?: CalibrationNeeds,
+  ) => Promise<Lut4Calibration>)
+  & {
+    /**
+     * Why a model is exported with plain rounding instead (a default calibration that would take too
+     * long at its size), or undefined to calibrate; asked before any tensor is read.
+     */
+    skip?: (config: ModelConfig, needs?: CalibrationNeeds) => string | undefined;
+  };
+
+/**
+ * What a quantizer needs of calibration: lut4's GPTQ the covariances (`"covariance"`, the default),
+ * the GGUF types only each column's mean square (`"importance"`: no cols² sums, no GPTQ).
+ */
+export type CalibrationNeeds = "covariance" | "importance";
 
 /**
  * Everything of a lut4 file but its matrices: what a writer that is handed the matrices one at a time

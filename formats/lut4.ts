@@ -47,6 +47,7 @@ import type { LutMatrix } from "../kernels/int/gemv.ts";
 import { type ModelConfig, validateConfig } from "../model/config.ts";
 import { FormatError, type RefusalDetail } from "../model/error.ts";
 import { jsonHeader } from "./json.ts";
+import { calibrationLine } from "./calibration-record.ts";
 import { materialize, numel, type Tensor, tensorSource } from "../model/tensor.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 import { decodeTokenizerSection, encodeTokenizerSection } from "./tokenizer-section.ts";
@@ -590,32 +591,38 @@ function lut4Header(bytes: Uint8Array, path: string): Lut4Header {
   return h;
 }
 
-/** A calibration record in words: `64 windows of 256 bytes of the brown train split, seed 1`. */
-function calibrationLine(r: CalibrationRecord): string {
-  return `${r.windows} windows of ${r.window_bytes} bytes of the ${r.source}, seed ${r.seed}`;
-}
+const positive = (v: unknown) => Number.isSafeInteger(v) && (v as number) > 0;
 
-/** The optional `calibration` record's keys and what each must be. */
-const CALIBRATION_KEYS: Record<keyof CalibrationRecord, [string, (v: unknown) => boolean]> = {
-  source: ["a string", (v) => typeof v === "string"],
-  windows: ["a positive integer", (v) => Number.isSafeInteger(v) && (v as number) > 0],
-  window_bytes: ["a positive integer", (v) => Number.isSafeInteger(v) && (v as number) > 0],
+/** The `calibration` record's keys, whether each is required, and what each must be. */
+const CALIBRATION_KEYS: Record<keyof CalibrationRecord, [boolean, string, (v: unknown) => boolean]> = {
+  source: [true, "a string", (v) => typeof v === "string"],
+  windows: [true, "a positive integer", positive],
+  window_tokens: [false, "a positive integer", positive],
+  tokens: [false, "a positive integer", positive],
+  window_bytes: [false, "a positive integer", positive],
   seed: [
+    true,
     "an integer in [0, 2^32)",
     (v) => Number.isSafeInteger(v) && (v as number) >= 0 && (v as number) < 2 ** 32,
   ],
 };
 
 // Informational like `quantizer` (nothing serves from it), but typed: a record that says what data the
-// file was calibrated on must say it in the spec's terms.
+// file was calibrated on must say it in the spec's terms. A window's size is `window_tokens` with
+// `tokens` (files from any tokenizer's calibration) or `window_bytes` (earlier files).
 function checkCalibration(c: unknown, path: string): void {
   if (typeof c !== "object" || c === null || Array.isArray(c)) {
     throw mismatch(path, "calibration", "an object", JSON.stringify(c));
   }
-  for (const [key, [what, ok]] of Object.entries(CALIBRATION_KEYS)) {
-    const v = (c as Record<string, unknown>)[key];
-    if (!ok(v)) throw mismatch(path, `calibration.${key}`, what, JSON.stringify(v));
+  const r = c as Record<string, unknown>;
+  for (const [key, [required, what, ok]] of Object.entries(CALIBRATION_KEYS)) {
+    if (!required && r[key] === undefined) continue;
+    if (!ok(r[key])) throw mismatch(path, `calibration.${key}`, what, JSON.stringify(r[key]));
   }
+  const missing = r.window_tokens === undefined
+    ? (r.window_bytes === undefined ? "window_tokens" : undefined)
+    : (r.tokens === undefined ? "tokens" : undefined);
+  if (missing) throw mismatch(path, `calibration.${missing}`, "a positive integer", "absent");
 }
 
 // Step 3, the data section: its length as the header says and a multiple of 64, its CRC-32 as stated,
@@ -1075,7 +1082,7 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
   dtypes: LUT4_DTYPES,
   defaultDtype: "q4",
   weights: "lut4",
-  calibrates: () => true,
+  calibrates: () => "covariance",
   lossy: () => Promise.resolve("4-bit codes"),
   cannotStore(config) {
     // Scales come one per group of LUT4_GROUP (32) along every matrix's input dimension.
@@ -1107,7 +1114,7 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
     if (options.calibrate) {
       const tensors = await Promise.all(input.tensors.map(materialize));
       // Calibration, when handed one: GPTQ error feedback on the calibration inputs (formats/lut4.md).
-      cal = await options.calibrate(config, tensors);
+      cal = await options.calibrate(config, tensors, input.tokenizer);
       sources = tensors.map(tensorSource);
     }
     const stored: HeadMode = head === "tied" && config.tie_word_embeddings ? "tied" : "separate";
@@ -1116,9 +1123,9 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
       source: input.source,
       ropeTheta: config.rope_theta,
       rmsNormEps: config.rms_norm_eps,
-      quantizer: cal
+      quantizer: cal?.covariance
         ? { head, scale_search: "gptq", grid: "(16+m)*2^(e-4)", damp: GPTQ_DAMP }
-        : { head, scale_search: "mse", grid: "(16+m)*2^(e-4)" },
+        : { head, scale_search: cal ? "weighted-mse" : "mse", grid: "(16+m)*2^(e-4)" },
       calibration: cal?.record,
       ...(input.tokenizer ? { tokenizer: input.tokenizer } : {}),
     };
@@ -1126,7 +1133,7 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
     const size = input.tensors.some((t) => numel(t.dims) > BLOCK_VALUES) ? defaultPoolSize() : 0;
     const pool = size > 0 ? quantizePool(size) : undefined;
     const r = await writeLut4Streamed(path, lut4ShapeOf(config), stored, meta, async (put) => {
-      const opts = { head, covariance: cal?.covariance, pool };
+      const opts = { head, covariance: cal?.covariance, importance: cal?.importance, pool };
       const out = await quantizeModelStreamed(config, sources, opts, async (m) => {
         await put(m);
         // In values, as the export CLI counts a writer's progress.

@@ -243,8 +243,9 @@ export function decodeTensor(type: GgmlType, bytes: Uint8Array, n: number): Floa
       `${type} tensor of ${n} elements needs ${tensorBytes(type, n)} bytes, got ${bytes.length}`,
     );
   }
-  // Copy so the typed-array views below start at an aligned offset whatever the file buffer's.
-  const own = bytes.slice();
+  // Copy so the typed-array views below start at an aligned offset whatever the file buffer's (a
+  // constructor copy: a Node Buffer's slice() is a view, and its buffer starts at the file's byte 0).
+  const own = new Uint8Array(bytes);
   switch (type) {
     case "F32":
       return new Float32Array(own.buffer, 0, n);

@@ -1,15 +1,15 @@
 /**
- * Calibration statistics for importance-weighted quantizers: the float reference runs over windows of
- * the training split (never the held-out documents), and for every linear layer's weight the mean
+ * Calibration statistics for importance-weighted quantizers: the float reference runs over token
+ * windows (measure/calibration-text.ts: the training split, never the held-out documents, or a user's
+ * file, tokenized with the model's own tokenizer), and for every linear layer's weight the mean
  * square of the activation that multiplies each of its input columns is accumulated. A quantizer that
  * weighs column c's rounding error by that mean square minimises the expected squared error of the
  * layer's output (for independent columns) instead of the weights' own.
  *
  * @example
  * ```ts
- * const { train } = await loadBrown();
- * const windows = calibrationWindows(train, 64, 1);
- * const imp = columnImportance(config, tensors, windows); // "model.layers.0.self_attn.q_proj.weight" → [96]
+ * const { inputs } = await calibrationText(byteTokenizer, { windows: 64, seed: 1, size: 256, vocab: 258 });
+ * const imp = columnImportance(config, tensors, inputs); // "model.layers.0.self_attn.q_proj.weight" → [96]
  * ```
  * @module
  */
@@ -17,154 +17,249 @@ import type { ModelConfig } from "../model/config.ts";
 import type { Tensor } from "../model/tensor.ts";
 import { buildModel, createCache, forward, LAYER_TENSORS } from "../model/qwen3.ts";
 import { type Kernels, kernelSet } from "../kernels/kernels.ts";
-import { loadBrown, WINDOW_BYTES } from "../model/corpus.ts";
-import type { Lut4Calibration, Lut4Calibrator } from "../formats/lut4-types.ts";
-import { windowInputs } from "./metrics.ts";
+import { loadTokenizer } from "../model/hf-tokenizer.ts";
+import type { CalibrationNeeds, Lut4Calibration, Lut4Calibrator } from "../formats/lut4-types.ts";
+import type { TokenizerFiles } from "../model/tokenizer-types.ts";
+import { BROWN_SOURCE, calibrationText } from "./calibration-text.ts";
+import { imatrixImportance, imatrixOf, parseImatrix, writeImatrix } from "../formats/imatrix.ts";
+import { importanceOf } from "../formats/gguf.ts";
+import { FormatError } from "../model/error.ts";
+import { createHash } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import { basename } from "node:path";
 
 /** The linear layers whose inputs are measured, after `model.layers.N.`. */
 const LINEAR = ["wq", "wk", "wv", "wo", "wGate", "wUp", "wDown"] as const;
 
 /**
- * `count` windows of `size` bytes at seeded pseudo-random offsets of `train` (a 32-bit xorshift: the
- * same seed gives the same windows on every runtime).
+ * Layers whose input is another's, by construction of the forward pass: k and v read q's (the
+ * attention norm's output), up reads gate's (the MLP norm's). They share its statistics, one array
+ * (summed once: at the 0.6B widths that is 2 of 5 hidden-wide covariances, 8 MB each a layer).
  */
-export function calibrationWindows(
-  train: Uint8Array,
-  count: number,
-  seed: number,
-  size = WINDOW_BYTES,
-): Uint8Array[] {
-  if (train.length < size) throw new RangeError(`${train.length} bytes hold no ${size}-byte window`);
-  let s = (seed >>> 0) || 0x9e3779b9;
-  const next = () => {
-    s ^= s << 13, s >>>= 0, s ^= s >>> 17, s ^= s << 5, s >>>= 0;
-    return s;
-  };
-  const span = train.length - size + 1;
-  return Array.from({ length: count }, () => {
-    const start = Math.floor((next() / 2 ** 32) * span);
-    return train.subarray(start, start + size);
-  });
-}
+const SHARED_INPUT: Partial<Record<typeof LINEAR[number], typeof LINEAR[number]>> = {
+  wk: "wq",
+  wv: "wq",
+  wUp: "wGate",
+};
 
 /**
  * Per weight tensor (Hugging Face name), the mean over calibration positions of x_c² for each input
- * column c, x being the activation the weight multiplies (the norm's output, gain included, for q/k/v
- * and gate/up; the attention output for o; SwiGLU's product for down; the final norm's output for the
- * head, `lm_head.weight` or, tied, `model.embed_tokens.weight`). The other engineer's GGUF quantizers
- * take these as their importance vectors; lut4's uses `inputCovariance` (whose diagonal this is).
+ * column c over token `windows` (each fed from position 0), x being the activation the weight
+ * multiplies (the norm's output, gain included, for q/k/v and gate/up; the attention output for o;
+ * SwiGLU's product for down; the final norm's output for the head, `lm_head.weight` or, tied,
+ * `model.embed_tokens.weight`). The GGUF quantizers take these as their importance vectors (llama.cpp's
+ * imatrix); lut4's uses `inputCovariance`.
  */
 export function columnImportance(
   config: ModelConfig,
   tensors: Tensor[],
-  windows: Uint8Array[],
+  windows: ReadonlyArray<ArrayLike<number>>,
   kernels: Kernels = kernelSet("ref"),
+  onWindow?: (done: number) => void,
 ): Map<string, Float32Array> {
-  const out = new Map<string, Float32Array>();
-  for (const [name, s] of accumulate(config, tensors, windows, kernels, false)) {
-    out.set(name, Float32Array.from(s));
-  }
-  return out;
+  return accumulate(config, tensors, windows, kernels, false, onWindow).importance;
 }
 
 /**
  * Per weight tensor (as `columnImportance`), the mean of x xᵀ over calibration positions: a cols × cols
- * row-major matrix, symmetric. Its diagonal is `columnImportance`'s vector.
+ * row-major matrix, symmetric. Its diagonal is `columnImportance`'s vector (to f32 rounding of the
+ * products). Matrices that read the same input (q/k/v, gate/up) map to one shared array: treat them as
+ * read-only.
  */
 export function inputCovariance(
   config: ModelConfig,
   tensors: Tensor[],
-  windows: Uint8Array[],
+  windows: ReadonlyArray<ArrayLike<number>>,
   kernels: Kernels = kernelSet("ref"),
+  onWindow?: (done: number) => void,
 ): Map<string, Float64Array> {
-  return accumulate(config, tensors, windows, kernels, true);
+  return accumulate(config, tensors, windows, kernels, true, onWindow).covariance!;
 }
 
-/** Runs the windows through the float model and sums x_c² (or x xᵀ when `full`) at every linear input. */
+/**
+ * Runs the windows through the float model and sums x_c² (always: the importance) and x xᵀ (when
+ * `full`: the covariance) at every linear input; returns their means.
+ */
 function accumulate(
   config: ModelConfig,
   tensors: Tensor[],
-  windows: Uint8Array[],
+  windows: ReadonlyArray<ArrayLike<number>>,
   kernels: Kernels,
   full: boolean,
-): Map<string, Float64Array> {
-  const names = new Map<Float32Array, string>(), sums = new Map<string, Float64Array>();
+  onWindow?: (done: number) => void,
+): { importance: Map<string, Float32Array>; covariance?: Map<string, Float64Array> } {
+  const names = new Map<Float32Array, string>();
+  const squares = new Map<string, Float64Array>(), outer = new Map<string, Float64Array>();
+  const products = new Map<number, Float32Array>();
+  // x xᵀ summed over a window's positions by the kernels' own xᵀx product (f32, WebAssembly SIMD where
+  // the runtime has it), then added into f64 sums: at 1,024-3,072 columns the scalar f64 triangle cost
+  // 6 of the 7 seconds a window took per layer (scripts/tools/bench-calibrate.ts).
+  const addOuter = (s: Float64Array, x: Float32Array, M: number, K: number) => {
+    const p = products.get(K) ?? products.set(K, new Float32Array(K * K)).get(K)!;
+    kernels.matmulTN(p, x.subarray(0, M * K), x.subarray(0, M * K), K, M, K);
+    for (let i = 0; i < p.length; i++) s[i] += p[i];
+  };
   const recording: Kernels = {
     ...kernels,
     matmul(out, x, w, M, K, N, acc) {
       const name = names.get(w);
-      if (name) (full ? addOuter : addSquares)(sums.get(name)!, x, M, K);
-      kernels.matmul(out, x, w, M, K, N, acc);
+      if (name) {
+        addSquares(squares.get(name)!, x, M, K);
+        if (full) addOuter(outer.get(name)!, x, M, K);
+      }
+      // The logits are not read: the head's input is all calibration needs of it, and its product is
+      // the largest of the pass (a real vocabulary: 150k columns).
+      if (w !== model.lmHead) kernels.matmul(out, x, w, M, K, N, acc);
     },
   };
   const model = buildModel(config, tensors, "calibration", recording);
   const watch = (w: Float32Array, name: string, cols: number) => {
     names.set(w, name);
-    sums.set(name, new Float64Array(full ? cols * cols : cols));
+    squares.set(name, new Float64Array(cols));
+    if (full) outer.set(name, new Float64Array(cols * cols));
+  };
+  const share = (name: string, lead: string) => {
+    squares.set(name, squares.get(lead)!);
+    if (full) outer.set(name, outer.get(lead)!);
   };
   const H = config.hidden_size, qDim = config.num_attention_heads * config.head_dim;
   const colsOf = { wo: qDim, wDown: config.intermediate_size } as Record<string, number>;
   model.layers.forEach((L, i) => {
-    for (const key of LINEAR) watch(L[key], `model.layers.${i}.${LAYER_TENSORS[key]}`, colsOf[key] ?? H);
+    const name = (key: typeof LINEAR[number]) => `model.layers.${i}.${LAYER_TENSORS[key]}`;
+    for (const key of LINEAR) {
+      const lead = SHARED_INPUT[key];
+      if (lead) share(name(key), name(lead));
+      else watch(L[key], name(key), colsOf[key] ?? H);
+    }
   });
   watch(model.lmHead, model.lmHead === model.embed ? "model.embed_tokens.weight" : "lm_head.weight", H);
   let positions = 0;
-  for (const w of windows) {
-    const ids = windowInputs(w);
+  for (const [i, ids] of windows.entries()) {
     forward(model, createCache(model, ids.length), ids);
     positions += ids.length;
+    onWindow?.(i + 1);
   }
-  for (const [name, s] of sums) {
-    const K = full ? Math.sqrt(s.length) : s.length;
-    if (full) { for (let i = 0; i < K; i++) for (let j = 0; j < i; j++) s[i * K + j] = s[j * K + i]; }
-    for (let i = 0; i < s.length; i++) s[i] /= Math.max(1, positions);
-    sums.set(name, s);
+  const n = Math.max(1, positions);
+  for (const s of new Set(outer.values())) {
+    const K = Math.sqrt(s.length);
+    // Exactly symmetric: a SIMD product may sum (i, j) and (j, i) in different orders.
+    for (let i = 0; i < K; i++) for (let j = 0; j < i; j++) s[i * K + j] = s[j * K + i];
+    for (let i = 0; i < s.length; i++) s[i] /= n;
   }
-  return sums;
+  const importance = new Map<string, Float32Array>();
+  for (const [name, s] of squares) importance.set(name, Float32Array.from(s, (v) => v / n));
+  return { importance, ...(full ? { covariance: outer } : {}) };
 }
 
 function addSquares(s: Float64Array, x: Float32Array, M: number, K: number): void {
   for (let m = 0; m < M; m++) for (let k = 0; k < K; k++) s[k] += x[m * K + k] * x[m * K + k];
 }
 
-/** The upper triangle of Σ_m x_m x_mᵀ (the lower one is mirrored at the end). */
-function addOuter(s: Float64Array, x: Float32Array, M: number, K: number): void {
-  for (let m = 0; m < M; m++) {
-    const o = m * K;
-    for (let i = 0; i < K; i++) {
-      const xi = x[o + i], row = i * K;
-      if (xi === 0) continue;
-      for (let j = i; j < K; j++) s[row + j] += xi * x[o + j];
-    }
-  }
+/** What calibration takes by default: windows, their positions (fewer when the model has fewer), seed. */
+export const CALIBRATION = { windows: 64, windowTokens: 256, seed: 1, source: BROWN_SOURCE } as const;
+
+/** What a calibrator measures on (every field optional: `CALIBRATION`'s defaults). */
+export interface CalibrationOptions {
+  /** How many windows (default 64). */
+  windows?: number;
+  /** A budget of positions instead: ⌈tokens / window size⌉ windows. */
+  tokens?: number;
+  seed?: number;
+  /** A user's UTF-8 text or `*.tokens` file (measure/calibration-text.ts); absent: the Brown training split. */
+  file?: string;
+  /** Called after each window the float model has run, with the count. */
+  onProgress?: (done: number, total: number) => void;
+  /**
+   * A default the user did not ask for: a model whose calibration is estimated over `DEFAULT_LIMIT_S`
+   * (`calibrationSeconds`) is exported with plain rounding instead, and the summary says so.
+   */
+  byDefault?: boolean;
 }
 
-/** Calibration windows lut4's export takes by default, and the seed that places them. */
-export const CALIBRATION = { windows: 64, seed: 1, source: "brown train split" } as const;
+/** The longest a default calibration may be estimated to take: the issue's goal, 10 minutes. */
+export const DEFAULT_LIMIT_S = 600;
 
 /**
- * The calibrator the lut4 writer takes (`exportCheckpoint({ calibrate })`): `windows` seeded windows of
- * the Brown training split (of 256 bytes, or the model's max positions if fewer), the float reference
- * run over them, the inputs' covariances returned with the record the file's header keeps.
+ * An estimate of a calibration's seconds on one core, from the multiply-adds it does (docs/benchmarks.md):
+ * the forward alone, 0.104 s per GMAC of its products (measured end to end: Qwen3-0.6B's 64 windows took
+ * 745 s of CPU, 0.42 s a window per layer, where bench-calibrate.ts's warm single layer gives 0.24 s),
+ * the covariance products at the same rate, and GPTQ, 8.2 s per G of rows · cols² (203 s a layer at
+ * those widths, scalar JavaScript). Qwen3-0.6B at 64 windows: about 2 hours with the covariances (lut4),
+ * about 12 minutes for the importance alone (the GGUF types); the shipped model: about 2 seconds.
  *
  * @example
  * ```ts
- * await exportCheckpoint({ format: "lut4", calibrate: lut4Calibrator(64) });
+ * calibrationSeconds(config, 64) > DEFAULT_LIMIT_S; // too long for a default
  * ```
  */
-export function lut4Calibrator(
-  windows: number = CALIBRATION.windows,
-  seed: number = CALIBRATION.seed,
-): Lut4Calibrator {
-  return async (config, tensors) => {
-    // A window is fed whole from position 0: a model with fewer positions gets shorter windows.
-    const size = Math.min(WINDOW_BYTES, config.max_position_embeddings);
-    const picked = calibrationWindows((await loadBrown()).train, windows, seed, size);
-    return {
-      covariance: inputCovariance(config, tensors, picked, kernelSet("wasm")),
-      record: { source: CALIBRATION.source, windows, window_bytes: size, seed },
-    };
+export function calibrationSeconds(
+  config: ModelConfig,
+  windows: number,
+  needs: CalibrationNeeds = "covariance",
+): number {
+  const H = config.hidden_size, I = config.intermediate_size, L = config.num_hidden_layers;
+  const Q = config.num_attention_heads * config.head_dim, KV = config.num_key_value_heads * config.head_dim;
+  const size = Math.min(CALIBRATION.windowTokens, config.max_position_embeddings);
+  const products = size * (H * (Q + 2 * KV) + Q * H + 3 * H * I);
+  // The importance alone: the forward with its sums of squares.
+  if (needs === "importance") return (L * windows * products * 0.104) / 1e9;
+  const forward = products + size * (2 * H * H + Q * Q + I * I);
+  let gptq = L * ((Q + 2 * KV) * H * H + H * Q * Q + 2 * I * H * H + H * I * I);
+  if (!config.tie_word_embeddings) gptq += config.vocab_size * H * H;
+  return (L * windows * forward * 0.104 + gptq * 8.2) / 1e9;
+}
+
+/**
+ * The calibrator the lut4 and GGUF writers take (`exportCheckpoint({ calibrate })`): windows of the
+ * model's own tokens (measure/calibration-text.ts), the float reference run over them, the inputs'
+ * covariances returned with the record the file keeps (source, windows, their size, tokens, seed).
+ *
+ * @example
+ * ```ts
+ * await exportCheckpoint({ format: "lut4", calibrate: lut4Calibrator({ windows: 64 }) });
+ * await exportCheckpoint({ format: "lut4", calibrate: lut4Calibrator({ file: "my.txt", tokens: 32768 }) });
+ * ```
+ */
+export function lut4Calibrator(options: CalibrationOptions = {}): Lut4Calibrator {
+  const count = (config: ModelConfig) => {
+    const size = Math.min(CALIBRATION.windowTokens, config.max_position_embeddings);
+    return options.tokens !== undefined
+      ? Math.max(1, Math.ceil(options.tokens / size))
+      : options.windows ?? CALIBRATION.windows;
   };
+  const skip = (config: ModelConfig, needs?: CalibrationNeeds) => {
+    const s = calibrationSeconds(config, count(config), needs);
+    if (!options.byDefault || s <= DEFAULT_LIMIT_S) return undefined;
+    return `skipped by default (plain rounding): calibrating this model would take about ${
+      Math.round(s / 60)
+    } minutes on one core (--calibrate N runs it)`;
+  };
+  return Object.assign(async (
+    config: ModelConfig,
+    tensors: Tensor[],
+    files?: TokenizerFiles,
+    needs: CalibrationNeeds = "covariance",
+  ) => {
+    const tok = loadTokenizer(files, "calibration tokenizer");
+    // A window is fed whole from position 0: a model with fewer positions gets shorter windows.
+    const size = Math.min(CALIBRATION.windowTokens, config.max_position_embeddings);
+    const windows = count(config);
+    const seed = options.seed ?? CALIBRATION.seed;
+    const text = await calibrationText(tok, {
+      windows,
+      seed,
+      size,
+      vocab: config.vocab_size,
+      file: options.file,
+    });
+    const report = options.onProgress && ((done: number) => options.onProgress!(done, text.inputs.length));
+    const stats = accumulate(config, tensors, text.inputs, kernelSet("wasm"), needs === "covariance", report);
+    const tokens = text.inputs.reduce((n, w) => n + w.length, 0);
+    return {
+      ...stats,
+      record: { source: text.source, windows: text.inputs.length, window_tokens: size, tokens, seed },
+    };
+  }, { skip });
 }
 
 /**
@@ -174,11 +269,94 @@ export function lut4Calibrator(
  *
  * @example
  * ```ts
- * const calibrate = calibrateOnce(lut4Calibrator(64));
+ * const calibrate = calibrateOnce(lut4Calibrator({ windows: 64 }));
  * for (const format of ["gguf", "lut4"]) await exportCheckpoint({ format, calibrate });
  * ```
  */
 export function calibrateOnce(calibrate: Lut4Calibrator): Lut4Calibrator {
-  let result: Promise<Lut4Calibration> | undefined;
-  return (config, tensors) => result ??= calibrate(config, tensors);
+  // One result, kept; a call that needs the covariances after one that measured only the importance
+  // measures again (with both: the importance is the same sums either way).
+  let result: Promise<Lut4Calibration> | undefined, full = false;
+  return Object.assign(
+    (config: ModelConfig, tensors: Tensor[], tokenizer?: TokenizerFiles, needs?: CalibrationNeeds) => {
+      const wantsFull = needs !== "importance";
+      if (!result || (wantsFull && !full)) {
+        result = calibrate(config, tensors, tokenizer, needs);
+        full = wantsFull;
+      }
+      return result;
+    },
+    { skip: calibrate.skip },
+  );
+}
+
+/**
+ * A calibrator that measures nothing: it reads a llama.cpp importance matrix (formats/imatrix.ts,
+ * either encoding) and hands its importance to the quantizers, lut4's and GGUF's weighted scales (no
+ * covariances: lut4 rounds without GPTQ's feedback). A file of another model or shape is refused,
+ * naming the tensor. The record says `imatrix NAME sha256:HEX16`, its chunks and their size.
+ *
+ * @example
+ * ```ts
+ * await exportCheckpoint({ format: "gguf", dtype: "q4_k_m", calibrate: imatrixCalibrator("imatrix.gguf") });
+ * ```
+ */
+export function imatrixCalibrator(path: string): Lut4Calibrator {
+  return async (config) => {
+    let bytes: Uint8Array;
+    try {
+      bytes = await readFile(path);
+    } catch (e) {
+      throw new FormatError(path, "file", `${path}: cannot read the imatrix file (${(e as Error).message})`);
+    }
+    const m = parseImatrix(bytes, path);
+    const importance = imatrixImportance(m, config, path);
+    const digest = createHash("sha256").update(bytes).digest("hex").slice(0, 16);
+    const tokens = Math.max(1, ...[...m.entries.values()].map((e) => e.count));
+    return {
+      importance,
+      record: {
+        source: `imatrix ${basename(path)} sha256:${digest}${
+          m.datasets.length ? ` (${m.datasets.join(", ")})` : ""
+        }`,
+        windows: Math.max(1, m.chunkCount),
+        window_tokens: Math.max(1, m.chunkSize),
+        tokens,
+        seed: 0,
+      },
+    };
+  };
+}
+
+/**
+ * A calibrator that also writes what it computed as a llama.cpp imatrix at `path` (GGUF, or the
+ * legacy layout for `*.dat`): each matrix's mean squares over the record's tokens, the record's
+ * source as its dataset, its windows as chunks. Wrap the inner calibrator in `calibrateOnce` first
+ * when several exports share it: the file is written on each call.
+ *
+ * @example
+ * ```ts
+ * const calibrate = writingImatrix(calibrateOnce(lut4Calibrator()), "ferry.imatrix.gguf");
+ * ```
+ */
+export function writingImatrix(calibrate: Lut4Calibrator, path: string): Lut4Calibrator {
+  return Object.assign(async (
+    config: ModelConfig,
+    tensors: Tensor[],
+    tokenizer?: TokenizerFiles,
+    needs?: CalibrationNeeds,
+  ) => {
+    const cal = await calibrate(config, tensors, tokenizer, needs);
+    const importance = cal.importance ?? new Map(Object.entries(importanceOf(cal.covariance ?? new Map())));
+    const r = cal.record;
+    await writeImatrix(
+      path,
+      imatrixOf(importance, r.tokens ?? 0, {
+        datasets: [r.source],
+        chunkCount: r.windows,
+        chunkSize: r.window_tokens ?? r.window_bytes ?? 0,
+      }),
+    );
+    return cal;
+  }, { skip: calibrate.skip });
 }

@@ -180,8 +180,16 @@ export function scoredWindow(tok: Tokenizer, window: Uint8Array): ScoredWindow {
   };
 }
 
-// The window without a character cut at either end (continuation bytes first, a sequence unfinished last).
-function wholeCharacters(w: Uint8Array): Uint8Array {
+/**
+ * The window without a character cut at either end (continuation bytes first, a sequence unfinished
+ * last): bytes a BPE tokenizer can take as text.
+ *
+ * @example
+ * ```ts
+ * wholeCharacters(new Uint8Array([0xa9, 0x41, 0xc3])); // [0x41]
+ * ```
+ */
+export function wholeCharacters(w: Uint8Array): Uint8Array {
   let start = 0, end = w.length;
   while (start < end && (w[start] & 0xc0) === 0x80) start++;
   let lead = end - 1, back = 0;

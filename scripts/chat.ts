@@ -27,7 +27,7 @@ import { FormatError } from "../model/error.ts";
 import { createApp } from "../serve/app.ts";
 import { engineKinds, loadEngine } from "../engines/mod.ts";
 import { ENGINE_FLAGS, engineFlags } from "./engine-flags.ts";
-import { CALIBRATION, lut4Calibrator } from "../measure/calibrate.ts";
+import { lut4Calibrator } from "../measure/calibrate.ts";
 import { AddressInUseError, listen } from "../serve/listen.ts";
 import { loadingApp } from "../serve/loading.ts";
 import { createSessionStore } from "../serve/session-store.ts";
@@ -148,7 +148,7 @@ async function openDefault(
   const exportDefault = async (why: string) => {
     console.error(`${DEFAULT_MODEL} ${why}: exporting ${DEFAULT_INPUT} to lut4`);
     // Calibrated as `export.ts` writes it by default, so the chat serves the same file either way.
-    const calibrate = lut4Calibrator(CALIBRATION.windows);
+    const calibrate = lut4Calibrator();
     const made = await exportCheckpoint({
       input: DEFAULT_INPUT,
       output: DEFAULT_MODEL,

@@ -26,13 +26,15 @@ import {
   DEFAULT_OUTPUT,
   exportCheckpoint,
   type ExportSummary,
+  takesCalibration,
   UnsupportedModelError,
   UsageError,
 } from "../formats/export.ts";
 import { formatNamed, FORMATS } from "../formats/mod.ts";
+import { IMPORTANCE_DTYPES } from "../formats/gguf.ts";
 import { PRESETS } from "../model/config.ts";
 import { FormatError } from "../model/error.ts";
-import { calibrateOnce, CALIBRATION, lut4Calibrator } from "../measure/calibrate.ts";
+import { CALIBRATION_FLAGS, CALIBRATION_FLAGS_HELP, calibrationFlags } from "./calibration-flags.ts";
 
 const HELP = `
 Export a training checkpoint to an inference format.
@@ -56,8 +58,7 @@ Options:
   --output PATH   a folder (default ${DEFAULT_OUTPUT}, file named NAME.DTYPE.EXT) or a file path ending in .EXT
   --preset NAME   the shape to assume when the snapshot is missing (${Object.keys(PRESETS).join(", ")});
                   refused when the snapshot exists
-  --calibrate N   lut4: calibrate its quantizer on N seeded 256-byte windows of the training split
-                  (GPTQ error feedback; recorded in the header; 0: plain rounding) (default ${CALIBRATION.windows})
+${CALIBRATION_FLAGS_HELP}
   --json          print the summary as JSON
   -h, --help      this text
 
@@ -71,14 +72,10 @@ async function main(): Promise<void> {
     format: { type: "string", default: "all", choices: ["all", ...FORMATS.map((f) => f.name)] },
     dtype: { type: "string" },
     preset: { type: "string", choices: Object.keys(PRESETS) },
-    calibrate: { type: "string", default: String(CALIBRATION.windows) },
+    ...CALIBRATION_FLAGS,
     json: { type: "boolean" },
   });
-  const windows = Number(values.calibrate);
-  if (!Number.isSafeInteger(windows) || windows < 0) {
-    fail(`--calibrate ${values.calibrate}: expected a whole number of windows (0: none)`, EXIT_USAGE);
-  }
-  const calibrate = windows > 0 ? calibrateOnce(lut4Calibrator(windows)) : undefined;
+  const calibrate = calibrationFlags(values);
   if (positionals.length > 0) {
     failUsage(`unexpected argument ${positionals[0]} (use --input)`, HELP);
   }
@@ -93,6 +90,23 @@ async function main(): Promise<void> {
       `--dtype ${values.dtype}: no format stores it (${
         names.map((f) => `${f}: ${dtypesOf(f).join("/")}`).join("; ")
       }${near ? `; did you mean ${near}?` : ""})`,
+      EXIT_USAGE,
+    );
+  }
+  // The imatrix is written when a calibrated format runs: lut4, or a GGUF type that weighs its scales.
+  const calibrated = names.some((f) =>
+    takesCalibration(
+      f,
+      names.length > 1 && !dtypesOf(f).includes(values.dtype ?? "")
+        ? formatNamed(f)!.defaultDtype
+        : values.dtype ?? formatNamed(f)!.defaultDtype,
+    )
+  );
+  if (values["imatrix-out"] && !calibrated) {
+    fail(
+      `--imatrix-out ${values["imatrix-out"]}: nothing here is calibrated (lut4, or gguf with --dtype ${
+        [...IMPORTANCE_DTYPES].join("/")
+      })`,
       EXIT_USAGE,
     );
   }

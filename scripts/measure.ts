@@ -35,7 +35,7 @@ import {
   profileEngine,
   scoredWindow,
 } from "../measure/metrics.ts";
-import { calibrateOnce, CALIBRATION, lut4Calibrator } from "../measure/calibrate.ts";
+import { CALIBRATION_FLAGS, CALIBRATION_FLAGS_HELP, calibrationFlags } from "./calibration-flags.ts";
 
 /** The prompts whose greedy continuations must match. */
 export const PROMPTS = [
@@ -65,7 +65,7 @@ Options:
   --windows N       held-out windows of 256 bytes of text [64]
   --prompts N       the first N greedy prompts       [${PROMPTS.length}]
   --only LIST       comma-separated format:dtype pairs (e.g. dmexp:bf16,gguf:q4_0)
-  --calibrate N     lut4's calibration windows, as scripts/export.ts (0: none) [${CALIBRATION.windows}]
+${CALIBRATION_FLAGS_HELP}
 ${KERNELS_HELP}
 ${ENGINE_FLAGS_HELP}
   --engine NAME     run every export on this engine (${engineKinds().join(", ")}) [each format's own]
@@ -77,7 +77,7 @@ const { values: a, positionals } = cli(HELP, {
   windows: { type: "string", default: "64" },
   prompts: { type: "string", default: String(PROMPTS.length) },
   only: { type: "string" },
-  calibrate: { type: "string", default: String(CALIBRATION.windows) },
+  ...CALIBRATION_FLAGS,
   kernels: { type: "string", default: "wasm", choices: ["wasm", "ref"] },
   engine: { type: "string", choices: engineKinds() },
   json: { type: "boolean", default: false },
@@ -158,11 +158,7 @@ await run(async () => {
       );
     }
   }
-  const calWindows = Number(a.calibrate);
-  if (!Number.isSafeInteger(calWindows) || calWindows < 0) {
-    fail("--calibrate expects a whole number of windows (0: none)", EXIT_USAGE);
-  }
-  const calibrate = calWindows > 0 ? calibrateOnce(lut4Calibrator(calWindows)) : undefined;
+  const calibrate = calibrationFlags(a);
   const loadOptions = { kernels, ...engineFlags(a), onNote: (line: string) => console.error(line) };
   // The reference is dropped once profiled, so a large model's reference and a variant are never both held.
   let source: Engine | undefined, step: number | undefined;

@@ -25,7 +25,8 @@ import { cli, EXIT_USAGE, fail, progress, run } from "../cli.ts";
 import { readCheckpoint } from "../../formats/checkpoint.ts";
 import { exportCheckpoint } from "../../formats/export.ts";
 import { GGML_TYPES, type GgmlType, parseGguf, readGguf, writeGguf } from "../../formats/gguf.ts";
-import { calibrateOnce, CALIBRATION, calibrationWindows, lut4Calibrator } from "../../measure/calibrate.ts";
+import { calibrateOnce, CALIBRATION, lut4Calibrator } from "../../measure/calibrate.ts";
+import { calibrationWindows } from "../../measure/calibration-text.ts";
 import { findLlamaTools, type LlamaTools } from "../../measure/llama-tools.ts";
 import { compareLogits, windowLogits } from "../../measure/metrics.ts";
 import { evalWindows, loadBrown, WINDOW_BYTES } from "../../model/corpus.ts";
@@ -157,7 +158,7 @@ async function compare(
   const source = buildModel(ck.config, ck.model, opts.checkpoint);
   const f32 = join(dir, "f32.gguf");
   await writeGguf(f32, source.tensors, source.config, { type: "f32", digest: false });
-  const calibrate = calibrateOnce(lut4Calibrator(opts.calWindows, CALIBRATION.seed));
+  const calibrate = calibrateOnce(lut4Calibrator({ windows: opts.calWindows, seed: CALIBRATION.seed }));
   const files: Array<Pick<Row, "side" | "type" | "imatrix" | "pure" | "file">> = [];
   for (const { ferry } of TYPES) {
     for (const imatrix of [false, true]) {

@@ -7,7 +7,7 @@ import { Buffer } from "node:buffer";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { scratchDir } from "../helpers/lut4-fixture.ts";
-import { exportCheckpoint } from "../../formats/export.ts";
+import { calibrationNeeds, exportCheckpoint } from "../../formats/export.ts";
 import { ggufFormat, IMPORTANCE_DTYPES, importanceOf, parseGguf } from "../../formats/gguf.ts";
 import { lut4Calibrator } from "../../measure/calibrate.ts";
 import type { Lut4Calibrator } from "../../formats/lut4-types.ts";
@@ -15,7 +15,7 @@ import { qwen3Folder } from "../helpers/qwen3-folder.ts";
 
 const dir = scratchDir();
 const write = async (dtype: string, sub: string, windows: number) => {
-  const calibrate = windows > 0 ? lut4Calibrator(windows, 3) : undefined;
+  const calibrate = windows > 0 ? lut4Calibrator({ windows, seed: 3 }) : undefined;
   const r = await exportCheckpoint({ output: join(dir, sub), format: "gguf", dtype, calibrate });
   return readFileSync(r.file);
 };
@@ -47,20 +47,24 @@ test("dtypes whose quantizer takes no importance are written the same with or wi
 });
 
 test(
-  "a model with its own tokenizer: 'calibration skipped' is said only where the format and dtype calibrate",
+  "only the formats and dtypes that calibrate ask the calibrator, and only they say anything of it",
   async () => {
     const src = await qwen3Folder({ peaked: true });
     let asked = 0;
-    const calibrate: Lut4Calibrator = () => (asked++, Promise.reject(new Error("not for a tokenizer model")));
-    const summary = (format: string, dtype?: string) =>
-      exportCheckpoint({ input: src, output: join(dir, `q-${format}-${dtype}`), format, dtype, calibrate });
-    // GGUF q8_0 calibrates nothing, whatever the model: nothing to say (nor for any other such dtype).
+    const calibrate: Lut4Calibrator = () => (asked++, Promise.reject(new Error("never asked here")));
+    // GGUF q8_0 calibrates nothing, whatever the model: nothing asked, nothing to say.
     expect(ggufFormat.dtypes.filter((d) => ggufFormat.calibrates!(d))).toEqual([...IMPORTANCE_DTYPES]);
-    expect((await summary("gguf", "q8_0")).calibration).toBeUndefined();
-    // lut4 would have calibrated: the byte-id windows do not fit this tokenizer, so it was skipped, and said.
-    expect(String((await summary("lut4")).calibration)).toStartWith(
-      "skipped: the calibration windows are byte ids",
-    );
+    expect(calibrationNeeds("lut4", "q4")).toBe("covariance");
+    expect(calibrationNeeds("gguf", "q4_k_m")).toBe("importance");
+    expect(calibrationNeeds("dmexp", "bf16")).toBeUndefined();
+    const s = await exportCheckpoint({
+      input: src,
+      output: join(dir, "q-q8_0"),
+      format: "gguf",
+      dtype: "q8_0",
+      calibrate,
+    });
+    expect(s.calibration).toBeUndefined();
     expect(asked).toBe(0);
   },
   60_000,

@@ -14,12 +14,15 @@ import { initParams } from "../../model/init.ts";
 import { rmsnorm } from "../../kernels/kernels.ts";
 import { loadBrown } from "../../model/corpus.ts";
 import {
-  calibrationWindows,
+  calibrateOnce,
+  calibrationSeconds,
   columnImportance,
+  DEFAULT_LIMIT_S,
   inputCovariance,
   lut4Calibrator,
 } from "../../measure/calibrate.ts";
-import { percentile } from "../../measure/metrics.ts";
+import { calibrationWindows } from "../../measure/calibration-text.ts";
+import { percentile, windowInputs } from "../../measure/metrics.ts";
 
 setDefaultTimeout(120_000);
 
@@ -40,8 +43,8 @@ test("calibration windows: seeded, inside the training split, the same on every 
 
 test("columnImportance: layer 0's q/k/v input is the gained norm of the embeddings, and the diagonal of inputCovariance", () => {
   const windows = [new Uint8Array(40).map((_, i) => 65 + (i * 7) % 26), new Uint8Array(24).fill(101)];
-  const imp = columnImportance(config, tensors, windows);
-  const cov = inputCovariance(config, tensors, windows);
+  const imp = columnImportance(config, tensors, windows.map(windowInputs));
+  const cov = inputCovariance(config, tensors, windows.map(windowInputs));
   const get = (n: string) => tensors.find((t) => t.name === n)!.data;
   // By hand: rows of the embedding for BOS + all but the last byte, RMS-normed with input_layernorm's gain.
   const sum = new Float64Array(H);
@@ -112,21 +115,30 @@ test("a calibrated export records its calibration in the header; a malformed rec
     input: ckpt,
     output: join(dir, "cal.lut4"),
     format: "lut4",
-    calibrate: lut4Calibrator(4, 9),
+    calibrate: lut4Calibrator({ windows: 4, seed: 9 }),
   });
   expect((await readLut4(plain.file)).header.calibration).toBeUndefined();
   const h = (await readLut4(cal.file)).header;
-  expect(h.calibration).toEqual({ source: "brown train split", windows: 4, window_bytes: 256, seed: 9 });
+  expect(h.calibration).toEqual({
+    source: "brown train split",
+    windows: 4,
+    window_tokens: 256,
+    tokens: 1024,
+    seed: 9,
+  });
+  expect(cal.calibration).toBe("4 windows of 256 tokens (1,024 tokens) of the brown train split, seed 9");
   // A model with fewer positions than a window is calibrated on windows it can hold.
-  const short = await lut4Calibrator(2, 1)(FUZZ_LUT4_CONFIG, initParams(FUZZ_LUT4_CONFIG, 3));
-  expect(short.record.window_bytes).toBe(FUZZ_LUT4_CONFIG.max_position_embeddings);
+  const short = await lut4Calibrator({ windows: 2 })(FUZZ_LUT4_CONFIG, initParams(FUZZ_LUT4_CONFIG, 3));
+  expect(short.record.window_tokens).toBe(FUZZ_LUT4_CONFIG.max_position_embeddings);
   expect(h.quantizer.scale_search).toBe("gptq");
   expect(readFileSync(cal.file).equals(readFileSync(plain.file))).toBe(false); // the codes moved
   const bytes = readFileSync(cal.file);
   // Same-length edits of the header text (the data section and its CRC-32 untouched).
   const bad: Array<[string, string, string]> = [
     ['"windows":4', '"windows":0', "calibration.windows"],
-    ['"window_bytes":256', '"window_bytes":2.5', "calibration.window_bytes"],
+    ['"window_tokens":256', '"window_tokens":2.5', "calibration.window_tokens"],
+    ['"window_tokens":256', '"window_bits__":256', "calibration.window_tokens"],
+    ['"tokens":1024', '"tokenz":1024', "calibration.tokens"],
     ['"source":"brown train split"', '"source":["brown train spl"]', "calibration.source"],
   ];
   for (const [text, edit, field] of bad) {
@@ -139,6 +151,16 @@ test("a calibrated export records its calibration in the header; a malformed rec
     writeFileSync(path, forged);
     expect(() => parseLut4(new Uint8Array(forged), path)).toThrow(`${path}: ${field}: expected`);
   }
+  // A file written before calibration took any tokenizer records `window_bytes`: it still reads.
+  const sized = '"window_tokens":256,"tokens":1024';
+  const earlier = Buffer.from(bytes);
+  earlier.write('"window_bytes":256'.padEnd(sized.length), bytes.indexOf(sized), "latin1");
+  expect(parseLut4(new Uint8Array(earlier), "earlier.lut4").header.calibration).toEqual({
+    source: "brown train split",
+    windows: 4,
+    window_bytes: 256,
+    seed: 9,
+  });
 });
 
 test("percentile interpolates between the sorted values, as llama.cpp's 99.0% KLD", () => {
@@ -146,4 +168,69 @@ test("percentile interpolates between the sorted values, as llama.cpp's 99.0% KL
   expect(percentile([5], 0.99)).toBe(5);
   expect(percentile([1, 2], 0.5)).toBe(1.5);
   expect(Number.isNaN(percentile([], 0.99))).toBe(true);
+});
+
+test("a default calibration too long for the model's size is skipped, the summary saying so; asked for, it runs", async () => {
+  const qwen3 = {
+    ...config,
+    vocab_size: 151_936,
+    hidden_size: 1024,
+    intermediate_size: 3072,
+    num_hidden_layers: 28,
+    num_attention_heads: 16,
+    num_key_value_heads: 8,
+    head_dim: 128,
+    max_position_embeddings: 40_960,
+    tie_word_embeddings: true,
+  };
+  expect(calibrationSeconds(qwen3, 64)).toBeGreaterThan(DEFAULT_LIMIT_S);
+  expect(calibrationSeconds(config, 64)).toBeLessThan(DEFAULT_LIMIT_S);
+  expect(lut4Calibrator({ byDefault: true }).skip!(qwen3)).toMatch(/^skipped by default \(plain rounding\)/);
+  expect(lut4Calibrator({ byDefault: true }).skip!(config)).toBeUndefined();
+  expect(lut4Calibrator({ windows: 64 }).skip!(qwen3)).toBeUndefined(); // asked for
+  // The GGUF types need only the importance: no covariance sums, no GPTQ; a fifth of the time or less.
+  expect(calibrationSeconds(qwen3, 64, "importance")).toBeLessThan(calibrationSeconds(qwen3, 64) / 5);
+  const half = { ...qwen3, num_hidden_layers: 12 };
+  expect(lut4Calibrator({ byDefault: true }).skip!(half, "importance")).toBeUndefined();
+  expect(lut4Calibrator({ byDefault: true }).skip!(half)).toMatch(/^skipped by default/);
+  // The export pipeline asks before reading a tensor, and a format that takes no calibration says nothing.
+  const dir = scratchDir(), ckpt = join(dir, "tiny.ckpt");
+  await writeCheckpoint(ckpt, config, { step: 1, model: tensors });
+  const never = Object.assign(() => Promise.reject(new Error("ran")), { skip: () => "skipped: too long" });
+  const calibrate = calibrateOnce(never);
+  const lut4 = await exportCheckpoint({
+    input: ckpt,
+    output: join(dir, "s.lut4"),
+    format: "lut4",
+    calibrate,
+  });
+  expect(lut4.calibration).toBe("skipped: too long");
+  expect((await readLut4(lut4.file)).header.calibration).toBeUndefined();
+  const dmexp = await exportCheckpoint({
+    input: ckpt,
+    output: join(dir, "s.dmexp"),
+    format: "dmexp",
+    calibrate,
+  });
+  expect(dmexp.calibration).toBeUndefined();
+});
+
+test("a calibration that needs only the importance sums no covariance; one shared calibration measures again only for more", async () => {
+  const calls: string[] = [];
+  const inner = lut4Calibrator({ windows: 2 });
+  const counting = Object.assign(
+    (...a: Parameters<typeof inner>) => (calls.push(a[3] ?? "covariance"), inner(...a)),
+    { skip: inner.skip },
+  );
+  const imp = await inner(config, tensors, undefined, "importance");
+  expect(imp.covariance).toBeUndefined();
+  const full = await inner(config, tensors);
+  // The same sums of squares either way: a GGUF is the same whether lut4 was exported first or not.
+  for (const [name, v] of full.importance!) expect(imp.importance!.get(name)).toEqual(v);
+  const shared = calibrateOnce(counting);
+  await shared(config, tensors, undefined, "importance");
+  await shared(config, tensors, undefined, "importance");
+  await shared(config, tensors);
+  await shared(config, tensors, undefined, "importance");
+  expect(calls).toEqual(["importance", "covariance"]);
 });

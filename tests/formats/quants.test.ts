@@ -187,3 +187,9 @@ describe("importance weights (llama.cpp's imatrix, per input column)", () => {
     });
   }
 });
+
+test("decodeTensor reads a tensor inside a Node Buffer (readFileSync's), not the bytes at the buffer's start", () => {
+  const file = Buffer.alloc(64);
+  file.writeFloatLE(1.5, 32), file.writeFloatLE(-2, 36);
+  expect([...decodeTensor("F32", file.subarray(32, 40), 2)]).toEqual([1.5, -2]);
+});
