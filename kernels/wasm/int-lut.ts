@@ -228,8 +228,10 @@ export interface LutShared {
 function importSharedMemory(bytes: Uint8Array, pages: number): Uint8Array<ArrayBuffer> {
   const name = (s: string) => [...uleb(s.length), ...new TextEncoder().encode(s)];
   const entry = [1, ...name("env"), ...name("memory"), 0x02, 0x03, ...uleb(pages), ...uleb(pages)];
-  const imports = [2, ...uleb(entry.length), ...entry];
-  const out: number[] = [...bytes.subarray(0, 8)];
+  const imports = Uint8Array.from([2, ...uleb(entry.length), ...entry]);
+  // Sections are copied as views, not spread into arguments: a code section of a few hundred KB is
+  // more arguments than a browser's stack takes.
+  const parts: Uint8Array[] = [bytes.subarray(0, 8)];
   let at = 8;
   while (at < bytes.length) {
     const id = bytes[at];
@@ -243,11 +245,14 @@ function importSharedMemory(bytes: Uint8Array, pages: number): Uint8Array<ArrayB
       if (b < 128) break;
     }
     const end = p + size;
-    if (id !== 5) out.push(...bytes.subarray(at, end));
-    if (id === 1) out.push(...imports);
+    if (id !== 5) parts.push(bytes.subarray(at, end));
+    if (id === 1) parts.push(imports);
     at = end;
   }
-  return new Uint8Array(out);
+  const out = new Uint8Array(parts.reduce((n, part) => n + part.length, 0));
+  let put = 0;
+  for (const part of parts) out.set(part, put), put += part.length;
+  return out;
 }
 
 /**
