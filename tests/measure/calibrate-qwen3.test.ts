@@ -20,14 +20,14 @@ import { evalWindows, loadBrown } from "../../model/corpus.ts";
 setDefaultTimeout(180_000);
 
 // 64 windows, as export.ts calibrates by default: 16 moved the held-out KL by under 5%.
-const WINDOWS = 64, SEED = 5;
+const WINDOWS = 64, SEED = 5, FEW = 4;
 const out = scratchDir();
 const exported = async (name: string, format: string, dtype: string, windows: number) => {
   const input = await qwen3Folder({ peaked: true });
   const calibrate = windows > 0 ? lut4Calibrator({ windows, seed: SEED }) : undefined;
   return exportCheckpoint({ input, output: join(out, name), format, dtype, calibrate });
 };
-// Written once: the first test reads it, the last compares Deno's with it.
+// Written once, for the first test.
 const calibratedLut4 = exported("cal.lut4", "lut4", "q4", WINDOWS);
 
 test("a calibrated lut4 export of a BPE model records its calibration, and is closer to the source than plain rounding", async () => {
@@ -89,7 +89,8 @@ test("a calibrated q4_k_m GGUF of a BPE model records its calibration under llam
 });
 
 test("Deno writes the same calibrated lut4 bits as Bun", async () => {
-  const bun = await calibratedLut4;
+  // Few windows: the property is the runtimes' agreement, which any number of windows shows.
+  const bun = await exported("bun-4.lut4", "lut4", "q4", FEW);
   const input = await qwen3Folder({ peaked: true }), file = join(out, "deno.lut4");
   const script = `
     import { exportCheckpoint } from ${
@@ -99,7 +100,7 @@ test("Deno writes the same calibrated lut4 bits as Bun", async () => {
     JSON.stringify(fileURLToPath(new URL("../../measure/calibrate.ts", import.meta.url)))
   };
     await exportCheckpoint({ input: ${JSON.stringify(input)}, output: ${JSON.stringify(file)}, format: "lut4",
-      dtype: "q4", calibrate: lut4Calibrator({ windows: ${WINDOWS}, seed: ${SEED} }) });`;
+      dtype: "q4", calibrate: lut4Calibrator({ windows: ${FEW}, seed: ${SEED} }) });`;
   const r = spawnSync("deno", ["eval", "--ext=ts", script], { encoding: "utf8" });
   expect(r.stderr.replace(/^Download .*\n/gm, "")).toBe("");
   expect(r.status).toBe(0);

@@ -1,7 +1,7 @@
 // scripts/cli.ts's progress line, as a command that is not on a terminal prints it when done: the count
 // and its total carry the unit ("2274/2274 MiB"), not only the rate. Run in a child process: tests
 // import no scripts/ module.
-import { expect, test } from "bun:test";
+import { expect } from "bun:test";
 import { crossProcessTest } from "../helpers/fast.ts";
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
