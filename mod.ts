@@ -131,7 +131,7 @@ export {
   isCheckpoint,
   readCheckpoint,
   writeCheckpoint,
-} from "./formats/checkpoint.ts";
+} from "./formats/checkpoint/checkpoint.ts";
 export {
   bf16Bits,
   bf16ToF32,
@@ -144,9 +144,9 @@ export {
   f32ToF16,
   roundBf16,
   roundF16,
-} from "./formats/float16.ts";
+} from "./quantize/float16.ts";
 export { materialize, type TensorSource, tensorSource } from "./model/tensor.ts";
-export { openCheckpointModel } from "./formats/checkpoint.ts";
+export { openCheckpointModel } from "./formats/checkpoint/checkpoint.ts";
 export {
   checkShapes,
   DMEXP_VERSION,
@@ -160,7 +160,7 @@ export {
   readDmexp,
   verifyDmexp,
   writeDmexp,
-} from "./formats/dmexp.ts";
+} from "./formats/dmexp/dmexp.ts";
 export {
   type Dtype as SafetensorsDtype,
   parseSafetensorsHeader,
@@ -168,7 +168,7 @@ export {
   readSafetensorsIndex,
   SafetensorsError,
   writeSafetensors,
-} from "./formats/safetensors.ts";
+} from "./formats/safetensors/safetensors.ts";
 export {
   isJsonObject,
   JsonNumber,
@@ -184,7 +184,7 @@ export {
   hfFormat,
   HuggingFaceError,
   importHuggingFace,
-} from "./formats/huggingface.ts";
+} from "./formats/huggingface/huggingface.ts";
 export {
   decodeTensor,
   dequantizeQ4_0,
@@ -200,7 +200,7 @@ export {
   qwen3FromGguf,
   readGguf,
   writeGguf,
-} from "./formats/gguf.ts";
+} from "./formats/gguf/gguf.ts";
 export {
   decodeF64Token,
   encodeF64Token,
@@ -214,7 +214,7 @@ export {
   tensorsToF64Lines,
   weightsToF64Lines,
   writeF64Lines,
-} from "./formats/f64lines.ts";
+} from "./formats/f64lines/f64lines.ts";
 
 // lut4 and the integer engine: the file, its quantizer, sessions, and the engine.
 export {
@@ -227,9 +227,9 @@ export {
   parseLut4,
   readLut4,
   writeLut4,
-} from "./formats/lut4.ts";
-export { foldedFloat, type HeadMode, quantizeModel, type TensorError } from "./formats/lut4-quantize.ts";
-export { decodeSession, encodeSession, SessionError, writeSessionFile } from "./formats/session.ts";
+} from "./formats/lut4/lut4.ts";
+export { foldedFloat, type HeadMode, quantizeModel, type TensorError } from "./quantize/lut4-quantize.ts";
+export { decodeSession, encodeSession, SessionError, writeSessionFile } from "./formats/session/session.ts";
 export { intEngineFromFile, loadIntEngine, toIntSampling } from "./engines/int/engine.ts";
 
 // The chat server: the Hono app handed an engine, its session store, and a listener for Deno or Bun.

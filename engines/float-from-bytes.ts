@@ -14,7 +14,7 @@
  * @module
  */
 import type { Engine } from "../model/engine.ts";
-import { dequantizeLut4, parseLut4 } from "../formats/lut4.ts";
+import { dequantizeLut4, parseLut4 } from "../formats/lut4/lut4.ts";
 import { createFloatEngine } from "./float.ts";
 import { checkDigest, fileTokenizer } from "./int/from-bytes.ts";
 

@@ -42,7 +42,7 @@ import {
   encodeFloatSession,
   floatSessionShape,
   type SessionShape,
-} from "../formats/session.ts";
+} from "../formats/session/session.ts";
 
 /** How a float engine runs, and how it may treat the tensors it is given. */
 export interface FloatEngineOptions {
@@ -155,7 +155,7 @@ interface Runner {
 /**
  * The float engine over a model already built, on the model's kernel set: how a model made in memory
  * (live training weights, a test's random init) generates and is measured through the `Engine` interface.
- * Its sessions save as float sessions (formats/session.md, version 2), bound to the model by
+ * Its sessions save as float sessions (formats/session/session.md, version 2), bound to the model by
  * `floatModelDigest` of its config and tensors (computed once, on the first save or restore).
  * `options.context` sizes each session's KV cache (default `defaultContext`).
  */

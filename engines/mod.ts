@@ -20,7 +20,7 @@ import type { Engine } from "../model/engine.ts";
 import type { Tensor } from "../model/tensor.ts";
 import { FormatError } from "../model/error.ts";
 import type { Kernels } from "../kernels/kernels.ts";
-import { CheckpointError, isCheckpointFile } from "../formats/checkpoint.ts";
+import { CheckpointError, isCheckpointFile } from "../formats/checkpoint/checkpoint.ts";
 import { formatOf } from "../formats/mod.ts";
 import type { FormatDescriptor } from "../formats/format.ts";
 import { type SpecialIds, specialIds } from "../model/sample.ts";

@@ -6,7 +6,7 @@
  * KV rows (the session's CPU copy of its cache, so `save` and `fork` need no GPU round trip), and at
  * the end the GPU's argmax (4 bytes; never a never-sampled id, model/sample.ts `neverSampled`), with the
  * logits the caller asked for (see `WebGpuEngineOptions.readback`). Sessions save as float sessions
- * (formats/session.md, version 2, engine `webgpu`).
+ * (formats/session/session.md, version 2, engine `webgpu`).
  *
  * @example
  * ```ts
@@ -43,7 +43,7 @@ import {
   encodeFloatSession,
   floatSessionShape,
   type SessionShape,
-} from "../formats/session.ts";
+} from "../formats/session/session.ts";
 
 /** Tokens per command submission during prefill; longer prompts run in several. */
 export const CHUNK = 128;

@@ -1,5 +1,5 @@
 /**
- * A calibrated file's record of the data its quantizer saw (`CalibrationRecord`, formats/lut4-types.ts),
+ * A calibrated file's record of the data its quantizer saw (`CalibrationRecord`, quantize/lut4-types.ts),
  * said in words for an export's summary: lut4 and GGUF print the same line.
  *
  * @example
@@ -9,7 +9,7 @@
  * ```
  * @module
  */
-import type { CalibrationRecord } from "./lut4-types.ts";
+import type { CalibrationRecord } from "../quantize/lut4-types.ts";
 
 /**
  * A calibration record in words: `64 windows of 256 tokens (16,384 tokens) of the brown train split,

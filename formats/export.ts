@@ -30,14 +30,14 @@ import {
   configPathFor,
   isCheckpoint,
   openCheckpointModel,
-} from "./checkpoint.ts";
-import { hfFormat, openHuggingFace } from "./huggingface.ts";
-import { dmexpFormat, dmexpOrigin, openDmexp } from "./dmexp.ts";
+} from "./checkpoint/checkpoint.ts";
+import { hfFormat, openHuggingFace } from "./huggingface/huggingface.ts";
+import { dmexpFormat, dmexpOrigin, openDmexp } from "./dmexp/dmexp.ts";
 import { requireInput, unreadable } from "./io.ts";
 import { type FormatDescriptor, formatNamed, FORMATS, type WriteResult } from "./mod.ts";
 import { type ModelConfig, paramShapes, PRESETS, readConfigFile } from "../model/config.ts";
 import { FormatError } from "../model/error.ts";
-import type { CalibrationNeeds, Lut4Calibrator } from "./lut4-types.ts";
+import type { CalibrationNeeds, Lut4Calibrator } from "../quantize/lut4-types.ts";
 import { tensorSource } from "../model/tensor.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 

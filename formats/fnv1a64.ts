@@ -1,7 +1,7 @@
 /**
  * FNV-1a 64 (Noll) as a small hasher object: create one, update it with bytes or with a line, read its
  * digest. Whoever hashes owns the state, so reads and writes that await between updates never share it.
- * f64lines' `#fnv1a32=` checksum is the digest xor-folded to 32 bits (formats/f64lines.md, "Checksum").
+ * f64lines' `#fnv1a32=` checksum is the digest xor-folded to 32 bits (formats/f64lines/f64lines.md, "Checksum").
  *
  * The 64-bit state is two 32-bit halves. The low half's product is Math.imul; its carry into the high
  * half is the top of an exact double product, so every step is exact arithmetic.

@@ -1,8 +1,8 @@
 /**
- * The one shape every export format has. Each `formats/NAME.ts` exports one `FormatDescriptor`, and
+ * The one shape every export format has. Each `formats/NAME/NAME.ts` exports one `FormatDescriptor`, and
  * `formats/mod.ts` lists them: export, load, generate, info, measure and the fuzzer iterate that list, so
- * a new format is one module group (the module, its spec `NAME.md`, its fuzz hook `NAME-fuzz.ts`, its
- * minimal reader `readers/NAME.ts`) and one line there.
+ * a new format is one folder (the module, its spec `NAME.md`, its fuzz hook `NAME-fuzz.ts`), its minimal
+ * reader `readers/NAME.ts` and one line there.
  *
  * @example
  * ```ts
@@ -14,7 +14,7 @@
  */
 import type { ModelConfig } from "../model/config.ts";
 import type { Tensor, TensorSource } from "../model/tensor.ts";
-import type { CalibrationNeeds, Lut4Calibrator } from "./lut4-types.ts";
+import type { CalibrationNeeds, Lut4Calibrator } from "../quantize/lut4-types.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 
 /** What a writer is given: the model's shape and its tensors, streamed a chunk at a time. */
@@ -128,13 +128,13 @@ export interface FormatDescriptor<D extends string = string> {
     path: string,
     options?: { onProgress?: (done: number, total: number) => void },
   ): Promise<Record<string, unknown>>;
-  /** The format's spec, from the repository root: `formats/NAME.md` (tests/formats/registry.test.ts checks it exists). */
+  /** The format's spec, from the repository root: `formats/NAME/NAME.md` (tests/formats/registry.test.ts checks it). */
   readonly spec: string;
   /** Its standalone minimal reader, from the repository root: `readers/NAME.ts` (node: built-ins only). */
   readonly minimalReader: string;
   /**
    * Its fuzz hook, from the repository root: a module exporting `FUZZ_TARGETS`, by convention
-   * `formats/NAME-fuzz.ts`, loaded only by the mutation campaign (`loadFuzzHook` in formats/fuzz-kit.ts).
+   * `formats/NAME/NAME-fuzz.ts`, loaded only by the mutation campaign (`loadFuzzHook` in formats/fuzz-kit.ts).
    * A path rather than an import, so the hook (which imports the format) and the format form no circle.
    */
   readonly fuzzHook: string;

@@ -1,11 +1,11 @@
 /**
- * What a format's fuzz hook is made of: the types and helpers that `formats/NAME-fuzz.ts` modules use to
+ * What a format's fuzz hook is made of: the types and helpers that `formats/NAME/NAME-fuzz.ts` modules use to
  * tell the mutation campaign (scripts/tools/fuzz.ts) how to make a small valid file, where things are
  * in it, how its text header and checksums are rewritten, which full readers to feed it, and which
  * error a refusal must be. The mutators themselves live with the campaign (scripts/tools/fuzz-mutate.ts);
  * formats/ holds only the vocabulary, since formats/ may not import scripts/.
  *
- * A format's descriptor names its hook by path (`fuzzHook: "formats/NAME-fuzz.ts"`), loaded with
+ * A format's descriptor names its hook by path (`fuzzHook: "formats/NAME/NAME-fuzz.ts"`), loaded with
  * `loadFuzzHook`, so the readers never load fuzzing code. A hook module exports `FUZZ_TARGETS`: usually one target named after
  * the format, sometimes more (the Hugging Face folder is attacked in its config.json and in its
  * model.safetensors).
@@ -109,7 +109,7 @@ export interface FuzzTarget extends Omit<MutationSpec, "map"> {
   explain?: (m: Mutation) => string | undefined;
 }
 
-/** What a hook module (`formats/NAME-fuzz.ts`) exports. */
+/** What a hook module (`formats/NAME/NAME-fuzz.ts`) exports. */
 export interface FuzzHook {
   readonly FUZZ_TARGETS: readonly FuzzTarget[];
 }

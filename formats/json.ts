@@ -244,7 +244,7 @@ export function plainJson(v: JsonValue): unknown {
  * A binary file's length-prefixed JSON header, read strictly: UTF-8 (invalid bytes refused), no leading
  * byte-order mark (a plain decoder would drop it silently), then `parseStrictJson` and `plainJson`. Every
  * refusal goes through `refuse`, which throws the format's own error for its header field, so each
- * format keeps its class and codes (formats/checkpoint.ts and formats/lut4.ts read their headers so).
+ * format keeps its class and codes (formats/checkpoint/checkpoint.ts and formats/lut4/lut4.ts read their headers so).
  *
  * @example
  * ```ts

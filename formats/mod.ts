@@ -1,8 +1,8 @@
 /**
  * The format registry: every export format ferry writes and reads, in the order `export` writes them.
- * export, load, generate, info, measure and the fuzzer iterate `FORMATS`; a new format is one module
- * group (`NAME.ts` exporting a `FormatDescriptor`, its spec `NAME.md`, its fuzz hook `NAME-fuzz.ts`, its
- * minimal reader `readers/NAME.ts`) and one line in the list below. tests/formats/registry.test.ts refuses a
+ * export, load, generate, info, measure and the fuzzer iterate `FORMATS`; a new format is one folder
+ * (`formats/NAME/`: `NAME.ts` exporting a `FormatDescriptor`, its spec `NAME.md`, its fuzz hook
+ * `NAME-fuzz.ts`), its minimal reader `readers/NAME.ts`, and one line in the list below. tests/formats/registry.test.ts refuses a
  * registration that lacks any of them. `FORMATS`, `formatOf`, `formatNamed` and `readExport` are the
  * formats' public API (re-exported by the top-level mod.ts).
  *
@@ -16,11 +16,11 @@
  */
 import { FormatError } from "../model/error.ts";
 import type { FormatDescriptor, ReadResult } from "./format.ts";
-import { dmexpFormat } from "./dmexp.ts";
-import { hfFormat } from "./huggingface.ts";
-import { ggufFormat } from "./gguf.ts";
-import { f64linesFormat } from "./f64lines.ts";
-import { lut4Format } from "./lut4.ts";
+import { dmexpFormat } from "./dmexp/dmexp.ts";
+import { hfFormat } from "./huggingface/huggingface.ts";
+import { ggufFormat } from "./gguf/gguf.ts";
+import { f64linesFormat } from "./f64lines/f64lines.ts";
+import { lut4Format } from "./lut4/lut4.ts";
 import { requireInput } from "./io.ts";
 
 export type { ExportInput, ExportOrigin, FormatDescriptor, ReadResult, WriteResult } from "./format.ts";

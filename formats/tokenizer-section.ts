@@ -1,7 +1,7 @@
 /**
  * The tokenizer section that dmexp (version 2) and lut4 (`ferry.lut-qwen3/2`) files end with: the
  * model's tokenizer files (`TokenizerFiles`), verbatim, behind a magic and a CRC-32 of their own. The
- * layout is in formats/dmexp.md ("Tokenizer section"); both formats share it byte for byte.
+ * layout is in formats/dmexp/dmexp.md ("Tokenizer section"); both formats share it byte for byte.
  *
  * ```
  * [0..8)    magic "FERRYTOK"
@@ -20,7 +20,7 @@
 import { crc32 } from "node:zlib";
 import { FormatError, type RefusalDetail } from "../model/error.ts";
 import { TOKENIZER_FILE_NAMES, type TokenizerFiles } from "../model/tokenizer-types.ts";
-import { checkTokenizerFiles } from "./huggingface-tokenizer.ts";
+import { checkTokenizerFiles } from "./huggingface/huggingface-tokenizer.ts";
 
 /** The section's first 8 bytes. */
 export const TOKENIZER_SECTION_MAGIC = "FERRYTOK";

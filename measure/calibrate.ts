@@ -18,11 +18,11 @@ import type { Tensor } from "../model/tensor.ts";
 import { buildModel, createCache, forward, LAYER_TENSORS } from "../model/qwen3.ts";
 import { type Kernels, kernelSet } from "../kernels/kernels.ts";
 import { loadTokenizer } from "../model/hf-tokenizer.ts";
-import type { CalibrationNeeds, Lut4Calibration, Lut4Calibrator } from "../formats/lut4-types.ts";
+import type { CalibrationNeeds, Lut4Calibration, Lut4Calibrator } from "../quantize/lut4-types.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 import { BROWN_SOURCE, calibrationText } from "./calibration-text.ts";
-import { imatrixImportance, imatrixOf, parseImatrix, writeImatrix } from "../formats/imatrix.ts";
-import { importanceOf } from "../formats/gguf.ts";
+import { imatrixImportance, imatrixOf, parseImatrix, writeImatrix } from "../formats/imatrix/imatrix.ts";
+import { importanceOf } from "../formats/gguf/gguf.ts";
 import { FormatError } from "../model/error.ts";
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
@@ -291,7 +291,7 @@ export function calibrateOnce(calibrate: Lut4Calibrator): Lut4Calibrator {
 }
 
 /**
- * A calibrator that measures nothing: it reads a llama.cpp importance matrix (formats/imatrix.ts,
+ * A calibrator that measures nothing: it reads a llama.cpp importance matrix (formats/imatrix/imatrix.ts,
  * either encoding) and hands its importance to the quantizers, lut4's and GGUF's weighted scales (no
  * covariances: lut4 rounds without GPTQ's feedback). A file of another model or shape is refused,
  * naming the tensor. The record says `imatrix NAME sha256:HEX16`, its chunks and their size.

@@ -15,8 +15,8 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { dequantizeLut4, readLut4, writeLut4 } from "../formats/lut4.ts";
-import { foldedFloat, type HeadMode, quantizeModel } from "../formats/lut4-quantize.ts";
+import { dequantizeLut4, readLut4, writeLut4 } from "../formats/lut4/lut4.ts";
+import { foldedFloat, type HeadMode, quantizeModel } from "../quantize/lut4-quantize.ts";
 import { evalWindows, WINDOW_BYTES } from "../model/corpus.ts";
 import type { ModelConfig } from "../model/config.ts";
 import type { Engine } from "../model/engine.ts";
@@ -266,7 +266,7 @@ export async function lut4Gap(config: ModelConfig, tensors: Tensor[], opts: Lut4
 
 // llama.cpp's own bits per byte on a Q4_0 GGUF of the same weights.
 async function llamaQ4Gap(config: ModelConfig, tensors: Tensor[], windows: Uint8Array[], dir: string) {
-  const { writeGguf } = await import("../formats/gguf.ts");
+  const { writeGguf } = await import("../formats/gguf/gguf.ts");
   const { openLlamaGguf } = await import("./llama-cpp.ts");
   const path = join(dir, "q4_0.gguf");
   await writeGguf(path, tensors, config, { type: "q4_0" });

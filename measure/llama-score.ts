@@ -15,7 +15,7 @@
 import { mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { GGUF_DTYPE_NAMES, type GgufDtype, readGguf, writeGguf } from "../formats/gguf.ts";
+import { GGUF_DTYPE_NAMES, type GgufDtype, readGguf, writeGguf } from "../formats/gguf/gguf.ts";
 import { evalWindows } from "../model/corpus.ts";
 import { compareLogits, logSoftmax, windowInputs, windowLogits } from "./metrics.ts";
 import { buildModel, type Model } from "../model/qwen3.ts";

@@ -75,7 +75,7 @@ export interface EngineSession {
    */
   logprobs(ids: readonly number[], top: number): TokenLogprobs;
   /**
-   * The session as bytes (formats/session.md): everything `Engine.restore` needs to continue it bit for
+   * The session as bytes (formats/session/session.md): everything `Engine.restore` needs to continue it bit for
    * bit on the same engine and model — tokens, KV cache, pending logits, sampler state.
    */
   save?(): Uint8Array;

@@ -1,4 +1,4 @@
-// A minimal dmexp reader on runtime built-ins (formats/dmexp.md): lists name<TAB>dtype<TAB>[dims], or values
+// A minimal dmexp reader on built-ins (formats/dmexp/dmexp.md): lists name<TAB>dtype<TAB>[dims], or values
 import { readFileSync, statSync } from "node:fs";
 import { crc32 } from "node:zlib";
 const [file, ...wanted] = process.argv.slice(2);

@@ -1,4 +1,4 @@
-// A minimal f64lines reader, runtime built-ins only, as strict as the full one (spec: formats/f64lines.md).
+// A minimal f64lines reader on runtime built-ins, as strict as the full one (formats/f64lines/f64lines.md).
 // deno run -A readers/f64lines.ts FILE [TENSOR...] (or bun): lists name<TAB>f64<TAB>[length], or the values
 import { readFileSync, statSync } from "node:fs";
 const [file, ...wanted] = process.argv.slice(2);

@@ -1,4 +1,4 @@
-import { readFileSync, statSync } from "node:fs"; // a minimal GGUF v3 reader on built-ins (formats/gguf.md)
+import { readFileSync, statSync } from "node:fs"; // a minimal GGUF v3 reader (formats/gguf/gguf.md)
 const [file, ...wanted] = process.argv.slice(2); // deno run -A readers/gguf.ts FILE [TENSOR...], or bun
 if (!file || file.startsWith("-")) console.error("usage: readers/gguf.ts FILE [TENSOR...]"); // --help too
 if (!file || file.startsWith("-")) process.exit(2);
@@ -18,7 +18,7 @@ const items = (type: number) => Array.from({ length: Math.min(u64(), bytes.lengt
 Array.from({ length: Math.min(u64(), bytes.length) }, () => [str(), skip(u32())]); // keys, each with a value
 const f16 = (at: number) => new Float16Array(Uint8Array.of(bytes[at], bytes[at + 1]).buffer)[0];
 const bf16 = (at: number) => Buffer.from([0, 0, bytes[at], bytes[at + 1]]).readFloatLE(0); // f32's top half
-const unread = (type: string) => (): number => { throw new Error(`${type} values are formats/gguf.ts's`); };
+const unread = (type: string) => (): number => { throw new Error(`${type} is read by formats/gguf/`); };
 const TYPES = new Map<number, [string, number, number, (at: number, j: number) => number]>([ // ggml id: name,
   [0, ["F32", 1, 4, (at) => bytes.readFloatLE(at)]], [1, ["F16", 1, 2, f16]], [30, ["BF16", 1, 2, bf16]],
   [8, ["Q8_0", 32, 34, (at, j) => f16(at) * bytes.readInt8(at + 2 + j)]], // values and bytes per block, value

@@ -1,4 +1,4 @@
-import { readFileSync, statSync } from "node:fs"; // a lut4 reader on built-ins only (formats/lut4.md)
+import { readFileSync, statSync } from "node:fs"; // a lut4 reader on built-ins only (formats/lut4/lut4.md)
 import { crc32 } from "node:zlib";
 const [path, ...wanted] = process.argv.slice(2);
 function die(why: string, code = 1): never { // a refusal names the file; a usage error (code 2) does not

@@ -1,4 +1,4 @@
-// A minimal safetensors reader on runtime built-ins only, as strict as the full one (formats/safetensors.md).
+// A minimal safetensors reader on built-ins, as strict as the full one (formats/safetensors/safetensors.md).
 // deno run -A readers/safetensors.ts FILE [TENSOR...] (or bun): lists name<TAB>dtype<TAB>[dims], or values
 import { readFileSync, statSync } from "node:fs";
 const [file, ...wanted] = process.argv.slice(2);

@@ -20,7 +20,7 @@ import {
   lut4Calibrator,
   writingImatrix,
 } from "../measure/calibrate.ts";
-import type { Lut4Calibrator } from "../formats/lut4-types.ts";
+import type { Lut4Calibrator } from "../quantize/lut4-types.ts";
 
 /** The option specs, to spread into a command's `cli` options. */
 export const CALIBRATION_FLAGS = {

@@ -9,7 +9,7 @@
  * @module
  */
 import { chooseKernels, cli, EXIT_USAGE, fail, KERNELS_HELP, progress, run } from "./cli.ts";
-import { isCheckpointFile, readCheckpoint } from "../formats/checkpoint.ts";
+import { isCheckpointFile, readCheckpoint } from "../formats/checkpoint/checkpoint.ts";
 import { requireInput } from "../formats/io.ts";
 import { engineKinds, loadEngine } from "../engines/mod.ts";
 import { EVAL_WINDOWS, evalWindows, loadBrown, WINDOW_BYTES } from "../model/corpus.ts";

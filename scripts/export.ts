@@ -31,7 +31,7 @@ import {
   UsageError,
 } from "../formats/export.ts";
 import { formatNamed, FORMATS } from "../formats/mod.ts";
-import { IMPORTANCE_DTYPES } from "../formats/gguf.ts";
+import { IMPORTANCE_DTYPES } from "../formats/gguf/gguf.ts";
 import { PRESETS } from "../model/config.ts";
 import { FormatError } from "../model/error.ts";
 import { CALIBRATION_FLAGS, CALIBRATION_FLAGS_HELP, calibrationFlags } from "./calibration-flags.ts";

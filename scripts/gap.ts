@@ -13,7 +13,7 @@
  * @module
  */
 import { cli, EXIT_USAGE, fail, progress, run } from "./cli.ts";
-import { isCheckpointFile, readCheckpoint } from "../formats/checkpoint.ts";
+import { isCheckpointFile, readCheckpoint } from "../formats/checkpoint/checkpoint.ts";
 import { requireInput } from "../formats/io.ts";
 import { formatOf } from "../formats/mod.ts";
 import type { ModelConfig } from "../model/config.ts";
@@ -21,7 +21,7 @@ import { FormatError } from "../model/error.ts";
 import { loadTokenizer } from "../model/hf-tokenizer.ts";
 import type { Tensor } from "../model/tensor.ts";
 import type { Tokenizer } from "../model/tokenizer-types.ts";
-import type { HeadMode } from "../formats/lut4-quantize.ts";
+import type { HeadMode } from "../quantize/lut4-quantize.ts";
 import { EVAL_WINDOWS, evalWindows, loadBrown, WINDOW_BYTES } from "../model/corpus.ts";
 import { lut4Gap, lut4GapSteps } from "../measure/gap.ts";
 

@@ -24,7 +24,7 @@ import {
   progress,
   run,
 } from "./cli.ts";
-import { isCheckpointFile } from "../formats/checkpoint.ts";
+import { isCheckpointFile } from "../formats/checkpoint/checkpoint.ts";
 import { formatOf, FORMATS } from "../formats/mod.ts";
 import { engineKinds, loadEngine } from "../engines/mod.ts";
 import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineFlags } from "./engine-flags.ts";

@@ -38,8 +38,8 @@ import {
   run,
 } from "./cli.ts";
 import { formatOf, FORMATS } from "../formats/mod.ts";
-import { isCheckpointFile } from "../formats/checkpoint.ts";
-import { F16_MAX, F16_MIN_NORMAL } from "../formats/float16.ts";
+import { isCheckpointFile } from "../formats/checkpoint/checkpoint.ts";
+import { F16_MAX, F16_MIN_NORMAL } from "../quantize/float16.ts";
 
 const HELP = `
 Print every header field of an export and verify it, without building a model.

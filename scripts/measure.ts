@@ -20,7 +20,7 @@ import { join } from "node:path";
 import { chooseKernels, cli, didYouMean, EXIT_USAGE, fail, KERNELS_HELP, progress, run } from "./cli.ts";
 import { DEFAULT_INPUT, exportCheckpoint } from "../formats/export.ts";
 import { formatNamed, formatOf, FORMATS } from "../formats/mod.ts";
-import { isCheckpointFile, readCheckpoint } from "../formats/checkpoint.ts";
+import { isCheckpointFile, readCheckpoint } from "../formats/checkpoint/checkpoint.ts";
 import { requireInput } from "../formats/io.ts";
 import { engineKinds, type EngineLoadOptions, loadEngine } from "../engines/mod.ts";
 import type { Engine } from "../model/engine.ts";

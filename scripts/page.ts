@@ -21,7 +21,7 @@ import { copyFile, mkdir, rename, rm, stat, writeFile } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 import process from "node:process";
 import { cli, EXIT_REFUSED, fail, failUsage, run } from "./cli.ts";
-import { readLut4 } from "../formats/lut4.ts";
+import { readLut4 } from "../formats/lut4/lut4.ts";
 import { FormatError } from "../model/error.ts";
 import { fileSha256, ISOLATION_HEADERS, pageFiles, type TabManifest } from "../serve/routes/page.ts";
 

@@ -24,7 +24,7 @@ import {
   paramLayout,
   viewTensors,
 } from "../model/train.ts";
-import { configPathFor, readCheckpoint, writeCheckpoint } from "../formats/checkpoint.ts";
+import { configPathFor, readCheckpoint, writeCheckpoint } from "../formats/checkpoint/checkpoint.ts";
 import { cloneTensors } from "../model/tensor.ts";
 
 const HELP = `

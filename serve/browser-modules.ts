@@ -46,7 +46,7 @@ const NODE_STAND_IN = "serve/page/worker-node.js";
 /** A package the modules import, and the file of its ES build the browser gets instead. */
 const PACKAGES: Readonly<Record<string, string>> = {
   "smol-toml": "node_modules/smol-toml/dist/index.js",
-  // formats/huggingface-tokenizer.ts (which the lut4 reader imports) checks chat templates with it.
+  // formats/huggingface/huggingface-tokenizer.ts (which the lut4 reader imports) checks chat templates with it.
   "@huggingface/jinja": "node_modules/@huggingface/jinja/dist/index.js",
   // model/hf-tokenizer.ts encodes with it: the tokenizer of a lut4 file that carries one (schema /2).
   // Its ES build is one file that imports nothing.

@@ -28,7 +28,7 @@
  */
 
 import type { Engine } from "../model/engine.ts";
-import { floatSessionBytes, sessionBytes } from "../formats/session.ts";
+import { floatSessionBytes, sessionBytes } from "../formats/session/session.ts";
 
 /** A cached state: how many leading tokens of the prompt it shares, and its session bytes. */
 export interface CacheHit {

@@ -1,6 +1,7 @@
 // The import rules that keep data flowing one way (docs/contributing.md, "Layout and the import rules"),
 // checked on every .ts file: kernels know nothing above them; the model knows no file format and no engine;
-// formats know their bytes, not how they are run, served or measured; engines know neither the server nor
+// quantizers know numbers and shapes, not the files that hold them; formats know their bytes, not how they
+// are run, served or measured; engines know neither the server nor
 // the measurements; the server reaches engines only through loadEngine; scripts are entry points nobody
 // else imports; minimal readers stand alone on runtime built-ins; and no module imports itself through
 // others. Also the tests' own layout: every test file in the folder of what it tests.
@@ -30,8 +31,9 @@ function area(path: string): string {
 
 /** The folders each folder must not import, lowest layer first (scripts/ and tests/ have rules of their own). */
 const MUST_NOT_IMPORT: Record<string, string[]> = {
-  kernels: ["model", "formats", "engines", "serve", "measure", "scripts"],
-  model: ["formats", "engines", "serve", "measure", "scripts"],
+  kernels: ["model", "quantize", "formats", "engines", "serve", "measure", "scripts"],
+  model: ["quantize", "formats", "engines", "serve", "measure", "scripts"],
+  quantize: ["formats", "engines", "serve", "measure", "scripts", "tests"],
   formats: ["engines", "serve", "measure", "scripts", "tests"],
   engines: ["serve", "measure", "scripts"],
   measure: ["serve", "scripts"],
@@ -56,9 +58,11 @@ export function importViolations(modules: Map<string, string>): string[] {
       if (!local) continue;
       if (target.startsWith("..")) say("imports from outside the repository");
       if (MUST_NOT_IMPORT[from]?.includes(to)) say(`${from}/ must not import ${to}/`);
-      // lut4's tables are the integer kernels' own: formats/ may use kernels/int/, no other kernel.
-      if (from === "formats" && to === "kernels" && !target.startsWith("kernels/int/")) {
-        say("formats/ imports only kernels/int/ of the kernels");
+      // lut4's tables are the integer kernels' own: formats/ and quantize/ may use kernels/int/, no other.
+      if (
+        (from === "formats" || from === "quantize") && to === "kernels" && !target.startsWith("kernels/int/")
+      ) {
+        say(`${from}/ imports only kernels/int/ of the kernels`);
       }
       // The server picks an engine by loadEngine; which engine runs is not its business.
       if (from === "serve" && to === "engines" && target !== "engines/mod.ts") {
@@ -197,6 +201,11 @@ test("the checker catches each kind of broken rule", () => {
       ].join("\n"),
     ],
     ["measure/o.ts", 'import { app } from "../serve/app.ts";\nimport { FORMATS } from "../formats/mod.ts";'],
+    [
+      "quantize/p.ts",
+      'import { f32Bytes } from "../formats/io.ts";\nimport { product } from "../kernels/wasm/kernels.ts";',
+    ],
+    ["model/q.ts", 'import { encodeTensor } from "../quantize/quants.ts";'],
   ]);
   expect(importViolations(fake)).toEqual([
     "formats/a.ts -> ../scripts/cli.ts: formats/ must not import scripts/",
@@ -222,6 +231,9 @@ test("the checker catches each kind of broken rule", () => {
     "serve/n.ts -> ../engines/int/engine.ts: serve/ imports engines/ only through engines/mod.ts",
     "serve/n.ts -> ../engines/float.ts: serve/ imports engines/ only through engines/mod.ts",
     "measure/o.ts -> ../serve/app.ts: measure/ must not import serve/",
+    "quantize/p.ts -> ../formats/io.ts: quantize/ must not import formats/",
+    "quantize/p.ts -> ../kernels/wasm/kernels.ts: quantize/ imports only kernels/int/ of the kernels",
+    "model/q.ts -> ../quantize/quants.ts: model/ must not import quantize/",
   ]);
 });
 
@@ -261,7 +273,17 @@ test("no module imports itself through others", () => {
 });
 
 /** Where a test file may live: a folder named after the source folder it tests, e2e/ or llama/. */
-const TEST_FOLDERS = ["engines", "formats", "kernels", "measure", "model", "readers", "scripts", "serve"];
+const TEST_FOLDERS = [
+  "engines",
+  "formats",
+  "kernels",
+  "measure",
+  "model",
+  "quantize",
+  "readers",
+  "scripts",
+  "serve",
+];
 
 // tests/ mirrors the source (docs/contributing.md, "Tests"): a module's tests sit in the folder named after
 // its own; tests/e2e/ holds what drives a browser or other processes, tests/llama/ what runs llama.cpp.

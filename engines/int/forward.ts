@@ -9,7 +9,7 @@
  *
  * @example
  * ```ts
- * const model = buildIntModel(weights);       // weights from formats/lut4.ts
+ * const model = buildIntModel(weights);       // weights from formats/lut4/lut4.ts
  * const state = newState(model);
  * for (const id of prompt) step(model, state, id);   // or, with the module: prefill(model, state, prompt, 0, n)
  * greedy(state.logits);                        // the next token (sampler.ts)

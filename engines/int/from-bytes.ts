@@ -19,7 +19,7 @@ import { FormatError } from "../../model/error.ts";
 import { loadTokenizer } from "../../model/hf-tokenizer.ts";
 import { type SpecialIds, specialIds } from "../../model/sample.ts";
 import type { Tokenizer } from "../../model/tokenizer-types.ts";
-import { type Lut4File, parseLut4 } from "../../formats/lut4.ts";
+import { type Lut4File, parseLut4 } from "../../formats/lut4/lut4.ts";
 import { openIntEngine } from "./engine.ts";
 
 /** What `intEngineFromBytes` builds: the engine and the identity of the file it read. */

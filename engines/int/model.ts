@@ -8,12 +8,12 @@
  *
  * @example
  * ```ts
- * const model = buildIntModel(weights);       // weights from formats/lut4.ts
+ * const model = buildIntModel(weights);       // weights from formats/lut4/lut4.ts
  * const state = newState(model);              // position 0; seed its RNG with sampler.ts `seedRng`
  * ```
  * @module
  */
-import type { Lut4Shape, Lut4Weights } from "../../formats/lut4.ts";
+import type { Lut4Shape, Lut4Weights } from "../../formats/lut4/lut4.ts";
 import { type LutMatrix, type PreparedMatrix, prepareMatrix } from "../../kernels/int/gemv.ts";
 import {
   type AttentionContext,

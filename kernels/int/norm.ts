@@ -3,7 +3,7 @@
  *
  * ferry's norm returns `z = x / sqrt(Σ x² + n · eps)`, so |z_i| ≤ 1 and z fits 16 bits at exponent −15
  * exactly; the missing factor sqrt(n) (and the norm's gain, where the maths allows) is folded into the
- * weights that read z (formats/lut4.md). One digit-by-digit square root and one shift-subtract division
+ * weights that read z (formats/lut4/lut4.md). One digit-by-digit square root and one shift-subtract division
  * per vector; a multiply-free product per element.
  *
  * @example

@@ -4,7 +4,7 @@
  * fraction bits of the argument) reads a multiples table of each difference, built once at load, at
  * the two base-16 digits of the 8-bit fraction.
  *
- * Formats (formats/lut4.md): arguments are int32 at exponent −16; the exp table holds
+ * Formats (formats/lut4/lut4.md): arguments are int32 at exponent −16; the exp table holds
  * round(2^30 · exp(−i / 256)); the SiLU table holds round(2^16 · silu((i − half) / 256)).
  *
  * @example

@@ -13,7 +13,7 @@
  */
 import { cpus, loadavg } from "node:os";
 import process from "node:process";
-import { parseF64Lines, weightsToF64Lines } from "../../formats/f64lines.ts";
+import { parseF64Lines, weightsToF64Lines } from "../../formats/f64lines/f64lines.ts";
 import { createRng } from "../../model/random.ts";
 
 const HELP = `bench-f64lines: f64lines vs JSON.stringify/JSON.parse on the same typical weights

@@ -27,7 +27,7 @@ import {
   readGguf,
   readGgufTokenizer,
   writeGguf,
-} from "../../formats/gguf.ts";
+} from "../../formats/gguf/gguf.ts";
 import { type ModelConfig, paramShapes } from "../../model/config.ts";
 import { numel, type TensorSource } from "../../model/tensor.ts";
 import { TOKENIZER_FILE_NAMES, type TokenizerFiles } from "../../model/tokenizer-types.ts";

@@ -27,7 +27,7 @@ import { loadEngine } from "../../engines/mod.ts";
 import type { Engine } from "../../model/engine.ts";
 import { cli, EXIT_USAGE, fail, progress, run } from "../cli.ts";
 import { PREFILL_SLOTS } from "../../engines/int/model.ts";
-import { quantizeMatrix } from "../../formats/lut4-quantize.ts";
+import { quantizeMatrix } from "../../quantize/lut4-quantize.ts";
 import { ACC_EXP, type LutMatrix } from "../../kernels/int/gemv.ts";
 import { gemvLanes } from "../../kernels/int/gemv-lut.ts";
 import { LANE_COUNTS } from "../../kernels/wasm/int-lanes.ts";

@@ -17,7 +17,7 @@
 import { cli, EXIT_USAGE, fail, run } from "../cli.ts";
 import { toIntSampling } from "../../engines/int/engine.ts";
 import { greedy, sample, samplerScratch, seedRng } from "../../engines/int/sampler.ts";
-import { TABLES } from "../../formats/lut4-quantize.ts";
+import { TABLES } from "../../quantize/lut4-quantize.ts";
 import { prepareTable } from "../../kernels/int/tables.ts";
 import type { SamplingOptions } from "../../model/engine.ts";
 import { createRng } from "../../model/random.ts";
@@ -84,7 +84,7 @@ function main(): void {
   if (!Number.isInteger(rounds) || rounds < 1) {
     fail(`--rounds ${values.rounds}: expected an integer >= 1`, EXIT_USAGE);
   }
-  // The exp table every lut4 file holds (formats/lut4-quantize.ts `makeTables`).
+  // The exp table every lut4 file holds (quantize/lut4-quantize.ts `makeTables`).
   const expLen = TABLES.expRangeNats * 256 + 2, t = new Int32Array(expLen);
   for (let i = 0; i < expLen; i++) t[i] = Math.round(2 ** TABLES.expQ * Math.exp(-i / 256));
   const exp = prepareTable(t, 0);

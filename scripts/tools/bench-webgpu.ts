@@ -14,7 +14,7 @@
  */
 import process from "node:process";
 import { cli, EXIT_REFUSED, EXIT_USAGE, fail, progress, run } from "../cli.ts";
-import { readCheckpoint } from "../../formats/checkpoint.ts";
+import { readCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
 import { argmax, matmul } from "../../kernels/cpu.ts";
 import { openGpu } from "../../kernels/webgpu/device.ts";
 import { createWebGpuEngine } from "../../engines/webgpu.ts";

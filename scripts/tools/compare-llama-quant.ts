@@ -22,9 +22,9 @@ import {
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { cli, EXIT_USAGE, fail, progress, run } from "../cli.ts";
-import { readCheckpoint } from "../../formats/checkpoint.ts";
+import { readCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
 import { exportCheckpoint } from "../../formats/export.ts";
-import { GGML_TYPES, type GgmlType, parseGguf, readGguf, writeGguf } from "../../formats/gguf.ts";
+import { GGML_TYPES, type GgmlType, parseGguf, readGguf, writeGguf } from "../../formats/gguf/gguf.ts";
 import { calibrateOnce, CALIBRATION, lut4Calibrator } from "../../measure/calibrate.ts";
 import { calibrationWindows } from "../../measure/calibration-text.ts";
 import { findLlamaTools, type LlamaTools } from "../../measure/llama-tools.ts";

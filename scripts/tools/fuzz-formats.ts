@@ -1,6 +1,6 @@
 /**
  * The table scripts/tools/fuzz.ts attacks, built from the registry: every format in `FORMATS`
- * (formats/mod.ts) brings its own fuzz hook (`descriptor.fuzzHook`, a `formats/NAME-fuzz.ts` module; see
+ * (formats/mod.ts) brings its own fuzz hook (`descriptor.fuzzHook`, a `formats/NAME/NAME-fuzz.ts` module; see
  * formats/fuzz-kit.ts for what a target holds), so a new format is fuzzed without a line here. Beside
  * them, the file kinds that are not export formats but are read all the same (`OTHER_FILE_KINDS`), and
  * the readers beyond a format's own that take its files (`ENGINE_READERS`: engines/ lies outside
@@ -19,7 +19,7 @@ import { loadIntEngine } from "../../engines/int/engine.ts";
 
 /** File kinds that are not export formats (not in `FORMATS`) but are fuzzed all the same. */
 export const OTHER_FILE_KINDS: ReadonlyArray<() => Promise<FuzzHook>> = [
-  () => import("../../formats/checkpoint-fuzz.ts"), // training checkpoints: export reads them
+  () => import("../../formats/checkpoint/checkpoint-fuzz.ts"), // training checkpoints: export reads them
   () => import("./fuzz-session.ts"), // the integer engine's saved conversations: chat restores them
 ];
 

@@ -1,5 +1,5 @@
 /**
- * The fuzz hook of session files (formats/session.md): the integer engine's saved conversation
+ * The fuzz hook of session files (formats/session/session.md): the integer engine's saved conversation
  * (version 1), made by the engine on the campaign's lut4 model and restored onto it, and the float
  * engine's (version 2, `float-session`), made and restored on the campaign's float model. Not an export
  * format, and made and read by the engines (engines/ lies outside formats/), so it lives beside the
@@ -25,8 +25,8 @@ import {
   type Region,
   view,
 } from "../../formats/fuzz-kit.ts";
-import { makeLut4 } from "../../formats/lut4-fuzz.ts";
-import { readLut4 } from "../../formats/lut4.ts";
+import { makeLut4 } from "../../formats/lut4/lut4-fuzz.ts";
+import { readLut4 } from "../../formats/lut4/lut4.ts";
 import {
   decodeFloatSession,
   decodeSession,
@@ -34,7 +34,7 @@ import {
   floatSessionShape,
   SessionError,
   writeSessionFile,
-} from "../../formats/session.ts";
+} from "../../formats/session/session.ts";
 import { createFloatEngine } from "../../engines/float.ts";
 import { loadIntEngine, sessionShape } from "../../engines/int/engine.ts";
 import type { Engine, EngineSession } from "../../model/engine.ts";

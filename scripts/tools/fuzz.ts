@@ -1,6 +1,6 @@
 /**
  * A mutation campaign against every reader ferry has: valid files of each format are mutated (see
- * scripts/tools/fuzz-mutate.ts, steered by the byte map of each format's fuzz hook, `formats/NAME-fuzz.ts`,
+ * scripts/tools/fuzz-mutate.ts, steered by the byte map of each format's fuzz hook, `formats/NAME/NAME-fuzz.ts`,
  * which scripts/tools/fuzz-formats.ts collects from the registry) and fed to the format's full readers
  * and to its minimal reader in readers/. Every outcome is classified:
  *

@@ -6,8 +6,8 @@
  */
 import { existsSync } from "node:fs";
 import { cli, EXIT_USAGE, fail, progress, run } from "../cli.ts";
-import { readCheckpoint } from "../../formats/checkpoint.ts";
-import type { GgufDtype } from "../../formats/gguf.ts";
+import { readCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
+import type { GgufDtype } from "../../formats/gguf/gguf.ts";
 import { formatGgufTable, GGUF_DTYPES, heldOutPrompts, measureGguf } from "../../measure/llama-score.ts";
 import { PRESETS } from "../../model/config.ts";
 import { evalWindows, loadBrown } from "../../model/corpus.ts";

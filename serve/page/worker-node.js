@@ -1,6 +1,6 @@
 // What the tab's worker gets for the `node:` built-ins the engine's modules import (serve/browser-modules.ts
 // rewrites each `node:` specifier to this file). Only the load and session paths use any of it: the
-// SHA-256 that names a model (formats/lut4.ts, formats/session.ts) and the CRC-32 that guards a file's
+// SHA-256 that names a model (formats/lut4/lut4.ts, formats/session/session.ts) and the CRC-32 that guards a file's
 // data. Nothing per token comes here. File system calls have no meaning in a tab: they throw, naming
 // the call, so a path the tab should never take says so instead of doing something else.
 

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import process from "node:process";
 import { exportCheckpoint } from "../../formats/export.ts";
 import { formatOf } from "../../formats/mod.ts";
-import { writeCheckpoint } from "../../formats/checkpoint.ts";
+import { writeCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
 import { PRESETS } from "../../model/config.ts";
 import { initParams } from "../../model/init.ts";
 import { FormatError } from "../../model/error.ts";

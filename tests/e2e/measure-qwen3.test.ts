@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { exportCheckpoint } from "../../formats/export.ts";
 import process from "node:process";
 import { qwen3Folder } from "../helpers/qwen3-folder.ts";
-import { readCheckpoint } from "../../formats/checkpoint.ts";
+import { readCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
 import { createFloatEngine } from "../../engines/float.ts";
 import { evalWindows, loadBrown } from "../../model/corpus.ts";
 import { bitsPerByte, profileEngine, scoredWindow, windowBits, windowInputs } from "../../measure/metrics.ts";

@@ -13,7 +13,7 @@ import process from "node:process";
 import { makeQwen3Folder } from "../helpers/qwen3-folder.ts";
 import { paramShapes } from "../../model/config.ts";
 import { numel } from "../../model/tensor.ts";
-import { configFromHfJson } from "../../formats/huggingface.ts";
+import { configFromHfJson } from "../../formats/huggingface/huggingface.ts";
 import { readFileSync } from "node:fs";
 
 const SHAPE = {

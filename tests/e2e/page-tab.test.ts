@@ -10,7 +10,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { loadEngine } from "../../engines/mod.ts";
-import { parseLut4 } from "../../formats/lut4.ts";
+import { parseLut4 } from "../../formats/lut4/lut4.ts";
 import { createApp } from "../../serve/app.ts";
 import { listen } from "../../serve/listen.ts";
 import { createSessionStore } from "../../serve/session-store.ts";

@@ -8,8 +8,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, normalize } from "node:path";
-import { readCheckpoint } from "../../formats/checkpoint.ts";
-import { parseGguf } from "../../formats/gguf.ts";
+import { readCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
+import { parseGguf } from "../../formats/gguf/gguf.ts";
 import { configParamCount, paramShapes } from "../../model/config.ts";
 import { blockAfter, num, page, README, says, section, sh, tableAfter, words } from "../helpers/docs-text.ts";
 

@@ -28,7 +28,7 @@ test("mod.ts runs under Deno and Bun and both give bit-identical logits", () => 
 // a prompt. The same script runs in this Bun process's children and in Deno.
 const SHIPPED = `
 import { createHash } from "node:crypto";
-import { readCheckpoint } from "./formats/checkpoint.ts";
+import { readCheckpoint } from "./formats/checkpoint/checkpoint.ts";
 import { evalWindows, loadBrown } from "./model/corpus.ts";
 import { windowLogits } from "./measure/metrics.ts";
 import { buildModel } from "./model/qwen3.ts";

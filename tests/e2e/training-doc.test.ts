@@ -6,7 +6,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { readCheckpoint } from "../../formats/checkpoint.ts";
+import { readCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
 import { blockAfter, page, says, sh } from "../helpers/docs-text.ts";
 
 const CHECKPOINT = "model/default/ferry.ckpt";

@@ -1,7 +1,7 @@
 // Run by tests/e2e/webgpu.test.ts under Deno: the WebGPU engine against the CPU reference on the default
 // model. Prints one JSON line: the adapter, the largest logit difference, and both engines' greedy
 // continuations, or `skip` with the reason when no adapter can be had at all.
-import { readCheckpoint } from "../../formats/checkpoint.ts";
+import { readCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
 import { argmax } from "../../kernels/cpu.ts";
 import { createFloatEngine } from "../../engines/float.ts";
 import { generateAll } from "../../model/generate.ts";

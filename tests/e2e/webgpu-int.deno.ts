@@ -3,8 +3,8 @@
 // drive every rounding and saturation path, and on every lut4 matrix of the default model.
 // Prints one JSON line: counts and the first mismatch, or `skip` with the reason when there is no adapter.
 import { activationTables, gemv, type LutMatrix, prepareMatrix } from "../../kernels/int/gemv.ts";
-import { readCheckpoint } from "../../formats/checkpoint.ts";
-import { lut4Format, readLut4 } from "../../formats/lut4.ts";
+import { readCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
+import { lut4Format, readLut4 } from "../../formats/lut4/lut4.ts";
 import { tensorSource } from "../../model/tensor.ts";
 import { GpuUnavailable, openGpu } from "../../kernels/webgpu/device.ts";
 import { gpuLut4 } from "../helpers/webgpu-lut4.ts";

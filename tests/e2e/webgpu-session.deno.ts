@@ -1,7 +1,7 @@
 // Run by tests/e2e/webgpu-session.test.ts under Deno: WebGPU sessions saved and restored, forked, refused
 // from another engine; the never-sampled mask on the GPU's argmax and in sampling; logprobs. Prints one
 // JSON line of results, or `skip` with the reason when no adapter can be had at all.
-import { readCheckpoint } from "../../formats/checkpoint.ts";
+import { readCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
 import { createFloatEngine } from "../../engines/float.ts";
 import { createWebGpuEngine } from "../../engines/webgpu.ts";
 import { GpuUnavailable, openGpu } from "../../kernels/webgpu/device.ts";

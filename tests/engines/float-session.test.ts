@@ -1,4 +1,4 @@
-// Float sessions (formats/session.md, version 2) and forks on every engine: save after N tokens,
+// Float sessions (formats/session/session.md, version 2) and forks on every engine: save after N tokens,
 // restore in a fresh process, M more equal one uninterrupted run of N + M — tokens and logits bit for
 // bit — on Bun and Deno, with byte-identical files; refusals name the field (tampered, another model,
 // another engine, an integer session); a fork continues exactly as its original, independently; a
@@ -12,8 +12,8 @@ import { join } from "node:path";
 import { CHECKPOINT, defaultLut4, scratchDir } from "../helpers/lut4-fixture.ts";
 import { createFloatEngine } from "../../engines/float.ts";
 import { loadIntEngine } from "../../engines/int/engine.ts";
-import { readCheckpoint } from "../../formats/checkpoint.ts";
-import { FLOAT_SESSION_PREFIX, floatModelDigest } from "../../formats/session.ts";
+import { readCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
+import { FLOAT_SESSION_PREFIX, floatModelDigest } from "../../formats/session/session.ts";
 import { loadEngine } from "../../engines/mod.ts";
 import type { Engine, EngineSession } from "../../model/engine.ts";
 import { qwen3Folder } from "../helpers/qwen3-folder.ts";
@@ -28,7 +28,7 @@ const QWEN3_IDS = [151644, ...Array.from({ length: 19 }, (_, i) => (i * 7919 + 1
 const script = (mode: string, session: string) => `
 import { createHash } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
-import { readCheckpoint } from "${ROOT}/formats/checkpoint.ts";
+import { readCheckpoint } from "${ROOT}/formats/checkpoint/checkpoint.ts";
 import { createFloatEngine } from "${ROOT}/engines/float.ts";
 const run = await readCheckpoint(${JSON.stringify(CHECKPOINT)}, { sections: ["model"] });
 const engine = createFloatEngine(run.config, run.model, "ferry.ckpt");

@@ -14,7 +14,7 @@ import { CHECKPOINT } from "../helpers/lut4-fixture.ts";
 import { createFloatEngine, defaultContext, floatEngineMemory } from "../../engines/float.ts";
 import { instantiatePacked, productShare } from "../../kernels/wasm/packed.ts";
 import { wasmKernels } from "../../kernels/wasm/kernels.ts";
-import { readCheckpoint } from "../../formats/checkpoint.ts";
+import { readCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
 import { type ModelConfig, paramShapes } from "../../model/config.ts";
 import type { Engine } from "../../model/engine.ts";
 import { createRng } from "../../model/random.ts";
@@ -158,7 +158,7 @@ test("the KV cache holds the context asked for (default min(max_position_embeddi
 crossProcessTest("under Deno, the workers give Bun's bits", async () => {
   const code = `
 import { createHash } from "node:crypto";
-import { readCheckpoint } from "${ROOT}/formats/checkpoint.ts";
+import { readCheckpoint } from "${ROOT}/formats/checkpoint/checkpoint.ts";
 import { createFloatEngine } from "${ROOT}/engines/float.ts";
 async function main() {
   const run = await readCheckpoint(${JSON.stringify(CHECKPOINT)}, { sections: ["model"] });
@@ -192,7 +192,7 @@ crossProcessTest(
   "the WebGPU engine allocates its KV cache for the context asked for, and refuses past it (Deno)",
   () => {
     const code = `
-import { readCheckpoint } from "${ROOT}/formats/checkpoint.ts";
+import { readCheckpoint } from "${ROOT}/formats/checkpoint/checkpoint.ts";
 import { GpuUnavailable, openGpu } from "${ROOT}/kernels/webgpu/device.ts";
 import { createWebGpuEngine } from "${ROOT}/engines/webgpu.ts";
 let gpu;
@@ -241,7 +241,7 @@ test("inside a worker (a chat slot), a frozen engine's own workers run: the same
     const file = join(dir, "slot.ts");
     writeFileSync(
       file,
-      `import { readCheckpoint } from "${ROOT}/formats/checkpoint.ts";
+      `import { readCheckpoint } from "${ROOT}/formats/checkpoint/checkpoint.ts";
 import { createFloatEngine } from "${ROOT}/engines/float.ts";
 const run = await readCheckpoint(${JSON.stringify(CHECKPOINT)}, { sections: ["model"] });
 const s = createFloatEngine(run.config, run.model, "m", { frozen: true, threads: 2, splitBytes: 0 }).start();

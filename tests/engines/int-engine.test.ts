@@ -3,7 +3,7 @@
 // decode, the sampler's rules, and refusals before any state changes.
 import { expect, test } from "bun:test";
 import { defaultLut4 } from "../helpers/lut4-fixture.ts";
-import { dequantizeLut4, readLut4 } from "../../formats/lut4.ts";
+import { dequantizeLut4, readLut4 } from "../../formats/lut4/lut4.ts";
 import { checked } from "../../kernels/int/check.ts";
 import { evalWindows, loadBrown } from "../../model/corpus.ts";
 import { bitsPerByte, windowBits, windowInputs } from "../../measure/metrics.ts";

@@ -8,7 +8,7 @@ import { crossProcessTest } from "../helpers/fast.ts";
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { defaultLut4 } from "../helpers/lut4-fixture.ts";
-import { readLut4 } from "../../formats/lut4.ts";
+import { readLut4 } from "../../formats/lut4/lut4.ts";
 import type { Engine, SamplingOptions } from "../../model/engine.ts";
 import { encode } from "../../model/tokenizer.ts";
 import { DEFAULT_CONTEXT, intEngineFromFile, openIntEngine } from "../../engines/int/engine.ts";
@@ -149,7 +149,7 @@ crossProcessTest(
   async () => {
     const lut = await defaultLut4();
     const script = `
-    import { readLut4 } from "./formats/lut4.ts";
+    import { readLut4 } from "./formats/lut4/lut4.ts";
     import { openIntEngine } from "./engines/int/engine.ts";
     import { encode } from "./model/tokenizer.ts";
     const file = await readLut4(${JSON.stringify(lut)});

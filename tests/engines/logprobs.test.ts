@@ -8,8 +8,8 @@ import { createFloatEngine } from "../../engines/float.ts";
 import { loadIntEngine } from "../../engines/int/engine.ts";
 import { intLogprobs, logNormaliser } from "../../engines/int/logprobs.ts";
 import { buildIntModel } from "../../engines/int/model.ts";
-import { readCheckpoint } from "../../formats/checkpoint.ts";
-import { readLut4 } from "../../formats/lut4.ts";
+import { readCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
+import { readLut4 } from "../../formats/lut4/lut4.ts";
 import type { TokenLogprobs } from "../../model/engine.ts";
 import { expNeg } from "../../kernels/int/tables.ts";
 

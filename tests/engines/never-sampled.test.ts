@@ -10,7 +10,7 @@ import { createFloatEngine } from "../../engines/float.ts";
 import { loadIntEngine, toIntSampling } from "../../engines/int/engine.ts";
 import { buildIntModel } from "../../engines/int/model.ts";
 import { sample, samplerScratch, seedRng } from "../../engines/int/sampler.ts";
-import { lut4Format, readLut4 } from "../../formats/lut4.ts";
+import { lut4Format, readLut4 } from "../../formats/lut4/lut4.ts";
 import { PRESETS } from "../../model/config.ts";
 import type { Engine } from "../../model/engine.ts";
 import { generateAll } from "../../model/generate.ts";

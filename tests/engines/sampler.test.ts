@@ -6,12 +6,12 @@ import { expect, test } from "bun:test";
 import process from "node:process";
 import { toIntSampling } from "../../engines/int/engine.ts";
 import { falls, sample, samplerScratch, seedRng } from "../../engines/int/sampler.ts";
-import { TABLES } from "../../formats/lut4-quantize.ts";
+import { TABLES } from "../../quantize/lut4-quantize.ts";
 import { prepareTable } from "../../kernels/int/tables.ts";
 import type { SamplingOptions } from "../../model/engine.ts";
 import { createRng } from "../../model/random.ts";
 
-/** The exp table every lut4 file holds (formats/lut4-quantize.ts `makeTables`). */
+/** The exp table every lut4 file holds (quantize/lut4-quantize.ts `makeTables`). */
 function expTable() {
   const len = TABLES.expRangeNats * 256 + 2, t = new Int32Array(len);
   for (let i = 0; i < len; i++) t[i] = Math.round(2 ** TABLES.expQ * Math.exp(-i / 256));

@@ -8,7 +8,7 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { readCheckpoint } from "../../formats/checkpoint.ts";
+import { readCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
 import { kernelSet } from "../../kernels/kernels.ts";
 import { evalWindows, loadBrown } from "../../model/corpus.ts";
 import { compareLogits, windowLogits } from "../../measure/metrics.ts";

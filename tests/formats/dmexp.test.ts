@@ -1,4 +1,4 @@
-// The dmexp gate, in process: every claim of formats/dmexp.md asserted on tiny models.
+// The dmexp gate, in process: every claim of formats/dmexp/dmexp.md asserted on tiny models.
 import { afterAll, describe, expect, test } from "bun:test";
 import { readdirSync, statSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
@@ -13,9 +13,9 @@ import {
   type TensorSource,
   verifyDmexp,
   writeDmexp,
-} from "../../formats/dmexp.ts";
-import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16, roundBf16, roundF16 } from "../../formats/float16.ts";
-import { writeCheckpoint } from "../../formats/checkpoint.ts";
+} from "../../formats/dmexp/dmexp.ts";
+import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16, roundBf16, roundF16 } from "../../quantize/float16.ts";
+import { writeCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
 import { paramShapes, parseConfig, PRESETS } from "../../model/config.ts";
 import { initParams } from "../../model/init.ts";
 import { buildModel } from "../../model/qwen3.ts";
@@ -38,7 +38,7 @@ const at = (name: string) => join(dir, name);
 const meta = (dtype: DmexpDtype) => ({ dtype, source: "init@step0", step: 0 });
 const BPE = { f32: 4, f16: 2, bf16: 2 } as const;
 
-// Logit tolerances for the 2-byte formats, from the measurement recorded in formats/dmexp.md
+// Logit tolerances for the 2-byte formats, from the measurement recorded in formats/dmexp/dmexp.md
 // (this tiny random-init model, 16 held-out windows: f16 max 1.08e-4, bf16 max 9.47e-4), with ~4x room.
 const TOLERANCE = { f16: 5e-4, bf16: 4e-3 };
 // Fixed byte windows (ASCII text) so the test needs no corpus; the tiny model's context is 64.

@@ -24,7 +24,7 @@ import {
   writeF64Lines,
   writeF64LinesArrays,
   writeF64LinesStreaming,
-} from "../../formats/f64lines.ts";
+} from "../../formats/f64lines/f64lines.ts";
 import { FUZZ_CONFIG } from "../../formats/fuzz-kit.ts";
 import { fnv1a64 } from "../../formats/fnv1a64.ts";
 import type { Tensor } from "../../model/tensor.ts";

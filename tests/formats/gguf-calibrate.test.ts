@@ -8,9 +8,9 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { scratchDir } from "../helpers/lut4-fixture.ts";
 import { calibrationNeeds, exportCheckpoint } from "../../formats/export.ts";
-import { ggufFormat, IMPORTANCE_DTYPES, importanceOf, parseGguf } from "../../formats/gguf.ts";
+import { ggufFormat, IMPORTANCE_DTYPES, importanceOf, parseGguf } from "../../formats/gguf/gguf.ts";
 import { lut4Calibrator } from "../../measure/calibrate.ts";
-import type { Lut4Calibrator } from "../../formats/lut4-types.ts";
+import type { Lut4Calibrator } from "../../quantize/lut4-types.ts";
 import { qwen3Folder } from "../helpers/qwen3-folder.ts";
 
 const dir = scratchDir();

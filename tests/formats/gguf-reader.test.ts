@@ -1,12 +1,12 @@
 // readers/gguf.ts, the 40-line standalone reader, run as a program under Deno and Bun, must agree
-// with the full reader (formats/gguf.ts) on every tensor of every file type ferry writes.
+// with the full reader (formats/gguf/gguf.ts) on every tensor of every file type ferry writes.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { crossProcessTest } from "../helpers/fast.ts";
 import { spawnSync } from "node:child_process";
 import { readFile, rm } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import process from "node:process";
-import { type GgufDtype, parseGguf, tensorToF32 } from "../../formats/gguf.ts";
+import { type GgufDtype, parseGguf, tensorToF32 } from "../../formats/gguf/gguf.ts";
 import {
   ALL_DTYPES,
   MINIMAL_VALUE_DTYPES,
@@ -99,7 +99,7 @@ for (const runtime of Object.keys(RUNTIMES)) {
         const r = runReader(runtime, [files.q4_k_m, "blk.0.ffn_down.weight"]);
         expect(r.code).toBe(1);
         expect(r.out).toBe("");
-        expect(r.err).toBe(`${files.q4_k_m}: Q4_K values are formats/gguf.ts's\n`);
+        expect(r.err).toBe(`${files.q4_k_m}: Q4_K is read by formats/gguf/\n`);
       },
       20_000,
     );

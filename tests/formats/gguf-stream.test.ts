@@ -16,7 +16,7 @@ import {
   readGguf,
   streamGguf,
   writeGguf,
-} from "../../formats/gguf.ts";
+} from "../../formats/gguf/gguf.ts";
 import type { TensorSource } from "../../model/tensor.ts";
 import { tempDir, testTensors } from "../helpers/gguf-fixtures.ts";
 

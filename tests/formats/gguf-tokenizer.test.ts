@@ -26,10 +26,10 @@ import {
   tokenizerFromMetadata,
   tokenizerMetadata,
   writeGguf,
-} from "../../formats/gguf.ts";
+} from "../../formats/gguf/gguf.ts";
 import { BYTE_CHARS } from "../../model/tokenizer.ts";
 import { sealDigest } from "../../formats/digest.ts";
-import { byteTokenizerJson, jsonText } from "../../formats/huggingface.ts";
+import { byteTokenizerJson, jsonText } from "../../formats/huggingface/huggingface.ts";
 import { tensorSource } from "../../model/tensor.ts";
 import type { TokenizerFiles } from "../../model/tokenizer-types.ts";
 import { qwen3VocabModel, tempDir, testTensors, tokenizerFilesOf } from "../helpers/gguf-fixtures.ts";

@@ -4,7 +4,7 @@
 // exactly on one kind of write and reads the file back.
 import { expect, test } from "bun:test";
 import { Buffer } from "node:buffer";
-import { encodeGguf, type GgufValue, parseGguf } from "../../formats/gguf-container.ts";
+import { encodeGguf, type GgufValue, parseGguf } from "../../formats/gguf/gguf-container.ts";
 import { createRng, type Rng } from "../../model/random.ts";
 
 const bytesOf = (chunks: Uint8Array[]) => new Uint8Array(Buffer.concat(chunks));

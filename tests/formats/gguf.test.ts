@@ -26,7 +26,7 @@ import {
   shortestF32Decimal,
   tensorToF32,
   writeGguf,
-} from "../../formats/gguf.ts";
+} from "../../formats/gguf/gguf.ts";
 import { configToToml } from "../../model/config.ts";
 import { BYTE_CHARS } from "../../model/tokenizer.ts";
 import { initParams } from "../../model/init.ts";

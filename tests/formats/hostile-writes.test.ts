@@ -6,7 +6,7 @@ import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { writeCheckpoint } from "../../formats/checkpoint.ts";
+import { writeCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
 import { openAtomic, removeStaleTemporaries, writeAtomic } from "../../formats/io.ts";
 import { type ModelConfig, paramShapes } from "../../model/config.ts";
 import { tensor } from "../../model/tensor.ts";

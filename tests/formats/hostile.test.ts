@@ -12,23 +12,23 @@ import {
   openCheckpointModel,
   readCheckpoint,
   writeCheckpoint,
-} from "../../formats/checkpoint.ts";
-import { DmexpError, readDmexp, sealHeader, writeDmexp } from "../../formats/dmexp.ts";
+} from "../../formats/checkpoint/checkpoint.ts";
+import { DmexpError, readDmexp, sealHeader, writeDmexp } from "../../formats/dmexp/dmexp.ts";
 import {
   exportHuggingFace,
   hfFormat,
   HuggingFaceError,
   importHuggingFace,
-} from "../../formats/huggingface.ts";
+} from "../../formats/huggingface/huggingface.ts";
 import { MAX_JSON_DEPTH, parseStrictJson, StrictJsonError } from "../../formats/json.ts";
-import { GGUF_DIGEST_NEEDLE, GgufError, readGguf, writeGguf } from "../../formats/gguf.ts";
+import { GGUF_DIGEST_NEEDLE, GgufError, readGguf, writeGguf } from "../../formats/gguf/gguf.ts";
 import {
   readSafetensors,
   readSafetensorsIndex,
   SAFETENSORS_DIGEST_NEEDLE,
   SafetensorsError,
   writeSafetensors,
-} from "../../formats/safetensors.ts";
+} from "../../formats/safetensors/safetensors.ts";
 import { sealDigest } from "../../formats/digest.ts";
 import {
   Lut4Error,
@@ -37,8 +37,8 @@ import {
   maxCacheBytes,
   readLut4,
   writeLut4,
-} from "../../formats/lut4.ts";
-import { decodeSession, SessionError } from "../../formats/session.ts";
+} from "../../formats/lut4/lut4.ts";
+import { decodeSession, SessionError } from "../../formats/session/session.ts";
 import { loadIntEngine, sessionShape } from "../../engines/int/engine.ts";
 import { tensorSource } from "../../model/tensor.ts";
 import { spawnSync } from "node:child_process";

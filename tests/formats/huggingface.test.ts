@@ -13,10 +13,10 @@ import {
   HuggingFaceError,
   type HuggingFaceErrorCode,
   importHuggingFace,
-} from "../../formats/huggingface.ts";
+} from "../../formats/huggingface/huggingface.ts";
 import { FormatError } from "../../model/error.ts";
-import { readSafetensors, writeSafetensors } from "../../formats/safetensors.ts";
-import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from "../../formats/float16.ts";
+import { readSafetensors, writeSafetensors } from "../../formats/safetensors/safetensors.ts";
+import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from "../../quantize/float16.ts";
 import { type ModelConfig, PRESETS } from "../../model/config.ts";
 import { initParams } from "../../model/init.ts";
 import { buildModel, createCache, forward } from "../../model/qwen3.ts";

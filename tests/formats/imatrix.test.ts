@@ -1,16 +1,21 @@
-// llama.cpp's importance matrix files (formats/imatrix.ts, spec formats/imatrix.md): both encodings
+// llama.cpp's importance matrix files (formats/imatrix/imatrix.ts, spec formats/imatrix/imatrix.md): both encodings
 // round-trip, the GGUF one is laid out as llama-imatrix lays it out, a file of another model or shape
 // is refused naming the tensor, and an export reads one (`--imatrix`) and writes one (`--imatrix-out`).
 import { expect, test } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { scratchDir } from "../helpers/lut4-fixture.ts";
-import { encodeImatrix, type Imatrix, imatrixImportance, parseImatrix } from "../../formats/imatrix.ts";
-import { encodeGguf, parseGguf } from "../../formats/gguf.ts";
+import {
+  encodeImatrix,
+  type Imatrix,
+  imatrixImportance,
+  parseImatrix,
+} from "../../formats/imatrix/imatrix.ts";
+import { encodeGguf, parseGguf } from "../../formats/gguf/gguf.ts";
 import { FUZZ_LUT4_CONFIG } from "../../formats/fuzz-kit.ts";
 import { exportCheckpoint } from "../../formats/export.ts";
-import { writeCheckpoint } from "../../formats/checkpoint.ts";
-import { readLut4 } from "../../formats/lut4.ts";
+import { writeCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
+import { readLut4 } from "../../formats/lut4/lut4.ts";
 import { initParams } from "../../model/init.ts";
 import {
   calibrateOnce,

@@ -7,7 +7,7 @@ import { expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { scratchDir } from "../helpers/lut4-fixture.ts";
-import { lut4Format, writeLut4 } from "../../formats/lut4.ts";
+import { lut4Format, writeLut4 } from "../../formats/lut4/lut4.ts";
 import {
   quantizeMatrix,
   quantizeModel,
@@ -15,10 +15,10 @@ import {
   quantizePool,
   roundHalfUp,
   rowQuantizer,
-} from "../../formats/lut4-quantize.ts";
+} from "../../quantize/lut4-quantize.ts";
 import type { LutMatrix } from "../../kernels/int/gemv.ts";
 import { validateConfig } from "../../model/config.ts";
-import { readCheckpoint } from "../../formats/checkpoint.ts";
+import { readCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
 import { tensorSource } from "../../model/tensor.ts";
 
 /** xorshift32 in [0, 1). */

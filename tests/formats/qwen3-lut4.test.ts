@@ -12,10 +12,10 @@ import {
   LUT4_SCHEMA,
   LUT4_SCHEMA_TOKENIZER,
   lut4Format,
-  MAX_LUT4_POSITIONS,
   readLut4,
   writeLut4,
-} from "../../formats/lut4.ts";
+} from "../../formats/lut4/lut4.ts";
+import { MAX_LUT4_POSITIONS } from "../../quantize/lut4-types.ts";
 import { TOKENIZER_FILE_NAMES } from "../../model/tokenizer-types.ts";
 import { qwen3Folder } from "../helpers/qwen3-folder.ts";
 

@@ -1,14 +1,14 @@
 // The format registry (formats/mod.ts `FORMATS`) is the one list of formats: export, load, info, measure
 // and the fuzzer iterate it. So a format must not be registerable without what the rest of the house
-// expects of it: a spec (formats/NAME.md), a standalone minimal reader (readers/NAME.ts) and a fuzz hook
-// (formats/NAME-fuzz.ts) with a target named after it. This test fails when one is missing, and shows it
+// expects of it: its own folder of formats/ holding its spec (formats/FOLDER/NAME.md) and its fuzz hook
+// (formats/FOLDER/NAME-fuzz.ts, a target named after it), and a standalone minimal reader (readers/NAME.ts). This test fails when one is missing, and shows it
 // would by catching a fake registration.
 import { expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { FORMATS } from "../../formats/mod.ts";
 import type { FormatDescriptor } from "../../formats/format.ts";
-import { dmexpFormat } from "../../formats/dmexp.ts";
+import { dmexpFormat } from "../../formats/dmexp/dmexp.ts";
 import { loadFuzzHook } from "../../formats/fuzz-kit.ts";
 
 const ROOT = join(import.meta.dir, "../..");
@@ -16,14 +16,17 @@ const ROOT = join(import.meta.dir, "../..");
 /** What each format lacks, one line per problem (`NAME: what`); empty when every format is complete. */
 async function registryProblems(formats: readonly FormatDescriptor[]): Promise<string[]> {
   const out: string[] = [];
-  const file = (f: FormatDescriptor, what: string, path: unknown, folder: string, ext: string) => {
-    const ok = typeof path === "string" && path.startsWith(`${folder}/`) && path.endsWith(ext) &&
-      existsSync(join(ROOT, path));
-    if (!ok) out.push(`${f.name}: no ${what} (${folder}/NAME${ext}): ${String(path)}`);
+  const file = (f: FormatDescriptor, what: string, path: unknown, where: RegExp, shape: string) => {
+    const ok = typeof path === "string" && where.test(path) && existsSync(join(ROOT, path));
+    if (!ok) out.push(`${f.name}: no ${what} (${shape}): ${String(path)}`);
   };
   for (const f of formats) {
-    file(f, "spec", f.spec, "formats", ".md");
-    file(f, "minimal reader", f.minimalReader, "readers", ".ts");
+    file(f, "spec", f.spec, /^formats\/[a-z0-9]+\/[a-z0-9-]+\.md$/, "formats/FOLDER/NAME.md");
+    file(f, "minimal reader", f.minimalReader, /^readers\/[a-z0-9-]+\.ts$/, "readers/NAME.ts");
+    const folder = typeof f.spec === "string" ? f.spec.slice(0, f.spec.lastIndexOf("/") + 1) : "";
+    if (typeof f.fuzzHook !== "string" || !folder || !f.fuzzHook.startsWith(folder)) {
+      out.push(`${f.name}: its fuzz hook is not beside its spec: ${String(f.fuzzHook)}`);
+    }
     let names: string[] = [];
     try {
       const hook = await loadFuzzHook(f.fuzzHook);
@@ -57,30 +60,33 @@ test("a format registered without them is caught, each thing by name", async () 
     ...dmexpFormat,
     name: "fake",
     extension: ".fake",
-    spec: "formats/fake.md",
+    spec: "formats/fake/fake.md",
     minimalReader: "readers/fake.ts",
   };
   expect(await registryProblems([...FORMATS, fake])).toEqual([
-    "fake: no spec (formats/NAME.md): formats/fake.md",
+    "fake: no spec (formats/FOLDER/NAME.md): formats/fake/fake.md",
     "fake: no minimal reader (readers/NAME.ts): readers/fake.ts",
+    "fake: its fuzz hook is not beside its spec: formats/dmexp/dmexp-fuzz.ts",
     "fake: its fuzz hook has no target named fake",
   ]);
   // A descriptor written without the fields at all (a plain object cast to the type), and a hook module
   // that does not exist, are caught the same way rather than crashing the check.
   const bare = { ...dmexpFormat, name: "bare", extension: ".bare" } as Partial<FormatDescriptor>;
   delete bare.spec, delete bare.minimalReader;
-  bare.fuzzHook = "formats/no-such-fuzz.ts";
+  bare.fuzzHook = "formats/bare/no-such-fuzz.ts";
   const problems = await registryProblems([bare as FormatDescriptor]);
-  expect(problems.slice(0, 2)).toEqual([
-    "bare: no spec (formats/NAME.md): undefined",
+  expect(problems.slice(0, 3)).toEqual([
+    "bare: no spec (formats/FOLDER/NAME.md): undefined",
     "bare: no minimal reader (readers/NAME.ts): undefined",
+    "bare: its fuzz hook is not beside its spec: formats/bare/no-such-fuzz.ts",
   ]);
-  expect(problems[2]).toStartWith("bare: no fuzz hook: ");
+  expect(problems[3]).toStartWith("bare: no fuzz hook: ");
   // Paths outside their folder do not count, even when the file exists.
-  const elsewhere = { ...dmexpFormat, spec: "README.md", minimalReader: "formats/dmexp.ts" };
+  const elsewhere = { ...dmexpFormat, spec: "README.md", minimalReader: "formats/dmexp/dmexp.ts" };
   expect(await registryProblems([elsewhere])).toEqual([
-    "dmexp: no spec (formats/NAME.md): README.md",
-    "dmexp: no minimal reader (readers/NAME.ts): formats/dmexp.ts",
+    "dmexp: no spec (formats/FOLDER/NAME.md): README.md",
+    "dmexp: no minimal reader (readers/NAME.ts): formats/dmexp/dmexp.ts",
+    "dmexp: its fuzz hook is not beside its spec: formats/dmexp/dmexp-fuzz.ts",
   ]);
   expect(await registryProblems([dmexpFormat, dmexpFormat])).toEqual([
     "dmexp: registered twice",

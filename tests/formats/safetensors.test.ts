@@ -16,9 +16,9 @@ import {
   SafetensorsError,
   type SafetensorsErrorCode,
   writeSafetensors,
-} from "../../formats/safetensors.ts";
+} from "../../formats/safetensors/safetensors.ts";
 import { JsonNumber, parseStrictJson, StrictJsonError } from "../../formats/json.ts";
-import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from "../../formats/float16.ts";
+import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from "../../quantize/float16.ts";
 import { PRESETS } from "../../model/config.ts";
 import { initParams } from "../../model/init.ts";
 import { type Tensor, tensor } from "../../model/tensor.ts";

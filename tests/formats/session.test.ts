@@ -10,8 +10,8 @@ import { createHash } from "node:crypto";
 import { crc32 } from "node:zlib";
 import { join } from "node:path";
 import { defaultLut4, scratchDir } from "../helpers/lut4-fixture.ts";
-import { readLut4, writeLut4 } from "../../formats/lut4.ts";
-import { SESSION_PREFIX, writeSessionFile } from "../../formats/session.ts";
+import { readLut4, writeLut4 } from "../../formats/lut4/lut4.ts";
+import { SESSION_PREFIX, writeSessionFile } from "../../formats/session/session.ts";
 import { intEngineFromFile } from "../../engines/int/engine.ts";
 
 const ROOT = join(import.meta.dir, "../..");
@@ -20,7 +20,7 @@ const N = 12, M = 10;
 /** A script run by either runtime: `first` (prompt, N tokens, save), `rest` (restore, M), `whole` (N + M). */
 const script = (lut: string, mode: string, session: string) => `
 import { loadIntEngine } from "${ROOT}/engines/int/engine.ts";
-import { writeSessionFile } from "${ROOT}/formats/session.ts";
+import { writeSessionFile } from "${ROOT}/formats/session/session.ts";
 import { readFileSync } from "node:fs";
 const engine = await loadIntEngine(${JSON.stringify(lut)});
 const opts = { temperature: 0.9, topK: 50, minP: 0.02 };

@@ -1,5 +1,5 @@
 // Shared by the dmexp tests: temporary folders, and dmexp files assembled by hand, byte by byte, with
-// none of formats/dmexp.ts, so the format's layout is checked against the spec and not against itself.
+// none of formats/dmexp/dmexp.ts, so the format's layout is checked against the spec and not against itself.
 import { mkdtempSync, rmSync } from "node:fs";
 import { readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -16,7 +16,7 @@ export function tempDir(): { dir: string; cleanup: () => void } {
 }
 
 /**
- * A dmexp file from its parts, per formats/dmexp.md: prefix, header text, payload. A header that carries
+ * A dmexp file from its parts, per formats/dmexp/dmexp.md: prefix, header text, payload. A header that carries
  * ferry's `header_crc32 = "…"` line gets it recomputed (as a forger would), unless `seal` is false.
  */
 export function assemble(
@@ -37,7 +37,7 @@ export function assemble(
   return out;
 }
 
-// The spec's header checksum, computed here without formats/dmexp.ts: CRC-32 of the prefix and the
+// The spec's header checksum, computed here without formats/dmexp/dmexp.ts: CRC-32 of the prefix and the
 // header with the checksum's 8 hex digits written as zeros, stored in place of those digits.
 function sealByHand(file: Uint8Array, headerLength: number): void {
   const text = new TextDecoder().decode(file.subarray(24, 24 + headerLength));

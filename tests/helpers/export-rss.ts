@@ -22,7 +22,7 @@ const [input, output, format] = process.argv.slice(2);
 const engine = format === "load-float"
   ? await (await import("../../engines/mod.ts")).ENGINES.float.factory()
   : null;
-const dmexp = format === "load-float" ? (await import("../../formats/dmexp.ts")).dmexpFormat : null;
+const dmexp = format === "load-float" ? (await import("../../formats/dmexp/dmexp.ts")).dmexpFormat : null;
 const baseline = process.memoryUsage().rss;
 let peak = baseline;
 const timer = setInterval(() => peak = Math.max(peak, process.memoryUsage().rss), 10);

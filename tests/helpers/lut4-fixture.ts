@@ -3,8 +3,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
-import { readCheckpoint } from "../../formats/checkpoint.ts";
-import { lut4Format } from "../../formats/lut4.ts";
+import { readCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
+import { lut4Format } from "../../formats/lut4/lut4.ts";
 import { tensorSource } from "../../model/tensor.ts";
 
 export const CHECKPOINT = join(import.meta.dir, "..", "..", "model", "default", "ferry.ckpt");

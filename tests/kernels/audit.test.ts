@@ -9,7 +9,7 @@
 // What it proves: those constructs are absent from the source of the audited functions. What it does
 // not: it says nothing about the JavaScript engine's machine code (a JIT may use a multiplier for
 // `a[i]` addressing or for `|` on doubles), about functions outside the set (the adapter in
-// engines/int/engine.ts, the lut4 reader, the CLI), or about model quality. See formats/lut4.md.
+// engines/int/engine.ts, the lut4 reader, the CLI), or about model quality. See formats/lut4/lut4.md.
 import { expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";

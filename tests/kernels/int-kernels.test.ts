@@ -7,7 +7,7 @@ import { divShifted, isqrtScaled, recip16 } from "../../kernels/int/isqrt.ts";
 import { ACC_EXP, activationTables, gemv, prepareMatrix } from "../../kernels/int/gemv.ts";
 import { expNeg, prepareTable, silu } from "../../kernels/int/tables.ts";
 import { normPlan, rmsnorm } from "../../kernels/int/norm.ts";
-import { makeTables } from "../../formats/lut4-quantize.ts";
+import { makeTables } from "../../quantize/lut4-quantize.ts";
 import { PRESETS } from "../../model/config.ts";
 import { drawBelow, nextU32, seedRng } from "../../engines/int/sampler.ts";
 

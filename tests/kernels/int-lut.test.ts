@@ -3,7 +3,7 @@
 // model with random and extreme inputs, on random matrices whose rows saturate, and through the engine.
 import { expect, test } from "bun:test";
 import { defaultLut4 } from "../helpers/lut4-fixture.ts";
-import { readLut4 } from "../../formats/lut4.ts";
+import { readLut4 } from "../../formats/lut4/lut4.ts";
 import { checked } from "../../kernels/int/check.ts";
 import { activationTables, gemv, type LutMatrix, prepareMatrix } from "../../kernels/int/gemv.ts";
 import { gemvLut, inputPlanes } from "../../kernels/int/gemv-lut.ts";
@@ -13,7 +13,7 @@ import { ropeHead } from "../../kernels/int/rope.ts";
 import { createLutSums } from "../../kernels/wasm/int-lut.ts";
 import { attendGroup, type AttentionContext, attentionScratch } from "../../kernels/int/attention.ts";
 import { prepareTable, silu } from "../../kernels/int/tables.ts";
-import { makeTables } from "../../formats/lut4-quantize.ts";
+import { makeTables } from "../../quantize/lut4-quantize.ts";
 import { PRESETS } from "../../model/config.ts";
 import { evalWindows, loadBrown } from "../../model/corpus.ts";
 import { createRng } from "../../model/random.ts";

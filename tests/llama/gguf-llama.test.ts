@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
-import { writeGguf } from "../../formats/gguf.ts";
+import { writeGguf } from "../../formats/gguf/gguf.ts";
 import { evalWindows, loadBrown } from "../../model/corpus.ts";
 import { logSoftmax, windowInputs, windowLogits } from "../../measure/metrics.ts";
 import { buildModel } from "../../model/qwen3.ts";

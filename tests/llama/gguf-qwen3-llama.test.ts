@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { loadEngine } from "../../engines/mod.ts";
-import { writeGguf } from "../../formats/gguf.ts";
+import { writeGguf } from "../../formats/gguf/gguf.ts";
 import { openLlamaGguf } from "../../measure/llama-cpp.ts";
 import { tempDir } from "../helpers/gguf-fixtures.ts";
 import {

@@ -16,7 +16,7 @@ import {
   LlamaLogLevel,
   type LlamaModel,
 } from "node-llama-cpp";
-import { readGgufTokenizer, writeGguf } from "../../formats/gguf.ts";
+import { readGgufTokenizer, writeGguf } from "../../formats/gguf/gguf.ts";
 import { brownDir, untag } from "../../model/corpus.ts";
 import { qwen3VocabModel, tempDir, tokenizerFilesOf } from "../helpers/gguf-fixtures.ts";
 

@@ -11,8 +11,8 @@ import { join } from "node:path";
 import { scratchDir } from "../helpers/lut4-fixture.ts";
 import { qwen3Folder } from "../helpers/qwen3-folder.ts";
 import { exportCheckpoint, openInput } from "../../formats/export.ts";
-import { imatrixImportance, parseImatrix } from "../../formats/imatrix.ts";
-import { importanceOf } from "../../formats/gguf.ts";
+import { imatrixImportance, parseImatrix } from "../../formats/imatrix/imatrix.ts";
+import { importanceOf } from "../../formats/gguf/gguf.ts";
 import { materialize, type Tensor } from "../../model/tensor.ts";
 import { calibrateOnce, lut4Calibrator, writingImatrix } from "../../measure/calibrate.ts";
 

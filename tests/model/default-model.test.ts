@@ -1,7 +1,7 @@
 // The shipped model: what docs/training.md says about it is what it does.
 import { expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
-import { readCheckpoint } from "../../formats/checkpoint.ts";
+import { readCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
 import { evalWindows, loadBrown } from "../../model/corpus.ts";
 import { bitsPerByte } from "../../measure/metrics.ts";
 import { buildModel } from "../../model/qwen3.ts";

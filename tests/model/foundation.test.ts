@@ -13,7 +13,7 @@ import {
   openCheckpointModel,
   readCheckpoint,
   writeCheckpoint,
-} from "../../formats/checkpoint.ts";
+} from "../../formats/checkpoint/checkpoint.ts";
 import { materialize } from "../../model/tensor.ts";
 import { expectSameBits, expectSameTensors } from "../helpers/bits.ts";
 

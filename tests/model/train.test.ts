@@ -21,7 +21,7 @@ import {
   sumInto,
 } from "../../model/train.ts";
 import { createRng } from "../../model/random.ts";
-import { readCheckpoint } from "../../formats/checkpoint.ts";
+import { readCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
 
 test("AdamW on a tiny model drives the loss on a fixed sentence down", () => {
   const cfg = PRESETS.tiny;

@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { makeQwen3Folder } from "../helpers/qwen3-folder.ts";
-import { hfFormat } from "../../formats/huggingface.ts";
+import { hfFormat } from "../../formats/huggingface/huggingface.ts";
 
 /** The JSON header of a safetensors file, read by hand. */
 function header(path: string): Record<string, { dtype: string; shape: number[]; data_offsets: number[] }> {

@@ -19,7 +19,7 @@ let engine: Engine;
 
 beforeAll(async () => {
   if (FAST) return;
-  // The folder's own tokenizer files go in explicitly until formats/huggingface.ts reads them itself.
+  // The folder's own tokenizer files go in explicitly until formats/huggingface/huggingface.ts reads them itself.
   engine = await loadEngine(await qwen3Folder({ peaked: true }), "float", {
     tokenizer: qwen3TokenizerFiles(),
   });

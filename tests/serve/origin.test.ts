@@ -7,12 +7,16 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { FORMATS } from "../../formats/mod.ts";
 import type { ExportOrigin } from "../../formats/format.ts";
-import { GgufError, readGguf, writeGguf } from "../../formats/gguf.ts";
-import { exportHuggingFace, HuggingFaceError, importHuggingFace } from "../../formats/huggingface.ts";
-import { f64linesConfigPath, f64linesFormat } from "../../formats/f64lines.ts";
+import { GgufError, readGguf, writeGguf } from "../../formats/gguf/gguf.ts";
+import {
+  exportHuggingFace,
+  HuggingFaceError,
+  importHuggingFace,
+} from "../../formats/huggingface/huggingface.ts";
+import { f64linesConfigPath, f64linesFormat } from "../../formats/f64lines/f64lines.ts";
 import { sealDigest } from "../../formats/digest.ts";
-import { SAFETENSORS_DIGEST_NEEDLE } from "../../formats/safetensors.ts";
-import { readDmexp, writeDmexp } from "../../formats/dmexp.ts";
+import { SAFETENSORS_DIGEST_NEEDLE } from "../../formats/safetensors/safetensors.ts";
+import { readDmexp, writeDmexp } from "../../formats/dmexp/dmexp.ts";
 import { ConfigError } from "../../model/config.ts";
 import { FUZZ_LUT4_CONFIG } from "../../formats/fuzz-kit.ts";
 import { FormatError } from "../../model/error.ts";

@@ -15,7 +15,7 @@ import { intEngineFromBytes } from "../../engines/int/from-bytes.ts";
 import { loadIntEngine } from "../../engines/int/engine.ts";
 import { floatEngineFromLut4Bytes } from "../../engines/float-from-bytes.ts";
 import { loadEngine } from "../../engines/mod.ts";
-import { parseLut4 } from "../../formats/lut4.ts";
+import { parseLut4 } from "../../formats/lut4/lut4.ts";
 import { generateAll } from "../../model/generate.ts";
 import { encode } from "../../model/tokenizer.ts";
 import { browserModules, REPO_ROOT, stripTypes, TAB_ENTRIES } from "../../serve/browser-modules.ts";
@@ -38,7 +38,7 @@ test("the worker's closure is served under /src/ as JavaScript, with ETags that 
   for (
     const path of [
       "engines/int/from-bytes.ts",
-      "formats/lut4.ts",
+      "formats/lut4/lut4.ts",
       "serve/slot-run.ts",
       "serve/page/worker-node.js",
     ]
