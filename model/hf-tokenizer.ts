@@ -16,6 +16,7 @@
  * ```
  * @module
  */
+import { rememberLast } from "./remember.ts";
 import { Tokenizer as HfLibTokenizer } from "@huggingface/tokenizers";
 import { BYTE_CHARS } from "./byte-chars.ts";
 import { FormatError } from "./error.ts";
@@ -153,6 +154,20 @@ function splitAt(text: string, tokens: readonly string[]): Array<{ text: string;
  * ```
  */
 export function hfTokenizer(files: TokenizerFiles, where: string): Tokenizer {
+  // Built once per texts and place (its errors name `where`): a process that loads one model again, or
+  // several exports of it, parses 11 MB of JSON and builds the library's tables once.
+  const key = [
+    where,
+    files["tokenizer.json"],
+    files["tokenizer_config.json"],
+    files["generation_config.json"],
+  ];
+  return builtTokenizers(key, () => buildTokenizer(files, where));
+}
+
+const builtTokenizers = rememberLast<Tokenizer>(2);
+
+function buildTokenizer(files: TokenizerFiles, where: string): Tokenizer {
   const tj = parseJson(files["tokenizer.json"], "tokenizer.json", where);
   const config = files["tokenizer_config.json"] === undefined
     ? {}

@@ -17,6 +17,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Template } from "@huggingface/jinja";
 import { FormatError } from "../../model/error.ts";
+import { rememberLast } from "../../model/remember.ts";
 import { TOKENIZER_FILE_NAMES, type TokenizerFiles } from "../../model/tokenizer-types.ts";
 import { BOS, BOS_TOKEN, BYTE_CHARS, BYTE_VOCAB_SIZE, EOS, EOS_TOKEN } from "../../model/tokenizer.ts";
 import { isJsonObject, JsonNumber, type JsonValue, parseStrictJson, StrictJsonError } from "../json.ts";
@@ -275,6 +276,20 @@ function describe(v: JsonValue | undefined): string {
  * ```
  */
 export function checkTokenizerFiles(
+  files: TokenizerFiles,
+  vocabSize: number,
+  where: { dir: string; config: string },
+): TokenizerSummary {
+  // A lut4 load checks its tokenizer section when it reads the tokenizer and again when it reads the
+  // weights: the same texts, checked once. The summary depends on the texts and the vocab size only.
+  const names = Object.keys(files).sort();
+  const key = [vocabSize, names.join("\n"), ...names.map((n) => files[n as keyof TokenizerFiles])];
+  return checkedFiles(key, () => Object.freeze(checkFiles(files, vocabSize, where)));
+}
+
+const checkedFiles = rememberLast<TokenizerSummary>(2);
+
+function checkFiles(
   files: TokenizerFiles,
   vocabSize: number,
   where: { dir: string; config: string },
