@@ -12,11 +12,13 @@
  * ```
  * @module
  */
+import { Buffer } from "node:buffer";
 import { type FileHandle, open, stat } from "node:fs/promises";
 import { chunksAt, openAtomic, readExact } from "../io.ts";
 import { type ModelConfig, paramShapes } from "../../model/config.ts";
 import { materialize, numel, type Tensor, type TensorSource } from "../../model/tensor.ts";
 import type { TokenizerFiles } from "../../model/tokenizer-types.ts";
+import { rememberLast } from "../../model/remember.ts";
 import type { ExportOrigin, FormatDescriptor, OpenedExport } from "../format.ts";
 import {
   GgufError,
@@ -339,7 +341,7 @@ async function openGguf(path: string): Promise<OpenGguf> {
     const size = info.size;
     for (let want = Math.min(HEADER_READ, size);; want = Math.min(want * 2, size)) {
       const prefix = await readAt({ fh, path }, 0, want);
-      const head = parseGgufHeader(prefix, size, path);
+      const head = parsedHeader(prefix, size, path);
       if (head !== "more") return { path, fh, size, head, prefix };
     }
   } catch (e) {
@@ -347,6 +349,18 @@ async function openGguf(path: string): Promise<OpenGguf> {
     throw e;
   }
 }
+
+/**
+ * `parseGgufHeader`, remembered for the last headers read, by their bytes (compared exactly, as text): a
+ * load opens a file twice (its tokenizer, then its tensors), and a Qwen3 vocabulary's header is megabytes
+ * of strings whose parse and checks took a second each time. The header object is shared: read-only.
+ */
+function parsedHeader(prefix: Uint8Array, size: number, path: string): GgufHeader | "more" {
+  const bytes = Buffer.from(prefix.buffer, prefix.byteOffset, prefix.byteLength).toString("latin1");
+  return parsedHeaders([path, size, bytes], () => parseGgufHeader(prefix, size, path));
+}
+
+const parsedHeaders = rememberLast<GgufHeader | "more">(2);
 
 function readAt(g: Pick<OpenGguf, "fh" | "path">, position: number, length: number): Promise<Uint8Array> {
   return readExact(g.fh, new Uint8Array(length), position, () => changed(g.path));
