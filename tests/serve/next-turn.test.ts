@@ -10,8 +10,9 @@ import { join } from "node:path";
 import { nextTurn } from "../../serve/next-turn.ts";
 
 /**
- * Turns for 60 ms with a timer running beside them: the timer must fire (the loop really turned), and
- * concurrent callers must each be answered. Run here under Bun and, as its source, in a Deno child.
+ * Turns for 60 ms with a timer running beside them: the timer must fire more than once (the loop really
+ * turned; a loop that never let timers in would count none), and concurrent callers must each be
+ * answered. The tick count is a floor, not a rate: on two busy cores a 1 ms timer fired 5 times in 60 ms. Run here under Bun and, as its source, in a Deno child.
  */
 async function turnsBesideATimer(turn: () => Promise<void>): Promise<{ turns: number; ticks: number }> {
   let ticks = 0;
@@ -50,7 +51,7 @@ function runDeno(flags: string[]) {
 test("Bun: concurrent turns all resolve, and timers run between them", async () => {
   const { turns, ticks } = await turnsBesideATimer(nextTurn);
   expect(turns).toBeGreaterThan(100);
-  expect(ticks).toBeGreaterThan(5);
+  expect(ticks).toBeGreaterThan(1);
 });
 
 crossProcessTest(
@@ -61,7 +62,7 @@ crossProcessTest(
     expect(r.status).toBe(0);
     const { turns, ticks } = JSON.parse(r.out);
     expect(turns).toBeGreaterThan(100); // microseconds each, not a timer's milliseconds
-    expect(ticks).toBeGreaterThan(5);
+    expect(ticks).toBeGreaterThan(1);
   },
 );
 
