@@ -37,8 +37,8 @@ import { requireInput, unreadable } from "./io.ts";
 import { type FormatDescriptor, formatNamed, FORMATS, type WriteResult } from "./mod.ts";
 import { type ModelConfig, paramShapes, PRESETS, readConfigFile } from "../model/config.ts";
 import { FormatError } from "../model/error.ts";
-import type { CalibrationNeeds, Lut4Calibrator } from "../quantize/lut4-types.ts";
-import { tensorSource } from "../model/tensor.ts";
+import type { CalibrationNeeds, Lut4Calibration, Lut4Calibrator } from "../quantize/lut4-types.ts";
+import { materialize, type TensorSource, tensorSource } from "../model/tensor.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 
 /** The checkpoint exported when no input is given: the shipped model. */
@@ -284,6 +284,21 @@ export function calibrationNeeds(format: string, dtype: string): CalibrationNeed
   return formatNamed(format)?.calibrates?.(dtype as never);
 }
 
+/**
+ * Runs the calibrator on the model: the float model over calibration text, so every tensor is read into
+ * memory first (plain rounding streams them instead). Returns the tensors, now in memory, for the
+ * writer, and the statistics it quantizes with.
+ */
+async function calibrated(
+  model: { config: ModelConfig; tensors: readonly TensorSource[]; tokenizer?: TokenizerFiles },
+  calibrate: Lut4Calibrator,
+  needs: CalibrationNeeds,
+): Promise<{ sources: TensorSource[]; calibration: Lut4Calibration }> {
+  const tensors = await Promise.all(model.tensors.map(materialize));
+  const calibration = await calibrate(model.config, tensors, model.tokenizer, needs);
+  return { sources: tensors.map(tensorSource), calibration };
+}
+
 /** The format a `--format` name names, or a `UsageError` listing the names. */
 export function formatFor(name: string): FormatDescriptor {
   const format = formatNamed(name);
@@ -352,15 +367,17 @@ export async function exportCheckpoint(opts: ExportOptions = {}): Promise<Export
     // A default calibration too long for this model's size is skipped, and the summary says so.
     const needs = calibrationNeeds(format.name, dtype);
     const skipped = needs ? opts.calibrate?.skip?.(model.config, needs) : undefined;
-    const calibrate = skipped ? undefined : opts.calibrate;
+    const { sources, calibration } = needs && opts.calibrate && !skipped
+      ? await calibrated(model, opts.calibrate, needs)
+      : { sources: model.tensors, calibration: undefined };
     const result = await format.write(file, {
       config: model.config,
-      tensors: model.tensors,
+      tensors: sources,
       source: model.source,
       step: model.step,
       name: model.name,
       ...(model.tokenizer ? { tokenizer: model.tokenizer } : {}),
-    }, { dtype, onProgress: (d, t) => opts.onProgress?.("write", d, t), calibrate });
+    }, { dtype, onProgress: (d, t) => opts.onProgress?.("write", d, t), calibration });
     const { file: written, bytes, params, tensors, ...details } = result;
     if (skipped) details.calibration = skipped;
     return {

@@ -14,7 +14,7 @@
  */
 import type { ModelConfig } from "../model/config.ts";
 import type { Tensor, TensorSource } from "../model/tensor.ts";
-import type { CalibrationNeeds, Lut4Calibrator } from "../quantize/lut4-types.ts";
+import type { CalibrationNeeds, Lut4Calibration } from "../quantize/lut4-types.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 
 /** What a writer is given: the model's shape and its tensors, streamed a chunk at a time. */
@@ -95,15 +95,16 @@ export interface FormatDescriptor<D extends string = string> {
    */
   cannotStore?(config: ModelConfig): { field: string; expected: string; found: string } | null;
   /**
-   * What writing `dtype` needs of the calibrator `write` is handed: "covariance" (lut4's GPTQ feedback),
-   * "importance" (GGUF's importance-weighted types), or undefined (none; absent: never). The one rule
-   * for which exports calibrate (formats/export.ts `calibrationNeeds`).
+   * What writing `dtype` needs of calibration: "covariance" (lut4's GPTQ feedback), "importance" (GGUF's
+   * importance-weighted types), or undefined (none; absent: never). The one rule for which exports
+   * calibrate: the export job (formats/export.ts) runs the calibrator for what this says, and hands
+   * `write` the statistics. A format never runs a model.
    */
   calibrates?(dtype: D): CalibrationNeeds | undefined;
   write(
     path: string,
     input: ExportInput,
-    options: { dtype: D; onProgress?: (done: number, total: number) => void; calibrate?: Lut4Calibrator },
+    options: { dtype: D; onProgress?: (done: number, total: number) => void; calibration?: Lut4Calibration },
   ): Promise<WriteResult>;
   read(path: string, options?: { onProgress?: (done: number, total: number) => void }): Promise<ReadResult>;
   /**

@@ -16,7 +16,7 @@ import { Buffer } from "node:buffer";
 import { type FileHandle, open, stat } from "node:fs/promises";
 import { chunksAt, openAtomic, readExact } from "../io.ts";
 import { type ModelConfig, paramShapes } from "../../model/config.ts";
-import { materialize, numel, type Tensor, type TensorSource } from "../../model/tensor.ts";
+import { numel, type Tensor, type TensorSource } from "../../model/tensor.ts";
 import type { TokenizerFiles } from "../../model/tokenizer-types.ts";
 import { rememberLast } from "../../model/remember.ts";
 import type { ExportOrigin, FormatDescriptor, OpenedExport } from "../format.ts";
@@ -533,14 +533,11 @@ export const ggufFormat: FormatDescriptor<GgufDtype> = {
     const blocks = new Set(g.head.tensors.map((t) => t.type).filter((type) => !WIDENS_EXACTLY.has(type)));
     return blocks.size > 0 ? `${[...blocks].join(", ")} blocks` : undefined;
   },
-  async write(path, input, { dtype, calibrate }) {
-    // Calibration, when handed one, weighs the K-quants' and IQ4_NL's scale search (llama.cpp's imatrix);
-    // it runs the model, so it needs the tensors in memory. Otherwise they stream, one piece at a time.
-    const calibrating = calibrate !== undefined && ggufFormat.calibrates!(dtype) !== undefined;
-    const tensors = calibrating ? await Promise.all(input.tensors.map(materialize)) : input.tensors;
-    const cal = calibrating
-      ? await calibrate(input.config, tensors as Tensor[], input.tokenizer, "importance")
-      : undefined;
+  async write(path, input, { dtype, calibration }) {
+    // Calibration statistics, when handed them, weigh the K-quants' and IQ4_NL's scale search (llama.cpp's
+    // imatrix); the other types take none. The tensors stream, one piece at a time.
+    const cal = ggufFormat.calibrates!(dtype) !== undefined ? calibration : undefined;
+    const tensors = input.tensors;
     await writeGguf(path, tensors, input.config, {
       tokenizer: input.tokenizer,
       type: dtype,

@@ -27,7 +27,7 @@ import {
 } from "../fuzz-kit.ts";
 import { encodeTokenizerSection } from "../tokenizer-section.ts";
 import type { TokenizerFiles } from "../../model/tokenizer-types.ts";
-import { type Lut4Calibrator, Lut4Error, lut4Format, readLut4 } from "./lut4.ts";
+import { type Lut4Calibration, Lut4Error, lut4Format, readLut4 } from "./lut4.ts";
 import { initParams } from "../../model/init.ts";
 import { tensorSource } from "../../model/tensor.ts";
 
@@ -37,11 +37,10 @@ const enc = new TextEncoder(), dec = new TextDecoder();
  * The calibration record the campaign's file carries, so that the optional header key is attacked too
  * (no statistics come with it: the weights are rounded plainly, the record is all that is read).
  */
-const FUZZ_CALIBRATION: Lut4Calibrator = () =>
-  Promise.resolve({
-    covariance: new Map(),
-    record: { source: "brown train split", windows: 4, window_tokens: 256, tokens: 1024, seed: 1 },
-  });
+const FUZZ_CALIBRATION: Lut4Calibration = {
+  covariance: new Map(),
+  record: { source: "brown train split", windows: 4, window_tokens: 256, tokens: 1024, seed: 1 },
+};
 
 /**
  * Writes the campaign's lut4 file (the model `FUZZ_LUT4_CONFIG` describes) at `file`; with `tokenizer`,
@@ -55,7 +54,7 @@ export async function makeLut4(file: string, tokenizer?: TokenizerFiles): Promis
     step: 1,
     name: "fuzz",
     ...(tokenizer ? { tokenizer } : {}),
-  }, { dtype: "q4", calibrate: FUZZ_CALIBRATION });
+  }, { dtype: "q4", calibration: FUZZ_CALIBRATION });
 }
 
 // The header, the data section and (schema /2, when the header's `tokenizer.bytes` fits) the tokenizer section.

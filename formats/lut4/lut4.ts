@@ -37,7 +37,6 @@ import type {
   CalibrationRecord,
   GainTable,
   HeadMode,
-  Lut4Calibration,
   Lut4Shape,
   Lut4Tables,
   Lut4Weights,
@@ -47,7 +46,7 @@ import { type ModelConfig, validateConfig } from "../../model/config.ts";
 import { FormatError, type RefusalDetail } from "../../model/error.ts";
 import { jsonHeader } from "../json.ts";
 import { calibrationLine } from "../calibration-record.ts";
-import { materialize, numel, type Tensor, tensorSource } from "../../model/tensor.ts";
+import { numel, type Tensor } from "../../model/tensor.ts";
 import type { TokenizerFiles } from "../../model/tokenizer-types.ts";
 import { decodeTokenizerSection, encodeTokenizerSection } from "../tokenizer-section.ts";
 import { tokenizerInfo } from "../huggingface/huggingface-tokenizer.ts";
@@ -1106,15 +1105,9 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
     const head: HeadMode = options.dtype === "q4-head" ? "separate" : "tied";
     let params = 0;
     for (const t of input.tensors) params += numel(t.dims);
-    // Calibration runs the float model over every tensor, so it alone needs them all in memory; plain
-    // rounding reads one matrix at a time, a block of rows at a time (formats/lut4/lut4.md, "The quantizer").
-    let sources = input.tensors, cal: Lut4Calibration | undefined;
-    if (options.calibrate) {
-      const tensors = await Promise.all(input.tensors.map(materialize));
-      // Calibration, when handed one: GPTQ error feedback on the calibration inputs (formats/lut4/lut4.md).
-      cal = await options.calibrate(config, tensors, input.tokenizer);
-      sources = tensors.map(tensorSource);
-    }
+    // The quantizer reads one matrix at a time, a block of rows at a time (formats/lut4/lut4.md, "The
+    // quantizer"). Calibration statistics, when handed them: GPTQ error feedback on the calibration inputs.
+    const sources = input.tensors, cal = options.calibration;
     const stored: HeadMode = head === "tied" && config.tie_word_embeddings ? "tied" : "separate";
     let errors: TensorError[] = [], done = 0;
     const meta = {
