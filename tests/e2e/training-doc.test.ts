@@ -1,7 +1,7 @@
 // docs/training.md's figures, checked against what their commands give: the step count, batch and tokens
 // across the page, the command, the log and the checkpoint; the EMA figure; and the training command itself,
-// stopped after ten steps, printing the shipped log's first line to every digit (a file of its own, so it runs
-// beside the README's tests).
+// stopped after ten steps, printing the shipped log's first line to every digit (a file of its own, so it
+// runs beside the README's tests).
 import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
