@@ -3,7 +3,7 @@
  * engine in the tab's Web Worker (serve/page/worker.js, in Debian's Chromium), against the same engine
  * on the server's runtimes (Bun in this process, Deno in a child process), and against wllama
  * (llama.cpp compiled to WebAssembly, npm `@wllama/wllama`) running ferry's Q4_0 GGUF export of the
- * same model in the same Chromium, one thread each. wllama is no dependency of the project: the pinned
+ * same model in the same Chromium, on the same number of threads (`--threads`, default 1). wllama is no dependency of the project: the pinned
  * version is used from node_modules when it is there, else fetched once with `bun install` into a
  * per-user cache ($XDG_CACHE_HOME/ferry/wllama-3.13.0, or ~/.cache/ferry/...). Also the time from opening the page to the first
  * token of a reply in tab mode: cold (a fresh browser profile: the model is downloaded) and warm (a
@@ -18,6 +18,7 @@
  * @example
  * ```ts
  * // bun scripts/tools/bench-tab.ts --runs 3 --json
+ * // bun scripts/tools/bench-tab.ts --lut4 q06.lut4 --gguf q06.q4_0.gguf --threads 2 --decode 32
  * ```
  * @module
  */
@@ -29,27 +30,35 @@ import { homedir, tmpdir } from "node:os";
 import { dirname, extname, join, normalize } from "node:path";
 import { fileURLToPath } from "node:url";
 import process from "node:process";
-import { cli, run } from "../cli.ts";
+import { cli, failUsage, run } from "../cli.ts";
 import { loadIntEngine } from "../../engines/int/engine.ts";
+import { loadEngine } from "../../engines/mod.ts";
 import { readCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
 import { ggufFormat } from "../../formats/gguf/gguf.ts";
 import { lut4Format } from "../../formats/lut4/lut4.ts";
 import type { ModelConfig } from "../../model/config.ts";
 import type { Engine } from "../../model/engine.ts";
 import { tensorSource } from "../../model/tensor.ts";
-import { encode } from "../../model/tokenizer.ts";
+import { loadTokenizer } from "../../model/hf-tokenizer.ts";
 import { createApp } from "../../serve/app.ts";
 import { listen } from "../../serve/listen.ts";
 
 const HELP = `
 Prefill and decode speed of the integer engine in the browser tab, against the server's engine (Bun,
-Deno) and wllama (llama.cpp in WebAssembly) on ferry's Q4_0 GGUF, one thread each; and the time from
-page load to the first token, cold and warm.
+Deno) and wllama (llama.cpp in WebAssembly) on ferry's Q4_0 GGUF, on the same number of threads; and
+the time from page load to the first token, cold and warm. The model is the shipped one, exported here,
+or any model's lut4 and Q4_0 GGUF exports given together (--lut4, --gguf).
 
-Usage: bun scripts/tools/bench-tab.ts [--prompt N] [--decode N] [--runs N] [--chromium PATH] [--json]
+Usage: bun scripts/tools/bench-tab.ts [--lut4 FILE --gguf FILE] [--threads N] [--prompt N] [--decode N]
+                                      [--runs N] [--chromium PATH] [--json]
 
 Options:
-  --prompt N         prompt tokens fed at once (default 128)
+  --lut4 FILE        a lut4 export to measure (with --gguf: the same model's Q4_0 GGUF, for wllama);
+                     default: the shipped model, exported to both here
+  --gguf FILE        see --lut4
+  --threads N        threads of every engine: the tab's worker, the server's, wllama's (default 1); the
+                     tab needs cross-origin isolation for more than one, which the page has
+  --prompt N         prompt tokens fed at once, in the model's own tokens (default 128)
   --decode N         greedy tokens generated after it (default 128)
   --runs N           runs of each measurement; the best is reported (default 3)
   --chromium PATH    the Chromium to drive (default $FERRY_CHROMIUM, else /usr/bin/chromium);
@@ -75,16 +84,24 @@ const WLLAMA_VERSION = "3.13.0";
  */
 const PLAYWRIGHT = "playwright-core";
 
+/** The longest a step in a page may take: loading a 0.6B-parameter model into a tab takes tens of seconds. */
+const PAGE_TIMEOUT_MS = 600_000;
+
 /** One engine's best prefill and decode rates. */
 interface Rates {
   prefillTps: number;
   decodeTps: number;
 }
 
-/** The prompt: `n` tokens of plain text (BOS and n - 1 bytes), the same text every engine reads. */
-function promptText(n: number): string {
+/**
+ * The prompt: the first `n` tokens of plain text in the model's own tokenizer (BOS first where it has one;
+ * the byte model's are BOS and n - 1 bytes), and their text without BOS, which wllama reads.
+ */
+async function promptOf(lut4: string, n: number): Promise<{ ids: number[]; text: string }> {
+  const tokenizer = loadTokenizer(await lut4Format.readTokenizer!(lut4), lut4);
   const base = "The jury said it did find that the city had been run well and that the election was fair. ";
-  return base.repeat(Math.ceil(n / base.length)).slice(0, n - 1);
+  const ids = tokenizer.encode(base.repeat(n), { bos: true }).slice(0, n);
+  return { ids, text: tokenizer.decode(ids) };
 }
 
 /** The best of `runs` timings in tokens per second. */
@@ -123,11 +140,13 @@ async function engineTiming(engine: Engine, prompt: number[], decode: number): P
  * The same under Deno, in a child process running this script with `--engine-only`: a warm-up run,
  * then the timed one (the first run of a fresh process includes WebAssembly's tier-up).
  */
-function denoTiming(lut4: string, promptTokens: number, decode: number): Timing {
+function denoTiming(lut4: string, promptTokens: number, decode: number, threads: number): Timing {
   const args = ["run", "-A", join(ROOT, "scripts/tools/bench-tab.ts"), "--engine-only", lut4];
-  const r = spawnSync("deno", [...args, "--prompt", `${promptTokens}`, "--decode", `${decode}`], {
-    encoding: "utf8",
-  });
+  const r = spawnSync(
+    "deno",
+    [...args, "--prompt", `${promptTokens}`, "--decode", `${decode}`, "--threads", `${threads}`],
+    { encoding: "utf8" },
+  );
   if (r.status !== 0) throw new Error(`deno engine run failed: ${r.stderr}`);
   return JSON.parse(r.stdout.trim().split("\n").at(-1)!);
 }
@@ -151,7 +170,10 @@ async function firstTokenTimes(page: any, url: string): Promise<{ coldMs: number
   };
   const t0 = performance.now();
   await page.goto(url);
+  // The switch works once the page has connected (a large model's server answers later than a small one's).
+  await page.waitForFunction('document.getElementById("model").textContent !== "connecting…"');
   await page.selectOption("#where", "tab");
+  await page.waitForFunction('!document.getElementById("tab-panel").hidden');
   await page.click("#tab-load-server");
   await page.waitForFunction(status("/downloaded from the server/"));
   await firstToken();
@@ -305,15 +327,24 @@ async function main(): Promise<void> {
     runs: { type: "string", default: "3" },
     chromium: { type: "string", default: process.env.FERRY_CHROMIUM || DEFAULT_CHROMIUM },
     json: { type: "boolean" },
+    lut4: { type: "string" },
+    gguf: { type: "string" },
+    threads: { type: "string", default: "1" },
     "engine-only": { type: "boolean" },
   });
   const promptN = Number(values.prompt), decode = Number(values.decode), runs = Number(values.runs);
-  const text = promptText(promptN);
-  const prompt = encode(text, { bos: true });
+  const threads = Number(values.threads);
+  if (!(Number.isInteger(threads) && threads >= 1 && threads <= 64)) {
+    failUsage(`--threads ${values.threads}: expected a whole number from 1 to 64`, HELP);
+  }
+  if ((values.lut4 === undefined) !== (values.gguf === undefined)) {
+    failUsage("--lut4 and --gguf go together: the same model's lut4 and Q4_0 GGUF exports", HELP);
+  }
   if (values["engine-only"]) {
-    const engine = await loadIntEngine(positionals[0]);
-    await engineTiming(engine, prompt, decode);
-    console.log(JSON.stringify(await engineTiming(engine, prompt, decode)));
+    const { ids } = await promptOf(positionals[0], promptN);
+    const engine = await loadIntEngine(positionals[0], { threads });
+    await engineTiming(engine, ids, decode);
+    console.log(JSON.stringify(await engineTiming(engine, ids, decode)));
     return;
   }
   const chromiumPath = values.chromium;
@@ -332,36 +363,46 @@ async function main(): Promise<void> {
     ...chromiumLaunch(chromiumPath),
   });
   try {
-    const { lut4, gguf } = await exports(dir);
+    const { lut4, gguf } = values.lut4 !== undefined
+      ? { lut4: values.lut4, gguf: values.gguf! }
+      : await exports(dir);
+    const { ids: prompt, text } = await promptOf(lut4, promptN);
 
-    // The tab: the ferry server hands out the page, the modules and the model; the worker runs it.
-    const engine = await loadIntEngine(lut4);
+    // The tab: the ferry server hands out the page, the modules and the model; the worker runs it. The
+    // server's engine, with the file's tokenizer, is also the one timed under Bun.
+    const engine = await loadEngine(lut4, "int", { threads });
     const server = await listen(createApp({ engine }).fetch, { hostname: "127.0.0.1", port: 0 });
     const page = await (await browser.newContext()).newPage();
+    // A real model's download, load and replies take minutes in a tab, not Playwright's default 30 s.
+    page.setDefaultTimeout(PAGE_TIMEOUT_MS);
     const { coldMs, warmMs } = await firstTokenTimes(page, server.url);
 
-    // wllama on ferry's Q4_0 GGUF, one thread, CPU only, in the same Chromium.
+    // wllama on ferry's Q4_0 GGUF, CPU only, in the same Chromium, on as many threads.
     const ws = await wllamaServer(gguf, wllamaFolder);
     const wpage = await (await browser.newContext()).newPage();
+    wpage.setDefaultTimeout(PAGE_TIMEOUT_MS);
     await wpage.goto(ws.url);
     await wpage.evaluate(`(async () => {
       const { Wllama } = await import("/wllama/index.js");
       globalThis.w = new Wllama({ default: "/wllama/wasm/wllama.wasm" }, { suppressNativeLog: true });
-      await w.loadModelFromUrl("/model.gguf", { n_threads: 1, n_ctx: 512, n_batch: 512, n_gpu_layers: 0 });
+      await w.loadModelFromUrl("/model.gguf", {
+        n_threads: ${threads}, n_ctx: ${Math.max(512, 2 * (promptN + decode))}, n_batch: 512, n_gpu_layers: 0,
+      });
     })()`);
 
     // Rounds, each engine once per round, so a burst of load on the shared machine hits all of them.
     const times = { tab: [] as Timing[], bun: [] as Timing[], deno: [] as Timing[] };
     const wllamaRuns: WllamaTimings[] = [];
-    const bunEngine = await loadIntEngine(lut4);
+    // A first, untimed run of the tab and of this process: the Deno child makes one too (tier-up).
+    const benchInTab = `import("/page/tab.js").then((t) => t.benchTab(${
+      JSON.stringify(prompt)
+    }, ${decode}, ${threads}))`;
+    await page.evaluate(benchInTab);
+    await engineTiming(engine, prompt, decode);
     for (let r = 0; r < runs; r++) {
-      times.tab.push(
-        await page.evaluate(
-          `import("/page/tab.js").then((t) => t.benchTab(${JSON.stringify(prompt)}, ${decode}))`,
-        ),
-      );
-      times.bun.push(await engineTiming(bunEngine, prompt, decode));
-      times.deno.push(denoTiming(lut4, promptN, decode));
+      times.tab.push(await page.evaluate(benchInTab));
+      times.bun.push(await engineTiming(engine, prompt, decode));
+      times.deno.push(denoTiming(lut4, promptN, decode, threads));
       wllamaRuns.push(
         await wpage.evaluate(`w.createCompletion({
           prompt: ${JSON.stringify(text)},
@@ -385,6 +426,8 @@ async function main(): Promise<void> {
     };
 
     const result = {
+      model: values.lut4 ?? "the shipped model",
+      threads,
       promptTokens: prompt.length,
       decodeTokens: decode,
       runs,
@@ -402,12 +445,14 @@ async function main(): Promise<void> {
     }
     const row = (name: string, r: Rates) =>
       `${name.padEnd(28)} ${r.prefillTps.toFixed(0).padStart(8)} ${r.decodeTps.toFixed(0).padStart(8)}`;
-    console.log(`prompt ${prompt.length} tokens, decode ${decode}, best of ${runs}; tok/s:`);
+    console.log(
+      `${result.model}: prompt ${prompt.length} tokens, decode ${decode}, ${threads} thread(s), best of ${runs}; tok/s:`,
+    );
     console.log(`${"".padEnd(28)}  prefill   decode`);
     console.log(row("tab (int, Chromium worker)", tab));
     console.log(row("server int engine, Bun", bun));
     console.log(row("server int engine, Deno", deno));
-    console.log(row("wllama Q4_0 GGUF, 1 thread", wllama));
+    console.log(row("wllama Q4_0 GGUF", wllama));
     console.log(
       `tab decode: ${result.tabVsWllamaDecode.toFixed(2)}x wllama, ${
         result.tabVsServerDecode.toFixed(2)

@@ -127,9 +127,12 @@ export async function uploadSession(file) {
   return await ask({ type: "session-put", bytes }, [bytes]);
 }
 
-/** Times `prompt` fed at once and `decode` greedy tokens after it, in the worker (scripts/tools/bench-tab.ts). */
-export function benchTab(prompt, decode) {
-  return ask({ type: "bench", prompt, decode });
+/**
+ * Times `prompt` fed at once and `decode` greedy tokens after it, in the worker, on `threads` threads when
+ * given (scripts/tools/bench-tab.ts).
+ */
+export function benchTab(prompt, decode, threads) {
+  return ask({ type: "bench", prompt, decode, threads });
 }
 
 // ---- Getting a model into the tab. ----

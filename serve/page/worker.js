@@ -9,8 +9,9 @@
 // gives the same tokens, and a saved session is the bytes the server would have written.
 //
 // Messages in: {type, id, ...}: "load" {bytes, name, sha256?, engine?: "int" | "float", keep?: "server" |
-// "disk", threads?}, "load-kept" {sha256?, engine?}, "reload" {engine?}, "complete" {body}, "abort", "count"
-// {messages}, "session-get" {session}, "session-put" {bytes}, "bench" {prompt, decode}.
+// "disk", threads?}, "load-kept" {sha256?, engine?, threads?}, "reload" {engine?, threads?}, "complete"
+// {body}, "abort", "count" {messages}, "session-get" {session}, "session-put" {bytes}, "bench" {prompt,
+// decode, threads?}.
 // Messages out: {type: "reply", id, value} | {type: "piece", id, text, kind} (a reply's text as it
 // comes, kind "reasoning" or "content"; a load's step as it starts, kind "phase", text the step; how far
 // a prompt has been read, kind "prompt", text the server's prompt_progress object)
@@ -38,6 +39,7 @@ const KEEP = { sessions: 64, bytes: 256 << 20 };
 let ctx = null; // the server context's few fields that serve/prompt.ts reads
 let retained = null; // the loaded file's { bytes, name, sha256 } when IndexedDB does not keep them
 let loadedSha256 = null;
+let loadedThreads = 1;
 const running = new Map(); // request id -> AbortController
 
 /** Sessions by id, as the server's store holds them (opaque 32-hex-digit ids). */
@@ -109,6 +111,7 @@ async function load({ id, bytes, name, sha256, engine = "int", keep, threads = d
     : undefined;
   retained = keep && !unkept ? null : { bytes, name, sha256: made.sha256 };
   loadedSha256 = made.sha256;
+  loadedThreads = engine === "float" ? 1 : threads;
   return {
     id: name,
     unkept,
@@ -126,16 +129,19 @@ async function load({ id, bytes, name, sha256, engine = "int", keep, threads = d
 }
 
 /** Loads the kept model (only if its SHA-256 is `sha256`, when given); resolves to null when there is none. */
-async function loadKept({ id, sha256, engine }) {
+async function loadKept({ id, sha256, engine, threads }) {
   const kept = await keptModel();
   if (!kept || (sha256 !== undefined && kept.sha256 !== sha256)) return null;
-  return await load({ id, bytes: kept.bytes, name: kept.name, sha256: kept.sha256, engine });
+  return await load({ id, bytes: kept.bytes, name: kept.name, sha256: kept.sha256, engine, threads });
 }
 
-/** Builds the loaded model again on another engine, from the bytes held here or the kept ones. */
-async function reload({ id, engine }) {
-  if (retained) return await load({ id, ...retained, engine });
-  const again = await loadKept({ id, sha256: loadedSha256, engine });
+/**
+ * Builds the loaded model again on another engine (or, for a benchmark, another thread count), from the
+ * bytes held here or the kept ones.
+ */
+async function reload({ id, engine, threads }) {
+  if (retained) return await load({ id, ...retained, engine, threads });
+  const again = await loadKept({ id, sha256: loadedSha256, engine, threads });
   if (!again) throw new Error("the model is no longer kept in this browser: load it again");
   return again;
 }
@@ -246,9 +252,14 @@ async function getSession(id) {
 
 /**
  * A timing for scripts/tools/bench-tab.ts: `prompt` fed at once on a fresh session (prefill), then
- * `decode` greedy tokens picked and fed one at a time, as generation does (no stop, no text).
+ * `decode` greedy tokens picked and fed one at a time, as generation does (no stop, no text). With
+ * `threads`, the integer engine is first built again on that many threads if it runs on another count.
  */
-async function bench(prompt, decode) {
+async function bench(prompt, decode, threads) {
+  needModel();
+  if (threads !== undefined && threads !== loadedThreads) {
+    await reload({ id: "bench", engine: "int", threads });
+  }
   const s = needModel().engine.start();
   const t0 = performance.now();
   await s.feed(prompt, "none");
@@ -266,7 +277,7 @@ const ANSWERS = {
   count: (m) => count(m.messages),
   "session-put": (m) => putSession(m.bytes),
   "session-get": (m) => getSession(m.session),
-  bench: (m) => bench(m.prompt, m.decode),
+  bench: (m) => bench(m.prompt, m.decode, m.threads),
 };
 
 self.onmessage = async ({ data: m }) => {

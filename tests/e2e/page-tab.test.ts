@@ -387,3 +387,31 @@ test("the float engine in the tab is the server's float engine on the same file:
     await float.close();
   }
 });
+
+// Chromium refuses an IndexedDB value over 127 MB and aborts the whole transaction: a Qwen3-0.6B-shape
+// lut4 (328 MB) was loaded but never kept. The store keeps a model's bytes in 64 MB pieces.
+test("a model larger than one IndexedDB value is kept in pieces and read back whole", async () => {
+  const page = await openPage();
+  const result = await page.evaluate(async () => {
+    const store = await import("/page/tab-store.js" as string);
+    const length = 200 * 1048576 + 12345; // four pieces, the last a short one
+    const bytes = new Uint8Array(length);
+    for (let i = 0; i < length; i += 4093) bytes[i] = (i * 2654435761) >>> 24;
+    bytes[length - 1] = 7;
+    await store.keepModel({ name: "big.lut4", sha256: "ab".repeat(32), from: "disk", bytes: bytes.buffer });
+    const kept = await store.keptModel();
+    const back = new Uint8Array(kept.bytes);
+    let same = back.length === length;
+    for (let i = 0; same && i < length; i += 4093) same = back[i] === bytes[i];
+    const info = await store.keptInfo();
+    await store.forgetModel();
+    return {
+      same,
+      last: back[length - 1],
+      pieces: info.pieces,
+      length: info.length,
+      after: await store.keptInfo(),
+    };
+  });
+  expect(result).toEqual({ same: true, last: 7, pieces: 4, length: 200 * 1048576 + 12345, after: undefined });
+});
