@@ -14,9 +14,9 @@ const listed = spawnSync(process.execPath, ["scripts/tools/fuzz.ts", "--list"], 
   encoding: "utf8",
 });
 const TARGETS: string[] = JSON.parse(listed.stdout);
-const CASES = 500, SEED = 20261130;
+const CASES = 300, SEED = 20261130;
 // lut4 runs three full readers (one a forward pass) and a minimal reader that prints every table: fewer cases.
-const CASES_OF: Record<string, number> = { lut4: 300 };
+const CASES_OF: Record<string, number> = { lut4: 180, "lut4-tokenizer": 180 };
 
 interface Row {
   format: string;
@@ -57,7 +57,7 @@ test("the campaign attacks every registered format, and the other file kinds", (
 
 describe(`scripts/tools/fuzz.ts, ${CASES} cases per format (lut4 ${CASES_OF.lut4}), seed ${SEED}`, () => {
   for (const format of TARGETS) {
-    const CASES = CASES_OF[format] ?? 500;
+    const CASES = CASES_OF[format] ?? 300;
     test(
       `${format}: every reader refuses cleanly or returns a result; a full reader's changed result is explained`,
       () => {
@@ -77,8 +77,13 @@ describe(`scripts/tools/fuzz.ts, ${CASES} cases per format (lut4 ${CASES_OF.lut4
             examples: row.examples,
           })
             .toEqual({ label, other: 0, timeout: 0, oversize: 0, examples: [] });
-          // The campaign reached both sides: it refused most files and accepted some.
-          expect(row.counts.refused).toBeGreaterThan(CASES / 2);
+          // The campaign reached both sides: it refused most files and accepted some. A minimal reader
+          // reads fewer sections (none of a tokenizer target's tokenizer section), so about half of its
+          // mutations pass it by design: a third is its floor.
+          expect({ label, refused: row.counts.refused > CASES / (minimal ? 3 : 2) }).toEqual({
+            label,
+            refused: true,
+          });
           expect(row.counts.identical + row.counts.different).toBeGreaterThan(0);
           if (!minimal) {
             const unexplained = row.differentExamples.filter((d) => !d.why);
