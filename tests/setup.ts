@@ -7,8 +7,8 @@
 //    earlier one left on the heap (in one shared process tests/kernels/int-lut.test.ts ran 19x slower late in
 //    the run than alone, its collector tracing every earlier file's fixtures).
 // 3. Set the default timeout. Under --isolate this preload runs again for each file, so once here covers all.
-// Knobs: FERRY_TEST_JOBS=N worker processes (default: cores + 1); FERRY_FAST=1 leaves out tests/e2e/ and
-// tests/llama/ (the fast loop, `bun run test:fast`); FERRY_TIMINGS_OUT=FILE writes each file's duration there
+// Knobs: FERRY_TEST_JOBS=N worker processes (default: cores + 1); FERRY_FAST=1 leaves out tests/e2e/,
+// tests/llama/ and the *-qwen3 files (the fast loop, `bun run test:fast`); FERRY_TIMINGS_OUT=FILE writes each file's duration there
 // (.ci/run prints the slowest).
 import { spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -90,7 +90,12 @@ if (!chosen && args[0] === "test") {
   if (out) copyFileSync(timings, out);
   const flags = [`--parallel=${jobs}`, `--timings=${out || timings}`, ...(out ? ["--update-timings"] : [])];
   if (process.env.FERRY_FAST === "1") {
-    flags.push("--path-ignore-patterns=tests/e2e/**", "--path-ignore-patterns=tests/llama/**");
+    // Also the files that run the real Qwen3 vocabulary (151,936 tokens, an 11 MB tokenizer.json).
+    flags.push(
+      "--path-ignore-patterns=tests/e2e/**",
+      "--path-ignore-patterns=tests/llama/**",
+      "--path-ignore-patterns=tests/**/*-qwen3.test.ts",
+    );
   }
   runSuite(["test", ...flags, ...args.slice(1)]);
 }
