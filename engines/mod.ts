@@ -25,7 +25,8 @@ import { formatOf } from "../formats/mod.ts";
 import type { FormatDescriptor } from "../formats/format.ts";
 import { type SpecialIds, specialIds } from "../model/sample.ts";
 import { loadTokenizer } from "../model/hf-tokenizer.ts";
-import type { TokenizerFiles } from "../model/tokenizer-types.ts";
+import { tableTokenizer, type TokenTable } from "../model/token-table.ts";
+import type { Tokenizer, TokenizerFiles } from "../model/tokenizer-types.ts";
 
 /** What a factory is told besides the path: progress, where to send notes, the float kernels. */
 export interface EngineLoadOptions {
@@ -58,6 +59,11 @@ export interface EngineLoadOptions {
    * without them; a server's slot workers get their server's).
    */
   tokenizer?: TokenizerFiles;
+  /**
+   * The tokenizer's decoding half instead of its files (model/token-table.ts): a chat server's slot
+   * worker, which never encodes, gets it from the server's thread rather than building the tokenizer.
+   */
+  tokens?: TokenTable;
 }
 
 /**
@@ -182,10 +188,11 @@ export async function loadEngine(
       found: name,
     });
   }
-  const files = options.tokenizer ?? await format.readTokenizer?.(path);
-  const tokenizer = loadTokenizer(files, path);
+  const tokenizer = options.tokens
+    ? tableTokenizer(options.tokens, path)
+    : (await servedTokenizer(path, options.tokenizer)).tokenizer;
   const factory = await ENGINES[name].factory();
-  const specials = files === undefined ? undefined : specialIds(tokenizer);
+  const specials = tokenizer.kind === "byte" ? undefined : specialIds(tokenizer);
   const engine = await factory(path, format, { ...options, specials });
   if (tokenizer.size > engine.config.vocab_size) {
     engine.dispose?.();
@@ -197,4 +204,23 @@ export async function loadEngine(
     );
   }
   return Object.assign(engine, { tokenizer });
+}
+
+/**
+ * The tokenizer an export runs with: built from `files` where given (`--tokenizer`), else from the
+ * files the export carries, else ferry's byte tokenizer (`files` then undefined). What `loadEngine`
+ * sets as `engine.tokenizer`; the chat server builds it on its own thread, whose model is in its slots.
+ *
+ * @example
+ * ```ts
+ * const { tokenizer } = await servedTokenizer("out/ferry.q4.lut4");
+ * tokenizer.encode("The jury", { bos: true });
+ * ```
+ */
+export async function servedTokenizer(
+  path: string,
+  files?: TokenizerFiles,
+): Promise<{ files?: TokenizerFiles; tokenizer: Tokenizer }> {
+  const read = files ?? await formatOf(path).readTokenizer?.(path);
+  return { files: read, tokenizer: loadTokenizer(read, path) };
 }

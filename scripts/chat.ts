@@ -25,13 +25,13 @@ import { DEFAULT_CONTEXT, type Engine } from "../model/engine.ts";
 import { TOKENIZER_FILE_NAMES, type TokenizerFiles } from "../model/tokenizer-types.ts";
 import { FormatError } from "../model/error.ts";
 import { createApp } from "../serve/app.ts";
-import { engineKinds, loadEngine } from "../engines/mod.ts";
+import { engineKinds, loadEngine, servedTokenizer } from "../engines/mod.ts";
 import { ENGINE_FLAGS, engineFlags } from "./engine-flags.ts";
 import { lut4Calibrator } from "../measure/calibrate.ts";
 import { AddressInUseError, listen } from "../serve/listen.ts";
 import { loadingApp } from "../serve/loading.ts";
 import { createSessionStore } from "../serve/session-store.ts";
-import { createSlots } from "../serve/slots.ts";
+import { type Slots, type SlotsOptions, startSlots } from "../serve/slots.ts";
 import { CACHE_FLOOR, CACHE_MEMORY_SHARE, CACHE_STATES, stateBytes } from "../serve/prompt-cache.ts";
 import { totalmem } from "node:os";
 
@@ -59,7 +59,8 @@ Options:
   --sessions DIR    where saved sessions are kept (default ${DEFAULT_SESSIONS})
   --queue N         requests that may wait for a slot before 429 (default 8)
   --parallel N      replies generated at once, each in its own worker with its own copy of the
-                    model (default: the number of cores, here ${cores()}; 1: one, on the server's thread)
+                    weights (default: the number of cores, here ${cores()}); the server's own thread
+                    only does HTTP and holds no weights (WebGPU: one slot)
   --cache-mb MB     the prompt cache's bound: saved conversation states whose common prefix with
                     a new prompt is reused, least recently used dropped first (0: off; default:
                     room for ${CACHE_STATES} states of the whole context at the model's bytes per token,
@@ -71,8 +72,8 @@ Options:
   --cors ORIGIN     let web pages from ORIGIN call the server (repeatable; * for any origin)
   --api-key KEY     require "Authorization: Bearer KEY" on every API route (default:
                     \$FERRY_API_KEY; /health and the page stay open)
-  --threads N       threads the served engine's products run on (default: the cores; the
-                    --parallel slots' workers load their own copy with their defaults)
+  --threads N       threads the one slot's products run on with --parallel 1 (default: the
+                    cores); with more slots each runs on one thread
   --context N       positions a conversation may hold (default min(max_position_embeddings, ${DEFAULT_CONTEXT}))
   -h, --help        this text
 
@@ -122,6 +123,63 @@ export async function openServedEngine(
 }
 
 /** Refuses, before anything listens or loads, a model that is missing or is a training checkpoint. */
+/**
+ * The chat server's model and slots: the model is loaded by the slot workers (serve/slots.ts
+ * `startSlots`), never on the server's own thread, which builds only the tokenizer. The default model
+ * is exported first when it is missing or unreadable, as `openServedEngine` does. The WebGPU engine
+ * (Deno: its workers have `navigator.gpu` too) holds a device, so it gets one slot.
+ */
+export async function startServed(
+  model: string | undefined,
+  kind: string | undefined,
+  tokenizer: string | undefined,
+  options: { threads?: number; context?: number },
+  slotOptions: SlotsOptions,
+): Promise<{ engine: Engine; slots: Slots }> {
+  // The WebGPU engine holds a device: one slot, in its worker like any other.
+  if (kind === "webgpu") slotOptions = { ...slotOptions, parallel: 1 };
+  const files = tokenizer === undefined ? undefined : await tokenizerFilesIn(tokenizer);
+  if (tokenizer !== undefined && files === undefined) {
+    fail(`--tokenizer ${tokenizer}: no tokenizer.json there`, EXIT_USAGE);
+  }
+  const path = model ?? DEFAULT_MODEL;
+  const start = async () => {
+    const served = await servedTokenizer(path, files);
+    return await startSlots(path, served.tokenizer, {
+      ...slotOptions,
+      ...options,
+      kind,
+      onNote: (line) => console.error(line),
+    });
+  };
+  if (model !== undefined) {
+    await refuseUnservable(model);
+    return await start();
+  }
+  if (!(await stat(DEFAULT_MODEL).then(() => true, () => false))) {
+    await exportDefault("is missing (first run)");
+  }
+  try {
+    return await start();
+  } catch (e) {
+    if (!(e instanceof FormatError) || e.field === "engine") throw e;
+    await exportDefault(`cannot be read (${e.message})`);
+    return await start();
+  }
+}
+
+/** Exports the default model (calibrated, as `export.ts` writes it by default) to `DEFAULT_MODEL`. */
+async function exportDefault(why: string): Promise<void> {
+  console.error(`${DEFAULT_MODEL} ${why}: exporting ${DEFAULT_INPUT} to lut4`);
+  const made = await exportCheckpoint({
+    input: DEFAULT_INPUT,
+    output: DEFAULT_MODEL,
+    format: "lut4",
+    calibrate: lut4Calibrator(),
+  });
+  console.error(`wrote ${made.file} (${made.bytes.toLocaleString("en-US")} bytes)`);
+}
+
 export async function refuseUnservable(model: string): Promise<void> {
   requireInput(model);
   if (!(await stat(model)).isFile()) return;
@@ -145,18 +203,6 @@ async function openDefault(
   kind?: string,
   options: { threads?: number; context?: number } = {},
 ): Promise<Engine> {
-  const exportDefault = async (why: string) => {
-    console.error(`${DEFAULT_MODEL} ${why}: exporting ${DEFAULT_INPUT} to lut4`);
-    // Calibrated as `export.ts` writes it by default, so the chat serves the same file either way.
-    const calibrate = lut4Calibrator();
-    const made = await exportCheckpoint({
-      input: DEFAULT_INPUT,
-      output: DEFAULT_MODEL,
-      format: "lut4",
-      calibrate,
-    });
-    console.error(`wrote ${made.file} (${made.bytes.toLocaleString("en-US")} bytes)`);
-  };
   if (!(await stat(DEFAULT_MODEL).then(() => true, () => false))) {
     await exportDefault("is missing (first run)");
   }
@@ -250,14 +296,19 @@ async function main(): Promise<void> {
   console.error(
     `listening on ${server.url} while the model loads (GET /health answers 503 until it is ready)`,
   );
-  const engine = await openServedEngine(positionals[0], values.engine, values.tokenizer, engineFlags(values));
-  const sessions = await createSessionStore(values.sessions!);
-  // A WebGPU engine holds the one device: its replies stay on this thread.
-  const slots = createSlots(engine, {
-    parallel: engine.kind === "webgpu" ? 1 : parallel,
+  const slotOptions = {
+    parallel,
     queueLimit,
     cacheBytes: cacheMb === undefined ? undefined : cacheMb * 2 ** 20,
-  });
+  };
+  const { engine, slots } = await startServed(
+    positionals[0],
+    values.engine,
+    values.tokenizer,
+    engineFlags(values),
+    slotOptions,
+  );
+  const sessions = await createSessionStore(values.sessions!);
   // Warm before ready: /health says loading until every slot has loaded and run a short reply.
   const warming = performance.now();
   console.error(

@@ -3,9 +3,10 @@
  * string, the token budget, or the caller's abort signal. Every generated token except a final EOS is
  * fed back, so the session afterwards holds the whole exchange and continues exactly where it stopped.
  *
- * Between tokens the loop yields to the event loop, so other requests, disconnects and the stream's own
- * writes are served while a long reply runs: after the first token, then once ~4 ms of work has
- * passed, one turn without a timer (next-turn.ts), not `setTimeout(0)` per token.
+ * Between tokens the loop yields to the event loop, so an abort (a slot worker's message, or a
+ * disconnect where the engine runs on the caller's thread) and the stream's own writes are served while
+ * a long reply runs: after the first token, then once ~4 ms of work has passed, one turn (next-turn.ts),
+ * not a turn per token.
  *
  * @example
  * ```ts
@@ -74,25 +75,14 @@ export interface ReplyResult {
 const YIELD_EVERY_MS = 4;
 
 /**
- * Turns per pause after a long stretch of work (a large model's token). A request arriving meanwhile
- * needs a few turns to get through (the TCP front, then the server): with one turn a pause, a
- * `/health` sent mid-reply at the Qwen3-0.6B shape on one slot waited about six tokens, with three
- * about two. A fast model's pauses keep to one turn, each costing it speed.
- */
-const TURNS_AFTER_LONG_WORK = 3;
-const LONG_WORK_MS = 4 * YIELD_EVERY_MS;
-
-/**
  * A pause for the event loop, taken after the first token (so it reaches the client at once) and then
  * once `YIELD_EVERY_MS` of work has passed since the last.
  */
 function pacer(): () => Promise<void> {
   let last = -Infinity;
   return async () => {
-    const worked = performance.now() - last;
-    if (worked < YIELD_EVERY_MS) return;
-    const turns = worked >= LONG_WORK_MS ? TURNS_AFTER_LONG_WORK : 1;
-    for (let i = 0; i < turns; i++) await nextTurn();
+    if (performance.now() - last < YIELD_EVERY_MS) return;
+    await nextTurn();
     last = performance.now();
   };
 }

@@ -1,11 +1,14 @@
 /**
  * Puts a fetch handler on a socket under whichever runtime is running: `Deno.serve` or `Bun.serve`.
- * A new connection whose first request head has not arrived within about 10 s is closed under both, so
- * idle or trickling sockets cannot pile up. Bun does it by itself (a fixed 10 s on a 4 s tick: about
- * 12 s in Bun 1.4.5, trickled bytes or `idleTimeout` change nothing). `Deno.serve` has no hook for it
- * (denoland/deno#3515), so under Deno a TCP front holds each new connection until its head is complete,
- * closing it at a deadline from its opening (`headerTimeoutS`), and only then hands it to `Deno.serve`
- * behind it (`head-deadline.ts`). On both, only a connection's first head is timed. Bun also closes a
+ * A new connection whose first request head has not arrived within about 10 s is closed, so idle or
+ * trickling sockets cannot pile up. Bun does it by itself, on any address (a fixed 10 s on a 4 s tick:
+ * about 12 s in Bun 1.4.5, trickled bytes or `idleTimeout` change nothing). `Deno.serve` has no hook for
+ * it (denoland/deno#3515), so under Deno, on an address other machines can reach, a TCP front holds
+ * each new connection until its head is complete, closing it at a deadline from its opening
+ * (`headerTimeoutS`), and only then hands it to `Deno.serve` behind it (`head-deadline.ts`). On a
+ * loopback address (the default) only this machine's own programs connect, which the front would not
+ * protect from anything it cannot do by other means, so `Deno.serve` listens itself and no byte is
+ * copied. On both, only a connection's first head is timed. Bun also closes a
  * connection quiet for `idleTimeout` once a request is in, which would cut a request waiting in the
  * generation queue (no bytes flow until its turn) or a slow stream, so each request's idle timeout is
  * turned off with `server.timeout(request, 0)`. A port already taken is an `AddressInUseError` under
@@ -39,7 +42,10 @@ export interface ListenOptions {
   hostname: string;
   /** 0: any free port. */
   port: number;
-  /** Seconds a new connection may take to send its first request head (default 10); Deno only, Bun's is fixed. */
+  /**
+   * Seconds a new connection may take to send its first request head (default 10); Deno off loopback
+   * only (Bun's is fixed, and on loopback Deno's server listens without the front).
+   */
   headerTimeoutS?: number;
 }
 
@@ -49,6 +55,11 @@ export class AddressInUseError extends Error {
     super(`${hostname} port ${port} is already in use`);
     this.name = "AddressInUseError";
   }
+}
+
+/** Whether `hostname` is a loopback address: 127.0.0.0/8, `::1` or `localhost`. */
+export function isLoopback(hostname: string): boolean {
+  return hostname === "localhost" || hostname === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(hostname);
 }
 
 /** Serves `fetch` on `hostname:port` (port 0: any free port); a taken port is an `AddressInUseError`. */
@@ -77,6 +88,15 @@ async function serve(fetch: Handler, opts: ListenOptions): Promise<Listening> {
       },
     });
     return { url: `http://${host(opts.hostname)}:${server.port}/`, close: () => server.stop(true) };
+  }
+  if (g.Deno && isLoopback(opts.hostname)) {
+    const bound = Promise.withResolvers<number>();
+    const server = g.Deno.serve(
+      { hostname: opts.hostname, port: opts.port, onListen: (a: { port: number }) => bound.resolve(a.port) },
+      fetch,
+    );
+    const port = await bound.promise;
+    return { url: `http://${host(opts.hostname)}:${port}/`, close: () => server.shutdown() };
   }
   if (g.Deno) {
     const server = await serveWithHeadDeadline(fetch, {

@@ -1,14 +1,21 @@
 /**
- * One parallel slot (serve/slots.ts): a worker that loads the model itself with `loadEngine` (its own
- * copy of the weights, its own engine and session) and runs one job at a time with `runJob`, streaming
- * the reply's text back by message. The server's thread keeps the queue, the prompt cache and the
- * session store; this worker keeps only its last session, which a job may continue (`from: "held"`).
+ * One slot (serve/slots.ts): a worker that loads the model itself with `loadEngine` (its own engine and
+ * sessions; the server's thread loads none) and runs one job at a time with `runJob`, streaming the
+ * reply's text back by message. The server's thread keeps the queue, the prompt cache, the session store
+ * and the whole tokenizer; this worker keeps only its last session, which a job may continue
+ * (`from: "held"`), and the tokenizer's decoding half.
  *
- * Messages in: `init { path, kind, tokenizer?, threads?, context? }` once (`tokenizer`: the server's tokenizer files; `threads`, `context`: as the server's engine, one thread a slot); `job { id, from?, job }` (`from`: session bytes to continue,
- * a stored session or a cached state, or `"held"`: this worker's last session, or a fresh one if none); `abort { id }`; `gc` (collect garbage now, where the runtime allows: for memory measurements);
- * `crash` (for tests: fail the way a fault would).
- * Messages out: `ready`, `text { id, piece }`, `done { id, result }`, `fail { id, message }`, and
- * `died { message }` when an error nothing caught ends the worker.
+ * Messages in:
+ * - `init { path, kind?, tokens?, threads?, context? }` once: `tokens` is the decoding half of the
+ *   server's tokenizer (model/token-table.ts), `threads` the slot's, `context` the server's;
+ * - `job { id, from?, job }`: `from` is session bytes to continue (a stored session or a cached state),
+ *   or `"held"`: this worker's last session, or a fresh one if none;
+ * - `abort { id }`; `gc` (collect garbage now, where the runtime allows: for memory measurements);
+ *   `crash` (for tests: fail the way a fault would).
+ *
+ * Messages out: `ready { model }` (serve/slot-model.ts `SlotModel`) or `failed { error }` once, then
+ * `text { id, piece, picks }`, `prompt { id, progress }`, `done { id, result }`, `fail { id, message }`,
+ * and `died { message }` when an error nothing caught ends the worker.
  *
  * @example
  * ```ts
@@ -19,6 +26,8 @@
  */
 import { loadEngine } from "../engines/mod.ts";
 import type { Engine, EngineSession } from "../model/engine.ts";
+import { FormatError } from "../model/error.ts";
+import type { SlotModel, SlotRefusal } from "./slot-model.ts";
 import type { TokenLogprob } from "./logprobs.ts";
 import { runJob, type SlotResult } from "./slot-run.ts";
 import type { PromptProgress } from "./generation.ts";
@@ -47,12 +56,16 @@ const aborts = new Map<number, AbortController>();
 scope.onmessage = (ev: MessageEvent) => {
   const msg = ev.data;
   if (msg.type === "init") {
+    const notes: string[] = [];
     engine = loadEngine(msg.path, msg.kind, {
-      tokenizer: msg.tokenizer,
+      tokens: msg.tokens,
       threads: msg.threads,
       context: msg.context,
+      onNote: (line) => notes.push(line),
     });
-    engine.then(() => scope.postMessage({ type: "ready" }), () => {});
+    engine.then((e) => scope.postMessage({ type: "ready", model: describe(e, notes) }), (err) => {
+      scope.postMessage({ type: "failed", error: refusal(err) });
+    });
   } else if (msg.type === "job") {
     void job(msg.id, msg.from, msg.job);
   } else if (msg.type === "abort") {
@@ -116,4 +129,26 @@ function batched(post: (piece: string, picks: TokenLogprob[]) => void, ms = 2) {
 /** The state buffers go back without a copy. */
 function transfers(r: SlotResult): Transferable[] {
   return r.endState ? [r.endState.bytes.buffer as ArrayBuffer] : [];
+}
+
+/**
+ * What the server's thread needs to know of the loaded model, which it does not load itself: its kind,
+ * config and context, the loader's notes, and a fresh session's bytes (their header names the shape
+ * every session of this model has; none where the engine cannot save sessions).
+ */
+function describe(e: Engine, notes: string[]): SlotModel {
+  const probe = e.restore ? e.start().save?.() : undefined;
+  return { kind: e.kind, config: e.config, context: e.context, probe, notes };
+}
+
+/** A load's failure as data: a `FormatError` keeps its file and field, so the server refuses it as one. */
+function refusal(err: unknown): SlotRefusal {
+  const e = err as Error;
+  if (e instanceof FormatError) {
+    return {
+      message: e.message,
+      format: { path: e.path, field: e.field, expected: e.expected, found: e.found },
+    };
+  }
+  return { message: e?.message ?? String(err) };
 }

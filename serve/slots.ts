@@ -1,9 +1,14 @@
 /**
- * The server's generation slots: `parallel` replies at once, a bounded line behind them (turns.ts: 429
- * past it, 499 for a client that leaves while waiting), and the prompt cache in front of them
- * (prompt-cache.ts). With `parallel` 1 the one slot is the server's own thread and engine, as the server
- * always ran; with more, each slot is a worker (slot-worker.ts) that loads the model itself, so two
- * users on two cores each get a core. A worker that dies fails its request with 500 and is replaced.
+ * The generation slots: `parallel` replies at once, a bounded line behind them (turns.ts: 429 past it,
+ * 499 for a client that leaves while waiting), and the prompt cache in front of them (prompt-cache.ts).
+ *
+ * The chat server starts its slots with `startSlots`: each slot is a worker (slot-worker.ts) that loads
+ * the model itself, `--parallel 1` included, so the server's thread only does HTTP and holds no weights
+ * (slot-model.ts gives the routes the model's kind, config, tokenizer and session checks). Two users on
+ * two cores each get a core; one slot alone gets every core for its products. A worker that dies fails
+ * its request with 500 and is replaced. `createSlots` builds slots around an engine already in memory
+ * (the browser tab's worker, which is itself off the page's thread, and tests): with `parallel` 1 the
+ * slot is that engine, on the caller's thread.
  *
  * Each slot keeps its last conversation's session. A fresh conversation continues the longest common
  * prefix of its prompt with what its slot holds or what the cache holds, whichever is longer, cut back
@@ -23,7 +28,10 @@
  * @module
  */
 import type { Engine, EngineSession } from "../model/engine.ts";
-import type { TokenizerFiles } from "../model/tokenizer-types.ts";
+import { contextLength } from "../model/engine.ts";
+import type { Tokenizer } from "../model/tokenizer-types.ts";
+import { type TokenTable, tokenTable } from "../model/token-table.ts";
+import { refusalError, type SlotModel, slotModelEngine } from "./slot-model.ts";
 import { ApiError } from "./errors.ts";
 import type { PromptProgress, ReplyOptions, ReplyResult } from "./generation.ts";
 import { totalmem } from "node:os";
@@ -130,21 +138,94 @@ interface Runner {
   collect(): void;
 }
 
-/** Slots on `engine` (its `source` and `kind` are what the workers load). */
+/**
+ * Slots around `engine`, already loaded in this process: with `parallel` 1 the one slot runs on it, on
+ * this thread; with more, each is a worker loading the engine's `source` on its `kind`.
+ */
 export function createSlots(engine: Engine, opts: SlotsOptions = {}): Slots {
   const parallel = opts.parallel ?? 1;
-  const turns = createTurns(opts.queueLimit ?? 8, parallel);
   const cacheBytes = opts.cacheBytes ??
     defaultCacheBytes(
       stateBytes(engine, engine.context ?? engine.config.max_position_embeddings),
       totalmem(),
     );
   const cache = engine.restore && cacheBytes > 0 ? createPromptCache(cacheBytes) : undefined;
-  const free: Runner[] = parallel === 1
+  const runners = parallel === 1
     ? [localRunner(engine)]
     : Array.from({ length: parallel }, () =>
-      workerRunner(engine.source, engine.kind, engine.tokenizer?.files, engine.context));
-  const all = [...free];
+      workerRunner({
+        path: engine.source,
+        kind: engine.kind,
+        tokens: decodingTable(engine.tokenizer),
+        threads: 1,
+        context: engine.context,
+      }));
+  return pool(runners, engine.tokenizer, cache, cacheBytes, opts.queueLimit ?? 8);
+}
+
+/** How the server starts its slots: the model's file, and how each worker loads it. */
+export interface StartSlotsOptions extends SlotsOptions {
+  /** The engine kind (default: the format's own, engines/mod.ts `DEFAULT_ENGINE`). */
+  kind?: string;
+  /** Threads of the one slot's products with `parallel` 1 (default: the cores); 1 a slot otherwise. */
+  threads?: number;
+  /** Positions a conversation may hold (default: the engine's). */
+  context?: number;
+  /** Told the loader's lines for the user (e.g. "quantized … to lut4 on load"), once. */
+  onNote?: (line: string) => void;
+}
+
+/**
+ * The server's slots: `parallel` workers (default 1), each loading `path` itself, so generation never
+ * runs on the thread that does HTTP and that thread holds no weights (serve/slot-model.ts). Resolves once
+ * the first worker has loaded, with the model as an `Engine` for the routes (`tokenizer`: the one the
+ * server built from the same files) and the slots; a load that fails rejects with the worker's refusal
+ * (a `FormatError` where it was one) and ends every worker.
+ */
+export async function startSlots(
+  path: string,
+  tokenizer: Tokenizer,
+  opts: StartSlotsOptions = {},
+): Promise<{ engine: Engine; slots: Slots }> {
+  const parallel = opts.parallel ?? 1;
+  const tokens = decodingTable(tokenizer);
+  const runners = Array.from({ length: parallel }, () =>
+    workerRunner({
+      path,
+      kind: opts.kind,
+      tokens,
+      threads: parallel === 1 ? opts.threads : 1,
+      context: opts.context,
+    }));
+  let model: SlotModel;
+  try {
+    model = await Promise.any(runners.map((r) => r.ready)).catch((e: AggregateError) => {
+      throw e.errors[0];
+    });
+  } catch (e) {
+    runners.forEach((r) => r.close());
+    throw e;
+  }
+  model.notes.forEach((line) => opts.onNote?.(line));
+  const engine = slotModelEngine(model, path, tokenizer);
+  const cacheBytes = opts.cacheBytes ??
+    defaultCacheBytes(stateBytes(engine, contextLength(engine)), totalmem());
+  const cache = engine.restore && cacheBytes > 0 ? createPromptCache(cacheBytes) : undefined;
+  return { engine, slots: pool(runners, tokenizer, cache, cacheBytes, opts.queueLimit ?? 8) };
+}
+
+/** The pool over its runners. */
+function pool(
+  runners: Runner[],
+  tokenizer: Tokenizer,
+  cache: PromptCache | undefined,
+  cacheBytes: number,
+  queueLimit: number,
+): Slots {
+  const parallel = runners.length;
+  const turns = createTurns(queueLimit, parallel);
+  const free = [...runners];
+  const all = [...runners];
   return {
     parallel,
     cache,
@@ -152,7 +233,7 @@ export function createSlots(engine: Engine, opts: SlotsOptions = {}): Slots {
     load: turns.load,
     close: () => all.forEach((r) => r.close()),
     async warm() {
-      const prompt = engine.tokenizer.encode("Warm up, please.", { bos: true });
+      const prompt = tokenizer.encode("Warm up, please.", { bos: true });
       const job: SlotJob = {
         prompt,
         maxTokens: 2,
@@ -276,13 +357,31 @@ interface Pending {
   died(e: Error): void;
 }
 
-/** A slot in a worker that loads `path` on `kind` itself; replaced when it dies. */
-function workerRunner(
-  path: string,
-  kind: string,
-  tokenizer: TokenizerFiles | undefined,
-  context: number | undefined,
-): Runner {
+/**
+ * What a slot worker gets of the server's tokenizer: a BPE tokenizer's decoding half (a worker never
+ * encodes; building the tokenizer from its files cost each Deno worker about 200 MB at Qwen3's size);
+ * nothing for the byte tokenizer, which the worker then finds in the export as the server did.
+ */
+function decodingTable(tokenizer: Tokenizer): TokenTable | undefined {
+  return tokenizer.kind === "bpe" ? tokenTable(tokenizer) : undefined;
+}
+
+/** How a slot worker loads its model (serve/slot-worker.ts, message `init`). */
+interface WorkerInit {
+  path: string;
+  kind?: string;
+  tokens?: TokenTable;
+  threads?: number;
+  context?: number;
+}
+
+/**
+ * A slot in a worker that loads the model itself; replaced when it dies. `ready` settles with the first
+ * worker's load: the model it loaded, or its refusal.
+ */
+function workerRunner(init: WorkerInit): Runner & { ready: Promise<SlotModel> } {
+  const loaded = Promise.withResolvers<SlotModel>();
+  loaded.promise.catch(() => {}); // a runner nobody waits on (one of several) must not fail the process
   let worker: Worker;
   let current: Pending | undefined;
   let seq = 0;
@@ -295,25 +394,27 @@ function workerRunner(
     const died = (message: string) => {
       if (worker !== w) return;
       w.terminate();
+      loaded.reject(new Error(`the slot worker died while loading the model (${message})`)); // no-op once loaded
       const job = current;
       current = undefined;
       spawn();
       job?.died(new Error(message));
     };
     w.onmessage = (ev) => {
-      if (ev.data.type === "died") died(ev.data.message);
+      if (ev.data.type === "ready") loaded.resolve(ev.data.model);
+      else if (ev.data.type === "failed") loaded.reject(refusalError(ev.data.error));
+      else if (ev.data.type === "died") died(ev.data.message);
       else if (current && current.id === ev.data.id) current.onMessage(ev.data);
     };
     w.onerror = (ev) => {
       ev.preventDefault?.();
       died(ev.message || "the worker failed");
     };
-    // One thread per slot: the slots already share the cores out (their engines would split each product
-    // across every core otherwise, and contend); the same context as the server's engine.
-    w.postMessage({ type: "init", path, kind, tokenizer, threads: 1, context });
+    w.postMessage({ type: "init", ...init });
   };
   spawn();
   return {
+    ready: loaded.promise,
     get held() {
       return held;
     },

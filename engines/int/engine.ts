@@ -72,6 +72,12 @@ export interface IntEngineOptions {
   splitWeights?: number;
   /** The tokenizer's special ids, never sampled (model/sample.ts `neverSampled`; absent: a byte model's). */
   specials?: SpecialIds;
+  /**
+   * The file was read for this engine alone: once the module holds the matrices, the file's bytes are
+   * let go of at once (detached) rather than left for the collector, which in an idle worker (a chat
+   * server's slot) may not run for a long time: a 0.6B model's slot kept its 328 MB file resident.
+   */
+  ownsFile?: boolean;
 }
 
 /**
@@ -211,7 +217,11 @@ function prepared(
   );
   const shared = simd ? serveOnSimd(model, split ? opts.threads ?? 1 : 1, file.weights.head === null) : null;
   if (model.lut === null) packAllWords(model);
-  else releaseCodes(model);
+  else {
+    releaseCodes(model);
+    // Every matrix is in the module and every small table a copy: nothing views the file any more.
+    if (opts.ownsFile) detach(file.weights.embed.nibbles.buffer);
+  }
   const shape = sessionShape(file);
   const scratch = samplerScratch(model.vocab, model.exp, neverSampled(file.config, opts.specials));
   const engine: Engine = {
@@ -276,6 +286,13 @@ function serveOnSimd(model: IntModel, threads: number, tied: boolean): LutShared
   useLut(model, made.lut, made.at, made.scalesAt);
   if (tied) embedFromModule(model, made.lut);
   return made.shared;
+}
+
+/** Frees a buffer's memory now (an `ArrayBuffer` moved to a new, empty one), where the runtime can. */
+function detach(buffer: ArrayBufferLike): void {
+  if (buffer instanceof ArrayBuffer && typeof buffer.transfer === "function" && !buffer.detached) {
+    buffer.transfer(0);
+  }
 }
 
 /** Lets go of the matrices' codes and scales outside the module, which now holds the only copy. */
@@ -410,7 +427,7 @@ export async function intEngineFactory(
 
 /** Loads a lut4 file onto the integer engine (`openIntEngine`'s options). */
 export async function loadIntEngine(path: string, opts: IntEngineOptions = {}): Promise<Engine> {
-  return await openIntEngine(await readLut4(path), opts);
+  return await openIntEngine(await readLut4(path), { ...opts, ownsFile: true });
 }
 
 /**

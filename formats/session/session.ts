@@ -414,3 +414,52 @@ export function floatSessionShape(config: ModelConfig, tensors: readonly Tensor[
 export async function writeSessionFile(path: string, bytes: Uint8Array): Promise<void> {
   await writeAtomic(path, [bytes]);
 }
+
+/**
+ * The shape a session's header names (the model's digest and sizes), read without checking the rest:
+ * the bytes of a fresh session name the model of the engine that made them, so a process that holds no
+ * weights (the chat server's thread, whose model lives in its slot workers) learns the shape its
+ * sessions must match from them. Too short or not a session: a `SessionError`.
+ *
+ * @example
+ * ```ts
+ * const shape = sessionShapeOf(engine.start().save!());
+ * checkEngineSession("int", bytes, shape, "uploaded session").position;
+ * ```
+ */
+export function sessionShapeOf(bytes: Uint8Array, path = "session"): SessionShape {
+  const b = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (b.length < SESSION_PREFIX + 4 || new TextDecoder().decode(b.subarray(0, 8)) !== SESSION_MAGIC) {
+    throw new SessionError(
+      path,
+      "magic",
+      `expected a session (${SESSION_MAGIC}, at least ${SESSION_PREFIX + 4} bytes)`,
+    );
+  }
+  const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
+  return {
+    sha256: bytesToHex(b.subarray(12, 44)),
+    vocab: dv.getUint32(44, true),
+    layers: dv.getUint32(48, true),
+    kvHeads: dv.getUint32(52, true),
+    headDim: dv.getUint32(56, true),
+    maxPositions: dv.getUint32(60, true),
+  };
+}
+
+/**
+ * A session of the engine `kind` (`int`, or a float engine of `FLOAT_SESSION_ENGINES`) checked whole
+ * against `want`, as that engine's `restore` checks it: its position and tokens. Throws `SessionError`.
+ */
+export function checkEngineSession(
+  kind: string,
+  bytes: Uint8Array,
+  want: SessionShape,
+  path = "session",
+): { position: number; tokens: number[] } {
+  if (kind === "int") return decodeSession(bytes, want, path);
+  if (Object.hasOwn(FLOAT_SESSION_ENGINES, kind)) {
+    return decodeFloatSession(bytes, want, kind as FloatSessionEngine, path);
+  }
+  throw new SessionError(path, "engine", `no session format for the ${kind} engine`);
+}

@@ -21,7 +21,7 @@ import { cli, EXIT_REFUSED, EXIT_USAGE, fail, progress, run } from "../cli.ts";
 import type { Engine } from "../../model/engine.ts";
 import { createApp } from "../../serve/app.ts";
 import { listen } from "../../serve/listen.ts";
-import { createSlots, type Slots } from "../../serve/slots.ts";
+import { createSlots, type Slots, startSlots } from "../../serve/slots.ts";
 import { encode } from "../../model/tokenizer.ts";
 import { openServedEngine } from "../chat.ts";
 
@@ -202,10 +202,18 @@ async function memory(collectWorkers: () => void): Promise<{ heap: number; rss: 
   return { heap: m.heapUsed, rss: m.rss };
 }
 
-/** A server on loopback with `parallel` slots and a `cacheMb` prompt cache; `close` ends its workers too. */
+/** A server on loopback with `parallel` worker slots (as the chat server) and a `cacheMb` prompt cache; `close` ends its workers. */
 async function startServer(engine: Engine, parallel: number, cacheMb: number, queueLimit: number) {
-  const slots = createSlots(engine, { parallel, queueLimit, cacheBytes: cacheMb << 20 });
-  const server = await listen(createApp({ engine, slots, queueLimit }).fetch, {
+  // As the chat server starts its slots: workers that load the model, none of it on the HTTP thread.
+  const { engine: served, slots } = await startSlots(engine.source, engine.tokenizer, {
+    kind: engine.kind,
+    context: engine.context,
+    parallel,
+    queueLimit,
+    cacheBytes: cacheMb << 20,
+  });
+  await slots.warm();
+  const server = await listen(createApp({ engine: served, slots, queueLimit }).fetch, {
     hostname: "127.0.0.1",
     port: 0,
   });

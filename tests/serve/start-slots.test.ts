@@ -1,0 +1,114 @@
+// serve/slots.ts `startSlots`, as the chat server starts its model: every slot is a worker that loads the
+// model itself, and the server's thread holds only what the routes need (serve/slot-model.ts). The same
+// tokens as the engine in memory, stored sessions checked on the thread and continued on a slot, a corrupt
+// file refused as a FormatError naming it, and the same under Deno.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { crossProcessTest } from "../helpers/fast.ts";
+import { spawnSync } from "node:child_process";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import process from "node:process";
+import type { Engine } from "../../model/engine.ts";
+import { FormatError } from "../../model/error.ts";
+import { servedTokenizer } from "../../engines/mod.ts";
+import { createApp } from "../../serve/app.ts";
+import { createSessionStore, type SessionStore } from "../../serve/session-store.ts";
+import { type Slots, startSlots } from "../../serve/slots.ts";
+import { withoutDenoDownloads } from "../helpers/deno.ts";
+import { chatEngine, exportChatModel } from "../helpers/chat-model.ts";
+
+let model: Awaited<ReturnType<typeof exportChatModel>>;
+let engine: Engine;
+let store: SessionStore;
+let here: ReturnType<typeof createApp>, slotted: ReturnType<typeof createApp>;
+let started: { engine: Engine; slots: Slots };
+
+beforeAll(async () => {
+  model = await exportChatModel();
+  engine = await chatEngine(model.path);
+  store = await createSessionStore(join(model.dir, "sessions"));
+  here = createApp({ engine, sessions: store });
+  const { tokenizer } = await servedTokenizer(model.path);
+  started = await startSlots(model.path, tokenizer, { parallel: 1 });
+  slotted = createApp({ engine: started.engine, sessions: store, slots: started.slots });
+}, 60_000);
+afterAll(() => {
+  started?.slots.close();
+  model?.cleanup();
+});
+
+const post = async (app: ReturnType<typeof createApp>, path: string, body: Record<string, unknown>) => {
+  const res = await app.request(path, { method: "POST", body: JSON.stringify(body) });
+  return { status: res.status, json: await res.json() as any };
+};
+
+const SEEDED = { prompt: "The jury said", max_tokens: 40, temperature: 0.9, top_p: 0.95, seed: 7 };
+
+test("the server's thread knows the model without loading it: kind, config, context, tokenizer", () => {
+  const e = started.engine;
+  expect([e.kind, e.source, e.context]).toEqual([engine.kind, engine.source, engine.context]);
+  expect(e.config).toEqual(engine.config);
+  expect(e.tokenizer.encode("jury")).toEqual(engine.tokenizer.encode("jury"));
+  expect(() => e.start()).toThrow(/slot/); // nothing runs on it
+});
+
+test("a worker slot gives the in-memory engine's tokens, greedy and seeded", async () => {
+  for (const body of [SEEDED, { prompt: "It was", max_tokens: 32, temperature: 0 }]) {
+    const want = (await post(here, "/v1/completions", body)).json.choices[0].text;
+    expect(want.length).toBeGreaterThan(0);
+    expect((await post(slotted, "/v1/completions", body)).json.choices[0].text).toBe(want);
+  }
+});
+
+test("a stored session is checked on the server's thread and continued on a slot, as in memory", async () => {
+  const first = await post(slotted, "/v1/completions", { ...SEEDED, save_session: true });
+  const id = first.json.session;
+  expect(typeof id).toBe("string");
+  const next = { prompt: " and then", max_tokens: 24, temperature: 0.9, seed: 3, session: id };
+  const want = (await post(here, "/v1/completions", next)).json.choices[0].text;
+  expect((await post(slotted, "/v1/completions", next)).json.choices[0].text).toBe(want);
+  // An altered session is refused on the thread, before any slot sees it.
+  const bytes = new Uint8Array(await (await slotted.request(`/v1/sessions/${id}`)).arrayBuffer());
+  bytes[bytes.length - 9] ^= 1;
+  const res = await slotted.request("/v1/sessions", { method: "POST", body: bytes });
+  expect(res.status).toBe(400);
+  expect(((await res.json()) as any).error.message).toMatch(/crc32|checksum/);
+});
+
+test("a corrupt file is refused as a FormatError naming it", async () => {
+  const bad = join(model.dir, "corrupt.lut4");
+  const bytes = readFileSync(model.path);
+  bytes[bytes.length - 100] ^= 0xff;
+  writeFileSync(bad, bytes);
+  const { tokenizer } = await servedTokenizer(model.path);
+  const e = await startSlots(bad, tokenizer, { parallel: 2 }).catch((e) => e);
+  expect(e).toBeInstanceOf(FormatError);
+  expect(e.path).toBe(bad);
+  expect(e.message).toContain(bad);
+});
+
+crossProcessTest(
+  "under Deno, a worker slot started by startSlots answers as the engine in memory",
+  async () => {
+    const script = `
+    import { createApp } from "./serve/app.ts";
+    import { startSlots } from "./serve/slots.ts";
+    import { servedTokenizer } from "./engines/mod.ts";
+    import process from "node:process";
+    const path = process.env.FERRY_CHAT_MODEL;
+    const { engine, slots } = await startSlots(path, (await servedTokenizer(path)).tokenizer, { parallel: 1 });
+    const app = createApp({ engine, slots });
+    const body = JSON.stringify(${JSON.stringify(SEEDED)});
+    const r = await (await app.request("/v1/completions", { method: "POST", body })).json();
+    console.log(JSON.stringify(r.choices[0].text));
+    slots.close();
+  `;
+    const deno = spawnSync("deno", ["eval", "--ext=ts", script], {
+      encoding: "utf8",
+      env: { ...process.env, FERRY_CHAT_MODEL: model.path },
+    });
+    expect(withoutDenoDownloads(deno.stderr)).toBe("");
+    expect(deno.status).toBe(0);
+    expect(JSON.parse(deno.stdout)).toBe((await post(here, "/v1/completions", SEEDED)).json.choices[0].text);
+  },
+);
