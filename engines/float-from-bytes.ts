@@ -7,6 +7,7 @@
  *
  * @example
  * ```ts
+ * import { floatEngineFromLut4Bytes } from "./float-from-bytes.ts";
  * const bytes = new Uint8Array(await (await fetch("ferry.lut4")).arrayBuffer());
  * const { engine } = floatEngineFromLut4Bytes(bytes, "ferry.lut4");
  * engine.kind; // "float"

@@ -7,6 +7,11 @@
  *
  * @example
  * ```ts
+ * import { createFloatEngine } from "./float.ts";
+ * import type { ModelConfig } from "../model/config.ts";
+ * import type { Tensor } from "../model/tensor.ts";
+ * import { encode } from "../model/tokenizer.ts";
+ * declare const config: ModelConfig, tensors: Tensor[]; // read from out/ferry.bf16.dmexp
  * const engine = createFloatEngine(config, tensors, "out/ferry.bf16.dmexp");
  * const s = engine.start();
  * await s.feed(encode("The jury said", { bos: true }));
@@ -199,6 +204,8 @@ function storeFor(options: FloatEngineOptions): PackedStore {
  *
  * @example
  * ```ts
+ * import { createFloatEngineFromSources } from "./float.ts";
+ * import { dmexpFormat } from "../formats/dmexp/dmexp.ts";
  * const m = await dmexpFormat.open!("out/q.bf16.dmexp");
  * const engine = await createFloatEngineFromSources(m.config, m.sources, "out/q.bf16.dmexp", {});
  * await m.close();

@@ -8,6 +8,7 @@
  *
  * @example
  * ```ts
+ * import { loadEngine } from "./mod.ts";
  * const engine = await loadEngine("out/ferry.bf16.dmexp");          // float weights: the float engine
  * const int = await loadEngine("out/ferry.bf16.dmexp", "int", {      // any export on any engine
  *   onNote: (line) => console.error(line),                           // "quantized ... to lut4 on load ..."
@@ -167,6 +168,7 @@ export function engineKinds(): string[] {
  *
  * @example
  * ```ts
+ * import { loadEngine } from "./mod.ts";
  * const engine = await loadEngine("out/ferry.f16.gguf", "float");
  * const logits = await engine.start().feed([256, 84, 104, 101]);
  * ```

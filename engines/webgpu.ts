@@ -10,6 +10,11 @@
  *
  * @example
  * ```ts
+ * import { createWebGpuEngine } from "./webgpu.ts";
+ * import type { ModelConfig } from "../model/config.ts";
+ * import type { Tensor } from "../model/tensor.ts";
+ * import { encode } from "../model/tokenizer.ts";
+ * declare const config: ModelConfig, tensors: Tensor[]; // read from out/ferry.bf16.dmexp
  * const engine = await createWebGpuEngine(config, tensors, "out/ferry.bf16.dmexp", { readback: "argmax" });
  * const s = engine.start();
  * await s.feed(encode("The jury said", { bos: true }), "none"); // reads back 4 bytes: the argmax

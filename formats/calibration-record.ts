@@ -4,6 +4,7 @@
  *
  * @example
  * ```ts
+ * import { calibrationLine } from "./calibration-record.ts";
  * calibrationLine({ source: "brown train split", windows: 2, window_tokens: 256, tokens: 512, seed: 1 });
  * // "2 windows of 256 tokens (512 tokens) of the brown train split, seed 1"
  * ```

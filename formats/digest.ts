@@ -7,8 +7,12 @@
  *
  * @example
  * ```ts
- * const at = digestOffset(header, needle)!;      // where the 64 digits are
- * const hex = fileDigest([header, data], at);    // the digest, with those digits as zeros
+ * import { digestOffset, fileDigest } from "./digest.ts";
+ * declare const header: Uint8Array, data: Uint8Array, needle: Uint8Array; // needle: the key, as encoded
+ * const found = digestOffset(header, needle);    // where the 64 digits are
+ * if (found && "at" in found) {
+ *   const hex = fileDigest([header, data], found.at); // the digest, with those digits as zeros
+ * }
  * ```
  * @module
  */

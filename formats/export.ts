@@ -17,6 +17,7 @@
  *
  * @example
  * ```ts
+ * import { exportCheckpoint } from "./export.ts";
  * const s = await exportCheckpoint({ input: "runs/a.ckpt", output: "out/", format: "dmexp", dtype: "f16" });
  * console.log(s.file, s.bytes);
  * ```
@@ -198,6 +199,8 @@ function canonicalOrder<T extends { name: string }>(config: ModelConfig, tensors
  *
  * @example
  * ```ts
+ * import { exportName } from "./export.ts";
+ * import { hfFormat } from "./huggingface/huggingface.ts";
  * exportName("out/ferry.f32.hf", hfFormat); // "ferry"
  * ```
  */
@@ -271,6 +274,7 @@ export interface ExportSummary extends WriteResult {
  *
  * @example
  * ```ts
+ * import { takesCalibration } from "./export.ts";
  * takesCalibration("gguf", "q4_k_m"); // true
  * takesCalibration("gguf", "q8_0");   // false
  * ```
@@ -317,6 +321,8 @@ export function formatFor(name: string): FormatDescriptor {
  *
  * @example
  * ```ts
+ * import { outputPath } from "./export.ts";
+ * import { lut4Format } from "./lut4/lut4.ts";
  * outputPath("out/", lut4Format, "model/default/ferry.ckpt", "q4"); // "out/ferry.q4.lut4"
  * ```
  */
@@ -343,6 +349,7 @@ function inputName(input: string): string {
  *
  * @example
  * ```ts
+ * import { exportCheckpoint } from "./export.ts";
  * const s = await exportCheckpoint({ input: "runs/a.ckpt", format: "gguf", dtype: "q8_0", output: "out/" });
  * console.log(s.file, s.bytes);
  * ```

@@ -8,6 +8,7 @@
  *
  * @example
  * ```ts
+ * import { fnv1a64 } from "./fnv1a64.ts";
  * const h = fnv1a64();
  * h.line(new TextEncoder().encode("v1|w|1|1p-1"), 0, 11); // the bytes, then "\n"
  * h.digest32(); // the folded checksum of "v1|w|1|1p-1\n"
@@ -69,6 +70,7 @@ export const fnv1a64 = (): Fnv1a64 => new Fnv1a64();
  *
  * @example
  * ```ts
+ * import { fnv1a64Hex } from "./fnv1a64.ts";
  * fnv1a64Hex(new TextEncoder().encode("a")); // "af63dc4c8601ec8c"
  * ```
  */
@@ -81,6 +83,7 @@ export function fnv1a64Hex(bytes: Uint8Array): string {
  *
  * @example
  * ```ts
+ * import { stringChecksum } from "./fnv1a64.ts";
  * stringChecksum(""); // 0x4fd0bfc1 = 0xcbf29ce4 ^ 0x84222325
  * ```
  */

@@ -12,7 +12,8 @@
  *
  * @example
  * ```ts
- * import { type FuzzTarget } from "./fuzz-kit.ts";
+ * import type { FuzzTarget } from "./fuzz-kit.ts";
+ * import { F64LinesError, readF64Lines } from "./f64lines/f64lines.ts";
  * const target: FuzzTarget = {
  *   name: "f64lines",
  *   make: async (dir) => ({ file: `${dir}/m.f64lines`, target: `${dir}/m.f64lines` }),
@@ -120,6 +121,8 @@ export interface FuzzHook {
  *
  * @example
  * ```ts
+ * import { loadFuzzHook } from "./fuzz-kit.ts";
+ * import { dmexpFormat } from "./dmexp/dmexp.ts";
  * const { FUZZ_TARGETS } = await loadFuzzHook(dmexpFormat.fuzzHook); // [the dmexp target]
  * ```
  */

@@ -4,6 +4,8 @@
  *
  * @example
  * ```ts
+ * import { openAtomic, writeAtomic } from "./io.ts";
+ * declare const prefix: Uint8Array, header: Uint8Array, payload: Uint8Array, chunk: Uint8Array;
  * await writeAtomic("out/model.dmexp", [prefix, header, payload]);
  * const w = await openAtomic("out/big.bin");
  * await w.write(chunk); await w.commit(); // or w.abort()
@@ -94,6 +96,7 @@ const TEMP_NAME = /^(.*)\.(\d+)\.tmp$/;
  *
  * @example
  * ```ts
+ * import { removeStaleTemporaries } from "./io.ts";
  * await removeStaleTemporaries("out/ferry.bf16.dmexp"); // ["out/ferry.bf16.dmexp.4242.tmp"]
  * ```
  */
@@ -184,6 +187,7 @@ export type InputKind = "file" | "folder" | "either";
  *
  * @example
  * ```ts
+ * import { unreadable } from "./io.ts";
  * unreadable("out/nope.gguf", { code: "ENOENT" }).message; // "out/nope.gguf: no such file"
  * ```
  */
@@ -209,6 +213,7 @@ export function unreadable(path: string, e: unknown): FormatError {
  *
  * @example
  * ```ts
+ * import { requireInput } from "./io.ts";
  * requireInput("out/ferry.f16.gguf", "file");
  * requireInput("out/nope.gguf", "file"); // throws FormatError: out/nope.gguf: no such file
  * ```

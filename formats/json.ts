@@ -7,6 +7,7 @@
  *
  * @example
  * ```ts
+ * import { isJsonObject, JsonNumber, parseStrictJson } from "./json.ts";
  * const v = parseStrictJson('{"a": [4.0]}');
  * isJsonObject(v) && (v.a as JsonNumber[])[0].text; // "4.0"
  * ```
@@ -79,6 +80,7 @@ const ESCAPES: Record<string, string> = {
  *
  * @example
  * ```ts
+ * import { parseStrictJson } from "./json.ts";
  * parseStrictJson('{"a": [4.0]}'); // { a: [JsonNumber { text: "4.0" }] }
  * parseStrictJson('{"a": 1, "a": 2}'); // throws StrictJsonError, code "DuplicateKey"
  * parseStrictJson('{"a": ' + "[".repeat(100)); // throws: a[0][0]…: nested deeper than 64 levels (the limit)
@@ -230,6 +232,7 @@ function hex4(s: Scan): number {
  *
  * @example
  * ```ts
+ * import { parseStrictJson, plainJson } from "./json.ts";
  * plainJson(parseStrictJson('{"a": [4.0]}')); // { a: [4] }
  * ```
  */
@@ -248,6 +251,9 @@ export function plainJson(v: JsonValue): unknown {
  *
  * @example
  * ```ts
+ * import { jsonHeader } from "./json.ts";
+ * import { Lut4Error } from "./lut4/lut4.ts";
+ * declare const bytes: Uint8Array, path: string; // a lut4 file's header, and the file's path
  * const raw = jsonHeader(bytes, (why, detail) => {
  *   throw new Lut4Error(path, "header", why, detail);
  * });

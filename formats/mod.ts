@@ -8,7 +8,7 @@
  *
  * @example
  * ```ts
- * import { formatOf, readExport } from "./formats/mod.ts";
+ * import { formatOf, readExport } from "./mod.ts";
  * formatOf("out/ferry.bf16.dmexp").name;                        // "dmexp"
  * const { format, config, tensors } = await readExport("out/ferry.f16.gguf");
  * ```
@@ -54,6 +54,7 @@ const FOLDER_FORMATS: readonly FormatDescriptor[] = [hfFormat];
  *
  * @example
  * ```ts
+ * import { formatOf } from "./mod.ts";
  * formatOf("out/ferry.f32.hf").name; // "hf"
  * formatOf("notes.txt");             // throws: notes.txt: format: not a ferry export (expected one of ...)
  * ```
@@ -81,6 +82,7 @@ export interface ReadExport extends ReadResult {
  *
  * @example
  * ```ts
+ * import { readExport } from "./mod.ts";
  * const { format, config, tensors } = await readExport("out/ferry.f64.f64lines");
  * ```
  */

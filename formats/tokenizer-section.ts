@@ -12,6 +12,9 @@
  *
  * @example
  * ```ts
+ * import { decodeTokenizerSection, encodeTokenizerSection } from "./tokenizer-section.ts";
+ * import type { TokenizerFiles } from "../model/tokenizer-types.ts";
+ * declare const files: TokenizerFiles;
  * const section = encodeTokenizerSection(files);
  * const back = decodeTokenizerSection(section, "m.dmexp", 151936); // the same files, checked
  * ```
@@ -35,6 +38,9 @@ const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
  *
  * @example
  * ```ts
+ * import { encodeTokenizerSection } from "./tokenizer-section.ts";
+ * import type { AtomicWriter } from "./io.ts";
+ * declare const w: AtomicWriter, text: string; // text: tokenizer.json
  * await w.write(encodeTokenizerSection({ "tokenizer.json": text }));
  * ```
  */
@@ -71,6 +77,9 @@ export function encodeTokenizerSection(files: TokenizerFiles): Uint8Array {
  *
  * @example
  * ```ts
+ * import { decodeTokenizerSection } from "./tokenizer-section.ts";
+ * import type { ModelConfig } from "../model/config.ts";
+ * declare const bytes: Uint8Array, config: ModelConfig;
  * const files = decodeTokenizerSection(bytes, "out/q.bf16.dmexp", config.vocab_size);
  * ```
  */

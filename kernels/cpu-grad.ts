@@ -5,6 +5,9 @@
  *
  * @example
  * ```ts
+ * import { rmsnormBackward } from "./cpu-grad.ts";
+ * declare const dx: Float32Array, dw: Float32Array, dy: Float32Array, x: Float32Array, w: Float32Array;
+ * declare const rstd: Float32Array, rows: number, dim: number; // rstd: the forward pass's, one per row
  * // y = rmsnorm(x, w): given dy, accumulate dx and dw
  * rmsnormBackward(dx, dw, dy, x, w, rstd, rows, dim);
  * ```

@@ -7,8 +7,9 @@
  *
  * @example
  * ```ts
+ * import { matmul } from "./cpu.ts";
  * // y[t, o] = sum_i x[t, i] * w[o, i]   (x: [2, 3], w: [4, 3] in [out, in] layout)
- * const y = new Float32Array(8);
+ * const x = new Float32Array(6), w = new Float32Array(12), y = new Float32Array(8);
  * matmul(y, x, w, 2, 3, 4);
  * ```
  * @module

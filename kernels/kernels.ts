@@ -12,7 +12,8 @@
  *
  * @example
  * ```ts
- * import { kernelSet } from "../kernels/kernels.ts";
+ * import { kernelSet } from "./kernels.ts";
+ * const x = new Float32Array(6), w = new Float32Array(12), y = new Float32Array(8);
  * const ref = kernelSet("ref");      // the JavaScript reference, for this model only
  * ref.matmul(y, x, w, 2, 3, 4);      // y = x @ w^T
  * ```

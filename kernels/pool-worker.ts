@@ -5,6 +5,8 @@
  *
  * @example
  * ```ts
+ * import { Worker } from "node:worker_threads";
+ * declare const task: string, init: unknown, control: SharedArrayBuffer, index: number, threads: number;
  * new Worker(new URL("./pool-worker.ts", import.meta.url), { workerData: { task, init, control, index, threads } });
  * ```
  * @module

@@ -15,6 +15,8 @@
  *
  * @example
  * ```ts
+ * import { createPool, type PoolHandler } from "./pool.ts";
+ * declare const init: unknown, localHandler: PoolHandler, rows: number, cols: number;
  * // task.ts: export function setup(init, index) { return (args, share, shares) => { ... }; }
  * const pool = createPool(2, new URL("./task.ts", import.meta.url), init, localHandler);
  * await pool.ready;

@@ -7,6 +7,9 @@
  *
  * @example
  * ```ts
+ * import type { Kernels } from "./types.ts";
+ * import { kernelSet } from "./kernels.ts";
+ * const x = new Float32Array(6), w = new Float32Array(12), y = new Float32Array(8);
  * const k: Kernels = kernelSet("ref");
  * k.matmul(y, x, w, 2, 3, 4); // y = x @ w^T
  * ```

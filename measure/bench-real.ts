@@ -6,6 +6,8 @@
  *
  * @example
  * ```ts
+ * import { deriveRows, type EngineResult, engineTable } from "./bench-real.ts";
+ * declare const results: EngineResult[]; // one per engine and thread count, as measured
  * const rows = deriveRows(results, { 1: 20e9, 2: 30e9 }); // bytes/s of the streaming read by threads
  * console.log(engineTable(rows));
  * ```
@@ -50,6 +52,7 @@ export interface EngineRow extends EngineResult {
  *
  * @example
  * ```ts
+ * import { median } from "./bench-real.ts";
  * median([3, 1, 2]); // 2
  * ```
  */

@@ -8,6 +8,12 @@
  *
  * @example
  * ```ts
+ * import { columnImportance } from "./calibrate.ts";
+ * import { calibrationText } from "./calibration-text.ts";
+ * import type { ModelConfig } from "../model/config.ts";
+ * import type { Tensor } from "../model/tensor.ts";
+ * import { byteTokenizer } from "../model/tokenizer.ts";
+ * declare const config: ModelConfig, tensors: Tensor[]; // a byte model's
  * const { inputs } = await calibrationText(byteTokenizer, { windows: 64, seed: 1, size: 256, vocab: 258 });
  * const imp = columnImportance(config, tensors, inputs); // "model.layers.0.self_attn.q_proj.weight" → [96]
  * ```
@@ -189,6 +195,9 @@ export const DEFAULT_LIMIT_S = 600;
  *
  * @example
  * ```ts
+ * import { calibrationSeconds, DEFAULT_LIMIT_S } from "./calibrate.ts";
+ * import type { ModelConfig } from "../model/config.ts";
+ * declare const config: ModelConfig;
  * calibrationSeconds(config, 64) > DEFAULT_LIMIT_S; // too long for a default
  * ```
  */
@@ -216,6 +225,8 @@ export function calibrationSeconds(
  *
  * @example
  * ```ts
+ * import { lut4Calibrator } from "./calibrate.ts";
+ * import { exportCheckpoint } from "../formats/export.ts";
  * await exportCheckpoint({ format: "lut4", calibrate: lut4Calibrator({ windows: 64 }) });
  * await exportCheckpoint({ format: "lut4", calibrate: lut4Calibrator({ file: "my.txt", tokens: 32768 }) });
  * ```
@@ -269,6 +280,8 @@ export function lut4Calibrator(options: CalibrationOptions = {}): Lut4Calibrator
  *
  * @example
  * ```ts
+ * import { calibrateOnce, lut4Calibrator } from "./calibrate.ts";
+ * import { exportCheckpoint } from "../formats/export.ts";
  * const calibrate = calibrateOnce(lut4Calibrator({ windows: 64 }));
  * for (const format of ["gguf", "lut4"]) await exportCheckpoint({ format, calibrate });
  * ```
@@ -298,6 +311,8 @@ export function calibrateOnce(calibrate: Lut4Calibrator): Lut4Calibrator {
  *
  * @example
  * ```ts
+ * import { imatrixCalibrator } from "./calibrate.ts";
+ * import { exportCheckpoint } from "../formats/export.ts";
  * await exportCheckpoint({ format: "gguf", dtype: "q4_k_m", calibrate: imatrixCalibrator("imatrix.gguf") });
  * ```
  */
@@ -336,6 +351,7 @@ export function imatrixCalibrator(path: string): Lut4Calibrator {
  *
  * @example
  * ```ts
+ * import { calibrateOnce, lut4Calibrator, writingImatrix } from "./calibrate.ts";
  * const calibrate = writingImatrix(calibrateOnce(lut4Calibrator()), "ferry.imatrix.gguf");
  * ```
  */

@@ -13,6 +13,8 @@
  *
  * @example
  * ```ts
+ * import { calibrationText } from "./calibration-text.ts";
+ * import { byteTokenizer } from "../model/tokenizer.ts";
  * const text = await calibrationText(byteTokenizer, { windows: 64, seed: 1, size: 256, vocab: 258 });
  * text.inputs.length; // 64, each [BOS, 255 bytes of the training split]
  * text.source;        // "brown train split"
@@ -83,6 +85,8 @@ export async function calibrationText(tok: Tokenizer, o: CalibrationTextOptions)
  *
  * @example
  * ```ts
+ * import { calibrationWindows } from "./calibration-text.ts";
+ * import { loadBrown } from "../model/corpus.ts";
  * calibrationWindows((await loadBrown()).train, 64, 1); // 64 subarrays of 256 bytes
  * ```
  */

@@ -7,6 +7,11 @@
  *
  * @example
  * ```ts
+ * import { lut4Gap } from "./gap.ts";
+ * import { readCheckpoint } from "../formats/checkpoint/checkpoint.ts";
+ * import { evalWindows, loadBrown } from "../model/corpus.ts";
+ * const ck = await readCheckpoint("runs/a.ckpt", { sections: ["model"] });
+ * const { heldOut } = await loadBrown(), windows = evalWindows(heldOut);
  * const r = await lut4Gap(ck.config, ck.model, { source: "runs/a.ckpt", windows, heldOut });
  * console.log(r.gap.weight_rounding, r.gap.engine_arithmetic);
  * ```
@@ -40,6 +45,11 @@ export const TENSOR_CLASSES: Record<string, (name: string) => boolean> = {
  *
  * @example
  * ```ts
+ * import { engineBitsPerByte } from "./gap.ts";
+ * import { evalWindows, loadBrown } from "../model/corpus.ts";
+ * import type { Engine } from "../model/engine.ts";
+ * declare const engine: Engine;
+ * const { heldOut } = await loadBrown();
  * const bpb = await engineBitsPerByte(engine, evalWindows(heldOut, 64));
  * ```
  */
@@ -65,6 +75,9 @@ export async function engineBitsPerByte(
  *
  * @example
  * ```ts
+ * import { gapPrompts } from "./gap.ts";
+ * import { loadBrown } from "../model/corpus.ts";
+ * const { heldOut } = await loadBrown();
  * gapPrompts(heldOut)[0]; // [256, 84, 104, ...] (8 prompts of 24 bytes)
  * ```
  */
@@ -80,6 +93,11 @@ export function gapPrompts(heldOut: Uint8Array, count = 8, bytes = 24, tokenizer
  *
  * @example
  * ```ts
+ * import { scoredBitsPerByte } from "./gap.ts";
+ * import { scoredWindow } from "./metrics.ts";
+ * import type { Model } from "../model/qwen3.ts";
+ * import { byteTokenizer } from "../model/tokenizer.ts";
+ * declare const model: Model, windows: Uint8Array[];
  * scoredBitsPerByte(model, windows.map((w) => scoredWindow(byteTokenizer, w)));
  * ```
  */
@@ -117,6 +135,12 @@ export interface GreedyComparison {
  *
  * @example
  * ```ts
+ * import { compareGreedy, gapPrompts } from "./gap.ts";
+ * import { loadBrown } from "../model/corpus.ts";
+ * import type { Engine } from "../model/engine.ts";
+ * import type { Model } from "../model/qwen3.ts";
+ * declare const intEngine: Engine, floatModel: Model; // the lut4 export on the integer engine; its source
+ * const { heldOut } = await loadBrown();
  * const c = await compareGreedy(intEngine, floatModel, gapPrompts(heldOut), 64);
  * console.log(`${c.greedySame}/${c.prompts}`);
  * ```

@@ -11,6 +11,7 @@
  *
  * @example
  * ```ts
+ * import { openLlamaGguf } from "./llama-cpp.ts";
  * const lm = await openLlamaGguf("out/model.f32.gguf");
  * const probs = await lm.nextTokenProbs([256, 72, 105]); // 3 rows of vocab probabilities
  * const ids = await lm.greedy([256, 72, 105], 64);

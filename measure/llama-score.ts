@@ -7,6 +7,9 @@
  *
  * @example
  * ```ts
+ * import { formatGgufTable, measureGguf } from "./llama-score.ts";
+ * import type { Model } from "../model/qwen3.ts";
+ * declare const model: Model, windows: Uint8Array[], prompts: number[][];
  * const rows = await measureGguf(model, { windows, prompts, tokens: 64 });
  * console.log(formatGgufTable(rows));
  * ```

@@ -10,6 +10,8 @@
  *
  * @example
  * ```ts
+ * import { spawnSync } from "node:child_process";
+ * import { findLlamaTools } from "./llama-tools.ts";
  * const tools = findLlamaTools();
  * spawnSync(tools.paths["llama-quantize"], ["in.gguf", "out.gguf", "Q4_K_M"]);
  * ```
@@ -67,6 +69,7 @@ export interface LlamaTools {
  *
  * @example
  * ```ts
+ * import { bundleCommit } from "./llama-tools.ts";
  * bundleCommit("# v2 git bundle\n80fb11ac73e66d89eae2c6a91d8a77428fa733ed HEAD\n\nPACK", "x.bundle");
  * // "80fb11ac73e66d89eae2c6a91d8a77428fa733ed"
  * ```
@@ -89,6 +92,7 @@ export function bundleCommit(header: string, path: string): string {
  *
  * @example
  * ```ts
+ * import { readBundleCommit } from "./llama-tools.ts";
  * readBundleCommit("node_modules/node-llama-cpp/llama/gitRelease.bundle"); // "80fb11ac..."
  * ```
  */
@@ -111,6 +115,7 @@ export function readBundleCommit(path = BUNDLE_PATH): string {
  *
  * @example
  * ```ts
+ * import { toolsDir } from "./llama-tools.ts";
  * toolsDir("80fb11ac73e66d89eae2c6a91d8a77428fa733ed", {}, "/home/me");
  * // "/home/me/.cache/ferry/llama.cpp-80fb11ac73e6"
  * ```
@@ -131,6 +136,8 @@ export function toolsDir(
  *
  * @example
  * ```ts
+ * import { cacheProblem } from "./llama-tools.ts";
+ * declare const dir: string, commit: string; // the tools folder, and the llama.cpp commit it must hold
  * const why = cacheProblem(dir, commit);
  * if (why) console.log(`rebuilding: ${why}`);
  * ```
@@ -160,6 +167,7 @@ export function cacheProblem(dir: string, commit: string): string | undefined {
  *
  * @example
  * ```ts
+ * import { findLlamaTools } from "./llama-tools.ts";
  * const { paths } = findLlamaTools();
  * paths["llama-perplexity"]; // "/home/me/.cache/ferry/llama.cpp-80fb11ac73e6/llama-perplexity"
  * ```
@@ -183,6 +191,7 @@ export function findLlamaTools(
  *
  * @example
  * ```ts
+ * import { toolPaths } from "./llama-tools.ts";
  * toolPaths("/c")["llama-bench"]; // "/c/llama-bench"
  * ```
  */
@@ -197,6 +206,7 @@ export function toolPaths(dir: string): Record<LlamaTool, string> {
  *
  * @example
  * ```ts
+ * import { cmakeFlags } from "./llama-tools.ts";
  * cmakeFlags(true); // ["-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", ...]
  * ```
  */
@@ -223,6 +233,7 @@ export function cmakeFlags(ninja: boolean): string[] {
  *
  * @example
  * ```ts
+ * import { buildStep } from "./llama-tools.ts";
  * buildStep("[12/267] Building CXX object src/llama.cpp.o"); // { done: 12, total: 267 }
  * buildStep("[ 45%] Linking CXX executable bin/llama-bench"); // { done: 45, total: 100 }
  * ```

@@ -5,6 +5,9 @@
  *
  * @example
  * ```ts
+ * import { compareLogits } from "./metrics.ts";
+ * import { createCache, forward, type Model } from "../model/qwen3.ts";
+ * declare const source: Model, exported: Model, ids: number[]; // exported: read back from an export
  * const ref = forward(source, createCache(source), ids);
  * const got = forward(exported, createCache(exported), ids);
  * compareLogits(ref, got, 258); // { maxAbsDelta, meanAbsDelta, top1Agreement, meanKL, ... }
@@ -79,6 +82,7 @@ export function compareLogits(ref: Float32Array, test: Float32Array, vocab: numb
  *
  * @example
  * ```ts
+ * import { percentile } from "./metrics.ts";
  * percentile([0, 1, 2, 3, 4], 0.99); // 3.96
  * ```
  */
@@ -127,6 +131,9 @@ export function windowLogits(m: Model | Engine, window: Uint8Array): Float32Arra
  *
  * @example
  * ```ts
+ * import { windowBits, windowLogits } from "./metrics.ts";
+ * import type { Model } from "../model/qwen3.ts";
+ * declare const model: Model, w: Uint8Array; // a byte model, a window of bytes
  * windowBits(windowLogits(model, w), w, 258) / w.length; // the window's bits per byte
  * ```
  */
@@ -158,6 +165,11 @@ export interface ScoredWindow {
  *
  * @example
  * ```ts
+ * import { scoredWindow, windowBits } from "./metrics.ts";
+ * import { evalWindows, loadBrown } from "../model/corpus.ts";
+ * import type { Engine } from "../model/engine.ts";
+ * declare const engine: Engine;
+ * const { heldOut } = await loadBrown(), V = engine.config.vocab_size;
  * const w = scoredWindow(engine.tokenizer, evalWindows(heldOut, 1)[0]);
  * const bits = windowBits(await engine.start().feed(w.inputs, "all"), w.targets, V);
  * bits / w.bytes; // the window's bits per byte
@@ -186,6 +198,7 @@ export function scoredWindow(tok: Tokenizer, window: Uint8Array): ScoredWindow {
  *
  * @example
  * ```ts
+ * import { wholeCharacters } from "./metrics.ts";
  * wholeCharacters(new Uint8Array([0xa9, 0x41, 0xc3])); // [0x41]
  * ```
  */
@@ -213,6 +226,9 @@ function scoredLogits(engine: Engine, w: ScoredWindow): Promise<Float32Array> {
  *
  * @example
  * ```ts
+ * import { tokenWindowBits } from "./metrics.ts";
+ * import type { Engine } from "../model/engine.ts";
+ * declare const engine: Engine;
  * const { bits, bytes } = await tokenWindowBits(engine, new TextEncoder().encode("The jury said"));
  * ```
  */
@@ -234,6 +250,11 @@ export async function tokenWindowBits(
  *
  * @example
  * ```ts
+ * import { bitsPerByte } from "./metrics.ts";
+ * import { evalWindows, loadBrown } from "../model/corpus.ts";
+ * import type { Model } from "../model/qwen3.ts";
+ * declare const model: Model;
+ * const { heldOut } = await loadBrown();
  * bitsPerByte(model, evalWindows(heldOut, 64)); // the byte model's held-out bits per byte
  * ```
  */
@@ -288,6 +309,10 @@ export interface EngineProfile {
  *
  * @example
  * ```ts
+ * import { profileEngine } from "./metrics.ts";
+ * import { loadEngine } from "../engines/mod.ts";
+ * import type { Engine } from "../model/engine.ts";
+ * declare const floatEngine: Engine, windows: Uint8Array[], prompts: number[][];
  * const ref = await profileEngine(floatEngine, windows, prompts, 64);
  * const got = await profileEngine(await loadEngine("out/ferry.q4_0.gguf"), windows, prompts, 64);
  * ```

@@ -4,6 +4,7 @@
  *
  * @example
  * ```ts
+ * import { BYTE_CHARS } from "./byte-chars.ts";
  * BYTE_CHARS[0x20]; // "Ġ"
  * ```
  * @module
@@ -17,6 +18,7 @@
  *
  * @example
  * ```ts
+ * import { BYTE_CHARS } from "./byte-chars.ts";
  * BYTE_CHARS[0x20]; // "Ġ"
  * ```
  */

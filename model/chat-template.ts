@@ -9,6 +9,9 @@
  *
  * @example
  * ```ts
+ * import { chatTemplateOf } from "./chat-template.ts";
+ * import type { TokenizerFiles } from "./tokenizer-types.ts";
+ * declare const files: TokenizerFiles; // the tokenizer files of a Qwen3 folder
  * const template = chatTemplateOf(files, "models/qwen3/");
  * template?.render([{ role: "user", content: "Hi" }], { kwargs: { enable_thinking: false } });
  * // "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
@@ -106,6 +109,7 @@ function templateSource(
  *
  * @example
  * ```ts
+ * import { chatTemplateOf } from "./chat-template.ts";
  * chatTemplateOf({ "tokenizer.json": "{}", "chat_template.jinja": "{{ messages[0].content }}" }, "m/")
  *   ?.render([{ role: "user", content: "Hi" }]); // "Hi"
  * ```

@@ -3,6 +3,7 @@
  *
  * @example
  * ```ts
+ * import { paramShapes, parseConfig } from "./config.ts";
  * const cfg = parseConfig(`vocab_size = 258\nhidden_size = 64\n...`, "run.config.toml");
  * for (const { name, dims } of paramShapes(cfg)) console.log(name, dims);
  * ```
@@ -221,6 +222,7 @@ function* shapesOf(cfg: ModelConfig): Generator<ParamShape> {
  *
  * @example
  * ```ts
+ * import { configSize, PRESETS } from "./config.ts";
  * configSize(PRESETS.tiny); // { tensors: 25, params: ... }
  * ```
  */
@@ -258,6 +260,10 @@ export interface TensorMismatch {
  *
  * @example
  * ```ts
+ * import { checkTensors, type ModelConfig } from "./config.ts";
+ * import { DmexpError } from "../formats/dmexp/dmexp-header.ts";
+ * import type { Tensor } from "./tensor.ts";
+ * declare const config: ModelConfig, tensors: Tensor[], path: string;
  * const bad = checkTensors(config, tensors);
  * if (bad) throw new DmexpError(path, `tensors.${bad.tensor}`, bad.problem, bad);
  * ```

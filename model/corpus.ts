@@ -8,6 +8,7 @@
  *
  * @example
  * ```ts
+ * import { evalWindows, loadBrown } from "./corpus.ts";
  * const { train, heldOut } = await loadBrown();
  * const windows = evalWindows(heldOut); // 64 windows of 256 bytes, evenly spaced
  * ```

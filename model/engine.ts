@@ -8,6 +8,8 @@
  *
  * @example
  * ```ts
+ * import { loadEngine } from "../engines/mod.ts";
+ * import { encode } from "./tokenizer.ts";
  * const engine = await loadEngine("out/ferry.bf16.dmexp");          // the format's natural engine
  * const s = engine.start();
  * const logits = await s.feed(encode("The jury said", { bos: true })); // [vocab] of the last position
@@ -134,6 +136,8 @@ export interface Engine {
  *
  * @example
  * ```ts
+ * import { contextLength } from "./engine.ts";
+ * import type { ModelConfig } from "./config.ts";
  * contextLength({ context: 4096, config: { max_position_embeddings: 16384 } as ModelConfig }); // 4096
  * ```
  */
@@ -172,6 +176,7 @@ export function contextOf(maxPositions: number, context: number | undefined): nu
  *
  * @example
  * ```ts
+ * import { checkRewind } from "./engine.ts";
  * checkRewind(3, 10); // 3
  * checkRewind(11, 10); // RangeError
  * ```

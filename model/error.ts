@@ -10,6 +10,9 @@
  *
  * @example
  * ```ts
+ * import { FormatError } from "./error.ts";
+ * import { formatOf } from "../formats/mod.ts";
+ * const path = "out/ferry.bf16.dmexp";
  * try {
  *   await formatOf(path).read(path);
  * } catch (e) {

@@ -7,6 +7,8 @@
  *
  * @example
  * ```ts
+ * import { generateTokens } from "./generate.ts";
+ * import { loadEngine } from "../engines/mod.ts";
  * const engine = await loadEngine("out/ferry.bf16.dmexp");
  * const decode = engine.tokenizer.streamDecoder();
  * const prompt = engine.tokenizer.encode("The jury said", { bos: true });

@@ -10,6 +10,8 @@
  *
  * @example
  * ```ts
+ * import { hfTokenizer } from "./hf-tokenizer.ts";
+ * declare const text: string, config: string; // tokenizer.json and tokenizer_config.json of Qwen3
  * const tok = hfTokenizer({ "tokenizer.json": text, "tokenizer_config.json": config }, "qwen3/");
  * tok.encode("<|im_start|>user", { specials: true }); // [151644, 872]
  * tok.decode([9707, 1879]);                           // "Hello world"
@@ -149,6 +151,9 @@ function splitAt(text: string, tokens: readonly string[]): Array<{ text: string;
  *
  * @example
  * ```ts
+ * import { hfTokenizer } from "./hf-tokenizer.ts";
+ * import type { TokenizerFiles } from "./tokenizer-types.ts";
+ * declare const files: TokenizerFiles; // the tokenizer files of a Qwen3 folder
  * const tok = hfTokenizer(files, "models/qwen3/");
  * tok.eos; // [151645, 151643]
  * ```
@@ -314,6 +319,9 @@ function buildTokenizer(files: TokenizerFiles, where: string): Tokenizer {
  *
  * @example
  * ```ts
+ * import { loadTokenizer } from "./hf-tokenizer.ts";
+ * import type { TokenizerFiles } from "./tokenizer-types.ts";
+ * declare const files: TokenizerFiles; // the tokenizer files of a Qwen3 folder
  * loadTokenizer(undefined, "out/ferry.bf16.dmexp").kind;     // "byte"
  * loadTokenizer(files, "models/qwen3/").eos;                 // [151645, 151643]
  * ```

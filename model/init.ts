@@ -4,6 +4,9 @@
  *
  * @example
  * ```ts
+ * import { initParams } from "./init.ts";
+ * import { PRESETS } from "./config.ts";
+ * import { buildModel } from "./qwen3.ts";
  * const tensors = initParams(PRESETS.tiny, 1);
  * const model = buildModel(PRESETS.tiny, tensors);
  * ```

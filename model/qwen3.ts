@@ -5,6 +5,10 @@
  *
  * @example
  * ```ts
+ * import { buildModel, createCache, forward } from "./qwen3.ts";
+ * import type { ModelConfig } from "./config.ts";
+ * import type { Tensor } from "./tensor.ts";
+ * declare const cfg: ModelConfig, tensors: Tensor[];
  * const model = buildModel(cfg, tensors);
  * const cache = createCache(model);
  * const logits = forward(model, cache, [256, 84, 104]); // [3, vocab]: one row per position
@@ -92,7 +96,11 @@ export function mapWeights<W>(model: Model, put: (data: Float32Array, name: stri
  *
  * @example
  * ```ts
- * const w = weightsByName(config, (name) => byName.get(name)!);
+ * import { weightsByName } from "./qwen3.ts";
+ * import type { ModelConfig } from "./config.ts";
+ * import { byName, type Tensor } from "./tensor.ts";
+ * declare const config: ModelConfig, tensors: Tensor[];
+ * const w = weightsByName(config, (name) => byName(tensors, name).data);
  * ```
  */
 export function weightsByName<W>(config: ModelConfig, get: (name: string) => W): Weights<W> {

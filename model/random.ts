@@ -6,6 +6,7 @@
  *
  * @example
  * ```ts
+ * import { createRng } from "./random.ts";
  * const rng = createRng(42);
  * rng.next(); // uniform in [0, 1)
  * ```

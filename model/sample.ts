@@ -9,6 +9,12 @@
  *
  * @example
  * ```ts
+ * import { neverSampled, pickToken } from "./sample.ts";
+ * import { checkSampling } from "./sampling.ts";
+ * import { createRng } from "./random.ts";
+ * import { PRESETS } from "./config.ts";
+ * const config = PRESETS.default;
+ * declare const logits: Float32Array; // one row of `config.vocab_size` logits
  * const choice = checkSampling({ temperature: 0.8, topK: 40, minP: 0.05 });
  * pickToken(logits, 0, 258, choice, createRng(1), neverSampled(config)); // never BOS
  * ```
@@ -44,6 +50,8 @@ export const BYTE_SPECIALS: Readonly<SpecialIds> = Object.freeze({
  *
  * @example
  * ```ts
+ * import { specialIds } from "./sample.ts";
+ * import { byteTokenizer } from "./tokenizer.ts";
  * specialIds(byteTokenizer); // { specials: [256, 257], eos: [257], tokenizerVocab: 258 }
  * ```
  */
@@ -61,6 +69,8 @@ export function specialIds(tokenizer: Tokenizer): SpecialIds {
  *
  * @example
  * ```ts
+ * import { neverSampled } from "./sample.ts";
+ * import { PRESETS } from "./config.ts";
  * neverSampled(PRESETS.default)[256]; // 1: BOS is never sampled
  * neverSampled(PRESETS.default)[257]; // 0: EOS is, so generation can stop
  * ```
@@ -310,6 +320,7 @@ function insertion(probs: Float64Array, ids: Int32Array, from: number, to: numbe
  *
  * @example
  * ```ts
+ * import { floatLogprobs } from "./sample.ts";
  * floatLogprobs(new Float32Array([0, 0]), 0, 2, [1], 1); // { of: [-0.693…], top: [{ id: 0, logprob: -0.693… }] }
  * ```
  */
@@ -347,6 +358,7 @@ export function floatLogprobs(
  *
  * @example
  * ```ts
+ * import { topIds } from "./sample.ts";
  * topIds(4, 2, (a, b) => [3, 9, 9, 1][b] - [3, 9, 9, 1][a]); // [1, 2]
  * ```
  */

@@ -15,6 +15,7 @@
  *
  * @example
  * ```ts
+ * import { checkSampling } from "./sampling.ts";
  * const o = checkSampling({ temperature: 0.8, topP: 0.9 }); // { temperature: 0.8, topK: 0, topP: 0.9, minP: 0 }
  * checkSampling({ temperature: -1 });                        // throws SamplingError, field "temperature"
  * ```

@@ -6,6 +6,7 @@
  *
  * @example
  * ```ts
+ * import { numel, tensor } from "./tensor.ts";
  * const t = tensor("model.norm.weight", [4], new Float32Array([1, 1, 1, 1]));
  * numel(t.dims); // 4
  * ```

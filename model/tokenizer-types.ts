@@ -8,6 +8,8 @@
  *
  * @example
  * ```ts
+ * import { readFile } from "node:fs/promises";
+ * import type { TokenizerFiles } from "./tokenizer-types.ts";
  * const files: TokenizerFiles = { "tokenizer.json": await readFile("m/tokenizer.json", "utf8") };
  * ```
  * @module

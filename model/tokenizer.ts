@@ -6,6 +6,7 @@
  *
  * @example
  * ```ts
+ * import { decode, encode } from "./tokenizer.ts";
  * encode("hé", { bos: true }); // [256, 104, 195, 169]
  * decode([256, 104, 195, 169]); // "hé"
  * ```
@@ -79,6 +80,7 @@ function byteTokenText(id: number): string {
  *
  * @example
  * ```ts
+ * import { byteTokenizer } from "./tokenizer.ts";
  * byteTokenizer.encode("Hi", { bos: true }); // [256, 72, 105]
  * byteTokenizer.eos;                         // [257]
  * ```

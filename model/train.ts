@@ -5,6 +5,10 @@
  *
  * @example
  * ```ts
+ * import { createScratch, paramLayout, sequenceLossAndGrad } from "./train.ts";
+ * import { PRESETS } from "./config.ts";
+ * const cfg = PRESETS.tiny;
+ * declare const inputs: number[], targets: number[]; // 256 token ids, and the same shifted by one
  * const layout = paramLayout(cfg);
  * const params = new Float32Array(layout.size), grads = new Float32Array(layout.size);
  * const loss = sequenceLossAndGrad(cfg, layout, params, grads, inputs, targets, createScratch(cfg, 256));

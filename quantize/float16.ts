@@ -13,6 +13,7 @@
  *
  * @example
  * ```ts
+ * import { bf16ToF32, f32ToBf16, f32ToF16 } from "./float16.ts";
  * const bits = f32ToBf16(new Float32Array([1.00390625])); // Uint16Array [0x3f80] (tie to even)
  * bf16ToF32(bits); // Float32Array [1]
  * f32ToF16(new Float32Array([65520])); // Uint16Array [0x7c00]: past the largest f16, so +inf
@@ -32,6 +33,7 @@ export const F16_MIN_SUBNORMAL = 5.960464477539063e-8;
  *
  * @example
  * ```ts
+ * import { f16Bits } from "./float16.ts";
  * f16Bits(0x3f800000); // 0x3c00 (1.0)
  * ```
  */
@@ -63,6 +65,7 @@ function f16Edge(a: number): number {
  *
  * @example
  * ```ts
+ * import { f16BitsToF32Bits } from "./float16.ts";
  * f16BitsToF32Bits(0x0001); // 0x33800000 (2^-24)
  * ```
  */
@@ -84,6 +87,7 @@ export function f16BitsToF32Bits(h: number): number {
  *
  * @example
  * ```ts
+ * import { bf16Bits } from "./float16.ts";
  * bf16Bits(0x3f808000); // 0x3f80: a tie, kept even
  * ```
  */
@@ -112,6 +116,7 @@ function widenTable(): Int32Array {
  *
  * @example
  * ```ts
+ * import { f32ToF16 } from "./float16.ts";
  * f32ToF16(new Float32Array([1, -2, 0.1])); // Uint16Array [0x3c00, 0xc000, 0x2e66]
  * ```
  */
@@ -127,6 +132,7 @@ export function f32ToF16(x: Float32Array, out: Uint16Array = new Uint16Array(x.l
  *
  * @example
  * ```ts
+ * import { f16ToF32 } from "./float16.ts";
  * f16ToF32(new Uint16Array([0x3c00, 0x7c00])); // Float32Array [1, Infinity]
  * ```
  */
@@ -143,6 +149,7 @@ export function f16ToF32(bits: Uint16Array, out: Float32Array = new Float32Array
  *
  * @example
  * ```ts
+ * import { f32ToBf16 } from "./float16.ts";
  * f32ToBf16(new Float32Array([1, 3.14159])); // Uint16Array [0x3f80, 0x4049]
  * ```
  */
@@ -162,6 +169,7 @@ export function f32ToBf16(x: Float32Array, out: Uint16Array = new Uint16Array(x.
  *
  * @example
  * ```ts
+ * import { bf16ToF32 } from "./float16.ts";
  * bf16ToF32(new Uint16Array([0x3f80, 0xff80])); // Float32Array [1, -Infinity]
  * ```
  */
@@ -183,6 +191,7 @@ const scratchI = new Int32Array(scratchF.buffer);
  *
  * @example
  * ```ts
+ * import { roundF16 } from "./float16.ts";
  * roundF16(0.1); // 0.0999755859375
  * ```
  */
@@ -197,6 +206,7 @@ export function roundF16(x: number): number {
  *
  * @example
  * ```ts
+ * import { roundBf16 } from "./float16.ts";
  * roundBf16(0.1); // 0.10009765625
  * ```
  */

@@ -17,6 +17,7 @@
  *
  * @example
  * ```ts
+ * import { ggufTensorType } from "./gguf-mix.ts";
  * ggufTensorType("q4_k_m", "blk.3.ffn_down.weight", [256, 96], { layers: 4, tied: true }); // "Q6_K"
  * ```
  * @module
@@ -56,6 +57,7 @@ export interface MixModel {
  *
  * @example
  * ```ts
+ * import { useMoreBits } from "./gguf-mix.ts";
  * [0, 1, 2, 3].filter((i) => useMoreBits(i, 4)); // [2, 3]
  * ```
  */
@@ -70,6 +72,7 @@ export function useMoreBits(layer: number, layers: number): boolean {
  *
  * @example
  * ```ts
+ * import { ggufTensorType } from "./gguf-mix.ts";
  * ggufTensorType("q4_k", "blk.0.attn_q.weight", [96, 128], { layers: 4, tied: true }); // "Q5_0"
  * ```
  */

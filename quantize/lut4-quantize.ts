@@ -6,7 +6,11 @@
  *
  * @example
  * ```ts
- * const { weights, report } = quantizeModel(config, tensors, { head: "tied" });
+ * import { quantizeModel } from "./lut4-quantize.ts";
+ * import type { ModelConfig } from "../model/config.ts";
+ * import type { Tensor } from "../model/tensor.ts";
+ * declare const config: ModelConfig, tensors: Tensor[];
+ * const { weights, errors } = quantizeModel(config, tensors, { head: "tied" }); // errors: one per stored tensor
  * ```
  * @module
  */
@@ -54,6 +58,7 @@ export const LUT4_GROUP = 32;
  *
  * @example
  * ```ts
+ * import { notWholeGroups } from "./lut4-quantize.ts";
  * notWholeGroups(96, "width"); // null
  * notWholeGroups(40, "q: 40 columns"); // "q: 40 columns is not a multiple of 32"
  * ```
@@ -194,6 +199,7 @@ function groupSse(
  *
  * @example
  * ```ts
+ * import { roundHalfUp } from "./lut4-quantize.ts";
  * roundHalfUp(2.5); // 3
  * roundHalfUp(-2.5); // -2
  * roundHalfUp(0.49999999999999994); // 0 (Math.floor(v + 0.5) gives 1)
@@ -244,6 +250,8 @@ export function quantizeMatrix(
  *
  * @example
  * ```ts
+ * import { rowQuantizer } from "./lut4-quantize.ts";
+ * declare function blocks(): Iterable<[number, Float64Array]>; // [first row, its block of whole rows]
  * const q = rowQuantizer("layers.0.up", 3072, 1024);
  * for (const [r0, block] of blocks()) q.survey(block, r0);
  * for (const [r0, block] of blocks()) q.encode(block, r0);
@@ -636,6 +644,7 @@ export function makeTables(config: ModelConfig) {
  *
  * @example
  * ```ts
+ * import { epsFixed } from "./lut4-quantize.ts";
  * epsFixed(1e-6); // { mantissa: 34360, exp: -35 }
  * ```
  */
@@ -790,6 +799,11 @@ export interface QuantizePool {
  *
  * @example
  * ```ts
+ * import { quantizeModelStreamed, quantizePool } from "./lut4-quantize.ts";
+ * import type { ModelConfig } from "../model/config.ts";
+ * import type { TensorSource } from "../model/tensor.ts";
+ * import type { LutMatrix } from "../kernels/int/gemv.ts";
+ * declare const config: ModelConfig, sources: TensorSource[], put: (m: LutMatrix) => Promise<void>;
  * const pool = quantizePool(2);
  * try { await quantizeModelStreamed(config, sources, { head: "tied", pool }, put); } finally { pool.close(); }
  * ```
@@ -985,7 +999,12 @@ export function quantizeModel(
  *
  * @example
  * ```ts
- * const { tables, errors } = await quantizeModelStreamed(config, input.tensors, { head: "tied" }, put);
+ * import { quantizeModelStreamed } from "./lut4-quantize.ts";
+ * import type { ModelConfig } from "../model/config.ts";
+ * import type { TensorSource } from "../model/tensor.ts";
+ * import type { LutMatrix } from "../kernels/int/gemv.ts";
+ * declare const config: ModelConfig, sources: TensorSource[], put: (m: LutMatrix) => Promise<void>;
+ * const { tables, errors } = await quantizeModelStreamed(config, sources, { head: "tied" }, put);
  * ```
  */
 export async function quantizeModelStreamed(

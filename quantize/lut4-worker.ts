@@ -6,6 +6,8 @@
  *
  * @example
  * ```ts
+ * import type { BlockJob } from "./lut4-quantize.ts";
+ * declare const block: Float64Array<ArrayBuffer>, job: Omit<BlockJob, "first" | "expBase">;
  * const w = new Worker(new URL("./lut4-worker.ts", import.meta.url).href, { type: "module" });
  * w.postMessage({ id: 1, op: "survey", block, job }, [block.buffer]);
  * ```

@@ -5,6 +5,8 @@
  *
  * @example
  * ```ts
+ * import { getF16, putF16 } from "./quants-block.ts";
+ * const block = new Uint8Array(18);
  * putF16(block, 0, 0.5); getF16(block, 0); // 0.5
  * ```
  * @module
@@ -26,6 +28,7 @@ const scratchF = new Float32Array(1), scratchI = new Uint32Array(scratchF.buffer
  *
  * @example
  * ```ts
+ * import { putF16 } from "./quants-block.ts";
  * putF16(new Uint8Array(2), 0, 0.1); // 0.0999755859375
  * ```
  */
@@ -42,6 +45,7 @@ export function putF16(out: Uint8Array, at: number, v: number): number {
  *
  * @example
  * ```ts
+ * import { getF16 } from "./quants-block.ts";
  * getF16(Uint8Array.of(0, 60), 0); // 1
  * ```
  */
@@ -56,6 +60,7 @@ export function getF16(bytes: Uint8Array, at: number): number {
  *
  * @example
  * ```ts
+ * import { elementWeights } from "./quants-block.ts";
  * elementWeights(4, Float32Array.of(1, 2)); // [1, 2, 1, 2]
  * ```
  */
@@ -79,6 +84,7 @@ export function elementWeights(n: number, importance?: Float32Array): Float32Arr
  *
  * @example
  * ```ts
+ * import { fitScale } from "./quants-block.ts";
  * fitScale(Float32Array.of(2, 4), Float32Array.of(1, 1), Int8Array.of(1, 2), 0, 2); // { s: 2, err: 0 }
  * ```
  */
@@ -111,6 +117,8 @@ export const CANDIDATES_7 = offsets(7), CANDIDATES_9 = offsets(9);
  *
  * @example
  * ```ts
+ * import { symmetricScale } from "./quants-block.ts";
+ * declare const x: Float32Array, w: Float32Array, maxOf16: number; // values, weights, x[0..16)'s largest magnitude
  * symmetricScale(x, w, 0, 16, 32, maxOf16); // Q6_K's sub-block scale
  * ```
  */

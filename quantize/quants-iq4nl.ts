@@ -13,6 +13,8 @@
  *
  * @example
  * ```ts
+ * import { dequantizeIq4Nl, quantizeIq4Nl } from "./quants-iq4nl.ts";
+ * const row = Float32Array.from({ length: 256 }, (_, i) => Math.sin(i));
  * const bytes = quantizeIq4Nl(row);             // 18 bytes per 32 values
  * const back = dequantizeIq4Nl(bytes, row.length);
  * ```
@@ -71,6 +73,9 @@ function checkBlocks(n: number, type: string): void {
  *
  * @example
  * ```ts
+ * import { quantizeIq4Nl } from "./quants-iq4nl.ts";
+ * const row = Float32Array.from({ length: 256 }, (_, i) => Math.sin(i));
+ * declare const imatrixColumnMeans: Float32Array; // one importance per column, 256 here
  * quantizeIq4Nl(row, imatrixColumnMeans); // 18 bytes per 32 values
  * ```
  */
@@ -104,6 +109,8 @@ export function quantizeIq4Nl(x: Float32Array, importance?: Float32Array): Uint8
  *
  * @example
  * ```ts
+ * import { dequantizeIq4Nl, quantizeIq4Nl } from "./quants-iq4nl.ts";
+ * const row = Float32Array.from({ length: 256 }, (_, i) => Math.sin(i));
  * dequantizeIq4Nl(quantizeIq4Nl(row), row.length); // ≈ row
  * ```
  */
@@ -127,6 +134,8 @@ export function dequantizeIq4Nl(bytes: Uint8Array, n: number): Float32Array {
  *
  * @example
  * ```ts
+ * import { quantizeQ5_0 } from "./quants-iq4nl.ts";
+ * const row = Float32Array.from({ length: 256 }, (_, i) => Math.sin(i));
  * quantizeQ5_0(row); // 22 bytes per 32 values
  * ```
  */
@@ -161,6 +170,8 @@ export function quantizeQ5_0(x: Float32Array, importance?: Float32Array): Uint8A
  *
  * @example
  * ```ts
+ * import { dequantizeQ5_0, quantizeQ5_0 } from "./quants-iq4nl.ts";
+ * const row = Float32Array.from({ length: 256 }, (_, i) => Math.sin(i));
  * dequantizeQ5_0(quantizeQ5_0(row), row.length);
  * ```
  */

@@ -15,6 +15,8 @@
  *
  * @example
  * ```ts
+ * import { dequantizeQ4K, quantizeQ4K } from "./quants-k.ts";
+ * const row = Float32Array.from({ length: 256 }, (_, i) => Math.sin(i));
  * const bytes = quantizeQ4K(row);              // row.length % 256 === 0; 144 bytes per 256 values
  * const back = dequantizeQ4K(bytes, row.length);
  * ```
@@ -76,6 +78,8 @@ function affineError(x: Float32Array, w: Float32Array, o: number, s: number, m: 
  *
  * @example
  * ```ts
+ * import { quantizeQ4K } from "./quants-k.ts";
+ * const row = Float32Array.from({ length: 256 }, (_, i) => Math.sin(i));
  * quantizeQ4K(row); // 144 bytes per 256 values
  * ```
  */
@@ -114,6 +118,8 @@ export function quantizeQ4K(x: Float32Array, importance?: Float32Array): Uint8Ar
  *
  * @example
  * ```ts
+ * import { packScalesMins } from "./quants-k.ts";
+ * const block = new Uint8Array(144), scales = new Uint8Array(8).fill(33), mins = new Uint8Array(8).fill(17);
  * packScalesMins(block, 4, scales, mins); // q4kScaleMin(block, 4, j) gives [scales[j], mins[j]] back
  * ```
  */
@@ -130,6 +136,9 @@ export function packScalesMins(out: Uint8Array, at: number, sc: Uint8Array, mn: 
  *
  * @example
  * ```ts
+ * import { q4kScaleMin, quantizeQ4K } from "./quants-k.ts";
+ * const row = Float32Array.from({ length: 256 }, (_, i) => Math.sin(i));
+ * const block = quantizeQ4K(row); // one block: d and dmin (4 bytes), then the 12 bytes of scales and mins
  * q4kScaleMin(block, 4, 5); // [scale, min] of values 160..191
  * ```
  */
@@ -144,6 +153,8 @@ export function q4kScaleMin(bytes: Uint8Array, at: number, j: number): [number, 
  *
  * @example
  * ```ts
+ * import { dequantizeQ4K, quantizeQ4K } from "./quants-k.ts";
+ * const row = Float32Array.from({ length: 256 }, (_, i) => Math.sin(i));
  * dequantizeQ4K(quantizeQ4K(row), row.length); // ≈ row
  * ```
  */
@@ -168,6 +179,8 @@ export function dequantizeQ4K(bytes: Uint8Array, n: number): Float32Array {
  *
  * @example
  * ```ts
+ * import { quantizeQ6K } from "./quants-k.ts";
+ * const row = Float32Array.from({ length: 256 }, (_, i) => Math.sin(i));
  * quantizeQ6K(row); // 210 bytes per 256 values
  * ```
  */
@@ -216,6 +229,8 @@ export function quantizeQ6K(x: Float32Array, importance?: Float32Array): Uint8Ar
  *
  * @example
  * ```ts
+ * import { dequantizeQ6K, quantizeQ6K } from "./quants-k.ts";
+ * const row = Float32Array.from({ length: 256 }, (_, i) => Math.sin(i));
  * dequantizeQ6K(quantizeQ6K(row), row.length);
  * ```
  */

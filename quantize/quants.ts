@@ -6,6 +6,8 @@
  *
  * @example
  * ```ts
+ * import { dequantizeQ4_0, quantizeQ4_0 } from "./quants.ts";
+ * const weights = Float32Array.from({ length: 256 }, (_, i) => Math.sin(i));
  * const bytes = quantizeQ4_0(weights);             // 18 bytes per 32 values
  * const back = dequantizeQ4_0(bytes, weights.length);
  * ```
@@ -83,6 +85,7 @@ export const QK = 32;
  *
  * @example
  * ```ts
+ * import { tensorBytes } from "./quants.ts";
  * tensorBytes("Q4_0", 64); // 36
  * ```
  */
@@ -96,6 +99,8 @@ export function tensorBytes(type: GgmlType, n: number): number {
  *
  * @example
  * ```ts
+ * import { quantizeQ8_0 } from "./quants.ts";
+ * const row = Float32Array.from({ length: 256 }, (_, i) => Math.sin(i));
  * const bytes = quantizeQ8_0(row); // row.length % 32 === 0; 34 bytes per 32 values
  * ```
  */
@@ -129,6 +134,8 @@ export function quantizeQ8_0(x: Float32Array): Uint8Array {
  *
  * @example
  * ```ts
+ * import { quantizeQ4_0 } from "./quants.ts";
+ * const row = Float32Array.from({ length: 256 }, (_, i) => Math.sin(i));
  * const bytes = quantizeQ4_0(row); // 18 bytes per 32 values
  * ```
  */
@@ -162,6 +169,8 @@ export function quantizeQ4_0(x: Float32Array): Uint8Array {
  *
  * @example
  * ```ts
+ * import { dequantizeQ8_0, quantizeQ8_0 } from "./quants.ts";
+ * const row = Float32Array.from({ length: 256 }, (_, i) => Math.sin(i));
  * dequantizeQ8_0(quantizeQ8_0(row), row.length); // ≈ row
  * ```
  */
@@ -179,6 +188,8 @@ export function dequantizeQ8_0(bytes: Uint8Array, n: number): Float32Array {
  *
  * @example
  * ```ts
+ * import { dequantizeQ4_0, quantizeQ4_0 } from "./quants.ts";
+ * const row = Float32Array.from({ length: 256 }, (_, i) => Math.sin(i));
  * dequantizeQ4_0(quantizeQ4_0(row), row.length);
  * ```
  */
@@ -202,6 +213,7 @@ export function dequantizeQ4_0(bytes: Uint8Array, n: number): Float32Array {
  *
  * @example
  * ```ts
+ * import { encodeTensor } from "./quants.ts";
  * encodeTensor("F16", new Float32Array([1, 2])); // Uint8Array [0, 60, 0, 64]
  * ```
  */
@@ -233,6 +245,8 @@ export function encodeTensor(type: GgmlType, data: Float32Array, importance?: Fl
  *
  * @example
  * ```ts
+ * import { decodeTensor, encodeTensor } from "./quants.ts";
+ * const bytes = encodeTensor("Q4_0", new Float32Array(32).fill(0.5)); // 18 bytes
  * decodeTensor("Q4_0", bytes, 32); // Float32Array(32)
  * ```
  */

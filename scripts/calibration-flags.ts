@@ -7,6 +7,9 @@
  *
  * @example
  * ```ts
+ * import { CALIBRATION_FLAGS, calibrationFlags } from "./calibration-flags.ts";
+ * import { cli } from "./cli.ts";
+ * declare const HELP: string; // the command's --help text
  * const { values } = cli(HELP, { ...CALIBRATION_FLAGS, json: { type: "boolean" } });
  * const calibrate = calibrationFlags(values); // undefined with --calibrate 0
  * ```

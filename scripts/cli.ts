@@ -6,6 +6,8 @@
  *
  * @example
  * ```ts
+ * import { cli, progress } from "./cli.ts";
+ * declare const HELP: string; // the command's --help text
  * const { values } = cli(HELP, { format: { type: "string", choices: ["dmexp", "gguf"] } });
  * const bar = progress("export", 54);
  * bar.tick(); bar.done();
@@ -51,6 +53,8 @@ type Value<S extends OptionSpec> = S extends { multiple: true }
  *
  * @example
  * ```ts
+ * import { cli } from "./cli.ts";
+ * declare const HELP: string; // the command's --help text
  * const { values, positionals } = cli(HELP, { json: { type: "boolean" } });
  * ```
  */
@@ -112,6 +116,8 @@ function usage(message: string): never {
  *
  * @example
  * ```ts
+ * import { failUsage } from "./cli.ts";
+ * declare const HELP: string, positionals: string[]; // as `cli` gives them
  * if (positionals.length !== 1) failUsage(`expected one FILE, got ${positionals.length}`, HELP);
  * ```
  */
@@ -133,6 +139,7 @@ function unknownOption(raw: string, names: string[]): string {
  *
  * @example
  * ```ts
+ * import { choice } from "./cli.ts";
  * choice("--engine", "flaot", ["float", "int"]); // exits 2: --engine flaot: unknown (expected one of: float, int; did you mean float?)
  * ```
  */
@@ -153,6 +160,7 @@ export function choice<T extends string>(flag: string, value: string, choices: r
  *
  * @example
  * ```ts
+ * import { didYouMean } from "./cli.ts";
  * didYouMean("fromat", ["format", "input"]); // "format"
  * didYouMean("in", ["input", "format"]);     // "input"
  * didYouMean("zzz", ["input", "format"]);    // undefined
@@ -274,6 +282,7 @@ export function chooseKernels(name: string | undefined): Kernels {
  *
  * @example
  * ```ts
+ * import { exportCommand } from "./cli.ts";
  * exportCommand("model/default/ferry.ckpt");
  * // "deno run -A scripts/export.ts --input model/default/ferry.ckpt --format dmexp --output out/ferry.dmexp"
  * ```

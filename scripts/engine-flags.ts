@@ -6,6 +6,10 @@
  *
  * @example
  * ```ts
+ * import { ENGINE_FLAGS, engineFlags } from "./engine-flags.ts";
+ * import { cli } from "./cli.ts";
+ * import { loadEngine } from "../engines/mod.ts";
+ * declare const HELP: string, path: string; // the command's --help text; the export to load
  * const { values } = cli(HELP, { ...ENGINE_FLAGS, json: { type: "boolean" } });
  * const engine = await loadEngine(path, undefined, { ...engineFlags(values) });
  * ```

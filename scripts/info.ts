@@ -311,6 +311,7 @@ const INDENT_DEPTH = 32;
  *
  * @example
  * ```ts
+ * import { jsonText } from "./info.ts";
  * jsonText({ a: [1, 2] }, { indent: 2 }); // the same text as JSON.stringify({ a: [1, 2] }, null, 2)
  * ```
  */

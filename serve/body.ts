@@ -4,6 +4,10 @@
  *
  * @example
  * ```ts
+ * import { Hono } from "hono";
+ * import { limitBody, readJson } from "./body.ts";
+ * declare function read(body: unknown): Response; // the route's own handling of the parsed body
+ * const app = new Hono();
  * app.post("/completions", limitBody(4096, "request body"), async (c) => read(await readJson(c)));
  * ```
  * @module

@@ -15,6 +15,7 @@
  *
  * @example
  * ```ts
+ * import { browserModules } from "./browser-modules.ts";
  * const modules = browserModules();
  * modules.get("engines/int/from-bytes.ts")?.code; // JavaScript, importing "./engine.ts"
  * modules.get("scripts/chat.ts");                  // undefined: not in the tab's closure

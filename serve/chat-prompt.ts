@@ -8,6 +8,10 @@
  *
  * @example
  * ```ts
+ * import { chatStops, chatText, promptIds } from "./chat-prompt.ts";
+ * import type { ServerContext } from "./context.ts";
+ * import type { ChatRequest } from "./requests.ts";
+ * declare const ctx: ServerContext, req: ChatRequest;
  * const text = chatText(ctx, req.messages, req.templateKwargs);
  * const ids = promptIds(ctx, text, "chat");  // [256, ...] on a byte model, [151644, ...] on Qwen3
  * chatStops(ctx);                            // ["\n"] on a byte model, [] with a template

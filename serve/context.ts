@@ -6,6 +6,10 @@
  *
  * @example
  * ```ts
+ * import { createServerContext, sessionsOf, storedSession } from "./context.ts";
+ * import type { Engine } from "../model/engine.ts";
+ * import type { SessionStore } from "./session-store.ts";
+ * declare const engine: Engine, sessions: SessionStore, id: string; // id: a stored session's
  * const ctx = createServerContext({ engine, sessions });
  * const store = sessionsOf(ctx);                 // or throws ApiError 501
  * const session = await storedSession(ctx, id);  // or throws 404 / 400

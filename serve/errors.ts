@@ -4,6 +4,7 @@
  *
  * @example
  * ```ts
+ * import { ApiError, invalidValue } from "./errors.ts";
  * throw new ApiError(400, "max_tokens: expected an integer >= 1, got \"ten\"", "max_tokens");
  * throw invalidValue("top_p", "a number in (0, 1]", 2); // the same shape, for any field
  * ```
@@ -56,6 +57,7 @@ export function errorBody(
  *
  * @example
  * ```ts
+ * import { invalidValue } from "./errors.ts";
  * invalidValue("temperature", "a number in [0, 100]", Infinity).message; // "temperature: expected a number in [0, 100], got Infinity"
  * ```
  */

@@ -10,7 +10,11 @@
  *
  * @example
  * ```ts
- * app.use(guard({ address: { hostname: "127.0.0.1", port: 8080 }, cors: ["http://localhost:5173"], apiKey: "s3cret" }));
+ * import { Hono } from "hono";
+ * import { guard } from "./guard.ts";
+ * const app = new Hono();
+ * const address = { hostname: "127.0.0.1", port: 8080 };
+ * for (const check of guard({ address, cors: ["http://localhost:5173"], apiKey: "s3cret" })) app.use(check);
  * ```
  * @module
  */

@@ -7,6 +7,11 @@
  *
  * @example
  * ```ts
+ * import { loadingApp } from "./loading.ts";
+ * import { createApp } from "./app.ts";
+ * import { listen } from "./listen.ts";
+ * import { loadEngine } from "../engines/mod.ts";
+ * const address = { hostname: "127.0.0.1", port: 8080 }, path = "out/ferry.q4.lut4";
  * let handler = loadingApp({ address });
  * const server = await listen((r) => handler.fetch(r), address);
  * handler = createApp({ engine: await loadEngine(path), address });

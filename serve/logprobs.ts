@@ -7,6 +7,10 @@
  *
  * @example
  * ```ts
+ * import { chatLogprobs, recordLogprobs, type TokenLogprob } from "./logprobs.ts";
+ * import type { Engine } from "../model/engine.ts";
+ * import { encode } from "../model/tokenizer.ts";
+ * declare const engine: Engine;
  * const picks: TokenLogprob[] = [];
  * const s = recordLogprobs(engine.start(), engine.config.vocab_size, 5, picks);
  * await s.feed(encode("The", { bos: true })); s.pick({ temperature: 0 });

@@ -9,6 +9,7 @@
  *
  * @example
  * ```ts
+ * import { createMetrics } from "./metrics.ts";
  * const m = createMetrics();
  * m.request("/v1/completions", 200);
  * m.firstToken(0.05);

@@ -20,8 +20,11 @@
  *
  * @example
  * ```ts
+ * import { createPromptCache } from "./prompt-cache.ts";
+ * import type { EngineSession } from "../model/engine.ts";
+ * declare const session: EngineSession, nextPrompt: number[]; // a reply's session; the next request's ids
  * const cache = createPromptCache(256 << 20);
- * cache.put(session.tokens, session.save());
+ * cache.put(session.tokens, session.save!());
  * const hit = cache.longest(nextPrompt); // { length, bytes }: restore, rewind to length, feed the rest
  * ```
  * @module
@@ -109,6 +112,7 @@ export function createPromptCache(maxBytes: number): PromptCache {
  *
  * @example
  * ```ts
+ * import { commonPrefix } from "./prompt-cache.ts";
  * commonPrefix([1, 2, 3], [1, 2, 4, 5]); // 2
  * ```
  */
@@ -125,6 +129,9 @@ export function commonPrefix(a: readonly number[], b: readonly number[]): number
  *
  * @example
  * ```ts
+ * import { stateBytes } from "./prompt-cache.ts";
+ * import type { Engine } from "../model/engine.ts";
+ * declare const engine: Engine;
  * stateBytes(engine, 1) - stateBytes(engine, 0); // a token's KV: about 115 KB at Qwen3-0.6B's shape, integer
  * ```
  */
@@ -157,6 +164,10 @@ export const CACHE_FLOOR = 32 << 20;
  *
  * @example
  * ```ts
+ * import os from "node:os";
+ * import { defaultCacheBytes, stateBytes } from "./prompt-cache.ts";
+ * import type { Engine } from "../model/engine.ts";
+ * declare const engine: Engine;
  * defaultCacheBytes(stateBytes(engine, engine.context ?? 4096), os.totalmem()); // 1.9 GB at 0.6B, integer
  * ```
  */

@@ -7,6 +7,11 @@
  *
  * @example
  * ```ts
+ * import { precheck, prepare } from "./prompt.ts";
+ * import type { ServerContext } from "./context.ts";
+ * import { generateReply } from "./generation.ts";
+ * import type { CompletionRequest } from "./requests.ts";
+ * declare const ctx: ServerContext, req: CompletionRequest, text: string; // text: the request's prompt
  * precheck(ctx, req, text, "prompt", false);         // before the queue
  * const p = await prepare(ctx, req, text, "prompt", false); // on the engine's turn
  * generateReply(ctx.engine, p.session ?? ctx.engine.start(), p.prompt, { maxTokens: p.maxTokens, sampling: req.sampling });

@@ -9,10 +9,15 @@
  *
  * @example
  * ```ts
+ * import { createQueue } from "./queue.ts";
+ * declare function generate(): Promise<Response>;
+ * declare function tooBusy(): Response; // a 429
  * const q = createQueue(8, 2);
- * const leave = await q.enter(request.signal);
- * if (!leave) return tooBusy();
- * try { await generate(); } finally { leave(); }
+ * async function handle(request: Request): Promise<Response> {
+ *   const leave = await q.enter(request.signal);
+ *   if (!leave) return tooBusy();
+ *   try { return await generate(); } finally { leave(); }
+ * }
  * ```
  * @module
  */

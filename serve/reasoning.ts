@@ -11,6 +11,7 @@
  *
  * @example
  * ```ts
+ * import { createReasoningSplitter, splitReasoning } from "./reasoning.ts";
  * splitReasoning("<think>\nhm\n</think>\n\nHi"); // { reasoning: "hm", content: "Hi" }
  * const split = createReasoningSplitter();
  * [...split.push("<thi"), ...split.push("nk>\nhm</think>Hi"), ...split.flush()];
@@ -111,6 +112,7 @@ export function createReasoningSplitter(inside = false): ReasoningSplitter {
  *
  * @example
  * ```ts
+ * import { splitReasoning } from "./reasoning.ts";
  * splitReasoning("Hello"); // { reasoning: undefined, content: "Hello" }
  * ```
  */

@@ -12,6 +12,11 @@
  *
  * @example
  * ```ts
+ * import { chatPromptIds, createReplyTokens } from "./reply-tokens.ts";
+ * import type { ReplyResult } from "./generation.ts";
+ * import type { Tokenizer } from "../model/tokenizer-types.ts";
+ * declare const tokenizer: Tokenizer, r: ReplyResult, content: string; // content: r's text as shown
+ * declare const text: string; // the next request's rendered chat
  * const replies = createReplyTokens();
  * replies.remember(tokenizer, r.ids, content);       // after a chat reply
  * chatPromptIds(tokenizer, text, ["Hello there"], replies); // that content in its generated tokens
@@ -89,6 +94,9 @@ function tokensOf(tokenizer: Tokenizer, ids: readonly number[], text: string): n
  *
  * @example
  * ```ts
+ * import { chatPromptIds, type ReplyTokens } from "./reply-tokens.ts";
+ * import type { Tokenizer } from "../model/tokenizer-types.ts";
+ * declare const tokenizer: Tokenizer, memory: ReplyTokens; // a Qwen3 tokenizer; the replies kept
  * chatPromptIds(tokenizer, "<|im_start|>assistant\nHi<|im_end|>", ["Hi"], memory);
  * ```
  */

@@ -6,6 +6,9 @@
  *
  * @example
  * ```ts
+ * import type { Context } from "hono";
+ * import { readCompletionRequest } from "./requests.ts";
+ * declare const c: Context; // a POST /v1/completions
  * const req = readCompletionRequest(await c.req.json());
  * req.maxTokens; // a positive integer, or undefined when the client did not say
  * ```

@@ -7,6 +7,7 @@
  *
  * @example
  * ```ts
+ * import { samplingFromBody } from "./sampling.ts";
  * samplingFromBody({ top_p: 0.9 });   // { sampling: { temperature: 1, topK: 0, topP: 0.9, minP: 0 }, seed: undefined }
  * samplingFromBody({ top_p: 2 });     // throws ApiError 400 "top_p: expected a number in (0, 1] ..., got 2"
  * ```

@@ -4,6 +4,8 @@
  *
  * @example
  * ```ts
+ * import { DEFAULT_SESSION_LIMITS, overLimits } from "./session-limits.ts";
+ * declare const saved: { name: string; time: number; bytes: number }[]; // the store's files
  * overLimits(saved, DEFAULT_SESSION_LIMITS); // the sessions to delete, oldest first
  * ```
  * @module
@@ -24,8 +26,9 @@ export const DEFAULT_SESSION_LIMITS: SessionStoreLimits = { sessions: 256, bytes
  *
  * @example
  * ```ts
+ * import { overLimits } from "./session-limits.ts";
  * const saved = [{ name: "a", time: 1, bytes: 600 }, { name: "b", time: 2, bytes: 600 }];
- * overLimits(saved, { sessions: 10, bytes: 1000 }); // ["a"]
+ * overLimits(saved, { sessions: 10, bytes: 1000 }); // [saved[0]]: "a"
  * ```
  */
 export function overLimits<T extends { time: number; bytes: number }>(

@@ -8,6 +8,9 @@
  *
  * @example
  * ```ts
+ * import { createSessionStore } from "./session-store.ts";
+ * import type { EngineSession } from "../model/engine.ts";
+ * declare const session: EngineSession;
  * const store = await createSessionStore("out/sessions");
  * const id = await store.put(session.save!());
  * const bytes = await store.get(id); // undefined for an unknown or malformed id

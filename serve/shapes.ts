@@ -5,6 +5,7 @@
  *
  * @example
  * ```ts
+ * import { CHAT_COMPLETION, TEXT_COMPLETION } from "./shapes.ts";
  * CHAT_COMPLETION.chunk("Hi", null);   // { index: 0, delta: { content: "Hi" }, logprobs: null, finish_reason: null }
  * TEXT_COMPLETION.whole("Hi", "stop"); // { index: 0, text: "Hi", logprobs: null, finish_reason: "stop" }
  * ```

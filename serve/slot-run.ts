@@ -6,6 +6,10 @@
  *
  * @example
  * ```ts
+ * import { type OnText, runJob } from "./slot-run.ts";
+ * import type { Engine, EngineSession } from "../model/engine.ts";
+ * declare const engine: Engine, session: EngineSession, prompt: number[];
+ * declare const signal: AbortSignal, onText: OnText;
  * const r = await runJob(engine, session, { prompt, rewind: 12, maxTokens: 16, sampling: {}, stop: ["\n"], keep: true, saveEnd: false }, signal, onText);
  * r.endState; // { tokens, bytes }: the state after the reply, for the cache
  * r.held;     // the tokens the session holds now (the slot keeps it for the next job)

@@ -9,7 +9,10 @@
  *
  * @example
  * ```ts
- * return openAIStream(c, c.req.raw.signal, async (send, signal) => {
+ * import type { Context } from "hono";
+ * import { openAIStream } from "./sse.ts";
+ * declare const c: Context; // a request that asked for a stream
+ * const response = openAIStream(c, c.req.raw.signal, async (send, signal) => {
  *   await send({ choices: [{ index: 0, text: "Hi", finish_reason: null }] });
  * });
  * ```

@@ -5,6 +5,7 @@
  *
  * @example
  * ```ts
+ * import { createStopMatcher } from "./stop.ts";
  * const m = createStopMatcher(["\nUser:"]);
  * m.push("Yes.\nUs"); // { text: "Yes.", stopped: false } ("\nUs" held back)
  * m.push("er:");      // { text: "", stopped: true }

@@ -17,6 +17,7 @@
  *
  * @example
  * ```ts
+ * import { renderChat } from "./transcript.ts";
  * renderChat([{ role: "user", content: "Hello" }]); // "User: Hello\nAssistant: "
  * ```
  * @module

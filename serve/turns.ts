@@ -5,6 +5,10 @@
  *
  * @example
  * ```ts
+ * import type { Context } from "hono";
+ * import { createTurns } from "./turns.ts";
+ * declare const c: Context;
+ * declare function generate(): Promise<void>;
  * const turns = createTurns(8);
  * const leave = await turns.wait(c.req.raw.signal); // or throws ApiError 429 / 499
  * const t0 = performance.now();

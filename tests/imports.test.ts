@@ -4,10 +4,12 @@
 // are run, served or measured; engines know neither the server nor
 // the measurements; the server reaches engines only through loadEngine; scripts are entry points nobody
 // else imports; minimal readers stand alone on runtime built-ins; and no module imports itself through
-// others. Also the tests' own layout: every test file in the folder of what it tests.
+// others. Also the tests' own layout, every test file in the folder of what it tests; and that every
+// @example imports the names of its own module it uses.
 import { expect, test } from "bun:test";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, normalize, relative } from "node:path";
+import { parse } from "@babel/parser";
 
 const ROOT = join(import.meta.dir, "..");
 const SKIP = new Set(["node_modules", ".git", "out", "tmp"]);
@@ -309,4 +311,167 @@ test("no test file repeats the preload's default timeout", () => {
     /^setDefaultTimeout\(60_000\)/m.test(readFileSync(join(ROOT, "tests", f), "utf8"))
   );
   expect(repeating).toEqual([]);
+});
+
+// Every @example imports what it uses (docs/contributing.md, "Examples"). .ci/run type-checks each block as
+// a module of its own (`deno check --doc-only`), but Deno first imports into a block every export of the
+// module it documents, so a block that uses its own module's names without importing them passes there.
+// This is the half the type-check cannot see: each name of the documented module that a block uses is
+// imported (or declared) by the block.
+
+/** The folders whose examples .ci/run type-checks, and mod.ts. */
+const EXAMPLE_AREAS = [
+  "model",
+  "kernels",
+  "quantize",
+  "formats",
+  "engines",
+  "measure",
+  "serve",
+  "readers",
+  "scripts",
+  "",
+];
+/** Files being rewritten whose examples do not import yet (issue 31); their CI check waits for them too. */
+const EXAMPLES_PENDING = new Set([
+  "serve/slots.ts",
+  "serve/slot-worker.ts",
+  "serve/next-turn.ts",
+  "serve/head-deadline.ts",
+  "serve/listen.ts",
+  "serve/generation.ts",
+]);
+
+type AstNode = { type: string; [key: string]: unknown };
+const isNode = (v: unknown): v is AstNode => typeof (v as AstNode)?.type === "string";
+const parseModule = (text: string) =>
+  parse(text, {
+    sourceType: "module",
+    plugins: ["typescript"],
+    errorRecovery: true,
+    attachComment: false,
+  });
+
+/** The names a binding pattern declares (`a`, `{ a, b: c }`, `[a, ...b]`). */
+function boundNames(p: unknown): string[] {
+  if (!isNode(p)) return [];
+  if (p.type === "Identifier") return [p.name as string];
+  if (p.type === "ObjectPattern") {
+    return (p.properties as AstNode[]).flatMap((q) => boundNames(q.argument ?? q.value));
+  }
+  if (p.type === "ArrayPattern") return (p.elements as unknown[]).flatMap(boundNames);
+  if (p.type === "AssignmentPattern") return boundNames(p.left);
+  if (p.type === "RestElement") return boundNames(p.argument);
+  return [];
+}
+
+const scanner = new Bun.Transpiler({ loader: "ts" });
+
+/**
+ * The names a module exports, re-exports included: its values as Bun's transpiler scans them (a full
+ * parse of every module took seconds), its types from their declarations and `export { type … }` lists.
+ */
+function exportedNames(source: string): Set<string> {
+  const names = new Set(scanner.scan(source).exports);
+  for (const m of source.matchAll(/^export (?:declare )?(?:interface|type) (\w+)/gm)) names.add(m[1]);
+  for (const m of source.matchAll(/^export (type )?\{([^}]*)\}/gm)) {
+    for (const item of m[2].split(",").map((i) => i.trim()).filter(Boolean)) {
+      const typeOnly = m[1] !== undefined || item.startsWith("type ");
+      if (typeOnly) names.add(item.replace(/^type /, "").split(/\s+as\s+/).pop()!);
+    }
+  }
+  return names;
+}
+
+/** The ```ts and ```js blocks of a module's doc comments, each with the line its fence is on. */
+function exampleBlocks(source: string): { line: number; code: string }[] {
+  const blocks: { line: number; code: string }[] = [];
+  const lines = source.split("\n");
+  for (let i = 0; i < lines.length; i++) {
+    if (!/^\s*\* ```(ts|js)\s*$/.test(lines[i])) continue;
+    let end = i + 1;
+    while (end < lines.length && !/^\s*\* ```\s*$/.test(lines[end])) end++;
+    const code = lines.slice(i + 1, end).map((l) => l.replace(/^\s*\*( |$)/, "")).join("\n");
+    blocks.push({ line: i + 1, code });
+    i = end;
+  }
+  return blocks;
+}
+
+/** What a block refers to by name, and what it imports or declares itself. */
+function namesOf(code: string): { used: Set<string>; declared: Set<string> } {
+  const used = new Set<string>(), declared = new Set<string>();
+  const walk = (node: AstNode, parent: AstNode | undefined, key: string) => {
+    if (node.type === "Identifier") {
+      const p = parent?.type ?? "";
+      const dotted = /MemberExpression$/.test(p) && key === "property" && !parent!.computed;
+      const named = /^(ObjectProperty|ObjectMethod|ClassMethod|ClassProperty|TSPropertySignature)$/.test(p) &&
+        key === "key" && !parent!.computed && !parent!.shorthand;
+      if (!dotted && !named && !(p === "TSQualifiedName" && key === "right")) used.add(node.name as string);
+    }
+    if (/^Import(Default|Namespace)?Specifier$/.test(node.type)) {
+      declared.add((node.local as AstNode).name as string);
+    }
+    if (node.type === "VariableDeclarator") boundNames(node.id).forEach((n) => declared.add(n));
+    if (
+      /^(FunctionDeclaration|ClassDeclaration|TSDeclareFunction|TSTypeAliasDeclaration|TSInterfaceDeclaration)$/
+        .test(node.type) && isNode(node.id)
+    ) declared.add(node.id.name as string);
+    for (const [k, v] of Object.entries(node)) {
+      if (k === "loc" || k === "extra") continue;
+      for (const child of Array.isArray(v) ? v : [v]) if (isNode(child)) walk(child, node, k);
+    }
+  };
+  walk(parseModule(code).program as unknown as AstNode, undefined, "");
+  return { used, declared };
+}
+
+/** Each block that uses a name of the module it documents without importing it: `file:line: name, …`. */
+export function unimportedExampleNames(modules: Map<string, string>): string[] {
+  const bad: string[] = [];
+  for (const [file, source] of modules) {
+    const blocks = exampleBlocks(source);
+    if (blocks.length === 0) continue;
+    const exported = exportedNames(source);
+    for (const { line, code } of blocks) {
+      const { used, declared } = namesOf(code);
+      const missing = [...used].filter((n) => exported.has(n) && !declared.has(n));
+      if (missing.length > 0) bad.push(`${file}:${line}: ${missing.join(", ")}`);
+    }
+  }
+  return bad;
+}
+
+test("the example checker finds a block using its own module's names without importing them", () => {
+  const fake = new Map([
+    [
+      "model/a.ts",
+      [
+        "/**",
+        " * @example",
+        " * ```ts",
+        ' * import { a } from "./a.ts";',
+        " * declare const t: T;",
+        " * a(t, { b: 1 }).b; // b: a key and a property, not the export",
+        " * ```",
+        " * @example",
+        " * ```ts",
+        " * const x: T = a(b);",
+        " * ```",
+        " */",
+        "export function a(x: unknown, o?: object) { return o; }",
+        "export const b = 1;",
+        "export type T = number;",
+      ].join("\n"),
+    ],
+  ]);
+  expect(unimportedExampleNames(fake)).toEqual(["model/a.ts:3: T", "model/a.ts:9: T, a, b"]);
+});
+
+test("every example imports the names of its own module it uses", () => {
+  const modules = new Map(
+    [...repoModules()].filter(([f]) => EXAMPLE_AREAS.includes(area(f)) && !EXAMPLES_PENDING.has(f)),
+  );
+  expect(modules.size).toBeGreaterThan(150);
+  expect(unimportedExampleNames(modules)).toEqual([]);
 });

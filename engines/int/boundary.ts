@@ -7,6 +7,10 @@
  *
  * @example
  * ```ts
+ * import { remember, rememberedSampling, samplingMemo } from "./boundary.ts";
+ * import { toIntSampling } from "./engine.ts";
+ * import type { SamplingOptions } from "../../model/engine.ts";
+ * declare const options: SamplingOptions; // a request's
  * const memo = samplingMemo();
  * let q = rememberedSampling(memo, options);       // null: options not seen yet
  * if (q === null) q = remember(memo, options, toIntSampling(options));

@@ -10,6 +10,9 @@
  *
  * @example
  * ```ts
+ * import { loadIntEngine } from "./engine.ts";
+ * import { encode } from "../../model/tokenizer.ts";
+ * import { writeSessionFile } from "../../formats/session/session.ts";
  * const engine = await loadIntEngine("out/ferry.lut4", { threads: 2, context: 2048 });
  * const s = engine.start();
  * await s.feed(encode("The jury said", { bos: true }), "none");

@@ -9,6 +9,11 @@
  *
  * @example
  * ```ts
+ * import { step } from "./forward.ts";
+ * import { buildIntModel, newState } from "./model.ts";
+ * import { greedy } from "./sampler.ts";
+ * import type { Lut4Weights } from "../../quantize/lut4-types.ts";
+ * declare const weights: Lut4Weights, prompt: number[];
  * const model = buildIntModel(weights);       // weights from formats/lut4/lut4.ts
  * const state = newState(model);
  * for (const id of prompt) step(model, state, id);   // or, with the module: prefill(model, state, prompt, 0, n)

@@ -8,6 +8,7 @@
  *
  * @example
  * ```ts
+ * import { intEngineFromBytes } from "./from-bytes.ts";
  * const bytes = new Uint8Array(await (await fetch("ferry.lut4")).arrayBuffer());
  * const { engine } = await intEngineFromBytes(bytes, "ferry.lut4", { threads: 2 });
  * engine.kind; // "int"

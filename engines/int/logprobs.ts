@@ -13,6 +13,9 @@
  *
  * @example
  * ```ts
+ * import { intLogprobs } from "./logprobs.ts";
+ * import type { IntModel, IntState } from "./model.ts";
+ * declare const model: IntModel, st: IntState; // st: a state whose logits are fresh
  * const lp = intLogprobs(st.logits, model.exp, [65], 5); // { of: [-123456], top: [{ id, logprob }, …] }
  * lp.of[0] / 65536;                                       // nats
  * ```

@@ -8,6 +8,9 @@
  *
  * @example
  * ```ts
+ * import { buildIntModel, newState } from "./model.ts";
+ * import type { Lut4Weights } from "../../quantize/lut4-types.ts";
+ * declare const weights: Lut4Weights;
  * const model = buildIntModel(weights);       // weights from formats/lut4/lut4.ts
  * const state = newState(model);              // position 0; seed its RNG with sampler.ts `seedRng`
  * ```

@@ -7,9 +7,14 @@
  *
  * @example
  * ```ts
- * const pool = await startPool(lutMatrices(model), made.shared!, 2);
+ * import { startPool, stopPool } from "./pool.ts";
+ * import { lutMatrices } from "./simd.ts";
+ * import type { IntModel } from "./model.ts";
+ * import type { LutShared } from "../../kernels/wasm/int-lut.ts";
+ * declare const model: IntModel, made: { shared: LutShared | null }; // made: createLutSums's
+ * const pool = await startPool(lutMatrices(model), made.shared!, 2); // null: nothing worth splitting
  * // … serve …
- * stopPool(pool);
+ * if (pool) stopPool(pool);
  * ```
  * @module
  */

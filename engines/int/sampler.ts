@@ -9,6 +9,9 @@
  *
  * @example
  * ```ts
+ * import { sample, type SamplerScratch, seedRng } from "./sampler.ts";
+ * declare const logits: Int32Array, scratch: SamplerScratch;
+ * const rng = new Int32Array(2);
  * seedRng(rng, 0, 42);
  * const id = sample(logits, { tempQ16: 52429, topK: 40, minPQ16: 3277, topPQ16: 65536 }, rng, scratch);
  * ```

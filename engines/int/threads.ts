@@ -14,6 +14,12 @@
  *
  * @example
  * ```ts
+ * import { type GemvPool, queueGemv, runQueued } from "./threads.ts";
+ * import type { LutSums } from "../../kernels/int/gemv-lut.ts";
+ * declare const pool: GemvPool, lut: LutSums, e: number, groups: number, base: number, fin: number;
+ * declare const codesAt: number, scalesAt: number, rows: number, planesAt: number, qAt: number; // q's
+ * declare const codesAt1: number, scalesAt1: number, rows1: number, zAt: number, kAt: number; // k's
+ * declare const stride: number, n: number; // n inputs, `stride` apart
  * queueGemv(pool, lut, e, codesAt, scalesAt, rows, groups, planesAt, 0, 1, base, -1, fin, qAt, 0, 0);
  * queueGemv(pool, lut, e + 1, codesAt1, scalesAt1, rows1, groups, zAt, stride, n, base, -1, fin, kAt, stride, 16);
  * const saturated = runQueued(pool, lut);

@@ -6,6 +6,9 @@
  *
  * @example
  * ```ts
+ * import { parentPort } from "node:worker_threads";
+ * import { serveWorker, type WorkerStart } from "./worker-serve.ts";
+ * declare const start: WorkerStart; // the first message
  * serveWorker(start, () => parentPort!.postMessage("ready"));
  * ```
  * @module

@@ -6,6 +6,8 @@
  *
  * @example
  * ```ts
+ * import type { WorkerStart } from "./worker-serve.ts";
+ * declare const { bytes, memory, ctrl, head }: WorkerStart;
  * const w = new Worker(new URL("./worker-web.ts", import.meta.url), { type: "module" });
  * w.postMessage({ bytes, memory, ctrl, head });   // it answers "ready", then waits for dispatches
  * ```

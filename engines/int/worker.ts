@@ -4,6 +4,9 @@
  *
  * @example
  * ```ts
+ * import { Worker } from "node:worker_threads";
+ * import type { WorkerStart } from "./worker-serve.ts";
+ * declare const { bytes, memory, ctrl, head }: WorkerStart;
  * const w = new Worker(new URL("./worker.ts", import.meta.url));
  * w.postMessage({ bytes, memory, ctrl, head });   // it answers "ready", then waits for dispatches
  * ```

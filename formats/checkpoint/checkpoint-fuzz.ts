@@ -5,6 +5,7 @@
  *
  * @example
  * ```ts
+ * import { loadFuzzHook } from "../fuzz-kit.ts";
  * const { FUZZ_TARGETS } = await loadFuzzHook("formats/checkpoint/checkpoint-fuzz.ts"); // [the checkpoint target]
  * ```
  * @module

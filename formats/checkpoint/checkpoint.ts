@@ -5,7 +5,11 @@
  *
  * @example
  * ```ts
- * await writeCheckpoint("runs/a.ckpt", { config, step: 100, model, ema, adam: { m, v }, trainer: {} });
+ * import { readCheckpoint, writeCheckpoint } from "./checkpoint.ts";
+ * import type { ModelConfig } from "../../model/config.ts";
+ * import type { Tensor } from "../../model/tensor.ts";
+ * declare const config: ModelConfig, model: Tensor[], ema: Tensor[], m: Tensor[], v: Tensor[];
+ * await writeCheckpoint("runs/a.ckpt", config, { step: 100, model, ema, adam: { m, v }, trainer: {} });
  * const run = await readCheckpoint("runs/a.ckpt", { sections: ["model"] });
  * ```
  * @module
@@ -182,6 +186,7 @@ export interface CheckpointModel {
  *
  * @example
  * ```ts
+ * import { openCheckpointModel } from "./checkpoint.ts";
  * const run = await openCheckpointModel("runs/a.ckpt");
  * try { for (const t of run.tensors) console.log(t.name, t.dims); } finally { await run.close(); }
  * ```

@@ -7,6 +7,8 @@
  *
  * @example
  * ```ts
+ * import { loadFuzzHook } from "../fuzz-kit.ts";
+ * import { dmexpFormat } from "./dmexp.ts";
  * const { FUZZ_TARGETS } = await loadFuzzHook(dmexpFormat.fuzzHook); // [the dmexp target]
  * ```
  * @module

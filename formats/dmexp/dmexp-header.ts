@@ -5,6 +5,8 @@
  *
  * @example
  * ```ts
+ * import { checkShapes, parseHeader } from "./dmexp-header.ts";
+ * declare const headerBytes: Uint8Array, payloadLength: number; // as the file's prefix gives them
  * const header = parseHeader(headerBytes, "m.dmexp", 1, payloadLength); // every key checked
  * const config = checkShapes(header, "m.dmexp");                         // tensors against the config
  * ```
@@ -99,6 +101,8 @@ export const HEADER_KEYS = [
  *
  * @example
  * ```ts
+ * import { type DmexpHeader, encodeHeader } from "./dmexp-header.ts";
+ * declare const header: DmexpHeader;
  * encodeHeader(header); // 'format = 1\ndtype = "bf16"\n…\n[[tensors]]\nname = "model.embed_tokens.weight"\n…'
  * ```
  */
@@ -132,6 +136,8 @@ export function encodeHeader(h: DmexpHeader): string {
  *
  * @example
  * ```ts
+ * import { encodePrefix } from "./dmexp-header.ts";
+ * declare const headerBytes: Uint8Array, payloadLength: number, crc: number;
  * const prefix = encodePrefix(headerBytes.length, payloadLength, crc); // "DMEXPRT\x01" + lengths + CRC
  * ```
  */
@@ -166,6 +172,8 @@ const HEADER_CRC_LINE = /^header_crc32 = "([0-9a-f]{8})"$/gm;
  *
  * @example
  * ```ts
+ * import { headerChecksum } from "./dmexp-header.ts";
+ * declare const prefix: Uint8Array, headerBytes: Uint8Array;
  * const c = headerChecksum(prefix, headerBytes); // { stored: "1a2b3c4d", computed: "1a2b3c4d" }
  * ```
  */
@@ -201,6 +209,8 @@ export function headerChecksum(
  *
  * @example
  * ```ts
+ * import { sealHeader } from "./dmexp-header.ts";
+ * declare const prefix: Uint8Array, headerBytes: Uint8Array;
  * const sealed = sealHeader(prefix, headerBytes); // header_crc32 = "<the CRC of prefix + header>"
  * ```
  */
@@ -251,6 +261,8 @@ export function headerChecksumError(path: string, stored: string, computed: stri
  *
  * @example
  * ```ts
+ * import { parseHeader } from "./dmexp-header.ts";
+ * declare const headerBytes: Uint8Array, payloadLength: number;
  * const header = parseHeader(headerBytes, "m.dmexp", 1, payloadLength);
  * ```
  */
@@ -434,6 +446,8 @@ function checkCounts(h: DmexpHeader, params: number, payloadLength: number | und
  *
  * @example
  * ```ts
+ * import { checkShapes, type DmexpHeader } from "./dmexp-header.ts";
+ * declare const header: DmexpHeader;
  * const config = checkShapes(header, "m.dmexp"); // throws DmexpError("config" | "tensors.<name>…")
  * ```
  */
@@ -459,6 +473,10 @@ export function checkShapes(header: DmexpHeader, path: string): ModelConfig {
  *
  * @example
  * ```ts
+ * import { checkTensorsAgainstConfig } from "./dmexp-header.ts";
+ * import type { ModelConfig } from "../../model/config.ts";
+ * import type { Tensor } from "../../model/tensor.ts";
+ * declare const tensors: Tensor[], config: ModelConfig;
  * checkTensorsAgainstConfig("m.dmexp", tensors, config); // throws DmexpError("tensors.<name>.dims")
  * ```
  */
@@ -479,6 +497,7 @@ export function checkTensorsAgainstConfig(
  *
  * @example
  * ```ts
+ * import { hex32 } from "./dmexp-header.ts";
  * hex32(0x1a2b); // "0x00001a2b"
  * ```
  */

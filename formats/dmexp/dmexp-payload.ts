@@ -6,6 +6,7 @@
  *
  * @example
  * ```ts
+ * import { openForRead, readPrefix } from "./dmexp-payload.ts";
  * const fh = await openForRead("m.dmexp");
  * const prefix = await readPrefix(fh, "m.dmexp");   // size, magic, version, both lengths
  * ```

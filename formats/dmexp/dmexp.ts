@@ -13,9 +13,13 @@
  *
  * @example
  * ```ts
+ * import { inspectDmexp, readDmexp, writeDmexp } from "./dmexp.ts";
+ * import type { ModelConfig } from "../../model/config.ts";
+ * import type { Tensor } from "../../model/tensor.ts";
+ * declare const tensors: Tensor[], config: ModelConfig;
  * await writeDmexp("out/m.dmexp", tensors, config, { dtype: "bf16", source: "a.ckpt@step10", step: 10 });
  * const info = await inspectDmexp("out/m.dmexp");    // header + checksum verdict, no model built
- * const { config, tensors } = await readDmexp("out/m.dmexp"); // f32, widened from the stored bits
+ * const back = await readDmexp("out/m.dmexp");       // config and tensors: f32, widened from the stored bits
  * ```
  * @module
  */
@@ -114,6 +118,9 @@ export interface DmexpWriteResult {
  *
  * @example
  * ```ts
+ * import { writeDmexp } from "./dmexp.ts";
+ * import { PRESETS } from "../../model/config.ts";
+ * import { initParams } from "../../model/init.ts";
  * const tensors = initParams(PRESETS.tiny, 1);
  * await writeDmexp("tiny.dmexp", tensors, PRESETS.tiny, { dtype: "f16", source: "init@step0", step: 0 });
  * ```
@@ -305,6 +312,7 @@ function checkChecksumForm(header: DmexpHeader, sealed: boolean, path: string): 
  *
  * @example
  * ```ts
+ * import { inspectDmexp } from "./dmexp.ts";
  * const info = await inspectDmexp("m.dmexp");
  * if (!info.crc32.ok) console.log("corrupt payload");
  * ```
@@ -354,6 +362,7 @@ export function inspectDmexp(path: string, opts: DmexpReadOptions = {}): Promise
  *
  * @example
  * ```ts
+ * import { verifyDmexp } from "./dmexp.ts";
  * await verifyDmexp("big.dmexp"); // throws DmexpError with field "crc32" on a corrupt payload
  * ```
  */
@@ -382,6 +391,7 @@ export interface DmexpContents {
  *
  * @example
  * ```ts
+ * import { readDmexp } from "./dmexp.ts";
  * const { header, config, tensors } = await readDmexp("m.dmexp");
  * ```
  */
@@ -430,6 +440,8 @@ type DmexpContentsHead = Omit<DmexpContents, "tensors">;
  *
  * @example
  * ```ts
+ * import { openDmexp } from "./dmexp.ts";
+ * import { exportHuggingFace } from "../huggingface/huggingface.ts";
  * const m = await openDmexp("out/q.bf16.dmexp");
  * await exportHuggingFace("out/q.hf", m.sources, m.config, { tokenizerFiles: m.tokenizer });
  * await m.close();
@@ -496,6 +508,7 @@ export async function openDmexp(path: string, opts: DmexpReadOptions = {}): Prom
  *
  * @example
  * ```ts
+ * import { readDmexpTokenizer } from "./dmexp.ts";
  * const files = await readDmexpTokenizer("out/q.bf16.dmexp");
  * ```
  */
@@ -514,6 +527,7 @@ export function readDmexpTokenizer(path: string): Promise<TokenizerFiles | undef
  *
  * @example
  * ```ts
+ * import { dmexpOrigin, readDmexp } from "./dmexp.ts";
  * dmexpOrigin((await readDmexp("m.dmexp")).header); // { name: "ferry", step: 1200, source: "run.ckpt@step1200" }
  * ```
  */
@@ -528,6 +542,7 @@ export function dmexpOrigin(header: DmexpHeader): ExportOrigin {
  *
  * @example
  * ```ts
+ * import { dmexpInfoJson, inspectDmexp } from "./dmexp.ts";
  * console.log(JSON.stringify(dmexpInfoJson(await inspectDmexp("m.dmexp"))));
  * ```
  */
@@ -558,6 +573,7 @@ export function dmexpInfoJson(info: DmexpInfo): Record<string, unknown> {
  *
  * @example
  * ```ts
+ * import { dmexpFormat } from "./dmexp.ts";
  * const { config, tensors } = await dmexpFormat.read("out/ferry.bf16.dmexp");
  * ```
  */

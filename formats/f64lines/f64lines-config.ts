@@ -4,6 +4,7 @@
  *
  * @example
  * ```ts
+ * import { f64linesConfigPath, readF64linesConfig } from "./f64lines-config.ts";
  * f64linesConfigPath("out/ferry.f64.f64lines"); // "out/ferry.f64.config.toml"
  * const { config, origin } = await readF64linesConfig("out/ferry.f64.config.toml");
  * ```
@@ -25,6 +26,9 @@ export function f64linesConfigPath(path: string): string {
  *
  * @example
  * ```ts
+ * import { f64linesConfigToml } from "./f64lines-config.ts";
+ * import { PRESETS } from "../../model/config.ts";
+ * const config = PRESETS.default;
  * f64linesConfigToml(config, { name: "ferry", step: 12 }); // "vocab_size = 258\n…\n[origin]\nname = \"ferry\"\nstep = 12\n"
  * ```
  */
@@ -42,6 +46,7 @@ const ORIGIN_TYPES = { name: "string", step: "number", source: "string" } as con
  *
  * @example
  * ```ts
+ * import { readF64linesConfig } from "./f64lines-config.ts";
  * const { config, origin } = await readF64linesConfig("out/ferry.f64.config.toml");
  * ```
  */

@@ -5,6 +5,8 @@
  *
  * @example
  * ```ts
+ * import { encodeF64Token, putValues } from "./f64lines-encode.ts";
+ * const buf = new Uint8Array(64);
  * encodeF64Token(0.1); // "3602879701896397p-55"
  * const p = putValues(new DataView(buf.buffer), 0, new Float32Array([0.5, 2])); // "1p-1,2" at buf[0, p)
  * ```
@@ -142,6 +144,7 @@ const LATIN1 = new TextDecoder("latin1");
  *
  * @example
  * ```ts
+ * import { encodeF64Token } from "./f64lines-encode.ts";
  * encodeF64Token(0.1); // "3602879701896397p-55"
  * encodeF64Token(2 ** 61); // "2305843009213693952"
  * ```

@@ -4,6 +4,7 @@
  *
  * @example
  * ```ts
+ * import { F64LinesError } from "./f64lines-error.ts";
  * throw new F64LinesError("w.f64lines", "token", 3, 12, "'1.5': not a value token");
  * ```
  * @module
@@ -38,6 +39,9 @@ export type F64LinesErrorKind =
  *
  * @example
  * ```ts
+ * import { F64LinesError } from "./f64lines-error.ts";
+ * import { parseF64Lines } from "./f64lines.ts";
+ * declare const text: string;
  * try { parseF64Lines(text, "w.f64lines"); } catch (e) { if (e instanceof F64LinesError) e.kind; }
  * ```
  */

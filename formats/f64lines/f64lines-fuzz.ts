@@ -6,6 +6,8 @@
  *
  * @example
  * ```ts
+ * import { loadFuzzHook } from "../fuzz-kit.ts";
+ * import { f64linesFormat } from "./f64lines.ts";
  * const { FUZZ_TARGETS } = await loadFuzzHook(f64linesFormat.fuzzHook); // [the f64lines target]
  * ```
  * @module

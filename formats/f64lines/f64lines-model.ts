@@ -8,6 +8,12 @@
  *
  * @example
  * ```ts
+ * import { ModelSink } from "./f64lines-model.ts";
+ * import { parseLines } from "./f64lines-parse.ts";
+ * import { memoryWindow, runInMemory } from "./f64lines-window.ts";
+ * import { paramShapes, PRESETS } from "../../model/config.ts";
+ * const config = PRESETS.default;
+ * declare const bytes: Uint8Array; // the file
  * const sink = new ModelSink("m.f64lines", { shapes: paramShapes(config), records: { vocabSize: 258 } });
  * runInMemory(parseLines(memoryWindow(bytes), "m.f64lines", sink));
  * const { tensors, tokenizer } = sink.finish();
@@ -34,6 +40,7 @@ export const TOKENIZER_RECORD_PREFIX = "ferry.tokenizer/";
  *
  * @example
  * ```ts
+ * import { tokenizerRecord } from "./f64lines-model.ts";
  * tokenizerRecord("tokenizer.json", "{}").name; // "ferry.tokenizer/tokenizer.json"
  * ```
  */

@@ -11,6 +11,9 @@
  *
  * @example
  * ```ts
+ * import { discard, type LinesSink, parseLines } from "./f64lines-parse.ts";
+ * import { memoryWindow, runInMemory } from "./f64lines-window.ts";
+ * declare const bytes: Uint8Array; // the file
  * const names: string[] = [];
  * const sink: LinesSink = { line: (name) => (names.push(name), discard()) };
  * const checksum = runInMemory(parseLines(memoryWindow(bytes), "m.f64lines", sink));

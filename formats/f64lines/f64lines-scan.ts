@@ -4,6 +4,7 @@
  *
  * @example
  * ```ts
+ * import { decodeF64Token, scanValues } from "./f64lines-scan.ts";
  * const out = new Float64Array(2);
  * scanValues(new TextEncoder().encode("1p-1,3\n"), 0, 6, out); // 2, out = [0.5, 3]
  * decodeF64Token("1p-1074"); // 5e-324
@@ -134,6 +135,7 @@ const ENC = new TextEncoder();
  *
  * @example
  * ```ts
+ * import { decodeF64Token } from "./f64lines-scan.ts";
  * decodeF64Token("1p-1074"); // 5e-324
  * decodeF64Token("2p-2"); // throws F64LinesError (domain: even significand)
  * ```

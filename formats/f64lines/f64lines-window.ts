@@ -6,6 +6,9 @@
  *
  * @example
  * ```ts
+ * import { memoryWindow, runInMemory, runOnFile, STREAM_CHUNK } from "./f64lines-window.ts";
+ * import { type LinesSink, parseLines } from "./f64lines-parse.ts";
+ * declare const bytes: Uint8Array, sink: LinesSink; // bytes: the file
  * const sum = runInMemory(parseLines(memoryWindow(bytes), "m.f64lines", sink));
  * const same = await runOnFile("m.f64lines", STREAM_CHUNK, (w) => parseLines(w, "m.f64lines", sink));
  * ```

@@ -4,6 +4,9 @@
  *
  * @example
  * ```ts
+ * import { weightsToF64Lines, writeF64Lines } from "./f64lines-write.ts";
+ * import type { Tensor } from "../../model/tensor.ts";
+ * declare const tensors: Tensor[];
  * weightsToF64Lines(["w"], [new Float64Array([0.5, -0, 0.1])]); // "v1|w|3|1p-1,-0,3602879701896397p-55\n#fnv1a32=…\n"
  * await writeF64Lines("out/model.f64lines", tensors);
  * ```
@@ -29,6 +32,7 @@ const checksumLine = (hash: Fnv1a64) => `#fnv1a32=${hex8(hash.digest32())}\n`;
  *
  * @example
  * ```ts
+ * import { weightsToF64LinesBytes } from "./f64lines-write.ts";
  * const bytes = weightsToF64LinesBytes(["w"], [new Float32Array([0.5])]); // "v1|w|1|1p-1\n#fnv1a32=…\n"
  * ```
  */
@@ -66,6 +70,7 @@ export function weightsToF64LinesBytes(
  *
  * @example
  * ```ts
+ * import { weightsToF64Lines } from "./f64lines-write.ts";
  * weightsToF64Lines(["a"], [[0.5, 2 ** 62]]); // "v1|a|2|1p-1,1p62\n#fnv1a32=…\n"
  * ```
  */
@@ -83,6 +88,9 @@ export function weightsToF64Lines(
  *
  * @example
  * ```ts
+ * import { tensorsToF64Lines } from "./f64lines-write.ts";
+ * import { PRESETS } from "../../model/config.ts";
+ * import { initParams } from "../../model/init.ts";
  * const text = tensorsToF64Lines(initParams(PRESETS.tiny, 1));
  * ```
  */
@@ -95,6 +103,9 @@ export function tensorsToF64Lines(tensors: readonly Tensor[]): string {
  *
  * @example
  * ```ts
+ * import { writeF64Lines } from "./f64lines-write.ts";
+ * import { PRESETS } from "../../model/config.ts";
+ * import { initParams } from "../../model/init.ts";
  * await writeF64Lines("out/tiny.f64lines", initParams(PRESETS.tiny, 1));
  * ```
  */
@@ -109,6 +120,7 @@ export async function writeF64Lines(path: string, tensors: readonly Tensor[]): P
  *
  * @example
  * ```ts
+ * import { writeF64LinesArrays } from "./f64lines-write.ts";
  * await writeF64LinesArrays("out/w.f64lines", ["w"], [new Float64Array([0.1])]);
  * ```
  */
@@ -135,6 +147,7 @@ export interface F64LinesRecord {
  *
  * @example
  * ```ts
+ * import { writeF64LinesStreaming } from "./f64lines-write.ts";
  * await writeF64LinesStreaming("out/w.f64lines", [{ name: "w", length: 2, chunks: () => [[0.5], [2]] }]);
  * ```
  */

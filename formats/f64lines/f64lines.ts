@@ -16,6 +16,10 @@
  *
  * @example
  * ```ts
+ * import { parseF64Lines, readF64Lines, weightsToF64Lines, writeF64Lines } from "./f64lines.ts";
+ * import { type ModelConfig, paramShapes } from "../../model/config.ts";
+ * import type { Tensor } from "../../model/tensor.ts";
+ * declare const config: ModelConfig, tensors: Tensor[];
  * const text = weightsToF64Lines(["w"], [new Float64Array([0.5, -0, 0.1])]);
  * // "v1|w|3|1p-1,-0,3602879701896397p-55\n#fnv1a32=…\n"
  * const { names, arrays } = parseF64Lines(text, "w.f64lines");
@@ -87,6 +91,8 @@ function arraysSink(): LinesSink & Omit<F64Lines, "checksum"> {
  *
  * @example
  * ```ts
+ * import { parseF64Lines } from "./f64lines.ts";
+ * declare const text: string;
  * const { names, arrays, checksum } = parseF64Lines(text, "weights.f64lines");
  * ```
  */
@@ -102,6 +108,7 @@ export function parseF64Lines(input: string | Uint8Array, where = "<string>"): F
  *
  * @example
  * ```ts
+ * import { readF64LinesArrays } from "./f64lines.ts";
  * const { names, arrays, checksum } = await readF64LinesArrays("out/w.f64lines");
  * ```
  */
@@ -133,6 +140,9 @@ async function modelOnFile(path: string, rules: ModelRules, chunk = STREAM_CHUNK
  *
  * @example
  * ```ts
+ * import { f64LinesToTensors } from "./f64lines.ts";
+ * import { paramShapes, PRESETS } from "../../model/config.ts";
+ * declare const text: string;
  * const tensors = f64LinesToTensors(text, "model.f64lines", paramShapes(PRESETS.tiny));
  * ```
  */
@@ -149,6 +159,8 @@ export function f64LinesToTensors(
  *
  * @example
  * ```ts
+ * import { readF64Lines } from "./f64lines.ts";
+ * import { paramShapes, PRESETS } from "../../model/config.ts";
  * const tensors = await readF64Lines("out/tiny.f64lines", paramShapes(PRESETS.tiny));
  * ```
  */
@@ -163,6 +175,9 @@ export async function readF64Lines(path: string, shapes?: readonly ParamShape[])
  *
  * @example
  * ```ts
+ * import { f64LinesModel } from "./f64lines.ts";
+ * import { type ModelConfig, paramShapes } from "../../model/config.ts";
+ * declare const bytes: Uint8Array, config: ModelConfig;
  * const { tensors, tokenizer } = f64LinesModel(bytes, "m.f64lines", paramShapes(config), config.vocab_size);
  * ```
  */
@@ -186,6 +201,9 @@ export function f64LinesModel(
  *
  * @example
  * ```ts
+ * import { readF64LinesModel } from "./f64lines.ts";
+ * import { type ModelConfig, paramShapes } from "../../model/config.ts";
+ * declare const config: ModelConfig;
  * const { tensors, tokenizer } = await readF64LinesModel("m.f64lines", paramShapes(config), config.vocab_size);
  * ```
  */

@@ -8,6 +8,8 @@
  *
  * @example
  * ```ts
+ * import { readFile } from "node:fs/promises";
+ * import { parseGguf } from "./gguf-container.ts";
  * const file = parseGguf(new Uint8Array(await readFile("m.gguf")), "m.gguf");
  * file.metadata.get("general.architecture"); // { type: "string", value: "qwen3" }
  * ```
@@ -85,6 +87,8 @@ export type GgufValue =
  *
  * @example
  * ```ts
+ * import { GgufError } from "./gguf-container.ts";
+ * import { readGguf } from "./gguf.ts";
  * try { await readGguf("m.gguf"); } catch (e) { if (e instanceof GgufError) console.error(e.field); }
  * ```
  */
@@ -129,6 +133,7 @@ export interface GgufLayout {
  *
  * @example
  * ```ts
+ * import { encodeGgufHeader } from "./gguf-container.ts";
  * const { header, offsets } = encodeGgufHeader([], [{ name: "w", ne: [32, 4], type: "F32" }], "x.gguf");
  * ```
  */
@@ -194,6 +199,7 @@ export function encodeGgufHeader(
  *
  * @example
  * ```ts
+ * import { encodeGguf } from "./gguf-container.ts";
  * const chunks = encodeGguf([["general.architecture", { type: "string", value: "qwen3" }]], [], "x.gguf");
  * ```
  */
@@ -226,6 +232,10 @@ export function encodeGguf(
  *
  * @example
  * ```ts
+ * import { type GgufTensorShape, type GgufValue, streamGguf } from "./gguf-container.ts";
+ * import type { AtomicWriter } from "../io.ts";
+ * declare const out: AtomicWriter, metadata: [string, GgufValue][], shapes: GgufTensorShape[];
+ * declare function piecesOf(index: number): AsyncIterable<Uint8Array>; // tensor `index`'s encoded bytes
  * await streamGguf({ write: (b) => out.write(b) }, metadata, shapes, (i) => piecesOf(i), "m.gguf");
  * ```
  */
@@ -450,6 +460,8 @@ export interface GgufHeader {
  *
  * @example
  * ```ts
+ * import { parseGgufHeader } from "./gguf-container.ts";
+ * declare const first16MiB: Uint8Array, fileSize: number;
  * const head = parseGgufHeader(first16MiB, fileSize, "m.gguf"); // or "more"
  * ```
  */
@@ -565,6 +577,8 @@ function parseHeader(r: ByteReader, size: number, where: string): GgufHeader {
  *
  * @example
  * ```ts
+ * import { readFile } from "node:fs/promises";
+ * import { parseGguf } from "./gguf-container.ts";
  * const file = parseGguf(new Uint8Array(await readFile("m.gguf")), "m.gguf");
  * file.metadata.get("general.architecture"); // { type: "string", value: "qwen3" }
  * ```
@@ -584,6 +598,8 @@ export function parseGguf(file: Uint8Array, where = "gguf"): GgufFile {
  *
  * @example
  * ```ts
+ * import { type GgufFile, tensorToF32 } from "./gguf-container.ts";
+ * declare const file: GgufFile;
  * const w = tensorToF32(file.tensors[0]);
  * ```
  */

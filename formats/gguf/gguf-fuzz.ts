@@ -7,6 +7,8 @@
  *
  * @example
  * ```ts
+ * import { loadFuzzHook } from "../fuzz-kit.ts";
+ * import { ggufFormat } from "./gguf.ts";
  * const { FUZZ_TARGETS } = await loadFuzzHook(ggufFormat.fuzzHook); // [the gguf target]
  * ```
  * @module

@@ -6,6 +6,9 @@
  *
  * @example
  * ```ts
+ * import { archKey, GGUF_KEYS } from "./gguf-keys.ts";
+ * import type { GgufValue } from "./gguf-container.ts";
+ * declare const md: ReadonlyMap<string, GgufValue>; // a file's metadata
  * md.get(GGUF_KEYS.Tokenizer.LIST);                          // "tokenizer.ggml.tokens"
  * md.get(archKey("qwen3", GGUF_KEYS.LLM.BLOCK_COUNT));       // "qwen3.block_count"
  * ```
@@ -67,6 +70,7 @@ export const GGUF_KEYS = {
  *
  * @example
  * ```ts
+ * import { archKey, GGUF_KEYS } from "./gguf-keys.ts";
  * archKey("qwen3", GGUF_KEYS.Rope.FREQ_BASE); // "qwen3.rope.freq_base"
  * ```
  */

@@ -6,6 +6,11 @@
  *
  * @example
  * ```ts
+ * import { qwen3FromGguf, qwen3Metadata, qwen3Tensors } from "./gguf-qwen3.ts";
+ * import { encodeGguf, parseGguf } from "./gguf-container.ts";
+ * import type { ModelConfig } from "../../model/config.ts";
+ * import type { Tensor } from "../../model/tensor.ts";
+ * declare const cfg: ModelConfig, tensors: Tensor[], bytes: Uint8Array; // bytes: the chunks, joined
  * const chunks = encodeGguf(qwen3Metadata(cfg, "Q8_0"), qwen3Tensors(tensors, cfg, "Q8_0", "m.gguf"));
  * const { config, tensors: back } = qwen3FromGguf(parseGguf(bytes, "m.gguf"), "m.gguf");
  * ```
@@ -95,6 +100,7 @@ export const QWEN3_HPARAMS: ReadonlyArray<
  *
  * @example
  * ```ts
+ * import { ggufTensorName } from "./gguf-qwen3.ts";
  * ggufTensorName("model.layers.3.mlp.down_proj.weight"); // "blk.3.ffn_down.weight"
  * ```
  */
@@ -111,6 +117,7 @@ export function ggufTensorName(hf: string): string | undefined {
  *
  * @example
  * ```ts
+ * import { hfTensorName } from "./gguf-qwen3.ts";
  * hfTensorName("output_norm.weight"); // "model.norm.weight"
  * ```
  */
@@ -128,6 +135,8 @@ export function hfTensorName(gguf: string): string | undefined {
  *
  * @example
  * ```ts
+ * import { qwen3Metadata } from "./gguf-qwen3.ts";
+ * import { PRESETS } from "../../model/config.ts";
  * const kv = qwen3Metadata(PRESETS.default, "Q4_0", "ferry");
  * ```
  */
@@ -197,6 +206,10 @@ export interface Qwen3TensorOptions {
  *
  * @example
  * ```ts
+ * import { qwen3TensorPlans } from "./gguf-qwen3.ts";
+ * import type { ModelConfig } from "../../model/config.ts";
+ * import type { TensorSource } from "../../model/tensor.ts";
+ * declare const sources: TensorSource[], cfg: ModelConfig;
  * const plans = qwen3TensorPlans(sources, cfg, "Q8_0", "m.gguf"); // plans[0].name === "token_embd.weight"
  * ```
  */
@@ -254,6 +267,9 @@ const PIECE_VALUES = 1 << 22;
  *
  * @example
  * ```ts
+ * import { encodeTensorPieces, type GgufTensorPlan } from "./gguf-qwen3.ts";
+ * import type { Tensor } from "../../model/tensor.ts";
+ * declare const plan: GgufTensorPlan, t: Tensor, sink: (piece: Uint8Array) => void; // t: the plan's tensor
  * for await (const piece of encodeTensorPieces(plan, (s, n) => t.data.subarray(s, s + n), "m.gguf")) sink(piece);
  * ```
  */
@@ -311,6 +327,11 @@ function encodePiece(
  *
  * @example
  * ```ts
+ * import { qwen3Metadata, qwen3Tensors } from "./gguf-qwen3.ts";
+ * import { encodeGguf } from "./gguf-container.ts";
+ * import type { ModelConfig } from "../../model/config.ts";
+ * import type { Tensor } from "../../model/tensor.ts";
+ * declare const cfg: ModelConfig, tensors: Tensor[];
  * const chunks = encodeGguf(qwen3Metadata(cfg, "Q8_0"), qwen3Tensors(tensors, cfg, "Q8_0", "m.gguf"));
  * ```
  */
@@ -351,6 +372,9 @@ export interface LoadedGguf {
  *
  * @example
  * ```ts
+ * import { qwen3FromGguf } from "./gguf-qwen3.ts";
+ * import { parseGguf } from "./gguf-container.ts";
+ * declare const bytes: Uint8Array; // the file
  * const { config, tensors } = qwen3FromGguf(parseGguf(bytes, "m.gguf"), "m.gguf");
  * ```
  */
@@ -373,6 +397,10 @@ export function qwen3FromGguf(file: GgufFile, where = "gguf"): LoadedGguf {
  *
  * @example
  * ```ts
+ * import { checkedValues } from "./gguf-qwen3.ts";
+ * import type { GgufTensorInfo } from "./gguf-container.ts";
+ * import { decodeTensor } from "../../quantize/quants.ts";
+ * declare const info: GgufTensorInfo, bytes: Uint8Array, n: number; // n: the tensor's element count
  * const data = checkedValues(info, decodeTensor(info.type, bytes, n), "m.gguf");
  * ```
  */
@@ -401,6 +429,9 @@ export function checkedValues(
  *
  * @example
  * ```ts
+ * import { qwen3ConfigFromGguf } from "./gguf-qwen3.ts";
+ * import { type GgufHeader, parseGgufHeader } from "./gguf-container.ts";
+ * declare const prefix: Uint8Array, size: number; // the file's first bytes, and its size
  * const config = qwen3ConfigFromGguf(parseGgufHeader(prefix, size, "m.gguf") as GgufHeader, "m.gguf");
  * ```
  */
@@ -514,6 +545,7 @@ export function qwen3ConfigFromGguf(
  *
  * @example
  * ```ts
+ * import { shortestF32Decimal } from "./gguf-qwen3.ts";
  * shortestF32Decimal(Math.fround(1e-6)); // 1e-6
  * ```
  */

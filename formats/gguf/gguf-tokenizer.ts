@@ -15,6 +15,10 @@
  *
  * @example
  * ```ts
+ * import { tokenizerFromMetadata, tokenizerMetadata } from "./gguf-tokenizer.ts";
+ * import { parseGguf } from "./gguf-container.ts";
+ * import type { TokenizerFiles } from "../../model/tokenizer-types.ts";
+ * declare const files: TokenizerFiles, bytes: Uint8Array; // a Qwen3 tokenizer; a file written with kv
  * const kv = tokenizerMetadata(files, 151936, "out/m.gguf"); // [["tokenizer.ggml.model", ...], ...]
  * const back = tokenizerFromMetadata(parseGguf(bytes, "m.gguf").metadata, 151936, "m.gguf");
  * ```
@@ -61,6 +65,8 @@ interface AddedToken {
  *
  * @example
  * ```ts
+ * import { tokenizerMetadata } from "./gguf-tokenizer.ts";
+ * declare const text: string; // a Qwen3 tokenizer.json
  * const kv = tokenizerMetadata({ "tokenizer.json": text }, 151936, "out/m.gguf");
  * ```
  */
@@ -112,6 +118,9 @@ export function tokenizerMetadata(
  *
  * @example
  * ```ts
+ * import { isByteTokenizer } from "./gguf-tokenizer.ts";
+ * import { byteTokenizerJson } from "../huggingface/huggingface-tokenizer.ts";
+ * import { jsonText } from "../huggingface/huggingface.ts";
  * isByteTokenizer({ "tokenizer.json": jsonText(byteTokenizerJson()) }); // true
  * ```
  */
@@ -290,6 +299,9 @@ function chatTemplate(
  *
  * @example
  * ```ts
+ * import { hasBpeVocabulary } from "./gguf-tokenizer.ts";
+ * import type { GgufFile } from "./gguf-container.ts";
+ * declare const file: GgufFile;
  * hasBpeVocabulary(file.metadata); // true for a Qwen3 tokenizer
  * ```
  */
@@ -320,6 +332,9 @@ export interface BpeVocabulary {
  *
  * @example
  * ```ts
+ * import { checkBpeVocabulary } from "./gguf-tokenizer.ts";
+ * import type { GgufFile } from "./gguf-container.ts";
+ * declare const file: GgufFile;
  * const { tokens, merges } = checkBpeVocabulary(file.metadata, 151936, "m.gguf");
  * ```
  */
@@ -464,6 +479,9 @@ function checkVocabulary(
  *
  * @example
  * ```ts
+ * import { tokenizerFromMetadata } from "./gguf-tokenizer.ts";
+ * import type { GgufFile } from "./gguf-container.ts";
+ * declare const file: GgufFile;
  * const files = tokenizerFromMetadata(file.metadata, 151936, "m.gguf");
  * ```
  */

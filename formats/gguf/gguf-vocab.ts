@@ -5,6 +5,7 @@
  *
  * @example
  * ```ts
+ * import { byteVocabulary } from "./gguf-vocab.ts";
  * const { tokens, types } = byteVocabulary(258); // tokens[32] === "Ġ", types[256] === TOKEN_TYPE.CONTROL
  * ```
  * @module
@@ -25,6 +26,7 @@ export const TOKEN_TYPE = { NORMAL: 1, UNKNOWN: 2, CONTROL: 3, USER_DEFINED: 4, 
  *
  * @example
  * ```ts
+ * import { byteVocabulary } from "./gguf-vocab.ts";
  * const { tokens, types } = byteVocabulary(258); // tokens[256] === "<|startoftext|>", types[256] === 3
  * ```
  */

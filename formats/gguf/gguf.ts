@@ -7,6 +7,10 @@
  *
  * @example
  * ```ts
+ * import { readGguf, writeGguf } from "./gguf.ts";
+ * import type { ModelConfig } from "../../model/config.ts";
+ * import type { Tensor } from "../../model/tensor.ts";
+ * declare const tensors: Tensor[], config: ModelConfig;
  * await writeGguf("out/model.q4_0.gguf", tensors, config, { type: "q4_0" });
  * const { config: cfg, tensors: back } = await readGguf("out/model.q4_0.gguf"); // f32, HF names
  * ```
@@ -138,6 +142,9 @@ export const GGUF_DIGEST_NEEDLE = (() => {
  *
  * @example
  * ```ts
+ * import { ggufDigest } from "./gguf.ts";
+ * import { parseGguf } from "./gguf-container.ts";
+ * declare const bytes: Uint8Array; // the file
  * const d = ggufDigest(bytes, parseGguf(bytes, "m.gguf"), "m.gguf"); // { stored, computed, ok }
  * ```
  */
@@ -169,6 +176,7 @@ export const GGUF_DTYPE_NAMES = Object.keys(GGUF_DTYPE_TYPES) as GgufDtype[];
  *
  * @example
  * ```ts
+ * import { ggmlType } from "./gguf.ts";
  * ggmlType("q4_0"); // "Q4_0"
  * ```
  */
@@ -188,6 +196,9 @@ export function ggmlType(dtype: GgufDtype): GgmlType {
  *
  * @example
  * ```ts
+ * import { writeGguf } from "./gguf.ts";
+ * import type { Model } from "../../model/qwen3.ts";
+ * declare const model: Model;
  * await writeGguf("out/model.f32.gguf", model.tensors, model.config, { type: "f32" });
  * ```
  */
@@ -282,6 +293,9 @@ function calibrationMetadata(
  *
  * @example
  * ```ts
+ * import { ggufOrigin } from "./gguf.ts";
+ * import { parseGguf } from "./gguf-container.ts";
+ * declare const bytes: Uint8Array; // the file
  * ggufOrigin(parseGguf(bytes, "m.gguf"), "m.gguf"); // { name: "ferry", step: 1200, source: "run.ckpt@step1200" }
  * ```
  */
@@ -412,6 +426,8 @@ async function verifiedDigest(g: OpenGguf, path: string) {
  *
  * @example
  * ```ts
+ * import { readGguf } from "./gguf.ts";
+ * import { buildModel } from "../../model/qwen3.ts";
  * const { config, tensors } = await readGguf("out/model.f32.gguf");
  * const model = buildModel(config, tensors);
  * ```
@@ -448,6 +464,7 @@ export async function readGguf(path: string): Promise<LoadedGguf> {
  *
  * @example
  * ```ts
+ * import { openGgufSources } from "./gguf.ts";
  * const g = await openGgufSources("out/model.q4_0.gguf");
  * const first = await g.sources[0].read(0, 1024, new Float32Array(1024));
  * await g.close();
@@ -490,6 +507,7 @@ export async function openGgufSources(path: string): Promise<OpenedExport> {
  *
  * @example
  * ```ts
+ * import { readGgufTokenizer } from "./gguf.ts";
  * const files = await readGgufTokenizer("out/qwen3.f16.gguf"); // files["tokenizer.json"], ...
  * ```
  */
@@ -512,6 +530,7 @@ export async function readGgufTokenizer(path: string): Promise<TokenizerFiles | 
  *
  * @example
  * ```ts
+ * import { ggufFormat } from "./gguf.ts";
  * const { config, tensors } = await ggufFormat.read("out/ferry.f16.gguf"); // dequantized to f32
  * ```
  */

@@ -6,6 +6,8 @@
  *
  * @example
  * ```ts
+ * import { loadFuzzHook } from "../fuzz-kit.ts";
+ * import { hfFormat } from "./huggingface.ts";
  * const { FUZZ_TARGETS } = await loadFuzzHook(hfFormat.fuzzHook); // [hf, safetensors]
  * ```
  * @module

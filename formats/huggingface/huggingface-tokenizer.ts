@@ -9,6 +9,7 @@
  *
  * @example
  * ```ts
+ * import { readTokenizerFolder } from "./huggingface-tokenizer.ts";
  * const tokenizer = await readTokenizerFolder("Qwen3-0.6B", 151936); // undefined for a byte model
  * ```
  * @module
@@ -46,6 +47,7 @@ const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
  *
  * @example
  * ```ts
+ * import { readTokenizerFolder } from "./huggingface-tokenizer.ts";
  * const files = await readTokenizerFolder("m.hf", 151936, "m.hf/config.json");
  * ```
  */
@@ -96,6 +98,7 @@ export async function readTokenizerFolder(
  *
  * @example
  * ```ts
+ * import { addedToken } from "./huggingface-tokenizer.ts";
  * addedToken(256, "<|startoftext|>").special; // true
  * ```
  */
@@ -117,6 +120,9 @@ export const addedToken = (id: number, content: string) => ({
  *
  * @example
  * ```ts
+ * import { writeFile } from "node:fs/promises";
+ * import { byteTokenizerJson } from "./huggingface-tokenizer.ts";
+ * import { jsonText } from "./huggingface.ts";
  * await writeFile("tokenizer.json", jsonText(byteTokenizerJson()));
  * ```
  */
@@ -171,6 +177,8 @@ export interface TokenizerDifference {
  *
  * @example
  * ```ts
+ * import { byteTokenizerDifference, byteTokenizerJson } from "./huggingface-tokenizer.ts";
+ * import { jsonText } from "./huggingface.ts";
  * byteTokenizerDifference(jsonText(byteTokenizerJson())); // undefined
  * ```
  */
@@ -193,6 +201,8 @@ export function byteTokenizerDifference(text: string): TokenizerDifference | und
  *
  * @example
  * ```ts
+ * import { byteTokenizerJson, isByteTokenizer } from "./huggingface-tokenizer.ts";
+ * import { jsonText } from "./huggingface.ts";
  * isByteTokenizer(jsonText(byteTokenizerJson())); // true
  * ```
  */
@@ -272,6 +282,9 @@ function describe(v: JsonValue | undefined): string {
  *
  * @example
  * ```ts
+ * import { checkTokenizerFiles } from "./huggingface-tokenizer.ts";
+ * import type { TokenizerFiles } from "../../model/tokenizer-types.ts";
+ * declare const files: TokenizerFiles; // a Qwen3 tokenizer's
  * const { tokens, template } = checkTokenizerFiles(files, 151936, { dir: "m.dmexp", config: "m.dmexp" });
  * ```
  */
@@ -476,6 +489,9 @@ function checkTemplate(files: TokenizerFiles, refuse: Refuse): TokenizerSummary[
  *
  * @example
  * ```ts
+ * import { tokenizerInfo } from "./huggingface-tokenizer.ts";
+ * import type { TokenizerFiles } from "../../model/tokenizer-types.ts";
+ * declare const files: TokenizerFiles; // a Qwen3 tokenizer's
  * tokenizerInfo(files, 151936, "m.dmexp"); // { bytes: 11432329, tokens: 151669, merges: 151387, template: "tokenizer_config.json" }
  * ```
  */

@@ -10,6 +10,11 @@
  *
  * @example
  * ```ts
+ * import { exportHuggingFace, importHuggingFace } from "./huggingface.ts";
+ * import type { ModelConfig } from "../../model/config.ts";
+ * import { buildModel } from "../../model/qwen3.ts";
+ * import type { Tensor } from "../../model/tensor.ts";
+ * declare const tensors: Tensor[], config: ModelConfig;
  * await exportHuggingFace("out/hf", tensors, config, { dtype: "bf16" });
  * const { config: cfg, tensors: back } = await importHuggingFace("out/hf");
  * const model = buildModel(cfg, back);
@@ -136,6 +141,7 @@ export const ORIGIN_KEYS = { name: "ferry.name", step: "ferry.step", source: "fe
  *
  * @example
  * ```ts
+ * import { originMetadata } from "./huggingface.ts";
  * originMetadata({ name: "ferry", step: 12 }); // { "ferry.name": "ferry", "ferry.step": "12" }
  * ```
  */
@@ -153,6 +159,7 @@ export function originMetadata(origin: ExportOrigin = {}): Record<string, string
  *
  * @example
  * ```ts
+ * import { metadataOrigin } from "./huggingface.ts";
  * metadataOrigin({ "ferry.step": "12" }, "m.hf/model.safetensors"); // { step: 12 }
  * ```
  */
@@ -183,6 +190,9 @@ export function metadataOrigin(metadata: Record<string, string>, where: string):
  *
  * @example
  * ```ts
+ * import { exportHuggingFace } from "./huggingface.ts";
+ * import { PRESETS } from "../../model/config.ts";
+ * import { initParams } from "../../model/init.ts";
  * const files = await exportHuggingFace("out/hf", initParams(PRESETS.tiny, 1), PRESETS.tiny, { dtype: "bf16" });
  * ```
  */
@@ -270,6 +280,8 @@ function specialIds(files: TokenizerFiles): Record<string, unknown> {
  *
  * @example
  * ```ts
+ * import { hfConfigJson } from "./huggingface.ts";
+ * import { PRESETS } from "../../model/config.ts";
  * hfConfigJson(PRESETS.tiny, "bf16", true).torch_dtype; // "bfloat16"
  * ```
  */
@@ -390,6 +402,7 @@ export interface HfOpened extends Omit<HfImport, "tensors"> {
  *
  * @example
  * ```ts
+ * import { importHuggingFace } from "./huggingface.ts";
  * const { config, tensors, tokenizer } = await importHuggingFace("Qwen3-0.6B");
  * ```
  */
@@ -412,6 +425,8 @@ export async function importHuggingFace(dir: string): Promise<HfImport> {
  *
  * @example
  * ```ts
+ * import { openHuggingFace } from "./huggingface.ts";
+ * import { writeDmexp } from "../dmexp/dmexp.ts";
  * const hf = await openHuggingFace("Qwen3-0.6B");
  * await writeDmexp("q.dmexp", hf.sources, hf.config, { source: "Qwen3-0.6B@step0", step: 0 });
  * await hf.close();
@@ -487,6 +502,7 @@ async function openSingle(path: string) {
  *
  * @example
  * ```ts
+ * import { hfFormat } from "./huggingface.ts";
  * const { config, tensors } = await hfFormat.read("out/ferry.f32.hf");
  * ```
  */
@@ -680,6 +696,8 @@ const REQUIRED = [
  *
  * @example
  * ```ts
+ * import { readFile } from "node:fs/promises";
+ * import { configFromHfJson } from "./huggingface.ts";
  * const { config } = configFromHfJson(await readFile("config.json", "utf8"), "config.json");
  * ```
  */

@@ -12,6 +12,10 @@
  *
  * @example
  * ```ts
+ * import { readFile } from "node:fs/promises";
+ * import { imatrixImportance, parseImatrix } from "./imatrix.ts";
+ * import type { ModelConfig } from "../../model/config.ts";
+ * declare const config: ModelConfig;
  * const m = parseImatrix(await readFile("imatrix.gguf"), "imatrix.gguf");
  * const importance = imatrixImportance(m, config, "imatrix.gguf"); // "model.layers.0.self_attn.q_proj.weight" → [1024]
  * ```

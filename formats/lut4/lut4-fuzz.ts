@@ -8,6 +8,8 @@
  *
  * @example
  * ```ts
+ * import { loadFuzzHook } from "../fuzz-kit.ts";
+ * import { lut4Format } from "./lut4.ts";
  * const { FUZZ_TARGETS } = await loadFuzzHook(lut4Format.fuzzHook); // [the lut4 target]
  * ```
  * @module

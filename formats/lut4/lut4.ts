@@ -8,7 +8,12 @@
  *
  * @example
  * ```ts
- * await writeLut4("out/ferry.lut4", weights, { source: "ferry.ckpt@step10" });
+ * import { lut4Format, readLut4, writeLut4 } from "./lut4.ts";
+ * import type { Lut4Weights } from "../../quantize/lut4-types.ts";
+ * declare const weights: Lut4Weights; // quantize/lut4-quantize.ts quantizeModel's
+ * await writeLut4("out/ferry.lut4", weights, {
+ *   source: "ferry.ckpt@step10", ropeTheta: 1e6, rmsNormEps: 1e-6, // the config's rope_theta and rms_norm_eps
+ * });
  * const file = await readLut4("out/ferry.lut4");   // checked: framing, CRC, inventory, every span
  * const { config, tensors } = await lut4Format.read("out/ferry.lut4"); // dequantized, for the float engine
  * ```
@@ -193,6 +198,10 @@ export function writeLut4(
  *
  * @example
  * ```ts
+ * import { type Lut4Meta, writeLut4Streamed } from "./lut4.ts";
+ * import type { Lut4Shape, Lut4Tables } from "../../quantize/lut4-types.ts";
+ * import type { LutMatrix } from "../../kernels/int/gemv.ts";
+ * declare const shape: Lut4Shape, meta: Lut4Meta, matrices: LutMatrix[], tables: Lut4Tables;
  * await writeLut4Streamed("out/m.lut4", shape, "tied", meta, async (put) => {
  *   for (const m of matrices) await put(m);
  *   return tables;
@@ -424,6 +433,8 @@ function int(v: unknown, path: string, field: string, lo: number, hi: number): n
  *
  * @example
  * ```ts
+ * import { readFileSync } from "node:fs";
+ * import { parseLut4 } from "./lut4.ts";
  * const file = parseLut4(new Uint8Array(readFileSync("out/ferry.lut4")), "out/ferry.lut4");
  * file.weights.shape.layers; // 4
  * ```
@@ -996,6 +1007,7 @@ export async function readLut4(path: string): Promise<Lut4File> {
  *
  * @example
  * ```ts
+ * import { readLut4Tokenizer } from "./lut4.ts";
  * const files = await readLut4Tokenizer("out/qwen3.q4.lut4"); // files?.["tokenizer.json"]
  * ```
  */

@@ -9,6 +9,9 @@
  *
  * @example
  * ```ts
+ * import { readSafetensors, writeSafetensors } from "./safetensors.ts";
+ * import type { Tensor } from "../../model/tensor.ts";
+ * declare const tensors: Tensor[];
  * await writeSafetensors("out/model.safetensors", tensors, { dtype: "BF16" });
  * const { metadata, tensors: back } = await readSafetensors("out/model.safetensors");
  * back[0].dtype; // "BF16"; back[0].data is the exact f32 widening
@@ -155,6 +158,8 @@ const PLAIN_INTEGER = /^(?:0|[1-9][0-9]*)$/;
  *
  * @example
  * ```ts
+ * import { parseSafetensorsHeader } from "./safetensors.ts";
+ * declare const bytes: Uint8Array; // the file, or its first bytes
  * const { entries, dataStart } = parseSafetensorsHeader(bytes, bytes.length, "model.safetensors");
  * ```
  */
@@ -458,6 +463,7 @@ export interface SafetensorsFile {
  *
  * @example
  * ```ts
+ * import { readSafetensors } from "./safetensors.ts";
  * const { tensors } = await readSafetensors("model.safetensors");
  * ```
  */
@@ -490,6 +496,7 @@ export interface SafetensorsOpened {
  *
  * @example
  * ```ts
+ * import { openSafetensors } from "./safetensors.ts";
  * const st = await openSafetensors("model.safetensors");
  * const embed = st.source(st.entries[0]);
  * const first = await embed.read(0, 1024, new Float32Array(1024));
@@ -653,6 +660,7 @@ function decode(raw: Uint8Array, e: SafetensorsEntry, first: number, out: Float3
  *
  * @example
  * ```ts
+ * import { readSafetensorsIndex } from "./safetensors.ts";
  * const { tensors } = await readSafetensorsIndex("qwen3/model.safetensors.index.json");
  * ```
  */
@@ -668,6 +676,7 @@ export async function readSafetensorsIndex(indexPath: string): Promise<Safetenso
  *
  * @example
  * ```ts
+ * import { openSafetensorsIndex } from "./safetensors.ts";
  * const shards = await openSafetensorsIndex("qwen3/model.safetensors.index.json");
  * for (const s of shards.sources) console.log(s.name, s.dims);
  * await shards.close();
@@ -819,6 +828,9 @@ export const SAFETENSORS_DIGEST_NEEDLE = new TextEncoder().encode(`${JSON.string
  *
  * @example
  * ```ts
+ * import { writeSafetensors } from "./safetensors.ts";
+ * import { PRESETS } from "../../model/config.ts";
+ * import { initParams } from "../../model/init.ts";
  * await writeSafetensors("model.safetensors", initParams(PRESETS.tiny, 1), { dtype: "F16" });
  * ```
  */

@@ -8,6 +8,9 @@
  *
  * @example
  * ```ts
+ * import { decodeFloatSession, decodeSession, encodeSession, writeSessionFile } from "./session.ts";
+ * import type { SessionData, SessionShape } from "./session.ts";
+ * declare const data: SessionData, expect: SessionShape, floatBytes: Uint8Array;
  * const bytes = encodeSession(data);
  * await writeSessionFile("chat.session", bytes);        // atomic
  * const back = decodeSession(bytes, expect, "chat.session");
@@ -381,6 +384,9 @@ export function decodeFloatSession(
  *
  * @example
  * ```ts
+ * import { floatModelDigest } from "./session.ts";
+ * import { readCheckpoint } from "../checkpoint/checkpoint.ts";
+ * const run = await readCheckpoint("runs/a.ckpt", { sections: ["model"] });
  * floatModelDigest(run.config, run.model); // "3f1a…" (64 hex digits)
  * ```
  */

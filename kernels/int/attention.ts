@@ -11,6 +11,9 @@
  *
  * @example
  * ```ts
+ * import { type AttentionContext, attendGroup } from "./attention.ts";
+ * declare const ctx: AttentionContext, q: Int32Array, out: Int32Array;
+ * declare const eq0: number, eq1: number, kvHead: number, positions: number;
  * attendGroup(ctx, q, 0, eq0, eq1, true, kvHead, positions, out, 0);   // two query heads, one kv head
  * ```
  * @module

@@ -6,6 +6,7 @@
  *
  * @example
  * ```ts
+ * import { checked } from "./check.ts";
  * checked.on = true;   // tests only
  * ```
  * @module

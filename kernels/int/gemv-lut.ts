@@ -274,6 +274,9 @@ export function gemvLut(
  *
  * @example
  * ```ts
+ * import { gemvLanes, type LutSums } from "./gemv-lut.ts";
+ * declare const lut: LutSums, xsAt: number, stride: number, n: number, outAt: number; // offsets in its memory
+ * declare const codesAt: number, scalesAt: number, rows: number, groups: number, base: number, fin: number;
  * const sat = gemvLanes(lut, 16, xsAt, stride, n, codesAt, scalesAt, rows, groups, base, -1, fin, outAt, stride, lut.lanesAt);
  * ```
  */

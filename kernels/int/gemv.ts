@@ -30,6 +30,8 @@
  *
  * @example
  * ```ts
+ * import { activationTables, gemv, type LutMatrix, prepareMatrix } from "./gemv.ts";
+ * declare const mat: LutMatrix, x: Int32Array, xExp: number, out: Int32Array;
  * const tab = new Int32Array(mat.cols << 4);
  * activationTables(x, 0, mat.cols, tab);
  * gemv(out, 0, prepareMatrix(mat), tab, xExp, -16);   // prepare once, at load

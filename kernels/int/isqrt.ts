@@ -4,6 +4,7 @@
  *
  * @example
  * ```ts
+ * import { isqrtScaled, recip16 } from "./isqrt.ts";
  * isqrtScaled(2, 13);   // floor(sqrt(2 · 4^13)) = 11585
  * recip16(11585);       // floor(2^(14 + 15) / 11585) = 46341
  * ```

@@ -14,6 +14,7 @@
  *
  * @example
  * ```ts
+ * import { mulS16, multiples } from "./mul.ts";
  * const t = new Int32Array(32);
  * multiples(300, t, 0);
  * mulS16(t, 0, -7);   // -2100

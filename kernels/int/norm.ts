@@ -8,8 +8,10 @@
  *
  * @example
  * ```ts
+ * import { normPlan, rmsnorm } from "./norm.ts";
+ * const x = new Int32Array(96), z = new Int32Array(96);
  * const plan = normPlan(96, 34360, -35);        // n and eps = 34360 · 2^-35
- * rmsnorm(x, 0, -16, plan, scratch, z, 0);      // z at exponent NORM_EXP
+ * rmsnorm(x, 0, -16, plan, z, 0);               // z at exponent NORM_EXP
  * ```
  * @module
  */

@@ -4,6 +4,8 @@
  *
  * @example
  * ```ts
+ * import { ropeHead } from "./rope.ts";
+ * declare const q: Int32Array, cos: Int16Array, sin: Int16Array, pos16: number, scratch: Int32Array;
  * ropeHead(q, 0, 16, cos, sin, pos16, scratch);   // pos16 = position · 16, built by addition
  * ```
  * @module

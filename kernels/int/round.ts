@@ -8,6 +8,7 @@
  *
  * @example
  * ```ts
+ * import { shift } from "./round.ts";
  * shift(5, 1);   // 3   (2.5 rounds up)
  * shift(-5, 1);  // -2  (-2.5 rounds up)
  * shift(3, -2);  // 12

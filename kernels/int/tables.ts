@@ -9,7 +9,10 @@
  *
  * @example
  * ```ts
- * const e = prepareTable(expTableValues);
+ * import { expNeg, prepareTable } from "./tables.ts";
+ * const expTableValues = new Int32Array(32 * 256 + 2); // as a lut4 file holds it: 32 nats in steps of 1/256
+ * for (let i = 0; i < expTableValues.length; i++) expTableValues[i] = Math.round(2 ** 30 * Math.exp(-i / 256));
+ * const e = prepareTable(expTableValues, 0);
  * expNeg(e, 65536);   // ≈ 2^30 · e^-1
  * ```
  * @module

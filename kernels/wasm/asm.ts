@@ -14,6 +14,7 @@
  *
  * @example
  * ```ts
+ * import { assemble, fn, I32, op } from "./asm.ts";
  * const add = fn([I32, I32], [I32], [], [op.get(0), op.get(1), op.i32_add]);
  * const bytes = assemble({ pages: 1, functions: { add } });
  * const { exports } = new WebAssembly.Instance(new WebAssembly.Module(bytes));

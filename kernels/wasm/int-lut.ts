@@ -10,6 +10,10 @@
  *
  * @example
  * ```ts
+ * import { createLutSums } from "./int-lut.ts";
+ * import { gemvLut, inputPlanes } from "../int/gemv-lut.ts";
+ * import type { PreparedMatrix } from "../int/gemv.ts";
+ * declare const mat: PreparedMatrix, x: Int32Array, out: Int32Array, xExp: number, outExp: number;
  * const made = createLutSums([mat]);          // null where WebAssembly SIMD is missing
  * if (made) { inputPlanes(x, -1, 0, mat.cols, made.lut);
  *   gemvLut(out, -1, 0, mat, made.lut, made.at[0], made.scalesAt[0], xExp, outExp); }

@@ -9,6 +9,8 @@
  *
  * @example
  * ```ts
+ * import { wasmKernels } from "./kernels.ts";
+ * const x = new Float32Array(6), w = new Float32Array(12), y = new Float32Array(8);
  * if (wasmKernels) wasmKernels.matmul(y, x, w, 2, 3, 4); // y = x @ w^T, as cpu.ts's matmul
  * ```
  * @module

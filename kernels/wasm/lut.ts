@@ -21,6 +21,8 @@
  *
  * @example
  * ```ts
+ * import { lutPlanes } from "./lut.ts";
+ * const cols = 128, tab = new Int32Array(16 * cols); // tab[16c + u]: column c's table
  * const planes = new Uint8Array(48 * cols); lutPlanes(tab, cols, planes);
  * // copy planes and codes into the instance's memory, then: exports.lut16_rows(tabsAt, codesAt, cols, outAt)
  * ```

@@ -4,6 +4,10 @@
  *
  * @example
  * ```ts
+ * import { createPool } from "../pool.ts";
+ * import { instantiatePacked, productShare } from "./packed.ts";
+ * declare const threads: number, memory: WebAssembly.Memory; // the store's shared memory
+ * const ex = instantiatePacked(memory);
  * createPool(threads, new URL("./packed-task.ts", import.meta.url), { memory }, productShare(ex));
  * ```
  * @module

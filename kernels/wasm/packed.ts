@@ -13,6 +13,9 @@
  *
  * @example
  * ```ts
+ * import { createPackedStore } from "./packed.ts";
+ * declare const weights: Float32Array, N: number, K: number, x: Float32Array, M: number;
+ * const y = new Float32Array(M * N);
  * const store = createPackedStore({ threads: 2 });
  * await store.ready;
  * const w = store.pack(weights, N, K);      // bf16 if exact, else f32; `weights` may be dropped now

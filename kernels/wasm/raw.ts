@@ -5,6 +5,8 @@
  *
  * @example
  * ```ts
+ * import type { WasmRaw } from "./raw.ts";
+ * declare const raw: WasmRaw, M: number, N: number, K: number;
  * const [a, b, c, scratch] = raw.reserve([M * K, K * N, M * N, raw.gemmScratch(M, N, K)]);
  * raw.gemm(M, N, K, [a, K, 1], [b, N, 1], [c, N], false, scratch); // C = A B, all in the heap
  * ```

@@ -7,6 +7,7 @@
  *
  * @example
  * ```ts
+ * import { openGpu } from "./device.ts";
  * const gpu = await openGpu({ bufferBytes: 64 << 20 });
  * console.log(gpu.name, gpu.fallback ? "(software)" : "");
  * ```

@@ -4,6 +4,9 @@
  *
  * @example
  * ```ts
+ * import { gpuMatmul } from "./matmul.ts";
+ * import { openGpu } from "./device.ts";
+ * const x = new Float32Array(128 * 1024), w = new Float32Array(2816 * 1024); // [M, K], [N, K]
  * const mm = gpuMatmul(await openGpu());
  * const { out, msEach } = await mm(x, w, 128, 1024, 2816, 10); // 10 products in one submission
  * ```

@@ -236,6 +236,8 @@ function installedVersion(dir: string): string | undefined {
  *
  * @example
  * ```ts
+ * import { join } from "node:path";
+ * import { wllamaDir } from "./bench-tab.ts";
  * const esm = join(wllamaDir(), "esm");
  * ```
  */

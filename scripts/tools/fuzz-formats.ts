@@ -8,6 +8,7 @@
  *
  * @example
  * ```ts
+ * import { fuzzTargets } from "./fuzz-formats.ts";
  * const targets = await fuzzTargets();
  * Object.keys(targets); // ["dmexp", "hf", "safetensors", "gguf", "f64lines", "lut4", "checkpoint", "session"]
  * ```

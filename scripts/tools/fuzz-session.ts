@@ -7,6 +7,7 @@
  *
  * @example
  * ```ts
+ * import { loadFuzzHook } from "../../formats/fuzz-kit.ts";
  * const { FUZZ_TARGETS } = await loadFuzzHook("scripts/tools/fuzz-session.ts"); // [session, float-session]
  * ```
  * @module

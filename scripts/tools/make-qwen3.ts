@@ -16,6 +16,7 @@
  *
  * @example
  * ```ts
+ * import { makeQwen3Folder } from "./make-qwen3.ts";
  * // deno run -A scripts/tools/make-qwen3.ts --out /tmp/q06 --shape qwen3-0.6b
  * // bun scripts/tools/make-qwen3.ts --out /tmp/small --shape reduced --peaked --seed 7
  * await makeQwen3Folder("/tmp/small", { shape: "reduced", peaked: true });
@@ -312,6 +313,7 @@ export function resolveShape(shape: MakeQwen3Options["shape"] = "reduced"): Qwen
  *
  * @example
  * ```ts
+ * import { makeQwen3Folder } from "./make-qwen3.ts";
  * const { params } = await makeQwen3Folder("/tmp/q", { shape: "reduced", seed: 1, shardBytes: 8e6 });
  * ```
  */

@@ -6,6 +6,11 @@
  *
  * @example
  * ```ts
+ * import { Hono } from "hono";
+ * import { completionRoutes } from "./completions.ts";
+ * import type { ServerContext } from "../context.ts";
+ * declare const ctx: ServerContext;
+ * const app = new Hono();
  * app.route("/v1", completionRoutes(ctx));
  * await app.request("/v1/completions", { method: "POST", body: JSON.stringify({ prompt: "The", max_tokens: 8 }) });
  * ```

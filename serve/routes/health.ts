@@ -5,6 +5,9 @@
  *
  * @example
  * ```ts
+ * import { Hono } from "hono";
+ * import { healthRoutes } from "./health.ts";
+ * const app = new Hono();
  * app.route("/", healthRoutes());
  * await (await app.request("/health")).json(); // { status: "ok" }
  * ```

@@ -4,6 +4,11 @@
  *
  * @example
  * ```ts
+ * import { Hono } from "hono";
+ * import { metricsRoutes } from "./metrics.ts";
+ * import type { ServerContext } from "../context.ts";
+ * declare const ctx: ServerContext;
+ * const app = new Hono();
  * app.route("/", metricsRoutes(ctx));
  * await (await app.request("/metrics")).text(); // "# HELP ferry_requests_total ..."
  * ```

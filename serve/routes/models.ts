@@ -4,6 +4,11 @@
  *
  * @example
  * ```ts
+ * import { Hono } from "hono";
+ * import { modelRoutes } from "./models.ts";
+ * import type { ServerContext } from "../context.ts";
+ * declare const ctx: ServerContext;
+ * const app = new Hono();
  * app.route("/v1", modelRoutes(ctx));
  * (await (await app.request("/v1/models")).json()).data[0].id; // "ferry.q4.lut4"
  * ```

@@ -13,6 +13,9 @@
  *
  * @example
  * ```ts
+ * import { Hono } from "hono";
+ * import { pageRoutes } from "./page.ts";
+ * const app = new Hono();
  * app.route("/", pageRoutes());
  * (await app.request("/")).headers.get("content-type"); // "text/html; charset=utf-8"
  * (await app.request("/page/vendor/marked.js")).headers.get("content-type"); // "text/javascript; ..."

@@ -6,6 +6,11 @@
  *
  * @example
  * ```ts
+ * import { Hono } from "hono";
+ * import { sessionRoutes } from "./sessions.ts";
+ * import type { ServerContext } from "../context.ts";
+ * declare const ctx: ServerContext, bytes: Uint8Array<ArrayBuffer>; // bytes: a session file
+ * const app = new Hono();
  * app.route("/v1", sessionRoutes(ctx));
  * const { id } = await (await app.request("/v1/sessions", { method: "POST", body: bytes })).json();
  * ```

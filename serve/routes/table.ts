@@ -15,6 +15,8 @@
  *
  * @example
  * ```ts
+ * import { Hono } from "hono";
+ * import { routeLabel, routeOf, ROUTES } from "./table.ts";
  * new Hono().on(ROUTES.models.methods, ROUTES.models.path, (c) => c.json({}));
  * routeLabel("/v1/sessions/0123abcd"); // "/v1/sessions/:id"
  * routeOf("/page/chat.js")?.open;       // true

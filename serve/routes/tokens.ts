@@ -10,6 +10,12 @@
  *
  * @example
  * ```ts
+ * import { Hono } from "hono";
+ * import { tokenRoutes } from "./tokens.ts";
+ * import type { ServerContext } from "../context.ts";
+ * declare const ctx: ServerContext;
+ * declare function post(path: string, body: unknown): Promise<unknown>; // POSTs JSON to app, reads JSON back
+ * const app = new Hono();
  * app.route("/", tokenRoutes(ctx));
  * await post("/tokenize", { content: "Hi", add_special: true }); // { tokens: [256, 72, 105] } on a byte model
  * ```
