@@ -215,6 +215,7 @@ export async function loadEngine(
  *
  * @example
  * ```ts
+ * import { servedTokenizer } from "./mod.ts";
  * const { tokenizer } = await servedTokenizer("out/ferry.q4.lut4");
  * tokenizer.encode("The jury", { bos: true });
  * ```

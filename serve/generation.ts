@@ -10,8 +10,14 @@
  *
  * @example
  * ```ts
+ * import { generateReply } from "./generation.ts";
+ * import type { Engine } from "../model/engine.ts";
+ * declare const engine: Engine;
+ * const out: string[] = [];
  * const s = engine.start();
- * const r = await generateReply(engine, s, engine.tokenizer.encode("The jury", { bos: true }), { maxTokens: 32, sampling: {} }, (t) => out.push(t));
+ * const r = await generateReply(engine, s, engine.tokenizer.encode("The jury", { bos: true }), { maxTokens: 32, sampling: {} }, (t) => {
+ *   out.push(t);
+ * });
  * r.finishReason; // "stop" | "length" | "abort"
  * ```
  * @module

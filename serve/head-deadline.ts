@@ -15,6 +15,9 @@
  *
  * @example
  * ```ts
+ * import { Hono } from "hono";
+ * import { serveWithHeadDeadline } from "./head-deadline.ts";
+ * const app = new Hono();
  * const server = await serveWithHeadDeadline(app.fetch, { hostname: "127.0.0.1", port: 8080, timeoutMs: 10_000 });
  * console.log(server.port); // 8080
  * await server.close();

@@ -16,6 +16,9 @@
  *
  * @example
  * ```ts
+ * import { Hono } from "hono";
+ * import { listen } from "./listen.ts";
+ * const app = new Hono();
  * const server = await listen(app.fetch, { hostname: "127.0.0.1", port: 8080 });
  * console.log(server.url); // http://127.0.0.1:8080/
  * await server.close();

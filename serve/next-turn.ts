@@ -18,6 +18,8 @@
  *
  * @example
  * ```ts
+ * import { nextTurn } from "./next-turn.ts";
+ * declare const work: Array<() => void>; // a long job, in steps
  * for (const step of work) {
  *   step();
  *   await nextTurn();

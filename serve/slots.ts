@@ -21,7 +21,17 @@
  *
  * @example
  * ```ts
- * const slots = createSlots(engine, { parallel: 2, queueLimit: 8 }); // the cache sized from the model
+ * import { startSlots } from "./slots.ts";
+ * import { servedTokenizer } from "../engines/mod.ts";
+ * import type { ReplyOptions } from "./generation.ts";
+ * import type { OnText } from "./slot-run.ts";
+ * import type { EngineSession } from "../model/engine.ts";
+ * declare const session: EngineSession, prompt: number[], opts: ReplyOptions;
+ * declare const signal: AbortSignal, onText: OnText;
+ * const path = "out/ferry.q4.lut4";
+ * const { tokenizer } = await servedTokenizer(path);
+ * const { engine, slots } = await startSlots(path, tokenizer, { parallel: 2, queueLimit: 8 }); // the cache sized from the model
+ * engine.config.vocab_size;                            // known on this thread; the weights are in the workers
  * const lease = await slots.acquire(signal);           // or throws ApiError 429 / 499
  * try { const r = await lease.reply(session, prompt, opts, onText); r.cachedTokens; } finally { lease.release(); }
  * ```

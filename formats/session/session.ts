@@ -429,6 +429,9 @@ export async function writeSessionFile(path: string, bytes: Uint8Array): Promise
  *
  * @example
  * ```ts
+ * import { checkEngineSession, sessionShapeOf } from "./session.ts";
+ * import type { Engine } from "../../model/engine.ts";
+ * declare const engine: Engine, bytes: Uint8Array;
  * const shape = sessionShapeOf(engine.start().save!());
  * checkEngineSession("int", bytes, shape, "uploaded session").position;
  * ```
