@@ -234,5 +234,5 @@ export { intEngineFromFile, loadIntEngine, toIntSampling } from "./engines/int/e
 
 // The chat server: the Hono app handed an engine, its session store, and a listener for Deno or Bun.
 export { type ChatAppOptions, createApp } from "./serve/app.ts";
-export { createSessionStore, type SessionStore } from "./serve/session-store.ts";
+export { createSessionStore, type SessionStore } from "./serve/sessions/session-store.ts";
 export { listen, type Listening } from "./serve/listen.ts";

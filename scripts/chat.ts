@@ -30,9 +30,9 @@ import { ENGINE_FLAGS, engineFlags } from "./engine-flags.ts";
 import { lut4Calibrator } from "../measure/calibrate.ts";
 import { AddressInUseError, listen } from "../serve/listen.ts";
 import { loadingApp } from "../serve/loading.ts";
-import { createSessionStore } from "../serve/session-store.ts";
-import { type Slots, type SlotsOptions, startSlots } from "../serve/slots.ts";
-import { CACHE_FLOOR, CACHE_MEMORY_SHARE, CACHE_STATES, stateBytes } from "../serve/prompt-cache.ts";
+import { createSessionStore } from "../serve/sessions/session-store.ts";
+import { type Slots, type SlotsOptions, startSlots } from "../serve/slots/slots.ts";
+import { CACHE_FLOOR, CACHE_MEMORY_SHARE, CACHE_STATES, stateBytes } from "../serve/slots/prompt-cache.ts";
 import { totalmem } from "node:os";
 
 /** The model served when none is named: the default model's lut4 export (out/ferry.q4.lut4). */
@@ -124,7 +124,7 @@ export async function openServedEngine(
 
 /** Refuses, before anything listens or loads, a model that is missing or is a training checkpoint. */
 /**
- * The chat server's model and slots: the model is loaded by the slot workers (serve/slots.ts
+ * The chat server's model and slots: the model is loaded by the slot workers (serve/slots/slots.ts
  * `startSlots`), never on the server's own thread, which builds only the tokenizer. The default model
  * is exported first when it is missing or unreadable, as `openServedEngine` does. The WebGPU engine
  * (Deno: its workers have `navigator.gpu` too) holds a device, so it gets one slot.

@@ -17,7 +17,7 @@
  * ```ts
  * import { createApp } from "./app.ts";
  * import { loadEngine } from "../engines/mod.ts";
- * import { createSessionStore } from "./session-store.ts";
+ * import { createSessionStore } from "./sessions/session-store.ts";
  * const app = createApp({ engine: await loadEngine("out/ferry.q4.lut4"), sessions: await createSessionStore("out/sessions") });
  * Deno.serve({ hostname: "127.0.0.1", port: 8080 }, app.fetch);
  * const res = await app.request("/v1/models");

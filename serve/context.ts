@@ -8,7 +8,7 @@
  * ```ts
  * import { createServerContext, sessionsOf, storedSession } from "./context.ts";
  * import type { Engine } from "../model/engine.ts";
- * import type { SessionStore } from "./session-store.ts";
+ * import type { SessionStore } from "./sessions/session-store.ts";
  * declare const engine: Engine, sessions: SessionStore, id: string; // id: a stored session's
  * const ctx = createServerContext({ engine, sessions });
  * const store = sessionsOf(ctx);                 // or throws ApiError 501
@@ -22,9 +22,9 @@ import { byteTokenizer } from "../model/tokenizer.ts";
 import type { Tokenizer } from "../model/tokenizer-types.ts";
 import { ApiError } from "./errors.ts";
 import { createMetrics, type Load, type Metrics } from "./metrics.ts";
-import type { SessionStore } from "./session-store.ts";
-import { createSlots, type Slots } from "./slots.ts";
-import { createReplyTokens, type ReplyTokens } from "./reply-tokens.ts";
+import type { SessionStore } from "./sessions/session-store.ts";
+import { createSlots, type Slots } from "./slots/slots.ts";
+import { createReplyTokens, type ReplyTokens } from "./chat/reply-tokens.ts";
 import type { GuardOptions } from "./guard.ts";
 
 /** What the app is handed; the Host, Origin, CORS and API key options are serve/guard.ts's. */
@@ -34,7 +34,7 @@ export interface ChatAppOptions extends GuardOptions {
   sessions?: SessionStore;
   /** Requests that may wait behind the running generation before new ones get 429 (default 8). */
   queueLimit?: number;
-  /** The generation slots (serve/slots.ts); default: one, on this thread, with `queueLimit`. */
+  /** The generation slots (serve/slots/slots.ts); default: one, on this thread, with `queueLimit`. */
   slots?: Slots;
   /** Largest JSON request body in bytes (default 256 KiB). */
   maxBodyBytes?: number;

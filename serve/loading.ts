@@ -2,7 +2,7 @@
  * What the server answers while its engine is still loading: `GET /health` is 503
  * `{"status":"loading"}` (llama.cpp's answer), every other route 503 with `Retry-After: 1`. It passes
  * the same guard as the app (Host, Origin, API key), so listening early opens nothing. `scripts/chat.ts`
- * listens with this, loads the engine and warms its slots (serve/slots.ts `warm`), then swaps in the
+ * listens with this, loads the engine and warms its slots (serve/slots/slots.ts `warm`), then swaps in the
  * app built by serve/app.ts.
  *
  * @example

@@ -41,6 +41,10 @@ const MUST_NOT_IMPORT: Record<string, string[]> = {
   measure: ["serve", "scripts"],
 };
 
+/** serve/'s parts below the app, and the app: docs/contributing.md, "Layout and the import rules". */
+const SERVE_PARTS = ["serve/slots/", "serve/openai/", "serve/sessions/"];
+const SERVE_APP = ["serve/routes/", "serve/chat/", "serve/app.ts", "serve/context.ts"];
+
 /**
  * Every broken rule in a set of modules (repository path -> source), as `importer -> imported: rule`.
  * Relative imports are resolved against the importer; package and `node:` imports are kept as written.
@@ -69,6 +73,11 @@ export function importViolations(modules: Map<string, string>): string[] {
       // The server picks an engine by loadEngine; which engine runs is not its business.
       if (from === "serve" && to === "engines" && target !== "engines/mod.ts") {
         say("serve/ imports engines/ only through engines/mod.ts");
+      }
+      // Inside serve/: generation (slots/), the OpenAI protocol's shapes (openai/) and the session store
+      // (sessions/) know nothing of the app above them: its routes, its chat prompts, its context.
+      if (SERVE_PARTS.some((p) => file.startsWith(p)) && SERVE_APP.some((p) => target.startsWith(p))) {
+        say("serve/'s slots/, openai/ and sessions/ do not import its routes/, chat/, app.ts or context.ts");
       }
       if (to === "scripts" && from !== "scripts") say("only scripts/ import scripts/");
       if (to === "tests" && from !== "tests") say("only tests/ import tests/");
@@ -208,6 +217,15 @@ test("the checker catches each kind of broken rule", () => {
       'import { f32Bytes } from "../formats/io.ts";\nimport { product } from "../kernels/wasm/kernels.ts";',
     ],
     ["model/q.ts", 'import { encodeTensor } from "../quantize/quants.ts";'],
+    [
+      "serve/slots/r.ts",
+      'import { ApiError } from "../errors.ts";\nimport type { ServerContext } from "../context.ts";',
+    ],
+    [
+      "serve/openai/s.ts",
+      'import { routeLabel } from "../routes/table.ts";\nimport "../slots/generation.ts";',
+    ],
+    ["serve/chat/t.ts", 'import { ServerContext } from "../context.ts";\nimport "../openai/requests.ts";'],
   ]);
   expect(importViolations(fake)).toEqual([
     "formats/a.ts -> ../scripts/cli.ts: formats/ must not import scripts/",
@@ -236,6 +254,8 @@ test("the checker catches each kind of broken rule", () => {
     "quantize/p.ts -> ../formats/io.ts: quantize/ must not import formats/",
     "quantize/p.ts -> ../kernels/wasm/kernels.ts: quantize/ imports only kernels/int/ of the kernels",
     "model/q.ts -> ../quantize/quants.ts: model/ must not import quantize/",
+    "serve/slots/r.ts -> ../context.ts: serve/'s slots/, openai/ and sessions/ do not import its routes/, chat/, app.ts or context.ts",
+    "serve/openai/s.ts -> ../routes/table.ts: serve/'s slots/, openai/ and sessions/ do not import its routes/, chat/, app.ts or context.ts",
   ]);
 });
 

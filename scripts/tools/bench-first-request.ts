@@ -1,6 +1,6 @@
 /**
  * The first request's time to first token on a fresh server with two worker slots, warmed before it is
- * ready (serve/slots.ts `warm`, as scripts/chat.ts does now) and not (as it did before: the workers
+ * ready (serve/slots/slots.ts `warm`, as scripts/chat.ts does now) and not (as it did before: the workers
  * still loading and compiling when the first request came), beside that server's second request.
  * Each round makes both pools afresh, in an order that alternates by round; figures are medians. A
  * benchmark, not a test: figures from a shared machine are noisy.
@@ -14,7 +14,7 @@
 import { cli, EXIT_USAGE, fail, run } from "../cli.ts";
 import { engineKinds, loadEngine } from "../../engines/mod.ts";
 import { createApp } from "../../serve/app.ts";
-import { createSlots } from "../../serve/slots.ts";
+import { createSlots } from "../../serve/slots/slots.ts";
 
 const HELP = `
 Time a fresh two-slot server's first request, warmed before ready and not, and its second.

@@ -18,7 +18,7 @@ import { cli, EXIT_USAGE, fail, run } from "../cli.ts";
 import { engineKinds, loadEngine } from "../../engines/mod.ts";
 import { ENGINE_FLAGS, engineFlags } from "../engine-flags.ts";
 import { createApp } from "../../serve/app.ts";
-import { createSlots } from "../../serve/slots.ts";
+import { createSlots } from "../../serve/slots/slots.ts";
 
 const HELP = `
 Time turn 2 of a Qwen3 chat's first token with and without the prompt cache, on one slot.

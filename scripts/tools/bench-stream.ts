@@ -19,7 +19,7 @@
 import { cli, EXIT_USAGE, fail, run } from "../cli.ts";
 import { openServedEngine } from "../chat.ts";
 import { servedTokenizer } from "../../engines/mod.ts";
-import { startSlots } from "../../serve/slots.ts";
+import { startSlots } from "../../serve/slots/slots.ts";
 import type { Engine } from "../../model/engine.ts";
 import { generateTokens } from "../../model/generate.ts";
 import { encode } from "../../model/tokenizer.ts";

@@ -21,7 +21,7 @@ import { cli, EXIT_REFUSED, EXIT_USAGE, fail, progress, run } from "../cli.ts";
 import type { Engine } from "../../model/engine.ts";
 import { createApp } from "../../serve/app.ts";
 import { listen } from "../../serve/listen.ts";
-import { createSlots, type Slots, startSlots } from "../../serve/slots.ts";
+import { createSlots, type Slots, startSlots } from "../../serve/slots/slots.ts";
 import { encode } from "../../model/tokenizer.ts";
 import { openServedEngine } from "../chat.ts";
 

@@ -205,7 +205,7 @@ export const readdir = absent("readdir"), rename = absent("rename"), rm = absent
 export const mkdtemp = absent("mkdtemp"), mkdir = absent("mkdir"), stat = absent("stat");
 export const rmSync = absent("rmSync"), statSync = absent("statSync"), tmpdir = absent("tmpdir");
 
-/** node:os's memory figure: a tab has none (serve/slots.ts sizes a cache the tab never makes with it). */
+/** node:os's memory figure: a tab has none (serve/slots/slots.ts sizes a cache the tab never makes with it). */
 export const totalmem = () => 0;
 
 /** node:process's default export, as far as a tab has one. */

@@ -1,11 +1,11 @@
 // The integer engine in the tab: a dedicated module worker that runs the server's own modules (served
 // as JavaScript with their types stripped, serve/browser-modules.ts) on a lut4 file's bytes, so the
 // page stays responsive while it generates. A chat request goes the server's way, step for step: the
-// same request check (serve/requests.ts), transcript (serve/transcript.ts), seed rule, context check
-// and session continuation (serve/prompt.ts), and the same reply loop and saved end state
-// (serve/slot-run.ts). A model with its own tokenizer (a lut4 file of schema /2 carries it) is prompted
+// same request check (serve/openai/requests.ts), transcript (serve/chat/transcript.ts), seed rule, context check
+// and session continuation (serve/chat/prompt.ts), and the same reply loop and saved end state
+// (serve/slots/slot-run.ts). A model with its own tokenizer (a lut4 file of schema /2 carries it) is prompted
 // through its chat template and stops at its EOS set, its thinking sent apart as reasoning
-// (serve/chat-prompt.ts, serve/reasoning.ts), as the server's chat route does. So the same request
+// (serve/chat/chat-prompt.ts, serve/openai/reasoning.ts), as the server's chat route does. So the same request
 // gives the same tokens, and a saved session is the bytes the server would have written.
 //
 // Messages in: {type, id, ...}: "load" {bytes, name, sha256?, engine?: "int" | "float", keep?: "server" |
@@ -19,15 +19,15 @@
 import { intEngineFromBytes } from "../../engines/int/from-bytes.ts";
 import { chatTemplateOf } from "../../model/chat-template.ts";
 import { contextLength } from "../../model/engine.ts";
-import { chatStops, chatText } from "../chat-prompt.ts";
-import { precheck, prepare } from "../prompt.ts";
-import { createReasoningSplitter, splitReasoning } from "../reasoning.ts";
-import { readChatRequest } from "../requests.ts";
-import { randomSeed } from "../sampling.ts";
-import { finishReason, usage } from "../shapes.ts";
-import { runJob } from "../slot-run.ts";
-import { parseTranscript } from "../transcript.ts";
-import { overLimits } from "../session-limits.ts";
+import { chatStops, chatText } from "../chat/chat-prompt.ts";
+import { precheck, prepare } from "../chat/prompt.ts";
+import { createReasoningSplitter, splitReasoning } from "../openai/reasoning.ts";
+import { readChatRequest } from "../openai/requests.ts";
+import { randomSeed } from "../openai/sampling.ts";
+import { finishReason, usage } from "../openai/shapes.ts";
+import { runJob } from "../slots/slot-run.ts";
+import { parseTranscript } from "../chat/transcript.ts";
+import { overLimits } from "../sessions/session-limits.ts";
 import { keepModel, keptModel } from "./tab-store.js";
 
 /**
@@ -36,7 +36,7 @@ import { keepModel, keptModel } from "./tab-store.js";
  */
 const KEEP = { sessions: 64, bytes: 256 << 20 };
 
-let ctx = null; // the server context's few fields that serve/prompt.ts reads
+let ctx = null; // the server context's few fields that serve/chat/prompt.ts reads
 let retained = null; // the loaded file's { bytes, name, sha256 } when IndexedDB does not keep them
 let loadedSha256 = null;
 let loadedThreads = 1;

@@ -1,7 +1,7 @@
 /**
  * `POST /v1/completions` and `POST /v1/chat/completions`: read and check the body, refuse what cannot
  * fit, wait for the engine's turn, then answer as server-sent events (`stream: true`) or as one JSON
- * body. Both endpoints share every step; what differs is their `Endpoint` (serve/shapes.ts), the text
+ * body. Both endpoints share every step; what differs is their `Endpoint` (serve/openai/shapes.ts), the text
  * they feed and the field a too-long input is blamed on.
  *
  * @example
@@ -21,17 +21,17 @@ import type { Context } from "hono";
 import { limitBody, readJson } from "../body.ts";
 import type { ServerContext } from "../context.ts";
 import { sessionsOf } from "../context.ts";
-import { completionProbabilities, type TokenLogprob } from "../logprobs.ts";
-import { precheck, prepare, type Prepared } from "../prompt.ts";
-import { type GenerationFields, readChatRequest, readCompletionRequest } from "../requests.ts";
-import { randomSeed } from "../sampling.ts";
-import { CHAT_COMPLETION, type Endpoint, finishReason, TEXT_COMPLETION, usage } from "../shapes.ts";
-import type { Lease, LeaseReply } from "../slots.ts";
-import { openAIStream } from "../sse.ts";
-import { chatStops, chatText, repliesOf } from "../chat-prompt.ts";
-import { createReasoningSplitter, splitReasoning } from "../reasoning.ts";
+import { completionProbabilities, type TokenLogprob } from "../openai/logprobs.ts";
+import { precheck, prepare, type Prepared } from "../chat/prompt.ts";
+import { type GenerationFields, readChatRequest, readCompletionRequest } from "../openai/requests.ts";
+import { randomSeed } from "../openai/sampling.ts";
+import { CHAT_COMPLETION, type Endpoint, finishReason, TEXT_COMPLETION, usage } from "../openai/shapes.ts";
+import type { Lease, LeaseReply } from "../slots/slots.ts";
+import { openAIStream } from "../openai/sse.ts";
+import { chatStops, chatText, repliesOf } from "../chat/chat-prompt.ts";
+import { createReasoningSplitter, splitReasoning } from "../openai/reasoning.ts";
 import { ROUTES } from "./table.ts";
-import type { PromptProgress } from "../generation.ts";
+import type { PromptProgress } from "../slots/generation.ts";
 
 const { completions, chatCompletions } = ROUTES;
 
@@ -52,7 +52,7 @@ interface Job {
    * (`"inside"`: the prompt itself opened it). Absent: all text is content.
    */
   reasoning?: "start" | "inside";
-  /** A chat's assistant contents, for the prompt's tokens (serve/reply-tokens.ts); none for a completion. */
+  /** A chat's assistant contents, for the prompt's tokens (serve/chat/reply-tokens.ts); none for a completion. */
   replies: string[];
 }
 

@@ -19,7 +19,7 @@
 import { Hono } from "hono";
 import { limitBody } from "../body.ts";
 import { restoreBytes, type ServerContext, sessionsOf, storedBytes } from "../context.ts";
-import { parseTranscript } from "../transcript.ts";
+import { parseTranscript } from "../chat/transcript.ts";
 import { ROUTES } from "./table.ts";
 
 const { sessions, sessionFile } = ROUTES;

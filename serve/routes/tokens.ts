@@ -2,7 +2,7 @@
  * llama.cpp's text utilities, through the model's tokenizer: `POST /tokenize` (`{content, add_special?,
  * parse_special?, with_pieces?}` → `{tokens}`), `POST /detokenize` (`{tokens}` → `{content}`) and
  * `POST /apply-template` (`{messages, chat_template_kwargs?}` → `{prompt}`, exactly the text a chat
- * request feeds: the model's template rendered, or the transcript of serve/transcript.ts after BOS).
+ * request feeds: the model's template rendered, or the transcript of serve/chat/transcript.ts after BOS).
  *
  * `with_pieces` gives each token's text when its bytes are whole UTF-8 characters (a special token: its
  * name) and, as llama.cpp does for pieces that are not valid UTF-8, the list of its byte values
@@ -25,8 +25,8 @@ import { Hono } from "hono";
 import { limitBody, readJson } from "../body.ts";
 import type { ServerContext } from "../context.ts";
 import { invalidValue } from "../errors.ts";
-import { readChatRequest } from "../requests.ts";
-import { chatText } from "../chat-prompt.ts";
+import { readChatRequest } from "../openai/requests.ts";
+import { chatText } from "../chat/chat-prompt.ts";
 import type { Tokenizer } from "../../model/tokenizer-types.ts";
 import { ROUTES } from "./table.ts";
 

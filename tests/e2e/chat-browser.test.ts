@@ -8,7 +8,7 @@ import { join } from "node:path";
 import type { Browser } from "playwright-core";
 import { createApp } from "../../serve/app.ts";
 import { listen, type Listening } from "../../serve/listen.ts";
-import { createSessionStore } from "../../serve/session-store.ts";
+import { createSessionStore } from "../../serve/sessions/session-store.ts";
 import { launchBrowser } from "../helpers/browser.ts";
 import { chatEngine, exportChatModel } from "../helpers/chat-model.ts";
 

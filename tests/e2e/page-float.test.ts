@@ -10,7 +10,7 @@ import type { Browser } from "playwright-core";
 import { loadEngine } from "../../engines/mod.ts";
 import { exportCheckpoint } from "../../formats/export.ts";
 import type { Listening } from "../../serve/listen.ts";
-import { createSessionStore } from "../../serve/session-store.ts";
+import { createSessionStore } from "../../serve/sessions/session-store.ts";
 import { launchBrowser, serveChat } from "../helpers/browser.ts";
 
 let dir: string, browser: Browser, server: Listening;

@@ -15,7 +15,7 @@ import type { Engine } from "../../model/engine.ts";
 import { generateAll } from "../../model/generate.ts";
 import { createApp } from "../../serve/app.ts";
 import { listen, type Listening } from "../../serve/listen.ts";
-import { createSessionStore } from "../../serve/session-store.ts";
+import { createSessionStore } from "../../serve/sessions/session-store.ts";
 import { launchBrowser } from "../helpers/browser.ts";
 import { scratchDir } from "../helpers/lut4-fixture.ts";
 import { qwen3Folder } from "../helpers/qwen3-folder.ts";

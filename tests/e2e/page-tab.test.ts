@@ -13,7 +13,7 @@ import { loadEngine } from "../../engines/mod.ts";
 import { parseLut4 } from "../../formats/lut4/lut4.ts";
 import { createApp } from "../../serve/app.ts";
 import { listen } from "../../serve/listen.ts";
-import { createSessionStore } from "../../serve/session-store.ts";
+import { createSessionStore } from "../../serve/sessions/session-store.ts";
 import { launchBrowser } from "../helpers/browser.ts";
 import { scratchDir } from "../helpers/lut4-fixture.ts";
 import { serveStatic, serveTabChat, switchToTab, tabModelSettled, type TabServer } from "../helpers/tab.ts";

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { exportCheckpoint } from "../../formats/export.ts";
 import { loadEngine } from "../../engines/mod.ts";
 import { createApp } from "../../serve/app.ts";
-import { createSessionStore } from "../../serve/session-store.ts";
+import { createSessionStore } from "../../serve/sessions/session-store.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "ferry-float-chat-"));
 let app: ReturnType<typeof createApp>;

@@ -13,8 +13,8 @@
  */
 import type { Engine } from "../../model/engine.ts";
 import { createApp } from "../../serve/app.ts";
-import { commonPrefix } from "../../serve/prompt-cache.ts";
-import { createSlots } from "../../serve/slots.ts";
+import { commonPrefix } from "../../serve/slots/prompt-cache.ts";
+import { createSlots } from "../../serve/slots/slots.ts";
 
 /** One server's two turns. */
 export interface TwoTurns {

@@ -10,7 +10,7 @@ import { loadIntEngine } from "../../engines/int/engine.ts";
 import type { Engine } from "../../model/engine.ts";
 import { createApp } from "../../serve/app.ts";
 import { listen, type Listening } from "../../serve/listen.ts";
-import { createSessionStore } from "../../serve/session-store.ts";
+import { createSessionStore } from "../../serve/sessions/session-store.ts";
 import { defaultLut4, scratchDir } from "./lut4-fixture.ts";
 
 /** The tab server: its address, its engine, the lut4 file and how often the file was downloaded. */

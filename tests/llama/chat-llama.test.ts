@@ -6,8 +6,8 @@ import type { Engine } from "../../model/engine.ts";
 import { encode } from "../../model/tokenizer.ts";
 import { createApp } from "../../serve/app.ts";
 import { loadingApp } from "../../serve/loading.ts";
-import { logSoftmax } from "../../serve/logprobs.ts";
-import { renderChat } from "../../serve/transcript.ts";
+import { logSoftmax } from "../../serve/openai/logprobs.ts";
+import { renderChat } from "../../serve/chat/transcript.ts";
 import { chatEngine, exportChatModel } from "../helpers/chat-model.ts";
 import { sseChunks, streamedText } from "../helpers/chat-sse.ts";
 

@@ -10,8 +10,8 @@ import process from "node:process";
 import type { Engine } from "../../model/engine.ts";
 import { MAX_TEMPERATURE, SAMPLING_EXPECTED } from "../../model/sampling.ts";
 import { createApp } from "../../serve/app.ts";
-import { createSessionStore } from "../../serve/session-store.ts";
-import { renderChat } from "../../serve/transcript.ts";
+import { createSessionStore } from "../../serve/sessions/session-store.ts";
+import { renderChat } from "../../serve/chat/transcript.ts";
 import { chatEngine, exportChatModel } from "../helpers/chat-model.ts";
 import { sseChunks, streamedText } from "../helpers/chat-sse.ts";
 

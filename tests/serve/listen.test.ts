@@ -157,7 +157,7 @@ for (const [name, cmd, [least, most], host] of RUNTIMES) {
 // A reply computed on the server's own thread (an engine in memory served with `createSlots`' one slot, as
 // a library user may; the chat server itself generates in slot workers) must still stream as it is
 // generated and let other requests in. Under Deno a message turn between tokens never let the runtime look
-// at its sockets, so a reply's bytes left only at its end (serve/next-turn.ts takes a timer's turn there).
+// at its sockets, so a reply's bytes left only at its end (serve/slots/next-turn.ts takes a timer's turn there).
 for (const [name, cmd] of RUNTIMES) {
   describe(`${name}, a reply computed on the server's thread (loopback)`, () => {
     let child: ChildProcess, url: string;

@@ -1,4 +1,4 @@
-// serve/next-turn.ts: a turn resolves on every runtime; callers that ask while one is pending share it; a
+// serve/slots/next-turn.ts: a turn resolves on every runtime; callers that ask while one is pending share it; a
 // Deno process that took turns still exits on its own; and in a worker under either runtime a turn lets the
 // worker's own messages in (a slot worker hears its abort mid-reply).
 import { expect, test } from "bun:test";
@@ -7,7 +7,7 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { nextTurn } from "../../serve/next-turn.ts";
+import { nextTurn } from "../../serve/slots/next-turn.ts";
 
 /**
  * Turns for 60 ms with a timer running beside them: the timer must fire more than once (the loop really
@@ -28,7 +28,7 @@ async function turnsBesideATimer(turn: () => Promise<void>): Promise<{ turns: nu
 }
 
 const SCRIPT = `
-import { nextTurn } from "${new URL("../../serve/next-turn.ts", import.meta.url).href}";
+import { nextTurn } from "${new URL("../../serve/slots/next-turn.ts", import.meta.url).href}";
 const turnsBesideATimer = ${turnsBesideATimer.toString()};
 console.log(JSON.stringify(await turnsBesideATimer(nextTurn)));
 `;

@@ -39,7 +39,7 @@ test("the worker's closure is served under /src/ as JavaScript, with ETags that 
     const path of [
       "engines/int/from-bytes.ts",
       "formats/lut4/lut4.ts",
-      "serve/slot-run.ts",
+      "serve/slots/slot-run.ts",
       "serve/page/worker-node.js",
     ]
   ) {
@@ -66,14 +66,16 @@ test("each served module is the repository's file less its types, only non-brows
     const stripped = path.endsWith(".ts") ? stripTypes(source, path) : source;
     // Undo the rewrites: what is left must be exactly the stripped file.
     const undone = m.code
-      .replace(/"(?:\.\.\/)+serve\/page\/worker-node\.js"|"\.\/(?:page\/)?worker-node\.js"/g, '"NODE"')
+      .replace(/"(?:\.{1,2}\/)+(?:serve\/)?(?:page\/)?worker-node\.js"/g, '"NODE"')
       .replace(/"(?:\.\.\/)+node_modules\/smol-toml\/dist\/index\.js"/g, '"smol-toml"')
       .replace(/"(?:\.\.\/)+node_modules\/@huggingface\/jinja\/dist\/index\.js"/g, '"@huggingface/jinja"')
       .replace(
         /"(?:\.\.\/)+node_modules\/@huggingface\/tokenizers\/dist\/tokenizers\.mjs"/g,
         '"@huggingface/tokenizers"',
       );
-    expect(undone).toBe(stripped.replace(/"node:[a-z_/]+"/g, '"NODE"'));
+    // A `node:` specifier left as it is (in a doc comment's example) reads the same on both sides.
+    const node = (text: string) => text.replace(/"node:[a-z_/]+"/g, '"NODE"');
+    expect(node(undone)).toBe(node(stripped));
   }
 });
 

@@ -35,7 +35,7 @@ function check(name: string, thinking: boolean, { on, off }: { on: TwoTurns; off
     expect(on.prompts[0] - on.common).toBe(EMPTY_THINK);
   } else {
     // The random model opens no think block: the reply is all content, resent right after turn 1's
-    // prompt, and reused in the tokens it was generated as (serve/reply-tokens.ts).
+    // prompt, and reused in the tokens it was generated as (serve/chat/reply-tokens.ts).
     expect(on.replies[0].startsWith("|")).toBe(true);
     expect(on.common).toBe(on.prompts[0]);
     expect(`${name} ${on.cached}`).toBe(`${name} ${on.prompts[0] + on.reply}`);

@@ -1,14 +1,14 @@
-// The prompt cache (serve/prompt-cache.ts, used by serve/slots.ts): the longest common prefix, LRU
+// The prompt cache (serve/slots/prompt-cache.ts, used by serve/slots/slots.ts): the longest common prefix, LRU
 // eviction within its byte bound, and replies bit-identical with and without it on the integer engine
 // (greedy and seeded, on the server's thread and on worker slots), with the reused tokens reported.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Engine } from "../../model/engine.ts";
 import { encode } from "../../model/tokenizer.ts";
 import { createApp } from "../../serve/app.ts";
-import { createPromptCache } from "../../serve/prompt-cache.ts";
-import type { ChatMessage } from "../../serve/requests.ts";
-import { createSlots, type Slots } from "../../serve/slots.ts";
-import { renderChat } from "../../serve/transcript.ts";
+import { createPromptCache } from "../../serve/slots/prompt-cache.ts";
+import type { ChatMessage } from "../../serve/openai/requests.ts";
+import { createSlots, type Slots } from "../../serve/slots/slots.ts";
+import { renderChat } from "../../serve/chat/transcript.ts";
 import { chatEngine, exportChatModel } from "../helpers/chat-model.ts";
 
 describe("the cache itself", () => {

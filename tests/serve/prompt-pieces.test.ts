@@ -1,12 +1,12 @@
-// A prompt fed in pieces (model/generate.ts `promptPiece`, as the chat server feeds it: serve/generation.ts
+// A prompt fed in pieces (model/generate.ts `promptPiece`, as the chat server feeds it: serve/slots/generation.ts
 // PROMPT_PIECE) leaves the session exactly as one feed does, on the float and the integer engine; and a
-// stop while a prompt is read is heard within one piece (serve/generation.ts).
+// stop while a prompt is read is heard within one piece (serve/slots/generation.ts).
 import { describe, expect, test } from "bun:test";
 import { loadEngine } from "../../engines/mod.ts";
 import type { Engine } from "../../model/engine.ts";
 import { generateAll } from "../../model/generate.ts";
 import { encode } from "../../model/tokenizer.ts";
-import { generateReply, PROMPT_PIECE } from "../../serve/generation.ts";
+import { generateReply, PROMPT_PIECE } from "../../serve/slots/generation.ts";
 import { defaultLut4 } from "../helpers/lut4-fixture.ts";
 
 const PROMPT = encode("The jury said it did find that many of the registration practices were ".repeat(3), {

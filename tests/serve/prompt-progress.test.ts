@@ -1,5 +1,5 @@
 // `return_progress` (llama.cpp's name): a streamed reply tells how far its prompt has been read, a
-// `prompt_progress` chunk after each piece of 64 tokens (serve/generation.ts PROMPT_PIECE), in order,
+// `prompt_progress` chunk after each piece of 64 tokens (serve/slots/generation.ts PROMPT_PIECE), in order,
 // before the first text; a prompt partly held by the slot counts the held part as cached and processed.
 import { expect, test } from "bun:test";
 import { loadEngine } from "../../engines/mod.ts";

@@ -1,9 +1,9 @@
-// serve/reply-tokens.ts: a reply's tokens as generated come back in the prompt that resends it, with
+// serve/chat/reply-tokens.ts: a reply's tokens as generated come back in the prompt that resends it, with
 // Qwen3's real tokenizer: a tokenization that is not the canonical one is kept and spliced in where
 // the reply's text stands; a text not on the tokens' boundaries, or not remembered, is encoded as usual.
 import { expect, test } from "bun:test";
 import { hfTokenizer } from "../../model/hf-tokenizer.ts";
-import { chatPromptIds, createReplyTokens } from "../../serve/reply-tokens.ts";
+import { chatPromptIds, createReplyTokens } from "../../serve/chat/reply-tokens.ts";
 import { qwen3TokenizerFiles } from "../helpers/tokenizer-check.ts";
 
 const tok = hfTokenizer(qwen3TokenizerFiles(), "qwen3");

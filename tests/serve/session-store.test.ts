@@ -1,11 +1,11 @@
-// serve/session-limits.ts and serve/session-store.ts: the newest sessions kept within a count and a byte
+// serve/sessions/session-limits.ts and serve/sessions/session-store.ts: the newest sessions kept within a count and a byte
 // bound, the newest always (the tab's worker keeps its sessions by the same rule).
 import { describe, expect, test } from "bun:test";
 import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createSessionStore } from "../../serve/session-store.ts";
-import { overLimits } from "../../serve/session-limits.ts";
+import { createSessionStore } from "../../serve/sessions/session-store.ts";
+import { overLimits } from "../../serve/sessions/session-limits.ts";
 
 const saved = (bytes: number[]) => bytes.map((b, i) => ({ name: `s${i}`, time: i, bytes: b }));
 

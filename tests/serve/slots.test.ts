@@ -1,4 +1,4 @@
-// Parallel slots (serve/slots.ts): replies in workers give the same tokens as the server's own thread,
+// Parallel slots (serve/slots/slots.ts): replies in workers give the same tokens as the server's own thread,
 // run at once, stop when their client leaves, fail cleanly with 500 when their worker dies (which is
 // replaced), and continue stored sessions on any slot. The Deno half runs two worker slots under deno.
 import { afterAll, beforeAll, expect, test } from "bun:test";
@@ -10,8 +10,8 @@ import type { Engine } from "../../model/engine.ts";
 import { encode } from "../../model/tokenizer.ts";
 import { createApp } from "../../serve/app.ts";
 import { ApiError } from "../../serve/errors.ts";
-import { createSessionStore, type SessionStore } from "../../serve/session-store.ts";
-import { createSlots, type Slots } from "../../serve/slots.ts";
+import { createSessionStore, type SessionStore } from "../../serve/sessions/session-store.ts";
+import { createSlots, type Slots } from "../../serve/slots/slots.ts";
 import { withoutDenoDownloads } from "../helpers/deno.ts";
 import { chatEngine, exportChatModel } from "../helpers/chat-model.ts";
 
@@ -109,7 +109,7 @@ test("an abort reaches the worker and stops its generation", async () => {
   lease.release();
   expect(r.finishReason).toBe("abort");
   // Of 400: the first text goes out after ~2 ms of tokens (the worker's batch), and the worker sees the
-  // abort at its next turn, within ~4 ms of work (serve/generation.ts): about 30-40 tokens here, more
+  // abort at its next turn, within ~4 ms of work (serve/slots/generation.ts): about 30-40 tokens here, more
   // on a loaded machine.
   expect(r.completionTokens).toBeLessThan(100);
 });
@@ -146,7 +146,7 @@ crossProcessTest(
   async () => {
     const script = `
     import { createApp } from "./serve/app.ts";
-    import { createSlots } from "./serve/slots.ts";
+    import { createSlots } from "./serve/slots/slots.ts";
     import { loadEngine } from "./engines/mod.ts";
     import process from "node:process";
     const engine = await loadEngine(process.env.FERRY_CHAT_MODEL);

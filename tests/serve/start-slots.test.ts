@@ -1,5 +1,5 @@
-// serve/slots.ts `startSlots`, as the chat server starts its model: every slot is a worker that loads the
-// model itself, and the server's thread holds only what the routes need (serve/slot-model.ts). The same
+// serve/slots/slots.ts `startSlots`, as the chat server starts its model: every slot is a worker that loads the
+// model itself, and the server's thread holds only what the routes need (serve/slots/slot-model.ts). The same
 // tokens as the engine in memory, stored sessions checked on the thread and continued on a slot, a corrupt
 // file refused as a FormatError naming it, and the same under Deno.
 import { afterAll, beforeAll, expect, test } from "bun:test";
@@ -12,8 +12,8 @@ import type { Engine } from "../../model/engine.ts";
 import { FormatError } from "../../model/error.ts";
 import { servedTokenizer } from "../../engines/mod.ts";
 import { createApp } from "../../serve/app.ts";
-import { createSessionStore, type SessionStore } from "../../serve/session-store.ts";
-import { type Slots, startSlots } from "../../serve/slots.ts";
+import { createSessionStore, type SessionStore } from "../../serve/sessions/session-store.ts";
+import { type Slots, startSlots } from "../../serve/slots/slots.ts";
 import { withoutDenoDownloads } from "../helpers/deno.ts";
 import { chatEngine, exportChatModel } from "../helpers/chat-model.ts";
 
@@ -92,7 +92,7 @@ crossProcessTest(
   async () => {
     const script = `
     import { createApp } from "./serve/app.ts";
-    import { startSlots } from "./serve/slots.ts";
+    import { startSlots } from "./serve/slots/slots.ts";
     import { servedTokenizer } from "./engines/mod.ts";
     import process from "node:process";
     const path = process.env.FERRY_CHAT_MODEL;

@@ -1,5 +1,5 @@
 /**
- * How many saved sessions a store keeps, for the server's store on disk (serve/session-store.ts) and the
+ * How many saved sessions a store keeps, for the server's store on disk (serve/sessions/session-store.ts) and the
  * tab's in its worker (serve/page/worker.js): the newest, within a count and a byte bound.
  *
  * @example

@@ -11,9 +11,9 @@
  * ```
  * @module
  */
-import type { ReplyResult } from "./generation.ts";
+import type { ReplyResult } from "../slots/generation.ts";
 import { chatLogprobs, completionLogprobs, type TokenLogprob } from "./logprobs.ts";
-import type { Tokenizer } from "../model/tokenizer-types.ts";
+import type { Tokenizer } from "../../model/tokenizer-types.ts";
 
 /** One entry of a response's `choices`. */
 export type Choice = Record<string, unknown>;

@@ -1,13 +1,13 @@
 /**
  * One job on one slot, the same in the server's thread (`--parallel 1`) and in a slot worker: cut the
  * session back to what the caller keeps of it, feed the prompt and generate the reply with
- * serve/generation.ts, and keep the final state for the prompt cache and for `save_session`. Everything
+ * serve/slots/generation.ts, and keep the final state for the prompt cache and for `save_session`. Everything
  * in and out is plain data, so a job crosses to a worker and its result comes back by message.
  *
  * @example
  * ```ts
  * import { type OnText, runJob } from "./slot-run.ts";
- * import type { Engine, EngineSession } from "../model/engine.ts";
+ * import type { Engine, EngineSession } from "../../model/engine.ts";
  * declare const engine: Engine, session: EngineSession, prompt: number[];
  * declare const signal: AbortSignal, onText: OnText;
  * const r = await runJob(engine, session, { prompt, rewind: 12, maxTokens: 16, sampling: {}, stop: ["\n"], keep: true, saveEnd: false }, signal, onText);
@@ -16,9 +16,9 @@
  * ```
  * @module
  */
-import type { Engine, EngineSession } from "../model/engine.ts";
+import type { Engine, EngineSession } from "../../model/engine.ts";
 import { generateReply, type ReplyOptions, type ReplyResult } from "./generation.ts";
-import type { TokenLogprob } from "./logprobs.ts";
+import type { TokenLogprob } from "../openai/logprobs.ts";
 
 /** Where a reply's text goes as it is generated, with its tokens' log-probabilities when asked. */
 export type OnText = (piece: string, picks: TokenLogprob[]) => void | Promise<void>;

@@ -1,5 +1,5 @@
 /**
- * One slot (serve/slots.ts): a worker that loads the model itself with `loadEngine` (its own engine and
+ * One slot (serve/slots/slots.ts): a worker that loads the model itself with `loadEngine` (its own engine and
  * sessions; the server's thread loads none) and runs one job at a time with `runJob`, streaming the
  * reply's text back by message. The server's thread keeps the queue, the prompt cache, the session store
  * and the whole tokenizer; this worker keeps only its last session, which a job may continue
@@ -13,7 +13,7 @@
  * - `abort { id }`; `gc` (collect garbage now, where the runtime allows: for memory measurements);
  *   `crash` (for tests: fail the way a fault would).
  *
- * Messages out: `ready { model }` (serve/slot-model.ts `SlotModel`) or `failed { error }` once, then
+ * Messages out: `ready { model }` (serve/slots/slot-model.ts `SlotModel`) or `failed { error }` once, then
  * `text { id, piece, picks }`, `prompt { id, progress }`, `done { id, result }`, `fail { id, message }`,
  * and `died { message }` when an error nothing caught ends the worker.
  *
@@ -24,11 +24,11 @@
  * ```
  * @module
  */
-import { loadEngine } from "../engines/mod.ts";
-import type { Engine, EngineSession } from "../model/engine.ts";
-import { FormatError } from "../model/error.ts";
+import { loadEngine } from "../../engines/mod.ts";
+import type { Engine, EngineSession } from "../../model/engine.ts";
+import { FormatError } from "../../model/error.ts";
 import type { SlotModel, SlotRefusal } from "./slot-model.ts";
-import type { TokenLogprob } from "./logprobs.ts";
+import type { TokenLogprob } from "../openai/logprobs.ts";
 import { runJob, type SlotResult } from "./slot-run.ts";
 import type { PromptProgress } from "./generation.ts";
 

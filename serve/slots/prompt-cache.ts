@@ -11,7 +11,7 @@
  * any entry (a conversation's next turn may land on another slot), there is one memory bound for the
  * whole server, and the bytes are the same ones the session store keeps. The cost is a save per reply
  * and a restore per hit, both copies of the KV cache; a slot's own last state is matched first
- * (serve/slots.ts), which costs neither.
+ * (serve/slots/slots.ts), which costs neither.
  *
  * Bounded by the bytes it holds (`maxBytes`); the least recently used entry goes first, and an entry
  * whose tokens begin a new entry's goes when that one is put (the new one serves every prompt it did).
@@ -21,7 +21,7 @@
  * @example
  * ```ts
  * import { createPromptCache } from "./prompt-cache.ts";
- * import type { EngineSession } from "../model/engine.ts";
+ * import type { EngineSession } from "../../model/engine.ts";
  * declare const session: EngineSession, nextPrompt: number[]; // a reply's session; the next request's ids
  * const cache = createPromptCache(256 << 20);
  * cache.put(session.tokens, session.save!());
@@ -30,8 +30,8 @@
  * @module
  */
 
-import type { Engine } from "../model/engine.ts";
-import { floatSessionBytes, sessionBytes } from "../formats/session/session.ts";
+import type { Engine } from "../../model/engine.ts";
+import { floatSessionBytes, sessionBytes } from "../../formats/session/session.ts";
 
 /** A cached state: how many leading tokens of the prompt it shares, and its session bytes. */
 export interface CacheHit {
@@ -130,7 +130,7 @@ export function commonPrefix(a: readonly number[], b: readonly number[]): number
  * @example
  * ```ts
  * import { stateBytes } from "./prompt-cache.ts";
- * import type { Engine } from "../model/engine.ts";
+ * import type { Engine } from "../../model/engine.ts";
  * declare const engine: Engine;
  * stateBytes(engine, 1) - stateBytes(engine, 0); // a token's KV: about 115 KB at Qwen3-0.6B's shape, integer
  * ```
@@ -166,7 +166,7 @@ export const CACHE_FLOOR = 32 << 20;
  * ```ts
  * import os from "node:os";
  * import { defaultCacheBytes, stateBytes } from "./prompt-cache.ts";
- * import type { Engine } from "../model/engine.ts";
+ * import type { Engine } from "../../model/engine.ts";
  * declare const engine: Engine;
  * defaultCacheBytes(stateBytes(engine, engine.context ?? 4096), os.totalmem()); // 1.9 GB at 0.6B, integer
  * ```

@@ -22,7 +22,7 @@
  * ```
  * @module
  */
-import type { ChatMessage } from "./requests.ts";
+import type { ChatMessage } from "../openai/requests.ts";
 
 /** Where a chat reply ends, besides EOS and the caller's stop strings. */
 export const CHAT_STOP = "\n";

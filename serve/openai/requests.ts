@@ -1,6 +1,6 @@
 /**
  * Reads the OpenAI-style request bodies the server accepts, field by field: a field of the wrong type or
- * out of range is refused with a 400 that names it. The sampling fields are read by serve/sampling.ts,
+ * out of range is refused with a 400 that names it. The sampling fields are read by serve/openai/sampling.ts,
  * against the one sampling contract. Fields OpenAI clients send that a byte-level continuer has no use
  * for (`presence_penalty`, `user`, ...) are accepted and ignored.
  *
@@ -14,7 +14,7 @@
  * ```
  * @module
  */
-import { ApiError, invalidValue } from "./errors.ts";
+import { ApiError, invalidValue } from "../errors.ts";
 import { MAX_TOP_LOGPROBS } from "./logprobs.ts";
 import { type RequestSampling, samplingFromBody } from "./sampling.ts";
 

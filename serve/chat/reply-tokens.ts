@@ -13,8 +13,8 @@
  * @example
  * ```ts
  * import { chatPromptIds, createReplyTokens } from "./reply-tokens.ts";
- * import type { ReplyResult } from "./generation.ts";
- * import type { Tokenizer } from "../model/tokenizer-types.ts";
+ * import type { ReplyResult } from "../slots/generation.ts";
+ * import type { Tokenizer } from "../../model/tokenizer-types.ts";
  * declare const tokenizer: Tokenizer, r: ReplyResult, content: string; // content: r's text as shown
  * declare const text: string; // the next request's rendered chat
  * const replies = createReplyTokens();
@@ -23,7 +23,7 @@
  * ```
  * @module
  */
-import type { Tokenizer } from "../model/tokenizer-types.ts";
+import type { Tokenizer } from "../../model/tokenizer-types.ts";
 
 /** A bounded memory of reply texts and their generated tokens. */
 export interface ReplyTokens {
@@ -95,7 +95,7 @@ function tokensOf(tokenizer: Tokenizer, ids: readonly number[], text: string): n
  * @example
  * ```ts
  * import { chatPromptIds, type ReplyTokens } from "./reply-tokens.ts";
- * import type { Tokenizer } from "../model/tokenizer-types.ts";
+ * import type { Tokenizer } from "../../model/tokenizer-types.ts";
  * declare const tokenizer: Tokenizer, memory: ReplyTokens; // a Qwen3 tokenizer; the replies kept
  * chatPromptIds(tokenizer, "<|im_start|>assistant\nHi<|im_end|>", ["Hi"], memory);
  * ```

@@ -11,7 +11,7 @@
  * @example
  * ```ts
  * import { generateReply } from "./generation.ts";
- * import type { Engine } from "../model/engine.ts";
+ * import type { Engine } from "../../model/engine.ts";
  * declare const engine: Engine;
  * const out: string[] = [];
  * const s = engine.start();
@@ -22,9 +22,9 @@
  * ```
  * @module
  */
-import type { Engine, EngineSession, SamplingOptions } from "../model/engine.ts";
-import { generateTokens } from "../model/generate.ts";
-import { recordLogprobs, type TokenLogprob } from "./logprobs.ts";
+import type { Engine, EngineSession, SamplingOptions } from "../../model/engine.ts";
+import { generateTokens } from "../../model/generate.ts";
+import { recordLogprobs, type TokenLogprob } from "../openai/logprobs.ts";
 import { nextTurn } from "./next-turn.ts";
 import { createStopMatcher } from "./stop.ts";
 
@@ -75,7 +75,7 @@ export interface ReplyResult {
 
 /**
  * How much work may pass between yields: short enough that aborts and other requests do not wait
- * noticeably, long enough that the turns (and the stream's joined writes, serve/sse.ts) stay a small
+ * noticeably, long enough that the turns (and the stream's joined writes, serve/openai/sse.ts) stay a small
  * part of a fast model's reply (docs/chat-server.md, "Speed": 4 ms did no worse than 2 on Deno).
  */
 const YIELD_EVERY_MS = 4;

@@ -22,10 +22,10 @@
  * @example
  * ```ts
  * import { startSlots } from "./slots.ts";
- * import { servedTokenizer } from "../engines/mod.ts";
+ * import { servedTokenizer } from "../../engines/mod.ts";
  * import type { ReplyOptions } from "./generation.ts";
  * import type { OnText } from "./slot-run.ts";
- * import type { EngineSession } from "../model/engine.ts";
+ * import type { EngineSession } from "../../model/engine.ts";
  * declare const session: EngineSession, prompt: number[], opts: ReplyOptions;
  * declare const signal: AbortSignal, onText: OnText;
  * const path = "out/ferry.q4.lut4";
@@ -37,12 +37,12 @@
  * ```
  * @module
  */
-import type { Engine, EngineSession } from "../model/engine.ts";
-import { contextLength } from "../model/engine.ts";
-import type { Tokenizer } from "../model/tokenizer-types.ts";
-import { type TokenTable, tokenTable } from "../model/token-table.ts";
+import type { Engine, EngineSession } from "../../model/engine.ts";
+import { contextLength } from "../../model/engine.ts";
+import type { Tokenizer } from "../../model/tokenizer-types.ts";
+import { type TokenTable, tokenTable } from "../../model/token-table.ts";
 import { refusalError, type SlotModel, slotModelEngine } from "./slot-model.ts";
-import { ApiError } from "./errors.ts";
+import { ApiError } from "../errors.ts";
 import type { PromptProgress, ReplyOptions, ReplyResult } from "./generation.ts";
 import { totalmem } from "node:os";
 import {
@@ -187,7 +187,7 @@ export interface StartSlotsOptions extends SlotsOptions {
 
 /**
  * The server's slots: `parallel` workers (default 1), each loading `path` itself, so generation never
- * runs on the thread that does HTTP and that thread holds no weights (serve/slot-model.ts). Resolves once
+ * runs on the thread that does HTTP and that thread holds no weights (serve/slots/slot-model.ts). Resolves once
  * the first worker has loaded, with the model as an `Engine` for the routes (`tokenizer`: the one the
  * server built from the same files) and the slots; a load that fails rejects with the worker's refusal
  * (a `FormatError` where it was one) and ends every worker.
@@ -376,7 +376,7 @@ function decodingTable(tokenizer: Tokenizer): TokenTable | undefined {
   return tokenizer.kind === "bpe" ? tokenTable(tokenizer) : undefined;
 }
 
-/** How a slot worker loads its model (serve/slot-worker.ts, message `init`). */
+/** How a slot worker loads its model (serve/slots/slot-worker.ts, message `init`). */
 interface WorkerInit {
   path: string;
   kind?: string;

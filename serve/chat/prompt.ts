@@ -2,15 +2,15 @@
  * What a completion request feeds the engine, checked against the model's context: `precheck` refuses
  * what can be refused before waiting for the engine (limits that do not depend on a session), `prepare`
  * finds the session to generate on (a fresh one, or a stored one the request continues) and the new
- * tokens to feed it (through the model's tokenizer: serve/chat-prompt.ts `promptIds`), and caps
+ * tokens to feed it (through the model's tokenizer: serve/chat/chat-prompt.ts `promptIds`), and caps
  * `max_tokens` by the room left.
  *
  * @example
  * ```ts
  * import { precheck, prepare } from "./prompt.ts";
- * import type { ServerContext } from "./context.ts";
- * import { generateReply } from "./generation.ts";
- * import type { CompletionRequest } from "./requests.ts";
+ * import type { ServerContext } from "../context.ts";
+ * import { generateReply } from "../slots/generation.ts";
+ * import type { CompletionRequest } from "../openai/requests.ts";
  * declare const ctx: ServerContext, req: CompletionRequest, text: string; // text: the request's prompt
  * precheck(ctx, req, text, "prompt", false);         // before the queue
  * const p = await prepare(ctx, req, text, "prompt", false); // on the engine's turn
@@ -18,11 +18,11 @@
  * ```
  * @module
  */
-import type { EngineSession } from "../model/engine.ts";
+import type { EngineSession } from "../../model/engine.ts";
 import { promptIds } from "./chat-prompt.ts";
-import { type ServerContext, sessionsOf, storedSession } from "./context.ts";
-import { ApiError } from "./errors.ts";
-import type { GenerationFields } from "./requests.ts";
+import { type ServerContext, sessionsOf, storedSession } from "../context.ts";
+import { ApiError } from "../errors.ts";
+import type { GenerationFields } from "../openai/requests.ts";
 
 /** A generation ready to run: the session, the tokens to feed it, and the token budget. */
 export interface Prepared {

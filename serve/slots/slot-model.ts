@@ -12,20 +12,20 @@
  * ```ts
  * import { slotModelEngine } from "./slot-model.ts";
  * import type { SlotModel } from "./slot-model.ts";
- * import type { Tokenizer } from "../model/tokenizer-types.ts";
+ * import type { Tokenizer } from "../../model/tokenizer-types.ts";
  * declare const model: SlotModel, tokenizer: Tokenizer, bytes: Uint8Array;
  * const engine = slotModelEngine(model, "out/ferry.q4.lut4", tokenizer);
  * engine.restore!(bytes, "uploaded session").position; // checked whole, or a SessionError
  * ```
  * @module
  */
-import type { ModelConfig } from "../model/config.ts";
-import type { Engine, EngineSession } from "../model/engine.ts";
-import { FormatError } from "../model/error.ts";
-import type { Tokenizer } from "../model/tokenizer-types.ts";
-import { checkEngineSession, sessionShapeOf } from "../formats/session/session.ts";
+import type { ModelConfig } from "../../model/config.ts";
+import type { Engine, EngineSession } from "../../model/engine.ts";
+import { FormatError } from "../../model/error.ts";
+import type { Tokenizer } from "../../model/tokenizer-types.ts";
+import { checkEngineSession, sessionShapeOf } from "../../formats/session/session.ts";
 
-/** What a slot worker reports of the model it loaded (serve/slot-worker.ts, message `ready`). */
+/** What a slot worker reports of the model it loaded (serve/slots/slot-worker.ts, message `ready`). */
 export interface SlotModel {
   kind: string;
   config: ModelConfig;

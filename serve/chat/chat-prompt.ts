@@ -1,6 +1,6 @@
 /**
  * How a request becomes prompt tokens, for either kind of model. A byte model (no tokenizer files, no
- * template) is prompted with the plain transcript of serve/transcript.ts after BOS, and its reply ends
+ * template) is prompted with the plain transcript of serve/chat/transcript.ts after BOS, and its reply ends
  * at a newline; a model with its own tokenizer and chat template (Qwen3) is prompted with the template
  * rendered (`chat_template_kwargs` passed through), its special-token strings parsed, and its reply
  * ends at the tokenizer's EOS set. Raw completions are encoded with the tokenizer's BOS, special-token
@@ -9,8 +9,8 @@
  * @example
  * ```ts
  * import { chatStops, chatText, promptIds } from "./chat-prompt.ts";
- * import type { ServerContext } from "./context.ts";
- * import type { ChatRequest } from "./requests.ts";
+ * import type { ServerContext } from "../context.ts";
+ * import type { ChatRequest } from "../openai/requests.ts";
  * declare const ctx: ServerContext, req: ChatRequest;
  * const text = chatText(ctx, req.messages, req.templateKwargs);
  * const ids = promptIds(ctx, text, "chat");  // [256, ...] on a byte model, [151644, ...] on Qwen3
@@ -18,10 +18,10 @@
  * ```
  * @module
  */
-import type { ServerContext } from "./context.ts";
-import { ApiError } from "./errors.ts";
-import { FormatError } from "../model/error.ts";
-import type { ChatMessage } from "./requests.ts";
+import type { ServerContext } from "../context.ts";
+import { ApiError } from "../errors.ts";
+import { FormatError } from "../../model/error.ts";
+import type { ChatMessage } from "../openai/requests.ts";
 import { CHAT_STOP, renderChat } from "./transcript.ts";
 import { chatPromptIds } from "./reply-tokens.ts";
 
@@ -47,7 +47,7 @@ export function chatText(
  * The tokens of a prompt: `chat` text (from `chatText`), `completion` text (a fresh prompt), or
  * `continuation` text (a completion prompt added to a stored session: no BOS). A templated chat's
  * `replies` (the assistant contents it resends) come back in the tokens they were generated as, where
- * the server still has them (serve/reply-tokens.ts).
+ * the server still has them (serve/chat/reply-tokens.ts).
  */
 export function promptIds(
   ctx: ServerContext,

@@ -13,8 +13,8 @@
  * ```
  * @module
  */
-import { checkSampling, checkSeed, type SamplingChoice, SamplingError } from "../model/sampling.ts";
-import { invalidValue } from "./errors.ts";
+import { checkSampling, checkSeed, type SamplingChoice, SamplingError } from "../../model/sampling.ts";
+import { invalidValue } from "../errors.ts";
 
 /** The request's sampling, in the contract's terms. */
 export interface RequestSampling {

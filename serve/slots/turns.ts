@@ -16,7 +16,7 @@
  * ```
  * @module
  */
-import { ApiError } from "./errors.ts";
+import { ApiError } from "../errors.ts";
 import { createQueue } from "./queue.ts";
 
 /** The engine's turns. */

@@ -9,7 +9,7 @@
  * @example
  * ```ts
  * import { createSessionStore } from "./session-store.ts";
- * import type { EngineSession } from "../model/engine.ts";
+ * import type { EngineSession } from "../../model/engine.ts";
  * declare const session: EngineSession;
  * const store = await createSessionStore("out/sessions");
  * const id = await store.put(session.save!());

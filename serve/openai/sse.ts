@@ -19,8 +19,8 @@
  * @module
  */
 import type { Context } from "hono";
-import { ApiError, errorBody } from "./errors.ts";
-import { nextTurn } from "./next-turn.ts";
+import { ApiError, errorBody } from "../errors.ts";
+import { nextTurn } from "../slots/next-turn.ts";
 
 /**
  * Bytes of events that may wait for the client before `send` waits for it to read them, so a slow

@@ -8,8 +8,8 @@
  * @example
  * ```ts
  * import { chatLogprobs, recordLogprobs, type TokenLogprob } from "./logprobs.ts";
- * import type { Engine } from "../model/engine.ts";
- * import { encode } from "../model/tokenizer.ts";
+ * import type { Engine } from "../../model/engine.ts";
+ * import { encode } from "../../model/tokenizer.ts";
  * declare const engine: Engine;
  * const picks: TokenLogprob[] = [];
  * const s = recordLogprobs(engine.start(), engine.config.vocab_size, 5, picks);
@@ -18,9 +18,9 @@
  * ```
  * @module
  */
-import type { EngineSession, TokenLogprobs } from "../model/engine.ts";
-import { byteTokenizer } from "../model/tokenizer.ts";
-import type { Tokenizer } from "../model/tokenizer-types.ts";
+import type { EngineSession, TokenLogprobs } from "../../model/engine.ts";
+import { byteTokenizer } from "../../model/tokenizer.ts";
+import type { Tokenizer } from "../../model/tokenizer-types.ts";
 
 /** One picked token: its log-probability and the most likely alternatives, most likely first. */
 export interface TokenLogprob {
