@@ -17,7 +17,7 @@
  * @module
  */
 import type { ModelConfig } from "../model/config.ts";
-import type { Engine } from "../model/engine.ts";
+import type { Engine, WeightsShare } from "../model/engine.ts";
 import type { Tensor } from "../model/tensor.ts";
 import { FormatError } from "../model/error.ts";
 import type { Kernels } from "../kernels/kernels.ts";
@@ -65,6 +65,13 @@ export interface EngineLoadOptions {
    * worker, which never encodes, gets it from the server's thread rather than building the tokenizer.
    */
   tokens?: TokenTable;
+  /**
+   * One copy of the weights for `count` engines of this file (a chat server's slots, each in its own
+   * worker): engine `slot` 0 lays them out in shared memory (its `Engine.shareable`), each other one
+   * is handed that as `weights` and only attaches. Engines that cannot share (the float and WebGPU
+   * ones, the integer one without WebAssembly SIMD or past 4 GiB) ignore it and load a copy.
+   */
+  share?: WeightsShare;
 }
 
 /**

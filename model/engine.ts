@@ -128,6 +128,21 @@ export interface Engine {
   restore?(bytes: Uint8Array, where?: string): EngineSession;
   /** Frees what the engine holds outside the JavaScript heap (GPU buffers). */
   dispose?(): void;
+  /**
+   * The weights where other engines of the same file can use them without a copy (the integer engine's
+   * shared WebAssembly memory), when it was loaded to share them (engines/mod.ts `EngineLoadOptions.share`);
+   * opaque, and handed to those engines' loads. A chat server's slots share one copy this way.
+   */
+  readonly shareable?: unknown;
+}
+
+/** One copy of the weights for `count` engines of one file (engines/mod.ts `EngineLoadOptions.share`). */
+export interface WeightsShare {
+  count: number;
+  /** This engine's place, 0 to `count - 1`: 0 lays the weights out, unless `weights` is given. */
+  slot: number;
+  /** Engine 0's `shareable`: attach to it rather than lay out a copy. */
+  weights?: unknown;
 }
 
 /**

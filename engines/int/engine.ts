@@ -31,6 +31,7 @@ import type {
   LogitsWanted,
   SamplingOptions,
   TokenLogprobs,
+  WeightsShare,
 } from "../../model/engine.ts";
 import { checkRewind, defaultContext } from "../../model/engine.ts";
 import { FormatError } from "../../model/error.ts";
@@ -43,7 +44,7 @@ import { type Lut4File, lut4Format, readLut4 } from "../../formats/lut4/lut4.ts"
 import { decodeSession, encodeSession, type SessionShape } from "../../formats/session/session.ts";
 import type { GainTable, Lut4Weights } from "../../quantize/lut4-types.ts";
 import { simdSupported } from "../../kernels/wasm/asm.ts";
-import { createLutSums, type LutShared } from "../../kernels/wasm/int-lut.ts";
+import { createLutSums, type LutRoom, type LutShared } from "../../kernels/wasm/int-lut.ts";
 import { checkTokens, feedTokens, remember, rememberedSampling, samplingMemo } from "./boundary.ts";
 import { LOGIT_EXP, step } from "./forward.ts";
 import { intLogprobs } from "./logprobs.ts";
@@ -81,6 +82,12 @@ export interface IntEngineOptions {
    * server's slot) may not run for a long time: a 0.6B model's slot kept its 328 MB file resident.
    */
   ownsFile?: boolean;
+  /**
+   * Serve from one copy of the matrices with `count - 1` other engines of this file (engines/mod.ts
+   * `EngineLoadOptions.share`): `weights` absent lays them out in shared memory for all (the engine's
+   * `shareable`); given (another's `shareable`), attaches as engine `slot`. One thread each.
+   */
+  share?: WeightsShare;
 }
 
 /**
@@ -128,7 +135,7 @@ export function intEngineFromFile(file: Lut4File, opts: IntEngineOptions = {}): 
  * alive, and stop when the engine is collected).
  */
 export async function openIntEngine(file: Lut4File, opts: IntEngineOptions = {}): Promise<Engine> {
-  const threads = opts.threads ?? coreCount();
+  const threads = opts.share ? 1 : opts.threads ?? coreCount();
   if (!(Number.isInteger(threads) && threads >= 1 && threads <= 256)) {
     throw new RangeError(`threads: expected an integer in [1, 256], got ${threads}`);
   }
@@ -218,7 +225,10 @@ function prepared(
   const split = planShares(lutMatrices(model), opts.threads ?? 1, opts.splitWeights).shareAt.some((a) =>
     a >= 0
   );
-  const shared = simd ? serveOnSimd(model, split ? opts.threads ?? 1 : 1, file.weights.head === null) : null;
+  const threads = split ? opts.threads ?? 1 : 1;
+  const served = simd ? serveOnSimd(model, threads, file.weights.head === null, opts.share) : null;
+  const shared = served && threads > 1 ? served : null;
+  const shareable = opts.share && served ? served : undefined;
   if (model.lut === null) packAllWords(model);
   else {
     releaseCodes(model);
@@ -233,6 +243,7 @@ function prepared(
     source: file.path,
     context: model.maxPositions,
     tokenizer: byteTokenizer, // engines/mod.ts loadEngine sets the model's own
+    shareable,
     start() {
       const st = newState(model);
       seedRng(st.rng, 0, 0);
@@ -268,8 +279,13 @@ function prepared(
  * `threads` > 1 over a shared memory (returned, for the workers). A tied head's embedding rows are then
  * read from the module's copy.
  */
-function serveOnSimd(model: IntModel, threads: number, tied: boolean): LutShared | null {
-  const made = createLutSums(lutMatrices(model), {
+function serveOnSimd(
+  model: IntModel,
+  threads: number,
+  tied: boolean,
+  share?: WeightsShare,
+): LutShared | null {
+  const room: LutRoom = {
     keyDigitBytes: model.digitBytes,
     valueDigitBytes: model.valueDigitBytes,
     planeCols: 4 * model.headDim,
@@ -284,7 +300,14 @@ function serveOnSimd(model: IntModel, threads: number, tied: boolean): LutShared
     slots: PREFILL_SLOTS,
     // The prefill's projections (forward.ts productBatch): up to PREFILL_SLOTS inputs in the lanes.
     lanes: { lanes: PREFILL_SLOTS, rows: Math.max(model.qDim, model.kvDim, model.width, model.ffn) },
-  });
+  };
+  const weights = share?.weights as LutShared | undefined;
+  const sharing = share
+    ? { sharers: share.count, attach: weights && { shared: weights, slot: share.slot } }
+    : {};
+  // Too large to share (past 4 GiB for every slot's areas): a copy of its own, as without sharing.
+  const made = createLutSums(lutMatrices(model), { ...room, ...sharing }) ??
+    (share ? createLutSums(lutMatrices(model), room) : null);
   if (!made) return null;
   useLut(model, made.lut, made.at, made.scalesAt);
   if (tied) embedFromModule(model, made.lut);
@@ -419,9 +442,11 @@ export async function intEngineFactory(
     threads?: number;
     context?: number;
     specials?: SpecialIds;
+    share?: WeightsShare;
   } = {},
 ): Promise<Engine> {
-  const opts = { threads: options.threads, context: options.context, specials: options.specials };
+  const { threads, context, specials, share } = options;
+  const opts = { threads, context, specials, share };
   if (format.weights === "lut4") return await loadIntEngine(path, opts);
   const file = await quantizeOnLoad(path, format, options);
   options.onNote?.(`quantized ${path} to lut4 on load (as export --format lut4 would)`);

@@ -217,6 +217,16 @@ export interface LutRoom {
    * for up to `lanes` inputs at once over matrices of at most `rows` rows (and the widest matrix's columns).
    */
   lanes?: { lanes: number; rows: number };
+  /**
+   * Engines that share the matrices (default 1): the memory holds the codes and scales once and, for
+   * each of `sharers` engines (a chat server's slot workers), its own copy of everything else (the
+   * planes, scratch, vectors, tables, lanes work areas and the KV cache's digit planes and mirrors). The
+   * memory is then a shared one. The first engine (`attach` absent) lays the matrices out; each other
+   * attaches to its `shared` memory as sharer `slot` and lays out nothing.
+   */
+  sharers?: number;
+  /** Attach to another engine's memory as sharer `slot` (1 to `sharers - 1`, or 0 again when the first is gone). */
+  attach?: { shared: LutShared; slot: number };
 }
 
 /** What a worker needs to run the same module over the same memory: the bytes and the shared memory. */
@@ -259,33 +269,24 @@ function importSharedMemory(bytes: Uint8Array, pages: number): Uint8Array<ArrayB
   return out;
 }
 
-/**
- * An instance holding `mats`' codes and scales, with room for the planes of the widest input, the
- * scratch of the projections and attention, and the digit planes `room` asks for; `at[i]` and
- * `scalesAt[i]` are the byte addresses of `mats[i]`'s codes and scales. Null where the runtime lacks
- * WebAssembly SIMD (the engine then runs the TypeScript kernels alone).
- */
-export function createLutSums(
-  mats: LutMatrix[],
-  room: LutRoom = {},
-): { lut: LutSums; at: Int32Array; scalesAt: Int32Array; shared: LutShared | null } | null {
-  if (typeof WebAssembly === "undefined") return null;
-  let widest = 0;
-  let tallest = 0;
-  let groupsMax = 0;
-  for (const m of mats) {
-    if (m.cols % 32 !== 0) throw new RangeError(`${m.name}: ${m.cols} columns, expected a multiple of 32`);
-    widest = Math.max(widest, m.cols);
-    tallest = Math.max(tallest, m.rows);
-    groupsMax = Math.max(groupsMax, m.cols / 32);
-  }
+/** The most pages a WebAssembly memory of 32-bit addresses has (4 GiB). */
+const MAX_PAGES = 65536;
+
+/** Where one engine's own areas lie from `base`: everything of the memory but the matrices and the KV cache. */
+function areasAt(
+  base: number,
+  room: LutRoom,
+  widest: number,
+  tallest: number,
+  groupsMax: number,
+  threads: number,
+) {
   const positions = room.positions ?? 0;
   const headDim = room.headDim ?? 0;
   const align = (n: number) => Math.ceil(n / 16) * 16;
   // Attention reuses the planes and sums areas: four tables of head_dim columns, six blocks of sums.
-  const planesAt = 0;
+  const planesAt = base;
   const sumsAt = align(planesAt + Math.max(widest, room.planeCols ?? 0) * 48);
-  const threads = Math.max(1, room.threads ?? 1);
   const slots = Math.max(1, room.slots ?? 1);
   const scratchAt = align(sumsAt + Math.max(groupsMax, 6) * 64);
   const inAt = scratchAt + 128 * threads;
@@ -307,29 +308,107 @@ export function createLutSums(
   const basesAt = slotPlanesAt + (slots > 1 ? slotPlaneBytes * slots : 0);
   const lanesAt = align(basesAt + 4 * slots);
   const lanesBytes = room.lanes ? align(lanesWorkBytes(room.lanes.lanes, widest, room.lanes.rows)) : 0;
-  let next = lanesAt + lanesBytes * threads;
+  const end = lanesAt + lanesBytes * threads;
+  return {
+    planesAt,
+    sumsAt,
+    scratchAt,
+    inAt,
+    outAt,
+    probAt,
+    scoresAt,
+    rtAt,
+    statAt,
+    expTAt,
+    expMulAt,
+    siluTAt,
+    siluMulAt,
+    ropeCosAt,
+    ropeSinAt,
+    vectorsAt,
+    slotVectorBytes,
+    slotPlanesAt,
+    slotPlaneBytes,
+    basesAt,
+    lanesAt,
+    lanesBytes,
+    end,
+  };
+}
+
+/** Where one engine's KV cache copies lie from `base` (16-aligned): digit planes, then exponent mirrors. */
+function cacheAt(base: number, room: LutRoom) {
+  const align = (n: number) => Math.ceil(n / 16) * 16;
+  const digitsAt = base;
+  const valueDigitsAt = align(digitsAt + (room.keyDigitBytes ?? 0));
+  const keyExpAt = align(valueDigitsAt + (room.valueDigitBytes ?? 0));
+  const valueExpAt = keyExpAt + (room.expMirrorBytes ?? 0);
+  return { digitsAt, valueDigitsAt, keyExpAt, valueExpAt, end: valueExpAt + (room.expMirrorBytes ?? 0) };
+}
+
+/**
+ * An instance holding `mats`' codes and scales, with room for the planes of the widest input, the
+ * scratch of the projections and attention, and the digit planes `room` asks for; `at[i]` and
+ * `scalesAt[i]` are the byte addresses of `mats[i]`'s codes and scales. Null where the runtime lacks
+ * WebAssembly SIMD (the engine then runs the TypeScript kernels alone), or where `sharers` engines'
+ * areas do not fit one memory (each then lays out its own).
+ */
+export function createLutSums(
+  mats: LutMatrix[],
+  room: LutRoom = {},
+): { lut: LutSums; at: Int32Array; scalesAt: Int32Array; shared: LutShared | null } | null {
+  if (typeof WebAssembly === "undefined") return null;
+  let widest = 0;
+  let tallest = 0;
+  let groupsMax = 0;
+  for (const m of mats) {
+    if (m.cols % 32 !== 0) throw new RangeError(`${m.name}: ${m.cols} columns, expected a multiple of 32`);
+    widest = Math.max(widest, m.cols);
+    tallest = Math.max(tallest, m.rows);
+    groupsMax = Math.max(groupsMax, m.cols / 32);
+  }
+  const threads = Math.max(1, room.threads ?? 1);
+  const align = (n: number) => Math.ceil(n / 16) * 16;
   const at = new Int32Array(mats.length);
   const scalesAt = new Int32Array(mats.length);
+  // Sharer 0's areas first, then the matrices, then its KV cache; each further sharer's areas and KV
+  // cache after them, a stride apart.
+  const first = areasAt(0, room, widest, tallest, groupsMax, threads);
+  let next = first.end;
   mats.forEach((m, i) => {
     at[i] = align(next);
     scalesAt[i] = at[i] + codeBytes(m);
     next = scalesAt[i] + scaleBytes(m);
   });
-  const digitsAt = align(next);
-  const valueDigitsAt = align(digitsAt + (room.keyDigitBytes ?? 0));
-  const keyExpAt = align(valueDigitsAt + (room.valueDigitBytes ?? 0));
-  const valueExpAt = keyExpAt + (room.expMirrorBytes ?? 0);
-  next = valueExpAt + (room.expMirrorBytes ?? 0);
-  const pages = Math.ceil(next / PAGE);
-  const shared = threads > 1;
+  const firstCache = cacheAt(align(next), room);
+  const sharers = Math.max(1, room.sharers ?? 1);
+  const stride = align(first.end) + align(firstCache.end - firstCache.digitsAt);
+  const sharerAt = (k: number) => align(firstCache.end) + (k - 1) * stride;
+  const slot = room.attach?.slot ?? 0;
+  const area = slot === 0 ? first : areasAt(sharerAt(slot), room, widest, tallest, groupsMax, threads);
+  const cache = slot === 0 ? firstCache : cacheAt(sharerAt(slot) + align(first.end), room);
+  const { planesAt, sumsAt, scratchAt, inAt, outAt, probAt, scoresAt, rtAt, statAt, expTAt, expMulAt } = area;
+  const { siluTAt, siluMulAt, ropeCosAt, ropeSinAt, vectorsAt, slotVectorBytes, slotPlanesAt } = area;
+  const { slotPlaneBytes, basesAt, lanesAt, lanesBytes } = area;
+  const { digitsAt, valueDigitsAt, keyExpAt, valueExpAt } = cache;
+  const pages = Math.ceil((sharers === 1 ? firstCache.end : sharerAt(sharers)) / PAGE);
+  if (pages > MAX_PAGES) {
+    if (sharers > 1) return null; // the caller lays out a memory of its own instead
+    throw new RangeError(
+      `the model needs ${pages} pages of WebAssembly memory, more than ${MAX_PAGES} (4 GiB)`,
+    );
+  }
+  const shared = threads > 1 || sharers > 1;
   const build = (functions: Record<string, Func>) => {
     const plain = assemble({ pages, functions });
     return shared ? importSharedMemory(plain, pages) : plain;
   };
-  let bytes = build(room.relaxed === false ? INT_LUT_FUNCTIONS_PORTABLE : INT_LUT_FUNCTIONS);
-  if (!WebAssembly.validate(bytes)) bytes = build(INT_LUT_FUNCTIONS_PORTABLE);
+  let bytes = room.attach?.shared.bytes ??
+    build(room.relaxed === false ? INT_LUT_FUNCTIONS_PORTABLE : INT_LUT_FUNCTIONS);
+  if (!room.attach && !WebAssembly.validate(bytes)) bytes = build(INT_LUT_FUNCTIONS_PORTABLE);
   if (!WebAssembly.validate(bytes)) return null;
-  const memory = shared ? new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true }) : null;
+  const memory = room.attach?.shared.memory ??
+    (shared ? new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true }) : null);
   const instance = new WebAssembly.Instance(new WebAssembly.Module(bytes), memory ? { env: { memory } } : {});
   const exports = instance.exports as unknown as
     & { memory: WebAssembly.Memory }
@@ -355,11 +434,13 @@ export function createLutSums(
     >
     & { layout_codes(src: number, dst: number, pairs: number): void };
   const mem8 = new Uint8Array(exports.memory.buffer);
-  mats.forEach((m, i) => {
-    // The input planes' room (48 bytes a column) holds 16 rows of codes (8 bytes a column).
-    layoutCodes(m, mem8, at[i], exports.layout_codes, planesAt);
-    layoutScales(m, mem8, scalesAt[i]);
-  });
+  if (!room.attach) {
+    mats.forEach((m, i) => {
+      // The input planes' room (48 bytes a column) holds 16 rows of codes (8 bytes a column).
+      layoutCodes(m, mem8, at[i], exports.layout_codes, planesAt);
+      layoutScales(m, mem8, scalesAt[i]);
+    });
+  }
   const mem32 = new Int32Array(exports.memory.buffer);
   if (room.exp) {
     mem32.set(room.exp.t, expTAt >> 2);

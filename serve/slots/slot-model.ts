@@ -34,6 +34,8 @@ export interface SlotModel {
   probe?: Uint8Array;
   /** The loader's lines for the user (e.g. "quantized … to lut4 on load"). */
   notes: string[];
+  /** The weights for the other slots to attach to (the engine's `shareable`), where it shares them. */
+  shareable?: unknown;
 }
 
 /** A load's failure as data (message `failed`); `format` where it was a `FormatError`. */

@@ -6,8 +6,9 @@
  * (`from: "held"`), and the tokenizer's decoding half.
  *
  * Messages in:
- * - `init { path, kind?, tokens?, threads?, context? }` once: `tokens` is the decoding half of the
- *   server's tokenizer (model/token-table.ts), `threads` the slot's, `context` the server's;
+ * - `init { path, kind?, tokens?, threads?, context?, share? }` once: `tokens` is the decoding half of
+ *   the server's tokenizer (model/token-table.ts), `threads` the slot's, `context` the server's, `share`
+ *   how the slots share one copy of the weights (engines/mod.ts `EngineLoadOptions.share`);
  * - `job { id, from?, job }`: `from` is session bytes to continue (a stored session or a cached state),
  *   or `"held"`: this worker's last session, or a fresh one if none;
  * - `abort { id }`; `gc` (collect garbage now, where the runtime allows: for memory measurements);
@@ -59,6 +60,7 @@ scope.onmessage = (ev: MessageEvent) => {
     const notes: string[] = [];
     engine = loadEngine(msg.path, msg.kind, {
       tokens: msg.tokens,
+      share: msg.share,
       threads: msg.threads,
       context: msg.context,
       onNote: (line) => notes.push(line),
@@ -138,7 +140,7 @@ function transfers(r: SlotResult): Transferable[] {
  */
 function describe(e: Engine, notes: string[]): SlotModel {
   const probe = e.restore ? e.start().save?.() : undefined;
-  return { kind: e.kind, config: e.config, context: e.context, probe, notes };
+  return { kind: e.kind, config: e.config, context: e.context, probe, notes, shareable: e.shareable };
 }
 
 /** A load's failure as data: a `FormatError` keeps its file and field, so the server refuses it as one. */

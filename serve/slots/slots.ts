@@ -39,6 +39,7 @@
  */
 import type { Engine, EngineSession } from "../../model/engine.ts";
 import { contextLength } from "../../model/engine.ts";
+import type { WeightsShare } from "../../model/engine.ts";
 import type { Tokenizer } from "../../model/tokenizer-types.ts";
 import { type TokenTable, tokenTable } from "../../model/token-table.ts";
 import { refusalError, type SlotModel, slotModelEngine } from "./slot-model.ts";
@@ -57,7 +58,7 @@ import { createTurns } from "./turns.ts";
 
 /** How the slots are made. */
 export interface SlotsOptions {
-  /** Replies at once; more than 1 runs each in its own worker (default 1: the server's own thread). */
+  /** Replies at once (default 1); `createSlots` runs one on the engine it is given, on its thread, and more each in a worker; `startSlots` always in workers. */
   parallel?: number;
   /** Requests that may wait for a slot before new ones get 429 (default 8). */
   queueLimit?: number;
@@ -198,24 +199,29 @@ export async function startSlots(
   opts: StartSlotsOptions = {},
 ): Promise<{ engine: Engine; slots: Slots }> {
   const parallel = opts.parallel ?? 1;
-  const tokens = decodingTable(tokenizer);
-  const runners = Array.from({ length: parallel }, () =>
-    workerRunner({
-      path,
-      kind: opts.kind,
-      tokens,
-      threads: parallel === 1 ? opts.threads : 1,
-      context: opts.context,
-    }));
+  const init = {
+    path,
+    kind: opts.kind,
+    tokens: decodingTable(tokenizer),
+    threads: parallel === 1 ? opts.threads : 1,
+    context: opts.context,
+  };
+  // The first slot lays the weights out for all; the others attach to them once it has.
+  const first = workerRunner({ ...init, share: parallel > 1 ? { count: parallel, slot: 0 } : undefined });
   let model: SlotModel;
   try {
-    model = await Promise.any(runners.map((r) => r.ready)).catch((e: AggregateError) => {
-      throw e.errors[0];
-    });
+    model = await first.ready;
   } catch (e) {
-    runners.forEach((r) => r.close());
+    first.close();
     throw e;
   }
+  const share = (slot: number) =>
+    model.shareable === undefined ? undefined : { count: parallel, slot, weights: model.shareable };
+  first.respawnWith({ ...init, share: share(0) }); // a replacement attaches to what the others use
+  const runners = [
+    first,
+    ...Array.from({ length: parallel - 1 }, (_, k) => workerRunner({ ...init, share: share(k + 1) })),
+  ];
   model.notes.forEach((line) => opts.onNote?.(line));
   const engine = slotModelEngine(model, path, tokenizer);
   const cacheBytes = opts.cacheBytes ??
@@ -330,7 +336,7 @@ function reusable(state: { length: number }, common: number, prompt: readonly nu
   return common === prompt.length && state.length > common ? common - 1 : common;
 }
 
-/** The server's own thread and engine: today's one slot. */
+/** The one slot of `createSlots` on the engine it was given, on the caller's thread. */
 function localRunner(engine: Engine): Runner {
   let kept: EngineSession | undefined, held: readonly number[] = [], rewinds = false;
   return {
@@ -381,6 +387,7 @@ interface WorkerInit {
   path: string;
   kind?: string;
   tokens?: TokenTable;
+  share?: WeightsShare;
   threads?: number;
   context?: number;
 }
@@ -389,7 +396,9 @@ interface WorkerInit {
  * A slot in a worker that loads the model itself; replaced when it dies. `ready` settles with the first
  * worker's load: the model it loaded, or its refusal.
  */
-function workerRunner(init: WorkerInit): Runner & { ready: Promise<SlotModel> } {
+function workerRunner(
+  init: WorkerInit,
+): Runner & { ready: Promise<SlotModel>; respawnWith(init: WorkerInit): void } {
   const loaded = Promise.withResolvers<SlotModel>();
   loaded.promise.catch(() => {}); // a runner nobody waits on (one of several) must not fail the process
   let worker: Worker;
@@ -425,6 +434,7 @@ function workerRunner(init: WorkerInit): Runner & { ready: Promise<SlotModel> } 
   spawn();
   return {
     ready: loaded.promise,
+    respawnWith: (next) => void (init = next),
     get held() {
       return held;
     },

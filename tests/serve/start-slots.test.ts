@@ -75,6 +75,32 @@ test("a stored session is checked on the server's thread and continued on a slot
   expect(((await res.json()) as any).error.message).toMatch(/crc32|checksum/);
 });
 
+test("two slots on one copy of the weights answer as the engine in memory, also after the first worker died", async () => {
+  const { tokenizer } = await servedTokenizer(model.path);
+  const two = await startSlots(model.path, tokenizer, { parallel: 2 });
+  try {
+    const app = createApp({ engine: two.engine, slots: two.slots });
+    const want = (await post(here, "/v1/completions", SEEDED)).json.choices[0].text;
+    const texts = async () =>
+      (await Promise.all([1, 2, 3, 4].map(() => post(app, "/v1/completions", SEEDED)))).map((r) =>
+        r.json.choices[0].text
+      );
+    expect(await texts()).toEqual([want, want, want, want]);
+    // The worker that laid the weights out dies: its replacement attaches to the memory the other uses.
+    const lease = await two.slots.acquire(new AbortController().signal);
+    expect(lease.slot).toBe(1); // the free list hands out the last slot first; take both to reach slot 0
+    const lease0 = await two.slots.acquire(new AbortController().signal);
+    expect(lease0.slot).toBe(0);
+    const dying = lease0.reply(undefined, [256, 84, 104, 101], { maxTokens: 400, sampling: {}, stop: [] });
+    two.slots.crash(0);
+    expect(await dying.then(() => 200, (e) => e.status)).toBe(500);
+    lease0.release(), lease.release();
+    expect(await texts()).toEqual([want, want, want, want]);
+  } finally {
+    two.slots.close();
+  }
+});
+
 test("a corrupt file is refused as a FormatError naming it", async () => {
   const bad = join(model.dir, "corrupt.lut4");
   const bytes = readFileSync(model.path);
