@@ -436,6 +436,10 @@ function engineOf(runner: Runner, source: string, isUp: () => boolean = () => tr
   });
   return {
     kind: "float",
+    // From the dims: a tensor's data may be unpacked on each read.
+    get weightBytes() {
+      return runner.tensors().reduce((n, t) => n + 4 * t.dims.reduce((a, b) => a * b, 1), 0);
+    },
     config,
     source,
     tokenizer: byteTokenizer, // engines/mod.ts loadEngine sets the model's own

@@ -134,6 +134,12 @@ export interface Engine {
    * opaque, and handed to those engines' loads. A chat server's slots share one copy this way.
    */
   readonly shareable?: unknown;
+  /**
+   * Bytes the weights take in memory as this engine serves them (the integer engine's codes, scales and
+   * tables; the float engine's f32 parameters): what a slot costs besides its KV cache, and what shared
+   * weights save. Absent where the engine does not say.
+   */
+  readonly weightBytes?: number;
 }
 
 /** One copy of the weights for `count` engines of one file (engines/mod.ts `EngineLoadOptions.share`). */

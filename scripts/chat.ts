@@ -58,9 +58,11 @@ Options:
                     for an export that carries none (default: MODEL's own; a folder's files)
   --sessions DIR    where saved sessions are kept (default ${DEFAULT_SESSIONS})
   --queue N         requests that may wait for a slot before 429 (default 8)
-  --parallel N      replies generated at once, each in its own worker with its own copy of the
-                    weights (default: the number of cores, here ${cores()}); the server's own thread
-                    only does HTTP and holds no weights (WebGPU: one slot)
+  --parallel N      replies generated at once, each in its own worker (default: the number of
+                    cores, here ${cores()}); the integer engine's slots share one copy of the weights,
+                    the float engine's each hold their own; the server's own thread only does HTTP
+                    and holds no weights (WebGPU: one slot). The start-up line says what the
+                    weights and a slot's KV cache take
   --cache-mb MB     the prompt cache's bound: saved conversation states whose common prefix with
                     a new prompt is reused, least recently used dropped first (0: off; default:
                     room for ${CACHE_STATES} states of the whole context at the model's bytes per token,
@@ -219,6 +221,22 @@ async function openDefault(
  * What the start-up line says of the prompt cache: its bound, what a token of saved state costs on
  * this engine, and where the bound came from.
  */
+/**
+ * What the model costs in memory: its weights, held once for every slot or once per slot, and what a
+ * slot's KV cache takes at the whole context (a bound: a conversation holds what it used).
+ */
+export function memoryLine(engine: Engine, slots: Pick<Slots, "parallel" | "sharedWeights">): string {
+  const context = engine.context ?? engine.config.max_position_embeddings;
+  const kv = `a slot's KV cache up to ${mb(stateBytes(engine, context))} at ${context} positions`;
+  if (engine.weightBytes === undefined) return kv;
+  const copies = slots.parallel === 1
+    ? ""
+    : slots.sharedWeights
+    ? `, one copy for ${slots.parallel} slots`
+    : `, a copy in each of ${slots.parallel} slots`;
+  return `weights ${mb(engine.weightBytes)}${copies}; ${kv}`;
+}
+
 export function cacheLine(engine: Engine, bytes: number, askedMb: number | undefined): string {
   if (bytes === 0) return "no prompt cache";
   const perToken = stateBytes(engine, 2) - stateBytes(engine, 1);
@@ -235,8 +253,9 @@ export function cacheLine(engine: Engine, bytes: number, askedMb: number | undef
   return `prompt cache ${mb(bytes)} (${(perToken / 1024).toFixed(1)} KB a token; ${why})`;
 }
 
-/** `n` bytes as MB (2^20), or GB (2^30) from 10 GB. */
+/** `n` bytes as KB (2^10) below 1 MB, MB (2^20), or GB (2^30) from 10 GB. */
 function mb(n: number): string {
+  if (n < 2 ** 20) return `${Math.round(n / 2 ** 10)} KB`;
   return n >= 10 * 2 ** 30 ? `${(n / 2 ** 30).toFixed(1)} GB` : `${Math.round(n / 2 ** 20)} MB`;
 }
 
@@ -326,7 +345,9 @@ async function main(): Promise<void> {
     slots.parallel > 1 ? "s" : ""
   }`;
   console.log(
-    `ferry chat: ${server.url}  (${on}; ${cacheLine(engine, slots.cacheBytes, cacheMb)}; Ctrl+C stops)`,
+    `ferry chat: ${server.url}  (${on}; ${memoryLine(engine, slots)}; ${
+      cacheLine(engine, slots.cacheBytes, cacheMb)
+    }; Ctrl+C stops)`,
   );
   if (!loopback) console.log(`note: listening on ${values.host}, reachable from other machines`);
   const stop = async () => {

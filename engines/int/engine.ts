@@ -229,6 +229,11 @@ function prepared(
   const served = simd ? serveOnSimd(model, threads, file.weights.head === null, opts.share) : null;
   const shared = served && threads > 1 ? served : null;
   const shareable = opts.share && served ? served : undefined;
+  // The module's (or the TypeScript kernels') codes and scales, and an untied embedding's own copy.
+  const embedBytes = simd && file.weights.head === null
+    ? 0
+    : model.embed.nibbles.length + model.embed.scales.length;
+  const weightBytes = lutMatrices(model).reduce((n, w) => n + w.nibbles.length + w.scales.length, embedBytes);
   if (model.lut === null) packAllWords(model);
   else {
     releaseCodes(model);
@@ -244,6 +249,7 @@ function prepared(
     context: model.maxPositions,
     tokenizer: byteTokenizer, // engines/mod.ts loadEngine sets the model's own
     shareable,
+    weightBytes,
     start() {
       const st = newState(model);
       seedRng(st.rng, 0, 0);

@@ -36,6 +36,8 @@ export interface SlotModel {
   notes: string[];
   /** The weights for the other slots to attach to (the engine's `shareable`), where it shares them. */
   shareable?: unknown;
+  /** The engine's `weightBytes`. */
+  weightBytes?: number;
 }
 
 /** A load's failure as data (message `failed`); `format` where it was a `FormatError`. */
@@ -61,6 +63,7 @@ export function slotModelEngine(model: SlotModel, source: string, tokenizer: Tok
     source,
     context: model.context,
     tokenizer,
+    weightBytes: model.weightBytes,
     start(): EngineSession {
       throw new Error("the model runs in the slot workers: a conversation starts on a slot");
     },

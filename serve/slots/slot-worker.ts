@@ -140,7 +140,15 @@ function transfers(r: SlotResult): Transferable[] {
  */
 function describe(e: Engine, notes: string[]): SlotModel {
   const probe = e.restore ? e.start().save?.() : undefined;
-  return { kind: e.kind, config: e.config, context: e.context, probe, notes, shareable: e.shareable };
+  return {
+    kind: e.kind,
+    config: e.config,
+    context: e.context,
+    probe,
+    notes,
+    shareable: e.shareable,
+    weightBytes: e.weightBytes,
+  };
 }
 
 /** A load's failure as data: a `FormatError` keeps its file and field, so the server refuses it as one. */

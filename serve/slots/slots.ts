@@ -101,6 +101,8 @@ export interface Slots {
   readonly cache?: PromptCache;
   /** The cache's bound in bytes (0: none). */
   readonly cacheBytes: number;
+  /** Whether the slots serve from one copy of the weights (else each holds its own). */
+  readonly sharedWeights: boolean;
   /** Waits for a free slot; throws ApiError 429 (line full) or 499 (client gone). */
   acquire(signal: AbortSignal): Promise<Lease>;
   /** Replies running and requests waiting, for `/metrics`. */
@@ -171,7 +173,7 @@ export function createSlots(engine: Engine, opts: SlotsOptions = {}): Slots {
         threads: 1,
         context: engine.context,
       }));
-  return pool(runners, engine.tokenizer, cache, cacheBytes, opts.queueLimit ?? 8);
+  return pool(runners, engine.tokenizer, cache, cacheBytes, opts.queueLimit ?? 8, parallel === 1);
 }
 
 /** How the server starts its slots: the model's file, and how each worker loads it. */
@@ -227,7 +229,8 @@ export async function startSlots(
   const cacheBytes = opts.cacheBytes ??
     defaultCacheBytes(stateBytes(engine, contextLength(engine)), totalmem());
   const cache = engine.restore && cacheBytes > 0 ? createPromptCache(cacheBytes) : undefined;
-  return { engine, slots: pool(runners, tokenizer, cache, cacheBytes, opts.queueLimit ?? 8) };
+  const shared = parallel === 1 || model.shareable !== undefined;
+  return { engine, slots: pool(runners, tokenizer, cache, cacheBytes, opts.queueLimit ?? 8, shared) };
 }
 
 /** The pool over its runners. */
@@ -237,6 +240,7 @@ function pool(
   cache: PromptCache | undefined,
   cacheBytes: number,
   queueLimit: number,
+  sharedWeights: boolean,
 ): Slots {
   const parallel = runners.length;
   const turns = createTurns(queueLimit, parallel);
@@ -246,6 +250,7 @@ function pool(
     parallel,
     cache,
     cacheBytes: cache ? cacheBytes : 0,
+    sharedWeights,
     load: turns.load,
     close: () => all.forEach((r) => r.close()),
     async warm() {

@@ -14,7 +14,7 @@ function start(
   cmd: string[],
   sessions: string,
   env: Record<string, string> = {},
-): Promise<{ child: ChildProcess; url: string }> {
+): Promise<{ child: ChildProcess; url: string; said: string }> {
   const child = spawn(cmd[0], [...cmd.slice(1), "--port", "0", "--sessions", sessions], {
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, ...env },
@@ -26,7 +26,7 @@ function start(
     child.stdout!.on("data", (d) => {
       out += d;
       const m = out.match(/ferry chat: (http:\/\/\S+)/);
-      if (m) clearTimeout(timer), resolve({ child, url: m[1] });
+      if (m) clearTimeout(timer), resolve({ child, url: m[1], said: out });
     });
     child.on("exit", (code) => reject(new Error(`exited ${code}:\n${out}\n${err}`)));
   });
@@ -43,9 +43,17 @@ for (const [name, cmd, kind] of RUNS) {
     `${name}: scripts/chat.ts serves the default model's lut4 export on loopback and prints its URL`,
     async () => {
       const dir = mkdtempSync(join(tmpdir(), "ferry-chat-cli-"));
-      const { child, url } = await start([...cmd], dir);
+      const { child, url, said } = await start([...cmd], dir);
       try {
         expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
+        // The start-up line says what the weights take, and whether the slots share them.
+        const slots = Number(/(\d+) slots?;/.exec(said)![1]);
+        const copies = slots === 1
+          ? ""
+          : kind === "int"
+          ? `, one copy for ${slots} slots`
+          : `, a copy in each of ${slots} slots`;
+        expect(said).toMatch(new RegExp(`weights \\d+ [KM]B${copies}; a slot's KV cache up to`));
         const models = await (await fetch(new URL("v1/models", url))).json() as any;
         expect(models.data[0]).toMatchObject({ id: "ferry.q4.lut4", engine: kind });
         const res = await fetch(new URL("v1/completions", url), {

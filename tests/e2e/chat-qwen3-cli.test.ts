@@ -63,8 +63,7 @@ function startChat(
   });
 }
 
-// Bun with two slot workers (each loads the model and its tokenizer); Deno on its own thread, to keep the
-// file short (the same route code either way).
+// Bun with two slot workers, Deno with one (each loads the model; the server's thread only the tokenizer).
 for (const [runtime, parallel] of [[["bun"], "2"], [["deno", "run", "-A"], "1"]] as const) {
   test(
     `${runtime[0]}: scripts/chat.ts FOLDER serves a Qwen3 folder with its tokenizer and template`,
@@ -78,6 +77,11 @@ for (const [runtime, parallel] of [[["bun"], "2"], [["deno", "run", "-A"], "1"]]
       );
       try {
         expect(out()).toContain("151669-id tokenizer, EOS 151645 151643");
+        // What memory goes to: the float engine's f32 weights, a copy a slot; a slot's KV at its context.
+        const copies = parallel === "2" ? ", a copy in each of 2 slots" : "";
+        expect(out()).toMatch(
+          new RegExp(`weights \\d+ [KM]B${copies}; a slot's KV cache up to \\d+ [KM]B at \\d+ positions`),
+        );
         // Warm before ready: the slots warmed before the server said so, /health said loading meanwhile
         // (two workers take seconds to load, so the probe lands there; one thread may be done first).
         expect(out()).toMatch(new RegExp(`warming ${parallel} slots?[^]*warmed in [\\d.]+ s[^]*ferry chat:`));
