@@ -54,19 +54,19 @@ export class UsageError extends Error {
   }
 }
 
-/** A model the chosen format cannot store (lut4 needs widths in multiples of 32): refused before writing. */
+/**
+ * A model the chosen format cannot store (lut4 needs widths in multiples of 32): refused before writing,
+ * with the shared code `UnsupportedModel`.
+ */
 export class UnsupportedModelError extends FormatError {
   constructor(path: string, readonly format: string, field: string, expected: string, found: string) {
     super(
       path,
+      "UnsupportedModel",
       field,
       `${path}: ${format} cannot store this model: ${field} is ${found}, expected ${expected}`,
-      {
-        expected,
-        found,
-      },
+      { expected, found },
     );
-    this.name = "UnsupportedModelError";
   }
 }
 
@@ -129,6 +129,7 @@ async function openExport(path: string, format: FormatDescriptor, preset?: strin
   if (lossy) {
     throw new FormatError(
       path,
+      "LossyInput",
       "format",
       `${path}: a lossy ${format.name} export (${lossy}) cannot be an export's input: ` +
         `export from the checkpoint or a lossless export`,
@@ -225,6 +226,7 @@ async function resolveConfig(
   if (preset === undefined) {
     throw new CheckpointError(
       path,
+      "MissingConfig",
       "config",
       `the config snapshot ${snapshot} is missing. If you know the shape the run trained under, ` +
         `name it explicitly with --preset (one of: ${Object.keys(PRESETS).join(", ")}).`,

@@ -64,6 +64,7 @@ export function formatOf(path: string): FormatDescriptor {
   if (format) return format;
   throw new FormatError(
     path,
+    "UnknownFormat",
     "format",
     `${path}: format: not a ferry export (expected one of: ${knownFormats()})`,
     { expected: knownFormats(), found: path },

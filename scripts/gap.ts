@@ -96,6 +96,7 @@ async function readSource(
   if (lossy) {
     throw new FormatError(
       path,
+      "LossyInput",
       "format",
       `${path}: a lossy ${format.name} export (${lossy}) cannot be measured: its rounding would be rounded again`,
       {

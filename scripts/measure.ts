@@ -107,6 +107,7 @@ async function openSource(
   if (lossy) {
     throw new FormatError(
       input,
+      "LossyInput",
       "format",
       `${input}: a lossy ${format.name} export (${lossy}) cannot be measured against: ` +
         `measure the checkpoint or a lossless export it came from`,

@@ -53,7 +53,12 @@ export async function readF64linesConfig(
   try {
     raw = parseToml(text) as Record<string, unknown>;
   } catch (e) {
-    throw new ConfigError(path, "(toml)", `not valid TOML: ${(e as Error).message.split("\n")[0]}`);
+    throw new ConfigError(
+      path,
+      "InvalidToml",
+      "(toml)",
+      `not valid TOML: ${(e as Error).message.split("\n")[0]}`,
+    );
   }
   const { origin, ...fields } = raw;
   return { config: validateConfig(fields, path), origin: originTable(origin, path) };
@@ -62,7 +67,7 @@ export async function readF64linesConfig(
 function originTable(table: unknown, path: string): ExportOrigin {
   if (table === undefined) return {};
   if (typeof table !== "object" || table === null || Array.isArray(table)) {
-    throw new ConfigError(path, "origin", "expected a table of name, step and source", {
+    throw new ConfigError(path, "WrongType", "origin", "expected a table of name, step and source", {
       expected: "a table",
       found: typeof table,
     });
@@ -71,17 +76,29 @@ function originTable(table: unknown, path: string): ExportOrigin {
   for (const [k, v] of Object.entries(table)) {
     const want = ORIGIN_TYPES[k as keyof typeof ORIGIN_TYPES];
     if (!want) {
-      throw new ConfigError(path, `origin.${k}`, "unknown key (expected name, step, source)", {
-        expected: "name, step or source",
-        found: k,
-      });
+      throw new ConfigError(
+        path,
+        "UnknownField",
+        `origin.${k}`,
+        "unknown key (expected name, step, source)",
+        {
+          expected: "name, step or source",
+          found: k,
+        },
+      );
     }
     if (typeof v !== want || (k === "step" && (!Number.isSafeInteger(v) || (v as number) < 0))) {
       const expected = k === "step" ? "a non-negative integer" : "a string";
-      throw new ConfigError(path, `origin.${k}`, `expected ${expected}, got ${JSON.stringify(v)}`, {
-        expected,
-        found: String(JSON.stringify(v)),
-      });
+      throw new ConfigError(
+        path,
+        "WrongType",
+        `origin.${k}`,
+        `expected ${expected}, got ${JSON.stringify(v)}`,
+        {
+          expected,
+          found: String(JSON.stringify(v)),
+        },
+      );
     }
     out[k] = v;
   }

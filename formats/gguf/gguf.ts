@@ -152,6 +152,7 @@ export function ggufDigest(
   if (v.type !== "string" || !isDigest(v.value) || !found || !("at" in found) || found.value !== v.value) {
     throw new GgufError(
       where,
+      "InvalidValue",
       DIGEST_KEY,
       "expected one string of 64 lowercase hex digits, as ferry writes it",
     );
@@ -205,10 +206,16 @@ export async function writeGguf(
   if (opts.source !== undefined) metadata.push([SOURCE_KEY, { type: "string", value: opts.source }]);
   if (opts.step !== undefined) {
     if (!Number.isSafeInteger(opts.step) || opts.step < 0) {
-      throw new GgufError(path, STEP_KEY, `expected a non-negative integer, got ${opts.step}`, {
-        expected: "a non-negative integer",
-        found: String(opts.step),
-      });
+      throw new GgufError(
+        path,
+        "InvalidValue",
+        STEP_KEY,
+        `expected a non-negative integer, got ${opts.step}`,
+        {
+          expected: "a non-negative integer",
+          found: String(opts.step),
+        },
+      );
     }
     metadata.push([STEP_KEY, { type: "u64", value: BigInt(opts.step) }]);
   }
@@ -290,7 +297,7 @@ export function ggufOrigin(file: Pick<GgufFile, "metadata">, where: string): Exp
   const typed = (key: string, types: string[]) => {
     const v = file.metadata.get(key);
     if (v && !types.includes(v.type)) {
-      throw new GgufError(where, key, `has type ${v.type}; expected ${types.join(" or ")}`, {
+      throw new GgufError(where, "WrongType", key, `has type ${v.type}; expected ${types.join(" or ")}`, {
         expected: types.join(" or "),
         found: v.type,
       });
@@ -303,7 +310,7 @@ export function ggufOrigin(file: Pick<GgufFile, "metadata">, where: string): Exp
   if (step) {
     const n = Number(step.value);
     if (!Number.isSafeInteger(n)) {
-      throw new GgufError(where, STEP_KEY, `${step.value} is above 2^53`, {
+      throw new GgufError(where, "InvalidValue", STEP_KEY, `${step.value} is above 2^53`, {
         expected: "an integer below 2^53",
         found: String(step.value),
       });
@@ -333,11 +340,11 @@ async function openGguf(path: string): Promise<OpenGguf> {
   try {
     fh = await open(path, "r");
   } catch (e) {
-    throw new GgufError(path, "file", `cannot be read: ${(e as Error).message}`);
+    throw new GgufError(path, "Unreadable", "file", `cannot be read: ${(e as Error).message}`);
   }
   try {
     const info = await fh.stat();
-    if (info.isDirectory()) throw new GgufError(path, "file", "is a folder, expected a file");
+    if (info.isDirectory()) throw new GgufError(path, "Unreadable", "file", "is a folder, expected a file");
     const size = info.size;
     for (let want = Math.min(HEADER_READ, size);; want = Math.min(want * 2, size)) {
       const prefix = await readAt({ fh, path }, 0, want);
@@ -367,7 +374,7 @@ function readAt(g: Pick<OpenGguf, "fh" | "path">, position: number, length: numb
 }
 
 function changed(path: string): GgufError {
-  return new GgufError(path, "file", "ended early: it changed while being read");
+  return new GgufError(path, "Unreadable", "file", "ended early: it changed while being read");
 }
 
 /** `ggufDigest` of an open file, hashing it a piece at a time rather than holding it. */
@@ -378,6 +385,7 @@ async function streamedDigest(g: OpenGguf, where: string) {
   if (v.type !== "string" || !isDigest(v.value) || !found || !("at" in found) || found.value !== v.value) {
     throw new GgufError(
       where,
+      "InvalidValue",
       DIGEST_KEY,
       "expected one string of 64 lowercase hex digits, as ferry writes it",
     );
@@ -396,6 +404,7 @@ async function verifiedDigest(g: OpenGguf, path: string) {
   if (digest && !digest.ok) {
     throw new GgufError(
       path,
+      "DigestMismatch",
       DIGEST_KEY,
       `stored ${digest.stored} but the file's SHA-256 is ${digest.computed}: the file was changed or is corrupt`,
       { expected: digest.stored, found: digest.computed },

@@ -242,7 +242,7 @@ describe("a missing input", () => {
     }
     expect(err).toBeInstanceOf(FormatError);
     expect((err as FormatError).field).toBe("file");
-    expect((err as Error).message).toBe(`${join(dir, "nope.gguf")}: no such file`);
+    expect((err as Error).message).toBe(`${join(dir, "nope.gguf")}: no such file (Unreadable)`);
   });
 });
 

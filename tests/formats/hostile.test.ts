@@ -681,7 +681,7 @@ describe("6. lut4: the engine's state is bounded by the file, the data section i
       for (const read of [() => readLut4(path), () => lut4Format.read(path), () => loadIntEngine(path)]) {
         const e = await refusal(read(), Lut4Error);
         expect([e.field, e.expected, e.found]).toEqual([field, expected, found]);
-        expect(e.message).toBe(`${path}: ${field}: expected ${expected}, got ${found}`);
+        expect(e.message).toBe(`${path}: ${field}: expected ${expected}, got ${found} (WrongType)`);
       }
     });
   }
