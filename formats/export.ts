@@ -34,7 +34,7 @@ import {
 import { hfFormat, openHuggingFace } from "./huggingface/huggingface.ts";
 import { dmexpFormat, dmexpOrigin, openDmexp } from "./dmexp/dmexp.ts";
 import { requireInput, unreadable } from "./io.ts";
-import { type FormatDescriptor, formatNamed, FORMATS, type WriteResult } from "./mod.ts";
+import { type FormatDescriptor, formatNamed, FORMATS, refuseLossy, type WriteResult } from "./mod.ts";
 import { type ModelConfig, paramShapes, PRESETS, readConfigFile } from "../model/config.ts";
 import { FormatError } from "../model/error.ts";
 import type { CalibrationNeeds, Lut4Calibration, Lut4Calibrator } from "../quantize/lut4-types.ts";
@@ -125,20 +125,11 @@ async function openExport(path: string, format: FormatDescriptor, preset?: strin
   if (preset !== undefined) {
     throw new UsageError(`--preset ${preset} refused: ${path} is an export and carries its own config`);
   }
-  const lossy = await format.lossy(path);
-  if (lossy) {
-    throw new FormatError(
-      path,
-      "LossyInput",
-      "format",
-      `${path}: a lossy ${format.name} export (${lossy}) cannot be an export's input: ` +
-        `export from the checkpoint or a lossless export`,
-      {
-        expected: "a training checkpoint or a lossless export",
-        found: `a ${format.name} export with ${lossy}`,
-      },
-    );
-  }
+  await refuseLossy(
+    path,
+    format,
+    "cannot be an export's input: export from the checkpoint or a lossless export",
+  );
   if (format === dmexpFormat) {
     // A dmexp file streams too: checked whole in one chunked pass, then read a chunk at a time.
     const m = await openDmexp(path);

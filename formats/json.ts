@@ -37,15 +37,15 @@ export interface JsonObject {
 export const MAX_JSON_DEPTH = 64;
 
 /**
- * The scanner's two refusals: `InvalidJson` (a syntax error, nesting past the limit) and `DuplicateKey`.
- * Each format that reads JSON rethrows them under its own class, with the same code.
+ * The scanner's two refusals: `InvalidJson` (a syntax error, nesting past the limit) and `DuplicateKey`,
+ * a row of each table of a format that reads JSON, which rethrows them in its own class, with the same code.
  */
 export const JSON_REFUSALS = ["InvalidJson", "DuplicateKey"] as const;
 /** A code of `JSON_REFUSALS`. */
 export type JsonRefusal = typeof JSON_REFUSALS[number];
 
 /** A JSON syntax error, a duplicate key or nesting past the limit; `at` is the path of the value being read. */
-export class StrictJsonError extends formatErrorClass(JSON_REFUSALS, (_json, at, why) => `${at}: ${why}`) {
+export class StrictJsonError extends formatErrorClass([JSON_REFUSALS], (_json, at, why) => `${at}: ${why}`) {
   constructor(
     code: JsonRefusal,
     readonly at: string,

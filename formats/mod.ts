@@ -71,6 +71,30 @@ export function formatOf(path: string): FormatDescriptor {
   );
 }
 
+/**
+ * Refuses a lossy export (`LossyInput`) where only a checkpoint or a lossless export will do: `cannot`
+ * finishes the sentence `PATH: a lossy FORMAT export (WHAT) ...` with what it cannot be, and why.
+ *
+ * @example
+ * ```ts
+ * await refuseLossy(path, formatOf(path), "cannot be measured: its rounding would be rounded again");
+ * ```
+ */
+export async function refuseLossy(path: string, format: FormatDescriptor, cannot: string): Promise<void> {
+  const lossy = await format.lossy(path);
+  if (!lossy) return;
+  throw new FormatError(
+    path,
+    "LossyInput",
+    "format",
+    `${path}: a lossy ${format.name} export (${lossy}) ${cannot}`,
+    {
+      expected: "a training checkpoint or a lossless export",
+      found: `a ${format.name} export with ${lossy}`,
+    },
+  );
+}
+
 /** An export read back, and the format it was read as. */
 export interface ReadExport extends ReadResult {
   format: FormatDescriptor;

@@ -32,18 +32,11 @@ const FIXED_BYTES = 16;
  * which it passes on. Each container's table (dmexp's, lut4's) includes them all.
  */
 export const TOKENIZER_SECTION_REFUSALS = [
-  "Truncated",
-  "BadMagic",
-  "ChecksumMismatch",
-  "TrailingBytes",
-  "InvalidUtf8",
-  "InvalidJson",
-  "InvalidTokenizer",
-  "InvalidTemplate",
-  "VocabMismatch",
-] as const satisfies readonly FormatRefusal[];
+  ["Truncated", "TrailingBytes", "BadMagic", "ChecksumMismatch", "InvalidUtf8"],
+  ["InvalidJson", "InvalidTokenizer", "InvalidTemplate", "VocabMismatch"],
+] as const satisfies readonly (readonly FormatRefusal[])[];
 /** A code of `TOKENIZER_SECTION_REFUSALS`. */
-export type TokenizerSectionRefusal = typeof TOKENIZER_SECTION_REFUSALS[number];
+export type TokenizerSectionRefusal = typeof TOKENIZER_SECTION_REFUSALS[number][number];
 
 const ENC = new TextEncoder();
 const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
@@ -209,7 +202,7 @@ export function decodeTokenizerSection(
     const why = said.slice(`${e.path}: ${e.field}: `.length);
     const field = e.field === "vocab_size" ? "vocab_size" : `tokenizer[${JSON.stringify(file)}].${e.field}`;
     // The files' checks throw only codes of the section's table; anything else is the files' fault all the same.
-    const code = TOKENIZER_SECTION_REFUSALS.find((c) => c === e.code) ?? "InvalidTokenizer";
+    const code = TOKENIZER_SECTION_REFUSALS.flat().find((c) => c === e.code) ?? "InvalidTokenizer";
     throw error(code, field, e.field === "vocab_size" ? said.slice(where.length + 2) : why, e);
   }
   return tokenizer;

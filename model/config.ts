@@ -9,7 +9,7 @@
  * @module
  */
 import { parse as parseToml } from "smol-toml";
-import { formatErrorClass } from "./error.ts";
+import { formatErrorClass, TENSOR_REFUSALS } from "./error.ts";
 
 /** Every field of a ferry model config; the names are Hugging Face's Qwen3 config names. */
 export interface ModelConfig {
@@ -28,12 +28,7 @@ export interface ModelConfig {
 
 /** Every rule a config can break; docs/hostile-input.md ("Refusal codes") says what each means. */
 export const CONFIG_REFUSALS = [
-  "InvalidToml",
-  "UnknownField",
-  "MissingField",
-  "WrongType",
-  "InvalidValue",
-  "AboveLimit",
+  ["InvalidToml", "UnknownField", "MissingField", "WrongType", "InvalidValue", "AboveLimit"],
 ] as const;
 
 /** A config that is malformed: `path` names the file (or other source), `field` the offending key. */
@@ -163,18 +158,18 @@ export function validateConfig(raw: Record<string, unknown>, where: string): Mod
   return cfg;
 }
 
+/** The words of a refusal of text that is not TOML: the parser's first line. */
+export function notToml(e: unknown): string {
+  return `not valid TOML: ${(e as Error).message.split("\n")[0]}`;
+}
+
 /** Parses a config from TOML text; `where` (usually the file path) is named in every error. */
 export function parseConfig(text: string, where: string): ModelConfig {
   let raw: Record<string, unknown>;
   try {
     raw = parseToml(text) as Record<string, unknown>;
   } catch (e) {
-    throw new ConfigError(
-      where,
-      "InvalidToml",
-      "(toml)",
-      `not valid TOML: ${(e as Error).message.split("\n")[0]}`,
-    );
+    throw new ConfigError(where, "InvalidToml", "(toml)", notToml(e));
   }
   return validateConfig(raw, where);
 }
@@ -253,14 +248,14 @@ export function configSize(cfg: ModelConfig): { tensors: number; params: number 
   };
 }
 
-/** The refusal code of each kind of tensor mismatch: every format that checks tensors names them alike. */
+/** The refusal code of each kind of tensor mismatch (`TENSOR_REFUSALS`), alike in every format. */
 export const TENSOR_MISMATCH_CODES = {
   missing: "MissingTensor",
   unknown: "UnknownTensor",
   duplicate: "DuplicateTensor",
   dims: "ShapeMismatch",
   length: "ShapeMismatch",
-} as const;
+} as const satisfies Record<string, typeof TENSOR_REFUSALS[number]>;
 
 /** How a set of tensors departs from the shapes a config implies (see `checkTensors`). */
 export interface TensorMismatch {

@@ -30,10 +30,19 @@ export interface RefusalDetail {
 }
 
 /**
- * A table of refusal codes: each the PascalCase name of one rule (`BadMagic`, `Truncated`). The table
- * is all the codes a class may throw; what each means is said once, in the spec's "Refusals" table.
+ * The codes a class may throw, each the PascalCase name of one rule (`BadMagic`, `Truncated`), once.
+ * A format writes them as a table in rows of related rules, a row shared where formats run one check
+ * alike (`TENSOR_REFUSALS`); what each means is said once, in the spec's "Refusals" table.
  */
 export type RefusalCodes = readonly string[];
+
+/** The refusals of tensors that are not the ones a config implies (model/config.ts `checkTensors`). */
+export const TENSOR_REFUSALS = [
+  "MissingTensor",
+  "UnknownTensor",
+  "DuplicateTensor",
+  "ShapeMismatch",
+] as const;
 
 /**
  * The refusals that belong to no one format, thrown as a plain `FormatError`: a file that cannot be
@@ -41,29 +50,13 @@ export type RefusalCodes = readonly string[];
  * an engine cannot run. docs/hostile-input.md ("Refusal codes") says what each means.
  */
 export const FORMAT_REFUSALS = [
-  "Unreadable",
-  "Truncated",
-  "TrailingBytes",
-  "BadMagic",
-  "ChecksumMismatch",
-  "UnknownFormat",
-  "LossyInput",
-  "InvalidUtf8",
-  "InvalidJson",
-  "InvalidTokenizer",
-  "InvalidTemplate",
-  "VocabMismatch",
-  "MissingTensor",
-  "UnknownTensor",
-  "DuplicateTensor",
-  "ShapeMismatch",
-  "UnsupportedModel",
-  "UnknownEngine",
-  "DigestMismatch",
-  "NoTokens",
+  ["Unreadable", "UnknownFormat", "LossyInput", "UnsupportedModel", "UnknownEngine", "DigestMismatch"],
+  ["Truncated", "TrailingBytes", "BadMagic", "ChecksumMismatch", "InvalidUtf8", "InvalidJson"],
+  ["InvalidTokenizer", "InvalidTemplate", "VocabMismatch", "NoTokens"],
+  TENSOR_REFUSALS,
 ] as const;
 /** A code of `FORMAT_REFUSALS`. */
-export type FormatRefusal = typeof FORMAT_REFUSALS[number];
+export type FormatRefusal = typeof FORMAT_REFUSALS[number][number];
 
 /**
  * A refusal of input: names the file, the field, the rule broken (`code`) and, where known, what was
@@ -72,7 +65,7 @@ export type FormatRefusal = typeof FORMAT_REFUSALS[number];
  */
 export class FormatError extends Error {
   /** The codes this class may carry; a format's class (`formatErrorClass`) has its own table here. */
-  static readonly codes: RefusalCodes = FORMAT_REFUSALS;
+  static readonly codes: RefusalCodes = FORMAT_REFUSALS.flat();
   /** The rule the input broke: one of its class's `codes`. */
   readonly code: string;
   /** What the check wanted; empty when the message alone says it. */
@@ -100,18 +93,18 @@ export class FormatError extends Error {
 export type Sentence = (path: string, field: string, why: string) => string;
 
 /**
- * The error class of a format, from its table of codes (a `const` array): one line per format,
- * `export class GgufError extends formatErrorClass(GGUF_REFUSALS) {}`. Its constructor takes
+ * The error class of a format, from its table of codes (a `const` array of rows of codes): one line
+ * per format, `export class GgufError extends formatErrorClass(GGUF_REFUSALS) {}`. Its constructor takes
  * `(path, code, field, why, detail?)`, where `code` can only be one of the table's; the message is
- * `sentence(path, field, why)` and the code, and the class's `codes` is the table, so a test can check
- * every refusal against it and the spec.
+ * `sentence(path, field, why)` and the code, and the class's `codes` is the table's codes, so a test
+ * can check every refusal against it and the spec.
  */
 export function formatErrorClass<const Code extends string>(
-  codes: readonly Code[],
+  table: readonly (readonly Code[])[],
   sentence: Sentence = (path, field, why) => `${path}: ${field}: ${why}`,
 ) {
   return class extends FormatError {
-    static override readonly codes: readonly Code[] = codes;
+    static override readonly codes: readonly Code[] = [...new Set(table.flat())];
     declare readonly code: Code;
     constructor(path: string, code: Code, field: string, why: string, detail?: RefusalDetail) {
       // FormatError's own constructor admits only its own table; this class's table bounds `code` instead.

@@ -13,7 +13,7 @@
 import { crc32 } from "node:zlib";
 import { open, readFile } from "node:fs/promises";
 import { chunksAt, f32Bytes, readExact, writeAtomic } from "../io.ts";
-import { jsonHeader } from "../json.ts";
+import { JSON_REFUSALS, jsonHeader } from "../json.ts";
 import {
   checkTensors,
   configToToml,
@@ -22,7 +22,7 @@ import {
   readConfigFile,
 } from "../../model/config.ts";
 import { numel, type Tensor, type TensorSource } from "../../model/tensor.ts";
-import { formatErrorClass } from "../../model/error.ts";
+import { formatErrorClass, TENSOR_REFUSALS } from "../../model/error.ts";
 
 /** `FERRYCK` then the format version byte. */
 export const CHECKPOINT_MAGIC = new Uint8Array([0x46, 0x45, 0x52, 0x52, 0x59, 0x43, 0x4b, 0x01]);
@@ -44,28 +44,11 @@ export interface Checkpoint {
 
 /** Every rule a training checkpoint can break; formats/checkpoint/checkpoint.md ("Refusals") explains each. */
 export const CHECKPOINT_REFUSALS = [
-  "Unreadable",
-  "Truncated",
-  "TrailingBytes",
-  "BadMagic",
-  "UnsupportedVersion",
-  "ChecksumMismatch",
-  "InvalidUtf8",
-  "InvalidJson",
-  "DuplicateKey",
-  "WrongType",
-  "UnknownField",
-  "MissingField",
-  "InvalidValue",
-  "InvalidName",
-  "DuplicateTensor",
-  "InvalidShape",
-  "SizeMismatch",
-  "MissingTensor",
-  "UnknownTensor",
-  "ShapeMismatch",
-  "MissingConfig",
-  "NotAnExport",
+  ["Unreadable", "Truncated", "TrailingBytes", "BadMagic", "UnsupportedVersion", "ChecksumMismatch"],
+  ["InvalidUtf8", "WrongType", "UnknownField", "MissingField", "InvalidValue"],
+  ["InvalidName", "InvalidShape", "SizeMismatch", "MissingConfig", "NotAnExport"],
+  JSON_REFUSALS,
+  TENSOR_REFUSALS,
 ] as const;
 
 /** A checkpoint that cannot be read: names the file, what is wrong and the rule. */

@@ -12,9 +12,10 @@
  */
 import { crc32 } from "node:zlib";
 import { parse as parseToml, stringify as stringifyToml } from "smol-toml";
-import { checkTensors, ConfigError, type ModelConfig, parseConfig } from "../../model/config.ts";
+import { checkTensors, ConfigError, type ModelConfig, notToml, parseConfig } from "../../model/config.ts";
 import { numel } from "../../model/tensor.ts";
-import { formatErrorClass, messageWithoutCode } from "../../model/error.ts";
+import { formatErrorClass, messageWithoutCode, TENSOR_REFUSALS } from "../../model/error.ts";
+import { TOKENIZER_SECTION_REFUSALS } from "../tokenizer-section.ts";
 
 /** The 7 magic letters; the 8th byte of the file is the format version. */
 export const DMEXP_MAGIC = "DMEXPRT";
@@ -45,31 +46,11 @@ export const MAGIC_BYTES = new TextEncoder().encode(DMEXP_MAGIC);
  * formats/dmexp/dmexp.md ("Refusals") says what each means.
  */
 export const DMEXP_REFUSALS = [
-  "Unreadable",
-  "Truncated",
-  "TrailingBytes",
-  "BadMagic",
-  "UnsupportedVersion",
-  "ChecksumMismatch",
-  "InvalidUtf8",
-  "InvalidToml",
-  "MissingField",
-  "WrongType",
-  "InvalidValue",
-  "UnsupportedDtype",
-  "InvalidName",
-  "DuplicateTensor",
-  "InvalidShape",
-  "CountMismatch",
-  "NotFinite",
-  "InvalidConfig",
-  "MissingTensor",
-  "UnknownTensor",
-  "ShapeMismatch",
-  "InvalidJson",
-  "InvalidTokenizer",
-  "InvalidTemplate",
-  "VocabMismatch",
+  ["Unreadable", "Truncated", "TrailingBytes", "BadMagic", "UnsupportedVersion", "ChecksumMismatch"],
+  ["InvalidUtf8", "InvalidToml", "MissingField", "WrongType", "InvalidValue", "UnsupportedDtype"],
+  ["InvalidName", "InvalidShape", "CountMismatch", "NotFinite", "InvalidConfig"],
+  TENSOR_REFUSALS,
+  ...TOKENIZER_SECTION_REFUSALS,
 ] as const;
 
 /** Every refusal of the format: `path` names the file, `field` what is wrong in it, `code` the rule. */
@@ -316,15 +297,7 @@ function headerToml(bytes: Uint8Array, path: string): Record<string, unknown> {
   try {
     return parseToml(text, { integersAsBigInt: true }) as Record<string, unknown>;
   } catch (e) {
-    throw new DmexpError(
-      path,
-      "InvalidToml",
-      "header",
-      `not valid TOML: ${(e as Error).message.split("\n")[0]}`,
-      {
-        expected: "a TOML document",
-      },
-    );
+    throw new DmexpError(path, "InvalidToml", "header", notToml(e), { expected: "a TOML document" });
   }
 }
 

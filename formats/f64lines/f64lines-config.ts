@@ -11,7 +11,7 @@
  */
 import { readFile } from "node:fs/promises";
 import { parse as parseToml, stringify as stringifyToml } from "smol-toml";
-import { ConfigError, configToToml, type ModelConfig, validateConfig } from "../../model/config.ts";
+import { ConfigError, configToToml, type ModelConfig, notToml, validateConfig } from "../../model/config.ts";
 import type { ExportOrigin } from "../format.ts";
 
 /** `a.f64lines` → `a.config.toml`: f64lines holds named arrays only, so an export's shape lives there. */
@@ -53,12 +53,7 @@ export async function readF64linesConfig(
   try {
     raw = parseToml(text) as Record<string, unknown>;
   } catch (e) {
-    throw new ConfigError(
-      path,
-      "InvalidToml",
-      "(toml)",
-      `not valid TOML: ${(e as Error).message.split("\n")[0]}`,
-    );
+    throw new ConfigError(path, "InvalidToml", "(toml)", notToml(e));
   }
   const { origin, ...fields } = raw;
   return { config: validateConfig(fields, path), origin: originTable(origin, path) };

@@ -14,7 +14,7 @@
  * @module
  */
 import { numel } from "../../model/tensor.ts";
-import { formatErrorClass } from "../../model/error.ts";
+import { formatErrorClass, TENSOR_REFUSALS } from "../../model/error.ts";
 import {
   decodeTensor,
   GGML_TYPES,
@@ -84,35 +84,14 @@ export type GgufValue =
  * says what each means.
  */
 export const GGUF_REFUSALS = [
-  "Unreadable",
-  "Truncated",
-  "TrailingBytes",
-  "BadMagic",
-  "UnsupportedVersion",
-  "InvalidUtf8",
-  "InvalidName",
-  "DuplicateKey",
-  "DuplicateTensor",
-  "InvalidValueType",
-  "WrongType",
-  "MissingField",
-  "InvalidValue",
-  "InvalidShape",
-  "UnsupportedDtype",
-  "InvalidOffset",
-  "SizeMismatch",
-  "NotFinite",
-  "DigestMismatch",
-  "Unsupported",
-  "MissingTensor",
-  "UnknownTensor",
-  "ShapeMismatch",
-  "InvalidJson",
-  "InvalidTokenizer",
-  "VocabMismatch",
+  ["Unreadable", "Truncated", "TrailingBytes", "BadMagic", "UnsupportedVersion", "DigestMismatch"],
+  ["InvalidUtf8", "InvalidName", "DuplicateKey", "InvalidValueType", "WrongType", "MissingField"],
+  ["InvalidValue", "InvalidShape", "UnsupportedDtype", "InvalidOffset", "SizeMismatch", "NotFinite"],
+  ["Unsupported", "InvalidJson", "InvalidTokenizer", "VocabMismatch"],
+  TENSOR_REFUSALS,
 ] as const;
 /** A code of `GGUF_REFUSALS`. */
-export type GgufRefusal = typeof GGUF_REFUSALS[number];
+export type GgufRefusal = typeof GGUF_REFUSALS[number][number];
 
 /**
  * A GGUF that cannot be written or read: `path` names the file, `field` the offending part

@@ -148,17 +148,19 @@ export function ggufDigest(
 ): { stored: string; computed: string; ok: boolean } | undefined {
   const v = file.metadata.get(DIGEST_KEY);
   if (!v) return undefined;
-  const found = digestOffset(bytes, GGUF_DIGEST_NEEDLE, file.dataOffset);
+  const { stored, at } = storedDigest(v, bytes, file.dataOffset, where);
+  const computed = fileDigest([bytes], at);
+  return { stored, computed, ok: computed === stored };
+}
+
+/** The stored `ferry.sha256` and where it is, refused unless it is in the one form ferry writes. */
+function storedDigest(v: GgufValue, head: Uint8Array, dataOffset: number, where: string) {
+  const found = digestOffset(head, GGUF_DIGEST_NEEDLE, dataOffset);
   if (v.type !== "string" || !isDigest(v.value) || !found || !("at" in found) || found.value !== v.value) {
-    throw new GgufError(
-      where,
-      "InvalidValue",
-      DIGEST_KEY,
-      "expected one string of 64 lowercase hex digits, as ferry writes it",
-    );
+    const why = "expected one string of 64 lowercase hex digits, as ferry writes it";
+    throw new GgufError(where, "InvalidValue", DIGEST_KEY, why);
   }
-  const computed = fileDigest([bytes], found.at);
-  return { stored: v.value, computed, ok: computed === v.value };
+  return { stored: v.value, at: found.at };
 }
 
 /** Every `--dtype` GGUF takes, in the order help and tables list them. */
@@ -381,21 +383,13 @@ function changed(path: string): GgufError {
 async function streamedDigest(g: OpenGguf, where: string) {
   const v = g.head.metadata.get(DIGEST_KEY);
   if (!v) return undefined;
-  const found = digestOffset(g.prefix, GGUF_DIGEST_NEEDLE, g.head.dataOffset);
-  if (v.type !== "string" || !isDigest(v.value) || !found || !("at" in found) || found.value !== v.value) {
-    throw new GgufError(
-      where,
-      "InvalidValue",
-      DIGEST_KEY,
-      "expected one string of 64 lowercase hex digits, as ferry writes it",
-    );
-  }
-  const hash = digestStream(found.at);
+  const { stored, at } = storedDigest(v, g.prefix, g.head.dataOffset, where);
+  const hash = digestStream(at);
   for await (const piece of chunksAt(g.fh, 0, g.size, () => changed(where), { chunkBytes: READ_PIECE })) {
     hash.update(piece);
   }
   const computed = hash.hex();
-  return { stored: v.value, computed, ok: computed === v.value };
+  return { stored, computed, ok: computed === stored };
 }
 
 /** `streamedDigest`, refusing a mismatch: the file was changed after ferry wrote it. */

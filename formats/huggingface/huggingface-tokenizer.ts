@@ -298,14 +298,8 @@ function checkFiles(
   where: { dir: string; config: string },
 ): TokenizerSummary {
   const at = (name: string) => where.dir.endsWith("/") ? where.dir + name : `${where.dir}/${name}`;
-  const refuse = (
-    code: FormatRefusal,
-    name: string,
-    field: string,
-    why: string,
-    expected: string,
-    found: string,
-  ) => new FormatError(at(name), code, field, `${at(name)}: ${field}: ${why}`, { expected, found });
+  const refuse: Refuse = (code, name, field, why, expected, found) =>
+    new FormatError(at(name), code, field, `${at(name)}: ${field}: ${why}`, { expected, found });
   for (const name of Object.keys(files)) {
     if (!(TOKENIZER_FILE_NAMES as readonly string[]).includes(name)) {
       throw refuse(

@@ -29,6 +29,7 @@ import {
 } from "../safetensors/safetensors.ts";
 import {
   isJsonObject,
+  JSON_REFUSALS,
   JsonNumber,
   type JsonObject,
   type JsonValue,
@@ -52,7 +53,7 @@ import {
   readTokenizerFolder,
   tokenizerInfo,
 } from "./huggingface-tokenizer.ts";
-import { formatErrorClass, messageWithoutCode } from "../../model/error.ts";
+import { formatErrorClass, messageWithoutCode, TENSOR_REFUSALS } from "../../model/error.ts";
 import type { ExportOrigin, FormatDescriptor } from "../format.ts";
 
 /** The weight dtypes of an export, by ferry's name; with their safetensors and torch names. */
@@ -81,23 +82,13 @@ export const HF_FILES = {
  * formats/huggingface/huggingface.md ("Refusals") says what each code means.
  */
 export const HUGGINGFACE_REFUSALS = [
-  "MissingFile",
-  "AmbiguousWeights",
-  "InvalidJson",
-  "DuplicateKey",
-  "MissingField",
-  "UnknownField",
-  "UnsupportedField",
-  "InvalidValue",
-  "UnsupportedDtype",
-  "MissingTensor",
-  "UnknownTensor",
-  "DuplicateTensor",
-  "ShapeMismatch",
-  "TiedMismatch",
+  ["MissingFile", "AmbiguousWeights", "MissingField", "UnknownField", "UnsupportedField", "InvalidValue"],
+  ["UnsupportedDtype", "TiedMismatch"],
+  JSON_REFUSALS,
+  TENSOR_REFUSALS,
 ] as const;
 /** A code of `HUGGINGFACE_REFUSALS`. */
-export type HuggingFaceErrorCode = typeof HUGGINGFACE_REFUSALS[number];
+export type HuggingFaceErrorCode = typeof HUGGINGFACE_REFUSALS[number][number];
 
 /** A Hugging Face directory that ferry refuses: names the file, the field and what was expected. */
 export class HuggingFaceError extends formatErrorClass(HUGGINGFACE_REFUSALS) {}

@@ -44,11 +44,15 @@ import type {
 import type { LutMatrix } from "../../kernels/int/gemv.ts";
 import { type ModelConfig, validateConfig } from "../../model/config.ts";
 import { FormatError, formatErrorClass, messageWithoutCode } from "../../model/error.ts";
-import { jsonHeader } from "../json.ts";
+import { JSON_REFUSALS, jsonHeader } from "../json.ts";
 import { calibrationLine } from "../calibration-record.ts";
 import { numel, type Tensor } from "../../model/tensor.ts";
 import type { TokenizerFiles } from "../../model/tokenizer-types.ts";
-import { decodeTokenizerSection, encodeTokenizerSection } from "../tokenizer-section.ts";
+import {
+  decodeTokenizerSection,
+  encodeTokenizerSection,
+  TOKENIZER_SECTION_REFUSALS,
+} from "../tokenizer-section.ts";
 import { tokenizerInfo } from "../huggingface/huggingface-tokenizer.ts";
 
 /** The framing's 8 magic bytes (the reference's). */
@@ -129,33 +133,15 @@ export interface Lut4Header {
  * formats/lut4/lut4.md ("Refusals") says what each means.
  */
 export const LUT4_REFUSALS = [
-  "Unreadable",
-  "Truncated",
-  "TrailingBytes",
-  "BadMagic",
-  "UnsupportedVersion",
-  "ChecksumMismatch",
-  "InvalidUtf8",
-  "InvalidJson",
-  "DuplicateKey",
-  "WrongType",
-  "MissingField",
-  "InvalidValue",
-  "Unsupported",
-  "InvalidShape",
-  "ShapeMismatch",
-  "SizeMismatch",
-  "Misaligned",
-  "InvalidOffset",
-  "NonZeroPadding",
-  "InvalidTable",
-  "InvalidConfig",
-  "InvalidTokenizer",
-  "InvalidTemplate",
-  "VocabMismatch",
+  ["Unreadable", "Truncated", "TrailingBytes", "BadMagic", "UnsupportedVersion", "ChecksumMismatch"],
+  ["InvalidUtf8", "WrongType", "MissingField", "InvalidValue", "Unsupported", "InvalidConfig"],
+  ["InvalidShape", "ShapeMismatch", "SizeMismatch", "Misaligned", "InvalidOffset", "NonZeroPadding"],
+  ["InvalidTable"],
+  JSON_REFUSALS,
+  ...TOKENIZER_SECTION_REFUSALS,
 ] as const;
 /** A code of `LUT4_REFUSALS`. */
-export type Lut4Refusal = typeof LUT4_REFUSALS[number];
+export type Lut4Refusal = typeof LUT4_REFUSALS[number][number];
 
 /** A refusal of a lut4 file: names the file, the field and the rule. */
 export class Lut4Error extends formatErrorClass(LUT4_REFUSALS) {}

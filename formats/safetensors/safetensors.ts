@@ -24,6 +24,7 @@ import { materialize, numel, type Tensor, type TensorSource, tensorSource } from
 import { formatErrorClass, messageWithoutCode } from "../../model/error.ts";
 import {
   isJsonObject,
+  JSON_REFUSALS,
   JsonNumber,
   type JsonObject,
   type JsonValue,
@@ -81,33 +82,15 @@ export const INDEX_FILE = "model.safetensors.index.json";
  * The first group mirrors the reference implementation's errors; the rest are ferry's stricter rules.
  */
 export const SAFETENSORS_REFUSALS = [
-  "HeaderTooSmall",
-  "HeaderTooLarge",
-  "InvalidHeaderLength",
-  "InvalidUtf8",
-  "InvalidJson",
-  "DuplicateKey",
-  "NotAnInteger",
-  "IntegerTooLarge",
-  "HeaderNotObject",
-  "InvalidMetadata",
-  "InvalidTensorEntry",
-  "MissingField",
-  "UnknownField",
-  "UnsupportedDtype",
-  "InvalidOffset",
-  "ValidationOverflow",
-  "TensorInvalidInfo",
-  "MetadataIncompleteBuffer",
-  "InvalidBool",
-  "InvalidIndex",
-  "ShardMismatch",
-  "InvalidTensor",
-  "ReservedName",
-  "DigestMismatch",
+  ["HeaderTooSmall", "HeaderTooLarge", "InvalidHeaderLength", "InvalidUtf8"],
+  JSON_REFUSALS,
+  ["NotAnInteger", "IntegerTooLarge", "HeaderNotObject", "InvalidMetadata", "InvalidTensorEntry"],
+  ["MissingField", "UnknownField", "UnsupportedDtype", "InvalidOffset", "ValidationOverflow"],
+  ["TensorInvalidInfo", "MetadataIncompleteBuffer", "InvalidBool", "InvalidIndex", "ShardMismatch"],
+  ["InvalidTensor", "ReservedName", "DigestMismatch"],
 ] as const;
 /** A code of `SAFETENSORS_REFUSALS`. */
-export type SafetensorsErrorCode = typeof SAFETENSORS_REFUSALS[number];
+export type SafetensorsErrorCode = typeof SAFETENSORS_REFUSALS[number][number];
 
 /** A safetensors file (or index) that was refused: names the file, the field and the rule. */
 export class SafetensorsError extends formatErrorClass(SAFETENSORS_REFUSALS) {}

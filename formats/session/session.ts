@@ -61,15 +61,8 @@ export interface SessionData {
 
 /** Every rule a session can break; formats/session/session.md ("Refusals") says what each means. */
 export const SESSION_REFUSALS = [
-  "Truncated",
-  "BadMagic",
-  "UnsupportedVersion",
-  "ChecksumMismatch",
-  "SizeMismatch",
-  "ModelMismatch",
-  "InvalidValue",
-  "VocabMismatch",
-  "NotFinite",
+  ["Truncated", "BadMagic", "UnsupportedVersion", "ChecksumMismatch", "SizeMismatch"],
+  ["ModelMismatch", "InvalidValue", "VocabMismatch", "NotFinite"],
 ] as const;
 
 /** A refused session file: names the file, the field and the rule. */
