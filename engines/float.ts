@@ -218,7 +218,7 @@ export async function createFloatEngineFromSources(
   options: FloatEngineOptions = {},
 ): Promise<Engine> {
   const bad = checkTensors(config, sources);
-  if (bad) throw new FormatError(source, bad.tensor, `${source}: ${bad.message}`, bad);
+  if (bad) throw new FormatError(source, bad.code, bad.tensor, `${source}: ${bad.message}`, bad);
   const kernels = options.kernels ?? defaultKernels;
   if (kernels.name !== "wasm") {
     return createFloatEngine(config, await Promise.all(sources.map(materialize)), source, options);

@@ -186,16 +186,27 @@ export async function loadEngine(
   options: EngineLoadOptions = {},
 ): Promise<Engine> {
   if (await isCheckpointFile(path)) {
-    throw new CheckpointError(path, "magic", "a training checkpoint, not an export: export it first");
+    throw new CheckpointError(
+      path,
+      "NotAnExport",
+      "magic",
+      "a training checkpoint, not an export: export it first",
+    );
   }
   const format = formatOf(path);
   const name = kind ?? DEFAULT_ENGINE[format.weights];
   if (!Object.hasOwn(ENGINES, name)) {
     const known = engineKinds().join(", ");
-    throw new FormatError(path, "engine", `${path}: engine: unknown engine ${name} (known: ${known})`, {
-      expected: known,
-      found: name,
-    });
+    throw new FormatError(
+      path,
+      "UnknownEngine",
+      "engine",
+      `${path}: engine: unknown engine ${name} (known: ${known})`,
+      {
+        expected: known,
+        found: name,
+      },
+    );
   }
   const tokenizer = options.tokens
     ? tableTokenizer(options.tokens, path)
@@ -207,6 +218,7 @@ export async function loadEngine(
     engine.dispose?.();
     throw new FormatError(
       path,
+      "VocabMismatch",
       "vocab_size",
       `${path}: vocab_size: the tokenizer has ${tokenizer.size} ids, more than the model's ${engine.config.vocab_size}`,
       { expected: `at least ${tokenizer.size}`, found: String(engine.config.vocab_size) },

@@ -35,7 +35,7 @@ import {
 import { hfFormat, openHuggingFace } from "./huggingface/huggingface.ts";
 import { dmexpFormat, dmexpOrigin, openDmexp } from "./dmexp/dmexp.ts";
 import { requireInput, unreadable } from "./io.ts";
-import { type FormatDescriptor, formatNamed, FORMATS, type WriteResult } from "./mod.ts";
+import { type FormatDescriptor, formatNamed, FORMATS, refuseLossy, type WriteResult } from "./mod.ts";
 import { type ModelConfig, paramShapes, PRESETS, readConfigFile } from "../model/config.ts";
 import { FormatError } from "../model/error.ts";
 import type { CalibrationNeeds, Lut4Calibration, Lut4Calibrator } from "../quantize/lut4-types.ts";
@@ -55,19 +55,19 @@ export class UsageError extends Error {
   }
 }
 
-/** A model the chosen format cannot store (lut4 needs widths in multiples of 32): refused before writing. */
+/**
+ * A model the chosen format cannot store (lut4 needs widths in multiples of 32): refused before writing,
+ * with the shared code `UnsupportedModel`.
+ */
 export class UnsupportedModelError extends FormatError {
   constructor(path: string, readonly format: string, field: string, expected: string, found: string) {
     super(
       path,
+      "UnsupportedModel",
       field,
       `${path}: ${format} cannot store this model: ${field} is ${found}, expected ${expected}`,
-      {
-        expected,
-        found,
-      },
+      { expected, found },
     );
-    this.name = "UnsupportedModelError";
   }
 }
 
@@ -126,19 +126,11 @@ async function openExport(path: string, format: FormatDescriptor, preset?: strin
   if (preset !== undefined) {
     throw new UsageError(`--preset ${preset} refused: ${path} is an export and carries its own config`);
   }
-  const lossy = await format.lossy(path);
-  if (lossy) {
-    throw new FormatError(
-      path,
-      "format",
-      `${path}: a lossy ${format.name} export (${lossy}) cannot be an export's input: ` +
-        `export from the checkpoint or a lossless export`,
-      {
-        expected: "a training checkpoint or a lossless export",
-        found: `a ${format.name} export with ${lossy}`,
-      },
-    );
-  }
+  await refuseLossy(
+    path,
+    format,
+    "cannot be an export's input: export from the checkpoint or a lossless export",
+  );
   if (format === dmexpFormat) {
     // A dmexp file streams too: checked whole in one chunked pass, then read a chunk at a time.
     const m = await openDmexp(path);
@@ -228,6 +220,7 @@ async function resolveConfig(
   if (preset === undefined) {
     throw new CheckpointError(
       path,
+      "MissingConfig",
       "config",
       `the config snapshot ${snapshot} is missing. If you know the shape the run trained under, ` +
         `name it explicitly with --preset (one of: ${Object.keys(PRESETS).join(", ")}).`,

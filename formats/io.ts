@@ -188,7 +188,7 @@ export type InputKind = "file" | "folder" | "either";
  * @example
  * ```ts
  * import { unreadable } from "./io.ts";
- * unreadable("out/nope.gguf", { code: "ENOENT" }).message; // "out/nope.gguf: no such file"
+ * unreadable("out/nope.gguf", { code: "ENOENT" }).message; // "out/nope.gguf: no such file (Unreadable)"
  * ```
  */
 export function unreadable(path: string, e: unknown): FormatError {
@@ -202,7 +202,10 @@ export function unreadable(path: string, e: unknown): FormatError {
     : code === "EACCES" || code === "EPERM"
     ? "permission denied"
     : `cannot be read (${(e as Error).message})`;
-  return new FormatError(path, "file", `${path}: ${why}`, { expected: "a readable file", found: why });
+  return new FormatError(path, "Unreadable", "file", `${path}: ${why}`, {
+    expected: "a readable file",
+    found: why,
+  });
 }
 
 /**
@@ -227,7 +230,7 @@ export function requireInput(path: string, kind: InputKind = "either"): void {
   }
   if (folder && kind === "file") throw unreadable(path, { code: "EISDIR" });
   if (!folder && kind === "folder") {
-    throw new FormatError(path, "file", `${path}: is a file, expected a folder`, {
+    throw new FormatError(path, "Unreadable", "file", `${path}: is a file, expected a folder`, {
       expected: "a folder",
       found: "a file",
     });

@@ -13,7 +13,7 @@
  * ```
  * @module
  */
-import { FormatError, type RefusalDetail } from "../model/error.ts";
+import { formatErrorClass, messageWithoutCode, type RefusalDetail } from "../model/error.ts";
 
 /** A JSON number kept as its source text, so a caller can tell `4` from `4.0` and see past 2^53. */
 export class JsonNumber {
@@ -37,18 +37,25 @@ export interface JsonObject {
  */
 export const MAX_JSON_DEPTH = 64;
 
+/**
+ * The scanner's two refusals: `InvalidJson` (a syntax error, nesting past the limit) and `DuplicateKey`,
+ * a row of each table of a format that reads JSON, which rethrows them in its own class, with the same code.
+ */
+export const JSON_REFUSALS = ["InvalidJson", "DuplicateKey"] as const;
+/** A code of `JSON_REFUSALS`. */
+export type JsonRefusal = typeof JSON_REFUSALS[number];
+
 /** A JSON syntax error, a duplicate key or nesting past the limit; `at` is the path of the value being read. */
-export class StrictJsonError extends FormatError {
+export class StrictJsonError extends formatErrorClass([JSON_REFUSALS], (_json, at, why) => `${at}: ${why}`) {
   constructor(
-    readonly code: "InvalidJson" | "DuplicateKey",
+    code: JsonRefusal,
     readonly at: string,
     readonly offset: number,
     message: string,
     detail?: RefusalDetail,
   ) {
     // The scanner sees text, not a file: callers rethrow this under their own error, naming the file.
-    super("<json>", at || "(top level)", `${at || "(top level)"}: ${message} at character ${offset}`, detail);
-    this.name = "StrictJsonError";
+    super("<json>", code, at || "(top level)", `${message} at character ${offset}`, detail);
   }
 }
 
@@ -111,7 +118,7 @@ function where(s: Scan): string {
 function fail(
   s: Scan,
   detail: string,
-  code: "InvalidJson" | "DuplicateKey" = "InvalidJson",
+  code: JsonRefusal = "InvalidJson",
   refusal?: RefusalDetail,
 ): never {
   throw new StrictJsonError(code, where(s), s.i, detail, refusal);
@@ -254,24 +261,24 @@ export function plainJson(v: JsonValue): unknown {
  * import { jsonHeader } from "./json.ts";
  * import { Lut4Error } from "./lut4/lut4.ts";
  * declare const bytes: Uint8Array, path: string; // a lut4 file's header, and the file's path
- * const raw = jsonHeader(bytes, (why, detail) => {
- *   throw new Lut4Error(path, "header", why, detail);
+ * const raw = jsonHeader(bytes, (code, why, detail) => {
+ *   throw new Lut4Error(path, code, "header", why, detail);
  * });
  * ```
  */
 export function jsonHeader(
   bytes: Uint8Array,
-  refuse: (why: string, detail: RefusalDetail) => never,
+  refuse: (code: "InvalidUtf8" | JsonRefusal, why: string, detail: RefusalDetail) => never,
 ): unknown {
   let text: string;
   try {
     // ignoreBOM keeps a leading byte-order mark in the text, to be refused below (a plain decoder drops it).
     text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
   } catch {
-    return refuse("not valid UTF-8", { expected: "UTF-8 text" });
+    return refuse("InvalidUtf8", "not valid UTF-8", { expected: "UTF-8 text" });
   }
   if (text.startsWith("\uFEFF")) {
-    return refuse("starts with a UTF-8 byte-order mark; the header is strict JSON", {
+    return refuse("InvalidJson", "starts with a UTF-8 byte-order mark; the header is strict JSON", {
       expected: 'a JSON object, its first byte "{"',
       found: "a byte-order mark (EF BB BF)",
     });
@@ -280,6 +287,7 @@ export function jsonHeader(
     return plainJson(parseStrictJson(text));
   } catch (e) {
     if (!(e instanceof StrictJsonError)) throw e;
-    return refuse(`${e.code === "DuplicateKey" ? "duplicate key" : "not valid JSON"}: ${e.message}`, e);
+    const why = `${e.code === "DuplicateKey" ? "duplicate key" : "not valid JSON"}: ${messageWithoutCode(e)}`;
+    return refuse(e.code, why, e);
   }
 }

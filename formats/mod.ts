@@ -65,9 +65,36 @@ export function formatOf(path: string): FormatDescriptor {
   if (format) return format;
   throw new FormatError(
     path,
+    "UnknownFormat",
     "format",
     `${path}: format: not a ferry export (expected one of: ${knownFormats()})`,
     { expected: knownFormats(), found: path },
+  );
+}
+
+/**
+ * Refuses a lossy export (`LossyInput`) where only a checkpoint or a lossless export will do: `cannot`
+ * finishes the sentence `PATH: a lossy FORMAT export (WHAT) ...` with what it cannot be, and why.
+ *
+ * @example
+ * ```ts
+ * import { formatOf, refuseLossy } from "./mod.ts";
+ * declare const path: string;
+ * await refuseLossy(path, formatOf(path), "cannot be measured: its rounding would be rounded again");
+ * ```
+ */
+export async function refuseLossy(path: string, format: FormatDescriptor, cannot: string): Promise<void> {
+  const lossy = await format.lossy(path);
+  if (!lossy) return;
+  throw new FormatError(
+    path,
+    "LossyInput",
+    "format",
+    `${path}: a lossy ${format.name} export (${lossy}) ${cannot}`,
+    {
+      expected: "a training checkpoint or a lossless export",
+      found: `a ${format.name} export with ${lossy}`,
+    },
   );
 }
 

@@ -21,7 +21,7 @@
  * @module
  */
 import { crc32 } from "node:zlib";
-import { FormatError, type RefusalDetail } from "../model/error.ts";
+import { FormatError, type FormatRefusal, messageWithoutCode, type RefusalDetail } from "../model/error.ts";
 import { TOKENIZER_FILE_NAMES, type TokenizerFiles } from "../model/tokenizer-types.ts";
 import { checkTokenizerFiles } from "./huggingface/huggingface-tokenizer.ts";
 
@@ -29,6 +29,17 @@ import { checkTokenizerFiles } from "./huggingface/huggingface-tokenizer.ts";
 export const TOKENIZER_SECTION_MAGIC = "FERRYTOK";
 /** Magic, CRC and file count. */
 const FIXED_BYTES = 16;
+
+/**
+ * The codes a section's refusal carries: its framing's, and those of the tokenizer files' own checks,
+ * which it passes on. Each container's table (dmexp's, lut4's) includes them all.
+ */
+export const TOKENIZER_SECTION_REFUSALS = [
+  ["Truncated", "TrailingBytes", "BadMagic", "ChecksumMismatch", "InvalidUtf8"],
+  ["InvalidJson", "InvalidTokenizer", "InvalidTemplate", "VocabMismatch"],
+] as const satisfies readonly (readonly FormatRefusal[])[];
+/** A code of `TOKENIZER_SECTION_REFUSALS`. */
+export type TokenizerSectionRefusal = typeof TOKENIZER_SECTION_REFUSALS[number][number];
 
 const ENC = new TextEncoder();
 const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
@@ -87,13 +98,19 @@ export function decodeTokenizerSection(
   bytes: Uint8Array,
   where: string,
   vocabSize: number,
-  error: SectionErrorMaker = (field, why, detail) =>
-    new FormatError(where, field, `${where}: ${field}: ${why}`, detail),
+  error: SectionErrorMaker = (code, field, why, detail) =>
+    new FormatError(where, code, field, `${where}: ${field}: ${why}`, detail),
 ): TokenizerFiles {
-  const refuse = (field: string, why: string, expected: string, found: string) =>
-    error(`tokenizer.${field}`, why, { expected, found });
+  const refuse = (
+    code: TokenizerSectionRefusal,
+    field: string,
+    why: string,
+    expected: string,
+    found: string,
+  ) => error(code, `tokenizer.${field}`, why, { expected, found });
   if (bytes.length < FIXED_BYTES) {
     throw refuse(
+      "Truncated",
       "size",
       `${bytes.length} bytes is shorter than the section's 16`,
       "at least 16 bytes",
@@ -103,6 +120,7 @@ export function decodeTokenizerSection(
   const magic = String.fromCharCode(...bytes.subarray(0, 8));
   if (magic !== TOKENIZER_SECTION_MAGIC) {
     throw refuse(
+      "BadMagic",
       "magic",
       `expected "${TOKENIZER_SECTION_MAGIC}"`,
       TOKENIZER_SECTION_MAGIC,
@@ -113,6 +131,7 @@ export function decodeTokenizerSection(
   const stored = dv.getUint32(8, true), computed = crc32(bytes.subarray(12)) >>> 0;
   if (stored !== computed) {
     throw refuse(
+      "ChecksumMismatch",
       "crc32",
       `stored ${hex(stored)} but the section's CRC-32 is ${hex(computed)}`,
       hex(stored),
@@ -122,6 +141,7 @@ export function decodeTokenizerSection(
   const count = dv.getUint32(12, true);
   if (count < 1 || count > TOKENIZER_FILE_NAMES.length) {
     throw refuse(
+      "InvalidTokenizer",
       "files",
       `${count} files; expected 1 to ${TOKENIZER_FILE_NAMES.length}`,
       "1 to 4",
@@ -132,15 +152,21 @@ export function decodeTokenizerSection(
   let at = FIXED_BYTES;
   const take = (field: string) => {
     if (at + 4 > bytes.length) {
-      throw refuse(field, "runs past the section's end", "a length inside the section", "truncated");
+      throw refuse(
+        "Truncated",
+        field,
+        "runs past the section's end",
+        "a length inside the section",
+        "truncated",
+      );
     }
     const n = dv.getUint32(at, true);
     if (at + 4 + n > bytes.length) {
-      throw refuse(field, `${n} bytes run past the section's end`, "inside the section", `${n}`);
+      throw refuse("Truncated", field, `${n} bytes run past the section's end`, "inside the section", `${n}`);
     }
     const text = decodeText(
       bytes.subarray(at + 4, at + 4 + n),
-      () => refuse(field, "not valid UTF-8", "UTF-8", "bytes"),
+      () => refuse("InvalidUtf8", field, "not valid UTF-8", "UTF-8", "bytes"),
     );
     at += 4 + n;
     return text;
@@ -149,6 +175,7 @@ export function decodeTokenizerSection(
     const name = take(`files[${k}].name`);
     if (!(TOKENIZER_FILE_NAMES as readonly string[]).includes(name) || Object.hasOwn(files, name)) {
       throw refuse(
+        "InvalidTokenizer",
         `files[${k}].name`,
         `${JSON.stringify(name)} is not a tokenizer file or repeats`,
         TOKENIZER_FILE_NAMES.join(", "),
@@ -159,6 +186,7 @@ export function decodeTokenizerSection(
   }
   if (at !== bytes.length) {
     throw refuse(
+      "TrailingBytes",
       "size",
       `the files end at byte ${at} of ${bytes.length}`,
       `${at} bytes`,
@@ -167,6 +195,7 @@ export function decodeTokenizerSection(
   }
   if (files["tokenizer.json"] === undefined) {
     throw refuse(
+      "InvalidTokenizer",
       "tokenizer.json",
       "missing",
       "tokenizer.json among the files",
@@ -178,15 +207,23 @@ export function decodeTokenizerSection(
     checkTokenizerFiles(tokenizer, vocabSize, { dir: where, config: where });
   } catch (e) {
     if (!(e instanceof FormatError)) throw e;
-    const file = e.path.slice(where.length + 1), why = e.message.slice(`${e.path}: ${e.field}: `.length);
+    const said = messageWithoutCode(e), file = e.path.slice(where.length + 1);
+    const why = said.slice(`${e.path}: ${e.field}: `.length);
     const field = e.field === "vocab_size" ? "vocab_size" : `tokenizer[${JSON.stringify(file)}].${e.field}`;
-    throw error(field, e.field === "vocab_size" ? e.message.slice(where.length + 2) : why, e);
+    // The files' checks throw only codes of the section's table; anything else is the files' fault all the same.
+    const code = TOKENIZER_SECTION_REFUSALS.flat().find((c) => c === e.code) ?? "InvalidTokenizer";
+    throw error(code, field, e.field === "vocab_size" ? said.slice(where.length + 2) : why, e);
   }
   return tokenizer;
 }
 
-/** Makes a container's refusal (`DmexpError`, `Lut4Error`) from a field, the reason and what was expected. */
-export type SectionErrorMaker = (field: string, why: string, detail: RefusalDetail) => FormatError;
+/** Makes a container's refusal (`DmexpError`, `Lut4Error`) from a code, a field, the reason and what was expected. */
+export type SectionErrorMaker = (
+  code: TokenizerSectionRefusal,
+  field: string,
+  why: string,
+  detail: RefusalDetail,
+) => FormatError;
 
 function decodeText(bytes: Uint8Array, onBad: () => Error): string {
   try {

@@ -322,7 +322,12 @@ export function imatrixCalibrator(path: string): Lut4Calibrator {
     try {
       bytes = await readFile(path);
     } catch (e) {
-      throw new FormatError(path, "file", `${path}: cannot read the imatrix file (${(e as Error).message})`);
+      throw new FormatError(
+        path,
+        "Unreadable",
+        "file",
+        `${path}: cannot read the imatrix file (${(e as Error).message})`,
+      );
     }
     const m = parseImatrix(bytes, path);
     const importance = imatrixImportance(m, config, path);

@@ -117,6 +117,7 @@ async function fileWindows(tok: Tokenizer, o: CalibrationTextOptions): Promise<C
   } catch (e) {
     throw new FormatError(
       path,
+      "Unreadable",
       "file",
       `${path}: cannot read the calibration file (${(e as Error).message})`,
     );
@@ -126,7 +127,7 @@ async function fileWindows(tok: Tokenizer, o: CalibrationTextOptions): Promise<C
   const lead = tok.bos !== undefined ? [tok.bos] : [];
   const step = o.size - lead.length;
   if (ids.length === 0 || step < 1) {
-    throw new FormatError(path, "file", `${path}: no calibration tokens in it`, {
+    throw new FormatError(path, "NoTokens", "file", `${path}: no calibration tokens in it`, {
       expected: "at least one token",
       found: "none",
     });
@@ -149,7 +150,7 @@ function decodeText(bytes: Uint8Array, path: string): string {
     return new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(bytes);
   } catch {
     const at = firstInvalidUtf8(bytes);
-    throw new FormatError(path, "text", `${path}: text: invalid UTF-8 at byte ${at}`, {
+    throw new FormatError(path, "InvalidUtf8", "text", `${path}: text: invalid UTF-8 at byte ${at}`, {
       expected: "UTF-8 text (or a *.tokens file of token ids)",
       found: `invalid UTF-8 at byte ${at}`,
     });
@@ -185,6 +186,7 @@ function parseTokenFile(bytes: Uint8Array, path: string, vocab: number): number[
     if (!/^\d+$/.test(word) || id >= vocab) {
       throw new FormatError(
         path,
+        "VocabMismatch",
         `token ${ids.length}`,
         `${path}: token ${ids.length}: expected a token id in [0, ${vocab}), found ${
           JSON.stringify(word.slice(0, 20))

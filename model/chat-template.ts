@@ -19,7 +19,7 @@
  * @module
  */
 import { Template } from "@huggingface/jinja";
-import { FormatError } from "./error.ts";
+import { FormatError, type FormatRefusal, messageWithoutCode } from "./error.ts";
 import type { TokenizerFiles } from "./tokenizer-types.ts";
 
 /** One message as templates read it; `reasoning_content` is an assistant's thinking, when it had one. */
@@ -62,8 +62,14 @@ function tokenString(v: unknown): string | undefined {
   return undefined;
 }
 
-function templateError(file: string, field: string, what: string, e: unknown): FormatError {
-  return new FormatError(file, field, `${file}: ${field}: ${what}: ${(e as Error)?.message ?? String(e)}`, {
+function templateError(
+  code: FormatRefusal,
+  file: string,
+  field: string,
+  what: string,
+  e: unknown,
+): FormatError {
+  return new FormatError(file, code, field, `${file}: ${field}: ${what}: ${messageWithoutCode(e)}`, {
     expected: "a Jinja chat template",
   });
 }
@@ -79,7 +85,7 @@ function templateSource(
     try {
       config = JSON.parse(files["tokenizer_config.json"]);
     } catch (e) {
-      throw templateError(configFile, "(whole file)", "not JSON", e);
+      throw templateError("InvalidJson", configFile, "(whole file)", "not JSON", e);
     }
   }
   const jinja = files["chat_template.jinja"];
@@ -96,10 +102,16 @@ function templateSource(
       return { text: named.template, file: configFile, field: "chat_template", config };
     }
   }
-  throw new FormatError(configFile, "chat_template", `${configFile}: chat_template: expected a string`, {
-    expected: "a string, or a list of {name, template} with one named default",
-    found: JSON.stringify(t).slice(0, 80),
-  });
+  throw new FormatError(
+    configFile,
+    "InvalidTemplate",
+    "chat_template",
+    `${configFile}: chat_template: expected a string`,
+    {
+      expected: "a string, or a list of {name, template} with one named default",
+      found: JSON.stringify(t).slice(0, 80),
+    },
+  );
 }
 
 /**
@@ -123,7 +135,7 @@ export function chatTemplateOf(files: TokenizerFiles | undefined, where: string)
   try {
     template = new Template(source.text);
   } catch (e) {
-    throw templateError(file, field, "does not parse", e);
+    throw templateError("InvalidTemplate", file, field, "does not parse", e);
   }
   const specials: Json = {};
   for (const name of ["bos_token", "eos_token", "pad_token", "unk_token"]) {
@@ -146,7 +158,7 @@ export function chatTemplateOf(files: TokenizerFiles | undefined, where: string)
           add_generation_prompt: options.addGenerationPrompt ?? true,
         });
       } catch (e) {
-        throw templateError(file, field, "does not render", e);
+        throw templateError("InvalidTemplate", file, field, "does not render", e);
       }
     },
   };

@@ -10,7 +10,7 @@
  * @module
  */
 import { parse as parseToml } from "smol-toml";
-import { FormatError, type RefusalDetail } from "./error.ts";
+import { formatErrorClass, TENSOR_REFUSALS } from "./error.ts";
 
 /** Every field of a ferry model config; the names are Hugging Face's Qwen3 config names. */
 export interface ModelConfig {
@@ -27,13 +27,16 @@ export interface ModelConfig {
   tie_word_embeddings: boolean;
 }
 
-/** A config that is malformed: `where` names the file (or other source), `field` the offending key. */
-export class ConfigError extends FormatError {
-  constructor(readonly where: string, field: string, message: string, detail?: RefusalDetail) {
-    super(where, field, `${where}: config field '${field}': ${message}`, detail);
-    this.name = "ConfigError";
-  }
-}
+/** Every rule a config can break; docs/hostile-input.md ("Refusal codes") says what each means. */
+export const CONFIG_REFUSALS = [
+  ["InvalidToml", "UnknownField", "MissingField", "WrongType", "InvalidValue", "AboveLimit"],
+] as const;
+
+/** A config that is malformed: `path` names the file (or other source), `field` the offending key. */
+export class ConfigError extends formatErrorClass(
+  CONFIG_REFUSALS,
+  (where, field, why) => `${where}: config field '${field}': ${why}`,
+) {}
 
 type FieldKind = "int" | "float" | "bool";
 
@@ -118,37 +121,47 @@ export function configLimit(cfg: ModelConfig): { field: string; message: string 
 export function validateConfig(raw: Record<string, unknown>, where: string): ModelConfig {
   const known = new Set(CONFIG_FIELDS.map(([k]) => k as string));
   for (const key of Object.keys(raw)) {
-    if (!known.has(key)) throw new ConfigError(where, key, "unknown field (ferry does not support it)");
+    if (!known.has(key)) {
+      throw new ConfigError(where, "UnknownField", key, "unknown field (ferry does not support it)");
+    }
   }
   const out: Record<string, number | boolean> = {};
   for (const [key, kind] of CONFIG_FIELDS) {
     const v = raw[key];
-    if (v === undefined) throw new ConfigError(where, key, "missing");
+    if (v === undefined) throw new ConfigError(where, "MissingField", key, "missing");
     if (kind === "bool") {
-      if (typeof v !== "boolean") throw new ConfigError(where, key, `expected true or false, got ${show(v)}`);
+      if (typeof v !== "boolean") {
+        throw new ConfigError(where, "WrongType", key, `expected true or false, got ${show(v)}`);
+      }
     } else if (typeof v !== "number" && typeof v !== "bigint") {
-      throw new ConfigError(where, key, `expected a number, got ${show(v)}`);
+      throw new ConfigError(where, "WrongType", key, `expected a number, got ${show(v)}`);
     } else if (kind === "int" && (!Number.isSafeInteger(Number(v)) || Number(v) <= 0)) {
-      throw new ConfigError(where, key, `expected a positive integer, got ${show(v)}`);
+      throw new ConfigError(where, "InvalidValue", key, `expected a positive integer, got ${show(v)}`);
     } else if (kind === "float" && !(Number.isFinite(Number(v)) && Number(v) > 0)) {
-      throw new ConfigError(where, key, `expected a positive finite number, got ${show(v)}`);
+      throw new ConfigError(where, "InvalidValue", key, `expected a positive finite number, got ${show(v)}`);
     }
     out[key] = typeof v === "bigint" ? Number(v) : v as number | boolean;
   }
   const cfg = out as unknown as ModelConfig;
   const limit = configLimit(cfg);
-  if (limit) throw new ConfigError(where, limit.field, limit.message);
+  if (limit) throw new ConfigError(where, "AboveLimit", limit.field, limit.message);
   if (cfg.num_attention_heads % cfg.num_key_value_heads !== 0) {
     throw new ConfigError(
       where,
+      "InvalidValue",
       "num_key_value_heads",
       `${cfg.num_key_value_heads} does not divide num_attention_heads = ${cfg.num_attention_heads}`,
     );
   }
   if (cfg.head_dim % 2 !== 0) {
-    throw new ConfigError(where, "head_dim", `must be even for RoPE, got ${cfg.head_dim}`);
+    throw new ConfigError(where, "InvalidValue", "head_dim", `must be even for RoPE, got ${cfg.head_dim}`);
   }
   return cfg;
+}
+
+/** The words of a refusal of text that is not TOML: the parser's first line. */
+export function notToml(e: unknown): string {
+  return `not valid TOML: ${(e as Error).message.split("\n")[0]}`;
 }
 
 /** Parses a config from TOML text; `where` (usually the file path) is named in every error. */
@@ -157,7 +170,7 @@ export function parseConfig(text: string, where: string): ModelConfig {
   try {
     raw = parseToml(text) as Record<string, unknown>;
   } catch (e) {
-    throw new ConfigError(where, "(toml)", `not valid TOML: ${(e as Error).message.split("\n")[0]}`);
+    throw new ConfigError(where, "InvalidToml", "(toml)", notToml(e));
   }
   return validateConfig(raw, where);
 }
@@ -237,9 +250,20 @@ export function configSize(cfg: ModelConfig): { tensors: number; params: number 
   };
 }
 
+/** The refusal code of each kind of tensor mismatch (`TENSOR_REFUSALS`), alike in every format. */
+export const TENSOR_MISMATCH_CODES = {
+  missing: "MissingTensor",
+  unknown: "UnknownTensor",
+  duplicate: "DuplicateTensor",
+  dims: "ShapeMismatch",
+  length: "ShapeMismatch",
+} as const satisfies Record<string, typeof TENSOR_REFUSALS[number]>;
+
 /** How a set of tensors departs from the shapes a config implies (see `checkTensors`). */
 export interface TensorMismatch {
-  kind: "missing" | "unknown" | "duplicate" | "dims" | "length";
+  kind: keyof typeof TENSOR_MISMATCH_CODES;
+  /** The rule broken, as a refusal's code (`TENSOR_MISMATCH_CODES[kind]`). */
+  code: typeof TENSOR_MISMATCH_CODES[keyof typeof TENSOR_MISMATCH_CODES];
   /** The tensor's name (ferry's Hugging Face spelling). */
   tensor: string;
   /** The problem without the tensor's name, for errors whose field already names it. */
@@ -265,7 +289,7 @@ export interface TensorMismatch {
  * import type { Tensor } from "./tensor.ts";
  * declare const config: ModelConfig, tensors: Tensor[], path: string;
  * const bad = checkTensors(config, tensors);
- * if (bad) throw new DmexpError(path, `tensors.${bad.tensor}`, bad.problem, bad);
+ * if (bad) throw new DmexpError(path, bad.code, `tensors.${bad.tensor}`, bad.problem, bad);
  * ```
  */
 export function checkTensors(
@@ -283,6 +307,7 @@ export function checkTensors(
     expectedDims?: number[],
   ): TensorMismatch => ({
     kind,
+    code: TENSOR_MISMATCH_CODES[kind],
     tensor,
     problem,
     message,

@@ -51,15 +51,27 @@ function parseJson(text: string, file: string, where: string, field = "(whole fi
   try {
     parsed = JSON.parse(text);
   } catch (e) {
-    throw new FormatError(`${where}${file}`, field, `${where}${file}: not JSON (${(e as Error).message})`, {
-      expected: "a JSON object",
-    });
+    throw new FormatError(
+      `${where}${file}`,
+      "InvalidJson",
+      field,
+      `${where}${file}: not JSON (${(e as Error).message})`,
+      {
+        expected: "a JSON object",
+      },
+    );
   }
   if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
-    throw new FormatError(`${where}${file}`, field, `${where}${file}: expected a JSON object`, {
-      expected: "a JSON object",
-      found: Array.isArray(parsed) ? "an array" : typeof parsed,
-    });
+    throw new FormatError(
+      `${where}${file}`,
+      "InvalidJson",
+      field,
+      `${where}${file}: expected a JSON object`,
+      {
+        expected: "a JSON object",
+        found: Array.isArray(parsed) ? "an array" : typeof parsed,
+      },
+    );
   }
   return parsed as Json;
 }
@@ -68,6 +80,7 @@ function refuse(where: string, file: string, field: string, expected: string, fo
   const shown = JSON.stringify(found)?.slice(0, 80) ?? String(found);
   throw new FormatError(
     `${where}${file}`,
+    "InvalidTokenizer",
     field,
     `${where}${file}: ${field}: expected ${expected}, found ${shown}`,
     {
@@ -222,6 +235,7 @@ function buildTokenizer(files: TokenizerFiles, where: string): Tokenizer {
   } catch (e) {
     throw new FormatError(
       `${where}tokenizer.json`,
+      "InvalidTokenizer",
       "(whole file)",
       `${where}tokenizer.json: ${(e as Error).message}`,
     );

@@ -130,7 +130,7 @@ export function buildModel(
   kernels: Kernels = defaultKernels,
 ): Model {
   const bad = checkTensors(config, tensors);
-  if (bad) throw new FormatError(where, bad.tensor, `${where}: ${bad.message}`, bad);
+  if (bad) throw new FormatError(where, bad.code, bad.tensor, `${where}: ${bad.message}`, bad);
   const byName = new Map(tensors.map((t) => [t.name, t]));
   const expected = paramShapes(config);
   return {

@@ -15,9 +15,8 @@
 import { cli, EXIT_USAGE, fail, progress, run } from "./cli.ts";
 import { isCheckpointFile, readCheckpoint } from "../formats/checkpoint/checkpoint.ts";
 import { requireInput } from "../formats/io.ts";
-import { formatOf } from "../formats/mod.ts";
+import { formatOf, refuseLossy } from "../formats/mod.ts";
 import type { ModelConfig } from "../model/config.ts";
-import { FormatError } from "../model/error.ts";
 import { loadTokenizer } from "../model/hf-tokenizer.ts";
 import type { Tensor } from "../model/tensor.ts";
 import type { Tokenizer } from "../model/tokenizer-types.ts";
@@ -92,18 +91,7 @@ async function readSource(
     return { config: ck.config, tensors: ck.model!, tokenizer: loadTokenizer(undefined, path) };
   }
   const format = formatOf(path);
-  const lossy = await format.lossy(path);
-  if (lossy) {
-    throw new FormatError(
-      path,
-      "format",
-      `${path}: a lossy ${format.name} export (${lossy}) cannot be measured: its rounding would be rounded again`,
-      {
-        expected: "a training checkpoint or a lossless export",
-        found: `a ${format.name} export with ${lossy}`,
-      },
-    );
-  }
+  await refuseLossy(path, format, "cannot be measured: its rounding would be rounded again");
   const { config, tensors, tokenizer } = await format.read(path);
   return { config, tensors, tokenizer: loadTokenizer(tokenizer, path) };
 }

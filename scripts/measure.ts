@@ -19,12 +19,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chooseKernels, cli, didYouMean, EXIT_USAGE, fail, KERNELS_HELP, progress, run } from "./cli.ts";
 import { DEFAULT_INPUT, exportCheckpoint } from "../formats/export.ts";
-import { formatNamed, formatOf, FORMATS } from "../formats/mod.ts";
+import { formatNamed, formatOf, FORMATS, refuseLossy } from "../formats/mod.ts";
 import { isCheckpointFile, readCheckpoint } from "../formats/checkpoint/checkpoint.ts";
 import { requireInput } from "../formats/io.ts";
 import { engineKinds, type EngineLoadOptions, loadEngine } from "../engines/mod.ts";
 import type { Engine } from "../model/engine.ts";
-import { FormatError } from "../model/error.ts";
 import { evalWindows, loadBrown } from "../model/corpus.ts";
 import { createFloatEngine } from "../engines/float.ts";
 import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineFlags } from "./engine-flags.ts";
@@ -103,19 +102,11 @@ async function openSource(
     };
   }
   const format = formatOf(input);
-  const lossy = await format.lossy(input);
-  if (lossy) {
-    throw new FormatError(
-      input,
-      "format",
-      `${input}: a lossy ${format.name} export (${lossy}) cannot be measured against: ` +
-        `measure the checkpoint or a lossless export it came from`,
-      {
-        expected: "a training checkpoint or a lossless export",
-        found: `a ${format.name} export with ${lossy}`,
-      },
-    );
-  }
+  await refuseLossy(
+    input,
+    format,
+    "cannot be measured against: measure the checkpoint or a lossless export it came from",
+  );
   return { engine: await loadEngine(input, "float", options) };
 }
 

@@ -34,7 +34,7 @@ import type {
   WeightsShare,
 } from "../../model/engine.ts";
 import { checkRewind, defaultContext } from "../../model/engine.ts";
-import { FormatError } from "../../model/error.ts";
+import { FormatError, messageWithoutCode } from "../../model/error.ts";
 import { neverSampled, type SpecialIds } from "../../model/sample.ts";
 import { byteTokenizer } from "../../model/tokenizer.ts";
 import { checkSampling, checkSeed } from "../../model/sampling.ts";
@@ -480,6 +480,7 @@ async function quantizeOnLoad(
   if (why) {
     throw new FormatError(
       path,
+      "UnsupportedModel",
       why.field,
       `${path}: ${why.field}: the integer engine quantizes to lut4 on load, and lut4 needs ${why.field} ` +
         `to be ${why.expected}, got ${why.found}`,
@@ -500,8 +501,15 @@ async function quantizeOnLoad(
   } catch (e) {
     // The lut4 reader names its temporary file; the refusal is of the export the caller named.
     if (!(e instanceof FormatError)) throw e;
-    const said = e.message.startsWith(`${file}: `) ? e.message.slice(file.length + 2) : e.message;
-    throw new FormatError(path, e.field, `${path}: quantized to lut4 on load: ${said}`, e);
+    const message = messageWithoutCode(e);
+    const said = message.startsWith(`${file}: `) ? message.slice(file.length + 2) : message;
+    throw new FormatError(
+      path,
+      "UnsupportedModel",
+      e.field,
+      `${path}: quantized to lut4 on load: ${said}`,
+      e,
+    );
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

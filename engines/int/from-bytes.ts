@@ -72,6 +72,7 @@ export function fileTokenizer(file: Lut4File, name: string): { tokenizer: Tokeni
   if (tokenizer.size > vocab) {
     throw new FormatError(
       name,
+      "VocabMismatch",
       "vocab_size",
       `${name}: vocab_size: the tokenizer has ${tokenizer.size} ids, more than the model's ${vocab}`,
       { expected: `at least ${tokenizer.size}`, found: String(vocab) },
@@ -88,6 +89,7 @@ export function checkDigest(name: string, found: string, expected?: string): voi
   if (expected === undefined || expected === found) return;
   throw new FormatError(
     name,
+    "DigestMismatch",
     "sha256",
     `${name}: sha256: the file's SHA-256 is ${found}, expected ${expected}: damaged on the way or changed since`,
     { expected, found },

@@ -17,7 +17,7 @@
 import { crc32 } from "node:zlib";
 import { open, readFile } from "node:fs/promises";
 import { chunksAt, f32Bytes, readExact, writeAtomic } from "../io.ts";
-import { jsonHeader } from "../json.ts";
+import { JSON_REFUSALS, jsonHeader } from "../json.ts";
 import {
   checkTensors,
   configToToml,
@@ -26,7 +26,7 @@ import {
   readConfigFile,
 } from "../../model/config.ts";
 import { numel, type Tensor, type TensorSource } from "../../model/tensor.ts";
-import { FormatError, type RefusalDetail } from "../../model/error.ts";
+import { formatErrorClass, TENSOR_REFUSALS } from "../../model/error.ts";
 
 /** `FERRYCK` then the format version byte. */
 export const CHECKPOINT_MAGIC = new Uint8Array([0x46, 0x45, 0x52, 0x52, 0x59, 0x43, 0x4b, 0x01]);
@@ -46,13 +46,17 @@ export interface Checkpoint {
   trainer?: Record<string, unknown>;
 }
 
-/** A checkpoint that cannot be read: names the file and what is wrong. */
-export class CheckpointError extends FormatError {
-  constructor(path: string, field: string, message: string, detail?: RefusalDetail) {
-    super(path, field, `${path}: ${field}: ${message}`, detail);
-    this.name = "CheckpointError";
-  }
-}
+/** Every rule a training checkpoint can break; formats/checkpoint/checkpoint.md ("Refusals") explains each. */
+export const CHECKPOINT_REFUSALS = [
+  ["Unreadable", "Truncated", "TrailingBytes", "BadMagic", "UnsupportedVersion", "ChecksumMismatch"],
+  ["InvalidUtf8", "WrongType", "UnknownField", "MissingField", "InvalidValue"],
+  ["InvalidName", "InvalidShape", "SizeMismatch", "MissingConfig", "NotAnExport"],
+  JSON_REFUSALS,
+  TENSOR_REFUSALS,
+] as const;
+
+/** A checkpoint that cannot be read: names the file, what is wrong and the rule. */
+export class CheckpointError extends formatErrorClass(CHECKPOINT_REFUSALS) {}
 
 /** The config snapshot path for a checkpoint: `a.ckpt` → `a.config.toml`. */
 export function configPathFor(ckptPath: string): string {
@@ -197,7 +201,8 @@ export async function openCheckpointModel(
     {},
 ): Promise<CheckpointModel> {
   const fh = await open(path, "r");
-  const short = () => new CheckpointError(path, "size", "the file ended early (it changed while being read)");
+  const short = () =>
+    new CheckpointError(path, "Unreadable", "size", "the file ended early (it changed while being read)");
   try {
     const size = (await fh.stat()).size;
     const prefix = parsePrefix(
@@ -257,14 +262,15 @@ interface Header {
 
 function parsePrefix(b: Uint8Array, size: number, path: string): Prefix {
   if (size < FIXED) {
-    throw new CheckpointError(path, "size", `${size} bytes is shorter than the 24-byte prefix`);
+    throw new CheckpointError(path, "Truncated", "size", `${size} bytes is shorter than the 24-byte prefix`);
   }
   if (!isCheckpoint(b)) {
-    throw new CheckpointError(path, "magic", "not a ferry training checkpoint (magic FERRYCK)");
+    throw new CheckpointError(path, "BadMagic", "magic", "not a ferry training checkpoint (magic FERRYCK)");
   }
   if (b[7] !== CHECKPOINT_MAGIC[7]) {
     throw new CheckpointError(
       path,
+      "UnsupportedVersion",
       "version",
       `version ${b[7]} is not supported (expected ${CHECKPOINT_MAGIC[7]})`,
     );
@@ -274,6 +280,7 @@ function parsePrefix(b: Uint8Array, size: number, path: string): Prefix {
   if (BigInt(FIXED + headerLength) + payloadLength !== BigInt(size)) {
     throw new CheckpointError(
       path,
+      BigInt(FIXED + headerLength) + payloadLength > BigInt(size) ? "Truncated" : "TrailingBytes",
       "length",
       `24 + header ${headerLength} + payload ${payloadLength} != file size ${size} (truncated or padded)`,
     );
@@ -283,51 +290,70 @@ function parsePrefix(b: Uint8Array, size: number, path: string): Prefix {
 
 function checkCrc(computed: number, p: Prefix, path: string): void {
   if ((computed >>> 0) !== p.crc) {
-    throw new CheckpointError(path, "crc32", "checksum mismatch: the file is corrupt");
+    throw new CheckpointError(path, "ChecksumMismatch", "crc32", "checksum mismatch: the file is corrupt");
   }
 }
 
 // The header is JSON anyone can write with the CRC recomputed, so every field is checked for its type
 // and range before it is used: no value from it reaches an allocation or a loop unchecked.
 function parseHeader(bytes: Uint8Array, path: string): Header {
-  const raw = jsonHeader(bytes, (why, detail) => {
-    throw new CheckpointError(path, "header", why, detail);
+  const raw = jsonHeader(bytes, (code, why, detail) => {
+    throw new CheckpointError(path, code, "header", why, detail);
   });
   if (!isPlainObject(raw)) {
-    throw new CheckpointError(path, "header", `expected a JSON object, got ${show(raw)}`);
+    throw new CheckpointError(path, "WrongType", "header", `expected a JSON object, got ${show(raw)}`);
   }
-  if (raw.format !== 1) throw new CheckpointError(path, "format", `expected 1, got ${show(raw.format)}`);
+  if (raw.format !== 1) {
+    throw new CheckpointError(path, "UnsupportedVersion", "format", `expected 1, got ${show(raw.format)}`);
+  }
   const step = raw.step;
   if (typeof step !== "number" || !Number.isSafeInteger(step) || step < 0) {
-    throw new CheckpointError(path, "step", `expected a non-negative integer, got ${show(step)}`);
+    throw new CheckpointError(
+      path,
+      "InvalidValue",
+      "step",
+      `expected a non-negative integer, got ${show(step)}`,
+    );
   }
   const trainer = raw.trainer ?? {};
   if (!isPlainObject(trainer)) {
-    throw new CheckpointError(path, "trainer", `expected an object, got ${show(trainer)}`);
+    throw new CheckpointError(path, "WrongType", "trainer", `expected an object, got ${show(trainer)}`);
   }
   const sections = raw.sections;
   if (!isPlainObject(sections)) {
-    throw new CheckpointError(path, "sections", `expected an object, got ${show(sections)}`);
+    throw new CheckpointError(path, "WrongType", "sections", `expected an object, got ${show(sections)}`);
   }
   const out: Header["sections"] = {};
   for (const [key, list] of Object.entries(sections)) {
     if (!(SECTIONS as readonly string[]).includes(key)) {
-      throw new CheckpointError(path, `sections.${key}`, `unknown section (expected ${SECTIONS.join(", ")})`);
+      throw new CheckpointError(
+        path,
+        "UnknownField",
+        `sections.${key}`,
+        `unknown section (expected ${SECTIONS.join(", ")})`,
+      );
     }
     if (!Array.isArray(list)) {
-      throw new CheckpointError(path, `sections.${key}`, `expected a list, got ${show(list)}`);
+      throw new CheckpointError(path, "WrongType", `sections.${key}`, `expected a list, got ${show(list)}`);
     }
     const names = new Set<string>();
     out[key as Section] = list.map((entry, i) => {
       const where = `sections.${key}[${i}]`;
       if (!isPlainObject(entry)) {
-        throw new CheckpointError(path, where, `expected {name, dims}, got ${show(entry)}`);
+        throw new CheckpointError(path, "WrongType", where, `expected {name, dims}, got ${show(entry)}`);
       }
       const { name, dims } = entry;
       if (typeof name !== "string" || name === "") {
-        throw new CheckpointError(path, `${where}.name`, `expected a non-empty string, got ${show(name)}`);
+        throw new CheckpointError(
+          path,
+          "InvalidName",
+          `${where}.name`,
+          `expected a non-empty string, got ${show(name)}`,
+        );
       }
-      if (names.has(name)) throw new CheckpointError(path, `${where}.name`, `${name} appears twice`);
+      if (names.has(name)) {
+        throw new CheckpointError(path, "DuplicateTensor", `${where}.name`, `${name} appears twice`);
+      }
       names.add(name);
       if (
         !Array.isArray(dims) || dims.length > MAX_DIMS ||
@@ -335,6 +361,7 @@ function parseHeader(bytes: Uint8Array, path: string): Header {
       ) {
         throw new CheckpointError(
           path,
+          "InvalidShape",
           `${where}.dims`,
           `expected a list of at most ${MAX_DIMS} non-negative integers, got ${show(dims)}`,
         );
@@ -342,7 +369,7 @@ function parseHeader(bytes: Uint8Array, path: string): Header {
       return { name, dims: dims as number[] };
     });
   }
-  if (!out.model) throw new CheckpointError(path, "sections.model", "missing");
+  if (!out.model) throw new CheckpointError(path, "MissingField", "sections.model", "missing");
   return { format: 1, step, sections: out, trainer };
 }
 
@@ -366,6 +393,7 @@ function sectionLayout(h: Header, p: Prefix, path: string) {
       if (bytes > end - off) {
         throw new CheckpointError(
           path,
+          "SizeMismatch",
           `sections.${section}[${i}].dims`,
           `[${dims}] takes ${bytes} bytes but only ${end - off} of the payload are left`,
         );
@@ -378,6 +406,7 @@ function sectionLayout(h: Header, p: Prefix, path: string) {
   if (off !== end) {
     throw new CheckpointError(
       path,
+      "SizeMismatch",
       "payload",
       `the sections cover ${off - FIXED - p.headerLength} of ${p.payloadLength} payload bytes`,
     );
@@ -402,7 +431,7 @@ function checkSection(
     : bad.kind === "unknown"
     ? `unknown: ${configFrom} implies no tensor of this name`
     : bad.problem;
-  throw new CheckpointError(path, `${section}.${bad.tensor}`, why, bad);
+  throw new CheckpointError(path, bad.code, `${section}.${bad.tensor}`, why, bad);
 }
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
@@ -419,7 +448,12 @@ async function readSnapshot(path: string): Promise<ModelConfig> {
     return await readConfigFile(configPathFor(path));
   } catch (e) {
     if ((e as { code?: string }).code === "ENOENT") {
-      throw new CheckpointError(path, "config", `the config snapshot ${configPathFor(path)} is missing`);
+      throw new CheckpointError(
+        path,
+        "MissingConfig",
+        "config",
+        `the config snapshot ${configPathFor(path)} is missing`,
+      );
     }
     throw e;
   }

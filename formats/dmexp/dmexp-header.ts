@@ -14,9 +14,10 @@
  */
 import { crc32 } from "node:zlib";
 import { parse as parseToml, stringify as stringifyToml } from "smol-toml";
-import { checkTensors, ConfigError, type ModelConfig, parseConfig } from "../../model/config.ts";
+import { checkTensors, ConfigError, type ModelConfig, notToml, parseConfig } from "../../model/config.ts";
 import { numel } from "../../model/tensor.ts";
-import { FormatError, type RefusalDetail } from "../../model/error.ts";
+import { formatErrorClass, messageWithoutCode, TENSOR_REFUSALS } from "../../model/error.ts";
+import { TOKENIZER_SECTION_REFUSALS } from "../tokenizer-section.ts";
 
 /** The 7 magic letters; the 8th byte of the file is the format version. */
 export const DMEXP_MAGIC = "DMEXPRT";
@@ -42,13 +43,20 @@ export const FERRY_KEYS = { arch: "qwen3", tokenizer: "bytes" };
 /** The magic and version byte as the file's first 8 bytes. */
 export const MAGIC_BYTES = new TextEncoder().encode(DMEXP_MAGIC);
 
-/** Every refusal of the format: `path` names the file, `field` what is wrong in it. */
-export class DmexpError extends FormatError {
-  constructor(path: string, field: string, message: string, detail?: RefusalDetail) {
-    super(path, field, `${path}: ${field}: ${message}`, detail);
-    this.name = "DmexpError";
-  }
-}
+/**
+ * Every rule a dmexp file (or a write of one) can break, the tokenizer section's included;
+ * formats/dmexp/dmexp.md ("Refusals") says what each means.
+ */
+export const DMEXP_REFUSALS = [
+  ["Unreadable", "Truncated", "TrailingBytes", "BadMagic", "UnsupportedVersion", "ChecksumMismatch"],
+  ["InvalidUtf8", "InvalidToml", "MissingField", "WrongType", "InvalidValue", "UnsupportedDtype"],
+  ["InvalidName", "InvalidShape", "CountMismatch", "NotFinite", "InvalidConfig"],
+  TENSOR_REFUSALS,
+  ...TOKENIZER_SECTION_REFUSALS,
+] as const;
+
+/** Every refusal of the format: `path` names the file, `field` what is wrong in it, `code` the rule. */
+export class DmexpError extends formatErrorClass(DMEXP_REFUSALS) {}
 
 /** One `[[tensors]]` entry: the payload holds the tensors in this order. */
 export interface DmexpTensorEntry {
@@ -239,13 +247,16 @@ export function checkHeaderChecksum(prefix: Uint8Array, header: Uint8Array, path
 
 /** The refusal of a `header_crc32` in another form than ferry writes. */
 export function malformedChecksum(path: string, why: string): DmexpError {
-  return new DmexpError(path, HEADER_CRC_KEY, why, { expected: 'one line header_crc32 = "<8 hex digits>"' });
+  return new DmexpError(path, "InvalidValue", HEADER_CRC_KEY, why, {
+    expected: 'one line header_crc32 = "<8 hex digits>"',
+  });
 }
 
 /** The refusal of a header whose `header_crc32` is not the CRC of the prefix and header. */
 export function headerChecksumError(path: string, stored: string, computed: string): DmexpError {
   return new DmexpError(
     path,
+    "ChecksumMismatch",
     HEADER_CRC_KEY,
     `stored ${stored} but the prefix and header give ${computed}: the header was changed or is corrupt`,
     { expected: stored, found: computed },
@@ -293,14 +304,12 @@ function headerToml(bytes: Uint8Array, path: string): Record<string, unknown> {
   try {
     text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
   } catch {
-    throw new DmexpError(path, "header", "not valid UTF-8", { expected: "UTF-8 text" });
+    throw new DmexpError(path, "InvalidUtf8", "header", "not valid UTF-8", { expected: "UTF-8 text" });
   }
   try {
     return parseToml(text, { integersAsBigInt: true }) as Record<string, unknown>;
   } catch (e) {
-    throw new DmexpError(path, "header", `not valid TOML: ${(e as Error).message.split("\n")[0]}`, {
-      expected: "a TOML document",
-    });
+    throw new DmexpError(path, "InvalidToml", "header", notToml(e), { expected: "a TOML document" });
   }
 }
 
@@ -310,6 +319,7 @@ function headerKeys(raw: Record<string, unknown>, path: string, version: number)
   if (format !== version) {
     throw new DmexpError(
       path,
+      "InvalidValue",
       "format",
       `the header says format ${format} but the magic's version byte is ${version}`,
       { expected: String(version), found: String(format) },
@@ -318,10 +328,16 @@ function headerKeys(raw: Record<string, unknown>, path: string, version: number)
   const dtype = stringField(raw, "dtype", path);
   if (!(DTYPES as readonly string[]).includes(dtype)) {
     const expected = `one of ${DTYPES.map((d) => `"${d}"`).join(", ")}`;
-    throw new DmexpError(path, "dtype", `expected ${expected}, got ${JSON.stringify(dtype)}`, {
-      expected,
-      found: JSON.stringify(dtype),
-    });
+    throw new DmexpError(
+      path,
+      "UnsupportedDtype",
+      "dtype",
+      `expected ${expected}, got ${JSON.stringify(dtype)}`,
+      {
+        expected,
+        found: JSON.stringify(dtype),
+      },
+    );
   }
   return {
     format,
@@ -343,13 +359,13 @@ function headerKeys(raw: Record<string, unknown>, path: string, version: number)
 // and the values they hold, in total (below 2^53).
 function tensorList(list: unknown, path: string): { entries: DmexpTensorEntry[]; params: number } {
   if (list === undefined) {
-    throw new DmexpError(path, "tensors", "missing (every dmexp header has it)", {
+    throw new DmexpError(path, "MissingField", "tensors", "missing (every dmexp header has it)", {
       expected: "an array of tables",
       found: "nothing",
     });
   }
   if (!Array.isArray(list)) {
-    throw new DmexpError(path, "tensors", `expected an array of tables, got ${describe(list)}`, {
+    throw new DmexpError(path, "WrongType", "tensors", `expected an array of tables, got ${describe(list)}`, {
       expected: "an array of tables",
       found: describe(list),
     });
@@ -358,7 +374,7 @@ function tensorList(list: unknown, path: string): { entries: DmexpTensorEntry[];
   const entries = list.map((entry, i) => tensorEntry(entry, `tensors[${i}]`, seen, path));
   const params = entries.reduce((n, e) => n + numel(e.dims), 0);
   if (!Number.isSafeInteger(params)) {
-    throw new DmexpError(path, "tensors", "the tensors hold more than 2^53 values", {
+    throw new DmexpError(path, "InvalidShape", "tensors", "the tensors hold more than 2^53 values", {
       expected: "at most 2^53 values",
       found: String(params),
     });
@@ -368,16 +384,18 @@ function tensorList(list: unknown, path: string): { entries: DmexpTensorEntry[];
 
 function tensorEntry(entry: unknown, where: string, seen: Set<string>, path: string): DmexpTensorEntry {
   if (typeof entry !== "object" || entry === null || Array.isArray(entry)) {
-    throw new DmexpError(path, where, `expected a table, got ${describe(entry)}`, {
+    throw new DmexpError(path, "WrongType", where, `expected a table, got ${describe(entry)}`, {
       expected: "a table",
       found: describe(entry),
     });
   }
   const e = entry as Record<string, unknown>;
   const name = stringField(e, "name", path, `${where}.name`);
-  if (name === "") throw new DmexpError(path, `${where}.name`, "empty", { expected: "a name", found: '""' });
+  if (name === "") {
+    throw new DmexpError(path, "InvalidName", `${where}.name`, "empty", { expected: "a name", found: '""' });
+  }
   if (seen.has(name)) {
-    throw new DmexpError(path, `${where}.name`, `${name} appears twice`, {
+    throw new DmexpError(path, "DuplicateTensor", `${where}.name`, `${name} appears twice`, {
       expected: "a name no other tensor has",
       found: name,
     });
@@ -389,15 +407,22 @@ function tensorEntry(entry: unknown, where: string, seen: Set<string>, path: str
     dims.some((d) => typeof d !== "bigint" || d < 0n || d > BigInt(Number.MAX_SAFE_INTEGER))
   ) {
     const expected = "an array of non-negative integers";
-    throw new DmexpError(path, `${where}.dims`, `expected ${expected}, got ${describe(dims)}`, {
-      expected,
-      found: describe(dims),
-    });
+    throw new DmexpError(
+      path,
+      "InvalidShape",
+      `${where}.dims`,
+      `expected ${expected}, got ${describe(dims)}`,
+      {
+        expected,
+        found: describe(dims),
+      },
+    );
   }
   const overflowed = intField(e, "overflowed", path, `${where}.overflowed`);
   if (overflowed !== 0) {
     throw new DmexpError(
       path,
+      "NotFinite",
       `${where}.overflowed`,
       `${overflowed} values of ${name} are not finite; a valid file has none`,
       { expected: "0", found: String(overflowed) },
@@ -411,6 +436,7 @@ function checkCounts(h: DmexpHeader, params: number, payloadLength: number | und
   if (h.num_tensors !== h.tensors.length) {
     throw new DmexpError(
       path,
+      "CountMismatch",
       "num_tensors",
       `says ${h.num_tensors} but the header lists ${h.tensors.length} tensors`,
       { expected: String(h.tensors.length), found: String(h.num_tensors) },
@@ -419,6 +445,7 @@ function checkCounts(h: DmexpHeader, params: number, payloadLength: number | und
   if (h.num_params !== params) {
     throw new DmexpError(
       path,
+      "CountMismatch",
       "num_params",
       `says ${h.num_params} but the listed tensors hold ${params} values`,
       {
@@ -431,6 +458,7 @@ function checkCounts(h: DmexpHeader, params: number, payloadLength: number | und
   if (payloadLength !== undefined && payloadLength !== bytes) {
     throw new DmexpError(
       path,
+      "CountMismatch",
       "payload_length",
       `the payload holds ${payloadLength} bytes but the tensors take ${params} × ${
         DTYPE_BYTES[h.dtype]
@@ -459,8 +487,9 @@ export function checkShapes(header: DmexpHeader, path: string): ModelConfig {
     if (!(e instanceof ConfigError)) throw e;
     throw new DmexpError(
       path,
+      "InvalidConfig",
       "config",
-      `not a ferry model config, so ferry cannot build a model from it (${e.message})`,
+      `not a ferry model config, so ferry cannot build a model from it (${messageWithoutCode(e)})`,
       e,
     );
   }
@@ -489,7 +518,7 @@ export function checkTensorsAgainstConfig(
   const bad = checkTensors(config, tensors);
   if (!bad) return;
   const field = bad.kind === "dims" ? `tensors.${bad.tensor}.dims` : `tensors.${bad.tensor}`;
-  throw new DmexpError(path, field, bad.problem.replace("the config", what), bad);
+  throw new DmexpError(path, bad.code, field, bad.problem.replace("the config", what), bad);
 }
 
 /**
@@ -508,20 +537,26 @@ export function hex32(x: number): string {
 // ---- typed fields ----
 
 const missing = (path: string, field: string, expected: string) =>
-  new DmexpError(path, field, "missing (every dmexp header has it)", { expected, found: "nothing" });
+  new DmexpError(path, "MissingField", field, "missing (every dmexp header has it)", {
+    expected,
+    found: "nothing",
+  });
 
 function intField(raw: Record<string, unknown>, key: string, path: string, field = key): number {
   const v = raw[key];
   if (v === undefined) throw missing(path, field, "an integer");
   if (typeof v !== "bigint") {
-    throw new DmexpError(path, field, `expected an integer, got ${describe(v)}`, {
+    throw new DmexpError(path, "WrongType", field, `expected an integer, got ${describe(v)}`, {
       expected: "an integer",
       found: describe(v),
     });
   }
   if (v < 0n || v > BigInt(Number.MAX_SAFE_INTEGER)) {
     const expected = "a non-negative integer below 2^53";
-    throw new DmexpError(path, field, `expected ${expected}, got ${v}`, { expected, found: String(v) });
+    throw new DmexpError(path, "InvalidValue", field, `expected ${expected}, got ${v}`, {
+      expected,
+      found: String(v),
+    });
   }
   return Number(v);
 }
@@ -533,7 +568,7 @@ function floatField(raw: Record<string, unknown>, key: string, path: string): nu
   if (v === undefined) throw missing(path, key, expected);
   const x = typeof v === "bigint" ? Number(v) : v;
   if (typeof x !== "number" || !Number.isFinite(x) || x < 0) {
-    throw new DmexpError(path, key, `expected ${expected}, got ${describe(v)}`, {
+    throw new DmexpError(path, "InvalidValue", key, `expected ${expected}, got ${describe(v)}`, {
       expected,
       found: describe(v),
     });
@@ -545,7 +580,7 @@ function stringField(raw: Record<string, unknown>, key: string, path: string, fi
   const v = raw[key];
   if (v === undefined) throw missing(path, field, "a string");
   if (typeof v !== "string") {
-    throw new DmexpError(path, field, `expected a string, got ${describe(v)}`, {
+    throw new DmexpError(path, "WrongType", field, `expected a string, got ${describe(v)}`, {
       expected: "a string",
       found: describe(v),
     });

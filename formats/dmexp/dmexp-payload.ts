@@ -50,6 +50,7 @@ export async function openForRead(path: string): Promise<FileHandle> {
     const code = (e as { code?: string }).code;
     throw new DmexpError(
       path,
+      "Unreadable",
       "file",
       code === "ENOENT" ? "no such file" : `cannot open: ${(e as Error).message}`,
     );
@@ -63,7 +64,7 @@ export async function openForRead(path: string): Promise<FileHandle> {
 export async function readPrefix(fh: FileHandle, path: string): Promise<Prefix> {
   const size = (await fh.stat()).size;
   if (size < PREFIX_BYTES) {
-    throw new DmexpError(path, "size", `${size} bytes is shorter than the 24-byte prefix`, {
+    throw new DmexpError(path, "Truncated", "size", `${size} bytes is shorter than the 24-byte prefix`, {
       expected: `at least ${PREFIX_BYTES} bytes`,
       found: `${size} bytes`,
     });
@@ -76,6 +77,7 @@ export async function readPrefix(fh: FileHandle, path: string): Promise<Prefix> 
   if (BigInt(PREFIX_BYTES + headerLength) > BigInt(size)) {
     throw new DmexpError(
       path,
+      "Truncated",
       "header_length",
       `a ${headerLength}-byte header runs past the end of the ${size}-byte file (truncated?)`,
       { expected: `at most ${size - PREFIX_BYTES} bytes`, found: `${headerLength} bytes` },
@@ -87,6 +89,7 @@ export async function readPrefix(fh: FileHandle, path: string): Promise<Prefix> 
   if (withSection ? expected > BigInt(size) : expected !== BigInt(size)) {
     throw new DmexpError(
       path,
+      expected > BigInt(size) ? "Truncated" : "TrailingBytes",
       "payload_length",
       `24 + header ${headerLength} + payload ${payloadLength} = ${expected} bytes, but the file has ${size} (${
         expected > BigInt(size) ? "truncated" : "trailing bytes"
@@ -111,11 +114,12 @@ function checkMagic(b: Uint8Array, path: string): void {
     if (isCheckpoint(b)) {
       const why = "a ferry training checkpoint (magic FERRYCK): a training run with its optimizer state, " +
         "not an inference export; export it first";
-      throw new DmexpError(path, "magic", why, { expected: "DMEXPRT", found: "FERRYCK" });
+      throw new DmexpError(path, "BadMagic", "magic", why, { expected: "DMEXPRT", found: "FERRYCK" });
     }
     const found = Array.from(b.subarray(0, 8), (x) => x.toString(16).padStart(2, "0")).join(" ");
     throw new DmexpError(
       path,
+      "BadMagic",
       "magic",
       `expected "DMEXPRT" and a version byte, found bytes ${found}: not a dmexp file`,
       { expected: '"DMEXPRT" and a version byte', found: `bytes ${found}` },
@@ -124,6 +128,7 @@ function checkMagic(b: Uint8Array, path: string): void {
   if (!DMEXP_VERSIONS.includes(b[7])) {
     throw new DmexpError(
       path,
+      "UnsupportedVersion",
       "version",
       `format version ${b[7]} is not supported (this reader knows ${DMEXP_VERSIONS.join(" and ")})`,
       { expected: DMEXP_VERSIONS.join(" or "), found: String(b[7]) },
@@ -147,7 +152,7 @@ export async function readExact(
 }
 
 function shortFile(path: string): DmexpError {
-  return new DmexpError(path, "size", "the file ended early (it changed while being read)");
+  return new DmexpError(path, "Unreadable", "size", "the file ended early (it changed while being read)");
 }
 
 /** The payload's chunks as they are read, in order (the progress callback and chunk size passed on). */
@@ -164,6 +169,7 @@ export function payloadChunks(
 export function crcError(path: string, stored: number, computed: number): DmexpError {
   return new DmexpError(
     path,
+    "ChecksumMismatch",
     "crc32",
     `stored ${hex32(stored)} but the payload's is ${hex32(computed)}: the payload is corrupt`,
     { expected: hex32(stored), found: hex32(computed) },
@@ -329,6 +335,7 @@ function narrowingError(
   if (!Number.isFinite(value)) {
     return new DmexpError(
       path,
+      "NotFinite",
       `tensors.${name}`,
       `holds ${value} at index ${index}; an export holds only finite weights`,
       { expected: "finite values", found: String(value) },
@@ -336,6 +343,7 @@ function narrowingError(
   }
   return new DmexpError(
     path,
+    "NotFinite",
     "dtype",
     `tensor ${name} holds ${value} at index ${index}, which is beyond ${dtype}'s range ` +
       `(largest finite ${dtype === "f16" ? "65504" : "3.39e38"}) and would become infinite. ` +

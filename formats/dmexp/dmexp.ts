@@ -168,6 +168,7 @@ export async function writeDmexp(
     if (await writeNarrowed(w, sources, dtype, chunkElems, tick) !== crc) {
       throw new DmexpError(
         path,
+        "Unreadable",
         "crc32",
         "the source changed between the two passes of the writer; nothing was written",
       );
@@ -187,19 +188,25 @@ export async function writeDmexp(
 function checkWriteOptions(path: string, opts: DmexpWriteOptions): DmexpDtype {
   const dtype = opts.dtype ?? "bf16";
   if (!DTYPES.includes(dtype)) {
-    throw new DmexpError(path, "dtype", `expected one of ${DTYPES.join(", ")}, got ${dtype}`, {
-      expected: `one of ${DTYPES.join(", ")}`,
-      found: String(dtype),
-    });
+    throw new DmexpError(
+      path,
+      "UnsupportedDtype",
+      "dtype",
+      `expected one of ${DTYPES.join(", ")}, got ${dtype}`,
+      {
+        expected: `one of ${DTYPES.join(", ")}`,
+        found: String(dtype),
+      },
+    );
   }
   if (!Number.isSafeInteger(opts.step) || opts.step < 0) {
-    throw new DmexpError(path, "step", `expected a non-negative integer, got ${opts.step}`, {
+    throw new DmexpError(path, "InvalidValue", "step", `expected a non-negative integer, got ${opts.step}`, {
       expected: "a non-negative integer",
       found: String(opts.step),
     });
   }
   if (opts.name !== undefined && typeof opts.name !== "string") {
-    throw new DmexpError(path, "name", `expected a string, got ${typeof opts.name}`, {
+    throw new DmexpError(path, "WrongType", "name", `expected a string, got ${typeof opts.name}`, {
       expected: "a string",
       found: typeof opts.name,
     });
@@ -281,6 +288,7 @@ async function readSection(
   if (stated !== p.sectionLength) {
     throw new DmexpError(
       path,
+      "CountMismatch",
       TOKENIZER_BYTES_KEY,
       `the header says ${stated} bytes but ${p.sectionLength} follow the payload`,
       { expected: `${p.sectionLength}`, found: `${stated}` },
@@ -291,14 +299,14 @@ async function readSection(
     bytes,
     path,
     config.vocab_size,
-    (f, why, d) => new DmexpError(path, f, why, d),
+    (code, f, why, d) => new DmexpError(path, code, f, why, d),
   );
 }
 
 // A `header_crc32` key that the checksum did not find in ferry's one-line form.
 function checkChecksumForm(header: DmexpHeader, sealed: boolean, path: string): void {
   if (!sealed && HEADER_CRC_KEY in header.extra) {
-    throw new DmexpError(path, HEADER_CRC_KEY, "not in the form ferry writes", {
+    throw new DmexpError(path, "InvalidValue", HEADER_CRC_KEY, "not in the form ferry writes", {
       expected: 'one line header_crc32 = "<8 hex digits>"',
     });
   }
@@ -414,6 +422,7 @@ export function readDmexp(path: string, opts: DmexpReadOptions = {}): Promise<Dm
     if (nonFinite) {
       throw new DmexpError(
         path,
+        "NotFinite",
         `tensors.${nonFinite.name}`,
         `holds ${nonFinite.value} at index ${nonFinite.index}; an export holds only finite weights`,
         { expected: "finite values", found: String(nonFinite.value) },
@@ -485,6 +494,7 @@ export async function openDmexp(path: string, opts: DmexpReadOptions = {}): Prom
           if (bad >= 0) {
             throw new DmexpError(
               path,
+              "NotFinite",
               `tensors.${t.name}`,
               `holds ${out[bad]} at index ${start + bad}; an export holds only finite weights`,
               { expected: "finite values", found: String(out[bad]) },

@@ -12,7 +12,7 @@
  */
 import { readFile } from "node:fs/promises";
 import { parse as parseToml, stringify as stringifyToml } from "smol-toml";
-import { ConfigError, configToToml, type ModelConfig, validateConfig } from "../../model/config.ts";
+import { ConfigError, configToToml, type ModelConfig, notToml, validateConfig } from "../../model/config.ts";
 import type { ExportOrigin } from "../format.ts";
 
 /** `a.f64lines` → `a.config.toml`: f64lines holds named arrays only, so an export's shape lives there. */
@@ -58,7 +58,7 @@ export async function readF64linesConfig(
   try {
     raw = parseToml(text) as Record<string, unknown>;
   } catch (e) {
-    throw new ConfigError(path, "(toml)", `not valid TOML: ${(e as Error).message.split("\n")[0]}`);
+    throw new ConfigError(path, "InvalidToml", "(toml)", notToml(e));
   }
   const { origin, ...fields } = raw;
   return { config: validateConfig(fields, path), origin: originTable(origin, path) };
@@ -67,7 +67,7 @@ export async function readF64linesConfig(
 function originTable(table: unknown, path: string): ExportOrigin {
   if (table === undefined) return {};
   if (typeof table !== "object" || table === null || Array.isArray(table)) {
-    throw new ConfigError(path, "origin", "expected a table of name, step and source", {
+    throw new ConfigError(path, "WrongType", "origin", "expected a table of name, step and source", {
       expected: "a table",
       found: typeof table,
     });
@@ -76,17 +76,29 @@ function originTable(table: unknown, path: string): ExportOrigin {
   for (const [k, v] of Object.entries(table)) {
     const want = ORIGIN_TYPES[k as keyof typeof ORIGIN_TYPES];
     if (!want) {
-      throw new ConfigError(path, `origin.${k}`, "unknown key (expected name, step, source)", {
-        expected: "name, step or source",
-        found: k,
-      });
+      throw new ConfigError(
+        path,
+        "UnknownField",
+        `origin.${k}`,
+        "unknown key (expected name, step, source)",
+        {
+          expected: "name, step or source",
+          found: k,
+        },
+      );
     }
     if (typeof v !== want || (k === "step" && (!Number.isSafeInteger(v) || (v as number) < 0))) {
       const expected = k === "step" ? "a non-negative integer" : "a string";
-      throw new ConfigError(path, `origin.${k}`, `expected ${expected}, got ${JSON.stringify(v)}`, {
-        expected,
-        found: String(JSON.stringify(v)),
-      });
+      throw new ConfigError(
+        path,
+        "WrongType",
+        `origin.${k}`,
+        `expected ${expected}, got ${JSON.stringify(v)}`,
+        {
+          expected,
+          found: String(JSON.stringify(v)),
+        },
+      );
     }
     out[k] = v;
   }

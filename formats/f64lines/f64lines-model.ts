@@ -21,13 +21,13 @@
  * @module
  */
 import { checkTensors, type ParamShape } from "../../model/config.ts";
-import { FormatError } from "../../model/error.ts";
+import { FormatError, messageWithoutCode } from "../../model/error.ts";
 import { numel, type Tensor } from "../../model/tensor.ts";
 import { TOKENIZER_FILE_NAMES, type TokenizerFiles } from "../../model/tokenizer-types.ts";
 import { checkTokenizerFiles } from "../huggingface/huggingface-tokenizer.ts";
 import { f64linesConfigPath } from "./f64lines-config.ts";
 import { encodeF64Token } from "./f64lines-encode.ts";
-import { F64LinesError, type F64LinesErrorKind } from "./f64lines-error.ts";
+import { F64LinesError, type F64LinesErrorCode } from "./f64lines-error.ts";
 import { discard, type LinesSink, type ValuesSink } from "./f64lines-parse.ts";
 import type { F64LinesRecord } from "./f64lines-write.ts";
 
@@ -93,7 +93,7 @@ export class ModelSink implements LinesSink {
     }
     if (this.firstRecord === 0) return this.tensor(name, count, lineNo);
     const why = `${name}: a tensor after the tokenizer records`;
-    this.recordIssue ??= this.refusal("tokenizer", lineNo, 4, why);
+    this.recordIssue ??= this.refusal("InvalidTokenizer", lineNo, 4, why);
     return discard(this.scratch);
   }
 
@@ -105,13 +105,13 @@ export class ModelSink implements LinesSink {
     const { shapes, records } = this.rules, { tensors } = this;
     if (shapes && this.tensorLines !== shapes.length) {
       const why = `holds ${this.tensorLines} arrays where ${shapes.length} are expected`;
-      throw this.refusal("shape", 0, 0, why);
+      throw this.refusal("ShapeMismatch", 0, 0, why);
     }
     if (this.tensorIssue) throw this.tensorIssue;
     // The line-by-line match is f64lines' own rule (its order is canonical); the shared check below is the
     // one every reader ends with.
     const bad = shapes && checkTensors(shapes, this.sized);
-    if (bad) throw new F64LinesError(this.where, "shape", 0, 0, bad.message, bad);
+    if (bad) throw new F64LinesError(this.where, bad.code, 0, 0, bad.message, bad);
     if (!records || this.firstRecord === 0) return { tensors };
     return { tensors, tokenizer: this.tokenizer(records.vocabSize) };
   }
@@ -124,7 +124,7 @@ export class ModelSink implements LinesSink {
     if (shapes && !s) return discard(this.scratch);
     if (s && (s.name !== name || numel(s.dims) !== count)) {
       const why = `${name} holds ${count} values where ${s.name} [${s.dims}] is expected`;
-      this.tensorIssue ??= this.refusal("shape", lineNo, 4, why);
+      this.tensorIssue ??= this.refusal("ShapeMismatch", lineNo, 4, why);
       return discard(this.scratch);
     }
     const dims = s ? [...s.dims] : [count], data = keep ? new Float32Array(count) : undefined;
@@ -140,7 +140,7 @@ export class ModelSink implements LinesSink {
           const v = values[i];
           if (Math.fround(v) === v || v !== v) continue; // NaN narrows to NaN
           const why = `${name}[${at + i}] = ${encodeF64Token(v)} is not an f32 value`;
-          this.tensorIssue = this.refusal("f32", lineNo, column(i), why);
+          this.tensorIssue = this.refusal("NotF32", lineNo, column(i), why);
           return;
         }
       },
@@ -153,7 +153,7 @@ export class ModelSink implements LinesSink {
     this.firstRecord ||= lineNo;
     const file = name.slice(TOKENIZER_RECORD_PREFIX.length);
     const issue = (why: () => string) => {
-      this.recordIssue ??= this.refusal("tokenizer", lineNo, 4, `${name}: ${why()}`);
+      this.recordIssue ??= this.refusal("InvalidTokenizer", lineNo, 4, `${name}: ${why()}`);
     };
     if (!(TOKENIZER_FILE_NAMES as readonly string[]).includes(file) || Object.hasOwn(this.files, file)) {
       issue(() => `not a tokenizer file name (${TOKENIZER_FILE_NAMES.join(", ")}) or a repeat`);
@@ -186,7 +186,7 @@ export class ModelSink implements LinesSink {
     if (this.recordIssue) throw this.recordIssue;
     if (this.files["tokenizer.json"] === undefined) {
       const why = `the tokenizer records have no ${TOKENIZER_RECORD_PREFIX}tokenizer.json`;
-      throw this.refusal("tokenizer", 0, 0, why);
+      throw this.refusal("InvalidTokenizer", 0, 0, why);
     }
     const tokenizer = this.files as TokenizerFiles, where = this.where;
     try {
@@ -194,12 +194,12 @@ export class ModelSink implements LinesSink {
     } catch (e) {
       // The shared check's refusal, as this format's error (it names the record's file and field).
       if (!(e instanceof FormatError)) throw e;
-      throw this.refusal("tokenizer", this.firstRecord, 4, e.message);
+      throw this.refusal("InvalidTokenizer", this.firstRecord, 4, messageWithoutCode(e));
     }
     return tokenizer;
   }
 
-  private refusal(kind: F64LinesErrorKind, line: number, column: number, why: string): F64LinesError {
-    return new F64LinesError(this.where, kind, line, column, why);
+  private refusal(code: F64LinesErrorCode, line: number, column: number, why: string): F64LinesError {
+    return new F64LinesError(this.where, code, line, column, why);
   }
 }

@@ -21,7 +21,7 @@
  * @module
  */
 import { type Fnv1a64, fnv1a64, hex8 } from "../fnv1a64.ts";
-import { F64LinesError, type F64LinesErrorKind } from "./f64lines-error.ts";
+import { F64LinesError, type F64LinesErrorCode } from "./f64lines-error.ts";
 import { FAILS, NOT_A_TOKEN, type ScanFailure, scanRefusal, scanValues, TOO_MANY } from "./f64lines-scan.ts";
 import { findLine, MAX_LINE_HEAD, type Steps, type Window } from "./f64lines-window.ts";
 
@@ -53,7 +53,7 @@ export function discard(scratch = { values: new Float64Array(0) }): ValuesSink {
   };
 }
 
-type Fail = (kind: F64LinesErrorKind, column: number, why: string) => never;
+type Fail = (code: F64LinesErrorCode, column: number, why: string) => never;
 
 const NAME = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 const LOOSE = new TextDecoder("utf-8", { ignoreBOM: true });
@@ -69,17 +69,17 @@ export function* parseLines(w: Window, where: string, sink: LinesSink): Steps<nu
   let lineNo = 0, sum = -1, sumLine = 0;
   while (!w.eof || w.pos < w.len) {
     lineNo++;
-    const fail: Fail = (kind, column, why) => {
-      throw new F64LinesError(where, kind, lineNo, column, why);
+    const fail: Fail = (code, column, why) => {
+      throw new F64LinesError(where, code, lineNo, column, why);
     };
     const nl = yield* findLine(w, MAX_LINE_HEAD);
     const { buf, pos } = w;
-    if (nl < 0 && w.eof) fail("unterminated", columnAt(buf, pos, w.len), "the last line has no \\n");
+    if (nl < 0 && w.eof) fail("Unterminated", columnAt(buf, pos, w.len), "the last line has no \\n");
     if (nl === pos || (nl === pos + 1 && buf[pos] === 13)) { // a blank line
       w.pos = nl + 1;
       continue;
     }
-    if (sum >= 0) fail("after-checksum", 1, "the checksum line must be the last non-blank line");
+    if (sum >= 0) fail("LineAfterChecksum", 1, "the checksum line must be the last non-blank line");
     if (buf[pos] === 118 && buf[pos + 1] === 49 && buf[pos + 2] === 124) { // v1|
       yield* dataLine(w, nl, lineNo, sink, hash, fail);
       continue;
@@ -88,10 +88,10 @@ export function* parseLines(w: Window, where: string, sink: LinesSink): Steps<nu
     sum = checksumLine(buf, pos, nl < 0 ? w.len : lineEnd(buf, pos, nl), fail), sumLine = lineNo;
     w.pos = nl + 1;
   }
-  if (sum < 0) throw new F64LinesError(where, "checksum-missing", lineNo + 1, 1, "no #fnv1a32= line");
+  if (sum < 0) throw new F64LinesError(where, "MissingChecksum", lineNo + 1, 1, "no #fnv1a32= line");
   if (hash.digest32() !== sum) {
     const why = `the lines hash to ${hex8(hash.digest32())}: the file is corrupt`;
-    throw new F64LinesError(where, "checksum", sumLine, 10, why);
+    throw new F64LinesError(where, "ChecksumMismatch", sumLine, 10, why);
   }
   return sum;
 }
@@ -112,13 +112,13 @@ function columnAt(buf: Uint8Array, start: number, at: number): number {
 function checksumLine(buf: Uint8Array, pos: number, end: number, fail: Fail): number {
   if (end - pos >= 9 && CHECKSUM_TAG.every((c, i) => buf[pos + i] === c)) {
     const h = LOOSE.decode(buf.subarray(pos + 9, end));
-    if (!/^[0-9a-f]{8}$/.test(h)) fail("checksum-format", 10, `'${h}' is not 8 lowercase hex digits`);
+    if (!/^[0-9a-f]{8}$/.test(h)) fail("MalformedChecksum", 10, `'${h}' is not 8 lowercase hex digits`);
     return parseInt(h, 16);
   }
   const bar = buf.subarray(pos, end).indexOf(124);
   const tag = LOOSE.decode(buf.subarray(pos, bar < 0 ? end : pos + bar));
-  if (tag === "v1") fail("fields", columnAt(buf, pos, end), "a v1 line is v1|<name>|<len>|<values>");
-  return fail("version", 1, `unknown version tag '${tag.slice(0, 40)}' (this reader knows v1)`);
+  if (tag === "v1") fail("WrongFieldCount", columnAt(buf, pos, end), "a v1 line is v1|<name>|<len>|<values>");
+  return fail("UnsupportedVersion", 1, `unknown version tag '${tag.slice(0, 40)}' (this reader knows v1)`);
 }
 
 /** A data line's head `v1|name|len|`, read and checked. */
@@ -154,15 +154,15 @@ function* dataLine(
     if (nlAt < 0) {
       const at = yield* findLine(w, w.chunk, clear);
       if (at < 0 && w.eof) {
-        fail("unterminated", column + columnAt(w.buf, w.pos, w.len) - 1, "the last line has no \\n");
+        fail("Unterminated", column + columnAt(w.buf, w.pos, w.len) - 1, "the last line has no \\n");
       }
       nlAt = at < 0 ? -1 : w.base + at, clear = w.base + w.len;
     }
     const eol = nlAt < 0 ? -1 : lineEnd(w.buf, w.pos, nlAt - w.base), stop = batchEnd(w, eol);
-    if (stop < 0) fail("token", column, "a value token longer than the read window");
+    if (stop < 0) fail("InvalidToken", column, "a value token longer than the read window");
     ended = stop === eol;
     if (stop === w.pos && !(ended && column === head.valuesColumn)) {
-      fail("token", column, `'': ${FAILS[NOT_A_TOKEN][1]}`); // an empty token between two batches
+      fail("InvalidToken", column, `'': ${FAILS[NOT_A_TOKEN][1]}`); // an empty token between two batches
     }
     if (stop > w.pos) {
       const into = values.room(got, Math.min(count - got, ((stop - w.pos) >> 1) + 1));
@@ -177,7 +177,7 @@ function* dataLine(
     column += stop + 1 - w.pos;
     w.pos = ended ? nlAt - w.base + 1 : stop + 1;
   }
-  if (got !== count) fail("length", lenColumn, `declares ${count} values but holds ${got}`);
+  if (got !== count) fail("LengthMismatch", lenColumn, `declares ${count} values but holds ${got}`);
   values.end();
 }
 
@@ -187,32 +187,32 @@ function lineHead(w: Window, nl: number, fail: Fail): LineHead {
   const eol = nl < 0 ? -1 : lineEnd(buf, pos, nl), end = eol < 0 ? w.len : eol;
   const p2 = indexIn(buf, 124, pos + 3, end), p3 = p2 < 0 ? -1 : indexIn(buf, 124, p2 + 1, end);
   if (p3 < 0) {
-    if (eol >= 0) fail("fields", columnAt(buf, pos, eol), "a v1 line is v1|<name>|<len>|<values>");
-    fail("fields", 1, "a v1 line is v1|<name>|<len>|<values> (with v1|<name>|<len>| within 1 MiB)");
+    if (eol >= 0) fail("WrongFieldCount", columnAt(buf, pos, eol), "a v1 line is v1|<name>|<len>|<values>");
+    fail("WrongFieldCount", 1, "a v1 line is v1|<name>|<len>|<values> (with v1|<name>|<len>| within 1 MiB)");
   }
   let name = "";
   try {
     name = NAME.decode(buf.subarray(pos + 3, p2));
   } catch {
     fail(
-      "utf8",
+      "InvalidUtf8",
       columnAt(buf, pos, pos + 3 + utf8Prefix(buf.subarray(pos + 3, p2))),
       "the name is not valid UTF-8",
     );
   }
-  if (name.includes("\r")) fail("name", 4, "the name holds \\r (a writer makes it _)");
+  if (name.includes("\r")) fail("InvalidName", 4, "the name holds \\r (a writer makes it _)");
   const field = LOOSE.decode(buf.subarray(p2 + 1, p3)), lenColumn = columnAt(buf, pos, p2 + 1);
   if (!/^(0|[1-9][0-9]{0,14})$/.test(field)) {
-    fail("length-field", lenColumn, `'${field}' is not a canonical length`);
+    fail("InvalidLength", lenColumn, `'${field}' is not a canonical length`);
   }
   const count = +field, values = p3 + 1;
   // n values need at least n - 1 commas: refuse a lying length before allocating for it, against the
   // line's bytes where its end is in view (always, in memory), else against the bytes left in the file.
   if (eol >= 0 && count > eol - values + 1) {
-    fail("length", lenColumn, `declares ${count} values but holds ${countValues(buf, values, eol)}`);
+    fail("LengthMismatch", lenColumn, `declares ${count} values but holds ${countValues(buf, values, eol)}`);
   }
   if (eol < 0 && count > w.size - (w.base + values) + 1) {
-    fail("length", lenColumn, `declares ${count} values, more than the file holds`);
+    fail("LengthMismatch", lenColumn, `declares ${count} values, more than the file holds`);
   }
   return { name, count, values, lenColumn, valuesColumn: columnAt(buf, pos, values) };
 }
@@ -239,10 +239,10 @@ function refuseValues(
 ): never {
   if (r.code === TOO_MANY) {
     const holds = eol < 0 ? "more" : got + countValues(w.buf, w.pos, eol);
-    fail("length", head.lenColumn, `declares ${head.count} values but holds ${holds}`);
+    fail("LengthMismatch", head.lenColumn, `declares ${head.count} values but holds ${holds}`);
   }
-  const [kind, why] = scanRefusal(w.buf, r, stop);
-  return fail(kind, column + columnAt(w.buf, w.pos, r.at) - 1, why);
+  const [code, why] = scanRefusal(w.buf, r, stop);
+  return fail(code, column + columnAt(w.buf, w.pos, r.at) - 1, why);
 }
 
 // The first index of byte c in buf[from, to), or -1.

@@ -12,25 +12,25 @@
  * @module
  */
 import { POW2, TWO32, TWO53 } from "./f64lines-encode.ts";
-import { F64LinesError, type F64LinesErrorKind } from "./f64lines-error.ts";
+import { F64LinesError, type F64LinesErrorCode } from "./f64lines-error.ts";
 
-/** Why a scan stopped, by code (`ScanFailure.code`): the kind of the refusal and its reason. */
-export const FAILS: ReadonlyArray<readonly [F64LinesErrorKind, string]> = [
-  ["token", ""],
-  ["token", "not a value token (0, -0, inf, -inf, nan, digits or <m>p<e>)"],
-  ["token", "the exponent after 'p' has no digits"],
-  ["noncanonical", "a leading zero"],
-  ["noncanonical", "the exponent has a leading zero or is -0"],
-  ["noncanonical", "an integer below 2^62 is written in digits"],
-  ["domain", "the significand is 2^53 or more"],
-  ["domain", "the significand is even (canonical m is odd; zero is 0 or -0)"],
-  ["domain", "below 2^-1074, the smallest float64 step"],
-  ["domain", "2^1024 or more, beyond the largest float64"],
-  ["domain", "digits are for integers below 2^62"],
-  ["domain", "not a float64 (the integer falls between two of them)"],
-  ["token", "a token ends at ',' or at the end of the line"],
-  ["length", "more values than the declared length"],
-  ["fields", "a fifth field: values cannot hold '|'"],
+/** Why a scan stopped, by index (`ScanFailure.code`): the refusal's code and its reason. */
+export const FAILS: ReadonlyArray<readonly [F64LinesErrorCode, string]> = [
+  ["InvalidToken", ""],
+  ["InvalidToken", "not a value token (0, -0, inf, -inf, nan, digits or <m>p<e>)"],
+  ["InvalidToken", "the exponent after 'p' has no digits"],
+  ["NonCanonical", "a leading zero"],
+  ["NonCanonical", "the exponent has a leading zero or is -0"],
+  ["NonCanonical", "an integer below 2^62 is written in digits"],
+  ["OutOfRange", "the significand is 2^53 or more"],
+  ["OutOfRange", "the significand is even (canonical m is odd; zero is 0 or -0)"],
+  ["OutOfRange", "below 2^-1074, the smallest float64 step"],
+  ["OutOfRange", "2^1024 or more, beyond the largest float64"],
+  ["OutOfRange", "digits are for integers below 2^62"],
+  ["OutOfRange", "not a float64 (the integer falls between two of them)"],
+  ["InvalidToken", "a token ends at ',' or at the end of the line"],
+  ["LengthMismatch", "more values than the declared length"],
+  ["WrongFieldCount", "a fifth field: values cannot hold '|'"],
 ];
 /** The codes a caller words itself: not a token at all (an empty one), one value too many, a `|`. */
 export const NOT_A_TOKEN = 1, TOO_MANY = 13, PIPE = 14;
@@ -117,15 +117,15 @@ export function scanValues(b: Uint8Array, i: number, end: number, out: Float64Ar
 const LOOSE = new TextDecoder("utf-8", { ignoreBOM: true });
 
 /**
- * A failed scan of b[.., end) as a refusal's kind and reason, quoting the offending token (up to the
+ * A failed scan of b[.., end) as a refusal's code and reason, quoting the offending token (up to the
  * next `,` or `|`). TOO_MANY is worded by the caller, who knows the declared length.
  */
-export function scanRefusal(b: Uint8Array, f: ScanFailure, end: number): [F64LinesErrorKind, string] {
-  const [kind, why] = FAILS[f.code];
-  if (f.code === PIPE) return [kind, why];
+export function scanRefusal(b: Uint8Array, f: ScanFailure, end: number): [F64LinesErrorCode, string] {
+  const [code, why] = FAILS[f.code];
+  if (f.code === PIPE) return [code, why];
   let te = f.at;
   while (te < end && b[te] !== 44 && b[te] !== 124) te++;
-  return [kind, `'${LOOSE.decode(b.subarray(f.at, te))}': ${why}`];
+  return [code, `'${LOOSE.decode(b.subarray(f.at, te))}': ${why}`];
 }
 
 const ENC = new TextEncoder();
@@ -144,6 +144,6 @@ export function decodeF64Token(token: string): number {
   const out = new Float64Array(1);
   const r = token.includes(",") ? bad(0, 12) : scanValues(ENC.encode(token + "\n"), 0, token.length, out);
   if (r === 1) return out[0];
-  const [kind, why] = FAILS[typeof r === "number" ? NOT_A_TOKEN : r.code];
-  throw new F64LinesError("<token>", kind, 1, 1, `'${token}': ${why}`);
+  const [code, why] = FAILS[typeof r === "number" ? NOT_A_TOKEN : r.code];
+  throw new F64LinesError("<token>", code, 1, 1, `'${token}': ${why}`);
 }

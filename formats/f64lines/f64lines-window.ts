@@ -95,7 +95,7 @@ function fileWindow(
         w.buf = bigger;
       }
       const want = Math.min(chunk, size - w.base - w.len), at = w.base + w.len;
-      const changed = () => new F64LinesError(where, "file", 0, 0, "the file changed while being read");
+      const changed = () => new F64LinesError(where, "Unreadable", 0, 0, "the file changed while being read");
       await readExact(fh, w.buf.subarray(w.len, w.len + want), at, changed);
       w.len += want;
       w.eof = w.base + w.len >= size;

@@ -43,7 +43,7 @@ export function weightsToF64LinesBytes(
 ): Uint8Array {
   if (names.length !== arrays.length) {
     const why = `${names.length} names but ${arrays.length} arrays: nothing written`;
-    throw new F64LinesError(where, "mismatch", 0, 0, why);
+    throw new F64LinesError(where, "CountMismatch", 0, 0, why);
   }
   const clean = names.map(sanitize);
   let size = 18; // the checksum line
@@ -173,7 +173,7 @@ export async function writeF64LinesStreaming(path: string, records: Iterable<F64
       }
       if (written !== r.length) {
         const why = `${r.name}: ${written} values where ${r.length} were declared`;
-        throw new F64LinesError(path, "mismatch", 0, 0, why);
+        throw new F64LinesError(path, "CountMismatch", 0, 0, why);
       }
       await put(NEWLINE);
     }

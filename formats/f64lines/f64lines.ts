@@ -45,7 +45,7 @@ import { type F64LinesRecord, writeF64LinesStreaming } from "./f64lines-write.ts
 import { f64linesConfigPath, f64linesConfigToml, readF64linesConfig } from "./f64lines-config.ts";
 
 export { fnv1a64Hex, stringChecksum } from "../fnv1a64.ts";
-export { F64LinesError, type F64LinesErrorKind } from "./f64lines-error.ts";
+export { F64LinesError, type F64LinesErrorCode } from "./f64lines-error.ts";
 export { encodeF64Token } from "./f64lines-encode.ts";
 export { decodeF64Token } from "./f64lines-scan.ts";
 export {
@@ -299,7 +299,7 @@ function missing(e: unknown, path: string): unknown {
   const code = (e as { code?: string }).code;
   return new F64LinesError(
     path,
-    "file",
+    "Unreadable",
     0,
     0,
     code === "ENOENT" ? "no such file" : `cannot be read: ${(e as Error).message}`,

@@ -16,7 +16,7 @@
  * @module
  */
 import { numel } from "../../model/tensor.ts";
-import { FormatError, type RefusalDetail } from "../../model/error.ts";
+import { formatErrorClass, TENSOR_REFUSALS } from "../../model/error.ts";
 import {
   decodeTensor,
   GGML_TYPES,
@@ -82,8 +82,22 @@ export type GgufValue =
 // ─── Errors ──────────────────────────────────────────────────────────────────────────────────────
 
 /**
+ * Every rule a GGUF (or an imatrix in GGUF) can break, written or read; formats/gguf/gguf.md ("Refusals")
+ * says what each means.
+ */
+export const GGUF_REFUSALS = [
+  ["Unreadable", "Truncated", "TrailingBytes", "BadMagic", "UnsupportedVersion", "DigestMismatch"],
+  ["InvalidUtf8", "InvalidName", "DuplicateKey", "InvalidValueType", "WrongType", "MissingField"],
+  ["InvalidValue", "InvalidShape", "UnsupportedDtype", "InvalidOffset", "SizeMismatch", "NotFinite"],
+  ["Unsupported", "InvalidJson", "InvalidTokenizer", "VocabMismatch"],
+  TENSOR_REFUSALS,
+] as const;
+/** A code of `GGUF_REFUSALS`. */
+export type GgufRefusal = typeof GGUF_REFUSALS[number][number];
+
+/**
  * A GGUF that cannot be written or read: `path` names the file, `field` the offending part
- * (`header.version`, a metadata key, `tensor blk.0.attn_q.weight`, ...).
+ * (`header.version`, a metadata key, `tensor blk.0.attn_q.weight`, ...), `code` the rule.
  *
  * @example
  * ```ts
@@ -92,12 +106,7 @@ export type GgufValue =
  * try { await readGguf("m.gguf"); } catch (e) { if (e instanceof GgufError) console.error(e.field); }
  * ```
  */
-export class GgufError extends FormatError {
-  constructor(path: string, field: string, message: string, detail?: RefusalDetail) {
-    super(path, field, `${path}: ${field}: ${message}`, detail);
-    this.name = "GgufError";
-  }
-}
+export class GgufError extends formatErrorClass(GGUF_REFUSALS) {}
 
 // ─── Container: writer ────────────────────────────────────────────────────────────────────────────
 
@@ -150,10 +159,10 @@ export function encodeGgufHeader(
   const keys = new Set<string>();
   let alignment = GGUF_DEFAULT_ALIGNMENT;
   for (const [key, value] of metadata) {
-    if (key.length === 0) throw new GgufError(where, "metadata", "a key is empty");
-    if (keys.has(key)) throw new GgufError(where, key, "metadata key appears twice");
+    if (key.length === 0) throw new GgufError(where, "InvalidName", "metadata", "a key is empty");
+    if (keys.has(key)) throw new GgufError(where, "DuplicateKey", key, "metadata key appears twice");
     if (!key.isWellFormed()) {
-      throw new GgufError(where, key, "the key holds a lone surrogate (not Unicode text)");
+      throw new GgufError(where, "InvalidUtf8", key, "the key holds a lone surrogate (not Unicode text)");
     }
     keys.add(key);
     if (key === GGUF_KEYS.General.ALIGNMENT) alignment = checkAlignment(value, where);
@@ -166,15 +175,21 @@ export function encodeGgufHeader(
   for (const t of tensors) {
     const field = `tensor ${t.name}`;
     checkTensorName(t.name, where);
-    if (names.has(t.name)) throw new GgufError(where, field, "tensor name appears twice");
+    if (names.has(t.name)) throw new GgufError(where, "DuplicateTensor", field, "tensor name appears twice");
     names.add(t.name);
     if (t.ne.length < 1 || t.ne.length > GGML_MAX_DIMS) {
-      throw new GgufError(where, field, `has ${t.ne.length} dims; expected 1 to ${GGML_MAX_DIMS}`);
+      throw new GgufError(
+        where,
+        "InvalidShape",
+        field,
+        `has ${t.ne.length} dims; expected 1 to ${GGML_MAX_DIMS}`,
+      );
     }
     const spec = GGML_TYPES[t.type];
     if (t.ne[0] % spec.blockSize !== 0) {
       throw new GgufError(
         where,
+        "InvalidShape",
         field,
         `innermost dim ${t.ne[0]} is not a multiple of ${t.type}'s block of ${spec.blockSize}`,
       );
@@ -214,6 +229,7 @@ export function encodeGguf(
     if (t.bytes.length !== layout.sizes[i]) {
       throw new GgufError(
         where,
+        "SizeMismatch",
         `tensor ${t.name}`,
         `holds ${t.bytes.length} bytes; ${t.type} ne [${t.ne}] needs ${layout.sizes[i]}`,
       );
@@ -258,6 +274,7 @@ export async function streamGguf(
     if (written !== layout.sizes[i]) {
       throw new GgufError(
         where,
+        "SizeMismatch",
         `tensor ${tensors[i].name}`,
         `gave ${written > layout.sizes[i] ? "more than" : written} bytes; ${tensors[i].type} ne [${
           tensors[i].ne
@@ -275,7 +292,7 @@ function writeValue(w: ByteWriter, v: GgufValue, key: string, where: string): vo
   w.u32(id);
   if (v.type === "array") {
     if (v.elem === ("array" as string)) {
-      throw new GgufError(where, key, "arrays of arrays are not readable by llama.cpp");
+      throw new GgufError(where, "InvalidValueType", key, "arrays of arrays are not readable by llama.cpp");
     }
     w.u32(valueTypeId(v.elem, key, where));
     w.u64(BigInt(v.value.length));
@@ -284,13 +301,13 @@ function writeValue(w: ByteWriter, v: GgufValue, key: string, where: string): vo
 }
 
 function writeScalar(w: ByteWriter, type: GgufScalarType, x: unknown, key: string, where: string): void {
-  const bad = (what: string) => new GgufError(where, key, `value ${String(x)} is not ${what}`);
+  const bad = (what: string) => new GgufError(where, "WrongType", key, `value ${String(x)} is not ${what}`);
   switch (type) {
     case "string":
       if (typeof x !== "string") throw bad("a string");
       // A lone surrogate has no UTF-8: the encoder would write U+FFFD, another string than asked for.
       if (!x.isWellFormed()) {
-        throw new GgufError(where, key, "a string holds a lone surrogate (not Unicode text)");
+        throw new GgufError(where, "InvalidUtf8", key, "a string holds a lone surrogate (not Unicode text)");
       }
       return w.string(x);
     case "bool":
@@ -324,17 +341,17 @@ const INT_RANGES: Record<string, [number, number]> = {
 
 function valueTypeId(type: string, key: string, where: string): number {
   const row = GGUF_VALUE_TYPES.find(([n]) => n === type);
-  if (!row) throw new GgufError(where, key, `unknown value type ${type}`);
+  if (!row) throw new GgufError(where, "InvalidValueType", key, `unknown value type ${type}`);
   return row[1];
 }
 
 function checkAlignment(v: GgufValue, where: string): number {
   if (v.type !== "u32") {
-    throw new GgufError(where, GGUF_KEYS.General.ALIGNMENT, `has type ${v.type}; expected u32`);
+    throw new GgufError(where, "WrongType", GGUF_KEYS.General.ALIGNMENT, `has type ${v.type}; expected u32`);
   }
   const a = v.value;
   if (a === 0 || (a & (a - 1)) !== 0) {
-    throw new GgufError(where, GGUF_KEYS.General.ALIGNMENT, `${a} is not a power of two`);
+    throw new GgufError(where, "InvalidValue", GGUF_KEYS.General.ALIGNMENT, `${a} is not a power of two`);
   }
   return a;
 }
@@ -342,7 +359,12 @@ function checkAlignment(v: GgufValue, where: string): number {
 function checkTensorName(name: string, where: string): void {
   const len = new TextEncoder().encode(name).length;
   if (len === 0 || len >= GGML_MAX_NAME) {
-    throw new GgufError(where, `tensor ${name}`, `name is ${len} bytes; expected 1 to ${GGML_MAX_NAME - 1}`);
+    throw new GgufError(
+      where,
+      "InvalidName",
+      `tensor ${name}`,
+      `name is ${len} bytes; expected 1 to ${GGML_MAX_NAME - 1}`,
+    );
   }
 }
 
@@ -475,26 +497,34 @@ export function parseGgufHeader(prefix: Uint8Array, fileSize: number, where = "g
 }
 
 function parseHeader(r: ByteReader, size: number, where: string): GgufHeader {
-  if (size < 24) throw new GgufError(where, "header", `${size} bytes is shorter than the 24-byte header`);
+  if (size < 24) {
+    throw new GgufError(where, "Truncated", "header", `${size} bytes is shorter than the 24-byte header`);
+  }
   const magic = r.take(4, "header.magic");
   if (!GGUF_MAGIC.every((b, i) => r.byte(magic + i) === b)) {
     throw new GgufError(
       where,
+      "BadMagic",
       "header.magic",
       `expected "GGUF", got bytes [${[0, 1, 2, 3].map((i) => r.byte(magic + i))}]`,
     );
   }
   const version = r.u32("header.version");
   if (version !== GGUF_VERSION) {
-    throw new GgufError(where, "header.version", `${version} is not supported (expected ${GGUF_VERSION})`);
+    throw new GgufError(
+      where,
+      "UnsupportedVersion",
+      "header.version",
+      `${version} is not supported (expected ${GGUF_VERSION})`,
+    );
   }
   const nTensors = r.count("header.tensor_count", 8 + 4 + 8 + 4 + 8);
   const nKv = r.count("header.metadata_kv_count", 8 + 1 + 4 + 1);
   const metadata = new Map<string, GgufValue>();
   for (let i = 0; i < nKv; i++) {
     const key = r.string(`metadata[${i}].key`);
-    if (key.length === 0) throw new GgufError(where, `metadata[${i}].key`, "is empty");
-    if (metadata.has(key)) throw new GgufError(where, key, "metadata key appears twice");
+    if (key.length === 0) throw new GgufError(where, "InvalidName", `metadata[${i}].key`, "is empty");
+    if (metadata.has(key)) throw new GgufError(where, "DuplicateKey", key, "metadata key appears twice");
     metadata.set(key, r.value(key));
   }
   const alignValue = metadata.get(GGUF_KEYS.General.ALIGNMENT);
@@ -506,11 +536,16 @@ function parseHeader(r: ByteReader, size: number, where: string): GgufHeader {
     const name = r.string(`tensors[${i}].name`);
     checkTensorName(name, where);
     const field = `tensor ${name}`;
-    if (names.has(name)) throw new GgufError(where, field, "tensor name appears twice");
+    if (names.has(name)) throw new GgufError(where, "DuplicateTensor", field, "tensor name appears twice");
     names.add(name);
     const nDims = r.u32(`${field}.n_dims`);
     if (nDims < 1 || nDims > GGML_MAX_DIMS) {
-      throw new GgufError(where, `${field}.n_dims`, `${nDims}; expected 1 to ${GGML_MAX_DIMS}`);
+      throw new GgufError(
+        where,
+        "InvalidShape",
+        `${field}.n_dims`,
+        `${nDims}; expected 1 to ${GGML_MAX_DIMS}`,
+      );
     }
     const ne: number[] = [];
     for (let d = 0; d < nDims; d++) ne.push(r.count(`${field}.ne[${d}]`, 0));
@@ -520,6 +555,7 @@ function parseHeader(r: ByteReader, size: number, where: string): GgufHeader {
       const known = OTHER_GGML_TYPES[typeId];
       throw new GgufError(
         where,
+        "UnsupportedDtype",
         `${field}.type`,
         `${known ? `${known} (${typeId})` : `unknown type ${typeId}`}; ferry reads ${
           Object.keys(GGML_TYPES).join(", ")
@@ -528,11 +564,12 @@ function parseHeader(r: ByteReader, size: number, where: string): GgufHeader {
     }
     const n = numel(ne);
     if (!Number.isSafeInteger(n)) {
-      throw new GgufError(where, `${field}.ne`, `[${ne}] holds too many elements`);
+      throw new GgufError(where, "InvalidShape", `${field}.ne`, `[${ne}] holds too many elements`);
     }
     if (ne[0] % GGML_TYPES[type].blockSize !== 0) {
       throw new GgufError(
         where,
+        "InvalidShape",
         `${field}.ne[0]`,
         `${ne[0]} is not a multiple of ${type}'s block of ${GGML_TYPES[type].blockSize}`,
       );
@@ -541,6 +578,7 @@ function parseHeader(r: ByteReader, size: number, where: string): GgufHeader {
     if (offset !== expected) {
       throw new GgufError(
         where,
+        "InvalidOffset",
         `${field}.offset`,
         `${offset}; expected ${expected} (tensors packed in order, each padded to ${alignment})`,
       );
@@ -554,6 +592,7 @@ function parseHeader(r: ByteReader, size: number, where: string): GgufHeader {
     if (start + len > size) {
       throw new GgufError(
         where,
+        "Truncated",
         `tensor ${t.name}`,
         `data [${start}, ${start + len}) runs past the end of the ${size}-byte file`,
       );
@@ -562,7 +601,7 @@ function parseHeader(r: ByteReader, size: number, where: string): GgufHeader {
   const end = dataOffset + expected;
   if (size > end) {
     const after = nTensors > 0 ? "the last tensor's padding" : "the metadata";
-    throw new GgufError(where, "size", `${size - end} bytes follow ${after}`);
+    throw new GgufError(where, "TrailingBytes", "size", `${size - end} bytes follow ${after}`);
   }
   return { version, alignment, metadata, tensors, dataOffset, end };
 }
@@ -622,6 +661,7 @@ class ByteReader {
     if (this.pos + n > this.size) {
       throw new GgufError(
         this.where,
+        "Truncated",
         field,
         `truncated: needs ${n} bytes at offset ${this.pos}, the file has ${this.size}`,
       );
@@ -644,7 +684,7 @@ class ByteReader {
       v > BigInt(Number.MAX_SAFE_INTEGER) ||
       (minEach > 0 && Number(v) * minEach > this.size - this.pos)
     ) {
-      throw new GgufError(this.where, field, `${v} is more than the file can hold`);
+      throw new GgufError(this.where, "Truncated", field, `${v} is more than the file can hold`);
     }
     return Number(v);
   }
@@ -654,14 +694,16 @@ class ByteReader {
     try {
       return this.utf8.decode(this.file.subarray(at, at + n));
     } catch {
-      throw new GgufError(this.where, field, "string is not valid UTF-8");
+      throw new GgufError(this.where, "InvalidUtf8", field, "string is not valid UTF-8");
     }
   }
   value(key: string): GgufValue {
     const type = this.valueType(this.u32(key), key);
     if (type !== "array") return { type, value: this.scalar(type, key) } as GgufValue;
     const elem = this.valueType(this.u32(key), key);
-    if (elem === "array") throw new GgufError(this.where, key, "array of arrays (llama.cpp refuses them)");
+    if (elem === "array") {
+      throw new GgufError(this.where, "InvalidValueType", key, "array of arrays (llama.cpp refuses them)");
+    }
     const size = GGUF_VALUE_TYPES.find(([n]) => n === elem)![2];
     const n = this.count(key, size);
     const value: Array<number | bigint | boolean | string> = [];
@@ -670,7 +712,9 @@ class ByteReader {
   }
   private valueType(id: number, key: string): GgufScalarType | "array" {
     const row = GGUF_VALUE_TYPES.find(([, i]) => i === id);
-    if (!row) throw new GgufError(this.where, key, `unknown value type ${id} (expected 0 to 12)`);
+    if (!row) {
+      throw new GgufError(this.where, "InvalidValueType", key, `unknown value type ${id} (expected 0 to 12)`);
+    }
     return row[0];
   }
   private scalar(type: GgufScalarType, field: string): number | bigint | boolean | string {

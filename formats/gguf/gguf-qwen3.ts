@@ -223,12 +223,13 @@ export function qwen3TensorPlans(
   if (!opts.ownTokenizer && config.vocab_size < BYTE_VOCAB_SIZE) {
     throw new GgufError(
       where,
+      "VocabMismatch",
       "vocab_size",
       `${config.vocab_size}; ferry's byte tokenizer needs at least ${BYTE_VOCAB_SIZE}`,
     );
   }
   const bad = checkTensors(config, tensors);
-  if (bad) throw new GgufError(where, `tensor ${bad.tensor}`, bad.problem, bad);
+  if (bad) throw new GgufError(where, bad.code, `tensor ${bad.tensor}`, bad.problem, bad);
   return paramShapes(config).map(({ name, dims }) => {
     const ne = [...dims].reverse();
     const ty = dims.length === 1
@@ -239,6 +240,7 @@ export function qwen3TensorPlans(
     if (ne[0] % GGML_TYPES[ty].blockSize !== 0) {
       throw new GgufError(
         where,
+        "InvalidShape",
         `tensor ${name}`,
         `${ty} needs the input dim (${ne[0]}) to be a multiple of ${
           GGML_TYPES[ty].blockSize
@@ -249,6 +251,7 @@ export function qwen3TensorPlans(
     if (imp && imp.length !== ne[0]) {
       throw new GgufError(
         where,
+        "SizeMismatch",
         `importance of ${name}`,
         `${imp.length} weights; expected one per column (${ne[0]})`,
       );
@@ -299,7 +302,12 @@ function encodePiece(
   const field = `tensor ${plan.hf}`;
   const bad = data.findIndex((x) => !Number.isFinite(x));
   if (bad >= 0) {
-    throw new GgufError(where, field, `element ${start + bad} is ${data[bad]}; expected a finite number`);
+    throw new GgufError(
+      where,
+      "NotFinite",
+      field,
+      `element ${start + bad} is ${data[bad]}; expected a finite number`,
+    );
   }
   const ty = plan.type;
   const bytes = encodeTensor(ty, data, importance);
@@ -310,6 +318,7 @@ function encodePiece(
     if (over >= 0) {
       throw new GgufError(
         where,
+        "NotFinite",
         field,
         ty === "F16"
           ? `element ${start + over} = ${data[over]} overflows f16 (max 65504)`
@@ -414,6 +423,7 @@ export function checkedValues(
   if (bad >= 0) {
     throw new GgufError(
       where,
+      "NotFinite",
       `tensor ${t.name}`,
       `element ${first + bad} is ${data[bad]}; expected a finite number`,
     );
@@ -441,10 +451,11 @@ export function qwen3ConfigFromGguf(
 ): ModelConfig {
   const md = file.metadata;
   const arch = md.get(General.ARCHITECTURE);
-  if (!arch) throw new GgufError(where, General.ARCHITECTURE, "missing");
+  if (!arch) throw new GgufError(where, "MissingField", General.ARCHITECTURE, "missing");
   if (arch.type !== "string" || arch.value !== QWEN3_ARCH) {
     throw new GgufError(
       where,
+      "Unsupported",
       General.ARCHITECTURE,
       `${JSON.stringify(arch.value)}; expected "${QWEN3_ARCH}"`,
     );
@@ -456,21 +467,28 @@ export function qwen3ConfigFromGguf(
     let x: number | undefined;
     if (v === undefined) {
       x = fallback?.(cfg);
-      if (x === undefined) throw new GgufError(where, key, `missing (expected ${type})`);
+      if (x === undefined) throw new GgufError(where, "MissingField", key, `missing (expected ${type})`);
     } else if (v.type !== type) {
       throw new GgufError(
         where,
+        "WrongType",
         key,
         `has type ${v.type === "array" ? `array of ${v.elem}` : v.type}; expected ${type}`,
       );
     } else x = type === "f32" ? shortestF32Decimal(v.value as number) : v.value as number;
     if (!(x > 0) || !Number.isFinite(x) || (type === "u32" && !Number.isInteger(x))) {
-      throw new GgufError(where, key, `${x}; expected a positive ${type === "u32" ? "integer" : "number"}`);
+      throw new GgufError(
+        where,
+        "InvalidValue",
+        key,
+        `${x}; expected a positive ${type === "u32" ? "integer" : "number"}`,
+      );
     }
     const prev = cfg[field];
     if (prev !== undefined && prev !== x) {
       throw new GgufError(
         where,
+        "InvalidValue",
         key,
         `${x} differs from ${prev} set by another key; ferry needs one head size for q, k, v and RoPE`,
       );
@@ -481,6 +499,7 @@ export function qwen3ConfigFromGguf(
   if (scaling && !(scaling.type === "string" && scaling.value === "none")) {
     throw new GgufError(
       where,
+      "Unsupported",
       archKey(QWEN3_ARCH, Rope.SCALING_TYPE),
       `${JSON.stringify(scaling.value)}; ferry supports no RoPE scaling`,
     );
@@ -488,6 +507,7 @@ export function qwen3ConfigFromGguf(
   if (cfg.num_attention_heads! % cfg.num_key_value_heads! !== 0) {
     throw new GgufError(
       where,
+      "InvalidValue",
       archKey(QWEN3_ARCH, Attention.HEAD_COUNT_KV),
       `${cfg.num_key_value_heads} does not divide head_count ${cfg.num_attention_heads}`,
     );
@@ -495,6 +515,7 @@ export function qwen3ConfigFromGguf(
   if (cfg.head_dim! % 2 !== 0) {
     throw new GgufError(
       where,
+      "InvalidValue",
       archKey(QWEN3_ARCH, Attention.KEY_LENGTH),
       `${cfg.head_dim} is odd; RoPE needs it even`,
     );
@@ -502,9 +523,14 @@ export function qwen3ConfigFromGguf(
 
   const byName = new Map(file.tensors.map((t) => [t.name, t]));
   const embd = byName.get("token_embd.weight");
-  if (!embd) throw new GgufError(where, "tensor token_embd.weight", "missing");
+  if (!embd) throw new GgufError(where, "MissingTensor", "tensor token_embd.weight", "missing");
   if (embd.ne.length !== 2) {
-    throw new GgufError(where, "tensor token_embd.weight", `has ne [${embd.ne}]; expected 2 dims`);
+    throw new GgufError(
+      where,
+      "InvalidShape",
+      "tensor token_embd.weight",
+      `has ne [${embd.ne}]; expected 2 dims`,
+    );
   }
   cfg.vocab_size = embd.ne[1];
   cfg.tie_word_embeddings = !byName.has("output.weight");
@@ -512,7 +538,7 @@ export function qwen3ConfigFromGguf(
   const limit = configLimit(config);
   if (limit) {
     const key = QWEN3_HPARAMS.find(([, , field]) => field === limit.field)?.[0];
-    throw new GgufError(where, key ? archKey(QWEN3_ARCH, key) : limit.field, limit.message);
+    throw new GgufError(where, "InvalidValue", key ? archKey(QWEN3_ARCH, key) : limit.field, limit.message);
   }
   if (hasBpeVocabulary(md)) checkBpeVocabulary(md, config.vocab_size, where);
   else checkTokenizer(md, config.vocab_size, where);
@@ -520,7 +546,9 @@ export function qwen3ConfigFromGguf(
   // The shared shape check on the tensors under ferry's names; the refusal speaks GGUF (names, `ne`).
   const stored = file.tensors.map((t) => {
     const hf = hfTensorName(t.name);
-    if (!hf) throw new GgufError(where, `tensor ${t.name}`, "is not a tensor of this qwen3 model");
+    if (!hf) {
+      throw new GgufError(where, "UnknownTensor", `tensor ${t.name}`, "is not a tensor of this qwen3 model");
+    }
     return { name: hf, dims: [...t.ne].reverse() };
   });
   const bad = checkTensors(config, stored);
@@ -534,7 +562,7 @@ export function qwen3ConfigFromGguf(
       : bad.kind === "dims"
       ? `has ne [${byName.get(gname)!.ne}]; the metadata implies [${want}]`
       : bad.problem;
-    throw new GgufError(where, field, problem, bad);
+    throw new GgufError(where, bad.code, field, problem, bad);
   }
   return config;
 }

@@ -25,7 +25,7 @@
  * @module
  */
 import type { TokenizerFiles } from "../../model/tokenizer-types.ts";
-import { GgufError, type GgufValue } from "./gguf-container.ts";
+import { GgufError, type GgufRefusal, type GgufValue } from "./gguf-container.ts";
 import { TOKEN_TYPE } from "./gguf-vocab.ts";
 import { isByteTokenizer as isByteTokenizerJson } from "../huggingface/huggingface-tokenizer.ts";
 import { GGUF_KEYS } from "./gguf-keys.ts";
@@ -133,28 +133,36 @@ function parseJson(text: string, file: string, where: string): Record<string, un
   try {
     v = JSON.parse(text);
   } catch (e) {
-    throw new GgufError(where, file, `is not JSON: ${(e as Error).message}`);
+    throw new GgufError(where, "InvalidJson", file, `is not JSON: ${(e as Error).message}`);
   }
   if (typeof v !== "object" || v === null || Array.isArray(v)) {
-    throw new GgufError(where, file, "expected a JSON object", { expected: "an object", found: typeof v });
+    throw new GgufError(where, "InvalidJson", file, "expected a JSON object", {
+      expected: "an object",
+      found: typeof v,
+    });
   }
   return v as Record<string, unknown>;
 }
 
 function checkByteLevelBpe(json: Record<string, unknown>, where: string): void {
   const model = json.model as Record<string, unknown> | undefined;
-  const refuse = (field: string, message: string) =>
-    new GgufError(where, `tokenizer.json: ${field}`, message);
-  if (!model || model.type !== "BPE") throw refuse("model.type", 'expected "BPE" (llama.cpp\'s gpt2 model)');
-  if (model.byte_fallback === true) throw refuse("model.byte_fallback", "expected false (a byte-level BPE)");
-  if (typeof model.vocab !== "object" || model.vocab === null) {
-    throw refuse("model.vocab", "expected an object");
+  const refuse = (code: GgufRefusal, field: string, message: string) =>
+    new GgufError(where, code, `tokenizer.json: ${field}`, message);
+  if (!model || model.type !== "BPE") {
+    throw refuse("Unsupported", "model.type", 'expected "BPE" (llama.cpp\'s gpt2 model)');
   }
-  if (!Array.isArray(model.merges)) throw refuse("model.merges", "expected an array");
+  if (model.byte_fallback === true) {
+    throw refuse("Unsupported", "model.byte_fallback", "expected false (a byte-level BPE)");
+  }
+  if (typeof model.vocab !== "object" || model.vocab === null) {
+    throw refuse("InvalidTokenizer", "model.vocab", "expected an object");
+  }
+  if (!Array.isArray(model.merges)) throw refuse("InvalidTokenizer", "model.merges", "expected an array");
   const decoder = json.decoder as Record<string, unknown> | undefined;
-  if (decoder?.type !== "ByteLevel") throw refuse("decoder.type", 'expected "ByteLevel"');
+  if (decoder?.type !== "ByteLevel") throw refuse("Unsupported", "decoder.type", 'expected "ByteLevel"');
   if (splitRegex(json.pre_tokenizer) !== QWEN2_SPLIT_REGEX) {
     throw refuse(
+      "Unsupported",
       "pre_tokenizer",
       "expected Qwen2's Split regex and ByteLevel (llama.cpp's \"qwen2\"); ferry converts no other",
     );
@@ -183,6 +191,7 @@ function vocabulary(
     if (!Number.isInteger(id) || (id as number) < 0) {
       throw new GgufError(
         where,
+        "InvalidTokenizer",
         `tokenizer.json: ${field}`,
         `id ${String(id)} is not a non-negative integer`,
       );
@@ -191,6 +200,7 @@ function vocabulary(
     if (i >= vocab) {
       throw new GgufError(
         where,
+        "VocabMismatch",
         `tokenizer.json: ${field}`,
         `id ${i} is past the model's ${vocab} embedding rows (vocab_size)`,
         { expected: `ids below ${vocab}`, found: String(i) },
@@ -200,6 +210,7 @@ function vocabulary(
     if (other !== undefined && other !== i) {
       throw new GgufError(
         where,
+        "InvalidTokenizer",
         `tokenizer.json: ${field}`,
         `token ${JSON.stringify(text)} has ids ${other} and ${i}; llama.cpp needs each token once`,
       );
@@ -211,12 +222,17 @@ function vocabulary(
     place(text, id, TOKEN_TYPE.NORMAL, `model.vocab[${JSON.stringify(text)}]`);
   }
   if (addedTokens !== undefined && !Array.isArray(addedTokens)) {
-    throw new GgufError(where, "tokenizer.json: added_tokens", "expected an array");
+    throw new GgufError(where, "InvalidTokenizer", "tokenizer.json: added_tokens", "expected an array");
   }
   const added = (addedTokens ?? []) as AddedToken[];
   added.forEach((t, k) => {
     if (typeof t?.content !== "string") {
-      throw new GgufError(where, `tokenizer.json: added_tokens[${k}].content`, "expected a string");
+      throw new GgufError(
+        where,
+        "InvalidTokenizer",
+        `tokenizer.json: added_tokens[${k}].content`,
+        "expected a string",
+      );
     }
     const control = t.special === true || looksSpecial(t.content);
     place(t.content, t.id, control ? TOKEN_TYPE.CONTROL : TOKEN_TYPE.USER_DEFINED, `added_tokens[${k}]`);
@@ -239,13 +255,14 @@ function mergeStrings(merges: unknown, known: ReadonlySet<string>, where: string
     const field = `tokenizer.json: model.merges[${i}]`;
     const pair = typeof m === "string" ? m.split(" ") : m;
     if (!Array.isArray(pair) || pair.length !== 2 || pair.some((p) => typeof p !== "string")) {
-      throw new GgufError(where, field, `${JSON.stringify(m)} is not a pair of tokens`);
+      throw new GgufError(where, "InvalidTokenizer", field, `${JSON.stringify(m)} is not a pair of tokens`);
     }
     const [a, b] = pair as string[];
     for (const part of [a, b, a + b]) {
       if (!known.has(part)) {
         throw new GgufError(
           where,
+          "InvalidTokenizer",
           field,
           `${JSON.stringify(m)} names ${JSON.stringify(part)}, which model.vocab does not have`,
           { expected: "tokens of model.vocab", found: JSON.stringify(part) },
@@ -287,6 +304,7 @@ function chatTemplate(
   if (typeof named === "string") return named;
   throw new GgufError(
     where,
+    "InvalidTokenizer",
     "tokenizer_config.json: chat_template",
     'expected a string or a list holding a template named "default"',
   );
@@ -362,39 +380,51 @@ function checkVocabulary(
   const str = (key: string) => {
     const v = md.get(key);
     if (v !== undefined && v.type !== "string") {
-      throw new GgufError(where, key, `has type ${v.type}; expected string`);
+      throw new GgufError(where, "WrongType", key, `has type ${v.type}; expected string`);
     }
     return v?.value as string | undefined;
   };
   const array = (key: string, elem: string[]) => {
     const v = md.get(key);
     if (!v || v.type !== "array" || !elem.includes(v.elem)) {
-      throw new GgufError(where, key, `missing or not an array of ${elem.join(" or ")}`);
+      throw new GgufError(where, "WrongType", key, `missing or not an array of ${elem.join(" or ")}`);
     }
     return v.value;
   };
   if (str(Tokenizer.MODEL) !== "gpt2") {
     throw new GgufError(
       where,
+      "Unsupported",
       Tokenizer.MODEL,
       `${JSON.stringify(str(Tokenizer.MODEL))}; expected "gpt2"`,
     );
   }
   const pre = str(Tokenizer.PRE);
   if (pre !== "qwen2") {
-    throw new GgufError(where, Tokenizer.PRE, `${JSON.stringify(pre)}; ferry rebuilds only "qwen2"`);
+    throw new GgufError(
+      where,
+      "Unsupported",
+      Tokenizer.PRE,
+      `${JSON.stringify(pre)}; ferry rebuilds only "qwen2"`,
+    );
   }
   const tokens = array(Tokenizer.LIST, ["string"]) as string[];
   if (tokens.length !== vocab) {
     throw new GgufError(
       where,
+      "VocabMismatch",
       Tokenizer.LIST,
       `has ${tokens.length} tokens; token_embd.weight has ${vocab} rows`,
     );
   }
   const types = array(Tokenizer.TOKEN_TYPE, ["i32"]) as number[];
   if (types.length !== vocab) {
-    throw new GgufError(where, Tokenizer.TOKEN_TYPE, `has ${types.length} entries; expected ${vocab}`);
+    throw new GgufError(
+      where,
+      "InvalidTokenizer",
+      Tokenizer.TOKEN_TYPE,
+      `has ${types.length} entries; expected ${vocab}`,
+    );
   }
   // No prototype: a token spelled "__proto__" or "constructor" is a key like any other.
   const vocabMap: Record<string, number> = Object.create(null);
@@ -402,7 +432,12 @@ function checkVocabulary(
   const seen = new Set<string>();
   tokens.forEach((t, i) => {
     if (seen.has(t)) {
-      throw new GgufError(where, Tokenizer.LIST, `token ${i} ${JSON.stringify(t)} appears twice`);
+      throw new GgufError(
+        where,
+        "InvalidTokenizer",
+        Tokenizer.LIST,
+        `token ${i} ${JSON.stringify(t)} appears twice`,
+      );
     }
     seen.add(t);
     const type = types[i];
@@ -421,6 +456,7 @@ function checkVocabulary(
     } else if (type !== TOKEN_TYPE.UNUSED) {
       throw new GgufError(
         where,
+        "InvalidTokenizer",
         Tokenizer.TOKEN_TYPE,
         `token ${i} has type ${type}; a byte-level BPE has 1, 3, 4 or 5`,
       );
@@ -434,6 +470,7 @@ function checkVocabulary(
     ) {
       throw new GgufError(
         where,
+        "InvalidTokenizer",
         `${Tokenizer.MERGES}[${i}]`,
         `${JSON.stringify(m)} is not two tokens that merge into one`,
       );
@@ -446,6 +483,7 @@ function checkVocabulary(
     if (v.type !== "u32" || v.value >= vocab) {
       throw new GgufError(
         where,
+        "InvalidTokenizer",
         key,
         `${v.type} ${String(v.value)}; expected a u32 below ${vocab}`,
       );
@@ -455,7 +493,7 @@ function checkVocabulary(
   const flag = (key: string) => {
     const v = md.get(key);
     if (v !== undefined && v.type !== "bool") {
-      throw new GgufError(where, key, `has type ${v.type}; expected bool`);
+      throw new GgufError(where, "WrongType", key, `has type ${v.type}; expected bool`);
     }
     return v?.value === true;
   };
@@ -494,7 +532,12 @@ export function tokenizerFromMetadata(
     checkBpeVocabulary(md, vocab, where);
   const generationText = md.get(GENERATION_CONFIG_KEY);
   if (generationText !== undefined && generationText.type !== "string") {
-    throw new GgufError(where, GENERATION_CONFIG_KEY, `has type ${generationText.type}; expected string`);
+    throw new GgufError(
+      where,
+      "WrongType",
+      GENERATION_CONFIG_KEY,
+      `has type ${generationText.type}; expected string`,
+    );
   }
   const text = (i: number | undefined) => (i === undefined ? null : tokens[i]);
   const tokenizerJson = {

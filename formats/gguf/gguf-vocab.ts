@@ -44,17 +44,19 @@ export function checkTokenizer(md: Map<string, GgufValue>, vocab: number, where:
   if (!model || model.type !== "string" || model.value !== "gpt2") {
     throw new GgufError(
       where,
+      "Unsupported",
       Tokenizer.MODEL,
       `${model ? JSON.stringify(model.value) : "missing"}; expected "gpt2"`,
     );
   }
   const tokens = md.get(Tokenizer.LIST);
   if (!tokens || tokens.type !== "array" || tokens.elem !== "string") {
-    throw new GgufError(where, Tokenizer.LIST, "missing or not an array of strings");
+    throw new GgufError(where, "WrongType", Tokenizer.LIST, "missing or not an array of strings");
   }
   if (tokens.value.length !== vocab) {
     throw new GgufError(
       where,
+      "VocabMismatch",
       Tokenizer.LIST,
       `has ${tokens.value.length} tokens; token_embd.weight has ${vocab} rows`,
     );
@@ -64,6 +66,7 @@ export function checkTokenizer(md: Map<string, GgufValue>, vocab: number, where:
   if (off >= 0) {
     throw new GgufError(
       where,
+      "InvalidTokenizer",
       Tokenizer.LIST,
       `token ${off} is ${JSON.stringify(tokens.value[off])}; ferry's byte tokenizer needs ${
         JSON.stringify(want[off])
@@ -77,6 +80,7 @@ export function checkTokenizer(md: Map<string, GgufValue>, vocab: number, where:
     if (!v || v.type !== "u32" || v.value !== id) {
       throw new GgufError(
         where,
+        "InvalidTokenizer",
         key,
         `${v ? `${v.type} ${String(v.value)}` : "missing"}; expected u32 ${id}`,
       );

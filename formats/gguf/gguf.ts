@@ -155,16 +155,19 @@ export function ggufDigest(
 ): { stored: string; computed: string; ok: boolean } | undefined {
   const v = file.metadata.get(DIGEST_KEY);
   if (!v) return undefined;
-  const found = digestOffset(bytes, GGUF_DIGEST_NEEDLE, file.dataOffset);
+  const { stored, at } = storedDigest(v, bytes, file.dataOffset, where);
+  const computed = fileDigest([bytes], at);
+  return { stored, computed, ok: computed === stored };
+}
+
+/** The stored `ferry.sha256` and where it is, refused unless it is in the one form ferry writes. */
+function storedDigest(v: GgufValue, head: Uint8Array, dataOffset: number, where: string) {
+  const found = digestOffset(head, GGUF_DIGEST_NEEDLE, dataOffset);
   if (v.type !== "string" || !isDigest(v.value) || !found || !("at" in found) || found.value !== v.value) {
-    throw new GgufError(
-      where,
-      DIGEST_KEY,
-      "expected one string of 64 lowercase hex digits, as ferry writes it",
-    );
+    const why = "expected one string of 64 lowercase hex digits, as ferry writes it";
+    throw new GgufError(where, "InvalidValue", DIGEST_KEY, why);
   }
-  const computed = fileDigest([bytes], found.at);
-  return { stored: v.value, computed, ok: computed === v.value };
+  return { stored: v.value, at: found.at };
 }
 
 /** Every `--dtype` GGUF takes, in the order help and tables list them. */
@@ -216,10 +219,16 @@ export async function writeGguf(
   if (opts.source !== undefined) metadata.push([SOURCE_KEY, { type: "string", value: opts.source }]);
   if (opts.step !== undefined) {
     if (!Number.isSafeInteger(opts.step) || opts.step < 0) {
-      throw new GgufError(path, STEP_KEY, `expected a non-negative integer, got ${opts.step}`, {
-        expected: "a non-negative integer",
-        found: String(opts.step),
-      });
+      throw new GgufError(
+        path,
+        "InvalidValue",
+        STEP_KEY,
+        `expected a non-negative integer, got ${opts.step}`,
+        {
+          expected: "a non-negative integer",
+          found: String(opts.step),
+        },
+      );
     }
     metadata.push([STEP_KEY, { type: "u64", value: BigInt(opts.step) }]);
   }
@@ -304,7 +313,7 @@ export function ggufOrigin(file: Pick<GgufFile, "metadata">, where: string): Exp
   const typed = (key: string, types: string[]) => {
     const v = file.metadata.get(key);
     if (v && !types.includes(v.type)) {
-      throw new GgufError(where, key, `has type ${v.type}; expected ${types.join(" or ")}`, {
+      throw new GgufError(where, "WrongType", key, `has type ${v.type}; expected ${types.join(" or ")}`, {
         expected: types.join(" or "),
         found: v.type,
       });
@@ -317,7 +326,7 @@ export function ggufOrigin(file: Pick<GgufFile, "metadata">, where: string): Exp
   if (step) {
     const n = Number(step.value);
     if (!Number.isSafeInteger(n)) {
-      throw new GgufError(where, STEP_KEY, `${step.value} is above 2^53`, {
+      throw new GgufError(where, "InvalidValue", STEP_KEY, `${step.value} is above 2^53`, {
         expected: "an integer below 2^53",
         found: String(step.value),
       });
@@ -347,11 +356,11 @@ async function openGguf(path: string): Promise<OpenGguf> {
   try {
     fh = await open(path, "r");
   } catch (e) {
-    throw new GgufError(path, "file", `cannot be read: ${(e as Error).message}`);
+    throw new GgufError(path, "Unreadable", "file", `cannot be read: ${(e as Error).message}`);
   }
   try {
     const info = await fh.stat();
-    if (info.isDirectory()) throw new GgufError(path, "file", "is a folder, expected a file");
+    if (info.isDirectory()) throw new GgufError(path, "Unreadable", "file", "is a folder, expected a file");
     const size = info.size;
     for (let want = Math.min(HEADER_READ, size);; want = Math.min(want * 2, size)) {
       const prefix = await readAt({ fh, path }, 0, want);
@@ -381,27 +390,20 @@ function readAt(g: Pick<OpenGguf, "fh" | "path">, position: number, length: numb
 }
 
 function changed(path: string): GgufError {
-  return new GgufError(path, "file", "ended early: it changed while being read");
+  return new GgufError(path, "Unreadable", "file", "ended early: it changed while being read");
 }
 
 /** `ggufDigest` of an open file, hashing it a piece at a time rather than holding it. */
 async function streamedDigest(g: OpenGguf, where: string) {
   const v = g.head.metadata.get(DIGEST_KEY);
   if (!v) return undefined;
-  const found = digestOffset(g.prefix, GGUF_DIGEST_NEEDLE, g.head.dataOffset);
-  if (v.type !== "string" || !isDigest(v.value) || !found || !("at" in found) || found.value !== v.value) {
-    throw new GgufError(
-      where,
-      DIGEST_KEY,
-      "expected one string of 64 lowercase hex digits, as ferry writes it",
-    );
-  }
-  const hash = digestStream(found.at);
+  const { stored, at } = storedDigest(v, g.prefix, g.head.dataOffset, where);
+  const hash = digestStream(at);
   for await (const piece of chunksAt(g.fh, 0, g.size, () => changed(where), { chunkBytes: READ_PIECE })) {
     hash.update(piece);
   }
   const computed = hash.hex();
-  return { stored: v.value, computed, ok: computed === v.value };
+  return { stored, computed, ok: computed === stored };
 }
 
 /** `streamedDigest`, refusing a mismatch: the file was changed after ferry wrote it. */
@@ -410,6 +412,7 @@ async function verifiedDigest(g: OpenGguf, path: string) {
   if (digest && !digest.ok) {
     throw new GgufError(
       path,
+      "DigestMismatch",
       DIGEST_KEY,
       `stored ${digest.stored} but the file's SHA-256 is ${digest.computed}: the file was changed or is corrupt`,
       { expected: digest.stored, found: digest.computed },

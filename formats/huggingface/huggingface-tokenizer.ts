@@ -17,7 +17,7 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Template } from "@huggingface/jinja";
-import { FormatError } from "../../model/error.ts";
+import { FormatError, type FormatRefusal, messageWithoutCode } from "../../model/error.ts";
 import { rememberLast } from "../../model/remember.ts";
 import { TOKENIZER_FILE_NAMES, type TokenizerFiles } from "../../model/tokenizer-types.ts";
 import { BOS, BOS_TOKEN, BYTE_CHARS, BYTE_VOCAB_SIZE, EOS, EOS_TOKEN } from "../../model/tokenizer.ts";
@@ -69,7 +69,9 @@ export async function readTokenizerFolder(
     try {
       files[name] = UTF8.decode(bytes);
     } catch {
-      throw new FormatError(path, name, `${path}: not valid UTF-8`, { expected: "UTF-8 text" });
+      throw new FormatError(path, "InvalidUtf8", name, `${path}: not valid UTF-8`, {
+        expected: "UTF-8 text",
+      });
     }
   }
   const json = files["tokenizer.json"];
@@ -80,6 +82,7 @@ export async function readTokenizerFolder(
     const path = join(dir, "tokenizer.json");
     throw new FormatError(
       path,
+      "InvalidTokenizer",
       differs.field,
       `${path}: ${differs.field}: expected ${differs.expected}, found ${differs.found}: a tokenizer.json ` +
         `shaped like ferry's byte tokenizer (256 vocab entries, no merges, two added tokens) for ` +
@@ -188,7 +191,7 @@ export function byteTokenizerDifference(text: string): TokenizerDifference | und
     root = parseStrictJson(text);
   } catch (e) {
     if (!(e instanceof StrictJsonError)) throw e;
-    const why = e.message.slice(e.field.length + 2); // the message less its "<field>: "
+    const why = messageWithoutCode(e).slice(e.field.length + 2); // the message less its "<field>: " and code
     if (e.code === "DuplicateKey") return { field: e.field, expected: "each key once", found: why };
     return { field: e.field, expected: e.expected || "strict JSON", found: e.found || why };
   }
@@ -308,14 +311,22 @@ function checkFiles(
   where: { dir: string; config: string },
 ): TokenizerSummary {
   const at = (name: string) => where.dir.endsWith("/") ? where.dir + name : `${where.dir}/${name}`;
-  const refuse = (name: string, field: string, why: string, expected: string, found: string) =>
-    new FormatError(at(name), field, `${at(name)}: ${field}: ${why}`, { expected, found });
+  const refuse: Refuse = (code, name, field, why, expected, found) =>
+    new FormatError(at(name), code, field, `${at(name)}: ${field}: ${why}`, { expected, found });
   for (const name of Object.keys(files)) {
     if (!(TOKENIZER_FILE_NAMES as readonly string[]).includes(name)) {
-      throw refuse(name, "file", "not a tokenizer file", TOKENIZER_FILE_NAMES.join(", "), name);
+      throw refuse(
+        "InvalidTokenizer",
+        name,
+        "file",
+        "not a tokenizer file",
+        TOKENIZER_FILE_NAMES.join(", "),
+        name,
+      );
     }
     if (typeof files[name as keyof TokenizerFiles] !== "string") {
       throw refuse(
+        "InvalidTokenizer",
         name,
         "file",
         "expected the file's text",
@@ -328,6 +339,7 @@ function checkFiles(
   const model = root.model as Record<string, unknown> | undefined;
   if (typeof model !== "object" || model === null || model.type !== "BPE") {
     throw refuse(
+      "InvalidTokenizer",
       "tokenizer.json",
       "model.type",
       "ferry reads byte-level BPE tokenizers only",
@@ -338,6 +350,7 @@ function checkFiles(
   const vocab = model.vocab as Record<string, unknown>;
   if (typeof vocab !== "object" || vocab === null || Array.isArray(vocab)) {
     throw refuse(
+      "InvalidTokenizer",
       "tokenizer.json",
       "model.vocab",
       "expected an object of token to id",
@@ -349,6 +362,7 @@ function checkFiles(
   for (const [token, id] of Object.entries(vocab)) {
     if (!Number.isSafeInteger(id) || (id as number) < 0) {
       throw refuse(
+        "InvalidTokenizer",
         "tokenizer.json",
         `model.vocab.${token}`,
         "expected a non-negative integer id",
@@ -360,11 +374,19 @@ function checkFiles(
   }
   const added = root.added_tokens ?? [];
   if (!Array.isArray(added)) {
-    throw refuse("tokenizer.json", "added_tokens", "expected a list", "a list", typeof added);
+    throw refuse(
+      "InvalidTokenizer",
+      "tokenizer.json",
+      "added_tokens",
+      "expected a list",
+      "a list",
+      typeof added,
+    );
   }
   added.forEach((t, i) => {
     if (!Number.isSafeInteger(t?.id) || t.id < 0 || typeof t.content !== "string") {
       throw refuse(
+        "InvalidTokenizer",
         "tokenizer.json",
         `added_tokens[${i}]`,
         "expected {id, content}",
@@ -377,6 +399,7 @@ function checkFiles(
   if (tokens > vocabSize) {
     throw new FormatError(
       at("tokenizer.json"),
+      "VocabMismatch",
       "vocab_size",
       `${at("tokenizer.json")} disagrees with ${where.config}'s vocab_size: the tokenizer uses ids up to ` +
         `${tokens - 1} (${tokens} tokens), the model has ${vocabSize} rows`,
@@ -393,17 +416,32 @@ function checkFiles(
   return { tokens, merges, template, bytes };
 }
 
-type Refuse = (name: string, field: string, why: string, expected: string, found: string) => FormatError;
+type Refuse = (
+  code: FormatRefusal,
+  name: string,
+  field: string,
+  why: string,
+  expected: string,
+  found: string,
+) => FormatError;
 
 function jsonObject(text: string, name: string, refuse: Refuse): Record<string, unknown> {
   let root: unknown;
   try {
     root = JSON.parse(text);
   } catch (e) {
-    throw refuse(name, "json", `not valid JSON: ${(e as Error).message}`, "JSON", "invalid JSON");
+    throw refuse(
+      "InvalidJson",
+      name,
+      "json",
+      `not valid JSON: ${(e as Error).message}`,
+      "JSON",
+      "invalid JSON",
+    );
   }
   if (typeof root !== "object" || root === null || Array.isArray(root)) {
     throw refuse(
+      "InvalidJson",
       name,
       "json",
       "expected a JSON object",
@@ -417,7 +455,14 @@ function jsonObject(text: string, name: string, refuse: Refuse): Record<string, 
 // Each merge is "a b" (older files) or ["a", "b"] (newer ones); both parts must be vocab tokens.
 function checkMerges(merges: unknown, vocab: Record<string, unknown>, refuse: Refuse): number {
   if (!Array.isArray(merges)) {
-    throw refuse("tokenizer.json", "model.merges", "expected a list", "a list of merges", typeof merges);
+    throw refuse(
+      "InvalidTokenizer",
+      "tokenizer.json",
+      "model.merges",
+      "expected a list",
+      "a list of merges",
+      typeof merges,
+    );
   }
   for (let i = 0; i < merges.length; i++) {
     const m = merges[i];
@@ -426,6 +471,7 @@ function checkMerges(merges: unknown, vocab: Record<string, unknown>, refuse: Re
       pair.every((p) => typeof p === "string" && Object.hasOwn(vocab, p));
     if (!ok) {
       throw refuse(
+        "InvalidTokenizer",
         "tokenizer.json",
         `model.merges[${i}]`,
         `${JSON.stringify(m)} does not name two tokens of model.vocab`,
@@ -445,6 +491,7 @@ function checkTemplate(files: TokenizerFiles, refuse: Refuse): TokenizerSummary[
       new Template(text);
     } catch (e) {
       throw refuse(
+        "InvalidTemplate",
         name,
         field,
         `the chat template does not parse: ${(e as Error).message}`,
@@ -462,6 +509,7 @@ function checkTemplate(files: TokenizerFiles, refuse: Refuse): TokenizerSummary[
     inConfig.forEach((t, i) => {
       if (typeof t?.template !== "string") {
         throw refuse(
+          "InvalidTemplate",
           "tokenizer_config.json",
           `chat_template[${i}]`,
           "expected {name, template}",
@@ -473,6 +521,7 @@ function checkTemplate(files: TokenizerFiles, refuse: Refuse): TokenizerSummary[
     });
   } else if (inConfig !== undefined && inConfig !== null) {
     throw refuse(
+      "InvalidTemplate",
       "tokenizer_config.json",
       "chat_template",
       "expected a string",

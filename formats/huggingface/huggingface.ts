@@ -34,6 +34,7 @@ import {
 } from "../safetensors/safetensors.ts";
 import {
   isJsonObject,
+  JSON_REFUSALS,
   JsonNumber,
   type JsonObject,
   type JsonValue,
@@ -57,7 +58,7 @@ import {
   readTokenizerFolder,
   tokenizerInfo,
 } from "./huggingface-tokenizer.ts";
-import { FormatError, type RefusalDetail } from "../../model/error.ts";
+import { formatErrorClass, messageWithoutCode, TENSOR_REFUSALS } from "../../model/error.ts";
 import type { ExportOrigin, FormatDescriptor } from "../format.ts";
 
 /** The weight dtypes of an export, by ferry's name; with their safetensors and torch names. */
@@ -81,35 +82,21 @@ export const HF_FILES = {
 
 /** The text of ferry's special tokens in tokenizer.json (ids 256 and 257). */
 
-/** Why a directory (or an export request) was refused; `field` is a config field or a tensor name. */
-export type HuggingFaceErrorCode =
-  | "MissingFile"
-  | "AmbiguousWeights"
-  | "InvalidJson"
-  | "DuplicateKey"
-  | "MissingField"
-  | "UnknownField"
-  | "UnsupportedField"
-  | "InvalidValue"
-  | "UnsupportedDtype"
-  | "MissingTensor"
-  | "UnknownTensor"
-  | "ShapeMismatch"
-  | "TiedMismatch";
+/**
+ * Why a directory (or an export request) was refused; `field` is a config field or a tensor name.
+ * formats/huggingface/huggingface.md ("Refusals") says what each code means.
+ */
+export const HUGGINGFACE_REFUSALS = [
+  ["MissingFile", "AmbiguousWeights", "MissingField", "UnknownField", "UnsupportedField", "InvalidValue"],
+  ["UnsupportedDtype", "TiedMismatch"],
+  JSON_REFUSALS,
+  TENSOR_REFUSALS,
+] as const;
+/** A code of `HUGGINGFACE_REFUSALS`. */
+export type HuggingFaceErrorCode = typeof HUGGINGFACE_REFUSALS[number][number];
 
 /** A Hugging Face directory that ferry refuses: names the file, the field and what was expected. */
-export class HuggingFaceError extends FormatError {
-  constructor(
-    path: string,
-    readonly code: HuggingFaceErrorCode,
-    field: string,
-    message: string,
-    detail?: RefusalDetail,
-  ) {
-    super(path, field, `${path}: ${field}: ${message} (${code})`, detail);
-    this.name = "HuggingFaceError";
-  }
-}
+export class HuggingFaceError extends formatErrorClass(HUGGINGFACE_REFUSALS) {}
 
 // ---------------------------------------------------------------------------------------------
 // Export
@@ -721,7 +708,7 @@ export function configFromHfJson(
     root = parseStrictJson(text);
   } catch (e) {
     if (!(e instanceof StrictJsonError)) throw e;
-    throw new HuggingFaceError(path, e.code, e.at || "config", e.message, e);
+    throw new HuggingFaceError(path, e.code, e.at || "config", messageWithoutCode(e), e);
   }
   if (!isJsonObject(root)) throw err("InvalidJson", "config", "expected a JSON object");
   for (const [key, v] of Object.entries(root)) {
@@ -782,7 +769,7 @@ function checkedConfig(raw: Record<string, unknown>, where: string): ModelConfig
         where,
         "InvalidValue",
         e.field,
-        e.message.replace(/^.*?: config field '[^']*': /, ""),
+        messageWithoutCode(e).replace(/^.*?: config field '[^']*': /, ""),
       );
     }
     throw e;
@@ -824,15 +811,10 @@ async function modelSources(
   }
   const bad = checkTensors(cfg, [...byName.values()]);
   if (bad) {
-    const code = bad.kind === "missing"
-      ? "MissingTensor"
-      : bad.kind === "unknown"
-      ? "UnknownTensor"
-      : "ShapeMismatch";
     const why = bad.kind === "unknown" && /\.bias$/.test(bad.tensor)
       ? "biases are not part of ferry's Qwen3"
       : bad.problem.replace("the config", "config.json");
-    throw new HuggingFaceError(where, code, bad.tensor, why, bad);
+    throw new HuggingFaceError(where, bad.code, bad.tensor, why, bad);
   }
   return paramShapes(cfg).map(({ name, dims }) => ({ ...byName.get(name)!, name, dims: [...dims] }));
 }

@@ -22,7 +22,14 @@
  * @module
  */
 import { writeFile } from "node:fs/promises";
-import { encodeGguf, GgufError, type GgufValue, parseGguf, tensorToF32 } from "../gguf/gguf-container.ts";
+import {
+  encodeGguf,
+  GgufError,
+  type GgufRefusal,
+  type GgufValue,
+  parseGguf,
+  tensorToF32,
+} from "../gguf/gguf-container.ts";
 import { ggufTensorName, hfTensorName } from "../gguf/gguf-qwen3.ts";
 import type { ModelConfig } from "../../model/config.ts";
 
@@ -52,9 +59,16 @@ const KEYS = {
   size: "imatrix.chunk_size",
 };
 
-/** Refused: `field` names the tensor or key, `message` what was expected and found. */
-function refuse(path: string, field: string, message: string, expected?: string, found?: string): GgufError {
-  return new GgufError(path, field, message, expected === undefined ? {} : { expected, found });
+/** Refused: `code` names the rule, `field` the tensor or key, `message` what was expected and found. */
+function refuse(
+  code: GgufRefusal,
+  path: string,
+  field: string,
+  message: string,
+  expected?: string,
+  found?: string,
+): GgufError {
+  return new GgufError(path, code, field, message, expected === undefined ? {} : { expected, found });
 }
 
 /** Reads either encoding (a GGUF one by its magic); a malformed file is refused naming the part. */
@@ -71,6 +85,7 @@ function parseGgufImatrix(bytes: Uint8Array, path: string): Imatrix {
   const datasets = m.get(KEYS.datasets), chunks = m.get(KEYS.chunks), size = m.get(KEYS.size);
   if (!datasets || datasets.type !== "array" || datasets.elem !== "string") {
     throw refuse(
+      "WrongType",
       path,
       KEYS.datasets,
       "expected an array of strings (an imatrix file's key)",
@@ -79,14 +94,18 @@ function parseGgufImatrix(bytes: Uint8Array, path: string): Imatrix {
     );
   }
   for (const [key, v] of [[KEYS.chunks, chunks], [KEYS.size, size]] as const) {
-    if (!v || v.type !== "u32") throw refuse(path, key, "expected a u32", "u32", v ? v.type : "absent");
+    if (!v || v.type !== "u32") {
+      throw refuse("WrongType", path, key, "expected a u32", "u32", v ? v.type : "absent");
+    }
   }
   const sums = new Map<string, Float32Array>(), counts = new Map<string, Float32Array>();
   for (const t of file.tensors) {
     const field = `tensor ${t.name}`;
     const into = t.name.endsWith(SUMS) ? sums : t.name.endsWith(COUNTS) ? counts : undefined;
     if (!into) continue; // llama.cpp ignores other tensors too
-    if (t.type !== "F32") throw refuse(path, field, `expected F32, found ${t.type}`, "F32", t.type);
+    if (t.type !== "F32") {
+      throw refuse("UnsupportedDtype", path, field, `expected F32, found ${t.type}`, "F32", t.type);
+    }
     into.set(t.name.slice(0, t.name.length - (into === sums ? SUMS : COUNTS).length), tensorToF32(t));
   }
   const entries = new Map<string, ImatrixEntry>();
@@ -95,6 +114,7 @@ function parseGgufImatrix(bytes: Uint8Array, path: string): Imatrix {
     if (!s || !c) {
       const missing = s ? COUNTS : SUMS;
       throw refuse(
+        "MissingTensor",
         path,
         `tensor ${name}${missing}`,
         `missing (its ${s ? SUMS : COUNTS} is present)`,
@@ -104,6 +124,7 @@ function parseGgufImatrix(bytes: Uint8Array, path: string): Imatrix {
     }
     if (c.length !== 1) {
       throw refuse(
+        "Unsupported",
         path,
         `tensor ${name}${COUNTS}`,
         `holds ${c.length} counts: one per expert of a mixture-of-experts model; ferry's Qwen3 is dense (one)`,
@@ -114,6 +135,7 @@ function parseGgufImatrix(bytes: Uint8Array, path: string): Imatrix {
     const count = Math.round(c[0]);
     if (!(count >= 0)) {
       throw refuse(
+        "InvalidValue",
         path,
         `tensor ${name}${COUNTS}`,
         `expected a count, found ${c[0]}`,
@@ -126,6 +148,7 @@ function parseGgufImatrix(bytes: Uint8Array, path: string): Imatrix {
   }
   if (entries.size === 0) {
     throw refuse(
+      "MissingTensor",
       path,
       "tensors",
       "no imatrix entries (NAME.in_sum2 with NAME.counts)",
@@ -149,6 +172,7 @@ function parseLegacyImatrix(bytes: Uint8Array, path: string): Imatrix {
   const need = (n: number, field: string) => {
     if (at + n > bytes.length) {
       throw refuse(
+        "Truncated",
         path,
         field,
         `the file ends at byte ${bytes.length}, ${
@@ -170,21 +194,31 @@ function parseLegacyImatrix(bytes: Uint8Array, path: string): Imatrix {
     try {
       return new TextDecoder("utf-8", { fatal: true }).decode(bytes.subarray(at, at += len));
     } catch {
-      throw refuse(path, field, "is not UTF-8", "UTF-8", "invalid bytes");
+      throw refuse("InvalidUtf8", path, field, "is not UTF-8", "UTF-8", "invalid bytes");
     }
   };
   const n = i32("entries");
-  if (n < 1) throw refuse(path, "entries", `expected a positive entry count, found ${n}`, "≥ 1", String(n));
+  if (n < 1) {
+    throw refuse(
+      "InvalidValue",
+      path,
+      "entries",
+      `expected a positive entry count, found ${n}`,
+      "≥ 1",
+      String(n),
+    );
+  }
   const entries = new Map<string, ImatrixEntry>();
   for (let i = 0; i < n; i++) {
     const len = i32(`entry ${i} name length`);
     if (len < 1 || len > 4096) {
-      throw refuse(path, `entry ${i} name length`, `expected 1 to 4096, found ${len}`);
+      throw refuse("InvalidName", path, `entry ${i} name length`, `expected 1 to 4096, found ${len}`);
     }
     const name = text(len, `entry ${i} name`);
     const ncall = i32(`tensor ${name} ncall`), nval = i32(`tensor ${name} values`);
     if (nval < 1) {
       throw refuse(
+        "InvalidValue",
         path,
         `tensor ${name}`,
         `expected a positive value count, found ${nval}`,
@@ -196,7 +230,7 @@ function parseLegacyImatrix(bytes: Uint8Array, path: string): Imatrix {
     const stored = new Float32Array(nval);
     for (let j = 0; j < nval; j++) stored[j] = dv.getFloat32(at + 4 * j, true);
     at += nval * 4;
-    if (entries.has(name)) throw refuse(path, `tensor ${name}`, "appears twice");
+    if (entries.has(name)) throw refuse("DuplicateTensor", path, `tensor ${name}`, "appears twice");
     // Stored: mean · ncall (llama-quantize divides by ncall; ncall 0 leaves the values as they are).
     entries.set(name, {
       values: ncall > 0 ? stored.map((x) => x / ncall) : stored,
@@ -211,7 +245,9 @@ function parseLegacyImatrix(bytes: Uint8Array, path: string): Imatrix {
     const len = i32("dataset length");
     if (len > 0) datasets.push(text(len, "dataset"));
   }
-  if (at !== bytes.length) throw refuse(path, "size", `${bytes.length - at} bytes follow the dataset name`);
+  if (at !== bytes.length) {
+    throw refuse("TrailingBytes", path, "size", `${bytes.length - at} bytes follow the dataset name`);
+  }
   return { entries, datasets, chunkCount, chunkSize: 0, encoding: "dat" };
 }
 
@@ -302,6 +338,7 @@ export function imatrixImportance(m: Imatrix, config: ModelConfig, path: string)
     const width = widths.get(name), hf = hfTensorName(name);
     if (width === undefined || hf === undefined) {
       throw refuse(
+        "UnknownTensor",
         path,
         `tensor ${name}`,
         `this model has no such matrix (${config.num_hidden_layers} layers${
@@ -313,6 +350,7 @@ export function imatrixImportance(m: Imatrix, config: ModelConfig, path: string)
     }
     if (e.values.length !== width) {
       throw refuse(
+        "SizeMismatch",
         path,
         `tensor ${name}`,
         `holds ${e.values.length} values; this model's matrix has ${width} input columns`,
@@ -322,6 +360,7 @@ export function imatrixImportance(m: Imatrix, config: ModelConfig, path: string)
     }
     if (!e.values.every((v) => Number.isFinite(v) && v >= 0)) {
       throw refuse(
+        "NotFinite",
         path,
         `tensor ${name}`,
         "holds a value that is not a finite mean square (≥ 0)",

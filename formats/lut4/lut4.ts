@@ -48,12 +48,16 @@ import type {
 } from "../../quantize/lut4-types.ts";
 import type { LutMatrix } from "../../kernels/int/gemv.ts";
 import { type ModelConfig, validateConfig } from "../../model/config.ts";
-import { FormatError, type RefusalDetail } from "../../model/error.ts";
-import { jsonHeader } from "../json.ts";
+import { FormatError, formatErrorClass, messageWithoutCode } from "../../model/error.ts";
+import { JSON_REFUSALS, jsonHeader } from "../json.ts";
 import { calibrationLine } from "../calibration-record.ts";
 import { numel, type Tensor } from "../../model/tensor.ts";
 import type { TokenizerFiles } from "../../model/tokenizer-types.ts";
-import { decodeTokenizerSection, encodeTokenizerSection } from "../tokenizer-section.ts";
+import {
+  decodeTokenizerSection,
+  encodeTokenizerSection,
+  TOKENIZER_SECTION_REFUSALS,
+} from "../tokenizer-section.ts";
 import { tokenizerInfo } from "../huggingface/huggingface-tokenizer.ts";
 
 /** The framing's 8 magic bytes (the reference's). */
@@ -129,18 +133,34 @@ export interface Lut4Header {
   tokenizer?: { bytes: number };
 }
 
-/** A refusal of a lut4 file: names the file and the field. */
-export class Lut4Error extends FormatError {
-  constructor(path: string, field: string, message: string, detail?: RefusalDetail) {
-    super(path, field, `${path}: ${field}: ${message}`, detail);
-    this.name = "Lut4Error";
-  }
-}
+/**
+ * Every rule a lut4 file (or a write of one) can break, the tokenizer section's included;
+ * formats/lut4/lut4.md ("Refusals") says what each means.
+ */
+export const LUT4_REFUSALS = [
+  ["Unreadable", "Truncated", "TrailingBytes", "BadMagic", "UnsupportedVersion", "ChecksumMismatch"],
+  ["InvalidUtf8", "WrongType", "MissingField", "InvalidValue", "Unsupported", "InvalidConfig"],
+  ["InvalidShape", "ShapeMismatch", "SizeMismatch", "Misaligned", "InvalidOffset", "NonZeroPadding"],
+  ["InvalidTable"],
+  JSON_REFUSALS,
+  ...TOKENIZER_SECTION_REFUSALS,
+] as const;
+/** A code of `LUT4_REFUSALS`. */
+export type Lut4Refusal = typeof LUT4_REFUSALS[number][number];
+
+/** A refusal of a lut4 file: names the file, the field and the rule. */
+export class Lut4Error extends formatErrorClass(LUT4_REFUSALS) {}
 
 /** The refusal "expected X, got Y", with X and Y also as the error's `expected` and `found`. */
-function mismatch(path: string, field: string, expected: unknown, found: unknown): Lut4Error {
+function mismatch(
+  code: Lut4Refusal,
+  path: string,
+  field: string,
+  expected: unknown,
+  found: unknown,
+): Lut4Error {
   const [e, f] = [String(expected), String(found)];
-  return new Lut4Error(path, field, `expected ${e}, got ${f}`, { expected: e, found: f });
+  return new Lut4Error(path, code, field, `expected ${e}, got ${f}`, { expected: e, found: f });
 }
 
 const align = (n: number) => Math.ceil(n / ALIGN) * ALIGN;
@@ -217,11 +237,11 @@ export async function writeLut4Streamed(
 ): Promise<{ bytes: number; sha256: string; crc32: number }> {
   // The reader requires both provenance keys: refuse here what could not be read back.
   if (typeof meta.source !== "string") {
-    throw mismatch(path, "source", "a string", JSON.stringify(meta.source));
+    throw mismatch("WrongType", path, "source", "a string", JSON.stringify(meta.source));
   }
   const quantizer = meta.quantizer ?? {};
   if (typeof quantizer !== "object" || quantizer === null || Array.isArray(quantizer)) {
-    throw mismatch(path, "quantizer", "an object", JSON.stringify(quantizer));
+    throw mismatch("WrongType", path, "quantizer", "an object", JSON.stringify(quantizer));
   }
   if (meta.calibration) checkCalibration(meta.calibration, path);
   const tokenizer = meta.tokenizer ? encodeTokenizerSection(meta.tokenizer) : undefined;
@@ -231,16 +251,24 @@ export async function writeLut4Streamed(
     const matrices: Lut4Header["matrices"] = [];
     const tables = await produce(async (m) => {
       const want = inv.matrices[matrices.length];
-      if (m.name !== want) throw mismatch(path, `matrices[${matrices.length}].name`, want, m.name);
+      if (m.name !== want) {
+        throw mismatch("ShapeMismatch", path, `matrices[${matrices.length}].name`, want, m.name);
+      }
       const [rows, cols] = dims[want];
       if (m.rows !== rows || m.cols !== cols) {
-        throw mismatch(path, m.name, `${rows} x ${cols}`, `${m.rows} x ${m.cols}`);
+        throw mismatch("ShapeMismatch", path, m.name, `${rows} x ${cols}`, `${m.rows} x ${m.cols}`);
       }
       const nibbles = await section.put(m.nibbles), scales = await section.put(m.scales);
       matrices.push({ name: m.name, rows, cols, exp_base: m.expBase, nibbles, scales });
     });
     if (matrices.length !== inv.matrices.length) {
-      throw mismatch(path, "matrices", `${inv.matrices.length} matrices for this shape`, matrices.length);
+      throw mismatch(
+        "ShapeMismatch",
+        path,
+        "matrices",
+        `${inv.matrices.length} matrices for this shape`,
+        matrices.length,
+      );
     }
     const tableList = await putTables(tables, section);
     const header = lut4HeaderFor(
@@ -420,7 +448,7 @@ export function maxCacheBytes(fileBytes: number): number {
 
 function int(v: unknown, path: string, field: string, lo: number, hi: number): number {
   if (typeof v !== "number" || !Number.isSafeInteger(v) || v < lo || v > hi) {
-    throw mismatch(path, field, `an integer in [${lo}, ${hi}]`, JSON.stringify(v));
+    throw mismatch("InvalidValue", path, field, `an integer in [${lo}, ${hi}]`, JSON.stringify(v));
   }
   return v;
 }
@@ -450,7 +478,7 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
   const fixed = fixedParameters(h, path);
   const inv = inventory(shape, fixed.head);
   if (!Array.isArray(h.matrices) || !Array.isArray(h.tables)) {
-    throw new Lut4Error(path, "matrices", "matrices and tables must be arrays", {
+    throw new Lut4Error(path, "WrongType", "matrices", "matrices and tables must be arrays", {
       expected: "two arrays",
       found: `${kindOf(h.matrices)} and ${kindOf(h.tables)}`,
     });
@@ -488,7 +516,12 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
   checkTableValues(weights, path);
   const config = lut4Config(h, weights, path);
   const tokenizer = section &&
-    decodeTokenizerSection(section, path, config.vocab_size, (f, why, d) => new Lut4Error(path, f, why, d));
+    decodeTokenizerSection(
+      section,
+      path,
+      config.vocab_size,
+      (code, f, why, d) => new Lut4Error(path, code, f, why, d),
+    );
   const sha256 = createHash("sha256").update(file).digest("hex");
   return {
     path,
@@ -518,7 +551,7 @@ function sectionBytes(h: Lut4Header, rest: number, path: string): number {
   if (h.schema !== LUT4_SCHEMA_TOKENIZER) return 0;
   const t = h.tokenizer as unknown;
   if (typeof t !== "object" || t === null || Array.isArray(t)) {
-    throw mismatch(path, "tokenizer", "an object {bytes}", JSON.stringify(t));
+    throw mismatch("WrongType", path, "tokenizer", "an object {bytes}", JSON.stringify(t));
   }
   return int((t as { bytes: unknown }).bytes, path, "tokenizer.bytes", 16, rest);
 }
@@ -536,14 +569,14 @@ function lut4Framing(file: Uint8Array, path: string): { header: Uint8Array; data
 // The framing from a file's first 16 bytes and its size: the header's length, once it fits and aligns.
 function headerLength(first: Uint8Array, size: number, path: string): number {
   if (size < 16) {
-    throw new Lut4Error(path, "magic", `file of ${size} bytes is too short for the framing`, {
+    throw new Lut4Error(path, "Truncated", "magic", `file of ${size} bytes is too short for the framing`, {
       expected: "at least 16 bytes",
       found: `${size} bytes`,
     });
   }
   const magic = new TextDecoder().decode(first.subarray(0, 8));
   if (magic !== LUT4_MAGIC) {
-    throw new Lut4Error(path, "magic", `expected ${LUT4_MAGIC}, this is not a lut4 file`, {
+    throw new Lut4Error(path, "BadMagic", "magic", `expected ${LUT4_MAGIC}, this is not a lut4 file`, {
       expected: LUT4_MAGIC,
       found: JSON.stringify(magic),
     });
@@ -553,6 +586,7 @@ function headerLength(first: Uint8Array, size: number, path: string): number {
   if (hlen > BigInt(room)) {
     throw new Lut4Error(
       path,
+      "Truncated",
       "header_length",
       `${hlen} bytes does not fit the file (${size} bytes, limit 64 MiB)`,
       { expected: `at most ${room} bytes`, found: `${hlen} bytes` },
@@ -560,10 +594,16 @@ function headerLength(first: Uint8Array, size: number, path: string): number {
   }
   const start = 16 + Number(hlen);
   if (start % ALIGN !== 0) {
-    throw new Lut4Error(path, "header_length", `data section at ${start} is not 64-byte aligned`, {
-      expected: "16 + header_length a multiple of 64",
-      found: String(start),
-    });
+    throw new Lut4Error(
+      path,
+      "Misaligned",
+      "header_length",
+      `data section at ${start} is not 64-byte aligned`,
+      {
+        expected: "16 + header_length a multiple of 64",
+        found: String(start),
+      },
+    );
   }
   return Number(hlen);
 }
@@ -571,11 +611,11 @@ function headerLength(first: Uint8Array, size: number, path: string): number {
 // Step 2, the header: one UTF-8 JSON object (strict JSON, nesting bounded), ferry's schema, and the
 // provenance keys that no later step reads (`source`, `quantizer`) present with their types.
 function lut4Header(bytes: Uint8Array, path: string): Lut4Header {
-  const raw = jsonHeader(bytes, (why, detail) => {
-    throw new Lut4Error(path, "header", why, detail);
+  const raw = jsonHeader(bytes, (code, why, detail) => {
+    throw new Lut4Error(path, code, "header", why, detail);
   });
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
-    throw new Lut4Error(path, "header", "not a JSON object", {
+    throw new Lut4Error(path, "WrongType", "header", "not a JSON object", {
       expected: "a JSON object",
       found: kindOf(raw),
     });
@@ -584,6 +624,7 @@ function lut4Header(bytes: Uint8Array, path: string): Lut4Header {
   if (!SCHEMAS.includes(h.schema)) {
     throw new Lut4Error(
       path,
+      "UnsupportedVersion",
       "schema",
       `expected ${SCHEMAS.join(" or ")}, got ${
         JSON.stringify(h.schema)
@@ -591,9 +632,11 @@ function lut4Header(bytes: Uint8Array, path: string): Lut4Header {
       { expected: SCHEMAS.join(" or "), found: String(JSON.stringify(h.schema)) },
     );
   }
-  if (typeof h.source !== "string") throw mismatch(path, "source", "a string", JSON.stringify(h.source));
+  if (typeof h.source !== "string") {
+    throw mismatch("WrongType", path, "source", "a string", JSON.stringify(h.source));
+  }
   if (typeof h.quantizer !== "object" || h.quantizer === null || Array.isArray(h.quantizer)) {
-    throw mismatch(path, "quantizer", "an object", JSON.stringify(h.quantizer));
+    throw mismatch("WrongType", path, "quantizer", "an object", JSON.stringify(h.quantizer));
   }
   if (h.calibration !== undefined) checkCalibration(h.calibration, path);
   return h;
@@ -620,17 +663,17 @@ const CALIBRATION_KEYS: Record<keyof CalibrationRecord, [boolean, string, (v: un
 // `tokens` (files from any tokenizer's calibration) or `window_bytes` (earlier files).
 function checkCalibration(c: unknown, path: string): void {
   if (typeof c !== "object" || c === null || Array.isArray(c)) {
-    throw mismatch(path, "calibration", "an object", JSON.stringify(c));
+    throw mismatch("WrongType", path, "calibration", "an object", JSON.stringify(c));
   }
   const r = c as Record<string, unknown>;
   for (const [key, [required, what, ok]] of Object.entries(CALIBRATION_KEYS)) {
     if (!required && r[key] === undefined) continue;
-    if (!ok(r[key])) throw mismatch(path, `calibration.${key}`, what, JSON.stringify(r[key]));
+    if (!ok(r[key])) throw mismatch("InvalidValue", path, `calibration.${key}`, what, JSON.stringify(r[key]));
   }
   const missing = r.window_tokens === undefined
     ? (r.window_bytes === undefined ? "window_tokens" : undefined)
     : (r.tokens === undefined ? "tokens" : undefined);
-  if (missing) throw mismatch(path, `calibration.${missing}`, "a positive integer", "absent");
+  if (missing) throw mismatch("MissingField", path, `calibration.${missing}`, "a positive integer", "absent");
 }
 
 // Step 3, the data section: its length as the header says and a multiple of 64, its CRC-32 as stated,
@@ -642,13 +685,19 @@ function checkDataSection(h: Lut4Header, data: Uint8Array, path: string): void {
 
 function checkDataLength(h: Lut4Header, length: number, path: string): void {
   if (h.data_bytes !== length) {
-    throw new Lut4Error(path, "data_bytes", `header says ${h.data_bytes}, the file holds ${length}`, {
-      expected: String(length),
-      found: String(JSON.stringify(h.data_bytes)),
-    });
+    throw new Lut4Error(
+      path,
+      "SizeMismatch",
+      "data_bytes",
+      `header says ${h.data_bytes}, the file holds ${length}`,
+      {
+        expected: String(length),
+        found: String(JSON.stringify(h.data_bytes)),
+      },
+    );
   }
   if (length % ALIGN !== 0) {
-    throw new Lut4Error(path, "data_bytes", `${length} is not a multiple of 64`, {
+    throw new Lut4Error(path, "Misaligned", "data_bytes", `${length} is not a multiple of 64`, {
       expected: "a multiple of 64",
       found: String(length),
     });
@@ -659,6 +708,7 @@ function checkDataCrc(h: Lut4Header, crc: number, path: string): void {
   if (crc !== h.data_crc32) {
     throw new Lut4Error(
       path,
+      "ChecksumMismatch",
       "data_crc32",
       `the data section's CRC-32 is ${crc}, the header says ${h.data_crc32}: corrupt`,
       { expected: String(crc), found: String(JSON.stringify(h.data_crc32)) },
@@ -681,7 +731,7 @@ function lut4Shape(raw: unknown, fileBytes: number, path: string): Lut4Shape {
     maxPositions: int(sh.max_positions, path, "shape.max_positions", 1, MAX_LUT4_POSITIONS),
   };
   const refuse = (field: string, why: string, expected: string, found: number) => {
-    throw new Lut4Error(path, field, why, { expected, found: String(found) });
+    throw new Lut4Error(path, "InvalidShape", field, why, { expected, found: String(found) });
   };
   // Every matrix's columns are whole groups of one scale (quantize/lut4-quantize.ts `notWholeGroups`).
   const groups = (field: string, n: number, what: string, expected: string) => {
@@ -718,6 +768,7 @@ function lut4Shape(raw: unknown, fileBytes: number, path: string): Lut4Shape {
   if (cacheBytes > maxCacheBytes(fileBytes)) {
     throw new Lut4Error(
       path,
+      "InvalidShape",
       "shape",
       `layers · max_positions · kv_heads · (head_dim + 1) · 4 = ${cacheBytes} bytes of KV cache exceeds ` +
         `${maxCacheBytes(fileBytes)} (16 × the file's ${fileBytes} bytes + 16 MiB)`,
@@ -742,11 +793,11 @@ function fixedParameters(
   ];
   for (const [k, v] of fixed) {
     if (h[k] !== v) {
-      throw mismatch(path, k, `${v} (the one value this engine serves)`, JSON.stringify(h[k]));
+      throw mismatch("Unsupported", path, k, `${v} (the one value this engine serves)`, JSON.stringify(h[k]));
     }
   }
   if (h.head !== "tied" && h.head !== "separate") {
-    throw mismatch(path, "head", `"tied" or "separate"`, JSON.stringify(h.head));
+    throw mismatch("InvalidValue", path, "head", `"tied" or "separate"`, JSON.stringify(h.head));
   }
   const eps = h.rms_eps ?? {};
   return {
@@ -772,39 +823,52 @@ function spanCutter(data: Uint8Array, path: string): SpanCutter {
   const zeros = (from: number, to: number, field: string) => {
     for (let i = from; i < to; i++) {
       if (data[i] !== 0) {
-        throw new Lut4Error(path, field, `byte ${i} of the data section is padding before this span, not 0`, {
-          expected: "0",
-          found: String(data[i]),
-        });
+        throw new Lut4Error(
+          path,
+          "NonZeroPadding",
+          field,
+          `byte ${i} of the data section is padding before this span, not 0`,
+          {
+            expected: "0",
+            found: String(data[i]),
+          },
+        );
       }
     }
   };
   return {
     take(s, field, want) {
       if (!s || typeof s !== "object") {
-        throw new Lut4Error(path, field, "missing span", {
+        throw new Lut4Error(path, "MissingField", field, "missing span", {
           expected: "a span {offset, bytes}",
           found: kindOf(s),
         });
       }
       const off = int(s.offset, path, `${field}.offset`, 0, dataBytes);
       const n = int(s.bytes, path, `${field}.bytes`, 0, dataBytes);
-      if (n !== want) throw mismatch(path, `${field}.bytes`, want, n);
+      if (n !== want) throw mismatch("SizeMismatch", path, `${field}.bytes`, want, n);
       if (off % ALIGN) {
-        throw new Lut4Error(path, `${field}.offset`, `${off} is not 64-byte aligned`, {
+        throw new Lut4Error(path, "Misaligned", `${field}.offset`, `${off} is not 64-byte aligned`, {
           expected: "a multiple of 64",
           found: String(off),
         });
       }
       if (off < end) {
-        throw new Lut4Error(path, `${field}.offset`, `${off} overlaps the span before it (ends at ${end})`, {
-          expected: `at least ${end}`,
-          found: String(off),
-        });
+        throw new Lut4Error(
+          path,
+          "InvalidOffset",
+          `${field}.offset`,
+          `${off} overlaps the span before it (ends at ${end})`,
+          {
+            expected: `at least ${end}`,
+            found: String(off),
+          },
+        );
       }
       if (off + n > dataBytes) {
         throw new Lut4Error(
           path,
+          "InvalidOffset",
           field,
           `span [${off}, ${off + n}) runs past the data section (${dataBytes})`,
           {
@@ -852,15 +916,17 @@ function lut4Matrices(
   path: string,
 ): Map<string, LutMatrix> {
   if (list.length !== names.length) {
-    throw mismatch(path, "matrices", `${names.length} matrices for this shape`, list.length);
+    throw mismatch("ShapeMismatch", path, "matrices", `${names.length} matrices for this shape`, list.length);
   }
   const dims = matrixDims(shape);
   const mats = new Map<string, LutMatrix>();
   list.forEach((m, i) => {
-    if (m?.name !== names[i]) throw mismatch(path, `matrices[${i}].name`, names[i], JSON.stringify(m?.name));
+    if (m?.name !== names[i]) {
+      throw mismatch("ShapeMismatch", path, `matrices[${i}].name`, names[i], JSON.stringify(m?.name));
+    }
     const [rows, cols] = dims[m.name];
     if (m.rows !== rows || m.cols !== cols) {
-      throw mismatch(path, m.name, `${rows} x ${cols}`, `${m.rows} x ${m.cols}`);
+      throw mismatch("ShapeMismatch", path, m.name, `${rows} x ${cols}`, `${m.rows} x ${m.cols}`);
     }
     const expBase = int(m.exp_base, path, `${m.name}.exp_base`, -100, 60);
     const nibbles = spans.take(m.nibbles, `${m.name}.nibbles`, (rows * cols) / 2);
@@ -897,15 +963,18 @@ function lut4Tables(
   path: string,
 ): Map<string, { data: Int16Array | Int32Array; exp: number }> {
   if (list.length !== names.length) {
-    throw mismatch(path, "tables", `${names.length} tables for this shape`, list.length);
+    throw mismatch("ShapeMismatch", path, "tables", `${names.length} tables for this shape`, list.length);
   }
   const want = tableKinds(shape);
   const tabs = new Map<string, { data: Int16Array | Int32Array; exp: number }>();
   list.forEach((t, i) => {
-    if (t?.name !== names[i]) throw mismatch(path, `tables[${i}].name`, names[i], JSON.stringify(t?.name));
+    if (t?.name !== names[i]) {
+      throw mismatch("ShapeMismatch", path, `tables[${i}].name`, names[i], JSON.stringify(t?.name));
+    }
     const [kind, length, fixedExp] = want[t.name];
     if (t.kind !== kind || t.length !== length) {
       throw mismatch(
+        "ShapeMismatch",
         path,
         t.name,
         `${kind} x ${length}`,
@@ -913,7 +982,9 @@ function lut4Tables(
       );
     }
     const exp = int(t.exp, path, `${t.name}.exp`, -100, 60);
-    if (fixedExp !== null && exp !== fixedExp) throw mismatch(path, `${t.name}.exp`, fixedExp, exp);
+    if (fixedExp !== null && exp !== fixedExp) {
+      throw mismatch("InvalidValue", path, `${t.name}.exp`, fixedExp, exp);
+    }
     const bytes = spans.take(t.span, `${t.name}.span`, length * (kind === "i16" ? 2 : 4)).slice();
     const data = kind === "i16" ? new Int16Array(bytes.buffer) : new Int32Array(bytes.buffer);
     tabs.set(t.name, { data, exp });
@@ -925,14 +996,14 @@ function lut4Tables(
 // within ±2^22, RoPE within ±2^14.
 function checkTableValues(w: Lut4Weights, path: string): void {
   if (w.exp[0] !== 2 ** 30) {
-    throw new Lut4Error(path, "exp", `entry 0 must be 2^30, got ${w.exp[0]}`, {
+    throw new Lut4Error(path, "InvalidTable", "exp", `entry 0 must be 2^30, got ${w.exp[0]}`, {
       expected: String(2 ** 30),
       found: String(w.exp[0]),
     });
   }
   for (let i = 1; i < w.exp.length; i++) {
     if (w.exp[i] < 0 || w.exp[i] > w.exp[i - 1]) {
-      throw new Lut4Error(path, "exp", `entry ${i} is not in [0, entry ${i - 1}]`, {
+      throw new Lut4Error(path, "InvalidTable", "exp", `entry ${i} is not in [0, entry ${i - 1}]`, {
         expected: `[0, ${w.exp[i - 1]}]`,
         found: String(w.exp[i]),
       });
@@ -940,7 +1011,7 @@ function checkTableValues(w: Lut4Weights, path: string): void {
   }
   for (const v of w.silu) {
     if (v > 1 << 22 || v < -(1 << 22)) {
-      throw new Lut4Error(path, "silu", `entry ${v} outside ±2^22`, {
+      throw new Lut4Error(path, "InvalidTable", "silu", `entry ${v} outside ±2^22`, {
         expected: "within ±2^22",
         found: String(v),
       });
@@ -949,7 +1020,7 @@ function checkTableValues(w: Lut4Weights, path: string): void {
   for (const t of [w.ropeCos, w.ropeSin]) {
     for (const v of t) {
       if (v > 16384 || v < -16384) {
-        throw new Lut4Error(path, "rope", `entry ${v} outside ±2^14`, {
+        throw new Lut4Error(path, "InvalidTable", "rope", `entry ${v} outside ±2^14`, {
           expected: "within ±2^14",
           found: String(v),
         });
@@ -978,12 +1049,19 @@ function lut4Config(h: Lut4Header, w: Lut4Weights, path: string): ModelConfig {
       tie_word_embeddings: h.head === "tied",
     }, path);
   } catch (e) {
-    throw new Lut4Error(path, "header", (e as Error).message, e instanceof FormatError ? e : undefined);
+    throw new Lut4Error(
+      path,
+      "InvalidConfig",
+      "header",
+      messageWithoutCode(e),
+      e instanceof FormatError ? e : undefined,
+    );
   }
   const epsWant = epsFixed(config.rms_norm_eps);
   if (w.epsMantissa !== epsWant.mantissa || w.epsExp !== epsWant.exp) {
     const asFixed = (m: number, e: number) => `{mantissa: ${m}, exp: ${e}}`;
     throw mismatch(
+      "InvalidValue",
       path,
       "rms_eps",
       `${asFixed(epsWant.mantissa, epsWant.exp)} (rms_norm_eps = ${config.rms_norm_eps} in fixed point)`,
@@ -1026,13 +1104,19 @@ export async function readLut4Tokenizer(path: string): Promise<TokenizerFiles | 
     const dataBytes = size - 16 - hlen - bytes;
     checkDataLength(h, dataBytes, path);
     let crc = 0;
-    const short = () => new Lut4Error(path, "data_bytes", "the file ended early (it changed while read)");
+    const short = () =>
+      new Lut4Error(path, "Unreadable", "data_bytes", "the file ended early (it changed while read)");
     for await (const chunk of chunksAt(fh, 16 + hlen, dataBytes, short)) crc = crc32(chunk, crc);
     checkDataCrc(h, crc >>> 0, path);
     if (bytes === 0) return undefined;
     const shape = lut4Shape(h.shape, size, path);
     const section = await at(size - bytes, bytes);
-    return decodeTokenizerSection(section, path, shape.vocab, (f, why, d) => new Lut4Error(path, f, why, d));
+    return decodeTokenizerSection(
+      section,
+      path,
+      shape.vocab,
+      (code, f, why, d) => new Lut4Error(path, code, f, why, d),
+    );
   } finally {
     await fh.close();
   }

@@ -24,9 +24,10 @@ import { basename, dirname, join } from "node:path";
 import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from "../../quantize/float16.ts";
 import { f32Bytes, openAtomic } from "../io.ts";
 import { materialize, numel, type Tensor, type TensorSource, tensorSource } from "../../model/tensor.ts";
-import { FormatError, type RefusalDetail } from "../../model/error.ts";
+import { formatErrorClass, messageWithoutCode } from "../../model/error.ts";
 import {
   isJsonObject,
+  JSON_REFUSALS,
   JsonNumber,
   type JsonObject,
   type JsonValue,
@@ -83,45 +84,19 @@ export const INDEX_FILE = "model.safetensors.index.json";
  * Why a file was refused. Each code is one rule; formats/safetensors/safetensors.md lists them all.
  * The first group mirrors the reference implementation's errors; the rest are ferry's stricter rules.
  */
-export type SafetensorsErrorCode =
-  | "HeaderTooSmall"
-  | "HeaderTooLarge"
-  | "InvalidHeaderLength"
-  | "InvalidUtf8"
-  | "InvalidJson"
-  | "DuplicateKey"
-  | "NotAnInteger"
-  | "IntegerTooLarge"
-  | "HeaderNotObject"
-  | "InvalidMetadata"
-  | "InvalidTensorEntry"
-  | "MissingField"
-  | "UnknownField"
-  | "UnsupportedDtype"
-  | "InvalidOffset"
-  | "ValidationOverflow"
-  | "TensorInvalidInfo"
-  | "MetadataIncompleteBuffer"
-  | "InvalidBool"
-  | "InvalidIndex"
-  | "ShardMismatch"
-  | "InvalidTensor"
-  | "ReservedName"
-  | "DigestMismatch";
+export const SAFETENSORS_REFUSALS = [
+  ["HeaderTooSmall", "HeaderTooLarge", "InvalidHeaderLength", "InvalidUtf8"],
+  JSON_REFUSALS,
+  ["NotAnInteger", "IntegerTooLarge", "HeaderNotObject", "InvalidMetadata", "InvalidTensorEntry"],
+  ["MissingField", "UnknownField", "UnsupportedDtype", "InvalidOffset", "ValidationOverflow"],
+  ["TensorInvalidInfo", "MetadataIncompleteBuffer", "InvalidBool", "InvalidIndex", "ShardMismatch"],
+  ["InvalidTensor", "ReservedName", "DigestMismatch"],
+] as const;
+/** A code of `SAFETENSORS_REFUSALS`. */
+export type SafetensorsErrorCode = typeof SAFETENSORS_REFUSALS[number][number];
 
 /** A safetensors file (or index) that was refused: names the file, the field and the rule. */
-export class SafetensorsError extends FormatError {
-  constructor(
-    path: string,
-    readonly code: SafetensorsErrorCode,
-    field: string,
-    message: string,
-    detail?: RefusalDetail,
-  ) {
-    super(path, field, `${path}: ${field}: ${message} (${code})`, detail);
-    this.name = "SafetensorsError";
-  }
-}
+export class SafetensorsError extends formatErrorClass(SAFETENSORS_REFUSALS) {}
 
 // ---------------------------------------------------------------------------------------------
 // Header
@@ -233,7 +208,7 @@ function headerObject(bytes: Uint8Array, path: string): JsonObject {
     root = parseStrictJson(text);
   } catch (e) {
     if (!(e instanceof StrictJsonError)) throw e;
-    const why = e.code === "DuplicateKey" ? `duplicate key: ${e.message}` : `not valid JSON: ${e.message}`;
+    const why = `${e.code === "DuplicateKey" ? "duplicate key" : "not valid JSON"}: ${messageWithoutCode(e)}`;
     throw new SafetensorsError(path, e.code, e.at || "header", why, e);
   }
   if (!isJsonObject(root)) {
@@ -765,7 +740,7 @@ function indexShards(bytes: Uint8Array, indexPath: string): Map<string, Set<stri
     root = parseStrictJson(new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes));
   } catch (e) {
     if (e instanceof StrictJsonError) {
-      throw new SafetensorsError(indexPath, e.code, e.at || "index", e.message, e);
+      throw new SafetensorsError(indexPath, e.code, e.at || "index", messageWithoutCode(e), e);
     }
     if (e instanceof TypeError) {
       throw new SafetensorsError(indexPath, "InvalidUtf8", "index", "not valid UTF-8");

@@ -22,7 +22,7 @@ import { createHash } from "node:crypto";
 import { crc32 } from "node:zlib";
 import { writeAtomic } from "../io.ts";
 import { CONFIG_FIELDS, type ModelConfig } from "../../model/config.ts";
-import { FormatError } from "../../model/error.ts";
+import { formatErrorClass } from "../../model/error.ts";
 import type { Tensor } from "../../model/tensor.ts";
 
 /** The 8 magic bytes. */
@@ -62,13 +62,14 @@ export interface SessionData {
   valueExp: Int16Array[];
 }
 
-/** A refused session file: names the file and the field. */
-export class SessionError extends FormatError {
-  constructor(path: string, field: string, message: string) {
-    super(path, field, `${path}: ${field}: ${message}`);
-    this.name = "SessionError";
-  }
-}
+/** Every rule a session can break; formats/session/session.md ("Refusals") says what each means. */
+export const SESSION_REFUSALS = [
+  ["Truncated", "BadMagic", "UnsupportedVersion", "ChecksumMismatch", "SizeMismatch"],
+  ["ModelMismatch", "InvalidValue", "VocabMismatch", "NotFinite"],
+] as const;
+
+/** A refused session file: names the file, the field and the rule. */
+export class SessionError extends formatErrorClass(SESSION_REFUSALS) {}
 
 function hexToBytes(hex: string): Uint8Array {
   const out = new Uint8Array(32);
@@ -130,10 +131,10 @@ export function encodeSession(d: SessionData): Uint8Array {
 export function decodeSession(bytes: Uint8Array, want: SessionShape, path = "session"): SessionData {
   const b = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   if (b.length < SESSION_PREFIX + 4) {
-    throw new SessionError(path, "length", `${b.length} bytes is too short for a session`);
+    throw new SessionError(path, "Truncated", "length", `${b.length} bytes is too short for a session`);
   }
   if (new TextDecoder().decode(b.subarray(0, 8)) !== SESSION_MAGIC) {
-    throw new SessionError(path, "magic", `expected ${SESSION_MAGIC}`);
+    throw new SessionError(path, "BadMagic", "magic", `expected ${SESSION_MAGIC}`);
   }
   const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
   const position = checkHeader(b, want, SESSION_VERSION, path);
@@ -141,18 +142,20 @@ export function decodeSession(bytes: Uint8Array, want: SessionShape, path = "ses
   if (b.length !== expect) {
     throw new SessionError(
       path,
+      "SizeMismatch",
       "length",
       `position ${position} implies ${expect} bytes, the file has ${b.length}`,
     );
   }
   const rngHi = dv.getInt32(68, true), rngLo = dv.getInt32(72, true);
   if (rngHi === 0 && rngLo === 0) {
-    throw new SessionError(path, "rng", "the xorshift state is zero (it never is)");
+    throw new SessionError(path, "InvalidValue", "rng", "the xorshift state is zero (it never is)");
   }
   const flags = dv.getUint32(76, true);
   if (flags !== (position > 0 ? 1 : 0)) {
     throw new SessionError(
       path,
+      "InvalidValue",
       "flags",
       `expected ${position > 0 ? 1 : 0} at position ${position}, got ${flags}`,
     );
@@ -162,7 +165,12 @@ export function decodeSession(bytes: Uint8Array, want: SessionShape, path = "ses
   for (let i = 0; i < position; i++) {
     const t = dv.getUint32(at, true);
     if (t >= want.vocab) {
-      throw new SessionError(path, `tokens[${i}]`, `${t} is outside the vocabulary (${want.vocab})`);
+      throw new SessionError(
+        path,
+        "VocabMismatch",
+        `tokens[${i}]`,
+        `${t} is outside the vocabulary (${want.vocab})`,
+      );
     }
     tokens.push(t);
     at += 4;
@@ -174,7 +182,9 @@ export function decodeSession(bytes: Uint8Array, want: SessionShape, path = "ses
     const a = new Int16Array(n);
     for (let i = 0; i < n; i++) {
       const v = dv.getInt16(at, true);
-      if (v > max || v < -max) throw new SessionError(path, field, `value ${v} outside ±${max}`);
+      if (v > max || v < -max) {
+        throw new SessionError(path, "InvalidValue", field, `value ${v} outside ±${max}`);
+      }
       a[i] = v;
       at += 2;
     }
@@ -208,16 +218,27 @@ function checkHeader(b: Uint8Array, want: SessionShape, version: number, path: s
   const got = dv.getUint32(8, true);
   if (got !== version) {
     const holds = (v: number) => VERSION_HOLDS[v] ? ` (${VERSION_HOLDS[v]})` : "";
-    throw new SessionError(path, "version", `expected ${version}${holds(version)}, got ${got}${holds(got)}`);
+    throw new SessionError(
+      path,
+      "UnsupportedVersion",
+      "version",
+      `expected ${version}${holds(version)}, got ${got}${holds(got)}`,
+    );
   }
   const crc = dv.getUint32(b.length - 4, true);
   if ((crc32(b.subarray(0, b.length - 4)) >>> 0) !== crc) {
-    throw new SessionError(path, "crc32", "checksum mismatch: the file is truncated or altered");
+    throw new SessionError(
+      path,
+      "ChecksumMismatch",
+      "crc32",
+      "checksum mismatch: the file is truncated or altered",
+    );
   }
   const sha = bytesToHex(b.subarray(12, 44));
   if (sha !== want.sha256) {
     throw new SessionError(
       path,
+      "ModelMismatch",
       "model_sha256",
       `the session is for model ${sha.slice(0, 16)}…, this model is ${want.sha256.slice(0, 16)}…`,
     );
@@ -230,11 +251,16 @@ function checkHeader(b: Uint8Array, want: SessionShape, version: number, path: s
     ["max_positions", dv.getUint32(60, true), want.maxPositions],
   ];
   for (const [name, found, exp] of fields) {
-    if (found !== exp) throw new SessionError(path, name, `expected ${exp}, got ${found}`);
+    if (found !== exp) throw new SessionError(path, "ModelMismatch", name, `expected ${exp}, got ${found}`);
   }
   const position = dv.getUint32(64, true);
   if (position > want.maxPositions) {
-    throw new SessionError(path, "position", `${position} exceeds max_positions ${want.maxPositions}`);
+    throw new SessionError(
+      path,
+      "InvalidValue",
+      "position",
+      `${position} exceeds max_positions ${want.maxPositions}`,
+    );
   }
   return position;
 }
@@ -307,13 +333,13 @@ export function decodeFloatSession(
 ): FloatSessionData {
   const b = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   if (b.length < 12 || new TextDecoder().decode(b.subarray(0, 8)) !== SESSION_MAGIC) {
-    throw new SessionError(path, "magic", `expected ${SESSION_MAGIC}`);
+    throw new SessionError(path, "BadMagic", "magic", `expected ${SESSION_MAGIC}`);
   }
   // The version first: an integer session may be shorter than a float one's prefix.
   const version = new DataView(b.buffer, b.byteOffset, b.byteLength).getUint32(8, true);
   if (version !== FLOAT_SESSION_VERSION) checkHeader(b, want, FLOAT_SESSION_VERSION, path);
   if (b.length < FLOAT_SESSION_PREFIX + 4) {
-    throw new SessionError(path, "length", `${b.length} bytes is too short for a float session`);
+    throw new SessionError(path, "Truncated", "length", `${b.length} bytes is too short for a float session`);
   }
   const position = checkHeader(b, want, FLOAT_SESSION_VERSION, path);
   const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
@@ -321,19 +347,21 @@ export function decodeFloatSession(
   if (b.length !== expect) {
     throw new SessionError(
       path,
+      "SizeMismatch",
       "length",
       `position ${position} implies ${expect} bytes, the file has ${b.length}`,
     );
   }
   const rng = [0, 1, 2, 3].map((i) => dv.getUint32(68 + 4 * i, true));
   if (rng.every((w) => w === 0)) {
-    throw new SessionError(path, "rng", "the xoshiro128** state is zero (it never is)");
+    throw new SessionError(path, "InvalidValue", "rng", "the xoshiro128** state is zero (it never is)");
   }
   const code = dv.getUint32(84, true);
   if (code !== FLOAT_SESSION_ENGINES[engine]) {
     const wrote = Object.entries(FLOAT_SESSION_ENGINES).find(([, c]) => c === code)?.[0];
     throw new SessionError(
       path,
+      "ModelMismatch",
       "engine",
       `expected ${FLOAT_SESSION_ENGINES[engine]} (${engine}), got ${code}${
         wrote
@@ -347,6 +375,7 @@ export function decodeFloatSession(
   if (flags !== (position > 0 ? 1 : 0)) {
     throw new SessionError(
       path,
+      "InvalidValue",
       "flags",
       `expected ${position > 0 ? 1 : 0} at position ${position}, got ${flags}`,
     );
@@ -356,7 +385,12 @@ export function decodeFloatSession(
   for (let i = 0; i < position; i++, at += 4) {
     const t = dv.getUint32(at, true);
     if (t >= want.vocab) {
-      throw new SessionError(path, `tokens[${i}]`, `${t} is outside the vocabulary (${want.vocab})`);
+      throw new SessionError(
+        path,
+        "VocabMismatch",
+        `tokens[${i}]`,
+        `${t} is outside the vocabulary (${want.vocab})`,
+      );
     }
     tokens.push(t);
   }
@@ -364,7 +398,9 @@ export function decodeFloatSession(
     const a = new Float32Array(count);
     for (let i = 0; i < count; i++, at += 4) {
       a[i] = dv.getFloat32(at, true);
-      if (!Number.isFinite(a[i])) throw new SessionError(path, field, `value ${a[i]} is not finite`);
+      if (!Number.isFinite(a[i])) {
+        throw new SessionError(path, "NotFinite", field, `value ${a[i]} is not finite`);
+      }
     }
     return a;
   };
@@ -441,6 +477,7 @@ export function sessionShapeOf(bytes: Uint8Array, path = "session"): SessionShap
   if (b.length < SESSION_PREFIX + 4 || new TextDecoder().decode(b.subarray(0, 8)) !== SESSION_MAGIC) {
     throw new SessionError(
       path,
+      "BadMagic",
       "magic",
       `expected a session (${SESSION_MAGIC}, at least ${SESSION_PREFIX + 4} bytes)`,
     );
@@ -470,5 +507,5 @@ export function checkEngineSession(
   if (Object.hasOwn(FLOAT_SESSION_ENGINES, kind)) {
     return decodeFloatSession(bytes, want, kind as FloatSessionEngine, path);
   }
-  throw new SessionError(path, "engine", `no session format for the ${kind} engine`);
+  throw new SessionError(path, "UnsupportedVersion", "engine", `no session format for the ${kind} engine`);
 }

@@ -4,10 +4,12 @@
  * which scripts/tools/fuzz-formats.ts collects from the registry) and fed to the format's full readers
  * and to its minimal reader in readers/. Every outcome is classified:
  *
- * - `refused`    the reader refused with the format's typed error (the minimal reader: exit 1, `FILE: why`)
+ * - `refused`    the reader refused with the format's typed error, its `code` one of that class's table
+ *                (the minimal reader: exit 1, `FILE: why`)
  * - `identical`  accepted, and returned exactly what the valid file gives
  * - `different`  accepted, and returned something else
- * - `other`      any other exception (the minimal reader: a stack trace, or another exit code or form)
+ * - `other`      any other exception, or a refusal whose code is not in its class's table (the minimal
+ *                reader: a stack trace, or another exit code or form)
  * - `timeout`    no answer within `--timeout` ms
  * - `oversize`   asked for an allocation larger than the file justifies (16 × its size + 16 MiB), or the
  *                process grew past `--max-rss` MiB
@@ -36,6 +38,7 @@ import { crc32 } from "node:zlib";
 import process from "node:process";
 import { cli, EXIT_USAGE, fail, progress } from "../cli.ts";
 import type { FuzzTarget } from "../../formats/fuzz-kit.ts";
+import { codesOf, FormatError } from "../../model/error.ts";
 import { fuzzTargets } from "./fuzz-formats.ts";
 import { caseRng, mutate } from "./fuzz-mutate.ts";
 
@@ -319,7 +322,7 @@ async function child(
         } catch (e) {
           v = e instanceof Oversize
             ? { i, reader: r, kind: m.kind, outcome: "oversize", detail: e.message }
-            : fmt.refusal(e)
+            : fmt.refusal(e) && coded(e)
             ? { i, reader: r, kind: m.kind, outcome: "refused" }
             : { i, reader: r, kind: m.kind, outcome: "other", detail: describe(e) };
         }
@@ -359,6 +362,11 @@ async function child(
     rmSync(caseDir, { recursive: true, force: true });
     rmSync(copyDir, { recursive: true, force: true });
   }
+}
+
+/** Whether a refusal names its rule by a code of its class's table, the table its format's spec explains. */
+function coded(e: unknown): boolean {
+  return e instanceof FormatError && codesOf(e).includes(e.code);
 }
 
 function describe(e: unknown): string {

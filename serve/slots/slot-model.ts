@@ -21,7 +21,7 @@
  */
 import type { ModelConfig } from "../../model/config.ts";
 import type { Engine, EngineSession } from "../../model/engine.ts";
-import { FormatError } from "../../model/error.ts";
+import { FormatError, type FormatRefusal } from "../../model/error.ts";
 import type { Tokenizer } from "../../model/tokenizer-types.ts";
 import { checkEngineSession, sessionShapeOf } from "../../formats/session/session.ts";
 
@@ -40,17 +40,26 @@ export interface SlotModel {
   weightBytes?: number;
 }
 
-/** A load's failure as data (message `failed`); `format` where it was a `FormatError`. */
+/**
+ * A load's failure as data (message `failed`): `format` where it was a `FormatError`, with its class's
+ * name, code and parts, and `message` then its sentence without the code.
+ */
 export interface SlotRefusal {
   message: string;
-  format?: { path: string; field: string; expected: string; found: string };
+  format?: { name: string; code: string; path: string; field: string; expected: string; found: string };
 }
 
-/** The error a refusal was: a `FormatError` again where it was one (a CLI exits 1 on it), else an `Error`. */
+/**
+ * The error a refusal was: a `FormatError` again where it was one (a CLI exits 1 on it), with the same
+ * message, code, file and field and its class's name, else an `Error`.
+ */
 export function refusalError(r: SlotRefusal): Error {
   if (!r.format) return new Error(r.message);
-  const { path, field, expected, found } = r.format;
-  return new FormatError(path, field, r.message, { expected, found });
+  const { name, code, path, field, expected, found } = r.format;
+  // The code is the worker's class's own (its table's), which FormatError's own table need not hold.
+  const e = new FormatError(path, code as FormatRefusal, field, r.message, { expected, found });
+  e.name = name;
+  return e;
 }
 
 /** The model of `source`, loaded in the slot workers, as an `Engine` for the server's routes. */

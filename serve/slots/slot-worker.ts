@@ -27,7 +27,7 @@
  */
 import { loadEngine } from "../../engines/mod.ts";
 import type { Engine, EngineSession } from "../../model/engine.ts";
-import { FormatError } from "../../model/error.ts";
+import { FormatError, messageWithoutCode } from "../../model/error.ts";
 import type { SlotModel, SlotRefusal } from "./slot-model.ts";
 import type { TokenLogprob } from "../openai/logprobs.ts";
 import { runJob, type SlotResult } from "./slot-run.ts";
@@ -154,11 +154,7 @@ function describe(e: Engine, notes: string[]): SlotModel {
 /** A load's failure as data: a `FormatError` keeps its file and field, so the server refuses it as one. */
 function refusal(err: unknown): SlotRefusal {
   const e = err as Error;
-  if (e instanceof FormatError) {
-    return {
-      message: e.message,
-      format: { path: e.path, field: e.field, expected: e.expected, found: e.found },
-    };
-  }
-  return { message: e?.message ?? String(err) };
+  if (!(e instanceof FormatError)) return { message: e?.message ?? String(err) };
+  const { name, code, path, field, expected, found } = e;
+  return { message: messageWithoutCode(e), format: { name, code, path, field, expected, found } };
 }

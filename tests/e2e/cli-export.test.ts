@@ -226,7 +226,7 @@ test(
         });
         expect(`${runtime} exit ${r.status}: ${r.stderr.trimEnd()}`).toBe(
           `${runtime} exit 1: error: ${made.file}: a lossy ${what} cannot be an export's input: ` +
-            "export from the checkpoint or a lossless export",
+            "export from the checkpoint or a lossless export (LossyInput)",
         );
       }
     }

@@ -193,28 +193,32 @@ describe("a missing input", () => {
     writeFileSync(join(dir, "file.hf"), "not a folder");
   });
 
-  test("is one sentence from every command that opens one: PATH: no such file, exit 1", async () => {
-    const nope = (name: string) => join(dir, name);
-    const cases: Array<[string, string[], string]> = [
-      ["scripts/info.ts", [nope("nope.gguf")], nope("nope.gguf")],
-      ["scripts/info.ts", [nope("nope.hf")], nope("nope.hf")],
-      ["scripts/info.ts", [nope("nope.f64lines")], nope("nope.f64lines")],
-      ["scripts/generate.ts", [nope("nope.gguf"), "--prompt", "a"], nope("nope.gguf")],
-      ["scripts/generate.ts", [nope("nope.dmexp"), "--prompt", "a"], nope("nope.dmexp")],
-      ["scripts/generate.ts", [nope("nope.lut4"), "--prompt", "a"], nope("nope.lut4")],
-      ["scripts/eval.ts", [nope("nope.gguf")], nope("nope.gguf")],
-      ["scripts/eval.ts", [nope("nope.ckpt")], nope("nope.ckpt")],
-      ["scripts/export.ts", ["--input", nope("nope.ckpt")], nope("nope.ckpt")],
-      ["scripts/export.ts", ["--input", nope("nope.gguf"), "--format", "dmexp"], nope("nope.gguf")],
-      ["scripts/measure.ts", [nope("nope.ckpt")], nope("nope.ckpt")],
-      ["scripts/gap.ts", [nope("nope.ckpt")], nope("nope.ckpt")],
-    ];
-    const jobs = RUNTIMES.flatMap((rt) => cases.map(([s, a]) => [rt, s, a] as [Runtime, string, string[]]));
-    const results = await runAll(jobs);
-    expect(results.map((r) => `exit ${r.code}: ${r.err.trimEnd()}`)).toEqual(
-      jobs.map((_, i) => `exit 1: error: ${cases[i % cases.length][2]}: no such file`),
-    );
-  }, 240_000);
+  test(
+    "is one sentence from every command that opens one: PATH: no such file (Unreadable), exit 1",
+    async () => {
+      const nope = (name: string) => join(dir, name);
+      const cases: Array<[string, string[], string]> = [
+        ["scripts/info.ts", [nope("nope.gguf")], nope("nope.gguf")],
+        ["scripts/info.ts", [nope("nope.hf")], nope("nope.hf")],
+        ["scripts/info.ts", [nope("nope.f64lines")], nope("nope.f64lines")],
+        ["scripts/generate.ts", [nope("nope.gguf"), "--prompt", "a"], nope("nope.gguf")],
+        ["scripts/generate.ts", [nope("nope.dmexp"), "--prompt", "a"], nope("nope.dmexp")],
+        ["scripts/generate.ts", [nope("nope.lut4"), "--prompt", "a"], nope("nope.lut4")],
+        ["scripts/eval.ts", [nope("nope.gguf")], nope("nope.gguf")],
+        ["scripts/eval.ts", [nope("nope.ckpt")], nope("nope.ckpt")],
+        ["scripts/export.ts", ["--input", nope("nope.ckpt")], nope("nope.ckpt")],
+        ["scripts/export.ts", ["--input", nope("nope.gguf"), "--format", "dmexp"], nope("nope.gguf")],
+        ["scripts/measure.ts", [nope("nope.ckpt")], nope("nope.ckpt")],
+        ["scripts/gap.ts", [nope("nope.ckpt")], nope("nope.ckpt")],
+      ];
+      const jobs = RUNTIMES.flatMap((rt) => cases.map(([s, a]) => [rt, s, a] as [Runtime, string, string[]]));
+      const results = await runAll(jobs);
+      expect(results.map((r) => `exit ${r.code}: ${r.err.trimEnd()}`)).toEqual(
+        jobs.map((_, i) => `exit 1: error: ${cases[i % cases.length][2]}: no such file (Unreadable)`),
+      );
+    },
+    240_000,
+  );
 
   test("a folder where a file is expected, and a file where a folder is, say so", async () => {
     const jobs: Array<[Runtime, string, string[]]> = RUNTIMES.flatMap((rt) =>
@@ -226,9 +230,9 @@ describe("a missing input", () => {
     );
     const results = await runAll(jobs);
     const want = [
-      `exit 1: error: ${join(dir, "folder.gguf")}: is a folder, expected a file`,
-      `exit 1: error: ${join(dir, "folder.gguf")}: is a folder, expected a file`,
-      `exit 1: error: ${join(dir, "file.hf")}: is a file, expected a folder`,
+      `exit 1: error: ${join(dir, "folder.gguf")}: is a folder, expected a file (Unreadable)`,
+      `exit 1: error: ${join(dir, "folder.gguf")}: is a folder, expected a file (Unreadable)`,
+      `exit 1: error: ${join(dir, "file.hf")}: is a file, expected a folder (Unreadable)`,
     ];
     expect(results.map((r) => `exit ${r.code}: ${r.err.trimEnd()}`)).toEqual([...want, ...want]);
   }, 120_000);
@@ -242,7 +246,7 @@ describe("a missing input", () => {
     }
     expect(err).toBeInstanceOf(FormatError);
     expect((err as FormatError).field).toBe("file");
-    expect((err as Error).message).toBe(`${join(dir, "nope.gguf")}: no such file`);
+    expect((err as Error).message).toBe(`${join(dir, "nope.gguf")}: no such file (Unreadable)`);
   });
 });
 

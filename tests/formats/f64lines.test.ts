@@ -8,7 +8,7 @@ import {
   decodeF64Token,
   encodeF64Token,
   F64LinesError,
-  type F64LinesErrorKind,
+  type F64LinesErrorCode,
   f64LinesModel,
   f64LinesToTensors,
   fnv1a64Hex,
@@ -46,10 +46,10 @@ function sealed(body: string): string {
   return `${body}#fnv1a32=${hex}\n`;
 }
 
-/** Asserts that parsing throws F64LinesError of this kind, at this line and column when given. */
+/** Asserts that parsing throws F64LinesError with this code, at this line and column when given. */
 function refuses(
   input: string | Uint8Array,
-  kind: F64LinesErrorKind,
+  code: F64LinesErrorCode,
   line?: number,
   column?: number,
 ): F64LinesError {
@@ -61,7 +61,7 @@ function refuses(
   }
   expect(caught).toBeInstanceOf(F64LinesError);
   const err = caught as F64LinesError;
-  expect(err.kind).toBe(kind);
+  expect(err.code).toBe(code);
   if (line !== undefined) expect(err.line).toBe(line);
   if (column !== undefined) expect(err.column).toBe(column);
   expect(err.message).toStartWith("t.f64lines:");
@@ -204,9 +204,9 @@ test("names: | \\n \\r become _, ASCII and other names round-trip verbatim", () 
 test("names and arrays of different counts write nothing and say why", async () => {
   expect(() => weightsToF64Lines(["a", "b"], [[1]])).toThrow(/2 names but 1 arrays/);
   const path = join(dir, "mismatch.f64lines");
-  let kind = "";
-  await writeF64LinesArrays(path, ["a"], []).catch((e) => kind = (e as F64LinesError).kind);
-  expect(kind).toBe("mismatch");
+  let code = "";
+  await writeF64LinesArrays(path, ["a"], []).catch((e) => code = (e as F64LinesError).code);
+  expect(code).toBe("CountMismatch");
   expect(existsSync(path)).toBe(false);
 });
 
@@ -277,43 +277,43 @@ test("every f32 bit pattern widens and narrows back exactly; NaN stays NaN", () 
 test("refuses: bytes that are not UTF-8, at the byte's line and column", () => {
   const good = enc.encode(sealed("v1|ok|1|1\nv1|ab\xff|1|1\n"));
   const bytes = new Uint8Array([...good.subarray(0, 15), 0xff, ...good.subarray(17)]);
-  refuses(bytes, "utf8", 2, 6);
+  refuses(bytes, "InvalidUtf8", 2, 6);
 });
 
 test("refuses: a last line with no newline", () => {
-  refuses(sealed("v1|a|1|1\n").slice(0, -1), "unterminated", 2);
+  refuses(sealed("v1|a|1|1\n").slice(0, -1), "Unterminated", 2);
 });
 
 test("refuses: an unknown version tag", () => {
-  const err = refuses(sealed("v1|a|1|1\nv2|b|1|1\n"), "version", 2, 1);
+  const err = refuses(sealed("v1|a|1|1\nv2|b|1|1\n"), "UnsupportedVersion", 2, 1);
   expect(err.message).toContain("'v2'");
 });
 
 test("refuses: a byte-order mark (it hides the version tag)", () => {
-  refuses(enc.encode("\ufeff" + sealed("v1|a|1|1\n")), "version", 1, 1);
+  refuses(enc.encode("\ufeff" + sealed("v1|a|1|1\n")), "UnsupportedVersion", 1, 1);
 });
 
 test("refuses: a v1 line with too few or too many fields", () => {
-  refuses(sealed("v1|a|1\n"), "fields", 1);
-  refuses(sealed("v1|a|2|1|2\n"), "fields", 1, 9);
+  refuses(sealed("v1|a|1\n"), "WrongFieldCount", 1);
+  refuses(sealed("v1|a|2|1|2\n"), "WrongFieldCount", 1, 9);
 });
 
 test("refuses: a name holding \\r", () => {
-  refuses(sealed("v1|a\rb|1|1\n"), "name", 1, 4);
+  refuses(sealed("v1|a\rb|1|1\n"), "InvalidName", 1, 4);
 });
 
 test("refuses: a length that is not canonical decimal", () => {
   for (const len of ["01", "x", "-1", "", "1e1", "1234567890123456"]) {
-    refuses(sealed(`v1|a|${len}|1\n`), "length-field", 1, 6);
+    refuses(sealed(`v1|a|${len}|1\n`), "InvalidLength", 1, 6);
   }
 });
 
 test("refuses: a declared length that disagrees with the values", () => {
-  refuses(sealed("v1|a|3|1,2\n"), "length", 1, 6);
-  refuses(sealed("v1|a|1|1,2\n"), "length", 1, 6);
-  refuses(sealed("v1|a|1|\n"), "length", 1, 6);
-  refuses(sealed("v1|a|0|5\n"), "length", 1, 6);
-  refuses(sealed("v1|a|999999999999999|1\n"), "length", 1, 6); // refused before allocating
+  refuses(sealed("v1|a|3|1,2\n"), "LengthMismatch", 1, 6);
+  refuses(sealed("v1|a|1|1,2\n"), "LengthMismatch", 1, 6);
+  refuses(sealed("v1|a|1|\n"), "LengthMismatch", 1, 6);
+  refuses(sealed("v1|a|0|5\n"), "LengthMismatch", 1, 6);
+  refuses(sealed("v1|a|999999999999999|1\n"), "LengthMismatch", 1, 6); // refused before allocating
 });
 
 test("refuses: malformed tokens, at the token's column", () => {
@@ -335,70 +335,70 @@ test("refuses: malformed tokens, at the token's column", () => {
       "1p+2",
     ]
   ) {
-    refuses(sealed(`v1|a|2|7,${bad}\n`), "token", 1, 10);
+    refuses(sealed(`v1|a|2|7,${bad}\n`), "InvalidToken", 1, 10);
   }
-  refuses(sealed("v1|a|2|7,\n"), "token", 1, 10); // a trailing comma leaves an empty token
+  refuses(sealed("v1|a|2|7,\n"), "InvalidToken", 1, 10); // a trailing comma leaves an empty token
 });
 
 test("refuses: 1p1024, past the largest float64", () => {
-  refuses(sealed("v1|a|1|1p1024\n"), "domain", 1, 8);
-  refuses(sealed("v1|a|1|3p1023\n"), "domain", 1, 8);
+  refuses(sealed("v1|a|1|1p1024\n"), "OutOfRange", 1, 8);
+  refuses(sealed("v1|a|1|3p1023\n"), "OutOfRange", 1, 8);
   expect(decodeF64Token("1p1023")).toBe(2 ** 1023);
 });
 
 test("refuses: 1p-1075, below the smallest float64 step", () => {
-  refuses(sealed("v1|a|1|1p-1075\n"), "domain", 1, 8);
+  refuses(sealed("v1|a|1|1p-1075\n"), "OutOfRange", 1, 8);
   expect(decodeF64Token("3p-1074")).toBe(3 * 5e-324);
 });
 
 test("refuses: a significand of 2^53 or more", () => {
-  refuses(sealed("v1|a|1|9007199254740993p1\n"), "domain", 1, 8);
-  refuses(sealed("v1|a|1|99999999999999999999999p-3\n"), "domain", 1, 8);
+  refuses(sealed("v1|a|1|9007199254740993p1\n"), "OutOfRange", 1, 8);
+  refuses(sealed("v1|a|1|99999999999999999999999p-3\n"), "OutOfRange", 1, 8);
   expect(decodeF64Token("9007199254740991p971")).toBe(Number.MAX_VALUE);
 });
 
 test("refuses: an even significand, where the canonical form needs an odd one", () => {
-  refuses(sealed("v1|a|1|2p-2\n"), "domain", 1, 8);
-  refuses(sealed("v1|a|1|0p3\n"), "domain", 1, 8);
+  refuses(sealed("v1|a|1|2p-2\n"), "OutOfRange", 1, 8);
+  refuses(sealed("v1|a|1|0p3\n"), "OutOfRange", 1, 8);
 });
 
 test("refuses: digits that are not a float64 below 2^62", () => {
-  refuses(sealed("v1|a|1|9007199254740993\n"), "domain", 1, 8); // between two float64s
-  refuses(sealed("v1|a|1|4611686018427387904\n"), "domain", 1, 8); // 2^62 is 1p62
-  refuses(sealed("v1|a|1|123456789012345678901\n"), "domain", 1, 8);
+  refuses(sealed("v1|a|1|9007199254740993\n"), "OutOfRange", 1, 8); // between two float64s
+  refuses(sealed("v1|a|1|4611686018427387904\n"), "OutOfRange", 1, 8); // 2^62 is 1p62
+  refuses(sealed("v1|a|1|123456789012345678901\n"), "OutOfRange", 1, 8);
 });
 
 test("refuses: non-canonical spellings of valid values", () => {
   for (const bad of ["007", "-00", "1p07", "1p-0", "1p0", "3p1", "1p61", "-5p2"]) {
-    refuses(sealed(`v1|a|1|${bad}\n`), "noncanonical", 1, 8);
+    refuses(sealed(`v1|a|1|${bad}\n`), "NonCanonical", 1, 8);
   }
 });
 
 test("refuses: a file with no checksum line", () => {
-  refuses("v1|a|1|1\n", "checksum-missing", 2);
-  refuses("", "checksum-missing", 1);
+  refuses("v1|a|1|1\n", "MissingChecksum", 2);
+  refuses("", "MissingChecksum", 1);
 });
 
 test("refuses: a checksum that is not 8 lowercase hex digits", () => {
   const text = sealed("v1|a|1|1\n");
   refuses(
     text.replace(/=([0-9a-f]{8})/, (_, h: string) => "=" + h.toUpperCase() + "x"),
-    "checksum-format",
+    "MalformedChecksum",
     2,
     10,
   );
-  refuses(text.replace(/=([0-9a-f]{8})/, (_, h: string) => "=" + h.slice(1)), "checksum-format", 2, 10);
+  refuses(text.replace(/=([0-9a-f]{8})/, (_, h: string) => "=" + h.slice(1)), "MalformedChecksum", 2, 10);
 });
 
 test("refuses: a wrong checksum, so any edit or truncation is caught", () => {
   const text = weightsToF64Lines(["a", "b"], [[1, 2], [3]]);
-  refuses(text.replace("v1|a|2|1,2", "v1|a|2|1,3"), "checksum", 3, 10);
-  refuses(text.replace("v1|b|1|3\n", ""), "checksum", 2, 10); // a whole line dropped
+  refuses(text.replace("v1|a|2|1,2", "v1|a|2|1,3"), "ChecksumMismatch", 3, 10);
+  refuses(text.replace("v1|b|1|3\n", ""), "ChecksumMismatch", 2, 10); // a whole line dropped
 });
 
 test("refuses: a line after the checksum line", () => {
-  refuses(sealed("v1|a|1|1\n") + "v1|b|1|2\n", "after-checksum", 3, 1);
-  refuses(sealed("v1|a|1|1\n") + "\n" + sealed(""), "after-checksum", 4, 1);
+  refuses(sealed("v1|a|1|1\n") + "v1|b|1|2\n", "LineAfterChecksum", 3, 1);
+  refuses(sealed("v1|a|1|1\n") + "\n" + sealed(""), "LineAfterChecksum", 4, 1);
 });
 
 test("one bad line refuses the whole file: nothing partial comes back", () => {
@@ -421,7 +421,7 @@ test("refuses, reading tensors: values that do not narrow to f32 exactly", () =>
     } catch (e) {
       err = e as F64LinesError;
     }
-    expect(err?.kind).toBe("f32");
+    expect(err?.code).toBe("NotF32");
     expect([err?.line, err?.column]).toEqual([2, 13]); // v1|v|2|1p-1,<here>
   }
   expect(f64LinesToTensors(weightsToF64Lines(["w"], [[NaN, 1]]))[0].data[0]).toBeNaN();
@@ -430,15 +430,15 @@ test("refuses, reading tensors: values that do not narrow to f32 exactly", () =>
 test("refuses, reading tensors: names or sizes that differ from the config's shapes", () => {
   const tensors = initParams(PRESETS.tiny, 1);
   const text = tensorsToF64Lines(tensors.slice(1));
-  expect(() => f64LinesToTensors(text, "m", paramShapes(PRESETS.tiny))).toThrow(/shape/);
+  expect(() => f64LinesToTensors(text, "m", paramShapes(PRESETS.tiny))).toThrow(/ShapeMismatch/);
   const swapped = tensorsToF64Lines([tensors[1], tensors[0], ...tensors.slice(2)]);
-  let kind = "";
+  let code = "";
   try {
     f64LinesToTensors(swapped, "m", paramShapes(PRESETS.tiny));
   } catch (e) {
-    kind = (e as F64LinesError).kind;
+    code = (e as F64LinesError).code;
   }
-  expect(kind).toBe("shape");
+  expect(code).toBe("ShapeMismatch");
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -625,7 +625,7 @@ crossProcessTest(
 describe("the streaming model reader (readF64LinesModel)", () => {
   // A model file with tokenizer records, its values parsed 64 to 263 bytes at a time so that every token and
   // line end falls on a batch boundary somewhere: the same result as the reader of bytes in memory, and on
-  // mutated files the same refusal (kind, line, column and message): both are the one parser.
+  // mutated files the same refusal (code, line, column and message): both are the one parser.
   const shapes = paramShapes(FUZZ_CONFIG);
   const tokenizer = {
     "tokenizer.json": JSON.stringify({ model: { type: "BPE", vocab: { a: 0, b: 1 }, merges: [] } }),
@@ -691,12 +691,14 @@ describe("the streaming model reader (readF64LinesModel)", () => {
     const column = enc.encode(text.slice(0, text.indexOf(",3602879701896397p-55") + 2)).length;
     writeFileSync(path, text);
     const streamed = await said(() => readF64LinesModel(path, shape, 258, { chunkBytes: 64 }));
-    expect(streamed).toBe(`${path}:1:${column}: f32: w[140000] = 3602879701896397p-55 is not an f32 value`);
+    expect(streamed).toBe(
+      `${path}:1:${column}: w[140000] = 3602879701896397p-55 is not an f32 value (NotF32)`,
+    );
     expect(await said(() => f64LinesModel(enc.encode(text), path, shape, 258))).toBe(streamed);
     writeFileSync(path, text.replace("|150000|", "|9999999|"));
     expect(await said(() => readF64LinesModel(path, shape, 258, { chunkBytes: 64 })))
-      .toBe(`${path}:1:6: length: declares 9999999 values, more than the file holds`);
+      .toBe(`${path}:1:6: declares 9999999 values, more than the file holds (LengthMismatch)`);
     expect(await said(() => f64LinesModel(new Uint8Array(readFileSync(path)), path, shape, 258)))
-      .toBe(`${path}:1:6: length: declares 9999999 values but holds 150000`);
+      .toBe(`${path}:1:6: declares 9999999 values but holds 150000 (LengthMismatch)`);
   });
 });

@@ -42,7 +42,7 @@ import { decodeSession, SessionError } from "../../formats/session/session.ts";
 import { loadIntEngine, sessionShape } from "../../engines/int/engine.ts";
 import { tensorSource } from "../../model/tensor.ts";
 import { spawnSync } from "node:child_process";
-import { FormatError } from "../../model/error.ts";
+import { codesOf, FormatError } from "../../model/error.ts";
 import { configToToml, type ModelConfig } from "../../model/config.ts";
 import { initParams } from "../../model/init.ts";
 
@@ -70,7 +70,10 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 let n = 0;
 const fresh = (ext: string) => join(dir, `f${n++}${ext}`);
 
-/** Awaits a refusal and returns it; fails the test on success or on any other exception type. */
+/**
+ * Awaits a refusal and returns it; fails the test on success, on any other exception type, and on a code
+ * outside the class's table (every refusal names its rule by one of its format's codes).
+ */
 async function refusal<E extends FormatError>(
   p: Promise<unknown>,
   type: new (...a: never[]) => E,
@@ -81,6 +84,7 @@ async function refusal<E extends FormatError>(
     if (!(e instanceof type)) {
       throw new Error(`expected a ${type.name}, got ${(e as Error)?.name}: ${(e as Error)?.message}`);
     }
+    expect(`${e.name} ${e.code}: ${codesOf(e).includes(e.code)}`).toBe(`${e.name} ${e.code}: true`);
     return e;
   }
   throw new Error(`expected a ${type.name}, but the file was accepted`);
@@ -681,7 +685,7 @@ describe("6. lut4: the engine's state is bounded by the file, the data section i
       for (const read of [() => readLut4(path), () => lut4Format.read(path), () => loadIntEngine(path)]) {
         const e = await refusal(read(), Lut4Error);
         expect([e.field, e.expected, e.found]).toEqual([field, expected, found]);
-        expect(e.message).toBe(`${path}: ${field}: expected ${expected}, got ${found}`);
+        expect(e.message).toBe(`${path}: ${field}: expected ${expected}, got ${found} (WrongType)`);
       }
     });
   }
