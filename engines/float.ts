@@ -44,6 +44,7 @@ import { checkSampling, checkSeed } from "../model/sampling.ts";
 import { materialize, type Tensor, type TensorSource } from "../model/tensor.ts";
 import {
   decodeFloatSession,
+  type DigestTensor,
   encodeFloatSession,
   floatSessionShape,
   type SessionShape,
@@ -154,6 +155,8 @@ interface Runner {
   specials?: SpecialIds;
   forward(cache: KVCache, tokens: readonly number[], head: "all" | "last"): Float32Array;
   tensors(): readonly Tensor[];
+  /** The tensors as the session digest reads them, where cheaper than `tensors()` (packed matrices by rows). */
+  digestTensors?(): readonly DigestTensor[];
   ready?: Promise<void>;
 }
 
@@ -284,6 +287,12 @@ function packedEngineOver(
             return w instanceof Float32Array ? w : store.unpack(w);
           },
         };
+      }),
+    digestTensors: () =>
+      shapes.map(({ name, dims }) => {
+        const w = byName.get(name)!;
+        if (w instanceof Float32Array) return { name, dims, data: w };
+        return { name, dims, rows: (n: number, out: Float32Array) => store.row(w, n, out, 0) };
       }),
   };
   if (up) delete runner.ready;
@@ -427,7 +436,7 @@ function engineOf(runner: Runner, source: string, isUp: () => boolean = () => tr
   const config = runner.config, kvDim = config.num_key_value_heads * config.head_dim;
   const never = neverSampled(config, runner.specials);
   let shape: SessionShape | undefined;
-  const shapeOf = () => shape ??= floatSessionShape(config, runner.tensors());
+  const shapeOf = () => shape ??= floatSessionShape(config, runner.digestTensors?.() ?? runner.tensors());
   const fresh = (): FloatState => ({
     cache: emptyCache(config, runner.context),
     tokens: [],

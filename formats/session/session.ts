@@ -426,22 +426,47 @@ export function decodeFloatSession(
  * floatModelDigest(run.config, run.model); // "3f1a…" (64 hex digits)
  * ```
  */
-export function floatModelDigest(config: ModelConfig, tensors: readonly Tensor[]): string {
+export function floatModelDigest(config: ModelConfig, tensors: readonly DigestTensor[]): string {
   const h = createHash("sha256");
   h.update(JSON.stringify(CONFIG_FIELDS.map(([k]) => [k, config[k]])));
   for (const t of [...tensors].sort((a, b) => a.name < b.name ? -1 : a.name > b.name ? 1 : 0)) {
     h.update(JSON.stringify([t.name, t.dims]));
+    if ("rows" in t) {
+      // A row at a time into one buffer: the same bytes, and no copy of the matrix.
+      const row = new Float32Array(t.dims[1]);
+      for (let n = 0; n < t.dims[0]; n++) t.rows(n, row), h.update(littleEndianBytes(row));
+      continue;
+    }
     const data = t.data; // read once: an engine may hand out a tensor whose data is unpacked on each read
-    const le = new Uint8Array(data.length * 4);
-    const dv = new DataView(le.buffer);
-    for (let i = 0; i < data.length; i++) dv.setFloat32(i * 4, data[i], true);
-    h.update(le);
+    h.update(littleEndianBytes(data));
   }
   return h.digest("hex");
 }
 
+/**
+ * A tensor as the digest reads it: in memory, or a matrix `[rows, cols]` read a row at a time into the
+ * caller's buffer (an engine's packed weights, which it would otherwise unpack whole).
+ */
+export type DigestTensor = Tensor | {
+  name: string;
+  dims: number[];
+  rows(n: number, out: Float32Array): void;
+};
+
+/** Whether this machine stores numbers little-endian (then an f32 array's bytes are already the digest's). */
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
+/** `data`'s values as little-endian bytes: a view of them where the machine is little-endian, else a copy. */
+function littleEndianBytes(data: Float32Array): Uint8Array {
+  if (LITTLE_ENDIAN) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  const le = new Uint8Array(data.length * 4);
+  const dv = new DataView(le.buffer);
+  for (let i = 0; i < data.length; i++) dv.setFloat32(i * 4, data[i], true);
+  return le;
+}
+
 /** The session shape of a float model: its digest (`floatModelDigest`) and sizes. */
-export function floatSessionShape(config: ModelConfig, tensors: readonly Tensor[]): SessionShape {
+export function floatSessionShape(config: ModelConfig, tensors: readonly DigestTensor[]): SessionShape {
   return {
     sha256: floatModelDigest(config, tensors),
     vocab: config.vocab_size,

@@ -6,9 +6,10 @@
  * (`from: "held"`), and the tokenizer's decoding half.
  *
  * Messages in:
- * - `init { path, kind?, tokens?, threads?, context?, share? }` once: `tokens` is the decoding half of
+ * - `init { path, kind?, tokens?, threads?, context?, share?, probe? }` once: `tokens` is the decoding half of
  *   the server's tokenizer (model/token-table.ts), `threads` the slot's, `context` the server's, `share`
- *   how the slots share one copy of the weights (engines/mod.ts `EngineLoadOptions.share`);
+ *   how the slots share one copy of the weights (engines/mod.ts `EngineLoadOptions.share`), `probe`
+ *   whether `ready` brings a fresh session's bytes (`SlotModel.probe`; the first slot's only);
  * - `job { id, from?, job }`: `from` is session bytes to continue (a stored session or a cached state),
  *   or `"held"`: this worker's last session, or a fresh one if none;
  * - `abort { id }`; `gc` (collect garbage now, where the runtime allows: for memory measurements);
@@ -65,7 +66,7 @@ scope.onmessage = (ev: MessageEvent) => {
       context: msg.context,
       onNote: (line) => notes.push(line),
     });
-    engine.then((e) => scope.postMessage({ type: "ready", model: describe(e, notes) }), (err) => {
+    engine.then((e) => scope.postMessage({ type: "ready", model: describe(e, notes, msg.probe) }), (err) => {
       scope.postMessage({ type: "failed", error: refusal(err) });
     });
   } else if (msg.type === "job") {
@@ -138,8 +139,9 @@ function transfers(r: SlotResult): Transferable[] {
  * config and context, the loader's notes, and a fresh session's bytes (their header names the shape
  * every session of this model has; none where the engine cannot save sessions).
  */
-function describe(e: Engine, notes: string[]): SlotModel {
-  const probe = e.restore ? e.start().save?.() : undefined;
+function describe(e: Engine, notes: string[], probing: boolean): SlotModel {
+  // Only the first slot is asked: a float engine's fresh session hashes every weight (its model digest).
+  const probe = probing && e.restore ? e.start().save?.() : undefined;
   return {
     kind: e.kind,
     config: e.config,

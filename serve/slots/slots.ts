@@ -209,7 +209,11 @@ export async function startSlots(
     context: opts.context,
   };
   // The first slot lays the weights out for all; the others attach to them once it has.
-  const first = workerRunner({ ...init, share: parallel > 1 ? { count: parallel, slot: 0 } : undefined });
+  const first = workerRunner({
+    ...init,
+    share: parallel > 1 ? { count: parallel, slot: 0 } : undefined,
+    probe: true,
+  });
   let model: SlotModel;
   try {
     model = await first.ready;
@@ -219,7 +223,7 @@ export async function startSlots(
   }
   const share = (slot: number) =>
     model.shareable === undefined ? undefined : { count: parallel, slot, weights: model.shareable };
-  first.respawnWith({ ...init, share: share(0) }); // a replacement attaches to what the others use
+  first.respawnWith({ ...init, share: share(0) }); // a replacement attaches to what the others use, probes nothing
   const runners = [
     first,
     ...Array.from({ length: parallel - 1 }, (_, k) => workerRunner({ ...init, share: share(k + 1) })),
@@ -393,6 +397,8 @@ interface WorkerInit {
   kind?: string;
   tokens?: TokenTable;
   share?: WeightsShare;
+  /** Whether its `ready` brings a fresh session's bytes (the first slot's: the model's session shape). */
+  probe?: boolean;
   threads?: number;
   context?: number;
 }
