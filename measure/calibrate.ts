@@ -13,10 +13,11 @@
  * ```
  * @module
  */
-import type { ModelConfig } from "../model/config.ts";
-import type { Tensor } from "../model/tensor.ts";
-import { buildModel, createCache, forward, LAYER_TENSORS } from "../model/qwen3.ts";
-import { type Kernels, kernelSet } from "../kernels/kernels.ts";
+import { checkTensors, type ModelConfig } from "../model/config.ts";
+import { materialize, type Tensor, type TensorSource, tensorSource } from "../model/tensor.ts";
+import { buildModel, checkTokens, createCache, forward, LAYER_TENSORS } from "../model/qwen3.ts";
+import { type Kernels, kernelSet, rmsnorm, ropeHead, ropeTables } from "../kernels/kernels.ts";
+import { createCovarianceKernels, type OuterSum, type PackedWeight } from "../kernels/wasm/covariance.ts";
 import { loadTokenizer } from "../model/hf-tokenizer.ts";
 import type { CalibrationNeeds, Lut4Calibration, Lut4Calibrator } from "../quantize/lut4-types.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
@@ -151,8 +152,163 @@ function accumulate(
   return { importance, ...(full ? { covariance: outer } : {}) };
 }
 
+/**
+ * `columnImportance` and, with `needs` "covariance", `inputCovariance` on the WebAssembly kernels in one
+ * pass, a layer at a time over every window, its matrix products and covariance sums split between
+ * `threads` threads (kernels/wasm/covariance.ts): the same statistics, bit for bit, as the
+ * window-at-a-time pass on the `wasm` set (each window's arithmetic is the forward pass's own, and each
+ * sum takes the windows in order), read from the tensors' sources as it goes. It holds the residual
+ * stream of every window (windows × positions × hidden f32: 64 MB for 64 windows at Qwen3-0.6B's
+ * widths), one layer's weights (packed f32, 63 MB there) and its covariance sums, and the embedding only
+ * while the windows are looked up in it. It returns the importance and the covariances (per layer
+ * 2 · hidden² + (heads · head_dim)² + intermediate² f64: 123 MB a layer, 3.4 GB at Qwen3-0.6B).
+ * `onLayer` is called after each layer over every window, and after the final norm.
+ *
+ * @example
+ * ```ts
+ * const { covariance } = await calibrationPass(config, sources, windows, { needs: "covariance", threads: 2 });
+ * ```
+ */
+export async function calibrationPass(
+  config: ModelConfig,
+  sources: readonly TensorSource[],
+  windows: ReadonlyArray<ArrayLike<number>>,
+  opts: { needs?: CalibrationNeeds; threads?: number; onLayer?: (done: number, total: number) => void } = {},
+): Promise<{ importance: Map<string, Float32Array>; covariance?: Map<string, Float64Array> }> {
+  const full = opts.needs !== "importance", threads = opts.threads ?? calibrationThreads(config);
+  const onLayer = opts.onLayer;
+  const bad = checkTensors(config, sources);
+  if (bad) throw new FormatError("calibration", bad.tensor, `calibration: ${bad.message}`, bad);
+  for (const ids of windows) checkTokens(config, ids, 0, ids.length);
+  const wasm = kernelSet("wasm");
+  const byName = new Map(sources.map((s) => [s.name, s]));
+  const read = async (name: string) => (await materialize(byName.get(name)!)).data;
+  const H = config.hidden_size, hd = config.head_dim, eps = config.rms_norm_eps, L = config.num_hidden_layers;
+  const nh = config.num_attention_heads, nkv = config.num_key_value_heads, I = config.intermediate_size;
+  const Q = nh * hd, KV = nkv * hd;
+  const rope = ropeTables(config.max_position_embeddings, hd, config.rope_theta);
+  const n = Math.max(1, windows.reduce((s, w) => s + w.length, 0));
+  // The residual stream of every window, from the embedding's rows.
+  const xs = windows.map((ids) => new Float32Array(ids.length * H));
+  {
+    const table = await read("model.embed_tokens.weight");
+    windows.forEach((ids, w) => {
+      for (let t = 0; t < ids.length; t++) xs[w].set(table.subarray(ids[t] * H, ids[t] * H + H), t * H);
+    });
+  }
+  const importance = new Map<string, Float32Array>(), covariance = new Map<string, Float64Array>();
+  const mean = (s: Float64Array) => Float32Array.from(s, (v) => v / n);
+  const cov = createCovarianceKernels(threads);
+  try {
+    await cov.ready;
+    const T0 = Math.max(...windows.map((w) => w.length), 1);
+    const xn = new Float32Array(T0 * H), q = new Float32Array(T0 * Q), k = new Float32Array(T0 * KV);
+    const v = new Float32Array(T0 * KV), att = new Float32Array(T0 * Q), proj = new Float32Array(T0 * H);
+    const gate = new Float32Array(T0 * I), up = new Float32Array(T0 * I);
+    // One input's sums: of squares always, of x xᵀ with `full`.
+    const input = (K: number) => ({ squares: new Float64Array(K), outer: full ? cov.sum(K) : undefined });
+    const record = (
+      s: { squares: Float64Array; outer?: OuterSum },
+      x: Float32Array,
+      M: number,
+      K: number,
+    ) => {
+      addSquares(s.squares, x, M, K);
+      if (s.outer) cov.addOuter(s.outer, x, M);
+    };
+    const ropeAll = (x: Float32Array, T: number, heads: number) => {
+      for (let t = 0; t < T; t++) for (let h = 0; h < heads; h++) ropeHead(x, (t * heads + h) * hd, t, rope);
+    };
+    const addInto = (x: Float32Array, y: Float32Array, count: number) => {
+      for (let i = 0; i < count; i++) x[i] += y[i];
+    };
+    for (let l = 0; l < L; l++) {
+      const p = `model.layers.${l}.`, name = (key: keyof typeof LAYER_TENSORS) => p + LAYER_TENSORS[key];
+      const [inputNorm, qNorm, kNorm, postNorm] = await Promise.all(
+        (["inputNorm", "qNorm", "kNorm", "postNorm"] as const).map((key) => read(name(key))),
+      );
+      cov.clearSums();
+      const qkv = input(H), o = input(Q), gu = input(H), down = input(I);
+      const packed = {} as Record<typeof LINEAR[number], PackedWeight>;
+      for (const key of LINEAR) {
+        const src = byName.get(name(key))!;
+        packed[key] = await cov.pack(
+          (start, count, scratch) => src.read(start, count, scratch),
+          src.dims[0],
+          src.dims[1],
+        );
+      }
+      for (const x of xs) {
+        const T = x.length / H;
+        rmsnorm(xn, x, inputNorm, T, H, eps);
+        record(qkv, xn, T, H);
+        cov.matmul(q, xn, packed.wq, T);
+        cov.matmul(k, xn, packed.wk, T);
+        cov.matmul(v, xn, packed.wv, T);
+        rmsnorm(q, q, qNorm, T * nh, hd, eps);
+        rmsnorm(k, k, kNorm, T * nkv, hd, eps);
+        ropeAll(q, T, nh);
+        ropeAll(k, T, nkv);
+        wasm.attendCached(att, q, k, v, T, 0, nh, nkv, hd);
+        record(o, att, T, Q);
+        cov.matmul(proj, att, packed.wo, T);
+        addInto(x, proj, T * H);
+        rmsnorm(xn, x, postNorm, T, H, eps);
+        record(gu, xn, T, H);
+        cov.matmul(gate, xn, packed.wGate, T);
+        cov.matmul(up, xn, packed.wUp, T);
+        wasm.swiglu(gate, gate, up, T * I);
+        record(down, gate, T, I);
+        cov.matmul(proj, gate, packed.wDown, T);
+        addInto(x, proj, T * H);
+      }
+      // In the window-at-a-time pass's order: q, k, v (q's input), o, gate, up (gate's), down.
+      const sums = { wq: qkv, wk: qkv, wv: qkv, wo: o, wGate: gu, wUp: gu, wDown: down };
+      const taken = new Map<OuterSum, Float64Array>();
+      for (const key of LINEAR) {
+        const s = sums[key];
+        importance.set(name(key), mean(s.squares));
+        if (s.outer) {
+          covariance.set(
+            name(key),
+            taken.get(s.outer) ?? taken.set(s.outer, cov.takeSum(s.outer, n)).get(s.outer)!,
+          );
+        }
+      }
+      onLayer?.(l + 1, L + 1);
+    }
+    // The head's input: the final norm's output.
+    cov.clearSums();
+    const norm = await read("model.norm.weight"), head = input(H);
+    for (const x of xs) {
+      const T = x.length / H;
+      rmsnorm(xn, x, norm, T, H, eps);
+      record(head, xn, T, H);
+    }
+    const headName = config.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+    importance.set(headName, mean(head.squares));
+    if (head.outer) covariance.set(headName, cov.takeSum(head.outer, n));
+    onLayer?.(L + 1, L + 1);
+  } finally {
+    cov.close();
+  }
+  return { importance, ...(full ? { covariance } : {}) };
+}
+
 function addSquares(s: Float64Array, x: Float32Array, M: number, K: number): void {
   for (let m = 0; m < M; m++) for (let k = 0; k < K; k++) s[k] += x[m * K + k] * x[m * K + k];
+}
+
+/**
+ * Threads a calibration runs on by default: one per core, at most 4; one for a model whose MLP matrices
+ * hold under a million weights (the shipped model's 24,576), where starting a worker costs more than
+ * it saves.
+ */
+export function calibrationThreads(config: ModelConfig): number {
+  if (config.hidden_size * config.intermediate_size < 1 << 20) return 1;
+  const cores = (globalThis.navigator as { hardwareConcurrency?: number } | undefined)?.hardwareConcurrency ??
+    1;
+  return Math.max(1, Math.min(4, cores));
 }
 
 /** What calibration takes by default: windows, their positions (fewer when the model has fewer), seed. */
@@ -167,8 +323,13 @@ export interface CalibrationOptions {
   seed?: number;
   /** A user's UTF-8 text or `*.tokens` file (measure/calibration-text.ts); absent: the Brown training split. */
   file?: string;
-  /** Called after each window the float model has run, with the count. */
+  /**
+   * Called as the float model runs: after each layer over every window (and the final norm), with the
+   * count of layers done and their total (the layers plus one).
+   */
   onProgress?: (done: number, total: number) => void;
+  /** Threads the pass's products and sums run on (default: one per core, at most 4); the bits are the same. */
+  threads?: number;
   /**
    * A default the user did not ask for: a model whose calibration is estimated over `DEFAULT_LIMIT_S`
    * (`calibrationSeconds`) is exported with plain rounding instead, and the summary says so.
@@ -236,7 +397,7 @@ export function lut4Calibrator(options: CalibrationOptions = {}): Lut4Calibrator
   };
   return Object.assign(async (
     config: ModelConfig,
-    tensors: Tensor[],
+    tensors: ReadonlyArray<Tensor | TensorSource>,
     files?: TokenizerFiles,
     needs: CalibrationNeeds = "covariance",
   ) => {
@@ -252,8 +413,23 @@ export function lut4Calibrator(options: CalibrationOptions = {}): Lut4Calibrator
       vocab: config.vocab_size,
       file: options.file,
     });
-    const report = options.onProgress && ((done: number) => options.onProgress!(done, text.inputs.length));
-    const stats = accumulate(config, tensors, text.inputs, kernelSet("wasm"), needs === "covariance", report);
+    const full = needs === "covariance";
+    const sources = tensors.map((t) => "read" in t ? t : tensorSource(t));
+    // A layer at a time on the threads where the runtime has WebAssembly SIMD; else the reference pass.
+    const stats = kernelSet("wasm").name === "wasm"
+      ? await calibrationPass(config, sources, text.inputs, {
+        needs,
+        threads: options.threads,
+        onLayer: options.onProgress,
+      })
+      : accumulate(
+        config,
+        await Promise.all(sources.map(materialize)),
+        text.inputs,
+        kernelSet("ref"),
+        full,
+        options.onProgress && ((done) => options.onProgress!(done, text.inputs.length)),
+      );
     const tokens = text.inputs.reduce((n, w) => n + w.length, 0);
     return {
       ...stats,
@@ -278,7 +454,12 @@ export function calibrateOnce(calibrate: Lut4Calibrator): Lut4Calibrator {
   // measures again (with both: the importance is the same sums either way).
   let result: Promise<Lut4Calibration> | undefined, full = false;
   return Object.assign(
-    (config: ModelConfig, tensors: Tensor[], tokenizer?: TokenizerFiles, needs?: CalibrationNeeds) => {
+    (
+      config: ModelConfig,
+      tensors: ReadonlyArray<Tensor | TensorSource>,
+      tokenizer?: TokenizerFiles,
+      needs?: CalibrationNeeds,
+    ) => {
       const wantsFull = needs !== "importance";
       if (!result || (wantsFull && !full)) {
         result = calibrate(config, tensors, tokenizer, needs);
@@ -342,7 +523,7 @@ export function imatrixCalibrator(path: string): Lut4Calibrator {
 export function writingImatrix(calibrate: Lut4Calibrator, path: string): Lut4Calibrator {
   return Object.assign(async (
     config: ModelConfig,
-    tensors: Tensor[],
+    tensors: ReadonlyArray<Tensor | TensorSource>,
     tokenizer?: TokenizerFiles,
     needs?: CalibrationNeeds,
   ) => {

@@ -98,7 +98,7 @@ export function calibrationFlags(
     ...(tokens !== undefined ? { tokens } : {}),
     ...(values.calibration !== undefined ? { file: values.calibration } : {}),
     onProgress: (done, total) => {
-      bar ??= progress("calibrate", total, { unit: "window" });
+      bar ??= progress("calibrate", total, { unit: "layer" });
       bar.tick();
       if (done === total) bar.done();
     },
