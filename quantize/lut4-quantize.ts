@@ -944,8 +944,9 @@ async function quantizeRowBlocks(
   const blockAt = async (r0: number) => {
     const n = Math.min(per, rows - r0) * cols;
     const x = await src.read(r0 * cols, n, scratch.subarray(0, n)), b = new Float64Array(n);
+    // A loop, not b.set(x): JavaScriptCore widens f32 to f64 in `set` an element at a time, 20× slower.
     if (f) { for (let r = 0; r < n; r += cols) for (let c = 0; c < cols; c++) b[r + c] = x[r + c] * f[c]; }
-    else b.set(x.subarray(0, n));
+    else for (let i = 0; i < n; i++) b[i] = x[i];
     return b;
   };
   if (!pool || rows <= per) {
