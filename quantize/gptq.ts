@@ -593,12 +593,15 @@ export function gptqEngine(threads: number, rowsValues = ROWS_VALUES): GptqEngin
 function gptqError(m: LutMatrix, data: Float32Array, fold: Float64Array | undefined): TensorError {
   let sse = 0, ss = 0, maxErr = 0;
   const { cols, expBase } = m;
-  for (let k = 0; k < data.length; k++) {
-    const x = fold ? data[k] * fold[k % cols] : data[k];
-    const u = (m.nibbles[k >> 1] >> ((k & 1) * 4)) & 15, sc = m.scales[k >> 5];
-    const back = Math.fround((u - 8) * (16 + (sc & 15)) * 2 ** (expBase + (sc >> 4) - 4));
-    const d = x - back;
-    sse += d * d, ss += x * x, maxErr = Math.max(maxErr, Math.abs(d));
+  for (let g = 0; g < data.length / 32; g++) {
+    // (u − 8) · (16 + m) · 2^e: every product exact, so the group's scale may be formed first.
+    const sc = m.scales[g], s = (16 + (sc & 15)) * 2 ** (expBase + (sc >> 4) - 4);
+    for (let k = 32 * g; k < 32 * g + 32; k++) {
+      const x = fold ? data[k] * fold[k % cols] : data[k];
+      const back = Math.fround((((m.nibbles[k >> 1] >> ((k & 1) * 4)) & 15) - 8) * s);
+      const d = x - back;
+      sse += d * d, ss += x * x, maxErr = Math.max(maxErr, Math.abs(d));
+    }
   }
   return errorOf(m.name, "matrix", m.rows * m.cols, sse, ss, maxErr);
 }
