@@ -331,43 +331,95 @@ export interface CalibrationOptions {
   /** Threads the pass's products and sums run on (default: one per core, at most 4); the bits are the same. */
   threads?: number;
   /**
-   * A default the user did not ask for: a model whose calibration is estimated over `DEFAULT_LIMIT_S`
-   * (`calibrationSeconds`) is exported with plain rounding instead, and the summary says so.
+   * A default the user did not ask for: a model whose calibrated export is estimated over
+   * `DEFAULT_LIMIT_S` (`calibratedExportSeconds`) is exported with plain rounding instead, and the
+   * summary says so.
    */
   byDefault?: boolean;
 }
 
-/** The longest a default calibration may be estimated to take: the issue's goal, 10 minutes. */
+/** The longest a calibrated export may be estimated to take by default: the issue's goal, 10 minutes. */
 export const DEFAULT_LIMIT_S = 600;
 
 /**
- * An estimate of a calibration's seconds on one core, from the multiply-adds it does (docs/benchmarks.md):
- * the forward alone, 0.104 s per GMAC of its products (measured end to end: Qwen3-0.6B's 64 windows took
- * 745 s of CPU, 0.42 s a window per layer, where bench-calibrate.ts's warm single layer gives 0.24 s),
- * the covariance products at the same rate, and GPTQ, 8.2 s per G of rows · cols² (203 s a layer at
- * those widths, scalar JavaScript). Qwen3-0.6B at 64 windows: about 2 hours with the covariances (lut4),
- * about 12 minutes for the importance alone (the GGUF types); the shipped model: about 2 seconds.
+ * The rates `calibrationSeconds` and `calibratedExportSeconds` estimate from, per core of the two-core
+ * machine of docs/benchmarks.md, idle: f32 products (the pass's matrix products and covariance sums,
+ * WebAssembly SIMD), the pass's work besides its products (attention, norms, sums of squares, copies)
+ * as a fraction of its products' time, what a split job keeps of each added core, GPTQ's f64 products
+ * (its factors and error feedback) and its scale searches per weight, and the rest of a calibrated
+ * export per parameter (reading, the embedding's rounding, writing; GGUF's K-quants run on one thread).
+ */
+export const CALIBRATION_RATES = {
+  f32Gmacs: 15,
+  passOverhead: 0.15,
+  splitEfficiency: 0.9,
+  f64Gmacs: 7,
+  searchSecondsPerWeight: 0.15e-6,
+  restSecondsPerParam: { covariance: 0.07e-6, importance: 0.22e-6 },
+} as const;
+
+/**
+ * An estimate of a calibration's wall seconds on `cores` idle cores (default 2, the goal's machine), from
+ * the multiply-adds it does and `CALIBRATION_RATES`: the pass over `windows` windows (its products, with
+ * the covariances' upper triangles for lut4's GPTQ) and, for the covariances, GPTQ itself (the factors'
+ * (2/3)·n³ and the feedback's rows · cols² / 2 f64 multiply-adds, the scale searches). Qwen3-0.6B at 64
+ * windows: about 5.4 minutes for the importance alone (the GGUF types; 7.6 for a q4_k_m export with
+ * it), about 9.5 with the covariances and GPTQ (10.2 for a lut4 export); the shipped model: under a
+ * second.
  *
  * @example
  * ```ts
- * calibrationSeconds(config, 64) > DEFAULT_LIMIT_S; // too long for a default
+ * calibrationSeconds(config, 64, "importance"); // the GGUF types' pass
  * ```
  */
 export function calibrationSeconds(
   config: ModelConfig,
   windows: number,
   needs: CalibrationNeeds = "covariance",
+  cores = 2,
 ): number {
+  const r = CALIBRATION_RATES, split = r.f32Gmacs * (1 + (cores - 1) * r.splitEfficiency);
   const H = config.hidden_size, I = config.intermediate_size, L = config.num_hidden_layers;
   const Q = config.num_attention_heads * config.head_dim, KV = config.num_key_value_heads * config.head_dim;
   const size = Math.min(CALIBRATION.windowTokens, config.max_position_embeddings);
-  const products = size * (H * (Q + 2 * KV) + Q * H + 3 * H * I);
-  // The importance alone: the forward with its sums of squares.
-  if (needs === "importance") return (L * windows * products * 0.104) / 1e9;
-  const forward = products + size * (2 * H * H + Q * Q + I * I);
-  let gptq = L * ((Q + 2 * KV) * H * H + H * Q * Q + 2 * I * H * H + H * I * I);
-  if (!config.tie_word_embeddings) gptq += config.vocab_size * H * H;
-  return (L * windows * forward * 0.104 + gptq * 8.2) / 1e9;
+  const products = (size * (H * (Q + 2 * KV) + Q * H + 3 * H * I)) / 1e9;
+  const overhead = (products * r.passOverhead) / r.f32Gmacs;
+  if (needs === "importance") return L * windows * (products / split + overhead);
+  const sums = (size * (2 * H * H + Q * Q + I * I)) / 2 / 1e9;
+  // GPTQ per layer: four factors (q/k/v and gate/up share theirs), seven sweeps, every weight searched.
+  const cube = (n: number) => (2 / 3) * n ** 3;
+  const mats: Array<[number, number]> = [[Q, H], [KV, H], [KV, H], [H, Q], [I, H], [I, H], [H, I]];
+  let gmacs = L * (2 * cube(H) + cube(Q) + cube(I) + mats.reduce((s, [n, k]) => s + (n * k * k) / 2, 0)) /
+    1e9;
+  let weights = L * mats.reduce((s, [n, k]) => s + n * k, 0);
+  if (!config.tie_word_embeddings) gmacs += (cube(H) + (config.vocab_size * H * H) / 2) / 1e9;
+  if (!config.tie_word_embeddings) weights += config.vocab_size * H;
+  const f64 = r.f64Gmacs * (1 + (cores - 1) * r.splitEfficiency);
+  const gptq = gmacs / f64 + (weights * r.searchSecondsPerWeight) / (1 + (cores - 1) * r.splitEfficiency);
+  return L * windows * ((products + sums) / split + overhead) + gptq;
+}
+
+/**
+ * `calibrationSeconds` plus the rest of the export (`CALIBRATION_RATES.restSecondsPerParam`): what a
+ * default calibration is held against (`DEFAULT_LIMIT_S`).
+ *
+ * @example
+ * ```ts
+ * calibratedExportSeconds(config, 64) > DEFAULT_LIMIT_S; // lut4 is rounded plainly by default
+ * ```
+ */
+export function calibratedExportSeconds(
+  config: ModelConfig,
+  windows: number,
+  needs: CalibrationNeeds = "covariance",
+  cores = 2,
+): number {
+  const H = config.hidden_size, I = config.intermediate_size, L = config.num_hidden_layers;
+  const Q = config.num_attention_heads * config.head_dim, KV = config.num_key_value_heads * config.head_dim;
+  const params = config.vocab_size * H * (config.tie_word_embeddings ? 1 : 2) +
+    L * (H * (2 * Q + 2 * KV) + 3 * H * I);
+  return calibrationSeconds(config, windows, needs, cores) +
+    params * CALIBRATION_RATES.restSecondsPerParam[needs];
 }
 
 /**
@@ -388,12 +440,18 @@ export function lut4Calibrator(options: CalibrationOptions = {}): Lut4Calibrator
       ? Math.max(1, Math.ceil(options.tokens / size))
       : options.windows ?? CALIBRATION.windows;
   };
-  const skip = (config: ModelConfig, needs?: CalibrationNeeds) => {
-    const s = calibrationSeconds(config, count(config), needs);
+  const skip = (config: ModelConfig, needs: CalibrationNeeds = "covariance") => {
+    const s = calibratedExportSeconds(config, count(config), needs);
     if (!options.byDefault || s <= DEFAULT_LIMIT_S) return undefined;
-    return `skipped by default (plain rounding): calibrating this model would take about ${
-      Math.round(s / 60)
-    } minutes on one core (--calibrate N runs it)`;
+    // The most windows, by sixteens, that would fit the limit, if any.
+    let fits = count(config) - 16;
+    while (fits > 0 && calibratedExportSeconds(config, fits, needs) > DEFAULT_LIMIT_S) fits -= 16;
+    const minutes = (x: number) => (x / 60).toFixed(1);
+    return `skipped by default (plain rounding): the calibrated export would take about ${
+      minutes(s)
+    } minutes on two cores (--calibrate N runs it${
+      fits > 0 ? `; --calibrate ${fits}: about ${minutes(calibratedExportSeconds(config, fits, needs))}` : ""
+    })`;
   };
   return Object.assign(async (
     config: ModelConfig,
