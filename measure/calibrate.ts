@@ -159,8 +159,8 @@ function accumulate(
  * window-at-a-time pass on the `wasm` set (each window's arithmetic is the forward pass's own, and each
  * sum takes the windows in order), read from the tensors' sources as it goes. It holds the residual
  * stream of every window (windows × positions × hidden f32: 64 MB for 64 windows at Qwen3-0.6B's
- * widths), one layer's weights (packed f32, 63 MB there) and its covariance sums, and the embedding only
- * while the windows are looked up in it. It returns the importance and the covariances (per layer
+ * widths), one layer's weights (packed f32, 63 MB there) and its covariance sums (123 MB), and of the
+ * embedding only the rows it looks up. It returns the importance and the covariances (per layer
  * 2 · hidden² + (heads · head_dim)² + intermediate² f64: 123 MB a layer, 3.4 GB at Qwen3-0.6B).
  * `onLayer` is called after each layer over every window, and after the final norm.
  *
@@ -188,13 +188,14 @@ export async function calibrationPass(
   const Q = nh * hd, KV = nkv * hd;
   const rope = ropeTables(config.max_position_embeddings, hd, config.rope_theta);
   const n = Math.max(1, windows.reduce((s, w) => s + w.length, 0));
-  // The residual stream of every window, from the embedding's rows.
+  // The residual stream of every window, from the embedding's rows, read a row at a time (the table
+  // itself is never held: at Qwen3's vocabulary it is 622 MB of f32).
   const xs = windows.map((ids) => new Float32Array(ids.length * H));
-  {
-    const table = await read("model.embed_tokens.weight");
-    windows.forEach((ids, w) => {
-      for (let t = 0; t < ids.length; t++) xs[w].set(table.subarray(ids[t] * H, ids[t] * H + H), t * H);
-    });
+  const embed = byName.get("model.embed_tokens.weight")!, row = new Float32Array(H);
+  for (const [w, ids] of windows.entries()) {
+    for (let t = 0; t < ids.length; t++) {
+      xs[w].set((await embed.read(ids[t] * H, H, row)).subarray(0, H), t * H);
+    }
   }
   const importance = new Map<string, Float32Array>(), covariance = new Map<string, Float64Array>();
   const mean = (s: Float64Array) => Float32Array.from(s, (v) => v / n);
@@ -351,11 +352,11 @@ export const DEFAULT_LIMIT_S = 600;
  */
 export const CALIBRATION_RATES = {
   f32Gmacs: 15,
-  passOverhead: 0.15,
+  passOverhead: 0.06,
   splitEfficiency: 0.9,
   f64Gmacs: 7,
   searchSecondsPerWeight: 0.15e-6,
-  restSecondsPerParam: { covariance: 0.07e-6, importance: 0.22e-6 },
+  restSecondsPerParam: { covariance: 0.07e-6, importance: 0.15e-6 },
 } as const;
 
 /**
@@ -363,8 +364,8 @@ export const CALIBRATION_RATES = {
  * the multiply-adds it does and `CALIBRATION_RATES`: the pass over `windows` windows (its products, with
  * the covariances' upper triangles for lut4's GPTQ) and, for the covariances, GPTQ itself (the factors'
  * (2/3)·n³ and the feedback's rows · cols² / 2 f64 multiply-adds, the scale searches). Qwen3-0.6B at 64
- * windows: about 5.4 minutes for the importance alone (the GGUF types; 7.6 for a q4_k_m export with
- * it), about 9.5 with the covariances and GPTQ (10.2 for a lut4 export); the shipped model: under a
+ * windows: about 4.7 minutes for the importance alone (the GGUF types; 6.2 for a q4_k_m export with
+ * it), about 8.8 with the covariances and GPTQ (9.5 for a lut4 export); the shipped model: under a
  * second.
  *
  * @example
@@ -405,7 +406,7 @@ export function calibrationSeconds(
  *
  * @example
  * ```ts
- * calibratedExportSeconds(config, 64) > DEFAULT_LIMIT_S; // lut4 is rounded plainly by default
+ * calibratedExportSeconds(config, 64) > DEFAULT_LIMIT_S; // rounded plainly by default
  * ```
  */
 export function calibratedExportSeconds(
