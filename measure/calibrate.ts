@@ -225,9 +225,9 @@ export async function calibrationPass(
     };
     for (let l = 0; l < L; l++) {
       const p = `model.layers.${l}.`, name = (key: keyof typeof LAYER_TENSORS) => p + LAYER_TENSORS[key];
-      const [inputNorm, qNorm, kNorm, postNorm] = await Promise.all(
-        (["inputNorm", "qNorm", "kNorm", "postNorm"] as const).map((key) => read(name(key))),
-      );
+      // One read at a time: a source may share its read buffer between tensors (dmexp's does).
+      const inputNorm = await read(name("inputNorm")), qNorm = await read(name("qNorm"));
+      const kNorm = await read(name("kNorm")), postNorm = await read(name("postNorm"));
       cov.clearSums();
       const qkv = input(H), o = input(Q), gu = input(H), down = input(I);
       const packed = {} as Record<typeof LINEAR[number], PackedWeight>;

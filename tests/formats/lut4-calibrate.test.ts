@@ -164,6 +164,29 @@ test("a calibrated export records its calibration in the header; a malformed rec
   });
 });
 
+test("a calibrated export reads its input's tensors one at a time: from a dmexp file, the checkpoint's bits", async () => {
+  // dmexp's sources share one read buffer, so reads that overlap would mix their tensors.
+  const dir = scratchDir(), ckpt = join(dir, "tiny.ckpt");
+  await writeCheckpoint(ckpt, config, { step: 1, model: tensors });
+  const dmexp = await exportCheckpoint({
+    input: ckpt,
+    output: join(dir, "tiny.f32.dmexp"),
+    format: "dmexp",
+    dtype: "f32",
+  });
+  const crcs = [];
+  for (const input of [ckpt, dmexp.file, dmexp.file]) {
+    const out = await exportCheckpoint({
+      input,
+      output: join(dir, `cal-${crcs.length}.lut4`),
+      format: "lut4",
+      calibrate: lut4Calibrator({ windows: 4, seed: 9 }),
+    });
+    crcs.push(out.data_crc32);
+  }
+  expect(new Set(crcs).size).toBe(1);
+});
+
 test("percentile interpolates between the sorted values, as llama.cpp's 99.0% KLD", () => {
   expect(percentile([4, 0, 3, 1, 2], 0.99)).toBeCloseTo(3.96, 12);
   expect(percentile([5], 0.99)).toBe(5);
