@@ -39,7 +39,7 @@ import { type FormatDescriptor, formatNamed, FORMATS, refuseLossy, type WriteRes
 import { type ModelConfig, paramShapes, PRESETS, readConfigFile } from "../model/config.ts";
 import { FormatError } from "../model/error.ts";
 import type { CalibrationNeeds, Lut4Calibration, Lut4Calibrator } from "../quantize/lut4-types.ts";
-import { materialize, type TensorSource, tensorSource } from "../model/tensor.ts";
+import { type TensorSource, tensorSource } from "../model/tensor.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 
 /** The checkpoint exported when no input is given: the shipped model. */
@@ -282,18 +282,17 @@ export function calibrationNeeds(format: string, dtype: string): CalibrationNeed
 }
 
 /**
- * Runs the calibrator on the model: the float model over calibration text, so every tensor is read into
- * memory first (plain rounding streams them instead). Returns the tensors, now in memory, for the
- * writer, and the statistics it quantizes with.
+ * Runs the calibrator on the model: the float model over calibration text, reading the tensors from
+ * their sources as it goes (measure/calibrate.ts: a layer at a time), which the writer then reads again.
+ * Returns the sources for the writer, and the statistics it quantizes with.
  */
 async function calibrated(
-  model: { config: ModelConfig; tensors: readonly TensorSource[]; tokenizer?: TokenizerFiles },
+  model: { config: ModelConfig; tensors: TensorSource[]; tokenizer?: TokenizerFiles },
   calibrate: Lut4Calibrator,
   needs: CalibrationNeeds,
 ): Promise<{ sources: TensorSource[]; calibration: Lut4Calibration }> {
-  const tensors = await Promise.all(model.tensors.map(materialize));
-  const calibration = await calibrate(model.config, tensors, model.tokenizer, needs);
-  return { sources: tensors.map(tensorSource), calibration };
+  const calibration = await calibrate(model.config, model.tensors, model.tokenizer, needs);
+  return { sources: model.tensors, calibration };
 }
 
 /** The format a `--format` name names, or a `UsageError` listing the names. */

@@ -19,10 +19,11 @@
  * ```
  * @module
  */
-import type { ModelConfig } from "../model/config.ts";
-import type { Tensor } from "../model/tensor.ts";
-import { buildModel, createCache, forward, LAYER_TENSORS } from "../model/qwen3.ts";
-import { type Kernels, kernelSet } from "../kernels/kernels.ts";
+import { checkTensors, type ModelConfig } from "../model/config.ts";
+import { materialize, type Tensor, type TensorSource, tensorSource } from "../model/tensor.ts";
+import { buildModel, checkTokens, createCache, forward, LAYER_TENSORS } from "../model/qwen3.ts";
+import { type Kernels, kernelSet, rmsnorm, ropeHead, ropeTables } from "../kernels/kernels.ts";
+import { createCovarianceKernels, type OuterSum, type PackedWeight } from "../kernels/wasm/covariance.ts";
 import { loadTokenizer } from "../model/hf-tokenizer.ts";
 import type { CalibrationNeeds, Lut4Calibration, Lut4Calibrator } from "../quantize/lut4-types.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
@@ -157,8 +158,168 @@ function accumulate(
   return { importance, ...(full ? { covariance: outer } : {}) };
 }
 
+/**
+ * `columnImportance` and, with `needs` "covariance", `inputCovariance` on the WebAssembly kernels in one
+ * pass, a layer at a time over every window, its matrix products and covariance sums split between
+ * `threads` threads (kernels/wasm/covariance.ts): the same statistics, bit for bit, as the
+ * window-at-a-time pass on the `wasm` set (each window's arithmetic is the forward pass's own, and each
+ * sum takes the windows in order), read from the tensors' sources as it goes. It holds the residual
+ * stream of every window (windows × positions × hidden f32: 64 MB for 64 windows at Qwen3-0.6B's
+ * widths), one layer's weights (packed f32, 63 MB there) and its covariance sums (123 MB), and of the
+ * embedding only the rows it looks up. It returns the importance and the covariances (per layer
+ * 2 · hidden² + (heads · head_dim)² + intermediate² f64: 123 MB a layer, 3.4 GB at Qwen3-0.6B).
+ * `onLayer` is called after each layer over every window, and after the final norm.
+ *
+ * @example
+ * ```ts
+ * import { calibrationPass } from "./calibrate.ts";
+ * import type { ModelConfig } from "../model/config.ts";
+ * import type { TensorSource } from "../model/tensor.ts";
+ * declare const config: ModelConfig, sources: TensorSource[], windows: number[][];
+ * const { covariance } = await calibrationPass(config, sources, windows, { needs: "covariance", threads: 2 });
+ * ```
+ */
+export async function calibrationPass(
+  config: ModelConfig,
+  sources: readonly TensorSource[],
+  windows: ReadonlyArray<ArrayLike<number>>,
+  opts: { needs?: CalibrationNeeds; threads?: number; onLayer?: (done: number, total: number) => void } = {},
+): Promise<{ importance: Map<string, Float32Array>; covariance?: Map<string, Float64Array> }> {
+  const full = opts.needs !== "importance", threads = opts.threads ?? calibrationThreads(config);
+  const onLayer = opts.onLayer;
+  const bad = checkTensors(config, sources);
+  if (bad) throw new FormatError("calibration", bad.code, bad.tensor, `calibration: ${bad.message}`, bad);
+  for (const ids of windows) checkTokens(config, ids, 0, ids.length);
+  const wasm = kernelSet("wasm");
+  const byName = new Map(sources.map((s) => [s.name, s]));
+  const read = async (name: string) => (await materialize(byName.get(name)!)).data;
+  const H = config.hidden_size, hd = config.head_dim, eps = config.rms_norm_eps, L = config.num_hidden_layers;
+  const nh = config.num_attention_heads, nkv = config.num_key_value_heads, I = config.intermediate_size;
+  const Q = nh * hd, KV = nkv * hd;
+  const rope = ropeTables(config.max_position_embeddings, hd, config.rope_theta);
+  const n = Math.max(1, windows.reduce((s, w) => s + w.length, 0));
+  // The residual stream of every window, from the embedding's rows, read a row at a time (the table
+  // itself is never held: at Qwen3's vocabulary it is 622 MB of f32).
+  const xs = windows.map((ids) => new Float32Array(ids.length * H));
+  const embed = byName.get("model.embed_tokens.weight")!, row = new Float32Array(H);
+  for (const [w, ids] of windows.entries()) {
+    for (let t = 0; t < ids.length; t++) {
+      xs[w].set((await embed.read(ids[t] * H, H, row)).subarray(0, H), t * H);
+    }
+  }
+  const importance = new Map<string, Float32Array>(), covariance = new Map<string, Float64Array>();
+  const mean = (s: Float64Array) => Float32Array.from(s, (v) => v / n);
+  const cov = createCovarianceKernels(threads);
+  try {
+    await cov.ready;
+    const T0 = Math.max(...windows.map((w) => w.length), 1);
+    const xn = new Float32Array(T0 * H), q = new Float32Array(T0 * Q), k = new Float32Array(T0 * KV);
+    const v = new Float32Array(T0 * KV), att = new Float32Array(T0 * Q), proj = new Float32Array(T0 * H);
+    const gate = new Float32Array(T0 * I), up = new Float32Array(T0 * I);
+    // One input's sums: of squares always, of x xᵀ with `full`.
+    const input = (K: number) => ({ squares: new Float64Array(K), outer: full ? cov.sum(K) : undefined });
+    const record = (
+      s: { squares: Float64Array; outer?: OuterSum },
+      x: Float32Array,
+      M: number,
+      K: number,
+    ) => {
+      addSquares(s.squares, x, M, K);
+      if (s.outer) cov.addOuter(s.outer, x, M);
+    };
+    const ropeAll = (x: Float32Array, T: number, heads: number) => {
+      for (let t = 0; t < T; t++) for (let h = 0; h < heads; h++) ropeHead(x, (t * heads + h) * hd, t, rope);
+    };
+    const addInto = (x: Float32Array, y: Float32Array, count: number) => {
+      for (let i = 0; i < count; i++) x[i] += y[i];
+    };
+    for (let l = 0; l < L; l++) {
+      const p = `model.layers.${l}.`, name = (key: keyof typeof LAYER_TENSORS) => p + LAYER_TENSORS[key];
+      // One read at a time: a source may share its read buffer between tensors (dmexp's does).
+      const inputNorm = await read(name("inputNorm")), qNorm = await read(name("qNorm"));
+      const kNorm = await read(name("kNorm")), postNorm = await read(name("postNorm"));
+      cov.clearSums();
+      const qkv = input(H), o = input(Q), gu = input(H), down = input(I);
+      const packed = {} as Record<typeof LINEAR[number], PackedWeight>;
+      for (const key of LINEAR) {
+        const src = byName.get(name(key))!;
+        packed[key] = await cov.pack(
+          (start, count, scratch) => src.read(start, count, scratch),
+          src.dims[0],
+          src.dims[1],
+        );
+      }
+      for (const x of xs) {
+        const T = x.length / H;
+        rmsnorm(xn, x, inputNorm, T, H, eps);
+        record(qkv, xn, T, H);
+        cov.matmul(q, xn, packed.wq, T);
+        cov.matmul(k, xn, packed.wk, T);
+        cov.matmul(v, xn, packed.wv, T);
+        rmsnorm(q, q, qNorm, T * nh, hd, eps);
+        rmsnorm(k, k, kNorm, T * nkv, hd, eps);
+        ropeAll(q, T, nh);
+        ropeAll(k, T, nkv);
+        wasm.attendCached(att, q, k, v, T, 0, nh, nkv, hd);
+        record(o, att, T, Q);
+        cov.matmul(proj, att, packed.wo, T);
+        addInto(x, proj, T * H);
+        rmsnorm(xn, x, postNorm, T, H, eps);
+        record(gu, xn, T, H);
+        cov.matmul(gate, xn, packed.wGate, T);
+        cov.matmul(up, xn, packed.wUp, T);
+        wasm.swiglu(gate, gate, up, T * I);
+        record(down, gate, T, I);
+        cov.matmul(proj, gate, packed.wDown, T);
+        addInto(x, proj, T * H);
+      }
+      // In the window-at-a-time pass's order: q, k, v (q's input), o, gate, up (gate's), down.
+      const sums = { wq: qkv, wk: qkv, wv: qkv, wo: o, wGate: gu, wUp: gu, wDown: down };
+      const taken = new Map<OuterSum, Float64Array>();
+      for (const key of LINEAR) {
+        const s = sums[key];
+        importance.set(name(key), mean(s.squares));
+        if (s.outer) {
+          covariance.set(
+            name(key),
+            taken.get(s.outer) ?? taken.set(s.outer, cov.takeSum(s.outer, n)).get(s.outer)!,
+          );
+        }
+      }
+      onLayer?.(l + 1, L + 1);
+    }
+    // The head's input: the final norm's output.
+    cov.clearSums();
+    const norm = await read("model.norm.weight"), head = input(H);
+    for (const x of xs) {
+      const T = x.length / H;
+      rmsnorm(xn, x, norm, T, H, eps);
+      record(head, xn, T, H);
+    }
+    const headName = config.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+    importance.set(headName, mean(head.squares));
+    if (head.outer) covariance.set(headName, cov.takeSum(head.outer, n));
+    onLayer?.(L + 1, L + 1);
+  } finally {
+    cov.close();
+  }
+  return { importance, ...(full ? { covariance } : {}) };
+}
+
 function addSquares(s: Float64Array, x: Float32Array, M: number, K: number): void {
   for (let m = 0; m < M; m++) for (let k = 0; k < K; k++) s[k] += x[m * K + k] * x[m * K + k];
+}
+
+/**
+ * Threads a calibration runs on by default: one per core, at most 4; one for a model whose MLP matrices
+ * hold under a million weights (the shipped model's 24,576), where starting a worker costs more than
+ * it saves.
+ */
+export function calibrationThreads(config: ModelConfig): number {
+  if (config.hidden_size * config.intermediate_size < 1 << 20) return 1;
+  const cores = (globalThis.navigator as { hardwareConcurrency?: number } | undefined)?.hardwareConcurrency ??
+    1;
+  return Math.max(1, Math.min(4, cores));
 }
 
 /** What calibration takes by default: windows, their positions (fewer when the model has fewer), seed. */
@@ -173,49 +334,109 @@ export interface CalibrationOptions {
   seed?: number;
   /** A user's UTF-8 text or `*.tokens` file (measure/calibration-text.ts); absent: the Brown training split. */
   file?: string;
-  /** Called after each window the float model has run, with the count. */
-  onProgress?: (done: number, total: number) => void;
   /**
-   * A default the user did not ask for: a model whose calibration is estimated over `DEFAULT_LIMIT_S`
-   * (`calibrationSeconds`) is exported with plain rounding instead, and the summary says so.
+   * Called as the float model runs: after each layer over every window (and the final norm), with the
+   * count of layers done and their total (the layers plus one).
+   */
+  onProgress?: (done: number, total: number) => void;
+  /** Threads the pass's products and sums run on (default: one per core, at most 4); the bits are the same. */
+  threads?: number;
+  /**
+   * A default the user did not ask for: a model whose calibrated export is estimated over
+   * `DEFAULT_LIMIT_S` (`calibratedExportSeconds`) is exported with plain rounding instead, and the
+   * summary says so.
    */
   byDefault?: boolean;
 }
 
-/** The longest a default calibration may be estimated to take: the issue's goal, 10 minutes. */
+/** The longest a calibrated export may be estimated to take by default: the issue's goal, 10 minutes. */
 export const DEFAULT_LIMIT_S = 600;
 
 /**
- * An estimate of a calibration's seconds on one core, from the multiply-adds it does (docs/benchmarks.md):
- * the forward alone, 0.104 s per GMAC of its products (measured end to end: Qwen3-0.6B's 64 windows took
- * 745 s of CPU, 0.42 s a window per layer, where bench-calibrate.ts's warm single layer gives 0.24 s),
- * the covariance products at the same rate, and GPTQ, 8.2 s per G of rows · cols² (203 s a layer at
- * those widths, scalar JavaScript). Qwen3-0.6B at 64 windows: about 2 hours with the covariances (lut4),
- * about 12 minutes for the importance alone (the GGUF types); the shipped model: about 2 seconds.
+ * The rates `calibrationSeconds` and `calibratedExportSeconds` estimate from, per core of the two-core
+ * machine of docs/benchmarks.md, idle: f32 products (the pass's matrix products and covariance sums,
+ * WebAssembly SIMD), the pass's work besides its products (attention, norms, sums of squares, copies)
+ * as a fraction of its products' time, what a split job keeps of each added core, GPTQ's f64 products
+ * (its factors and error feedback) and its scale searches per weight, and the rest of a calibrated
+ * export per parameter (reading, the embedding's rounding, writing; GGUF's K-quants run on one thread).
+ */
+export const CALIBRATION_RATES = {
+  f32Gmacs: 15,
+  passOverhead: 0.06,
+  splitEfficiency: 0.9,
+  f64Gmacs: 7,
+  searchSecondsPerWeight: 0.15e-6,
+  restSecondsPerParam: { covariance: 0.07e-6, importance: 0.15e-6 },
+} as const;
+
+/**
+ * An estimate of a calibration's wall seconds on `cores` idle cores (default 2, the goal's machine), from
+ * the multiply-adds it does and `CALIBRATION_RATES`: the pass over `windows` windows (its products, with
+ * the covariances' upper triangles for lut4's GPTQ) and, for the covariances, GPTQ itself (the factors'
+ * (2/3)·n³ and the feedback's rows · cols² / 2 f64 multiply-adds, the scale searches). Qwen3-0.6B at 64
+ * windows: about 4.7 minutes for the importance alone (the GGUF types; 6.2 for a q4_k_m export with
+ * it), about 8.8 with the covariances and GPTQ (9.5 for a lut4 export); the shipped model: under a
+ * second.
  *
  * @example
  * ```ts
- * import { calibrationSeconds, DEFAULT_LIMIT_S } from "./calibrate.ts";
+ * import { calibrationSeconds } from "./calibrate.ts";
  * import type { ModelConfig } from "../model/config.ts";
  * declare const config: ModelConfig;
- * calibrationSeconds(config, 64) > DEFAULT_LIMIT_S; // too long for a default
+ * calibrationSeconds(config, 64, "importance"); // the GGUF types' pass
  * ```
  */
 export function calibrationSeconds(
   config: ModelConfig,
   windows: number,
   needs: CalibrationNeeds = "covariance",
+  cores = 2,
 ): number {
+  const r = CALIBRATION_RATES, split = r.f32Gmacs * (1 + (cores - 1) * r.splitEfficiency);
   const H = config.hidden_size, I = config.intermediate_size, L = config.num_hidden_layers;
   const Q = config.num_attention_heads * config.head_dim, KV = config.num_key_value_heads * config.head_dim;
   const size = Math.min(CALIBRATION.windowTokens, config.max_position_embeddings);
-  const products = size * (H * (Q + 2 * KV) + Q * H + 3 * H * I);
-  // The importance alone: the forward with its sums of squares.
-  if (needs === "importance") return (L * windows * products * 0.104) / 1e9;
-  const forward = products + size * (2 * H * H + Q * Q + I * I);
-  let gptq = L * ((Q + 2 * KV) * H * H + H * Q * Q + 2 * I * H * H + H * I * I);
-  if (!config.tie_word_embeddings) gptq += config.vocab_size * H * H;
-  return (L * windows * forward * 0.104 + gptq * 8.2) / 1e9;
+  const products = (size * (H * (Q + 2 * KV) + Q * H + 3 * H * I)) / 1e9;
+  const overhead = (products * r.passOverhead) / r.f32Gmacs;
+  if (needs === "importance") return L * windows * (products / split + overhead);
+  const sums = (size * (2 * H * H + Q * Q + I * I)) / 2 / 1e9;
+  // GPTQ per layer: four factors (q/k/v and gate/up share theirs), seven sweeps, every weight searched.
+  const cube = (n: number) => (2 / 3) * n ** 3;
+  const mats: Array<[number, number]> = [[Q, H], [KV, H], [KV, H], [H, Q], [I, H], [I, H], [H, I]];
+  let gmacs = L * (2 * cube(H) + cube(Q) + cube(I) + mats.reduce((s, [n, k]) => s + (n * k * k) / 2, 0)) /
+    1e9;
+  let weights = L * mats.reduce((s, [n, k]) => s + n * k, 0);
+  if (!config.tie_word_embeddings) gmacs += (cube(H) + (config.vocab_size * H * H) / 2) / 1e9;
+  if (!config.tie_word_embeddings) weights += config.vocab_size * H;
+  const f64 = r.f64Gmacs * (1 + (cores - 1) * r.splitEfficiency);
+  const gptq = gmacs / f64 + (weights * r.searchSecondsPerWeight) / (1 + (cores - 1) * r.splitEfficiency);
+  return L * windows * ((products + sums) / split + overhead) + gptq;
+}
+
+/**
+ * `calibrationSeconds` plus the rest of the export (`CALIBRATION_RATES.restSecondsPerParam`): what a
+ * default calibration is held against (`DEFAULT_LIMIT_S`).
+ *
+ * @example
+ * ```ts
+ * import { calibratedExportSeconds, DEFAULT_LIMIT_S } from "./calibrate.ts";
+ * import type { ModelConfig } from "../model/config.ts";
+ * declare const config: ModelConfig;
+ * calibratedExportSeconds(config, 64) > DEFAULT_LIMIT_S; // rounded plainly by default
+ * ```
+ */
+export function calibratedExportSeconds(
+  config: ModelConfig,
+  windows: number,
+  needs: CalibrationNeeds = "covariance",
+  cores = 2,
+): number {
+  const H = config.hidden_size, I = config.intermediate_size, L = config.num_hidden_layers;
+  const Q = config.num_attention_heads * config.head_dim, KV = config.num_key_value_heads * config.head_dim;
+  const params = config.vocab_size * H * (config.tie_word_embeddings ? 1 : 2) +
+    L * (H * (2 * Q + 2 * KV) + 3 * H * I);
+  return calibrationSeconds(config, windows, needs, cores) +
+    params * CALIBRATION_RATES.restSecondsPerParam[needs];
 }
 
 /**
@@ -238,16 +459,22 @@ export function lut4Calibrator(options: CalibrationOptions = {}): Lut4Calibrator
       ? Math.max(1, Math.ceil(options.tokens / size))
       : options.windows ?? CALIBRATION.windows;
   };
-  const skip = (config: ModelConfig, needs?: CalibrationNeeds) => {
-    const s = calibrationSeconds(config, count(config), needs);
+  const skip = (config: ModelConfig, needs: CalibrationNeeds = "covariance") => {
+    const s = calibratedExportSeconds(config, count(config), needs);
     if (!options.byDefault || s <= DEFAULT_LIMIT_S) return undefined;
-    return `skipped by default (plain rounding): calibrating this model would take about ${
-      Math.round(s / 60)
-    } minutes on one core (--calibrate N runs it)`;
+    // The most windows, by sixteens, that would fit the limit, if any.
+    let fits = count(config) - 16;
+    while (fits > 0 && calibratedExportSeconds(config, fits, needs) > DEFAULT_LIMIT_S) fits -= 16;
+    const minutes = (x: number) => (x / 60).toFixed(1);
+    return `skipped by default (plain rounding): the calibrated export would take about ${
+      minutes(s)
+    } minutes on two cores (--calibrate N runs it${
+      fits > 0 ? `; --calibrate ${fits}: about ${minutes(calibratedExportSeconds(config, fits, needs))}` : ""
+    })`;
   };
   return Object.assign(async (
     config: ModelConfig,
-    tensors: Tensor[],
+    tensors: ReadonlyArray<Tensor | TensorSource>,
     files?: TokenizerFiles,
     needs: CalibrationNeeds = "covariance",
   ) => {
@@ -263,8 +490,23 @@ export function lut4Calibrator(options: CalibrationOptions = {}): Lut4Calibrator
       vocab: config.vocab_size,
       file: options.file,
     });
-    const report = options.onProgress && ((done: number) => options.onProgress!(done, text.inputs.length));
-    const stats = accumulate(config, tensors, text.inputs, kernelSet("wasm"), needs === "covariance", report);
+    const full = needs === "covariance";
+    const sources = tensors.map((t) => "read" in t ? t : tensorSource(t));
+    // A layer at a time on the threads where the runtime has WebAssembly SIMD; else the reference pass.
+    const stats = kernelSet("wasm").name === "wasm"
+      ? await calibrationPass(config, sources, text.inputs, {
+        needs,
+        threads: options.threads,
+        onLayer: options.onProgress,
+      })
+      : accumulate(
+        config,
+        await Promise.all(sources.map(materialize)),
+        text.inputs,
+        kernelSet("ref"),
+        full,
+        options.onProgress && ((done) => options.onProgress!(done, text.inputs.length)),
+      );
     const tokens = text.inputs.reduce((n, w) => n + w.length, 0);
     return {
       ...stats,
@@ -291,7 +533,12 @@ export function calibrateOnce(calibrate: Lut4Calibrator): Lut4Calibrator {
   // measures again (with both: the importance is the same sums either way).
   let result: Promise<Lut4Calibration> | undefined, full = false;
   return Object.assign(
-    (config: ModelConfig, tensors: Tensor[], tokenizer?: TokenizerFiles, needs?: CalibrationNeeds) => {
+    (
+      config: ModelConfig,
+      tensors: ReadonlyArray<Tensor | TensorSource>,
+      tokenizer?: TokenizerFiles,
+      needs?: CalibrationNeeds,
+    ) => {
       const wantsFull = needs !== "importance";
       if (!result || (wantsFull && !full)) {
         result = calibrate(config, tensors, tokenizer, needs);
@@ -363,7 +610,7 @@ export function imatrixCalibrator(path: string): Lut4Calibrator {
 export function writingImatrix(calibrate: Lut4Calibrator, path: string): Lut4Calibrator {
   return Object.assign(async (
     config: ModelConfig,
-    tensors: Tensor[],
+    tensors: ReadonlyArray<Tensor | TensorSource>,
     tokenizer?: TokenizerFiles,
     needs?: CalibrationNeeds,
   ) => {

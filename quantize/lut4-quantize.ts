@@ -467,6 +467,39 @@ function groupExponents(
 }
 
 /**
+ * GPTQ's first pass over groups g0 … g0 + n − 1 (`w` holds them from its start), weighted by `imp`
+ * (the hessian's diagonal, one value per column of a `cols`-wide matrix): the largest best exponent,
+ * whence exp_base, or −Infinity when every group is zero. The same number as `groupExponents`'s
+ * `eMax`, without searching most groups: a group's best exponent is at most ec + 1 (the top of its
+ * search), so groups are searched from the largest ec down, and none whose ec + 1 cannot beat the
+ * best found so far.
+ */
+export function gptqFirstPass(
+  w: Float64Array,
+  g0: number,
+  n: number,
+  imp: Float64Array,
+  cols: number,
+): number {
+  const below = SEARCH_BELOW.weighted, ecs = new Int32Array(n);
+  let top = -Infinity, low = Infinity;
+  for (let j = 0; j < n; j++) {
+    const e0 = ec(w, j * 32);
+    ecs[j] = Number.isNaN(e0) ? -0x80000000 : e0;
+    if (!Number.isNaN(e0)) top = Math.max(top, e0), low = Math.min(low, e0);
+  }
+  let best = -Infinity;
+  for (let level = top; level >= low && level + 1 > best; level--) {
+    for (let j = 0; j < n && best < level + 1; j++) {
+      if (ecs[j] !== level) continue;
+      const g = g0 + j;
+      best = Math.max(best, bestScale(w, j * 32, level - below, level + 1, imp, (g * 32) % cols).e);
+    }
+  }
+  return best;
+}
+
+/**
  * Quantizes a [rows, cols] matrix with GPTQ's error feedback (Frantar et al., 2022): columns are
  * rounded in order, and each one's rounding error, weighed through the inverse of `hessian` (the
  * calibration inputs' cols × cols mean of x xᵀ), is spread over the columns not yet rounded, so that
@@ -515,12 +548,37 @@ export function quantizeMatrixGptq(
 }
 
 /** The scale byte of group g (first column j0) for its current weights, within [expBase, expBase + 15]. */
-function groupScale(w: Float64Array, g: number, expBase: number, imp: Float64Array, j0: number): number {
+export function groupScale(
+  w: Float64Array,
+  g: number,
+  expBase: number,
+  imp: Float64Array,
+  j0: number,
+): number {
   const e0 = ec(w, g * 32);
   if (Number.isNaN(e0)) return 0;
   const hi = Math.min(expBase + 15, Math.max(expBase, e0 + 1)), lo = Math.max(expBase, Math.min(hi, e0 - 2));
   const { m, e } = bestScale(w, g * 32, lo, hi, imp, j0);
   return ((e - expBase) << 4) | m;
+}
+
+/**
+ * What runs GPTQ fast (quantize/gptq.ts `gptqEngine`: WebAssembly on a pool of threads): `quantize`
+ * gives `quantizeMatrixGptq`'s bits for the matrix `data` with column c multiplied by `fold[c]`, and
+ * the hessian `hessian()` of the folded matrix, asked for only when `key` differs from the last call's
+ * (matrices that read one input share one factor; an undefined key shares nothing).
+ */
+export interface GptqRunner {
+  quantize(
+    name: string,
+    data: Float32Array,
+    fold: Float64Array | undefined,
+    rows: number,
+    cols: number,
+    hessian: () => Float64Array,
+    key: unknown,
+  ): { matrix: LutMatrix; error: TensorError };
+  close(): void;
 }
 
 /** Fraction of the mean diagonal added to the hessian's diagonal, as GPTQ does, so that it inverts. */
@@ -575,7 +633,8 @@ function invertSpd(a: Float64Array, n: number): Float64Array {
   return out;
 }
 
-function errorOf(
+/** A tensor's rounding error from its sums: Σ d², Σ x², max |d| over its n values. */
+export function errorOf(
   name: string,
   kind: "matrix" | "gain",
   n: number,
@@ -771,6 +830,21 @@ function quantizeStep(
     : quantizeMatrix(name, folded, rows, cols, imp && unfoldImportance(imp, f));
 }
 
+/** `quantizeStep` of a GPTQ step on `gptq` (the same bits), the factor shared by steps of one `key`. */
+function gptqStep(
+  gptq: GptqRunner,
+  step: Step & { kind: "matrix" },
+  data: Float32Array,
+  foldGain: Float32Array | undefined,
+  cov: Float64Array,
+  width: number,
+  key: object,
+): { matrix: LutMatrix; error: TensorError } {
+  const { name, rows, cols } = step;
+  const f = foldGain && scaled(foldGain, Math.sqrt(width));
+  return gptq.quantize(name, data, f, rows, cols, () => unfoldCovariance(cov, cols, f), key);
+}
+
 const scaled = (g: Float32Array, f: number) => Float64Array.from(g, (x) => x * f);
 
 /** Values per block of rows that the quantizer reads and encodes (whole rows, at least one): 8 MiB as f64. */
@@ -884,8 +958,9 @@ async function quantizeRowBlocks(
   const blockAt = async (r0: number) => {
     const n = Math.min(per, rows - r0) * cols;
     const x = await src.read(r0 * cols, n, scratch.subarray(0, n)), b = new Float64Array(n);
+    // A loop, not b.set(x): JavaScriptCore widens f32 to f64 in `set` an element at a time, 20× slower.
     if (f) { for (let r = 0; r < n; r += cols) for (let c = 0; c < cols; c++) b[r + c] = x[r + c] * f[c]; }
-    else b.set(x.subarray(0, n));
+    else for (let i = 0; i < n; i++) b[i] = x[i];
     return b;
   };
   if (!pool || rows <= per) {
@@ -995,7 +1070,9 @@ export function quantizeModel(
  * Quantizes a Qwen3 model a tensor at a time: each matrix is read from its source a block of rows at
  * a time (by `opts.pool`'s workers when given), quantized and handed to `put` (in file order) before
  * the next is read, so no more than a few blocks' floats (and the small norm gains) are held; the
- * tables and gains come back at the end, with every stored tensor's rounding error.
+ * tables and gains come back at the end, with every stored tensor's rounding error. A matrix with a
+ * covariance goes through GPTQ, whole: on `opts.gptq` (quantize/gptq.ts, the same bits) when given,
+ * else the scalar `quantizeMatrixGptq`.
  *
  * @example
  * ```ts
@@ -1010,7 +1087,7 @@ export function quantizeModel(
 export async function quantizeModelStreamed(
   config: ModelConfig,
   sources: readonly TensorSource[],
-  opts: { head: HeadMode; pool?: QuantizePool } & QuantizeStats,
+  opts: { head: HeadMode; pool?: QuantizePool; gptq?: GptqRunner } & QuantizeStats,
   put: (m: LutMatrix) => Promise<void>,
 ): Promise<{ tables: Lut4Tables; errors: TensorError[] }> {
   const byName = new Map(sources.map((s) => [s.name, s]));
@@ -1023,6 +1100,12 @@ export async function quantizeModelStreamed(
   // Norm gains are read once and kept (a width each); matrices are read, used and dropped.
   const readSmall = async (n: string) => small.get(n) ?? small.set(n, await read(n)).get(n)!;
   const errors: TensorError[] = [], gains = new Map<string, GainTable>();
+  // One key per (covariance, fold): q, k and v share theirs, as gate and up do, and so GPTQ's factor.
+  const keys = new Map<Float64Array, Map<string, object>>();
+  const keyOf = (cov: Float64Array, fold = "") => {
+    const byFold = keys.get(cov) ?? keys.set(cov, new Map()).get(cov)!;
+    return byFold.get(fold) ?? byFold.set(fold, {}).get(fold)!;
+  };
   for (const step of quantizationSteps(config, opts.head)) {
     if (step.kind === "gain") {
       const { gain, error } = quantizeGain(step.name, scaled(await readSmall(step.src), step.factor));
@@ -1032,9 +1115,12 @@ export async function quantizeModelStreamed(
     const fold = step.fold ? await readSmall(step.fold) : undefined;
     const src = byName.get(step.src);
     if (!src) throw new Error(`lut4 export: missing tensor ${step.src}`);
-    const { matrix, error } = step.stats && opts.covariance?.has(step.stats)
-      ? quantizeStep(step, await read(step.src), fold, opts, config.hidden_size)
-      : await quantizeRowBlocks(step, src, fold, opts, config.hidden_size, opts.pool);
+    const cov = step.stats ? opts.covariance?.get(step.stats) : undefined;
+    const { matrix, error } = !cov
+      ? await quantizeRowBlocks(step, src, fold, opts, config.hidden_size, opts.pool)
+      : opts.gptq
+      ? gptqStep(opts.gptq, step, await read(step.src), fold, cov, config.hidden_size, keyOf(cov, step.fold))
+      : quantizeStep(step, await read(step.src), fold, opts, config.hidden_size);
     errors.push(error);
     await put(matrix);
   }

@@ -12,7 +12,7 @@
  */
 import type { LutMatrix } from "../kernels/int/gemv.ts";
 import type { ModelConfig } from "../model/config.ts";
-import type { Tensor } from "../model/tensor.ts";
+import type { Tensor, TensorSource } from "../model/tensor.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 
 /** How the output head is stored: `tied` reads the embedding matrix (final-norm gain applied at run
@@ -103,14 +103,15 @@ export interface Lut4Calibration {
 }
 
 /**
- * Computes calibration statistics for a model's tensors, its text tokenized with the model's own
- * tokenizer (`tokenizer` absent: ferry's byte tokenizer). formats/ may not run models on data
- * (tests/imports.test.ts), so the caller hands one in (`measure/calibrate.ts` `lut4Calibrator`).
+ * Computes calibration statistics for a model's tensors (in memory, or sources it reads as it goes, a
+ * layer at a time), its text tokenized with the model's own tokenizer (`tokenizer` absent: ferry's byte
+ * tokenizer). formats/ may not run models on data (tests/imports.test.ts), so the caller hands one in
+ * (`measure/calibrate.ts` `lut4Calibrator`).
  */
 export type Lut4Calibrator =
   & ((
     config: ModelConfig,
-    tensors: Tensor[],
+    tensors: ReadonlyArray<Tensor | TensorSource>,
     tokenizer?: TokenizerFiles,
     needs?: CalibrationNeeds,
   ) => Promise<Lut4Calibration>)

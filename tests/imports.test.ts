@@ -1,6 +1,7 @@
 // The import rules that keep data flowing one way (docs/contributing.md, "Layout and the import rules"),
 // checked on every .ts file: kernels know nothing above them; the model knows no file format and no engine;
-// quantizers know numbers and shapes, not the files that hold them; formats know their bytes, not how they
+// quantizers know numbers and shapes, not the files that hold them (and of the kernels only the integer
+// ones, the WebAssembly compute and the thread pool); formats know their bytes, not how they
 // are run, served or measured; engines know neither the server nor
 // the measurements; the server reaches engines only through loadEngine; scripts are entry points nobody
 // else imports; minimal readers stand alone on runtime built-ins; and no module imports itself through
@@ -64,11 +65,15 @@ export function importViolations(modules: Map<string, string>): string[] {
       if (!local) continue;
       if (target.startsWith("..")) say("imports from outside the repository");
       if (MUST_NOT_IMPORT[from]?.includes(to)) say(`${from}/ must not import ${to}/`);
-      // lut4's tables are the integer kernels' own: formats/ and quantize/ may use kernels/int/, no other.
-      if (
-        (from === "formats" || from === "quantize") && to === "kernels" && !target.startsWith("kernels/int/")
-      ) {
+      // lut4's tables are the integer kernels' own: formats/ may use kernels/int/, no other. quantize/
+      // may also use the WebAssembly compute kernels and the thread pool (GPTQ's f64 factorisations and
+      // error feedback, quantize/gptq.ts), never a float kernel set (kernels/kernels.ts) or the GPU's.
+      if (from === "formats" && to === "kernels" && !target.startsWith("kernels/int/")) {
         say(`${from}/ imports only kernels/int/ of the kernels`);
+      }
+      const quantizeMay = ["kernels/int/", "kernels/wasm/", "kernels/pool.ts"];
+      if (from === "quantize" && to === "kernels" && !quantizeMay.some((k) => target.startsWith(k))) {
+        say("quantize/ imports only kernels/int/, kernels/wasm/ and kernels/pool.ts of the kernels");
       }
       // The server picks an engine by loadEngine; which engine runs is not its business.
       if (from === "serve" && to === "engines" && target !== "engines/mod.ts") {
@@ -214,7 +219,8 @@ test("the checker catches each kind of broken rule", () => {
     ["measure/o.ts", 'import { app } from "../serve/app.ts";\nimport { FORMATS } from "../formats/mod.ts";'],
     [
       "quantize/p.ts",
-      'import { f32Bytes } from "../formats/io.ts";\nimport { product } from "../kernels/wasm/kernels.ts";',
+      'import { f32Bytes } from "../formats/io.ts";\nimport { kernelSet } from "../kernels/kernels.ts";\n' +
+      'import { update64 } from "../kernels/wasm/f64.ts";',
     ],
     ["model/q.ts", 'import { encodeTensor } from "../quantize/quants.ts";'],
     [
@@ -252,7 +258,7 @@ test("the checker catches each kind of broken rule", () => {
     "serve/n.ts -> ../engines/float.ts: serve/ imports engines/ only through engines/mod.ts",
     "measure/o.ts -> ../serve/app.ts: measure/ must not import serve/",
     "quantize/p.ts -> ../formats/io.ts: quantize/ must not import formats/",
-    "quantize/p.ts -> ../kernels/wasm/kernels.ts: quantize/ imports only kernels/int/ of the kernels",
+    "quantize/p.ts -> ../kernels/kernels.ts: quantize/ imports only kernels/int/, kernels/wasm/ and kernels/pool.ts of the kernels",
     "model/q.ts -> ../quantize/quants.ts: model/ must not import quantize/",
     "serve/slots/r.ts -> ../context.ts: serve/'s slots/, openai/ and sessions/ do not import its routes/, chat/, app.ts or context.ts",
     "serve/openai/s.ts -> ../routes/table.ts: serve/'s slots/, openai/ and sessions/ do not import its routes/, chat/, app.ts or context.ts",

@@ -71,6 +71,7 @@ const SCHEMAS: readonly string[] = [LUT4_SCHEMA, LUT4_SCHEMA_TOKENIZER];
 export const MAX_HEADER_BYTES = 64 << 20;
 /** The most positions a lut4 file may have (`shape.max_positions`; quantize/lut4-quantize.ts caps at it). */
 import { lut4ShapeOf, MAX_LUT4_POSITIONS } from "../../quantize/lut4-types.ts";
+import { gptqEngine, gptqPays, gptqThreads } from "../../quantize/gptq.ts";
 /** Alignment of the data section and of every span in it. */
 export const ALIGN = 64;
 
@@ -1219,8 +1220,11 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
     // Workers only where a matrix spans several blocks of rows: a small model is not worth starting them.
     const size = input.tensors.some((t) => numel(t.dims) > BLOCK_VALUES) ? defaultPoolSize() : 0;
     const pool = size > 0 ? quantizePool(size) : undefined;
+    // GPTQ on WebAssembly, its rows and factorisations split between the cores (the same bits on any number).
+    const gptq = cal?.covariance && gptqPays(config) ? gptqEngine(gptqThreads()) : undefined;
     const r = await writeLut4Streamed(path, lut4ShapeOf(config), stored, meta, async (put) => {
-      const opts = { head, covariance: cal?.covariance, importance: cal?.importance, pool };
+      await gptq?.ready;
+      const opts = { head, covariance: cal?.covariance, importance: cal?.importance, pool, gptq };
       const out = await quantizeModelStreamed(config, sources, opts, async (m) => {
         await put(m);
         // In values, as the export CLI counts a writer's progress.
@@ -1228,7 +1232,7 @@ export const lut4Format: FormatDescriptor<Lut4Dtype> = {
       });
       errors = out.errors;
       return out.tables;
-    }).finally(() => pool?.close());
+    }).finally(() => (pool?.close(), gptq?.close()));
     options.onProgress?.(params, params);
     const worst = errors.reduce((a, b) => (b.relRmse > a.relRmse ? b : a));
     const mean = errors.reduce((s, e) => s + e.relRmse, 0) / errors.length;

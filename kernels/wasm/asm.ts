@@ -94,6 +94,8 @@ export const op = {
   if_v128: (then: Code[], otherwise: Code[]): Code => [0x04, 0x7b, then, 0x05, otherwise, 0x0b],
   /** An if/else whose arms each leave one f32. */
   if_f32: (then: Code[], otherwise: Code[]): Code => [0x04, 0x7d, then, 0x05, otherwise, 0x0b],
+  /** An if/else whose arms each leave one f64. */
+  if_f64: (then: Code[], otherwise: Code[]): Code => [0x04, 0x7c, then, 0x05, otherwise, 0x0b],
   br: (depth: number): Code => [0x0c, ...uleb(depth)],
   br_if: (depth: number): Code => [0x0d, ...uleb(depth)],
   return_: 0x0f,
@@ -109,11 +111,14 @@ export const op = {
   f32_load: (offset = 0): Code => [0x2a, ...mem(2, offset)],
   i32_store: (offset = 0): Code => [0x36, ...mem(2, offset)],
   f32_store: (offset = 0): Code => [0x38, ...mem(2, offset)],
+  f64_load: (offset = 0): Code => [0x2b, ...mem(3, offset)],
+  f64_store: (offset = 0): Code => [0x39, ...mem(3, offset)],
   i32_load8_u: (offset = 0): Code => [0x2d, ...mem(0, offset)],
   i32_store8: (offset = 0): Code => [0x3a, ...mem(0, offset)],
   // constants
   i32: (n: number): Code => [0x41, ...sleb(n)],
   f32: (x: number): Code => [0x43, ...new Uint8Array(new Float32Array([x]).buffer)],
+  f64: (x: number): Code => [0x44, ...new Uint8Array(new Float64Array([x]).buffer)],
   // i32 arithmetic and comparison
   i32_eqz: 0x45,
   i32_eq: 0x46,
@@ -147,6 +152,14 @@ export const op = {
   f32_div: 0x95,
   f32_min: 0x96,
   f32_max: 0x97,
+  // f64 scalar
+  f64_sqrt: 0x9f,
+  f64_add: 0xa0,
+  f64_sub: 0xa1,
+  f64_mul: 0xa2,
+  f64_div: 0xa3,
+  f64_max: 0xa5,
+  f64_promote_f32: 0xbb,
   i32_trunc_f32_s: 0xa8,
   f32_convert_i32_s: 0xb2,
   i32_reinterpret_f32: 0xbc,
@@ -154,6 +167,9 @@ export const op = {
   // 128-bit SIMD (prefix 0xfd)
   v128_load: (offset = 0): Code => [simd(0x00), ...mem(4, offset)],
   v128_load32_splat: (offset = 0): Code => [simd(0x09), ...mem(2, offset)],
+  v128_load64_splat: (offset = 0): Code => [simd(0x0a), ...mem(3, offset)],
+  /** Eight bytes into the low half, zeros above. */
+  v128_load64_zero: (offset = 0): Code => [simd(0x5d), ...mem(3, offset)],
   v128_store: (offset = 0): Code => [simd(0x0b), ...mem(4, offset)],
   v128_const: (bytes: ArrayLike<number>): Code => [simd(0x0c), ...Array.from(bytes)],
   /** Picks 16 bytes from the 32 of two vectors by constant indices. */
@@ -168,6 +184,7 @@ export const op = {
   i8x16_splat: simd(0x0f),
   i32x4_splat: simd(0x11),
   f32x4_splat: simd(0x13),
+  f64x2_splat: simd(0x14),
   f32x4_extract_lane: (lane: number): Code => [simd(0x1f), lane],
   i8x16_gt_u: simd(0x28),
   i32x4_extract_lane: (lane: number): Code => [simd(0x1b), lane],
@@ -215,6 +232,13 @@ export const op = {
   f32x4_max: simd(0xe9),
   f32x4_nearest: simd(0x6a),
   i32x4_trunc_sat_f32x4_s: simd(0xf8),
+  f64x2_add: simd(0xf0),
+  f64x2_sub: simd(0xf1),
+  f64x2_mul: simd(0xf2),
+  f64x2_div: simd(0xf3),
+  f64x2_extract_lane: (lane: number): Code => [simd(0x21), lane],
+  /** The low two f32 lanes widened to f64 (exact). */
+  f64x2_promote_low_f32x4: simd(0x5f),
 };
 
 /** A module: initial memory pages (64 KiB each) and named, exported functions. */

@@ -26,7 +26,7 @@ export const UNROLL = 4;
 const { get, set } = op;
 
 /** Numbers a function's locals: parameters first, then each `local(type)` call. */
-function locals(paramCount: number) {
+export function locals(paramCount: number) {
   const types: ValType[] = [];
   return {
     types,
@@ -38,7 +38,7 @@ function locals(paramCount: number) {
 }
 
 /** `for (i = from; i < to; i += step) body`; `to` is re-evaluated each pass. */
-function forLoop(i: number, from: Code, to: Code, step: number, body: Code[]): Code {
+export function forLoop(i: number, from: Code, to: Code, step: number, body: Code[]): Code {
   return [
     from,
     set(i),
@@ -47,7 +47,7 @@ function forLoop(i: number, from: Code, to: Code, step: number, body: Code[]): C
 }
 
 /** `x = x + n` for an i32 local. */
-const bump = (x: number, n: Code): Code => [get(x), n, op.i32_add, set(x)];
+export const bump = (x: number, n: Code): Code => [get(x), n, op.i32_add, set(x)];
 /** `min(x, y)` of two i32 expressions (each evaluated twice). */
 const minI32 = (x: Code, y: Code): Code => [x, y, x, y, op.i32_lt_s, op.select];
 
