@@ -490,11 +490,7 @@ export function gptqEngine(threads: number, rowsValues = ROWS_VALUES): GptqEngin
     const A = L.a / 8, Li = L.u / 8;
     f64.set(h, A);
     for (let i = 0; i < n; i++) f64[A + i * n + i] = (diag[i] > 0 ? diag[i] : 1) + GPTQ_DAMP * mean;
-    const T0 = performance.now();
-    const P = (globalThis as any).__gp ??= {};
     cholesky(L.a, n, L);
-    const T1 = performance.now();
-    P.chol1 = (P.chol1 ?? 0) + T1 - T0;
     // L⁻¹ by rows: identity, then each block of rows against the rows above it and its own.
     f64.fill(0, Li, Li + n * n);
     for (let i = 0; i < n; i++) f64[Li + i * n + i] = 1;
@@ -506,17 +502,11 @@ export function gptqEngine(threads: number, rowsValues = ROWS_VALUES): GptqEngin
       }
       job([OP.FSUB, L.u + I0 * n * 8, n, I1, I1 - I0, L.a + (I0 * n + I0) * 8, n]);
     }
-    const T2 = performance.now();
-    P.triinv = (P.triinv ?? 0) + T2 - T1;
     // (L⁻¹)ᵀ L⁻¹ into the work matrix (L is done with), its lower triangle; then its Cholesky, transposed.
     job([OP.PACK_B, L.u, 1, n, n, n, L.up]);
     f64.fill(0, A, A + n * n);
     job([OP.PRODUCT, L.u, L.a, n, L.up, L.scratch, L.stride]);
-    const T3 = performance.now();
-    P.product = (P.product ?? 0) + T3 - T2;
     cholesky(L.a, n, L);
-    const T4 = performance.now();
-    P.chol2 = (P.chol2 ?? 0) + T4 - T3;
     job([OP.TRANSPOSE, L.a, L.u, n]);
     job([OP.PACK_B, L.u, 1, n, n, n, L.up]);
   };
