@@ -82,6 +82,24 @@ export function awaitChange(ctl: Int32Array, at: number, value: number, spin: Sp
 }
 
 /**
+ * A growable WebAssembly memory of up to 4 GiB for a pool of `threads`: shared where the runtime allows
+ * it, else (a page that is not cross-origin isolated) a plain one, and then one thread.
+ *
+ * @example
+ * ```ts
+ * import { poolMemory } from "./pool.ts";
+ * const { memory, threads } = poolMemory(2); // threads 1 where the memory could not be shared
+ * ```
+ */
+export function poolMemory(threads: number): { memory: WebAssembly.Memory; threads: number } {
+  try {
+    const memory = new WebAssembly.Memory({ initial: 1, maximum: 65536, shared: true });
+    if (memory.buffer instanceof SharedArrayBuffer) return { memory, threads };
+  } catch { /* no shared memory here */ }
+  return { memory: new WebAssembly.Memory({ initial: 1, maximum: 65536 }), threads: 1 };
+}
+
+/**
  * Starts `threads - 1` workers running the `task` module's `setup(init, index)` (index 1..threads-1;
  * `init` must be structured-cloneable, and may hold shared memory), with `local` as share 0's handler.
  * `threads` is clamped to at least 1.

@@ -35,7 +35,7 @@
  */
 import { assemble } from "../kernels/wasm/asm.ts";
 import { type F64Exports, f64Functions, MR64, NR64 } from "../kernels/wasm/f64.ts";
-import { createPool, type Pool, type PoolHandler } from "../kernels/pool.ts";
+import { createPool, type Pool, type PoolHandler, poolMemory } from "../kernels/pool.ts";
 import type { LutMatrix } from "../kernels/int/gemv.ts";
 import {
   errorOf,
@@ -421,16 +421,9 @@ export interface GptqEngine extends GptqRunner {
  * `rowsValues` weights goes through the memory by blocks of rows (tests pass a small one).
  */
 export function gptqEngine(threads: number, rowsValues = ROWS_VALUES): GptqEngine {
-  let memory: WebAssembly.Memory;
-  try {
-    memory = new WebAssembly.Memory({ initial: 1, maximum: MAX_PAGES, shared: true });
-    if (!(memory.buffer instanceof SharedArrayBuffer)) throw new TypeError("not shared");
-  } catch {
-    memory = new WebAssembly.Memory({ initial: 1, maximum: MAX_PAGES });
-    threads = 1;
-  }
+  const { memory, threads: poolThreads } = poolMemory(threads);
   const local = gptqShare(memory);
-  const pool: Pool = createPool(threads, new URL("./gptq-task.ts", import.meta.url), { memory }, local);
+  const pool: Pool = createPool(poolThreads, new URL("./gptq-task.ts", import.meta.url), { memory }, local);
   const ex = instantiate(memory);
   const T = pool.threads;
   let f64 = new Float64Array(memory.buffer);

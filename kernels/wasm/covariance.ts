@@ -28,7 +28,8 @@
 import { assemble } from "./asm.ts";
 import { gemm, MR, NR, packA, packB } from "./gen.ts";
 import { addF32ToF64 } from "./f64.ts";
-import { createPool, type Pool, type PoolHandler } from "../pool.ts";
+import type { ReadRows } from "./packed.ts";
+import { createPool, type Pool, type PoolHandler, poolMemory } from "../pool.ts";
 
 interface Exports {
   pack_a(src: number, is: number, ks: number, rows: number, K: number, dst: number): void;
@@ -148,13 +149,6 @@ export interface OuterSum {
   readonly K: number;
 }
 
-/** Reads values [start, start + count) of a row-major matrix (a model/tensor.ts `TensorSource` read). */
-export type ReadValues = (
-  start: number,
-  count: number,
-  scratch: Float32Array,
-) => Float32Array | Promise<Float32Array>;
-
 /** The engine (see the module doc). */
 export interface CovarianceKernels {
   readonly threads: number;
@@ -162,7 +156,7 @@ export interface CovarianceKernels {
   /** Bytes of the shared memory. */
   readonly memoryBytes: number;
   /** Packs the [N, K] matrix `read` gives, a chunk of rows at a time. */
-  pack(read: ReadValues, N: number, K: number): Promise<PackedWeight>;
+  pack(read: ReadRows, N: number, K: number): Promise<PackedWeight>;
   /** Drops every packed weight (their handles must not be used again). */
   clearWeights(): void;
   /** out [M, N] = x [M, K] @ Wᵀ: the bits of kernels/wasm/kernels.ts `matmul`. */
@@ -186,16 +180,14 @@ const PACK_VALUES = 1 << 18;
  * memory and one thread.
  */
 export function createCovarianceKernels(threads: number): CovarianceKernels {
-  let memory: WebAssembly.Memory;
-  try {
-    memory = new WebAssembly.Memory({ initial: 1, maximum: MAX_PAGES, shared: true });
-    if (!(memory.buffer instanceof SharedArrayBuffer)) throw new TypeError("not shared");
-  } catch {
-    memory = new WebAssembly.Memory({ initial: 1, maximum: MAX_PAGES });
-    threads = 1;
-  }
+  const { memory, threads: poolThreads } = poolMemory(threads);
   const local = covarianceShare(memory);
-  const pool: Pool = createPool(threads, new URL("./covariance-task.ts", import.meta.url), { memory }, local);
+  const pool: Pool = createPool(
+    poolThreads,
+    new URL("./covariance-task.ts", import.meta.url),
+    { memory },
+    local,
+  );
   const ex = instantiate(memory);
   const T = pool.threads;
   let f32 = new Float32Array(memory.buffer), f64 = new Float64Array(memory.buffer);

@@ -26,7 +26,7 @@
  */
 import { assemble } from "./asm.ts";
 import { gemm, gemvPanels, MR, NR, packA, packB, packBf16 } from "./gen.ts";
-import { createPool, type Pool, type PoolHandler } from "../pool.ts";
+import { createPool, type Pool, type PoolHandler, poolMemory } from "../pool.ts";
 
 /** How one packed matrix is kept. */
 export type PackedDtype = "f32" | "bf16";
@@ -217,14 +217,7 @@ export function instantiatePacked(memory: WebAssembly.Memory): Exports {
  * is not allowed (a page that is not cross-origin isolated), a plain memory and one thread.
  */
 export function createPackedStore(options: PackedStoreOptions = {}): PackedStore {
-  let memory: WebAssembly.Memory, threads = options.threads ?? 1;
-  try {
-    memory = new WebAssembly.Memory({ initial: 1, maximum: MAX_PAGES, shared: true });
-    if (!(memory.buffer instanceof SharedArrayBuffer)) throw new TypeError("not shared");
-  } catch {
-    memory = new WebAssembly.Memory({ initial: 1, maximum: MAX_PAGES });
-    threads = 1;
-  }
+  const { memory, threads } = poolMemory(options.threads ?? 1);
   const ex = instantiatePacked(memory);
   const share = productShare(ex), args = new Int32Array(9);
   const pool: Pool = createPool(
