@@ -28,7 +28,7 @@ import { createApp } from "../serve/app.ts";
 import { engineKinds, loadEngine, servedTokenizer } from "../engines/mod.ts";
 import { ENGINE_FLAGS, engineFlags } from "./engine-flags.ts";
 import { lut4Calibrator } from "../measure/calibrate.ts";
-import { AddressInUseError, listen } from "../serve/listen.ts";
+import { AddressInUseError, isLoopback, listen } from "../serve/listen.ts";
 import { loadingApp } from "../serve/loading.ts";
 import { createSessionStore } from "../serve/sessions/session-store.ts";
 import { type Slots, type SlotsOptions, startSlots } from "../serve/slots/slots.ts";
@@ -336,7 +336,7 @@ async function main(): Promise<void> {
   await slots.warm();
   console.error(`warmed in ${((performance.now() - warming) / 1000).toFixed(1)} s`);
   handler = createApp({ engine, sessions, queueLimit, slots, ...guard, address });
-  const loopback = ["127.0.0.1", "::1", "localhost"].includes(values.host!);
+  const loopback = isLoopback(values.host!);
   const tok = engine.tokenizer;
   const tokenizer = tok.kind === "byte"
     ? "byte tokenizer"

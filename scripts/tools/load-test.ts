@@ -20,7 +20,7 @@ import process from "node:process";
 import { cli, EXIT_REFUSED, EXIT_USAGE, fail, progress, run } from "../cli.ts";
 import type { Engine } from "../../model/engine.ts";
 import { createApp } from "../../serve/app.ts";
-import { listen } from "../../serve/listen.ts";
+import { isLoopback, listen } from "../../serve/listen.ts";
 import { createSlots, type Slots, startSlots } from "../../serve/slots/slots.ts";
 import { encode } from "../../model/tokenizer.ts";
 import { openServedEngine } from "../chat.ts";
@@ -71,12 +71,6 @@ function flag(name: string, raw: string | undefined, fallback: number, min: numb
   const x = Number(raw);
   if (!Number.isInteger(x) || x < min) fail(`--${name} ${raw}: expected an integer >= ${min}`, EXIT_USAGE);
   return x;
-}
-
-/** Whether a URL's host is a loopback address. */
-export function isLoopback(url: URL): boolean {
-  const h = url.hostname.replace(/^\[|\]$/g, "");
-  return h === "localhost" || h === "::1" || /^127\.\d+\.\d+\.\d+$/.test(h);
 }
 
 function percentile(xs: number[], p: number): number {
@@ -488,7 +482,9 @@ async function main(): Promise<void> {
     } catch {
       fail(`--url ${values.url}: not a URL`, EXIT_USAGE);
     }
-    if (!isLoopback(url)) fail(`--url ${values.url}: the load test only runs against loopback`, EXIT_USAGE);
+    if (!isLoopback(url.hostname.replace(/^\[|\]$/g, ""))) {
+      fail(`--url ${values.url}: the load test only runs against loopback`, EXIT_USAGE);
+    }
     base = url.href.endsWith("/") ? url.href : url.href + "/";
   } else {
     const engine = await openServedEngine(positionals[0], values.engine);
