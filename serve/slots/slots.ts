@@ -157,12 +157,6 @@ interface Runner {
  */
 export function createSlots(engine: Engine, opts: SlotsOptions = {}): Slots {
   const parallel = opts.parallel ?? 1;
-  const cacheBytes = opts.cacheBytes ??
-    defaultCacheBytes(
-      stateBytes(engine, engine.context ?? engine.config.max_position_embeddings),
-      totalmem(),
-    );
-  const cache = engine.restore && cacheBytes > 0 ? createPromptCache(cacheBytes) : undefined;
   const runners = parallel === 1
     ? [localRunner(engine)]
     : Array.from({ length: parallel }, () =>
@@ -173,7 +167,7 @@ export function createSlots(engine: Engine, opts: SlotsOptions = {}): Slots {
         threads: 1,
         context: engine.context,
       }));
-  return pool(runners, engine.tokenizer, cache, cacheBytes, opts.queueLimit ?? 8, parallel === 1);
+  return pool(runners, engine, opts, parallel === 1);
 }
 
 /** How the server starts its slots: the model's file, and how each worker loads it. */
@@ -230,22 +224,19 @@ export async function startSlots(
   ];
   model.notes.forEach((line) => opts.onNote?.(line));
   const engine = slotModelEngine(model, path, tokenizer);
+  const shared = parallel === 1 || model.shareable !== undefined;
+  return { engine, slots: pool(runners, engine, opts, shared) };
+}
+
+/**
+ * The pool over its runners, on `engine`'s tokenizer (for warming), with the prompt cache `opts` asks
+ * for (default: sized from the bytes a whole-context state costs on this engine and the machine's memory).
+ */
+function pool(runners: Runner[], engine: Engine, opts: SlotsOptions, sharedWeights: boolean): Slots {
+  const tokenizer = engine.tokenizer, queueLimit = opts.queueLimit ?? 8;
   const cacheBytes = opts.cacheBytes ??
     defaultCacheBytes(stateBytes(engine, contextLength(engine)), totalmem());
   const cache = engine.restore && cacheBytes > 0 ? createPromptCache(cacheBytes) : undefined;
-  const shared = parallel === 1 || model.shareable !== undefined;
-  return { engine, slots: pool(runners, tokenizer, cache, cacheBytes, opts.queueLimit ?? 8, shared) };
-}
-
-/** The pool over its runners. */
-function pool(
-  runners: Runner[],
-  tokenizer: Tokenizer,
-  cache: PromptCache | undefined,
-  cacheBytes: number,
-  queueLimit: number,
-  sharedWeights: boolean,
-): Slots {
   const parallel = runners.length;
   const turns = createTurns(queueLimit, parallel);
   const free = [...runners];
