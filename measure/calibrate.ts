@@ -31,6 +31,7 @@ import { BROWN_SOURCE, calibrationText } from "./calibration-text.ts";
 import { imatrixImportance, imatrixOf, parseImatrix, writeImatrix } from "../formats/imatrix/imatrix.ts";
 import { importanceOf } from "../formats/gguf/gguf.ts";
 import { FormatError } from "../model/error.ts";
+import { createCovarianceFile } from "./covariance-file.ts";
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { basename } from "node:path";
@@ -167,7 +168,9 @@ function accumulate(
  * stream of every window (windows × positions × hidden f32: 64 MB for 64 windows at Qwen3-0.6B's
  * widths), one layer's weights (packed f32, 63 MB there) and its covariance sums (123 MB), and of the
  * embedding only the rows it looks up. It returns the importance and the covariances (per layer
- * 2 · hidden² + (heads · head_dim)² + intermediate² f64: 123 MB a layer, 3.4 GB at Qwen3-0.6B).
+ * 2 · hidden² + (heads · head_dim)² + intermediate² f64: 123 MB a layer, 3.4 GB at Qwen3-0.6B): past
+ * `spillBytes` they are written to a temporary file as each layer ends and read back one at a time
+ * (measure/covariance-file.ts), so only a layer's are in memory.
  * `onLayer` is called after each layer over every window, and after the final norm.
  *
  * @example
@@ -183,8 +186,14 @@ export async function calibrationPass(
   config: ModelConfig,
   sources: readonly TensorSource[],
   windows: ReadonlyArray<ArrayLike<number>>,
-  opts: { needs?: CalibrationNeeds; threads?: number; onLayer?: (done: number, total: number) => void } = {},
-): Promise<{ importance: Map<string, Float32Array>; covariance?: Map<string, Float64Array> }> {
+  opts: {
+    needs?: CalibrationNeeds;
+    threads?: number;
+    onLayer?: (done: number, total: number) => void;
+    /** Covariances past this many bytes go to a temporary file (default `SPILL_BYTES`). */
+    spillBytes?: number;
+  } = {},
+): Promise<{ importance: Map<string, Float32Array>; covariance?: ReadonlyMap<string, Float64Array> }> {
   const full = opts.needs !== "importance", threads = opts.threads ?? calibrationThreads(config);
   const onLayer = opts.onLayer;
   const bad = checkTensors(config, sources);
@@ -207,7 +216,16 @@ export async function calibrationPass(
       xs[w].set((await embed.read(ids[t] * H, H, row)).subarray(0, H), t * H);
     }
   }
-  const importance = new Map<string, Float32Array>(), covariance = new Map<string, Float64Array>();
+  const importance = new Map<string, Float32Array>();
+  // The covariances, on disk past `spillBytes` (one layer's are in memory while it is summed).
+  const file = full && covarianceBytes(config) > (opts.spillBytes ?? SPILL_BYTES)
+    ? createCovarianceFile()
+    : undefined;
+  const covariance = file?.covariances ?? new Map<string, Float64Array>();
+  const keep = (names: readonly string[], data: Float64Array) => {
+    if (file) file.put(names, data);
+    else for (const name of names) (covariance as Map<string, Float64Array>).set(name, data);
+  };
   const mean = (s: Float64Array) => Float32Array.from(s, (v) => v / n);
   const cov = createCovarianceKernels(threads);
   try {
@@ -275,16 +293,9 @@ export async function calibrationPass(
       }
       // In the window-at-a-time pass's order: q, k, v (q's input), o, gate, up (gate's), down.
       const sums = { wq: qkv, wk: qkv, wv: qkv, wo: o, wGate: gu, wUp: gu, wDown: down };
-      const taken = new Map<OuterSum, Float64Array>();
-      for (const key of LINEAR) {
-        const s = sums[key];
-        importance.set(name(key), mean(s.squares));
-        if (s.outer) {
-          covariance.set(
-            name(key),
-            taken.get(s.outer) ?? taken.set(s.outer, cov.takeSum(s.outer, n)).get(s.outer)!,
-          );
-        }
+      for (const key of LINEAR) importance.set(name(key), mean(sums[key].squares));
+      for (const s of [qkv, o, gu, down]) {
+        if (s.outer) keep(LINEAR.filter((key) => sums[key] === s).map(name), cov.takeSum(s.outer, n));
       }
       onLayer?.(l + 1, L + 1);
     }
@@ -298,12 +309,39 @@ export async function calibrationPass(
     }
     const headName = config.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
     importance.set(headName, mean(head.squares));
-    if (head.outer) covariance.set(headName, cov.takeSum(head.outer, n));
+    if (head.outer) keep([headName], cov.takeSum(head.outer, n));
     onLayer?.(L + 1, L + 1);
+  } catch (e) {
+    file?.close();
+    throw e;
   } finally {
     cov.close();
   }
   return { importance, ...(full ? { covariance } : {}) };
+}
+
+/**
+ * Covariances past this many bytes are kept in a temporary file rather than in memory
+ * (measure/covariance-file.ts): the export's memory rule allows the largest tensor and about 256 MB.
+ */
+export const SPILL_BYTES = 256 * 2 ** 20;
+
+/**
+ * Bytes of the covariances a calibration pass makes for `config`: per layer, one for q/k/v's input, o's,
+ * gate/up's and down's, and one for the head's (f64, full matrices).
+ *
+ * @example
+ * ```ts
+ * import { covarianceBytes } from "./calibrate.ts";
+ * import type { ModelConfig } from "../model/config.ts";
+ * declare const config: ModelConfig; // Qwen3-0.6B's widths
+ * covarianceBytes(config); // 3_531_603_968 (3.3 GiB)
+ * ```
+ */
+export function covarianceBytes(config: ModelConfig): number {
+  const H = config.hidden_size, Q = config.num_attention_heads * config.head_dim;
+  const I = config.intermediate_size;
+  return 8 * (config.num_hidden_layers * (2 * H * H + Q * Q + I * I) + H * H);
 }
 
 function addSquares(s: Float64Array, x: Float32Array, M: number, K: number): void {

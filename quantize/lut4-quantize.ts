@@ -1101,7 +1101,8 @@ export async function quantizeModelStreamed(
   const readSmall = async (n: string) => small.get(n) ?? small.set(n, await read(n)).get(n)!;
   const errors: TensorError[] = [], gains = new Map<string, GainTable>();
   // One key per (covariance, fold): q, k and v share theirs, as gate and up do, and so GPTQ's factor.
-  const keys = new Map<Float64Array, Map<string, object>>();
+  // Weak: a covariance read back from a file (measure/covariance-file.ts) is dropped after its matrices.
+  const keys = new WeakMap<Float64Array, Map<string, object>>();
   const keyOf = (cov: Float64Array, fold = "") => {
     const byFold = keys.get(cov) ?? keys.set(cov, new Map()).get(cov)!;
     return byFold.get(fold) ?? byFold.set(fold, {}).get(fold)!;

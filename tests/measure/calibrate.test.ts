@@ -47,6 +47,14 @@ test("calibrationPass gives the window-at-a-time pass's statistics, bit for bit,
         threads,
         onLayer: (done, total) => layers.push(done, total),
       });
+      // Past `spillBytes` the covariances go to a file and come back the same, shared arrays included.
+      const spilled = await calibrationPass(config, tensors.map(tensorSource), windows, {
+        threads,
+        spillBytes: 0,
+      });
+      expect(spilled.covariance).not.toBeInstanceOf(Map);
+      expect([...spilled.covariance!.keys()]).toEqual([...cov.keys()]);
+      for (const [name, c] of cov) expect(same(spilled.covariance!.get(name)!, c)).toBe(true);
       const alone = await calibrationPass(config, tensors.map(tensorSource), windows, {
         needs: "importance",
         threads,
@@ -62,10 +70,12 @@ test("calibrationPass gives the window-at-a-time pass's statistics, bit for bit,
         expect(same(alone.importance.get(name)!, v)).toBe(true);
       }
       // q, k and v read one input, as gate and up do: one array each.
-      const c = (n: string) => full.covariance!.get(`model.layers.${L - 1}.${n}.weight`);
-      expect(c("self_attn.k_proj")).toBe(c("self_attn.q_proj"));
-      expect(c("mlp.up_proj")).toBe(c("mlp.gate_proj"));
-      expect(c("mlp.down_proj")).not.toBe(c("mlp.gate_proj"));
+      for (const { covariance } of [full, spilled]) {
+        const c = (n: string) => covariance!.get(`model.layers.${L - 1}.${n}.weight`);
+        expect(c("self_attn.k_proj")).toBe(c("self_attn.q_proj"));
+        expect(c("mlp.up_proj")).toBe(c("mlp.gate_proj"));
+        expect(c("mlp.down_proj")).not.toBe(c("mlp.gate_proj"));
+      }
     }
   }
 });

@@ -19,6 +19,7 @@ import { FUZZ_LUT4_CONFIG } from "../../formats/fuzz-kit.ts";
 import { initParams } from "../../model/init.ts";
 import { tensorSource } from "../../model/tensor.ts";
 import { inputCovariance } from "../../measure/calibrate.ts";
+import { createCovarianceFile } from "../../measure/covariance-file.ts";
 import { kernelSet } from "../../kernels/kernels.ts";
 
 /** A seeded generator in [-0.5, 0.5) (an LCG: the Deno child below repeats it). */
@@ -101,16 +102,24 @@ test("the pruned first pass finds the full first pass's largest exponent", () =>
   }
 });
 
-test("a model quantized with the engine is the model quantized without it", async () => {
+test("a model quantized with the engine is the model quantized without it, and with its covariances from a file", async () => {
   const config = { ...FUZZ_LUT4_CONFIG, max_position_embeddings: 64 };
   const tensors = initParams(config, 5);
   const windows = [Array.from({ length: 48 }, (_, i) => (i * 13 + 1) % config.vocab_size)];
   const covariance = inputCovariance(config, tensors, windows, kernelSet("wasm"));
-  const run = async (gptq?: ReturnType<typeof gptqEngine>) => {
+  // The same covariances read back from a file, as a calibration past SPILL_BYTES hands them over.
+  const file = createCovarianceFile();
+  for (const data of new Set(covariance.values())) {
+    file.put([...covariance].filter(([, c]) => c === data).map(([name]) => name), data);
+  }
+  const run = async (
+    gptq?: ReturnType<typeof gptqEngine>,
+    cov = covariance as ReadonlyMap<string, Float64Array>,
+  ) => {
     const mats: LutMatrix[] = [];
     const { errors } = await quantizeModelStreamed(config, tensors.map(tensorSource), {
       head: "separate",
-      covariance,
+      covariance: cov,
       gptq,
     }, (m) => Promise.resolve(void mats.push(m)));
     return { mats, errors };
@@ -118,12 +127,16 @@ test("a model quantized with the engine is the model quantized without it", asyn
   const engine = gptqEngine(2);
   try {
     await engine.ready;
-    const [a, b] = [await run(), await run(engine)];
+    const [a, b, c] = [await run(), await run(engine), await run(engine, file.covariances)];
     expect(a.mats.length).toBe(b.mats.length);
     a.mats.forEach((m, i) => expect(sameMatrix(m, b.mats[i])).toBe(true));
     expect(b.errors).toEqual(a.errors);
+    expect(c.mats.length).toBe(a.mats.length);
+    a.mats.forEach((m, i) => expect(sameMatrix(m, c.mats[i])).toBe(true));
+    expect(c.errors).toEqual(a.errors);
   } finally {
     engine.close();
+    file.close();
   }
 });
 

@@ -1,0 +1,127 @@
+/**
+ * Covariances kept on disk rather than in memory: a calibration pass at Qwen3-0.6B's widths makes
+ * 3.4 GB of them (f64, 123 MB a layer), and GPTQ needs one at a time, in the order the pass made them.
+ * Each is written once to a file in the temporary folder (`TMPDIR`), which is unlinked as soon as it is
+ * open, so nothing is left behind however the process ends; the map reads one back on `get`. The
+ * entry read last is kept, so names that share an input (q, k and v; gate and up) get the same array,
+ * which GPTQ takes as one factor.
+ *
+ * Hand-written because no library offers a disk-backed map of typed arrays with synchronous reads, and
+ * the quantizers read the covariances through a `ReadonlyMap`.
+ *
+ * @example
+ * ```ts
+ * import { createCovarianceFile } from "./covariance-file.ts";
+ * const file = createCovarianceFile();
+ * file.put(["q", "k"], new Float64Array([1, 0, 0, 1]));
+ * file.covariances.get("k"); // Float64Array [1, 0, 0, 1], read back from the file
+ * file.covariances.get("q") === file.covariances.get("k"); // true: the entry read last is kept
+ * file.close();
+ * ```
+ * @module
+ */
+import { closeSync, mkdtempSync, openSync, readSync, rmdirSync, unlinkSync, writeSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+/** A covariance map whose arrays live in an unlinked temporary file. */
+export interface CovarianceFile {
+  /** Writes `data` once, under every name in `names`. */
+  put(names: readonly string[], data: Float64Array): void;
+  /** The covariances written so far, each read back on `get`. */
+  readonly covariances: ReadonlyMap<string, Float64Array>;
+  /** Bytes written. */
+  readonly bytes: () => number;
+  /** Closes the file (its space is freed); a later `get` throws. */
+  close(): void;
+}
+
+const closeLater = new FinalizationRegistry<{ fd?: number }>((held) => {
+  if (held.fd !== undefined) closeSync(held.fd);
+});
+
+/** Where one covariance lies in the file. */
+interface Extent {
+  offset: number;
+  length: number;
+}
+
+/**
+ * A new covariance file in `dir` (default: the temporary folder). See the module's example.
+ */
+export function createCovarianceFile(dir = tmpdir()): CovarianceFile {
+  const folder = mkdtempSync(join(dir, "ferry-covariance-"));
+  const path = join(folder, "covariances.f64");
+  const fd = openSync(path, "w+");
+  let linked = true;
+  // Unlinked at once where the system allows it (not Windows): the space is freed when the file closes.
+  try {
+    unlinkSync(path);
+    rmdirSync(folder);
+    linked = false;
+  } catch { /* removed on close */ }
+  // Closed when the map is collected, if nobody closed it (a calibration kept by a long-lived process).
+  const held: { fd?: number } = { fd };
+  const extents = new Map<string, Extent>();
+  let end = 0, last: { extent: Extent; data: Float64Array } | undefined;
+  const open = () => {
+    if (held.fd === undefined) throw new Error(`covariance file ${path}: read after close`);
+    return held.fd;
+  };
+  const read = (extent: Extent): Float64Array => {
+    if (last?.extent === extent) return last.data;
+    const data = new Float64Array(extent.length);
+    const bytes = new Uint8Array(data.buffer);
+    for (let done = 0; done < bytes.length;) {
+      const n = readSync(open(), bytes, done, bytes.length - done, extent.offset + done);
+      if (n <= 0) throw new Error(`covariance file ${path}: short read at byte ${extent.offset + done}`);
+      done += n;
+    }
+    last = { extent, data };
+    return data;
+  };
+  const covariances: ReadonlyMap<string, Float64Array> = {
+    get: (name) => {
+      const extent = extents.get(name);
+      return extent && read(extent);
+    },
+    has: (name) => extents.has(name),
+    get size() {
+      return extents.size;
+    },
+    keys: () => extents.keys(),
+    // A generator stands in for a map's iterator: each covariance is read only when reached.
+    values: function* () {
+      for (const extent of extents.values()) yield read(extent);
+    } as () => MapIterator<Float64Array>,
+    entries: function* () {
+      for (const [name, extent] of extents) yield [name, read(extent)] as [string, Float64Array];
+    } as () => MapIterator<[string, Float64Array]>,
+    [Symbol.iterator]: () => covariances.entries(),
+    forEach(f, self) {
+      for (const [name, data] of covariances) f.call(self, data, name, covariances);
+    },
+  };
+  closeLater.register(covariances, held, held);
+  return {
+    put(names, data) {
+      const extent = { offset: end, length: data.length };
+      const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+      for (let done = 0; done < bytes.length;) {
+        done += writeSync(open(), bytes, done, bytes.length - done, end + done);
+      }
+      end += bytes.length;
+      for (const name of names) extents.set(name, extent);
+    },
+    covariances,
+    bytes: () => end,
+    close() {
+      if (held.fd === undefined) return;
+      closeLater.unregister(held);
+      closeSync(held.fd);
+      held.fd = undefined;
+      last = undefined;
+      if (linked) unlinkSync(path), rmdirSync(folder);
+    },
+  };
+}
