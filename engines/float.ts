@@ -20,10 +20,22 @@
  * @module
  */
 import { defaultKernels, type Kernels, rmsnorm, ropeHead, ropeTables } from "../kernels/kernels.ts";
-import { createPackedStore, type PackedMatrix, type PackedStore } from "../kernels/wasm/packed.ts";
+import {
+  createPackedStore,
+  type PackedMatrix,
+  type PackedShare,
+  type PackedStore,
+} from "../kernels/wasm/packed.ts";
 import { checkTensors, type ModelConfig, paramShapes } from "../model/config.ts";
 import { FormatError } from "../model/error.ts";
-import type { Engine, EngineSession, LogitsWanted, SamplingOptions, TokenLogprobs } from "../model/engine.ts";
+import type {
+  Engine,
+  EngineSession,
+  LogitsWanted,
+  SamplingOptions,
+  TokenLogprobs,
+  WeightsShare,
+} from "../model/engine.ts";
 import { checkRewind, contextOf, defaultContext as defaultContextOf } from "../model/engine.ts";
 import {
   type Activations,
@@ -83,6 +95,14 @@ export interface FloatEngineOptions {
    * they save). Tests pass 0 to split every product; the bits are the same either way.
    */
   splitBytes?: number;
+  /**
+   * One copy of the weights for `count` engines (engines/mod.ts `EngineLoadOptions.share`; a chat
+   * server's slots, each in its own worker), frozen engines on the WebAssembly kernels only: engine 0
+   * packs them into a shared memory and offers them as its `shareable` (`FloatWeights`); an engine given
+   * that as `weights` attaches to them (`attachFloatEngine`) and packs nothing. Where the memory cannot
+   * be shared (a page that is not cross-origin isolated) there is no `shareable`.
+   */
+  share?: WeightsShare;
 }
 
 /** The positions a session holds unless `context` says otherwise (model/engine.ts, the one definition). */
@@ -101,6 +121,8 @@ export function defaultThreads(): number {
 
 /** What a frozen float engine keeps: its packed matrices (by dtype) and its plain f32 vectors. */
 export interface FloatEngineMemory {
+  /** Whether its weights are shared with other engines (it offered them, or attached to another's). */
+  shared: boolean;
   /** Threads its products run on. */
   threads: number;
   /** Positions a session's KV cache holds. */
@@ -110,7 +132,7 @@ export interface FloatEngineMemory {
   /** Matrices kept as bf16 and as f32 (a tied embedding/lm_head counts once). */
   bf16Matrices: number;
   f32Matrices: number;
-  /** Bytes of the f32 norm vectors, kept plain. */
+  /** Bytes of the f32 norm vectors, kept plain (shared, in one SharedArrayBuffer for every engine). */
   vectorBytes: number;
   /**
    * Bytes of a full session's KV cache (keys and values of every layer for `context` positions); a
@@ -131,7 +153,9 @@ export function floatEngineMemory(engine: Engine): FloatEngineMemory | undefined
  * refusal names `source`). Unfrozen, the tensors are used in place, not copied. Frozen (on the
  * WebAssembly kernels), each weight matrix is packed once into a shared WebAssembly memory in the
  * layout its product streams (bf16 when exact, see kernels/wasm/packed.ts) and the engine keeps no
- * reference to the tensors, so the caller's f32 copy can be collected: one copy of the weights.
+ * reference to the tensors, so the caller's f32 copy can be collected: one copy of the weights. Frozen
+ * with `share`, that copy serves other engines too (`FloatEngineOptions.share`); given another's
+ * `weights`, the engine attaches to them (`attachFloatEngine`) and the tensors are not used.
  */
 export function createFloatEngine(
   config: ModelConfig,
@@ -140,8 +164,9 @@ export function createFloatEngine(
   options: FloatEngineOptions = {},
 ): Engine {
   const model = buildModel(config, tensors, source, options.kernels);
-  if (options.frozen && model.kernels.name === "wasm") return packedEngine(model, source, options);
-  return floatEngineOf(model, source, options);
+  if (!options.frozen || model.kernels.name !== "wasm") return floatEngineOf(model, source, options);
+  if (options.share?.weights !== undefined) return attachFloatEngine(options.share.weights, source, options);
+  return packedEngine(model, source, options);
 }
 
 /**
@@ -151,6 +176,10 @@ export function createFloatEngine(
 interface Runner {
   config: ModelConfig;
   context: number;
+  /** Bytes of the weights as the engine holds them (`Engine.weightBytes`). */
+  weightBytes: number;
+  /** The weights offered to other engines (`Engine.shareable`), where they are shared. */
+  shareable?: FloatWeights;
   /** The tokenizer's special ids (absent: a byte model's, or none). */
   specials?: SpecialIds;
   forward(cache: KVCache, tokens: readonly number[], head: "all" | "last"): Float32Array;
@@ -175,6 +204,8 @@ export function floatEngineOf(
   return engineOf({
     config: model.config,
     context: contextOf(model.config.max_position_embeddings, options.context),
+    // From the dims: the tensors the model was built from (a tied lm_head is the embedding, once).
+    weightBytes: model.tensors.reduce((n, t) => n + 4 * t.dims.reduce((a, b) => a * b, 1), 0),
     specials: options.specials,
     forward: (cache, tokens) => forward(model, cache, tokens),
     tensors: () => model.tensors,
@@ -187,13 +218,16 @@ type Held = Float32Array | PackedMatrix;
 /** The frozen engine: the model's matrices packed once, then the model's f32 arrays let go. */
 function packedEngine(model: Model, source: string, options: FloatEngineOptions): Engine {
   const store = storeFor(options);
-  const { weights, byName } = packWeights(model, store, options.keep === "f32" ? "f32" : "auto");
-  const shapes = model.tensors.map((t) => ({ name: t.name, dims: t.dims }));
-  return packedEngineOver(model.config, model.kernels, store, weights, byName, shapes, source, options);
+  const byName = packWeights(model, store, options.keep === "f32" ? "f32" : "auto");
+  return packedEngineOver(model.config, model.kernels, store, byName, source, options);
 }
 
-function storeFor(options: FloatEngineOptions): PackedStore {
-  return createPackedStore({ threads: options.threads ?? defaultThreads(), splitBytes: options.splitBytes });
+function storeFor(options: FloatEngineOptions, attach?: PackedShare): PackedStore {
+  return createPackedStore({
+    threads: options.threads ?? defaultThreads(),
+    splitBytes: options.splitBytes,
+    attach,
+  });
 }
 
 /**
@@ -203,7 +237,8 @@ function storeFor(options: FloatEngineOptions): PackedStore {
  * an f32 copy of the model beside them; the vectors (norms) are read whole. The sources must be exactly the
  * tensors `config` implies (checked first, naming `source`). The same engine, bits and sessions as
  * `createFloatEngine(config, tensors, source, { frozen: true })`; on a kernel set other than WebAssembly's
- * (which runs unfrozen, in place) the tensors are read whole and handed to it.
+ * (which runs unfrozen, in place) the tensors are read whole and handed to it. `share` as for
+ * `createFloatEngine` (given another's `weights`, nothing is read).
  *
  * @example
  * ```ts
@@ -226,6 +261,7 @@ export async function createFloatEngineFromSources(
   if (kernels.name !== "wasm") {
     return createFloatEngine(config, await Promise.all(sources.map(materialize)), source, options);
   }
+  if (options.share?.weights !== undefined) return attachFloatEngine(options.share.weights, source, options);
   const store = storeFor(options), keep = options.keep === "f32" ? "f32" : "auto";
   const bySource = new Map(sources.map((s) => [s.name, s]));
   const byName = new Map<string, Held>();
@@ -248,31 +284,123 @@ export async function createFloatEngineFromSources(
     store.close();
     throw e;
   }
-  const weights = weightsByName<Held>(config, (name) => byName.get(name)!);
-  const shapes = paramShapes(config).map(({ name, dims }) => ({ name, dims: [...dims] }));
-  return packedEngineOver(config, kernels, store, weights, byName, shapes, source, options);
+  return packedEngineOver(config, kernels, store, byName, source, options);
 }
 
-/** The frozen engine over weights already in `store`; `byName` and `shapes` serve the session digest. */
+/**
+ * The weights a frozen float engine loaded with `share` offers other engines (its `Engine.shareable`):
+ * plain data, a shared WebAssembly memory and a SharedArrayBuffer, so it posts to another worker
+ * without copying a weight. Everything the engine keeps of the model is in it: an engine that attaches
+ * reads no file.
+ */
+export interface FloatWeights {
+  /** The model's shape. */
+  config: ModelConfig;
+  /** The packed store's memory and where its matrices end (the embedding and lm_head included). */
+  packed: PackedShare;
+  /**
+   * Every weight by name, in `paramShapes` order: a matrix's place in the packed store, or a norm
+   * vector, a view of one SharedArrayBuffer that every engine reads.
+   */
+  weights: [string, PackedMatrix | Float32Array][];
+}
+
+/** Whether `x` is a `FloatWeights` (what `attachFloatEngine` is handed is opaque). */
+function isFloatWeights(x: unknown): x is FloatWeights {
+  const w = x as FloatWeights | undefined;
+  return typeof w?.config === "object" && w.packed?.memory instanceof WebAssembly.Memory &&
+    Array.isArray(w.weights);
+}
+
+/**
+ * A frozen float engine over another's weights: its `shareable` (a `FloatWeights`), here or posted from
+ * another worker. It packs and reads nothing; of its own it holds its sessions' KV caches, its RoPE
+ * tables and its products' work area (pages of the shared memory it grew itself, which no other engine
+ * writes: kernels/wasm/packed.ts). The same tokens, logits and session bytes as the engine that packed
+ * the weights. `threads`, `context`, `specials` and `splitBytes` as for any frozen engine; the kernel set
+ * must be WebAssembly's (the default where the runtime has SIMD).
+ *
+ * @example
+ * ```ts
+ * import { attachFloatEngine, createFloatEngine } from "./float.ts";
+ * import type { ModelConfig } from "../model/config.ts";
+ * import type { Tensor } from "../model/tensor.ts";
+ * declare const config: ModelConfig, tensors: Tensor[];
+ * const first = createFloatEngine(config, tensors, "m", { frozen: true, share: { count: 2, slot: 0 } });
+ * const second = attachFloatEngine(first.shareable, "m", { threads: 1 }); // or in another worker
+ * ```
+ */
+export function attachFloatEngine(
+  weights: unknown,
+  source: string,
+  options: FloatEngineOptions = {},
+): Engine {
+  if (!isFloatWeights(weights)) {
+    throw new TypeError(`${source}: the weights to attach to are not a float engine's`);
+  }
+  const kernels = options.kernels ?? defaultKernels;
+  if (kernels.name !== "wasm") {
+    throw new RangeError(`${source}: shared float weights run on the wasm kernels, not ${kernels.name}`);
+  }
+  const store = storeFor(options, weights.packed);
+  return packedEngineOver(weights.config, kernels, store, new Map(weights.weights), source, options, weights);
+}
+
+/**
+ * Offers a packed engine's weights to others: the store's matrices, and its norm vectors moved into
+ * one SharedArrayBuffer (`byName` updated to the shared views). Undefined where the store's memory is
+ * not shared.
+ */
+function offerWeights(
+  config: ModelConfig,
+  store: PackedStore,
+  byName: Map<string, Held>,
+): FloatWeights | undefined {
+  const packed = store.share();
+  if (!packed) return undefined;
+  let bytes = 0;
+  for (const w of byName.values()) if (w instanceof Float32Array) bytes += w.byteLength;
+  const room = new SharedArrayBuffer(bytes);
+  let at = 0;
+  for (const [name, w] of byName) {
+    if (!(w instanceof Float32Array)) continue;
+    const view = new Float32Array(room, at, w.length);
+    view.set(w);
+    byName.set(name, view);
+    at += w.byteLength;
+  }
+  return { config, packed, weights: [...byName] };
+}
+
+/**
+ * The frozen engine over weights already in `store`, named in `byName`; `attached` when they are another
+ * engine's. With `options.share` (and nothing attached), it offers them (`offerWeights`).
+ */
 function packedEngineOver(
   config: ModelConfig,
   kernels: Kernels,
   store: PackedStore,
-  weights: Weights<Held>,
   byName: Map<string, Held>,
-  shapes: { name: string; dims: number[] }[],
   source: string,
   options: FloatEngineOptions,
+  attached?: FloatWeights,
 ): Engine {
+  const shareable = attached ?? (options.share ? offerWeights(config, store, byName) : undefined);
+  const weights = weightsByName<Held>(config, (name) => byName.get(name)!);
+  const shapes = paramShapes(config).map(({ name, dims }) => ({ name, dims: [...dims] }));
   const context = contextOf(config.max_position_embeddings, options.context);
   const rope = ropeTables(context, config.head_dim, config.rope_theta);
   const held = [...new Set(byName.values())];
   const packed = held.filter((w): w is PackedMatrix => !(w instanceof Float32Array));
+  const packedBytes = packed.reduce((s, w) => s + w.bytes, 0);
+  const vectorBytes = held.reduce((s, w) => s + (w instanceof Float32Array ? w.byteLength : 0), 0);
   const kvBytes = 2 * config.num_hidden_layers * context * config.num_key_value_heads * config.head_dim * 4;
   let up = store.threads === 1;
   const runner: Runner = {
     config,
     context,
+    weightBytes: packedBytes + vectorBytes,
+    shareable,
     specials: options.specials,
     ready: store.ready.then(() => void (up = true)),
     forward: (cache, tokens, head) =>
@@ -300,12 +428,13 @@ function packedEngineOver(
   else runner.ready!.catch(() => {});
   const engine = engineOf(runner, source, () => up);
   memories.set(engine, {
+    shared: shareable !== undefined,
     threads: store.threads,
     context,
-    packedBytes: packed.reduce((s, w) => s + w.bytes, 0),
+    packedBytes,
     bf16Matrices: packed.filter((w) => w.dtype === "bf16").length,
     f32Matrices: packed.filter((w) => w.dtype === "f32").length,
-    vectorBytes: held.reduce((s, w) => s + (w instanceof Float32Array ? w.byteLength : 0), 0),
+    vectorBytes,
     cacheBytes: kvBytes,
   });
   closeWhenCollected.register(runner, store); // the runner: what the engine and every session hold
@@ -313,21 +442,20 @@ function packedEngineOver(
 }
 
 /**
- * Packs the model's matrices into the store (vectors stay as they are) and names every weight held,
- * for the session digest. A function of its own so that no closure the engine keeps can reach the
- * model's f32 arrays.
+ * Packs the model's matrices into the store (vectors are copied) and names every weight held. A
+ * function of its own so that no closure the engine keeps can reach the model's f32 arrays.
  */
-function packWeights(model: Model, store: PackedStore, keep: "auto" | "f32") {
+function packWeights(model: Model, store: PackedStore, keep: "auto" | "f32"): Map<string, Held> {
   const dims = new Map(model.tensors.map((t) => [t.data, t.dims]));
   const byName = new Map<string, Held>();
-  const weights = mapWeights<Held>(model, (data, name) => {
+  mapWeights<Held>(model, (data, name) => {
     const d = dims.get(data)!;
     // A vector is copied: a reader's tensors may be views of one buffer, which a view would keep.
     const w = d.length === 2 ? store.pack(data, d[0], d[1], keep) : data.slice();
     byName.set(name, w);
     return w;
   });
-  return { weights, byName };
+  return byName;
 }
 
 /**
@@ -445,10 +573,8 @@ function engineOf(runner: Runner, source: string, isUp: () => boolean = () => tr
   });
   return {
     kind: "float",
-    // From the dims: a tensor's data may be unpacked on each read.
-    get weightBytes() {
-      return runner.tensors().reduce((n, t) => n + 4 * t.dims.reduce((a, b) => a * b, 1), 0);
-    },
+    weightBytes: runner.weightBytes,
+    shareable: runner.shareable,
     config,
     source,
     tokenizer: byteTokenizer, // engines/mod.ts loadEngine sets the model's own

@@ -68,8 +68,10 @@ export interface EngineLoadOptions {
   /**
    * One copy of the weights for `count` engines of this file (a chat server's slots, each in its own
    * worker): engine `slot` 0 lays them out in shared memory (its `Engine.shareable`), each other one
-   * is handed that as `weights` and only attaches. Engines that cannot share (the float and WebGPU
-   * ones, the integer one without WebAssembly SIMD or past 4 GiB) ignore it and load a copy.
+   * is handed that as `weights` and only attaches. The integer engine shares its codes and scales,
+   * the float engine its packed matrices and norm vectors (reading no file to attach). Engines that
+   * cannot share (the WebGPU one, the float one on kernels other than WebAssembly's or without shared
+   * memory, the integer one without WebAssembly SIMD or past 4 GiB) ignore it and load a copy.
    */
   share?: WeightsShare;
 }
@@ -121,25 +123,31 @@ export function fromTensors(
 export const ENGINES: Readonly<Record<string, EngineEntry>> = {
   // The tensors were just read from the file for this engine alone: frozen.
   // A file its format can open for streaming is packed as it is read, never held whole in f32.
+  // Given another engine's shared weights, the file is not read at all: they hold everything.
   float: {
     runtimes: ["deno", "bun"],
     factory: async () => {
-      const { createFloatEngine, createFloatEngineFromSources } = await import("./float.ts");
-      const whole = fromTensors((config, tensors, source, { kernels, specials, threads, context }) =>
-        createFloatEngine(config, tensors, source, { frozen: true, kernels, specials, threads, context })
+      const { attachFloatEngine, createFloatEngine, createFloatEngineFromSources } = await import(
+        "./float.ts"
+      );
+      const whole = fromTensors((config, tensors, source, { kernels, specials, threads, context, share }) =>
+        createFloatEngine(config, tensors, source, {
+          frozen: true,
+          kernels,
+          specials,
+          threads,
+          context,
+          share,
+        })
       );
       return async (path, format, options) => {
+        const { kernels, specials, threads, context, share, onProgress } = options;
+        const frozen = { frozen: true, kernels, specials, threads, context, share };
+        if (share?.weights !== undefined) return attachFloatEngine(share.weights, path, frozen);
         if (!format.open) return await whole(path, format, options);
-        const { kernels, specials, threads, context, onProgress } = options;
         const m = await format.open(path, { onProgress });
         try {
-          return await createFloatEngineFromSources(m.config, m.sources, path, {
-            frozen: true,
-            kernels,
-            specials,
-            threads,
-            context,
-          });
+          return await createFloatEngineFromSources(m.config, m.sources, path, frozen);
         } finally {
           await m.close();
         }

@@ -129,15 +129,17 @@ export interface Engine {
   /** Frees what the engine holds outside the JavaScript heap (GPU buffers). */
   dispose?(): void;
   /**
-   * The weights where other engines of the same file can use them without a copy (the integer engine's
-   * shared WebAssembly memory), when it was loaded to share them (engines/mod.ts `EngineLoadOptions.share`);
-   * opaque, and handed to those engines' loads. A chat server's slots share one copy this way.
+   * The weights where other engines of the same file can use them without a copy (the integer and the
+   * frozen float engine's shared WebAssembly memory), when it was loaded to share them (engines/mod.ts
+   * `EngineLoadOptions.share`); opaque, and handed to those engines' loads. A chat server's slots share
+   * one copy this way.
    */
   readonly shareable?: unknown;
   /**
    * Bytes the weights take in memory as this engine serves them (the integer engine's codes, scales and
-   * tables; the float engine's f32 parameters): what a slot costs besides its KV cache, and what shared
-   * weights save. Absent where the engine does not say.
+   * tables; a frozen float engine's packed matrices and norm vectors, an unfrozen one's f32 parameters):
+   * what a slot costs besides its KV cache, and what shared weights save; shared, the one copy's bytes.
+   * Absent where the engine does not say.
    */
   readonly weightBytes?: number;
 }

@@ -59,10 +59,10 @@ Options:
   --sessions DIR    where saved sessions are kept (default ${DEFAULT_SESSIONS})
   --queue N         requests that may wait for a slot before 429 (default 8)
   --parallel N      replies generated at once, each in its own worker (default: the number of
-                    cores, here ${cores()}); the integer engine's slots share one copy of the weights,
-                    the float engine's each hold their own; the server's own thread only does HTTP
-                    and holds no weights (WebGPU: one slot). The start-up line says what the
-                    weights and a slot's KV cache take
+                    cores, here ${cores()}); the slots share one copy of the weights, each with
+                    its own KV cache; the server's own thread only does HTTP and holds no weights
+                    (WebGPU: one slot). The start-up line says what the weights and a slot's KV
+                    cache take
   --cache-mb MB     the prompt cache's bound: saved conversation states whose common prefix with
                     a new prompt is reused, least recently used dropped first (0: off; default:
                     room for ${CACHE_STATES} states of the whole context at the model's bytes per token,

@@ -11,6 +11,12 @@
  * one thread (or kernels/wasm/kernels.ts `matmul`) computes, so the bits never depend on the number of
  * threads.
  *
+ * The matrices can serve several stores at once, each in its own worker (a chat server's slots): the
+ * store that packed them `share`s them, and the others attach to its memory (`attach`) and pack
+ * nothing. A product writes its input, output and scratch in a work area that only its store writes:
+ * unshared, everything past the weights; shared, pages the store grew the memory by itself (a shared
+ * memory grows atomically, so two stores growing at once get different pages).
+ *
  * @example
  * ```ts
  * import { createPackedStore } from "./packed.ts";
@@ -54,6 +60,14 @@ export type ReadRows = (
   scratch: Float32Array,
 ) => Float32Array | Promise<Float32Array>;
 
+/** What another store needs to use a store's matrices: its shared memory and where the matrices end. */
+export interface PackedShare {
+  /** The shared memory the matrices lie in (structured-cloneable: it posts to a worker unchanged). */
+  memory: WebAssembly.Memory;
+  /** Bytes from the memory's start that hold the matrices (`PackedStore.weightBytes`). */
+  weightBytes: number;
+}
+
 /** The store: its matrices' memory, the products over them, and the pool they run on. */
 export interface PackedStore {
   /** Threads a product runs on. */
@@ -62,7 +76,10 @@ export interface PackedStore {
   readonly ready: Promise<void>;
   /** Bytes held by packed matrices (the weights), excluding the per-call work area. */
   readonly weightBytes: number;
-  /** Bytes of the whole shared memory (weights, work area and growth slack). */
+  /**
+   * Bytes of the whole shared memory (weights, work area and growth slack; shared, the other stores'
+   * work areas too).
+   */
   readonly memoryBytes: number;
   /**
    * Packs `w` ([N, K] row-major) and returns its handle. bf16 when every value is bf16 (and `dtype` is
@@ -81,6 +98,12 @@ export interface PackedStore {
   row(w: PackedMatrix, n: number, out: Float32Array, at?: number): void;
   /** W again as a plain [N, K] f32 array (exact: what was packed), e.g. to hash it. */
   unpack(w: PackedMatrix): Float32Array;
+  /**
+   * The matrices for other stores to attach to (`PackedStoreOptions.attach`); undefined where the memory
+   * is not shared (then there is nothing to attach to). From then on nothing more may be packed, and the
+   * store's products work in pages it grew the memory by, as an attached store's do.
+   */
+  share(): PackedShare | undefined;
   /** Ends the pool's workers. */
   close(): void;
 }
@@ -96,6 +119,11 @@ export interface PackedStoreOptions {
    * way; tests pass 0 to split every product.
    */
   splitBytes?: number;
+  /**
+   * Another store's matrices (its `share()`, possibly from another worker): this store runs products
+   * over them and packs nothing; its own work areas are pages it grows the memory by.
+   */
+  attach?: PackedShare;
 }
 
 /** Matrix bytes from which a product is split between threads (1 MiB: about 100 µs of reading). */
@@ -213,31 +241,69 @@ export function instantiatePacked(memory: WebAssembly.Memory): Exports {
 }
 
 /**
- * A store with its own shared memory and a pool of `threads` (see the module doc). Where shared memory
- * is not allowed (a page that is not cross-origin isolated), a plain memory and one thread.
+ * A store with its own shared memory and a pool of `threads` (see the module doc), or, with `attach`,
+ * over another store's matrices. Where shared memory is not allowed (a page that is not cross-origin
+ * isolated), a plain memory and one thread.
  */
 export function createPackedStore(options: PackedStoreOptions = {}): PackedStore {
-  const { memory, threads } = poolMemory(options.threads ?? 1);
+  const { memory, threads } = options.attach
+    ? { memory: options.attach.memory, threads: options.threads ?? 1 }
+    : poolMemory(options.threads ?? 1);
   const ex = instantiatePacked(memory);
-  const share = productShare(ex), args = new Int32Array(9);
+  const productOf = productShare(ex), args = new Int32Array(9);
   const pool: Pool = createPool(
     threads,
     new URL("./packed-task.ts", import.meta.url),
     { memory },
-    share,
+    productOf,
   );
-  let weightsEnd = 0, heapF32 = new Float32Array(memory.buffer), have = memory.buffer.byteLength;
-  // Makes the memory at least `bytes` long; returns the f32 view (fresh after any growth). Only this
-  // thread grows the memory, so its length is tracked here rather than asked for on every call.
+  let weightsEnd = options.attach?.weightBytes ?? 0;
+  let heapF32 = new Float32Array(memory.buffer), have = memory.buffer.byteLength;
+  // Whether other stores use the matrices (this one attached to them, or shared them): then no more
+  // may be packed, and others grow the memory too, so this store works only in pages it grew itself,
+  // [workAt, workEnd) (none yet for an attached store).
+  let shared = options.attach !== undefined, workAt = 0, workEnd = 0;
+  // Grows the memory by `pages`; returns its byte length before, where the new pages begin: they are
+  // this thread's alone, whatever other threads grow at the same time. Refreshes the f32 view.
+  const grow = (pages: number): number => {
+    let before: number;
+    try {
+      before = memory.grow(pages) * PAGE;
+    } catch {
+      throw new RangeError(`packed weights: ${pages} more pages pass wasm32's 4 GiB`);
+    }
+    heapF32 = new Float32Array(memory.buffer);
+    have = heapF32.byteLength;
+    return before;
+  };
+  // Makes the memory at least `bytes` long; returns the f32 view (fresh after any growth). Until the
+  // matrices are shared only this thread grows the memory, so its length is tracked here rather than
+  // asked for on every call.
   const ensure = (bytes: number): Float32Array => {
     if (bytes <= have) return heapF32;
     if (bytes > MAX_PAGES * PAGE) {
       throw new RangeError(`packed weights: ${bytes} bytes exceed wasm32's 4 GiB`);
     }
-    memory.grow(Math.ceil((bytes - have) / PAGE));
-    heapF32 = new Float32Array(memory.buffer);
-    have = heapF32.byteLength;
+    grow(Math.ceil((bytes - have) / PAGE));
     return heapF32;
+  };
+  // The byte offset of `bytes` of work area that no other store writes: unshared, right past the
+  // weights; shared, this store's own pages, extended when nobody grew the memory since this store
+  // last did, else fresh pages past whatever the others took (the old ones are left unused).
+  const workArea = (bytes: number): number => {
+    if (!shared) {
+      ensure(weightsEnd + bytes);
+      return weightsEnd;
+    }
+    while (workEnd - workAt < bytes) {
+      const pages = Math.ceil((bytes - (workEnd - workAt)) / PAGE), before = grow(pages);
+      if (before !== workEnd) workAt = before;
+      workEnd = before + pages * PAGE;
+    }
+    return workAt;
+  };
+  const refuseShared = () => {
+    if (shared) throw new Error("pack: the matrices are shared with other stores; no more may be packed");
   };
   const splitBytes = options.splitBytes ?? SPLIT_BYTES;
 
@@ -337,6 +403,7 @@ export function createPackedStore(options: PackedStoreOptions = {}): PackedStore
       return memory.buffer.byteLength;
     },
     pack(w, N, K, dtype = "auto") {
+      refuseShared();
       if (w.length !== N * K) throw new RangeError(`pack: ${w.length} values are not [${N}, ${K}]`);
       const at = weightsEnd;
       let kept: PackedDtype = dtype === "f32" ? "f32" : "bf16";
@@ -346,6 +413,7 @@ export function createPackedStore(options: PackedStoreOptions = {}): PackedStore
       return placed(at, N, K, kept);
     },
     async packFrom(read, N, K, dtype = "auto") {
+      refuseShared();
       const at = weightsEnd;
       let kept: PackedDtype = dtype === "f32" ? "f32" : "bf16";
       if (kept === "bf16" && !await packFromAt(read, N, K, at, true)) kept = "f32";
@@ -356,15 +424,16 @@ export function createPackedStore(options: PackedStoreOptions = {}): PackedStore
     matmul(out, x, w, M) {
       const N = w.rows, K = w.cols;
       if (M === 0 || N === 0) return;
-      const a = weightsEnd, c = roundUp(a + M * K * 4, 16), scratch = roundUp(c + M * N * 4, 16);
       const stride = shareScratchBytes(M, K);
       const split = pool.threads > 1 && (w.bytes >= splitBytes || M * N * K >= SPLIT_MACS);
-      const heap = ensure(scratch + stride * (split ? pool.threads : 1));
+      const inBytes = roundUp(M * K * 4, 16), outBytes = roundUp(M * N * 4, 16);
+      const a = workArea(inBytes + outBytes + stride * (split ? pool.threads : 1));
+      const c = a + inBytes, scratch = c + outBytes, heap = heapF32;
       heap.set(x.length === M * K ? x : x.subarray(0, M * K), a / 4);
       args[0] = M, args[1] = N, args[2] = K, args[3] = a, args[4] = w.at, args[5] = c;
       args[6] = w.dtype === "bf16" ? 1 : 0, args[7] = scratch, args[8] = stride;
       if (split) pool.run(args);
-      else share(args, 0, 1);
+      else productOf(args, 0, 1);
       out.set(heap.subarray(c / 4, c / 4 + M * N));
     },
     row(w, n, out, at = 0) {
@@ -384,6 +453,14 @@ export function createPackedStore(options: PackedStoreOptions = {}): PackedStore
       const out = new Float32Array(w.rows * w.cols);
       for (let n = 0; n < w.rows; n++) store.row(w, n, out, n * w.cols);
       return out;
+    },
+    share() {
+      if (typeof SharedArrayBuffer !== "function" || !(memory.buffer instanceof SharedArrayBuffer)) {
+        return undefined;
+      }
+      // This store's work area so far, everything past the weights, stays its own; others grow past it.
+      if (!shared) shared = true, workAt = weightsEnd, workEnd = have;
+      return { memory, weightBytes: weightsEnd };
     },
     close: () => pool.close(),
   };

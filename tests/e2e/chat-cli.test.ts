@@ -46,13 +46,9 @@ for (const [name, cmd, kind] of RUNS) {
       const { child, url, said } = await start([...cmd], dir);
       try {
         expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
-        // The start-up line says what the weights take, and whether the slots share them.
+        // The start-up line says what the weights take, and that the slots share them (both engines).
         const slots = Number(/(\d+) slots?;/.exec(said)![1]);
-        const copies = slots === 1
-          ? ""
-          : kind === "int"
-          ? `, one copy for ${slots} slots`
-          : `, a copy in each of ${slots} slots`;
+        const copies = slots === 1 ? "" : `, one copy for ${slots} slots`;
         expect(said).toMatch(new RegExp(`weights \\d+ [KM]B${copies}; a slot's KV cache up to`));
         const models = await (await fetch(new URL("v1/models", url))).json() as any;
         expect(models.data[0]).toMatchObject({ id: "ferry.q4.lut4", engine: kind });

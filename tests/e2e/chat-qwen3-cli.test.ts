@@ -77,8 +77,8 @@ for (const [runtime, parallel] of [[["bun"], "2"], [["deno", "run", "-A"], "1"]]
       );
       try {
         expect(out()).toContain("151669-id tokenizer, EOS 151645 151643");
-        // What memory goes to: the float engine's f32 weights, a copy a slot; a slot's KV at its context.
-        const copies = parallel === "2" ? ", a copy in each of 2 slots" : "";
+        // What memory goes to: the float engine's packed weights, one copy for the slots; a slot's KV at its context.
+        const copies = parallel === "2" ? ", one copy for 2 slots" : "";
         expect(out()).toMatch(
           new RegExp(`weights \\d+ [KM]B${copies}; a slot's KV cache up to \\d+ [KM]B at \\d+ positions`),
         );

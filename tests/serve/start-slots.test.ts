@@ -10,7 +10,9 @@ import { join } from "node:path";
 import process from "node:process";
 import type { Engine } from "../../model/engine.ts";
 import { FormatError } from "../../model/error.ts";
-import { servedTokenizer } from "../../engines/mod.ts";
+import { loadEngine, servedTokenizer } from "../../engines/mod.ts";
+import { floatEngineMemory } from "../../engines/float.ts";
+import { exportCheckpoint } from "../../formats/export.ts";
 import { createApp } from "../../serve/app.ts";
 import { createSessionStore, type SessionStore } from "../../serve/sessions/session-store.ts";
 import { type Slots, startSlots } from "../../serve/slots/slots.ts";
@@ -41,6 +43,13 @@ const post = async (app: ReturnType<typeof createApp>, path: string, body: Recor
   const res = await app.request(path, { method: "POST", body: JSON.stringify(body) });
   return { status: res.status, json: await res.json() as any };
 };
+
+/** The same checkpoint as a bf16 dmexp, which the float engine serves (exported once, when first asked for). */
+let floatFile: Promise<string> | undefined;
+const floatExport = () =>
+  floatFile ??= exportCheckpoint({ format: "dmexp", output: join(model.dir, "ferry.bf16.dmexp") }).then((r) =>
+    r.file
+  );
 
 const SEEDED = { prompt: "The jury said", max_tokens: 40, temperature: 0.9, top_p: 0.95, seed: 7 };
 
@@ -101,6 +110,60 @@ test("two slots on one copy of the weights answer as the engine in memory, also 
   }
 });
 
+test("float slots share one copy of the packed weights and answer as the engine in memory, also after the first worker died", async () => {
+  const file = await floatExport();
+  const inMemory = createApp({ engine: await loadEngine(file), sessions: store });
+  const { tokenizer } = await servedTokenizer(file);
+  const two = await startSlots(file, tokenizer, { parallel: 2 });
+  try {
+    expect(two.engine.kind).toBe("float");
+    expect(two.slots.sharedWeights).toBe(true);
+    // The one copy's bytes: the packed matrices (bf16 here) and the norm vectors, once.
+    const m = floatEngineMemory(await loadEngine(file, "float", { threads: 1 }))!;
+    expect(two.engine.weightBytes).toBe(m.packedBytes + m.vectorBytes);
+    const app = createApp({ engine: two.engine, sessions: store, slots: two.slots });
+    const greedy = { prompt: "It was", max_tokens: 24, temperature: 0 };
+    const texts = async () =>
+      (await Promise.all([SEEDED, greedy, SEEDED, greedy].map((b) => post(app, "/v1/completions", b)))).map((
+        r,
+      ) => r.json.choices[0].text);
+    const want = [SEEDED, greedy, SEEDED, greedy].map(async (b) =>
+      (await post(inMemory, "/v1/completions", b)).json.choices[0].text
+    );
+    const wanted = await Promise.all(want);
+    expect(wanted[0].length).toBeGreaterThan(0);
+    expect(await texts()).toEqual(wanted);
+    // The worker that packed the weights dies: its replacement attaches to the memory the other uses.
+    // Both slots taken (which is handed out first depends on the order the replies above ended).
+    const leases = [
+      await two.slots.acquire(new AbortController().signal),
+      await two.slots.acquire(new AbortController().signal),
+    ].sort((a, b) => a.slot - b.slot);
+    const dying = leases[0].reply(undefined, [256, 84, 104, 101], { maxTokens: 400, sampling: {}, stop: [] });
+    two.slots.crash(0);
+    expect(await dying.then(() => 200, (e) => e.status)).toBe(500);
+    leases.forEach((l) => l.release());
+    expect(await texts()).toEqual(wanted);
+    // A session saved on a slot continues on both slots at once as it does in memory.
+    const saved = await post(app, "/v1/completions", { ...SEEDED, save_session: true });
+    const next = {
+      prompt: " and then",
+      max_tokens: 16,
+      temperature: 0.9,
+      seed: 3,
+      session: saved.json.session,
+    };
+    const mine = (await post(inMemory, "/v1/completions", next)).json.choices[0].text;
+    const onBoth = await Promise.all([
+      post(app, "/v1/completions", next),
+      post(app, "/v1/completions", next),
+    ]);
+    expect(onBoth.map((r) => r.json.choices[0].text)).toEqual([mine, mine]);
+  } finally {
+    two.slots.close();
+  }
+});
+
 test("a corrupt file is refused as a FormatError naming it", async () => {
   const bad = join(model.dir, "corrupt.lut4");
   const bytes = readFileSync(model.path);
@@ -136,5 +199,34 @@ crossProcessTest(
     expect(withoutDenoDownloads(deno.stderr)).toBe("");
     expect(deno.status).toBe(0);
     expect(JSON.parse(deno.stdout)).toBe((await post(here, "/v1/completions", SEEDED)).json.choices[0].text);
+  },
+);
+
+crossProcessTest(
+  "under Deno, two float slots on one copy of the weights answer at once as the engine in memory",
+  async () => {
+    const file = await floatExport();
+    const script = `
+    import { createApp } from "./serve/app.ts";
+    import { startSlots } from "./serve/slots/slots.ts";
+    import { servedTokenizer } from "./engines/mod.ts";
+    import process from "node:process";
+    const path = process.env.FERRY_CHAT_MODEL;
+    const { engine, slots } = await startSlots(path, (await servedTokenizer(path)).tokenizer, { parallel: 2 });
+    const app = createApp({ engine, slots });
+    const body = JSON.stringify(${JSON.stringify(SEEDED)});
+    const ask = async () => (await (await app.request("/v1/completions", { method: "POST", body })).json()).choices[0].text;
+    console.log(JSON.stringify({ shared: slots.sharedWeights, texts: await Promise.all([ask(), ask()]) }));
+    slots.close();
+  `;
+    const deno = spawnSync("deno", ["eval", "--ext=ts", script], {
+      encoding: "utf8",
+      env: { ...process.env, FERRY_CHAT_MODEL: file },
+    });
+    expect(withoutDenoDownloads(deno.stderr)).toBe("");
+    expect(deno.status).toBe(0);
+    const want = (await post(createApp({ engine: await loadEngine(file) }), "/v1/completions", SEEDED)).json
+      .choices[0].text;
+    expect(JSON.parse(deno.stdout)).toEqual({ shared: true, texts: [want, want] });
   },
 );
