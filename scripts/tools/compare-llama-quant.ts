@@ -15,6 +15,7 @@ import {
   mkdtempSync,
   openSync,
   readFileSync,
+  readSync,
   rmSync,
   statSync,
   writeFileSync,
@@ -24,7 +25,8 @@ import { join } from "node:path";
 import { cli, EXIT_USAGE, fail, progress, run } from "../cli.ts";
 import { readCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
 import { exportCheckpoint } from "../../formats/export.ts";
-import { GGML_TYPES, type GgmlType, parseGguf, readGguf, writeGguf } from "../../formats/gguf/gguf.ts";
+import { GGML_TYPES, type GgmlType, readGguf, writeGguf } from "../../formats/gguf/gguf.ts";
+import { type GgufHeader, parseGgufHeader } from "../../formats/gguf/gguf-container.ts";
 import { calibrateOnce, CALIBRATION, lut4Calibrator } from "../../measure/calibrate.ts";
 import { calibrationWindows } from "../../measure/calibration-text.ts";
 import { findLlamaTools, type LlamaTools } from "../../measure/llama-tools.ts";
@@ -34,6 +36,9 @@ import { buildModel, type Model } from "../../model/qwen3.ts";
 import { BOS } from "../../model/tokenizer.ts";
 
 const DEFAULT_CHECKPOINT = "model/default/ferry.ckpt";
+
+/** Tokens per llama-perplexity and llama-imatrix chunk, and per ferry calibration window, with --folder. */
+const FOLDER_CHUNK = 256;
 
 /** The types compared: ferry's GGUF dtype and llama-quantize's name for it. */
 const TYPES = [
@@ -61,8 +66,16 @@ Each window is one llama-perplexity chunk of BOS + 256 bytes (-c 257), so the ch
 windows ferry's measure uses; llama-perplexity scores the second half of each chunk (positions 128-255).
 Needs llama.cpp's tools (deno run -A scripts/tools/build-llama.ts, once).
 
+With --folder, a Hugging Face Qwen3 folder with its own tokenizer (Qwen3-0.6B's shape: make-qwen3.ts)
+instead of a byte checkpoint. The texts are then cut by llama.cpp's tokenizer, which is ferry's (tested
+by tests/llama/gguf-tokenizer-llama.test.ts): the held-out text in --windows chunks of 256 tokens, and
+--calibrate windows of 256 tokens of the training split's start, which ferry's calibration reads as a
+--calibration file and llama-imatrix as its -f text: the same tokens on both sides. Step 5 is skipped
+(ferry's float engine over every file is hours at that size; scripts/measure.ts scores ferry's files).
+
 Options:
   --checkpoint PATH   model (default ${DEFAULT_CHECKPOINT})
+  --folder DIR        a Hugging Face Qwen3 folder instead (see above)
   --windows N         held-out windows (default 64)
   --calibrate N       calibration windows for both imatrices (default ${CALIBRATION.windows})
   --threads N         llama.cpp threads (default: one per core)
@@ -88,13 +101,14 @@ interface Row {
   kldErr: number;
   kldP99: number;
   sameTop: number;
-  /** ferry's float engine on the file against the checkpoint, at the same positions. */
+  /** ferry's float engine on the file against the checkpoint, at the same positions (NaN: not run). */
   ferryKL: number;
 }
 
 if (import.meta.main) {
   const { values, positionals } = cli(HELP, {
     checkpoint: { type: "string", default: DEFAULT_CHECKPOINT },
+    folder: { type: "string" },
     windows: { type: "string", default: "64" },
     calibrate: { type: "string", default: String(CALIBRATION.windows) },
     threads: { type: "string" },
@@ -119,6 +133,7 @@ if (import.meta.main) {
     try {
       const rows = await compare(tools, {
         checkpoint: values.checkpoint,
+        folder: values.folder,
         windows,
         calWindows,
         threads,
@@ -126,7 +141,7 @@ if (import.meta.main) {
       });
       if (values.json) {
         console.log(JSON.stringify({ llama: tools.commit, windows, calWindows, rows }, null, 2));
-      } else console.log(formatRows(rows, tools.commit, windows, calWindows));
+      } else console.log(formatRows(rows, tools.commit, windows, calWindows, values.folder !== undefined));
     } finally {
       if (!values.keep) rmSync(dir, { recursive: true, force: true });
     }
@@ -136,10 +151,18 @@ if (import.meta.main) {
 /** Runs every step; returns one row per scored file. */
 async function compare(
   tools: LlamaTools,
-  opts: { checkpoint: string; windows: number; calWindows: number; threads: number; dir: string },
+  opts: {
+    checkpoint: string;
+    folder?: string;
+    windows: number;
+    calWindows: number;
+    threads: number;
+    dir: string;
+  },
 ): Promise<Row[]> {
   const { dir, threads } = opts;
   const t = ["-t", String(threads)];
+  const folder = opts.folder, input = folder ?? opts.checkpoint;
   // ferry's files, the imatrix, the base logits and ferry's reference; then each llama file written;
   // then every file scored (the F32 one, ferry's two per type, llama's).
   const llamaFiles = TYPES.reduce((n, t) => n + (t.pure ? 4 : 2), 0);
@@ -147,18 +170,33 @@ async function compare(
   const bar = progress("compare", steps, { unit: "step" });
   const { train, heldOut } = await loadBrown();
   const held = evalWindows(heldOut, opts.windows);
-  const cal = calibrationWindows(train, opts.calWindows, CALIBRATION.seed, WINDOW_BYTES);
   const heldText = join(dir, "heldout.txt"), calText = join(dir, "calibration.txt");
-  writeFileSync(heldText, chunkText(held));
-  writeFileSync(calText, chunkText(cal));
+  if (folder) {
+    // Text, cut into chunks of tokens by each tool: at most 8 bytes a token leaves none short.
+    writeFileSync(heldText, heldOut);
+    writeFileSync(calText, train.subarray(0, 8 * FOLDER_CHUNK * opts.calWindows));
+  } else {
+    writeFileSync(heldText, chunkText(held));
+    writeFileSync(
+      calText,
+      chunkText(calibrationWindows(train, opts.calWindows, CALIBRATION.seed, WINDOW_BYTES)),
+    );
+  }
 
   // 1. ferry's files. llama.cpp's tools start from an F32 file without ferry's digest: llama-quantize
-  // copies the metadata, and a digest of the F32 file would not match the quantized one.
-  const ck = await readCheckpoint(opts.checkpoint, { sections: ["model"] });
-  const source = buildModel(ck.config, ck.model, opts.checkpoint);
+  // copies the metadata, and a digest of the F32 file would not match the quantized one. (A folder's
+  // F32 file keeps it: no file of llama's is read back by ferry then.)
+  const source = folder ? undefined : await checkpointModel(opts.checkpoint);
   const f32 = join(dir, "f32.gguf");
-  await writeGguf(f32, source.tensors, source.config, { type: "f32", digest: false });
-  const calibrate = calibrateOnce(lut4Calibrator({ windows: opts.calWindows, seed: CALIBRATION.seed }));
+  if (source) await writeGguf(f32, source.tensors, source.config, { type: "f32", digest: false });
+  else await exportCheckpoint({ input, format: "gguf", dtype: "f32", output: f32 });
+  const calibrate = calibrateOnce(
+    lut4Calibrator(
+      folder
+        ? { file: calText, windows: opts.calWindows }
+        : { windows: opts.calWindows, seed: CALIBRATION.seed },
+    ),
+  );
   const files: Array<Pick<Row, "side" | "type" | "imatrix" | "pure" | "file">> = [];
   for (const { ferry } of TYPES) {
     for (const imatrix of [false, true]) {
@@ -166,7 +204,7 @@ async function compare(
       // ferry's Q4_0 takes no importance: its calibrated file is its plain one.
       if (!(ferry === "q4_0" && imatrix)) {
         await exportCheckpoint({
-          input: opts.checkpoint,
+          input,
           format: "gguf",
           dtype: ferry,
           output: file,
@@ -186,6 +224,13 @@ async function compare(
 
   // 2. llama-imatrix over the calibration windows.
   const imatrixFile = join(dir, "imatrix.gguf");
+  const chunks = (n: number) =>
+    folder ? ["-c", `${FOLDER_CHUNK}`, "-b", `${FOLDER_CHUNK}`, "--chunks", `${n}`] : [
+      "-c",
+      "257",
+      "-b",
+      "257",
+    ];
   await tool(tools.paths["llama-imatrix"], [
     "-m",
     f32,
@@ -193,10 +238,7 @@ async function compare(
     calText,
     "-o",
     imatrixFile,
-    "-c",
-    "257",
-    "-b",
-    "257",
+    ...chunks(opts.calWindows),
     "--no-ppl",
     ...t,
   ], join(dir, "imatrix.log"));
@@ -227,19 +269,19 @@ async function compare(
 
   // 4. llama-perplexity: the F32 file's logits, then every file against them.
   const base = join(dir, "f32.kld");
-  const ppl = ["-c", "257", "-b", "257", ...t];
+  const ppl = [...chunks(opts.windows), ...t];
   const baseLog = await tool(
     tools.paths["llama-perplexity"],
     ["-m", f32, "-f", heldText, "--kl-divergence-base", base, ...ppl],
     join(dir, "f32.kld.log"),
   );
-  checkChunks(base, held, baseLog);
+  if (!folder) checkChunks(base, held, baseLog);
   bar.tick(1, "base logits");
 
   // 5. ferry's own scorer: the checkpoint's logits on ferry's float engine at llama-perplexity's positions.
-  const V = source.config.vocab_size;
+  const V = source?.config.vocab_size ?? 0;
   const scored = (m: Model) => held.map((w) => secondHalf(windowLogits(m, w), V));
-  const ref = concat(scored(source));
+  const ref = source && concat(scored(source));
   bar.tick(1, "ferry reference");
 
   const rows: Row[] = [];
@@ -260,8 +302,7 @@ async function compare(
       ["-m", f.file, "--kl-divergence-base", base, "--kl-divergence", ...ppl],
       `${f.file}.kld.log`,
     );
-    const g = await readGguf(f.file);
-    const ferryKL = compareLogits(ref, concat(scored(buildModel(g.config, g.tensors, f.file))), V).meanKL;
+    const ferryKL = ref ? await ferryScore(f.file) : NaN;
     const figures = { ...weightFigures(f.file), ...kldFigures(log, f.file), ferryKL };
     byFile.set(f.file, figures);
     rows.push({ ...f, ...figures });
@@ -269,6 +310,16 @@ async function compare(
   }
   bar.done();
   return rows;
+
+  async function ferryScore(file: string): Promise<number> {
+    const g = await readGguf(file);
+    return compareLogits(ref!, concat(scored(buildModel(g.config, g.tensors, file))), V).meanKL;
+  }
+}
+
+async function checkpointModel(path: string): Promise<Model> {
+  const ck = await readCheckpoint(path, { sections: ["model"] });
+  return buildModel(ck.config, ck.model, path);
 }
 
 /**
@@ -330,8 +381,7 @@ function concat(parts: Float32Array[]): Float32Array {
 
 /** File size, bits per weight over the 2-D matrices, and how many matrices each type holds. */
 function weightFigures(path: string): Pick<Row, "bytes" | "bpw" | "types"> {
-  const bytes = readFileSync(path);
-  const g = parseGguf(bytes, path);
+  const g = ggufHeader(path);
   let bits = 0, weights = 0;
   const byType = new Map<GgmlType, number>();
   for (const t of g.tensors) {
@@ -344,6 +394,22 @@ function weightFigures(path: string): Pick<Row, "bytes" | "bpw" | "types"> {
   }
   const types = [...byType].sort((a, b) => b[1] - a[1]).map(([ty, n]) => `${ty}×${n}`).join(" ");
   return { bytes: statSync(path).size, bpw: bits / weights, types };
+}
+
+/** A GGUF file's header, read from its first bytes (a few MB at Qwen3's vocabulary). */
+function ggufHeader(path: string): GgufHeader {
+  const size = statSync(path).size, fd = openSync(path, "r");
+  try {
+    for (let n = 1 << 20;; n *= 4) {
+      const prefix = new Uint8Array(Math.min(n, size));
+      readSync(fd, prefix, 0, prefix.length, 0);
+      const head = parseGgufHeader(prefix, size, path);
+      if (head !== "more") return head;
+      if (prefix.length === size) throw new Error(`${path}: the GGUF header runs past the file's end`);
+    }
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** The KL figures of a llama-perplexity --kl-divergence log. */
@@ -390,8 +456,14 @@ async function toolPrinting(last: RegExp, path: string, args: string[], logPath:
 }
 
 /** The rows as a table, then ferry's KL over llama.cpp's for each type. */
-function formatRows(rows: Row[], commit: string, windows: number, calWindows: number): string {
-  const e = (x: number) => x.toExponential(2);
+function formatRows(
+  rows: Row[],
+  commit: string,
+  windows: number,
+  calWindows: number,
+  folder: boolean,
+): string {
+  const e = (x: number) => Number.isNaN(x) ? "-" : x.toExponential(2);
   const head = [
     "side",
     "type",
@@ -426,16 +498,30 @@ function formatRows(rows: Row[], commit: string, windows: number, calWindows: nu
         `${ferry}${pure ? " vs pure" : ""}`,
         imatrix ? "yes" : "no",
         (f.kld / l.kld).toFixed(3),
-        (f.ferryKL / l.ferryKL).toFixed(3),
+        folder ? "-" : (f.ferryKL / l.ferryKL).toFixed(3),
         `${f.bpw.toFixed(2)} / ${l.bpw.toFixed(2)}`,
       ];
     })
   );
+  const heldOut = folder
+    ? `${windows} held-out chunks of ${FOLDER_CHUNK} tokens (positions ${FOLDER_CHUNK / 2}-${
+      FOLDER_CHUNK - 1
+    } scored); ` +
+      `imatrix and ferry's calibration on the training split's first ${calWindows} windows of ${FOLDER_CHUNK} tokens`
+    : `${windows} held-out windows (BOS + 256 bytes, positions 128-255 scored); ` +
+      `imatrix and ferry's calibration on ${calWindows} training-split windows`;
+  // What calibration buys on each side: the imatrix file's KLD over the plain one's, type by type.
+  const gains = TYPES.flatMap(({ ferry, pure }) =>
+    (["ferry", "llama"] as const).flatMap((side) =>
+      (side === "llama" && pure ? [false, true] : [false]).map((p) => {
+        const at = (imatrix: boolean) =>
+          rows.find((r) => r.side === side && r.type === ferry && r.imatrix === imatrix && r.pure === p)!;
+        return [side, `${ferry}${p ? " pure" : ""}`, (at(true).kld / at(false).kld).toFixed(3)];
+      })
+    )
+  );
   return [
-    `llama.cpp ${
-      commit.slice(0, 12)
-    }; ${windows} held-out windows (BOS + 256 bytes, positions 128-255 scored); ` +
-    `imatrix and ferry's calibration on ${calWindows} training-split windows\n`,
+    `llama.cpp ${commit.slice(0, 12)}; ${heldOut}\n`,
     table(head, body),
     "",
     table([
@@ -445,6 +531,8 @@ function formatRows(rows: Row[], commit: string, windows: number, calWindows: nu
       "ferry/llama KL (ferry engine)",
       "bpw ferry / llama",
     ], ratios),
+    "",
+    table(["side", "type", "KLD calibrated / plain (llama)"], gains),
   ].join("\n");
 }
 
