@@ -74,7 +74,7 @@ once with \`bun install\` into $XDG_CACHE_HOME/ferry/wllama-3.13.0 (default ~/.c
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const CHECKPOINT = join(ROOT, "model", "default", "ferry.ckpt");
 /** The Chromium driven when neither --chromium nor FERRY_CHROMIUM names one. */
-const DEFAULT_CHROMIUM = "/usr/bin/chromium";
+export const DEFAULT_CHROMIUM = "/usr/bin/chromium";
 /** wllama, pinned: the version the figures in docs/browser-tab.md were measured with. */
 const WLLAMA_PACKAGE = "@wllama/wllama";
 const WLLAMA_VERSION = "3.13.0";
@@ -82,7 +82,7 @@ const WLLAMA_VERSION = "3.13.0";
  * playwright-core, imported by a name held in a variable: it is a test-only package that Deno does not
  * install, and the Deno child process (`--engine-only`) must not need it.
  */
-const PLAYWRIGHT = "playwright-core";
+export const PLAYWRIGHT = "playwright-core";
 
 /** The longest a step in a page may take: loading a 0.6B-parameter model into a tab takes tens of seconds. */
 const PAGE_TIMEOUT_MS = 600_000;
@@ -209,7 +209,7 @@ async function exports(dir: string): Promise<{ lut4: string; gguf: string; confi
  * `bun tests/helpers/chromium.ts` unpacks, with its fonts.conf and NSS libraries in lib/) needs those
  * beside it and no zygote; a system Chromium needs neither.
  */
-function chromiumLaunch(path: string): { args: string[]; env?: Record<string, string | undefined> } {
+export function chromiumLaunch(path: string): { args: string[]; env?: Record<string, string | undefined> } {
   const dir = dirname(path);
   if (!existsSync(join(dir, "fonts.conf"))) return { args: ["--no-sandbox", "--headless=new"] };
   const libs = [join(dir, "lib"), process.env.LD_LIBRARY_PATH].filter(Boolean).join(":");
