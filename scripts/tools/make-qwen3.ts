@@ -92,6 +92,11 @@ export interface MakeQwen3Options {
   shape?: string | Qwen3Shape;
   seed?: number;
   peaked?: boolean;
+  /**
+   * The spread (std, nats) the logits should have: the final norm's gain is set to give it (about 3
+   * for a trained model; `peaked` alone gives about 32 at Qwen3-0.6B's width). Default: the shape's own.
+   */
+  logitStd?: number;
   dtype?: "bf16" | "f32";
   /** Split the weights into shards of about this many bytes (default: one file). */
   shardBytes?: number;
@@ -113,7 +118,7 @@ interface TensorPlan {
 }
 
 /** The tensors of a Qwen3 checkpoint, in the order transformers saves them, with their value spread. */
-export function qwen3Tensors(s: Qwen3Shape, peaked = false): TensorPlan[] {
+export function qwen3Tensors(s: Qwen3Shape, peaked = false, logitStd?: number): TensorPlan[] {
   const h = s.hidden_size, q = s.num_attention_heads * s.head_dim, kv = s.num_key_value_heads * s.head_dim;
   // Peaked: a unit-scale embedding and strong layers. With std 0.02 everywhere a random model repeats
   // one token whatever the prompt; with only the embedding large it echoes its input; these scales
@@ -138,7 +143,10 @@ export function qwen3Tensors(s: Qwen3Shape, peaked = false): TensorPlan[] {
       w(`${p}.mlp.down_proj.weight`, [h, s.intermediate_size], outStd),
     );
   }
-  out.push(norm("model.norm.weight", h));
+  // A logit is the normed state (each value about 1 in size) dotted with a head row of std embedStd:
+  // its std is about gain · embedStd · √h.
+  const finalGain = logitStd === undefined ? 1 : logitStd / (embedStd * Math.sqrt(h));
+  out.push({ name: "model.norm.weight", dims: [h], std: 0.05 * finalGain, center: finalGain });
   if (!s.tie_word_embeddings) out.push(w("lm_head.weight", [s.vocab_size, h], embedStd));
   return out;
 }
@@ -323,7 +331,7 @@ export async function makeQwen3Folder(
 ): Promise<{ files: string[]; params: number }> {
   const shape = resolveShape(options.shape);
   const dtype = options.dtype ?? "bf16";
-  const plans = qwen3Tensors(shape, options.peaked ?? false);
+  const plans = qwen3Tensors(shape, options.peaked ?? false, options.logitStd);
   const params = plans.reduce((a, p) => a + p.dims.reduce((x, y) => x * y, 1), 0);
   const tokenizerDir = options.tokenizerDir === undefined
     ? (shape.vocab_size === QWEN3_VOCAB ? QWEN3_TOKENIZER_DIR : null)
@@ -387,6 +395,8 @@ Options:
   --layers N          override the shape's layer count (e.g. a few layers of the 0.6B widths)
   --seed N            the random seed (default 1)
   --peaked            scale the weights so greedy decoding is far from ties
+  --logit-std S       set the final norm's gain so the logits spread about S nats (a trained model's:
+                      about 3; --peaked alone gives about 32 at Qwen3-0.6B's width)
   --dtype D           bf16 or f32 (default bf16)
   --shape-json JSON   config fields over the shape's, e.g. '{"hidden_size":128,"vocab_size":300}'
   --shard-mb N        split the weights into shards of about N MB (index.json beside them)
@@ -432,6 +442,7 @@ async function main(): Promise<void> {
     layers: { type: "string" },
     seed: { type: "string", default: "1" },
     peaked: { type: "boolean", default: false },
+    "logit-std": { type: "string" },
     dtype: { type: "string", default: "bf16", choices: ["bf16", "f32"] },
     "shape-json": { type: "string" },
     "shard-mb": { type: "string" },
@@ -447,6 +458,12 @@ async function main(): Promise<void> {
     if (!Number.isSafeInteger(n) || n <= 0) fail(`--${flag} ${v}: expected a positive integer`, EXIT_USAGE);
     return n;
   };
+  const logitStd = (v: string | undefined) => {
+    if (v === undefined) return undefined;
+    const x = Number(v);
+    if (!(x > 0 && x < 1000)) fail(`--logit-std ${v}: expected a spread in nats above 0`, EXIT_USAGE);
+    return x;
+  };
   const base = resolveShape(values.shape);
   const layers = int("layers", values.layers);
   const shape = { ...base, ...shapeJson(values["shape-json"], fail, EXIT_USAGE) };
@@ -458,6 +475,7 @@ async function main(): Promise<void> {
     shape,
     seed: int("seed", values.seed),
     peaked: values.peaked,
+    logitStd: logitStd(values["logit-std"]),
     dtype: values.dtype as "bf16" | "f32",
     shardBytes: bytes ?? (mb === undefined ? undefined : mb * 1e6),
     tokenizerDir: values["no-tokenizer"] ? null : values.tokenizer,
