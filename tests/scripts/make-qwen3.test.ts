@@ -1,10 +1,11 @@
-import { describe, expect } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { crossProcessTest } from "../helpers/fast.ts";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { makeQwen3Folder } from "../helpers/qwen3-folder.ts";
 import { hfFormat } from "../../formats/huggingface/huggingface.ts";
+import { QWEN3_SHAPES, qwen3Tensors } from "../../scripts/tools/make-qwen3.ts";
 
 /** The JSON header of a safetensors file, read by hand. */
 function header(path: string): Record<string, { dtype: string; shape: number[]; data_offsets: number[] }> {
@@ -92,4 +93,16 @@ describe("make-qwen3: the independent Qwen3 fixture", () => {
       expect(Math.sqrt(sq / 64000)).toBeGreaterThan(0.9); // peaked: a unit-scale embedding
     },
   );
+});
+
+test("make-qwen3 --logit-std: the final norm's gain is S / (embedding std · √hidden), the rest as --peaked", () => {
+  const h = 1024;
+  const peaked = qwen3Tensors({ ...QWEN3_SHAPES["qwen3-0.6b"], num_hidden_layers: 1 }, true);
+  const scaled = qwen3Tensors({ ...QWEN3_SHAPES["qwen3-0.6b"], num_hidden_layers: 1 }, true, 3);
+  const norm = scaled.find((t) => t.name === "model.norm.weight")!;
+  expect(norm.center).toBeCloseTo(3 / Math.sqrt(h), 12);
+  expect(norm.std).toBeCloseTo(0.05 * norm.center, 12);
+  expect(peaked.find((t) => t.name === "model.norm.weight")!.center).toBe(1);
+  // Every other tensor is --peaked's.
+  expect(scaled.filter((t) => t !== norm)).toEqual(peaked.filter((t) => t.name !== "model.norm.weight"));
 });
