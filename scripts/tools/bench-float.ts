@@ -285,7 +285,7 @@ run(async () => {
   console.log(
     `${report.runtime}, ${threads} thread(s), ${(bytes / 1e9).toFixed(2)} GB of f32 weights; load (pack) ` +
       `${loadMs.toFixed(0)} ms; packed ${(mem!.packedBytes / 1e9).toFixed(2)} GB ` +
-      `(${mem!.bf16Matrices} bf16, ${mem!.f32Matrices} f32); peak RSS ${
+      `(${Object.entries(mem!.matrices).map(([dtype, n]) => `${n} ${dtype}`).join(", ")}); peak RSS ${
         ((report.peakRss ?? 0) / 1e9).toFixed(2)
       } GB`,
   );
