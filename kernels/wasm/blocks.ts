@@ -36,7 +36,7 @@
  * @example
  * ```ts
  * import { BLOCK_TYPES, panelBytes } from "./blocks.ts";
- * BLOCK_TYPES.q4_0;        // { values: 32, bytes: 18, ... }
+ * BLOCK_TYPES.q4_0;        // { values: 32, bytes: 18 }
  * panelBytes("q4_0", 1024); // 8 rows × 32 blocks × 18 bytes = 4608
  * ```
  * @module
@@ -51,19 +51,16 @@ export type BlockDtype = "q8_0" | "q4_0" | "iq4_nl" | "q4_k" | "q6_k";
 
 /** ggml's `kvalues_iq4nl`: the 16 levels an IQ4_NL code indexes, in units of the block's scale. */
 export const IQ4NL_BOOK: readonly number[] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
-/** Q4_0's levels, q − 8, as a table like IQ4_NL's: the two share their kernels. */
+/** Q4_0's levels, q − 8, as a table like IQ4_NL's (`blockRow` reads both alike). */
 const Q4_0_BOOK = Array.from({ length: 16 }, (_, q) => q - 8);
 
-/**
- * Per block type: values per block (along K), bytes per block (one row's, as in the file), and the
- * kernels' one-row product's panels at once (`gemvBlocks`).
- */
-export const BLOCK_TYPES: Readonly<Record<BlockDtype, { values: number; bytes: number; panels: number }>> = {
-  q8_0: { values: 32, bytes: 34, panels: 2 },
-  q4_0: { values: 32, bytes: 18, panels: 2 },
-  iq4_nl: { values: 32, bytes: 18, panels: 2 },
-  q4_k: { values: 256, bytes: 144, panels: 2 },
-  q6_k: { values: 256, bytes: 210, panels: 2 },
+/** Per block type: values per block (along K), and bytes per block (one row's, as in the file). */
+export const BLOCK_TYPES: Readonly<Record<BlockDtype, { values: number; bytes: number }>> = {
+  q8_0: { values: 32, bytes: 34 },
+  q4_0: { values: 32, bytes: 18 },
+  iq4_nl: { values: 32, bytes: 18 },
+  q4_k: { values: 256, bytes: 144 },
+  q6_k: { values: 256, bytes: 210 },
 };
 
 /** Whether a dtype name is one of `BLOCK_TYPES`. */
@@ -193,8 +190,33 @@ export function blockRow(dtype: BlockDtype, mem: Uint8Array, at: number, K: numb
 
 type Locals = ReturnType<typeof locals>;
 
-const splat8 = (n: number): Code => op.v128_const(new Uint8Array(16).fill(n));
-const bytesOf = (xs: readonly number[]): Uint8Array => new Uint8Array(Int8Array.from(xs).buffer);
+/**
+ * The v128 constants a kernel reads, each set once into a local at the kernel's start (`init`): V8
+ * builds a `v128.const` again at every use, several instructions each, inside the unrolled loops.
+ */
+function constants(L: Locals) {
+  const byBytes = new Map<string, number>(), init: Code[] = [];
+  const of = (bytes: Uint8Array): Code => {
+    const key = bytes.join();
+    if (!byBytes.has(key)) {
+      const local = L.local(V128);
+      byBytes.set(key, local);
+      init.push(op.v128_const(bytes), set(local));
+    }
+    return get(byBytes.get(key)!);
+  };
+  return {
+    init,
+    of,
+    /** Every byte `n`. */
+    bytes: (n: number) => of(new Uint8Array(16).fill(n)),
+    /** Every 32-bit lane `n`. */
+    words: (n: number) => of(new Uint8Array(Uint32Array.from([n, n, n, n]).buffer)),
+    /** Every f32 lane `x`. */
+    floats: (x: number) => of(new Uint8Array(Float32Array.from([x, x, x, x]).buffer)),
+  };
+}
+type Constants = ReturnType<typeof constants>;
 
 /**
  * Rows 0-3 (`high` false) or 4-7 of the 8 f16 in the v128 on the stack, as f32x4, exactly: the f16's
@@ -203,23 +225,29 @@ const bytesOf = (xs: readonly number[]): Uint8Array => new Uint8Array(Int8Array.
  * cleared, then times 2^112 (f32's exponent bias less f16's), exact for normal and subnormal f16 alike.
  * Infinities and NaN are not (`placeBlock` refuses them).
  */
-const f16Lanes = (high: boolean): Code => [
+const f16Lanes = (c: Constants, high: boolean): Code => [
   high ? op.i32x4_extend_high_i16x8_s : op.i32x4_extend_low_i16x8_s,
   op.i32(13), op.i32x4_shl,
-  op.v128_const(new Uint8Array(Uint32Array.from([0x8fffffff, 0x8fffffff, 0x8fffffff, 0x8fffffff]).buffer)), op.v128_and,
-  op.f32(2 ** 112), op.f32x4_splat, op.f32x4_mul,
+  c.words(0x8fffffff), op.v128_and,
+  c.floats(2 ** 112), op.f32x4_mul,
 ];
 
 /** What a kernel keeps of one panel while it decodes a run: its codes' address and the run's scales. */
 interface PanelState {
   codes: number;
-  /** Scales of rows 0-3 and 4-7 (Q4_K: d·scale; Q6_K: the run's first 16 values'). */
+  /** Scales (rows 0-3, 4-7) of the codes in `lo` (Q4_K: d·scale; Q6_K: the run's first 16 values'). */
   s0: number;
   s1: number;
-  /** Q4_K: dmin·min; Q6_K: the scales of the run's last 16 values. */
-  t0: number;
-  t1: number;
-  /** Codes of the current 2 or 4 k (the low and high nibbles' levels), and Q6_K's high pairs. */
+  /**
+   * Scales of the codes in `hi`: Q4_0's and Q4_K's high nibbles are read in place, 16 times their
+   * code, so these are s / 16 (exact: a power of two); Q6_K: the scales of the run's last 16 values.
+   */
+  u0: number;
+  u1: number;
+  /** Q4_K: dmin·min. */
+  m0: number;
+  m1: number;
+  /** Codes of the current 2 or 4 k (low nibbles' levels, high nibbles'), and Q6_K's high pairs. */
   lo: number;
   hi: number;
   pairs: number;
@@ -231,22 +259,26 @@ interface PanelState {
 
 function panelState(L: Locals): PanelState {
   const codes = L.local(I32);
-  const [s0, s1, t0, t1, lo, hi, pairs, wide, v0, v1] = Array.from({ length: 10 }, () => L.local(V128));
-  return { codes, s0, s1, t0, t1, lo, hi, pairs, wide, v0, v1 };
+  const [s0, s1, u0, u1, m0, m1, lo, hi, pairs, wide, v0, v1] = Array.from({ length: 12 }, () => L.local(V128));
+  return { codes, s0, s1, u0, u1, m0, m1, lo, hi, pairs, wide, v0, v1 };
 }
 
 /**
  * The start of run `r` (an i32 local: 0 for the 32-value types) of the group at `base` (an i32 local):
  * sets the panel's codes address and its run's scales.
  */
-function runStart(dtype: BlockDtype, s: PanelState, base: number, r: number): Code {
-  const d = (at: number, high: boolean): Code => [get(base), op.v128_load(at), f16Lanes(high)];
+function runStart(dtype: BlockDtype, c: Constants, s: PanelState, base: number, r: number): Code {
+  const d = (at: number, high: boolean): Code => [get(base), op.v128_load(at), f16Lanes(c, high)];
   const at = (offset: number, stride: number): Code => [get(base), op.i32(offset), op.i32_add, get(r), op.i32(stride), op.i32_mul, op.i32_add];
+  const sixteenths: Code = [get(s.s0), c.floats(1 / 16), op.f32x4_mul, set(s.u0), get(s.s1), c.floats(1 / 16), op.f32x4_mul, set(s.u1)];
   switch (dtype) {
     case "q8_0":
     case "q4_0":
     case "iq4_nl":
-      return [d(0, false), set(s.s0), d(0, true), set(s.s1), get(base), op.i32(16), op.i32_add, set(s.codes)];
+      return [
+        d(0, false), set(s.s0), d(0, true), set(s.s1), get(base), op.i32(16), op.i32_add, set(s.codes),
+        dtype === "q4_0" ? sixteenths : [],
+      ];
     case "q4_k": {
       // The record's bytes 0-7: scale_r | (min_r >> 4) << 6; bytes 8-11: min low nibbles, rows 0-3 low.
       const rec = s.pairs, sc = s.lo, mn = s.hi;
@@ -257,12 +289,12 @@ function runStart(dtype: BlockDtype, s: PanelState, base: number, r: number): Co
       ];
       return [
         at(Q4K.scales, 12), op.v128_load(), set(rec),
-        get(rec), splat8(63), op.v128_and, set(sc),
-        get(rec), splat8(15), op.v128_and, get(rec), op.i32(4), op.i8x16_shr_u, op.i8x16_shuffle(mins),
+        get(rec), c.bytes(63), op.v128_and, set(sc),
+        get(rec), c.bytes(15), op.v128_and, get(rec), op.i32(4), op.i8x16_shr_u, op.i8x16_shuffle(mins),
         get(rec), op.i32(6), op.i8x16_shr_u, op.i32(4), op.i8x16_shl, op.v128_or, set(mn),
         // d·scale times the code, less dmin·min: the scales' products, once a run (exact inputs, one rounding).
-        scaled(sc, 0, false), set(s.s0), scaled(sc, 0, true), set(s.s1),
-        scaled(mn, Q4K.dmin, false), set(s.t0), scaled(mn, Q4K.dmin, true), set(s.t1),
+        scaled(sc, 0, false), set(s.s0), scaled(sc, 0, true), set(s.s1), sixteenths,
+        scaled(mn, Q4K.dmin, false), set(s.m0), scaled(mn, Q4K.dmin, true), set(s.m1),
         at(Q4K.codes, 128), set(s.codes),
       ];
     }
@@ -275,55 +307,66 @@ function runStart(dtype: BlockDtype, s: PanelState, base: number, r: number): Co
       return [
         at(Q6K.scales, 16), op.v128_load(), set(scales),
         scaled(true, false), set(s.s0), scaled(true, true), set(s.s1),
-        scaled(false, false), set(s.t0), scaled(false, true), set(s.t1),
+        scaled(false, false), set(s.u0), scaled(false, true), set(s.u1),
         at(Q6K.codes, 192), set(s.codes),
       ];
     }
   }
 }
 
-/** Value k (0..31) of the run, rows 0-3 into s.v0 and 4-7 into s.v1; called for k in order. */
-function runValue(dtype: BlockDtype, s: PanelState, k: number): Code {
-  const out: Code[] = [];
-  const signed = dtype !== "q4_k";
-  let codes: number, high: boolean;
-  if (dtype === "q8_0") {
-    if (k % 2 === 0) out.push(get(s.codes), op.v128_load(16 * (k >> 1)), set(s.lo));
-    codes = s.lo, high = k % 2 === 1;
-  } else {
-    if (dtype === "q6_k" && k % 8 === 0) out.push(get(s.codes), op.v128_load(128 + 16 * (k >> 3)), set(s.pairs));
-    if (k % 4 === 0) {
-      // The 4 k's nibbles: low (k, k + 1) and high (k + 2, k + 3), each made a level.
+/**
+ * The 16 bytes of codes of 4 k at `s.codes` + `at` into s.lo (the low nibbles: k, k + 1) and s.hi
+ * (the high: k + 2, k + 3), as the signed levels (or Q4_K's unsigned codes) the widening reads.
+ */
+function nibbleLevels(dtype: BlockDtype, c: Constants, s: PanelState, at: number, k: number): Code {
+  const v = s.hi, load = [get(s.codes), op.v128_load(at), set(v)];
+  const low = [get(v), c.bytes(15), op.v128_and];
+  switch (dtype) {
+    case "q4_0":
+      // q − 8; the high nibble in place, 16 (q − 8) = (16 q) xor 0x80 as a signed byte (scaled by u = d / 16).
+      return [load, low, c.bytes(8), op.i8x16_sub, set(s.lo), get(v), c.bytes(0xf0), op.v128_and, c.bytes(0x80), op.v128_xor, set(s.hi)];
+    case "q4_k":
+      return [load, low, set(s.lo), get(v), c.bytes(0xf0), op.v128_and, set(s.hi)];
+    case "iq4_nl": {
+      const book = c.of(new Uint8Array(Int8Array.from(IQ4NL_BOOK).buffer));
+      return [load, book, low, op.i8x16_swizzle, set(s.lo), book, get(v), op.i32(4), op.i8x16_shr_u, op.i8x16_swizzle, set(s.hi)];
+    }
+    default: {
+      // Q6_K: high pair t of the 8 k's (bits 2t, 2t + 1) to bits 4, 5, then less 32; k and k + 1 take
+      // pair t, k + 2 and k + 3 pair t + 1.
+      const t = (k & 7) >> 1;
       const level = (nibbles: Code, t: number): Code => {
-        if (dtype === "q4_0" || dtype === "iq4_nl") {
-          return [op.v128_const(bytesOf(dtype === "q4_0" ? Q4_0_BOOK : IQ4NL_BOOK)), nibbles, op.i8x16_swizzle];
-        }
-        if (dtype === "q4_k") return nibbles;
-        // Q6_K: the high pair t of the 8 k's (bits 2t, 2t + 1) to bits 4, 5; less 32.
         const shift = 4 - 2 * t;
         const pairs = shift > 0 ? [get(s.pairs), op.i32(shift), op.i8x16_shl] : shift < 0 ? [get(s.pairs), op.i32(-shift), op.i8x16_shr_u] : [get(s.pairs)];
-        return [nibbles, pairs, splat8(0x30), op.v128_and, op.v128_or, splat8(32), op.i8x16_sub];
+        return [nibbles, pairs, c.bytes(0x30), op.v128_and, op.v128_or, c.bytes(32), op.i8x16_sub];
       };
-      const t = (k & 7) >> 1; // the high pairs of k and k + 1 are pair t; of k + 2, k + 3 pair t + 1
-      out.push(
-        get(s.codes), op.v128_load(16 * (k >> 2)), set(s.hi),
-        level([get(s.hi), splat8(15), op.v128_and], t), set(s.lo),
-        level([get(s.hi), op.i32(4), op.i8x16_shr_u], t + 1), set(s.hi),
-      );
+      return [load, level(low, t), set(s.lo), level([get(v), op.i32(4), op.i8x16_shr_u], t + 1), set(s.hi)];
     }
-    codes = k % 4 < 2 ? s.lo : s.hi, high = k % 2 === 1;
   }
+}
+
+/** Value k (0..31) of the run, rows 0-3 into s.v0 and 4-7 into s.v1; called for k in order. */
+function runValue(dtype: BlockDtype, c: Constants, s: PanelState, k: number): Code {
+  const out: Code[] = [];
+  if (dtype === "q8_0") {
+    if (k % 2 === 0) out.push(get(s.codes), op.v128_load(16 * (k >> 1)), set(s.lo));
+  } else {
+    if (dtype === "q6_k" && k % 8 === 0) out.push(get(s.codes), op.v128_load(128 + 16 * (k >> 3)), set(s.pairs));
+    if (k % 4 === 0) out.push(nibbleLevels(dtype, c, s, 16 * (k >> 2), k));
+  }
+  const codes = dtype === "q8_0" || k % 4 < 2 ? s.lo : s.hi, high = k % 2 === 1, signed = dtype !== "q4_k";
   const widen = signed
     ? (high ? op.i16x8_extend_high_i8x16_s : op.i16x8_extend_low_i8x16_s)
     : (high ? op.i16x8_extend_high_i8x16_u : op.i16x8_extend_low_i8x16_u);
-  const [a, b] = dtype === "q6_k" && k >= 16 ? [s.t0, s.t1] : [s.s0, s.s1];
-  // value = q·scale (Q4_K: then less dmin·min), f32 operations on exact inputs
+  const inHi = dtype === "q6_k" ? k >= 16 : (dtype === "q4_0" || dtype === "q4_k") && k % 4 >= 2;
+  const [a, b] = inHi ? [s.u0, s.u1] : [s.s0, s.s1];
+  // value = code·scale (Q4_K: then less dmin·min): f32 operations on exact inputs, one rounding each
   const finish = (scale: number, min: number): Code =>
     dtype === "q4_k" ? [get(scale), op.f32x4_mul, get(min), op.f32x4_sub] : [get(scale), op.f32x4_mul];
   out.push(
     get(codes), widen, set(s.wide),
-    get(s.wide), op.i32x4_extend_low_i16x8_s, op.f32x4_convert_i32x4_s, finish(a, s.t0), set(s.v0),
-    get(s.wide), op.i32x4_extend_high_i16x8_s, op.f32x4_convert_i32x4_s, finish(b, s.t1), set(s.v1),
+    get(s.wide), op.i32x4_extend_low_i16x8_s, op.f32x4_convert_i32x4_s, finish(a, s.m0), set(s.v0),
+    get(s.wide), op.i32x4_extend_high_i16x8_s, op.f32x4_convert_i32x4_s, finish(b, s.m1), set(s.v1),
   );
   return out;
 }
@@ -342,15 +385,22 @@ function overBlocks(dtype: BlockDtype, L: Locals, K: number, bases: number[], pe
 }
 
 /**
+ * Panels the one-row block product runs at once. One: a panel's decoding keeps a dozen vectors live, and
+ * with two panels' (and their sums) JavaScriptCore spilled past x86's 16 registers and ran at half speed;
+ * the decoding's own operations keep the adder busy without more chains of sums.
+ */
+export const GEMV_BLOCK_PANELS = 1;
+
+/**
  * gemv_panels_DTYPE(pa, pb, groups, K, c): kernels/wasm/gen.ts `gemvPanels` over panels of `dtype`'s
  * blocks: the one-row product over `groups` × `panels` whole panels (A packed by `pack_a` with MR = 1),
  * C's row at `c` written. Each weight is dequantized in registers (`runValue`), then multiplied and added
  * as `gemvPanels` does: each output the same f32 sum in the same k order, so the same bits as over the
  * f32 panels the blocks dequantize to.
  */
-export function gemvBlocks(dtype: BlockDtype, panels = BLOCK_TYPES[dtype].panels): Func {
+export function gemvBlocks(dtype: BlockDtype, panels = GEMV_BLOCK_PANELS): Func {
   const [pa, pb, groups, K, c] = [0, 1, 2, 3, 4];
-  const L = locals(5);
+  const L = locals(5), consts = constants(L);
   const g = L.local(I32), a = L.local(I32), panel = L.local(I32), out = L.local(I32), av = L.local(V128);
   const b = Array.from({ length: panels }, () => L.local(I32));
   const st = b.map(() => panelState(L));
@@ -361,10 +411,15 @@ export function gemvBlocks(dtype: BlockDtype, panels = BLOCK_TYPES[dtype].panels
   ];
   const loops = overBlocks(
     dtype, L, K, b,
-    (r) => st.map((s, j) => runStart(dtype, s, b[j], r)),
-    (k) => [get(a), op.v128_load(16 * k), set(av), st.map((s, j) => [runValue(dtype, s, k), mac(j)]), k === 31 ? bump(a, op.i32(16 * 32)) : []],
+    (r) => st.map((s, j) => runStart(dtype, consts, s, b[j], r)),
+    (k) => [
+      get(a), op.v128_load(16 * k), set(av),
+      st.map((s, j) => [runValue(dtype, consts, s, k), mac(j)]),
+      k === 31 ? bump(a, op.i32(16 * 32)) : [],
+    ],
   );
   return fn([I32, I32, I32, I32, I32], [], L.types, [
+    consts.init,
     get(K), op.i32(BLOCK_TYPES[dtype].values), op.i32_div_u, op.i32(NR * BLOCK_TYPES[dtype].bytes), op.i32_mul, set(panel),
     get(c), set(out),
     forLoop(g, op.i32(0), get(groups), 1, [
@@ -382,19 +437,16 @@ export function gemvBlocks(dtype: BlockDtype, panels = BLOCK_TYPES[dtype].panels
 /**
  * unpack_DTYPE(src, K, panels, dst): `panels` panels of `dtype`'s blocks at `src` dequantized into
  * kernels/wasm/gen.ts `pack_b`'s f32 panels at `dst` (8 values per k), exactly the f32 values a load
- * would have packed: what prefill's tile and the one-row product's last panels run on.
+ * would have packed: what prefill's tile and the one-row product's last panel run on.
  */
 export function unpackBlocks(dtype: BlockDtype): Func {
   const [src, K, panels, dst] = [0, 1, 2, 3];
-  const L = locals(4);
+  const L = locals(4), consts = constants(L);
   const p = L.local(I32), s = panelState(L);
-  return fn([I32, I32, I32, I32], [], L.types, [
-    forLoop(p, op.i32(0), get(panels), 1, [
-      overBlocks(dtype, L, K, [src], (r) => runStart(dtype, s, src, r), (k) => [
-        runValue(dtype, s, k),
-        get(dst), get(s.v0), op.v128_store(32 * k), get(dst), get(s.v1), op.v128_store(32 * k + 16),
-        k === 31 ? bump(dst, op.i32(32 * 32)) : [],
-      ]),
-    ]),
+  const loops = overBlocks(dtype, L, K, [src], (r) => runStart(dtype, consts, s, src, r), (k) => [
+    runValue(dtype, consts, s, k),
+    get(dst), get(s.v0), op.v128_store(32 * k), get(dst), get(s.v1), op.v128_store(32 * k + 16),
+    k === 31 ? bump(dst, op.i32(32 * 32)) : [],
   ]);
+  return fn([I32, I32, I32, I32], [], L.types, [consts.init, forLoop(p, op.i32(0), get(panels), 1, [loops])]);
 }

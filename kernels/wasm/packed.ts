@@ -38,6 +38,7 @@ import {
   BLOCK_TYPES,
   type BlockDtype,
   blockRow,
+  GEMV_BLOCK_PANELS,
   gemvBlocks,
   isBlockDtype,
   panelBytes,
@@ -314,7 +315,7 @@ function blocksShare(
   const tmp = scratch + rows * 16 * K, panel = tmp + MR * NR * 4;
   if (M === 1) {
     ex.pack_a1(a, K, 1, 1, K, scratch);
-    const P = BLOCK_TYPES[dtype].panels, groups = Math.floor(Math.floor(n / NR) / P);
+    const P = GEMV_BLOCK_PANELS, groups = Math.floor(Math.floor(n / NR) / P);
     if (groups > 0) ex[`gemv_panels_${dtype}`](scratch, b, groups, K, out);
     for (let q = groups * P * NR; q < n; q += NR) {
       unpack(b + (q / NR) * per, K, 1, panel);

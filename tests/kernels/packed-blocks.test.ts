@@ -5,7 +5,7 @@
 // blocks along K, and f16 scales small enough to be subnormal; `row` and `unpack` give that f32 matrix;
 // the store holds the file's bytes (padded to whole panels); an infinite scale is refused.
 import { expect, test } from "bun:test";
-import { BLOCK_TYPES, type BlockDtype } from "../../kernels/wasm/blocks.ts";
+import { BLOCK_TYPES, type BlockDtype, GEMV_BLOCK_PANELS } from "../../kernels/wasm/blocks.ts";
 import { createPackedStore, type PackedStore } from "../../kernels/wasm/packed.ts";
 import { createRng } from "../../model/random.ts";
 import { decodeTensor, encodeTensor, type GgmlType } from "../../quantize/quants.ts";
@@ -52,7 +52,7 @@ test("every block type: products over the blocks give the bits of the products o
     const store = createPackedStore({ threads, splitBytes: 0 });
     await store.ready;
     for (const [dtype, type] of TYPES) {
-      const { values, panels } = BLOCK_TYPES[dtype];
+      const { values } = BLOCK_TYPES[dtype], panels = GEMV_BLOCK_PANELS;
       // N: fewer rows than one group of panels, whole groups, groups and a ragged last panel.
       for (const N of [5, 8 * panels, 8 * panels * 3 + 13, 258]) {
         for (const K of [values, 3 * values]) {
