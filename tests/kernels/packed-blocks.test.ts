@@ -1,9 +1,10 @@
 // kernels/wasm/packed.ts keeping a matrix as GGUF's quantized blocks (kernels/wasm/blocks.ts): for every
-// block type, the products over the blocks (one row: several panels at once in registers, then single
-// panels; more rows: the tile over panels dequantized in scratch) give the bits of the same products over
-// the f32 matrix quantize/quants.ts dequantizes the blocks to, on 1 and 2 threads, with ragged N, several
-// blocks along K, and f16 scales small enough to be subnormal; `row` and `unpack` give that f32 matrix;
-// the store holds the file's bytes (padded to whole panels); an infinite scale is refused.
+// block type, the products over the blocks (one row: whole panels dequantized in registers, a ragged last
+// panel in scratch; more rows: the tile over panels dequantized in scratch, past one chunk of rows too)
+// give the bits of the same products over the f32 matrix quantize/quants.ts dequantizes the blocks to, on
+// 1 and 2 threads, with ragged N, several blocks along K and f16 scales small enough to be subnormal;
+// `row` and `unpack` give that f32 matrix; the store holds the file's bytes (padded to whole panels); an
+// infinite scale is refused.
 import { expect, test } from "bun:test";
 import { BLOCK_TYPES, type BlockDtype, GEMV_BLOCK_PANELS } from "../../kernels/wasm/blocks.ts";
 import { createPackedStore, type PackedStore } from "../../kernels/wasm/packed.ts";
@@ -77,6 +78,21 @@ test("every block type: products over the blocks give the bits of the products o
     }
     store.close();
   }
+});
+
+test("a prefill longer than one chunk of A's rows (4 MiB splatted) gives the f32 product's bits", async () => {
+  const store = createPackedStore({ threads: 2, splitBytes: 0 });
+  await store.ready;
+  const N = 21, K = 768, M = 400; // 400 rows of 768 inputs, 16 bytes each: 4.9 MB
+  for (const [dtype, type] of TYPES) {
+    const bytes = encodeTensor(type, random(N * K, 1)), f32 = decodeTensor(type, bytes, N * K);
+    const kept = await packBlocks(store, bytes, N, K, dtype, true), plain = store.pack(f32, N, K, "f32");
+    const x = random(M * K, 1), got = new Float32Array(M * N), want = new Float32Array(M * N);
+    store.matmul(got, x, kept, M);
+    store.matmul(want, x, plain, M);
+    expectSameBits(got, want, `${dtype}, M ${M}`);
+  }
+  store.close();
 });
 
 test("a block whose scale is infinite is refused: its values are not finite", async () => {
