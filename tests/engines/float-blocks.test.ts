@@ -3,10 +3,12 @@
 // type ferry writes applies, the K-quants included), the engine loaded from a Q8_0, Q4_0, IQ4_NL, Q4_K,
 // Q6_K and Q4_K_M file gives exactly the tokens, logits and session bytes of the same file packed as f32
 // (`keep: "f32"`, the way every quantized file loaded before), on 1 and 2 threads, greedy and seeded, tied
-// and untied, while holding the file's bytes of weights instead of f32's; and two engines on one shared
-// copy of the blocks give the same again.
+// and untied, while holding the file's bytes of weights instead of f32's; two engines on one shared
+// copy of the blocks give the same again; and Deno's workers give Bun's bits.
 import { afterAll, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
@@ -20,7 +22,10 @@ import { type GgmlType, tensorBytes } from "../../quantize/quants.ts";
 import { type ModelConfig, paramShapes } from "../../model/config.ts";
 import type { Engine, SamplingOptions } from "../../model/engine.ts";
 import { initParams } from "../../model/init.ts";
-import { expectSameBits } from "../helpers/bits.ts";
+import { bytesOf, expectSameBits } from "../helpers/bits.ts";
+import { crossProcessTest } from "../helpers/fast.ts";
+
+const ROOT = join(import.meta.dir, "../..");
 
 /** Widths 256 and 512 (K-quant super-blocks), q_dim = heads · head_dim = 256, a 258-row vocabulary. */
 const UNTIED: ModelConfig = {
@@ -142,4 +147,37 @@ test("two engines on one shared copy of the blocks give the unshared engine's bi
     expectSameTrace(await trace(first, sampling), want, "first");
     expectSameTrace(await trace(second, sampling), want, "second");
   }
+});
+
+crossProcessTest("under Deno, the blocks give Bun's bits", async () => {
+  const path = await ggufFile(UNTIED, "q4_k_m");
+  const code = `
+import { createHash } from "node:crypto";
+import { createFloatEngineFromSources } from "${ROOT}/engines/float.ts";
+import { openGgufSources } from "${ROOT}/formats/gguf/gguf.ts";
+async function main() {
+  const m = await openGgufSources(${JSON.stringify(path)});
+  const engine = await createFloatEngineFromSources(m.config, m.sources, "m", { frozen: true, threads: 2, splitBytes: 0 });
+  await m.close();
+  const s = engine.start(), h = createHash("sha256"), tokens = [];
+  h.update(new Uint8Array((await s.feed(${JSON.stringify(PROMPT)}, "all")).buffer));
+  for (let i = 0; i < ${STEPS}; i++) { tokens.push(s.pick()); h.update(new Uint8Array((await s.feed([tokens[i]])).buffer)); }
+  console.log(JSON.stringify({ digest: h.digest("hex"), tokens }));
+}
+main();
+`;
+  writeFileSync(join(dir, "run.ts"), code);
+  const r = spawnSync("deno", ["run", "-A", "--config", join(ROOT, "deno.json"), join(dir, "run.ts")], {
+    encoding: "utf8",
+    cwd: ROOT,
+  });
+  if (r.status !== 0) throw new Error(`deno failed: ${r.stderr}`);
+  const want = await trace(await load(path, { threads: 1 }), {});
+  const h = createHash("sha256");
+  h.update(bytesOf(want.prefill));
+  want.logits.forEach((l) => h.update(bytesOf(l)));
+  expect(JSON.parse(r.stdout.trim().split("\n").at(-1)!)).toEqual({
+    digest: h.digest("hex"),
+    tokens: want.tokens,
+  });
 });
