@@ -237,8 +237,9 @@ function storeFor(options: FloatEngineOptions, attach?: PackedShare): PackedStor
 /**
  * A frozen float engine built as its file streams past (what engines/mod.ts loads an export with when
  * its format can open it for streaming): each weight matrix is read a chunk of rows at a time straight
- * into the packed store (`PackedStore.packFrom`), so loading holds the packed weights and one chunk, never
- * an f32 copy of the model beside them; the vectors (norms) are read whole. The sources must be exactly the
+ * into the packed store (`PackedStore.packFrom`; a matrix whose source offers quantized blocks the store
+ * keeps, as those blocks: `PackedStore.packBlocks`), so loading holds the packed weights and one chunk,
+ * never an f32 copy of the model beside them; the vectors (norms) are read whole. The sources must be exactly the
  * tensors `config` implies (checked first, naming `source`). The same engine, bits and sessions as
  * `createFloatEngine(config, tensors, source, { frozen: true })`; on a kernel set other than WebAssembly's
  * (which runs unfrozen, in place) the tensors are read whole and handed to it. `share` as for

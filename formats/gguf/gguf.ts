@@ -468,8 +468,9 @@ export async function readGguf(path: string): Promise<LoadedGguf> {
  * A GGUF opened for streaming, checked as `readGguf` checks it (the header, the model's tensors, ferry's
  * digest over the whole file) before anything is handed out; then each tensor is a source that reads and
  * decodes only the values asked for (whole blocks of its type: a chunk of whole rows always is), refusing
- * a non-finite value (field `tensor NAME`). The float engine loads a GGUF this way, so a quantized file
- * is never held dequantized whole beside the engine's own copy.
+ * a non-finite value (field `tensor NAME`). A quantized matrix also offers its stored blocks
+ * (`TensorSource.blocks`: whole rows' bytes, refused as `read` refuses their values where a block's f16
+ * scale is not finite). The float engine loads a GGUF this way, keeping the blocks as they are.
  *
  * @example
  * ```ts
