@@ -2,7 +2,8 @@
  * The float CPU engine: the reference Qwen3 model (model/qwen3.ts) in f32 behind the `Engine`
  * interface. It is built from a config and named tensors, whatever file they came from; reading files
  * is the loader's job (engines/mod.ts), so this module knows no format. Frozen (as the loader builds
- * it), its matrices live once in kernels/wasm/packed.ts's layout, bf16 when exact, and its products
+ * it), its matrices live once in kernels/wasm/packed.ts's layout, bf16 when exact, a file's quantized
+ * blocks as they are stored (`TensorSource.blocks`), and its products
  * run on `threads` threads with the same bits on any number; sessions hold `context` positions.
  *
  * @example
@@ -22,10 +23,12 @@
 import { defaultKernels, type Kernels, rmsnorm, ropeHead, ropeTables } from "../kernels/kernels.ts";
 import {
   createPackedStore,
+  type PackedDtype,
   type PackedMatrix,
   type PackedShare,
   type PackedStore,
 } from "../kernels/wasm/packed.ts";
+import { isBlockDtype } from "../kernels/wasm/blocks.ts";
 import { checkTensors, type ModelConfig, paramShapes } from "../model/config.ts";
 import { FormatError } from "../model/error.ts";
 import type {
@@ -85,8 +88,10 @@ export interface FloatEngineOptions {
    */
   context?: number;
   /**
-   * How a frozen engine keeps its matrices: `auto` (default) keeps each as bf16 when every value is
-   * one (exact: the same bits), else f32; `f32` always f32 (twice the bytes read per token).
+   * How a frozen engine keeps its matrices: `auto` (default) keeps a matrix its file stores in quantized
+   * blocks the store multiplies by (Q8_0, Q4_0, IQ4_NL, Q4_K, Q6_K: kernels/wasm/blocks.ts) as those
+   * blocks, and any other as bf16 when every value is one, else f32 (each exact: the same bits); `f32`
+   * always f32 (the most bytes read per token).
    */
   keep?: "auto" | "f32";
   /**
@@ -129,9 +134,8 @@ export interface FloatEngineMemory {
   context: number;
   /** Bytes of packed weight matrices, the one copy the products stream (padding included). */
   packedBytes: number;
-  /** Matrices kept as bf16 and as f32 (a tied embedding/lm_head counts once). */
-  bf16Matrices: number;
-  f32Matrices: number;
+  /** Matrices kept in each dtype (a tied embedding/lm_head counts once). */
+  matrices: Partial<Record<PackedDtype, number>>;
   /** Bytes of the f32 norm vectors, kept plain (shared, in one SharedArrayBuffer for every engine). */
   vectorBytes: number;
   /**
@@ -233,8 +237,9 @@ function storeFor(options: FloatEngineOptions, attach?: PackedShare): PackedStor
 /**
  * A frozen float engine built as its file streams past (what engines/mod.ts loads an export with when
  * its format can open it for streaming): each weight matrix is read a chunk of rows at a time straight
- * into the packed store (`PackedStore.packFrom`), so loading holds the packed weights and one chunk, never
- * an f32 copy of the model beside them; the vectors (norms) are read whole. The sources must be exactly the
+ * into the packed store (`PackedStore.packFrom`; a matrix whose source offers quantized blocks the store
+ * keeps, as those blocks: `PackedStore.packBlocks`), so loading holds the packed weights and one chunk,
+ * never an f32 copy of the model beside them; the vectors (norms) are read whole. The sources must be exactly the
  * tensors `config` implies (checked first, naming `source`). The same engine, bits and sessions as
  * `createFloatEngine(config, tensors, source, { frozen: true })`; on a kernel set other than WebAssembly's
  * (which runs unfrozen, in place) the tensors are read whole and handed to it. `share` as for
@@ -271,12 +276,7 @@ export async function createFloatEngineFromSources(
       byName.set(
         name,
         dims.length === 2
-          ? await store.packFrom(
-            (start, count, scratch) => src.read(start, count, scratch),
-            dims[0],
-            dims[1],
-            keep,
-          )
+          ? await packSource(store, src, dims[0], dims[1], keep)
           : (await materialize(src)).data,
       );
     }
@@ -285,6 +285,24 @@ export async function createFloatEngineFromSources(
     throw e;
   }
   return packedEngineOver(config, kernels, store, byName, source, options);
+}
+
+/**
+ * A source's matrix into the store: as its stored blocks where the store keeps their type and `keep` is
+ * `auto`, else read as f32 rows (kept bf16 when exact, unless `keep` is `f32`).
+ */
+function packSource(
+  store: PackedStore,
+  src: TensorSource,
+  N: number,
+  K: number,
+  keep: "auto" | "f32",
+): Promise<PackedMatrix> {
+  const blocks = src.blocks, dtype = blocks?.type.toLowerCase() ?? "";
+  if (blocks && keep === "auto" && isBlockDtype(dtype)) {
+    return store.packBlocks((row, rows, scratch) => blocks.read(row, rows, scratch), N, K, dtype);
+  }
+  return store.packFrom((start, count, scratch) => src.read(start, count, scratch), N, K, keep);
 }
 
 /**
@@ -432,8 +450,10 @@ function packedEngineOver(
     threads: store.threads,
     context,
     packedBytes,
-    bf16Matrices: packed.filter((w) => w.dtype === "bf16").length,
-    f32Matrices: packed.filter((w) => w.dtype === "f32").length,
+    matrices: packed.reduce<FloatEngineMemory["matrices"]>(
+      (n, w) => ({ ...n, [w.dtype]: (n[w.dtype] ?? 0) + 1 }),
+      {},
+    ),
     vectorBytes,
     cacheBytes: kvBytes,
   });

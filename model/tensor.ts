@@ -65,6 +65,22 @@ export interface TensorSource {
   name: string;
   dims: number[];
   read(start: number, count: number, scratch: Float32Array): Float32Array | Promise<Float32Array>;
+  /**
+   * The matrix as its file stores it, where that is quantized blocks (a GGUF's Q4_0, Q8_0, ...): a
+   * reader that can keep the blocks (the float engine) reads them here instead of `read`'s f32.
+   */
+  blocks?: StoredBlocks;
+}
+
+/** A 2-D tensor's stored blocks: whole rows of whole blocks, each row a run of its blocks' bytes. */
+export interface StoredBlocks {
+  /** ggml's name of the block type (`Q4_0`, `Q8_0`, `Q4_K`, ...). */
+  type: string;
+  /**
+   * The bytes of rows [row, row + rows): written into `scratch` (which holds them) or a view of the
+   * reader's own memory. Refused (as `read` refuses it) where a value they hold is not finite.
+   */
+  read(row: number, rows: number, scratch: Uint8Array): Uint8Array | Promise<Uint8Array>;
 }
 
 /** A tensor in memory as a `TensorSource`. */

@@ -291,6 +291,39 @@ function putScales(out: Uint8Array, blockBytes: number, ds: Float32Array): void 
   for (let b = 0; b < h.length; b++) out[b * blockBytes] = h[b] & 0xff, out[b * blockBytes + 1] = h[b] >> 8;
 }
 
+/**
+ * Byte offsets of the f16 scales in one block of each quantized type. Each value of a block is a small
+ * integer times them (Q4_K: d·scale·q less dmin·min), so a block's values are all finite exactly when
+ * its scales are: checking them checks the block without dequantizing it (`blockScalesFinite`).
+ */
+export const BLOCK_SCALES: Readonly<Partial<Record<GgmlType, readonly number[]>>> = {
+  Q8_0: [0],
+  Q4_0: [0],
+  Q5_0: [0],
+  IQ4_NL: [0],
+  Q4_K: [0, 2],
+  Q6_K: [208],
+};
+
+/**
+ * Whether every f16 scale of the blocks in `bytes` (whole blocks of a quantized `type`) is finite, and so
+ * every value they hold.
+ *
+ * @example
+ * ```ts
+ * import { blockScalesFinite, quantizeQ4_0 } from "./quants.ts";
+ * blockScalesFinite("Q4_0", quantizeQ4_0(new Float32Array(64).fill(0.5))); // true
+ * ```
+ */
+export function blockScalesFinite(type: GgmlType, bytes: Uint8Array): boolean {
+  const at = BLOCK_SCALES[type] ?? [], size = GGML_TYPES[type].blockBytes;
+  for (let b = 0; b < bytes.length; b += size) {
+    // exponent bits all ones: infinite or NaN
+    for (const o of at) if ((bytes[b + o + 1] & 0x7c) === 0x7c) return false;
+  }
+  return true;
+}
+
 /** The f16 scales of `nb` blocks of `blockBytes` each, widened to f32. */
 export function getScales(bytes: Uint8Array, blockBytes: number, nb: number): Float32Array {
   const h = new Uint16Array(nb);

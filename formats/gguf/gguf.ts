@@ -20,7 +20,7 @@ import { Buffer } from "node:buffer";
 import { type FileHandle, open, stat } from "node:fs/promises";
 import { chunksAt, openAtomic, readExact } from "../io.ts";
 import { type ModelConfig, paramShapes } from "../../model/config.ts";
-import { numel, type Tensor, type TensorSource } from "../../model/tensor.ts";
+import { numel, type StoredBlocks, type Tensor, type TensorSource } from "../../model/tensor.ts";
 import type { TokenizerFiles } from "../../model/tokenizer-types.ts";
 import { rememberLast } from "../../model/remember.ts";
 import type { ExportOrigin, FormatDescriptor, OpenedExport } from "../format.ts";
@@ -40,7 +40,13 @@ import {
   fileDigest,
   isDigest,
 } from "../digest.ts";
-import { decodeTensor, type GgmlType, tensorBytes } from "../../quantize/quants.ts";
+import {
+  BLOCK_SCALES,
+  blockScalesFinite,
+  decodeTensor,
+  type GgmlType,
+  tensorBytes,
+} from "../../quantize/quants.ts";
 import type { CalibrationRecord } from "../../quantize/lut4-types.ts";
 import { calibrationLine } from "../calibration-record.ts";
 import {
@@ -462,8 +468,9 @@ export async function readGguf(path: string): Promise<LoadedGguf> {
  * A GGUF opened for streaming, checked as `readGguf` checks it (the header, the model's tensors, ferry's
  * digest over the whole file) before anything is handed out; then each tensor is a source that reads and
  * decodes only the values asked for (whole blocks of its type: a chunk of whole rows always is), refusing
- * a non-finite value (field `tensor NAME`). The float engine loads a GGUF this way, so a quantized file
- * is never held dequantized whole beside the engine's own copy.
+ * a non-finite value (field `tensor NAME`). A quantized matrix also offers its stored blocks
+ * (`TensorSource.blocks`: whole rows' bytes, refused as `read` refuses their values where a block's f16
+ * scale is not finite). The float engine loads a GGUF this way, keeping the blocks as they are.
  *
  * @example
  * ```ts
@@ -494,6 +501,8 @@ export async function openGgufSources(path: string): Promise<OpenedExport> {
           const bytes = await readAt(g, at + tensorBytes(t.type, start), tensorBytes(t.type, count));
           return checkedValues(t, decodeTensor(t.type, bytes, count), path, start);
         },
+        // A quantized matrix's blocks as stored, checked by their scales (the same refusal as `read`'s).
+        ...(BLOCK_SCALES[t.type] && dims.length === 2 ? { blocks: storedBlocks(g, t, at, dims[1]) } : {}),
       };
     });
     return { config, sources, close: () => g.fh.close() };
@@ -501,6 +510,24 @@ export async function openGgufSources(path: string): Promise<OpenedExport> {
     await g.fh.close();
     throw e;
   }
+}
+
+/**
+ * The stored blocks of quantized tensor `t` (data at byte `at`, rows of `K` values): a chunk of rows read
+ * as they are; where a scale is not finite, the rows are decoded so that the refusal is `read`'s own.
+ */
+function storedBlocks(g: OpenGguf, t: GgufHeader["tensors"][number], at: number, K: number): StoredBlocks {
+  const rowBytes = tensorBytes(t.type, K);
+  return {
+    type: t.type,
+    async read(row, rows) {
+      const bytes = await readAt(g, at + row * rowBytes, rows * rowBytes);
+      if (!blockScalesFinite(t.type, bytes)) {
+        checkedValues(t, decodeTensor(t.type, bytes, rows * K), g.path, row * K);
+      }
+      return bytes;
+    },
+  };
 }
 
 /**

@@ -4,7 +4,10 @@
  * model's [out, in]) is stored as kernels/wasm/gen.ts `pack_b` lays out B = W^T: panels of NR = 8
  * output rows, k-major, the last panel padded with zeros. It is kept as bfloat16 when every value is
  * one (a bf16 export's weights: exact, half the bytes, widened in the product's loads), else as f32.
- * Nothing else of it is kept: the caller's f32 array may go.
+ * Nothing else of it is kept: the caller's f32 array may go. A matrix a GGUF file stores in quantized
+ * blocks (Q8_0, Q4_0, IQ4_NL, Q4_K, Q6_K) is kept as those blocks, the file's bytes re-laid out in
+ * panels (kernels/wasm/blocks.ts, `packBlocks`), and dequantized in the products' registers: the
+ * same values, so the same bits, as the f32 it dequantizes to at load.
  *
  * A product `x @ W^T` splits W's panels between the threads: share i of P panels takes panels
  * [floor(i P / T), floor((i + 1) P / T)), and each output is the same f32 sum in the same k order as
@@ -30,12 +33,31 @@
  * ```
  * @module
  */
-import { assemble } from "./asm.ts";
+import { assemble, type Func } from "./asm.ts";
+import {
+  BLOCK_TYPES,
+  type BlockDtype,
+  blockRow,
+  GEMV_BLOCK_PANELS,
+  gemvBlocks,
+  isBlockDtype,
+  panelBytes,
+  placeBlock,
+  unpackBlocks,
+} from "./blocks.ts";
 import { gemm, gemvPanels, MR, NR, packA, packB, packBf16 } from "./gen.ts";
 import { createPool, type Pool, type PoolHandler, poolMemory } from "../pool.ts";
 
-/** How one packed matrix is kept. */
-export type PackedDtype = "f32" | "bf16";
+/** How one packed matrix is kept: f32, bf16, or a GGUF file's quantized blocks (kernels/wasm/blocks.ts). */
+export type PackedDtype = "f32" | "bf16" | BlockDtype;
+
+/** The dtypes in the order a product's arguments name them (`productShare`'s args[6]). */
+const DTYPES: readonly PackedDtype[] = ["f32", "bf16", ...Object.keys(BLOCK_TYPES) as BlockDtype[]];
+
+/** Bytes of one panel (8 output rows) of a matrix of `dtype` with K inputs. */
+export function packedPanelBytes(dtype: PackedDtype, K: number): number {
+  return dtype === "f32" ? NR * K * 4 : dtype === "bf16" ? NR * K * 2 : panelBytes(dtype, K);
+}
 
 /** A matrix in the store: where, its shape and dtype. Plain data: the store's memory holds the values. */
 export interface PackedMatrix {
@@ -46,7 +68,7 @@ export interface PackedMatrix {
   /** Inputs K (W's second dimension). */
   readonly cols: number;
   readonly dtype: PackedDtype;
-  /** Bytes it occupies: roundUp(N, 8) * K * (4 or 2). */
+  /** Bytes it occupies: ceil(N / 8) panels of `packedPanelBytes` (roundUp(N, 8) * K * 4 or 2 for f32, bf16). */
   readonly bytes: number;
 }
 
@@ -59,6 +81,16 @@ export type ReadRows = (
   count: number,
   scratch: Float32Array,
 ) => Float32Array | Promise<Float32Array>;
+
+/**
+ * The bytes of rows [row, row + rows) of a matrix stored in quantized blocks (each row whole blocks, as
+ * a GGUF file holds them): written into `scratch` (which holds them) or a view of the reader's own memory.
+ */
+export type ReadBlocks = (
+  row: number,
+  rows: number,
+  scratch: Uint8Array,
+) => Uint8Array | Promise<Uint8Array>;
 
 /** What another store needs to use a store's matrices: its shared memory and where the matrices end. */
 export interface PackedShare {
@@ -85,13 +117,19 @@ export interface PackedStore {
    * Packs `w` ([N, K] row-major) and returns its handle. bf16 when every value is bf16 (and `dtype` is
    * not `f32`), else f32. The store copies what it needs: `w` is not kept.
    */
-  pack(w: Float32Array, N: number, K: number, dtype?: PackedDtype | "auto"): PackedMatrix;
+  pack(w: Float32Array, N: number, K: number, dtype?: "f32" | "bf16" | "auto"): PackedMatrix;
   /**
    * The same from a matrix read a chunk of rows at a time (about 1 MiB; `read` as a model/tensor.ts
    * `TensorSource` reads), so the caller never holds it whole. A matrix that turns out not to be bf16
    * is read again from the start as f32.
    */
-  packFrom(read: ReadRows, N: number, K: number, dtype?: PackedDtype | "auto"): Promise<PackedMatrix>;
+  packFrom(read: ReadRows, N: number, K: number, dtype?: "f32" | "bf16" | "auto"): Promise<PackedMatrix>;
+  /**
+   * A matrix stored in quantized blocks of `dtype` (K a multiple of its block), kept as those blocks:
+   * read a chunk of rows at a time (about 1 MiB) and re-laid out in panels. Refuses (RangeError) a block
+   * whose scale is infinite or NaN: its values are not finite, and the products widen only finite f16.
+   */
+  packBlocks(read: ReadBlocks, N: number, K: number, dtype: BlockDtype): Promise<PackedMatrix>;
   /** `out[m*N + n] = sum_k x[m*K + k] * W[n, k]` for m < M, on every thread of the pool. */
   matmul(out: Float32Array, x: Float32Array, w: PackedMatrix, M: number): void;
   /** Row n of W into out[at .. at + K) (an embedding lookup from the packed table). */
@@ -144,7 +182,16 @@ type Gemm = (
   tmp: number,
 ) => void;
 
-interface Exports {
+/** gemv_panels(pa, pb, groups, K, c): see kernels/wasm/gen.ts `gemvPanels`. */
+type GemvPanels = (pa: number, pb: number, groups: number, K: number, c: number) => void;
+/** unpack_DTYPE(src, K, panels, dst): see kernels/wasm/blocks.ts `unpackBlocks`. */
+type Unpack = (src: number, K: number, panels: number, dst: number) => void;
+/** The block kernels, per block dtype. */
+type BlockExports =
+  & { [D in BlockDtype as `gemv_panels_${D}`]: GemvPanels }
+  & { [D in BlockDtype as `unpack_${D}`]: Unpack };
+
+interface Exports extends BlockExports {
   pack_a(src: number, is: number, ks: number, rows: number, K: number, dst: number): void;
   pack_b(src: number, cs: number, ks: number, N: number, K: number, dst: number): void;
   pack_a1(src: number, is: number, ks: number, rows: number, K: number, dst: number): void;
@@ -153,8 +200,8 @@ interface Exports {
   gemm_bf16: Gemm;
   gemm1: Gemm;
   gemm1_bf16: Gemm;
-  gemv_panels(pa: number, pb: number, groups: number, K: number, c: number): void;
-  gemv_panels_bf16(pa: number, pb: number, groups: number, K: number, c: number): void;
+  gemv_panels: GemvPanels;
+  gemv_panels_bf16: GemvPanels;
 }
 
 /** Panels the one-row product runs at once (kernels/wasm/gen.ts `gemvPanels`). */
@@ -168,6 +215,8 @@ const roundUp = (n: number, m: number) => Math.ceil(n / m) * m;
 const A_CHUNK = 65536;
 /** f32 values of plain rows copied into the memory at a time while packing (1 MiB). */
 const PACK_CHUNK = 1 << 18;
+/** Bytes of a block matrix's rows read at a time while packing (1 MiB). */
+const PACK_BLOCK_BYTES = 1 << 20;
 
 /** The module every thread instantiates on the shared memory. */
 export function packedModuleBytes(shared = true, pages = 1): Uint8Array<ArrayBuffer> {
@@ -185,32 +234,51 @@ export function packedModuleBytes(shared = true, pages = 1): Uint8Array<ArrayBuf
       gemm1_bf16: gemm(1, NR, undefined, true),
       gemv_panels: gemvPanels(GEMV_PANELS, false),
       gemv_panels_bf16: gemvPanels(GEMV_PANELS, true),
+      ...Object.fromEntries(
+        (Object.keys(BLOCK_TYPES) as BlockDtype[]).flatMap((d): [string, Func][] => [
+          [`gemv_panels_${d}`, gemvBlocks(d)],
+          [`unpack_${d}`, unpackBlocks(d)],
+        ]),
+      ),
     },
   });
 }
 
 /** Rows of A one pack_a chunk holds for inputs of length K. */
-const chunkRows = (M: number, K: number) =>
-  Math.min(roundUp(M, MR), Math.max(MR, Math.floor(A_CHUNK / (4 * K) / MR) * MR));
-/** Bytes of one thread's product scratch: its A chunk, then an MR x NR edge tile. */
-export const shareScratchBytes = (M: number, K: number): number =>
-  roundUp((chunkRows(M, K) * 4 * K + MR * NR) * 4, 16);
+const chunkRows = (M: number, K: number, chunk = A_CHUNK) =>
+  Math.min(roundUp(M, MR), Math.max(MR, Math.floor(chunk / (4 * K) / MR) * MR));
+/**
+ * f32 slots of A's chunk in a product over quantized blocks (4 MiB): each panel is dequantized once per
+ * chunk, so a bigger chunk dequantizes less, and streaming it from L3 costs less than that. At K = 3072
+ * (a 0.6B down projection) the f32 chunk held 4 rows, and a 64-row prefill ran at half the speed.
+ */
+const BLOCK_A_CHUNK = 16 * A_CHUNK;
+/**
+ * Bytes of one thread's product scratch: its A chunk, then an MR x NR edge tile, then (a block dtype)
+ * one panel dequantized to f32.
+ */
+export const shareScratchBytes = (M: number, K: number, dtype: PackedDtype = "f32"): number =>
+  isBlockDtype(dtype)
+    ? roundUp((chunkRows(M, K, BLOCK_A_CHUNK) * 4 * K + MR * NR) * 4, 16) + NR * K * 4
+    : roundUp((chunkRows(M, K) * 4 * K + MR * NR) * 4, 16);
 
 /**
- * One thread's share of a product, on its instance. args: M, N, K, a, pb, c, bf16, scratch, stride
- * (a, pb, c, scratch byte offsets; a [M, K] and c [M, N] row-major f32, scratch + share * stride this
- * share's own).
+ * One thread's share of a product, on its instance. args: M, N, K, a, pb, c, dtype, scratch, stride
+ * (a, pb, c, scratch byte offsets; a [M, K] and c [M, N] row-major f32; dtype W's index in `DTYPES`,
+ * 0 f32 and 1 bf16; scratch + share * stride this share's own).
  */
 export function productShare(ex: Exports): PoolHandler {
   const { pack_a, pack_a1, gemm, gemm_bf16, gemm1, gemm1_bf16, gemv_panels, gemv_panels_bf16 } = ex;
   return (args, share, shares) => {
     const M = args[0], N = args[1], K = args[2], a = args[3] >>> 0, pb = args[4] >>> 0, c = args[5] >>> 0;
-    const bf16 = args[6] !== 0, scratch = (args[7] >>> 0) + share * (args[8] >>> 0);
+    const dtype = DTYPES[args[6]], scratch = (args[7] >>> 0) + share * (args[8] >>> 0);
     const panels = Math.ceil(N / NR);
     const p0 = Math.floor(share * panels / shares), p1 = Math.floor((share + 1) * panels / shares);
     if (p0 === p1) return;
     const n0 = p0 * NR, n = Math.min(N, p1 * NR) - n0;
-    const b = pb + p0 * NR * K * (bf16 ? 2 : 4), out = c + n0 * 4;
+    const b = pb + p0 * packedPanelBytes(dtype, K), out = c + n0 * 4;
+    if (isBlockDtype(dtype)) return blocksShare(ex, dtype, M, N, K, a, b, n, out, scratch);
+    const bf16 = dtype === "bf16";
     if (M === 1) {
       // One row: whole groups of GEMV_PANELS panels together, the rest as 1 x NR tiles; each output is
       // the same sum as a row of an MR-row tile.
@@ -230,6 +298,47 @@ export function productShare(ex: Exports): PoolHandler {
       run(scratch, b, m, n, K, out + m0 * N * 4, N, 0, tmp);
     }
   };
+}
+
+/**
+ * `productShare` over panels of quantized blocks: n outputs from the panels at `b`. One row: whole
+ * groups of the type's panels in registers (kernels/wasm/blocks.ts `gemvBlocks`); the panels left, and
+ * every panel of a product of more rows, are dequantized into f32 panels in the scratch, one at a time,
+ * and run by the f32 kernels (`unpackBlocks`, then gemm1 or gemm), each panel once per chunk of A's rows.
+ * Every output is the f32 kernels' sum of the same values, so the bits are those of the f32 matrix.
+ */
+function blocksShare(
+  ex: Exports,
+  dtype: BlockDtype,
+  M: number,
+  N: number,
+  K: number,
+  a: number,
+  b: number,
+  n: number,
+  out: number,
+  scratch: number,
+): void {
+  const per = panelBytes(dtype, K), unpack = ex[`unpack_${dtype}`], rows = chunkRows(M, K, BLOCK_A_CHUNK);
+  const tmp = scratch + rows * 16 * K, panel = tmp + MR * NR * 4;
+  if (M === 1) {
+    ex.pack_a1(a, K, 1, 1, K, scratch);
+    const P = GEMV_BLOCK_PANELS, groups = Math.floor(Math.floor(n / NR) / P);
+    if (groups > 0) ex[`gemv_panels_${dtype}`](scratch, b, groups, K, out);
+    for (let q = groups * P * NR; q < n; q += NR) {
+      unpack(b + (q / NR) * per, K, 1, panel);
+      ex.gemm1(scratch, panel, 1, Math.min(NR, n - q), K, out + q * 4, N, 0, tmp);
+    }
+    return;
+  }
+  for (let m0 = 0; m0 < M; m0 += rows) {
+    const m = Math.min(rows, M - m0);
+    ex.pack_a(a + m0 * K * 4, K, 1, m, K, scratch);
+    for (let q = 0; q < n; q += NR) {
+      unpack(b + (q / NR) * per, K, 1, panel);
+      ex.gemm(scratch, panel, m, Math.min(NR, n - q), K, out + (m0 * N + q) * 4, N, 0, tmp);
+    }
+  }
 }
 
 /** An instance of the module on `memory` (what each worker does in kernels/wasm/packed-task.ts). */
@@ -383,7 +492,7 @@ export function createPackedStore(options: PackedStoreOptions = {}): PackedStore
   };
   // The matrix's handle, once packed at `at` as `kept`.
   const placed = (at: number, N: number, K: number, kept: PackedDtype): PackedMatrix => {
-    const bytes = roundUp(N, NR) * K * (kept === "bf16" ? 2 : 4);
+    const bytes = Math.ceil(N / NR) * packedPanelBytes(kept, K);
     weightsEnd = roundUp(at + bytes, 16);
     return { at, rows: N, cols: K, dtype: kept, bytes };
   };
@@ -421,23 +530,55 @@ export function createPackedStore(options: PackedStoreOptions = {}): PackedStore
       refuseNarrow(dtype, kept);
       return placed(at, N, K, kept);
     },
+    async packBlocks(read, N, K, dtype) {
+      refuseShared();
+      const { values, bytes } = BLOCK_TYPES[dtype];
+      if (K % values !== 0) {
+        throw new RangeError(`packBlocks: K ${K} is not a whole number of ${dtype} blocks`);
+      }
+      const at = weightsEnd,
+        panels = Math.ceil(N / NR),
+        per = panelBytes(dtype, K),
+        rowBytes = (K / values) * bytes;
+      const step = Math.max(1, Math.floor(PACK_BLOCK_BYTES / per)), scratch = roundUp(at + panels * per, 16);
+      ensure(scratch + step * NR * rowBytes); // once, first: growing detaches an unshared memory's views
+      new Uint8Array(memory.buffer).fill(0, at, at + panels * per); // codes are ORed into their bytes
+      for (let p0 = 0; p0 < panels; p0 += step) {
+        const n0 = p0 * NR, n1 = Math.min(N, (p0 + step) * NR);
+        const src = await read(n0, n1 - n0, new Uint8Array(memory.buffer, scratch, (n1 - n0) * rowBytes));
+        const mem = new Uint8Array(memory.buffer);
+        for (let n = n0; n < n1; n++) {
+          const from = (n - n0) * rowBytes, panel = at + (n >> 3) * per;
+          for (let blk = 0; blk < K / values; blk++) {
+            if (!placeBlock(dtype, src, from + blk * bytes, mem, panel + blk * NR * bytes, n & 7)) {
+              throw new RangeError(`packBlocks: row ${n}, block ${blk}: a scale is not finite`);
+            }
+          }
+        }
+      }
+      return placed(at, N, K, dtype);
+    },
     matmul(out, x, w, M) {
       const N = w.rows, K = w.cols;
       if (M === 0 || N === 0) return;
-      const stride = shareScratchBytes(M, K);
+      const stride = shareScratchBytes(M, K, w.dtype);
       const split = pool.threads > 1 && (w.bytes >= splitBytes || M * N * K >= SPLIT_MACS);
       const inBytes = roundUp(M * K * 4, 16), outBytes = roundUp(M * N * 4, 16);
       const a = workArea(inBytes + outBytes + stride * (split ? pool.threads : 1));
       const c = a + inBytes, scratch = c + outBytes, heap = heapF32;
       heap.set(x.length === M * K ? x : x.subarray(0, M * K), a / 4);
       args[0] = M, args[1] = N, args[2] = K, args[3] = a, args[4] = w.at, args[5] = c;
-      args[6] = w.dtype === "bf16" ? 1 : 0, args[7] = scratch, args[8] = stride;
+      args[6] = DTYPES.indexOf(w.dtype), args[7] = scratch, args[8] = stride;
       if (split) pool.run(args);
       else productOf(args, 0, 1);
       out.set(heap.subarray(c / 4, c / 4 + M * N));
     },
     row(w, n, out, at = 0) {
       const K = w.cols, base = (n >> 3) * 8 * K, lane = n & 7;
+      if (isBlockDtype(w.dtype)) {
+        const mem = new Uint8Array(memory.buffer);
+        return blockRow(w.dtype, mem, w.at + (n >> 3) * panelBytes(w.dtype, K), K, lane, out, at);
+      }
       if (w.dtype === "f32") {
         const heap = ensure(0), from = w.at / 4 + base + lane;
         for (let k = 0; k < K; k++) out[at + k] = heap[from + 8 * k];

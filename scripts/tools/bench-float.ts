@@ -5,6 +5,8 @@
  * loadEngine hands tensors over (frozen), then timed: load (packing), greedy decode after a short
  * prompt, and a prompt's prefill, the median of the repetitions, with the peak resident memory.
  * `--against DIR` also times another ferry checkout's float engine on the same tensors (a before/after).
+ * `--model FILE` times an export instead (any format the float engine loads, e.g. a Q4_0 GGUF), loaded
+ * as loadEngine loads it, and with `--against DIR` the same file on that checkout's loadEngine.
  * `--load` instead writes the model as a bf16 dmexp and times, each in a fresh process of this runtime,
  * reading it (the format's full reader, f32 tensors out) against loading it on the float engine
  * (read, then pack), with each one's peak resident memory.
@@ -49,6 +51,7 @@ Options:
   --f32           f32-valued weights (kept as f32, not bf16)
   --against DIR   also time DIR's engines/float.ts (another checkout) on the same tensors
   --checkpoint P  time this checkpoint's model (e.g. model/default/ferry.ckpt) instead of the body
+  --model FILE    time this export, loaded as loadEngine does (with --against: on both checkouts)
   --load          time reading a bf16 dmexp of the model against loading it on the engine
   --json          machine-readable output
   -h, --help      this text
@@ -162,6 +165,51 @@ async function loadBench(cfg: ModelConfig, reps: number, threads: number, json: 
   }
 }
 
+/** `--model FILE`: decode and prefill of an export on this checkout's loadEngine (and `against`'s). */
+async function modelBench(
+  file: string,
+  against: string | undefined,
+  threads: number,
+  tokens: number,
+  prompt: number,
+  reps: number,
+): Promise<void> {
+  const loaders: Record<string, typeof loadEngine> = { float: loadEngine };
+  if (against) {
+    const other = await import(resolve(against, "engines/mod.ts")) as { loadEngine: typeof loadEngine };
+    loaders[`float @ ${against}`] = other.loadEngine;
+  }
+  const engines: Record<string, Engine> = {},
+    got: Record<string, { decode: number[]; prefill: number[] }> = {};
+  for (const [name, load] of Object.entries(loaders)) {
+    const t0 = performance.now();
+    engines[name] = await load(file, "float", { threads });
+    console.log(
+      `${name}: loaded in ${(performance.now() - t0).toFixed(0)} ms, weightBytes ${
+        (engines[name].weightBytes! / 1e9).toFixed(3)
+      } GB`,
+    );
+    await timeEngine(engines[name], 2, 8), got[name] = { decode: [], prefill: [] };
+  }
+  for (let r = 0; r < reps; r++) {
+    for (const [name, e] of Object.entries(engines)) {
+      const x = await timeEngine(e, tokens, prompt);
+      got[name].decode.push(x.decode), got[name].prefill.push(x.prefill);
+    }
+  }
+  const runtime = typeof (globalThis as { Deno?: unknown }).Deno !== "undefined" ? "deno" : "bun";
+  console.log(
+    `${runtime}, ${threads} thread(s), ${file}, ${tokens} tokens, ${prompt}-token prompt, ${reps} reps`,
+  );
+  for (const [name, g] of Object.entries(got)) {
+    console.log(
+      `${name.padEnd(32)} decode ${median(g.decode).toFixed(2)} tok/s  prefill ${
+        median(g.prefill).toFixed(1)
+      } tok/s`,
+    );
+  }
+}
+
 run(async () => {
   const { values, positionals } = cli(HELP, {
     threads: { type: "string" },
@@ -174,6 +222,7 @@ run(async () => {
     against: { type: "string" },
     load: { type: "boolean" },
     checkpoint: { type: "string" },
+    model: { type: "string" },
     child: { type: "string", choices: ["read", "load"] },
     json: { type: "boolean" },
   });
@@ -188,6 +237,7 @@ run(async () => {
   const reps = int("reps", values.reps, 3), cfg = bodyConfig(int("layers", values.layers, 28), context);
   if (values.child) return await child(values.child, positionals[0], threads);
   if (values.load) return await loadBench(cfg, reps, threads, values.json === true);
+  if (values.model) return await modelBench(values.model, values.against, threads, tokens, prompt, reps);
   const ck = values.checkpoint ? await readCheckpoint(values.checkpoint, { sections: ["model"] }) : undefined;
   if (ck) Object.assign(cfg, ck.config);
   const tensors = ck ? ck.model! : randomTensors(cfg, 7, values.f32 === true);
@@ -235,7 +285,7 @@ run(async () => {
   console.log(
     `${report.runtime}, ${threads} thread(s), ${(bytes / 1e9).toFixed(2)} GB of f32 weights; load (pack) ` +
       `${loadMs.toFixed(0)} ms; packed ${(mem!.packedBytes / 1e9).toFixed(2)} GB ` +
-      `(${mem!.bf16Matrices} bf16, ${mem!.f32Matrices} f32); peak RSS ${
+      `(${Object.entries(mem!.matrices).map(([dtype, n]) => `${n} ${dtype}`).join(", ")}); peak RSS ${
         ((report.peakRss ?? 0) / 1e9).toFixed(2)
       } GB`,
   );

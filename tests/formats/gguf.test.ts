@@ -838,4 +838,53 @@ describe("openGgufSources: a GGUF read a chunk of rows at a time", () => {
       await g.close();
     }
   });
+  test("a quantized matrix offers its blocks, the file's bytes a chunk of rows at a time; F32, F16, BF16 none", async () => {
+    const { config, tensors } = testTensors(12, true);
+    const files = await writeAllTypes(dir, tensors, config, "blocks");
+    for (const dtype of ALL_DTYPES) {
+      const file = parseGguf(new Uint8Array(await readFile(files[dtype])), files[dtype]);
+      const g = await openGgufSources(files[dtype]);
+      try {
+        for (const src of g.sources.filter((s) => s.dims.length === 2)) {
+          const info = file.tensors.find((t) => t.name === ggufTensorName(src.name))!;
+          if (["F32", "F16", "BF16"].includes(info.type)) {
+            expect(`${dtype} ${src.name} ${src.blocks}`).toBe(`${dtype} ${src.name} undefined`);
+            continue;
+          }
+          expect(src.blocks!.type).toBe(info.type);
+          const rowBytes = info.bytes.length / src.dims[0], got = new Uint8Array(info.bytes.length);
+          for (let row = 0; row < src.dims[0]; row += 3) {
+            const rows = Math.min(3, src.dims[0] - row);
+            got.set(await src.blocks!.read(row, rows, new Uint8Array(rows * rowBytes)), row * rowBytes);
+          }
+          expectSameBits(got, info.bytes, `${dtype} ${src.name}`);
+        }
+      } finally {
+        await g.close();
+      }
+    }
+  });
+
+  test("blocks whose scale is not finite are refused when read, as `read` refuses their values", async () => {
+    const { config, tensors } = testTensors(8);
+    const ts = qwen3Tensors(tensors, config, "Q8_0").map((t) => {
+      if (t.name !== "blk.1.ffn_up.weight") return t;
+      const bytes = t.bytes.slice();
+      bytes[(5 * 2 + 1) * 34 + 1] = 0x7c; // row 5's second block: d = infinity (its low byte is kept)
+      bytes[(5 * 2 + 1) * 34] = 0;
+      return { ...t, bytes };
+    });
+    const p = join(dir, "inf-scale.gguf");
+    await writeFile(p, Buffer.concat(encodeGguf(qwen3Metadata(config, "Q8_0"), ts)));
+    const g = await openGgufSources(p);
+    try {
+      const src = g.sources.find((s) => s.name === "model.layers.1.mlp.up_proj.weight")!;
+      expect(await src.blocks!.read(0, 4, new Uint8Array(4 * 68))).toHaveLength(4 * 68); // rows 0-3 are fine
+      const refusal = /tensor blk\.1\.ffn_up\.weight: element 35\d is (-?Infinity|NaN)/;
+      await expect(src.read(4 * 64, 4 * 64, new Float32Array(256))).rejects.toThrow(refusal);
+      await expect(src.blocks!.read(4, 4, new Uint8Array(4 * 68))).rejects.toThrow(refusal);
+    } finally {
+      await g.close();
+    }
+  });
 });
