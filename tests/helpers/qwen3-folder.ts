@@ -46,6 +46,8 @@ export interface Qwen3FolderOptions {
   shape?: string | Partial<Qwen3Shape>;
   seed?: number;
   peaked?: boolean;
+  /** The logits' spread in nats (`--logit-std`). */
+  logitStd?: number;
   dtype?: "bf16" | "f32";
   shardBytes?: number;
   /** A folder to copy the tokenizer from; null for none (default: the script's choice). */
@@ -71,6 +73,7 @@ export async function makeQwen3Folder(
   else if (options.shape) args.push("--shape-json", JSON.stringify(options.shape));
   if (options.seed !== undefined) args.push("--seed", String(options.seed));
   if (options.peaked) args.push("--peaked");
+  if (options.logitStd !== undefined) args.push("--logit-std", String(options.logitStd));
   if (options.dtype) args.push("--dtype", options.dtype);
   if (options.shardBytes) args.push("--shard-bytes", String(Math.round(options.shardBytes)));
   if (options.tokenizerDir === null) args.push("--no-tokenizer");
