@@ -97,6 +97,13 @@ export interface MakeQwen3Options {
    * for a trained model; `peaked` alone gives about 32 at Qwen3-0.6B's width). Default: the shape's own.
    */
   logitStd?: number;
+  /**
+   * The spread of o_proj and down_proj, which write into the residual stream (default: 0.6 peaked,
+   * else 0.02). Peaked's 0.6 makes each layer's write tens of times the stream, so a deep model is
+   * chaotic: any rounding anywhere changes its output wholesale. About 0.001 with `peaked` keeps each
+   * write a fraction of the stream, as in a trained model.
+   */
+  updateStd?: number;
   dtype?: "bf16" | "f32";
   /** Split the weights into shards of about this many bytes (default: one file). */
   shardBytes?: number;
@@ -118,12 +125,19 @@ interface TensorPlan {
 }
 
 /** The tensors of a Qwen3 checkpoint, in the order transformers saves them, with their value spread. */
-export function qwen3Tensors(s: Qwen3Shape, peaked = false, logitStd?: number): TensorPlan[] {
+export function qwen3Tensors(
+  s: Qwen3Shape,
+  peaked = false,
+  logitStd?: number,
+  updateStd?: number,
+): TensorPlan[] {
   const h = s.hidden_size, q = s.num_attention_heads * s.head_dim, kv = s.num_key_value_heads * s.head_dim;
   // Peaked: a unit-scale embedding and strong layers. With std 0.02 everywhere a random model repeats
   // one token whatever the prompt; with only the embedding large it echoes its input; these scales
   // (found by trying) give varied continuations whose top two logits stay apart.
-  const embedStd = peaked ? 1 : 0.02, inStd = peaked ? 0.14 : 0.02, outStd = peaked ? 0.6 : 0.02;
+  const embedStd = peaked ? 1 : 0.02,
+    inStd = peaked ? 0.14 : 0.02,
+    outStd = updateStd ?? (peaked ? 0.6 : 0.02);
   const w = (name: string, dims: number[], std = inStd): TensorPlan => ({ name, dims, std, center: 0 });
   const norm = (name: string, n: number): TensorPlan => ({ name, dims: [n], std: 0.05, center: 1 });
   const out: TensorPlan[] = [w("model.embed_tokens.weight", [s.vocab_size, h], embedStd)];
@@ -331,7 +345,7 @@ export async function makeQwen3Folder(
 ): Promise<{ files: string[]; params: number }> {
   const shape = resolveShape(options.shape);
   const dtype = options.dtype ?? "bf16";
-  const plans = qwen3Tensors(shape, options.peaked ?? false, options.logitStd);
+  const plans = qwen3Tensors(shape, options.peaked ?? false, options.logitStd, options.updateStd);
   const params = plans.reduce((a, p) => a + p.dims.reduce((x, y) => x * y, 1), 0);
   const tokenizerDir = options.tokenizerDir === undefined
     ? (shape.vocab_size === QWEN3_VOCAB ? QWEN3_TOKENIZER_DIR : null)
@@ -397,6 +411,9 @@ Options:
   --peaked            scale the weights so greedy decoding is far from ties
   --logit-std S       set the final norm's gain so the logits spread about S nats (a trained model's:
                       about 3; --peaked alone gives about 32 at Qwen3-0.6B's width)
+  --update-std S      the spread of o_proj and down_proj, which write into the residual stream (default
+                      0.6 with --peaked, which makes a deep model chaotic; about 0.001 keeps each write
+                      a fraction of the stream, as in a trained model)
   --dtype D           bf16 or f32 (default bf16)
   --shape-json JSON   config fields over the shape's, e.g. '{"hidden_size":128,"vocab_size":300}'
   --shard-mb N        split the weights into shards of about N MB (index.json beside them)
@@ -443,6 +460,7 @@ async function main(): Promise<void> {
     seed: { type: "string", default: "1" },
     peaked: { type: "boolean", default: false },
     "logit-std": { type: "string" },
+    "update-std": { type: "string" },
     dtype: { type: "string", default: "bf16", choices: ["bf16", "f32"] },
     "shape-json": { type: "string" },
     "shard-mb": { type: "string" },
@@ -458,10 +476,10 @@ async function main(): Promise<void> {
     if (!Number.isSafeInteger(n) || n <= 0) fail(`--${flag} ${v}: expected a positive integer`, EXIT_USAGE);
     return n;
   };
-  const logitStd = (v: string | undefined) => {
+  const spread = (flag: string, v: string | undefined) => {
     if (v === undefined) return undefined;
     const x = Number(v);
-    if (!(x > 0 && x < 1000)) fail(`--logit-std ${v}: expected a spread in nats above 0`, EXIT_USAGE);
+    if (!(x > 0 && x < 1000)) fail(`--${flag} ${v}: expected a spread above 0`, EXIT_USAGE);
     return x;
   };
   const base = resolveShape(values.shape);
@@ -475,7 +493,8 @@ async function main(): Promise<void> {
     shape,
     seed: int("seed", values.seed),
     peaked: values.peaked,
-    logitStd: logitStd(values["logit-std"]),
+    logitStd: spread("logit-std", values["logit-std"]),
+    updateStd: spread("update-std", values["update-std"]),
     dtype: values.dtype as "bf16" | "f32",
     shardBytes: bytes ?? (mb === undefined ? undefined : mb * 1e6),
     tokenizerDir: values["no-tokenizer"] ? null : values.tokenizer,
