@@ -294,6 +294,9 @@ export async function calibrationPass(
       // In the window-at-a-time pass's order: q, k, v (q's input), o, gate, up (gate's), down.
       const sums = { wq: qkv, wk: qkv, wv: qkv, wo: o, wGate: gu, wUp: gu, wDown: down };
       for (const key of LINEAR) importance.set(name(key), mean(sums[key].squares));
+      // The last layer's covariances are on file by now (a layer's pass takes far longer than its
+      // writes); waiting here bounds what is held to one layer's if the disk is slow.
+      await file?.written();
       for (const s of [qkv, o, gu, down]) {
         if (s.outer) keep(LINEAR.filter((key) => sums[key] === s).map(name), cov.takeSum(s.outer, n));
       }

@@ -14,25 +14,31 @@
  * import { createCovarianceFile } from "./covariance-file.ts";
  * const file = createCovarianceFile();
  * file.put(["q", "k"], new Float64Array([1, 0, 0, 1]));
+ * await file.written();
  * file.covariances.get("k"); // Float64Array [1, 0, 0, 1], read back from the file
  * file.covariances.get("q") === file.covariances.get("k"); // true: the entry read last is kept
  * file.close();
  * ```
  * @module
  */
-import { closeSync, mkdtempSync, openSync, readSync, rmdirSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, mkdtempSync, openSync, readSync, rmdirSync, unlinkSync, write } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 /** A covariance map whose arrays live in an unlinked temporary file. */
 export interface CovarianceFile {
-  /** Writes `data` once, under every name in `names`. */
+  /**
+   * Writes `data` once, under every name in `names`, in the background: until it is on file, `get`
+   * hands out `data` itself (so the caller does not wait for the disk, and must not change `data`).
+   */
   put(names: readonly string[], data: Float64Array): void;
+  /** Resolves once everything put is on file (rejects if a write failed). */
+  written(): Promise<void>;
   /** The covariances written so far, each read back on `get`. */
   readonly covariances: ReadonlyMap<string, Float64Array>;
   /** Bytes written. */
   readonly bytes: () => number;
-  /** Closes the file (its space is freed); a later `get` throws. */
+  /** Closes the file once its writes end (its space is freed); a later `get` or `put` throws. */
   close(): void;
 }
 
@@ -64,11 +70,28 @@ export function createCovarianceFile(dir = tmpdir()): CovarianceFile {
   const held: { fd?: number } = { fd };
   const extents = new Map<string, Extent>();
   let end = 0, last: { extent: Extent; data: Float64Array } | undefined;
+  // Covariances still being written, and who waits for the writes to end.
+  const writing = new Map<Extent, Float64Array>();
+  let failure: Error | undefined, closed = false;
+  const waiting: Array<() => void> = [];
   const open = () => {
-    if (held.fd === undefined) throw new Error(`covariance file ${path}: read after close`);
+    if (failure) throw failure;
+    if (closed || held.fd === undefined) throw new Error(`covariance file ${path}: used after close`);
     return held.fd;
   };
+  const settle = () => {
+    if (writing.size > 0 && !failure) return;
+    for (const wake of waiting.splice(0)) wake();
+    if (closed && writing.size === 0 && held.fd !== undefined) {
+      closeSync(held.fd);
+      held.fd = undefined;
+      if (linked) unlinkSync(path), rmdirSync(folder);
+    }
+  };
   const read = (extent: Extent): Float64Array => {
+    open();
+    const pending = writing.get(extent);
+    if (pending) return pending;
     if (last?.extent === extent) return last.data;
     const data = new Float64Array(extent.length);
     const bytes = new Uint8Array(data.buffer);
@@ -105,23 +128,36 @@ export function createCovarianceFile(dir = tmpdir()): CovarianceFile {
   closeLater.register(covariances, held, held);
   return {
     put(names, data) {
-      const extent = { offset: end, length: data.length };
+      const fd = open(), extent = { offset: end, length: data.length };
       const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-      for (let done = 0; done < bytes.length;) {
-        done += writeSync(open(), bytes, done, bytes.length - done, end + done);
-      }
       end += bytes.length;
       for (const name of names) extents.set(name, extent);
+      writing.set(extent, data);
+      const from = (done: number) => {
+        if (done === bytes.length) return writing.delete(extent), settle();
+        write(fd, bytes, done, bytes.length - done, extent.offset + done, (err, n) => {
+          if (!err) return from(done + n);
+          failure ??= new Error(`covariance file ${path}: cannot write (${err.message})`);
+          writing.delete(extent);
+          settle();
+        });
+      };
+      from(0);
     },
+    written: () =>
+      new Promise<void>((resolve, reject) => {
+        const done = () => (failure ? reject(failure) : resolve());
+        if (writing.size === 0 || failure) done();
+        else waiting.push(done);
+      }),
     covariances,
     bytes: () => end,
     close() {
-      if (held.fd === undefined) return;
+      if (closed) return;
+      closed = true;
       closeLater.unregister(held);
-      closeSync(held.fd);
-      held.fd = undefined;
       last = undefined;
-      if (linked) unlinkSync(path), rmdirSync(folder);
+      settle();
     },
   };
 }

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createCovarianceFile } from "../../measure/covariance-file.ts";
 
-test("a covariance file gives back what was put, names in order, and leaves nothing in its folder", () => {
+test("a covariance file gives back what was put, names in order, and leaves nothing in its folder", async () => {
   const dir = mkdtempSync(join(tmpdir(), "ferry-cov-test-"));
   try {
     const file = createCovarianceFile(dir);
@@ -17,6 +17,9 @@ test("a covariance file gives back what was put, names in order, and leaves noth
     const b = Float64Array.from({ length: 4 }, (_, i) => -i - 0.5);
     file.put(["q", "k", "v"], a);
     file.put(["o"], b);
+    // Until its bytes are on file, a covariance is the array put.
+    expect(file.covariances.get("k")).toBe(a);
+    await file.written();
     expect(file.bytes()).toBe(13 * 8);
     expect([...file.covariances.keys()]).toEqual(["q", "k", "v", "o"]);
     expect(file.covariances.size).toBe(4);
@@ -30,7 +33,21 @@ test("a covariance file gives back what was put, names in order, and leaves noth
     const read = [...file.covariances].map(([name, data]) => [name, Array.from(data)]);
     expect(read).toEqual([["q", [...a]], ["k", [...a]], ["v", [...a]], ["o", [...b]]]);
     file.close();
-    expect(() => file.covariances.get("o")).toThrow(/read after close/);
+    expect(() => file.covariances.get("o")).toThrow(/used after close/);
+    expect(() => file.put(["p"], b)).toThrow(/used after close/);
+    expect(readdirSync(dir)).toEqual([]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("a covariance file closed while writing finishes its writes first, then frees its folder", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "ferry-cov-test-"));
+  try {
+    const file = createCovarianceFile(dir);
+    for (let i = 0; i < 8; i++) file.put([`m${i}`], new Float64Array(1 << 18).fill(i));
+    file.close();
+    await file.written();
     expect(readdirSync(dir)).toEqual([]);
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -124,6 +124,7 @@ test("a model quantized with the engine is the model quantized without it, and w
     }, (m) => Promise.resolve(void mats.push(m)));
     return { mats, errors };
   };
+  await file.written(); // so the quantizer reads them back from the file
   const engine = gptqEngine(2);
   try {
     await engine.ready;
