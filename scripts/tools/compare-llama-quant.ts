@@ -381,7 +381,14 @@ function concat(parts: Float32Array[]): Float32Array {
 
 /** File size, bits per weight over the 2-D matrices, and how many matrices each type holds. */
 function weightFigures(path: string): Pick<Row, "bytes" | "bpw" | "types"> {
-  const g = ggufHeader(path);
+  let g: GgufHeader;
+  try {
+    g = ggufHeader(path);
+  } catch (e) {
+    // llama-quantize's mixes may hold a type ferry does not read (an imatrix Q4_0 keeps some Q4_1):
+    // the file is still scored; only its bits per weight are not counted.
+    return { bytes: statSync(path).size, bpw: NaN, types: `(${(e as Error).message.split(": ").at(-1)})` };
+  }
   let bits = 0, weights = 0;
   const byType = new Map<GgmlType, number>();
   for (const t of g.tensors) {
