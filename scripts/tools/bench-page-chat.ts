@@ -34,6 +34,7 @@ Options:
   --turns N         turns in each chat (default 3)
   --tokens N        max tokens of each reply (default 48)
   --rounds N        rounds, each a sampled and a greedy chat in alternating order (default 2)
+  --temperature T   the sampled chats' temperature (default: the page's)
   --tab             also hold the chats in the browser tab
   --chromium PATH   the Chromium to drive (default $FERRY_CHROMIUM, else ${DEFAULT_CHROMIUM})
   --json            print the figures as JSON
@@ -71,6 +72,7 @@ async function main(): Promise<void> {
     turns: { type: "string", default: "3" },
     tokens: { type: "string", default: "48" },
     rounds: { type: "string", default: "2" },
+    temperature: { type: "string" },
     tab: { type: "boolean" },
     chromium: { type: "string", default: process.env.FERRY_CHROMIUM || DEFAULT_CHROMIUM },
     json: { type: "boolean" },
@@ -109,6 +111,7 @@ async function main(): Promise<void> {
       rounds,
       turns,
       tokens,
+      values.temperature,
     );
     if (values.tab) {
       await page.selectOption("#where", "tab");
@@ -119,7 +122,13 @@ async function main(): Promise<void> {
           `.test(document.getElementById("tab-status").textContent)`,
       );
       const status = (await page.textContent("#tab-status")) ?? "";
-      places[`tab (${status.split("; ").at(-1)})`] = await chats(page, rounds, turns, tokens);
+      places[`tab (${status.split("; ").at(-1)})`] = await chats(
+        page,
+        rounds,
+        turns,
+        tokens,
+        values.temperature,
+      );
     }
     report(places, { model, turns, tokens, rounds }, values.json === true);
   } finally {
@@ -151,16 +160,16 @@ async function startChat(runtime: string, model: string, parallel: number) {
 
 /** `rounds` rounds of a sampled and a greedy chat, alternating which goes first. */
 // deno-lint-ignore no-explicit-any
-async function chats(page: any, rounds: number, turns: number, tokens: number) {
+async function chats(page: any, rounds: number, turns: number, tokens: number, temperature?: string) {
   const byMode: Record<Mode, Turn[][]> = { sampled: [], greedy: [] };
   await page.evaluate(`document.getElementById("settings").open = true`); // where the sampling is set
-  const defaults = await page.inputValue("#temperature");
+  const sampled = temperature ?? await page.inputValue("#temperature");
   for (let r = 0; r < rounds; r++) {
     const order: Mode[] = r % 2 === 0 ? ["sampled", "greedy"] : ["greedy", "sampled"];
     for (const mode of order) {
       await page.click("#new");
       await page.fill("#max-tokens", `${tokens}`);
-      await page.fill("#temperature", mode === "greedy" ? "0" : defaults);
+      await page.fill("#temperature", mode === "greedy" ? "0" : sampled);
       await page.fill("#seed", `${r + 1}`);
       if (await page.isVisible("#thinking")) await page.setChecked("#thinking", false);
       const chat: Turn[] = [];
