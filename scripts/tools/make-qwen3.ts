@@ -104,6 +104,14 @@ export interface MakeQwen3Options {
    * write a fraction of the stream, as in a trained model.
    */
   updateStd?: number;
+  /**
+   * Spread the gains of the norms that feed a quantized matrix (input_layernorm,
+   * post_attention_layernorm, the final norm) log-uniformly: gain = c · e^(s·√3·u), u uniform in [-1, 1),
+   * c keeping their root mean square at the plain gain. A trained model's inputs have uneven channels,
+   * a few carrying much of the energy; with even gains every input column matters alike, and
+   * importance-weighted rounding (GPTQ, an imatrix) has little to weigh. Default 0: even gains.
+   */
+  normSpread?: number;
   dtype?: "bf16" | "f32";
   /** Split the weights into shards of about this many bytes (default: one file). */
   shardBytes?: number;
@@ -122,6 +130,8 @@ interface TensorPlan {
   /** Values are uniform with this standard deviation around `center`. */
   std: number;
   center: number;
+  /** When set, values are instead `center` times a log-uniform gain of this spread (`normSpread`). */
+  logSpread?: number;
 }
 
 /** The tensors of a Qwen3 checkpoint, in the order transformers saves them, with their value spread. */
@@ -130,6 +140,7 @@ export function qwen3Tensors(
   peaked = false,
   logitStd?: number,
   updateStd?: number,
+  normSpread = 0,
 ): TensorPlan[] {
   const h = s.hidden_size, q = s.num_attention_heads * s.head_dim, kv = s.num_key_value_heads * s.head_dim;
   // Peaked: a unit-scale embedding and strong layers. With std 0.02 everywhere a random model repeats
@@ -140,18 +151,23 @@ export function qwen3Tensors(
     outStd = updateStd ?? (peaked ? 0.6 : 0.02);
   const w = (name: string, dims: number[], std = inStd): TensorPlan => ({ name, dims, std, center: 0 });
   const norm = (name: string, n: number): TensorPlan => ({ name, dims: [n], std: 0.05, center: 1 });
+  // The norms whose output a quantized matrix reads: spread when asked (q_norm and k_norm feed none).
+  const inputNorm = (name: string, n: number, center = 1): TensorPlan =>
+    normSpread > 0
+      ? { name, dims: [n], std: 0, center, logSpread: normSpread }
+      : { name, dims: [n], std: 0.05 * center, center };
   const out: TensorPlan[] = [w("model.embed_tokens.weight", [s.vocab_size, h], embedStd)];
   for (let l = 0; l < s.num_hidden_layers; l++) {
     const p = `model.layers.${l}`;
     out.push(
-      norm(`${p}.input_layernorm.weight`, h),
+      inputNorm(`${p}.input_layernorm.weight`, h),
       w(`${p}.self_attn.q_proj.weight`, [q, h]),
       w(`${p}.self_attn.k_proj.weight`, [kv, h]),
       w(`${p}.self_attn.v_proj.weight`, [kv, h]),
       w(`${p}.self_attn.o_proj.weight`, [h, q], outStd),
       norm(`${p}.self_attn.q_norm.weight`, s.head_dim),
       norm(`${p}.self_attn.k_norm.weight`, s.head_dim),
-      norm(`${p}.post_attention_layernorm.weight`, h),
+      inputNorm(`${p}.post_attention_layernorm.weight`, h),
       w(`${p}.mlp.gate_proj.weight`, [s.intermediate_size, h]),
       w(`${p}.mlp.up_proj.weight`, [s.intermediate_size, h]),
       w(`${p}.mlp.down_proj.weight`, [h, s.intermediate_size], outStd),
@@ -160,7 +176,7 @@ export function qwen3Tensors(
   // A logit is the normed state (each value about 1 in size) dotted with a head row of std embedStd:
   // its std is about gain · embedStd · √h.
   const finalGain = logitStd === undefined ? 1 : logitStd / (embedStd * Math.sqrt(h));
-  out.push({ name: "model.norm.weight", dims: [h], std: 0.05 * finalGain, center: finalGain });
+  out.push(inputNorm("model.norm.weight", h, finalGain));
   if (!s.tie_word_embeddings) out.push(w("lm_head.weight", [s.vocab_size, h], embedStd));
   return out;
 }
@@ -274,6 +290,20 @@ function safetensorsHeader(plans: TensorPlan[], dtype: "bf16" | "f32"): Uint8Arr
 
 const CHUNK = 1 << 20;
 
+/**
+ * The generator of one tensor's values, one draw of `next` each (so a spread norm leaves every other
+ * tensor's values as they were). A log-uniform gain e^(a·u), a = s·√3, has mean square sinh(2a)/(2a):
+ * dividing by its root keeps the gains' root mean square at `center`.
+ */
+function valueOf(p: TensorPlan, next: () => number): () => number {
+  if (!p.logSpread) {
+    const half = p.std * Math.sqrt(3);
+    return () => p.center + next() * half;
+  }
+  const a = p.logSpread * Math.sqrt(3), scale = p.center / Math.sqrt(Math.sinh(2 * a) / (2 * a));
+  return () => scale * Math.exp(a * next());
+}
+
 /** Writes one safetensors file of these tensors, values drawn from `next`, a chunk at a time. */
 async function writeSafetensors(
   path: string,
@@ -288,11 +318,11 @@ async function writeSafetensors(
     const f32 = new Float32Array(1), u32 = new Uint32Array(f32.buffer);
     const chunk = new Uint8Array(CHUNK * DTYPE_BYTES[dtype]), view = new DataView(chunk.buffer);
     for (const p of plans) {
-      const n = p.dims.reduce((a, b) => a * b, 1), half = p.std * Math.sqrt(3);
+      const n = p.dims.reduce((a, b) => a * b, 1), value = valueOf(p, next);
       for (let start = 0; start < n; start += CHUNK) {
         const count = Math.min(CHUNK, n - start);
         for (let i = 0; i < count; i++) {
-          const x = p.center + next() * half;
+          const x = value();
           if (dtype === "bf16") view.setUint16(2 * i, toBf16(x, f32, u32), true);
           else view.setFloat32(4 * i, x, true);
         }
@@ -345,7 +375,13 @@ export async function makeQwen3Folder(
 ): Promise<{ files: string[]; params: number }> {
   const shape = resolveShape(options.shape);
   const dtype = options.dtype ?? "bf16";
-  const plans = qwen3Tensors(shape, options.peaked ?? false, options.logitStd, options.updateStd);
+  const plans = qwen3Tensors(
+    shape,
+    options.peaked ?? false,
+    options.logitStd,
+    options.updateStd,
+    options.normSpread,
+  );
   const params = plans.reduce((a, p) => a + p.dims.reduce((x, y) => x * y, 1), 0);
   const tokenizerDir = options.tokenizerDir === undefined
     ? (shape.vocab_size === QWEN3_VOCAB ? QWEN3_TOKENIZER_DIR : null)
@@ -414,6 +450,10 @@ Options:
   --update-std S      the spread of o_proj and down_proj, which write into the residual stream (default
                       0.6 with --peaked, which makes a deep model chaotic; about 0.001 keeps each write
                       a fraction of the stream, as in a trained model)
+  --norm-spread S     spread the gains of the norms a quantized matrix reads log-uniformly (e^(S·√3·u),
+                      root mean square kept): a trained model's uneven input channels, which give
+                      importance-weighted rounding something to weigh (default 0: even gains; 1 spans
+                      0.18 to 5.7 before scaling)
   --dtype D           bf16 or f32 (default bf16)
   --shape-json JSON   config fields over the shape's, e.g. '{"hidden_size":128,"vocab_size":300}'
   --shard-mb N        split the weights into shards of about N MB (index.json beside them)
@@ -461,6 +501,7 @@ async function main(): Promise<void> {
     peaked: { type: "boolean", default: false },
     "logit-std": { type: "string" },
     "update-std": { type: "string" },
+    "norm-spread": { type: "string" },
     dtype: { type: "string", default: "bf16", choices: ["bf16", "f32"] },
     "shape-json": { type: "string" },
     "shard-mb": { type: "string" },
@@ -495,6 +536,7 @@ async function main(): Promise<void> {
     peaked: values.peaked,
     logitStd: spread("logit-std", values["logit-std"]),
     updateStd: spread("update-std", values["update-std"]),
+    normSpread: spread("norm-spread", values["norm-spread"]),
     dtype: values.dtype as "bf16" | "f32",
     shardBytes: bytes ?? (mb === undefined ? undefined : mb * 1e6),
     tokenizerDir: values["no-tokenizer"] ? null : values.tokenizer,

@@ -48,6 +48,8 @@ export interface Qwen3FolderOptions {
   peaked?: boolean;
   /** The logits' spread in nats (`--logit-std`). */
   logitStd?: number;
+  /** Log-uniform gains for the norms a quantized matrix reads (`--norm-spread`). */
+  normSpread?: number;
   dtype?: "bf16" | "f32";
   shardBytes?: number;
   /** A folder to copy the tokenizer from; null for none (default: the script's choice). */
@@ -74,6 +76,7 @@ export async function makeQwen3Folder(
   if (options.seed !== undefined) args.push("--seed", String(options.seed));
   if (options.peaked) args.push("--peaked");
   if (options.logitStd !== undefined) args.push("--logit-std", String(options.logitStd));
+  if (options.normSpread !== undefined) args.push("--norm-spread", String(options.normSpread));
   if (options.dtype) args.push("--dtype", options.dtype);
   if (options.shardBytes) args.push("--shard-bytes", String(Math.round(options.shardBytes)));
   if (options.tokenizerDir === null) args.push("--no-tokenizer");

@@ -115,3 +115,37 @@ crossProcessTest(
     );
   },
 );
+
+crossProcessTest(
+  "make-qwen3 --norm-spread: the input norms' gains spread log-uniformly at the plain root mean square",
+  async () => {
+    const read = async (normSpread?: number) => {
+      const dir = mkdtempSync(join(tmpdir(), "ferry-mq-"));
+      const shape = { ...small, hidden_size: 256 };
+      await makeQwen3Folder(dir, { shape, tokenizerDir: null, normSpread, dtype: "f32" });
+      const { tensors } = await hfFormat.read(dir);
+      return (name: string) => tensors.find((t) => t.name === name)!.data;
+    };
+    const [plain, spread] = [await read(), await read(1)];
+    for (
+      const name of [
+        "model.layers.1.input_layernorm.weight",
+        "model.layers.0.post_attention_layernorm.weight",
+      ]
+    ) {
+      const gain = spread(name);
+      const rms = Math.sqrt(gain.reduce((a, g) => a + g * g, 0) / gain.length);
+      expect(Math.abs(rms - 1)).toBeLessThan(0.25); // 256 draws of a heavy-tailed gain
+      // e^(±√3) before scaling by 1/√(sinh(2√3)/(2√3)) ≈ 0.47: 0.083 to 2.64.
+      expect(Math.min(...gain)).toBeGreaterThan(0.08);
+      expect(Math.max(...gain)).toBeLessThan(2.65);
+      expect(Math.max(...gain) / Math.min(...gain)).toBeGreaterThan(15);
+      expect(Math.max(...plain(name)) / Math.min(...plain(name))).toBeLessThan(1.2);
+    }
+    // q_norm feeds no quantized matrix: unchanged, as is every weight.
+    expect(spread("model.layers.0.self_attn.q_norm.weight")).toEqual(
+      plain("model.layers.0.self_attn.q_norm.weight"),
+    );
+    expect(spread("model.layers.1.mlp.up_proj.weight")).toEqual(plain("model.layers.1.mlp.up_proj.weight"));
+  },
+);
