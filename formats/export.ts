@@ -363,7 +363,8 @@ export async function exportCheckpoint(opts: ExportOptions = {}): Promise<Export
     const why = format.cannotStore?.(model.config);
     if (why) throw new UnsupportedModelError(model.path, format.name, why.field, why.expected, why.found);
     await mkdir(dirname(file), { recursive: true });
-    // A default calibration too long for this model's size is skipped, and the summary says so.
+    // A default calibration too long for this model's size runs on fewer windows or is skipped, and the
+    // summary says so.
     const needs = calibrationNeeds(format.name, dtype);
     const skipped = needs ? opts.calibrate?.skip?.(model.config, needs) : undefined;
     const { sources, calibration } = needs && opts.calibrate && !skipped
@@ -379,6 +380,8 @@ export async function exportCheckpoint(opts: ExportOptions = {}): Promise<Export
     }, { dtype, onProgress: (d, t) => opts.onProgress?.("write", d, t), calibration });
     const { file: written, bytes, params, tensors, ...details } = result;
     if (skipped) details.calibration = skipped;
+    const changed = calibration && needs && opts.calibrate?.note?.(model.config, calibration.record, needs);
+    if (changed) details.calibration = `${details.calibration}; ${changed}`;
     return {
       file: written,
       format: format.name,

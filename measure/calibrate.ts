@@ -25,7 +25,12 @@ import { buildModel, checkTokens, createCache, forward, LAYER_TENSORS } from "..
 import { type Kernels, kernelSet, rmsnorm, ropeHead, ropeTables } from "../kernels/kernels.ts";
 import { createCovarianceKernels, type OuterSum, type PackedWeight } from "../kernels/wasm/covariance.ts";
 import { loadTokenizer } from "../model/hf-tokenizer.ts";
-import type { CalibrationNeeds, Lut4Calibration, Lut4Calibrator } from "../quantize/lut4-types.ts";
+import type {
+  CalibrationNeeds,
+  CalibrationRecord,
+  Lut4Calibration,
+  Lut4Calibrator,
+} from "../quantize/lut4-types.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
 import { BROWN_SOURCE, calibrationText } from "./calibration-text.ts";
 import { imatrixImportance, imatrixOf, parseImatrix, writeImatrix } from "../formats/imatrix/imatrix.ts";
@@ -390,8 +395,37 @@ export interface CalibrationOptions {
   byDefault?: boolean;
 }
 
-/** The longest a calibrated export may be estimated to take by default: the issue's goal, 10 minutes. */
+/** The longest a default calibrated export should take on two idle cores: 10 minutes. */
 export const DEFAULT_LIMIT_S = 600;
+
+/**
+ * What a default calibration's estimate is held to: the limit less a tenth, for the machine's noise
+ * (one calibrated lut4 export of Qwen3-0.6B's shape took 565 s and 660 s on two idle days).
+ */
+export const DEFAULT_BUDGET_S = 0.9 * DEFAULT_LIMIT_S;
+
+/** The fewest windows a default calibration runs; a model where fewer fit is rounded plainly. */
+export const MIN_DEFAULT_WINDOWS = 16;
+
+/**
+ * The windows a default calibration runs: the most, up to `wanted`, whose export is estimated
+ * (`calibratedExportSeconds`) within `DEFAULT_BUDGET_S`; 0 (plain rounding) when that is fewer than
+ * `MIN_DEFAULT_WINDOWS`. Qwen3-0.6B's shape: 46 of 64 for lut4, all 64 for the GGUF types; the
+ * shipped model: all.
+ *
+ * @example
+ * ```ts
+ * import { defaultWindows } from "./calibrate.ts";
+ * import type { ModelConfig } from "../model/config.ts";
+ * declare const config: ModelConfig;
+ * defaultWindows(config, 64, "covariance"); // 64 where they fit, fewer where not, 0 for plain rounding
+ * ```
+ */
+export function defaultWindows(config: ModelConfig, wanted: number, needs: CalibrationNeeds): number {
+  let windows = wanted;
+  while (windows > 0 && calibratedExportSeconds(config, windows, needs) > DEFAULT_BUDGET_S) windows--;
+  return windows < Math.min(MIN_DEFAULT_WINDOWS, wanted) ? 0 : windows;
+}
 
 /**
  * The rates `calibrationSeconds` and `calibratedExportSeconds` estimate from, per core of the two-core
@@ -400,14 +434,16 @@ export const DEFAULT_LIMIT_S = 600;
  * as a fraction of its products' time, what a split job keeps of each added core, GPTQ's f64 products
  * (its factors and error feedback) and its scale searches per weight, and the rest of a calibrated
  * export per parameter (reading, the embedding's rounding, writing; GGUF's K-quants run on one thread).
+ * Fitted to the calibrated Qwen3-0.6B-shape exports timed on 2026-12-03 (docs/benchmarks.md): the
+ * passes' 447 s (covariances) and 306 s (importance), the whole exports' 660 s and 455 s.
  */
 export const CALIBRATION_RATES = {
-  f32Gmacs: 15,
+  f32Gmacs: 13.7,
   passOverhead: 0.06,
   splitEfficiency: 0.9,
   f64Gmacs: 7,
   searchSecondsPerWeight: 0.15e-6,
-  restSecondsPerParam: { covariance: 0.07e-6, importance: 0.15e-6 },
+  restSecondsPerParam: { covariance: 0.16e-6, importance: 0.245e-6 },
 } as const;
 
 /**
@@ -415,8 +451,8 @@ export const CALIBRATION_RATES = {
  * the multiply-adds it does and `CALIBRATION_RATES`: the pass over `windows` windows (its products, with
  * the covariances' upper triangles for lut4's GPTQ) and, for the covariances, GPTQ itself (the factors'
  * (2/3)·n³ and the feedback's rows · cols² / 2 f64 multiply-adds, the scale searches). Qwen3-0.6B at 64
- * windows: about 4.7 minutes for the importance alone (the GGUF types; 6.2 for a q4_k_m export with
- * it), about 8.8 with the covariances and GPTQ (9.5 for a lut4 export); the shipped model: under a
+ * windows: about 5.1 minutes for the importance alone (the GGUF types; 7.6 for a q4_k_m export with
+ * it), about 9.4 with the covariances and GPTQ (11.0 for a lut4 export); the shipped model: under a
  * second.
  *
  * @example
@@ -494,24 +530,32 @@ export function calibratedExportSeconds(
  * ```
  */
 export function lut4Calibrator(options: CalibrationOptions = {}): Lut4Calibrator {
-  const count = (config: ModelConfig) => {
+  const asked = (config: ModelConfig) => {
     const size = Math.min(CALIBRATION.windowTokens, config.max_position_embeddings);
     return options.tokens !== undefined
       ? Math.max(1, Math.ceil(options.tokens / size))
       : options.windows ?? CALIBRATION.windows;
   };
+  // By default, as many of the windows asked as finish in time (`defaultWindows`); else all of them.
+  const count = (config: ModelConfig, needs: CalibrationNeeds) =>
+    options.byDefault ? defaultWindows(config, asked(config), needs) : asked(config);
+  const minutes = (config: ModelConfig, windows: number, needs: CalibrationNeeds) =>
+    (calibratedExportSeconds(config, windows, needs) / 60).toFixed(1);
   const skip = (config: ModelConfig, needs: CalibrationNeeds = "covariance") => {
-    const s = calibratedExportSeconds(config, count(config), needs);
-    if (!options.byDefault || s <= DEFAULT_LIMIT_S) return undefined;
-    // The most windows, by sixteens, that would fit the limit, if any.
-    let fits = count(config) - 16;
-    while (fits > 0 && calibratedExportSeconds(config, fits, needs) > DEFAULT_LIMIT_S) fits -= 16;
-    const minutes = (x: number) => (x / 60).toFixed(1);
+    if (count(config, needs) > 0) return undefined;
     return `skipped by default (plain rounding): the calibrated export would take about ${
-      minutes(s)
-    } minutes on two cores (--calibrate N runs it${
-      fits > 0 ? `; --calibrate ${fits}: about ${minutes(calibratedExportSeconds(config, fits, needs))}` : ""
-    })`;
+      minutes(config, asked(config), needs)
+    } minutes on two cores, and fewer than ${MIN_DEFAULT_WINDOWS} windows fit in ${
+      DEFAULT_BUDGET_S / 60
+    } minutes (--calibrate N runs it)`;
+  };
+  // From the record: a calibration kept for a second format (calibrateOnce) has the first's count.
+  const note = (config: ModelConfig, record: CalibrationRecord, needs: CalibrationNeeds = "covariance") => {
+    const wanted = asked(config);
+    if (!options.byDefault || record.windows >= wanted) return undefined;
+    return `by default ${record.windows} of ${wanted} windows, to finish within ${
+      DEFAULT_LIMIT_S / 60
+    } minutes on two cores (--calibrate ${wanted}: about ${minutes(config, wanted, needs)} minutes)`;
   };
   return Object.assign(async (
     config: ModelConfig,
@@ -522,7 +566,7 @@ export function lut4Calibrator(options: CalibrationOptions = {}): Lut4Calibrator
     const tok = loadTokenizer(files, "calibration tokenizer");
     // A window is fed whole from position 0: a model with fewer positions gets shorter windows.
     const size = Math.min(CALIBRATION.windowTokens, config.max_position_embeddings);
-    const windows = count(config);
+    const windows = count(config, needs);
     const seed = options.seed ?? CALIBRATION.seed;
     const text = await calibrationText(tok, {
       windows,
@@ -553,7 +597,7 @@ export function lut4Calibrator(options: CalibrationOptions = {}): Lut4Calibrator
       ...stats,
       record: { source: text.source, windows: text.inputs.length, window_tokens: size, tokens, seed },
     };
-  }, { skip });
+  }, { skip, note });
 }
 
 /**
@@ -587,7 +631,7 @@ export function calibrateOnce(calibrate: Lut4Calibrator): Lut4Calibrator {
       }
       return result;
     },
-    { skip: calibrate.skip },
+    { skip: calibrate.skip, note: calibrate.note },
   );
 }
 
@@ -667,5 +711,5 @@ export function writingImatrix(calibrate: Lut4Calibrator, path: string): Lut4Cal
       }),
     );
     return cal;
-  }, { skip: calibrate.skip });
+  }, { skip: calibrate.skip, note: calibrate.note });
 }

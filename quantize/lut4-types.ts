@@ -121,6 +121,11 @@ export type Lut4Calibrator =
      * long at its size), or undefined to calibrate; asked before any tensor is read.
      */
     skip?: (config: ModelConfig, needs?: CalibrationNeeds) => string | undefined;
+    /**
+     * What a default calibration changed that its record does not say (fewer windows than asked, to
+     * finish in time), given the record the export keeps; undefined when nothing.
+     */
+    note?: (config: ModelConfig, record: CalibrationRecord, needs?: CalibrationNeeds) => string | undefined;
   };
 
 /**

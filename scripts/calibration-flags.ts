@@ -21,6 +21,7 @@ import {
   CALIBRATION,
   imatrixCalibrator,
   lut4Calibrator,
+  MIN_DEFAULT_WINDOWS,
   writingImatrix,
 } from "../measure/calibrate.ts";
 import type { Lut4Calibrator } from "../quantize/lut4-types.ts";
@@ -39,8 +40,9 @@ export const CALIBRATION_FLAGS_HELP =
   `  --calibrate N       calibrate lut4's quantizer (GPTQ) and the importance-weighted GGUF types (q4_k,
                       q6_k, iq4_nl, q4_k_m) on N windows of ${CALIBRATION.windowTokens} of the model's own tokens (fewer
                       when it has fewer positions); recorded in the file; 0: plain rounding [${CALIBRATION.windows}; without
-                      any calibration flag, skipped where the export is estimated over 10 minutes on two
-                      cores (Qwen3-0.6B: about 9.5 for lut4, 6 for q4_k_m)]
+                      any calibration flag, as many as an export estimated within 9 minutes on two cores
+                      allows (Qwen3-0.6B: 46 for lut4, about 9 minutes; all 64 for q4_k_m, about 7.6),
+                      plain rounding where fewer than ${MIN_DEFAULT_WINDOWS} fit; the summary says so]
   --calibration FILE  calibrate on this UTF-8 text (or FILE.tokens: token ids, decimal, whitespace-separated)
                       instead of the Brown corpus's training split; cut into consecutive windows
   --calibration-tokens N  the budget in tokens instead of --calibrate's windows (⌈N / window⌉ windows)
