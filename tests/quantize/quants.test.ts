@@ -143,6 +143,15 @@ describe("layouts by hand", () => {
     }
   });
 
+  test("IQ4_NL's scale search tries both ends of the codebook: a block on its positive levels is exact", () => {
+    // The largest value 113 sits at the +113 end with d = 1; ggml's search, which sends it to the −127
+    // end, leaves an error (the negative levels' ratios are not the positive ones').
+    const x = Float32Array.from({ length: 32 }, (_, j) => IQ4NL_VALUES[8 + (j % 8)]);
+    x[5] = 113;
+    expect(decodeTensor("IQ4_NL", quantizeIq4Nl(x), 32)).toEqual(x);
+    expect(decodeTensor("IQ4_NL", quantizeIq4Nl(x.map((v) => -v)), 32)).toEqual(x.map((v) => -v));
+  });
+
   test("a single 1.0 in a Q6_K super-block is stored as d·scale·(q − 32) = 1 exactly", () => {
     const x = new Float32Array(256);
     x[200] = 1;
