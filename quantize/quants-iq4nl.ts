@@ -8,8 +8,9 @@
  *   little-endian, bit j for value j), 16 bytes of low nibbles laid out as Q4_0's; value = (q − 16) · d.
  *
  * The IQ4_NL quantizer searches the scale as ggml's does (candidates around the one that sends the
- * largest value to the codebook's end, each refitted by weighted least squares), at both ends; Q5_0's, without an
- * importance, is ggml's reference quantizer byte for byte, and with one, the same weighted search.
+ * largest value to the codebook's end, each refitted by weighted least squares), at both ends; Q5_0's,
+ * without an importance, is ggml's reference quantizer byte for byte, and with one, the same weighted
+ * search.
  *
  * @example
  * ```ts
@@ -92,7 +93,7 @@ export function quantizeIq4Nl(x: Float32Array, importance?: Float32Array): Uint8
     let best = { s: 0, err: Infinity };
     // Candidate inverse scales put the largest value at −127 ± 7 codebook units, as ggml's
     // quantize_row_iq4_nl_impl does, then at +113 ± 7: the codebook is not symmetric, and its other end
-    // often fits a block better (at Qwen3-0.6B's widths it lowered KL by 3% plain, 7% calibrated). Each
+    // often fits a block better (on a 256-wide Qwen3 fold it lowered KL by 3% plain, 7% calibrated). Each
     // assignment's scale is refitted, so the search is over assignments.
     for (const end of amax > 0 ? ENDS : []) {
       for (const t of CANDIDATES_7) {
