@@ -579,7 +579,10 @@ async function start() {
   const current = localStorage.getItem("ferry.current");
   const stored = (await listConversations()).find((c) => c.id === current);
   await open(stored ?? newConversation());
-  if (!$("api-key").hasAttribute("aria-invalid")) prompt.focus(); // else the key field asked for has it
+  // The prompt takes focus only if nothing has it yet: a user (or a key) already in Settings keeps it,
+  // and the asked-for key field keeps it.
+  const untouched = !document.activeElement || document.activeElement === document.body;
+  if (untouched && !$("api-key").hasAttribute("aria-invalid")) prompt.focus();
 }
 
 // What the user does before the stored conversation is back waits for it, so it is not replaced.

@@ -473,6 +473,30 @@ test("keyboard: Shift+Enter is a new line, Enter sends, Escape stops", async () 
   await context.close();
 });
 
+test("a user already in Settings while the page starts keeps the focus there (the prompt does not take it)", async () => {
+  const { page, context } = await openPage();
+  // Hold /v1/models until Settings is open and focused, so the page's start ends after the user acted.
+  let release = () => {};
+  const held = new Promise<void>((resolve) => release = resolve);
+  await page.route("**/v1/models", async (route) => {
+    await held;
+    await route.continue();
+  });
+  await page.reload({ waitUntil: "domcontentloaded" });
+  await page.locator("#settings summary").press("Enter");
+  await page.focus("#max-tokens");
+  release();
+  await page.waitForFunction(() => document.getElementById("model")!.textContent!.includes("engine"));
+  await page.evaluate(() => new Promise((r) => setTimeout(r, 100))); // start() ends after the model line
+  expect(await page.evaluate(() => document.activeElement?.id)).toBe("max-tokens");
+  expect(await page.evaluate(() => (document.getElementById("settings") as HTMLDetailsElement).open)).toBe(true);
+  // With nobody in the page the prompt has the focus after a start, as before.
+  await page.unroute("**/v1/models");
+  await page.reload();
+  await page.waitForFunction(() => document.activeElement?.id === "prompt");
+  await context.close();
+});
+
 test("a server that answers 501 for sessions gets the whole history instead, and nothing alarming is shown", async () => {
   const { page, context } = await openPage();
   // Claim sessions, as a server whose store went away would, so the page asks for one and gets a 501.
