@@ -6,10 +6,10 @@
  * changes no bit). What it adds is speed: at Qwen3-0.6B's widths a layer took 203 s of scalar
  * JavaScript; docs/benchmarks.md has what it takes here.
  *
- * - The factor: Cholesky of H + damp·I, the inverse of that factor, the product L⁻ᵀ L⁻¹, its Cholesky,
- *   transposed: the scalar code's four steps, each blocked by `BLOCK` columns, the big updates on the
- *   f64 product kernel (`update64_*`), the triangular solves on `fsub64`, each step's rows or columns
- *   shared between the threads. A factor is kept for the next matrix with the same key: q, k and v
+ * - The factor: Cholesky of H + damp·I with rows and columns reversed, the inverse of that factor,
+ *   reversed back: the scalar code's steps, each blocked by `BLOCK` columns, the big updates on the f64
+ *   product kernel (`update64_sub`), the triangular solves on `fsub64`, each step's rows or columns shared
+ *   between the threads. A factor is kept for the next matrix with the same key: q, k and v
  *   read one input, as gate and up do, so a layer factors four matrices, not seven.
  * - The feedback: rows are independent (U is shared), so each thread takes a range of rows and runs
  *   the whole sweep over them: per group of 32 columns its scale (the scalar `groupScale`), each
@@ -74,10 +74,6 @@ const OP = {
   TRI_GEMM: 5,
   /** [x, ldx, m, b, d, ldd]: fsub64 by columns. */
   FSUB: 6,
-  /** [li, out, n, pb, scratch, stride]: L⁻ᵀ L⁻¹'s lower triangle, row chunks in turn. */
-  PRODUCT: 7,
-  /** [src, dst, n]: dst = the upper triangle of srcᵀ (zeros below), by rows. */
-  TRANSPOSE: 8,
   /** [w, rows, cols, u, up, diag, nib, sc, expBase, scratch, stride]: the error-feedback sweep, by rows. */
   SWEEP: 9,
 } as const;
@@ -106,7 +102,7 @@ function span(count: number, share: number, shares: number, align = 1): [number,
 const NC = 256, KC = 256;
 
 /**
- * C ∓= A B over packed panels (kernels/wasm/f64.ts `update64_*`), by blocks of NC columns and KC terms:
+ * C −= A B over packed panels (kernels/wasm/f64.ts `update64_sub`), by blocks of NC columns and KC terms:
  * each output still takes its terms in k order (the blocks of k go in order, C holding the sum between
  * them), only the memory traffic changes.
  */
@@ -260,40 +256,6 @@ export function gptqShare(memory: WebAssembly.Memory): PoolHandler {
       if (c1 > c0) ex.fsub64(x + c0 * 8, ldx, c1 - c0, b, d, ldd);
       return;
     }
-    if (op === OP.PRODUCT) {
-      const [li, out, n, pb] = [args[1] >>> 0, args[2] >>> 0, args[3], args[4] >>> 0];
-      const scratch = (args[5] >>> 0) + share * (args[6] >>> 0), tmp = tmpOf(scratch), pa = scratch + TMP;
-      for (let c = share, i0 = c * CHUNK; i0 < n; c += shares, i0 = c * CHUNK) {
-        const i1 = Math.min(n, i0 + CHUNK), K = n - i0;
-        // (i, j ≤ i): Σ_k L⁻¹[k][i] L⁻¹[k][j] from k = i; the terms from i0 are exact zeros before it.
-        ex.pack_a64(li + (i0 * n + i0) * 8, 1, n, i1 - i0, K, pa);
-        blocked(
-          ex.update64_add,
-          pa,
-          K * 16 * MR64,
-          pb + i0 * 8 * NR64,
-          n * 8 * NR64,
-          i1 - i0,
-          i1,
-          K,
-          out + i0 * n * 8,
-          n,
-          tmp,
-        );
-      }
-      return;
-    }
-    if (op === OP.TRANSPOSE) {
-      const [src, dst, n] = [args[1] >>> 0, args[2] >>> 0, args[3]];
-      const [j0, j1] = span(n, share, shares);
-      const S = src / 8, D = dst / 8;
-      for (let j = j0; j < j1; j++) {
-        const row = D + j * n;
-        for (let i = 0; i < j; i++) f64[row + i] = 0;
-        for (let i = j; i < n; i++) f64[row + i] = f64[S + i * n + j];
-      }
-      return;
-    }
     if (op === OP.SWEEP) {
       const [w, rows, cols, u, up, diag, nib, sc, expBase] = [
         args[1] >>> 0,
@@ -445,7 +407,7 @@ export function gptqEngine(threads: number, rowsValues = ROWS_VALUES): GptqEngin
     const stride = roundUp(
       Math.max(
         BLOCK * n * 8, // a panel's transpose
-        256 + CHUNK * n * 16, // a chunk's packing (product), or a block's (update)
+        256 + CHUNK * n * 16, // a block's packing (the Cholesky update)
         256 + COLUMNS * n * 8, // a column chunk's packing (inverse)
         sweepScratch(rowsShare),
       ),
@@ -477,12 +439,17 @@ export function gptqEngine(threads: number, rowsValues = ROWS_VALUES): GptqEngin
     }
   };
 
-  // U of (H + damp·I)⁻¹ = Uᵀ U into L.u, packed into L.up (the scalar `gptqFactor`'s steps and bits).
+  // U of (H + damp·I)⁻¹ = Uᵀ U into L.u, packed into L.up (the scalar `gptqFactor`'s steps and bits):
+  // the damped hessian reversed, its Cholesky factor, that factor's inverse, reversed.
   const factor = (h: Float64Array, n: number, diag: Float64Array, L: ReturnType<typeof layout>) => {
     const mean = diag.reduce((x, y) => x + y, 0) / n || 1;
     const A = L.a / 8, Li = L.u / 8;
     f64.set(h, A);
-    for (let i = 0; i < n; i++) f64[A + i * n + i] = (diag[i] > 0 ? diag[i] : 1) + GPTQ_DAMP * mean;
+    f64.subarray(A, A + n * n).reverse();
+    for (let i = 0; i < n; i++) {
+      const d = diag[n - 1 - i];
+      f64[A + i * n + i] = (d > 0 ? d : 1) + GPTQ_DAMP * mean;
+    }
     cholesky(L.a, n, L);
     // L⁻¹ by rows: identity, then each block of rows against the rows above it and its own.
     f64.fill(0, Li, Li + n * n);
@@ -495,12 +462,7 @@ export function gptqEngine(threads: number, rowsValues = ROWS_VALUES): GptqEngin
       }
       job([OP.FSUB, L.u + I0 * n * 8, n, I1, I1 - I0, L.a + (I0 * n + I0) * 8, n]);
     }
-    // (L⁻¹)ᵀ L⁻¹ into the work matrix (L is done with), its lower triangle; then its Cholesky, transposed.
-    job([OP.PACK_B, L.u, 1, n, n, n, L.up]);
-    f64.fill(0, A, A + n * n);
-    job([OP.PRODUCT, L.u, L.a, n, L.up, L.scratch, L.stride]);
-    cholesky(L.a, n, L);
-    job([OP.TRANSPOSE, L.a, L.u, n]);
+    f64.subarray(Li, Li + n * n).reverse();
     job([OP.PACK_B, L.u, 1, n, n, n, L.up]);
   };
 

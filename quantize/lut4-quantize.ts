@@ -587,16 +587,20 @@ export const GPTQ_DAMP = 0.01;
 /**
  * The upper Cholesky factor U of (H + damp·I)⁻¹ (= Uᵀ U), row-major: GPTQ's error propagation
  * reads row j of it. A column no input ever reaches (zero diagonal) gets a unit diagonal.
+ *
+ * One factorisation and one triangular inverse, not GPTQ's usual inverse-then-factor (two
+ * factorisations and a product, twice the work): with J the reversal, J A J = L Lᵀ gives A = M Mᵀ for
+ * the upper triangular M = J L J, so A⁻¹ = M⁻ᵀ M⁻¹ and U = M⁻¹ = J L⁻¹ J. J X J of a row-major matrix
+ * is its values in reverse order.
  */
 function gptqFactor(h: Float64Array, n: number, diag: Float64Array): Float64Array {
   const mean = diag.reduce((a, b) => a + b, 0) / n || 1;
-  const a = h.slice();
-  for (let i = 0; i < n; i++) a[i * n + i] = (diag[i] > 0 ? diag[i] : 1) + GPTQ_DAMP * mean;
-  const inv = invertSpd(a, n);
-  // inv = L Lᵀ (lower Cholesky); then U = Lᵀ gives inv = Uᵀ U.
-  const l = cholesky(inv, n), u = new Float64Array(n * n);
-  for (let i = 0; i < n; i++) for (let j = 0; j <= i; j++) u[j * n + i] = l[i * n + j];
-  return u;
+  const a = h.slice().reverse();
+  for (let i = 0; i < n; i++) {
+    const d = diag[n - 1 - i];
+    a[i * n + i] = (d > 0 ? d : 1) + GPTQ_DAMP * mean;
+  }
+  return lowerInverse(cholesky(a, n), n).reverse();
 }
 
 /** Lower Cholesky factor of a symmetric positive definite n × n matrix. */
@@ -612,9 +616,9 @@ function cholesky(a: Float64Array, n: number): Float64Array {
   return l;
 }
 
-/** The inverse of a symmetric positive definite matrix, through its Cholesky factor. */
-function invertSpd(a: Float64Array, n: number): Float64Array {
-  const l = cholesky(a, n), li = new Float64Array(n * n), out = new Float64Array(n * n);
+/** The inverse of a lower triangular matrix (lower triangular too), column by column. */
+function lowerInverse(l: Float64Array, n: number): Float64Array {
+  const li = new Float64Array(n * n);
   for (let c = 0; c < n; c++) {
     for (let i = c; i < n; i++) {
       let s = i === c ? 1 : 0;
@@ -622,15 +626,7 @@ function invertSpd(a: Float64Array, n: number): Float64Array {
       li[i * n + c] = s / l[i * n + i];
     }
   }
-  // A⁻¹ = L⁻ᵀ L⁻¹.
-  for (let i = 0; i < n; i++) {
-    for (let j = 0; j < n; j++) {
-      let s = 0;
-      for (let k = Math.max(i, j); k < n; k++) s += li[k * n + i] * li[k * n + j];
-      out[i * n + j] = s;
-    }
-  }
-  return out;
+  return li;
 }
 
 /** A tensor's rounding error from its sums: Σ d², Σ x², max |d| over its n values. */

@@ -12,7 +12,7 @@
  * - `pack_a64(src, is, ks, rows, K, dst)`: A(i, k) = src[i·is + k·ks] into panels of `MR64` rows,
  *   k-major, each value splatted to a whole vector (16 bytes); a last, partial panel padded with zeros.
  * - `pack_b64(src, cs, ks, N, K, dst)`: B(k, n) = src[k·ks + n·cs] into panels of `NR64` columns, k-major.
- * - `update64_sub` / `update64_add(pa, lda, pb, ldb, M, N, K, c, ldc, tmp)`: C[m, n] ∓= Σ_k A(m, k) B(k, n),
+ * - `update64_sub(pa, lda, pb, ldb, M, N, K, c, ldc, tmp)`: C[m, n] −= Σ_k A(m, k) B(k, n),
  *   term by term in k order, over packed panels that start `lda` and `ldb` bytes apart (so a caller may
  *   start at any k of a wider packing). C is row-major f64 with row stride ldc; `tmp` holds an edge tile.
  * - `fsub64(x, ldx, m, b, d, ldd)`: for j = 0 … b − 1, row j of X (m values, rows ldx apart) becomes
@@ -73,10 +73,10 @@ export const packA64 = (): Func => pack64(MR64, true);
 export const packB64 = (): Func => pack64(NR64, false);
 
 /**
- * update64(pa, lda, pb, ldb, M, N, K, c, ldc, tmp): C ∓= A B over packed panels, each output's terms
- * subtracted (`sub`) or added in k order, starting from C's value (see the module doc).
+ * update64_sub(pa, lda, pb, ldb, M, N, K, c, ldc, tmp): C −= A B over packed panels, each output's terms
+ * subtracted in k order, starting from C's value (see the module doc).
  */
-export function update64(sub: boolean, MR = MR64, NR = NR64, unroll = 2): Func {
+export function update64Sub(MR = MR64, NR = NR64, unroll = 2): Func {
   const [pa, lda, pb, ldb, M, N, K, c, ldc, tmp] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9];
   const L = locals(10);
   const m0 = L.local(I32), n0 = L.local(I32), a = L.local(I32), b = L.local(I32), k = L.local(I32);
@@ -88,7 +88,7 @@ export function update64(sub: boolean, MR = MR64, NR = NR64, unroll = 2): Func {
   const bv = Array.from({ length: nb }, () => L.local(V128));
   const av = L.local(V128);
   const A = (rr: number, jj: number) => acc[rr * nb + jj];
-  const combine = sub ? op.f64x2_sub : op.f64x2_add;
+  const combine = op.f64x2_sub;
   const step: Code[] = [
     bv.map((x, jj) => [get(b), op.v128_load(16 * jj), set(x)]),
     Array.from({ length: MR }, (_, rr) => [
@@ -239,8 +239,7 @@ export function f64Functions(): Record<string, Func> {
   return {
     pack_a64: packA64(),
     pack_b64: packB64(),
-    update64_sub: update64(true),
-    update64_add: update64(false),
+    update64_sub: update64Sub(),
     fsub64: fsub64(),
     add_f32_to_f64: addF32ToF64(),
   };
@@ -251,7 +250,6 @@ export interface F64Exports {
   pack_a64(src: number, is: number, ks: number, rows: number, K: number, dst: number): void;
   pack_b64(src: number, cs: number, ks: number, N: number, K: number, dst: number): void;
   update64_sub(pa: number, lda: number, pb: number, ldb: number, M: number, N: number, K: number, c: number, ldc: number, tmp: number): void;
-  update64_add(pa: number, lda: number, pb: number, ldb: number, M: number, N: number, K: number, c: number, ldc: number, tmp: number): void;
   fsub64(x: number, ldx: number, m: number, b: number, d: number, ldd: number): void;
   add_f32_to_f64(s: number, p: number, n: number): void;
 }
