@@ -400,7 +400,7 @@ export const DEFAULT_LIMIT_S = 600;
 
 /**
  * What a default calibration's estimate is held to: the limit less a tenth, for the machine's noise
- * (one calibrated lut4 export of Qwen3-0.6B's shape took 565 s and 660 s on two idle days).
+ * (the same calibrated lut4 export of Qwen3-0.6B's shape took 611 s and 472 s two hours apart).
  */
 export const DEFAULT_BUDGET_S = 0.9 * DEFAULT_LIMIT_S;
 
@@ -410,7 +410,7 @@ export const MIN_DEFAULT_WINDOWS = 16;
 /**
  * The windows a default calibration runs: the most, up to `wanted`, whose export is estimated
  * (`calibratedExportSeconds`) within `DEFAULT_BUDGET_S`; 0 (plain rounding) when that is fewer than
- * `MIN_DEFAULT_WINDOWS`. Qwen3-0.6B's shape: 46 of 64 for lut4, all 64 for the GGUF types; the
+ * `MIN_DEFAULT_WINDOWS`. Qwen3-0.6B's shape: 40 of 64 for lut4, all 64 for the GGUF types; the
  * shipped model: all.
  *
  * @example
@@ -434,11 +434,13 @@ export function defaultWindows(config: ModelConfig, wanted: number, needs: Calib
  * as a fraction of its products' time, what a split job keeps of each added core, GPTQ's f64 products
  * (its factors and error feedback) and its scale searches per weight, and the rest of a calibrated
  * export per parameter (reading, the embedding's rounding, writing; GGUF's K-quants run on one thread).
- * Fitted to the calibrated Qwen3-0.6B-shape exports timed on 2026-12-03 (docs/benchmarks.md): the
- * passes' 447 s (covariances) and 306 s (importance), the whole exports' 660 s and 455 s.
+ * Fitted to the calibrated Qwen3-0.6B-shape exports timed on 2026-12-03 (docs/benchmarks.md), the f32
+ * rate to the slowest hour seen (a 46-window covariance pass of 408 s; the same pass took 318 s two
+ * hours later), so that a default holds when the machine is slow: the importance pass's 306 s and the
+ * whole exports' 611 s and 455 s.
  */
 export const CALIBRATION_RATES = {
-  f32Gmacs: 13.7,
+  f32Gmacs: 11,
   passOverhead: 0.06,
   splitEfficiency: 0.9,
   f64Gmacs: 7,
@@ -450,9 +452,9 @@ export const CALIBRATION_RATES = {
  * An estimate of a calibration's wall seconds on `cores` idle cores (default 2, the goal's machine), from
  * the multiply-adds it does and `CALIBRATION_RATES`: the pass over `windows` windows (its products, with
  * the covariances' upper triangles for lut4's GPTQ) and, for the covariances, GPTQ itself (the factors'
- * (2/3)·n³ and the feedback's rows · cols² / 2 f64 multiply-adds, the scale searches). Qwen3-0.6B at 64
- * windows: about 5.1 minutes for the importance alone (the GGUF types; 7.6 for a q4_k_m export with
- * it), about 9.4 with the covariances and GPTQ (11.0 for a lut4 export); the shipped model: under a
+ * n³/3 and the feedback's rows · cols² / 2 f64 multiply-adds, the scale searches). Qwen3-0.6B at 64
+ * windows: about 6.4 minutes for the importance alone (the GGUF types; 8.8 for a q4_k_m export with
+ * it), about 10.8 with the covariances and GPTQ (12.4 for a lut4 export); the shipped model: under a
  * second.
  *
  * @example
@@ -478,7 +480,7 @@ export function calibrationSeconds(
   if (needs === "importance") return L * windows * (products / split + overhead);
   const sums = (size * (2 * H * H + Q * Q + I * I)) / 2 / 1e9;
   // GPTQ per layer: four factors (q/k/v and gate/up share theirs), seven sweeps, every weight searched.
-  const cube = (n: number) => (2 / 3) * n ** 3;
+  const cube = (n: number) => n ** 3 / 3;
   const mats: Array<[number, number]> = [[Q, H], [KV, H], [KV, H], [H, Q], [I, H], [I, H], [H, I]];
   let gmacs = L * (2 * cube(H) + cube(Q) + cube(I) + mats.reduce((s, [n, k]) => s + (n * k * k) / 2, 0)) /
     1e9;

@@ -18,17 +18,18 @@
  *   scalar code's order.
  *
  * Memory: one shared WebAssembly memory holding U and its packed copy and one n × n work matrix (n the
- * matrix's columns: 226 MB at 3,072), the rows in flight (at most `ROWS_VALUES` weights as f64, 32 MB)
- * and per thread a few MB of scratch. It grows to the largest matrix seen and stays until `close`.
+ * matrix's columns: 226 MB at 3,072), the rows in flight (at most `ROWS_VALUES` weights as f64, 32 MB,
+ * read from the source a block at a time, so the matrix itself is never held: Qwen3's tied embedding
+ * is 622 MB of f32) and per thread a few MB of scratch. It grows to the largest matrix seen and stays until `close`.
  *
  * @example
  * ```ts
  * import { type GptqEngine, gptqEngine } from "./gptq.ts";
  * type Args = Parameters<GptqEngine["quantize"]>;
- * declare const data: Args[1], fold: Args[2], hessian: ReturnType<Args[5]>, hessianKey: Args[6];
+ * declare const read: Args[1], fold: Args[2], hessian: ReturnType<Args[5]>, hessianKey: Args[6];
  * const gptq = gptqEngine(2);
  * await gptq.ready;
- * const { matrix } = gptq.quantize("layers.0.q", data, fold, 2048, 1024, () => hessian, hessianKey);
+ * const { matrix } = await gptq.quantize("layers.0.q", read, fold, 2048, 1024, () => hessian, hessianKey);
  * gptq.close();
  * ```
  * @module
@@ -45,7 +46,6 @@ import {
   groupScale,
   notWholeGroups,
   roundHalfUp,
-  type TensorError,
 } from "./lut4-quantize.ts";
 
 /** Columns per block of the factorisations (a multiple of MR64 and NR64). */
@@ -482,12 +482,9 @@ export function gptqEngine(threads: number, rowsValues = ROWS_VALUES): GptqEngin
     get memoryBytes() {
       return memory.buffer.byteLength;
     },
-    quantize(name, data, fold, rows, cols, hessian, key) {
+    async quantize(name, read, fold, rows, cols, hessian, key) {
       const notWhole = notWholeGroups(cols, `${name}: ${cols} columns`);
       if (notWhole) throw new RangeError(notWhole);
-      if (data.length !== rows * cols) {
-        throw new RangeError(`${name}: ${data.length} values for [${rows}, ${cols}]`);
-      }
       const blockRows = Math.max(1, Math.min(rows, Math.floor(rowsValues / cols)));
       const L = layout(cols, blockRows);
       ensure(L.end);
@@ -500,27 +497,30 @@ export function gptqEngine(threads: number, rowsValues = ROWS_VALUES): GptqEngin
         held = { key, n: cols, diag };
       }
       f64.set(held.diag, L.diag / 8);
-      const W = L.w / 8;
-      // Block b's folded weights into the memory (the scalar code's Float64Array of the folded matrix).
-      const put = (r0: number, n: number) => {
-        const at = W - r0 * cols;
-        for (let k = r0 * cols; k < (r0 + n) * cols; k++) {
-          f64[at + k] = fold ? data[k] * fold[k % cols] : data[k];
-        }
+      const W = L.w / 8, scratch = new Float32Array(blockRows * cols);
+      // Rows r0 … r0 + n − 1 folded into the memory (the scalar code's Float64Array of the folded
+      // matrix); their values as read are returned, for the error sums.
+      const put = async (r0: number, n: number) => {
+        const values = await read(r0 * cols, n * cols, scratch.subarray(0, n * cols));
+        if (values.length < n * cols) throw new RangeError(`${name}: ${values.length} values for ${n} rows`);
+        for (let k = 0; k < n * cols; k++) f64[W + k] = fold ? values[k] * fold[k % cols] : values[k];
+        return values;
       };
-      let eMax = -Infinity;
+      let eMax = -Infinity, values: Float32Array = new Float32Array(0);
       for (let r0 = 0; r0 < rows; r0 += blockRows) {
         const n = Math.min(blockRows, rows - r0);
-        put(r0, n);
+        values = await put(r0, n);
         timed("survey", () => job([OP.SURVEY, L.w, n, cols, L.diag, L.slots]));
         for (let s = 0; s < T; s++) eMax = Math.max(eMax, f64[L.slots / 8 + s]);
       }
       const expBase = Number.isFinite(eMax) ? eMax - 15 : 0;
       const nibbles = new Uint8Array((rows * cols) / 2), scales = new Uint8Array((rows * cols) / 32);
+      const matrix: LutMatrix = { name, rows, cols, expBase, nibbles, scales };
+      const sums = { sse: 0, ss: 0, maxErr: 0 };
       const u8 = new Uint8Array(memory.buffer);
       for (let r0 = 0; r0 < rows; r0 += blockRows) {
         const n = Math.min(blockRows, rows - r0);
-        if (blockRows < rows) put(r0, n);
+        if (blockRows < rows) values = await put(r0, n);
         u8.fill(0, L.nib, L.nib + (n * cols) / 2);
         timed(
           "sweep",
@@ -528,28 +528,38 @@ export function gptqEngine(threads: number, rowsValues = ROWS_VALUES): GptqEngin
         );
         nibbles.set(u8.subarray(L.nib, L.nib + (n * cols) / 2), (r0 * cols) / 2);
         scales.set(u8.subarray(L.sc, L.sc + (n * cols) / 32), (r0 * cols) / 32);
+        timed("error", () => addError(sums, matrix, r0, n, values, fold));
       }
-      const matrix: LutMatrix = { name, rows, cols, expBase, nibbles, scales };
-      return { matrix, error: timed("error", () => gptqError(matrix, data, fold)) };
+      return { matrix, error: errorOf(name, "matrix", rows * cols, sums.sse, sums.ss, sums.maxErr) };
     },
     close: () => pool.close(),
   };
   return engine;
 }
 
-/** The scalar code's error sums: the folded values against the dequantized f32 ones, in order. */
-function gptqError(m: LutMatrix, data: Float32Array, fold: Float64Array | undefined): TensorError {
-  let sse = 0, ss = 0, maxErr = 0;
-  const { cols, expBase } = m;
-  for (let g = 0; g < data.length / 32; g++) {
+/**
+ * The scalar code's error sums, over rows r0 … r0 + n − 1 (`values` as read, unfolded): the folded
+ * values against the dequantized f32 ones. Blocks added in row order give the whole matrix's sums.
+ */
+function addError(
+  sums: { sse: number; ss: number; maxErr: number },
+  m: LutMatrix,
+  r0: number,
+  n: number,
+  values: Float32Array,
+  fold: Float64Array | undefined,
+): void {
+  const { cols, expBase } = m, g0 = (r0 * cols) / 32;
+  let { sse, ss, maxErr } = sums;
+  for (let g = 0; g < (n * cols) / 32; g++) {
     // (u − 8) · (16 + m) · 2^e: every product exact, so the group's scale may be formed first.
-    const sc = m.scales[g], s = (16 + (sc & 15)) * 2 ** (expBase + (sc >> 4) - 4);
+    const sc = m.scales[g0 + g], s = (16 + (sc & 15)) * 2 ** (expBase + (sc >> 4) - 4);
     for (let k = 32 * g; k < 32 * g + 32; k++) {
-      const x = fold ? data[k] * fold[k % cols] : data[k];
-      const back = Math.fround((((m.nibbles[k >> 1] >> ((k & 1) * 4)) & 15) - 8) * s);
-      const d = x - back;
+      const x = fold ? values[k] * fold[k % cols] : values[k];
+      const at = r0 * cols + k, u = (m.nibbles[at >> 1] >> ((at & 1) * 4)) & 15;
+      const d = x - Math.fround((u - 8) * s);
       sse += d * d, ss += x * x, maxErr = Math.max(maxErr, Math.abs(d));
     }
   }
-  return errorOf(m.name, "matrix", m.rows * m.cols, sse, ss, maxErr);
+  sums.sse = sse, sums.ss = ss, sums.maxErr = maxErr;
 }

@@ -564,20 +564,22 @@ export function groupScale(
 
 /**
  * What runs GPTQ fast (quantize/gptq.ts `gptqEngine`: WebAssembly on a pool of threads): `quantize`
- * gives `quantizeMatrixGptq`'s bits for the matrix `data` with column c multiplied by `fold[c]`, and
- * the hessian `hessian()` of the folded matrix, asked for only when `key` differs from the last call's
- * (matrices that read one input share one factor; an undefined key shares nothing).
+ * gives `quantizeMatrixGptq`'s bits for the matrix `read` gives (values [start, start + count), row-major,
+ * as a `TensorSource` reads them: a block of rows at a time, so a matrix as large as Qwen3's embedding
+ * is never held whole) with column c multiplied by `fold[c]`, and the hessian `hessian()` of the folded
+ * matrix, asked for only when `key` differs from the last call's (matrices that read one input share
+ * one factor; an undefined key shares nothing).
  */
 export interface GptqRunner {
   quantize(
     name: string,
-    data: Float32Array,
+    read: TensorSource["read"],
     fold: Float64Array | undefined,
     rows: number,
     cols: number,
     hessian: () => Float64Array,
     key: unknown,
-  ): { matrix: LutMatrix; error: TensorError };
+  ): Promise<{ matrix: LutMatrix; error: TensorError }>;
   close(): void;
 }
 
@@ -830,15 +832,16 @@ function quantizeStep(
 function gptqStep(
   gptq: GptqRunner,
   step: Step & { kind: "matrix" },
-  data: Float32Array,
+  src: TensorSource,
   foldGain: Float32Array | undefined,
   cov: Float64Array,
   width: number,
   key: object,
-): { matrix: LutMatrix; error: TensorError } {
+): Promise<{ matrix: LutMatrix; error: TensorError }> {
   const { name, rows, cols } = step;
   const f = foldGain && scaled(foldGain, Math.sqrt(width));
-  return gptq.quantize(name, data, f, rows, cols, () => unfoldCovariance(cov, cols, f), key);
+  const read = (start: number, count: number, scratch: Float32Array) => src.read(start, count, scratch);
+  return gptq.quantize(name, read, f, rows, cols, () => unfoldCovariance(cov, cols, f), key);
 }
 
 const scaled = (g: Float32Array, f: number) => Float64Array.from(g, (x) => x * f);
@@ -1116,7 +1119,7 @@ export async function quantizeModelStreamed(
     const { matrix, error } = !cov
       ? await quantizeRowBlocks(step, src, fold, opts, config.hidden_size, opts.pool)
       : opts.gptq
-      ? gptqStep(opts.gptq, step, await read(step.src), fold, cov, config.hidden_size, keyOf(cov, step.fold))
+      ? await gptqStep(opts.gptq, step, src, fold, cov, config.hidden_size, keyOf(cov, step.fold))
       : quantizeStep(step, await read(step.src), fold, opts, config.hidden_size);
     errors.push(error);
     await put(matrix);

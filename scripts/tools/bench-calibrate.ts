@@ -143,9 +143,10 @@ await run(async () => {
     const engine = gptqEngine(threads);
     await engine.ready;
     const out: LutMatrix[] = [];
-    const t = await timed(() => {
+    const t = await timed(async () => {
       for (const j of jobs) {
-        out.push(engine.quantize(j.short, j.data, j.fold, j.rows, j.cols, () => j.h, j.key).matrix);
+        const read = (start: number, count: number) => j.data.subarray(start, start + count);
+        out.push((await engine.quantize(j.short, read, j.fold, j.rows, j.cols, () => j.h, j.key)).matrix);
       }
     });
     engine.close();

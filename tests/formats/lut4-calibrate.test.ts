@@ -218,7 +218,7 @@ test("a default calibration runs as many windows as finish in time, or is skippe
   // By default lut4 takes the most windows estimated within the budget; the GGUF types and the shipped
   // model take all 64.
   const lut4Windows = defaultWindows(qwen3, 64, "covariance");
-  expect(lut4Windows).toBe(46);
+  expect(lut4Windows).toBe(40);
   expect(calibratedExportSeconds(qwen3, lut4Windows)).toBeLessThanOrEqual(DEFAULT_BUDGET_S);
   expect(calibratedExportSeconds(qwen3, lut4Windows + 1)).toBeGreaterThan(DEFAULT_BUDGET_S);
   expect(defaultWindows(qwen3, 64, "importance")).toBe(64);
@@ -228,20 +228,20 @@ test("a default calibration runs as many windows as finish in time, or is skippe
   expect(byDefault.skip!(qwen3, "importance")).toBeUndefined();
   expect(byDefault.skip!(config)).toBeUndefined();
   // The summary says what was cut, from the record the export keeps; nothing when nothing was.
-  const record = { source: "brown train split", windows: 46, window_tokens: 256, tokens: 11776, seed: 1 };
+  const record = { source: "brown train split", windows: 40, window_tokens: 256, tokens: 10240, seed: 1 };
   expect(byDefault.note!(qwen3, record, "covariance")).toBe(
-    "by default 46 of 64 windows, to finish within 10 minutes on two cores (--calibrate 64: about 11.0 minutes)",
+    "by default 40 of 64 windows, to finish within 10 minutes on two cores (--calibrate 64: about 12.4 minutes)",
   );
   expect(byDefault.note!(qwen3, { ...record, windows: 64 }, "importance")).toBeUndefined();
   expect(lut4Calibrator({ windows: 64 }).note!(qwen3, record, "covariance")).toBeUndefined(); // asked for
   // The GGUF types need only the importance: no covariance sums, no GPTQ.
   expect(calibrationSeconds(qwen3, 64, "importance")).toBeLessThan(0.6 * calibrationSeconds(qwen3, 64));
-  // Twice the layers: lut4's is skipped (fewer than 16 windows fit); the importance takes 29.
+  // Twice the layers: lut4's is skipped (fewer than 16 windows fit); the importance takes 23.
   const twice = { ...qwen3, num_hidden_layers: 56 };
   expect(byDefault.skip!(twice)).toMatch(
     /^skipped by default \(plain rounding\): the calibrated export would take about \d+\.\d minutes on two cores, and fewer than 16 windows fit in 9 minutes \(--calibrate N runs it\)$/,
   );
-  expect(defaultWindows(twice, 64, "importance")).toBe(29);
+  expect(defaultWindows(twice, 64, "importance")).toBe(23);
   expect(byDefault.skip!(twice, "importance")).toBeUndefined();
   expect(lut4Calibrator({ windows: 64 }).skip!(twice)).toBeUndefined(); // asked for
   // The export pipeline asks before reading a tensor, and a format that takes no calibration says nothing.

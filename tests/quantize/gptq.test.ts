@@ -39,11 +39,23 @@ function hessian(cols: number, rnd: () => number): Float64Array {
   return h;
 }
 
+/**
+ * A reader of `w`'s values, as a tensor source gives them: copied into the scratch, after an await; the
+ * largest read so far in `reads.most`.
+ */
+const rowsOf =
+  (w: Float32Array, reads = { most: 0 }) => async (start: number, count: number, scratch: Float32Array) => {
+    await Promise.resolve();
+    reads.most = Math.max(reads.most, count);
+    scratch.set(w.subarray(start, start + count));
+    return scratch;
+  };
+
 const sameMatrix = (a: LutMatrix, b: LutMatrix) =>
   a.expBase === b.expBase && Buffer.from(a.nibbles).equals(Buffer.from(b.nibbles)) &&
   Buffer.from(a.scales).equals(Buffer.from(b.scales));
 
-test("the engine gives quantizeMatrixGptq's bits on 1, 2 and 3 threads, whole or by blocks of rows", async () => {
+test("the engine gives quantizeMatrixGptq's bits on 1, 2 and 3 threads, whole or read by blocks of rows", async () => {
   const rnd = lcg(7);
   const cases = [[16, 64], [37, 96], [70, 160], [8, 320]].map(([rows, cols]) => {
     const w = Float32Array.from({ length: rows * cols }, rnd);
@@ -59,9 +71,13 @@ test("the engine gives quantizeMatrixGptq's bits on 1, 2 and 3 threads, whole or
     try {
       await engine.ready;
       for (const { rows, cols, w, fold, h, want } of cases) {
-        const got = engine.quantize("m", w, fold, rows, cols, () => h, undefined);
+        const reads = { most: 0 };
+        const got = await engine.quantize("m", rowsOf(w, reads), fold, rows, cols, () => h, undefined);
         expect(sameMatrix(got.matrix, want.matrix)).toBe(true);
         expect(got.error).toEqual(want.error);
+        // By blocks, no read is more than a block's whole rows: the matrix is never held whole.
+        const most = rowsValues ? Math.max(1, Math.floor(rowsValues / cols)) * cols : rows * cols;
+        expect(reads.most).toBe(Math.min(most, rows * cols));
       }
     } finally {
       engine.close();
@@ -78,7 +94,7 @@ test("matrices of one key share a factor: the hessian is asked for once, the bit
     const key = {};
     for (const rows of [40, 24, 24]) {
       const w = Float32Array.from({ length: rows * cols }, rnd);
-      const got = engine.quantize("m", w, undefined, rows, cols, () => (asked++, h), key);
+      const got = await engine.quantize("m", rowsOf(w), undefined, rows, cols, () => (asked++, h), key);
       expect(sameMatrix(got.matrix, quantizeMatrixGptq("m", w, rows, cols, h).matrix)).toBe(true);
     }
     expect(asked).toBe(1);
@@ -102,7 +118,7 @@ test("the pruned first pass finds the full first pass's largest exponent", () =>
   }
 });
 
-test("a model quantized with the engine is the model quantized without it, and with its covariances from a file", async () => {
+test("a model quantized with the engine is the model quantized without it, read by blocks of rows and with its covariances from a file", async () => {
   const config = { ...FUZZ_LUT4_CONFIG, max_position_embeddings: 64 };
   const tensors = initParams(config, 5);
   const windows = [Array.from({ length: 48 }, (_, i) => (i * 13 + 1) % config.vocab_size)];
@@ -125,10 +141,11 @@ test("a model quantized with the engine is the model quantized without it, and w
     return { mats, errors };
   };
   await file.written(); // so the quantizer reads them back from the file
-  const engine = gptqEngine(2);
+  // The second engine reads each matrix from its source 500 values' worth of rows at a time.
+  const engine = gptqEngine(2), byBlocks = gptqEngine(2, 500);
   try {
-    await engine.ready;
-    const [a, b, c] = [await run(), await run(engine), await run(engine, file.covariances)];
+    await Promise.all([engine.ready, byBlocks.ready]);
+    const [a, b, c] = [await run(), await run(engine), await run(byBlocks, file.covariances)];
     expect(a.mats.length).toBe(b.mats.length);
     a.mats.forEach((m, i) => expect(sameMatrix(m, b.mats[i])).toBe(true));
     expect(b.errors).toEqual(a.errors);
@@ -136,7 +153,7 @@ test("a model quantized with the engine is the model quantized without it, and w
     a.mats.forEach((m, i) => expect(sameMatrix(m, c.mats[i])).toBe(true));
     expect(c.errors).toEqual(a.errors);
   } finally {
-    engine.close();
+    engine.close(), byBlocks.close();
     file.close();
   }
 });
@@ -155,7 +172,8 @@ const SCRIPT = (gptq: string) => `
   const w = Float32Array.from({ length: rows * cols }, rnd);
   const engine = gptqEngine(2);
   await engine.ready;
-  const { matrix, error } = engine.quantize("m", w, undefined, rows, cols, () => h, undefined);
+  const read = (start: number, count: number) => w.subarray(start, start + count);
+  const { matrix, error } = await engine.quantize("m", read, undefined, rows, cols, () => h, undefined);
   engine.close();
   console.log(createHash("sha256").update(matrix.nibbles).update(matrix.scales)
     .update(String(matrix.expBase) + JSON.stringify(error)).digest("hex"));
