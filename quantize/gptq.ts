@@ -19,8 +19,9 @@
  *
  * Memory: one shared WebAssembly memory holding U and its packed copy and one n × n work matrix (n the
  * matrix's columns: 226 MB at 3,072), the rows in flight (at most `ROWS_VALUES` weights as f64, 32 MB,
- * read from the source a block at a time, so the matrix itself is never held: Qwen3's tied embedding
- * is 622 MB of f32) and per thread a few MB of scratch. It grows to the largest matrix seen and stays until `close`.
+ * read from the source a block at a time, so the matrix itself is never held: a separate head at
+ * Qwen3's vocabulary is 622 MB of f32) and per thread a few MB of scratch. It grows to the largest
+ * matrix seen and stays until `close`.
  *
  * @example
  * ```ts
@@ -75,7 +76,7 @@ const OP = {
   /** [x, ldx, m, b, d, ldd]: fsub64 by columns. */
   FSUB: 6,
   /** [w, rows, cols, u, up, diag, nib, sc, expBase, scratch, stride]: the error-feedback sweep, by rows. */
-  SWEEP: 9,
+  SWEEP: 7,
 } as const;
 
 /** The f64 module on an imported memory (shared, so that every thread's instance runs on the same bytes). */
