@@ -48,6 +48,8 @@ interface Run {
   wall: number;
   cpu: number;
   peakRss: number;
+  /** Seconds from the start to the last rise of the high-water mark: which stage set the peak. */
+  peakAt: number;
   calibration: string;
 }
 
@@ -78,11 +80,12 @@ function timeExport(argv: string[]): Promise<Run> {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
     const child = spawn(argv[0], argv.slice(1), { stdio: ["ignore", "pipe", "pipe"] });
-    let out = "", err = "", cpu = 0, peakRss = 0;
+    let out = "", err = "", cpu = 0, peakRss = 0, peakAt = 0;
     child.stdout.on("data", (d) => out += d);
     child.stderr.on("data", (d) => err += d);
     const sample = () => {
-      peakRss = Math.max(peakRss, statusBytes(child.pid!, "VmHWM:"));
+      const hwm = statusBytes(child.pid!, "VmHWM:");
+      if (hwm > peakRss) peakRss = hwm, peakAt = (performance.now() - t0) / 1000;
       cpu = cpuSeconds(child.pid!) ?? cpu;
     };
     const timer = setInterval(sample, 200);
@@ -92,7 +95,7 @@ function timeExport(argv: string[]): Promise<Run> {
       const wall = (performance.now() - t0) / 1000;
       if (code !== 0) return reject(new Error(`${argv.join(" ")}: exit ${code}\n${err.slice(-2000)}`));
       const summary = JSON.parse(out) as { calibration?: string };
-      resolve({ wall, cpu, peakRss, calibration: summary.calibration ?? "none" });
+      resolve({ wall, cpu, peakRss, peakAt, calibration: summary.calibration ?? "none" });
     });
   });
 }
@@ -156,6 +159,7 @@ async function main(): Promise<void> {
       wall_s: median(rs.map((x) => x.wall)),
       cpu_s: median(rs.map((x) => x.cpu)),
       peak_rss_mb: median(rs.map((x) => x.peakRss)) / MB,
+      peak_at_s: rs.map((x) => x.peakAt),
       calibration: rs[0].calibration,
       within_goal: rs.every((x) => x.wall <= GOAL_S),
     };
@@ -179,7 +183,9 @@ async function main(): Promise<void> {
     console.log(
       `${row.export.padEnd(14)} wall ${row.wall_s.toFixed(1)} s, CPU ${row.cpu_s.toFixed(1)} s, peak RSS ${
         row.peak_rss_mb.toFixed(0)
-      } MB, ${row.within_goal ? "within" : "over"} ${GOAL_S / 60} minutes; calibration: ${row.calibration}`,
+      } MB (at ${row.peak_at_s.map((t) => t.toFixed(0)).join(", ")} s), ${
+        row.within_goal ? "within" : "over"
+      } ${GOAL_S / 60} minutes; calibration: ${row.calibration}`,
     );
   }
 }
