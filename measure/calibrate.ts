@@ -231,6 +231,15 @@ export async function calibrationPass(
     if (file) file.put(names, data);
     else for (const name of names) (covariance as Map<string, Float64Array>).set(name, data);
   };
+  // With a file, each input's array is reused layer after layer (the last layer's are on file by the
+  // time the next are taken), so the pass leaves no 123 MB a layer for the collector; in memory, each
+  // is kept.
+  const reused = new Map<string, Float64Array>();
+  const into = (input: string, K: number) => {
+    if (!file) return undefined;
+    const have = reused.get(input);
+    return have?.length === K * K ? have : reused.set(input, new Float64Array(K * K)).get(input)!;
+  };
   const mean = (s: Float64Array) => Float32Array.from(s, (v) => v / n);
   const cov = createCovarianceKernels(threads);
   try {
@@ -302,8 +311,12 @@ export async function calibrationPass(
       // The last layer's covariances are on file by now (a layer's pass takes far longer than its
       // writes); waiting here bounds what is held to one layer's if the disk is slow.
       await file?.written();
-      for (const s of [qkv, o, gu, down]) {
-        if (s.outer) keep(LINEAR.filter((key) => sums[key] === s).map(name), cov.takeSum(s.outer, n));
+      for (const [input, s] of Object.entries({ qkv, o, gu, down })) {
+        if (!s.outer) continue;
+        keep(
+          LINEAR.filter((key) => sums[key] === s).map(name),
+          cov.takeSum(s.outer, n, into(input, s.outer.K)),
+        );
       }
       onLayer?.(l + 1, L + 1);
     }
@@ -317,7 +330,7 @@ export async function calibrationPass(
     }
     const headName = config.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
     importance.set(headName, mean(head.squares));
-    if (head.outer) keep([headName], cov.takeSum(head.outer, n));
+    if (head.outer) keep([headName], cov.takeSum(head.outer, n, into("head", H)));
     onLayer?.(L + 1, L + 1);
   } catch (e) {
     file?.close();

@@ -4,7 +4,10 @@
  * Each is written once to a file in the temporary folder (`TMPDIR`), which is unlinked as soon as it is
  * open, so nothing is left behind however the process ends; the map reads one back on `get`. The
  * entry read last is kept, so names that share an input (q, k and v; gate and up) get the same array,
- * which GPTQ takes as one factor.
+ * which GPTQ takes as one factor. Every read-back lands in one reused buffer (a fresh view of it each
+ * time, so identity still tells covariances apart): an array from `get` holds its values only until
+ * another covariance is read. The quantizers use each one before asking for the next; 123 MB a layer
+ * at Qwen3-0.6B's widths is not left for the collector.
  *
  * Hand-written because no library offers a disk-backed map of typed arrays with synchronous reads, and
  * the quantizers read the covariances through a `ReadonlyMap`.
@@ -70,6 +73,8 @@ export function createCovarianceFile(dir = tmpdir()): CovarianceFile {
   const held: { fd?: number } = { fd };
   const extents = new Map<string, Extent>();
   let end = 0, last: { extent: Extent; data: Float64Array } | undefined;
+  // The buffer every read-back lands in, grown to the largest read so far.
+  let spare = new ArrayBuffer(0);
   // Covariances still being written, and who waits for the writes to end.
   const writing = new Map<Extent, Float64Array>();
   let failure: Error | undefined, closed = false;
@@ -93,8 +98,9 @@ export function createCovarianceFile(dir = tmpdir()): CovarianceFile {
     const pending = writing.get(extent);
     if (pending) return pending;
     if (last?.extent === extent) return last.data;
-    const data = new Float64Array(extent.length);
-    const bytes = new Uint8Array(data.buffer);
+    if (spare.byteLength < extent.length * 8) spare = new ArrayBuffer(extent.length * 8);
+    const data = new Float64Array(spare, 0, extent.length);
+    const bytes = new Uint8Array(spare, 0, extent.length * 8);
     for (let done = 0; done < bytes.length;) {
       const n = readSync(open(), bytes, done, bytes.length - done, extent.offset + done);
       if (n <= 0) throw new Error(`covariance file ${path}: short read at byte ${extent.offset + done}`);
@@ -156,7 +162,7 @@ export function createCovarianceFile(dir = tmpdir()): CovarianceFile {
       if (closed) return;
       closed = true;
       closeLater.unregister(held);
-      last = undefined;
+      last = undefined, spare = new ArrayBuffer(0);
       settle();
     },
   };

@@ -397,6 +397,8 @@ export function gptqEngine(threads: number, rowsValues = ROWS_VALUES): GptqEngin
     if (f64.buffer.byteLength !== memory.buffer.byteLength) f64 = new Float64Array(memory.buffer);
   };
   const job = (args: number[]) => pool.run(args);
+  // Where a block of rows is read (kept: it is up to 16 MB a matrix).
+  let rowsRead = new Float32Array(0);
   // The factor kept: its key, its width, the hessian's diagonal.
   let held: { key: unknown; n: number; diag: Float64Array } | undefined;
   // Layout for width n (bytes): U, its packing, the work matrix, the shared packing, the shares' scratch.
@@ -498,7 +500,9 @@ export function gptqEngine(threads: number, rowsValues = ROWS_VALUES): GptqEngin
         held = { key, n: cols, diag };
       }
       f64.set(held.diag, L.diag / 8);
-      const W = L.w / 8, scratch = new Float32Array(blockRows * cols);
+      const W = L.w / 8;
+      if (rowsRead.length < blockRows * cols) rowsRead = new Float32Array(blockRows * cols);
+      const scratch = rowsRead;
       // Rows r0 … r0 + n − 1 folded into the memory (the scalar code's Float64Array of the folded
       // matrix); their values as read are returned, for the error sums.
       const put = async (r0: number, n: number) => {

@@ -165,8 +165,11 @@ export interface CovarianceKernels {
   sum(K: number): OuterSum;
   /** s += xᵀx (x [M, K] row-major f32) over its upper triangle: the f32 products widened and added. */
   addOuter(s: OuterSum, x: Float32Array, M: number): void;
-  /** The sum as a full symmetric matrix (the lower triangle copied from the upper), divided by n. */
-  takeSum(s: OuterSum, n: number): Float64Array;
+  /**
+   * The sum as a full symmetric matrix (the lower triangle copied from the upper), divided by n: into
+   * `into` when given (K × K values), else a new array.
+   */
+  takeSum(s: OuterSum, n: number, into?: Float64Array): Float64Array;
   /** Drops every sum and every packed weight. */
   clearSums(): void;
   close(): void;
@@ -267,8 +270,12 @@ export function createCovarianceKernels(threads: number): CovarianceKernels {
       run([OP.PACK_B, a, 1, K, K, M, pbx], 0);
       run([OP.OUTER, M, K, a, pbx, s.at, scratch, stride], (M * K * K) / 2);
     },
-    takeSum(s, n) {
-      const K = s.K, out = f64.slice(s.at / 8, s.at / 8 + K * K);
+    takeSum(s, n, into) {
+      const K = s.K, sum = f64.subarray(s.at / 8, s.at / 8 + K * K);
+      if (into && into.length !== K * K) {
+        throw new RangeError(`takeSum: ${into.length} values for ${K} × ${K}`);
+      }
+      const out = into ? (into.set(sum), into) : sum.slice();
       for (let i = 0; i < K; i++) for (let j = 0; j < i; j++) out[i * K + j] = out[j * K + i];
       for (let i = 0; i < out.length; i++) out[i] /= n;
       return out;

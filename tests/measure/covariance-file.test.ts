@@ -1,6 +1,6 @@
 // measure/covariance-file.ts: covariances written once and read back bit for bit, under every name they
-// were put with; the entry read last is the same array; nothing is left in the folder; a closed file
-// refuses to read.
+// were put with; the entry read last is the same array; read-backs share one buffer; nothing is left in
+// the folder; a closed file refuses to read.
 import { expect, test } from "bun:test";
 import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -30,8 +30,12 @@ test("a covariance file gives back what was put, names in order, and leaves noth
     // Names of one input share the array GPTQ keys its factor by.
     expect(file.covariances.get("v")).toBe(file.covariances.get("q"));
     expect(Array.from(file.covariances.get("o")!)).toEqual(Array.from(b));
-    const read = [...file.covariances].map(([name, data]) => [name, Array.from(data)]);
+    // Each read-back is used before the next: they share one buffer, which the next read overwrites.
+    const read = Array.from(file.covariances, ([name, data]) => [name, Array.from(data)]);
     expect(read).toEqual([["q", [...a]], ["k", [...a]], ["v", [...a]], ["o", [...b]]]);
+    const q = file.covariances.get("q")!, o = file.covariances.get("o")!;
+    expect(q).not.toBe(o); // told apart by identity, as GPTQ's factors are
+    expect(Array.from(q.subarray(0, 4))).toEqual(Array.from(b)); // but q's values are gone
     file.close();
     expect(() => file.covariances.get("o")).toThrow(/used after close/);
     expect(() => file.put(["p"], b)).toThrow(/used after close/);
