@@ -489,7 +489,9 @@ test("a user already in Settings while the page starts keeps the focus there (th
   await page.waitForFunction(() => document.getElementById("model")!.textContent!.includes("engine"));
   await page.evaluate(() => new Promise((r) => setTimeout(r, 100))); // start() ends after the model line
   expect(await page.evaluate(() => document.activeElement?.id)).toBe("max-tokens");
-  expect(await page.evaluate(() => (document.getElementById("settings") as HTMLDetailsElement).open)).toBe(true);
+  expect(await page.evaluate(() => (document.getElementById("settings") as HTMLDetailsElement).open)).toBe(
+    true,
+  );
   // With nobody in the page the prompt has the focus after a start, as before.
   await page.unroute("**/v1/models");
   await page.reload();
