@@ -502,11 +502,10 @@ export function gptqEngine(threads: number, rowsValues = ROWS_VALUES): GptqEngin
       f64.set(held.diag, L.diag / 8);
       const W = L.w / 8;
       if (rowsRead.length < blockRows * cols) rowsRead = new Float32Array(blockRows * cols);
-      const scratch = rowsRead;
       // Rows r0 … r0 + n − 1 folded into the memory (the scalar code's Float64Array of the folded
       // matrix); their values as read are returned, for the error sums.
       const put = async (r0: number, n: number) => {
-        const values = await read(r0 * cols, n * cols, scratch.subarray(0, n * cols));
+        const values = await read(r0 * cols, n * cols, rowsRead.subarray(0, n * cols));
         if (values.length < n * cols) throw new RangeError(`${name}: ${values.length} values for ${n} rows`);
         for (let k = 0; k < n * cols; k++) f64[W + k] = fold ? values[k] * fold[k % cols] : values[k];
         return values;
