@@ -3,8 +3,8 @@
  * --format F [--dtype D] --json` in its own process, calibrated by default (as many windows as the
  * default allows) or with `--calibrate N`, the exports in an order that alternates by round. Per export:
  * wall seconds, CPU seconds (user + system, every thread) and peak RSS (the kernel's high-water mark,
- * VmHWM), read from /proc every 200 ms while it runs (so Linux only; the last 200 ms of CPU may be
- * missed), the windows it calibrated on, and the memory rule's allowance beside them: the largest
+ * VmHWM), read from /proc while it runs (scripts/tools/bench-real.ts `measured`: Linux only), the
+ * windows it calibrated on, and the memory rule's allowance beside them: the largest
  * tensor in f32 plus 256 MB (a lut4 export's GPTQ adds one layer's covariances and its own factor and
  * work matrices, stated in docs/benchmarks.md). The goal line says whether each median is within 10
  * minutes. A benchmark, not a test: run it on an idle machine.
@@ -15,7 +15,6 @@
  * ```
  * @module
  */
-import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -24,6 +23,8 @@ import { cli, EXIT_USAGE, fail, run } from "../cli.ts";
 import { configFromHfJson } from "../../formats/huggingface/huggingface.ts";
 import { paramShapes } from "../../model/config.ts";
 import { numel } from "../../model/tensor.ts";
+import { median } from "../../measure/bench-real.ts";
+import { type Measured, measured } from "./bench-real.ts";
 
 const HELP = `
 Time calibrated exports of a Qwen3 folder, each in its own process: wall, CPU, peak RSS, windows.
@@ -44,67 +45,6 @@ Options:
 const GOAL_S = 600;
 const MB = 1e6;
 
-interface Run {
-  wall: number;
-  cpu: number;
-  peakRss: number;
-  /** Seconds from the start to the last rise of the high-water mark: which stage set the peak. */
-  peakAt: number;
-  calibration: string;
-}
-
-/** Field `key` of /proc/PID/status in bytes (its values are in kB), or 0 once the process is gone. */
-function statusBytes(pid: number, key: string): number {
-  try {
-    const line = readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith(key));
-    return line ? Number(line.split(/\s+/)[1]) * 1024 : 0;
-  } catch {
-    return 0;
-  }
-}
-
-/** User + system CPU seconds of process `pid` so far (every thread), or undefined once it is gone. */
-function cpuSeconds(pid: number): number | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th, in ticks.
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return (Number(fields[11]) + Number(fields[12])) / 100;
-  } catch {
-    return undefined;
-  }
-}
-
-/** One export in its own process, sampled until it exits. */
-function timeExport(argv: string[]): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const t0 = performance.now();
-    const child = spawn(argv[0], argv.slice(1), { stdio: ["ignore", "pipe", "pipe"] });
-    let out = "", err = "", cpu = 0, peakRss = 0, peakAt = 0;
-    child.stdout.on("data", (d) => out += d);
-    child.stderr.on("data", (d) => err += d);
-    const sample = () => {
-      const hwm = statusBytes(child.pid!, "VmHWM:");
-      if (hwm > peakRss) peakRss = hwm, peakAt = (performance.now() - t0) / 1000;
-      cpu = cpuSeconds(child.pid!) ?? cpu;
-    };
-    const timer = setInterval(sample, 200);
-    child.on("error", reject);
-    child.on("close", (code) => {
-      clearInterval(timer);
-      const wall = (performance.now() - t0) / 1000;
-      if (code !== 0) return reject(new Error(`${argv.join(" ")}: exit ${code}\n${err.slice(-2000)}`));
-      const summary = JSON.parse(out) as { calibration?: string };
-      resolve({ wall, cpu, peakRss, peakAt, calibration: summary.calibration ?? "none" });
-    });
-  });
-}
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
-
 async function main(): Promise<void> {
   const { values, positionals } = cli(HELP, {
     exports: { type: "string", default: "lut4,gguf:q4_k_m" },
@@ -124,7 +64,7 @@ async function main(): Promise<void> {
     return { name: e, format, dtype };
   });
   const dir = mkdtempSync(join(tmpdir(), "ferry-bench-export-"));
-  const runs = new Map<string, Run[]>(exports.map((e) => [e.name, []]));
+  const runs = new Map<string, Measured[]>(exports.map((e) => [e.name, []]));
   const loads: number[] = [];
   try {
     for (let r = 0; r < rounds; r++) {
@@ -145,7 +85,7 @@ async function main(): Promise<void> {
         if (values.calibrate !== undefined) argv.push("--calibrate", values.calibrate);
         loads.push(loadavg()[0]);
         process.stderr.write(`round ${r + 1}/${rounds}: ${e.name} (load ${loadavg()[0].toFixed(2)})\n`);
-        runs.get(e.name)!.push(await timeExport(argv));
+        runs.get(e.name)!.push(await measured(argv[0], argv.slice(1), process.cwd()));
         rmSync(join(dir, "out"), { recursive: true, force: true });
       }
     }
@@ -156,12 +96,12 @@ async function main(): Promise<void> {
     const rs = runs.get(e.name)!;
     return {
       export: e.name,
-      wall_s: median(rs.map((x) => x.wall)),
-      cpu_s: median(rs.map((x) => x.cpu)),
+      wall_s: median(rs.map((x) => x.seconds)),
+      cpu_s: median(rs.map((x) => x.cpuSeconds)),
       peak_rss_mb: median(rs.map((x) => x.peakRss)) / MB,
       peak_at_s: rs.map((x) => x.peakAt),
-      calibration: rs[0].calibration,
-      within_goal: rs.every((x) => x.wall <= GOAL_S),
+      calibration: (JSON.parse(rs[0].stdout) as { calibration?: string }).calibration ?? "none",
+      within_goal: rs.every((x) => x.seconds <= GOAL_S),
     };
   });
   const result = {

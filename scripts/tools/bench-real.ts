@@ -101,22 +101,51 @@ function peakRss(pid: number): number {
   }
 }
 
+/** A process's user + system CPU seconds so far (every thread), from /proc; undefined once it has gone. */
+function cpuSeconds(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // The fields after the command's closing parenthesis: utime and stime are the 12th and 13th, in ticks.
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return undefined;
+  }
+}
+
+/** What `measured` saw of a command. */
+export interface Measured {
+  seconds: number;
+  /** Peak RSS in bytes, and the second it was set. */
+  peakRss: number;
+  peakAt: number;
+  /** User + system seconds, every thread (to the last sample). */
+  cpuSeconds: number;
+  stdout: string;
+}
+
 /**
- * Runs a command to its end: wall seconds, and its peak RSS sampled every 50 ms from /proc (the last
- * sample before it exits; 0 where /proc is missing). Fails with its stderr when it exits non-zero.
+ * Runs a command to its end (in `cwd`, default the repository): wall seconds, its stdout, and its peak
+ * RSS and CPU seconds sampled every 50 ms from /proc (the last sample before it exits; 0 where /proc is
+ * missing). Fails with its stderr when it exits non-zero.
  */
-function measured(cmd: string, args: string[]): Promise<{ seconds: number; peakRss: number }> {
+export function measured(cmd: string, args: string[], cwd = ROOT): Promise<Measured> {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
-    const child = spawn(cmd, args, { cwd: ROOT, stdio: ["ignore", "ignore", "pipe"] });
-    let peak = 0, err = "";
-    const poll = setInterval(() => peak = Math.max(peak, peakRss(child.pid!)), 50);
+    const child = spawn(cmd, args, { cwd, stdio: ["ignore", "pipe", "pipe"] });
+    let peak = 0, peakAt = 0, cpu = 0, out = "", err = "";
+    const poll = setInterval(() => {
+      const rss = peakRss(child.pid!);
+      if (rss > peak) peak = rss, peakAt = (performance.now() - t0) / 1000;
+      cpu = cpuSeconds(child.pid!) ?? cpu;
+    }, 50);
+    child.stdout!.on("data", (d) => out += d);
     child.stderr!.on("data", (d) => err = (err + d).slice(-4000));
     child.on("error", reject);
-    child.on("exit", (code) => {
+    child.on("close", (code) => {
       clearInterval(poll);
       const seconds = (performance.now() - t0) / 1000;
-      if (code === 0) resolve({ seconds, peakRss: peak });
+      if (code === 0) resolve({ seconds, peakRss: peak, peakAt, cpuSeconds: cpu, stdout: out });
       else reject(new Error(`${cmd} ${args.join(" ")} exited ${code}:\n${err}`));
     });
   });
