@@ -7,14 +7,22 @@
  * set on both samplers; the figures are medians. A benchmark, not a test: figures from a shared
  * machine are noisy.
  *
+ * `--model FILE` times whole decoded tokens instead, on the engine the file loads on (`--engine`):
+ * per round, each option set decodes `--tokens` tokens after the same prompt in a fresh session, and
+ * the report gives each set's token time, its picks' share of a greedy token's time, and its decode
+ * rate ÷ greedy's, the sets interleaved within each round.
+ *
  * @example
  * ```ts
  * // bun scripts/tools/bench-sampling.ts
  * // deno run -A scripts/tools/bench-sampling.ts --rounds 5 --json
+ * // bun scripts/tools/bench-sampling.ts --model m.dmexp --threads 2 --rounds 5
  * ```
  * @module
  */
 import { cli, EXIT_USAGE, fail, run } from "../cli.ts";
+import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineFlags } from "../engine-flags.ts";
+import { loadEngine } from "../../engines/mod.ts";
 import { toIntSampling } from "../../engines/int/engine.ts";
 import { greedy, sample, samplerScratch, seedRng } from "../../engines/int/sampler.ts";
 import { TABLES } from "../../quantize/lut4-quantize.ts";
@@ -28,12 +36,18 @@ const HELP = `
 Time one sampled draw against one greedy pick on the integer and the float sampler, at a real vocabulary.
 
 Usage: bun scripts/tools/bench-sampling.ts [--vocab N] [--rounds N] [--json]
+       bun scripts/tools/bench-sampling.ts --model FILE [--engine KIND] [--tokens N] [--rounds N] [--json]
 
 Options:
-  --vocab N    ids in a row of logits (default 151936, Qwen3's vocabulary)
-  --rounds N   interleaved rounds; each round times every option set on both samplers (default 9)
-  --json       print the figures as JSON
-  -h, --help   this text
+  --vocab N           ids in a row of logits (default 151936, Qwen3's vocabulary)
+  --rounds N          interleaved rounds; each round times every option set (default 9; 3 with --model)
+  --model FILE        time decoded tokens on this export instead: each set's token time, its picks'
+                      share of a greedy token, and its decode rate ÷ greedy's
+  --engine KIND       the engine for --model (default: the file's own)
+  --tokens N          tokens decoded per set and round with --model (default 32)
+${ENGINE_FLAGS_HELP}
+  --json              print the figures as JSON
+  -h, --help          this text
 `;
 
 /** The option sets timed: OpenAI's client defaults, the chat page's, and the ones the tests pin. */
@@ -71,18 +85,97 @@ function timeOne(f: () => unknown): number {
   }
 }
 
-function main(): void {
+/**
+ * `--model`: per round, each option set in turn decodes `tokens` tokens after the same prompt in a
+ * fresh session; the time of each feed and each pick is summed. Medians over the rounds.
+ */
+async function decodeBench(
+  path: string,
+  kind: string | undefined,
+  options: { threads?: number; context?: number },
+  tokens: number,
+  rounds: number,
+): Promise<void> {
+  const engine = await loadEngine(path, kind, options);
+  const prompt = engine.tokenizer!.encode("The jury said that the city's election was", { bos: true });
+  const times = SETS.map(() => ({ token: [] as number[], pick: [] as number[] }));
+  for (let r = 0; r < rounds; r++) {
+    for (const [i, [, o]] of SETS.entries()) {
+      const session = engine.start();
+      session.seed(r + 1);
+      await session.feed(prompt, "none");
+      let pickMs = 0, next = 0;
+      const start = performance.now();
+      for (let t = 0; t < tokens; t++) {
+        const p = performance.now();
+        next = session.pick(o);
+        pickMs += performance.now() - p;
+        await session.feed([next], "none");
+      }
+      times[i].token.push((performance.now() - start) / tokens);
+      times[i].pick.push(pickMs / tokens);
+    }
+  }
+  engine.dispose?.();
+  const greedy = median(times[0].token);
+  const sets = SETS.map(([name], i) => ({
+    name,
+    token_ms: +median(times[i].token).toFixed(2),
+    pick_ms: +median(times[i].pick).toFixed(3),
+    pick_share_of_greedy: +(median(times[i].pick) / greedy).toFixed(4),
+    rate_x_greedy: +(greedy / median(times[i].token)).toFixed(3),
+  }));
+  const runtime = "Bun" in globalThis ? "bun" : "deno";
+  const report = {
+    runtime,
+    model: path,
+    engine: engine.kind,
+    threads: options.threads,
+    tokens,
+    rounds,
+    sets,
+  };
+  if (json) return console.log(JSON.stringify(report));
+  console.log(
+    `${runtime}, ${path} on the ${engine.kind} engine, ${tokens} tokens a set, ${rounds} rounds, medians`,
+  );
+  console.log(`  ${"options".padEnd(34)} token ms   pick ms   pick ÷ greedy token   rate ÷ greedy`);
+  for (const r of sets) {
+    console.log(
+      `  ${r.name.padEnd(34)} ${r.token_ms.toFixed(2).padStart(8)} ${r.pick_ms.toFixed(3).padStart(9)} ` +
+        `${(100 * r.pick_share_of_greedy).toFixed(2).padStart(20)}% ${
+          r.rate_x_greedy.toFixed(3).padStart(15)
+        }`,
+    );
+  }
+}
+
+let json = false;
+
+async function main(): Promise<void> {
   const { values } = cli(HELP, {
     vocab: { type: "string", default: "151936" },
-    rounds: { type: "string", default: "9" },
+    rounds: { type: "string" },
+    model: { type: "string" },
+    engine: { type: "string" },
+    tokens: { type: "string", default: "32" },
+    ...ENGINE_FLAGS,
     json: { type: "boolean", default: false },
   });
-  const vocab = Number(values.vocab), rounds = Number(values.rounds);
+  json = values.json === true;
+  const vocab = Number(values.vocab), rounds = Number(values.rounds ?? (values.model ? 3 : 9));
   if (!Number.isInteger(vocab) || vocab < 2 || vocab > 1 << 24) {
     fail(`--vocab ${values.vocab}: expected an integer in [2, 2^24]`, EXIT_USAGE);
   }
   if (!Number.isInteger(rounds) || rounds < 1) {
     fail(`--rounds ${values.rounds}: expected an integer >= 1`, EXIT_USAGE);
+  }
+  if (values.model !== undefined) {
+    const tokens = Number(values.tokens);
+    if (!Number.isInteger(tokens) || tokens < 1) {
+      fail(`--tokens ${values.tokens}: expected an integer >= 1`, EXIT_USAGE);
+    }
+    return await decodeBench(values.model, values.engine, engineFlags(values), tokens, rounds);
   }
   // The exp table every lut4 file holds (quantize/lut4-quantize.ts `makeTables`).
   const expLen = TABLES.expRangeNats * 256 + 2, t = new Int32Array(expLen);
@@ -121,7 +214,7 @@ function main(): void {
     };
   });
   const report = { runtime: "Bun" in globalThis ? "bun" : "deno", vocab, rounds, shapes: results };
-  if (values.json) return console.log(JSON.stringify(report));
+  if (json) return console.log(JSON.stringify(report));
   console.log(
     `${report.runtime}, vocab ${vocab}, ${rounds} rounds, medians; x: ÷ the same sampler's greedy pick`,
   );

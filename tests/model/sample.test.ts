@@ -7,8 +7,9 @@ import { expect, test } from "bun:test";
 import process from "node:process";
 import type { SamplingOptions } from "../../model/engine.ts";
 import { createRng } from "../../model/random.ts";
+import { drawToken, EXP_ERROR, expNear, NEGLIGIBLE, type Row } from "../../model/draw.ts";
 import { pickToken, topIds } from "../../model/sample.ts";
-import { checkSampling } from "../../model/sampling.ts";
+import { checkSampling, type SamplingChoice } from "../../model/sampling.ts";
 
 /** Seeded logits in [−8, 8] nats (a sum of four uniforms), on a grid of `step` nats: many exact ties. */
 function gridLogits(n: number, seed: number, step: number): Float32Array {
@@ -131,4 +132,93 @@ test("topIds (logprobs' top list) is a stable sort's first k, ties by id, withou
     const sorted = Array.from({ length: n }, (_, i) => i).sort((a, b) => cmp(a, b) || a - b);
     expect(topIds(n, k, cmp)).toEqual(sorted.slice(0, k));
   }
+});
+
+/**
+ * The draw's definition, written plainly: every candidate ranked by a full sort (probability, then
+ * id), the top k, the top-p prefix, and the walk, in f64 in rank order. Returns the walk for a u, and
+ * the u's that put its target on the sums after some candidates (where a close sum could misjudge).
+ */
+function definition(row: Row, choice: SamplingChoice, never?: Uint8Array) {
+  const { logits, off, n, max, temperature } = row;
+  const floor = Math.max(choice.minP, NEGLIGIBLE), p = new Float64Array(n), ids: number[] = [];
+  for (let i = 0; i < n; i++) {
+    if (never?.[i]) continue;
+    p[i] = Math.exp((logits[off + i] - max) / temperature);
+    if (p[i] >= floor) ids.push(i);
+  }
+  ids.sort((a, b) => p[b] - p[a] || a - b);
+  const ranked = choice.topK > 0 ? ids.slice(0, choice.topK) : ids;
+  let sum = 0, kept = 0, mass = 0;
+  for (const id of ranked) sum += p[id];
+  while (kept < ranked.length && (kept === 0 || mass < choice.topP * sum)) mass += p[ranked[kept++]];
+  const walk = (u: number) => {
+    let r = u * mass;
+    for (let j = 0; j < kept; j++) {
+      r -= p[ranked[j]];
+      if (r < 0) return ranked[j];
+    }
+    return ranked[kept - 1];
+  };
+  const boundaries: number[] = [];
+  let c = 0;
+  for (let j = 0; j < kept; j++) {
+    c += p[ranked[j]];
+    if (j % 499 !== 3) continue;
+    for (const nudge of [-2e-16, 0, 2e-16]) {
+      boundaries.push(Math.min(Math.max(c / mass + nudge, 0), 1 - 2 ** -53));
+    }
+  }
+  return { walk, boundaries };
+}
+
+test("drawToken gives the definition's id: rows of 8,000 ids, ties, masks, every option, boundary draws", () => {
+  const rng = createRng(11);
+  const shapes: Array<[string, (i: number) => number]> = [
+    ["flat", () => (rng.next() - 0.5) * 0.2],
+    ["spread", () => (rng.next() + rng.next() + rng.next() - 1.5) * 6],
+    ["ties on a 1/64 grid", () => Math.round((rng.next() - 0.5) * 512) / 64],
+    ["ties on a 1/4096 grid", () => Math.round((rng.next() - 0.5) * 2048) / 4096],
+    ["one hot, the rest equal", (i) => (i === 777 ? 9 : 0)],
+  ];
+  const choices: SamplingOptions[] = [
+    { temperature: 1 },
+    { temperature: 0.35, topP: 0.9 },
+    { temperature: 2.5, topP: 0.5 },
+    { temperature: 1, topK: 50 },
+    { temperature: 0.8, topK: 40, minP: 0.05 },
+    { temperature: 1, minP: 0.3, topP: 0.95 },
+    { temperature: 1, topK: 3000, topP: 0.99 },
+  ];
+  const n = 8000;
+  let draws = 0;
+  for (const [name, value] of shapes) {
+    const logits = Float32Array.from({ length: n }, (_, i) => value(i));
+    const never = new Uint8Array(n);
+    for (let i = 5; i < n; i += 613) never[i] = 1;
+    let max = -Infinity;
+    for (let i = 0; i < n; i++) if (!never[i]) max = Math.max(max, logits[i]);
+    for (const options of choices) {
+      const choice = checkSampling(options),
+        row: Row = { logits, off: 0, n, max, temperature: choice.temperature };
+      const { walk, boundaries } = definition(row, choice, never);
+      const us = [...Array.from({ length: 30 }, () => rng.next()), ...boundaries];
+      const got = us.map((u) => drawToken(row, choice, u, never));
+      const want = us.map(walk);
+      expect([name, options, got]).toEqual([name, options, want]);
+      draws += us.length;
+    }
+  }
+  expect(draws).toBeGreaterThan(1500);
+});
+
+test("pass 1's close exponential stays within 2^-44 of Math.exp over the whole range it serves", () => {
+  let worst = 0;
+  const from = Math.log(NEGLIGIBLE) - 1;
+  for (let k = 0; k <= 400000; k++) {
+    const x = (from * k) / 400000;
+    worst = Math.max(worst, Math.abs(expNear(x) / Math.exp(x) - 1));
+  }
+  expect(worst).toBeLessThan(2 ** -44);
+  expect(EXP_ERROR).toBeGreaterThanOrEqual(2 ** 4 * 2 ** -44);
 });
