@@ -116,7 +116,7 @@ function bucketCandidates(
   // Scaled, a probability p is y = −1024 · log p; `limit` is the floor's. Past `out` an id is surely
   // below the floor; between `sure` and `out` it is too near to say.
   const limit = -Math.log(floor) * PER_NAT, sure = limit - 2 ** -16, out = limit + 2 ** -16;
-  s.used = Math.min(BUCKETS, Math.ceil(out) + 1);
+  s.used = Math.min(BUCKETS, Math.ceil(out) + 1), s.out = out;
   mass.fill(0, 0, s.used);
   if (counting) count.fill(0, 0, s.used);
   let m = 0, near = 0;
@@ -155,10 +155,11 @@ function exactProb(row: Row, i: number): number {
  */
 function gather(s: Scratch, row: Row, floor: number, last: number, never?: Uint8Array): number {
   const { logits, off, n, max, temperature } = row, { ids, probs } = s, scale = scaleOf(row);
-  const every = last < 0;
+  const every = last < 0, out = s.out;
   let m = 0;
   for (let i = 0; i < n; i++) {
-    if (!every && (((logits[off + i] - max) * scale) | 0) > last) continue;
+    const y = (logits[off + i] - max) * scale;
+    if (y > out || (!every && (y | 0) > last)) continue;
     if (never !== undefined && never[i]) continue;
     const p = Math.exp((logits[off + i] - max) / temperature);
     if (p >= floor) probs[i] = p, ids[m++] = i;
@@ -336,6 +337,8 @@ interface Scratch {
   reached: number;
   /** Pass 1's candidates whose close probability lies too near the floor to say. */
   near: number;
+  /** Pass 1's scaled floor: an id scaled past it is surely below the floor. */
+  out: number;
 }
 
 let scratch: Scratch | undefined;
@@ -359,6 +362,7 @@ function scratchFor(n: number): Scratch {
       used: 0,
       reached: 0,
       near: 0,
+      out: 0,
     };
   }
   return scratch;
