@@ -51,7 +51,15 @@ import { intLogprobs } from "./logprobs.ts";
 import { buildIntModel, type IntModel, type IntState, newState, PREFILL_SLOTS } from "./model.ts";
 import { coreCount, planShares, type RunningPool, startPool, stopPool } from "./pool.ts";
 import { embedFromModule, lutMatrices, packAllWords, useLut, vectorRoom } from "./simd.ts";
-import { type IntSampling, sample, type SamplerScratch, samplerScratch, seedRng } from "./sampler.ts";
+import {
+  type IntSampling,
+  sample,
+  SAMPLE_KERNEL_ROOM,
+  type SamplerScratch,
+  samplerScratch,
+  seedRng,
+} from "./sampler.ts";
+import { createSampleKernel } from "../../kernels/wasm/int-sample.ts";
 
 const LOGIT_SCALE = 2 ** LOGIT_EXP;
 /** Logit units per nat (2^16): logprobs are reported as the integer over this. */
@@ -241,7 +249,9 @@ function prepared(
     if (opts.ownsFile) detach(file.weights.embed.nibbles.buffer);
   }
   const shape = sessionShape(file);
-  const scratch = samplerScratch(model.vocab, model.exp, neverSampled(file.config, opts.specials));
+  // The sampler's pass over the vocabulary runs in its own small WebAssembly module where there is one.
+  const kernel = createSampleKernel(model.vocab, SAMPLE_KERNEL_ROOM.divLen, model.exp.t.length) ?? undefined;
+  const scratch = samplerScratch(model.vocab, model.exp, neverSampled(file.config, opts.specials), kernel);
   const engine: Engine = {
     kind: "int",
     config: file.config,

@@ -21,6 +21,7 @@ import { divShifted } from "../../kernels/int/isqrt.ts";
 import { multiples, mulU16, mulU8 } from "../../kernels/int/mul.ts";
 import { bitlen, I32_MAX, sat32, shift } from "../../kernels/int/round.ts";
 import { expNeg, type LookupTable } from "../../kernels/int/tables.ts";
+import type { SampleKernel } from "../../kernels/wasm/int-sample.ts";
 
 /** Sampling options as integers. */
 export interface IntSampling {
@@ -43,6 +44,8 @@ const DIV_C = 33024;
 const DIV_LEN = 33280;
 /** Temperatures (· 2^16) at or above this take the plain long division (3 remainders stay in int32). */
 const DIV_TABLE_LIMIT = 16777216;
+/** The sizes a sampler's WebAssembly pass needs room for (kernels/wasm/int-sample.ts `createSampleKernel`). */
+export const SAMPLE_KERNEL_ROOM = { divLen: DIV_LEN };
 
 /** Per-vocabulary scratch of the sampler, and the ids it never picks. */
 export interface SamplerScratch {
@@ -70,18 +73,28 @@ export interface SamplerScratch {
    * as its logit does, and `sample` finds once per draw the difference past which none is kept.
    */
   falling: boolean;
+  /**
+   * The pass over the vocabulary as WebAssembly, where the caller made one: `mass`, `ids`, `quot`,
+   * `rems` and `never` are then views of its memory, `logits` the room the logits are copied to, `out`
+   * its results (count, total, largest mass).
+   */
+  kernel?: SampleKernel;
+  logits?: Int32Array;
+  out?: Int32Array;
 }
 
 /**
  * Scratch for a vocabulary of `vocab` ids, using the model's exp table; `never` marks the ids never
- * picked (default none).
+ * picked (default none). With `kernel` (kernels/wasm/int-sample.ts `createSampleKernel(vocab,
+ * SAMPLE_KERNEL_ROOM.divLen, exp.t.length)`), the pass over the vocabulary runs in it: the same draws.
  */
 export function samplerScratch(
   vocab: number,
   exp: LookupTable,
   never: Uint8Array = new Uint8Array(vocab),
+  kernel?: SampleKernel,
 ): SamplerScratch {
-  return {
+  const s: SamplerScratch = {
     mass: new Int32Array(vocab),
     ids: new Int32Array(vocab),
     table: new Int32Array(32),
@@ -94,6 +107,20 @@ export function samplerScratch(
     at: new Int32Array(2),
     falling: falls(exp),
   };
+  if (kernel === undefined) return s;
+  const { memory, layout } = kernel;
+  s.kernel = kernel;
+  s.mass = new Int32Array(memory, layout.mass, vocab);
+  s.ids = new Int32Array(memory, layout.ids, vocab);
+  s.quot = new Int32Array(memory, layout.quot, DIV_LEN);
+  s.rems = new Int32Array(memory, layout.rems, DIV_LEN);
+  s.never = new Uint8Array(memory, layout.never, vocab);
+  s.never.set(never);
+  new Int32Array(memory, layout.expT, exp.t.length).set(exp.t);
+  new Int32Array(memory, layout.expMul, exp.mul.length).set(exp.mul);
+  s.logits = new Int32Array(memory, layout.logits, vocab);
+  s.out = new Int32Array(memory, layout.out, 4);
+  return s;
 }
 
 /**
@@ -378,17 +405,49 @@ export function sample(logits: Int32Array, o: IntSampling, rng: Int32Array, s: S
   let n = 0;
   let total = 0;
   let most = 0;
-  for (let i = 0; i < vocab; i++) {
-    if (s.never[i] !== 0) continue;
-    const diff = sat32(top - logits[i]);
-    if (diff >= drop) continue;
-    const m = massOf(s, diff, d, tables, massBits);
-    if (m > 0 && m >= thr) {
-      s.mass[i] = m;
-      s.ids[n] = i;
-      n = n + 1;
-      total = total + m;
-      if (m > most) most = m;
+  const sh = 30 - massBits;
+  if (s.kernel !== undefined && s.logits !== undefined && s.out !== undefined && tables && sh >= 1) {
+    const at = s.kernel.layout;
+    s.logits.set(logits);
+    s.kernel.sample_masses(
+      at.logits,
+      at.never,
+      vocab,
+      top,
+      drop | 0,
+      thr,
+      d,
+      sh,
+      at.quot,
+      at.quot + (DIV_B << 2),
+      at.quot + (DIV_C << 2),
+      at.rems,
+      at.rems + (DIV_B << 2),
+      at.rems + (DIV_C << 2),
+      CAP,
+      at.expT,
+      s.exp.t.length - 1,
+      at.expMul,
+      at.mass,
+      at.ids,
+      at.out,
+    );
+    n = s.out[0];
+    total = s.out[1] < 0 ? 2147483648 : s.out[1];
+    most = s.out[2];
+  } else {
+    for (let i = 0; i < vocab; i++) {
+      if (s.never[i] !== 0) continue;
+      const diff = sat32(top - logits[i]);
+      if (diff >= drop) continue;
+      const m = massOf(s, diff, d, tables, massBits);
+      if (m > 0 && m >= thr) {
+        s.mass[i] = m;
+        s.ids[n] = i;
+        n = n + 1;
+        total = total + m;
+        if (m > most) most = m;
+      }
     }
   }
   if (n === 0) return best;

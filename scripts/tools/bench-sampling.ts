@@ -24,7 +24,8 @@ import { cli, EXIT_USAGE, fail, run } from "../cli.ts";
 import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineFlags } from "../engine-flags.ts";
 import { loadEngine } from "../../engines/mod.ts";
 import { toIntSampling } from "../../engines/int/engine.ts";
-import { greedy, sample, samplerScratch, seedRng } from "../../engines/int/sampler.ts";
+import { greedy, sample, SAMPLE_KERNEL_ROOM, samplerScratch, seedRng } from "../../engines/int/sampler.ts";
+import { createSampleKernel } from "../../kernels/wasm/int-sample.ts";
 import { TABLES } from "../../quantize/lut4-quantize.ts";
 import { prepareTable } from "../../kernels/int/tables.ts";
 import type { SamplingOptions } from "../../model/engine.ts";
@@ -184,7 +185,11 @@ async function main(): Promise<void> {
   const shapes = [["spread", 3], ["flat", 0.05]] as const;
   const results = shapes.map(([shape, sd]) => {
     const f = logits(vocab, sd, 7), q = Int32Array.from(f, (v) => Math.round(v * 65536));
-    const scratch = samplerScratch(vocab, exp), rng = new Int32Array(2), frng = createRng(1);
+    // As the integer engine makes it: the pass over the vocabulary in WebAssembly.
+    const kernel = createSampleKernel(vocab, SAMPLE_KERNEL_ROOM.divLen, exp.t.length) ?? undefined;
+    const scratch = samplerScratch(vocab, exp, undefined, kernel),
+      rng = new Int32Array(2),
+      frng = createRng(1);
     seedRng(rng, 0, 1);
     const runs = SETS.map(([, o]) => {
       const io = toIntSampling(o), fo = checkSampling(o);

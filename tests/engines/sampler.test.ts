@@ -5,7 +5,8 @@
 import { expect, test } from "bun:test";
 import process from "node:process";
 import { toIntSampling } from "../../engines/int/engine.ts";
-import { falls, sample, samplerScratch, seedRng } from "../../engines/int/sampler.ts";
+import { falls, sample, SAMPLE_KERNEL_ROOM, samplerScratch, seedRng } from "../../engines/int/sampler.ts";
+import { createSampleKernel } from "../../kernels/wasm/int-sample.ts";
 import { TABLES } from "../../quantize/lut4-quantize.ts";
 import { prepareTable } from "../../kernels/int/tables.ts";
 import type { SamplingOptions } from "../../model/engine.ts";
@@ -77,22 +78,69 @@ test("the tokens drawn for a seed are pinned: 151,936 and 50 ids with ties, seve
   const rows = [[151936, 1, 1 / 64, 1009], [50, 2, 0.5, 17]].map(([n, seed, step, every]) => {
     const never = new Uint8Array(n);
     for (let i = 0; i < n; i += every) never[i] = 1;
-    return { logits: gridLogits(n, seed, step), scratch: samplerScratch(n, exp, never) };
+    const kernel = createSampleKernel(n, SAMPLE_KERNEL_ROOM.divLen, exp.t.length)!;
+    return {
+      logits: gridLogits(n, seed, step),
+      scratches: [samplerScratch(n, exp, never), samplerScratch(n, exp, never, kernel)],
+    };
   });
   const ids = (s: string) => s.trim().split(" ").map(Number);
-  // Skipping the ids past the last mass kept (a falling table) and computing every mass draw alike.
-  for (const falling of [true, false]) {
+  // Skipping the ids past the last mass kept (a falling table) and computing every mass draw alike;
+  // the pass over the vocabulary in TypeScript and in WebAssembly.
+  for (const [falling, which] of [[true, 0], [false, 0], [true, 1], [false, 1]]) {
     const drawn = PINNED.map(([name, options]) => [
       name,
-      ...rows.map(({ logits, scratch }) => {
-        const rng = new Int32Array(2), o = toIntSampling(options);
+      ...rows.map(({ logits, scratches }) => {
+        const rng = new Int32Array(2), o = toIntSampling(options), scratch = scratches[Number(which)];
         seedRng(rng, 0, 42);
-        scratch.falling = falling;
+        scratch.falling = Boolean(falling);
         return Array.from({ length: 20 }, () => sample(logits, o, rng, scratch));
       }),
     ]);
     expect(drawn).toEqual(PINNED.map(([name, , big, small]) => [name, ids(big), ids(small)]));
   }
+});
+
+test("the WebAssembly pass draws what the TypeScript one does: spreads, temperatures, extremes, masks", () => {
+  const exp = expTable(), rng = createRng(3), n = 5000;
+  const kernel = createSampleKernel(n, SAMPLE_KERNEL_ROOM.divLen, exp.t.length)!;
+  const never = Uint8Array.from({ length: n }, (_, i) => (i % 97 === 5 ? 1 : 0));
+  const plain = samplerScratch(n, exp, never), fast = samplerScratch(n, exp, never, kernel);
+  const rows: Array<[string, () => number]> = [
+    ["flat", () => Math.round((rng.next() - 0.5) * 8000)],
+    ["spread", () => Math.round((rng.next() - 0.5) * 2 ** 22)],
+    ["int32 extremes", () => (rng.next() < 0.5 ? -2147483648 : 2147483647 - Math.floor(rng.next() * 4))],
+    ["near the top and far below", () => (rng.next() < 0.1 ? 2 ** 30 : -(2 ** 30))],
+  ];
+  const options: SamplingOptions[] = [
+    { temperature: 1 },
+    { temperature: 0.05, topP: 0.9 },
+    { temperature: 3.7, minP: 0.01 },
+    { temperature: 100, topK: 7 },
+    { temperature: 0.8, topK: 40, minP: 0.05 },
+  ];
+  let draws = 0;
+  for (const [name, value] of rows) {
+    const logits = Int32Array.from({ length: n }, value);
+    for (const o of options) {
+      const a = new Int32Array(2), b = new Int32Array(2), q = toIntSampling(o);
+      seedRng(a, 0, 9), seedRng(b, 0, 9);
+      // Each draw's id, and every candidate's mass and place (the first id where they differ, or −1).
+      const firstDiff = (x: Int32Array, y: Int32Array) => x.findIndex((v, i) => v !== y[i]);
+      const got: number[][] = [], want: number[][] = [];
+      for (let k = 0; k < 12; k++) {
+        want.push([sample(logits, q, a, plain), -1, -1]);
+        got.push([
+          sample(logits, q, b, fast),
+          firstDiff(fast.mass, plain.mass),
+          firstDiff(fast.ids, plain.ids),
+        ]);
+      }
+      expect([name, o, got, [...b]]).toEqual([name, o, want, [...a]]);
+      draws += 12;
+    }
+  }
+  expect(draws).toBe(240);
 });
 
 test("falls: the lut4 exp table falls; a rising entry or a step unlike its multiples does not", () => {

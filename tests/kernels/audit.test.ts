@@ -19,6 +19,7 @@ import type { Identifier, MemberExpression, Node, OptionalMemberExpression, Priv
 import { fn, I32, op, V128 } from "../../kernels/wasm/asm.ts";
 import { INT_LUT_FUNCTIONS, INT_LUT_FUNCTIONS_PORTABLE } from "../../kernels/wasm/int-lut.ts";
 import { LUT_OPCODES, opcodeCensus } from "../../kernels/wasm/lut.ts";
+import { INT_SAMPLE_FUNCTIONS } from "../../kernels/wasm/int-sample.ts";
 
 const ROOT = join(import.meta.dir, "../..");
 
@@ -55,7 +56,13 @@ const ALLOWED_CONSTRUCTORS = new Set([
 ]);
 // The WebAssembly functions of kernels/wasm/int-lut.ts (`lut.gemv_lut(…)` and the rest): their bytes are
 // audited by opcode below.
-const ALLOWED_METHODS = new Set(["push", ...Object.keys(INT_LUT_FUNCTIONS)]);
+// The sampler's pass (kernels/wasm/int-sample.ts) likewise; `set` is a typed array's copy into its memory.
+const ALLOWED_METHODS = new Set([
+  "push",
+  "set",
+  ...Object.keys(INT_LUT_FUNCTIONS),
+  ...Object.keys(INT_SAMPLE_FUNCTIONS),
+]);
 // The thread pool's hand-offs (engines/int/threads.ts): integer loads, stores, adds, waits and wake-ups
 // on the shared control words, and nothing else of `Atomics`.
 const ALLOWED_ATOMICS = new Set(["load", "store", "add", "wait", "notify"]);
@@ -320,7 +327,11 @@ function auditWasm(funcs: Record<string, ReturnType<typeof fn>>) {
 test("the integer engine's WebAssembly holds no multiply, divide, float or unclassified opcode", () => {
   // Both sets the engine may assemble: with relaxed table reads, and the portable one.
   const portable = Object.entries(INT_LUT_FUNCTIONS_PORTABLE).map(([name, f]) => [`${name} (portable)`, f]);
-  const { counts, census, findings } = auditWasm({ ...INT_LUT_FUNCTIONS, ...Object.fromEntries(portable) });
+  const { counts, census, findings } = auditWasm({
+    ...INT_LUT_FUNCTIONS,
+    ...Object.fromEntries(portable),
+    ...INT_SAMPLE_FUNCTIONS,
+  });
   console.log(`audited ${counts.size} WebAssembly functions; per function: ${WASM_CLASSES.join(" ")}`);
   for (const [name, c] of counts) {
     console.log(`  wasm:${name.padEnd(39)} ${WASM_CLASSES.map((k) => c[k]).join(" ")}`);
@@ -340,6 +351,7 @@ test("the integer engine's WebAssembly holds no multiply, divide, float or uncla
       "mix",
       "rmsnorm",
       "rope",
+      "sample_masses",
     ]
   ) {
     expect(counts.has(name)).toBe(true);
