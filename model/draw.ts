@@ -6,21 +6,24 @@
  * that order in f64 and walking the sums would give (`exactDraw`, the definition). Ranking 151,936 ids
  * and taking as many `Math.exp` cost 4–8 ms a token, 6–10% of a float token at Qwen3-0.6B's shape. So:
  *
- * 1. One pass gives each candidate a close probability (`expNear`, within `EXP_ERROR` of `Math.exp`)
- *    and a bucket: `floor(−x · 1024)` for its scaled logit x ≤ 0, so a lower bucket never holds a less
- *    likely id. Per bucket, a count and a mass.
+ * 1. One pass (WebAssembly: kernels/wasm/draw-pass.ts) gives each candidate a bucket, ⌊−x · 1024⌋
+ *    for its scaled logit x ≤ 0, so a lower bucket never holds a less likely id, and a close
+ *    probability, within `EXP_ERROR` of `Math.exp`: the bucket's e^(−b/1024) times a cubic. Per bucket,
+ *    a count and a mass.
  * 2. With top-k, the buckets that hold the k most likely ids, and one more, are kept: every id below
  *    them is less likely by a whole bucket's width (a factor e^(1/1024), which no `Math.exp` rounding
  *    can undo), so the kept ids hold the top k, and `exactDraw` ranks only them.
  * 3. Without it, the masses locate the bucket where the walk (and before it the top-p cut) crosses its
  *    target. Only that bucket and its two neighbours get exact probabilities and are ranked. The
  *    result is kept if every sum that decides it clears its threshold by more than the worst error of
- *    both computations (`margin`); otherwise `exactDraw` ranks every candidate. At a real vocabulary a
- *    draw falls back about once in ten thousand.
+ *    both computations (`margin`); otherwise `exactDraw` ranks every candidate. The margin is about
+ *    2^-32 of the total at a real vocabulary, so that is rare: no draw of 12,000 at 151,936 ids fell
+ *    back (flat and spread rows, top-p 1 and 0.95).
  *
  * @module
  */
 import type { SamplingChoice } from "./sampling.ts";
+import { createDrawPass, type DrawPass } from "../kernels/wasm/draw-pass.ts";
 
 /** One row of logits as the draw reads it: its values from `off`, its top value, the temperature. */
 export interface Row {
@@ -42,36 +45,13 @@ const PER_NAT = 1024;
 const BUCKETS = Math.ceil((53 * Math.LN2 + 1) * PER_NAT) + 2;
 /** At or below this many candidates, `exactDraw` ranks them all: cheap, and no margin to check. */
 const FEW = 2048;
-/** The bound on pass 1's relative distance from `Math.exp` (measured: under 2^-47; tested: 2^-44). */
+/**
+ * The bound on pass 1's relative distance from `Math.exp`: per id, the bucket's `BUCKET_EXP` times a
+ * cubic in δ, within 4e-14 (δ^4/24) and a few roundings (measured: under 2^-47; tested: 2^-44).
+ */
 export const EXP_ERROR = 2 ** -40;
-/** A bucket's width in nats. */
-const STEP = 1 / PER_NAT;
 /** e^(−b/1024) for every bucket b: a bucket's probabilities are this times e^δ, δ in (−1/1024, 0]. */
 const BUCKET_EXP = Float64Array.from({ length: BUCKETS }, (_, b) => Math.exp(-b / PER_NAT));
-
-/**
- * e^δ / e^0 for δ in (−1/1024, 0]: a cubic, within 4e-14 (δ^4/24). Pass 1 sums these per bucket and
- * scales the sum by the bucket's `BUCKET_EXP` once. Why by hand: the sums only have to be close,
- * with a known bound, and that is four operations where `Math.exp` costs many times more.
- */
-function nearOne(d: number): number {
-  return 1 + d * (1 + d * (1 / 2 + d * (1 / 6)));
-}
-
-/**
- * e^x as pass 1 approximates it: the bucket of x scaled (`floor(−x · 1024)`) and the cubic on the
- * rest, within `EXP_ERROR` of `Math.exp(x)` for x in [log(2^-53) − 1, 0].
- *
- * @example
- * ```ts
- * import { expNear } from "./draw.ts";
- * Math.abs(expNear(-3.25) / Math.exp(-3.25) - 1) < 2 ** -40; // true
- * ```
- */
-export function expNear(x: number): number {
-  const y = x * -PER_NAT, b = y | 0;
-  return BUCKET_EXP[b] * nearOne((b - y) * STEP);
-}
 
 /**
  * The draw: one id from `row` under `choice` (temperature > 0), for the uniform `u` in [0, 1), with
@@ -88,7 +68,8 @@ export function expNear(x: number): number {
 export function drawToken(row: Row, choice: SamplingChoice, u: number, never?: Uint8Array): number {
   const { topK, topP, minP } = choice;
   const s = scratchFor(row.n), floor = Math.max(minP, NEGLIGIBLE);
-  const m = bucketCandidates(s, row, floor, topK > 0, never);
+  // Without WebAssembly (no runtime ferry supports), the definition ranks every candidate.
+  const m = s.pass === null ? 0 : bucketCandidates(s, row, floor, topK > 0, never);
   if (topK > 0 && topK < m) {
     const kept = keepTop(s, row, floor, topK, never);
     if (kept >= 0) return exactDraw(s, kept, topK, topP, u);
@@ -113,25 +94,38 @@ function bucketCandidates(
   never?: Uint8Array,
 ): number {
   const { logits, off, n, max } = row, { count, mass } = s, scale = scaleOf(row);
-  // Scaled, a probability p is y = −1024 · log p; `limit` is the floor's. Past `out` an id is surely
-  // below the floor; between `sure` and `out` it is too near to say.
-  const limit = -Math.log(floor) * PER_NAT, sure = limit - 2 ** -16, out = limit + 2 ** -16;
-  s.used = Math.min(BUCKETS, Math.ceil(out) + 1), s.out = out;
+  const out = surelyBelow(floor), sure = out - 2 ** -15;
+  s.used = Math.min(BUCKETS, Math.ceil(out) + 1);
   mass.fill(0, 0, s.used);
   if (counting) count.fill(0, 0, s.used);
-  let m = 0, near = 0;
-  for (let i = 0; i < n; i++) {
-    if (never !== undefined && never[i]) continue;
-    const y = (logits[off + i] - max) * scale;
-    if (y > out) continue;
-    if (y > sure) near++;
-    const b = y | 0;
-    mass[b] += nearOne((b - y) * STEP);
-    if (counting) count[b]++;
-    m++;
-  }
-  s.near = near;
+  const pass = s.pass!;
+  pass.logits.set(logits.subarray(off, off + n));
+  if (never === undefined) pass.never.fill(0, 0, n);
+  else pass.never.set(never.subarray(0, n));
+  const { at } = pass;
+  const m = pass.run(
+    at.logits,
+    at.never,
+    n,
+    max,
+    scale,
+    out,
+    sure,
+    counting ? 1 : 0,
+    at.mass,
+    at.count,
+    at.result,
+  );
+  s.near = pass.result[0];
   return m;
+}
+
+/**
+ * Scaled, a probability p is y = −1024 · log p. Past the floor's y plus 2^-16 an id is surely below
+ * the floor, whatever the rounding of y and of `Math.exp`; from 2^-16 short of it, too near to say.
+ */
+function surelyBelow(floor: number): number {
+  return -Math.log(floor) * PER_NAT + 2 ** -16;
 }
 
 /** The factor that scales a logit less the top one to y = −1024 · x: the same one everywhere. */
@@ -155,7 +149,7 @@ function exactProb(row: Row, i: number): number {
  */
 function gather(s: Scratch, row: Row, floor: number, last: number, never?: Uint8Array): number {
   const { logits, off, n, max, temperature } = row, { ids, probs } = s, scale = scaleOf(row);
-  const every = last < 0, out = s.out;
+  const every = last < 0, out = surelyBelow(floor);
   let m = 0;
   for (let i = 0; i < n; i++) {
     const y = (logits[off + i] - max) * scale;
@@ -337,15 +331,15 @@ interface Scratch {
   reached: number;
   /** Pass 1's candidates whose close probability lies too near the floor to say. */
   near: number;
-  /** Pass 1's scaled floor: an id scaled past it is surely below the floor. */
-  out: number;
+  /** Pass 1 in WebAssembly (kernels/wasm/draw-pass.ts), whose memory `mass` and `count` then are. */
+  pass: DrawPass | null;
 }
 
 let scratch: Scratch | undefined;
 
 function scratchFor(n: number): Scratch {
   if (scratch === undefined || scratch.probs.length < n) {
-    const probs = new Float64Array(n), ints = () => new Int32Array(n);
+    const probs = new Float64Array(n), ints = () => new Int32Array(n), pass = createDrawPass(n, BUCKETS);
     scratch = {
       probs,
       words: new Uint32Array(probs.buffer),
@@ -355,14 +349,14 @@ function scratchFor(n: number): Scratch {
       keys2: ints(),
       ids3: ints(),
       keys3: ints(),
-      count: new Int32Array(BUCKETS),
-      mass: new Float64Array(BUCKETS),
+      count: pass?.count ?? new Int32Array(BUCKETS),
+      mass: pass?.mass ?? new Float64Array(BUCKETS),
       counts: [new Int32Array(2048), new Int32Array(2048), new Int32Array(1024)],
       top: new Int32Array(65536),
       used: 0,
       reached: 0,
       near: 0,
-      out: 0,
+      pass,
     };
   }
   return scratch;

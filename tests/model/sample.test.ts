@@ -7,7 +7,8 @@ import { expect, test } from "bun:test";
 import process from "node:process";
 import type { SamplingOptions } from "../../model/engine.ts";
 import { createRng } from "../../model/random.ts";
-import { drawToken, EXP_ERROR, expNear, NEGLIGIBLE, type Row } from "../../model/draw.ts";
+import { drawToken, EXP_ERROR, NEGLIGIBLE, type Row } from "../../model/draw.ts";
+import { createDrawPass } from "../../kernels/wasm/draw-pass.ts";
 import { pickToken, topIds } from "../../model/sample.ts";
 import { checkSampling, type SamplingChoice } from "../../model/sampling.ts";
 
@@ -212,13 +213,47 @@ test("drawToken gives the definition's id: rows of 8,000 ids, ties, masks, every
   expect(draws).toBeGreaterThan(1500);
 });
 
-test("pass 1's close exponential stays within 2^-44 of Math.exp over the whole range it serves", () => {
-  let worst = 0;
-  const from = Math.log(NEGLIGIBLE) - 1;
-  for (let k = 0; k <= 400000; k++) {
-    const x = (from * k) / 400000;
-    worst = Math.max(worst, Math.abs(expNear(x) / Math.exp(x) - 1));
+test("pass 1 (WebAssembly): each bucket's mass within 2^-44 of Math.exp; the floor, the near ones, the masks", () => {
+  // One id per bucket, spread over the buckets above the floor 2^-53 (36.7 nats down), at an offset in
+  // its bucket that varies; then ids past the floor, and ids masked.
+  const buckets = 38647, n = 6000, pass = createDrawPass(n, buckets)!;
+  const logits = new Float32Array(n), never = new Uint8Array(n), x: number[] = [];
+  for (let i = 0; i < 5000; i++) {
+    const b = Math.floor((i * 37600) / 5000);
+    logits[i] = Math.fround(-(b + 0.05 + 0.9 * ((i * 0.618) % 1)) / 1024);
+    x.push(logits[i]);
   }
+  for (let i = 5000; i < 5500; i++) logits[i] = i % 2 ? -40 : -Infinity; // past the floor
+  for (let i = 5500; i < n; i++) logits[i] = -1e-3, never[i] = 1; // masked
+  const out = -Math.log(NEGLIGIBLE) * 1024 + 2 ** -16;
+  pass.mass.fill(0), pass.count.fill(0), pass.logits.set(logits), pass.never.set(never);
+  const { at } = pass;
+  const m = pass.run(at.logits, at.never, n, 0, -1024, out, out - 2 ** -15, 1, at.mass, at.count, at.result);
+  let worst = 0, counted = 0;
+  for (const xi of x) {
+    const b = Math.trunc(xi * -1024);
+    worst = Math.max(worst, Math.abs((pass.mass[b] * Math.exp(-b / 1024)) / Math.exp(xi) - 1));
+  }
+  for (let b = 0; b < buckets; b++) counted += pass.count[b];
+  expect([m, counted, pass.result[0]]).toEqual([5000, 5000, 0]);
   expect(worst).toBeLessThan(2 ** -44);
   expect(EXP_ERROR).toBeGreaterThanOrEqual(2 ** 4 * 2 ** -44);
+  // An id exactly at the floor is too near to say: counted in, and counted as near.
+  const atFloor = Math.fround(-3.3), nearOut = -Math.log(Math.exp(atFloor)) * 1024 + 2 ** -16;
+  pass.logits[0] = atFloor;
+  pass.mass.fill(0), pass.count.fill(0);
+  const again = pass.run(
+    at.logits,
+    at.never,
+    1,
+    0,
+    -1024,
+    nearOut,
+    nearOut - 2 ** -15,
+    0,
+    at.mass,
+    at.count,
+    at.result,
+  );
+  expect([again, pass.result[0]]).toEqual([1, 1]);
 });
