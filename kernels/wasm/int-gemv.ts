@@ -337,7 +337,7 @@ export function gemvFn(relaxed: boolean): Func {
     op.block([op.loop([
       get(g), get(groups), op.i32_ge_s, op.br_if(1),
       lutZero(lut),
-      gemvPairs(lut, hi8, 16, relaxed, packed),
+      gemvPairs(lut, hi8, 16, relaxed, packed, lean.low4),
       get(sp), op.v128_load(), set(scv),
       step,
       inc(sp, 16),

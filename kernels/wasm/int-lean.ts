@@ -48,8 +48,16 @@ export interface LeanLocals {
   av: number;
   pv: number;
   rq: number;
-  /** v128: the tables `BIT_TABLES`, set once per call (`leanSetup`). */
+  /**
+   * v128, set once per call (`leanSetup`; V8 rebuilds a v128 constant at every use): the tables
+   * `BIT_TABLES`, the swizzles `SPREADS`, and bytes of 15, 0xf0, 0xe0 and 0xc0.
+   */
   bits: number[];
+  spreads: number[];
+  low4: number;
+  high4: number;
+  above1: number;
+  above3: number;
 }
 
 /** For b = 0..3: the 16-byte table of i → all ones where bit b of i is set, else 0 (a mask per lane). */
@@ -58,8 +66,8 @@ const BIT_TABLES = [0, 1, 2, 3].map((b) => Uint8Array.from({ length: 16 }, (_, i
 /** Rotations of 16 bytes by 8, 4, 2, 1: `i8x16.max_u` over each in turn leaves the maximum in every lane. */
 const ROTATIONS = [8, 4, 2, 1].map((k) => Array.from({ length: 16 }, (_, i) => (i + k) & 15));
 
-/** For quarter q, the shuffle that copies byte 4q + j into the four bytes of int32 lane j. */
-const SPREADS = [0, 1, 2, 3].map((q) => Array.from({ length: 16 }, (_, i) => 4 * q + (i >> 2)));
+/** For quarter q, the swizzle that copies byte 4q + j into the four bytes of int32 lane j. */
+const SPREADS = [0, 1, 2, 3].map((q) => Uint8Array.from({ length: 16 }, (_, i) => 4 * q + (i >> 2)));
 
 /** The kinds of lean quarter: left or right shifts with every d = 0 or d ≤ 1, and d ≤ 3 (`leanPlan`). */
 export type LeanKind = "left0" | "left1" | "right0" | "right1" | "spread3";
@@ -72,12 +80,18 @@ export function leanLocals(l: Locals, lut: LutLocals, relaxed: boolean): LeanLoc
     top: l.v128(), mb: l.v128(), d16: l.v128(), dz: l.v128(), bv: l.v128(),
     av: l.v128(), pv: l.v128(), rq: l.v128(),
     bits: [l.v128(), l.v128(), l.v128(), l.v128()],
+    spreads: [l.v128(), l.v128(), l.v128(), l.v128()],
+    low4: l.v128(), high4: l.v128(), above1: l.v128(), above3: l.v128(),
   };
 }
 
-/** The step's tables in locals, once per call (V8 rebuilds a v128 constant at every use). */
+/** The step's constants in locals, once per call (V8 rebuilds a v128 constant at every use). */
 export function leanSetup(x: LeanLocals): Code {
-  return x.bits.map((b, i) => [op.v128_const(BIT_TABLES[i]), set(b)]);
+  return [
+    x.bits.map((b, i) => [op.v128_const(BIT_TABLES[i]), set(b)]),
+    x.spreads.map((v, q) => [op.v128_const(SPREADS[q]), set(v)]),
+    [[x.low4, 0x0f], [x.high4, 0xf0], [x.above1, 0xe0], [x.above3, 0xc0]].map(([v, byte]) => [bytes16(byte), set(v)]),
+  ];
 }
 
 /**
@@ -92,16 +106,16 @@ export function leanSetup(x: LeanLocals): Code {
  * - s = −3 (every k ≤ 0): c = 3, R = B = 0, p · 2^(3 − d) exactly.
  */
 export function leanPlan(x: LeanLocals, scv: number, base: number): Code {
-  const anyAbove = (mask: number): Code => [get(x.d16), bytes16(mask), op.v128_and, op.v128_any_true];
-  const tops = (v: number): Code => [get(v), bytes16(0xf0), op.v128_and];
+  const anyAbove = (mask: number): Code => [get(x.d16), get(mask), op.v128_and, op.v128_any_true];
+  const tops = (v: number): Code => [get(v), get(x.high4), op.v128_and];
   const ifAtLeast = (k: number, then: Code, otherwise: Code): Code => [then, otherwise, get(x.s), op.i32(k), op.i32_ge_s, op.select];
   return [
     get(scv), set(x.top),
     ROTATIONS.map((lanes) => [get(x.top), get(x.top), get(x.top), op.i8x16_shuffle(lanes), op.i8x16_max_u, set(x.top)]),
     get(base), get(x.top), op.i8x16_extract_lane_u(0), op.i32(4), op.i32_shr_u, op.i32_sub, set(x.s),
     tops(x.top), tops(scv), op.i8x16_sub, set(x.d16), // (demax − de) · 16: no borrow, demax ≥ de
-    get(scv), bytes16(15), op.v128_and, set(x.mb),
-    get(x.d16), op.v128_any_true, anyAbove(0xe0), op.i32_add, anyAbove(0xc0), op.i32_add, set(x.spread),
+    get(scv), get(x.low4), op.v128_and, set(x.mb),
+    get(x.d16), op.v128_any_true, anyAbove(x.above1), op.i32_add, anyAbove(x.above3), op.i32_add, set(x.spread),
     get(x.spread), op.i32(3), op.i32_lt_s,
     get(x.s), op.i32(3), op.i32_add, op.i32(33), op.i32_gt_u, op.i32_eqz, op.i32_and, set(x.ok), // s in [−3, 30]
     get(x.spread), op.i32(2), op.i32_lt_s,
@@ -141,7 +155,7 @@ function timesScale(x: LeanLocals, q: number): Code {
   const masked = (b: number): Code => [get(x.av), get(x.bits[b]), get(x.rq), swizzle, op.v128_and];
   const double = [get(x.av), get(x.av), op.i32x4_add, set(x.av)];
   return [
-    get(x.mb), get(x.mb), op.i8x16_shuffle(SPREADS[q]), set(x.rq),
+    get(x.mb), get(x.spreads[q]), swizzle, set(x.rq),
     masked(0), set(x.pv),
     [1, 2, 3].map((b) => [double, get(x.pv), masked(b), op.i32x4_add, set(x.pv)]),
     get(x.pv), get(x.av), get(x.av), op.i32x4_add, op.i32x4_add, set(x.pv),
@@ -150,7 +164,8 @@ function timesScale(x: LeanLocals, q: number): Code {
 
 /** `x.pv` doubled in the rows whose d is 0 (p · 2^(1 − d) for d ≤ 1). */
 function doubleWhereLargest(x: LeanLocals, q: number): Code {
-  return [get(x.pv), get(x.pv), get(x.dz), get(x.dz), op.i8x16_shuffle(SPREADS[q]), op.v128_and, op.i32x4_add, set(x.pv)];
+  const swizzle = x.relaxed ? op.i8x16_relaxed_swizzle : op.i8x16_swizzle;
+  return [get(x.pv), get(x.pv), get(x.dz), get(x.spreads[q]), swizzle, op.v128_and, op.i32x4_add, set(x.pv)];
 }
 
 /** `x.pv` shifted right by d lane by lane, d ≤ 3 in `x.dz` (two conditional steps, masks at d's bits). */
@@ -159,7 +174,7 @@ function shiftByD(x: LeanLocals, q: number): Code {
   const step = (b: number): Code => [
     get(x.pv), op.i32(1 << b), op.i32x4_shr_s, get(x.pv), get(x.bits[b]), get(x.rq), swizzle, op.v128_bitselect, set(x.pv),
   ];
-  return [get(x.dz), get(x.dz), op.i8x16_shuffle(SPREADS[q]), set(x.rq), step(0), step(1)];
+  return [get(x.dz), get(x.spreads[q]), swizzle, set(x.rq), step(0), step(1)];
 }
 
 /** One quarter's term of a lean group of kind `kind`, left in `x.pv` (see the module comment). */
