@@ -7,10 +7,10 @@
  * Rounds interleave every kernel; the figures are medians in G weight-positions per second, and ratios
  * to today's. Run it under each runtime.
  *
- * With `--model FILE.lut4` it times the integer engine's prefill of `--prompt` seeded ids instead, this
- * checkout's engine beside the one of another checkout (`--against DIR`, e.g. the commit before,
- * extracted into .bench/), both loaded in this process, rounds interleaved, and checks that both leave
- * the same logits.
+ * With `--model FILE.lut4` it times the integer engine's prefill of `--prompt` seeded ids instead (and
+ * with `--decode N` the N greedy tokens after it), this checkout's engine beside those of other
+ * checkouts (`--against DIR[,DIR…]`, e.g. the commits before, extracted into .bench/), all loaded in
+ * this process, rounds interleaved, and checks that all leave the same logits; ratios are to the first.
  *
  * @example
  * ```ts
@@ -38,13 +38,13 @@ const HELP = `
 Time the integer prefill's projection: today's gemv_lut over a batch against the lanes kernel.
 
 Usage: bun scripts/tools/bench-prefill.ts [--positions N] [--rounds N] [--json]
-       bun scripts/tools/bench-prefill.ts --model FILE.lut4 [--against DIR] [--prompt N] [--threads N]
+       bun scripts/tools/bench-prefill.ts --model FILE.lut4 [--against DIR[,DIR…]] [--prompt N] [--threads N]
 
 Options:
   --positions N  prompt positions per timed pass (default 32)
   --rounds N     interleaved rounds; each times every kernel once (default 9)
   --model FILE   time the integer engine's prefill on this lut4 file instead of the kernels
-  --against DIR  also the integer engine of another ferry checkout at DIR (inside this one)
+  --against DIRS also the integer engines of other ferry checkouts (comma-separated, inside this one)
   --float FILE   also ferry's float engine on this export (e.g. dmexp bf16 of the same weights)
   --prompt N     prompt tokens of the engine's prefill (default 128)
   --threads N    the engines' threads (default 1)
@@ -102,11 +102,11 @@ async function engineBench(path: string): Promise<void> {
   if (!Number.isInteger(threads) || threads < 1) fail("--threads expects a positive integer", EXIT_USAGE);
   if (!Number.isInteger(prompt) || prompt < 2) fail("--prompt expects an integer of at least 2", EXIT_USAGE);
   const engines: Array<[string, Engine]> = [];
-  if (a.against) {
-    const other = await import(resolve(a.against, "engines/int/engine.ts")) as {
+  for (const dir of a.against ? a.against.split(",") : []) {
+    const other = await import(resolve(dir, "engines/int/engine.ts")) as {
       loadIntEngine: typeof loadIntEngine;
     };
-    engines.push([`int @ ${a.against}`, await other.loadIntEngine(path, { threads })]);
+    engines.push([`int @ ${dir}`, await other.loadIntEngine(path, { threads })]);
   }
   engines.push(["int (this checkout)", await loadIntEngine(path, { threads })]);
   const ints = engines.length;
