@@ -2,8 +2,8 @@
 // contract (kernels/int/gemv.ts `gemv`) and counts the same saturations as a plain count of the contract's
 // steps: on 16-row blocks whose exponents de spread by 0, 1, 2–3 and more, at every least shift s from −6
 // to 34 (each kind of lean group, its bounds, and the groups just outside them), with every m, codes all
-// −8 or all 7 or random, inputs ±32767, alternating or random; and on accumulators that pass 2^30 (the
-// block is then done again the exact way) with and without saturating.
+// −8 or all 7 or random, inputs ±32767, alternating or random, in both swizzle sets; and on accumulators
+// that pass 2^30 (the block is then done again the exact way) with and without saturating.
 import { expect, test } from "bun:test";
 import { ACC_EXP, activationTables, gemv, type LutMatrix, prepareMatrix } from "../../kernels/int/gemv.ts";
 import { gemvLut, inputPlanes } from "../../kernels/int/gemv-lut.ts";
@@ -102,10 +102,13 @@ function contractSaturations(mat: LutMatrix, x: Int32Array, xExp: number, outExp
   return sat;
 }
 
-/** A module holding `mat` (assembling one is most of a check's time, so each matrix gets one). */
-function moduleFor(mat: LutMatrix) {
+/**
+ * A module holding `mat` (assembling one is most of a check's time, so each matrix gets one); `relaxed`
+ * false assembles the plain-swizzle set.
+ */
+function moduleFor(mat: LutMatrix, relaxed = true) {
   const prepared = prepareMatrix(mat);
-  return { mat, prepared, made: createLutSums([prepared])! };
+  return { mat, prepared, made: createLutSums([prepared], { relaxed })! };
 }
 
 /** `gemv_lut` on the module's matrix and `x` against `gemv`: the outputs, and its saturations against the count above. */
@@ -168,10 +171,12 @@ test("lean groups of every kind and their bounds: s from −6 to 34, spreads 0, 
   expect(compared).toBe(6 * 3 * 56);
 });
 
-test("lean groups at one largest de: every m in every row, each kind exactly at its bounds", () => {
+test("lean groups at one largest de: every m in every row, each kind exactly at its bounds, both swizzle sets", () => {
   // Row r of group g has m = (r + 5g) mod 16. The lean path runs for bases up to 31, so s = base − top
   // reaches 28 … 31 only at tops 3 … 0: those groups are one matrix, the tops of 15 another.
-  for (const spread of [0, 1, 3]) {
+  for (
+    const [spread, relaxed] of [[0, true], [1, true], [3, true], [0, false], [1, false], [3, false]] as const
+  ) {
     for (const tops of [[15, 15], [3, 2, 1, 0]]) {
       const rows = 48, groups = tops.length, cols = 32 * groups;
       const bytes = new Uint8Array(rows * groups);
@@ -181,7 +186,7 @@ test("lean groups at one largest de: every m in every row, each kind exactly at 
           bytes[r * groups + g] = (de << 4) | ((r + 5 * g) & 15);
         }
       }
-      const mod = moduleFor(matrix(rows, cols, "random", bytes, -17));
+      const mod = moduleFor(matrix(rows, cols, "random", bytes, -17), relaxed);
       const bases = tops[0] === 15 ? [11, 12, 13, 14, 15, 16, 17] : [29, 30, 31]; // s = −4 … 2, and 26 … 31
       for (const base of bases) {
         const xExp = ACC_EXP + 4 - mod.mat.expBase - base;
