@@ -23,6 +23,7 @@
  */
 import { type Code, fn, type Func, I32, op, type ValType } from "./asm.ts";
 import { lutZero } from "./lut.ts";
+import { leanKinds, leanLocals, leanPlan, leanQuarter, leanSetup } from "./int-lean.ts";
 import {
   bytes16,
   get,
@@ -155,6 +156,8 @@ export function gemvFn(relaxed: boolean): Func {
   const basePlus3 = l.v128();
   const hi8 = l.v128(), av = l.v128(), mv = l.v128(), dev = l.v128(), pv = l.v128(), kv = l.v128(), sv = l.v128();
   const tv = l.v128(), leftv = l.v128(), limv = l.v128(), bad = l.v128(), sumv = l.v128(), ovf = l.v128();
+  const redo = l.i32(), satSave = l.v128();
+  const lean = leanLocals(l, lut, relaxed), mx = l.v128();
   const zero = op.v128_const(new Uint8Array(16));
   // One row's group step (kernels/int/gemv.ts `addGroup`) on the sums and accumulators in scratch.
   const addGroup = (lane: number): Code => [
@@ -194,6 +197,15 @@ export function gemvFn(relaxed: boolean): Func {
     set(accs[q]),
     get(satv), get(ovf), op.i32x4_sub, set(satv),
   ];
+  // accs[q] += t, wrapping. `largest` then keeps the largest |acc| so far (unsigned) in `mx`, once per
+  // group for all four quarters (once per quarter held `mx` through the look-ups: 15% slower under Bun).
+  const wrapAdd = (q: number, t = tv): Code => [get(accs[q]), get(t), op.i32x4_add, set(accs[q])];
+  const largest: Code = [
+    get(mx),
+    get(accs[0]), op.i32x4_abs, get(accs[1]), op.i32x4_abs, op.i32x4_max_u,
+    get(accs[2]), op.i32x4_abs, get(accs[3]), op.i32x4_abs, op.i32x4_max_u,
+    op.i32x4_max_u, op.i32x4_max_u, set(mx),
+  ];
   // tv = p >> (k − 1) rounded, for k − 1 in sv, by `steps` conditional shifts.
   const rightShift = (steps: number): Code => [
     get(pv), set(tv),
@@ -207,13 +219,11 @@ export function gemvFn(relaxed: boolean): Func {
     get(pv), set(tv),
     stepBy(tv, sv, 1, op.i32x4_shl),
     stepBy(tv, sv, 0, op.i32x4_shl),
-    accumulate(q),
   ];
   const rightSmall = (q: number): Code => [
     gemvTotals(lut, q), set(av), scaled(q),
     get(basev), get(dev), op.i32x4_sub, splat4(1), op.i32x4_sub, set(sv), // k − 1 in [0, 7]
     rightShift(3),
-    accumulate(q),
   ];
   // k in [−3, 12], of either sign: the right shift by 4 steps and the left by 2, each lane keeping its own.
   const mixedSmall = (q: number): Code => [
@@ -226,7 +236,6 @@ export function gemvFn(relaxed: boolean): Func {
     stepBy(leftv, sv, 1, op.i32x4_shl),
     stepBy(leftv, sv, 0, op.i32x4_shl),
     get(tv), get(leftv), get(kv), zero, op.i32x4_gt_s, op.v128_bitselect, set(tv),
-    accumulate(q),
   ];
   // Every k in [−15, 0]: the left shift and its limit by 4 steps, saturated as `general` does.
   const leftAny = (q: number): Code => [
@@ -239,13 +248,11 @@ export function gemvFn(relaxed: boolean): Func {
     get(pv), get(limv), bytes16(255), op.v128_xor, op.i32x4_lt_s, set(bad),
     splat4(I32_MAX), splat4(I32_MIN), get(leftv), get(bad), op.v128_bitselect, get(ovf), op.v128_bitselect, set(tv),
     get(satv), get(ovf), get(bad), op.v128_or, op.i32x4_sub, set(satv),
-    accumulate(q),
   ];
   const rightAny = (q: number): Code => [
     gemvTotals(lut, q), set(av), scaled(q),
     get(basev), get(dev), op.i32x4_sub, splat4(1), op.i32x4_sub, set(sv), // k − 1 in [0, 31]
     rightShift(5),
-    accumulate(q),
   ];
   const general = (q: number): Code => [
     gemvTotals(lut, q), set(av), scaled(q),
@@ -266,7 +273,6 @@ export function gemvFn(relaxed: boolean): Func {
     get(satv), get(ovf), get(bad), op.v128_or, get(sv), op.v128_xor, get(ovf), get(bad), op.v128_or, op.v128_and,
     op.i32x4_sub, set(satv),
     get(tv), get(leftv), get(sv), op.v128_bitselect, set(tv),
-    accumulate(q),
   ];
   // Lane `lane`'s output through `shift`'s every case (the final shift outside [0, 31]).
   const emit = (lane: number): Code => [
@@ -280,7 +286,49 @@ export function gemvFn(relaxed: boolean): Func {
   const reload = quarters.map((q) => [get(scratch), op.v128_load(64 + 16 * q), set(accs[q])]);
   // Whether every lane of the group's bytes `x` lies in [0, 2^bits) (no bit above them set).
   const allBelow = (x: Code, bits: number): Code => [x, bytes16(256 - (1 << bits)), op.v128_and, op.v128_any_true, op.i32_eqz];
-  const block = [
+  // The four-lane kinds of group (see the function's comment), each quarter's term then added by `add`.
+  const ladder = (add: (q: number) => Code): Code => {
+    const each = (path: (q: number) => Code) => quarters.map((q) => [path(q), add(q)]);
+    return [
+      get(scv), op.i32(4), op.i8x16_shr_u, set(deb),
+      // de − base in [0, 3] everywhere, or base − 1 − de in [0, 7] everywhere (bytes, mod 256).
+      allBelow([get(deb), get(base8), op.i8x16_sub], 2),
+      op.if_(each(leftSmall), [
+        allBelow([get(baseLess8), get(deb), op.i8x16_sub], 3),
+        op.if_(each(rightSmall), [
+          allBelow([get(baseLess8), get(deb), op.i8x16_sub], 5),
+          op.if_(each(rightAny), [
+            allBelow([get(basePlus3), get(deb), op.i8x16_sub], 4),
+            op.if_(each(mixedSmall), [
+              allBelow([get(deb), get(base8), op.i8x16_sub], 4),
+              op.if_(each(leftAny), each(general)),
+            ]),
+          ]),
+        ]),
+      ]),
+    ];
+  };
+  // The exact group step: the four-lane kinds saturating as they add, or row by row for other bases.
+  const exactStep: Code = [
+    get(fast),
+    op.if_([ladder(accumulate)], [
+      quarters.map((q) => [get(scratch), gemvTotals(lut, q), op.v128_store(16 * q)]),
+      spill,
+      lanes.map(addGroup),
+      reload,
+    ]),
+  ];
+  // The lean group step (the function's comment); other groups take the ladder, adding as it does.
+  const leanStep: Code = [
+    leanPlan(lean, scv, base),
+    get(lean.ok),
+    op.if_([leanKinds(lean, (kind) => quarters.map((q) => [leanQuarter(lean, q, kind), wrapAdd(q, lean.pv)]))], [
+      ladder(wrapAdd),
+    ]),
+    largest,
+  ];
+  // The groups of this block and input, each group's sums by look-up, then `step`.
+  const groupLoop = (step: Code): Code => [
     accs.map((x) => [zero, set(x)]),
     get(pl), set(lut.t),
     get(blk), set(lut.k),
@@ -289,36 +337,26 @@ export function gemvFn(relaxed: boolean): Func {
     op.block([op.loop([
       get(g), get(groups), op.i32_ge_s, op.br_if(1),
       lutZero(lut),
-      gemvPairs(lut, hi8, 16, relaxed, packed),
+      gemvPairs(lut, hi8, 16, relaxed, packed, lean.low4),
       get(sp), op.v128_load(), set(scv),
-      get(scv), op.i32(4), op.i8x16_shr_u, set(deb),
-      get(fast),
-      op.if_([
-        // de − base in [0, 3] everywhere, or base − 1 − de in [0, 7] everywhere (bytes, mod 256).
-        allBelow([get(deb), get(base8), op.i8x16_sub], 2),
-        op.if_(quarters.map(leftSmall), [
-          allBelow([get(baseLess8), get(deb), op.i8x16_sub], 3),
-          op.if_(quarters.map(rightSmall), [
-            allBelow([get(baseLess8), get(deb), op.i8x16_sub], 5),
-            op.if_(quarters.map(rightAny), [
-              allBelow([get(basePlus3), get(deb), op.i8x16_sub], 4),
-              op.if_(quarters.map(mixedSmall), [
-                allBelow([get(deb), get(base8), op.i8x16_sub], 4),
-                op.if_(quarters.map(leftAny), quarters.map(general)),
-              ]),
-            ]),
-          ]),
-        ]),
-      ], [
-        quarters.map((q) => [get(scratch), gemvTotals(lut, q), op.v128_store(16 * q)]),
-        spill,
-        lanes.map(addGroup),
-        reload,
-      ]),
+      step,
       inc(sp, 16),
       inc(g, 1),
       op.br(0),
     ])]),
+  ];
+  const block = [
+    // Lean first where the base allows; any |acc| that reached 2^30 may hide an overflow: redo exactly.
+    get(fast), op.i32_eqz, set(redo),
+    get(fast),
+    op.if_([
+      zero, set(mx),
+      get(satv), set(satSave),
+      groupLoop(leanStep),
+      get(mx), op.i32(30), op.i32x4_shr_u, op.v128_any_true, set(redo),
+      get(redo), op.if_([get(satSave), set(satv)]),
+    ]),
+    get(redo), op.if_([groupLoop(exactStep)]),
     // The final shift by `fin`: four lanes at a time for fin in [0, 31], else row by row.
     get(fin), op.i32(0), op.i32_ge_s, get(fin), op.i32(31), op.i32_le_s, op.i32_and,
     op.if_(
@@ -348,6 +386,7 @@ export function gemvFn(relaxed: boolean): Func {
   return fn([I32, I32, I32, I32, I32, I32, I32, I32, I32, I32, I32, I32, I32], [I32], l.types, [
     op.i32(0), set(sat),
     zero, set(satv),
+    leanSetup(lean),
     op.i32(0), set(r),
     get(codes), set(blk),
     get(scales), set(sblk),

@@ -171,9 +171,10 @@ export function gemvColumn(l: LutLocals, hi8: number, relaxed: boolean, j = -1):
  * (−2^18, 2^18)), so the two columns' low digits add as bytes (at most 254) before widening once, and
  * the top digits add as bytes over four pairs (eight columns, within [−128, 120]) before widening into
  * `hi0`/`hi1`. `t` moves past the 2 · `pairs` columns' planes and `k` past the codes; `packed` is a
- * scratch v128 local, `hi8` the top digits' byte sums.
+ * scratch v128 local, `hi8` the top digits' byte sums, `low4` a local holding 15 in every byte (V8
+ * rebuilds a v128 constant at every use: kept in a local, the look-ups ran 6–10% faster under Deno).
  */
-export function gemvPairs(l: LutLocals, hi8: number, pairs: number, relaxed: boolean, packed: number): Code {
+export function gemvPairs(l: LutLocals, hi8: number, pairs: number, relaxed: boolean, packed: number, low4: number): Code {
   const swizzle = relaxed ? op.i8x16_relaxed_swizzle : op.i8x16_swizzle;
   const lo = l.idx, hi = l.v; // the even and the odd column's codes
   const read = (at: number, idx: number): Code => [get(l.t), op.v128_load(at), get(idx), swizzle];
@@ -190,8 +191,8 @@ export function gemvPairs(l: LutLocals, hi8: number, pairs: number, relaxed: boo
     Array.from({ length: pairs }, (_, j) => [
       (j & 3) === 0 ? [op.v128_const(new Uint8Array(16)), set(hi8)] : [],
       get(l.k), op.v128_load(16 * j), set(packed),
-      get(packed), bytes16(15), op.v128_and, set(lo),
-      get(packed), op.i32(4), op.i32x4_shr_u, bytes16(15), op.v128_and, set(hi),
+      get(packed), get(low4), op.v128_and, set(lo),
+      get(packed), op.i32(4), op.i32x4_shr_u, get(low4), op.v128_and, set(hi),
       digit(96 * j, 0, l.lo0, l.lo1),
       digit(96 * j, 16, l.mid0, l.mid1),
       get(hi8), read(96 * j + 32, lo), op.i8x16_add, read(96 * j + 80, hi), op.i8x16_add, set(hi8),

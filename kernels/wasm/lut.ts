@@ -49,6 +49,7 @@ export const LUT_OPCODES = {
   memory: ["v128.load", "v128.store", "v128.load32_splat", "i32.load", "i32.load8_u", "i32.store"],
   simd: [
     "v128.const", "i8x16.swizzle", "i8x16.relaxed_swizzle", "i8x16.shuffle", "i8x16.splat", "i32x4.splat", "i32x4.extract_lane",
+    "i8x16.extract_lane_u", "i8x16.max_u", "i8x16.eq",
     "i16x8.extend_low_i8x16_u", "i16x8.extend_high_i8x16_u", "i16x8.extend_low_i8x16_s",
     "i16x8.extend_high_i8x16_s", "i16x8.add", "i32x4.extend_low_i16x8_u", "i32x4.extend_high_i16x8_u",
     "i32x4.extend_low_i16x8_s", "i32x4.extend_high_i16x8_s", "i32x4.add", "i32x4.sub", "i32x4.shl",
@@ -167,6 +168,7 @@ const OPCODES: Record<string, [string, string?]> = {
   "fd00": ["v128.load", "mem"], "fd09": ["v128.load32_splat", "mem"], "fd0b": ["v128.store", "mem"],
   "fd0c": ["v128.const", "b16"], "fd0d": ["i8x16.shuffle", "b16"], "fd0e": ["i8x16.swizzle"],
   "fd0f": ["i8x16.splat"], "fd100": ["i8x16.relaxed_swizzle"], "fd11": ["i32x4.splat"], "fd1b": ["i32x4.extract_lane", "b1"],
+  "fd16": ["i8x16.extract_lane_u", "b1"], "fd79": ["i8x16.max_u"], "fd23": ["i8x16.eq"],
   "fd28": ["i8x16.gt_u"], "fd39": ["i32x4.lt_s"], "fd3b": ["i32x4.gt_s"], "fd4e": ["v128.and"], "fd50": ["v128.or"], "fd51": ["v128.xor"],
   "fd52": ["v128.bitselect"], "fd53": ["v128.any_true"], "fd6d": ["i8x16.shr_u"], "fd6e": ["i8x16.add"], "fd71": ["i8x16.sub"],
   "fd65": ["i8x16.narrow_i16x8_s"], "fd66": ["i8x16.narrow_i16x8_u"],

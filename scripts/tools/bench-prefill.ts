@@ -7,20 +7,26 @@
  * Rounds interleave every kernel; the figures are medians in G weight-positions per second, and ratios
  * to today's. Run it under each runtime.
  *
- * With `--model FILE.lut4` it times the integer engine's prefill of `--prompt` seeded ids instead, this
- * checkout's engine beside the one of another checkout (`--against DIR`, e.g. the commit before,
- * extracted into .bench/), both loaded in this process, rounds interleaved, and checks that both leave
- * the same logits.
+ * With `--model FILE.lut4` it times the integer engine's prefill of `--prompt` seeded ids instead (and
+ * with `--decode N` the N greedy tokens after it), this checkout's engine beside those of other
+ * checkouts (`--against DIR[,DIR…]`, e.g. the commits before, extracted into .bench/), all loaded in
+ * this process, rounds interleaved, and checks that all leave the same logits; ratios are to the first.
+ * With `--decode-kernel` it times `gemv_lut` alone instead, the decode projection, on four of the
+ * file's matrices (layer 3's q, gate, o and down, at the shift bases a decoded token gives them) with
+ * one seeded input, each checkout's module beside the others (CPU time, rounds interleaved, the same
+ * outputs checked).
  *
  * @example
  * ```ts
  * // bun scripts/tools/bench-prefill.ts
  * // deno run -A scripts/tools/bench-prefill.ts --rounds 7 --json
  * // bun scripts/tools/bench-prefill.ts --model m.lut4 --against .bench/before --threads 1
+ * // bun scripts/tools/bench-prefill.ts --model m.lut4 --against .bench/before --decode-kernel
  * ```
  * @module
  */
 import { loadavg } from "node:os";
+import process from "node:process";
 import { resolve } from "node:path";
 import { loadIntEngine } from "../../engines/int/engine.ts";
 import { loadEngine } from "../../engines/mod.ts";
@@ -33,22 +39,24 @@ import { gemvLanes } from "../../kernels/int/gemv-lut.ts";
 import { LANE_COUNTS } from "../../kernels/wasm/int-lanes.ts";
 import { createLutSums } from "../../kernels/wasm/int-lut.ts";
 import { createRng } from "../../model/random.ts";
+import { readLut4 } from "../../formats/lut4/lut4.ts";
 
 const HELP = `
 Time the integer prefill's projection: today's gemv_lut over a batch against the lanes kernel.
 
 Usage: bun scripts/tools/bench-prefill.ts [--positions N] [--rounds N] [--json]
-       bun scripts/tools/bench-prefill.ts --model FILE.lut4 [--against DIR] [--prompt N] [--threads N]
+       bun scripts/tools/bench-prefill.ts --model FILE.lut4 [--against DIR[,DIR…]] [--prompt N] [--threads N]
 
 Options:
   --positions N  prompt positions per timed pass (default 32)
   --rounds N     interleaved rounds; each times every kernel once (default 9)
   --model FILE   time the integer engine's prefill on this lut4 file instead of the kernels
-  --against DIR  also the integer engine of another ferry checkout at DIR (inside this one)
+  --against DIRS also the integer engines of other ferry checkouts (comma-separated, inside this one)
   --float FILE   also ferry's float engine on this export (e.g. dmexp bf16 of the same weights)
   --prompt N     prompt tokens of the engine's prefill (default 128)
   --threads N    the engines' threads (default 1)
   --decode N     also time N greedy decoded tokens after the prompt (default 0: none)
+  --decode-kernel  with --model: time gemv_lut alone (decode's projection) on four of its matrices
   --json         print the figures as JSON
   -h, --help     this text
 `;
@@ -62,6 +70,7 @@ const { values: a } = cli(HELP, {
   prompt: { type: "string", default: "128" },
   threads: { type: "string", default: "1" },
   decode: { type: "string", default: "0" },
+  "decode-kernel": { type: "boolean", default: false },
   json: { type: "boolean", default: false },
 });
 const positions = Number(a.positions);
@@ -102,11 +111,11 @@ async function engineBench(path: string): Promise<void> {
   if (!Number.isInteger(threads) || threads < 1) fail("--threads expects a positive integer", EXIT_USAGE);
   if (!Number.isInteger(prompt) || prompt < 2) fail("--prompt expects an integer of at least 2", EXIT_USAGE);
   const engines: Array<[string, Engine]> = [];
-  if (a.against) {
-    const other = await import(resolve(a.against, "engines/int/engine.ts")) as {
+  for (const dir of a.against ? a.against.split(",") : []) {
+    const other = await import(resolve(dir, "engines/int/engine.ts")) as {
       loadIntEngine: typeof loadIntEngine;
     };
-    engines.push([`int @ ${a.against}`, await other.loadIntEngine(path, { threads })]);
+    engines.push([`int @ ${dir}`, await other.loadIntEngine(path, { threads })]);
   }
   engines.push(["int (this checkout)", await loadIntEngine(path, { threads })]);
   const ints = engines.length;
@@ -165,7 +174,104 @@ async function engineBench(path: string): Promise<void> {
   for (const [, e] of engines) e.dispose?.();
 }
 
+/**
+ * `gemv_lut` alone on layer 3's q, gate, o and down of the lut4 file at `path`, at the shift bases a
+ * decoded token gives them (13 and 16 at the Qwen3-0.6B shape), this checkout's module beside each
+ * `--against` checkout's: G weights/s (CPU time, median of interleaved rounds), ratios to the first.
+ */
+async function decodeKernelBench(path: string): Promise<void> {
+  const runtime = "Bun" in globalThis ? "bun" : "deno";
+  const dirs = [...(a.against ? a.against.split(",") : []), "."];
+  const makers: Array<typeof createLutSums> = [];
+  for (const dir of dirs) {
+    makers.push(
+      (await import(resolve(dir, "kernels/wasm/int-lut.ts")) as { createLutSums: typeof createLutSums })
+        .createLutSums,
+    );
+  }
+  const layer = (await readLut4(path)).weights.layers[3];
+  const cases: Array<[LutMatrix, number]> = [[layer.q, 13], [layer.gate, 13], [layer.o, 16], [
+    layer.down,
+    16,
+  ]];
+  const cpu = () => {
+    const c = process.cpuUsage();
+    return (c.user + c.system) / 1e6;
+  };
+  const r = createRng(9);
+  const results: Array<{ matrix: string; checkout: string; gwps: number; ratio: number }> = [];
+  for (const [mat, base] of cases) {
+    // A normal-like 16-bit input, as RMSNorm and the requantisation leave one.
+    const x = Int32Array.from({ length: mat.cols }, () => {
+      const v = Math.round((r.next() + r.next() + r.next() + r.next() - 2) * 12000);
+      return Math.max(-32767, Math.min(32767, v));
+    });
+    const calls = makers.map((make) => {
+      const made = make([mat], { vectorInts: mat.cols + mat.rows });
+      if (!made) fail("this runtime has no WebAssembly SIMD");
+      const lut = made.lut, outAt = lut.vectorsAt + mat.cols * 4;
+      lut.mem32.set(x, lut.vectorsAt >> 2);
+      lut.planes_offset(lut.vectorsAt, mat.cols, lut.planesAt);
+      const call = () =>
+        lut.gemv_lut(
+          lut.planesAt,
+          0,
+          1,
+          made.at[0],
+          made.scalesAt[0],
+          mat.rows,
+          mat.cols >> 5,
+          base,
+          -1,
+          8,
+          outAt,
+          0,
+          lut.scratchAt,
+        );
+      const out = () => Array.from(lut.mem32.subarray(outAt >> 2, (outAt >> 2) + mat.rows)).join(",");
+      return { call, out };
+    });
+    const outs = calls.map(({ call, out }) => (call(), out()));
+    if (outs.some((o) => o !== outs[0])) fail(`${mat.name}: the checkouts' gemv_lut disagree`);
+    let reps = 1;
+    for (const t0 = cpu(); cpu() - t0 < 0.03; reps++) calls[0].call();
+    const times = calls.map(() => [] as number[]);
+    for (let round = 0; round < rounds; round++) {
+      calls.forEach(({ call }, k) => {
+        const t0 = cpu();
+        for (let i = 0; i < reps; i++) call();
+        times[k].push((cpu() - t0) / reps);
+      });
+    }
+    const med = times.map(median);
+    dirs.forEach((dir, k) => {
+      results.push({
+        matrix: mat.name,
+        checkout: dir,
+        gwps: (mat.rows * mat.cols) / med[k] / 1e9,
+        ratio: med[0] / med[k],
+      });
+    });
+  }
+  const load = loadavg()[0];
+  if (a.json) {
+    console.log(JSON.stringify({ runtime, model: path, rounds, load, results }, null, 2));
+    return;
+  }
+  console.log(
+    `${runtime}, gemv_lut alone, CPU time, median of ${rounds} interleaved rounds, load ${load.toFixed(2)}`,
+  );
+  for (const x of results) {
+    console.log(
+      `${x.matrix.padEnd(16)} ${x.checkout.padEnd(16)} ${x.gwps.toFixed(2).padStart(7)} G w/s ${
+        x.ratio.toFixed(2).padStart(6)
+      }×`,
+    );
+  }
+}
+
 run(async () => {
+  if (a.model && a["decode-kernel"]) return await decodeKernelBench(a.model);
   if (a.model) return await engineBench(a.model);
   const runtime = "Bun" in globalThis ? "bun" : "deno";
   const results: Row[] = [];
