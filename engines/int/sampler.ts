@@ -431,6 +431,7 @@ export function sample(logits: Int32Array, o: IntSampling, rng: Int32Array, s: S
       at.mass,
       at.ids,
       at.out,
+      d === 65536 ? 1 : 0,
     );
     n = s.out[0];
     total = s.out[1] < 0 ? 2147483648 : s.out[1];

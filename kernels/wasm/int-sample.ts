@@ -6,10 +6,11 @@
  * id), 4–6% of an integer token; here it is a straight loop of integer loads, adds and shifts.
  *
  * `sample_masses(logits, never, vocab, top, drop, thr, d, sh, quotA, quotB, quotC, remsA, remsB,
- * remsC, cap, expT, expLast, expMul, mass, ids, out)`: for each id i < vocab with never[i] = 0 and
- * diff = sat32(top − logits[i]) below `drop` (unsigned), the scaled difference min(⌊diff · 2^16 / d⌋,
- * cap) from the division tables (the quotient and remainder parts at `quotA/B/C` and `remsA/B/C`,
- * indexed by diff's bits 16–31, 8–15 and 0–7), e = expNeg of it (the table at `expT`, `expLast` its
+ * remsC, cap, expT, expLast, expMul, mass, ids, out, unit)`: for each id i < vocab with never[i] = 0
+ * and diff = sat32(top − logits[i]) below `drop` (unsigned), the scaled difference min(⌊diff · 2^16 /
+ * d⌋, cap): diff itself where `unit` says d = 2^16 (temperature 1, the OpenAI clients' default), else
+ * from the division tables (the quotient and remainder parts at `quotA/B/C` and `remsA/B/C`, indexed by
+ * diff's bits 16–31, 8–15 and 0–7), e = expNeg of it (the table at `expT`, `expLast` its
  * length less one, the difference multiples at `expMul`), m = shift(e, sh) for sh in [1, 31]; m > 0 and
  * m ≥ thr keeps i: mass[i] = m, ids[n] = i. Writes out[0] = n, out[1] = the masses' total (−1 once it
  * passes 2^31 − 1, and the pass stops), out[2] = the largest mass. Every argument is an i32; arrays
@@ -25,7 +26,7 @@ import { get, I32_MAX, inc, localsAfter, set } from "./int-ops.ts";
 /** The parameters of `sample_masses`, in order. */
 const PARAMS = [
   "logits", "never", "vocab", "top", "drop", "thr", "d", "sh", "quotA", "quotB", "quotC",
-  "remsA", "remsB", "remsC", "cap", "expT", "expLast", "expMul", "mass", "ids", "out",
+  "remsA", "remsB", "remsC", "cap", "expT", "expLast", "expMul", "mass", "ids", "out", "unit",
 ] as const;
 const P = Object.fromEntries(PARAMS.map((name, i) => [name, i])) as Record<typeof PARAMS[number], number>;
 
@@ -53,13 +54,17 @@ export function sampleMassesFn(): Func {
         get(P.top), load(P.logits, get(i)), op.i32_sub, set(diff),
         op.i32(I32_MAX), get(diff), get(diff), op.i32(0), op.i32_lt_s, op.select, set(diff),
         skip([get(diff), get(P.drop), op.i32_ge_u]),
-        // The scaled difference: the three parts' quotients and remainders, the remainders carried.
-        load(P.quotA, parts[0]), load(P.quotB, parts[1]), op.i32_add, load(P.quotC, parts[2]), op.i32_add, set(q),
-        load(P.remsA, parts[0]), load(P.remsB, parts[1]), op.i32_add, load(P.remsC, parts[2]), op.i32_add, set(r),
-        get(r), get(P.d), op.i32_ge_s,
-        op.if_([
-          inc(q, 1), get(r), get(P.d), op.i32_sub, set(r),
-          get(r), get(P.d), op.i32_ge_s, op.if_([inc(q, 1)]),
+        // The scaled difference: at temperature 1 (`unit`) diff itself; else the three parts' quotients
+        // and remainders, the remainders carried. Then capped.
+        get(P.unit),
+        op.if_([get(diff), set(q)], [
+          load(P.quotA, parts[0]), load(P.quotB, parts[1]), op.i32_add, load(P.quotC, parts[2]), op.i32_add, set(q),
+          load(P.remsA, parts[0]), load(P.remsB, parts[1]), op.i32_add, load(P.remsC, parts[2]), op.i32_add, set(r),
+          get(r), get(P.d), op.i32_ge_s,
+          op.if_([
+            inc(q, 1), get(r), get(P.d), op.i32_sub, set(r),
+            get(r), get(P.d), op.i32_ge_s, op.if_([inc(q, 1)]),
+          ]),
         ]),
         get(P.cap), get(q), get(q), get(P.cap), op.i32_gt_s, op.select, set(q),
         // expNeg: entry ix = q >> 8 and the interpolation by the fraction's two base-16 digits.
