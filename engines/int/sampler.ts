@@ -467,7 +467,8 @@ export function sample(logits: Int32Array, o: IntSampling, rng: Int32Array, s: S
     const target = mulQ16(total, o.topPQ16, s.table);
     const last = locate(s, n, target > 0 ? target - 1 : 0, false, bits);
     total = s.at[1] + s.mass[last];
-    n = keepUpTo(s, n, last);
+    // The kept prefix's positions are the first `total` of the whole ranking, so the draw below
+    // `total` finds its candidate among all of them: no pass to drop the rest.
   }
   return locate(s, n, drawBelow(rng, total), false, bits);
 }
