@@ -365,6 +365,90 @@ function keepUpTo(s: SamplerScratch, n: number, id: number): number {
   return k;
 }
 
+/** What the pass over the vocabulary leaves: the candidates (in `s.ids`), their total mass, the largest. */
+interface Candidates {
+  n: number;
+  total: number;
+  most: number;
+}
+
+/**
+ * The pass over the vocabulary in TypeScript: each id not masked whose difference from the top is
+ * below `drop` gets its mass, kept at or above `thr`.
+ */
+function passInLoop(
+  s: SamplerScratch,
+  logits: Int32Array,
+  top: number,
+  drop: number,
+  thr: number,
+  d: number,
+  tables: boolean,
+  massBits: number,
+): Candidates {
+  let n = 0;
+  let total = 0;
+  let most = 0;
+  for (let i = 0; i < logits.length; i++) {
+    if (s.never[i] !== 0) continue;
+    const diff = sat32(top - logits[i]);
+    if (diff >= drop) continue;
+    const m = massOf(s, diff, d, tables, massBits);
+    if (m > 0 && m >= thr) {
+      s.mass[i] = m;
+      s.ids[n] = i;
+      n = n + 1;
+      total = total + m;
+      if (m > most) most = m;
+    }
+  }
+  return { n, total, most };
+}
+
+/**
+ * The same pass in the scratch's WebAssembly module (kernels/wasm/int-sample.ts `sample_masses`), the
+ * division tables made for d, the final shift `sh` in [1, 30]; a total past 2^31 − 1 comes back as 2^31.
+ */
+function passInKernel(
+  s: SamplerScratch,
+  logits: Int32Array,
+  top: number,
+  drop: number,
+  thr: number,
+  d: number,
+  sh: number,
+): Candidates {
+  const at = s.kernel!.layout, out = s.out!;
+  s.logits!.set(logits);
+  // The three parts of the division tables start DIV_B and DIV_C entries in (4 bytes each).
+  const b = DIV_B << 2, c = DIV_C << 2, unit = d === 65536 ? 1 : 0;
+  s.kernel!.sample_masses(
+    at.logits,
+    at.never,
+    logits.length,
+    top,
+    drop | 0,
+    thr,
+    d,
+    sh,
+    at.quot,
+    at.quot + b,
+    at.quot + c,
+    at.rems,
+    at.rems + b,
+    at.rems + c,
+    CAP,
+    at.expT,
+    s.exp.t.length - 1,
+    at.expMul,
+    at.mass,
+    at.ids,
+    at.out,
+    unit,
+  );
+  return { n: out[0], total: out[1] < 0 ? 2147483648 : out[1], most: out[2] };
+}
+
 /**
  * Picks the next token from logits at 2^-16 nats; ids marked in `s.never` are never picked (they take
  * no mass and are never the greedy choice). Greedy (no draw) when tempQ16 is 0 or topK is 1.
@@ -402,55 +486,12 @@ export function sample(logits: Int32Array, o: IntSampling, rng: Int32Array, s: S
       else drop = mid;
     }
   }
-  let n = 0;
-  let total = 0;
-  let most = 0;
-  const sh = 30 - massBits;
-  if (s.kernel !== undefined && s.logits !== undefined && s.out !== undefined && tables && sh >= 1) {
-    const at = s.kernel.layout;
-    s.logits.set(logits);
-    s.kernel.sample_masses(
-      at.logits,
-      at.never,
-      vocab,
-      top,
-      drop | 0,
-      thr,
-      d,
-      sh,
-      at.quot,
-      at.quot + (DIV_B << 2),
-      at.quot + (DIV_C << 2),
-      at.rems,
-      at.rems + (DIV_B << 2),
-      at.rems + (DIV_C << 2),
-      CAP,
-      at.expT,
-      s.exp.t.length - 1,
-      at.expMul,
-      at.mass,
-      at.ids,
-      at.out,
-      d === 65536 ? 1 : 0,
-    );
-    n = s.out[0];
-    total = s.out[1] < 0 ? 2147483648 : s.out[1];
-    most = s.out[2];
-  } else {
-    for (let i = 0; i < vocab; i++) {
-      if (s.never[i] !== 0) continue;
-      const diff = sat32(top - logits[i]);
-      if (diff >= drop) continue;
-      const m = massOf(s, diff, d, tables, massBits);
-      if (m > 0 && m >= thr) {
-        s.mass[i] = m;
-        s.ids[n] = i;
-        n = n + 1;
-        total = total + m;
-        if (m > most) most = m;
-      }
-    }
-  }
+  const pass = s.kernel !== undefined && tables && massBits <= 29
+    ? passInKernel(s, logits, top, drop, thr, d, 30 - massBits)
+    : passInLoop(s, logits, top, drop, thr, d, tables, massBits);
+  let n = pass.n;
+  let total = pass.total;
+  const most = pass.most;
   if (n === 0) return best;
   if (total > I32_MAX) {
     throw new RangeError("sample: the masses total 2^31 or more (an exp table above 2^30)");
