@@ -365,6 +365,17 @@ function keepUpTo(s: SamplerScratch, n: number, id: number): number {
   return k;
 }
 
+/**
+ * What the pass over the vocabulary reads besides the logits: the top logit, the difference from it
+ * where masses stop (`drop`), the least mass kept (`thr`), the temperature · 2^16 (`d`).
+ */
+interface Cut {
+  top: number;
+  drop: number;
+  thr: number;
+  d: number;
+}
+
 /** What the pass over the vocabulary leaves: the candidates (in `s.ids`), their total mass, the largest. */
 interface Candidates {
   n: number;
@@ -379,10 +390,7 @@ interface Candidates {
 function passInLoop(
   s: SamplerScratch,
   logits: Int32Array,
-  top: number,
-  drop: number,
-  thr: number,
-  d: number,
+  { top, drop, thr, d }: Cut,
   tables: boolean,
   massBits: number,
 ): Candidates {
@@ -412,10 +420,7 @@ function passInLoop(
 function passInKernel(
   s: SamplerScratch,
   logits: Int32Array,
-  top: number,
-  drop: number,
-  thr: number,
-  d: number,
+  { top, drop, thr, d }: Cut,
   sh: number,
 ): Candidates {
   const at = s.kernel!.layout, out = s.out!;
@@ -486,9 +491,10 @@ export function sample(logits: Int32Array, o: IntSampling, rng: Int32Array, s: S
       else drop = mid;
     }
   }
+  const cut: Cut = { top, drop, thr, d };
   const pass = s.kernel !== undefined && tables && massBits <= 29
-    ? passInKernel(s, logits, top, drop, thr, d, 30 - massBits)
-    : passInLoop(s, logits, top, drop, thr, d, tables, massBits);
+    ? passInKernel(s, logits, cut, 30 - massBits)
+    : passInLoop(s, logits, cut, tables, massBits);
   let n = pass.n;
   let total = pass.total;
   const most = pass.most;
