@@ -23,7 +23,7 @@ import { checkSampling, checkSeed } from "./sampling.ts";
 
 /** Options of `generateTokens`: how many tokens, and the sampling contract's options (model/sampling.ts). */
 export interface GenerateOptions extends SamplingOptions {
-  /** At most this many new tokens (fewer when the context fills). */
+  /** At most this many new tokens (fewer when the context fills); 0 reads the prompt and generates none. */
   maxTokens: number;
   /** Reseeds the session's sampler first (a fresh session is seeded with 0). */
   seed?: number;
@@ -63,11 +63,11 @@ export async function* generateTokens(
   if (opts.seed !== undefined) checkSeed(opts.seed);
   const session = opts.session ?? engine.start();
   if (opts.seed !== undefined) session.seed(opts.seed);
-  const budget = Math.min(
-    opts.maxTokens,
-    (engine.context ?? engine.config.max_position_embeddings) - session.position - prompt.length,
-  );
-  if (budget <= 0) return;
+  const room = (engine.context ?? engine.config.max_position_embeddings) - session.position - prompt.length;
+  const budget = Math.min(opts.maxTokens, room);
+  // A budget of 0 asked for reads the prompt alone (a state prepared for a later reply); one the
+  // context cuts to 0 reads nothing.
+  if (room < 0 || (budget <= 0 && opts.maxTokens > 0)) return;
   const piece = opts.promptPiece ?? prompt.length;
   for (let at = 0; at < prompt.length; at += piece) {
     if (opts.signal?.aborted) return;

@@ -57,3 +57,17 @@ test("a stop while the prompt is read ends the reply within one piece, as an abo
   expect(fed).toEqual([PROMPT_PIECE]);
   expect(session.position).toBe(PROMPT_PIECE);
 });
+
+test("a budget of 0 reads the prompt and generates nothing; one the context cuts to 0 reads nothing", async () => {
+  const engine = await loadEngine(await defaultLut4(), "int");
+  const read = engine.start(), whole = engine.start();
+  expect(await generateAll(engine, PROMPT, { maxTokens: 0, session: read, promptPiece: 16 })).toEqual([]);
+  await whole.feed(PROMPT, "none");
+  expect(read.position).toBe(PROMPT.length);
+  expect(read.save!()).toEqual(whole.save!());
+  // A prompt that fills the context exactly leaves no room for a token: nothing is fed.
+  const small = await loadEngine(await defaultLut4(), "int", { context: PROMPT.length });
+  const full = small.start();
+  expect(await generateAll(small, PROMPT, { maxTokens: 4, session: full })).toEqual([]);
+  expect(full.position).toBe(0);
+});
