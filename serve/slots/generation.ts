@@ -42,6 +42,8 @@ export interface ReplyOptions {
   onToken?: () => void;
   /** Told how far the prompt has been read, after each piece of it (`PROMPT_PIECE`). */
   onPrompt?: (progress: PromptProgress) => void;
+  /** Prompt tokens fed between two looks at the signal (default `PROMPT_PIECE`). */
+  promptPiece?: number;
 }
 
 /**
@@ -132,7 +134,7 @@ export async function generateReply(
     maxTokens: opts.maxTokens,
     seed: opts.seed,
     session: generating,
-    promptPiece: PROMPT_PIECE,
+    promptPiece: opts.promptPiece ?? PROMPT_PIECE,
     onPrompt: async (fed, total) => {
       opts.onPrompt?.({ total, cache: 0, processed: fed });
       await pause();

@@ -67,6 +67,11 @@ export interface SlotsOptions {
    * `defaultCacheBytes`, from the bytes a whole-context state costs on this engine and the memory).
    */
   cacheBytes?: number;
+  /**
+   * Whether an idle slot reads a chat's next-turn prompt ahead (`Lease.prime`; default true, with a
+   * cache): off, turn 2 reads the reply and the follow-up itself.
+   */
+  prime?: boolean;
 }
 
 /** A reply on a slot: the reply, the prompt tokens the cache supplied, the final state when asked. */
@@ -91,6 +96,14 @@ export interface Lease {
     opts: ReplyOptions & { saveEnd?: boolean },
     onText?: OnText,
   ): Promise<LeaseReply>;
+  /**
+   * After `release`, when no request is waiting, reads `tokens` on this slot in the background and
+   * keeps the state in the prompt cache: the conversation as its next turn's prompt will begin
+   * (serve/chat/chat-prompt.ts `nextPromptStart`), so that turn reads only the new message. A request that needs
+   * the slot stops it within `PRIME_PIECE` tokens; what was read by then is kept. Ignored without a
+   * cache or with priming off.
+   */
+  prime(tokens: readonly number[]): void;
   /** Gives the slot back (idempotent). */
   release(): void;
 }
@@ -114,6 +127,8 @@ export interface Slots {
    * Nothing of it is kept for matching.
    */
   warm(): Promise<void>;
+  /** Resolves once no slot is reading a next turn ahead (`Lease.prime`): for tests and benchmarks. */
+  idle(): Promise<void>;
   /** Ends the workers. */
   close(): void;
   /** For tests: makes slot `i`'s worker fail the way a fault would (nothing on the server's own slot). */
@@ -241,12 +256,27 @@ function pool(runners: Runner[], engine: Engine, opts: SlotsOptions, sharedWeigh
   const turns = createTurns(queueLimit, parallel);
   const free = [...runners];
   const all = [...runners];
+  const primes = cache && (opts.prime ?? true) ? priming(cache) : undefined;
+  // A runner back from a job or a prime: to a request that found none free, else to the free list.
+  const wanting: Array<(runner: Runner) => void> = [];
+  const giveBack = (runner: Runner) => {
+    const next = wanting.shift();
+    if (next) next(runner);
+    else free.push(runner);
+  };
+  // The line lets in at most `parallel`, so a request finds a runner free or one priming, which stops.
+  const take = (): Promise<Runner> | Runner =>
+    free.pop() ?? new Promise<Runner>((resolve) => {
+      wanting.push(resolve);
+      primes?.stopOne();
+    });
   return {
     parallel,
     cache,
     cacheBytes: cache ? cacheBytes : 0,
     sharedWeights,
     load: turns.load,
+    idle: () => primes?.idle() ?? Promise.resolve(),
     close: () => all.forEach((r) => r.close()),
     async warm() {
       const prompt = tokenizer.encode("Warm up, please.", { bos: true });
@@ -268,8 +298,8 @@ function pool(runners: Runner[], engine: Engine, opts: SlotsOptions, sharedWeigh
     collect: () => all.forEach((r) => r.collect()),
     async acquire(signal) {
       const leave = await turns.wait(signal);
-      const runner = free.pop()!; // the queue lets in at most `parallel`, so one is free
-      let held = true;
+      const runner = await take();
+      let held = true, next: readonly number[] | undefined;
       return {
         slot: all.indexOf(runner),
         async reply(session, prompt, o, onText) {
@@ -280,10 +310,15 @@ function pool(runners: Runner[], engine: Engine, opts: SlotsOptions, sharedWeigh
             turns.took(performance.now() - t0);
           }
         },
+        prime(tokens) {
+          next = tokens;
+        },
         release() {
           if (!held) return;
           held = false;
-          free.push(runner);
+          // A request waiting gets the slot at once; a prime would only be stopped.
+          if (primes && next && turns.load().waiting === 0) primes.start(runner, next, giveBack);
+          else giveBack(runner);
           leave();
         },
       };
@@ -306,13 +341,9 @@ async function replyOn(
   // Only a fresh conversation: a stored session continues its own sampler stream, which a reused
   // state does not have. It is reseeded (0, a fresh session's seed, when the request has none).
   if ((session?.position ?? 0) === 0) {
-    const own = cache ? reusable(runner.held, commonPrefix(runner.held, prompt), prompt) : 0;
-    const hit = cache?.longest(prompt);
-    const usable = hit && (runner.rewinds || hit.length === hit.holds);
-    const cached = usable ? reusable({ length: hit.holds }, hit.length, prompt) : 0;
-    // The slot's own state on a tie: nothing to restore.
-    from = cached > own ? hit!.bytes : "held";
-    cachedTokens = Math.max(own, cached);
+    const start = startOf(runner, cache, prompt);
+    from = start.from;
+    cachedTokens = start.reused;
     job = { ...job, rewind: cachedTokens, prompt: prompt.slice(cachedTokens), seed: o.seed ?? 0 };
   }
   // The part read here follows the part reused: progress counts the whole prompt.
@@ -324,6 +355,75 @@ async function replyOn(
   const { endState, held: _held, ...result } = r;
   const saved = saveEnd && r.finishReason !== "abort" ? endState?.bytes : undefined;
   return { ...result, cachedTokens, saved };
+}
+
+/**
+ * Where a fresh prompt starts on `runner`: the slot's own state or a cached one, whichever shares more
+ * of it (the own one on a tie: nothing to restore), and how many of its tokens are reused.
+ */
+function startOf(
+  runner: Runner,
+  cache: PromptCache | undefined,
+  prompt: readonly number[],
+): { from: From; reused: number } {
+  const own = cache ? reusable(runner.held, commonPrefix(runner.held, prompt), prompt) : 0;
+  const hit = cache?.longest(prompt);
+  const usable = hit && (runner.rewinds || hit.length === hit.holds);
+  const cached = usable ? reusable({ length: hit.holds }, hit.length, prompt) : 0;
+  return cached > own ? { from: hit!.bytes, reused: cached } : { from: "held", reused: own };
+}
+
+/**
+ * Prompt tokens a prime feeds between two looks at its stop: the integer engine's prefill batch
+ * (engines/int/model.ts `PREFILL_SLOTS`), so a request that needs the slot waits at most one batch.
+ */
+export const PRIME_PIECE = 16;
+
+/** The slots reading next turns ahead (`Lease.prime`), each with its stop. */
+function priming(cache: PromptCache) {
+  const running = new Map<Runner, AbortController>();
+  let done = Promise.withResolvers<void>();
+  done.resolve();
+  return {
+    /** Reads `tokens` on `runner` into the cache, then hands the runner to `giveBack`. */
+    start(runner: Runner, tokens: readonly number[], giveBack: (runner: Runner) => void) {
+      const stop = new AbortController();
+      if (running.size === 0) done = Promise.withResolvers<void>();
+      running.set(runner, stop);
+      primeOn(runner, cache, tokens, stop.signal)
+        .catch(() => {}) // a prime is a guess: a failure costs the next turn its head start, nothing more
+        .finally(() => {
+          running.delete(runner);
+          if (running.size === 0) done.resolve();
+          giveBack(runner);
+        });
+    },
+    /** Stops one prime not yet asked to stop (a request needs its slot). */
+    stopOne() {
+      for (const stop of running.values()) if (!stop.signal.aborted) return stop.abort();
+    },
+    idle: () => done.promise,
+  };
+}
+
+/**
+ * One prime: continue the longest held or cached prefix of `tokens`, read the rest without generating,
+ * and keep the state in the cache (a stopped prime's too: what it read is as valid).
+ */
+async function primeOn(runner: Runner, cache: PromptCache, tokens: readonly number[], signal: AbortSignal) {
+  const { from, reused } = startOf(runner, cache, tokens);
+  if (reused === tokens.length) return;
+  const job: SlotJob = {
+    prompt: tokens.slice(reused),
+    rewind: reused,
+    maxTokens: 0,
+    sampling: {},
+    keep: true,
+    saveEnd: false,
+    promptPiece: PRIME_PIECE,
+  };
+  const r = await runner.run(from, job, signal);
+  if (r.endState) cache.put(r.endState.tokens, r.endState.bytes);
 }
 
 /**

@@ -7,7 +7,7 @@ import { encode } from "../../model/tokenizer.ts";
 import { createApp } from "../../serve/app.ts";
 import { createPromptCache } from "../../serve/slots/prompt-cache.ts";
 import type { ChatMessage } from "../../serve/openai/requests.ts";
-import { createSlots, type Slots } from "../../serve/slots/slots.ts";
+import { createSlots, PRIME_PIECE, type Slots } from "../../serve/slots/slots.ts";
 import { renderChat } from "../../serve/chat/transcript.ts";
 import { chatEngine, exportChatModel } from "../helpers/chat-model.ts";
 
@@ -152,4 +152,82 @@ test("a prompt extending an earlier exchange reports the tokens it reused", asyn
   const other = renderChat([{ role: "user", content: "Hello." }, { role: "assistant", content: "No." }]);
   const shared = [...encode(other, { bos: true })].findIndex((t, i) => t !== a.prompt[i]);
   expect((await ask(other)).r.cachedTokens).toBe(shared);
+});
+
+describe("reading the next turn ahead (Lease.prime)", () => {
+  const hello = renderChat([{ role: "user", content: "Hello." }]);
+  /** A reply on `slots`, then `prime(ahead(reply))` before the slot is given back. */
+  const turn = async (slots: Slots, prompt: number[], ahead?: (ids: number[]) => number[]) => {
+    const lease = await slots.acquire(new AbortController().signal);
+    try {
+      const r = await lease.reply(undefined, prompt, { maxTokens: 24, sampling: {}, stop: ["\n"], seed: 3 });
+      if (ahead) lease.prime(ahead(r.ids));
+      return r;
+    } finally {
+      lease.release();
+    }
+  };
+  const first = encode(hello, { bos: true });
+
+  for (const parallel of [1, 2]) {
+    test(`${parallel} slot(s): an idle slot reads the next turn ahead; the next prompt reads only its end`, async () => {
+      const slots = createSlots(engine, { parallel });
+      const plain = createSlots(engine, { parallel: 1, cacheBytes: 0 });
+      pools.push(slots, plain);
+      let ahead: number[] = [];
+      const a = await turn(slots, first, (ids) => {
+        const text = renderChat([{ role: "user", content: "Hello." }, {
+          role: "assistant",
+          content: new TextDecoder().decode(new Uint8Array(ids.filter((t) => t < 256))).trimEnd(),
+        }, { role: "user", content: "And then?" }]);
+        ahead = encode(text, { bos: true }).slice(0, -12); // the next prompt less its last 12 tokens
+        return ahead;
+      });
+      expect(ahead.length).toBeGreaterThan(first.length + a.ids.length - 1);
+      await slots.idle();
+      expect(slots.cache!.longest(ahead)?.holds).toBe(ahead.length);
+      const next = [...ahead, ...encode(" And then?\nAssistant:", { bos: false })];
+      const b = await turn(slots, next);
+      expect(b.cachedTokens).toBe(ahead.length);
+      await turn(plain, first);
+      expect((await turn(plain, next)).text).toBe(b.text); // bit-identical to a fresh prefill
+    });
+  }
+
+  test("a request that needs the slot stops the prime within a piece and keeps what it read", async () => {
+    const fed: number[] = [];
+    const counting: Engine = {
+      ...engine,
+      start: () => {
+        const s = engine.start();
+        const feed = s.feed.bind(s);
+        s.feed = (tokens, wanted) => (fed.push(tokens.length), feed(tokens, wanted));
+        return s;
+      },
+    };
+    const slots = createSlots(counting, { parallel: 1 });
+    pools.push(slots);
+    const filler = encode(" the jury said it did find that many of the registration practices".repeat(3));
+    let held = 0;
+    const a = await turn(slots, first, (ids) => {
+      fed.length = 0; // from here on, only the prime feeds
+      held = first.length + ids.length;
+      return [...first, ...ids, ...filler];
+    });
+    for (let i = 0; i < 500 && fed.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 1));
+    const before = fed.length;
+    expect(before).toBeGreaterThan(0); // it has begun
+    const lease = await slots.acquire(new AbortController().signal); // the slot was priming: it stops
+    try {
+      const read = fed.reduce((x, y) => x + y, 0);
+      expect(fed.every((n) => n === PRIME_PIECE)).toBe(true);
+      expect(fed.length - before).toBeLessThanOrEqual(1); // the piece under way when asked, no more
+      expect(read).toBeLessThan(filler.length);
+      // What it read is the slot's: a prompt continuing it reuses the reply and the part read.
+      const r = await lease.reply(undefined, [...first, ...a.ids, ...filler], { maxTokens: 2, sampling: {} });
+      expect(r.cachedTokens).toBe(held + read);
+    } finally {
+      lease.release();
+    }
+  });
 });
