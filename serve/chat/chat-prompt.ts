@@ -24,6 +24,7 @@ import { FormatError } from "../../model/error.ts";
 import type { ChatMessage } from "../openai/requests.ts";
 import { CHAT_STOP, renderChat } from "./transcript.ts";
 import { chatPromptIds } from "./reply-tokens.ts";
+import { commonPrefix } from "../slots/prompt-cache.ts";
 
 /**
  * The prompt text of a chat: the model's template rendered with `kwargs`, or the transcript. A template
@@ -58,6 +59,37 @@ export function promptIds(
   if (kind === "chat" && ctx.template) return chatPromptIds(ctx.tokenizer, text, replies, ctx.replies);
   const bos = kind === "completion" || kind === "chat";
   return ctx.tokenizer.encode(text, { bos, specials: true });
+}
+
+/**
+ * The tokens every next turn's prompt of a chat begins with once `reply` has answered `messages`: the
+ * conversation as the template renders it in the history, which may differ from the reply's own prompt
+ * (Qwen3's drops the reply's empty think block). Found as what two renderings with different
+ * follow-ups share, so it holds for any template; the server reads it ahead while the user types
+ * (serve/slots/slots.ts `Lease.prime`).
+ *
+ * @example
+ * ```ts
+ * import { nextPromptStart } from "./chat-prompt.ts";
+ * import type { ServerContext } from "../context.ts";
+ * declare const ctx: ServerContext; // a Qwen3 model's
+ * const messages = [{ role: "user" as const, content: "Hi" }];
+ * nextPromptStart(ctx, messages, "Hello!", {}); // ...<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\n
+ * ```
+ */
+export function nextPromptStart(
+  ctx: ServerContext,
+  messages: readonly ChatMessage[],
+  reply: string,
+  kwargs: Readonly<Record<string, unknown>> = {},
+): number[] {
+  const history: ChatMessage[] = [...messages, { role: "assistant", content: reply }];
+  const replies = repliesOf(history);
+  const [a, b] = ["A", "B"].map((content) => {
+    const text = chatText(ctx, [...history, { role: "user", content }], kwargs);
+    return promptIds(ctx, text, "chat", replies);
+  });
+  return a.slice(0, commonPrefix(a, b));
 }
 
 /** The assistant contents a chat resends, in order: what `promptIds` looks up. */

@@ -28,7 +28,8 @@ import { randomSeed } from "../openai/sampling.ts";
 import { CHAT_COMPLETION, type Endpoint, finishReason, TEXT_COMPLETION, usage } from "../openai/shapes.ts";
 import type { Lease, LeaseReply } from "../slots/slots.ts";
 import { openAIStream } from "../openai/sse.ts";
-import { chatStops, chatText, repliesOf } from "../chat/chat-prompt.ts";
+import { chatStops, chatText, nextPromptStart, repliesOf } from "../chat/chat-prompt.ts";
+import type { ChatMessage } from "../openai/requests.ts";
 import { createReasoningSplitter, splitReasoning } from "../openai/reasoning.ts";
 import { ROUTES } from "./table.ts";
 import type { PromptProgress } from "../slots/generation.ts";
@@ -54,6 +55,8 @@ interface Job {
   reasoning?: "start" | "inside";
   /** A chat's assistant contents, for the prompt's tokens (serve/chat/reply-tokens.ts); none for a completion. */
   replies: string[];
+  /** A chat's messages and template arguments, for reading its next turn ahead; none for a completion. */
+  chat?: { messages: ChatMessage[]; kwargs: Record<string, unknown> };
 }
 
 /** What every response and chunk of one reply carries at its top level. */
@@ -98,6 +101,7 @@ export function completionRoutes(ctx: ServerContext): Hono {
       stop: [...chatStops(ctx), ...req.stop],
       arrived,
       replies: repliesOf(req.messages),
+      chat: { messages: req.messages, kwargs: req.templateKwargs },
       reasoning: !ctx.template || req.reasoningFormat === "none"
         ? undefined
         : /<think>\s*$/.test(text)
@@ -272,12 +276,15 @@ async function generate(
     onPrompt,
   }, timed);
   ctx.metrics.tokens(p.prompt.length, r.completionTokens);
+  const { content } = job.reasoning
+    ? splitReasoning(r.text, job.reasoning === "inside")
+    : { content: r.text };
   // A templated chat's reply as the client will resend it, in the tokens it was generated as.
-  if (job.endpoint.chat && ctx.template) {
-    const { content } = job.reasoning
-      ? splitReasoning(r.text, job.reasoning === "inside")
-      : { content: r.text };
-    ctx.replies.remember(ctx.tokenizer, r.ids, content);
+  if (job.endpoint.chat && ctx.template) ctx.replies.remember(ctx.tokenizer, r.ids, content);
+  // The next turn's prompt begins with this exchange: read it while the user types (a stored session's
+  // next turn continues that session instead).
+  if (job.chat && ctx.slots.cache && !p.session && r.finishReason !== "abort") {
+    lease.prime(nextPromptStart(ctx, job.chat.messages, content, job.chat.kwargs));
   }
   if (!req.saveSession || !r.saved) return r;
   return { ...r, sessionId: await sessionsOf(ctx).put(r.saved) };

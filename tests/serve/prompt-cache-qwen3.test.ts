@@ -2,8 +2,9 @@
 // tests/helpers/qwen3-folder.ts), turn 2 of a chat (tests/helpers/qwen3-turns.ts): with thinking off,
 // the template drops turn 1's empty think block, and turn 2 reuses the whole common prefix of the two
 // prompts (turn 1's prompt less that block); with thinking on, all of turn 1's prompt and the reply,
-// resent in the tokens it was generated as. Replies equal a cache-less server's; float and integer engines under
-// Bun, the float engine under Deno.
+// resent in the tokens it was generated as. Read ahead while the user types (serve/slots/slots.ts
+// `Lease.prime`), turn 2 reuses all but its new message either way. Replies equal a cache-less server's;
+// float and integer engines under Bun, the float engine under Deno.
 import { beforeAll, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
@@ -27,9 +28,17 @@ beforeAll(async () => {
 }, 60_000);
 
 /** The checks on one runtime's result for one engine. */
-function check(name: string, thinking: boolean, { on, off }: { on: TwoTurns; off: TwoTurns }) {
+function check(
+  name: string,
+  thinking: boolean,
+  { on, off, primed }: { on: TwoTurns; off: TwoTurns; primed: TwoTurns },
+) {
   expect(`${name} ${on.replies}`).toBe(`${name} ${off.replies}`);
+  expect(`${name} ${primed.replies}`).toBe(`${name} ${off.replies}`);
   expect(off.cached).toBe(0);
+  // Read ahead: only the new message, its end and the reply's opening are left to read.
+  expect(`${name} ${primed.cached}`).toBe(`${name} ${primed.prompt2 - primed.tail}`);
+  expect(primed.tail).toBeLessThan(16);
   if (!thinking) {
     expect(`${name} ${on.cached}`).toBe(`${name} ${on.common}`);
     expect(on.prompts[0] - on.common).toBe(EMPTY_THINK);
@@ -44,7 +53,7 @@ function check(name: string, thinking: boolean, { on, off }: { on: TwoTurns; off
 
 for (const kind of ["float", "int"]) {
   for (const thinking of [false, true]) {
-    test(`${kind} engine, thinking ${thinking ? "on" : "off"}: turn 2 reuses the common prefix`, async () => {
+    test(`${kind} engine, thinking ${thinking ? "on" : "off"}: turn 2 reuses the common prefix, or all read ahead`, async () => {
       check(kind, thinking, await twoTurns(engines[kind], thinking));
     });
   }
