@@ -3,8 +3,11 @@
  * Two apps share one engine, one with the default cache and one with none; each round has both hold a
  * fresh two-turn conversation (a system message and a question, a seeded sampled reply resent with a
  * follow-up, thinking off), the two servers taking turns in an order that alternates by round, and
- * times turn 2 from its request to its first streamed token. Figures are medians; the ratio is the
- * cache's speed-up. A benchmark, not a test: figures from a shared machine are noisy.
+ * times turn 2 from its request to its first streamed token. Between the turns each server is left
+ * `--pause` seconds, as a user reading the reply and typing would leave it: the cached one reads the
+ * next turn ahead meanwhile (serve/slots/slots.ts `Lease.prime`); `--pause 0` sends turn 2 at once,
+ * which stops that. Figures are medians; the ratio is the cache's speed-up. A benchmark, not a test:
+ * figures from a shared machine are noisy.
  *
  * @example
  * ```ts
@@ -23,7 +26,7 @@ import { createSlots } from "../../serve/slots/slots.ts";
 const HELP = `
 Time turn 2 of a Qwen3 chat's first token with and without the prompt cache, on one slot.
 
-Usage: bun scripts/tools/bench-prompt-cache.ts MODEL [--engine KIND] [--rounds N] [--reply N] [--json]
+Usage: bun scripts/tools/bench-prompt-cache.ts MODEL [--engine KIND] [--rounds N] [--reply N] [--pause S] [--json]
 
 MODEL is a model with a chat template (a Qwen3 folder, or an export carrying its tokenizer).
 
@@ -31,6 +34,8 @@ Options:
   --engine KIND  int or float (default: the format's own)
   --rounds N     conversations per server, interleaved (default 3)
   --reply N      turn 1's reply in tokens (default 48)
+  --pause S      seconds between turn 1's reply and turn 2, the user's reading and typing (default 5;
+                 the cached server reads the next turn ahead meanwhile; 0: turn 2 follows at once)
   --threads N    threads the engine's products run on (default: the cores)
   --json         print the figures as JSON
   -h, --help     this text
@@ -83,18 +88,22 @@ async function main(): Promise<void> {
     engine: { type: "string", choices: engineKinds() },
     rounds: { type: "string", default: "3" },
     reply: { type: "string", default: "48" },
+    pause: { type: "string", default: "5" },
     json: { type: "boolean", default: false },
     ...ENGINE_FLAGS,
   });
   if (positionals.length !== 1) {
     fail("expected one MODEL (a Qwen3 folder or an export with its tokenizer)", EXIT_USAGE);
   }
-  const rounds = Number(values.rounds), reply = Number(values.reply);
+  const rounds = Number(values.rounds), reply = Number(values.reply), pause = Number(values.pause);
   if (!Number.isInteger(rounds) || rounds < 1) {
     fail(`--rounds ${values.rounds}: expected an integer >= 1`, EXIT_USAGE);
   }
   if (!Number.isInteger(reply) || reply < 1) {
     fail(`--reply ${values.reply}: expected an integer >= 1`, EXIT_USAGE);
+  }
+  if (!Number.isFinite(pause) || pause < 0) {
+    fail(`--pause ${values.pause}: expected seconds >= 0`, EXIT_USAGE);
   }
   const t = performance.now();
   const engine = await loadEngine(positionals[0], values.engine, engineFlags(values));
@@ -124,6 +133,17 @@ async function main(): Promise<void> {
       const a = await res.json() as any;
       messages.push({ role: "assistant", content: a.choices[0].message.content });
       messages.push({ role: "user", content: "Say more about the second of those genres." });
+      // The user's pause; reading ahead that outlasts it is stopped by turn 2 (what it read is kept).
+      const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+      const paused = performance.now();
+      const done = await Promise.race([
+        servers[name].idle().then(() => true),
+        sleep(pause * 1000).then(() => false),
+      ]);
+      if (done) await sleep(pause * 1000 - (performance.now() - paused));
+      else if (pause > 0 && !values.json) {
+        console.error(`round ${r + 1} ${name}: still reading ahead after the pause`);
+      }
       const b = await timeFirstToken(app, { messages, max_tokens: 2, temperature: 0.7, seed: r, ...kwargs });
       ms[name].push(b.ms);
       seen[name] = { prompt: b.usage.prompt_tokens, cached: b.usage.prompt_tokens_details.cached_tokens };
@@ -144,6 +164,7 @@ async function main(): Promise<void> {
     hidden: engine.config.hidden_size,
     load_s: +loadS.toFixed(1),
     rounds,
+    pause_s: pause,
     turn2_prompt_tokens: seen.cache.prompt,
     turn2_cached_tokens: seen.cache.cached,
     ttft_ms: { no_cache: +median(ms.no_cache).toFixed(0), cache: +median(ms.cache).toFixed(0) },
@@ -153,7 +174,7 @@ async function main(): Promise<void> {
   console.log(
     `${result.engine} engine, ${result.layers} layers × ${result.hidden}: turn 2 (${result.turn2_prompt_tokens} prompt tokens, ` +
       `${result.turn2_cached_tokens} cached) first token ${result.ttft_ms.no_cache} ms without the cache, ` +
-      `${result.ttft_ms.cache} ms with (${result.speedup}x), medians of ${rounds}`,
+      `${result.ttft_ms.cache} ms with (${result.speedup}x), medians of ${rounds}, ${pause} s between the turns`,
   );
 }
 
