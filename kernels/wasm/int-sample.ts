@@ -44,6 +44,12 @@ export function sampleMassesFn(): Func {
     [get(diff), op.i32(255), op.i32_and],
   ];
   const skip = (cond: Code): Code => [cond, op.br_if(0)];
+  // One carry of the remainder: c = (r ≥ d); q += c; r = c ? r − d : r.
+  const carry = (): Code => [
+    get(r), get(P.d), op.i32_ge_s, set(f),
+    get(q), get(f), op.i32_add, set(q),
+    get(r), get(P.d), op.i32_sub, get(r), get(f), op.select, set(r),
+  ];
   return fn(PARAMS.map(() => I32), [], l.types, [
     op.i32(0), set(i), op.i32(0), set(n), op.i32(0), set(total), op.i32(0), set(most),
     op.block([op.loop([
@@ -60,11 +66,12 @@ export function sampleMassesFn(): Func {
         op.if_([get(diff), set(q)], [
           load(P.quotA, parts[0]), load(P.quotB, parts[1]), op.i32_add, load(P.quotC, parts[2]), op.i32_add, set(q),
           load(P.remsA, parts[0]), load(P.remsB, parts[1]), op.i32_add, load(P.remsC, parts[2]), op.i32_add, set(r),
+          // The carries (r < 3d). The first without a branch: whether r ≥ d can be a coin toss per id,
+          // which a branch mispredicted half the time (a third of the pass at temperature 0.7). A
+          // second needs r ≥ 2d, so a difference of at least 2^16 (three remainders): rare, a branch.
+          carry(),
           get(r), get(P.d), op.i32_ge_s,
-          op.if_([
-            inc(q, 1), get(r), get(P.d), op.i32_sub, set(r),
-            get(r), get(P.d), op.i32_ge_s, op.if_([inc(q, 1)]),
-          ]),
+          op.if_([inc(q, 1), get(r), get(P.d), op.i32_sub, set(r)]),
         ]),
         get(P.cap), get(q), get(q), get(P.cap), op.i32_gt_s, op.select, set(q),
         // expNeg: entry ix = q >> 8 and the interpolation by the fraction's two base-16 digits.

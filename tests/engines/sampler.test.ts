@@ -157,6 +157,25 @@ test("falls: the lut4 exp table falls; a rising entry or a step unlike its multi
     .toEqual([true, false, false, true]);
 });
 
+test("a top-k cut keeps exactly the k best ranked, a tie at the k-th broken by the lower ids", () => {
+  // 100 ids at 20 levels 0.02 nats apart, five ids a level, scattered over 151,936; all the other ids
+  // half a nat lower, so that they are candidates too (they fill one mass bucket). Top-k 48 keeps the
+  // first 9 levels and the 3 lowest ids of the 10th: every one is drawn in 1,000 draws (each has about
+  // 1 chance in 60), and no other.
+  const V = 151936, r = createRng(5), logits = new Int32Array(V).fill(-32768);
+  const ids = new Set<number>();
+  while (ids.size < 100) ids.add(Math.floor(r.next() * V));
+  const levels = [...ids].map((id, i) => ({ id, level: Math.floor(i / 5) }));
+  for (const { id, level } of levels) logits[id] = -Math.round(level * 0.02 * 65536);
+  const tenth = levels.filter((x) => x.level === 9).map((x) => x.id).sort((a, b) => a - b);
+  const kept = [...levels.filter((x) => x.level < 9).map((x) => x.id), ...tenth.slice(0, 3)];
+  const s = samplerScratch(V, expTable()), rng = new Int32Array(2), drawn = new Set<number>();
+  const o = toIntSampling({ temperature: 0.7, topK: 48 });
+  seedRng(rng, 0, 3);
+  for (let i = 0; i < 1000; i++) drawn.add(sample(logits, o, rng, s));
+  expect([...drawn].sort((a, b) => a - b)).toEqual(kept.sort((a, b) => a - b));
+});
+
 test("a draw is linear in the vocabulary: 4× the ids cost at most 8× the time (quadratic: 16×)", () => {
   // Flat logits (0.05 nats): every id survives min-p, the case the insertion-sort ranking was quadratic in.
   const flat = (n: number) => {
