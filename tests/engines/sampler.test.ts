@@ -159,7 +159,7 @@ test("falls: the lut4 exp table falls; a rising entry or a step unlike its multi
 
 test("a top-k cut keeps exactly the k best ranked, a tie at the k-th broken by the lower ids", () => {
   // 100 ids at 20 levels 0.02 nats apart, five ids a level, scattered over 151,936; all the other ids
-  // half a nat lower, so that they are candidates too (they fill one mass bucket). Top-k 48 keeps the
+  // half a nat lower, with a mass well above 0, so only the cut leaves them out. Top-k 48 keeps the
   // first 9 levels and the 3 lowest ids of the 10th: every one is drawn in 1,000 draws (each has about
   // 1 chance in 60), and no other.
   const V = 151936, r = createRng(5), logits = new Int32Array(V).fill(-32768);
