@@ -29,6 +29,7 @@ import { runJob } from "../slots/slot-run.ts";
 import { parseTranscript } from "../chat/transcript.ts";
 import { overLimits } from "../sessions/session-limits.ts";
 import { keepModel, keptModel } from "./tab-store.js";
+import { digestAhead } from "./worker-node.js";
 
 /**
  * Saved sessions kept in the worker's memory: the newest 64 within 256 MiB (at Qwen3-0.6B's shape a
@@ -82,15 +83,14 @@ async function load({ id, bytes, name, sha256, engine = "int", keep, threads = d
   // Each step's start goes to the page as it comes (a message is delivered while this thread works on).
   const onPhase = (phase) => postMessage({ type: "piece", id, text: phase, kind: "phase" });
   const t0 = performance.now();
+  const view = new Uint8Array(bytes);
+  // The file's SHA-256 by Web Crypto first: the reader's own synchronous hash in JavaScript took seconds
+  // of a 328 MB file's load (worker-node.js `digestAhead`).
+  onPhase("check");
+  await digestAhead(view);
   const made = engine === "float"
-    ? (await import("../../engines/float-from-bytes.ts")).floatEngineFromLut4Bytes(
-      new Uint8Array(bytes),
-      name,
-      {
-        sha256,
-      },
-    )
-    : await intEngineFromBytes(new Uint8Array(bytes), name, { sha256, onPhase, threads });
+    ? (await import("../../engines/float-from-bytes.ts")).floatEngineFromLut4Bytes(view, name, { sha256 })
+    : await intEngineFromBytes(view, name, { sha256, onPhase, threads });
   ctx?.engine.dispose?.(); // the model it replaces: its threads end
   const tokenizer = made.engine.tokenizer;
   ctx = {
