@@ -206,21 +206,32 @@ export function createHash(algorithm) {
 
 // ---- CRC-32 (the zlib polynomial), as node:zlib's `crc32(data, start)`. ----
 
-const CRC_TABLE = (() => {
-  const t = new Uint32Array(256);
+// The browser has no CRC-32, so it is here. Slicing by 8: table k holds the CRC of a byte followed by k
+// zero bytes, so eight bytes take one step (a 328 MB file: 0.77 s byte at a time in V8, about a fifth now).
+const CRC = (() => {
+  const t = new Uint32Array(8 * 256);
   for (let n = 0; n < 256; n++) {
     let c = n;
     for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
     t[n] = c >>> 0;
   }
+  for (let at = 256; at < t.length; at++) t[at] = (t[at - 256] >>> 8) ^ t[t[at - 256] & 0xff];
   return t;
 })();
 
 /** node:zlib's `crc32`: the CRC-32 of `data`, continuing from `start`. */
 export function crc32(data, start = 0) {
   const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
-  let c = ~start >>> 0;
-  for (let i = 0; i < bytes.length; i++) c = CRC_TABLE[(c ^ bytes[i]) & 0xff] ^ (c >>> 8);
+  const t = CRC, n = bytes.length;
+  let c = ~start >>> 0, i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const lo = c ^ (bytes[i] | (bytes[i + 1] << 8) | (bytes[i + 2] << 16) | (bytes[i + 3] << 24));
+    const hi = bytes[i + 4] | (bytes[i + 5] << 8) | (bytes[i + 6] << 16) | (bytes[i + 7] << 24);
+    c = t[1792 + (lo & 0xff)] ^ t[1536 + ((lo >>> 8) & 0xff)] ^ t[1280 + ((lo >>> 16) & 0xff)] ^
+      t[1024 + (lo >>> 24)] ^ t[768 + (hi & 0xff)] ^ t[512 + ((hi >>> 8) & 0xff)] ^
+      t[256 + ((hi >>> 16) & 0xff)] ^ t[hi >>> 24];
+  }
+  for (; i < n; i++) c = t[(c ^ bytes[i]) & 0xff] ^ (c >>> 8);
   return ~c >>> 0;
 }
 
