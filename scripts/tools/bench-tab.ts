@@ -179,6 +179,8 @@ async function firstTokenTimes(page: any, url: string): Promise<{ coldMs: number
   await firstToken();
   const coldMs = performance.now() - t0;
   await page.waitForFunction(replied);
+  // The bytes go to IndexedDB after the load has answered: a reload before they are there would find none.
+  await page.waitForFunction(status("/browser keeps/"));
   const t1 = performance.now();
   await page.reload();
   await page.waitForFunction(status("/kept in this browser/"));

@@ -25,6 +25,7 @@ function engineWorker() {
       reject(new ApiError(`the tab's engine did not start: ${e.message ?? "a module failed to load"}`));
     w.onmessage = ({ data: m }) => {
       if (m.type === "ready") return resolve(w);
+      if (m.type === "kept") return onKept(m);
       const call = pending.get(m.id);
       if (!call) return;
       if (m.type === "piece") return call.onPiece?.(m.text, m.kind);
@@ -178,7 +179,8 @@ async function loadInWorker(message, transfer = []) {
 
 /**
  * Hands `bytes` (an ArrayBuffer, moved) to the worker, which reads them with the lut4 reader (`sha256`
- * checked when given) and keeps them in IndexedDB, noting `from`; `unkept` says why it could not.
+ * checked when given) and then keeps them in IndexedDB, noting `from`: the load answers with `keeping`,
+ * and a "kept" message follows (`onKept`), its `unkept` saying why they could not be kept.
  */
 function loadBytes(bytes, name, sha256, from) {
   return loadInWorker({ type: "load", bytes, name, sha256, keep: from }, [bytes]);
@@ -239,11 +241,16 @@ function megabytes(n) {
   return `${(n / 1e6).toFixed(n < 1e7 ? 2 : 0)} MB`;
 }
 
+let shown = null; // the model the status line describes (`showLoaded`), while it does
+
 /** The status line of the tab's model: which, from where, and what the browser keeps. */
 function showLoaded(info) {
+  shown = info;
   const whence =
     { kept: "kept in this browser", server: "downloaded from the server", disk: "read from disk" }[info.from];
-  const kept = info.unkept
+  const kept = info.keeping
+    ? "keeping it in this browser…"
+    : info.unkept
     ? `not kept in this browser (${info.unkept}): a reload needs it again`
     : `this browser keeps ${megabytes(info.bytes)} for it`;
   const threads = info.threads > 1 ? `${info.threads} threads` : "one thread";
@@ -253,7 +260,20 @@ function showLoaded(info) {
   $("tab-status").classList.remove("error");
 }
 
+let forgetWhenKept = null; // the SHA-256 of a model "Forget" was pressed for while it was being kept
+
+/** The worker's word that a model's bytes are in IndexedDB (or why not): the status line says it. */
+function onKept({ sha256, unkept }) {
+  if (loaded?.sha256 === sha256) loaded = { ...loaded, keeping: false, unkept };
+  if (forgetWhenKept === sha256) {
+    forgetWhenKept = null;
+    return void forgetModel().catch(() => {});
+  }
+  if (shown?.sha256 === sha256) showLoaded({ ...shown, keeping: false, unkept });
+}
+
 function showRefusal(e) {
+  shown = null;
   $("tab-status").textContent = `refused: ${e.message}`;
   $("tab-status").classList.add("error");
 }
@@ -286,6 +306,7 @@ export async function mountTab(serverBackend, onChange) {
   let lastFrom = "kept";
   const busy = async (what) => {
     for (const b of panel.querySelectorAll("button, input, select")) b.disabled = true;
+    shown = null;
     $("tab-status").textContent = "loading the model…";
     $("tab-status").classList.remove("error");
     try {
@@ -333,7 +354,10 @@ export async function mountTab(serverBackend, onChange) {
     busy(async () => ({ ...(await loadInWorker({ type: "reload" })), from }));
   });
   $("tab-forget").addEventListener("click", async () => {
+    // A model still being kept would be kept after this: it is forgotten again once it is (`onKept`).
+    if (loaded?.keeping) forgetWhenKept = loaded.sha256;
     await forgetModel();
+    shown = null;
     $("tab-status").textContent = loaded ? "forgotten: a reload will need the model again" : "nothing kept";
   });
   // A file dropped anywhere on the page, in tab mode.

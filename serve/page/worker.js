@@ -101,20 +101,15 @@ async function load({ id, bytes, name, sha256, engine = "int", keep, threads = d
     contextLength: contextLength(made.engine), // as the server says it: the KV cache loaded, not the file's most
     defaultMaxTokens: 256,
   };
-  // The bytes are kept once, here: in IndexedDB when asked (`keep`: where they came from), else in
-  // memory for a switch of engine.
-  const unkept = keep
-    ? await keepModel({ name, sha256: made.sha256, bytes, from: keep }).then(
-      () => undefined,
-      (e) => e?.message ?? String(e), // a private window without IndexedDB, a full quota: it runs anyway
-    )
-    : undefined;
-  retained = keep && !unkept ? null : { bytes, name, sha256: made.sha256 };
+  // The bytes are kept once: in IndexedDB when asked (`keep`: where they came from), else in memory for
+  // a switch of engine; in memory too until IndexedDB has them.
+  retained = { bytes, name, sha256: made.sha256 };
+  if (keep) keepInBackground({ name, sha256: made.sha256, bytes, from: keep });
   loadedSha256 = made.sha256;
   loadedThreads = engine === "float" ? 1 : threads;
   return {
     id: name,
-    unkept,
+    keeping: Boolean(keep),
     engine: made.engine.kind,
     contextLength: ctx.contextLength,
     tokenizer: tokenizer.kind,
@@ -126,6 +121,19 @@ async function load({ id, bytes, name, sha256, engine = "int", keep, threads = d
     bytes: made.bytes,
     loadMs: performance.now() - t0,
   };
+}
+
+/**
+ * Keeps `model` in IndexedDB after its load has answered, so the model runs meanwhile (writing a 328 MB
+ * file took about 6 s); then says so to the page: {type: "kept", sha256, unkept?}, `unkept` saying why
+ * it could not be kept (a private window without IndexedDB, a full quota: the model runs anyway).
+ */
+function keepInBackground(model) {
+  keepModel(model).then(() => undefined, (e) => e?.message ?? String(e)).then((unkept) => {
+    // Kept: the copy in memory is no longer needed, unless another model's load has replaced it since.
+    if (!unkept && retained?.bytes === model.bytes) retained = null;
+    postMessage({ type: "kept", sha256: model.sha256, unkept });
+  });
 }
 
 /** Loads the kept model (only if its SHA-256 is `sha256`, when given); resolves to null when there is none. */

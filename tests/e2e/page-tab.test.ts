@@ -137,6 +137,16 @@ test("the server's model runs in the tab: downloaded once, the server's tokens, 
   const steps = (await page.evaluate(() => (globalThis as unknown as { statuses: string[] }).statuses))
     .map((t) => /^loading the model: (\w+)/.exec(t)?.[1]).filter((step) => step !== undefined);
   expect([...new Set(steps)]).toEqual(["checking", "building", "laying"]);
+  // The model answers before its bytes are in IndexedDB: the status line says it is keeping them, then
+  // that it keeps them.
+  await page.waitForFunction(() =>
+    document.getElementById("tab-status")!.textContent!.includes("browser keeps")
+  );
+  const keeps = (await page.evaluate(() => (globalThis as unknown as { statuses: string[] }).statuses))
+    .map((t) => /keeping it in this browser…|this browser keeps/.exec(t)?.[0]).filter((said) =>
+      said !== undefined
+    );
+  expect([...new Set(keeps)]).toEqual(["keeping it in this browser…", "this browser keeps"]);
   expect(await page.textContent("#model")).toBe("ferry.lut4 · int engine · context 512");
   expect(await page.inputValue("#where")).toBe("tab");
   expect(server.downloads()).toBe(before + 1);
