@@ -102,10 +102,11 @@ const ahead = new WeakMap();
 /**
  * Computes the SHA-256 of `bytes` with Web Crypto, so that a `createHash("sha256")` whose one update is
  * exactly these bytes (the same buffer, offset and length) gives it without hashing them again. Web
- * Crypto runs several times the speed of the hash below, but only asynchronously, and the lut4 reader
- * hashes a whole file synchronously (as node:crypto's createHash does). The bytes must not change in
- * between: the worker calls it on a file moved to it, just before reading that file. Without Web
- * Crypto (a page served over plain http from another host) it does nothing.
+ * Crypto runs about twice the speed of the hash below (328 MB: 1.15 s against 2.3 s), but only
+ * asynchronously, and the lut4 reader hashes a whole file synchronously (as node:crypto's createHash
+ * does). The bytes must not change in between: the worker calls it on a file moved to it, just before
+ * reading that file. Without Web Crypto (a page served over plain http from another host) it does
+ * nothing.
  *
  * @example
  * ```js
