@@ -53,7 +53,7 @@ export const SAMPLE_KERNEL_ROOM = { divLen: DIV_LEN };
 export interface SamplerScratch {
   /** Each candidate's mass, at its id. */
   mass: Int32Array;
-  /** The candidates' ids, in id order (after a top-k cut, equal masses in id order: `keepBest`). */
+  /** The candidates' ids, in id order. */
   ids: Int32Array;
   /** One multiples table (`mulQ16`). */
   table: Int32Array;
@@ -62,18 +62,15 @@ export interface SamplerScratch {
   never: Uint8Array;
   /** The ids of one bucket while `locate` narrows down (vocab entries). */
   work: Int32Array;
-  /** The ids of the bucket a top-k cut falls in (`keepBest`), earlier the k largest logits' heap (vocab entries). */
-  tied: Int32Array;
+  /** A min-heap of the k largest logits for a top-k cut (`greedyAndKth`; `TOP_K_HEAP` entries). */
+  heap: Int32Array;
   /** The bucket sums of one `locate` pass (2^12 entries). */
   hist: Int32Array;
   /** floor(x · 2^e / tempQ16), capped at 32 nats, for the three parts of a difference (`divisionTables`). */
   quot: Int32Array;
   /** The matching remainders (0 where the quotient is capped). */
   rems: Int32Array;
-  /**
-   * [0]: the tempQ16 `quot` and `rems` are for (0: none yet); [1]: the weight `locate` found before its
-   * id; [2]: the k-th largest logit (`greedyAndKth`).
-   */
+  /** [0]: the tempQ16 `quot` and `rems` are for (0: none yet); [1]: the weight `locate` found before its id. */
   at: Int32Array;
   /**
    * Whether `exp` falls (`falls`; formats/lut4 refuses a table that does not): then a token's mass falls
@@ -108,11 +105,11 @@ export function samplerScratch(
     exp,
     never,
     work: new Int32Array(vocab),
-    tied: new Int32Array(vocab),
+    heap: new Int32Array(TOP_K_HEAP),
     hist: new Int32Array(4096),
     quot: new Int32Array(DIV_LEN),
     rems: new Int32Array(DIV_LEN),
-    at: new Int32Array(3),
+    at: new Int32Array(2),
     falling: falls(exp),
   };
   if (kernel === undefined) return s;
@@ -202,12 +199,13 @@ export function greedy(logits: Int32Array, never?: Uint8Array): number {
 }
 
 /**
- * `greedy`'s id and, in `s.at[2]`, the `k`-th largest logit among the ids `s.never` does not mark
- * (I32_MIN when there are fewer), in one pass: a min-heap of the `k` largest seen (in `s.tied`), which
+ * `greedy`'s id, and in `s.heap[0]` the `k`-th largest logit among the ids `s.never` does not mark (with
+ * fewer, the least of them; I32_MIN with none), in one pass: a min-heap of the `k` largest seen, which
  * most ids only compare with its least; a new largest is always above that least, so it is caught there.
  */
 function greedyAndKth(logits: Int32Array, k: number, s: SamplerScratch): number {
-  const never = s.never, heap = s.tied;
+  const never = s.never, heap = s.heap;
+  heap[0] = -2147483648;
   let best = -1;
   let size = 0;
   let i = 0;
@@ -242,7 +240,6 @@ function greedyAndKth(logits: Int32Array, k: number, s: SamplerScratch): number 
     least = heap[0];
     if (v > logits[best]) best = i;
   }
-  s.at[2] = size < k ? -2147483648 : least;
   return best < 0 ? 0 : best;
 }
 
@@ -340,20 +337,11 @@ function massOf(s: SamplerScratch, diff: number, d: number, tables: boolean, mas
  * before it. A radix selection, never a sort: each pass sums the candidates by a 12-bit digit of their
  * mass (from the top), walks the buckets from the heaviest and keeps the one holding `r`, in id order;
  * at the last digit the masses are equal and the walk goes by id. Linear in `n` (at most three passes).
- * The candidates are the first `n` ids of `from`; any order in which equal masses are
- * in id order finds the same one.
  */
-function locate(
-  s: SamplerScratch,
-  n: number,
-  r: number,
-  counting: boolean,
-  bits: number,
-  from: Int32Array,
-): number {
+function locate(s: SamplerScratch, n: number, r: number, counting: boolean, bits: number): number {
   const mass = s.mass;
   const hist = s.hist;
-  let src = from;
+  let src = s.ids;
   let count = n;
   let rest = r;
   let before = 0;
@@ -412,53 +400,19 @@ function locate(
   }
 }
 
-/**
- * Keeps the `k` best ranked of the `n` candidates (k < n), in two passes over them: the bucket sums of
- * the masses' top digit (as `locate`'s first pass) find the bucket that holds the k-th; the second
- * pass keeps the candidates of heavier buckets in place and gathers that bucket's in `s.tied`, where
- * `locate` finds the k-th, and those ranked up to it follow the kept ones. Equal masses stay in id
- * order, which is all the later walks need. Returns `k`.
- */
-function keepBest(s: SamplerScratch, n: number, k: number, bits: number): number {
-  const mass = s.mass, hist = s.hist, ids = s.ids, tied = s.tied;
-  const sh = bits > DIGIT ? bits - DIGIT : 0;
-  const top = (1 << (bits - sh)) - 1;
-  for (let d = 0; d <= top; d++) hist[d] = 0;
+/** Keeps, of the `n` candidates, those ranked up to `id` (mass above its, or equal with an id ≤ it), in id order. */
+function keepUpTo(s: SamplerScratch, n: number, id: number): number {
+  const me = s.mass[id];
+  let k = 0;
   for (let j = 0; j < n; j++) {
-    const d = (mass[ids[j]] >> sh) & top;
-    hist[d] = hist[d] + 1;
-  }
-  let pick = top;
-  let kept = 0;
-  while (kept + hist[pick] < k) {
-    kept = kept + hist[pick];
-    pick = pick - 1;
-  }
-  let above = 0;
-  let count = 0;
-  for (let j = 0; j < n; j++) {
-    const id = ids[j];
-    const d = (mass[id] >> sh) & top;
-    if (d > pick) {
-      ids[above] = id;
-      above = above + 1;
-    } else if (d === pick) {
-      tied[count] = id;
-      count = count + 1;
+    const c = s.ids[j];
+    const m = s.mass[c];
+    if (m > me || (m === me && c <= id)) {
+      s.ids[k] = c;
+      k = k + 1;
     }
   }
-  // The bucket's share: those ranked up to its (k − above)-th (mass above its, or equal with an id ≤ it).
-  const last = locate(s, count, k - above - 1, true, bits, tied);
-  const me = mass[last];
-  for (let j = 0; j < count; j++) {
-    const c = tied[j];
-    const m = mass[c];
-    if (m > me || (m === me && c <= last)) {
-      ids[kept] = c;
-      kept = kept + 1;
-    }
-  }
-  return kept;
+  return k;
 }
 
 /**
@@ -582,7 +536,7 @@ export function sample(logits: Int32Array, o: IntSampling, rng: Int32Array, s: S
   if (tables) divisionTables(s, d);
   let floor = thr;
   if (kthFirst) {
-    const m = massOf(s, sat32(top - s.at[2]), d, tables, massBits);
+    const m = massOf(s, sat32(top - s.heap[0]), d, tables, massBits);
     if (m > floor) floor = m;
   }
   // Where masses fall with the difference, those at or past `drop` are all left out: found by bisection.
@@ -609,7 +563,7 @@ export function sample(logits: Int32Array, o: IntSampling, rng: Int32Array, s: S
   }
   const bits = bitlen(most);
   if (o.topK > 0 && o.topK < n) {
-    n = keepBest(s, n, o.topK, bits);
+    n = keepUpTo(s, n, locate(s, n, o.topK - 1, true, bits));
     total = 0;
     for (let j = 0; j < n; j++) total = total + s.mass[s.ids[j]];
   }
@@ -617,10 +571,10 @@ export function sample(logits: Int32Array, o: IntSampling, rng: Int32Array, s: S
     // The smallest prefix of the ranking whose mass reaches the target: up to the candidate holding
     // position target − 1 (the first one when the target is 0).
     const target = mulQ16(total, o.topPQ16, s.table);
-    const last = locate(s, n, target > 0 ? target - 1 : 0, false, bits, s.ids);
+    const last = locate(s, n, target > 0 ? target - 1 : 0, false, bits);
     total = s.at[1] + s.mass[last];
     // The kept prefix's positions are the first `total` of the whole ranking, so the draw below
     // `total` finds its candidate among all of them: no pass to drop the rest.
   }
-  return locate(s, n, drawBelow(rng, total), false, bits, s.ids);
+  return locate(s, n, drawBelow(rng, total), false, bits);
 }
