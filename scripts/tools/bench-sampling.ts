@@ -20,6 +20,7 @@
  * ```
  * @module
  */
+import { resolve } from "node:path";
 import { cli, EXIT_USAGE, fail, run } from "../cli.ts";
 import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineFlags } from "../engine-flags.ts";
 import { loadEngine } from "../../engines/mod.ts";
@@ -36,11 +37,13 @@ import { checkSampling } from "../../model/sampling.ts";
 const HELP = `
 Time one sampled draw against one greedy pick on the integer and the float sampler, at a real vocabulary.
 
-Usage: bun scripts/tools/bench-sampling.ts [--vocab N] [--rounds N] [--json]
+Usage: bun scripts/tools/bench-sampling.ts [--vocab N] [--rounds N] [--against DIR,...] [--json]
        bun scripts/tools/bench-sampling.ts --model FILE [--engine KIND] [--tokens N] [--rounds N] [--json]
 
 Options:
   --vocab N           ids in a row of logits (default 151936, Qwen3's vocabulary)
+  --against DIR,...   also time the integer sampler of these checkouts (each a folder holding another
+                      commit of ferry, e.g. from git archive), interleaved in the same rounds
   --rounds N          interleaved rounds; each round times every option set (default 9; 3 with --model)
   --model FILE        time decoded tokens on this export instead: each set's token time, its picks'
                       share of a greedy token, and its decode rate ÷ greedy's
@@ -153,6 +156,26 @@ async function decodeBench(
 
 let json = false;
 
+/**
+ * The integer sampler of another checkout (`--against`): its draw on `q` with its own scratch and
+ * WebAssembly pass, seeded as this one's. Its modules are imported from `dir` as they are there.
+ */
+async function otherSampler(dir: string) {
+  const root = new URL(`${resolve(dir)}/`, "file://");
+  const m = await import(new URL("engines/int/sampler.ts", root).href);
+  const k = await import(new URL("kernels/wasm/int-sample.ts", root).href);
+  return {
+    dir,
+    draws(q: Int32Array, exp: ReturnType<typeof prepareTable>) {
+      const kernel = k.createSampleKernel(q.length, m.SAMPLE_KERNEL_ROOM.divLen, exp.t.length) ?? undefined;
+      const scratch = m.samplerScratch(q.length, exp, undefined, kernel), rng = new Int32Array(2);
+      m.seedRng(rng, 0, 1);
+      return (io: ReturnType<typeof toIntSampling>): number =>
+        io.tempQ16 > 0 ? m.sample(q, io, rng, scratch) : m.greedy(q, scratch.never);
+    },
+  };
+}
+
 async function main(): Promise<void> {
   const { values } = cli(HELP, {
     vocab: { type: "string", default: "151936" },
@@ -161,6 +184,7 @@ async function main(): Promise<void> {
     engine: { type: "string" },
     tokens: { type: "string", default: "32" },
     ...ENGINE_FLAGS,
+    against: { type: "string" },
     json: { type: "boolean", default: false },
   });
   json = values.json === true;
@@ -178,6 +202,7 @@ async function main(): Promise<void> {
     }
     return await decodeBench(values.model, values.engine, engineFlags(values), tokens, rounds);
   }
+  const against = await Promise.all((values.against?.split(",") ?? []).map(otherSampler));
   // The exp table every lut4 file holds (quantize/lut4-quantize.ts `makeTables`).
   const expLen = TABLES.expRangeNats * 256 + 2, t = new Int32Array(expLen);
   for (let i = 0; i < expLen; i++) t[i] = Math.round(2 ** TABLES.expQ * Math.exp(-i / 256));
@@ -191,18 +216,25 @@ async function main(): Promise<void> {
       rng = new Int32Array(2),
       frng = createRng(1);
     seedRng(rng, 0, 1);
+    const others = against.map((m) => m.draws(q, exp));
     const runs = SETS.map(([, o]) => {
       const io = toIntSampling(o), fo = checkSampling(o);
       return {
         int: o.temperature ? () => sample(q, io, rng, scratch) : () => greedy(q, scratch.never),
         float: () => pickToken(f, 0, vocab, fo, frng),
+        others: others.map((draw) => () => draw(io)),
       };
     });
-    const ms = SETS.map(() => ({ int: [] as number[], float: [] as number[] }));
+    const ms = SETS.map(() => ({
+      int: [] as number[],
+      float: [] as number[],
+      others: others.map(() => [] as number[]),
+    }));
     for (let r = 0; r < rounds; r++) {
       for (const [i, run] of runs.entries()) {
         ms[i].int.push(timeOne(run.int));
         ms[i].float.push(timeOne(run.float));
+        run.others.forEach((f, k) => ms[i].others[k].push(timeOne(f)));
       }
     }
     const greedyInt = median(ms[0].int), greedyFloat = median(ms[0].float);
@@ -215,6 +247,11 @@ async function main(): Promise<void> {
         int_x_greedy: +(median(ms[i].int) / greedyInt).toFixed(1),
         float_ms: +median(ms[i].float).toFixed(4),
         float_x_greedy: +(median(ms[i].float) / greedyFloat).toFixed(1),
+        against: against.map(({ dir }, k) => ({
+          dir,
+          int_ms: +median(ms[i].others[k]).toFixed(4),
+          this_x_that: +(median(ms[i].int) / median(ms[i].others[k])).toFixed(3),
+        })),
       })),
     };
   });
@@ -228,7 +265,9 @@ async function main(): Promise<void> {
     for (const r of s.sets) {
       console.log(
         `  ${r.name.padEnd(34)} ${r.int_ms.toFixed(3).padStart(8)} ${String(r.int_x_greedy).padStart(8)} ` +
-          `${r.float_ms.toFixed(3).padStart(10)} ${String(r.float_x_greedy).padStart(8)}`,
+          `${r.float_ms.toFixed(3).padStart(10)} ${String(r.float_x_greedy).padStart(8)}` +
+          r.against.map((a) => `   ${a.dir}: int ${a.int_ms.toFixed(3)} ms, this ÷ that ${a.this_x_that}`)
+            .join(""),
       );
     }
   }
