@@ -24,6 +24,8 @@ import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { cli, EXIT_USAGE, fail, progress, run } from "../cli.ts";
 import { readCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
+import { type Lut4File, readLut4 } from "../../formats/lut4/lut4.ts";
+import { openIntEngine } from "../../engines/int/engine.ts";
 import { exportCheckpoint } from "../../formats/export.ts";
 import { GGML_TYPES, type GgmlType, readGguf, writeGguf } from "../../formats/gguf/gguf.ts";
 import { type GgufHeader, parseGgufHeader } from "../../formats/gguf/gguf-container.ts";
@@ -47,6 +49,12 @@ const TYPES = [
   { ferry: "iq4_nl", llama: "IQ4_NL", pure: true },
 ] as const;
 
+/** ferry's lut4 dtypes, scored by ferry's integer engine only (no llama.cpp tool reads lut4). */
+const LUT4_TYPES = ["q4", "q4-head"] as const;
+
+/** The llama.cpp files each calibrated lut4 file is set against (with the imatrix, as the issue asks). */
+const LUT4_AGAINST = ["q4_k_m", "iq4_nl"] as const;
+
 const HELP = `
 deno run -A scripts/tools/compare-llama-quant.ts [options]      (or: bun scripts/tools/compare-llama-quant.ts)
 
@@ -61,6 +69,8 @@ ferry's GGUF quantizers against llama.cpp's llama-quantize, both scored by llama
   4. llama-perplexity saves the F32 file's logits over the held-out windows (--kl-divergence-base),
      then scores every file against them (--kl-divergence)
   5. ferry's float engine scores every file at the same positions against the checkpoint (ferry KL)
+  6. ferry's lut4 (q4 and q4-head, plain and calibrated on the same windows) on ferry's integer engine,
+     scored the same way; set beside llama.cpp's Q4_K_M and IQ4_NL with the imatrix at their bits
 
 Each window is one llama-perplexity chunk of BOS + 256 bytes (-c 257), so the chunks hold exactly the
 windows ferry's measure uses; llama-perplexity scores the second half of each chunk (positions 128-255).
@@ -71,7 +81,8 @@ instead of a byte checkpoint. The texts are then cut by llama.cpp's tokenizer, w
 by tests/llama/gguf-tokenizer-llama.test.ts): the held-out text in --windows chunks of 256 tokens, and
 --calibrate windows of 256 tokens of the training split's start, which ferry's calibration reads as a
 --calibration file and llama-imatrix as its -f text: the same tokens on both sides. Step 5 is skipped
-(ferry's float engine over every file is hours at that size; scripts/measure.ts scores ferry's files).
+and so is step 6 (ferry's engines over every file are hours at that size; scripts/measure.ts scores
+ferry's files).
 
 Options:
   --checkpoint PATH   model (default ${DEFAULT_CHECKPOINT})
@@ -87,6 +98,8 @@ Options:
 /** One scored file. */
 interface Row {
   side: "ferry" | "llama";
+  /** The engine behind "KL (ferry engine)": float for every GGUF, int for lut4. */
+  engine: "float" | "int";
   type: string;
   imatrix: boolean;
   /** llama-quantize --pure: every matrix in the one type, the head included. */
@@ -101,7 +114,7 @@ interface Row {
   kldErr: number;
   kldP99: number;
   sameTop: number;
-  /** ferry's float engine on the file against the checkpoint, at the same positions (NaN: not run). */
+  /** ferry's engine on the file against the checkpoint, at the same positions (NaN: not run). */
   ferryKL: number;
 }
 
@@ -116,16 +129,16 @@ if (import.meta.main) {
     json: { type: "boolean", default: false },
   });
   if (positionals.length > 0) fail(`unexpected argument ${positionals[0]}\n(--help for more)`, EXIT_USAGE);
-  const count = (flag: string, v: string) => {
+  const count = (flag: string, v: string, least = 2) => {
     const n = Number(v);
-    if (!Number.isSafeInteger(n) || n < 2) {
-      fail(`--${flag} ${v}: expected a whole number of at least 2`, EXIT_USAGE);
+    if (!Number.isSafeInteger(n) || n < least) {
+      fail(`--${flag} ${v}: expected a whole number of at least ${least}`, EXIT_USAGE);
     }
     return n;
   };
   const windows = count("windows", values.windows);
   const calWindows = count("calibrate", values.calibrate);
-  const threads = values.threads === undefined ? availableParallelism() : count("threads", values.threads);
+  const threads = values.threads === undefined ? availableParallelism() : count("threads", values.threads, 1);
   await run(async () => {
     const tools = findLlamaTools();
     const dir = values.keep ?? mkdtempSync(join(tmpdir(), "ferry-llama-quant-"));
@@ -166,7 +179,8 @@ async function compare(
   // ferry's files, the imatrix, the base logits and ferry's reference; then each llama file written;
   // then every file scored (the F32 one, ferry's two per type, llama's).
   const llamaFiles = TYPES.reduce((n, t) => n + (t.pure ? 4 : 2), 0);
-  const steps = 4 + llamaFiles + 1 + 2 * TYPES.length + llamaFiles;
+  const lut4Files = opts.folder ? 0 : 2 * LUT4_TYPES.length;
+  const steps = 4 + llamaFiles + 1 + 2 * TYPES.length + llamaFiles + lut4Files;
   const bar = progress("compare", steps, { unit: "step" });
   const { train, heldOut } = await loadBrown();
   const held = evalWindows(heldOut, opts.windows);
@@ -286,13 +300,13 @@ async function compare(
 
   const rows: Row[] = [];
   // ferry's Q4_0 is one file for both its rows: scored once.
-  const byFile = new Map<string, Omit<Row, "side" | "type" | "imatrix" | "pure" | "file">>();
+  const byFile = new Map<string, Omit<Row, "side" | "engine" | "type" | "imatrix" | "pure" | "file">>();
   for (
     const f of [{ side: "llama" as const, type: "f32", imatrix: false, pure: false, file: f32 }, ...files]
   ) {
     const known = byFile.get(f.file);
     if (known) {
-      rows.push({ ...f, ...known });
+      rows.push({ ...f, engine: "float", ...known });
       bar.tick(1);
       continue;
     }
@@ -305,8 +319,46 @@ async function compare(
     const ferryKL = ref ? await ferryScore(f.file) : NaN;
     const figures = { ...weightFigures(f.file), ...kldFigures(log, f.file), ferryKL };
     byFile.set(f.file, figures);
-    rows.push({ ...f, ...figures });
+    rows.push({ ...f, engine: "float", ...figures });
     bar.tick(1, `${f.side} ${f.type}${f.imatrix ? " imatrix" : ""}`);
+  }
+
+  // 6. ferry's lut4 on the integer engine, the same positions against the same reference.
+  for (const dtype of ref ? LUT4_TYPES : []) {
+    for (const imatrix of [false, true]) {
+      const file = join(dir, `ferry.${dtype}${imatrix ? ".calibrated" : ""}.lut4`);
+      await exportCheckpoint({
+        input,
+        format: "lut4",
+        dtype,
+        output: file,
+        calibrate: imatrix ? calibrate : undefined,
+      });
+      const lut4 = await readLut4(file);
+      const engine = await openIntEngine(lut4);
+      try {
+        const logits: Float32Array[] = [];
+        for (const w of held) logits.push(secondHalf(await windowLogits(engine, w), V));
+        rows.push({
+          side: "ferry",
+          engine: "int",
+          type: `lut4 ${dtype}`,
+          imatrix,
+          pure: false,
+          file,
+          bytes: lut4.bytes,
+          ...lut4Figures(lut4),
+          kld: NaN,
+          kldErr: NaN,
+          kldP99: NaN,
+          sameTop: NaN,
+          ferryKL: compareLogits(ref!, concat(logits), V).meanKL,
+        });
+      } finally {
+        engine.dispose?.();
+      }
+      bar.tick(1, `ferry lut4 ${dtype}${imatrix ? " calibrated" : ""}`);
+    }
   }
   bar.done();
   return rows;
@@ -403,6 +455,16 @@ function weightFigures(path: string): Pick<Row, "bytes" | "bpw" | "types"> {
   return { bytes: statSync(path).size, bpw: bits / weights, types };
 }
 
+/** A lut4 file's bits per weight over its matrices (codes and group scales), and their count. */
+function lut4Figures(file: Lut4File): Pick<Row, "bpw" | "types"> {
+  let bits = 0, weights = 0;
+  for (const m of file.header.matrices) {
+    bits += 8 * (m.nibbles.bytes + m.scales.bytes);
+    weights += m.rows * m.cols;
+  }
+  return { bpw: bits / weights, types: `lut4×${file.header.matrices.length}` };
+}
+
 /** A GGUF file's header, read from its first bytes (a few MB at Qwen3's vocabulary). */
 function ggufHeader(path: string): GgufHeader {
   const size = statSync(path).size, fd = openSync(path, "r");
@@ -490,10 +552,10 @@ function formatRows(
     String(r.bytes),
     r.bpw.toFixed(2),
     r.types,
-    `${e(r.kld)} ± ${e(r.kldErr)}`,
+    Number.isNaN(r.kld) ? "-" : `${e(r.kld)} ± ${e(r.kldErr)}`,
     e(r.kldP99),
-    `${(100 * r.sameTop).toFixed(2)}%`,
-    e(r.ferryKL),
+    Number.isNaN(r.sameTop) ? "-" : `${(100 * r.sameTop).toFixed(2)}%`,
+    `${e(r.ferryKL)}${r.engine === "int" ? " int" : ""}`,
   ]);
   const ratios = TYPES.flatMap(({ ferry, pure }) =>
     [[false, false], [false, true], ...(pure ? [[true, false], [true, true]] : [])].map(([pure, imatrix]) => {
@@ -527,6 +589,19 @@ function formatRows(
       })
     )
   );
+  // lut4 on the integer engine against llama.cpp's 4-bit files with the imatrix, on ferry's scorer.
+  const lut4 = LUT4_TYPES.flatMap((dtype) => {
+    const f = rows.find((r) => r.type === `lut4 ${dtype}` && r.imatrix);
+    return !f ? [] : LUT4_AGAINST.map((against) => {
+      const l = rows.find((r) => r.side === "llama" && r.type === against && r.imatrix && !r.pure)!;
+      return [
+        `lut4 ${dtype} (int)`,
+        `${against} imatrix (float)`,
+        (f.ferryKL / l.ferryKL).toFixed(3),
+        `${f.bpw.toFixed(2)} / ${l.bpw.toFixed(2)}`,
+      ];
+    });
+  });
   return [
     `llama.cpp ${commit.slice(0, 12)}; ${heldOut}\n`,
     table(head, body),
@@ -540,6 +615,10 @@ function formatRows(
     ], ratios),
     "",
     table(["side", "type", "KLD calibrated / plain (llama)"], gains),
+    ...(lut4.length === 0 ? [] : [
+      "",
+      table(["ferry (calibrated)", "llama.cpp", "ferry/llama KL (ferry engines)", "bpw ferry / llama"], lut4),
+    ]),
   ].join("\n");
 }
 
