@@ -1,7 +1,7 @@
 /**
  * The integer engine from a lut4 file's bytes rather than its path: the entry for a host without a
  * file system, the browser tab's worker (serve/page/worker.js). The bytes go through the lut4 format's
- * own full reader (`parseLut4`), so a wrong or damaged file is refused with the message the command
+ * own full checks (`checkLut4`), so a wrong or damaged file is refused with the message the command
  * line gives for the same file under the same name, and the engine is the one `loadIntEngine` builds.
  * A file that carries its model's tokenizer (schema `/2`) gets it as engines/mod.ts `loadEngine` gives
  * it: as `engine.tokenizer`, its special ids masked in the sampler.
@@ -15,12 +15,13 @@
  * ```
  * @module
  */
+import { createHash } from "node:crypto";
 import type { Engine } from "../../model/engine.ts";
 import { FormatError } from "../../model/error.ts";
 import { loadTokenizer } from "../../model/hf-tokenizer.ts";
 import { type SpecialIds, specialIds } from "../../model/sample.ts";
 import type { Tokenizer } from "../../model/tokenizer-types.ts";
-import { type Lut4File, parseLut4 } from "../../formats/lut4/lut4.ts";
+import { checkLut4, type Lut4Checked, type Lut4File } from "../../formats/lut4/lut4.ts";
 import { openIntEngine } from "./engine.ts";
 
 /** What `intEngineFromBytes` builds: the engine and the identity of the file it read. */
@@ -38,27 +39,55 @@ export interface BytesEngine {
  */
 export type LoadPhase = "check" | "tokenizer" | "layout";
 
+/** How a host hands over a file's bytes: what it knows of their digest, and what it wants. */
+export interface FromBytesOptions {
+  /** The SHA-256 (hex) a download's manifest promised: a file whose digest differs is refused. */
+  sha256?: string;
+  /**
+   * The file's SHA-256 (hex) computed elsewhere from these same bytes: Web Crypto's, running on another
+   * thread while the reader checks them (a tab's worker), or the one kept with them when they were first
+   * read. The reader then does not hash them itself. Absent: it does (node:crypto's `createHash`).
+   */
+  digest?: Promise<string>;
+}
+
 /**
- * Reads `bytes` as the lut4 file `name` (the name every refusal begins with) and builds the integer
- * engine on it; `simd: false` forces the TypeScript kernels, as for `intEngineFromFile`. With `sha256`
- * (hex, what a download's manifest promised) a file whose digest differs is refused before it is used.
- * `threads` (default 1) runs the large projections on that many threads, as `openIntEngine` does: in a
- * browser on Web Workers, which need a cross-origin isolated page. `onPhase` hears each step as it starts.
+ * Reads `bytes` as the lut4 file `name` (checks, then the digest: `readBytes`) and builds the integer
+ * engine on it; `simd: false` forces the TypeScript kernels, as for `intEngineFromFile`. `threads`
+ * (default 1) runs the large projections on that many threads, as `openIntEngine` does: in a browser on
+ * Web Workers, which need a cross-origin isolated page. `onPhase` hears each step as it starts.
  */
 export async function intEngineFromBytes(
   bytes: Uint8Array,
   name: string,
-  opts: { simd?: boolean; sha256?: string; threads?: number; onPhase?: (phase: LoadPhase) => void } = {},
+  opts: FromBytesOptions & { simd?: boolean; threads?: number; onPhase?: (phase: LoadPhase) => void } = {},
 ): Promise<BytesEngine> {
-  const { onPhase, sha256, ...engineOpts } = opts;
+  const { onPhase, sha256, digest, ...engineOpts } = opts;
   onPhase?.("check");
-  const file = parseLut4(bytes, name);
-  checkDigest(name, file.sha256, sha256);
-  onPhase?.("tokenizer");
-  const { tokenizer, specials } = fileTokenizer(file, name);
+  const { file, tokenizer, specials } = await readBytes(bytes, name, { sha256, digest }, onPhase);
   onPhase?.("layout");
   const engine = await openIntEngine(file, { threads: 1, ...engineOpts, specials });
   return { engine: Object.assign(engine, { tokenizer }), sha256: file.sha256, bytes: file.bytes };
+}
+
+/**
+ * A lut4 file's bytes checked (`checkLut4`), its tokenizer built and its digest known, in that order:
+ * a digest computed elsewhere (`opts.digest`) runs beside the first two. A digest other than the one
+ * promised (`opts.sha256`) is refused before anything is built on the file.
+ */
+export async function readBytes(
+  bytes: Uint8Array,
+  name: string,
+  opts: FromBytesOptions,
+  onPhase?: (phase: LoadPhase) => void,
+): Promise<{ file: Lut4File; tokenizer: Tokenizer; specials?: SpecialIds }> {
+  const checked = checkLut4(bytes, name);
+  onPhase?.("tokenizer");
+  const { tokenizer, specials } = fileTokenizer(checked, name);
+  const view = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const sha256 = opts.digest ? await opts.digest : createHash("sha256").update(view).digest("hex");
+  checkDigest(name, sha256, opts.sha256);
+  return { file: { ...checked, sha256 }, tokenizer, specials };
 }
 
 /**
@@ -66,7 +95,10 @@ export async function intEngineFromBytes(
  * sampler masks (absent for a byte model), as `loadEngine` makes them; a tokenizer with more ids than
  * the model's vocab is refused, naming `name`.
  */
-export function fileTokenizer(file: Lut4File, name: string): { tokenizer: Tokenizer; specials?: SpecialIds } {
+export function fileTokenizer(
+  file: Lut4Checked,
+  name: string,
+): { tokenizer: Tokenizer; specials?: SpecialIds } {
   const tokenizer = loadTokenizer(file.tokenizer, name);
   const vocab = file.config.vocab_size;
   if (tokenizer.size > vocab) {

@@ -455,10 +455,8 @@ function int(v: unknown, path: string, field: string, lo: number, hi: number): n
 }
 
 /**
- * Parses and checks a lut4 file's bytes; hands out nothing until every check has passed. The checks run
- * in the spec's order ("Limits a reader enforces"), one step each: the framing, the header (JSON, schema,
- * provenance), the data section, the shape, the fixed parameters, the matrices and tables with their
- * spans, the tables' values, and the float config.
+ * Parses and checks a lut4 file's bytes and hashes them: `checkLut4`, then the SHA-256 of every byte
+ * (the model's identity). Hands out nothing until every check has passed.
  *
  * @example
  * ```ts
@@ -469,6 +467,31 @@ function int(v: unknown, path: string, field: string, lo: number, hi: number): n
  * ```
  */
 export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
+  const checked = checkLut4(bytes, path);
+  const view = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  return { ...checked, sha256: createHash("sha256").update(view).digest("hex") };
+}
+
+/** A lut4 file read and checked, all but its SHA-256 (`checkLut4`). */
+export type Lut4Checked = Omit<Lut4File, "sha256">;
+
+/**
+ * Checks a lut4 file's bytes, everything but its SHA-256; hands out nothing until every check has passed.
+ * The checks run in the spec's order ("Limits a reader enforces"), one step each: the framing, the header
+ * (JSON, schema, provenance), the data section, the shape, the fixed parameters, the matrices and tables
+ * with their spans, the tables' values, and the float config. The digest, an identity rather than a check,
+ * is the caller's: `parseLut4` hashes here, and the browser tab's worker takes Web Crypto's, computed on
+ * another thread while these checks run.
+ *
+ * @example
+ * ```ts
+ * import { readFileSync } from "node:fs";
+ * import { checkLut4 } from "./lut4.ts";
+ * const file = checkLut4(new Uint8Array(readFileSync("out/ferry.lut4")), "out/ferry.lut4");
+ * file.weights.shape.layers; // 4
+ * ```
+ */
+export function checkLut4(bytes: Uint8Array, path: string): Lut4Checked {
   // A plain Uint8Array view: node's Buffer.slice would share memory where we mean to copy.
   const file = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const { header: headerBytes, data: rest } = lut4Framing(file, path);
@@ -523,13 +546,11 @@ export function parseLut4(bytes: Uint8Array, path: string): Lut4File {
       config.vocab_size,
       (code, f, why, d) => new Lut4Error(path, code, f, why, d),
     );
-  const sha256 = createHash("sha256").update(file).digest("hex");
   return {
     path,
     header: h,
     weights,
     config,
-    sha256,
     bytes: file.length,
     ...(tokenizer ? { tokenizer } : {}),
   };

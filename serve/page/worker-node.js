@@ -96,47 +96,15 @@ function compress(h, w, bytes, at) {
   h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += k;
 }
 
-// Digests computed ahead with Web Crypto (`digestAhead`), by the ArrayBuffer they are of.
-const ahead = new WeakMap();
-
-/**
- * Computes the SHA-256 of `bytes` with Web Crypto, so that a `createHash("sha256")` whose one update is
- * exactly these bytes (the same buffer, offset and length) gives it without hashing them again. Web
- * Crypto runs about twice the speed of the hash below (328 MB: 1.15 s against 2.3 s), but only
- * asynchronously, and the lut4 reader hashes a whole file synchronously (as node:crypto's createHash
- * does). The bytes must not change in between: the worker calls it on a file moved to it, just before
- * reading that file. Without Web Crypto (a page served over plain http from another host) it does
- * nothing.
- *
- * @example
- * ```js
- * await digestAhead(bytes);
- * createHash("sha256").update(bytes).digest("hex"); // the digest computed ahead
- * ```
- */
-export async function digestAhead(bytes) {
-  // Web Crypto exists only in a secure context (https, localhost): elsewhere the reader hashes as before.
-  if (!globalThis.crypto?.subtle) return;
-  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
-  ahead.set(bytes.buffer, { offset: bytes.byteOffset, length: bytes.byteLength, digest });
-}
-
-/** The digest computed ahead for exactly `bytes`, if any (used once). */
-function takeAhead(bytes) {
-  const known = ahead.get(bytes.buffer);
-  if (!known || known.offset !== bytes.byteOffset || known.length !== bytes.byteLength) return undefined;
-  ahead.delete(bytes.buffer);
-  return known.digest;
-}
-
 /** 32 digest bytes as `digest(encoding)` gives them. */
 function encoded(out, encoding) {
   return encoding === "hex" ? [...out].map((b) => b.toString(16).padStart(2, "0")).join("") : out;
 }
 
 /**
- * A streaming SHA-256: `update` as often as needed, then `digest("hex")` once. A first update whose
- * digest was computed ahead is held back: if it is the only one, that digest is the answer.
+ * A streaming SHA-256: `update` as often as needed, then `digest("hex")` once. The tab's worker hashes a
+ * file with Web Crypto where it can (serve/page/worker.js `webCryptoDigest`, twice as fast and on another
+ * thread); this is what hashes everything else, and a file where Web Crypto is missing.
  */
 function sha256() {
   const h = new Uint32Array([
@@ -150,7 +118,7 @@ function sha256() {
     0x5be0cd19,
   ]);
   const w = new Int32Array(64), tail = new Uint8Array(64);
-  let held = 0, total = 0, first;
+  let held = 0, total = 0;
   const feed = (bytes) => {
     total += bytes.length;
     let at = 0;
@@ -166,23 +134,15 @@ function sha256() {
     tail.set(bytes.subarray(at), 0);
     held = bytes.length - at;
   };
-  const release = () => {
-    if (first !== undefined) feed(first);
-    first = undefined;
-  };
   const hash = {
     update(data) {
       const bytes = typeof data === "string"
         ? new TextEncoder().encode(data)
         : new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-      if (total === 0 && first === undefined && ahead.has(bytes.buffer)) first = bytes;
-      else release(), feed(bytes);
+      feed(bytes);
       return hash;
     },
     digest(encoding) {
-      const known = first && takeAhead(first);
-      if (known) return encoded(known, encoding);
-      release();
       // The padding: a 1 bit, zeros, and the message length in bits as 64 big-endian bits.
       const pad = new Uint8Array(held < 56 ? 64 - held : 128 - held);
       pad[0] = 0x80;

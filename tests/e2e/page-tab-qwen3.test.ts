@@ -162,7 +162,7 @@ test("the bytes entries give a file's own tokenizer and its sampler mask, as loa
   expect(int.tokenizer.eos).toEqual(engine.tokenizer.eos);
   expect(int.tokenizer.encode("Hello world")).toEqual(engine.tokenizer.encode("Hello world"));
   expect(await generateAll(int, prompt, opts)).toEqual(await generateAll(engine, prompt, opts));
-  const float = floatEngineFromLut4Bytes(bytes, "qwen3-reduced.lut4").engine;
+  const float = (await floatEngineFromLut4Bytes(bytes, "qwen3-reduced.lut4")).engine;
   expect(float.tokenizer.eos).toEqual(engine.tokenizer.eos);
   expect(await generateAll(float, prompt, opts)).toEqual(
     await generateAll(await loadEngine(lut4, "float"), prompt, opts),

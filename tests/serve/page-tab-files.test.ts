@@ -73,9 +73,8 @@ test("each served module is the repository's file less its types, only non-brows
         /"(?:\.\.\/)+node_modules\/@huggingface\/tokenizers\/dist\/tokenizers\.mjs"/g,
         '"@huggingface/tokenizers"',
       );
-    // A `node:` specifier left as it is (in a doc comment's example), and the worker's own import of the
-    // stand-in (serve/page/worker.js: `digestAhead`), read the same on both sides.
-    const node = (text: string) => text.replace(/"node:[a-z_/]+"|"\.\/worker-node\.js"/g, '"NODE"');
+    // A `node:` specifier left as it is (in a doc comment's example) reads the same on both sides.
+    const node = (text: string) => text.replace(/"node:[a-z_/]+"/g, '"NODE"');
     expect(node(undone)).toBe(node(stripped));
   }
 });
@@ -128,21 +127,27 @@ test("the node: stand-in hashes and checksums as node does", () => {
   expect(() => standIn.readFile("x")).toThrow("readFile: there is no file system in the browser tab");
 });
 
-test("the stand-in's digest computed ahead (Web Crypto) answers once, for exactly those bytes", async () => {
-  const node = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
-  const data = new Uint8Array(randomBytes(100_003)), before = node(data);
-  await standIn.digestAhead(data);
-  // The shortcut is taken: a byte changed since is not seen (which is why the worker hashes ahead only
-  // a file moved to it, just before reading it). Used once: the next hash reads the bytes.
-  data[7] ^= 1;
-  expect(standIn.createHash("sha256").update(data).digest("hex")).toBe(before);
-  expect(standIn.createHash("sha256").update(data).digest("hex")).toBe(node(data));
-  // Other bytes of the same buffer, or more than those bytes, are hashed as they are.
-  await standIn.digestAhead(data);
-  expect(standIn.createHash("sha256").update(data.subarray(1)).digest("hex")).toBe(node(data.subarray(1)));
-  const more = new Uint8Array([1, 2, 3]);
-  expect(standIn.createHash("sha256").update(data).update(more).digest("hex"))
-    .toBe(createHash("sha256").update(data).update(more).digest("hex"));
+test("a digest handed over (Web Crypto's, or the one kept) is the file's identity, checked against the promise", async () => {
+  const bytes = new Uint8Array(readFileSync(await defaultLut4()));
+  const node = createHash("sha256").update(bytes).digest("hex");
+  // Web Crypto's digest is node's, as the tab's worker turns it into hex.
+  const subtle = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
+  expect(Array.from(subtle, (b) => b.toString(16).padStart(2, "0")).join("")).toBe(node);
+  // The reader does not hash what it is handed: the digest given is the one the engine carries.
+  const given = "ab".repeat(32);
+  const made = await intEngineFromBytes(bytes, "ferry.lut4", { digest: Promise.resolve(given) });
+  expect(made.sha256).toBe(given);
+  expect((await floatEngineFromLut4Bytes(bytes, "ferry.lut4", { digest: Promise.resolve(given) })).sha256)
+    .toBe(given);
+  // A digest other than the one a download promised is refused, naming both.
+  await expect(
+    intEngineFromBytes(bytes, "ferry.lut4", { digest: Promise.resolve(given), sha256: node }),
+  ).rejects.toThrow(`ferry.lut4: sha256: the file's SHA-256 is ${given}, expected ${node}`);
+  // A damaged file is refused by the checks whatever digest comes with it.
+  const damaged = bytes.slice();
+  damaged[damaged.length - 100] ^= 0xff;
+  await expect(intEngineFromBytes(damaged, "ferry.lut4", { digest: Promise.resolve(node) })).rejects
+    .toThrow("ferry.lut4");
 });
 
 test("the manifest offers the served lut4 file with its SHA-256; another format is explained", async () => {
@@ -179,7 +184,7 @@ test("the bytes entries build the engines the path loaders build, and refuse wha
   const opts = { maxTokens: 24, temperature: 0.8, topK: 40, seed: 7 };
   expect(await generateAll(made.engine, prompt, opts)).toEqual(await generateAll(onDisk, prompt, opts));
   expect(made.sha256).toBe(createHash("sha256").update(bytes).digest("hex"));
-  const float = floatEngineFromLut4Bytes(bytes, "ferry.lut4").engine;
+  const float = (await floatEngineFromLut4Bytes(bytes, "ferry.lut4")).engine;
   expect(float.kind).toBe("float");
   expect(await generateAll(float, prompt, opts)).toEqual(
     await generateAll(await loadEngine(lut4, "float"), prompt, opts),
@@ -189,7 +194,7 @@ test("the bytes entries build the engines the path loaders build, and refuse wha
   let unshared;
   try {
     (globalThis as { SharedArrayBuffer?: unknown }).SharedArrayBuffer = undefined;
-    unshared = floatEngineFromLut4Bytes(bytes, "ferry.lut4").engine;
+    unshared = (await floatEngineFromLut4Bytes(bytes, "ferry.lut4")).engine;
   } finally {
     globalThis.SharedArrayBuffer = sab;
   }
