@@ -52,8 +52,15 @@ const TYPES = [
 /** ferry's lut4 dtypes, scored by ferry's integer engine only (no llama.cpp tool reads lut4). */
 const LUT4_TYPES = ["q4", "q4-head"] as const;
 
-/** The llama.cpp files each calibrated lut4 file is set against (with the imatrix, as the issue asks). */
-const LUT4_AGAINST = ["q4_k_m", "iq4_nl"] as const;
+/**
+ * The llama.cpp files (with the imatrix) each calibrated lut4 file is set against: Q4_K_M and IQ4_NL, the
+ * latter also `--pure` (llama.cpp's default IQ4_NL mix may hold types ferry's engine does not read).
+ */
+const LUT4_AGAINST = [
+  { type: "q4_k_m", pure: false },
+  { type: "iq4_nl", pure: false },
+  { type: "iq4_nl", pure: true },
+] as const;
 
 const HELP = `
 deno run -A scripts/tools/compare-llama-quant.ts [options]      (or: bun scripts/tools/compare-llama-quant.ts)
@@ -364,7 +371,13 @@ async function compare(
   return rows;
 
   async function ferryScore(file: string): Promise<number> {
-    const g = await readGguf(file);
+    // llama-quantize's mixes may hold a type ferry does not read (Q5_K in its default IQ4_NL on a model
+    // at K-quant widths): llama-perplexity's figures stand alone for that file.
+    const g = await readGguf(file).catch((e: Error) => {
+      if (/\(UnsupportedDtype\)/.test(e.message)) return undefined;
+      throw e;
+    });
+    if (!g) return NaN;
     return compareLogits(ref!, concat(scored(buildModel(g.config, g.tensors, file))), V).meanKL;
   }
 }
@@ -533,6 +546,7 @@ function formatRows(
   folder: boolean,
 ): string {
   const e = (x: number) => Number.isNaN(x) ? "-" : x.toExponential(2);
+  const ratio = (a: number, b: number) => Number.isNaN(a / b) ? "-" : (a / b).toFixed(3);
   const head = [
     "side",
     "type",
@@ -566,8 +580,8 @@ function formatRows(
       return [
         `${ferry}${pure ? " vs pure" : ""}`,
         imatrix ? "yes" : "no",
-        (f.kld / l.kld).toFixed(3),
-        folder ? "-" : (f.ferryKL / l.ferryKL).toFixed(3),
+        ratio(f.kld, l.kld),
+        folder ? "-" : ratio(f.ferryKL, l.ferryKL),
         `${f.bpw.toFixed(2)} / ${l.bpw.toFixed(2)}`,
       ];
     })
@@ -593,11 +607,13 @@ function formatRows(
   const lut4 = LUT4_TYPES.flatMap((dtype) => {
     const f = rows.find((r) => r.type === `lut4 ${dtype}` && r.imatrix);
     return !f ? [] : LUT4_AGAINST.map((against) => {
-      const l = rows.find((r) => r.side === "llama" && r.type === against && r.imatrix && !r.pure)!;
+      const l = rows.find((r) =>
+        r.side === "llama" && r.type === against.type && r.imatrix && r.pure === against.pure
+      )!;
       return [
         `lut4 ${dtype} (int)`,
-        `${against} imatrix (float)`,
-        (f.ferryKL / l.ferryKL).toFixed(3),
+        `${against.type}${against.pure ? " pure" : ""} imatrix (float)`,
+        ratio(f.ferryKL, l.ferryKL),
         `${f.bpw.toFixed(2)} / ${l.bpw.toFixed(2)}`,
       ];
     });
