@@ -50,10 +50,10 @@ gpuTest(
     expect(out.mismatch).toBeNull();
     expect(out.compared).toBeGreaterThan(9000);
     expect(out.saturated).toBeGreaterThan(0); // the saturating paths were exercised
-    // Every lut4 matrix of the default model (4 layers × 7, and the tied embedding that is also the head).
-    expect(out.modelMatrices.length).toBe(29);
+    // Every lut4 matrix of the default model (6 layers × 7, and the tied embedding that is also the head).
+    expect(out.modelMatrices.length).toBe(43);
     expect(out.modelMatrices).toContain("embed");
-    expect(out.modelMatrices).toContain("layers.3.down");
+    expect(out.modelMatrices).toContain("layers.5.down");
   },
   300_000,
 );

@@ -31,7 +31,8 @@ test("a calibrated q4_k_m records the calibration under llama.cpp's imatrix keys
   const m = meta(calibrated);
   expect(m.get("quantize.imatrix.dataset")).toEqual({ type: "string", value: "brown train split" });
   expect(m.get("quantize.imatrix.chunks_count")).toEqual({ type: "i32", value: 2 });
-  expect(m.get("quantize.imatrix.entries_count")).toEqual({ type: "i32", value: 29 });
+  // Every matrix: 6 layers × 7 and the tied head.
+  expect(m.get("quantize.imatrix.entries_count")).toEqual({ type: "i32", value: 43 });
   expect(m.get("ferry.calibration.seed")).toEqual({ type: "i64", value: 3n });
   expect(meta(plain).has("quantize.imatrix.dataset")).toBe(false);
   // The weights differ: the weighted scale search chose other scales somewhere.

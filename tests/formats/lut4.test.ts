@@ -22,16 +22,16 @@ test("the default model's lut4 file reads back: header, inventory, CRC, SHA-256,
   expect(file.header.head).toBe("tied");
   expect(file.header.shape).toEqual({
     vocab: 258,
-    width: 96,
-    layers: 4,
-    heads: 4,
+    width: 256,
+    layers: 6,
+    heads: 8,
     kv_heads: 2,
-    head_dim: 32,
-    ffn: 256,
+    head_dim: 64,
+    ffn: 768,
     max_positions: 512,
   });
   expect(file.sha256).toMatch(/^[0-9a-f]{64}$/);
-  expect(file.weights.layers[0].q.rows).toBe(128); // heads x head_dim != hidden
+  expect(file.weights.layers[0].q.rows).toBe(512); // heads x head_dim != hidden
   const { config, tensors } = await lut4Format.read(path);
   const model = buildModel(config, tensors, path);
   expect(forward(model, createCache(model), [256, 84, 104]).every(Number.isFinite)).toBe(true);
@@ -175,7 +175,7 @@ crossProcessTest(
       expect(list.stdout.trim().split("\n").map((l) => l.split("\t")[0])).toEqual(names);
       const r = spawnSync(runtime[0], [...runtime.slice(1), join(ROOT, "readers/lut4.ts"), path, ...names], {
         encoding: "utf8",
-        maxBuffer: 64 << 20,
+        maxBuffer: 512 << 20,
       });
       expect(r.status).toBe(0);
       const lines = r.stdout.trim().split("\n");
