@@ -20,6 +20,7 @@ import { cli, EXIT_USAGE, fail, progress, run } from "../cli.ts";
 import { readCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
 import { writeGguf } from "../../formats/gguf/gguf.ts";
 import { kernelSet } from "../../kernels/kernels.ts";
+import { PRESETS } from "../../model/config.ts";
 import { evalWindows, loadBrown } from "../../model/corpus.ts";
 import { buildModel, createCache, forward } from "../../model/qwen3.ts";
 import { createRng } from "../../model/random.ts";
@@ -81,7 +82,10 @@ async function timeBest(fs: Array<() => unknown>, minMs: number, bar: { tick(): 
   return best;
 }
 
-/** The shapes: the trainer's linear layers over a batch of 16 sequences of 256 tokens, and one decode row. */
+/** The default shape's width and MLP width: the gate and up projections, the trainer's widest matrices. */
+const { hidden_size: H, intermediate_size: F } = PRESETS.default;
+
+/** The shapes: the trainer's MLP projection over a batch of 16 sequences of 256 tokens, and one decode row. */
 const SHAPES: {
   form: string;
   f: "matmul" | "matmulNN" | "matmulTN";
@@ -90,12 +94,12 @@ const SHAPES: {
   N: number;
   frozen?: true;
 }[] = [
-  { form: "x @ W^T (forward)", f: "matmul", M: 4096, K: 96, N: 256 },
-  { form: "dy @ W (grad of x)", f: "matmulNN", M: 4096, K: 256, N: 96 },
-  { form: "dy^T @ x (grad of W)", f: "matmulTN", M: 256, K: 4096, N: 96 },
-  { form: "x @ W^T, one row (decode)", f: "matmul", M: 1, K: 96, N: 256 },
+  { form: "x @ W^T (forward)", f: "matmul", M: 4096, K: H, N: F },
+  { form: "dy @ W (grad of x)", f: "matmulNN", M: 4096, K: F, N: H },
+  { form: "dy^T @ x (grad of W)", f: "matmulTN", M: F, K: 4096, N: H },
+  { form: "x @ W^T, one row (decode)", f: "matmul", M: 1, K: H, N: F },
   // A model loaded for inference freezes its weights: W is packed once, not on every call.
-  { form: "the same, W frozen", f: "matmul", M: 1, K: 96, N: 256, frozen: true },
+  { form: "the same, W frozen", f: "matmul", M: 1, K: H, N: F, frozen: true },
 ];
 
 await run(async () => {
