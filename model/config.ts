@@ -55,7 +55,11 @@ export const CONFIG_FIELDS: ReadonlyArray<[keyof ModelConfig, FieldKind]> = [
   ["tie_word_embeddings", "bool"],
 ];
 
-/** Named shapes ferry knows; `tiny` is for tests, `default` is the shipped model's shape. */
+/**
+ * Named shapes ferry knows: `tiny` is for tests, `small` the shipped model's shape until 2026-12-04
+ * (468,256 parameters, rows 96 wide: quick to train, too narrow for K-quant blocks), `default` the
+ * shipped model's shape (every row a multiple of 256).
+ */
 export const PRESETS: Record<string, ModelConfig> = {
   tiny: {
     vocab_size: 258,
@@ -69,6 +73,19 @@ export const PRESETS: Record<string, ModelConfig> = {
     rope_theta: 10000,
     max_position_embeddings: 64,
     tie_word_embeddings: false,
+  },
+  small: {
+    vocab_size: 258,
+    hidden_size: 96,
+    intermediate_size: 256,
+    num_hidden_layers: 4,
+    num_attention_heads: 4,
+    num_key_value_heads: 2,
+    head_dim: 32,
+    rms_norm_eps: 1e-6,
+    rope_theta: 10000,
+    max_position_embeddings: 512,
+    tie_word_embeddings: true,
   },
   default: {
     vocab_size: 258,
