@@ -3,7 +3,7 @@
 import { expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
-import { defaultLut4 } from "../helpers/lut4-fixture.ts";
+import { smallLut4 } from "../helpers/lut4-fixture.ts";
 
 const ROOT = join(import.meta.dir, "../..");
 const run = (rt: string, args: string[]) =>
@@ -12,7 +12,7 @@ const run = (rt: string, args: string[]) =>
 test(
   "generate.ts on a lut4 file: the int engine, greedy and sampled, the same text on Deno and Bun",
   async () => {
-    const lut = await defaultLut4();
+    const lut = await smallLut4();
     const greedy = ["scripts/generate.ts", lut, "--prompt", "The jury said", "--max-tokens", "40"];
     const sampled = [...greedy, "--temperature", "0.8", "--top-k", "40", "--min-p", "0.05", "--seed", "11"];
     const out: Record<string, string[]> = {};
@@ -33,7 +33,7 @@ test(
 );
 
 test("eval.ts FILE --json gives the integer engine's held-out bits per byte", async () => {
-  const lut = await defaultLut4();
+  const lut = await smallLut4();
   const r = run("bun", ["scripts/eval.ts", lut, "--windows", "2", "--tokens", "8", "--json"]);
   expect(r.status).toBe(0);
   const j = JSON.parse(r.stdout);

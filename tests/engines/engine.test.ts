@@ -2,7 +2,7 @@
 // engine of the table run on every export (formats × engines), the float engine giving the reference
 // model's exact logits and text, the one sampling contract on every engine, the integer engine on a
 // float export giving the lut4 export's bits, the loader's refusals, and every engine loading the
-// shipped model on every runtime it claims.
+// trained model on every runtime it claims.
 import { afterAll, describe, expect, test } from "bun:test";
 import { crossProcessTest } from "../helpers/fast.ts";
 import { spawnSync } from "node:child_process";
@@ -324,8 +324,8 @@ describe("loadEngine", () => {
   });
 });
 
-// Every engine of the table, on every runtime it claims, loads the shipped model's exports (dmexp f32
-// and lut4) and continues a prompt greedily. The integer engine gives the same tokens on the dmexp
+// Every engine of the table, on every runtime it claims, loads a trained model's exports (dmexp f32
+// and lut4: the small test model, tests/fixtures/small-model) and continues a prompt greedily. The integer engine gives the same tokens on the dmexp
 // export (quantized on load) as on the lut4 export of the same checkpoint.
 const SHIPPED = `
 import { mkdtempSync, rmSync } from "node:fs";
@@ -337,10 +337,11 @@ import { generateAll } from "./model/generate.ts";
 import { encode } from "./model/tokenizer.ts";
 const runtime = "Deno" in globalThis ? "deno" : "bun";
 const dir = mkdtempSync(join(tmpdir(), "ferry-shipped-"));
+const input = "tests/fixtures/small-model/ferry.ckpt";
 try {
   const files = {
-    dmexp: (await exportCheckpoint({ format: "dmexp", dtype: "f32", output: dir })).file,
-    lut4: (await exportCheckpoint({ format: "lut4", output: dir })).file,
+    dmexp: (await exportCheckpoint({ input, format: "dmexp", dtype: "f32", output: dir })).file,
+    lut4: (await exportCheckpoint({ input, format: "lut4", output: dir })).file,
   };
   const ids = encode("The jury said", { bos: true });
   for (const [kind, entry] of Object.entries(ENGINES)) {
@@ -363,7 +364,7 @@ try {
 `;
 
 crossProcessTest(
-  "every engine of the table loads the shipped model's exports on every runtime it claims",
+  "every engine of the table loads a trained model's exports on every runtime it claims",
   () => {
     const runs: Record<Runtime, string[]> = {
       deno: ["deno", "eval", "--ext=ts", SHIPPED],

@@ -1,5 +1,5 @@
 // The frozen float engine (engines/float.ts over kernels/wasm/packed.ts): its logits and tokens are
-// the unfrozen engine's bits on 1, 2 and 3 threads, on the shipped model and on a small random model
+// the unfrozen engine's bits on 1, 2 and 3 threads, on the small test model (tests/fixtures/small-model) and on a random model
 // whose head_dim is not hidden / heads, with f32 and with bf16 weights; it keeps each matrix once (its
 // retained bytes are one packed layout's size) and none of the tensors it was given; its KV cache holds
 // the context asked for, and feeding past it is refused; Deno's workers give Bun's bits.
@@ -68,7 +68,7 @@ async function trace(engine: Engine): Promise<{ digest: string; tokens: number[]
 
 for (
   const [name, cfg, make] of [
-    ["the shipped model", run.config, () => run.model!],
+    ["the small test model", run.config, () => run.model!],
     ["a random model, head_dim != hidden / heads, f32", ODD, () => randomTensors(ODD, 5, false)],
     ["a random model, head_dim != hidden / heads, bf16", ODD, () => randomTensors(ODD, 6, true)],
   ] as const
@@ -98,7 +98,7 @@ test("one copy: the retained weight bytes are one packed layout's, bf16 exactly 
       paramShapes(ODD).filter((p) => p.dims.length === 1).reduce((s, p) => s + p.dims[0] * 4, 0),
     );
   }
-  // The shipped model ties embed and lm_head: that matrix is kept once; `keep: "f32"` doubles nothing else.
+  // The small test model ties embed and lm_head: that matrix is kept once; `keep: "f32"` doubles nothing else.
   const tied = floatEngineMemory(
     createFloatEngine(run.config, run.model!, "m", { frozen: true, keep: "f32" }),
   )!;

@@ -1,8 +1,8 @@
-// The integer engine on the shipped model: checked mode (every written bound asserted) over held-out
-// windows, bits per byte within a hair of the float model on the same weights, prefill equal to
-// decode, the sampler's rules, and refusals before any state changes.
+// The integer engine on the small test model (tests/fixtures/small-model): checked mode (every written
+// bound asserted) over held-out windows, bits per byte within a hair of the float model on the same
+// weights, prefill equal to decode, the sampler's rules, and refusals before any state changes.
 import { expect, test } from "bun:test";
-import { defaultLut4 } from "../helpers/lut4-fixture.ts";
+import { smallLut4 } from "../helpers/lut4-fixture.ts";
 import { dequantizeLut4, readLut4 } from "../../formats/lut4/lut4.ts";
 import { checked } from "../../kernels/int/check.ts";
 import { evalWindows, loadBrown } from "../../model/corpus.ts";
@@ -13,7 +13,7 @@ import { intEngineFromFile, toIntSampling } from "../../engines/int/engine.ts";
 import { greedy } from "../../engines/int/sampler.ts";
 
 test("checked mode holds every bound on held-out windows; the engine adds < 1e-3 bits per byte", async () => {
-  const file = await readLut4(await defaultLut4());
+  const file = await readLut4(await smallLut4());
   // The TypeScript kernels assert each bound where it arises (the SIMD ones report saturation counts per
   // call instead; tests/kernels/int-lut.test.ts shows both give the same integers, in checked mode).
   const engine = intEngineFromFile(file, { simd: false });
@@ -39,7 +39,7 @@ test("checked mode holds every bound on held-out windows; the engine adds < 1e-3
 test(
   "prefill and decode are the same code: feeding at once or token by token gives the same logits",
   async () => {
-    const engine = intEngineFromFile(await readLut4(await defaultLut4()));
+    const engine = intEngineFromFile(await readLut4(await smallLut4()));
     const ids = encode("The jury said that", { bos: true });
     const all = await engine.start().feed(ids, "all");
     const s = engine.start();
@@ -55,7 +55,7 @@ test(
 
 test("greedy takes the lowest id on a tie; top-k 1, min-p 1 and temperature 0 are greedy", async () => {
   expect(greedy(new Int32Array([3, 9, 9, -1, 9]))).toBe(1);
-  const engine = intEngineFromFile(await readLut4(await defaultLut4()));
+  const engine = intEngineFromFile(await readLut4(await smallLut4()));
   const s = engine.start();
   const logits = await s.feed(encode("The jury said", { bos: true }));
   let best = 0;
@@ -69,7 +69,7 @@ test("greedy takes the lowest id on a tie; top-k 1, min-p 1 and temperature 0 ar
 }, 180_000);
 
 test("seeded sampling repeats exactly, differs across seeds, and respects top-k", async () => {
-  const engine = intEngineFromFile(await readLut4(await defaultLut4()));
+  const engine = intEngineFromFile(await readLut4(await smallLut4()));
   const draw = async (seed: number, topK: number) => {
     const s = engine.start();
     s.seed(seed);
@@ -90,7 +90,7 @@ test("seeded sampling repeats exactly, differs across seeds, and respects top-k"
 }, 180_000);
 
 test("bad tokens, a full context and bad options are refused before the state changes", async () => {
-  const engine = intEngineFromFile(await readLut4(await defaultLut4()));
+  const engine = intEngineFromFile(await readLut4(await smallLut4()));
   const s = engine.start();
   await s.feed([256, 65]);
   expect(s.feed([66, 999])).rejects.toThrow(/outside/);

@@ -1,5 +1,5 @@
 // The integer engine's speed work, held to its integers: projections split across worker threads give
-// the same logits, tokens and session bytes as one thread (every projection split, even the shipped
+// the same logits, tokens and session bytes as one thread (every projection split, even the small test
 // model's small ones, so that the split is exercised); batched prefill gives the same state as feeding
 // one token at a time; picking and feeding on the generate path make no float; the KV cache is sized to
 // the context asked for; and the same holds under Deno (a child process).
@@ -7,7 +7,7 @@ import { expect, test } from "bun:test";
 import { crossProcessTest } from "../helpers/fast.ts";
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
-import { defaultLut4 } from "../helpers/lut4-fixture.ts";
+import { smallLut4 } from "../helpers/lut4-fixture.ts";
 import { readLut4 } from "../../formats/lut4/lut4.ts";
 import type { Engine, SamplingOptions } from "../../model/engine.ts";
 import { encode } from "../../model/tokenizer.ts";
@@ -31,7 +31,7 @@ async function run(engine: Engine, n: number) {
 }
 
 test("1 and 2 threads (every projection split): the same logits, tokens and session bytes", async () => {
-  const file = await readLut4(await defaultLut4());
+  const file = await readLut4(await smallLut4());
   const one = intEngineFromFile(file);
   const two = await openIntEngine(file, { threads: 2, splitWeights: 0 });
   const three = await openIntEngine(file, { threads: 3, splitWeights: 0 });
@@ -52,7 +52,7 @@ test("1 and 2 threads (every projection split): the same logits, tokens and sess
 });
 
 test("batched prefill equals one token at a time: the same state, bytes and continuation", async () => {
-  const file = await readLut4(await defaultLut4());
+  const file = await readLut4(await smallLut4());
   const ids = encode("It was the best of times, it was the worst of times; the age of wisdom.", {
     bos: true,
   });
@@ -85,7 +85,7 @@ test("batched prefill equals one token at a time: the same state, bytes and cont
 });
 
 test("the generate path makes no float: feed(…, 'none') and pick with the request's options", async () => {
-  const engine = intEngineFromFile(await readLut4(await defaultLut4()));
+  const engine = intEngineFromFile(await readLut4(await smallLut4()));
   const s = engine.start();
   s.seed(3);
   await s.feed(encode(PROMPT, { bos: true }), "none");
@@ -120,7 +120,7 @@ test("the generate path makes no float: feed(…, 'none') and pick with the requ
 });
 
 test("the KV cache is sized to the context asked for; sessions move between contexts that hold them", async () => {
-  const file = await readLut4(await defaultLut4());
+  const file = await readLut4(await smallLut4());
   expect(file.weights.shape.maxPositions).toBe(512);
   const full = intEngineFromFile(file);
   const small = intEngineFromFile(file, { context: 64 });
@@ -147,7 +147,7 @@ test("the KV cache is sized to the context asked for; sessions move between cont
 crossProcessTest(
   "under Deno: 2 threads give the same tokens as 1 (workers on node:worker_threads)",
   async () => {
-    const lut = await defaultLut4();
+    const lut = await smallLut4();
     const script = `
     import { readLut4 } from "./formats/lut4/lut4.ts";
     import { openIntEngine } from "./engines/int/engine.ts";

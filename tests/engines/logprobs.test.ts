@@ -3,7 +3,7 @@
 // 2^-16 nats, its normaliser the exp table's inverse of the sampler's masses, so they match its own
 // sampler's distribution; both sum (exp) to 1 over the vocabulary, and the top list is ordered.
 import { expect, test } from "bun:test";
-import { CHECKPOINT, defaultLut4 } from "../helpers/lut4-fixture.ts";
+import { CHECKPOINT, smallLut4 } from "../helpers/lut4-fixture.ts";
 import { createFloatEngine } from "../../engines/float.ts";
 import { loadIntEngine } from "../../engines/int/engine.ts";
 import { intLogprobs, logNormaliser } from "../../engines/int/logprobs.ts";
@@ -41,7 +41,7 @@ test("float engine: logprobs equal an independent f64 log-softmax; sum to 1; top
 });
 
 test("integer engine: exact multiples of 2^-16, sum to 1, top[0] is the greedy pick, ordered", async () => {
-  const s = (await loadIntEngine(await defaultLut4())).start();
+  const s = (await loadIntEngine(await smallLut4())).start();
   await s.feed(PROMPT, "none");
   const lp = s.logprobs(all(258), 10);
   for (const v of lp.of) expect(Number.isInteger(v * 65536)).toBe(true);
@@ -52,7 +52,7 @@ test("integer engine: exact multiples of 2^-16, sum to 1, top[0] is the greedy p
 });
 
 test("integer engine: its logprobs are its sampler's masses at temperature 1, normalised through the exp table", async () => {
-  const path = await defaultLut4();
+  const path = await smallLut4();
   const exp = buildIntModel((await readLut4(path)).weights).exp;
   const s = (await loadIntEngine(path)).start();
   const logits = Int32Array.from(await s.feed(PROMPT, "last"), (v) => v * 65536); // exact: at 2^-16
@@ -72,7 +72,7 @@ test("integer engine: its logprobs are its sampler's masses at temperature 1, no
 });
 
 test("intLogprobs: ties rank the lower id first; an id outside the vocabulary is refused", async () => {
-  const exp = buildIntModel((await readLut4(await defaultLut4())).weights).exp;
+  const exp = buildIntModel((await readLut4(await smallLut4())).weights).exp;
   const logits = Int32Array.from([0, 5 << 16, 5 << 16, 1 << 16]);
   const lp = intLogprobs(logits, exp, [3], 3);
   expect(lp.top.map((t) => t.id)).toEqual([1, 2, 3]);

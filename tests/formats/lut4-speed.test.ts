@@ -6,7 +6,7 @@
 import { expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { scratchDir } from "../helpers/lut4-fixture.ts";
+import { CHECKPOINT, scratchDir } from "../helpers/lut4-fixture.ts";
 import { lut4Format, writeLut4 } from "../../formats/lut4/lut4.ts";
 import {
   quantizeMatrix,
@@ -158,9 +158,7 @@ test("a matrix fed a few rows at a time gives the bytes of the whole at once", (
 });
 
 test("the streamed export writes the bytes of the in-memory quantizer and writer, and leaves no spool", async () => {
-  const ck = await readCheckpoint(join(import.meta.dir, "../../model/default/ferry.ckpt"), {
-    sections: ["model"],
-  });
+  const ck = await readCheckpoint(CHECKPOINT, { sections: ["model"] });
   const dir = scratchDir();
   for (const [dtype, head] of [["q4", "tied"], ["q4-head", "separate"]] as const) {
     const streamed = join(dir, `s.${dtype}.lut4`), held = join(dir, `h.${dtype}.lut4`);

@@ -9,7 +9,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { createHash } from "node:crypto";
 import { crc32 } from "node:zlib";
 import { join } from "node:path";
-import { defaultLut4, scratchDir } from "../helpers/lut4-fixture.ts";
+import { scratchDir, smallLut4 } from "../helpers/lut4-fixture.ts";
 import { readLut4, writeLut4 } from "../../formats/lut4/lut4.ts";
 import { SESSION_PREFIX, writeSessionFile } from "../../formats/session/session.ts";
 import { intEngineFromFile } from "../../engines/int/engine.ts";
@@ -44,7 +44,7 @@ function runIn(runtime: string, code: string): string {
 crossProcessTest(
   "save after N, restore in a fresh process, M more = N + M uninterrupted; Deno and Bun agree byte for byte",
   async () => {
-    const lut = await defaultLut4();
+    const lut = await smallLut4();
     const dir = scratchDir();
     const results: Record<string, { first: string; rest: string; whole: string; file: string }> = {};
     for (const rt of ["bun", "deno"]) {
@@ -70,7 +70,7 @@ crossProcessTest(
 test(
   "sessions for another model, truncated, tampered or inconsistent are refused before any change",
   async () => {
-    const file = await readLut4(await defaultLut4());
+    const file = await readLut4(await smallLut4());
     const engine = intEngineFromFile(file);
     const s = engine.start();
     s.seed(3);

@@ -11,7 +11,7 @@ import type { Engine } from "../../model/engine.ts";
 import { createApp } from "../../serve/app.ts";
 import { listen, type Listening } from "../../serve/listen.ts";
 import { createSessionStore } from "../../serve/sessions/session-store.ts";
-import { defaultLut4, scratchDir } from "./lut4-fixture.ts";
+import { scratchDir, smallLut4 } from "./lut4-fixture.ts";
 
 /** The tab server: its address, its engine, the lut4 file and how often the file was downloaded. */
 export interface TabServer extends Listening {
@@ -22,7 +22,7 @@ export interface TabServer extends Listening {
 
 /** The shipped model's lut4 export served on 127.0.0.1 with a session store. */
 export async function serveTabChat(): Promise<TabServer> {
-  const lut4 = await defaultLut4();
+  const lut4 = await smallLut4();
   const engine = await loadIntEngine(lut4);
   const app = createApp({ engine, sessions: await createSessionStore(join(scratchDir(), "sessions")) });
   let downloads = 0;

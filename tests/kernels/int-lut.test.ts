@@ -2,7 +2,7 @@
 // the integers of the TypeScript contract (kernels/int/gemv.ts): on every lut4 matrix of the default
 // model with random and extreme inputs, on random matrices whose rows saturate, and through the engine.
 import { expect, test } from "bun:test";
-import { defaultLut4 } from "../helpers/lut4-fixture.ts";
+import { smallLut4 } from "../helpers/lut4-fixture.ts";
 import { readLut4 } from "../../formats/lut4/lut4.ts";
 import { checked } from "../../kernels/int/check.ts";
 import { activationTables, gemv, type LutMatrix, prepareMatrix } from "../../kernels/int/gemv.ts";
@@ -66,8 +66,8 @@ const inputs = (cols: number) => [
   Int32Array.from({ length: cols }, (_, i) => (i & 1 ? 32767 : -32767)),
 ];
 
-test("gemvLut equals gemv on every lut4 matrix of the default model", async () => {
-  const file = await readLut4(await defaultLut4());
+test("gemvLut equals gemv on every lut4 matrix of the small test model", async () => {
+  const file = await readLut4(await smallLut4());
   const model = buildIntModel(file.weights);
   const mats = lutMatrices(model);
   expect(mats.length).toBe(file.weights.layers.length * 7 + 1);
@@ -223,7 +223,7 @@ test("checked mode turns a saturation inside the SIMD projection into the engine
 test(
   "the engine on SIMD and on TypeScript kernels: identical logits on held-out windows, checked mode",
   async () => {
-    const file = await readLut4(await defaultLut4());
+    const file = await readLut4(await smallLut4());
     const simd = intEngineFromFile(file), plain = intEngineFromFile(file, { simd: false });
     const { heldOut } = await loadBrown();
     checked.on = true;
@@ -243,7 +243,7 @@ test(
 test(
   "SIMD scores keep the keys' digit planes per state: interleaved and restored sessions match the TypeScript engine",
   async () => {
-    const file = await readLut4(await defaultLut4());
+    const file = await readLut4(await smallLut4());
     const simd = intEngineFromFile(file), plain = intEngineFromFile(file, { simd: false });
     const { heldOut } = await loadBrown();
     const [w1, w2] = evalWindows(heldOut, 2, 40);

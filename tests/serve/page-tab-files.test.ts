@@ -20,7 +20,7 @@ import { generateAll } from "../../model/generate.ts";
 import { encode } from "../../model/tokenizer.ts";
 import { browserModules, REPO_ROOT, stripTypes, TAB_ENTRIES } from "../../serve/browser-modules.ts";
 import { pageRoutes } from "../../serve/routes/page.ts";
-import { defaultLut4 } from "../helpers/lut4-fixture.ts";
+import { smallLut4 } from "../helpers/lut4-fixture.ts";
 // @ts-ignore: plain JavaScript for the browser, with no type declarations
 import * as standIn from "../../serve/page/worker-node.js";
 
@@ -128,7 +128,7 @@ test("the node: stand-in hashes and checksums as node does", () => {
 });
 
 test("a digest handed over (Web Crypto's, or the one kept) is the file's identity, checked against the promise", async () => {
-  const bytes = new Uint8Array(readFileSync(await defaultLut4()));
+  const bytes = new Uint8Array(readFileSync(await smallLut4()));
   const node = createHash("sha256").update(bytes).digest("hex");
   // Web Crypto's digest is node's, as the tab's worker turns it into hex.
   const subtle = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
@@ -151,7 +151,7 @@ test("a digest handed over (Web Crypto's, or the one kept) is the file's identit
 });
 
 test("the manifest offers the served lut4 file with its SHA-256; another format is explained", async () => {
-  const lut4 = await defaultLut4();
+  const lut4 = await smallLut4();
   const bytes = readFileSync(lut4);
   const served = pageRoutes({ model: lut4 });
   const m = await (await served.request("/page/model.json")).json();
@@ -176,7 +176,7 @@ test("the manifest offers the served lut4 file with its SHA-256; another format 
 });
 
 test("the bytes entries build the engines the path loaders build, and refuse what the reader refuses", async () => {
-  const lut4 = await defaultLut4();
+  const lut4 = await smallLut4();
   const bytes = new Uint8Array(readFileSync(lut4));
   const made = await intEngineFromBytes(bytes, "ferry.lut4");
   const onDisk = await loadIntEngine(lut4);
@@ -217,7 +217,7 @@ test("the bytes entries build the engines the path loaders build, and refuse wha
 crossProcessTest(
   "scripts/page.ts writes the static folder whole, and refuses a bad model, an existing folder, bad usage",
   async () => {
-    const lut4 = await defaultLut4();
+    const lut4 = await smallLut4();
     const dir = join(mkdtempSync(join(tmpdir(), "ferry-page-")), "site");
     const page = (...args: string[]) => {
       const r = Bun.spawnSync(["bun", "scripts/page.ts", ...args], { cwd: REPO_ROOT });

@@ -7,15 +7,15 @@ import type { Engine } from "../../model/engine.ts";
 import { generateAll } from "../../model/generate.ts";
 import { encode } from "../../model/tokenizer.ts";
 import { generateReply, PROMPT_PIECE } from "../../serve/slots/generation.ts";
-import { defaultLut4 } from "../helpers/lut4-fixture.ts";
+import { smallLut4 } from "../helpers/lut4-fixture.ts";
 
 const PROMPT = encode("The jury said it did find that many of the registration practices were ".repeat(3), {
   bos: true,
 });
 
 const engines: Array<[string, () => Promise<Engine>]> = [
-  ["float", async () => loadEngine(await defaultLut4(), "float")],
-  ["int", async () => loadEngine(await defaultLut4(), "int")],
+  ["float", async () => loadEngine(await smallLut4(), "float")],
+  ["int", async () => loadEngine(await smallLut4(), "int")],
 ];
 
 for (const [kind, load] of engines) {
@@ -40,7 +40,7 @@ for (const [kind, load] of engines) {
 }
 
 test("a stop while the prompt is read ends the reply within one piece, as an abort", async () => {
-  const engine = await loadEngine(await defaultLut4(), "float");
+  const engine = await loadEngine(await smallLut4(), "float");
   const session = engine.start();
   const fed: number[] = [];
   const feed = session.feed.bind(session);
@@ -59,14 +59,14 @@ test("a stop while the prompt is read ends the reply within one piece, as an abo
 });
 
 test("a budget of 0 reads the prompt and generates nothing; one the context cuts to 0 reads nothing", async () => {
-  const engine = await loadEngine(await defaultLut4(), "int");
+  const engine = await loadEngine(await smallLut4(), "int");
   const read = engine.start(), whole = engine.start();
   expect(await generateAll(engine, PROMPT, { maxTokens: 0, session: read, promptPiece: 16 })).toEqual([]);
   await whole.feed(PROMPT, "none");
   expect(read.position).toBe(PROMPT.length);
   expect(read.save!()).toEqual(whole.save!());
   // A prompt that fills the context exactly leaves no room for a token: nothing is fed.
-  const small = await loadEngine(await defaultLut4(), "int", { context: PROMPT.length });
+  const small = await loadEngine(await smallLut4(), "int", { context: PROMPT.length });
   const full = small.start();
   expect(await generateAll(small, PROMPT, { maxTokens: 4, session: full })).toEqual([]);
   expect(full.position).toBe(0);

@@ -4,7 +4,7 @@
 import { expect, test } from "bun:test";
 import { loadEngine } from "../../engines/mod.ts";
 import { createApp } from "../../serve/app.ts";
-import { defaultLut4 } from "../helpers/lut4-fixture.ts";
+import { smallLut4 } from "../helpers/lut4-fixture.ts";
 
 const PROMPT = "The jury said it did find that many of the registration practices were ambiguous. ".repeat(3);
 
@@ -15,7 +15,7 @@ async function events(res: Response): Promise<Record<string, unknown>[]> {
 }
 
 test("prompt_progress chunks count the prompt's tokens up to its length, then the text comes", async () => {
-  const app = createApp({ engine: await loadEngine(await defaultLut4()) });
+  const app = createApp({ engine: await loadEngine(await smallLut4()) });
   const ask = (prompt: string, progress: boolean) =>
     app.request("/v1/completions", {
       method: "POST",
