@@ -371,11 +371,12 @@ function addSquares(s: Float64Array, x: Float32Array, M: number, K: number): voi
 
 /**
  * Threads a calibration runs on by default: one per core, at most 4; one for a model whose MLP matrices
- * hold under a million weights (the shipped model's 24,576), where starting a worker costs more than
- * it saves.
+ * hold under 65,536 weights (the `small` preset's 24,576), where starting a worker costs more than it
+ * saves. The shipped model's 196,608 take two: its README export ran 9.5–11.3 s so against 12.5–17.4 s
+ * on one thread (three runs each, docs/benchmarks.md's machine).
  */
 export function calibrationThreads(config: ModelConfig): number {
-  if (config.hidden_size * config.intermediate_size < 1 << 20) return 1;
+  if (config.hidden_size * config.intermediate_size < 1 << 16) return 1;
   const cores = (globalThis.navigator as { hardwareConcurrency?: number } | undefined)?.hardwareConcurrency ??
     1;
   return Math.max(1, Math.min(4, cores));
@@ -467,8 +468,8 @@ export const CALIBRATION_RATES = {
  * the covariances' upper triangles for lut4's GPTQ) and, for the covariances, GPTQ itself (the factors'
  * n³/3 and the feedback's rows · cols² / 2 f64 multiply-adds, the scale searches). Qwen3-0.6B at 64
  * windows: about 6.4 minutes for the importance alone (the GGUF types; 8.8 for a q4_k_m export with
- * it), about 10.8 with the covariances and GPTQ (12.4 for a lut4 export); the shipped model: under a
- * second.
+ * it), about 10.8 with the covariances and GPTQ (12.4 for a lut4 export); the shipped model: about 8
+ * seconds.
  *
  * @example
  * ```ts
