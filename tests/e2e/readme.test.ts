@@ -34,7 +34,7 @@ describe("the quick start: deno run -A scripts/export.ts", () => {
 
       const ck = await readCheckpoint(CHECKPOINT, { sections: ["model"] });
       const P = configParamCount(ck.config);
-      expect(P).toBe(468_256);
+      expect(P).toBe(5_575_168);
       says("README.md", `(${P.toLocaleString("en-US")} params`);
       expect(ck.model.reduce((n, t) => n + t.data.length, 0)).toBe(P);
       const size = (f: string) => statSync(join(out, f)).size;
@@ -303,7 +303,7 @@ describe("what each export costs: deno run -A scripts/measure.ts, on 4 windows a
     expect(headline("f32 exports")[1]).toBe("bit-exact: gap +0.0000, greedy 8/8");
   });
 
-  test("2-byte formats keep every greedy continuation; f16 costs about a tenth of bf16's logit error", () => {
+  test("2-byte formats keep every greedy continuation; f16 costs about an eighth of bf16's logit error", () => {
     const two = result!.rows.filter((x) => x.dtype === "f16" || x.dtype === "bf16");
     expect(two.length).toBe(6);
     for (const x of two) {
@@ -320,8 +320,8 @@ describe("what each export costs: deno run -A scripts/measure.ts, on 4 windows a
   test("quantized: Q8_0's KL is under a tenth of Q4_0's, and Q4_0 and lut4 cost bits per byte", () => {
     const row = (f: string, d: string) => result!.rows.find((x) => x.format === f && x.dtype === d)!;
     expect(row("gguf", "q8_0").mean_kl).toBeLessThan(row("gguf", "q4_0").mean_kl / 10);
-    expect(row("gguf", "q4_0").bpb_gap).toBeGreaterThan(0.005);
-    expect(row("lut4", "q4").bpb_gap).toBeGreaterThan(0.005);
+    expect(row("gguf", "q4_0").bpb_gap).toBeGreaterThan(0.001);
+    expect(row("lut4", "q4").bpb_gap).toBeGreaterThan(0.001);
     expect(row("lut4", "q4").engine).toBe("int");
     // KL comes with its 99th percentile over positions: above the mean where the error is lopsided.
     for (const x of result!.rows.filter((x) => x.mean_kl > 0)) {
@@ -399,14 +399,14 @@ describe("every figure names the command that produced it", () => {
     ["hostile-input.md", "| format | minimal reader | refused", "bun scripts/tools/fuzz.ts --cases 100000"],
     ["training.md", "averaged about", "ferry.log"],
     ["training.md", "**held-out bits per byte**", "deno run -A scripts/eval.ts"],
-    ["training.md", "the EMA copy gives", "--weights ema"],
+    ["training.md", "EMA copy gave", "--weights ema"],
     [
       "fidelity.md",
       "| format | dtype | engine | bytes | mean KL (nats) | KL p99",
       "deno run -A scripts/measure.ts",
     ],
     ["fidelity.md", "| measure | bits/byte | gap vs f32 |", "bun scripts/gap.ts --llama"],
-    ["fidelity.md", "type    bytes   mean KL", "bun scripts/tools/measure-gguf.ts"],
+    ["fidelity.md", "bytes   mean KL    max KL", "bun scripts/tools/measure-gguf.ts"],
   ];
   for (const [name, figure, cmd] of FIGURES) {
     test(`docs/${name}: ${figure.slice(0, 40)}… names \`${cmd}\``, () => {
