@@ -20,6 +20,7 @@ import { fileURLToPath } from "node:url";
 import process from "node:process";
 import { type Kernels, kernelSet } from "../kernels/kernels.ts";
 import { unreadable } from "../formats/io.ts";
+import { joinParts, SHIPPED_CHECKPOINT } from "../formats/checkpoint/parts.ts";
 
 /** Exit code for refused input (a corrupt file, a failed check). */
 export const EXIT_REFUSED = 1;
@@ -63,6 +64,8 @@ export function cli<O extends Record<string, OptionSpec>>(
   options: O,
   args: string[] = process.argv.slice(2),
 ): { values: Values<O>; positionals: string[] } {
+  // Every command may read the shipped model: on a fresh clone it is joined from its parts first.
+  joinParts(SHIPPED_CHECKPOINT);
   const all: Record<string, OptionSpec> = { ...options, help: { type: "boolean", short: "h" } };
   const config = Object.fromEntries(
     Object.entries(all).map(([name, { choices: _, ...spec }]) => [name, spec]),

@@ -7,6 +7,7 @@
 //    earlier one left on the heap (in one shared process tests/kernels/int-lut.test.ts ran 19x slower late in
 //    the run than alone, its collector tracing every earlier file's fixtures).
 // 3. Set the default timeout. Under --isolate this preload runs again for each file, so once here covers all.
+// 4. On a fresh clone, join the shipped model's checkpoint from its parts (formats/checkpoint/parts.ts).
 // Knobs: FERRY_TEST_JOBS=N worker processes (default: cores + 1); FERRY_FAST=1 leaves out tests/e2e/,
 // tests/llama/ and the *-qwen3 files (the fast loop, `bun run test:fast`); FERRY_TIMINGS_OUT=FILE writes each file's duration there
 // (.ci/run prints the slowest).
@@ -16,11 +17,13 @@ import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
 import { setDefaultTimeout } from "bun:test";
+import { joinParts, SHIPPED_CHECKPOINT } from "../formats/checkpoint/parts.ts";
 
 // Tests that spawn runtimes or llama.cpp can take longer than bun's 5 s default on 2 busy cores.
 setDefaultTimeout(60_000);
 
 const root = join(import.meta.dir, "..");
+joinParts(SHIPPED_CHECKPOINT);
 
 /** This process's command line after the executable: `["test", ...]`. */
 function testArgs(): string[] {
