@@ -74,6 +74,12 @@ export interface EngineLoadOptions {
    * memory, the integer one without WebAssembly SIMD or past 4 GiB) ignore it and load a copy.
    */
   share?: WeightsShare;
+  /**
+   * Set by `loadEngine` for an engine whose entry `readsTokenizer` from this format: the factory builds
+   * the export's own tokenizer in the same pass as its weights, masks its special ids and sets it as
+   * `engine.tokenizer`.
+   */
+  withTokenizer?: boolean;
 }
 
 /**
@@ -98,6 +104,11 @@ export interface EngineEntry {
   elsewhere?: string;
   /** Its factory, its module imported only now. */
   factory: () => Promise<EngineFactory>;
+  /**
+   * True for a format whose own tokenizer the factory reads with the weights (`withTokenizer`), so that
+   * `loadEngine` does not read the file a second time for it.
+   */
+  readsTokenizer?: (format: FormatDescriptor) => boolean;
 }
 
 /**
@@ -154,7 +165,11 @@ export const ENGINES: Readonly<Record<string, EngineEntry>> = {
       };
     },
   },
-  int: { runtimes: ["deno", "bun"], factory: async () => (await import("./int/engine.ts")).intEngineFactory },
+  int: {
+    runtimes: ["deno", "bun"],
+    factory: async () => (await import("./int/engine.ts")).intEngineFactory,
+    readsTokenizer: (format) => format.weights === "lut4",
+  },
   webgpu: {
     runtimes: ["deno"],
     elsewhere: "Bun has no WebGPU",
@@ -216,12 +231,17 @@ export async function loadEngine(
       },
     );
   }
-  const tokenizer = options.tokens
+  const given = options.tokens !== undefined || options.tokenizer !== undefined;
+  const withTokenizer = !given && ENGINES[name].readsTokenizer?.(format) === true;
+  const read = withTokenizer
+    ? undefined
+    : options.tokens
     ? tableTokenizer(options.tokens, path)
     : (await servedTokenizer(path, options.tokenizer)).tokenizer;
   const factory = await ENGINES[name].factory();
-  const specials = tokenizer.kind === "byte" ? undefined : specialIds(tokenizer);
-  const engine = await factory(path, format, { ...options, specials });
+  const specials = read === undefined || read.kind === "byte" ? undefined : specialIds(read);
+  const engine = await factory(path, format, { ...options, specials, withTokenizer });
+  const tokenizer = read ?? engine.tokenizer;
   if (tokenizer.size > engine.config.vocab_size) {
     engine.dispose?.();
     throw new FormatError(

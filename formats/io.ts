@@ -269,6 +269,37 @@ export async function readExact(
   return into;
 }
 
+/**
+ * `readExact` on a worker thread of the runtime on both runtimes, so that the caller's thread can work
+ * while many such reads are in flight. Under Deno the piece is read through its own `Deno.FsFile` of
+ * `path`: Deno's node:fs reads ran on its main thread (a read issued before a busy second on the main
+ * thread made no progress during it), while `Deno.FsFile.read` runs on Deno's blocking pool.
+ */
+export async function readExactAside(
+  fh: FileHandle,
+  path: string,
+  into: Uint8Array,
+  position: number,
+  onShort: () => Error,
+): Promise<Uint8Array> {
+  const deno = (globalThis as { Deno?: typeof Deno }).Deno;
+  if (deno === undefined) return await readExact(fh, into, position, onShort);
+  // Opened and positioned synchronously, so the first read is in flight before this returns, even if
+  // the caller's thread then stays busy for a while.
+  const file = deno.openSync(path, { read: true });
+  try {
+    file.seekSync(position, deno.SeekMode.Start);
+    for (let got = 0; got < into.length;) {
+      const n = await file.read(into.subarray(got));
+      if (n === null || n === 0) throw onShort();
+      got += n;
+    }
+    return into;
+  } finally {
+    file.close();
+  }
+}
+
 /** Options of `chunksAt`. */
 export interface ChunkOptions {
   /** Bytes per chunk (rounded down to a multiple of 8); default 4 MiB. */

@@ -18,7 +18,7 @@
  * ```
  * @module
  */
-import { rememberLast } from "./remember.ts";
+import { parseJsonOnce, rememberLast } from "./remember.ts";
 import { Tokenizer as HfLibTokenizer } from "@huggingface/tokenizers";
 import { BYTE_CHARS } from "./byte-chars.ts";
 import { FormatError } from "./error.ts";
@@ -49,7 +49,7 @@ const CHAR_BYTES = new Map(BYTE_CHARS.map((c, b) => [c, b]));
 function parseJson(text: string, file: string, where: string, field = "(whole file)"): Json {
   let parsed: unknown;
   try {
-    parsed = JSON.parse(text);
+    parsed = parseJsonOnce(text);
   } catch (e) {
     throw new FormatError(
       `${where}${file}`,

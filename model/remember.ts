@@ -34,3 +34,23 @@ export function rememberLast<V>(size: number): (key: readonly unknown[], compute
     return value;
   };
 }
+
+/**
+ * `JSON.parse(text)`, the same object for the same text as the last four parsed (a tokenizer's files): a
+ * tokenizer.json (11 MB at Qwen3's size) is parsed once per load by its reader's checks and the
+ * tokenizer's build alike.
+ * The object is shared, so no caller may change it (the tokenizer library only reads it:
+ * tests/model/remember.test.ts). A text that is not JSON throws `JSON.parse`'s error each time.
+ *
+ * @example
+ * ```ts
+ * import { parseJsonOnce } from "./remember.ts";
+ * const text = '{"model": {"type": "BPE"}}';
+ * parseJsonOnce(text) === parseJsonOnce(text); // true: parsed once
+ * ```
+ */
+export function parseJsonOnce(text: string): unknown {
+  return parsedTexts([text], () => JSON.parse(text));
+}
+
+const parsedTexts = rememberLast<unknown>(4);

@@ -35,16 +35,18 @@ import type {
 } from "../../model/engine.ts";
 import { checkRewind, defaultContext } from "../../model/engine.ts";
 import { FormatError, messageWithoutCode } from "../../model/error.ts";
-import { neverSampled, type SpecialIds } from "../../model/sample.ts";
+import { neverSampled, type SpecialIds, specialIds } from "../../model/sample.ts";
+import { loadTokenizer } from "../../model/hf-tokenizer.ts";
+import type { Tokenizer, TokenizerFiles } from "../../model/tokenizer-types.ts";
 import { byteTokenizer } from "../../model/tokenizer.ts";
 import { checkSampling, checkSeed } from "../../model/sampling.ts";
 import { tensorSource } from "../../model/tensor.ts";
 import type { FormatDescriptor } from "../../formats/format.ts";
-import { type Lut4File, lut4Format, readLut4 } from "../../formats/lut4/lut4.ts";
+import { type Lut4Checked, type Lut4File, lut4Format, readLut4 } from "../../formats/lut4/lut4.ts";
 import { decodeSession, encodeSession, type SessionShape } from "../../formats/session/session.ts";
 import type { GainTable, Lut4Weights } from "../../quantize/lut4-types.ts";
 import { simdSupported } from "../../kernels/wasm/asm.ts";
-import { createLutSums, type LutRoom, type LutShared } from "../../kernels/wasm/int-lut.ts";
+import { createLutSums, type LutRoom, type LutShared, placedMemory } from "../../kernels/wasm/int-lut.ts";
 import { checkTokens, feedTokens, remember, rememberedSampling, samplingMemo } from "./boundary.ts";
 import { LOGIT_EXP, step } from "./forward.ts";
 import { intLogprobs } from "./logprobs.ts";
@@ -96,6 +98,11 @@ export interface IntEngineOptions {
    * `shareable`); given (another's `shareable`), attaches as engine `slot`. One thread each.
    */
   share?: WeightsShare;
+  /**
+   * The file's bytes lie in this shared memory, from address 0 (kernels/wasm/int-lut.ts `placedMemory`,
+   * as `loadIntEngine` reads them): the matrices are laid out where they lie rather than copied.
+   */
+  placed?: LutRoom["placed"];
 }
 
 /**
@@ -187,10 +194,11 @@ function allocatedContext(file: Lut4File, context: number | undefined): number {
 /**
  * The weights the model keeps: the shape cut to `context` positions, the RoPE tables cut to match, and
  * every small table copied, so that nothing the engine holds is a view of the file's bytes (with SIMD the
- * matrices' codes are laid out in the module and then let go, and an untied embedding is copied;
- * without it every matrix is copied, since the TypeScript kernels read them where they lie).
+ * matrices' codes are laid out in the module and then let go, and an untied embedding is copied, unless
+ * the file was `placed` in the module's memory, where it stays; without SIMD every matrix is copied,
+ * since the TypeScript kernels read them where they lie).
  */
-function servingWeights(w: Lut4Weights, context: number, simd: boolean): Lut4Weights {
+function servingWeights(w: Lut4Weights, context: number, simd: boolean, placed: boolean): Lut4Weights {
   const ropeInts = context * (w.shape.headDim >> 1);
   const gain = (g: GainTable): GainTable => ({ ...g, values: g.values.slice() });
   const copy = (m: Lut4Weights["embed"]) => ({ ...m, nibbles: m.nibbles.slice(), scales: m.scales.slice() });
@@ -198,7 +206,8 @@ function servingWeights(w: Lut4Weights, context: number, simd: boolean): Lut4Wei
   return {
     ...w,
     shape: { ...w.shape, maxPositions: context },
-    embed: simd && w.head === null ? w.embed : copy(w.embed),
+    // A file read into the module's memory stays there: an untied embedding is read where it lies.
+    embed: simd && (w.head === null || placed) ? w.embed : copy(w.embed),
     head: w.head && mat(w.head),
     finalGain: w.finalGain ? gain(w.finalGain) : null,
     layers: w.layers.map((l) => ({
@@ -228,13 +237,14 @@ function prepared(
   const context = allocatedContext(file, opts.context);
   // Where the runtime has no SIMD the TypeScript kernels serve and keep copies of the matrices.
   const simd = opts.simd !== false && simdSupported();
-  const model = buildIntModel(servingWeights(file.weights, context, simd), false);
+  const placed = opts.share || !simd ? undefined : opts.placed;
+  const model = buildIntModel(servingWeights(file.weights, context, simd, placed !== undefined), false);
   // A shared memory only where some projection is worth splitting: small models stay on one thread.
   const split = planShares(lutMatrices(model), opts.threads ?? 1, opts.splitWeights).shareAt.some((a) =>
     a >= 0
   );
   const threads = split ? opts.threads ?? 1 : 1;
-  const served = simd ? serveOnSimd(model, threads, file.weights.head === null, opts.share) : null;
+  const served = simd ? serveOnSimd(model, threads, file.weights.head === null, opts.share, placed) : null;
   const shared = served && threads > 1 ? served : null;
   const shareable = opts.share && served ? served : undefined;
   // The module's (or the TypeScript kernels') codes and scales, and an untied embedding's own copy.
@@ -300,6 +310,7 @@ function serveOnSimd(
   threads: number,
   tied: boolean,
   share?: WeightsShare,
+  placed?: LutRoom["placed"],
 ): LutShared | null {
   const room: LutRoom = {
     keyDigitBytes: model.digitBytes,
@@ -316,6 +327,7 @@ function serveOnSimd(
     slots: PREFILL_SLOTS,
     // The prefill's projections (forward.ts productBatch): up to PREFILL_SLOTS inputs in the lanes.
     lanes: { lanes: PREFILL_SLOTS, rows: Math.max(model.qDim, model.kvDim, model.width, model.ffn) },
+    placed,
   };
   const weights = share?.weights as LutShared | undefined;
   const sharing = share
@@ -459,19 +471,79 @@ export async function intEngineFactory(
     context?: number;
     specials?: SpecialIds;
     share?: WeightsShare;
+    withTokenizer?: boolean;
   } = {},
 ): Promise<Engine> {
-  const { threads, context, specials, share } = options;
+  const { threads, context, specials, share, withTokenizer } = options;
   const opts = { threads, context, specials, share };
-  if (format.weights === "lut4") return await loadIntEngine(path, opts);
+  if (format.weights === "lut4") return await loadIntEngine(path, { ...opts, withTokenizer });
   const file = await quantizeOnLoad(path, format, options);
   options.onNote?.(`quantized ${path} to lut4 on load (as export --format lut4 would)`);
   return await openIntEngine(file, opts);
 }
 
-/** Loads a lut4 file onto the integer engine (`openIntEngine`'s options). */
-export async function loadIntEngine(path: string, opts: IntEngineOptions = {}): Promise<Engine> {
-  return await openIntEngine(await readLut4(path), { ...opts, ownsFile: true });
+/**
+ * Loads a lut4 file onto the integer engine (`openIntEngine`'s options). Where the engine serves from
+ * WebAssembly SIMD alone (no `share`), the file is read straight into the module's memory and laid out
+ * where it lies. `withTokenizer` builds the file's own tokenizer while the weights are read, masks its
+ * special ids in the sampler and sets it as `engine.tokenizer`, as engines/mod.ts `loadEngine` would.
+ */
+export async function loadIntEngine(
+  path: string,
+  opts: IntEngineOptions & { withTokenizer?: boolean } = {},
+): Promise<Engine> {
+  const { withTokenizer, ...engineOpts } = opts;
+  let placed: LutRoom["placed"];
+  const place = opts.simd !== false && simdSupported() && !opts.share;
+  const file = await readLut4(path, {
+    into: place
+      ? (size) => size <= MAX_PLACED ? (placed = placedMemory(size)).bytes : new Uint8Array(size)
+      : undefined,
+    onTokenizer: withTokenizer ? (files) => warmTokenizer(files, path) : undefined,
+  });
+  if (!withTokenizer) return await openIntEngine(file, { ...engineOpts, ownsFile: !placed, placed });
+  const { tokenizer, specials } = fileTokenizer(file, path);
+  const engine = await openIntEngine(file, { ...engineOpts, specials, ownsFile: !placed, placed });
+  return Object.assign(engine, { tokenizer });
+}
+
+/** The largest file read into the module's memory: room left in 4 GiB for the areas and the KV cache. */
+const MAX_PLACED = 3 * 2 ** 30;
+
+/**
+ * Builds (and so remembers, model/hf-tokenizer.ts) a file's tokenizer while its weights are still being
+ * read, for `fileTokenizer` to find once the file is checked. A refusal is left for then, when it is
+ * made again with the whole file checked.
+ */
+function warmTokenizer(files: TokenizerFiles, path: string): void {
+  try {
+    loadTokenizer(files, path);
+  } catch {
+    // Named by fileTokenizer, after the file's own checks.
+  }
+}
+
+/**
+ * The tokenizer a read lut4 file carries (none: the byte tokenizer) and the special ids its engine's
+ * sampler masks (absent for a byte model), as engines/mod.ts `loadEngine` makes them; a tokenizer with
+ * more ids than the model's vocab is refused, naming `name`.
+ */
+export function fileTokenizer(
+  file: Lut4Checked,
+  name: string,
+): { tokenizer: Tokenizer; specials?: SpecialIds } {
+  const tokenizer = loadTokenizer(file.tokenizer, name);
+  const vocab = file.config.vocab_size;
+  if (tokenizer.size > vocab) {
+    throw new FormatError(
+      name,
+      "VocabMismatch",
+      "vocab_size",
+      `${name}: vocab_size: the tokenizer has ${tokenizer.size} ids, more than the model's ${vocab}`,
+      { expected: `at least ${tokenizer.size}`, found: String(vocab) },
+    );
+  }
+  return { tokenizer, specials: file.tokenizer === undefined ? undefined : specialIds(tokenizer) };
 }
 
 /**

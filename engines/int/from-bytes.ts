@@ -18,11 +18,10 @@
 import { createHash } from "node:crypto";
 import type { Engine } from "../../model/engine.ts";
 import { FormatError } from "../../model/error.ts";
-import { loadTokenizer } from "../../model/hf-tokenizer.ts";
-import { type SpecialIds, specialIds } from "../../model/sample.ts";
+import type { SpecialIds } from "../../model/sample.ts";
 import type { Tokenizer } from "../../model/tokenizer-types.ts";
-import { checkLut4, type Lut4Checked, type Lut4File } from "../../formats/lut4/lut4.ts";
-import { openIntEngine } from "./engine.ts";
+import { checkLut4, type Lut4File } from "../../formats/lut4/lut4.ts";
+import { fileTokenizer, openIntEngine } from "./engine.ts";
 
 /** What `intEngineFromBytes` builds: the engine and the identity of the file it read. */
 export interface BytesEngine {
@@ -88,29 +87,6 @@ export async function readBytes(
   const sha256 = opts.digest ? await opts.digest : createHash("sha256").update(view).digest("hex");
   checkDigest(name, sha256, opts.sha256);
   return { file: { ...checked, sha256 }, tokenizer, specials };
-}
-
-/**
- * The tokenizer a read lut4 file carries (none: the byte tokenizer) and the special ids its engine's
- * sampler masks (absent for a byte model), as `loadEngine` makes them; a tokenizer with more ids than
- * the model's vocab is refused, naming `name`.
- */
-export function fileTokenizer(
-  file: Lut4Checked,
-  name: string,
-): { tokenizer: Tokenizer; specials?: SpecialIds } {
-  const tokenizer = loadTokenizer(file.tokenizer, name);
-  const vocab = file.config.vocab_size;
-  if (tokenizer.size > vocab) {
-    throw new FormatError(
-      name,
-      "VocabMismatch",
-      "vocab_size",
-      `${name}: vocab_size: the tokenizer has ${tokenizer.size} ids, more than the model's ${vocab}`,
-      { expected: `at least ${tokenizer.size}`, found: String(vocab) },
-    );
-  }
-  return { tokenizer, specials: file.tokenizer === undefined ? undefined : specialIds(tokenizer) };
 }
 
 /**

@@ -18,7 +18,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Template } from "@huggingface/jinja";
 import { FormatError, type FormatRefusal, messageWithoutCode } from "../../model/error.ts";
-import { rememberLast } from "../../model/remember.ts";
+import { parseJsonOnce, rememberLast } from "../../model/remember.ts";
 import { TOKENIZER_FILE_NAMES, type TokenizerFiles } from "../../model/tokenizer-types.ts";
 import { BOS, BOS_TOKEN, BYTE_CHARS, BYTE_VOCAB_SIZE, EOS, EOS_TOKEN } from "../../model/tokenizer.ts";
 import { isJsonObject, JsonNumber, type JsonValue, parseStrictJson, StrictJsonError } from "../json.ts";
@@ -428,7 +428,7 @@ type Refuse = (
 function jsonObject(text: string, name: string, refuse: Refuse): Record<string, unknown> {
   let root: unknown;
   try {
-    root = JSON.parse(text);
+    root = parseJsonOnce(text);
   } catch (e) {
     throw refuse(
       "InvalidJson",

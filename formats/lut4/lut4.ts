@@ -20,11 +20,11 @@
  * @module
  */
 import { createHash } from "node:crypto";
-import { open, readFile } from "node:fs/promises";
+import { open } from "node:fs/promises";
 import process from "node:process";
 import { crc32 } from "node:zlib";
 import type { FormatDescriptor, ReadResult, WriteResult } from "../format.ts";
-import { chunksAt, openAtomic } from "../io.ts";
+import { chunksAt, openAtomic, readExact, readExactAside } from "../io.ts";
 import {
   BLOCK_VALUES,
   defaultPoolSize,
@@ -48,7 +48,7 @@ import type {
 } from "../../quantize/lut4-types.ts";
 import type { LutMatrix } from "../../kernels/int/gemv.ts";
 import { type ModelConfig, validateConfig } from "../../model/config.ts";
-import { FormatError, formatErrorClass, messageWithoutCode } from "../../model/error.ts";
+import { FormatError, formatErrorClass, messageWithoutCode, type RefusalDetail } from "../../model/error.ts";
 import { JSON_REFUSALS, jsonHeader } from "../json.ts";
 import { calibrationLine } from "../calibration-record.ts";
 import { numel, type Tensor } from "../../model/tensor.ts";
@@ -492,6 +492,23 @@ export type Lut4Checked = Omit<Lut4File, "sha256">;
  * ```
  */
 export function checkLut4(bytes: Uint8Array, path: string): Lut4Checked {
+  return checkLut4Reusing(bytes, path);
+}
+
+/**
+ * A tokenizer section `readLut4` has already checked and decoded from the same bytes (`decodeTokenizerSection`
+ * on `bytes[at, at + length)` against a vocabulary of `vocab`), which nothing has written since.
+ */
+interface DecodedSection {
+  at: number;
+  length: number;
+  vocab: number;
+  files: TokenizerFiles;
+}
+
+// `checkLut4`, taking the tokenizer section's files from `decoded` where it is that very section, decoded
+// against the config's vocabulary: its checks and decoding (11 MB of text at Qwen3's size) are not run twice.
+function checkLut4Reusing(bytes: Uint8Array, path: string, decoded?: DecodedSection): Lut4Checked {
   // A plain Uint8Array view: node's Buffer.slice would share memory where we mean to copy.
   const file = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const { header: headerBytes, data: rest } = lut4Framing(file, path);
@@ -539,7 +556,10 @@ export function checkLut4(bytes: Uint8Array, path: string): Lut4Checked {
   };
   checkTableValues(weights, path);
   const config = lut4Config(h, weights, path);
-  const tokenizer = section &&
+  const same = decoded !== undefined && section !== undefined &&
+    decoded.at === section.byteOffset - file.byteOffset && decoded.length === section.length &&
+    decoded.vocab === config.vocab_size;
+  const tokenizer = same ? decoded.files : section &&
     decodeTokenizerSection(
       section,
       path,
@@ -1093,9 +1113,125 @@ function lut4Config(h: Lut4Header, w: Lut4Weights, path: string): ModelConfig {
   return config;
 }
 
-/** Reads and checks a lut4 file. */
-export async function readLut4(path: string): Promise<Lut4File> {
-  return parseLut4(await readFile(path), path);
+/** How `readLut4` reads: where the bytes land, and who hears of the tokenizer while the rest is read. */
+export interface ReadLut4Options {
+  /**
+   * A view of exactly `size` bytes for the file (default: a new `Uint8Array`). The integer engine hands
+   * a view of its WebAssembly memory, so the bytes land once, where they are served from.
+   */
+  into?: (size: number) => Uint8Array;
+  /**
+   * Told the tokenizer files as soon as the tokenizer section has passed its own checks (framing,
+   * CRC-32, the files against the header's vocabulary), while the weights are still being read, so a
+   * caller can build the tokenizer meanwhile. The file as a whole is checked only when `readLut4`
+   * resolves: what a caller builds here it must throw away if the read rejects. Not called for a file
+   * without a tokenizer, nor where the section or the header before it is refused (the full checks
+   * then name what is wrong, as for any read).
+   */
+  onTokenizer?: (files: TokenizerFiles) => void;
+}
+
+/**
+ * Bytes per read of `readLut4`, all in flight at once. Few and large: each is a thread of the runtime
+ * faulting fresh pages in, and on two cores ten reads of 32 MB slowed the caller's own work (checking
+ * and building the tokenizer meanwhile) enough that a 328 MB load took 2.4 s under Deno against 2.15 s
+ * with one read (medians of four, scripts/tools/bench-real.ts's shape).
+ */
+const READ_CHUNK = 512 << 20;
+
+/**
+ * Reads and checks a lut4 file (`parseLut4`'s checks and digest). The reads are issued at once and run
+ * off this thread; the SHA-256 runs on it over each piece as it arrives. With `onTokenizer`, the header
+ * and the tokenizer section are read first, and the section is checked and handed over (and decoded
+ * once: the full checks take it as it is) while the weights arrive.
+ */
+export async function readLut4(path: string, opts: ReadLut4Options = {}): Promise<Lut4File> {
+  const fh = await open(path, "r");
+  try {
+    const size = (await fh.stat()).size;
+    const bytes = opts.into?.(size) ?? new Uint8Array(size);
+    const short = () =>
+      new Lut4Error(path, "Unreadable", "data_bytes", "the file ended early (it changed while read)");
+    const ends = opts.onTokenizer ? await readEnds(fh, bytes, path, short) : undefined;
+    // What is still to read: with `ends`, all but the header before it and the tokenizer section after.
+    const from = ends?.head ?? 0, to = ends?.section ?? size;
+    const reads = readChunks(fh, path, bytes.subarray(from, to), from, short);
+    const decoded = ends?.decode();
+    if (decoded) opts.onTokenizer!(decoded.files);
+    const sha = createHash("sha256").update(bytes.subarray(0, from));
+    let at = from;
+    for (const read of reads) {
+      const n = (await read).length;
+      sha.update(bytes.subarray(at, at + n));
+      at += n;
+    }
+    sha.update(bytes.subarray(to));
+    return { ...checkLut4Reusing(bytes, path, decoded), sha256: sha.digest("hex") };
+  } finally {
+    await fh.close();
+  }
+}
+
+/** Reads of `into` from `position` in `READ_CHUNK` pieces, all issued now and run off this thread, in order. */
+function readChunks(
+  fh: Awaited<ReturnType<typeof open>>,
+  path: string,
+  into: Uint8Array,
+  position: number,
+  short: () => Error,
+): Promise<Uint8Array>[] {
+  const reads: Promise<Uint8Array>[] = [];
+  for (let at = 0; at < into.length; at += READ_CHUNK) {
+    const piece = into.subarray(at, Math.min(into.length, at + READ_CHUNK));
+    const read = readExactAside(fh, path, piece, position + at, short);
+    read.catch(() => {}); // awaited in order by the caller; this only stops a later rejection going unhandled
+    reads.push(read);
+  }
+  return reads;
+}
+
+/**
+ * Reads a lut4 file's framing and header, and its tokenizer section, into `bytes` at their places.
+ * `head` is where the data section starts, `section` where the tokenizer section starts (the size when
+ * there is none); `decode` checks and decodes the section, undefined where there is none or where any of
+ * it is refused (the full checks then say why; `checkLut4Reusing` takes it as it is).
+ */
+async function readEnds(
+  fh: Awaited<ReturnType<typeof open>>,
+  bytes: Uint8Array,
+  path: string,
+  short: () => Error,
+): Promise<{ head: number; section: number; decode: () => DecodedSection | undefined }> {
+  const size = bytes.length;
+  const first = await readExact(fh, bytes.subarray(0, Math.min(16, size)), 0, short);
+  const none = () => undefined;
+  let head = first.length;
+  try {
+    head = 16 + headerLength(first, size, path);
+    const h = lut4Header(await readExact(fh, bytes.subarray(16, head), 16, short), path);
+    const length = sectionBytes(h, size - head, path);
+    if (length === 0) return { head, section: size, decode: none };
+    const vocab = lut4Shape(h.shape, size, path).vocab;
+    const section = await readExact(fh, bytes.subarray(size - length), size - length, short);
+    const decode = () => {
+      try {
+        const error = (c: Lut4Refusal, f: string, why: string, d: RefusalDetail) =>
+          new Lut4Error(path, c, f, why, d);
+        return {
+          at: size - length,
+          length,
+          vocab,
+          files: decodeTokenizerSection(section, path, vocab, error),
+        };
+      } catch {
+        return undefined; // refused again, and named, by the full checks
+      }
+    };
+    return { head, section: size - length, decode };
+  } catch {
+    // Refused or unreadable: everything after the bytes read so far is read as data and checked whole.
+    return { head, section: size, decode: none };
+  }
 }
 
 /**

@@ -171,13 +171,17 @@ export function layoutCodes(
   }
 }
 
-/** Writes a matrix's scale bytes at `mem[at, …)`: per 16-row block, per group, 16 rows' bytes; padding 0. */
+/**
+ * Writes a matrix's scale bytes at `mem[at, …)`: per 16-row block, per group, 16 rows' bytes; padding 0.
+ * The scales are copied first, so `at` may be where they lie (a file read into the memory).
+ */
 export function layoutScales(m: LutMatrix, mem: Uint8Array, at: number): void {
   const groups = m.cols / 32;
+  const scales = m.scales.slice();
   mem.fill(0, at, at + scaleBytes(m));
   for (let r = 0; r < m.rows; r++) {
     for (let g = 0; g < groups; g++) {
-      mem[at + ((r >> 4) * groups + g) * 16 + (r & 15)] = m.scales[r * groups + g];
+      mem[at + ((r >> 4) * groups + g) * 16 + (r & 15)] = scales[r * groups + g];
     }
   }
 }
@@ -227,6 +231,27 @@ export interface LutRoom {
   sharers?: number;
   /** Attach to another engine's memory as sharer `slot` (1 to `sharers - 1`, or 0 again when the first is gone). */
   attach?: { shared: LutShared; slot: number };
+  /**
+   * A file already read into a shared memory (`placedMemory`), as `bytes`, a view from its address 0: a
+   * matrix whose codes and scales are views of `bytes` (and whose rows are whole 16-row blocks) is laid
+   * out where it lies, so its bytes are written once, by the read. The memory grows to hold the rest
+   * after the file. (Laying out into fresh memory costs mostly its first touch, about as much as the read.)
+   */
+  placed?: { memory: WebAssembly.Memory; bytes: Uint8Array };
+}
+
+/**
+ * A shared memory to read a file of `size` bytes into, for `LutRoom.placed`, with the view the file goes
+ * in (`into` of formats/lut4/lut4.ts `readLut4`). Its maximum is a 32-bit address space's: what it holds
+ * beyond the file is known only once the file is read.
+ */
+export function placedMemory(size: number): { memory: WebAssembly.Memory; bytes: Uint8Array } {
+  const memory = new WebAssembly.Memory({
+    initial: Math.ceil(size / PAGE),
+    maximum: MAX_PAGES,
+    shared: true,
+  });
+  return { memory, bytes: new Uint8Array(memory.buffer, 0, size) };
 }
 
 /** What a worker needs to run the same module over the same memory: the bytes and the shared memory. */
@@ -236,12 +261,12 @@ export interface LutShared {
 }
 
 /**
- * The module `bytes` with its own memory replaced by an imported shared one (`env.memory`, exactly
- * `pages` pages): the memory section is dropped and an import section put after the type section.
+ * The module `bytes` with its own memory replaced by an imported shared one (`env.memory`, `pages` pages,
+ * at most `maxPages`): the memory section is dropped and an import section put after the type section.
  */
-function importSharedMemory(bytes: Uint8Array, pages: number): Uint8Array<ArrayBuffer> {
+function importSharedMemory(bytes: Uint8Array, pages: number, maxPages = pages): Uint8Array<ArrayBuffer> {
   const name = (s: string) => [...uleb(s.length), ...new TextEncoder().encode(s)];
-  const entry = [1, ...name("env"), ...name("memory"), 0x02, 0x03, ...uleb(pages), ...uleb(pages)];
+  const entry = [1, ...name("env"), ...name("memory"), 0x02, 0x03, ...uleb(pages), ...uleb(maxPages)];
   const imports = Uint8Array.from([2, ...uleb(entry.length), ...entry]);
   // Sections are copied as views, not spread into arguments: a code section of a few hundred KB is
   // more arguments than a browser's stack takes.
@@ -267,6 +292,13 @@ function importSharedMemory(bytes: Uint8Array, pages: number): Uint8Array<ArrayB
   let put = 0;
   for (const part of parts) out.set(part, put), put += part.length;
   return out;
+}
+
+/** `memory` grown to at least `pages` pages (undefined stays undefined). */
+function grown(memory: WebAssembly.Memory | undefined, pages: number): WebAssembly.Memory | undefined {
+  const have = memory ? memory.buffer.byteLength / PAGE : 0;
+  if (memory && pages > have) memory.grow(pages - have);
+  return memory;
 }
 
 /** The most pages a WebAssembly memory of 32-bit addresses has (4 GiB). */
@@ -371,18 +403,29 @@ export function createLutSums(
   const align = (n: number) => Math.ceil(n / 16) * 16;
   const at = new Int32Array(mats.length);
   const scalesAt = new Int32Array(mats.length);
-  // Sharer 0's areas first, then the matrices, then its KV cache; each further sharer's areas and KV
-  // cache after them, a stride apart.
-  const first = areasAt(0, room, widest, tallest, groupsMax, threads);
+  // Sharer 0's areas first (after a placed file), then the matrices not laid out in place, then its KV
+  // cache; each further sharer's areas and KV cache after them, a stride apart.
+  const placed = room.attach ? undefined : room.placed;
+  const inPlace = (m: LutMatrix) =>
+    placed !== undefined && m.nibbles.buffer === placed.bytes.buffer &&
+    m.scales.buffer === placed.bytes.buffer &&
+    m.rows % 16 === 0;
+  const areaBytes = areasAt(0, room, widest, tallest, groupsMax, threads).end;
+  const first = areasAt(align(placed?.bytes.length ?? 0), room, widest, tallest, groupsMax, threads);
   let next = first.end;
   mats.forEach((m, i) => {
+    if (inPlace(m)) {
+      at[i] = m.nibbles.byteOffset;
+      scalesAt[i] = m.scales.byteOffset;
+      return;
+    }
     at[i] = align(next);
     scalesAt[i] = at[i] + codeBytes(m);
     next = scalesAt[i] + scaleBytes(m);
   });
   const firstCache = cacheAt(align(next), room);
   const sharers = Math.max(1, room.sharers ?? 1);
-  const stride = align(first.end) + align(firstCache.end - firstCache.digitsAt);
+  const stride = align(areaBytes) + align(firstCache.end - firstCache.digitsAt);
   const sharerAt = (k: number) => align(firstCache.end) + (k - 1) * stride;
   const slot = room.attach?.slot ?? 0;
   const area = slot === 0 ? first : areasAt(sharerAt(slot), room, widest, tallest, groupsMax, threads);
@@ -398,16 +441,18 @@ export function createLutSums(
       `the model needs ${pages} pages of WebAssembly memory, more than ${MAX_PAGES} (4 GiB)`,
     );
   }
-  const shared = threads > 1 || sharers > 1;
+  const shared = threads > 1 || sharers > 1 || placed !== undefined;
+  // A placed file's memory was made before its size was known: its maximum is the address space's.
+  const maxPages = placed ? MAX_PAGES : pages;
   const build = (functions: Record<string, Func>) => {
     const plain = assemble({ pages, functions });
-    return shared ? importSharedMemory(plain, pages) : plain;
+    return shared ? importSharedMemory(plain, pages, maxPages) : plain;
   };
   let bytes = room.attach?.shared.bytes ??
     build(room.relaxed === false ? INT_LUT_FUNCTIONS_PORTABLE : INT_LUT_FUNCTIONS);
   if (!room.attach && !WebAssembly.validate(bytes)) bytes = build(INT_LUT_FUNCTIONS_PORTABLE);
   if (!WebAssembly.validate(bytes)) return null;
-  const memory = room.attach?.shared.memory ??
+  const memory = room.attach?.shared.memory ?? grown(placed?.memory, pages) ??
     (shared ? new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true }) : null);
   const instance = new WebAssembly.Instance(new WebAssembly.Module(bytes), memory ? { env: { memory } } : {});
   const exports = instance.exports as unknown as
@@ -436,7 +481,8 @@ export function createLutSums(
   const mem8 = new Uint8Array(exports.memory.buffer);
   if (!room.attach) {
     mats.forEach((m, i) => {
-      // The input planes' room (48 bytes a column) holds 16 rows of codes (8 bytes a column).
+      // The input planes' room (48 bytes a column) holds 16 rows of codes (8 bytes a column). In place,
+      // each block is copied there before its own bytes are overwritten.
       layoutCodes(m, mem8, at[i], exports.layout_codes, planesAt);
       layoutScales(m, mem8, scalesAt[i]);
     });

@@ -400,6 +400,8 @@ crossProcessTest(
       rows.find((r) => r.runtime === runtime && r.kind === kind && r.format === format)!.out;
     expect(out("int", "dmexp")).toEqual(out("int", "lut4")); // quantized on load = the lut4 export
     expect(out("int", "dmexp", "deno")).toEqual(out("int", "dmexp"));
+    // Read into the module's memory by each runtime's own reads (formats/io.ts `readExactAside`).
+    expect(out("int", "lut4", "deno")).toEqual(out("int", "lut4"));
     expect(out("float", "dmexp", "deno")).toEqual(out("float", "dmexp"));
     const gpu = out("webgpu", "dmexp", "deno");
     if (gpu) expect(gpu).toEqual(out("float", "dmexp")); // where Deno has an adapter

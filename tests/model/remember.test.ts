@@ -1,5 +1,7 @@
 import { expect, test } from "bun:test";
-import { rememberLast } from "../../model/remember.ts";
+import { readFileSync } from "node:fs";
+import { loadTokenizer } from "../../model/hf-tokenizer.ts";
+import { parseJsonOnce, rememberLast } from "../../model/remember.ts";
 
 test("an equal key gives the remembered result; a new key computes; the oldest is forgotten past the size", () => {
   let calls = 0;
@@ -25,4 +27,21 @@ test("a throw is not remembered: the next call computes again", () => {
     })
   ).toThrow("bad");
   expect(checked(["x"], () => 7)).toBe(7);
+});
+
+test("parseJsonOnce: one object per text; the tokenizer it is shared with leaves it as parsed", () => {
+  const dir = "tests/fixtures/qwen3-tokenizer";
+  const files = {
+    "tokenizer.json": readFileSync(`${dir}/tokenizer.json`, "utf8"),
+    "tokenizer_config.json": readFileSync(`${dir}/tokenizer_config.json`, "utf8"),
+  };
+  const parsed = parseJsonOnce(files["tokenizer.json"]);
+  expect(parseJsonOnce(files["tokenizer.json"].slice(0))).toBe(parsed);
+  const before = JSON.stringify(parsed);
+  // The build and a round trip read the shared object (model/hf-tokenizer.ts parses through the memo).
+  const tokenizer = loadTokenizer(files, `${dir}/remember-test`);
+  expect(tokenizer.decode(tokenizer.encode("The jury <|im_start|> said"))).toBe("The jury <|im_start|> said");
+  expect(parseJsonOnce(files["tokenizer.json"])).toBe(parsed);
+  expect(JSON.stringify(parsed)).toBe(before);
+  expect(() => parseJsonOnce("{")).toThrow(SyntaxError);
 });
