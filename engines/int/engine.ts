@@ -495,12 +495,13 @@ export async function loadIntEngine(
   const { withTokenizer, ...engineOpts } = opts;
   let placed: LutRoom["placed"];
   const place = opts.simd !== false && simdSupported() && !opts.share;
-  const file = await readLut4(path, {
-    into: place
-      ? (size) => size <= MAX_PLACED ? (placed = placedMemory(size)).bytes : new Uint8Array(size)
-      : undefined,
-    onTokenizer: withTokenizer ? (files) => warmTokenizer(files, path) : undefined,
-  });
+  const into = (size: number) => {
+    if (!place || size > MAX_PLACED) return new Uint8Array(size);
+    placed = placedMemory(size);
+    return placed.bytes;
+  };
+  const onTokenizer = withTokenizer ? (files: TokenizerFiles) => warmTokenizer(files, path) : undefined;
+  const file = await readLut4(path, { into, onTokenizer });
   if (!withTokenizer) return await openIntEngine(file, { ...engineOpts, ownsFile: !placed, placed });
   const { tokenizer, specials } = fileTokenizer(file, path);
   const engine = await openIntEngine(file, { ...engineOpts, specials, ownsFile: !placed, placed });

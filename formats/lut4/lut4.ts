@@ -1238,8 +1238,9 @@ async function readEnds(
  * Only the tokenizer of a lut4 file, without parsing the rest: the framing, the header, the data
  * section's length and CRC-32 (streamed past, a few MiB at a time), the shape (for the vocabulary) and
  * the tokenizer section's own checks (magic, CRC-32 first, framing, the files against `shape.vocab`), as
- * `parseLut4` makes them; undefined for schema `/1` (a byte model). What loading a model reads beside its
- * weights, which `readLut4` checks whole (inventory, spans, tables, SHA-256) without a second copy.
+ * `parseLut4` makes them; undefined for schema `/1` (a byte model). What a reader of the tokenizer alone
+ * reads (a chat server's own thread, the float engine's load of a lut4 file); the integer engine takes
+ * it from `readLut4`'s `onTokenizer`, in the same pass as the weights.
  *
  * @example
  * ```ts

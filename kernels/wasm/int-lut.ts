@@ -411,7 +411,8 @@ export function createLutSums(
     m.scales.buffer === placed.bytes.buffer &&
     m.rows % 16 === 0;
   const areaBytes = areasAt(0, room, widest, tallest, groupsMax, threads).end;
-  const first = areasAt(align(placed?.bytes.length ?? 0), room, widest, tallest, groupsMax, threads);
+  const fileEnd = placed ? placed.bytes.byteOffset + placed.bytes.length : 0;
+  const first = areasAt(align(fileEnd), room, widest, tallest, groupsMax, threads);
   let next = first.end;
   mats.forEach((m, i) => {
     if (inPlace(m)) {
