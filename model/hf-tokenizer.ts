@@ -196,7 +196,9 @@ function buildTokenizer(files: TokenizerFiles, where: string): Tokenizer {
   const { vocab, added } = checkTokenizerJson(tj, where);
   // Every id's text as the vocabulary lists it, added tokens over the model's own.
   const names: string[] = [];
-  for (const [token, id] of Object.entries(vocab)) {
+  // The keys, not Object.entries: at 151,669 entries no pair arrays are made (a third of the time under Deno).
+  for (const token of Object.keys(vocab)) {
+    const id = vocab[token];
     if (!Number.isInteger(id) || id < 0) {
       refuse(where, "tokenizer.json", `model.vocab[${JSON.stringify(token)}]`, "a token id", id);
     }
