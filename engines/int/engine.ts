@@ -237,7 +237,8 @@ function prepared(
   const context = allocatedContext(file, opts.context);
   // Where the runtime has no SIMD the TypeScript kernels serve and keep copies of the matrices.
   const simd = opts.simd !== false && simdSupported();
-  const placed = opts.share || !simd ? undefined : opts.placed;
+  // An engine that attaches to another's weights lays nothing out (the first of them may place).
+  const placed = opts.share?.weights || !simd ? undefined : opts.placed;
   const model = buildIntModel(servingWeights(file.weights, context, simd, placed !== undefined), false);
   // A shared memory only where some projection is worth splitting: small models stay on one thread.
   const split = planShares(lutMatrices(model), opts.threads ?? 1, opts.splitWeights).shareAt.some((a) =>
@@ -494,7 +495,7 @@ export async function loadIntEngine(
 ): Promise<Engine> {
   const { withTokenizer, ...engineOpts } = opts;
   let placed: LutRoom["placed"];
-  const place = opts.simd !== false && simdSupported() && !opts.share;
+  const place = opts.simd !== false && simdSupported() && !opts.share?.weights;
   const into = (size: number) => {
     if (!place || size > MAX_PLACED) return new Uint8Array(size);
     placed = placedMemory(size);

@@ -258,6 +258,12 @@ export function placedMemory(size: number): { memory: WebAssembly.Memory; bytes:
 export interface LutShared {
   bytes: Uint8Array<ArrayBuffer>;
   memory: WebAssembly.Memory;
+  /**
+   * Where the engine that laid the matrices out put them (`at`, `scalesAt`), where its own areas begin
+   * and where the matrices after them end: an engine that attaches takes them as they are, since a file
+   * laid out in place (`LutRoom.placed`) has each matrix where the file had it.
+   */
+  layout: { at: Int32Array; scalesAt: Int32Array; areasBase: number; matricesEnd: number };
 }
 
 /**
@@ -405,32 +411,36 @@ export function createLutSums(
   const scalesAt = new Int32Array(mats.length);
   // Sharer 0's areas first (after a placed file), then the matrices not laid out in place, then its KV
   // cache; each further sharer's areas and KV cache after them, a stride apart.
+  const given = room.attach?.shared.layout;
   const placed = room.attach ? undefined : room.placed;
   const inPlace = (m: LutMatrix) =>
     placed !== undefined && m.nibbles.buffer === placed.bytes.buffer &&
     m.scales.buffer === placed.bytes.buffer &&
     m.rows % 16 === 0;
   const areaBytes = areasAt(0, room, widest, tallest, groupsMax, threads).end;
-  const fileEnd = placed ? placed.bytes.byteOffset + placed.bytes.length : 0;
-  const first = areasAt(align(fileEnd), room, widest, tallest, groupsMax, threads);
-  let next = first.end;
-  mats.forEach((m, i) => {
-    if (inPlace(m)) {
-      at[i] = m.nibbles.byteOffset;
-      scalesAt[i] = m.scales.byteOffset;
-      return;
-    }
-    at[i] = align(next);
-    scalesAt[i] = at[i] + codeBytes(m);
-    next = scalesAt[i] + scaleBytes(m);
-  });
+  const areasBase = given?.areasBase ?? align(placed ? placed.bytes.byteOffset + placed.bytes.length : 0);
+  const first = areasAt(areasBase, room, widest, tallest, groupsMax, threads);
+  let next = given?.matricesEnd ?? first.end;
+  if (given) at.set(given.at), scalesAt.set(given.scalesAt);
+  else {
+    mats.forEach((m, i) => {
+      if (inPlace(m)) {
+        at[i] = m.nibbles.byteOffset;
+        scalesAt[i] = m.scales.byteOffset;
+        return;
+      }
+      at[i] = align(next);
+      scalesAt[i] = at[i] + codeBytes(m);
+      next = scalesAt[i] + scaleBytes(m);
+    });
+  }
   const firstCache = cacheAt(align(next), room);
   const sharers = Math.max(1, room.sharers ?? 1);
   const stride = align(areaBytes) + align(firstCache.end - firstCache.digitsAt);
   const sharerAt = (k: number) => align(firstCache.end) + (k - 1) * stride;
   const slot = room.attach?.slot ?? 0;
   const area = slot === 0 ? first : areasAt(sharerAt(slot), room, widest, tallest, groupsMax, threads);
-  const cache = slot === 0 ? firstCache : cacheAt(sharerAt(slot) + align(first.end), room);
+  const cache = slot === 0 ? firstCache : cacheAt(sharerAt(slot) + align(areaBytes), room);
   const { planesAt, sumsAt, scratchAt, inAt, outAt, probAt, scoresAt, rtAt, statAt, expTAt, expMulAt } = area;
   const { siluTAt, siluMulAt, ropeCosAt, ropeSinAt, vectorsAt, slotVectorBytes, slotPlanesAt } = area;
   const { slotPlaneBytes, basesAt, lanesAt, lanesBytes } = area;
@@ -557,6 +567,6 @@ export function createLutSums(
     },
     at,
     scalesAt,
-    shared: memory ? { bytes, memory } : null,
+    shared: memory ? { bytes, memory, layout: { at, scalesAt, areasBase, matricesEnd: next } } : null,
   };
 }

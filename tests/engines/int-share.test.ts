@@ -3,8 +3,10 @@
 // of its own, and the two engines, driven token by token in turn, give exactly the tokens of an engine
 // that shares nothing, greedy and seeded: each has its own areas and KV cache in the one memory.
 import { afterAll, beforeAll, expect, test } from "bun:test";
+import { statSync } from "node:fs";
 import type { Engine } from "../../model/engine.ts";
 import { loadEngine } from "../../engines/mod.ts";
+import type { LutShared } from "../../kernels/wasm/int-lut.ts";
 import { encode } from "../../model/tokenizer.ts";
 import { exportChatModel } from "../helpers/chat-model.ts";
 
@@ -19,13 +21,15 @@ beforeAll(async () => {
 });
 afterAll(() => model?.cleanup());
 
-type Memoryful = { memory: WebAssembly.Memory };
-
 test("the second engine attaches to the first's memory: one buffer, shared", () => {
-  const [a, b] = [first.shareable as Memoryful, second.shareable as Memoryful];
+  const [a, b] = [first.shareable as LutShared, second.shareable as LutShared];
   expect(a.memory.buffer).toBeInstanceOf(SharedArrayBuffer);
   expect(b.memory).toBe(a.memory);
   expect(alone.shareable).toBeUndefined();
+  // The first read the file into that memory and laid it out in place: its areas begin after the file,
+  // and the second took the matrices' addresses as the first laid them out.
+  expect(a.layout.areasBase).toBeGreaterThanOrEqual(statSync(model.path).size);
+  expect(b.layout).toEqual(a.layout);
 });
 
 test("two sharing engines, stepped in turn, give the tokens of an engine that shares nothing", async () => {
