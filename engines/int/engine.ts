@@ -503,10 +503,10 @@ export async function loadIntEngine(
   };
   const onTokenizer = withTokenizer ? (files: TokenizerFiles) => warmTokenizer(files, path) : undefined;
   const file = await readLut4(path, { into, onTokenizer });
-  if (!withTokenizer) return await openIntEngine(file, { ...engineOpts, ownsFile: !placed, placed });
-  const { tokenizer, specials } = fileTokenizer(file, path);
+  const own = withTokenizer ? fileTokenizer(file, path) : undefined;
+  const specials = own ? own.specials : engineOpts.specials;
   const engine = await openIntEngine(file, { ...engineOpts, specials, ownsFile: !placed, placed });
-  return Object.assign(engine, { tokenizer });
+  return own ? Object.assign(engine, { tokenizer: own.tokenizer }) : engine;
 }
 
 /** The largest file read into the module's memory: room left in 4 GiB for the areas and the KV cache. */
