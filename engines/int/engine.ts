@@ -229,6 +229,72 @@ function servingWeights(w: Lut4Weights, context: number, simd: boolean, placed: 
   };
 }
 
+/**
+ * What an engine laying its weights out for others offers them (its `Engine.shareable`): the module's
+ * shared memory and layout, and the file as read with every matrix's codes and scales left out (the
+ * memory holds them) and its small tables copied, so that an engine attaching to it is built from this
+ * and never reads the file: a Qwen3-0.6B-shape chat server's second slot read all 328 MB (and hashed
+ * them) only to keep the norms and tables.
+ */
+export interface IntShareable {
+  lut: LutShared;
+  file: Lut4File;
+  /** Whether the file carries a tokenizer (left out of `file`): an engine asked to build it reads the file. */
+  tokenizer: boolean;
+}
+
+/** `share`'s weights where they are another integer engine's, to attach to without reading the file. */
+function attachable(share: WeightsShare | undefined): IntShareable | undefined {
+  const given = share?.weights as IntShareable | undefined;
+  return given?.lut !== undefined && given.file !== undefined ? given : undefined;
+}
+
+/**
+ * `file` for engines that attach to this one's module: matrices by shape alone, small tables copied (the
+ * file's buffer is let go of once the module holds the matrices), no tokenizer (a server's slots are
+ * handed the decoding table). An untied embedding is read row by row outside the module, so it goes
+ * along: as a view where it lies in the shared memory (a placed file), else as a copy.
+ */
+function attachableFile(file: Lut4File): Lut4File {
+  type Matrix = Lut4Weights["embed"];
+  const none = new Uint8Array(0);
+  const shape = (m: Matrix): Matrix => ({ ...m, nibbles: none, scales: none });
+  const onShared = (a: Uint8Array) =>
+    typeof SharedArrayBuffer !== "undefined" && a.buffer instanceof SharedArrayBuffer;
+  const embed = (m: Matrix): Matrix =>
+    onShared(m.nibbles) && onShared(m.scales)
+      ? m
+      : { ...m, nibbles: m.nibbles.slice(), scales: m.scales.slice() };
+  const gain = (g: GainTable): GainTable => ({ ...g, values: g.values.slice() });
+  const w = file.weights;
+  return {
+    ...file,
+    tokenizer: undefined,
+    weights: {
+      ...w,
+      embed: w.head === null ? shape(w.embed) : embed(w.embed),
+      head: w.head && shape(w.head),
+      finalGain: w.finalGain && gain(w.finalGain),
+      layers: w.layers.map((l) => ({
+        ...l,
+        q: shape(l.q),
+        k: shape(l.k),
+        v: shape(l.v),
+        o: shape(l.o),
+        gate: shape(l.gate),
+        up: shape(l.up),
+        down: shape(l.down),
+        qGain: gain(l.qGain),
+        kGain: gain(l.kGain),
+      })),
+      exp: w.exp.slice(),
+      silu: w.silu.slice(),
+      ropeCos: w.ropeCos.slice(),
+      ropeSin: w.ropeSin.slice(),
+    },
+  };
+}
+
 /** The engine over a prepared model, and what a pool needs (the shared memory, when threads > 1). */
 function prepared(
   file: Lut4File,
@@ -245,14 +311,18 @@ function prepared(
     a >= 0
   );
   const threads = split ? opts.threads ?? 1 : 1;
+  const given = attachable(opts.share);
   const served = simd ? serveOnSimd(model, threads, file.weights.head === null, opts.share, placed) : null;
   const shared = served && threads > 1 ? served : null;
-  const shareable = opts.share && served ? served : undefined;
-  // The module's (or the TypeScript kernels') codes and scales, and an untied embedding's own copy.
-  const embedBytes = simd && file.weights.head === null
-    ? 0
-    : model.embed.nibbles.length + model.embed.scales.length;
-  const weightBytes = lutMatrices(model).reduce((n, w) => n + w.nibbles.length + w.scales.length, embedBytes);
+  // An engine that attached offers what it was given; one that laid the weights out, them and the file.
+  const shareable: IntShareable | undefined = opts.share && served
+    ? given ?? { lut: served, file: attachableFile(file), tokenizer: file.tokenizer !== undefined }
+    : undefined;
+  // The module's (or the TypeScript kernels') codes and scales, and an untied embedding's own copy: by
+  // shape, as an engine that attached holds no codes of its own.
+  const matrixBytes = (m: Lut4Weights["embed"]) => m.rows * m.cols / 2 + m.rows * m.cols / 32;
+  const embedBytes = simd && file.weights.head === null ? 0 : matrixBytes(model.embed);
+  const weightBytes = lutMatrices(model).reduce((n, w) => n + matrixBytes(w), embedBytes);
   if (model.lut === null) packAllWords(model);
   else {
     releaseCodes(model);
@@ -330,7 +400,7 @@ function serveOnSimd(
     lanes: { lanes: PREFILL_SLOTS, rows: Math.max(model.qDim, model.kvDim, model.width, model.ffn) },
     placed,
   };
-  const weights = share?.weights as LutShared | undefined;
+  const weights = attachable(share)?.lut;
   const sharing = share
     ? { sharers: share.count, attach: weights && { shared: weights, slot: share.slot } }
     : {};
@@ -477,7 +547,10 @@ export async function intEngineFactory(
 ): Promise<Engine> {
   const { threads, context, specials, share, withTokenizer } = options;
   const opts = { threads, context, specials, share };
-  if (format.weights === "lut4") return await loadIntEngine(path, { ...opts, withTokenizer });
+  // An engine attaching to another's weights reads nothing, whatever the format (loadIntEngine).
+  if (format.weights === "lut4" || attachable(share)) {
+    return await loadIntEngine(path, { ...opts, withTokenizer });
+  }
   const file = await quantizeOnLoad(path, format, options);
   options.onNote?.(`quantized ${path} to lut4 on load (as export --format lut4 would)`);
   return await openIntEngine(file, opts);
@@ -494,6 +567,11 @@ export async function loadIntEngine(
   opts: IntEngineOptions & { withTokenizer?: boolean } = {},
 ): Promise<Engine> {
   const { withTokenizer, ...engineOpts } = opts;
+  // Attached to another engine's module: the file as that engine read it holds everything else.
+  const given = attachable(opts.share);
+  if (given && !(withTokenizer && given.tokenizer)) {
+    return await openIntEngine({ ...given.file, path }, engineOpts);
+  }
   let placed: LutRoom["placed"];
   const place = opts.simd !== false && simdSupported() && !opts.share?.weights;
   const into = (size: number) => {

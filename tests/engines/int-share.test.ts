@@ -1,12 +1,15 @@
 // engines/int/engine.ts serving from one copy of the matrices (EngineLoadOptions.share, as a chat server's
 // slots do): an engine that attaches to another's shared memory lays out nothing and allocates no memory
 // of its own, and the two engines, driven token by token in turn, give exactly the tokens of an engine
-// that shares nothing, greedy and seeded: each has its own areas and KV cache in the one memory.
+// that shares nothing, greedy and seeded: each has its own areas and KV cache in the one memory. The
+// attaching engine never reads the file (the first hands it everything else), tied head or untied.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { statSync } from "node:fs";
+import { closeSync, copyFileSync, openSync, statSync, writeSync } from "node:fs";
+import { join } from "node:path";
 import type { Engine } from "../../model/engine.ts";
 import { loadEngine } from "../../engines/mod.ts";
-import type { LutShared } from "../../kernels/wasm/int-lut.ts";
+import type { IntShareable } from "../../engines/int/engine.ts";
+import { readLut4, writeLut4 } from "../../formats/lut4/lut4.ts";
 import { encode } from "../../model/tokenizer.ts";
 import { exportChatModel } from "../helpers/chat-model.ts";
 
@@ -22,14 +25,18 @@ beforeAll(async () => {
 afterAll(() => model?.cleanup());
 
 test("the second engine attaches to the first's memory: one buffer, shared", () => {
-  const [a, b] = [first.shareable as LutShared, second.shareable as LutShared];
-  expect(a.memory.buffer).toBeInstanceOf(SharedArrayBuffer);
-  expect(b.memory).toBe(a.memory);
+  const [a, b] = [first.shareable as IntShareable, second.shareable as IntShareable];
+  expect(a.lut.memory.buffer).toBeInstanceOf(SharedArrayBuffer);
+  expect(b.lut.memory).toBe(a.lut.memory);
   expect(alone.shareable).toBeUndefined();
   // The first read the file into that memory and laid it out in place: its areas begin after the file,
   // and the second took the matrices' addresses as the first laid them out.
-  expect(a.layout.areasBase).toBeGreaterThanOrEqual(statSync(model.path).size);
-  expect(b.layout).toEqual(a.layout);
+  expect(a.lut.layout.areasBase).toBeGreaterThanOrEqual(statSync(model.path).size);
+  expect(b.lut.layout).toEqual(a.lut.layout);
+  // What the first hands on holds no codes (the memory has them) and no tokenizer.
+  expect(a.file.weights.layers[0].q.nibbles.length).toBe(0);
+  expect(a.file.tokenizer).toBeUndefined();
+  expect(second.weightBytes).toBe(first.weightBytes);
 });
 
 test("two sharing engines, stepped in turn, give the tokens of an engine that shares nothing", async () => {
@@ -56,4 +63,56 @@ test("two sharing engines, stepped in turn, give the tokens of an engine that sh
     }
     expect(got).toEqual(want);
   }
+});
+
+/** Greedy tokens of `engine` after `prompt`, from a fresh session. */
+async function greedy(engine: Engine, prompt: number[], n = 24): Promise<number[]> {
+  const s = engine.start();
+  await s.feed(prompt, "none");
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) out.push(s.pick()), await s.feed([out[i]], "none");
+  return out;
+}
+
+test("an engine that attaches reads nothing of the file: it serves even after the file was damaged", async () => {
+  const path = join(model.dir, "damaged.lut4");
+  copyFileSync(model.path, path);
+  const owner = await loadEngine(path, "int", { share: { count: 2, slot: 0 } });
+  // A byte in the middle of the data section flipped: a read of the file now refuses it.
+  const fd = openSync(path, "r+");
+  writeSync(fd, Uint8Array.of(0x5a), 0, 1, Math.floor(statSync(path).size / 2));
+  closeSync(fd);
+  await expect(readLut4(path)).rejects.toThrow(path);
+  const attached = await loadEngine(path, "int", { share: { count: 2, slot: 1, weights: owner.shareable } });
+  const prompt = encode("The jury said", { bos: true });
+  expect(await greedy(attached, prompt)).toEqual(await greedy(alone, prompt));
+  owner.dispose?.(), attached.dispose?.();
+});
+
+test("with an untied head, the engine that attaches reads the embedding where the first placed it", async () => {
+  const tied = await readLut4(model.path);
+  const path = join(model.dir, "untied.lut4");
+  const w = tied.weights;
+  // The head is the embedding with each byte's two codes swapped, so the two differ (a separate head
+  // has no final gain: the writer folds it in).
+  const head = { ...w.embed, name: "head", nibbles: w.embed.nibbles.map((b) => (b >> 4) | ((b & 15) << 4)) };
+  await writeLut4(path, { ...w, head, finalGain: null }, {
+    source: "untied test",
+    ropeTheta: tied.config.rope_theta,
+    rmsNormEps: tied.config.rms_norm_eps,
+  });
+  const own = await loadEngine(path, "int", { threads: 1 });
+  const owner = await loadEngine(path, "int", { share: { count: 2, slot: 0 } });
+  const offered = owner.shareable as IntShareable;
+  // A view of the shared memory (its buffer as it was before the memory grew for the areas), not a copy.
+  const embed = offered.file.weights.embed.nibbles;
+  expect(embed.buffer).toBeInstanceOf(SharedArrayBuffer);
+  expect(new Uint8Array(offered.lut.memory.buffer, embed.byteOffset, embed.length)).toEqual(embed);
+  const attached = await loadEngine(path, "int", { share: { count: 2, slot: 1, weights: offered } });
+  const prompt = encode("It was the best", { bos: true });
+  const want = await greedy(own, prompt);
+  expect(want).not.toEqual(await greedy(alone, prompt));
+  expect(await greedy(attached, prompt)).toEqual(want);
+  expect(await greedy(owner, prompt)).toEqual(want);
+  for (const e of [own, owner, attached]) e.dispose?.();
 });
