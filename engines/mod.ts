@@ -28,6 +28,7 @@ import { type SpecialIds, specialIds } from "../model/sample.ts";
 import { loadTokenizer } from "../model/hf-tokenizer.ts";
 import { tableTokenizer, type TokenTable } from "../model/token-table.ts";
 import type { Tokenizer, TokenizerFiles } from "../model/tokenizer-types.ts";
+import { byteTokenizer } from "../model/tokenizer.ts";
 
 /** What a factory is told besides the path: progress, where to send notes, the float kernels. */
 export interface EngineLoadOptions {
@@ -52,9 +53,11 @@ export interface EngineLoadOptions {
   context?: number;
   /**
    * The special ids of the model's own tokenizer, which the engine's sampler never picks (model/sample.ts
-   * `neverSampled`); absent for a byte model. `loadEngine` sets it from the tokenizer it reads.
+   * `neverSampled`); undefined for a byte model. `loadEngine` sets it from the tokenizer it reads: a
+   * promise while that tokenizer is still on its way (`tokens`), which a factory awaits only once it
+   * needs the ids, after reading the file where it can.
    */
-  specials?: SpecialIds;
+  specials?: SpecialIds | Promise<SpecialIds | undefined>;
   /**
    * Tokenizer files to use instead of the ones the export carries (`chat --tokenizer DIR` for an export
    * without them; a server's slot workers get their server's).
@@ -63,8 +66,11 @@ export interface EngineLoadOptions {
   /**
    * The tokenizer's decoding half instead of its files (model/token-table.ts): a chat server's slot
    * worker, which never encodes, gets it from the server's thread rather than building the tokenizer.
+   * A promise lets the load begin before the table exists (the server's first slot reads its model
+   * while the server builds the tokenizer); one that resolves to undefined stands for the byte tokenizer
+   * (the server's own was).
    */
-  tokens?: TokenTable;
+  tokens?: TokenTable | Promise<TokenTable | undefined>;
   /**
    * One copy of the weights for `count` engines of this file (a chat server's slots, each in its own
    * worker): engine `slot` 0 lays them out in shared memory (its `Engine.shareable`), each other one
@@ -141,18 +147,24 @@ export const ENGINES: Readonly<Record<string, EngineEntry>> = {
       const { attachFloatEngine, createFloatEngine, createFloatEngineFromSources } = await import(
         "./float.ts"
       );
-      const whole = fromTensors((config, tensors, source, { kernels, specials, threads, context, share }) =>
+      const whole = fromTensors(async (
+        config,
+        tensors,
+        source,
+        { kernels, specials, threads, context, share },
+      ) =>
         createFloatEngine(config, tensors, source, {
           frozen: true,
           kernels,
-          specials,
+          specials: await specials,
           threads,
           context,
           share,
         })
       );
       return async (path, format, options) => {
-        const { kernels, specials, threads, context, share, onProgress } = options;
+        const { kernels, threads, context, share, onProgress } = options;
+        const specials = await options.specials;
         const frozen = { frozen: true, kernels, specials, threads, context, share };
         if (share?.weights !== undefined) return attachFloatEngine(share.weights, path, frozen);
         if (!format.open) return await whole(path, format, options);
@@ -233,15 +245,20 @@ export async function loadEngine(
   }
   const given = options.tokens !== undefined || options.tokenizer !== undefined;
   const withTokenizer = !given && ENGINES[name].readsTokenizer?.(format) === true;
-  const read = withTokenizer
+  // A table is taken as it comes, maybe later: the factory awaits the special ids only when it needs them.
+  const read: Promise<Tokenizer> | undefined = withTokenizer
     ? undefined
     : options.tokens
-    ? tableTokenizer(options.tokens, path)
-    : (await servedTokenizer(path, options.tokenizer)).tokenizer;
+    ? Promise.resolve(options.tokens).then((table) => table ? tableTokenizer(table, path) : byteTokenizer)
+    : Promise.resolve((await servedTokenizer(path, options.tokenizer)).tokenizer);
+  read?.catch(() => {}); // a failed load reports its own error; otherwise `read` is awaited below
   const factory = await ENGINES[name].factory();
-  const specials = read === undefined || read.kind === "byte" ? undefined : specialIds(read);
+  const specials = read?.then((t) => t.kind === "byte" ? undefined : specialIds(t));
+  specials?.catch(() => {});
   const engine = await factory(path, format, { ...options, specials, withTokenizer });
-  const tokenizer = read ?? engine.tokenizer;
+  const tokenizer = read
+    ? await read.catch((e) => (engine.dispose?.(), Promise.reject(e)))
+    : engine.tokenizer;
   if (tokenizer.size > engine.config.vocab_size) {
     engine.dispose?.();
     throw new FormatError(

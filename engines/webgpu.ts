@@ -80,15 +80,18 @@ const SLOT = 256; // bytes between uniform slots: the minimum uniform-offset ali
 export async function loadWebGpuEngine(
   path: string,
   format: { read(path: string, options?: object): Promise<{ config: ModelConfig; tensors: Tensor[] }> },
-  options: { onProgress?: (done: number, total: number) => void; context?: number; specials?: SpecialIds } =
-    {},
+  options: {
+    onProgress?: (done: number, total: number) => void;
+    context?: number;
+    specials?: SpecialIds | Promise<SpecialIds | undefined>;
+  } = {},
 ): Promise<Engine> {
   const gpu = await openGpu();
   const { config, tensors } = await format.read(path, options);
   return await createWebGpuEngine(config, tensors, path, {
     gpu,
     context: options.context,
-    specials: options.specials,
+    specials: await options.specials,
   });
 }
 

@@ -145,9 +145,10 @@ export async function startServed(
     fail(`--tokenizer ${tokenizer}: no tokenizer.json there`, EXIT_USAGE);
   }
   const path = model ?? DEFAULT_MODEL;
+  // The tokenizer is built on this thread while the first slot reads the model.
   const start = async () => {
-    const served = await servedTokenizer(path, files);
-    return await startSlots(path, served.tokenizer, {
+    const served = servedTokenizer(path, files).then((s) => s.tokenizer);
+    return await startSlots(path, served, {
       ...slotOptions,
       ...options,
       kind,

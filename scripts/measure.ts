@@ -97,7 +97,11 @@ async function openSource(
   if (await isCheckpointFile(input)) {
     const ck = await readCheckpoint(input, { sections: ["model"] });
     return {
-      engine: createFloatEngine(ck.config, ck.model, input, { frozen: true, ...options }),
+      engine: createFloatEngine(ck.config, ck.model, input, {
+        frozen: true,
+        ...options,
+        specials: await options.specials,
+      }),
       step: ck.step,
     };
   }

@@ -540,7 +540,7 @@ export async function intEngineFactory(
     onNote?: (line: string) => void;
     threads?: number;
     context?: number;
-    specials?: SpecialIds;
+    specials?: LaterSpecials;
     share?: WeightsShare;
     withTokenizer?: boolean;
   } = {},
@@ -553,8 +553,11 @@ export async function intEngineFactory(
   }
   const file = await quantizeOnLoad(path, format, options);
   options.onNote?.(`quantized ${path} to lut4 on load (as export --format lut4 would)`);
-  return await openIntEngine(file, opts);
+  return await openIntEngine(file, { ...opts, specials: await specials });
 }
+
+/** Special ids given now, or later (engines/mod.ts `EngineLoadOptions.specials`). */
+type LaterSpecials = SpecialIds | Promise<SpecialIds | undefined>;
 
 /**
  * Loads a lut4 file onto the integer engine (`openIntEngine`'s options). Where the engine serves from
@@ -564,13 +567,13 @@ export async function intEngineFactory(
  */
 export async function loadIntEngine(
   path: string,
-  opts: IntEngineOptions & { withTokenizer?: boolean } = {},
+  opts: Omit<IntEngineOptions, "specials"> & { specials?: LaterSpecials; withTokenizer?: boolean } = {},
 ): Promise<Engine> {
-  const { withTokenizer, ...engineOpts } = opts;
+  const { withTokenizer, specials: later, ...engineOpts } = opts;
   // Attached to another engine's module: the file as that engine read it holds everything else.
   const given = attachable(opts.share);
   if (given && !(withTokenizer && given.tokenizer)) {
-    return await openIntEngine({ ...given.file, path }, engineOpts);
+    return await openIntEngine({ ...given.file, path }, { ...engineOpts, specials: await later });
   }
   let placed: LutRoom["placed"];
   const place = opts.simd !== false && simdSupported() && !opts.share?.weights;
@@ -582,7 +585,8 @@ export async function loadIntEngine(
   const onTokenizer = withTokenizer ? (files: TokenizerFiles) => warmTokenizer(files, path) : undefined;
   const file = await readLut4(path, { into, onTokenizer });
   const own = withTokenizer ? fileTokenizer(file, path) : undefined;
-  const specials = own ? own.specials : engineOpts.specials;
+  // The special ids of a tokenizer still on its way are waited for only now, with the file read.
+  const specials = own ? own.specials : await later;
   const engine = await openIntEngine(file, { ...engineOpts, specials, ownsFile: !placed, placed });
   return own ? Object.assign(engine, { tokenizer: own.tokenizer }) : engine;
 }

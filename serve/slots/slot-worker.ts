@@ -6,10 +6,12 @@
  * (`from: "held"`), and the tokenizer's decoding half.
  *
  * Messages in:
- * - `init { path, kind?, tokens?, threads?, context?, share?, probe? }` once: `tokens` is the decoding half of
- *   the server's tokenizer (model/token-table.ts), `threads` the slot's, `context` the server's, `share`
- *   how the slots share one copy of the weights (engines/mod.ts `EngineLoadOptions.share`), `probe`
- *   whether `ready` brings a fresh session's bytes (`SlotModel.probe`; the first slot's only);
+ * - `init { path, kind?, tokens?, tokensLater?, threads?, context?, share?, probe? }` once: `tokens` is the
+ *   decoding half of the server's tokenizer (model/token-table.ts), or with `tokensLater` it follows in a
+ *   `tokens { tokens }` message (the first slot reads its model while the server builds the tokenizer),
+ *   `threads` the slot's, `context` the server's, `share` how the slots share one copy of the weights
+ *   (engines/mod.ts `EngineLoadOptions.share`), `probe` whether `ready` brings a fresh session's bytes
+ *   (`SlotModel.probe`; the first slot's only);
  * - `job { id, from?, job }`: `from` is session bytes to continue (a stored session or a cached state),
  *   or `"held"`: this worker's last session, or a fresh one if none;
  * - `abort { id }`; `gc` (collect garbage now, where the runtime allows: for memory measurements);
@@ -33,6 +35,7 @@ import type { SlotModel, SlotRefusal } from "./slot-model.ts";
 import type { TokenLogprob } from "../openai/logprobs.ts";
 import { runJob, type SlotResult } from "./slot-run.ts";
 import type { PromptProgress } from "./generation.ts";
+import type { TokenTable } from "../../model/token-table.ts";
 
 // The worker's global scope, typed for the members used (Deno and Bun both provide them).
 const scope = self as unknown as {
@@ -51,6 +54,8 @@ self.addEventListener("error", (e) => died(e, (e as ErrorEvent).error ?? (e as E
 self.addEventListener("unhandledrejection", (e) => died(e, (e as PromiseRejectionEvent).reason));
 
 let engine: Promise<Engine> | undefined;
+/** Hands the load the server's table, for an `init` whose table follows (`tokensLater`). */
+let giveTokens: ((tokens: TokenTable | undefined) => void) | undefined;
 /** The last job's session, kept for the next job to continue (its tokens went back with the result). */
 let kept: EngineSession | undefined;
 const aborts = new Map<number, AbortController>();
@@ -59,8 +64,11 @@ scope.onmessage = (ev: MessageEvent) => {
   const msg = ev.data;
   if (msg.type === "init") {
     const notes: string[] = [];
+    const later = msg.tokensLater
+      ? new Promise<TokenTable | undefined>((give) => giveTokens = give)
+      : undefined;
     engine = loadEngine(msg.path, msg.kind, {
-      tokens: msg.tokens,
+      tokens: msg.tokens ?? later,
       share: msg.share,
       threads: msg.threads,
       context: msg.context,
@@ -69,6 +77,8 @@ scope.onmessage = (ev: MessageEvent) => {
     engine.then((e) => scope.postMessage({ type: "ready", model: describe(e, notes, msg.probe) }), (err) => {
       scope.postMessage({ type: "failed", error: refusal(err) });
     });
+  } else if (msg.type === "tokens") {
+    giveTokens?.(msg.tokens);
   } else if (msg.type === "job") {
     void job(msg.id, msg.from, msg.job);
   } else if (msg.type === "abort") {

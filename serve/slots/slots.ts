@@ -206,30 +206,28 @@ export interface StartSlotsOptions extends SlotsOptions {
  */
 export async function startSlots(
   path: string,
-  tokenizer: Tokenizer,
+  tokenizer: Tokenizer | Promise<Tokenizer>,
   opts: StartSlotsOptions = {},
 ): Promise<{ engine: Engine; slots: Slots }> {
   const parallel = opts.parallel ?? 1;
-  const init = {
-    path,
-    kind: opts.kind,
-    tokens: decodingTable(tokenizer),
-    threads: parallel === 1 ? opts.threads : 1,
-    context: opts.context,
-  };
-  // The first slot lays the weights out for all; the others attach to them once it has.
+  const load = { path, kind: opts.kind, threads: parallel === 1 ? opts.threads : 1, context: opts.context };
+  // The first slot lays the weights out for all; the others attach to them once it has. It reads its
+  // model at once, while this thread builds the tokenizer, whose decoding table follows it.
   const first = workerRunner({
-    ...init,
+    ...load,
+    tokensLater: true,
     share: parallel > 1 ? { count: parallel, slot: 0 } : undefined,
     probe: true,
   });
-  let model: SlotModel;
+  let model: SlotModel, built: Tokenizer;
   try {
-    model = await first.ready;
+    const told = Promise.resolve(tokenizer).then((t) => (first.giveTokens(decodingTable(t)), t));
+    [built, model] = await Promise.all([told, first.ready]);
   } catch (e) {
     first.close();
     throw e;
   }
+  const init = { ...load, tokens: decodingTable(built) };
   const share = (slot: number) =>
     model.shareable === undefined ? undefined : { count: parallel, slot, weights: model.shareable };
   first.respawnWith({ ...init, share: share(0) }); // a replacement attaches to what the others use, probes nothing
@@ -238,7 +236,7 @@ export async function startSlots(
     ...Array.from({ length: parallel - 1 }, (_, k) => workerRunner({ ...init, share: share(k + 1) })),
   ];
   model.notes.forEach((line) => opts.onNote?.(line));
-  const engine = slotModelEngine(model, path, tokenizer);
+  const engine = slotModelEngine(model, path, built);
   const shared = parallel === 1 || model.shareable !== undefined;
   return { engine, slots: pool(runners, engine, opts, shared) };
 }
@@ -487,6 +485,8 @@ interface WorkerInit {
   path: string;
   kind?: string;
   tokens?: TokenTable;
+  /** Whether the table follows (`giveTokens`): the load begins without it and waits for it only when it must. */
+  tokensLater?: boolean;
   share?: WeightsShare;
   /** Whether its `ready` brings a fresh session's bytes (the first slot's: the model's session shape). */
   probe?: boolean;
@@ -500,7 +500,12 @@ interface WorkerInit {
  */
 function workerRunner(
   init: WorkerInit,
-): Runner & { ready: Promise<SlotModel>; respawnWith(init: WorkerInit): void } {
+): Runner & {
+  ready: Promise<SlotModel>;
+  respawnWith(init: WorkerInit): void;
+  /** Hands a worker started with `tokensLater` the table (undefined: the byte tokenizer's). */
+  giveTokens(tokens: TokenTable | undefined): void;
+} {
   const loaded = Promise.withResolvers<SlotModel>();
   loaded.promise.catch(() => {}); // a runner nobody waits on (one of several) must not fail the process
   let worker: Worker;
@@ -537,6 +542,10 @@ function workerRunner(
   return {
     ready: loaded.promise,
     respawnWith: (next) => void (init = next),
+    giveTokens(tokens) {
+      init = { ...init, tokens, tokensLater: undefined };
+      worker.postMessage({ type: "tokens", tokens });
+    },
     get held() {
       return held;
     },

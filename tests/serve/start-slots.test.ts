@@ -176,6 +176,38 @@ test("a corrupt file is refused as a FormatError naming it", async () => {
   expect(e.message).toContain(bad);
 });
 
+test("the first slot loads while the tokenizer is still being built, and answers as the engine in memory", async () => {
+  // The tokenizer arrives only after a while: the first worker's load has begun without it.
+  const { tokenizer } = await servedTokenizer(model.path);
+  const late = new Promise<typeof tokenizer>((resolve) => setTimeout(() => resolve(tokenizer), 200));
+  const two = await startSlots(model.path, late, { parallel: 2 });
+  try {
+    expect(two.engine.tokenizer).toBe(tokenizer);
+    const app = createApp({ engine: two.engine, sessions: store, slots: two.slots });
+    const want = (await post(here, "/v1/completions", SEEDED)).json.choices[0].text;
+    const got = await Promise.all([
+      post(app, "/v1/completions", SEEDED),
+      post(app, "/v1/completions", SEEDED),
+    ]);
+    expect(got.map((r) => r.json.choices[0].text)).toEqual([want, want]);
+  } finally {
+    two.slots.close();
+  }
+});
+
+test("a tokenizer that fails while the first slot loads fails the start with its own error", async () => {
+  const refused = new FormatError(model.path, "InvalidTokenizer", "tokenizer.json", `${model.path}: broken`);
+  const e = await startSlots(model.path, Promise.reject(refused), { parallel: 2 }).catch((e) => e);
+  expect(e).toBe(refused);
+});
+
+test("a table promised to a load that resolves to nothing stands for the byte tokenizer", async () => {
+  const e = await loadEngine(model.path, "int", { tokens: Promise.resolve(undefined), threads: 1 });
+  expect(e.tokenizer.kind).toBe("byte");
+  expect(e.tokenizer.encode("jury")).toEqual(engine.tokenizer.encode("jury"));
+  e.dispose?.();
+});
+
 crossProcessTest(
   "under Deno, a worker slot started by startSlots answers as the engine in memory",
   async () => {
