@@ -41,6 +41,7 @@ import { FormatError } from "../model/error.ts";
 import type { CalibrationNeeds, Lut4Calibration, Lut4Calibrator } from "../quantize/lut4-types.ts";
 import { type TensorSource, tensorSource } from "../model/tensor.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
+import { joinParts } from "./checkpoint/parts.ts";
 
 /** The checkpoint exported when no input is given: the shipped model. */
 export const DEFAULT_INPUT = "model/default/ferry.ckpt";
@@ -348,6 +349,9 @@ function inputName(input: string): string {
  */
 export async function exportCheckpoint(opts: ExportOptions = {}): Promise<ExportSummary> {
   const started = performance.now();
+  // The shipped model is kept in parts (formats/checkpoint/parts.ts): joined here on a fresh clone, as
+  // every command line does, so the library's default works before any command has run.
+  if (opts.input === undefined) joinParts(DEFAULT_INPUT);
   const input = opts.input ?? DEFAULT_INPUT;
   const format = formatFor(opts.format ?? "dmexp");
   const dtype = opts.dtype ?? format.defaultDtype;
