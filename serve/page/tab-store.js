@@ -45,16 +45,25 @@ async function keptPieces({ pieces, length }) {
   return at === length ? out.buffer : undefined;
 }
 
-/** Keeps `{ name, sha256, from, bytes }` in place of the kept model, in one transaction. */
-export function keepModel({ bytes, ...info }) {
-  return run("readwrite", (s) => {
-    s.delete(OLD);
-    s.delete(allBytes());
-    const pieces = Math.ceil(bytes.byteLength / PIECE);
+/**
+ * Keeps `{ name, sha256, from, bytes }` in place of the kept model: the old one forgotten first, then
+ * each piece in a transaction of its own, and the description last, so a keep cut short (a reload, a
+ * full quota) leaves nothing kept rather than a model with pieces missing. `between()` is awaited before
+ * each piece: the tab's worker holds the writing back while a reply runs (writing 328 MB in one go made
+ * the first reply after a load wait about 4 s).
+ */
+export async function keepModel({ bytes, ...info }, between = () => Promise.resolve()) {
+  await forgetModel();
+  const pieces = Math.ceil(bytes.byteLength / PIECE);
+  for (let i = 0; i < pieces; i++) {
+    await between();
     // A copy per piece: a view would be stored with its whole buffer.
-    for (let i = 0; i < pieces; i++) s.put(bytes.slice(i * PIECE, (i + 1) * PIECE), pieceKey(i));
-    return s.put({ ...info, length: bytes.byteLength, pieces, kept: Date.now() }, INFO);
-  });
+    await run("readwrite", (s) => s.put(bytes.slice(i * PIECE, (i + 1) * PIECE), pieceKey(i)));
+  }
+  return await run(
+    "readwrite",
+    (s) => s.put({ ...info, length: bytes.byteLength, pieces, kept: Date.now() }, INFO),
+  );
 }
 
 /** Forgets the kept model. */

@@ -41,6 +41,14 @@ let retained = null; // the loaded file's { bytes, name, sha256 } when IndexedDB
 let loadedSha256 = null;
 let loadedThreads = 1;
 const running = new Map(); // request id -> AbortController
+// Replies and benchmarks running (a model's keep in IndexedDB waits for none), and who waits for none.
+let busy = 0;
+const idle = [];
+// The keeps asked for (the latest is the one that counts) and the chain they run on, one at a time.
+let keeps = 0;
+let keeping = Promise.resolve();
+/** The messages a keep's writing waits for. */
+const HOLDS_KEEP = new Set(["complete", "bench"]);
 
 /** Sessions by id, as the server's store holds them (opaque 32-hex-digit ids). */
 function sessionStore() {
@@ -143,14 +151,32 @@ function webCryptoDigest(bytes) {
 /**
  * Keeps `model` in IndexedDB after its load has answered, so the model runs meanwhile (writing a 328 MB
  * file took about 6 s); then says so to the page: {type: "kept", sha256, unkept?}, `unkept` saying why
- * it could not be kept (a private window without IndexedDB, a full quota: the model runs anyway).
+ * it could not be kept (a private window without IndexedDB, a full quota: the model runs anyway). Its
+ * pieces wait while a reply or a benchmark runs (`whenIdle`). Keeps run one at a time: one still
+ * writing when another model is loaded stops at its next piece, and the newer one is kept instead.
  */
 function keepInBackground(model) {
-  keepModel(model).then(() => undefined, (e) => e?.message ?? String(e)).then((unkept) => {
+  const mine = ++keeps;
+  const between = async () => {
+    await whenIdle();
+    if (mine !== keeps) throw new Error("replaced by a newer model");
+  };
+  keeping = keeping.then(() => keepModel(model, between)).then(
+    () => undefined,
+    (e) => e?.message ?? String(e),
+  );
+  keeping.then((unkept) => {
+    if (mine !== keeps) return; // superseded: the newer keep reports
     // Kept: the copy in memory is no longer needed, unless another model's load has replaced it since.
     if (!unkept && retained?.bytes === model.bytes) retained = null;
     postMessage({ type: "kept", sha256: model.sha256, unkept });
   });
+}
+
+/** Resolves once no reply or benchmark is running in this worker. */
+function whenIdle() {
+  if (busy === 0) return Promise.resolve();
+  return new Promise((resolve) => idle.push(resolve));
 }
 
 /** Loads the kept model (only if its SHA-256 is `sha256`, when given); resolves to null when there is none. */
@@ -308,12 +334,16 @@ const ANSWERS = {
 
 self.onmessage = async ({ data: m }) => {
   if (m.type === "abort") return running.get(m.id)?.abort();
+  const holds = HOLDS_KEEP.has(m.type);
+  if (holds) busy++;
   try {
     if (!Object.hasOwn(ANSWERS, m.type)) throw new Error(`unknown message ${m.type}`);
     const value = await ANSWERS[m.type](m);
     postMessage({ type: "reply", id: m.id, value });
   } catch (e) {
     postMessage({ type: "error", id: m.id, error: errorOf(e) });
+  } finally {
+    if (holds && --busy === 0) idle.splice(0).forEach((go) => go());
   }
 };
 

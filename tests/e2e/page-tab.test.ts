@@ -425,3 +425,39 @@ test("a model larger than one IndexedDB value is kept in pieces and read back wh
   });
   expect(result).toEqual({ same: true, last: 7, pieces: 4, length: 200 * 1048576 + 12345, after: undefined });
 });
+
+// The pieces are written one transaction each, the description last: the tab's worker holds the writing
+// back while a reply runs (`between`), and a keep cut short leaves nothing that looks kept.
+test("a keep waits before each piece, and one cut short leaves nothing kept", async () => {
+  const page = await openPage();
+  const result = await page.evaluate(async () => {
+    const store = await import("/page/tab-store.js" as string);
+    const bytes = new Uint8Array(64 * 1048576 + 4096).fill(3).buffer; // two pieces, the second short
+    let waits = 0;
+    await store.keepModel({ name: "a.lut4", sha256: "cd".repeat(32), from: "disk", bytes }, async () => {
+      waits++;
+    });
+    const whole = await store.keptInfo();
+    // Another keep stopped before its second piece: the first model is gone, and nothing is kept.
+    let cut = "";
+    await store.keepModel({ name: "b.lut4", sha256: "ef".repeat(32), from: "disk", bytes }, async () => {
+      if (++waits === 4) throw new Error("stopped");
+    }).catch((e: Error) => cut = e.message);
+    return {
+      waits,
+      pieces: whole.pieces,
+      name: whole.name,
+      cut,
+      after: await store.keptInfo(),
+      model: await store.keptModel(),
+    };
+  });
+  expect(result).toEqual({
+    waits: 4,
+    pieces: 2,
+    name: "a.lut4",
+    cut: "stopped",
+    after: undefined,
+    model: undefined,
+  });
+});
