@@ -1,8 +1,9 @@
 /**
  * How long the browser tab takes to load a lut4 file: `scripts/chat.ts MODEL` serves the page, Chromium
- * loads the server's model into the tab, waits until the browser keeps it, and reloads. Each load is
- * timed on the page's own status line, from "checking the file" to ready (after the download, and
- * from IndexedDB), and the reload from its start to ready (reading the file back included). With
+ * loads the server's model into the tab, asks it for a first reply at once (while the browser keeps
+ * the file), waits until the browser keeps it, and reloads. Each load is timed on the page's own status
+ * line, from "checking the file" to ready (after the download, and from IndexedDB), the first reply from
+ * its request to its end, and the reload from its start to ready (reading the file back included). With
  * `--against`, the page of each other checkout is timed the same way, the checkouts alternated in
  * every round; medians.
  *
@@ -23,7 +24,8 @@ import { chromiumLaunch, DEFAULT_CHROMIUM, PLAYWRIGHT } from "./bench-tab.ts";
 type Page = any;
 
 const HELP = `
-Time the browser tab's load of a lut4 file: after the download, from IndexedDB, and a whole reload.
+Time the browser tab's load of a lut4 file: after the download, from IndexedDB, and a whole reload;
+and the first reply asked for as soon as the downloaded model is ready (24 tokens, greedy).
 
 Usage: bun scripts/tools/bench-tab-load.ts MODEL [--against DIR,...] [--rounds N] [--chromium PATH] [--json]
 
@@ -42,12 +44,16 @@ Options:
 /** The longest a step may take: a 0.6B-parameter model's load and keep take tens of seconds. */
 const STEP_MS = 300_000;
 
-/** One load into the tab and one reload, in milliseconds. */
+/** One load into the tab, its first reply, and one reload, in milliseconds. */
 interface Timing {
   afterDownload: number;
+  firstReply: number;
   fromStore: number;
   reload: number;
 }
+
+/** The first reply's request: a user's first message the moment the model is ready. */
+const FIRST = { messages: [{ role: "user", content: "Where is the jury?" }], sampling: { max_tokens: 24, temperature: 0 } };
 
 /** `scripts/chat.ts MODEL` of the checkout in `dir`, on a free port; resolves once it listens. */
 async function server(dir: string, model: string): Promise<{ url: string; close: () => void }> {
@@ -101,11 +107,23 @@ async function timeTab(browser: any, url: string): Promise<Timing> {
     await page.waitForFunction('!document.getElementById("tab-panel").hidden');
     await page.click("#tab-load-server");
     const first = await statusTimes(page, /downloaded from the server/);
+    // Through the tab's own backend, as the page's chat sends a message.
+    const firstReply = await page.evaluate(async (request: typeof FIRST) => {
+      const api = await import("/page/tab.js");
+      const t = performance.now();
+      await api.complete(request, () => {});
+      return performance.now() - t;
+    }, FIRST);
     // Kept only after the load answers: a reload before that would find nothing kept.
     await page.waitForFunction('/browser keeps/.test(document.getElementById("tab-status").textContent)');
     await page.reload();
     const again = await statusTimes(page, /kept in this browser/);
-    return { afterDownload: first.end - first.check, fromStore: again.end - again.check, reload: again.end };
+    return {
+      afterDownload: first.end - first.check,
+      firstReply,
+      fromStore: again.end - again.check,
+      reload: again.end,
+    };
   } finally {
     await context.close();
   }
@@ -168,21 +186,23 @@ async function main(): Promise<void> {
   const rows = dirs.map((dir, i) => ({
     checkout: dir,
     after_download_ms: Math.round(median(times[i].map((t) => t.afterDownload))),
+    first_reply_ms: Math.round(median(times[i].map((t) => t.firstReply))),
     from_indexeddb_ms: Math.round(median(times[i].map((t) => t.fromStore))),
     reload_ms: Math.round(median(times[i].map((t) => t.reload))),
     runs: times[i],
   }));
   if (values.json) return console.log(JSON.stringify({ model, rounds, rows }));
   console.log(
-    `${model} in the tab, ${rounds} rounds, medians (ms): "checking the file" to ready; reload to ready`,
+    `${model} in the tab, ${rounds} rounds, medians (ms): "checking the file" to ready; the first ` +
+      `reply, asked for at once; reload to ready`,
   );
-  console.log(`  ${"checkout".padEnd(28)} after download   from IndexedDB   whole reload`);
+  console.log(`  ${"checkout".padEnd(28)} after download   first reply   from IndexedDB   whole reload`);
   for (const r of rows) {
-    console.log(
-      `  ${r.checkout.padEnd(28)} ${String(r.after_download_ms).padStart(14)} ${
-        String(r.from_indexeddb_ms).padStart(16)
-      } ${String(r.reload_ms).padStart(14)}`,
-    );
+    const cells = [[r.after_download_ms, 14], [r.first_reply_ms, 13], [r.from_indexeddb_ms, 16], [
+      r.reload_ms,
+      14,
+    ]];
+    console.log(`  ${r.checkout.padEnd(28)} ${cells.map(([v, w]) => String(v).padStart(w)).join(" ")}`);
   }
 }
 
