@@ -5,7 +5,7 @@
  * line, from "checking the file" to ready (after the download, and from IndexedDB), the first reply from
  * its request to its end, and the reload from its start to ready (reading the file back included). With
  * `--against`, the page of each other checkout is timed the same way, the checkouts alternated in
- * every round; medians.
+ * every round, the order turned from one round to the next; medians.
  *
  * @example
  * ```ts
@@ -53,7 +53,10 @@ interface Timing {
 }
 
 /** The first reply's request: a user's first message the moment the model is ready. */
-const FIRST = { messages: [{ role: "user", content: "Where is the jury?" }], sampling: { max_tokens: 24, temperature: 0 } };
+const FIRST = {
+  messages: [{ role: "user", content: "Where is the jury?" }],
+  sampling: { max_tokens: 24, temperature: 0 },
+};
 
 /** `scripts/chat.ts MODEL` of the checkout in `dir`, on a free port; resolves once it listens. */
 async function server(dir: string, model: string): Promise<{ url: string; close: () => void }> {
@@ -168,7 +171,9 @@ async function main(): Promise<void> {
   const times = dirs.map(() => [] as Timing[]);
   try {
     for (let r = 0; r < rounds; r++) {
-      for (const [i, dir] of dirs.entries()) {
+      // The order turns each round: the checkout timed first in a round measured slower, whichever it was.
+      for (let k = 0; k < dirs.length; k++) {
+        const i = (k + r) % dirs.length, dir = dirs[i];
         const s = await server(resolve(dir), resolve(model));
         try {
           const t = await timeTab(browser, s.url);
