@@ -6,7 +6,7 @@
  * in its memory. This file runs once per model load and is not serving code; the serving code is the
  * audited TypeScript that calls the module (kernels/int/gemv-lut.ts, attention.ts, engines/int/forward.ts)
  * and the module's functions, audited by opcode (tests/kernels/audit.test.ts, from `INT_LUT_FUNCTIONS` and
- * `INT_LUT_FUNCTIONS_PORTABLE`, the very records assembled here).
+ * `portableLutFunctions()`, the very records assembled here).
  *
  * @example
  * ```ts
@@ -122,9 +122,17 @@ export function layoutFn(): Func {
   ]);
 }
 
-/** Both sets, as `createLutSums` may assemble them: with relaxed table reads, and without. */
+/** The functions `createLutSums` assembles: with relaxed table reads. */
 export const INT_LUT_FUNCTIONS: Record<string, Func> = intLutFunctions(true);
-export const INT_LUT_FUNCTIONS_PORTABLE: Record<string, Func> = intLutFunctions(false);
+
+let portable: Record<string, Func> | undefined;
+/**
+ * The functions without relaxed table reads, for a runtime that refuses them (or `LutRoom.relaxed`
+ * false): made on first use, since making them cost every load about 50 ms under Deno.
+ */
+export function portableLutFunctions(): Record<string, Func> {
+  return portable ??= intLutFunctions(false);
+}
 
 const PAGE = 65536;
 
@@ -460,8 +468,8 @@ export function createLutSums(
     return shared ? importSharedMemory(plain, pages, maxPages) : plain;
   };
   let bytes = room.attach?.shared.bytes ??
-    build(room.relaxed === false ? INT_LUT_FUNCTIONS_PORTABLE : INT_LUT_FUNCTIONS);
-  if (!room.attach && !WebAssembly.validate(bytes)) bytes = build(INT_LUT_FUNCTIONS_PORTABLE);
+    build(room.relaxed === false ? portableLutFunctions() : INT_LUT_FUNCTIONS);
+  if (!room.attach && !WebAssembly.validate(bytes)) bytes = build(portableLutFunctions());
   if (!WebAssembly.validate(bytes)) return null;
   const memory = room.attach?.shared.memory ?? grown(placed?.memory, pages) ??
     (shared ? new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true }) : null);
