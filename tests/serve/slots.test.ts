@@ -109,9 +109,10 @@ test("an abort reaches the worker and stops its generation", async () => {
   lease.release();
   expect(r.finishReason).toBe("abort");
   // Of 400: the first text goes out after ~2 ms of tokens (the worker's batch), and the worker sees the
-  // abort at its next turn, within ~4 ms of work (serve/slots/generation.ts): about 30-40 tokens here, more
-  // on a loaded machine.
-  expect(r.completionTokens).toBeLessThan(100);
+  // abort at its next turn, within ~4 ms of work (serve/slots/generation.ts): about 30-40 tokens here on
+  // an idle machine, and 110 in one CI run on two busy cores (this small model makes a token in about
+  // 0.1 ms), so the bound is half of what was asked.
+  expect(r.completionTokens).toBeLessThan(200);
 });
 
 test("a worker that dies fails its request with 500 and is replaced", async () => {
