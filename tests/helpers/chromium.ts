@@ -7,7 +7,7 @@
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import process from "node:process";
 import { brotliDecompressSync } from "node:zlib";
 
@@ -34,10 +34,19 @@ export function chromiumBuild(): ChromiumBuild {
   const chosen = process.env.FERRY_CHROMIUM;
   if (chosen) {
     if (!existsSync(chosen)) throw new Error(`FERRY_CHROMIUM=${chosen}: no such file`);
+    // The pinned build named by its path (as `bun tests/helpers/chromium.ts` prints it) runs as the
+    // pinned build: with its fonts and libraries, or the page tests' layouts differ.
+    const folder = dirname(chosen);
+    if (basename(chosen) === "chromium" && existsSync(join(folder, "fonts.conf"))) return pinnedBuild(folder);
     return { executablePath: chosen, env: {}, args: ["--no-sandbox"], source: `FERRY_CHROMIUM (${chosen})` };
   }
   const dir = chromiumCacheDir();
   if (!existsSync(join(dir, "chromium"))) withLock(`${dir}.lock`, () => existsSync(dir) || unpackInto(dir));
+  return pinnedBuild(dir);
+}
+
+/** How to start the pinned build unpacked in `dir`. */
+function pinnedBuild(dir: string): ChromiumBuild {
   return {
     executablePath: join(dir, "chromium"),
     // The NSS libraries of the package come first, so a machine without libnss3 runs it too; fontconfig
