@@ -434,14 +434,15 @@ test("a keep waits before each piece, and one cut short leaves nothing kept", as
     const store = await import("/page/tab-store.js" as string);
     const bytes = new Uint8Array(64 * 1048576 + 4096).fill(3).buffer; // two pieces, the second short
     let waits = 0;
-    await store.keepModel({ name: "a.lut4", sha256: "cd".repeat(32), from: "disk", bytes }, async () => {
+    await store.keepModel({ name: "a.lut4", sha256: "cd".repeat(32), from: "disk", bytes }, () => {
       waits++;
+      return Promise.resolve();
     });
     const whole = await store.keptInfo();
     // Another keep stopped before its second piece: the first model is gone, and nothing is kept.
     let cut = "";
-    await store.keepModel({ name: "b.lut4", sha256: "ef".repeat(32), from: "disk", bytes }, async () => {
-      if (++waits === 4) throw new Error("stopped");
+    await store.keepModel({ name: "b.lut4", sha256: "ef".repeat(32), from: "disk", bytes }, () => {
+      return ++waits === 4 ? Promise.reject(new Error("stopped")) : Promise.resolve();
     }).catch((e: Error) => cut = e.message);
     return {
       waits,
