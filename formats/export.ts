@@ -41,10 +41,10 @@ import { FormatError } from "../model/error.ts";
 import type { CalibrationNeeds, Lut4Calibration, Lut4Calibrator } from "../quantize/lut4-types.ts";
 import { type TensorSource, tensorSource } from "../model/tensor.ts";
 import type { TokenizerFiles } from "../model/tokenizer-types.ts";
-import { joinParts } from "./checkpoint/parts.ts";
+import { DEFAULT_INPUT, joinParts } from "./checkpoint/parts.ts";
 
 /** The checkpoint exported when no input is given: the shipped model. */
-export const DEFAULT_INPUT = "model/default/ferry.ckpt";
+export { DEFAULT_INPUT };
 /** The folder exports go to when no output is given. */
 export const DEFAULT_OUTPUT = "out/";
 

@@ -10,6 +10,7 @@
  */
 import { chooseKernels, cli, EXIT_USAGE, fail, KERNELS_HELP, progress, run } from "./cli.ts";
 import { isCheckpointFile, readCheckpoint } from "../formats/checkpoint/checkpoint.ts";
+import { DEFAULT_INPUT } from "../formats/checkpoint/parts.ts";
 import { requireInput } from "../formats/io.ts";
 import { engineKinds, loadEngine } from "../engines/mod.ts";
 import { EVAL_WINDOWS, evalWindows, loadBrown, WINDOW_BYTES } from "../model/corpus.ts";
@@ -53,7 +54,7 @@ const { values: a, positionals } = cli(HELP, {
 
 await run(async () => {
   const kernels = chooseKernels(a.kernels);
-  const path = positionals[0] ?? "model/default/ferry.ckpt";
+  const path = positionals[0] ?? DEFAULT_INPUT;
   const count = Number(a.windows);
   if (!Number.isInteger(count) || count < 1) fail(`--windows expects a positive integer`, EXIT_USAGE);
   let engine: Engine, step: number | null = null;

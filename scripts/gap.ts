@@ -14,6 +14,7 @@
  */
 import { cli, EXIT_USAGE, fail, progress, run } from "./cli.ts";
 import { isCheckpointFile, readCheckpoint } from "../formats/checkpoint/checkpoint.ts";
+import { DEFAULT_INPUT } from "../formats/checkpoint/parts.ts";
 import { requireInput } from "../formats/io.ts";
 import { formatOf, refuseLossy } from "../formats/mod.ts";
 import type { ModelConfig } from "../model/config.ts";
@@ -52,7 +53,7 @@ if (import.meta.main) {
     json: { type: "boolean", default: false },
   });
   await run(async () => {
-    const path = positionals[0] ?? "model/default/ferry.ckpt";
+    const path = positionals[0] ?? DEFAULT_INPUT;
     const count = Number(a.windows);
     if (!Number.isInteger(count) || count < 1) fail("--windows expects a positive integer", EXIT_USAGE);
     const src = await readSource(path);

@@ -18,8 +18,13 @@ import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import process from "node:process";
 
+/**
+ * The shipped model's checkpoint as every command line and the library name it when given no input:
+ * from the repository's root.
+ */
+export const DEFAULT_INPUT = "model/default/ferry.ckpt";
 /** The shipped model's checkpoint, whatever the working directory. */
-export const SHIPPED_CHECKPOINT = fileURLToPath(new URL("../../model/default/ferry.ckpt", import.meta.url));
+export const SHIPPED_CHECKPOINT = fileURLToPath(new URL(`../../${DEFAULT_INPUT}`, import.meta.url));
 
 /**
  * Writes `file` from its parts and digest when it is missing; true when it did. A digest other than the

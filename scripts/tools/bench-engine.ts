@@ -17,6 +17,7 @@ import { join, resolve } from "node:path";
 import process from "node:process";
 import { cli, EXIT_USAGE, fail, run } from "../cli.ts";
 import { readCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
+import { DEFAULT_INPUT } from "../../formats/checkpoint/parts.ts";
 import { lut4Format } from "../../formats/lut4/lut4.ts";
 import { writeGguf } from "../../formats/gguf/gguf.ts";
 import { evalWindows, loadBrown } from "../../model/corpus.ts";
@@ -169,7 +170,7 @@ if (import.meta.main) {
     ...ENGINE_FLAGS,
   });
   await run(async () => {
-    const path = positionals[0] ?? "model/default/ferry.ckpt";
+    const path = positionals[0] ?? DEFAULT_INPUT;
     const reps = Number(a.reps), tokens = Number(a.tokens);
     if (!(Number.isInteger(reps) && reps > 0 && Number.isInteger(tokens) && tokens > 0 && tokens <= 400)) {
       fail("--reps expects a positive integer and --tokens one in [1, 400]", EXIT_USAGE);

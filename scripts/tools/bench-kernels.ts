@@ -18,6 +18,7 @@ import { join } from "node:path";
 import process from "node:process";
 import { cli, EXIT_USAGE, fail, progress, run } from "../cli.ts";
 import { readCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
+import { DEFAULT_INPUT } from "../../formats/checkpoint/parts.ts";
 import { writeGguf } from "../../formats/gguf/gguf.ts";
 import { kernelSet } from "../../kernels/kernels.ts";
 import { PRESETS } from "../../model/config.ts";
@@ -130,13 +131,13 @@ await run(async () => {
   bar.done();
 
   // ---- prefill of a 256-token prompt: BOS and 255 held-out bytes
-  const ck = await readCheckpoint("model/default/ferry.ckpt", { sections: ["model"] });
-  const model = buildModel(ck.config, ck.model!, "model/default/ferry.ckpt");
+  const ck = await readCheckpoint(DEFAULT_INPUT, { sections: ["model"] });
+  const model = buildModel(ck.config, ck.model!, DEFAULT_INPUT);
   const window = evalWindows((await loadBrown()).heldOut, 1)[0];
   const ids = [BOS, ...window.subarray(0, 255)];
   const llama = await openLlama(model).catch((e) => ({ error: String((e as Error).message ?? e) }));
   const runners: Array<() => unknown> = (["ref", "wasm"] as const).map((k) => {
-    const on = buildModel(ck.config, ck.model!, "model/default/ferry.ckpt", kernelSet(k));
+    const on = buildModel(ck.config, ck.model!, DEFAULT_INPUT, kernelSet(k));
     return () => forward(on, createCache(on, ids.length), ids);
   });
   if ("prefill" in llama) runners.push(() => llama.prefill(ids));

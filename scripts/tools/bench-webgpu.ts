@@ -15,6 +15,7 @@
 import process from "node:process";
 import { cli, EXIT_REFUSED, EXIT_USAGE, fail, progress, run } from "../cli.ts";
 import { readCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
+import { DEFAULT_INPUT } from "../../formats/checkpoint/parts.ts";
 import { argmax, matmul } from "../../kernels/cpu.ts";
 import { openGpu } from "../../kernels/webgpu/device.ts";
 import { createWebGpuEngine } from "../../engines/webgpu.ts";
@@ -110,7 +111,7 @@ async function main(): Promise<void> {
   const readbackMs = median(readbacks);
   bar.tick();
 
-  const ckpt = await readCheckpoint("model/default/ferry.ckpt", { sections: ["model"] });
+  const ckpt = await readCheckpoint(DEFAULT_INPUT, { sections: ["model"] });
   const models: [string, ModelConfig, () => Tensor[]][] = [
     ["default (model/default/ferry.ckpt)", ckpt.config, () => ckpt.model],
     ["wide synthetic (hidden 1024, 2 layers)", WIDE, () => initParams(WIDE, 7)],

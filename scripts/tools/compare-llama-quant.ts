@@ -24,6 +24,7 @@ import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { cli, EXIT_USAGE, fail, progress, run } from "../cli.ts";
 import { readCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
+import { DEFAULT_INPUT } from "../../formats/checkpoint/parts.ts";
 import { type Lut4File, readLut4 } from "../../formats/lut4/lut4.ts";
 import { openIntEngine } from "../../engines/int/engine.ts";
 import { exportCheckpoint } from "../../formats/export.ts";
@@ -36,8 +37,6 @@ import { compareLogits, windowLogits } from "../../measure/metrics.ts";
 import { evalWindows, loadBrown, WINDOW_BYTES } from "../../model/corpus.ts";
 import { buildModel, type Model } from "../../model/qwen3.ts";
 import { BOS } from "../../model/tokenizer.ts";
-
-const DEFAULT_CHECKPOINT = "model/default/ferry.ckpt";
 
 /** Tokens per llama-perplexity and llama-imatrix chunk, and per ferry calibration window, with --folder. */
 const FOLDER_CHUNK = 256;
@@ -92,7 +91,7 @@ and so is step 6 (ferry's engines over every file are hours at that size; script
 ferry's files).
 
 Options:
-  --checkpoint PATH   model (default ${DEFAULT_CHECKPOINT})
+  --checkpoint PATH   model (default ${DEFAULT_INPUT})
   --folder DIR        a Hugging Face Qwen3 folder instead (see above)
   --windows N         held-out windows (default 64)
   --calibrate N       calibration windows for both imatrices (default ${CALIBRATION.windows})
@@ -127,7 +126,7 @@ interface Row {
 
 if (import.meta.main) {
   const { values, positionals } = cli(HELP, {
-    checkpoint: { type: "string", default: DEFAULT_CHECKPOINT },
+    checkpoint: { type: "string", default: DEFAULT_INPUT },
     folder: { type: "string" },
     windows: { type: "string", default: "64" },
     calibrate: { type: "string", default: String(CALIBRATION.windows) },

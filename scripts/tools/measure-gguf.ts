@@ -7,6 +7,7 @@
 import { existsSync } from "node:fs";
 import { cli, EXIT_USAGE, fail, progress, run } from "../cli.ts";
 import { readCheckpoint } from "../../formats/checkpoint/checkpoint.ts";
+import { DEFAULT_INPUT } from "../../formats/checkpoint/parts.ts";
 import type { GgufDtype } from "../../formats/gguf/gguf.ts";
 import { formatGgufTable, GGUF_DTYPES, heldOutPrompts, measureGguf } from "../../measure/llama-score.ts";
 import { PRESETS } from "../../model/config.ts";
@@ -15,7 +16,6 @@ import { initParams } from "../../model/init.ts";
 import { buildModel, type Model } from "../../model/qwen3.ts";
 
 /** Where the trained model lives. */
-const DEFAULT_CHECKPOINT = "model/default/ferry.ckpt";
 
 const HELP = `
 bun scripts/tools/measure-gguf.ts [options]      (or: deno run -A scripts/tools/measure-gguf.ts)
@@ -34,7 +34,7 @@ prints one row per type. Token ids are fed as ids. Columns:
                            and the mean length of the common prefix
 
 Options:
-  --checkpoint PATH    model to measure (default ${DEFAULT_CHECKPOINT})
+  --checkpoint PATH    model to measure (default ${DEFAULT_INPUT})
   --random SEED        measure a random model of the default shape instead (init std 0.5)
   --windows N          held-out windows (default 16)
   --window-bytes N     bytes per window (default 256)
@@ -49,7 +49,7 @@ Options:
 
 if (import.meta.main) {
   const { values } = cli(HELP, {
-    checkpoint: { type: "string", default: DEFAULT_CHECKPOINT },
+    checkpoint: { type: "string", default: DEFAULT_INPUT },
     random: { type: "string" },
     windows: { type: "string", default: "16" },
     "window-bytes": { type: "string", default: "256" },
