@@ -199,17 +199,28 @@ function allocatedContext(file: Lut4File, context: number | undefined): number {
  * since the TypeScript kernels read them where they lie).
  */
 function servingWeights(w: Lut4Weights, context: number, simd: boolean, placed: boolean): Lut4Weights {
-  const ropeInts = context * (w.shape.headDim >> 1);
-  const gain = (g: GainTable): GainTable => ({ ...g, values: g.values.slice() });
-  const copy = (m: Lut4Weights["embed"]) => ({ ...m, nibbles: m.nibbles.slice(), scales: m.scales.slice() });
-  const mat = simd ? (m: Lut4Weights["embed"]) => m : copy;
+  const copy = (m: Matrix) => ({ ...m, nibbles: m.nibbles.slice(), scales: m.scales.slice() });
+  const mat = simd ? (m: Matrix) => m : copy;
   return {
-    ...w,
+    ...copiedTables(w, mat, context * (w.shape.headDim >> 1)),
     shape: { ...w.shape, maxPositions: context },
     // A file read into the module's memory stays there: an untied embedding is read where it lies.
     embed: simd && (w.head === null || placed) ? w.embed : copy(w.embed),
+  };
+}
+
+type Matrix = Lut4Weights["embed"];
+
+/**
+ * `w` with the head and every layer's matrices through `mat`, and its small tables copied (nothing of
+ * them a view of the file's bytes): the gains, exp and SiLU, and RoPE's first `ropeInts` entries.
+ */
+function copiedTables(w: Lut4Weights, mat: (m: Matrix) => Matrix, ropeInts: number): Lut4Weights {
+  const gain = (g: GainTable): GainTable => ({ ...g, values: g.values.slice() });
+  return {
+    ...w,
     head: w.head && mat(w.head),
-    finalGain: w.finalGain ? gain(w.finalGain) : null,
+    finalGain: w.finalGain && gain(w.finalGain),
     layers: w.layers.map((l) => ({
       ...l,
       q: mat(l.q),
@@ -256,42 +267,19 @@ function attachable(share: WeightsShare | undefined): IntShareable | undefined {
  * along: as a view where it lies in the shared memory (a placed file), else as a copy.
  */
 function attachableFile(file: Lut4File): Lut4File {
-  type Matrix = Lut4Weights["embed"];
   const none = new Uint8Array(0);
   const shape = (m: Matrix): Matrix => ({ ...m, nibbles: none, scales: none });
   const onShared = (a: Uint8Array) =>
     typeof SharedArrayBuffer !== "undefined" && a.buffer instanceof SharedArrayBuffer;
-  const embed = (m: Matrix): Matrix =>
-    onShared(m.nibbles) && onShared(m.scales)
-      ? m
-      : { ...m, nibbles: m.nibbles.slice(), scales: m.scales.slice() };
-  const gain = (g: GainTable): GainTable => ({ ...g, values: g.values.slice() });
   const w = file.weights;
+  const embed = w.head === null || (onShared(w.embed.nibbles) && onShared(w.embed.scales))
+    ? w.embed
+    : { ...w.embed, nibbles: w.embed.nibbles.slice(), scales: w.embed.scales.slice() };
+  const weights = copiedTables(w, shape, w.ropeCos.length);
   return {
     ...file,
     tokenizer: undefined,
-    weights: {
-      ...w,
-      embed: w.head === null ? shape(w.embed) : embed(w.embed),
-      head: w.head && shape(w.head),
-      finalGain: w.finalGain && gain(w.finalGain),
-      layers: w.layers.map((l) => ({
-        ...l,
-        q: shape(l.q),
-        k: shape(l.k),
-        v: shape(l.v),
-        o: shape(l.o),
-        gate: shape(l.gate),
-        up: shape(l.up),
-        down: shape(l.down),
-        qGain: gain(l.qGain),
-        kGain: gain(l.kGain),
-      })),
-      exp: w.exp.slice(),
-      silu: w.silu.slice(),
-      ropeCos: w.ropeCos.slice(),
-      ropeSin: w.ropeSin.slice(),
-    },
+    weights: { ...weights, embed: w.head === null ? shape(embed) : embed },
   };
 }
 
