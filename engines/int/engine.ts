@@ -272,15 +272,12 @@ function attachableFile(file: Lut4File): Lut4File {
   const onShared = (a: Uint8Array) =>
     typeof SharedArrayBuffer !== "undefined" && a.buffer instanceof SharedArrayBuffer;
   const w = file.weights;
-  const embed = w.head === null || (onShared(w.embed.nibbles) && onShared(w.embed.scales))
+  const embed = w.head === null
+    ? shape(w.embed) // tied: the head's rows in the module
+    : onShared(w.embed.nibbles) && onShared(w.embed.scales)
     ? w.embed
     : { ...w.embed, nibbles: w.embed.nibbles.slice(), scales: w.embed.scales.slice() };
-  const weights = copiedTables(w, shape, w.ropeCos.length);
-  return {
-    ...file,
-    tokenizer: undefined,
-    weights: { ...weights, embed: w.head === null ? shape(embed) : embed },
-  };
+  return { ...file, tokenizer: undefined, weights: { ...copiedTables(w, shape, w.ropeCos.length), embed } };
 }
 
 /** The engine over a prepared model, and what a pool needs (the shared memory, when threads > 1). */
