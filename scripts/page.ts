@@ -23,7 +23,8 @@ import process from "node:process";
 import { cli, EXIT_REFUSED, fail, failUsage, run } from "./cli.ts";
 import { readLut4 } from "../formats/lut4/lut4.ts";
 import { FormatError } from "../model/error.ts";
-import { fileSha256, ISOLATION_HEADERS, pageFiles, type TabManifest } from "../serve/routes/page.ts";
+import { ISOLATION_HEADERS, pageFiles, type TabManifest } from "../serve/routes/page.ts";
+import { fileSha256 } from "../formats/digest-record.ts";
 
 const HELP = `
 Write the chat page as a static folder that runs a model in the browser tab, with no ferry server.

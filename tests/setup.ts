@@ -51,7 +51,8 @@ function runSuite(args: string[]): never {
   for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => {});
   const run = spawnSync(process.execPath, args, {
     stdio: "inherit",
-    env: { ...process.env, TMPDIR: scratch },
+    // Digest records (formats/digest-record.ts) go there too, not into the user's cache.
+    env: { ...process.env, TMPDIR: scratch, FERRY_DIGEST_DIR: join(scratch, "digests") },
   });
   rmSync(scratch, { recursive: true, force: true });
   process.exit(run.status ?? 1);

@@ -25,6 +25,7 @@ import process from "node:process";
 import { crc32 } from "node:zlib";
 import type { FormatDescriptor, ReadResult, WriteResult } from "../format.ts";
 import { chunksAt, openAtomic, readExact, readExactAside } from "../io.ts";
+import { recordDigest, recordedDigest } from "../digest-record.ts";
 import {
   BLOCK_VALUES,
   defaultPoolSize,
@@ -1141,14 +1142,16 @@ const READ_CHUNK = 512 << 20;
 
 /**
  * Reads and checks a lut4 file (`parseLut4`'s checks and digest). The reads are issued at once and run
- * off this thread; the SHA-256 runs on it over each piece as it arrives. With `onTokenizer`, the header
+ * off this thread; the SHA-256 runs on it over each piece as it arrives, unless a record of this very
+ * file's digest is found (formats/digest-record.ts); a digest computed is recorded once the checks pass. With `onTokenizer`, the header
  * and the tokenizer section are read first, and the section is checked and handed over (and decoded
  * once: the full checks take it as it is) while the weights arrive.
  */
 export async function readLut4(path: string, opts: ReadLut4Options = {}): Promise<Lut4File> {
   const fh = await open(path, "r");
   try {
-    const size = (await fh.stat()).size;
+    const seen = await fh.stat(), started = Date.now();
+    const size = seen.size;
     const bytes = opts.into?.(size) ?? new Uint8Array(size);
     const short = () =>
       new Lut4Error(path, "Unreadable", "data_bytes", "the file ended early (it changed while read)");
@@ -1156,12 +1159,20 @@ export async function readLut4(path: string, opts: ReadLut4Options = {}): Promis
     // What is still to read: with `ends`, all but the header before it and the tokenizer section after.
     const from = ends?.head ?? 0, to = ends?.section ?? size;
     const reads = readChunks(fh, path, bytes.subarray(from, to), from, short);
+    const recording = recordedDigest(seen);
     const decoded = ends?.decode();
     if (decoded) opts.onTokenizer!(decoded.files);
-    const sha = createHash("sha256").update(bytes.subarray(0, from));
-    for (const read of reads) sha.update(await read);
-    sha.update(bytes.subarray(to));
-    return { ...checkLut4Reusing(bytes, path, decoded), sha256: sha.digest("hex") };
+    const recorded = await recording;
+    const sha = recorded ? undefined : createHash("sha256").update(bytes.subarray(0, from));
+    for (const read of reads) {
+      const piece = await read;
+      sha?.update(piece);
+    }
+    sha?.update(bytes.subarray(to));
+    const checked = checkLut4Reusing(bytes, path, decoded);
+    const sha256 = recorded ?? sha!.digest("hex");
+    if (!recorded) await recordDigest(path, seen, sha256, started);
+    return { ...checked, sha256 };
   } finally {
     await fh.close();
   }

@@ -24,10 +24,10 @@
  */
 import { Hono } from "hono";
 import { createReadStream, readFileSync, statSync } from "node:fs";
+import { fileSha256 } from "../../formats/digest-record.ts";
 import { createRequire } from "node:module";
 import { basename, dirname, join } from "node:path";
 import { Readable } from "node:stream";
-import { createHash } from "node:crypto";
 import { browserModules, jsName } from "../browser-modules.ts";
 import { ROUTES } from "./table.ts";
 
@@ -80,13 +80,6 @@ export interface TabManifest {
   /** The lut4 file to fetch, relative to `/page/`, or null with the reason when there is none. */
   model: { name: string; url: string; bytes: number; sha256: string } | null;
   reason?: string;
-}
-
-/** The SHA-256 of a file, read in chunks (never whole: a real model is large). */
-export async function fileSha256(path: string): Promise<string> {
-  const hash = createHash("sha256");
-  for await (const chunk of createReadStream(path, { highWaterMark: 1 << 20 })) hash.update(chunk);
-  return hash.digest("hex");
 }
 
 /** The manifest for the server's model: a lut4 file is offered; anything else is explained. */
