@@ -251,6 +251,21 @@ export function plainJson(v: JsonValue): unknown {
 }
 
 /**
+ * `bytes` as a browser's `TextDecoder` takes them: a copy where they lie in shared memory (a file placed
+ * in the integer engine's WebAssembly memory before it is read), which browsers refuse to decode.
+ *
+ * @example
+ * ```ts
+ * import { decodable } from "./json.ts";
+ * const text = new TextDecoder().decode(decodable(new Uint8Array(new SharedArrayBuffer(8)))); // 8 NULs
+ * ```
+ */
+export function decodable(bytes: Uint8Array): Uint8Array {
+  const shared = typeof SharedArrayBuffer !== "undefined" && bytes.buffer instanceof SharedArrayBuffer;
+  return shared ? bytes.slice() : bytes;
+}
+
+/**
  * A binary file's length-prefixed JSON header, read strictly: UTF-8 (invalid bytes refused), no leading
  * byte-order mark (a plain decoder would drop it silently), then `parseStrictJson` and `plainJson`. Every
  * refusal goes through `refuse`, which throws the format's own error for its header field, so each
@@ -273,7 +288,7 @@ export function jsonHeader(
   let text: string;
   try {
     // ignoreBOM keeps a leading byte-order mark in the text, to be refused below (a plain decoder drops it).
-    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(decodable(bytes));
   } catch {
     return refuse("InvalidUtf8", "not valid UTF-8", { expected: "UTF-8 text" });
   }

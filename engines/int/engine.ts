@@ -561,11 +561,10 @@ export async function loadIntEngine(
     return await openIntEngine({ ...given.file, path }, { ...engineOpts, specials: await later });
   }
   let placed: LutRoom["placed"];
-  const place = opts.simd !== false && simdSupported() && !opts.share?.weights;
+  const place = opts.simd !== false && !opts.share?.weights;
   const into = (size: number) => {
-    if (!place || size > MAX_PLACED) return new Uint8Array(size);
-    placed = placedMemory(size);
-    return placed.bytes;
+    placed = place ? memoryToPlace(size) : undefined;
+    return placed?.bytes ?? new Uint8Array(size);
   };
   const onTokenizer = withTokenizer ? (files: TokenizerFiles) => warmTokenizer(files, path) : undefined;
   const file = await readLut4(path, { into, onTokenizer });
@@ -578,6 +577,27 @@ export async function loadIntEngine(
 
 /** The largest file read into the module's memory: room left in 4 GiB for the areas and the KV cache. */
 const MAX_PLACED = 3 * 2 ** 30;
+
+/**
+ * A shared memory to put a lut4 file of `size` bytes in before it is read, so that the engine lays it
+ * out where it lies (`IntEngineOptions.placed`); undefined where the engine would not serve from it (no
+ * WebAssembly SIMD, a file too large) or where the runtime has no shared memory (a page that is not
+ * cross-origin isolated).
+ *
+ * @example
+ * ```ts
+ * import { memoryToPlace } from "./engine.ts";
+ * const placed = memoryToPlace(328_430_592); // placed?.bytes: where the file's bytes go
+ * ```
+ */
+export function memoryToPlace(size: number): LutRoom["placed"] | undefined {
+  if (!simdSupported() || size > MAX_PLACED) return undefined;
+  try {
+    return placedMemory(size);
+  } catch {
+    return undefined; // shared memory refused here
+  }
+}
 
 /**
  * Builds (and so remembers, model/hf-tokenizer.ts) a file's tokenizer while its weights are still being

@@ -21,7 +21,10 @@ import { FormatError } from "../../model/error.ts";
 import type { SpecialIds } from "../../model/sample.ts";
 import type { Tokenizer } from "../../model/tokenizer-types.ts";
 import { checkLut4, type Lut4File } from "../../formats/lut4/lut4.ts";
-import { fileTokenizer, openIntEngine } from "./engine.ts";
+import type { LutRoom } from "../../kernels/wasm/int-lut.ts";
+import { fileTokenizer, memoryToPlace, openIntEngine } from "./engine.ts";
+
+export { memoryToPlace };
 
 /** What `intEngineFromBytes` builds: the engine and the identity of the file it read. */
 export interface BytesEngine {
@@ -30,6 +33,8 @@ export interface BytesEngine {
   sha256: string;
   /** The file's length in bytes. */
   bytes: number;
+  /** Whether the model was laid out in the placed copy (`FromBytesOptions.placed`). */
+  inPlace: boolean;
 }
 
 /**
@@ -48,6 +53,13 @@ export interface FromBytesOptions {
    * read. The reader then does not hash them itself. Absent: it does (node:crypto's `createHash`).
    */
   digest?: Promise<string>;
+  /**
+   * A copy of `bytes` that the host already wrote into a shared memory from `memoryToPlace` (the tab
+   * writes each downloaded piece into both as it arrives): the checks then run on the copy and the engine
+   * lays the model out in place there, instead of copying 0.3 GB into fresh memory after the download.
+   * The digest is still that of `bytes`. Ignored when its length is not theirs.
+   */
+  placed?: LutRoom["placed"];
 }
 
 /**
@@ -61,12 +73,19 @@ export async function intEngineFromBytes(
   name: string,
   opts: FromBytesOptions & { simd?: boolean; threads?: number; onPhase?: (phase: LoadPhase) => void } = {},
 ): Promise<BytesEngine> {
-  const { onPhase, sha256, digest, ...engineOpts } = opts;
+  const { onPhase, sha256, digest, placed: given, ...engineOpts } = opts;
+  const placed = given?.bytes.length === bytes.length ? given : undefined;
   onPhase?.("check");
-  const { file, tokenizer, specials } = await readBytes(bytes, name, { sha256, digest }, onPhase);
+  const { file, tokenizer, specials } = await readBytes(
+    placed?.bytes ?? bytes,
+    name,
+    { sha256, digest },
+    onPhase,
+  );
   onPhase?.("layout");
-  const engine = await openIntEngine(file, { threads: 1, ...engineOpts, specials });
-  return { engine: Object.assign(engine, { tokenizer }), sha256: file.sha256, bytes: file.bytes };
+  const engine = await openIntEngine(file, { threads: 1, ...engineOpts, specials, placed });
+  const inPlace = placed !== undefined;
+  return { engine: Object.assign(engine, { tokenizer }), sha256: file.sha256, bytes: file.bytes, inPlace };
 }
 
 /**

@@ -10,7 +10,8 @@ import { forgetModel, keptInfo } from "./tab-store.js";
 const $ = (id) => document.getElementById(id);
 
 let worker = null; // the worker's promise, made on first use
-let loaded = null; // what the worker said of its model (its load reply: id, engine, contextLength, ...)
+/** What the worker said of its model (its load reply: id, engine, contextLength, inPlace, ...), or null. */
+export let loaded = null;
 let calls = 0;
 const pending = new Map(); // call id -> { resolve, reject, onPiece }
 
@@ -182,17 +183,24 @@ async function loadInWorker(message, transfer = []) {
  * checked when given) and then keeps them in IndexedDB, noting `from`: the load answers with `keeping`,
  * and a "kept" message follows (`onKept`), its `unkept` saying why they could not be kept.
  */
-function loadBytes(bytes, name, sha256, from) {
-  return loadInWorker({ type: "load", bytes, name, sha256, keep: from }, [bytes]);
+function loadBytes(bytes, name, sha256, from, placed = false) {
+  return loadInWorker({ type: "load", bytes, name, sha256, keep: from, placed }, [bytes]);
 }
 
-/** Downloads the server's lut4 file, showing progress through `onProgress(done, total)`. */
+/**
+ * Downloads the server's lut4 file, showing progress through `onProgress(done, total)`; resolves to its
+ * bytes (`buffer`) and whether the worker's shared memory holds them too (`placed`).
+ */
 async function download(model, onProgress) {
   const res = await fetch(new URL(model.url, new URL("./", import.meta.url)), { cache: "no-cache" });
   if (!res.ok) {
     throw new ApiError(`${model.name}: the download failed (${res.status} ${res.statusText})`, res.status);
   }
   const total = model.bytes, out = new Uint8Array(total);
+  // Each piece also goes into the worker's shared memory where it offers one: the engine then lays the
+  // model out there, and the first touch of 0.3 GB of fresh memory happens while the bytes arrive.
+  const memory = await ask({ type: "place", bytes: total, engine: engineChoice() }).catch(() => null);
+  const placed = memory ? new Uint8Array(memory.buffer, 0, total) : null;
   const reader = res.body.getReader();
   let done = 0;
   for (;;) {
@@ -202,11 +210,12 @@ async function download(model, onProgress) {
       throw new ApiError(`${model.name}: longer than the ${total} bytes announced`);
     }
     out.set(value, done);
+    placed?.set(value, done);
     done += value.length;
     onProgress(done, total);
   }
   if (done !== total) throw new ApiError(`${model.name}: ${done} of ${total} bytes arrived`);
-  return out.buffer;
+  return { buffer: out.buffer, placed: placed !== null };
 }
 
 /** Loads the server's model: from the kept copy when its SHA-256 matches, else downloaded and kept. */
@@ -217,8 +226,8 @@ export async function loadServerModel(onProgress = () => {}) {
     const kept = await loadInWorker({ type: "load-kept", sha256: m.model.sha256 });
     if (kept) return { ...kept, from: "kept" };
   }
-  const bytes = await download(m.model, onProgress);
-  return { ...(await loadBytes(bytes, m.model.name, m.model.sha256, "server")), from: "server" };
+  const { buffer, placed } = await download(m.model, onProgress);
+  return { ...(await loadBytes(buffer, m.model.name, m.model.sha256, "server", placed)), from: "server" };
 }
 
 /** Loads a lut4 file chosen from disk (read by the worker's full reader) and keeps it. */

@@ -226,6 +226,9 @@ export const readFile = absent("readFile"), writeFile = absent("writeFile"), ope
 export const readdir = absent("readdir"), rename = absent("rename"), rm = absent("rm");
 export const mkdtemp = absent("mkdtemp"), mkdir = absent("mkdir"), stat = absent("stat");
 export const rmSync = absent("rmSync"), statSync = absent("statSync"), tmpdir = absent("tmpdir");
+export const createReadStream = absent("createReadStream"), homedir = absent("homedir");
+/** node:path's `resolve` needs a working directory, which a tab has not. */
+export const resolve = absent("resolve");
 
 /** node:os's memory figure: a tab has none (serve/slots/slots.ts sizes a cache the tab never makes with it). */
 export const totalmem = () => 0;

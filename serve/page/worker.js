@@ -8,15 +8,17 @@
 // (serve/chat/chat-prompt.ts, serve/openai/reasoning.ts), as the server's chat route does. So the same request
 // gives the same tokens, and a saved session is the bytes the server would have written.
 //
-// Messages in: {type, id, ...}: "load" {bytes, name, sha256? (what a download promised), engine?: "int" |
-// "float", keep?: "server" | "disk", threads?}, "load-kept" {sha256?, engine?, threads?}, "reload" {engine?, threads?}, "complete"
+// Messages in: {type, id, ...}: "place" {bytes, engine?} (a shared memory for the next download, or null),
+// "load" {bytes, name, sha256? (what a download promised), engine?: "int" | "float", keep?: "server" |
+// "disk", threads?, placed? (the bytes are also in the placed memory)}, "load-kept" {sha256?, engine?,
+// threads?}, "reload" {engine?, threads?}, "complete"
 // {body}, "abort", "count" {messages}, "session-get" {session}, "session-put" {bytes}, "bench" {prompt,
 // decode, threads?}.
 // Messages out: {type: "reply", id, value} | {type: "piece", id, text, kind} (a reply's text as it
 // comes, kind "reasoning" or "content"; a load's step as it starts, kind "phase", text the step; how far
 // a prompt has been read, kind "prompt", text the server's prompt_progress object)
 // | {type: "error", id, error: {message, status, code}} | {type: "ready"} once, when the modules loaded.
-import { intEngineFromBytes } from "../../engines/int/from-bytes.ts";
+import { intEngineFromBytes, memoryToPlace } from "../../engines/int/from-bytes.ts";
 import { chatTemplateOf } from "../../model/chat-template.ts";
 import { contextLength } from "../../model/engine.ts";
 import { chatStops, chatText } from "../chat/chat-prompt.ts";
@@ -37,6 +39,7 @@ import { keepModel, keptModel } from "./tab-store.js";
 const KEEP = { sessions: 64, bytes: 256 << 20 };
 
 let ctx = null; // the server context's few fields that serve/chat/prompt.ts reads
+let placing = null; // the shared memory the page writes a download into as it arrives ("place")
 let retained = null; // the loaded file's { bytes, name, sha256 } when IndexedDB does not keep them
 let loadedSha256 = null;
 let loadedThreads = 1;
@@ -89,8 +92,10 @@ function defaultThreads() {
  * not computed again.
  */
 async function load(
-  { id, bytes, name, sha256, digested = false, engine = "int", keep, threads = defaultThreads() },
+  { id, bytes, name, sha256, digested = false, engine = "int", keep, threads = defaultThreads(), placed },
 ) {
+  const copy = placed ? placing : undefined;
+  placing = null;
   // Each step's start goes to the page as it comes (a message is delivered while this thread works on).
   const onPhase = (phase) => postMessage({ type: "piece", id, text: phase, kind: "phase" });
   const t0 = performance.now();
@@ -102,7 +107,7 @@ async function load(
       sha256,
       digest,
     })
-    : await intEngineFromBytes(view, name, { sha256, digest, onPhase, threads });
+    : await intEngineFromBytes(view, name, { sha256, digest, onPhase, threads, placed: copy ?? undefined });
   ctx?.engine.dispose?.(); // the model it replaces: its threads end
   const tokenizer = made.engine.tokenizer;
   ctx = {
@@ -131,6 +136,7 @@ async function load(
     threads: engine === "float" ? 1 : threads,
     sha256: made.sha256,
     bytes: made.bytes,
+    inPlace: made.inPlace ?? false, // laid out where the download put it
     loadMs: performance.now() - t0,
   };
 }
@@ -320,8 +326,20 @@ async function bench(prompt, decode, threads) {
   return { prefillMs: t1 - t0, decodeMs: performance.now() - t1 };
 }
 
+/**
+ * A shared memory for a download of `bytes` bytes that the page writes into as the pieces arrive (its
+ * own copy too, for the digest and IndexedDB), so the integer engine's load after the download checks
+ * and lays the model out where it lies instead of copying it into fresh memory. Null where there is no
+ * shared memory (a page that is not cross-origin isolated) or the float engine will run it.
+ */
+function place(bytes, engine = "int") {
+  placing = engine === "int" && self.crossOriginIsolated ? memoryToPlace(bytes) ?? null : null;
+  return placing?.memory ?? null;
+}
+
 /** What each message asks for, by its type: the value to answer with. */
 const ANSWERS = {
+  place: (m) => place(m.bytes, m.engine),
   load: (m) => load(m),
   "load-kept": (m) => loadKept(m),
   reload: (m) => reload(m),

@@ -134,6 +134,8 @@ test("the server's model runs in the tab: downloaded once, the server's tokens, 
   // The server's isolation headers: the page has shared memory, and nothing it loads was blocked.
   expect(await page.evaluate(() => crossOriginIsolated)).toBe(true);
   expect(await page.textContent("#where-note")).not.toContain("not cross-origin isolated");
+  // With shared memory the download went into the worker's memory too, and the model was laid out there.
+  expect(await page.evaluate(async () => (await import("/page/tab.js" as string)).loaded.inPlace)).toBe(true);
   const steps = (await page.evaluate(() => (globalThis as unknown as { statuses: string[] }).statuses))
     .map((t) => /^loading the model: (\w+)/.exec(t)?.[1]).filter((step) => step !== undefined);
   expect([...new Set(steps)]).toEqual(["checking", "building", "laying"]);
@@ -268,6 +270,10 @@ test("the static folder of scripts/page.ts runs the model in the tab from a plai
         "this page is not cross-origin isolated (its host sends no COOP/COEP headers): one thread",
     );
     expect(await page.isDisabled('#where option[value="server"]')).toBe(true);
+    // Nor shared memory for the download to go into: the bytes are copied into the engine's after it.
+    expect(await page.evaluate(async () => (await import("./page/tab.js" as string)).loaded.inPlace)).toBe(
+      false,
+    );
     await settings(page, "11");
     const tab = await send(page, "Where is the jury?", 1);
     const want = await serverReply({

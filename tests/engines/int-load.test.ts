@@ -15,7 +15,7 @@ import { Lut4Error, parseLut4, readLut4 } from "../../formats/lut4/lut4.ts";
 import { createLutSums, placedMemory } from "../../kernels/wasm/int-lut.ts";
 import { buildIntModel } from "../../engines/int/model.ts";
 import { lutMatrices } from "../../engines/int/simd.ts";
-import { loadIntEngine } from "../../engines/int/engine.ts";
+import { intEngineFromFile, loadIntEngine, memoryToPlace } from "../../engines/int/engine.ts";
 import { intEngineFromBytes } from "../../engines/int/from-bytes.ts";
 import { loadEngine } from "../../engines/mod.ts";
 import type { Engine } from "../../model/engine.ts";
@@ -111,6 +111,34 @@ test("the engine a path loads (in place) gives the integers of the one its bytes
       copied.dispose?.();
     }
   }
+});
+
+test("the engine of bytes with a placed copy (the tab's download) lays out there, with the same integers", async () => {
+  const path = await smallLut4();
+  const bytes = new Uint8Array(readFileSync(path));
+  const prompt = [256, 84, 104, 101, 32, 106, 117, 114, 121];
+  for (const threads of [1, 2]) {
+    const placed = memoryToPlace(bytes.length)!;
+    placed.bytes.set(bytes);
+    const made = await intEngineFromBytes(bytes, path, { threads, placed });
+    const inPlace = made.engine;
+    const copied = (await intEngineFromBytes(bytes, path, { threads })).engine;
+    try {
+      expect(made.inPlace).toBe(true);
+      expect(await trace(inPlace, prompt)).toEqual(await trace(copied, prompt));
+      // Laid out where it lies: the matrices' 16-row blocks transposed in the placed copy itself.
+      expect(Buffer.from(placed.bytes.subarray(0, bytes.length)).equals(bytes)).toBe(false);
+    } finally {
+      inPlace.dispose?.();
+      copied.dispose?.();
+    }
+  }
+  // A copy of another length is not the file's: ignored, the bytes copied as without one.
+  const short = memoryToPlace(bytes.length - 16)!;
+  const { engine, inPlace } = await intEngineFromBytes(bytes, path, { placed: short });
+  expect(inPlace).toBe(false);
+  expect(Buffer.from(short.bytes).every((b) => b === 0)).toBe(true);
+  expect(await trace(engine, prompt)).toEqual(await trace(intEngineFromFile(await readLut4(path)), prompt));
 });
 
 crossProcessTest(

@@ -109,6 +109,21 @@ test("nothing outside the closure is served, and no path leads out of it", async
   }
 });
 
+test("every name a served module imports from node: is one the stand-in exports", () => {
+  const missing: string[] = [];
+  for (const [path, m] of browserModules()) {
+    const code = m.code.replace(/\/\*[\s\S]*?\*\//g, ""); // not the doc comments' examples
+    for (
+      const [, names] of code.matchAll(/^import\s*(?:type\s*)?\{([^}]*)\}\s*from\s*"[^"]*worker-node\.js"/gm)
+    ) {
+      for (const name of names.split(",").map((n) => n.trim().split(/\s+as\s+/)[0]).filter(Boolean)) {
+        if (!(name in standIn)) missing.push(`${path}: ${name}`);
+      }
+    }
+  }
+  expect(missing).toEqual([]);
+});
+
 test("the node: stand-in hashes and checksums as node does", () => {
   for (const n of [0, 1, 55, 56, 63, 64, 65, 1000, 100_003]) {
     const data = new Uint8Array(randomBytes(n));
