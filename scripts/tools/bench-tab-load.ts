@@ -2,7 +2,8 @@
  * How long the browser tab takes to load a lut4 file: `scripts/chat.ts MODEL` serves the page, Chromium
  * loads the server's model into the tab, asks it for a first reply at once (while the browser keeps
  * the file), waits until the browser keeps it, and reloads. Each load is timed on the page's own status
- * line, from "checking the file" to ready (after the download, and from IndexedDB), the first reply from
+ * line: the download from the click to "checking the file", then from "checking the file" to ready
+ * (after the download, and from IndexedDB), the first reply from
  * its request to its end, and the reload from its start to ready (reading the file back included). With
  * `--against`, the page of each other checkout is timed the same way, the checkouts alternated in
  * every round, the order turned from one round to the next; medians.
@@ -46,6 +47,8 @@ const STEP_MS = 300_000;
 
 /** One load into the tab, its first reply, and one reload, in milliseconds. */
 interface Timing {
+  /** From the click to "checking the file": the download (and, from this version on, its copy into the worker's memory). */
+  download: number;
   afterDownload: number;
   firstReply: number;
   fromStore: number;
@@ -76,14 +79,18 @@ async function server(dir: string, model: string): Promise<{ url: string; close:
   return { url, close: () => child.kill() };
 }
 
-/** Waits for the status line to match `done`; returns when it started "checking the file" and when it matched. */
-async function statusTimes(page: Page, done: RegExp): Promise<{ check: number; end: number }> {
+/**
+ * Waits for the status line to match `done`; returns when it first said "loading the model…" (the click),
+ * when it started "checking the file" and when it matched.
+ */
+async function statusTimes(page: Page, done: RegExp): Promise<{ start: number; check: number; end: number }> {
   await page.waitForFunction(`${done}.test(document.getElementById("tab-status").textContent)`);
   const seen: Array<[number, string]> = await page.evaluate("globalThis.seen ?? []");
   const check = seen.find(([, t]) => t.includes("checking the file"))?.[0];
   const end = seen.find(([, t]) => done.test(t))?.[0];
   if (check === undefined || end === undefined) throw new Error(`the status line never said ${done}`);
-  return { check, end };
+  const start = seen.find(([, t]) => t === "loading the model…")?.[0] ?? check;
+  return { start, check, end };
 }
 
 /** One round on one checkout's page: a load from the server, then a reload from IndexedDB. */
@@ -122,6 +129,7 @@ async function timeTab(browser: any, url: string): Promise<Timing> {
     await page.reload();
     const again = await statusTimes(page, /kept in this browser/);
     return {
+      download: first.check - first.start,
       afterDownload: first.end - first.check,
       firstReply,
       fromStore: again.end - again.check,
@@ -190,6 +198,7 @@ async function main(): Promise<void> {
   }
   const rows = dirs.map((dir, i) => ({
     checkout: dir,
+    download_ms: Math.round(median(times[i].map((t) => t.download))),
     after_download_ms: Math.round(median(times[i].map((t) => t.afterDownload))),
     first_reply_ms: Math.round(median(times[i].map((t) => t.firstReply))),
     from_indexeddb_ms: Math.round(median(times[i].map((t) => t.fromStore))),
@@ -198,15 +207,17 @@ async function main(): Promise<void> {
   }));
   if (values.json) return console.log(JSON.stringify({ model, rounds, rows }));
   console.log(
-    `${model} in the tab, ${rounds} rounds, medians (ms): "checking the file" to ready; the first ` +
-      `reply, asked for at once; reload to ready`,
+    `${model} in the tab, ${rounds} rounds, medians (ms): the click to "checking the file" (the ` +
+      `download); "checking the file" to ready; the first reply, asked for at once; reload to ready`,
   );
-  console.log(`  ${"checkout".padEnd(28)} after download   first reply   from IndexedDB   whole reload`);
+  console.log(
+    `  ${"checkout".padEnd(28)} download   after download   first reply   from IndexedDB   whole reload`,
+  );
   for (const r of rows) {
-    const cells = [[r.after_download_ms, 14], [r.first_reply_ms, 13], [r.from_indexeddb_ms, 16], [
-      r.reload_ms,
-      14,
-    ]];
+    const cells = [[r.download_ms, 8], [r.after_download_ms, 14], [r.first_reply_ms, 13], [
+      r.from_indexeddb_ms,
+      16,
+    ], [r.reload_ms, 14]];
     console.log(`  ${r.checkout.padEnd(28)} ${cells.map(([v, w]) => String(v).padStart(w)).join(" ")}`);
   }
 }

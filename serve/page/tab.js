@@ -163,17 +163,22 @@ const LOAD_PHASES = {
 };
 
 /**
- * Has the worker load a model (`message`: "load", "load-kept" or "reload"), saying each step on the status
- * line; resolves to what it loaded, or null (no kept model). The bytes of a "load" are moved to the
- * worker, not copied: the page holds no copy of the model.
+ * Has the worker load a model (`message`: "download", "load", "load-kept" or "reload"), saying each step
+ * on the status line and a download's progress through `onProgress(done, total)`; resolves to what it
+ * loaded, or null (no kept model). The bytes of a "load" are moved to the worker, not copied, and a
+ * download's never reach the page: the page holds no copy of the model.
  */
-async function loadInWorker(message, transfer = []) {
-  const started = performance.now();
-  const onPhase = (phase) => {
+async function loadInWorker(message, transfer = [], onProgress = () => {}) {
+  let started = performance.now();
+  const onPiece = (piece, kind) => {
+    if (kind === "progress") {
+      started = performance.now(); // a step's seconds count from the download's end
+      return onProgress(piece.done, piece.total);
+    }
     const seconds = ((performance.now() - started) / 1000).toFixed(1);
-    $("tab-status").textContent = `loading the model: ${LOAD_PHASES[phase] ?? phase} (${seconds} s)`;
+    $("tab-status").textContent = `loading the model: ${LOAD_PHASES[piece] ?? piece} (${seconds} s)`;
   };
-  const info = await ask({ ...message, engine: engineChoice() }, transfer, onPhase);
+  const info = await ask({ ...message, engine: engineChoice() }, transfer, onPiece);
   if (info) loaded = info;
   return info;
 }
@@ -183,39 +188,8 @@ async function loadInWorker(message, transfer = []) {
  * checked when given) and then keeps them in IndexedDB, noting `from`: the load answers with `keeping`,
  * and a "kept" message follows (`onKept`), its `unkept` saying why they could not be kept.
  */
-function loadBytes(bytes, name, sha256, from, placed = false) {
-  return loadInWorker({ type: "load", bytes, name, sha256, keep: from, placed }, [bytes]);
-}
-
-/**
- * Downloads the server's lut4 file, showing progress through `onProgress(done, total)`; resolves to its
- * bytes (`buffer`) and whether the worker's shared memory holds them too (`placed`).
- */
-async function download(model, onProgress) {
-  const res = await fetch(new URL(model.url, new URL("./", import.meta.url)), { cache: "no-cache" });
-  if (!res.ok) {
-    throw new ApiError(`${model.name}: the download failed (${res.status} ${res.statusText})`, res.status);
-  }
-  const total = model.bytes, out = new Uint8Array(total);
-  // Each piece also goes into the worker's shared memory where it offers one: the engine then lays the
-  // model out there, and the first touch of 0.3 GB of fresh memory happens while the bytes arrive.
-  const memory = await ask({ type: "place", bytes: total, engine: engineChoice() }).catch(() => null);
-  const placed = memory ? new Uint8Array(memory.buffer, 0, total) : null;
-  const reader = res.body.getReader();
-  let done = 0;
-  for (;;) {
-    const { done: end, value } = await reader.read();
-    if (end) break;
-    if (done + value.length > total) {
-      throw new ApiError(`${model.name}: longer than the ${total} bytes announced`);
-    }
-    out.set(value, done);
-    placed?.set(value, done);
-    done += value.length;
-    onProgress(done, total);
-  }
-  if (done !== total) throw new ApiError(`${model.name}: ${done} of ${total} bytes arrived`);
-  return { buffer: out.buffer, placed: placed !== null };
+function loadBytes(bytes, name, sha256, from) {
+  return loadInWorker({ type: "load", bytes, name, sha256, keep: from }, [bytes]);
 }
 
 /** Loads the server's model: from the kept copy when its SHA-256 matches, else downloaded and kept. */
@@ -226,8 +200,11 @@ export async function loadServerModel(onProgress = () => {}) {
     const kept = await loadInWorker({ type: "load-kept", sha256: m.model.sha256 });
     if (kept) return { ...kept, from: "kept" };
   }
-  const { buffer, placed } = await download(m.model, onProgress);
-  return { ...(await loadBytes(buffer, m.model.name, m.model.sha256, "server", placed)), from: "server" };
+  // The worker downloads it (and says how far it has come), checks it against the manifest and keeps it.
+  const { name, bytes, sha256 } = m.model;
+  const url = new URL(m.model.url, new URL("./", import.meta.url)).href;
+  const message = { type: "download", url, name, bytes, sha256 };
+  return { ...(await loadInWorker(message, [], onProgress)), from: "server" };
 }
 
 /** Loads a lut4 file chosen from disk (read by the worker's full reader) and keeps it. */

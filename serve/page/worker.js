@@ -8,15 +8,16 @@
 // (serve/chat/chat-prompt.ts, serve/openai/reasoning.ts), as the server's chat route does. So the same request
 // gives the same tokens, and a saved session is the bytes the server would have written.
 //
-// Messages in: {type, id, ...}: "place" {bytes, engine?} (a shared memory for the next download, or null),
-// "load" {bytes, name, sha256? (what a download promised), engine?: "int" | "float", keep?: "server" |
-// "disk", threads?, placed? (the bytes are also in the placed memory)}, "load-kept" {sha256?, engine?,
-// threads?}, "reload" {engine?, threads?}, "complete"
+// Messages in: {type, id, ...}: "download" {url, name, bytes, sha256 (what the manifest promised), engine?,
+// threads?} (the server's model, downloaded here, then loaded and kept), "load" {bytes, name, engine?: "int"
+// | "float", keep?: "server" | "disk", threads?}, "load-kept" {sha256?, engine?, threads?}, "reload" {engine?,
+// threads?}, "complete"
 // {body}, "abort", "count" {messages}, "session-get" {session}, "session-put" {bytes}, "bench" {prompt,
 // decode, threads?}.
 // Messages out: {type: "reply", id, value} | {type: "piece", id, text, kind} (a reply's text as it
 // comes, kind "reasoning" or "content"; a load's step as it starts, kind "phase", text the step; how far
-// a prompt has been read, kind "prompt", text the server's prompt_progress object)
+// a download has come, kind "progress", text {done, total}; how far a prompt has been read, kind
+// "prompt", text the server's prompt_progress object)
 // | {type: "error", id, error: {message, status, code}} | {type: "ready"} once, when the modules loaded.
 import { intEngineFromBytes, memoryToPlace } from "../../engines/int/from-bytes.ts";
 import { chatTemplateOf } from "../../model/chat-template.ts";
@@ -39,7 +40,6 @@ import { keepModel, keptModel } from "./tab-store.js";
 const KEEP = { sessions: 64, bytes: 256 << 20 };
 
 let ctx = null; // the server context's few fields that serve/chat/prompt.ts reads
-let placing = null; // the shared memory the page writes a download into as it arrives ("place")
 let retained = null; // the loaded file's { bytes, name, sha256 } when IndexedDB does not keep them
 let loadedSha256 = null;
 let loadedThreads = 1;
@@ -89,13 +89,12 @@ function defaultThreads() {
  * on the file's dequantized tensors, as the server's `--engine float` runs a lut4 file. The float
  * engine's modules are imported only when it is asked for. `sha256` is what the bytes must hash to;
  * `digested` says it was computed from these very bytes here before (they were kept with it), so it is
- * not computed again.
+ * not computed again. `placed`: a copy of the bytes in a shared memory the integer engine lays them out
+ * in (`download`).
  */
 async function load(
   { id, bytes, name, sha256, digested = false, engine = "int", keep, threads = defaultThreads(), placed },
 ) {
-  const copy = placed ? placing : undefined;
-  placing = null;
   // Each step's start goes to the page as it comes (a message is delivered while this thread works on).
   const onPhase = (phase) => postMessage({ type: "piece", id, text: phase, kind: "phase" });
   const t0 = performance.now();
@@ -107,7 +106,7 @@ async function load(
       sha256,
       digest,
     })
-    : await intEngineFromBytes(view, name, { sha256, digest, onPhase, threads, placed: copy ?? undefined });
+    : await intEngineFromBytes(view, name, { sha256, digest, onPhase, threads, placed });
   ctx?.engine.dispose?.(); // the model it replaces: its threads end
   const tokenizer = made.engine.tokenizer;
   ctx = {
@@ -327,19 +326,44 @@ async function bench(prompt, decode, threads) {
 }
 
 /**
- * A shared memory for a download of `bytes` bytes that the page writes into as the pieces arrive (its
- * own copy too, for the digest and IndexedDB), so the integer engine's load after the download checks
- * and lays the model out where it lies instead of copying it into fresh memory. Null where there is no
- * shared memory (a page that is not cross-origin isolated) or the float engine will run it.
+ * Downloads the server's lut4 file (`url`, `bytes` long as its manifest says), saying how far it has
+ * come, then loads it (`load`, its SHA-256 checked against the manifest's) and keeps it. Each piece goes
+ * into a buffer for the digest and IndexedDB and, for the integer engine where there is shared memory
+ * (a cross-origin isolated page), into the memory it will serve from, so the load after the download
+ * checks and lays the model out where it lies instead of copying 0.3 GB into fresh memory. Here, not
+ * on the page: those copies and their first touch of fresh memory then run beside the page's thread.
  */
-function place(bytes, engine = "int") {
-  placing = engine === "int" && self.crossOriginIsolated ? memoryToPlace(bytes) ?? null : null;
-  return placing?.memory ?? null;
+async function download({ id, url, name, bytes: total, sha256, engine = "int", threads }) {
+  const res = await fetch(url, { cache: "no-cache" });
+  if (!res.ok) {
+    throw Object.assign(new Error(`${name}: the download failed (${res.status} ${res.statusText})`), {
+      status: res.status,
+    });
+  }
+  const out = new Uint8Array(total);
+  const placed = engine === "int" && self.crossOriginIsolated ? memoryToPlace(total) : undefined;
+  const reader = res.body.getReader();
+  let done = 0, said = 0;
+  for (;;) {
+    const { done: end, value } = await reader.read();
+    if (end) break;
+    if (done + value.length > total) throw new Error(`${name}: longer than the ${total} bytes announced`);
+    out.set(value, done);
+    placed?.bytes.set(value, done);
+    done += value.length;
+    // A progress message per 1/200 of the file, not per piece (a 328 MB file arrives in thousands).
+    if (done - said >= total / 200 || done === total) {
+      said = done;
+      postMessage({ type: "piece", id, text: { done, total }, kind: "progress" });
+    }
+  }
+  if (done !== total) throw new Error(`${name}: ${done} of ${total} bytes arrived`);
+  return await load({ id, bytes: out.buffer, name, sha256, engine, keep: "server", threads, placed });
 }
 
 /** What each message asks for, by its type: the value to answer with. */
 const ANSWERS = {
-  place: (m) => place(m.bytes, m.engine),
+  download: (m) => download(m),
   load: (m) => load(m),
   "load-kept": (m) => loadKept(m),
   reload: (m) => reload(m),
