@@ -120,7 +120,7 @@ function moduleRoutes(app: Hono): void {
 /** `/page/model.json` and the model file itself, streamed from disk. */
 function modelRoutes(app: Hono, model: string | undefined): void {
   const stampOf = () => (model ? `${statSync(model, { throwIfNoEntry: false })?.mtimeMs}` : "");
-  // Hashed now, while the server starts, so the page's first request does not wait for a large file.
+  // Hashed now (or its digest record read), while the server starts: the page's first request does not wait.
   const made = () => {
     const m = { stamp: stampOf(), made: serverManifest(model) };
     m.made.catch(() => {}); // a failure is answered when the manifest is asked for
