@@ -9,9 +9,9 @@
 // gives the same tokens, and a saved session is the bytes the server would have written.
 //
 // Messages in: {type, id, ...}: "download" {url, name, bytes, sha256 (what the manifest promised), engine?,
-// threads?} (the server's model, downloaded here, then loaded and kept), "load" {bytes, name, engine?: "int"
-// | "float", keep?: "server" | "disk", threads?}, "load-kept" {sha256?, engine?, threads?}, "reload" {engine?,
-// threads?}, "complete"
+// threads?} (the server's model, downloaded here, then loaded and kept), "load" {bytes, name, sha256?,
+// engine?: "int" | "float", keep?: "server" | "disk", threads?}, "load-kept" {sha256?, engine?, threads?},
+// "reload" {engine?, threads?}, "complete"
 // {body}, "abort", "count" {messages}, "session-get" {session}, "session-put" {bytes}, "bench" {prompt,
 // decode, threads?}.
 // Messages out: {type: "reply", id, value} | {type: "piece", id, text, kind} (a reply's text as it
