@@ -251,18 +251,25 @@ export function plainJson(v: JsonValue): unknown {
 }
 
 /**
- * `bytes` as a browser's `TextDecoder` takes them: a copy where they lie in shared memory (a file placed
- * in the integer engine's WebAssembly memory before it is read), which browsers refuse to decode.
+ * `decoder.decode(bytes)`, also where `bytes` lie in shared memory (a file placed in the integer engine's
+ * WebAssembly memory before it is read): browsers refuse to decode those, and are given a copy. Deno and
+ * Bun decode them as they are, so they copy nothing. Throws what the decoder throws (invalid UTF-8 for
+ * a fatal one).
  *
  * @example
  * ```ts
- * import { decodable } from "./json.ts";
- * const text = new TextDecoder().decode(decodable(new Uint8Array(new SharedArrayBuffer(8)))); // 8 NULs
+ * import { decodeShared } from "./json.ts";
+ * const text = decodeShared(new TextDecoder(), new Uint8Array(new SharedArrayBuffer(8))); // 8 NULs
  * ```
  */
-export function decodable(bytes: Uint8Array): Uint8Array {
-  const shared = typeof SharedArrayBuffer !== "undefined" && bytes.buffer instanceof SharedArrayBuffer;
-  return shared ? bytes.slice() : bytes;
+export function decodeShared(decoder: TextDecoder, bytes: Uint8Array): string {
+  try {
+    return decoder.decode(bytes);
+  } catch (e) {
+    const shared = typeof SharedArrayBuffer !== "undefined" && bytes.buffer instanceof SharedArrayBuffer;
+    if (!shared) throw e;
+    return decoder.decode(bytes.slice());
+  }
 }
 
 /**
@@ -288,7 +295,7 @@ export function jsonHeader(
   let text: string;
   try {
     // ignoreBOM keeps a leading byte-order mark in the text, to be refused below (a plain decoder drops it).
-    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(decodable(bytes));
+    text = decodeShared(new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }), bytes);
   } catch {
     return refuse("InvalidUtf8", "not valid UTF-8", { expected: "UTF-8 text" });
   }

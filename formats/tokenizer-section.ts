@@ -24,7 +24,7 @@ import { crc32 } from "node:zlib";
 import { FormatError, type FormatRefusal, messageWithoutCode, type RefusalDetail } from "../model/error.ts";
 import { TOKENIZER_FILE_NAMES, type TokenizerFiles } from "../model/tokenizer-types.ts";
 import { checkTokenizerFiles } from "./huggingface/huggingface-tokenizer.ts";
-import { decodable } from "./json.ts";
+import { decodeShared } from "./json.ts";
 
 /** The section's first 8 bytes. */
 export const TOKENIZER_SECTION_MAGIC = "FERRYTOK";
@@ -228,7 +228,7 @@ export type SectionErrorMaker = (
 
 function decodeText(bytes: Uint8Array, onBad: () => Error): string {
   try {
-    return UTF8.decode(decodable(bytes));
+    return decodeShared(UTF8, bytes);
   } catch {
     throw onBad();
   }

@@ -50,7 +50,7 @@ import type {
 import type { LutMatrix } from "../../kernels/int/gemv.ts";
 import { type ModelConfig, validateConfig } from "../../model/config.ts";
 import { FormatError, formatErrorClass, messageWithoutCode, type RefusalDetail } from "../../model/error.ts";
-import { decodable, JSON_REFUSALS, jsonHeader } from "../json.ts";
+import { decodeShared, JSON_REFUSALS, jsonHeader } from "../json.ts";
 import { calibrationLine } from "../calibration-record.ts";
 import { numel, type Tensor } from "../../model/tensor.ts";
 import type { TokenizerFiles } from "../../model/tokenizer-types.ts";
@@ -617,7 +617,7 @@ function headerLength(first: Uint8Array, size: number, path: string): number {
       found: `${size} bytes`,
     });
   }
-  const magic = new TextDecoder().decode(decodable(first.subarray(0, 8)));
+  const magic = decodeShared(new TextDecoder(), first.subarray(0, 8));
   if (magic !== LUT4_MAGIC) {
     throw new Lut4Error(path, "BadMagic", "magic", `expected ${LUT4_MAGIC}, this is not a lut4 file`, {
       expected: LUT4_MAGIC,

@@ -8,6 +8,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { scratchDir, smallLut4 } from "../helpers/lut4-fixture.ts";
 import { dequantizeLut4, lut4Format, parseLut4, readLut4, writeLut4 } from "../../formats/lut4/lut4.ts";
+import { decodeShared } from "../../formats/json.ts";
 import { dequantizeMatrix, epsFixed, quantizeMatrix, quantizeModel } from "../../quantize/lut4-quantize.ts";
 import { PRESETS } from "../../model/config.ts";
 import { initParams } from "../../model/init.ts";
@@ -287,3 +288,26 @@ crossProcessTest(
   },
   60_000,
 );
+
+// The tab's worker checks a downloaded file where it placed it, in shared memory, whose text a browser's
+// TextDecoder refuses: the reader decodes a copy there, and reads the file as it reads plain bytes.
+test("a lut4 file in shared memory reads as in plain memory, even where the decoder refuses shared bytes", async () => {
+  const plain = new Uint8Array(readFileSync(await smallLut4()));
+  const shared = new Uint8Array(new SharedArrayBuffer(plain.length));
+  shared.set(plain);
+  expect(parseLut4(shared, "s.lut4").header).toEqual(parseLut4(plain, "p.lut4").header);
+  // A browser's decoder, as Chromium's refused shared views.
+  const browserLike = {
+    decode(b: Uint8Array) {
+      if (b.buffer instanceof SharedArrayBuffer) throw new TypeError("shared buffers are not accepted");
+      return new TextDecoder("utf-8", { fatal: true }).decode(b);
+    },
+  } as TextDecoder;
+  const text = new TextEncoder().encode('{"a": "ĠĠ"}');
+  const inShared = new Uint8Array(new SharedArrayBuffer(text.length));
+  inShared.set(text);
+  expect(decodeShared(browserLike, inShared)).toBe('{"a": "ĠĠ"}');
+  inShared[6] = 0xff; // invalid UTF-8 is still refused
+  expect(() => decodeShared(browserLike, inShared)).toThrow(TypeError);
+  expect(() => decodeShared(new TextDecoder("utf-8", { fatal: true }), inShared)).toThrow(TypeError);
+});
