@@ -1143,9 +1143,9 @@ const READ_CHUNK = 512 << 20;
 /**
  * Reads and checks a lut4 file (`parseLut4`'s checks and digest). The reads are issued at once and run
  * off this thread; the SHA-256 runs on it over each piece as it arrives, unless a record of this very
- * file's digest is found (formats/digest-record.ts); a digest computed is recorded once the checks pass. With `onTokenizer`, the header
- * and the tokenizer section are read first, and the section is checked and handed over (and decoded
- * once: the full checks take it as it is) while the weights arrive.
+ * file's digest is found (formats/digest-record.ts); a digest computed is recorded once the checks
+ * pass. With `onTokenizer`, the header and the tokenizer section are read first, and the section is
+ * checked and handed over (and decoded once: the full checks take it as it is) while the weights arrive.
  */
 export async function readLut4(path: string, opts: ReadLut4Options = {}): Promise<Lut4File> {
   const fh = await open(path, "r");
