@@ -371,10 +371,10 @@ function serveOnSimd(
   const room: LutRoom = {
     keyDigitBytes: model.digitBytes,
     valueDigitBytes: model.valueDigitBytes,
-    planeCols: 4 * model.headDim,
     positions: model.maxPositions,
     headDim: model.headDim,
     expMirrorBytes: model.expMirrorBytes,
+    attendTasks: model.heads * PREFILL_SLOTS,
     exp: model.exp,
     vectorInts: vectorRoom(model),
     rope: { cos: model.ropeCos, sin: model.ropeSin },

@@ -22,10 +22,17 @@
  * @module
  */
 import { ACC_EXP, activationTables, gemv, type PreparedMatrix } from "../../kernels/int/gemv.ts";
-import { attendGroup, CACHE_BITS, SCORE_EXP } from "../../kernels/int/attention.ts";
+import {
+  attendGroup,
+  attendTasks,
+  CACHE_BITS,
+  SCORE_EXP,
+  TASK_BYTES,
+  writeHeadTask,
+} from "../../kernels/int/attention.ts";
 import { gemvLanes, gemvLut, inputPlanes, type LutSums } from "../../kernels/int/gemv-lut.ts";
 import { assertBound, checked, holds } from "../../kernels/int/check.ts";
-import { type GemvPool, queueGemv, runQueued } from "./threads.ts";
+import { type GemvPool, queueAttention, queueGemv, runQueued } from "./threads.ts";
 import { mulS16, mulScale, multiples } from "../../kernels/int/mul.ts";
 import { applyGain, NORM_EXP } from "../../kernels/int/norm.ts";
 import { ropeHead } from "../../kernels/int/rope.ts";
@@ -226,21 +233,83 @@ function finishProducts(pool: GemvPool, lut: LutSums, name: string): void {
 }
 
 /**
- * The attention of the cursor's position in layer `l`, from its q, k and v: the q heads normed, gained
- * and rotated, the keys and values appended to the cache, every q head attended, the heads requantised
- * to 15 bits in `a16`; returns their exponent.
+ * The attention of slots 0 … n − 1 in layer `l` (n = 1: `step`'s position), from their q, k and v: each
+ * slot's q heads normed, gained and rotated and its keys and values appended to the cache, in position
+ * order; then every query head of every slot attended (on the module's `attend_heads`, shared out on
+ * the pool, where the engine serves on WebAssembly SIMD; else by the TypeScript kernels), each slot's
+ * heads requantised to 15 bits in its `a16`, their exponent in `slotExp`. A slot attends only to the
+ * positions up to its own, so all may run once the cache holds the batch.
  */
-function attendPosition(m: IntModel, st: IntState, L: IntLayer, l: number): number {
+function attendSlots(m: IntModel, st: IntState, L: IntLayer, l: number, n: number): void {
   const s = m.s;
-  let off = 0;
-  for (let h = 0; h < m.heads; h++) {
-    s.qExp[h] = normRope(m, s.q, s.at.q, off, ACC_EXP, L.qGain, L.qGainExp, s.cur.ropeAt, m.qBits);
-    off = off + m.headDim;
+  for (let b = 0; b < n; b++) {
+    if (n > 1) useSlot(m, b); // one position is the step's own slot already
+    let off = 0;
+    for (let h = 0; h < m.heads; h++) {
+      s.qExp[b][h] = normRope(m, s.q, s.at.q, off, ACC_EXP, L.qGain, L.qGainExp, s.cur.ropeAt, m.qBits);
+      off = off + m.headDim;
+    }
+    appendKeysValues(m, st, L, l);
   }
-  appendKeysValues(m, st, L, l);
-  pointContext(m, st, l);
-  attendHeads(m);
-  return quantize(m, s.att, s.at.att, 0, m.qDim, ACC_EXP, s.a16, s.at.a16, 0, 15);
+  if (m.lut !== null && s.cur.digits) attendOnModule(m, st, l, n);
+  else {
+    for (let b = 0; b < n; b++) {
+      if (n > 1) useSlot(m, b);
+      pointContext(m, st, l);
+      attendHeads(m, s.qExp[b]);
+    }
+  }
+  for (let b = 0; b < n; b++) {
+    if (n > 1) useSlot(m, b);
+    s.slotExp[b] = quantize(m, s.att, s.at.att, 0, m.qDim, ACC_EXP, s.a16, s.at.a16, 0, 15);
+  }
+}
+
+/**
+ * Every query head of slots 0 … n − 1 as one `attend_heads` task each (kernels/int/attention.ts
+ * `writeHeadTask`), run on this thread or, from `pool.attendSplit` (query head, position) pairs on,
+ * shared out on the pool.
+ */
+function attendOnModule(m: IntModel, st: IntState, l: number, n: number): void {
+  const s = m.s;
+  const lut = m.lut!;
+  const ctx = s.ctx;
+  const headBytes = m.headDim << 2;
+  let task = lut.attendTasksAt;
+  let pairs = 0;
+  for (let b = 0; b < n; b++) {
+    if (n > 1) useSlot(m, b);
+    pointContext(m, st, l);
+    const positions = s.cur.pos + 1;
+    const qExp = s.qExp[b];
+    let off = 0;
+    let h = 0;
+    for (let kvHead = 0; kvHead < m.kvHeads; kvHead++) {
+      for (let g = 0; g < m.group; g++) {
+        writeHeadTask(ctx, lut.mem32, task, s.at.q + off, qExp[h], kvHead, positions, s.at.att + off);
+        task = task + TASK_BYTES;
+        pairs = pairs + positions;
+        off = off + headBytes;
+        h = h + 1;
+      }
+    }
+  }
+  const pool = m.pool;
+  if (pool === null || pairs < pool.attendSplit) {
+    attendTasks(ctx, lut, lut.attendTasksAt, task, TASK_BYTES, lut.attendAt);
+    return;
+  }
+  queueAttention(
+    pool,
+    lut,
+    lut.attendTasksAt,
+    task,
+    m.headDim,
+    ctx.dimBlocks,
+    ctx.valuePlane,
+    ctx.valueDigitStride,
+  );
+  finishProducts(pool, lut, `layer ${l} attention`);
 }
 
 /**
@@ -289,7 +358,6 @@ function pointContext(m: IntModel, st: IntState, l: number): void {
   ctx.keyExp = st.keyExp[l];
   ctx.values = st.values[l];
   ctx.valueExp = st.valueExp[l];
-  ctx.lut = c.digits ? lut : null;
   ctx.digitsAt = c.digitsAt;
   ctx.valueDigitsAt = c.valuesAt - (c.pos << 4);
   if (lut !== null && c.digits) {
@@ -298,8 +366,11 @@ function pointContext(m: IntModel, st: IntState, l: number): void {
   }
 }
 
-/** Attention of every q head over positions 0 … pos into `att`: the q heads of each kv head two at a time. */
-function attendHeads(m: IntModel): void {
+/**
+ * Attention of every q head (at exponents `qExp`) over positions 0 … pos into `att`, by the TypeScript
+ * kernels: the q heads of each kv head two at a time.
+ */
+function attendHeads(m: IntModel, qExp: Int32Array): void {
   const s = m.s;
   const n = s.cur.pos + 1;
   // GQA: keys and values are read once per pair of q heads.
@@ -309,7 +380,7 @@ function attendHeads(m: IntModel): void {
     let left = m.group;
     while (left > 0) {
       const two = left >= 2;
-      attendGroup(s.ctx, s.q, off, s.qExp[h], two ? s.qExp[h + 1] : 0, two, kvHead, n, s.att, off);
+      attendGroup(s.ctx, s.q, off, qExp[h], two ? qExp[h + 1] : 0, two, kvHead, n, s.att, off);
       const done = two ? 2 : 1;
       h = h + done;
       left = left - done;
@@ -503,10 +574,7 @@ function attentionBatch(m: IntModel, st: IntState, l: number, n: number): void {
     productBatch(m, n, L.k, la + 1, at.z, at.k, NORM_EXP, false, ACC_EXP, false);
     productBatch(m, n, L.v, la + 2, at.z, at.v, NORM_EXP, false, ACC_EXP, true);
   }
-  for (let b = 0; b < n; b++) {
-    if (n > 1) useSlot(m, b); // one position is the step's own slot already
-    s.slotExp[b] = attendPosition(m, st, L, l);
-  }
+  attendSlots(m, st, L, l, n);
   if (n === 1) {
     productInput(m, s.a16, s.at.a16, m.qDim, s.tabQ);
     product(m, s.proj, s.at.proj, L.o, la + 3, s.tabQ, s.slotExp[0], RESIDUAL_EXP);

@@ -152,7 +152,8 @@ export interface Scratch {
   q: Int32Array;
   k: Int32Array;
   v: Int32Array;
-  qExp: Int32Array;
+  /** The exponents of each batch slot's q heads (forward.ts `attendSlots`). */
+  qExp: Int32Array[];
   att: Int32Array;
   proj: Int32Array;
   gate: Int32Array;
@@ -393,7 +394,7 @@ function newScratch(
     q: new Int32Array(qDim),
     k: new Int32Array(kvDim),
     v: new Int32Array(kvDim),
-    qExp: new Int32Array(sh.heads),
+    qExp: perSlot(sh.heads),
     att: new Int32Array(qDim),
     proj: new Int32Array(sh.width),
     gate: new Int32Array(sh.ffn),
@@ -450,7 +451,6 @@ function attentionContext(
     valueExp: new Int16Array(0),
     exp,
     s: attn,
-    lut: null,
     digitsAt: 0,
     digitsHeadStride: layout.digitsHeadStride,
     valueDigitsAt: 0,
@@ -462,6 +462,13 @@ function attentionContext(
     valueExpAt: 0,
     expHeadStride: layout.expHeadStride,
   };
+}
+
+/** One vector of `n` int32 per batch slot. */
+function perSlot(n: number): Int32Array[] {
+  const out: Int32Array[] = [];
+  for (let b = 0; b < PREFILL_SLOTS; b++) out.push(new Int32Array(n));
+  return out;
 }
 
 /** Every vector outside the module's memory. */

@@ -25,6 +25,11 @@ import type { WorkerStart } from "./worker-serve.ts";
 
 /** A projection is split only when it has at least this many weights (smaller ones cost more to hand out). */
 export const SPLIT_WEIGHTS = 1 << 18;
+/**
+ * A layer's attention is shared out from this many (query head, position) pairs on: below it, the
+ * hand-off costs about what the second thread saves.
+ */
+export const SPLIT_PAIRS = 1024;
 /** Control words before the first worker's calls. */
 const HEADER_INTS = 16;
 
@@ -150,6 +155,8 @@ export async function startPool(
     mine: new Int32Array(perWorker),
     shareAt,
     shares,
+    // splitWeights 0 (the tests' setting) shares out everything, the attention too.
+    attendSplit: splitWeights === 0 ? 0 : SPLIT_PAIRS,
     seq: 0,
     spin: 1 << 18,
     queued: 0,

@@ -10,7 +10,8 @@
  * The control words (`GemvPool.ctrl`, shared with the workers): `SEQ` counts dispatches (a worker
  * wakes when it changes), `DONE` counts the workers finished with the current one, `SAT` sums their
  * saturations, `STOP` asks them to end; worker w's calls start at `workerAt[w]`: a count, then per
- * call the 13 arguments of `gemv_lut` (or of `gemv_lanesP`) and P (0 for `gemv_lut`).
+ * call the 13 arguments of `gemv_lut` (or of `gemv_lanesP`) and P (0 for `gemv_lut`), or the 12 of
+ * `attend_heads` (a share of a layer's attention heads, `queueAttention`) and −1.
  *
  * @example
  * ```ts
@@ -26,6 +27,7 @@
  * ```
  * @module
  */
+import { TASK_BYTES } from "../../kernels/int/attention.ts";
 import { gemvLanes, type LutProjections, type LutSums } from "../../kernels/int/gemv-lut.ts";
 
 /** Control word indices. */
@@ -35,6 +37,8 @@ export const SAT = 2;
 export const STOP = 3;
 /** Words of one queued call (13 arguments and the lane count); calls one worker may hold per dispatch. */
 export const CALL_INTS = 14;
+/** The lane-count word of an `attend_heads` call (its 12 arguments in the first words). */
+const ATTEND = -1;
 export const MAX_CALLS = 4;
 /** A waiter's polls before it sleeps: at most about 1–2 ms, at least about 10 µs (`adaptSpin`). */
 const SPIN_MAX = 1 << 18;
@@ -69,6 +73,11 @@ export interface GemvPool {
    */
   shareAt: Int32Array;
   shares: Int32Array;
+  /**
+   * A layer's attention is shared out only from this many (query head, position) pairs on (fewer cost
+   * less than the hand-off); 0 shares out every one.
+   */
+  attendSplit: number;
   /** Dispatches so far; calls queued for the next; saturations counted by whole-matrix calls. */
   seq: number;
   /** The main thread's polling budget (`adaptSpin`). */
@@ -209,11 +218,75 @@ function runOne(
   );
 }
 
-/** Runs the calls at `calls[head]` (a count, then each call's words); returns their saturations. */
+/**
+ * Queues a layer's attention, the `attend_heads` tasks from byte `tasks` to `end` (kernels/int/attention.ts
+ * `writeHeadTask`), dealt out in turn: thread t takes tasks t, t + threads, … in its own work area
+ * (`attendAt + t · attendBytes`). Heads of the same slot cost the same, so each thread gets an even
+ * share of every slot. `hd`, `blocks`, `plane` and `digitStride` are the model's (`attend_heads`).
+ */
+export function queueAttention(
+  pool: GemvPool,
+  lut: LutSums,
+  tasks: number,
+  end: number,
+  hd: number,
+  blocks: number,
+  plane: number,
+  digitStride: number,
+): void {
+  let stride = 0;
+  for (let t = 0; t < pool.threads; t++) stride = stride + TASK_BYTES;
+  let first = tasks;
+  let work = lut.attendAt;
+  for (let t = 0; t < pool.threads; t++) {
+    const calls = t === 0 ? pool.mine : pool.ctrl;
+    const head = t === 0 ? 0 : pool.workerAt[t];
+    let i = head + 1;
+    for (let c = 0; c < pool.queued; c++) i = i + CALL_INTS;
+    calls[i] = first;
+    calls[i + 1] = end;
+    calls[i + 2] = stride;
+    calls[i + 3] = work;
+    calls[i + 4] = hd;
+    calls[i + 5] = lut.attendPositions;
+    calls[i + 6] = lut.expTAt;
+    calls[i + 7] = lut.expMulAt;
+    calls[i + 8] = lut.expLen1;
+    calls[i + 9] = blocks;
+    calls[i + 10] = plane;
+    calls[i + 11] = digitStride;
+    calls[i + 12] = 0;
+    calls[i + 13] = ATTEND;
+    calls[head] = pool.queued + 1;
+    first = first + TASK_BYTES;
+    work = work + lut.attendBytes;
+  }
+  pool.queued = pool.queued + 1;
+}
+
+/** Runs the calls at `calls[head]` (a count, then each call's words); returns their saturations (and faults). */
 export function runCalls(lut: LutProjections, calls: Int32Array, head: number): number {
   let saturated = 0;
   let i = head + 1;
   for (let c = 0; c < calls[head]; c++) {
+    if (calls[i + 13] === ATTEND) {
+      saturated = saturated + lut.attend_heads(
+        calls[i],
+        calls[i + 1],
+        calls[i + 2],
+        calls[i + 3],
+        calls[i + 4],
+        calls[i + 5],
+        calls[i + 6],
+        calls[i + 7],
+        calls[i + 8],
+        calls[i + 9],
+        calls[i + 10],
+        calls[i + 11],
+      );
+      i = i + CALL_INTS;
+      continue;
+    }
     saturated = saturated + runOne(
       lut,
       calls[i + 13],

@@ -51,16 +51,16 @@ export interface AttentionContext {
   /** Scratch (`attentionScratch`). */
   s: AttentionScratch;
   /**
-   * Where the scores may run on WebAssembly SIMD: the instance (null: TypeScript only), the byte address
-   * of this layer's key digit planes for kv head 0 (`LutSums.digitsAt`), and the stride between kv heads.
+   * Where the module's attention reads the keys (`writeHeadTask`, when the engine serves on WebAssembly
+   * SIMD): the byte address of this layer's key digit planes for kv head 0 (`LutSums.digitsAt`), and
+   * the stride between kv heads.
    */
-  lut: LutSums | null;
   digitsAt: number;
   digitsHeadStride: number;
   /**
-   * Where the value mix may run on WebAssembly SIMD (when `lut` is set): the byte address of this
-   * layer's value digit planes for kv head 0 (`LutSums.valueDigitsAt`), the stride between kv heads,
-   * the bytes of one (digit, block) plane and of one digit, and the blocks of 16 dimensions per head.
+   * Where it reads the values: the byte address of this layer's value digit planes for kv head 0
+   * (`LutSums.valueDigitsAt`), the stride between kv heads, the bytes of one (digit, block) plane and
+   * of one digit, and the blocks of 16 dimensions per head.
    */
   valueDigitsAt: number;
   valueHeadStride: number;
@@ -164,11 +164,6 @@ export function attendGroup(
   oOff: number,
 ): void {
   const hd = ctx.headDim;
-  if (ctx.lut !== null) {
-    attendLut(ctx, q, qOff, eq0, kvHead, n, out, oOff);
-    if (two) attendLut(ctx, q, qOff + hd, eq1, kvHead, n, out, oOff + hd);
-    return;
-  }
   const sc = ctx.s;
   const qt = sc.qt;
   const keys = ctx.keys;
@@ -255,49 +250,25 @@ export function attendGroup(
   }
 }
 
-/**
- * Writes a query head's digit tables at `lut.planesAt`: first the table of the low and middle digits,
- * entry u = u · q_e, then the top digit's, entry u = (u < 8 ? u : u − 16) · q_e, at the address it
- * returns; 48 bytes per dimension each (bits 0–7, 8–15, 16–23), by the module's `planes_digits`.
- * |q_e| < 2^15, so every entry lies in (−2^19, 2^19).
- */
-function queryPlanes(q: Int32Array, qOff: number, hd: number, lut: LutSums): number {
-  const mem = lut.mem32;
-  let j = lut.inIndex;
-  let top = lut.planesAt;
-  for (let i = qOff; i < qOff + hd; i++) {
-    mem[j] = q[i];
-    j = j + 1;
-    top = top + 48;
-  }
-  lut.planes_digits(lut.inAt, hd, lut.planesAt, top);
-  return top;
-}
+/** Bytes of one `attend_heads` task (kernels/wasm/int-attention.ts `ATTEND_TASK_BYTES`). */
+export const TASK_BYTES = 32;
 
 /**
- * One query head's attention on WebAssembly SIMD, the same integers as `attendGroup`'s TypeScript loops:
- * the query's digit tables (`queryPlanes`), the scores from them read at the keys' digit planes
- * (`scores`: one `i8x16.swizzle` per plane, 16 positions at a time), the softmax (`softmax`, the same
- * exp table, reciprocal and rounding as `probabilities`), the probabilities' tables (`planes_unsigned`)
- * and the value mix read at the values' digit planes (`mix`, 16 dimensions at a time, on v + 2048, so
- * 2048 · Σ p comes off after), then the shift to ACC_EXP. The module keeps everything in 32 bits: |dot| < 2^31 by `queryBits`, the softmax total
- * below 2^30 (checked mode asserts it, and that no difference saturated), and the mix
- * |Σ p · v| ≤ (2^15 + n) · 2047 < 2^31, as in `attendGroup`.
+ * Writes, at byte `taskAt`, the module's task (kernels/wasm/int-attention.ts `attend_heads`) of one
+ * query head: its query at byte `qAt` (head_dim int32 at exponent `eq`, |q| < 2^queryBits), over the
+ * first `n` cached positions of kv head `kvHead` in `ctx`'s digit planes and exponent mirrors, its
+ * head_dim outputs at ACC_EXP to byte `outAt`: the same integers as `attendGroup`.
  */
-function attendLut(
+export function writeHeadTask(
   ctx: AttentionContext,
-  q: Int32Array,
-  qOff: number,
+  mem32: Int32Array,
+  taskAt: number,
+  qAt: number,
   eq: number,
   kvHead: number,
   n: number,
-  out: Int32Array,
-  oOff: number,
+  outAt: number,
 ): void {
-  const lut = ctx.lut!;
-  const hd = ctx.headDim;
-  const mem = lut.mem32;
-  const topAt = queryPlanes(q, qOff, hd, lut);
   let keys = ctx.digitsAt;
   let codes = ctx.valueDigitsAt;
   let keyExp = ctx.keyExpAt;
@@ -308,29 +279,44 @@ function attendLut(
     keyExp = keyExp + ctx.expHeadStride;
     valueExp = valueExp + ctx.expHeadStride;
   }
-  lut.scores(lut.planesAt, topAt, keys, n, hd, keyExp, SCORE_EXP - eq, lut.scoresAt, lut.sumsAt);
-  const emax = lut.softmax(
-    lut.scoresAt,
-    n,
+  const i = taskAt >> 2;
+  mem32[i] = qAt;
+  mem32[i + 1] = SCORE_EXP - eq;
+  mem32[i + 2] = keys;
+  mem32[i + 3] = codes;
+  mem32[i + 4] = keyExp;
+  mem32[i + 5] = valueExp;
+  mem32[i + 6] = n;
+  mem32[i + 7] = outAt;
+}
+
+/**
+ * Runs the tasks at `tasks`, `tasks + stride`, … below `end` (`writeHeadTask`) on this thread, in the
+ * work area `work` (thread 0's is `lut.attendAt`); checked mode turns a fault into the bound error.
+ */
+export function attendTasks(
+  ctx: AttentionContext,
+  lut: LutSums,
+  tasks: number,
+  end: number,
+  stride: number,
+  work: number,
+): void {
+  const faults = lut.attend_heads(
+    tasks,
+    end,
+    stride,
+    work,
+    ctx.headDim,
+    lut.attendPositions,
     lut.expTAt,
     lut.expMulAt,
     lut.expLen1,
-    valueExp,
-    lut.inAt,
-    lut.rtAt,
-    lut.statAt,
+    ctx.dimBlocks,
+    ctx.valuePlane,
+    ctx.valueDigitStride,
   );
-  if (checked.on && !holds(mem[lut.statIndex] < 1073741824 && mem[lut.statIndex + 1] === 0)) {
-    assertBound(false, `softmax total ${mem[lut.statIndex]} ≥ 2^30 or a score difference saturates`);
-  }
-  lut.planes_unsigned(lut.inAt, n, lut.probAt);
-  lut.mix(lut.probAt, codes, n, ctx.dimBlocks, ctx.valuePlane, ctx.valueDigitStride, lut.outAt);
-  // The mix read the values in offset binary: Σ p · (v + 2048) − 2048 · Σ p = Σ p · v (|·| < 2^28).
-  const offset = mem[lut.statIndex + 2] << 11;
-  const toAcc = ACC_EXP - (emax - 15);
-  let j = lut.outIndex;
-  for (let i = oOff; i < oOff + hd; i++) {
-    out[i] = shift(mem[j] - offset, toAcc);
-    j = j + 1;
+  if (checked.on && !holds(faults === 0)) {
+    assertBound(false, `attention: ${faults} softmax totals ≥ 2^30 or saturated shifts`);
   }
 }

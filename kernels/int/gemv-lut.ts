@@ -43,7 +43,7 @@ export type LanesCall = (
 /** The projections of the module, all a thread of the pool needs (engines/int/threads.ts). */
 export type LutProjections = Pick<
   LutSums,
-  "gemv_lut" | "gemv_lanes4" | "gemv_lanes8" | "gemv_lanes16" | "gemv_lanes32"
+  "gemv_lut" | "gemv_lanes4" | "gemv_lanes8" | "gemv_lanes16" | "gemv_lanes32" | "attend_heads"
 >;
 
 /** A WebAssembly instance with the integer engine's functions and the matrices in its memory (kernels/wasm/int-lut.ts). */
@@ -132,14 +132,31 @@ export interface LutSums {
   add_sat(x: number, y: number, n: number): void;
   /** kernels/int/tables.ts `silu` in place on `n` int32 at `x`. */
   silu(x: number, n: number, t: number, mul: number, len1: number, half: number): void;
+  /**
+   * Whole query heads' attention, one 32-byte task each from `tasks` to `end`, `stride` bytes apart, in
+   * the work area `work` (kernels/wasm/int-attention.ts `attendHeadsFn`); returns the faults checked
+   * mode refuses.
+   */
+  attend_heads(
+    tasks: number,
+    end: number,
+    stride: number,
+    work: number,
+    hd: number,
+    positions: number,
+    expT: number,
+    expMul: number,
+    tlen1: number,
+    blocks: number,
+    plane: number,
+    digitStride: number,
+  ): number;
   /** kernels/int/rope.ts `ropeHead` in place on 2 · `half` int32 at `v` (half a multiple of 4). */
   rope(v: number, half: number, cos: number, sin: number): void;
   mem8: Uint8Array;
   mem32: Int32Array;
   /** Byte address of the input planes. */
   planesAt: number;
-  /** Byte address of the attention scores' digit sums (192 bytes). */
-  sumsAt: number;
   /** 128 bytes of `gemv_lut` scratch. */
   scratchAt: number;
   /** The int32 input vector (byte address and index) and the int32 output vector. */
@@ -147,8 +164,6 @@ export interface LutSums {
   inIndex: number;
   outAt: number;
   outIndex: number;
-  /** The probabilities' tables for the value mix: `planes_unsigned` output, 48 bytes per position. */
-  probAt: number;
   /**
    * Byte address of the keys' digit planes (engines/int/forward.ts keeps them; kernels/int/attention.ts
    * reads them): per layer, per kv head, per block of 16 positions, per digit (low, middle, top), per
@@ -161,11 +176,6 @@ export interface LutSums {
    * binary, so every digit reads the same unsigned table).
    */
   valueDigitsAt: number;
-  /** Attention scratch: the scores of one head, R's multiples table, and the softmax's total and saturations. */
-  scoresAt: number;
-  rtAt: number;
-  statAt: number;
-  statIndex: number;
   /** The exp table and its differences' multiples, and the table's length − 1. */
   expTAt: number;
   expMulAt: number;
@@ -192,6 +202,14 @@ export interface LutSums {
   lanesAt: number;
   lanesBytes: number;
   lanesMax: number;
+  /**
+   * `attend_heads`' work areas (one per thread, `attendBytes` each, thread t's at `attendAt + t ·
+   * attendBytes`), the positions they hold (a multiple of 16), and room for its tasks.
+   */
+  attendAt: number;
+  attendBytes: number;
+  attendPositions: number;
+  attendTasksAt: number;
   /** RoPE's cos and sin tables as int32, [position][head_dim / 2]. */
   ropeCosAt: number;
   ropeSinAt: number;

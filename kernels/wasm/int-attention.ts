@@ -1,7 +1,7 @@
 // deno-fmt-ignore-file -- instruction listings are laid out by hand, one logical step per line
 /**
  * The integer engine's attention as WebAssembly (built at load by kernels/wasm/int-lut.ts), one query
- * head at a time (kernels/int/attention.ts `attendLut`):
+ * head at a time (the integers of kernels/int/attention.ts `attendGroup`):
  *
  * - `scores(qU, qS, keys, n, hd, keyExp, scoreShift, out, sums)`: the dot products of the query with the
  *   cached keys, from the query's tables read at the keys' three digit planes, 16 positions at a time,
@@ -15,12 +15,19 @@
  *   digits of the cached values in offset binary, 16 dimensions at a time, in runs of at most 128
  *   positions (so no 16-bit sum overflows) added in 32 bits; the caller subtracts 2048 · Σ p_j.
  *
+ * - `attend_heads(tasks, end, stride, work, hd, positions, expT, expMul, tlen1, blocks, plane,
+ *   digitStride) → faults`: whole query heads, one task each (`ATTEND_TASK_BYTES`, the fields in
+ *   `attendHeadsFn`'s comment), from `tasks` to `end` every `stride` bytes: the four functions above
+ *   called in turn and the mix shifted to ACC_EXP, in a thread's own `work` area
+ *   (`attendWorkBytes`); what a thread of the engine's pool runs as its share of a layer's attention.
+ *
  * Each computes exactly the integers of its TypeScript definition (tests/kernels/int-lut.test.ts), with only the
  * opcodes `LUT_OPCODES` classifies (kernels/wasm/lut.ts): no multiply, no divide, no float.
  * @module
  */
 import { type Code, fn, type Func, I32, op } from "./asm.ts";
 import { lutTotals } from "./lut.ts";
+import { ACC_EXP } from "../int/gemv.ts";
 import {
   get,
   I32_MAX,
@@ -230,5 +237,93 @@ export function mixFn(relaxed: boolean): Func {
       inc(b, 1),
       op.br(0),
     ])]),
+  ]);
+}
+
+/** Bytes of one task of `attend_heads`: eight int32 (see `attendHeadsFn`). */
+export const ATTEND_TASK_BYTES = 32;
+
+/**
+ * Bytes of one thread's work area for `attend_heads` with heads of `hd` dimensions over at most
+ * `positions` cached positions: the query's two tables (96 · hd), the digit sums (192), the
+ * reciprocal's multiples (64), the softmax's statistics (16), the mix (4 · hd), then per position
+ * (rounded up to 16) the scores and the weights (4 bytes each) and the probabilities' tables (48).
+ */
+export function attendWorkBytes(hd: number, positions: number): number {
+  return 100 * hd + 272 + 56 * (Math.ceil(positions / 16) * 16);
+}
+
+/**
+ * `attend_heads(tasks, end, stride, work, hd, positions, expT, expMul, tlen1, blocks, plane,
+ * digitStride) → faults`: for each task from `tasks` up to `end`, `stride` bytes apart, one query
+ * head's attention as kernels/int/attention.ts `attendGroup` computes it: the query's digit tables
+ * (`planes_digits`), `scores`, `softmax`, the probabilities' tables (`planes_unsigned`) and `mix`,
+ * called in turn over the thread's `work` area (`attendWorkBytes(hd, positions)`, `positions` a
+ * multiple of 16), then out[i] = shift(mix[i] − 2048 · Σ p, ACC_EXP − (emax − 15)). A task's int32
+ * fields: the query's address (hd int32), the score shift (SCORE_EXP − its exponent), the kv head's
+ * key digit planes, its value digit planes, its key and value exponent mirrors, the positions n, and
+ * where the hd outputs go. `expT`, `expMul`, `tlen1` are `softmax`'s; `blocks`, `plane`, `digitStride`
+ * are `mix`'s. Returns the faults checked mode refuses: a softmax total of 2^30 or more, a saturated
+ * score difference, a saturated output.
+ *
+ * `calls` names the module's functions by index (kernels/wasm/int-lut.ts assembles them in order).
+ */
+export function attendHeadsFn(calls: {
+  planesDigits: number;
+  scores: number;
+  softmax: number;
+  planesUnsigned: number;
+  mix: number;
+}): Func {
+  const tasks = 0, end = 1, stride = 2, work = 3, hd = 4, positions = 5, expT = 6, expMul = 7, tlen1 = 8;
+  const blocks = 9, plane = 10, digitStride = 11;
+  const l = localsAfter(12);
+  const qS = l.i32(), sums = l.i32(), rt = l.i32(), stat = l.i32(), mixed = l.i32(), scores = l.i32();
+  const weights = l.i32(), probs = l.i32(), n = l.i32(), emax = l.i32(), faults = l.i32(), offset = l.i32();
+  const amount = l.i32(), src = l.i32(), out = l.i32(), stop = l.i32(), x = l.i32(), term = l.i32();
+  const kk = l.i32(), lim = l.i32();
+  const field = (k: number): Code => [get(tasks), op.i32_load(4 * k)];
+  const times48 = (v: number): Code => [get(v), op.i32(5), op.i32_shl, get(v), op.i32(4), op.i32_shl, op.i32_add];
+  return fn([I32, I32, I32, I32, I32, I32, I32, I32, I32, I32, I32, I32], [I32], l.types, [
+    op.i32(0), set(faults),
+    // The work area: the query's tables at work and qS, then the rest in the order attendWorkBytes sums.
+    get(work), times48(hd), op.i32_add, set(qS),
+    get(qS), times48(hd), op.i32_add, set(sums),
+    get(sums), op.i32(192), op.i32_add, set(rt),
+    get(rt), op.i32(64), op.i32_add, set(stat),
+    get(stat), op.i32(16), op.i32_add, set(mixed),
+    get(mixed), get(hd), op.i32(2), op.i32_shl, op.i32_add, set(scores),
+    get(scores), get(positions), op.i32(2), op.i32_shl, op.i32_add, set(weights),
+    get(weights), get(positions), op.i32(2), op.i32_shl, op.i32_add, set(probs),
+    op.block([op.loop([
+      get(tasks), get(end), op.i32_ge_u, op.br_if(1),
+      field(6), set(n),
+      field(0), get(hd), get(work), get(qS), op.call(calls.planesDigits),
+      get(work), get(qS), field(2), get(n), get(hd), field(4), field(1), get(scores), get(sums), op.call(calls.scores),
+      get(scores), get(n), get(expT), get(expMul), get(tlen1), field(5), get(weights), get(rt), get(stat),
+      op.call(calls.softmax), set(emax),
+      get(faults),
+      get(stat), op.i32_load(), op.i32(1 << 30), op.i32_ge_u, op.i32_add,
+      get(stat), op.i32_load(4), op.i32_eqz, op.i32_eqz, op.i32_add, set(faults),
+      get(weights), get(n), get(probs), op.call(calls.planesUnsigned),
+      get(probs), field(3), get(n), get(blocks), get(plane), get(digitStride), get(mixed), op.call(calls.mix),
+      // The mix read the values in offset binary: Σ p · (v + 2048) − 2048 · Σ p = Σ p · v.
+      get(stat), op.i32_load(8), op.i32(11), op.i32_shl, set(offset),
+      op.i32(ACC_EXP + 15), get(emax), op.i32_sub, set(amount),
+      get(mixed), set(src),
+      field(7), set(out),
+      get(src), get(hd), op.i32(2), op.i32_shl, op.i32_add, set(stop),
+      op.block([op.loop([
+        get(src), get(stop), op.i32_ge_u, op.br_if(1),
+        get(src), op.i32_load(), get(offset), op.i32_sub, set(x),
+        shiftRound(x, amount, term, faults, kk, lim),
+        get(out), get(term), op.i32_store(),
+        inc(src, 4), inc(out, 4),
+        op.br(0),
+      ])]),
+      get(tasks), get(stride), op.i32_add, set(tasks),
+      op.br(0),
+    ])]),
+    get(faults),
   ]);
 }

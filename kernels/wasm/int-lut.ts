@@ -21,7 +21,14 @@
  * @module
  */
 import { assemble, type Code, fn, type Func, I32, op, uleb } from "./asm.ts";
-import { mixFn, scoresFn, softmaxFn } from "./int-attention.ts";
+import {
+  ATTEND_TASK_BYTES,
+  attendHeadsFn,
+  attendWorkBytes,
+  mixFn,
+  scoresFn,
+  softmaxFn,
+} from "./int-attention.ts";
 import { gemvFn, planesFn } from "./int-gemv.ts";
 import { lanesFn, lanesWorkBytes } from "./int-lanes.ts";
 import { addSatFn, quantizeFn, rmsnormFn, ropeFn, siluFn, swigluFn } from "./int-vector.ts";
@@ -35,7 +42,7 @@ import type { LutSums } from "../int/gemv-lut.ts";
  * ones the engine uses); a runtime without relaxed SIMD gets the plain `i8x16.swizzle` set.
  */
 export function intLutFunctions(relaxed: boolean): Record<string, Func> {
-  return {
+  const functions: Record<string, Func> = {
     planes_offset: planesFn("offset"),
     planes_digits: planesFn("digits"),
     planes_unsigned: planesFn("unsigned"),
@@ -55,6 +62,16 @@ export function intLutFunctions(relaxed: boolean): Record<string, Func> {
     silu: siluFn(),
     layout_codes: layoutFn(),
   };
+  // attend_heads calls five of the functions above, by their index: their place in this record.
+  const index = (name: string) => Object.keys(functions).indexOf(name);
+  functions.attend_heads = attendHeadsFn({
+    planesDigits: index("planes_digits"),
+    scores: index("scores"),
+    softmax: index("softmax"),
+    planesUnsigned: index("planes_unsigned"),
+    mix: index("mix"),
+  });
+  return functions;
 }
 
 /**
@@ -199,13 +216,13 @@ export interface LutRoom {
   /** Bytes of key digit planes (`LutSums.digitsAt`) and of value digit planes (`LutSums.valueDigitsAt`). */
   keyDigitBytes?: number;
   valueDigitBytes?: number;
-  /** Columns of input planes needed beyond the widest matrix (attention's four query tables). */
-  planeCols?: number;
   /** Positions the attention tables and probabilities must hold, and the head width. */
   positions?: number;
   headDim?: number;
   /** Bytes of the key and value exponent mirrors (`LutSums.keyExpAt`, `valueExpAt`). */
   expMirrorBytes?: number;
+  /** Tasks of `attend_heads` one dispatch may hand out (query heads × batch slots; `LutSums.attendTasksAt`). */
+  attendTasks?: number;
   /** int32 entries of room for the engine's own vectors (`LutSums.vectorsAt`). */
   vectorInts?: number;
   /** RoPE's cos and sin tables ([position][head_dim / 2], Q14), copied as int32 (`LutSums.ropeCosAt`). */
@@ -324,24 +341,17 @@ function areasAt(
   room: LutRoom,
   widest: number,
   tallest: number,
-  groupsMax: number,
   threads: number,
 ) {
   const positions = room.positions ?? 0;
   const headDim = room.headDim ?? 0;
   const align = (n: number) => Math.ceil(n / 16) * 16;
-  // Attention reuses the planes and sums areas: four tables of head_dim columns, six blocks of sums.
   const planesAt = base;
-  const sumsAt = align(planesAt + Math.max(widest, room.planeCols ?? 0) * 48);
   const slots = Math.max(1, room.slots ?? 1);
-  const scratchAt = align(sumsAt + Math.max(groupsMax, 6) * 64);
+  const scratchAt = align(planesAt + widest * 48);
   const inAt = scratchAt + 128 * threads;
-  const outAt = align(inAt + Math.max(widest, positions) * 4);
-  const probAt = align(outAt + Math.ceil(Math.max(tallest, headDim) / 16) * 16 * 4);
-  const scoresAt = align(probAt + positions * 48);
-  const rtAt = scoresAt + Math.ceil(positions / 16) * 64;
-  const statAt = rtAt + 64;
-  const expTAt = statAt + 16;
+  const outAt = align(inAt + widest * 4);
+  const expTAt = align(outAt + Math.ceil(Math.max(tallest, headDim) / 16) * 16 * 4);
   const expMulAt = expTAt + (room.exp?.t.length ?? 0) * 4;
   const siluTAt = align(expMulAt + (room.exp?.mul.length ?? 0) * 4);
   const siluMulAt = siluTAt + (room.silu?.t.length ?? 0) * 4;
@@ -354,17 +364,16 @@ function areasAt(
   const basesAt = slotPlanesAt + (slots > 1 ? slotPlaneBytes * slots : 0);
   const lanesAt = align(basesAt + 4 * slots);
   const lanesBytes = room.lanes ? align(lanesWorkBytes(room.lanes.lanes, widest, room.lanes.rows)) : 0;
-  const end = lanesAt + lanesBytes * threads;
+  // attend_heads' work areas, one per thread (engines/int/forward.ts hands each thread its share of heads).
+  const attendAt = align(lanesAt + lanesBytes * threads);
+  const attendBytes = room.headDim && positions ? align(attendWorkBytes(room.headDim, positions)) : 0;
+  const attendTasksAt = attendAt + attendBytes * threads;
+  const end = attendTasksAt + ATTEND_TASK_BYTES * (room.attendTasks ?? 0);
   return {
     planesAt,
-    sumsAt,
     scratchAt,
     inAt,
     outAt,
-    probAt,
-    scoresAt,
-    rtAt,
-    statAt,
     expTAt,
     expMulAt,
     siluTAt,
@@ -378,6 +387,9 @@ function areasAt(
     basesAt,
     lanesAt,
     lanesBytes,
+    attendAt,
+    attendBytes,
+    attendTasksAt,
     end,
   };
 }
@@ -406,12 +418,10 @@ export function createLutSums(
   if (typeof WebAssembly === "undefined") return null;
   let widest = 0;
   let tallest = 0;
-  let groupsMax = 0;
   for (const m of mats) {
     if (m.cols % 32 !== 0) throw new RangeError(`${m.name}: ${m.cols} columns, expected a multiple of 32`);
     widest = Math.max(widest, m.cols);
     tallest = Math.max(tallest, m.rows);
-    groupsMax = Math.max(groupsMax, m.cols / 32);
   }
   const threads = Math.max(1, room.threads ?? 1);
   const align = (n: number) => Math.ceil(n / 16) * 16;
@@ -425,9 +435,9 @@ export function createLutSums(
     placed !== undefined && m.nibbles.buffer === placed.bytes.buffer &&
     m.scales.buffer === placed.bytes.buffer &&
     m.rows % 16 === 0;
-  const areaBytes = areasAt(0, room, widest, tallest, groupsMax, threads).end;
+  const areaBytes = areasAt(0, room, widest, tallest, threads).end;
   const areasBase = given?.areasBase ?? align(placed ? placed.bytes.byteOffset + placed.bytes.length : 0);
-  const first = areasAt(areasBase, room, widest, tallest, groupsMax, threads);
+  const first = areasAt(areasBase, room, widest, tallest, threads);
   let next = given?.matricesEnd ?? first.end;
   if (given) at.set(given.at), scalesAt.set(given.scalesAt);
   else {
@@ -447,11 +457,11 @@ export function createLutSums(
   const stride = align(areaBytes) + align(firstCache.end - firstCache.digitsAt);
   const sharerAt = (k: number) => align(firstCache.end) + (k - 1) * stride;
   const slot = room.attach?.slot ?? 0;
-  const area = slot === 0 ? first : areasAt(sharerAt(slot), room, widest, tallest, groupsMax, threads);
+  const area = slot === 0 ? first : areasAt(sharerAt(slot), room, widest, tallest, threads);
   const cache = slot === 0 ? firstCache : cacheAt(sharerAt(slot) + align(areaBytes), room);
-  const { planesAt, sumsAt, scratchAt, inAt, outAt, probAt, scoresAt, rtAt, statAt, expTAt, expMulAt } = area;
+  const { planesAt, scratchAt, inAt, outAt, expTAt, expMulAt } = area;
   const { siluTAt, siluMulAt, ropeCosAt, ropeSinAt, vectorsAt, slotVectorBytes, slotPlanesAt } = area;
-  const { slotPlaneBytes, basesAt, lanesAt, lanesBytes } = area;
+  const { slotPlaneBytes, basesAt, lanesAt, lanesBytes, attendAt, attendBytes, attendTasksAt } = area;
   const { digitsAt, valueDigitsAt, keyExpAt, valueExpAt } = cache;
   const pages = Math.ceil((sharers === 1 ? firstCache.end : sharerAt(sharers)) / PAGE);
   if (pages > MAX_PAGES) {
@@ -495,6 +505,7 @@ export function createLutSums(
       | "add_sat"
       | "rope"
       | "silu"
+      | "attend_heads"
     >
     & { layout_codes(src: number, dst: number, pairs: number): void };
   const mem8 = new Uint8Array(exports.memory.buffer);
@@ -538,22 +549,17 @@ export function createLutSums(
       add_sat: exports.add_sat,
       rope: exports.rope,
       silu: exports.silu,
+      attend_heads: exports.attend_heads,
       mem8,
       mem32,
       planesAt,
-      sumsAt,
       scratchAt,
       inAt,
       inIndex: inAt >> 2,
       outAt,
       outIndex: outAt >> 2,
-      probAt,
       digitsAt,
       valueDigitsAt,
-      scoresAt,
-      rtAt,
-      statAt,
-      statIndex: statAt >> 2,
       expTAt,
       expMulAt,
       expLen1: Math.max((room.exp?.t.length ?? 1) - 1, 0),
@@ -568,6 +574,10 @@ export function createLutSums(
       lanesAt,
       lanesBytes,
       lanesMax: room.lanes ? room.lanes.lanes : 0,
+      attendAt,
+      attendBytes,
+      attendPositions: Math.ceil((room.positions ?? 0) / 16) * 16,
+      attendTasksAt,
       ropeCosAt,
       ropeSinAt,
       siluTAt,

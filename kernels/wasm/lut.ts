@@ -40,7 +40,8 @@ const { get, set } = op;
  * Nothing that multiplies, divides or touches a float.
  */
 export const LUT_OPCODES = {
-  control: ["block", "loop", "if", "else", "br_if", "br", "end", "select"],
+  // `call` reaches only the module's own functions (it imports none), each of them audited here too.
+  control: ["block", "loop", "if", "else", "br_if", "br", "end", "select", "call"],
   locals: ["local.get", "local.set"],
   integer: [
     "i32.const", "i32.add", "i32.sub", "i32.and", "i32.xor", "i32.shl", "i32.shr_s", "i32.shr_u",
@@ -156,7 +157,7 @@ export function lut16Rows(): Func {
 // lane byte. Multiply, divide and float opcodes are named so that the audit can say what it refused.
 const OPCODES: Record<string, [string, string?]> = {
   "02": ["block", "bt"], "03": ["loop", "bt"], "04": ["if", "bt"], "05": ["else"], "0b": ["end"],
-  "0c": ["br", "leb"], "0d": ["br_if", "leb"], "0f": ["return"], "1a": ["drop"], "1b": ["select"],
+  "0c": ["br", "leb"], "0d": ["br_if", "leb"], "0f": ["return"], "10": ["call", "leb"], "1a": ["drop"], "1b": ["select"],
   "20": ["local.get", "leb"], "21": ["local.set", "leb"], "22": ["local.tee", "leb"],
   "28": ["i32.load", "mem"], "2d": ["i32.load8_u", "mem"], "36": ["i32.store", "mem"], "3a": ["i32.store8", "mem"],
   "41": ["i32.const", "leb"],

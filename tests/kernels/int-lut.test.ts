@@ -11,7 +11,12 @@ import { normPlan, rmsnorm } from "../../kernels/int/norm.ts";
 import { quantizeBits, satAdd } from "../../kernels/int/round.ts";
 import { ropeHead } from "../../kernels/int/rope.ts";
 import { createLutSums } from "../../kernels/wasm/int-lut.ts";
-import { attendGroup, type AttentionContext, attentionScratch } from "../../kernels/int/attention.ts";
+import {
+  attendGroup,
+  type AttentionContext,
+  attentionScratch,
+  writeHeadTask,
+} from "../../kernels/int/attention.ts";
 import { prepareTable, silu } from "../../kernels/int/tables.ts";
 import { makeTables } from "../../quantize/lut4-quantize.ts";
 import { PRESETS } from "../../model/config.ts";
@@ -267,7 +272,7 @@ test(
   120_000,
 );
 
-test("SIMD attention (scores, softmax, value mix) equals the TypeScript loops at the extremes: |q| = 32767, keys ±2047, 1 to 200 positions", () => {
+test("SIMD attention (attend_heads, on one thread or shared by two) equals the TypeScript loops at the extremes: |q| = 32767, keys ±2047, 1 to 200 positions", () => {
   const hd = 32, kvHeads = 2, kvDim = 64, cap = 208;
   const exp = prepareTable(makeTables(PRESETS.default).exp, 0);
   const headStride = 48 * hd * (cap / 16);
@@ -281,7 +286,9 @@ test("SIMD attention (scores, softmax, value mix) equals the TypeScript loops at
       relaxed,
       keyDigitBytes: kvHeads * headStride,
       valueDigitBytes: kvHeads * valueHeadStride,
-      planeCols: 4 * hd,
+      attendTasks: 6,
+      vectorInts: 16 * hd,
+      threads: 2,
       positions: cap,
       headDim: hd,
       expMirrorBytes: kvHeads * expHeadStride,
@@ -353,41 +360,86 @@ test("SIMD attention (scores, softmax, value mix) equals the TypeScript loops at
           ? 0
           : 32767),
       );
-      const outs = [null, made.lut].map((lut) => {
-        const ctx: AttentionContext = {
-          headDim: hd,
-          kvHeads,
-          kvDim,
-          keys,
-          keyExp,
-          values,
-          valueExp,
-          exp,
-          s: attentionScratch(cap, hd),
-          lut,
-          digitsAt: made.lut.digitsAt,
-          digitsHeadStride: headStride,
-          valueDigitsAt: made.lut.valueDigitsAt,
-          valueHeadStride,
-          valuePlane,
-          valueDigitStride,
-          dimBlocks: hd / 16,
-          keyExpAt: made.lut.keyExpAt,
-          valueExpAt: made.lut.valueExpAt,
-          expHeadStride,
-        };
-        const got: number[][] = [];
-        for (const kvHead of [0, 1]) {
-          const out = new Int32Array(2 * hd);
-          attendGroup(ctx, q, 0, -15, -14, true, kvHead, n, out, 0);
-          got.push(Array.from(out));
-          const one = new Int32Array(hd);
-          attendGroup(ctx, q, hd, -13, 0, false, kvHead, n, one, 0); // one head alone (no GQA pair)
-          got.push(Array.from(one));
+      const outs: number[][] = [];
+      const ctx: AttentionContext = {
+        headDim: hd,
+        kvHeads,
+        kvDim,
+        keys,
+        keyExp,
+        values,
+        valueExp,
+        exp,
+        s: attentionScratch(cap, hd),
+        digitsAt: made.lut.digitsAt,
+        digitsHeadStride: headStride,
+        valueDigitsAt: made.lut.valueDigitsAt,
+        valueHeadStride,
+        valuePlane,
+        valueDigitStride,
+        dimBlocks: hd / 16,
+        keyExpAt: made.lut.keyExpAt,
+        valueExpAt: made.lut.valueExpAt,
+        expHeadStride,
+      };
+      // The TypeScript loops: each kv head's two query heads as a GQA pair, then the second alone.
+      const want: number[] = [];
+      for (const kvHead of [0, 1]) {
+        const out = new Int32Array(2 * hd);
+        attendGroup(ctx, q, 0, -15, -14, true, kvHead, n, out, 0);
+        const one = new Int32Array(hd);
+        attendGroup(ctx, q, hd, -13, 0, false, kvHead, n, one, 0); // one head alone (no GQA pair)
+        want.push(...out, ...one);
+      }
+      // The module: the same six heads as attend_heads tasks, the queries and outputs in its memory,
+      // run as two threads would share them (every other task) and as one.
+      const qAt = made.lut.vectorsAt, outAt = qAt + 8 * hd, tasks = made.lut.attendTasksAt;
+      made.lut.mem32.set(q, qAt / 4);
+      const heads = [[0, 0, -15], [0, 1, -14], [0, 1, -13], [1, 0, -15], [1, 1, -14], [1, 1, -13]];
+      heads.forEach(([kvHead, j, eq], t) =>
+        writeHeadTask(
+          ctx,
+          made.lut.mem32,
+          tasks + 32 * t,
+          qAt + 4 * hd * j,
+          eq,
+          kvHead,
+          n,
+          outAt + 4 * hd * t,
+        )
+      );
+      const end = tasks + 32 * heads.length;
+      // Faults (what checked mode refuses: saturated differences and shifts, which these extremes
+      // reach) are counted the same however the heads are shared.
+      const faults: number[] = [];
+      for (const split of [1, 2]) {
+        made.lut.mem32.fill(7, outAt / 4, outAt / 4 + 6 * hd);
+        let counted = 0;
+        for (let t = 0; t < split; t++) {
+          const work = made.lut.attendAt + t * made.lut.attendBytes;
+          const lut = made.lut;
+          counted += lut.attend_heads(
+            tasks + 32 * t,
+            end,
+            32 * split,
+            work,
+            hd,
+            lut.attendPositions,
+            lut.expTAt,
+            lut.expMulAt,
+            lut.expLen1,
+            hd / 16,
+            valuePlane,
+            valueDigitStride,
+          );
         }
-        return got;
-      });
-      expect(outs[1]).toEqual(outs[0]);
+        faults.push(counted);
+        const got = Array.from(made.lut.mem32.subarray(outAt / 4, outAt / 4 + 6 * hd));
+        outs.push(got, want);
+      }
+      for (let i = 0; i < outs.length; i += 2) expect(outs[i]).toEqual(outs[i + 1]);
+      expect(faults[1]).toBe(faults[0]);
+      if (fill === "random") expect(faults[0]).toBe(0);
     }
   }
 });
