@@ -37,11 +37,16 @@ export const SAT = 2;
 export const STOP = 3;
 /** Words of one queued call (13 arguments and the lane count); calls one worker may hold per dispatch. */
 export const CALL_INTS = 14;
+export const MAX_CALLS = 4;
 /** The lane-count word of an `attend_heads` call (its 12 arguments in the first words). */
 const ATTEND = -1;
-export const MAX_CALLS = 4;
-/** A waiter's polls before it sleeps: at most about 1–2 ms, at least about 10 µs (`adaptSpin`). */
-const SPIN_MAX = 1 << 18;
+/**
+ * A waiter's polls before it sleeps: at most about 3–4 ms, at least about 10 µs (`adaptSpin`). A
+ * prefill's work between two dispatches (norms, rotations, the cache's appends for 16 positions) takes
+ * up to 1–2 ms: a budget of 2^18 polls (1.5–2 ms) let the worker fall asleep there and made the main
+ * thread wait for its wake-up, 12% of a two-thread prefill's time under Deno.
+ */
+const SPIN_MAX = 1 << 19;
 const SPIN_MIN = 1 << 12;
 
 /**
