@@ -50,7 +50,7 @@ import { createLutSums, type LutRoom, type LutShared, placedMemory } from "../..
 import { checkTokens, feedTokens, remember, rememberedSampling, samplingMemo } from "./boundary.ts";
 import { LOGIT_EXP, step } from "./forward.ts";
 import { intLogprobs } from "./logprobs.ts";
-import { buildIntModel, type IntModel, type IntState, newState, PREFILL_SLOTS } from "./model.ts";
+import { buildIntModel, type IntModel, type IntState, LANES_MAX, newState, PREFILL_SLOTS } from "./model.ts";
 import { coreCount, planShares, type RunningPool, startPool, stopPool } from "./pool.ts";
 import { embedFromModule, lutMatrices, packAllWords, useLut, vectorRoom } from "./simd.ts";
 import {
@@ -381,8 +381,8 @@ function serveOnSimd(
     silu: model.silu,
     threads,
     slots: PREFILL_SLOTS,
-    // The prefill's projections (forward.ts productBatch): up to PREFILL_SLOTS inputs in the lanes.
-    lanes: { lanes: PREFILL_SLOTS, rows: Math.max(model.qDim, model.kvDim, model.width, model.ffn) },
+    // The prefill's projections (forward.ts productBatch): up to LANES_MAX inputs in the lanes.
+    lanes: { lanes: LANES_MAX, rows: Math.max(model.qDim, model.kvDim, model.width, model.ffn) },
     placed,
   };
   const weights = attachable(share)?.lut;

@@ -32,13 +32,13 @@ import {
 } from "../../kernels/int/attention.ts";
 import { gemvLanes, gemvLut, inputPlanes, type LutSums } from "../../kernels/int/gemv-lut.ts";
 import { assertBound, checked, holds } from "../../kernels/int/check.ts";
-import { type GemvPool, queueAttention, queueGemv, runQueued } from "./threads.ts";
+import { type GemvPool, queueAttention, queueGemv, queueWhole, runQueued } from "./threads.ts";
 import { mulS16, mulScale, multiples } from "../../kernels/int/mul.ts";
 import { applyGain, NORM_EXP } from "../../kernels/int/norm.ts";
 import { ropeHead } from "../../kernels/int/rope.ts";
 import { quantize16, shift } from "../../kernels/int/round.ts";
 import { silu } from "../../kernels/int/tables.ts";
-import type { IntLayer, IntModel, IntState } from "./model.ts";
+import { type IntLayer, type IntModel, type IntState, LANES_MAX } from "./model.ts";
 import { addResidual, fillDigits, norm, quantize, useSlot, writeDigits, writeValueDigits } from "./simd.ts";
 
 /** Exponent of the residual stream. */
@@ -466,19 +466,20 @@ export function prefill(
   useSlot(m, 0);
 }
 
-/** The lane count of the lanes projection for a batch of `n` inputs: the narrowest P ≥ n. */
+/** The lane count of the lanes projection for a group of `n` inputs (n ≤ LANES_MAX): the narrowest P ≥ n. */
 function lanesFor(n: number): number {
   if (n <= 4) return 4;
-  if (n <= 8) return 8;
-  return n <= 16 ? 16 : 32;
+  return n <= 8 ? 8 : 16;
 }
 
 /**
  * Matrix `w` (entry `entry`) over slots 0 … n − 1's input vectors (slot 0's at `inAt`, the others a
  * slot apart) into each slot's vector at slot 0's `outAt`, at exponent `outExp`, by the lanes
- * projection (kernels/wasm/int-lanes.ts: every input in a vector lane); the inputs at `inExp`, or
- * (`perSlot`) each at its slot's `slotExp`. With `run` false the call waits in the pool's queue for
- * the next.
+ * projection (kernels/wasm/int-lanes.ts: every input in a vector lane), a group of up to 16 slots per
+ * call; the inputs at `inExp`, or (`perSlot`) each at its slot's `slotExp`. On two threads a batch of
+ * more than 24 gives each thread a group of 16 and every row (each builds the pair tables of its own
+ * inputs, none twice); otherwise each group's rows are shared out. With `run` false the calls wait in
+ * the pool's queue for the next.
  */
 function productBatch(
   m: IntModel,
@@ -506,46 +507,85 @@ function productBatch(
   const codes = m.lutAt[entry];
   const scales = m.lutScales[entry];
   const stride = lut.slotVectorBytes;
-  const lanes = lanesFor(n);
+  const groupBytes = stride << 4;
+  const byThread = pool !== null && pool.threads === 2 && n > 24;
+  let saturated = 0;
+  let first = 0;
+  let xs = inAt;
+  let ys = outAt;
+  let thread = 0;
+  while (first < n) {
+    const count = n - first > LANES_MAX ? LANES_MAX : n - first;
+    const lanes = lanesFor(count);
+    const base = baseOf - inExp;
+    if (pool === null) {
+      const got = gemvLanes(
+        lut,
+        lanes,
+        xs,
+        stride,
+        count,
+        codes,
+        scales,
+        w.rows,
+        groups,
+        base,
+        bases,
+        fin,
+        ys,
+        stride,
+        lut.lanesAt,
+      );
+      saturated = saturated + got;
+    } else if (byThread) {
+      queueWhole(
+        pool,
+        lut,
+        thread,
+        codes,
+        scales,
+        w.rows,
+        groups,
+        xs,
+        stride,
+        count,
+        base,
+        bases,
+        fin,
+        ys,
+        stride,
+        lanes,
+      );
+    } else {
+      queueGemv(
+        pool,
+        lut,
+        entry,
+        codes,
+        scales,
+        w.rows,
+        groups,
+        xs,
+        stride,
+        count,
+        base,
+        bases,
+        fin,
+        ys,
+        stride,
+        lanes,
+      );
+    }
+    first = first + LANES_MAX;
+    xs = xs + groupBytes;
+    ys = ys + groupBytes;
+    if (bases >= 0) bases = bases + (LANES_MAX << 2);
+    thread = thread + 1;
+  }
   if (pool === null) {
-    const saturated = gemvLanes(
-      lut,
-      lanes,
-      inAt,
-      stride,
-      n,
-      codes,
-      scales,
-      w.rows,
-      groups,
-      baseOf - inExp,
-      bases,
-      fin,
-      outAt,
-      stride,
-      lut.lanesAt,
-    );
     if (checked.on && !holds(saturated === 0)) assertBound(false, `${w.name}: ${saturated} saturations`);
     return;
   }
-  queueGemv(
-    pool,
-    lut,
-    entry,
-    codes,
-    scales,
-    w.rows,
-    groups,
-    inAt,
-    stride,
-    n,
-    baseOf - inExp,
-    bases,
-    fin,
-    outAt,
-    stride,
-    lanes,
-  );
   if (run) finishProducts(pool, lut, w.name);
 }
 

@@ -414,8 +414,13 @@ function newScratch(
   };
 }
 
-/** Positions one prefill step carries through the projections at once (forward.ts `prefill`). */
-export const PREFILL_SLOTS = 16;
+/**
+ * Positions one prefill step carries through the projections at once (forward.ts `prefill`), in groups
+ * of 16 inputs per lanes projection: two groups, so that two threads each take one.
+ */
+export const PREFILL_SLOTS = 32;
+/** The most inputs one lanes projection takes (forward.ts `productBatch`'s groups). */
+export const LANES_MAX = 16;
 
 /** A step cursor at position 0. */
 export function newCursor(): StepCursor {

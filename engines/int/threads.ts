@@ -37,7 +37,7 @@ export const SAT = 2;
 export const STOP = 3;
 /** Words of one queued call (13 arguments and the lane count); calls one worker may hold per dispatch. */
 export const CALL_INTS = 14;
-export const MAX_CALLS = 4;
+export const MAX_CALLS = 8;
 /** The lane-count word of an `attend_heads` call (its 12 arguments in the first words). */
 const ATTEND = -1;
 /**
@@ -165,6 +165,55 @@ export function queueGemv(
     calls[head] = pool.queued + 1;
     share = share + 4;
     scratch = scratch + scratchStep;
+  }
+  pool.queued = pool.queued + 1;
+}
+
+/**
+ * Queues the lanes projection `gemv_lanesP` (P = `lanes`) of a whole matrix, every row, on thread
+ * `thread` alone (the others get the same call over no input): what forward.ts `productBatch` does on
+ * two threads with a group of inputs for each. The arguments as `queueGemv`'s.
+ */
+export function queueWhole(
+  pool: GemvPool,
+  lut: LutSums,
+  thread: number,
+  codesAt: number,
+  scalesAt: number,
+  rows: number,
+  groups: number,
+  xs: number,
+  xStride: number,
+  count: number,
+  base: number,
+  bases: number,
+  fin: number,
+  out: number,
+  outStride: number,
+  lanes: number,
+): void {
+  let work = lut.lanesAt;
+  for (let t = 0; t < pool.threads; t++) {
+    const calls = t === 0 ? pool.mine : pool.ctrl;
+    const head = t === 0 ? 0 : pool.workerAt[t];
+    let i = head + 1;
+    for (let c = 0; c < pool.queued; c++) i = i + CALL_INTS;
+    calls[i] = xs;
+    calls[i + 1] = xStride;
+    calls[i + 2] = t === thread ? count : 0;
+    calls[i + 3] = codesAt;
+    calls[i + 4] = scalesAt;
+    calls[i + 5] = rows;
+    calls[i + 6] = groups;
+    calls[i + 7] = base;
+    calls[i + 8] = bases;
+    calls[i + 9] = fin;
+    calls[i + 10] = out;
+    calls[i + 11] = outStride;
+    calls[i + 12] = work;
+    calls[i + 13] = lanes;
+    calls[head] = pool.queued + 1;
+    work = work + lut.lanesBytes;
   }
   pool.queued = pool.queued + 1;
 }
