@@ -39,7 +39,7 @@ import { ropeHead } from "../../kernels/int/rope.ts";
 import { quantize16, shift } from "../../kernels/int/round.ts";
 import { silu } from "../../kernels/int/tables.ts";
 import { type IntLayer, type IntModel, type IntState, LANES_MAX } from "./model.ts";
-import { addResidual, fillDigits, norm, quantize, useSlot, writeDigits, writeValueDigits } from "./simd.ts";
+import { addResidual, fillDigits, norm, quantize, useSlot } from "./simd.ts";
 
 /** Exponent of the residual stream. */
 export const RESIDUAL_EXP = -16;
@@ -321,31 +321,36 @@ function appendKeysValues(m: IntModel, st: IntState, L: IntLayer, l: number): vo
   const s = m.s;
   const c = s.cur;
   const lut = m.lut;
-  const keys = st.keys[l];
-  const values = st.values[l];
   let off = 0;
-  let headDigits = 0;
-  let headValues = c.valuesAt;
+  let mirror = c.expsAt;
   for (let h = 0; h < m.kvHeads; h++) {
     const ek = normRope(m, s.k, s.at.k, off, ACC_EXP, L.kGain, L.kGainExp, c.ropeAt, CACHE_BITS);
     const ev = quantize(m, s.v, s.at.v, off, m.headDim, ACC_EXP, s.v, s.at.v, off, CACHE_BITS);
-    for (let i = 0; i < m.headDim; i++) {
-      keys[c.cacheAt + off + i] = s.k[off + i];
-      values[c.cacheAt + off + i] = s.v[off + i];
-    }
     if (lut !== null && c.digits) {
-      writeDigits(m, lut.mem8, c.digitsAt + headDigits + c.laneAt, keys, c.cacheAt + off);
-      writeValueDigits(m, lut.mem8, headValues, values, c.cacheAt + off);
-      let mirror = c.expsAt;
-      for (let i = 0; i < h; i++) mirror = mirror + m.expHeadStride;
       lut.mem32[((lut.keyExpAt + mirror) >> 2) + c.pos] = ek;
       lut.mem32[((lut.valueExpAt + mirror) >> 2) + c.pos] = ev;
     }
-    headDigits = headDigits + m.digitsHeadStride;
-    headValues = headValues + m.valueHeadStride;
     st.keyExp[l][c.expAt + h] = ek;
     st.valueExp[l][c.expAt + h] = ev;
+    mirror = mirror + m.expHeadStride;
     off = off + m.headDim;
+  }
+  // Every kv head's keys and values (|v| ≤ 2047: int16 holds them) into the cache, and their digits.
+  st.keys[l].set(s.k, c.cacheAt);
+  st.values[l].set(s.v, c.cacheAt);
+  if (lut !== null && c.digits) {
+    lut.cache_digits(
+      s.at.k,
+      s.at.v,
+      m.headDim,
+      m.kvHeads,
+      c.digitsAt + c.laneAt,
+      m.digitsHeadStride,
+      c.valuesAt,
+      m.valueHeadStride,
+      m.valuePlane,
+      m.valueDigitStride,
+    );
   }
 }
 

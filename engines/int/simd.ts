@@ -196,7 +196,7 @@ export function quantize(
  * (v + 2048, in 1 … 4095): `at` is that position's byte in the kv head's first plane
  * (`valueDigitsAt` + head + position · 16).
  */
-export function writeValueDigits(
+function writeValueDigits(
   m: IntModel,
   mem8: Uint8Array,
   at: number,
@@ -220,7 +220,7 @@ export function writeValueDigits(
 }
 
 /** Writes the three base-16 digits of `head_dim` cached key values at byte `at` (one position's lane). */
-export function writeDigits(m: IntModel, mem8: Uint8Array, at: number, keys: Int16Array, from: number): void {
+function writeDigits(m: IntModel, mem8: Uint8Array, at: number, keys: Int16Array, from: number): void {
   const plane = m.headDim << 4;
   let p = at;
   for (let i = from; i < from + m.headDim; i++) {

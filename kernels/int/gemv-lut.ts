@@ -151,6 +151,22 @@ export interface LutSums {
     plane: number,
     digitStride: number,
   ): number;
+  /**
+   * One position's keys and values, `heads` kv heads of `hd` int32 at `k` and `v`, into the cache's
+   * digit planes (kernels/wasm/int-attention.ts `cacheDigitsFn`).
+   */
+  cache_digits(
+    k: number,
+    v: number,
+    hd: number,
+    heads: number,
+    keyAt: number,
+    keyHeadStride: number,
+    valueAt: number,
+    valueHeadStride: number,
+    valuePlane: number,
+    valueDigitStride: number,
+  ): void;
   /** kernels/int/rope.ts `ropeHead` in place on 2 · `half` int32 at `v` (half a multiple of 4). */
   rope(v: number, half: number, cos: number, sin: number): void;
   mem8: Uint8Array;

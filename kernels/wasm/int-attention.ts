@@ -15,6 +15,9 @@
  *   digits of the cached values in offset binary, 16 dimensions at a time, in runs of at most 128
  *   positions (so no 16-bit sum overflows) added in 32 bits; the caller subtracts 2048 · Σ p_j.
  *
+ * - `cache_digits(k, v, hd, heads, keyAt, keyHeadStride, valueAt, valueHeadStride, valuePlane,
+ *   valueDigitStride)`: one position's cached keys and values (int32, kv head after kv head) written
+ *   into the digit planes `scores` and `mix` read (`cacheDigitsFn`).
  * - `attend_heads(tasks, end, stride, work, hd, positions, expT, expMul, tlen1, blocks, plane,
  *   digitStride) → faults`: whole query heads, one task each (`ATTEND_TASK_BYTES`, the fields in
  *   `attendHeadsFn`'s comment), from `tasks` to `end` every `stride` bytes: the four functions above
@@ -325,5 +328,53 @@ export function attendHeadsFn(calls: {
       op.br(0),
     ])]),
     get(faults),
+  ]);
+}
+
+/**
+ * `cache_digits(k, v, hd, heads, keyAt, keyHeadStride, valueAt, valueHeadStride, valuePlane,
+ * valueDigitStride)`: for each of `heads` kv heads (`hd` int32 keys at `k`, values at `v`, head after
+ * head), the three base-16 digits of each key (|k| ≤ 2047, the top digit two's complement) at
+ * `keyAt + 16 i` and one and two planes of 16 · hd bytes on (the position's lane of its block of 16),
+ * and of each value in offset binary (v + 2048) at `valueAt + (i ≫ 4) · valuePlane + (i & 15)` and
+ * one and two `valueDigitStride` on; `keyAt` and `valueAt` step by their head strides. The engine's
+ * layout of the cache's digit planes (engines/int/model.ts), as simd.ts `fillDigits` rewrites them.
+ */
+export function cacheDigitsFn(): Func {
+  const k = 0, v = 1, hd = 2, heads = 3, keyAt = 4, keyHeadStride = 5, valueAt = 6, valueHeadStride = 7;
+  const valuePlane = 8, valueDigitStride = 9;
+  const l = localsAfter(10);
+  const h = l.i32(), i = l.i32(), x = l.i32(), at = l.i32(), plane = l.i32(), block = l.i32(), lane = l.i32();
+  const three = (addr: Code, step: number, value: Code): Code => [
+    addr, value, op.i32(15), op.i32_and, op.i32_store8(),
+    addr, get(step), op.i32_add, value, op.i32(4), op.i32_shr_s, op.i32(15), op.i32_and, op.i32_store8(),
+    addr, get(step), op.i32_add, get(step), op.i32_add, value, op.i32(8), op.i32_shr_s, op.i32(15), op.i32_and,
+    op.i32_store8(),
+  ];
+  const loopUntil = (counter: number, limit: number, body: Code[]): Code => [
+    op.i32(0), set(counter),
+    op.block([op.loop([get(counter), get(limit), op.i32_ge_s, op.br_if(1), body, inc(counter, 1), op.br(0)])]),
+  ];
+  return fn([I32, I32, I32, I32, I32, I32, I32, I32, I32, I32], [], l.types, [
+    get(hd), op.i32(4), op.i32_shl, set(plane),
+    loopUntil(h, heads, [
+      get(keyAt), set(at),
+      loopUntil(i, hd, [
+        get(k), op.i32_load(), set(x),
+        three(get(at), plane, get(x)),
+        inc(at, 16), inc(k, 4),
+      ]),
+      get(valueAt), set(block),
+      op.i32(0), set(lane),
+      loopUntil(i, hd, [
+        get(v), op.i32_load(), op.i32(2048), op.i32_add, set(x),
+        three([get(block), get(lane), op.i32_add], valueDigitStride, get(x)),
+        inc(v, 4), inc(lane, 1),
+        get(lane), op.i32(16), op.i32_sub, op.i32_eqz,
+        op.if_([op.i32(0), set(lane), get(block), get(valuePlane), op.i32_add, set(block)]),
+      ]),
+      get(keyAt), get(keyHeadStride), op.i32_add, set(keyAt),
+      get(valueAt), get(valueHeadStride), op.i32_add, set(valueAt),
+    ]),
   ]);
 }

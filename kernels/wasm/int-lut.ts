@@ -25,6 +25,7 @@ import {
   ATTEND_TASK_BYTES,
   attendHeadsFn,
   attendWorkBytes,
+  cacheDigitsFn,
   mixFn,
   scoresFn,
   softmaxFn,
@@ -54,6 +55,7 @@ export function intLutFunctions(relaxed: boolean): Record<string, Func> {
     scores: scoresFn(relaxed),
     softmax: softmaxFn(),
     mix: mixFn(relaxed),
+    cache_digits: cacheDigitsFn(),
     quantize: quantizeFn(),
     swiglu: swigluFn(),
     rmsnorm: rmsnormFn(),
@@ -506,6 +508,7 @@ export function createLutSums(
       | "rope"
       | "silu"
       | "attend_heads"
+      | "cache_digits"
     >
     & { layout_codes(src: number, dst: number, pairs: number): void };
   const mem8 = new Uint8Array(exports.memory.buffer);
@@ -550,6 +553,7 @@ export function createLutSums(
       rope: exports.rope,
       silu: exports.silu,
       attend_heads: exports.attend_heads,
+      cache_digits: exports.cache_digits,
       mem8,
       mem32,
       planesAt,

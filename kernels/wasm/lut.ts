@@ -47,7 +47,7 @@ export const LUT_OPCODES = {
     "i32.const", "i32.add", "i32.sub", "i32.and", "i32.xor", "i32.shl", "i32.shr_s", "i32.shr_u",
     "i32.eqz", "i32.ge_s", "i32.gt_s", "i32.lt_s", "i32.le_s", "i32.ge_u", "i32.gt_u", "i32.clz",
   ],
-  memory: ["v128.load", "v128.store", "v128.load32_splat", "i32.load", "i32.load8_u", "i32.store"],
+  memory: ["v128.load", "v128.store", "v128.load32_splat", "i32.load", "i32.load8_u", "i32.store", "i32.store8"],
   simd: [
     "v128.const", "i8x16.swizzle", "i8x16.relaxed_swizzle", "i8x16.shuffle", "i8x16.splat", "i32x4.splat", "i32x4.extract_lane",
     "i8x16.extract_lane_u", "i8x16.max_u", "i8x16.eq",
