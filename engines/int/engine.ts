@@ -379,6 +379,8 @@ function serveOnSimd(
     vectorInts: vectorRoom(model),
     rope: { cos: model.ropeCos, sin: model.ropeSin },
     silu: model.silu,
+    // Layer l's q and k gains' multiples, tables 2l and 2l + 1 (forward.ts rotateHeads).
+    tables: model.layers.flatMap((L) => [L.qGain, L.kGain]),
     threads,
     slots: PREFILL_SLOTS,
     // The prefill's projections (forward.ts productBatch): up to LANES_MAX inputs in the lanes.

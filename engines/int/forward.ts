@@ -100,6 +100,55 @@ function normRope(
 }
 
 /**
+ * `normRope` of each of `heads` heads of `v` (at byte `vAt` in the module's memory, or −1; at ACC_EXP),
+ * with the gain `gain` (the module's copy: table `table` of `LutSums.tablesAt`), to `bits` bits at the
+ * cursor's position; their exponents into `exps`. On the module's `norm_rope`, one call for all the
+ * heads, where it serves and the vectors are its views; else head by head: the same integers.
+ */
+function rotateHeads(
+  m: IntModel,
+  v: Int32Array,
+  vAt: number,
+  heads: number,
+  gain: Int32Array,
+  gainExp: number,
+  table: number,
+  bits: number,
+  exps: Int32Array,
+): void {
+  const lut = m.lut;
+  const s = m.s;
+  if (lut !== null && (m.half & 3) === 0 && vAt >= 0 && s.at.head >= 0 && table < lut.tablesAt.length) {
+    const plan = m.normHead;
+    const rope = s.cur.ropeAt << 2;
+    lut.norm_rope(
+      vAt,
+      heads,
+      m.headDim,
+      ACC_EXP,
+      plan.bits,
+      plan.epsN,
+      plan.epsExp,
+      s.at.normY,
+      s.at.head,
+      lut.tablesAt[table],
+      NORM_EXP + gainExp,
+      lut.ropeCosAt + rope,
+      lut.ropeSinAt + rope,
+      bits,
+      lut.headExpsAt,
+    );
+    for (let h = 0; h < heads; h++) exps[h] = lut.mem32[lut.headExpsIndex + h];
+    return;
+  }
+  let off = 0;
+  for (let h = 0; h < heads; h++) {
+    exps[h] = normRope(m, v, vAt, off, ACC_EXP, gain, gainExp, s.cur.ropeAt, bits);
+    off = off + m.headDim;
+  }
+}
+
+/**
  * Feeds one token at position `st.pos`: appends its keys and values, leaves the next token's logits in
  * `st.logits`, and advances the position. Refuses a full context and an id outside the vocabulary
  * before changing anything.
@@ -244,11 +293,7 @@ function attendSlots(m: IntModel, st: IntState, L: IntLayer, l: number, n: numbe
   const s = m.s;
   for (let b = 0; b < n; b++) {
     if (n > 1) useSlot(m, b); // one position is the step's own slot already
-    let off = 0;
-    for (let h = 0; h < m.heads; h++) {
-      s.qExp[b][h] = normRope(m, s.q, s.at.q, off, ACC_EXP, L.qGain, L.qGainExp, s.cur.ropeAt, m.qBits);
-      off = off + m.headDim;
-    }
+    rotateHeads(m, s.q, s.at.q, m.heads, L.qGain, L.qGainExp, l << 1, m.qBits, s.qExp[b]);
     appendKeysValues(m, st, L, l);
   }
   if (m.lut !== null && s.cur.digits) attendOnModule(m, st, l, n);
@@ -321,10 +366,12 @@ function appendKeysValues(m: IntModel, st: IntState, L: IntLayer, l: number): vo
   const s = m.s;
   const c = s.cur;
   const lut = m.lut;
+  const keyExp = s.kExp;
+  rotateHeads(m, s.k, s.at.k, m.kvHeads, L.kGain, L.kGainExp, (l << 1) + 1, CACHE_BITS, keyExp);
   let off = 0;
   let mirror = c.expsAt;
   for (let h = 0; h < m.kvHeads; h++) {
-    const ek = normRope(m, s.k, s.at.k, off, ACC_EXP, L.kGain, L.kGainExp, c.ropeAt, CACHE_BITS);
+    const ek = keyExp[h];
     const ev = quantize(m, s.v, s.at.v, off, m.headDim, ACC_EXP, s.v, s.at.v, off, CACHE_BITS);
     if (lut !== null && c.digits) {
       lut.mem32[((lut.keyExpAt + mirror) >> 2) + c.pos] = ek;

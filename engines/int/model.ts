@@ -152,8 +152,9 @@ export interface Scratch {
   q: Int32Array;
   k: Int32Array;
   v: Int32Array;
-  /** The exponents of each batch slot's q heads (forward.ts `attendSlots`). */
+  /** The exponents of each batch slot's q heads (forward.ts `attendSlots`), and of one position's keys. */
   qExp: Int32Array[];
+  kExp: Int32Array;
   att: Int32Array;
   proj: Int32Array;
   gate: Int32Array;
@@ -395,6 +396,7 @@ function newScratch(
     k: new Int32Array(kvDim),
     v: new Int32Array(kvDim),
     qExp: perSlot(sh.heads),
+    kExp: new Int32Array(sh.kvHeads),
     att: new Int32Array(qDim),
     proj: new Int32Array(sh.width),
     gate: new Int32Array(sh.ffn),

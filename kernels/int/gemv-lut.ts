@@ -167,6 +167,27 @@ export interface LutSums {
     valuePlane: number,
     valueDigitStride: number,
   ): void;
+  /**
+   * `heads` q or k heads of `hd` int32 at `v` normed, gained, requantised, rotated and requantised in
+   * place, their exponents at `exps` (kernels/wasm/int-vector.ts `normRopeFn`).
+   */
+  norm_rope(
+    v: number,
+    heads: number,
+    hd: number,
+    xExp: number,
+    normBits: number,
+    epsN: number,
+    epsExp: number,
+    y: number,
+    head: number,
+    gains: number,
+    gainExp: number,
+    cos: number,
+    sin: number,
+    bits: number,
+    exps: number,
+  ): void;
   /** kernels/int/rope.ts `ropeHead` in place on 2 · `half` int32 at `v` (half a multiple of 4). */
   rope(v: number, half: number, cos: number, sin: number): void;
   mem8: Uint8Array;
@@ -226,6 +247,11 @@ export interface LutSums {
   attendBytes: number;
   attendPositions: number;
   attendTasksAt: number;
+  /** `norm_rope`'s exponents, one int32 per head (byte address and index). */
+  headExpsAt: number;
+  headExpsIndex: number;
+  /** The byte address of each of `LutRoom.tables` (kernels/wasm/int-lut.ts). */
+  tablesAt: Int32Array;
   /** RoPE's cos and sin tables as int32, [position][head_dim / 2]. */
   ropeCosAt: number;
   ropeSinAt: number;

@@ -32,7 +32,7 @@ import {
 } from "./int-attention.ts";
 import { gemvFn, planesFn } from "./int-gemv.ts";
 import { lanesFn, lanesWorkBytes } from "./int-lanes.ts";
-import { addSatFn, quantizeFn, rmsnormFn, ropeFn, siluFn, swigluFn } from "./int-vector.ts";
+import { addSatFn, normRopeFn, quantizeFn, rmsnormFn, ropeFn, siluFn, swigluFn } from "./int-vector.ts";
 import { get, localsAfter, set } from "./int-ops.ts";
 import type { LutMatrix } from "../int/gemv.ts";
 import type { LutSums } from "../int/gemv-lut.ts";
@@ -72,6 +72,11 @@ export function intLutFunctions(relaxed: boolean): Record<string, Func> {
     softmax: index("softmax"),
     planesUnsigned: index("planes_unsigned"),
     mix: index("mix"),
+  });
+  functions.norm_rope = normRopeFn({
+    rmsnorm: index("rmsnorm"),
+    quantize: index("quantize"),
+    rope: index("rope"),
   });
   return functions;
 }
@@ -236,6 +241,11 @@ export interface LutRoom {
   /** The SiLU table and its differences' multiples (`LutSums.siluTAt`, `siluMulAt`). */
   silu?: { t: Int32Array; mul: Int32Array };
   /**
+   * Further int32 tables the module's functions read (the engine's q and k gains' multiples for
+   * `norm_rope`), copied in order; `LutSums.tablesAt[i]` is table i's byte address.
+   */
+  tables?: Int32Array[];
+  /**
    * Threads that will call `gemv_lut` at once (default 1): each gets its own 128 bytes of scratch at
    * `scratchAt + 128 · thread`, and above 1 the memory is a shared one the module imports, so that
    * workers can instantiate the same bytes over it (`LutShared`).
@@ -359,7 +369,13 @@ function areasAt(
   const siluMulAt = siluTAt + (room.silu?.t.length ?? 0) * 4;
   const ropeCosAt = align(siluMulAt + (room.silu?.mul.length ?? 0) * 4);
   const ropeSinAt = ropeCosAt + (room.rope?.cos.length ?? 0) * 4;
-  const vectorsAt = align(ropeSinAt + (room.rope?.sin.length ?? 0) * 4);
+  const tablesAt: number[] = [];
+  let tableEnd = align(ropeSinAt + (room.rope?.sin.length ?? 0) * 4);
+  for (const t of room.tables ?? []) {
+    tablesAt.push(tableEnd);
+    tableEnd = align(tableEnd + t.length * 4);
+  }
+  const vectorsAt = tableEnd;
   const slotVectorBytes = align((room.vectorInts ?? 0) * 4);
   const slotPlanesAt = vectorsAt + slotVectorBytes * slots;
   const slotPlaneBytes = align(widest * 48);
@@ -370,7 +386,9 @@ function areasAt(
   const attendAt = align(lanesAt + lanesBytes * threads);
   const attendBytes = room.headDim && positions ? align(attendWorkBytes(room.headDim, positions)) : 0;
   const attendTasksAt = attendAt + attendBytes * threads;
-  const end = attendTasksAt + ATTEND_TASK_BYTES * (room.attendTasks ?? 0);
+  // norm_rope's exponents, one int32 per head (at most as many as attention's tasks).
+  const headExpsAt = attendTasksAt + ATTEND_TASK_BYTES * (room.attendTasks ?? 0);
+  const end = align(headExpsAt + 4 * (room.attendTasks ?? 0));
   return {
     planesAt,
     scratchAt,
@@ -392,6 +410,8 @@ function areasAt(
     attendAt,
     attendBytes,
     attendTasksAt,
+    headExpsAt,
+    tablesAt,
     end,
   };
 }
@@ -463,7 +483,9 @@ export function createLutSums(
   const cache = slot === 0 ? firstCache : cacheAt(sharerAt(slot) + align(areaBytes), room);
   const { planesAt, scratchAt, inAt, outAt, expTAt, expMulAt } = area;
   const { siluTAt, siluMulAt, ropeCosAt, ropeSinAt, vectorsAt, slotVectorBytes, slotPlanesAt } = area;
-  const { slotPlaneBytes, basesAt, lanesAt, lanesBytes, attendAt, attendBytes, attendTasksAt } = area;
+  const { slotPlaneBytes, basesAt, lanesAt, lanesBytes, attendAt, attendBytes, attendTasksAt, headExpsAt } =
+    area;
+  const { tablesAt } = area;
   const { digitsAt, valueDigitsAt, keyExpAt, valueExpAt } = cache;
   const pages = Math.ceil((sharers === 1 ? firstCache.end : sharerAt(sharers)) / PAGE);
   if (pages > MAX_PAGES) {
@@ -509,6 +531,7 @@ export function createLutSums(
       | "silu"
       | "attend_heads"
       | "cache_digits"
+      | "norm_rope"
     >
     & { layout_codes(src: number, dst: number, pairs: number): void };
   const mem8 = new Uint8Array(exports.memory.buffer);
@@ -529,6 +552,7 @@ export function createLutSums(
     mem32.set(room.silu.t, siluTAt >> 2);
     mem32.set(room.silu.mul, siluMulAt >> 2);
   }
+  (room.tables ?? []).forEach((t, i) => mem32.set(t, tablesAt[i] >> 2));
   if (room.rope) {
     mem32.set(room.rope.cos, ropeCosAt >> 2);
     mem32.set(room.rope.sin, ropeSinAt >> 2);
@@ -554,6 +578,7 @@ export function createLutSums(
       silu: exports.silu,
       attend_heads: exports.attend_heads,
       cache_digits: exports.cache_digits,
+      norm_rope: exports.norm_rope,
       mem8,
       mem32,
       planesAt,
@@ -582,6 +607,9 @@ export function createLutSums(
       attendBytes,
       attendPositions: Math.ceil((room.positions ?? 0) / 16) * 16,
       attendTasksAt,
+      headExpsAt,
+      headExpsIndex: headExpsAt >> 2,
+      tablesAt: Int32Array.from(tablesAt),
       ropeCosAt,
       ropeSinAt,
       siluTAt,

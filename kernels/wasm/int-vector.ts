@@ -18,6 +18,9 @@
  *   b · sin, b · cos, a · sin by shift-and-add over the bits of cos and sin.
  * - `silu(x, n, t, mul, len1, half)`: kernels/int/tables.ts `silu` in place, reading the table `t` and
  *   its differences' multiples `mul` (one value at a time: a table read per value).
+ * - `norm_rope(v, heads, hd, …) `: the q or k heads of one position normed, gained, requantised,
+ *   rotated and requantised again, each head's exponent written out (`normRopeFn`), by calls of
+ *   `rmsnorm`, `quantize` and `rope`: one call where the engine made five per head.
  *
  * Each computes exactly the integers of its TypeScript definition (tests/kernels/int-lut.test.ts), with only the
  * opcodes `LUT_OPCODES` classifies (kernels/wasm/lut.ts): no multiply, no divide, no float.
@@ -313,6 +316,62 @@ export function siluFn(): Func {
       ]),
       get(x), get(y), op.i32_store(),
       inc(x, 4),
+      op.br(0),
+    ])]),
+  ]);
+}
+
+/**
+ * `norm_rope(v, heads, hd, xExp, normBits, epsN, epsExp, y, head, gains, gainExp, cos, sin, bits,
+ * exps)`: engines/int/forward.ts `normRope` for each of `heads` heads of `hd` int32 at `v` (head after
+ * head, at exponent `xExp`), in place: `rmsnorm` into `head` (its plan `normBits`, `epsN`, `epsExp`,
+ * scratch `y`), the gain g_i · z_i (kernels/int/norm.ts `applyGain`: mul.ts `mulS16` from the gain's
+ * multiples tables at `gains`, 32 int32 per dimension), `quantize` to 15 bits, `rope` (its cos and sin
+ * rows at `cos` and `sin`), `quantize` to `bits` bits; head h's exponent, `gainExp` (the norm's
+ * exponent plus the gain's) plus the two shifts, at `exps + 4h`. `hd` a multiple of 8.
+ *
+ * `calls` names the module's functions by index (kernels/wasm/int-lut.ts assembles them in order).
+ */
+export function normRopeFn(calls: { rmsnorm: number; quantize: number; rope: number }): Func {
+  const v = 0, heads = 1, hd = 2, xExp = 3, normBits = 4, epsN = 5, epsExp = 6, y = 7, head = 8, gains = 9;
+  const gainExp = 10, cos = 11, sin = 12, bits = 13, exps = 14;
+  const l = localsAfter(15);
+  const h = l.i32(), i = l.i32(), z = l.i32(), t = l.i32(), src = l.i32(), dst = l.i32(), e = l.i32();
+  const headBytes = l.i32();
+  // The table entry of one base-16 digit of z: the low three unsigned, the top one signed (+16 entries).
+  const entry = (shift: number, top: boolean): Code => [
+    get(t), get(z), op.i32(shift), op.i32_shr_s, op.i32(15), op.i32_and, op.i32(2), op.i32_shl, op.i32_add,
+    op.i32_load(top ? 64 : 0),
+  ];
+  return fn([I32, I32, I32, I32, I32, I32, I32, I32, I32, I32, I32, I32, I32, I32, I32], [], l.types, [
+    get(hd), op.i32(2), op.i32_shl, set(headBytes),
+    op.i32(0), set(h),
+    op.block([op.loop([
+      get(h), get(heads), op.i32_ge_s, op.br_if(1),
+      get(v), get(hd), get(xExp), get(normBits), get(epsN), get(epsExp), get(y), get(head), op.call(calls.rmsnorm),
+      get(head), set(src),
+      get(v), set(dst),
+      get(gains), set(t),
+      op.i32(0), set(i),
+      op.block([op.loop([
+        get(i), get(hd), op.i32_ge_s, op.br_if(1),
+        get(src), op.i32_load(), set(z),
+        get(dst),
+        entry(12, true), op.i32(12), op.i32_shl,
+        entry(8, false), op.i32(8), op.i32_shl, op.i32_add,
+        entry(4, false), op.i32(4), op.i32_shl, op.i32_add,
+        entry(0, false), op.i32_add,
+        op.i32_store(),
+        inc(src, 4), inc(dst, 4), inc(t, 128), inc(i, 1),
+        op.br(0),
+      ])]),
+      get(v), get(hd), get(v), op.i32(15), op.call(calls.quantize), get(gainExp), op.i32_add, set(e),
+      get(v), get(hd), op.i32(1), op.i32_shr_s, get(cos), get(sin), op.call(calls.rope),
+      get(v), get(hd), get(v), get(bits), op.call(calls.quantize), get(e), op.i32_add, set(e),
+      get(exps), get(e), op.i32_store(),
+      inc(exps, 4),
+      get(v), get(headBytes), op.i32_add, set(v),
+      inc(h, 1),
       op.br(0),
     ])]),
   ]);
