@@ -7,7 +7,7 @@ import { readLut4 } from "../../formats/lut4/lut4.ts";
 import { checked } from "../../kernels/int/check.ts";
 import { activationTables, gemv, type LutMatrix, prepareMatrix } from "../../kernels/int/gemv.ts";
 import { gemvLut, inputPlanes } from "../../kernels/int/gemv-lut.ts";
-import { normPlan, rmsnorm } from "../../kernels/int/norm.ts";
+import { applyGain, gainTables, NORM_EXP, normPlan, rmsnorm } from "../../kernels/int/norm.ts";
 import { quantizeBits, satAdd } from "../../kernels/int/round.ts";
 import { ropeHead } from "../../kernels/int/rope.ts";
 import { createLutSums } from "../../kernels/wasm/int-lut.ts";
@@ -551,6 +551,115 @@ test("rope on WebAssembly equals ropeHead: 16-bit inputs at the extremes, every 
     expect(Array.from(mem32.subarray(made.lut.vectorsAt / 4, made.lut.vectorsAt / 4 + 2 * half))).toEqual(
       Array.from(want),
     );
+  }
+});
+
+test("norm_rope on WebAssembly equals the engine's per-head steps: norm, gain, quantize, rope, quantize", () => {
+  const hd = 32, half = 16, heads = 3, positions = 8;
+  const cos = Int16Array.from({ length: positions * half }, () => rng.int(32769) - 16384);
+  const sin = Int16Array.from({ length: positions * half }, () => rng.int(32769) - 16384);
+  // Gains at the extremes (±32767, 0) and random, per head dimension; one table for every head.
+  const gains = Int16Array.from(
+    { length: hd },
+    (_, i) => (i < 3 ? [32767, -32767, 0][i] : rng.int(65535) - 32767),
+  );
+  const gain = gainTables(gains);
+  const made = createLutSums([], {
+    vectorInts: 512,
+    rope: { cos, sin },
+    tables: [gain],
+    attendTasks: heads,
+  })!;
+  const { lut } = made;
+  const vAt = lut.vectorsAt, yAt = vAt + 4 * heads * hd, headAt = yAt + 4 * hd;
+  const plan = normPlan(hd, 34360, -45);
+  for (let trial = 0; trial < 60; trial++) {
+    const scale = [0, 3, 12, 24, 30][trial % 5];
+    const v = Int32Array.from({ length: heads * hd }, () => rng.int(2 ** scale + 1) - (2 ** scale >> 1));
+    const p = trial % positions, bits = trial % 2 ? 15 : 11, xExp = -24, gainExp = -3 - (trial % 4);
+    // The TypeScript steps, head by head (engines/int/forward.ts normRope).
+    const want = Int32Array.from(v);
+    const wantExps: number[] = [];
+    for (let h = 0; h < heads; h++) {
+      const z = new Int32Array(hd);
+      rmsnorm(want, h * hd, xExp, plan, z, 0);
+      applyGain(z, 0, hd, gain, want, h * hd);
+      const eg = quantizeBits(want, h * hd, hd, NORM_EXP + gainExp, want, h * hd, 15);
+      ropeHead(want, h * hd, half, cos, sin, p * half, new Int32Array(64));
+      wantExps.push(quantizeBits(want, h * hd, hd, eg, want, h * hd, bits));
+    }
+    lut.mem32.set(v, vAt / 4);
+    lut.norm_rope(
+      vAt,
+      heads,
+      hd,
+      xExp,
+      plan.bits,
+      plan.epsN,
+      plan.epsExp,
+      yAt,
+      headAt,
+      lut.tablesAt[0],
+      NORM_EXP + gainExp,
+      lut.ropeCosAt + 4 * p * half,
+      lut.ropeSinAt + 4 * p * half,
+      bits,
+      lut.headExpsAt,
+    );
+    expect(Array.from(lut.mem32.subarray(vAt / 4, vAt / 4 + heads * hd))).toEqual(Array.from(want));
+    expect(Array.from(lut.mem32.subarray(lut.headExpsIndex, lut.headExpsIndex + heads))).toEqual(wantExps);
+  }
+});
+
+test("cache_digits writes a position's keys and values into the digit planes attention reads", () => {
+  const hd = 32, kvHeads = 2, cap = 32;
+  const keyPlane = 16 * hd, keyHeadStride = 3 * keyPlane * (cap / 16);
+  const valuePlane = 16 * cap,
+    valueDigitStride = valuePlane * (hd / 16),
+    valueHeadStride = 3 * valueDigitStride;
+  const made = createLutSums([], {
+    vectorInts: 4 * kvHeads * hd,
+    keyDigitBytes: kvHeads * keyHeadStride,
+    valueDigitBytes: kvHeads * valueHeadStride,
+  })!;
+  const { lut } = made;
+  const kAt = lut.vectorsAt, vAt = kAt + 4 * kvHeads * hd;
+  for (const p of [0, 5, 16, 31]) {
+    // Keys and values at the cache's bounds (±2047) and random.
+    const k = Int32Array.from(
+      { length: kvHeads * hd },
+      (_, i) => (i < 2 ? [2047, -2047][i] : rng.int(4095) - 2047),
+    );
+    const v = Int32Array.from(
+      { length: kvHeads * hd },
+      (_, i) => (i < 2 ? [-2047, 2047][i] : rng.int(4095) - 2047),
+    );
+    lut.mem32.set(k, kAt / 4), lut.mem32.set(v, vAt / 4);
+    const keyAt = lut.digitsAt + (p >> 4) * 3 * keyPlane + (p & 15);
+    const valueAt = lut.valueDigitsAt + 16 * p;
+    lut.cache_digits(
+      kAt,
+      vAt,
+      hd,
+      kvHeads,
+      keyAt,
+      keyHeadStride,
+      valueAt,
+      valueHeadStride,
+      valuePlane,
+      valueDigitStride,
+    );
+    for (let h = 0; h < kvHeads; h++) {
+      for (let i = 0; i < hd; i++) {
+        const key = k[h * hd + i], value = v[h * hd + i] + 2048;
+        const ka = keyAt + h * keyHeadStride + 16 * i;
+        expect([lut.mem8[ka], lut.mem8[ka + keyPlane], lut.mem8[ka + 2 * keyPlane]])
+          .toEqual([key & 15, (key >> 4) & 15, (key >> 8) & 15]);
+        const va = valueAt + h * valueHeadStride + (i >> 4) * valuePlane + (i & 15);
+        expect([lut.mem8[va], lut.mem8[va + valueDigitStride], lut.mem8[va + 2 * valueDigitStride]])
+          .toEqual([value & 15, (value >> 4) & 15, value >> 8]);
+      }
+    }
   }
 });
 
