@@ -250,7 +250,7 @@ export function attendGroup(
   }
 }
 
-/** Bytes of one `attend_heads` task (kernels/wasm/int-attention.ts `ATTEND_TASK_BYTES`). */
+/** Bytes of one task of the module's `attend_heads`: eight int32 (`writeHeadTask` names them). */
 export const TASK_BYTES = 32;
 
 /**

@@ -19,7 +19,7 @@
  *   valueDigitStride)`: one position's cached keys and values (int32, kv head after kv head) written
  *   into the digit planes `scores` and `mix` read (`cacheDigitsFn`).
  * - `attend_heads(tasks, end, stride, work, hd, positions, expT, expMul, tlen1, blocks, plane,
- *   digitStride) → faults`: whole query heads, one task each (`ATTEND_TASK_BYTES`, the fields in
+ *   digitStride) → faults`: whole query heads, one task each (kernels/int/attention.ts `TASK_BYTES`, the fields in
  *   `attendHeadsFn`'s comment), from `tasks` to `end` every `stride` bytes: the four functions above
  *   called in turn and the mix shifted to ACC_EXP, in a thread's own `work` area
  *   (`attendWorkBytes`); what a thread of the engine's pool runs as its share of a layer's attention.
@@ -242,9 +242,6 @@ export function mixFn(relaxed: boolean): Func {
     ])]),
   ]);
 }
-
-/** Bytes of one task of `attend_heads`: eight int32 (see `attendHeadsFn`). */
-export const ATTEND_TASK_BYTES = 32;
 
 /**
  * Bytes of one thread's work area for `attend_heads` with heads of `hd` dimensions over at most

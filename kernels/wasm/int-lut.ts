@@ -22,7 +22,6 @@
  */
 import { assemble, type Code, fn, type Func, I32, op, uleb } from "./asm.ts";
 import {
-  ATTEND_TASK_BYTES,
   attendHeadsFn,
   attendWorkBytes,
   cacheDigitsFn,
@@ -36,6 +35,7 @@ import { addSatFn, normRopeFn, quantizeFn, rmsnormFn, ropeFn, siluFn, swigluFn }
 import { get, localsAfter, set } from "./int-ops.ts";
 import type { LutMatrix } from "../int/gemv.ts";
 import type { LutSums } from "../int/gemv-lut.ts";
+import { TASK_BYTES } from "../int/attention.ts";
 
 /**
  * The functions of the module, by export name: what `createLutSums` assembles and the audit censuses.
@@ -387,7 +387,7 @@ function areasAt(
   const attendBytes = room.headDim && positions ? align(attendWorkBytes(room.headDim, positions)) : 0;
   const attendTasksAt = attendAt + attendBytes * threads;
   // norm_rope's exponents, one int32 per head (at most as many as attention's tasks).
-  const headExpsAt = attendTasksAt + ATTEND_TASK_BYTES * (room.attendTasks ?? 0);
+  const headExpsAt = attendTasksAt + TASK_BYTES * (room.attendTasks ?? 0);
   const end = align(headExpsAt + 4 * (room.attendTasks ?? 0));
   return {
     planesAt,
