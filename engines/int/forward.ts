@@ -32,7 +32,7 @@ import {
 } from "../../kernels/int/attention.ts";
 import { gemvLanes, gemvLut, inputPlanes, type LutSums } from "../../kernels/int/gemv-lut.ts";
 import { assertBound, checked, holds } from "../../kernels/int/check.ts";
-import { type GemvPool, queueAttention, queueGemv, queueWhole, runQueued } from "./threads.ts";
+import { type GemvPool, queueAttention, queueGemv, runQueued } from "./threads.ts";
 import { mulS16, mulScale, multiples } from "../../kernels/int/mul.ts";
 import { applyGain, NORM_EXP } from "../../kernels/int/norm.ts";
 import { ropeHead } from "../../kernels/int/rope.ts";
@@ -589,26 +589,8 @@ function productBatch(
         lut.lanesAt,
       );
       saturated = saturated + got;
-    } else if (byThread) {
-      queueWhole(
-        pool,
-        lut,
-        thread,
-        codes,
-        scales,
-        w.rows,
-        groups,
-        xs,
-        stride,
-        count,
-        base,
-        bases,
-        fin,
-        ys,
-        stride,
-        lanes,
-      );
     } else {
+      const only = byThread ? thread : -1;
       queueGemv(
         pool,
         lut,
@@ -626,6 +608,7 @@ function productBatch(
         ys,
         stride,
         lanes,
+        only,
       );
     }
     first = first + LANES_MAX;

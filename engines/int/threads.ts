@@ -91,12 +91,28 @@ export interface GemvPool {
   saturated: number;
 }
 
+/** Thread t's call words: the main thread's own, or the control words its worker reads. */
+function callsOf(pool: GemvPool, t: number): Int32Array {
+  return t === 0 ? pool.mine : pool.ctrl;
+}
+
+/** Where thread t's next queued call's words start (after the pool's `queued` calls); counts it in. */
+function nextCall(pool: GemvPool, t: number): number {
+  const head = t === 0 ? 0 : pool.workerAt[t];
+  let i = head + 1;
+  for (let c = 0; c < pool.queued; c++) i = i + CALL_INTS;
+  callsOf(pool, t)[head] = pool.queued + 1;
+  return i;
+}
+
 /**
  * Queues `gemv_lut` of matrix `entry` (its codes and scales at `m.lutAt`/`lutScales` given as
  * `codesAt`/`scalesAt`) over `count` inputs, or with `lanes` P > 0 `gemv_lanesP` (then `planes` and
  * `planeStride` are the int32 inputs and their stride): split across the threads when the pool shares
- * it out, else run at once on this thread. Each thread gets its own scratch (the module's 128 bytes per
- * thread) or lanes work area (`lanesAt + t · lanesBytes`).
+ * it out, else run at once on this thread; with `only` a thread (forward.ts `productBatch`, a group of
+ * inputs for each of two threads), every row on that thread alone, the others getting the same call
+ * over no input. Each thread gets its own scratch (the module's 128 bytes per thread) or lanes work
+ * area (`lanesAt + t · lanesBytes`).
  */
 export function queueGemv(
   pool: GemvPool,
@@ -115,10 +131,11 @@ export function queueGemv(
   out: number,
   outStride: number,
   lanes: number,
+  only = -1,
 ): void {
   const at = pool.shareAt[entry];
   const lanesWork = lanes > 0;
-  if (at < 0) {
+  if (at < 0 && only < 0) {
     pool.saturated = pool.saturated +
       runOne(
         lut,
@@ -139,81 +156,41 @@ export function queueGemv(
       );
     return;
   }
+  const sh = pool.shares;
   let share = at;
   let scratch = lanesWork ? lut.lanesAt : lut.scratchAt;
   const scratchStep = lanesWork ? lut.lanesBytes : 128;
   for (let t = 0; t < pool.threads; t++) {
-    const calls = t === 0 ? pool.mine : pool.ctrl;
-    const head = t === 0 ? 0 : pool.workerAt[t];
-    let i = head + 1;
-    for (let c = 0; c < pool.queued; c++) i = i + CALL_INTS;
-    const sh = pool.shares;
+    // Thread t's rows: its share, or (`only`) every row on that thread and none on the others.
+    let codesOff = 0;
+    let scalesOff = 0;
+    let outOff = 0;
+    let rowsHere = rows;
+    let inputs = count;
+    if (only < 0) {
+      codesOff = sh[share];
+      scalesOff = sh[share + 1];
+      outOff = sh[share + 2];
+      rowsHere = sh[share + 3];
+      share = share + 4;
+    } else if (t !== only) inputs = 0;
+    const calls = callsOf(pool, t);
+    const i = nextCall(pool, t);
     calls[i] = planes;
     calls[i + 1] = planeStride;
-    calls[i + 2] = count;
-    calls[i + 3] = codesAt + sh[share];
-    calls[i + 4] = scalesAt + sh[share + 1];
-    calls[i + 5] = sh[share + 3];
+    calls[i + 2] = inputs;
+    calls[i + 3] = codesAt + codesOff;
+    calls[i + 4] = scalesAt + scalesOff;
+    calls[i + 5] = rowsHere;
     calls[i + 6] = groups;
     calls[i + 7] = base;
     calls[i + 8] = bases;
     calls[i + 9] = fin;
-    calls[i + 10] = out + sh[share + 2];
+    calls[i + 10] = out + outOff;
     calls[i + 11] = outStride;
     calls[i + 12] = scratch;
     calls[i + 13] = lanes;
-    calls[head] = pool.queued + 1;
-    share = share + 4;
     scratch = scratch + scratchStep;
-  }
-  pool.queued = pool.queued + 1;
-}
-
-/**
- * Queues the lanes projection `gemv_lanesP` (P = `lanes`) of a whole matrix, every row, on thread
- * `thread` alone (the others get the same call over no input): what forward.ts `productBatch` does on
- * two threads with a group of inputs for each. The arguments as `queueGemv`'s.
- */
-export function queueWhole(
-  pool: GemvPool,
-  lut: LutSums,
-  thread: number,
-  codesAt: number,
-  scalesAt: number,
-  rows: number,
-  groups: number,
-  xs: number,
-  xStride: number,
-  count: number,
-  base: number,
-  bases: number,
-  fin: number,
-  out: number,
-  outStride: number,
-  lanes: number,
-): void {
-  let work = lut.lanesAt;
-  for (let t = 0; t < pool.threads; t++) {
-    const calls = t === 0 ? pool.mine : pool.ctrl;
-    const head = t === 0 ? 0 : pool.workerAt[t];
-    let i = head + 1;
-    for (let c = 0; c < pool.queued; c++) i = i + CALL_INTS;
-    calls[i] = xs;
-    calls[i + 1] = xStride;
-    calls[i + 2] = t === thread ? count : 0;
-    calls[i + 3] = codesAt;
-    calls[i + 4] = scalesAt;
-    calls[i + 5] = rows;
-    calls[i + 6] = groups;
-    calls[i + 7] = base;
-    calls[i + 8] = bases;
-    calls[i + 9] = fin;
-    calls[i + 10] = out;
-    calls[i + 11] = outStride;
-    calls[i + 12] = work;
-    calls[i + 13] = lanes;
-    calls[head] = pool.queued + 1;
-    work = work + lut.lanesBytes;
   }
   pool.queued = pool.queued + 1;
 }
@@ -293,10 +270,8 @@ export function queueAttention(
   let first = tasks;
   let work = lut.attendAt;
   for (let t = 0; t < pool.threads; t++) {
-    const calls = t === 0 ? pool.mine : pool.ctrl;
-    const head = t === 0 ? 0 : pool.workerAt[t];
-    let i = head + 1;
-    for (let c = 0; c < pool.queued; c++) i = i + CALL_INTS;
+    const calls = callsOf(pool, t);
+    const i = nextCall(pool, t);
     calls[i] = first;
     calls[i + 1] = end;
     calls[i + 2] = stride;
@@ -311,7 +286,6 @@ export function queueAttention(
     calls[i + 11] = digitStride;
     calls[i + 12] = 0;
     calls[i + 13] = ATTEND;
-    calls[head] = pool.queued + 1;
     first = first + TASK_BYTES;
     work = work + lut.attendBytes;
   }
