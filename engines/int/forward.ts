@@ -354,7 +354,7 @@ function attendOnModule(m: IntModel, st: IntState, l: number, n: number): void {
     ctx.valuePlane,
     ctx.valueDigitStride,
   );
-  finishProducts(pool, lut, `layer ${l} attention`);
+  finishProducts(pool, lut, "attention");
 }
 
 /**
