@@ -194,13 +194,18 @@ function startCursor(m: IntModel, st: IntState, pos: number): void {
   c.digitsAt = 0;
   c.laneAt = 0;
   c.valuesAt = 0;
+  c.valueRowAt = 0;
   c.expsAt = 0;
   if (lut !== null && c.digits) {
     if (m.digitOwner !== st) fillDigits(m, lut, st);
     c.digitsAt = lut.digitsAt;
-    c.valuesAt = lut.valueDigitsAt + (pos << 4);
+    c.valuesAt = lut.valueDigitsAt;
     c.laneAt = pos & 15;
-    for (let p = 16; p <= pos; p = p + 16) c.laneAt = c.laneAt + m.digitsBlock;
+    c.valueRowAt = (pos & 15) << 4;
+    for (let p = 16; p <= pos; p = p + 16) {
+      c.laneAt = c.laneAt + m.digitsBlock;
+      c.valueRowAt = c.valueRowAt + 768;
+    }
   }
 }
 
@@ -351,7 +356,7 @@ function attendOnModule(m: IntModel, st: IntState, l: number, n: number): void {
     task,
     m.headDim,
     ctx.dimBlocks,
-    ctx.valuePlane,
+    ctx.valueDimStride,
     ctx.valueDigitStride,
   );
   finishProducts(pool, lut, "attention");
@@ -393,9 +398,9 @@ function appendKeysValues(m: IntModel, st: IntState, L: IntLayer, l: number): vo
       m.kvHeads,
       c.digitsAt + c.laneAt,
       m.digitsHeadStride,
-      c.valuesAt,
+      c.valuesAt + c.valueRowAt,
       m.valueHeadStride,
-      m.valuePlane,
+      m.valueDimStride,
       m.valueDigitStride,
     );
   }
@@ -411,7 +416,7 @@ function pointContext(m: IntModel, st: IntState, l: number): void {
   ctx.values = st.values[l];
   ctx.valueExp = st.valueExp[l];
   ctx.digitsAt = c.digitsAt;
-  ctx.valueDigitsAt = c.valuesAt - (c.pos << 4);
+  ctx.valueDigitsAt = c.valuesAt;
   if (lut !== null && c.digits) {
     ctx.keyExpAt = lut.keyExpAt + c.expsAt;
     ctx.valueExpAt = lut.valueExpAt + c.expsAt;

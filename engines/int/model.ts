@@ -58,11 +58,12 @@ export interface CacheLayout {
   digitsLayerStride: number;
   digitBytes: number;
   /**
-   * The values' digit planes (`LutSums.valueDigitsAt`), for the SIMD value mix: bytes of one (digit,
-   * block of 16 dimensions) plane over all positions, of one digit, of one kv head, of one layer, of all;
-   * and the number of blocks of 16 dimensions in a head.
+   * The values' digit planes (`LutSums.valueDigitsAt`), for the SIMD value mix: per kv head, per block
+   * of 16 dimensions, per block of 16 positions (768 bytes), per digit (256 bytes), one 16-byte row per
+   * position. Bytes of one block of dimensions over all positions, between digits (256), of one kv
+   * head, of one layer, of all; and the number of blocks of 16 dimensions in a head.
    */
-  valuePlane: number;
+  valueDimStride: number;
   valueDigitStride: number;
   valueHeadStride: number;
   valueLayerStride: number;
@@ -211,8 +212,9 @@ export interface StepCursor {
   /** This layer's key digit planes, and this position's lane in its block. */
   digitsAt: number;
   laneAt: number;
-  /** This layer's value digit planes, at this position. */
+  /** This layer's value digit planes, and this position's row in its block. */
   valuesAt: number;
+  valueRowAt: number;
   /** This layer's exponent mirrors' offset, in bytes. */
   expsAt: number;
 }
@@ -337,15 +339,20 @@ function cacheLayout(sh: Lut4Shape, layers: number): CacheLayout {
   for (let h = 0; h < sh.kvHeads; h++) digitsLayerStride = digitsLayerStride + digitsHeadStride;
   let digitBytes = 0;
   for (let l = 0; l < layers; l++) digitBytes = digitBytes + digitsLayerStride;
-  // Values: per digit and block of 16 dimensions, one plane of 16 bytes per position.
-  const valuePlane = sh.maxPositions << 4;
+  // Values: per block of 16 dimensions, per block of 16 positions, three digit rows of 16 bytes per
+  // position. A position's 24 rows of a kv head then lie on 8 pages; when each (digit, dimensions)
+  // plane held every position, they lay on 24, and writing a decoded position's digits (`cache_digits`,
+  // pages the weights' stream has pushed out of the TLB and caches) took 140 µs a layer at Qwen3-0.6B's
+  // shape, against 85 µs now. The mix reads each block's rows 768 bytes apart.
+  const valueDigitStride = 256;
+  let valueDimStride = 0;
+  for (let p = 0; p < sh.maxPositions; p = p + 16) valueDimStride = valueDimStride + 768;
   let dimBlocks = 0;
-  let valueDigitStride = 0;
+  let valueHeadStride = 0;
   for (let d = 0; d < sh.headDim; d = d + 16) {
     dimBlocks = dimBlocks + 1;
-    valueDigitStride = valueDigitStride + valuePlane;
+    valueHeadStride = valueHeadStride + valueDimStride;
   }
-  const valueHeadStride = valueDigitStride + valueDigitStride + valueDigitStride;
   let valueLayerStride = 0;
   for (let h = 0; h < sh.kvHeads; h++) valueLayerStride = valueLayerStride + valueHeadStride;
   let valueDigitBytes = 0;
@@ -362,7 +369,7 @@ function cacheLayout(sh: Lut4Shape, layers: number): CacheLayout {
     digitsHeadStride,
     digitsLayerStride,
     digitBytes,
-    valuePlane,
+    valueDimStride,
     valueDigitStride,
     valueHeadStride,
     valueLayerStride,
@@ -436,6 +443,7 @@ export function newCursor(): StepCursor {
     digitsAt: 0,
     laneAt: 0,
     valuesAt: 0,
+    valueRowAt: 0,
     expsAt: 0,
   };
 }
@@ -462,7 +470,7 @@ function attentionContext(
     digitsHeadStride: layout.digitsHeadStride,
     valueDigitsAt: 0,
     valueHeadStride: layout.valueHeadStride,
-    valuePlane: layout.valuePlane,
+    valueDimStride: layout.valueDimStride,
     valueDigitStride: layout.valueDigitStride,
     dimBlocks: layout.dimBlocks,
     keyExpAt: 0,

@@ -193,8 +193,8 @@ export function quantize(
 
 /**
  * Writes the three base-16 digits of one position's `head_dim` cached values in offset binary
- * (v + 2048, in 1 … 4095): `at` is that position's byte in the kv head's first plane
- * (`valueDigitsAt` + head + position · 16).
+ * (v + 2048, in 1 … 4095): `at` is that position's row in its kv head's first block of dimensions
+ * (`valueDigitsAt` + head + 768 · its block of 16 positions + 16 · its place in the block).
  */
 function writeValueDigits(
   m: IntModel,
@@ -214,7 +214,7 @@ function writeValueDigits(
     lane = lane + 1;
     if (lane === 16) {
       lane = 0;
-      block = block + m.valuePlane;
+      block = block + m.valueDimStride;
     }
   }
 }
@@ -259,8 +259,10 @@ export function fillDigits(m: IntModel, lut: LutSums, st: IntState): void {
   layerAt = lut.valueDigitsAt;
   for (let l = 0; l < m.layers.length; l++) {
     let cacheAt = 0;
+    let rowAt = 0;
+    let lane = 0;
     for (let p = 0; p < st.pos; p++) {
-      let headAt = layerAt + (p << 4);
+      let headAt = layerAt + rowAt;
       let off = 0;
       for (let h = 0; h < m.kvHeads; h++) {
         writeValueDigits(m, lut.mem8, headAt, st.values[l], cacheAt + off);
@@ -268,6 +270,12 @@ export function fillDigits(m: IntModel, lut: LutSums, st: IntState): void {
         off = off + m.headDim;
       }
       cacheAt = cacheAt + m.kvDim;
+      rowAt = rowAt + 16;
+      lane = lane + 1;
+      if (lane === 16) {
+        lane = 0;
+        rowAt = rowAt + 512;
+      }
     }
     layerAt = layerAt + m.valueLayerStride;
   }

@@ -64,7 +64,7 @@ export interface AttentionContext {
    */
   valueDigitsAt: number;
   valueHeadStride: number;
-  valuePlane: number;
+  valueDimStride: number;
   valueDigitStride: number;
   dimBlocks: number;
   /**
@@ -313,7 +313,7 @@ export function attendTasks(
     lut.expMulAt,
     lut.expLen1,
     ctx.dimBlocks,
-    ctx.valuePlane,
+    ctx.valueDimStride,
     ctx.valueDigitStride,
   );
   if (checked.on && !holds(faults === 0)) {

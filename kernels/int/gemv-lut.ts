@@ -164,7 +164,7 @@ export interface LutSums {
     keyHeadStride: number,
     valueAt: number,
     valueHeadStride: number,
-    valuePlane: number,
+    valueDimStride: number,
     valueDigitStride: number,
   ): void;
   /**

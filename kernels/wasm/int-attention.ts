@@ -15,7 +15,7 @@
  *   digits of the cached values in offset binary, 16 dimensions at a time, in runs of at most 128
  *   positions (so no 16-bit sum overflows) added in 32 bits; the caller subtracts 2048 · Σ p_j.
  *
- * - `cache_digits(k, v, hd, heads, keyAt, keyHeadStride, valueAt, valueHeadStride, valuePlane,
+ * - `cache_digits(k, v, hd, heads, keyAt, keyHeadStride, valueAt, valueHeadStride, valueDimStride,
  *   valueDigitStride)`: one position's cached keys and values (int32, kv head after kv head) written
  *   into the digit planes `scores` and `mix` read (`cacheDigitsFn`).
  * - `attend_heads(tasks, end, stride, work, hd, positions, expT, expMul, tlen1, blocks, plane,
@@ -197,14 +197,16 @@ export function softmaxFn(): Func {
 /**
  * `mix(tabs, codes, n, blocks, plane, digitStride, out)`: for each block b of 16 dimensions,
  * out[16b + lane] = Σ_{j<n} T_j[d0] + (T_j[d1] << 4) + (T_j[d2] << 8), the digits d0, d1, d2 of the
- * offset value (j, 16b + lane) + 2048 read from `codes + d · digitStride + b · plane + 16 j`; T_j is
- * position j's table u · p_j (`planes_unsigned`, 48 bytes per position). That is Σ p · (v + 2048),
- * exact in 32 bits while it stays below 2^31 ((2^15 + n) · 4095 does).
+ * offset value (j, 16b + lane) + 2048 read from `codes + b · plane + (j ≫ 4) · 3 · digitStride +
+ * d · digitStride + 16 (j & 15)` (per block of dimensions, per block of 16 positions, per digit, 16
+ * positions' rows: `digitStride` is 256); T_j is position j's table u · p_j (`planes_unsigned`, 48
+ * bytes per position). That is Σ p · (v + 2048), exact in 32 bits while it stays below 2^31
+ * ((2^15 + n) · 4095 does). `blocks` is the number of blocks of dimensions.
  */
 export function mixFn(relaxed: boolean): Func {
   const tabs = 0, codes = 1, n = 2, blocks = 3, plane = 4, digitStride = 5, out = 6;
   const l = localsAfter(7);
-  const b = l.i32(), j = l.i32(), count = l.i32(), base = l.i32(), c = l.i32(), end = l.i32();
+  const b = l.i32(), j = l.i32(), count = l.i32(), base = l.i32(), c = l.i32(), end = l.i32(), jump = l.i32();
   const res = [l.v128(), l.v128(), l.v128(), l.v128()];
   const s = [l.v128(), l.v128(), l.v128(), l.v128()];
   const hi8 = l.v128();
@@ -220,7 +222,7 @@ export function mixFn(relaxed: boolean): Func {
       get(j), get(n), op.i32_ge_s, op.br_if(1),
       get(n), get(j), op.i32_sub, set(count),
       get(count), op.i32(128), op.i32_gt_s, op.if_([op.i32(128), set(count)]),
-      lutRun(lut, hi8, count, c, end, relaxed),
+      lutRun(lut, hi8, count, c, end, relaxed, jump),
       [0, 1, 2, 3].map((q) => [get(s[q]), lutTotals(lut, q), op.i32x4_add, set(s[q])]),
       get(j), get(count), op.i32_add, set(j),
       op.br(0),
@@ -228,6 +230,8 @@ export function mixFn(relaxed: boolean): Func {
     [0, 1, 2, 3].map((q) => [get(res[q]), get(s[q]), op.i32(4 * d), op.i32x4_shl, op.i32x4_add, set(res[q])]),
   ];
   return fn([I32, I32, I32, I32, I32, I32, I32], [], l.types, [
+    // From one block of 16 positions' rows to the next: three digits' rows, less the 256 bytes read.
+    get(digitStride), get(digitStride), op.i32_add, set(jump),
     op.i32(0), set(b),
     get(codes), set(base),
     op.block([op.loop([
@@ -329,17 +333,17 @@ export function attendHeadsFn(calls: {
 }
 
 /**
- * `cache_digits(k, v, hd, heads, keyAt, keyHeadStride, valueAt, valueHeadStride, valuePlane,
+ * `cache_digits(k, v, hd, heads, keyAt, keyHeadStride, valueAt, valueHeadStride, valueDimStride,
  * valueDigitStride)`: for each of `heads` kv heads (`hd` int32 keys at `k`, values at `v`, head after
  * head), the three base-16 digits of each key (|k| ≤ 2047, the top digit two's complement) at
  * `keyAt + 16 i` and one and two planes of 16 · hd bytes on (the position's lane of its block of 16),
- * and of each value in offset binary (v + 2048) at `valueAt + (i ≫ 4) · valuePlane + (i & 15)` and
+ * and of each value in offset binary (v + 2048) at `valueAt + (i ≫ 4) · valueDimStride + (i & 15)` and
  * one and two `valueDigitStride` on; `keyAt` and `valueAt` step by their head strides. The engine's
  * layout of the cache's digit planes (engines/int/model.ts), as simd.ts `fillDigits` rewrites them.
  */
 export function cacheDigitsFn(): Func {
   const k = 0, v = 1, hd = 2, heads = 3, keyAt = 4, keyHeadStride = 5, valueAt = 6, valueHeadStride = 7;
-  const valuePlane = 8, valueDigitStride = 9;
+  const valueDimStride = 8, valueDigitStride = 9;
   const l = localsAfter(10);
   const h = l.i32(), i = l.i32(), x = l.i32(), at = l.i32(), plane = l.i32(), block = l.i32(), lane = l.i32();
   const three = (addr: Code, step: number, value: Code): Code => [
@@ -368,7 +372,7 @@ export function cacheDigitsFn(): Func {
         three([get(block), get(lane), op.i32_add], valueDigitStride, get(x)),
         inc(v, 4), inc(lane, 1),
         get(lane), op.i32(16), op.i32_sub, op.i32_eqz,
-        op.if_([op.i32(0), set(lane), get(block), get(valuePlane), op.i32_add, set(block)]),
+        op.if_([op.i32(0), set(lane), get(block), get(valueDimStride), op.i32_add, set(block)]),
       ]),
       get(keyAt), get(keyHeadStride), op.i32_add, set(keyAt),
       get(valueAt), get(valueHeadStride), op.i32_add, set(valueAt),

@@ -230,9 +230,18 @@ export function gemvColumns(l: LutLocals, hi8: number, count: number, relaxed: b
  * The look-up over `cols` columns (a local) from the current `t` and `k`, into freshly zeroed sums:
  * `gemvColumn` in runs of 16 columns, each run's top-plane bytes then widened into the 16-bit sums. For
  * tables whose entries lie in (−2^19, 2^19) (top bytes in [−8, 7]), so a run's byte sums stay in
- * [−128, 112]. `c` and `end` are scratch locals.
+ * [−128, 112]. `c` and `end` are scratch locals; with `jump` (a local), `k` moves on by that many
+ * bytes more after each whole run of 16 (codes laid out in blocks of 16 columns).
  */
-export function lutRun(l: LutLocals, hi8: number, cols: number, c: number, end: number, relaxed: boolean): Code {
+export function lutRun(
+  l: LutLocals,
+  hi8: number,
+  cols: number,
+  c: number,
+  end: number,
+  relaxed: boolean,
+  jump = -1,
+): Code {
   return [
     lutZero(l),
     op.i32(0), set(c),
@@ -241,7 +250,10 @@ export function lutRun(l: LutLocals, hi8: number, cols: number, c: number, end: 
       op.v128_const(new Uint8Array(16)), set(hi8),
       get(c), op.i32(16), op.i32_add, set(end),
       get(end), get(cols), op.i32_le_s,
-      op.if_([gemvColumns(l, hi8, 16, relaxed), get(end), set(c)], [
+      op.if_([
+        gemvColumns(l, hi8, 16, relaxed), get(end), set(c),
+        jump < 0 ? [] : [get(l.k), get(jump), op.i32_add, set(l.k)],
+      ], [
         op.block([op.loop([
           get(c), get(cols), op.i32_ge_s, op.br_if(1),
           gemvColumn(l, hi8, relaxed),

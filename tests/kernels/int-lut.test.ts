@@ -276,9 +276,9 @@ test("SIMD attention (attend_heads, on one thread or shared by two) equals the T
   const hd = 32, kvHeads = 2, kvDim = 64, cap = 208;
   const exp = prepareTable(makeTables(PRESETS.default).exp, 0);
   const headStride = 48 * hd * (cap / 16);
-  const valuePlane = 16 * cap,
-    valueDigitStride = valuePlane * (hd / 16),
-    valueHeadStride = 3 * valueDigitStride;
+  const valueDimStride = 768 * (cap / 16),
+    valueDigitStride = 256,
+    valueHeadStride = valueDimStride * (hd / 16);
   const expHeadStride = 4 * cap;
   // With relaxed table reads and with the plain-swizzle set (runtimes without relaxed SIMD).
   for (const relaxed of [true, false]) {
@@ -339,10 +339,12 @@ test("SIMD attention (attend_heads, on one thread or shared by two) equals the T
             made.lut.mem8[at] = k & 15;
             made.lut.mem8[at + 16 * hd] = (k >> 4) & 15;
             made.lut.mem8[at + 32 * hd] = (k >> 8) & 15;
-            // Values, in offset binary: [kv head][digit][block of 16 dimensions][position][16 dimensions].
+            // Values, in offset binary: [kv head][block of 16 dimensions][block of 16 positions][digit]
+            // [position in the block][16 dimensions].
             const v = values[p * kvDim + h * hd + i] + 2048;
-            const vat = made.lut.valueDigitsAt + h * valueHeadStride + (i >> 4) * valuePlane + p * 16 +
-              (i & 15);
+            const vat = made.lut.valueDigitsAt + h * valueHeadStride + (i >> 4) * valueDimStride +
+              (p >> 4) * 768 +
+              (p & 15) * 16 + (i & 15);
             made.lut.mem8[vat] = v & 15;
             made.lut.mem8[vat + valueDigitStride] = (v >> 4) & 15;
             made.lut.mem8[vat + 2 * valueDigitStride] = (v >> 8) & 15;
@@ -375,7 +377,7 @@ test("SIMD attention (attend_heads, on one thread or shared by two) equals the T
         digitsHeadStride: headStride,
         valueDigitsAt: made.lut.valueDigitsAt,
         valueHeadStride,
-        valuePlane,
+        valueDimStride,
         valueDigitStride,
         dimBlocks: hd / 16,
         keyExpAt: made.lut.keyExpAt,
@@ -429,7 +431,7 @@ test("SIMD attention (attend_heads, on one thread or shared by two) equals the T
             lut.expMulAt,
             lut.expLen1,
             hd / 16,
-            valuePlane,
+            valueDimStride,
             valueDigitStride,
           );
         }
@@ -614,8 +616,8 @@ test("norm_rope on WebAssembly equals the engine's per-head steps: norm, gain, q
 test("cache_digits writes a position's keys and values into the digit planes attention reads", () => {
   const hd = 32, kvHeads = 2, cap = 32;
   const keyPlane = 16 * hd, keyHeadStride = 3 * keyPlane * (cap / 16);
-  const valuePlane = 16 * cap,
-    valueDigitStride = valuePlane * (hd / 16),
+  const valueDimStride = 16 * cap,
+    valueDigitStride = valueDimStride * (hd / 16),
     valueHeadStride = 3 * valueDigitStride;
   const made = createLutSums([], {
     vectorInts: 4 * kvHeads * hd,
@@ -646,7 +648,7 @@ test("cache_digits writes a position's keys and values into the digit planes att
       keyHeadStride,
       valueAt,
       valueHeadStride,
-      valuePlane,
+      valueDimStride,
       valueDigitStride,
     );
     for (let h = 0; h < kvHeads; h++) {
@@ -655,7 +657,7 @@ test("cache_digits writes a position's keys and values into the digit planes att
         const ka = keyAt + h * keyHeadStride + 16 * i;
         expect([lut.mem8[ka], lut.mem8[ka + keyPlane], lut.mem8[ka + 2 * keyPlane]])
           .toEqual([key & 15, (key >> 4) & 15, (key >> 8) & 15]);
-        const va = valueAt + h * valueHeadStride + (i >> 4) * valuePlane + (i & 15);
+        const va = valueAt + h * valueHeadStride + (i >> 4) * valueDimStride + (i & 15);
         expect([lut.mem8[va], lut.mem8[va + valueDigitStride], lut.mem8[va + 2 * valueDigitStride]])
           .toEqual([value & 15, (value >> 4) & 15, value >> 8]);
       }
