@@ -32,7 +32,7 @@ import {
 } from "../../kernels/int/attention.ts";
 import { gemvLanes, gemvLut, inputPlanes, type LutSums } from "../../kernels/int/gemv-lut.ts";
 import { assertBound, checked, holds } from "../../kernels/int/check.ts";
-import { type GemvPool, queueAttention, queueGemv, runQueued } from "./threads.ts";
+import { type GemvPool, queueAttention, queueGemv, queueHeadsByThread, runQueued } from "./threads.ts";
 import { mulS16, mulScale, multiples } from "../../kernels/int/mul.ts";
 import { applyGain, NORM_EXP } from "../../kernels/int/norm.ts";
 import { ropeHead } from "../../kernels/int/rope.ts";
@@ -299,7 +299,7 @@ function attendSlots(m: IntModel, st: IntState, L: IntLayer, l: number, n: numbe
   for (let b = 0; b < n; b++) {
     if (n > 1) useSlot(m, b); // one position is the step's own slot already
     rotateHeads(m, s.q, s.at.q, m.heads, L.qGain, L.qGainExp, l << 1, m.qBits, s.qExp[b]);
-    appendKeysValues(m, st, L, l);
+    appendKeysValues(m, st, L, l, n);
   }
   if (m.lut !== null && s.cur.digits) attendOnModule(m, st, l, n);
   else {
@@ -313,6 +313,16 @@ function attendSlots(m: IntModel, st: IntState, L: IntLayer, l: number, n: numbe
     if (n > 1) useSlot(m, b);
     s.slotExp[b] = quantize(m, s.att, s.at.att, 0, m.qDim, ACC_EXP, s.a16, s.at.a16, 0, 15);
   }
+}
+
+/**
+ * Whether a decoded position's digit writes and attention go to two threads by kv head (threads.ts
+ * `queueHeadsByThread`): the step's one slot, a pool of two, an even number of kv heads, the SIMD
+ * attention.
+ */
+function byKvHead(m: IntModel, n: number): boolean {
+  const pool = m.pool;
+  return pool !== null && pool.threads === 2 && n === 1 && (m.kvHeads & 1) === 0 && m.s.cur.digits;
 }
 
 /**
@@ -345,6 +355,33 @@ function attendOnModule(m: IntModel, st: IntState, l: number, n: number): void {
     }
   }
   const pool = m.pool;
+  if (pool !== null && byKvHead(m, n)) {
+    let split = lut.attendTasksAt;
+    for (let h = 0; h < m.kvHeads; h = h + 2) {
+      for (let g = 0; g < m.group; g++) split = split + TASK_BYTES;
+    }
+    const c = s.cur;
+    queueHeadsByThread(
+      pool,
+      lut,
+      lut.attendTasksAt,
+      split,
+      task,
+      s.at.k,
+      s.at.v,
+      m.headDim,
+      m.kvHeads,
+      c.digitsAt + c.laneAt,
+      m.digitsHeadStride,
+      c.valuesAt + c.valueRowAt,
+      m.valueHeadStride,
+      ctx.dimBlocks,
+      ctx.valueDimStride,
+      ctx.valueDigitStride,
+    );
+    finishProducts(pool, lut, "attention");
+    return;
+  }
   if (pool === null || pairs < pool.attendSplit) {
     attendTasks(ctx, lut, lut.attendTasksAt, task, TASK_BYTES, lut.attendAt);
     return;
@@ -367,7 +404,7 @@ function attendOnModule(m: IntModel, st: IntState, l: number, n: number): void {
  * `l`'s cache at this position with their exponents — and to the digit planes and exponent mirrors
  * when the SIMD attention runs.
  */
-function appendKeysValues(m: IntModel, st: IntState, L: IntLayer, l: number): void {
+function appendKeysValues(m: IntModel, st: IntState, L: IntLayer, l: number, n: number): void {
   const s = m.s;
   const c = s.cur;
   const lut = m.lut;
@@ -387,10 +424,11 @@ function appendKeysValues(m: IntModel, st: IntState, L: IntLayer, l: number): vo
     mirror = mirror + m.expHeadStride;
     off = off + m.headDim;
   }
-  // Every kv head's keys and values (|v| ≤ 2047: int16 holds them) into the cache, and their digits.
+  // Every kv head's keys and values (|v| ≤ 2047: int16 holds them) into the cache, and their digits
+  // (on two threads, a decoded position's digits are written by both: `attendOnModule`).
   st.keys[l].set(s.k, c.cacheAt);
   st.values[l].set(s.v, c.cacheAt);
-  if (lut !== null && c.digits) {
+  if (lut !== null && c.digits && !byKvHead(m, n)) {
     lut.cache_digits(
       s.at.k,
       s.at.v,

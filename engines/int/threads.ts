@@ -11,7 +11,8 @@
  * wakes when it changes), `DONE` counts the workers finished with the current one, `SAT` sums their
  * saturations, `STOP` asks them to end; worker w's calls start at `workerAt[w]`: a count, then per
  * call the 13 arguments of `gemv_lut` (or of `gemv_lanesP`) and P (0 for `gemv_lut`), or the 12 of
- * `attend_heads` (a share of a layer's attention heads, `queueAttention`) and −1.
+ * `attend_heads` (a share of a layer's attention heads, `queueAttention`) and −1, or the 10 of
+ * `cache_digits` (a decoded position's digits of half the kv heads, `queueHeadsByThread`) and −2.
  *
  * @example
  * ```ts
@@ -40,6 +41,8 @@ export const CALL_INTS = 14;
 export const MAX_CALLS = 8;
 /** The lane-count word of an `attend_heads` call (its 12 arguments in the first words). */
 const ATTEND = -1;
+/** The lane-count word of a `cache_digits` call (its 10 arguments in the first words). */
+const DIGITS = -2;
 /**
  * A waiter's polls before it sleeps: at most about 3–4 ms, at least about 10 µs (`adaptSpin`). A
  * prefill's work between two dispatches (norms, rotations, the cache's appends for 16 positions) takes
@@ -292,11 +295,100 @@ export function queueAttention(
   pool.queued = pool.queued + 1;
 }
 
+/**
+ * Queues a decoded position's digit-plane writes (the module's `cache_digits`) and its attention on two
+ * threads by kv head: thread t writes the digits of its half of the kv heads, then attends the query
+ * heads that read them (the tasks `tasks` … `split` for the first half, `split` … `end` for the second),
+ * so neither waits for the other's writes. The arguments after `split` are `cache_digits`'s, for every
+ * kv head; `hd`, `blocks`, `plane` and `digitStride` also `attend_heads`'s.
+ */
+export function queueHeadsByThread(
+  pool: GemvPool,
+  lut: LutSums,
+  tasks: number,
+  split: number,
+  end: number,
+  k: number,
+  v: number,
+  hd: number,
+  heads: number,
+  keyAt: number,
+  keyHeadStride: number,
+  valueAt: number,
+  valueHeadStride: number,
+  blocks: number,
+  plane: number,
+  digitStride: number,
+): void {
+  const half = heads >> 1;
+  let vectors = 0;
+  let keys = 0;
+  let values = 0;
+  for (let h = 0; h < half; h++) {
+    vectors = vectors + (hd << 2);
+    keys = keys + keyHeadStride;
+    values = values + valueHeadStride;
+  }
+  for (let t = 0; t < 2; t++) {
+    const calls = callsOf(pool, t);
+    const i = nextCall(pool, t);
+    calls[i] = t === 0 ? k : k + vectors;
+    calls[i + 1] = t === 0 ? v : v + vectors;
+    calls[i + 2] = hd;
+    calls[i + 3] = t === 0 ? half : heads - half;
+    calls[i + 4] = t === 0 ? keyAt : keyAt + keys;
+    calls[i + 5] = keyHeadStride;
+    calls[i + 6] = t === 0 ? valueAt : valueAt + values;
+    calls[i + 7] = valueHeadStride;
+    calls[i + 8] = plane;
+    calls[i + 9] = digitStride;
+    calls[i + 13] = DIGITS;
+  }
+  pool.queued = pool.queued + 1;
+  let work = lut.attendAt;
+  for (let t = 0; t < 2; t++) {
+    const calls = callsOf(pool, t);
+    const i = nextCall(pool, t);
+    calls[i] = t === 0 ? tasks : split;
+    calls[i + 1] = t === 0 ? split : end;
+    calls[i + 2] = TASK_BYTES;
+    calls[i + 3] = work;
+    calls[i + 4] = hd;
+    calls[i + 5] = lut.attendPositions;
+    calls[i + 6] = lut.expTAt;
+    calls[i + 7] = lut.expMulAt;
+    calls[i + 8] = lut.expLen1;
+    calls[i + 9] = blocks;
+    calls[i + 10] = plane;
+    calls[i + 11] = digitStride;
+    calls[i + 12] = 0;
+    calls[i + 13] = ATTEND;
+    work = work + lut.attendBytes;
+  }
+  pool.queued = pool.queued + 1;
+}
+
 /** Runs the calls at `calls[head]` (a count, then each call's words); returns their saturations (and faults). */
 export function runCalls(lut: LutProjections, calls: Int32Array, head: number): number {
   let saturated = 0;
   let i = head + 1;
   for (let c = 0; c < calls[head]; c++) {
+    if (calls[i + 13] === DIGITS) {
+      lut.cache_digits(
+        calls[i],
+        calls[i + 1],
+        calls[i + 2],
+        calls[i + 3],
+        calls[i + 4],
+        calls[i + 5],
+        calls[i + 6],
+        calls[i + 7],
+        calls[i + 8],
+        calls[i + 9],
+      );
+      i = i + CALL_INTS;
+      continue;
+    }
     if (calls[i + 13] === ATTEND) {
       saturated = saturated + lut.attend_heads(
         calls[i],

@@ -43,7 +43,13 @@ export type LanesCall = (
 /** The projections of the module, all a thread of the pool needs (engines/int/threads.ts). */
 export type LutProjections = Pick<
   LutSums,
-  "gemv_lut" | "gemv_lanes4" | "gemv_lanes8" | "gemv_lanes16" | "gemv_lanes32" | "attend_heads"
+  | "gemv_lut"
+  | "gemv_lanes4"
+  | "gemv_lanes8"
+  | "gemv_lanes16"
+  | "gemv_lanes32"
+  | "attend_heads"
+  | "cache_digits"
 >;
 
 /** A WebAssembly instance with the integer engine's functions and the matrices in its memory (kernels/wasm/int-lut.ts). */
