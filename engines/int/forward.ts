@@ -204,7 +204,7 @@ function startCursor(m: IntModel, st: IntState, pos: number): void {
     c.valueRowAt = (pos & 15) << 4;
     for (let p = 16; p <= pos; p = p + 16) {
       c.laneAt = c.laneAt + m.digitsBlock;
-      c.valueRowAt = c.valueRowAt + 768;
+      c.valueRowAt = c.valueRowAt + m.valueBlock;
     }
   }
 }

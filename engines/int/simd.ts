@@ -194,7 +194,7 @@ export function quantize(
 /**
  * Writes the three base-16 digits of one position's `head_dim` cached values in offset binary
  * (v + 2048, in 1 … 4095): `at` is that position's row in its kv head's first block of dimensions
- * (`valueDigitsAt` + head + 768 · its block of 16 positions + 16 · its place in the block).
+ * (`valueDigitsAt` + head + `valueBlock` · its block of 16 positions + 16 · its place in the block).
  */
 function writeValueDigits(
   m: IntModel,
@@ -274,7 +274,7 @@ export function fillDigits(m: IntModel, lut: LutSums, st: IntState): void {
       lane = lane + 1;
       if (lane === 16) {
         lane = 0;
-        rowAt = rowAt + 512;
+        rowAt = rowAt - m.valueDigitStride + m.valueBlock; // from the 16th row to the next block
       }
     }
     layerAt = layerAt + m.valueLayerStride;

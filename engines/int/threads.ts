@@ -252,6 +252,38 @@ function runOne(
   );
 }
 
+/** Thread t's next call: `attend_heads` over the tasks `first`, `first + stride`, … below `end`, in `work`. */
+function attendCall(
+  pool: GemvPool,
+  lut: LutSums,
+  t: number,
+  first: number,
+  end: number,
+  stride: number,
+  work: number,
+  hd: number,
+  blocks: number,
+  plane: number,
+  digitStride: number,
+): void {
+  const calls = callsOf(pool, t);
+  const i = nextCall(pool, t);
+  calls[i] = first;
+  calls[i + 1] = end;
+  calls[i + 2] = stride;
+  calls[i + 3] = work;
+  calls[i + 4] = hd;
+  calls[i + 5] = lut.attendPositions;
+  calls[i + 6] = lut.expTAt;
+  calls[i + 7] = lut.expMulAt;
+  calls[i + 8] = lut.expLen1;
+  calls[i + 9] = blocks;
+  calls[i + 10] = plane;
+  calls[i + 11] = digitStride;
+  calls[i + 12] = 0;
+  calls[i + 13] = ATTEND;
+}
+
 /**
  * Queues a layer's attention, the `attend_heads` tasks from byte `tasks` to `end` (kernels/int/attention.ts
  * `writeHeadTask`), dealt out in turn: thread t takes tasks t, t + threads, … in its own work area
@@ -273,22 +305,7 @@ export function queueAttention(
   let first = tasks;
   let work = lut.attendAt;
   for (let t = 0; t < pool.threads; t++) {
-    const calls = callsOf(pool, t);
-    const i = nextCall(pool, t);
-    calls[i] = first;
-    calls[i + 1] = end;
-    calls[i + 2] = stride;
-    calls[i + 3] = work;
-    calls[i + 4] = hd;
-    calls[i + 5] = lut.attendPositions;
-    calls[i + 6] = lut.expTAt;
-    calls[i + 7] = lut.expMulAt;
-    calls[i + 8] = lut.expLen1;
-    calls[i + 9] = blocks;
-    calls[i + 10] = plane;
-    calls[i + 11] = digitStride;
-    calls[i + 12] = 0;
-    calls[i + 13] = ATTEND;
+    attendCall(pool, lut, t, first, end, stride, work, hd, blocks, plane, digitStride);
     first = first + TASK_BYTES;
     work = work + lut.attendBytes;
   }
@@ -347,22 +364,8 @@ export function queueHeadsByThread(
   pool.queued = pool.queued + 1;
   let work = lut.attendAt;
   for (let t = 0; t < 2; t++) {
-    const calls = callsOf(pool, t);
-    const i = nextCall(pool, t);
-    calls[i] = t === 0 ? tasks : split;
-    calls[i + 1] = t === 0 ? split : end;
-    calls[i + 2] = TASK_BYTES;
-    calls[i + 3] = work;
-    calls[i + 4] = hd;
-    calls[i + 5] = lut.attendPositions;
-    calls[i + 6] = lut.expTAt;
-    calls[i + 7] = lut.expMulAt;
-    calls[i + 8] = lut.expLen1;
-    calls[i + 9] = blocks;
-    calls[i + 10] = plane;
-    calls[i + 11] = digitStride;
-    calls[i + 12] = 0;
-    calls[i + 13] = ATTEND;
+    const first = t === 0 ? tasks : split;
+    attendCall(pool, lut, t, first, t === 0 ? split : end, TASK_BYTES, work, hd, blocks, plane, digitStride);
     work = work + lut.attendBytes;
   }
   pool.queued = pool.queued + 1;
