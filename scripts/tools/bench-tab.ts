@@ -18,7 +18,7 @@
  * @example
  * ```ts
  * // bun scripts/tools/bench-tab.ts --runs 3 --json
- * // bun scripts/tools/bench-tab.ts --lut4 q06.lut4 --gguf q06.q4_0.gguf --threads 2 --decode 32
+ * // bun scripts/tools/bench-tab.ts --model q06.lut4 --gguf q06.q4_0.gguf --threads 2 --decode 32
  * ```
  * @module
  */
@@ -47,15 +47,15 @@ const HELP = `
 Prefill and decode speed of the integer engine in the browser tab, against the server's engine (Bun,
 Deno) and wllama (llama.cpp in WebAssembly) on ferry's Q4_0 GGUF, on the same number of threads; and
 the time from page load to the first token, cold and warm. The model is the shipped one, exported here,
-or any model's lut4 and Q4_0 GGUF exports given together (--lut4, --gguf).
+or any model's lut4 and Q4_0 GGUF exports given together (--model, --gguf).
 
-Usage: bun scripts/tools/bench-tab.ts [--lut4 FILE --gguf FILE] [--threads N] [--prompt N] [--decode N]
+Usage: bun scripts/tools/bench-tab.ts [--model FILE --gguf FILE] [--threads N] [--prompt N] [--decode N]
                                       [--runs N] [--chromium PATH] [--json]
 
 Options:
-  --lut4 FILE        a lut4 export to measure (with --gguf: the same model's Q4_0 GGUF, for wllama);
+  --model FILE       a lut4 export to measure (with --gguf: the same model's Q4_0 GGUF, for wllama);
                      default: the shipped model, exported to both here
-  --gguf FILE        see --lut4
+  --gguf FILE        see --model
   --threads N        threads of every engine: the tab's worker, the server's, wllama's (default 1); the
                      tab needs cross-origin isolation for more than one, which the page has
   --prompt N         prompt tokens fed at once, in the model's own tokens (default 128)
@@ -331,7 +331,7 @@ async function main(): Promise<void> {
     runs: { type: "string", default: "3" },
     chromium: { type: "string", default: process.env.FERRY_CHROMIUM || DEFAULT_CHROMIUM },
     json: { type: "boolean" },
-    lut4: { type: "string" },
+    model: { type: "string" },
     gguf: { type: "string" },
     threads: { type: "string", default: "1" },
     "engine-only": { type: "boolean" },
@@ -341,8 +341,8 @@ async function main(): Promise<void> {
   if (!(Number.isInteger(threads) && threads >= 1 && threads <= 64)) {
     failUsage(`--threads ${values.threads}: expected a whole number from 1 to 64`, HELP);
   }
-  if ((values.lut4 === undefined) !== (values.gguf === undefined)) {
-    failUsage("--lut4 and --gguf go together: the same model's lut4 and Q4_0 GGUF exports", HELP);
+  if ((values.model === undefined) !== (values.gguf === undefined)) {
+    failUsage("--model and --gguf go together: the same model's lut4 and Q4_0 GGUF exports", HELP);
   }
   if (values["engine-only"]) {
     const { ids } = await promptOf(positionals[0], promptN);
@@ -367,8 +367,8 @@ async function main(): Promise<void> {
     ...chromiumLaunch(chromiumPath),
   });
   try {
-    const { lut4, gguf } = values.lut4 !== undefined
-      ? { lut4: values.lut4, gguf: values.gguf! }
+    const { lut4, gguf } = values.model !== undefined
+      ? { lut4: values.model, gguf: values.gguf! }
       : await exports(dir);
     const { ids: prompt, text } = await promptOf(lut4, promptN);
 
@@ -430,7 +430,7 @@ async function main(): Promise<void> {
     };
 
     const result = {
-      model: values.lut4 ?? "the shipped model",
+      model: values.model ?? "the shipped model",
       threads,
       promptTokens: prompt.length,
       decodeTokens: decode,
