@@ -375,6 +375,7 @@ function serveOnSimd(
     headDim: model.headDim,
     expMirrorBytes: model.expMirrorBytes,
     attendTasks: model.heads * PREFILL_SLOTS,
+    headExps: (model.heads + 2 * model.kvHeads + 1) * PREFILL_SLOTS,
     exp: model.exp,
     vectorInts: vectorRoom(model),
     rope: { cos: model.ropeCos, sin: model.ropeSin },

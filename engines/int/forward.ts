@@ -32,7 +32,17 @@ import {
 } from "../../kernels/int/attention.ts";
 import { gemvLanes, gemvLut, inputPlanes, type LutSums } from "../../kernels/int/gemv-lut.ts";
 import { assertBound, checked, holds } from "../../kernels/int/check.ts";
-import { type GemvPool, queueAttention, queueGemv, queueHeadsByThread, runQueued } from "./threads.ts";
+import {
+  type GemvPool,
+  queueAttention,
+  queueGemv,
+  queueHeadsByThread,
+  queueSlotGated,
+  queueSlotNorm,
+  queueSlotNormRope,
+  queueSlotQuantizeHeads,
+  runQueued,
+} from "./threads.ts";
 import { mulS16, mulScale, multiples } from "../../kernels/int/mul.ts";
 import { applyGain, NORM_EXP } from "../../kernels/int/norm.ts";
 import { ropeHead } from "../../kernels/int/rope.ts";
@@ -100,10 +110,33 @@ function normRope(
 }
 
 /**
+ * Whether the module serves the current slot's head work (`norm_rope`, `quantize_heads`): its vectors
+ * are the module's views and the head width suits its four lanes.
+ */
+function headsOnModule(m: IntModel): boolean {
+  const lut = m.lut;
+  return lut !== null && (m.half & 3) === 0 && m.s.at.q >= 0 && m.s.at.head >= 0 &&
+    ((m.layers.length << 1) - 1) < lut.tablesAt.length;
+}
+
+/**
+ * Byte address of batch slot `b`'s exponents in the module: its q heads', k heads' and v heads', then
+ * its gated product's shift (`gatedShiftOf`).
+ */
+function headExpsOf(m: IntModel, lut: LutSums, b: number): number {
+  const slotBytes = (m.heads + m.kvHeads + m.kvHeads + 1) << 2; // and the slot's gated product's shift
+  let at = lut.headExpsAt;
+  for (let i = 0; i < b; i++) at = at + slotBytes;
+  return at;
+}
+
+/**
  * `normRope` of each of `heads` heads of `v` (at byte `vAt` in the module's memory, or −1; at ACC_EXP),
  * with the gain `gain` (the module's copy: table `table` of `LutSums.tablesAt`), to `bits` bits at the
- * cursor's position; their exponents into `exps`. On the module's `norm_rope`, one call for all the
- * heads, where it serves and the vectors are its views; else head by head: the same integers.
+ * current slot's position; their exponents into `exps`. On the module's `norm_rope`, one call for all
+ * the heads, where it serves (`headsOnModule`), the exponents through byte `expsAt`; with a thread
+ * `t` ≥ 0 that call is queued on the pool for thread t instead, and `exps` filled after the dispatch
+ * (`readHeadExps`). Else head by head: the same integers.
  */
 function rotateHeads(
   m: IntModel,
@@ -115,12 +148,36 @@ function rotateHeads(
   table: number,
   bits: number,
   exps: Int32Array,
+  expsAt: number,
+  t: number,
 ): void {
   const lut = m.lut;
   const s = m.s;
-  if (lut !== null && (m.half & 3) === 0 && vAt >= 0 && s.at.head >= 0 && table < lut.tablesAt.length) {
+  if (lut !== null && headsOnModule(m)) {
     const plan = m.normHead;
     const rope = s.cur.ropeAt << 2;
+    if (t >= 0) {
+      queueSlotNormRope(
+        m.pool!,
+        t,
+        vAt,
+        heads,
+        m.headDim,
+        ACC_EXP,
+        plan.bits,
+        plan.epsN,
+        plan.epsExp,
+        s.at.normY,
+        s.at.head,
+        lut.tablesAt[table],
+        NORM_EXP + gainExp,
+        lut.ropeCosAt + rope,
+        lut.ropeSinAt + rope,
+        bits,
+        expsAt,
+      );
+      return;
+    }
     lut.norm_rope(
       vAt,
       heads,
@@ -136,9 +193,13 @@ function rotateHeads(
       lut.ropeCosAt + rope,
       lut.ropeSinAt + rope,
       bits,
-      lut.headExpsAt,
+      expsAt,
     );
-    for (let h = 0; h < heads; h++) exps[h] = lut.mem32[lut.headExpsIndex + h];
+    let j = expsAt >> 2;
+    for (let h = 0; h < heads; h++) {
+      exps[h] = lut.mem32[j];
+      j = j + 1;
+    }
     return;
   }
   let off = 0;
@@ -296,10 +357,10 @@ function finishProducts(pool: GemvPool, lut: LutSums, name: string): void {
  */
 function attendSlots(m: IntModel, st: IntState, L: IntLayer, l: number, n: number): void {
   const s = m.s;
+  prepareHeads(m, L, l, n);
   for (let b = 0; b < n; b++) {
     if (n > 1) useSlot(m, b); // one position is the step's own slot already
-    rotateHeads(m, s.q, s.at.q, m.heads, L.qGain, L.qGainExp, l << 1, m.qBits, s.qExp[b]);
-    appendKeysValues(m, st, L, l, n);
+    appendKeysValues(m, st, l, n, b);
   }
   if (m.lut !== null && s.cur.digits) attendOnModule(m, st, l, n);
   else {
@@ -400,21 +461,93 @@ function attendOnModule(m: IntModel, st: IntState, l: number, n: number): void {
 }
 
 /**
- * Each kv head's key (normed, gained, rotated) and value, quantized to CACHE_BITS, appended to layer
- * `l`'s cache at this position with their exponents — and to the digit planes and exponent mirrors
- * when the SIMD attention runs.
+ * Slots 0 … n − 1's q and k heads normed, gained and rotated (`rotateHeads`) and v heads quantized to
+ * CACHE_BITS, their exponents in `qExp`, `kExp` and `vExp`. A batch on the pool deals its slots out to
+ * the threads in turn (slot b to thread b mod threads, each slot's three calls in order on one thread,
+ * since they share its scratch) and reads the exponents after the dispatch; one position, or a batch
+ * without the pool, goes slot by slot on this thread. The same integers.
  */
-function appendKeysValues(m: IntModel, st: IntState, L: IntLayer, l: number, n: number): void {
+function prepareHeads(m: IntModel, L: IntLayer, l: number, n: number): void {
+  const pool = m.pool;
+  const onPool = pool !== null && n > 1 && headsOnModule(m);
+  let t = 0;
+  for (let b = 0; b < n; b++) {
+    if (n > 1) useSlot(m, b); // one position is the step's own slot already
+    prepareSlot(m, L, l, b, onPool ? t : -1);
+    t = t + 1;
+    if (onPool && t === pool!.threads) t = 0;
+  }
+  if (!onPool) return;
+  finishProducts(pool!, m.lut!, "heads");
+  for (let b = 0; b < n; b++) readHeadExps(m, m.lut!, b);
+}
+
+/** Slot `b`'s (the current slot's) q and k heads rotated and v heads quantized: `prepareHeads`, for one slot. */
+function prepareSlot(m: IntModel, L: IntLayer, l: number, b: number, t: number): void {
+  const s = m.s;
+  const lut = m.lut;
+  const qAt = lut !== null ? headExpsOf(m, lut, b) : -1;
+  const kAt = qAt + (m.heads << 2);
+  const vAt = kAt + (m.kvHeads << 2);
+  rotateHeads(m, s.q, s.at.q, m.heads, L.qGain, L.qGainExp, l << 1, m.qBits, s.qExp[b], qAt, t);
+  rotateHeads(m, s.k, s.at.k, m.kvHeads, L.kGain, L.kGainExp, (l << 1) + 1, CACHE_BITS, s.kExp[b], kAt, t);
+  const vExp = s.vExp[b];
+  if (lut !== null && headsOnModule(m)) {
+    if (t >= 0) {
+      queueSlotQuantizeHeads(m.pool!, t, s.at.v, m.kvHeads, m.headDim, CACHE_BITS, vAt);
+      return;
+    }
+    lut.quantize_heads(s.at.v, m.kvHeads, m.headDim, CACHE_BITS, vAt);
+    let j = vAt >> 2;
+    for (let h = 0; h < m.kvHeads; h++) {
+      vExp[h] = ACC_EXP + lut.mem32[j];
+      j = j + 1;
+    }
+    return;
+  }
+  let off = 0;
+  for (let h = 0; h < m.kvHeads; h++) {
+    vExp[h] = quantize(m, s.v, s.at.v, off, m.headDim, ACC_EXP, s.v, s.at.v, off, CACHE_BITS);
+    off = off + m.headDim;
+  }
+}
+
+/** Slot `b`'s heads' exponents, from where the pool's `norm_rope` and `quantize_heads` calls left them. */
+function readHeadExps(m: IntModel, lut: LutSums, b: number): void {
+  const s = m.s;
+  let j = headExpsOf(m, lut, b) >> 2;
+  const q = s.qExp[b];
+  for (let h = 0; h < m.heads; h++) {
+    q[h] = lut.mem32[j];
+    j = j + 1;
+  }
+  const k = s.kExp[b];
+  for (let h = 0; h < m.kvHeads; h++) {
+    k[h] = lut.mem32[j];
+    j = j + 1;
+  }
+  const v = s.vExp[b];
+  for (let h = 0; h < m.kvHeads; h++) {
+    v[h] = ACC_EXP + lut.mem32[j];
+    j = j + 1;
+  }
+}
+
+/**
+ * Slot `b`'s (the current slot's) keys and values, rotated and quantized to CACHE_BITS by
+ * `prepareHeads`, appended to layer `l`'s cache at its position with their exponents — and to the
+ * digit planes and exponent mirrors when the SIMD attention runs.
+ */
+function appendKeysValues(m: IntModel, st: IntState, l: number, n: number, b: number): void {
   const s = m.s;
   const c = s.cur;
   const lut = m.lut;
-  const keyExp = s.kExp;
-  rotateHeads(m, s.k, s.at.k, m.kvHeads, L.kGain, L.kGainExp, (l << 1) + 1, CACHE_BITS, keyExp);
-  let off = 0;
+  const keyExp = s.kExp[b];
+  const valueExp = s.vExp[b];
   let mirror = c.expsAt;
   for (let h = 0; h < m.kvHeads; h++) {
     const ek = keyExp[h];
-    const ev = quantize(m, s.v, s.at.v, off, m.headDim, ACC_EXP, s.v, s.at.v, off, CACHE_BITS);
+    const ev = valueExp[h];
     if (lut !== null && c.digits) {
       lut.mem32[((lut.keyExpAt + mirror) >> 2) + c.pos] = ek;
       lut.mem32[((lut.valueExpAt + mirror) >> 2) + c.pos] = ev;
@@ -422,7 +555,6 @@ function appendKeysValues(m: IntModel, st: IntState, L: IntLayer, l: number, n: 
     st.keyExp[l][c.expAt + h] = ek;
     st.valueExp[l][c.expAt + h] = ev;
     mirror = mirror + m.expHeadStride;
-    off = off + m.headDim;
   }
   // Every kv head's keys and values (|v| ≤ 2047: int16 holds them) into the cache, and their digits
   // (on two threads, a decoded position's digits are written by both: `attendOnModule`).
@@ -484,10 +616,79 @@ function attendHeads(m: IntModel, qExp: Int32Array): void {
   }
 }
 
-/** SiLU(gate) · up, requantised to 15 bits in `a16`; returns its exponent. */
-function gatedProduct(m: IntModel): number {
+/**
+ * Slots 0 … n − 1's SiLU(gate) · up, requantised to 15 bits in their `a16`, exponents in `slotExp`: a
+ * batch on the pool deals its slots out to the threads in turn (the module's `gated_product`, the
+ * exponent read after the dispatch); else slot by slot here (`gatedProduct`). The same integers.
+ */
+function gateSlots(m: IntModel, n: number): void {
+  const s = m.s;
+  const pool = m.pool;
+  const lut = m.lut;
+  const onPool = pool !== null && lut !== null && n > 1 && gatedOnModule(m);
+  let t = 0;
+  for (let b = 0; b < n; b++) {
+    if (n > 1) useSlot(m, b); // one position is the step's own slot already
+    if (onPool) {
+      queueSlotGated(
+        pool!,
+        t,
+        s.at.gate,
+        s.at.up,
+        m.ffn,
+        lut!.siluTAt,
+        lut!.siluMulAt,
+        m.silu.t.length - 1,
+        m.silu.half,
+        s.at.a16,
+        s.at.up16,
+        s.at.prod,
+        gatedShiftOf(m, lut!, b),
+      );
+      t = t + 1;
+      if (t === pool!.threads) t = 0;
+    } else s.slotExp[b] = gatedProduct(m, b);
+  }
+  if (!onPool) return;
+  finishProducts(pool!, lut!, "gated products");
+  for (let b = 0; b < n; b++) {
+    s.slotExp[b] = RESIDUAL_EXP + ACC_EXP + lut!.mem32[gatedShiftOf(m, lut!, b) >> 2];
+  }
+}
+
+/** Whether the module's `gated_product` serves the current slot: its vectors are views, n a multiple of 4. */
+function gatedOnModule(m: IntModel): boolean {
+  const at = m.s.at;
+  return m.lut !== null && (m.ffn & 3) === 0 && at.gate >= 0 && at.up >= 0 && at.prod >= 0 && at.a16 >= 0 &&
+    at.up16 >= 0;
+}
+
+/** Byte address of slot `b`'s `gated_product` shifts, after its heads' exponents (`headExpsOf`). */
+function gatedShiftOf(m: IntModel, lut: LutSums, b: number): number {
+  return headExpsOf(m, lut, b) + ((m.heads + m.kvHeads + m.kvHeads) << 2);
+}
+
+/** SiLU(gate) · up of the current slot (`b`), requantised to 15 bits in `a16`; returns its exponent. */
+function gatedProduct(m: IntModel, b: number): number {
   const s = m.s;
   const lut = m.lut;
+  if (lut !== null && gatedOnModule(m)) {
+    const at = gatedShiftOf(m, lut, b);
+    lut.gated_product(
+      s.at.gate,
+      s.at.up,
+      m.ffn,
+      lut.siluTAt,
+      lut.siluMulAt,
+      m.silu.t.length - 1,
+      m.silu.half,
+      s.at.a16,
+      s.at.up16,
+      s.at.prod,
+      at,
+    );
+    return RESIDUAL_EXP + ACC_EXP + lut.mem32[at >> 2];
+  }
   if (lut !== null && s.at.gate >= 0) {
     lut.silu(s.at.gate, m.ffn, lut.siluTAt, lut.siluMulAt, m.silu.t.length - 1, m.silu.half);
   } else {
@@ -668,6 +869,39 @@ function productBatch(
 }
 
 /**
+ * Slots 0 … n − 1's residual streams normed into their `z`: a batch on the pool deals its slots out to
+ * the threads in turn (the module's `rmsnorm`, each slot's own scratch); else slot by slot here.
+ */
+function normSlots(m: IntModel, n: number): void {
+  const s = m.s;
+  const pool = m.pool;
+  const lut = m.lut;
+  const plan = m.normWidth;
+  const onPool = pool !== null && lut !== null && n > 1 && (plan.n & 3) === 0 && s.at.x >= 0 && s.at.z >= 0;
+  let t = 0;
+  for (let b = 0; b < n; b++) {
+    if (n > 1) useSlot(m, b); // one position is the step's own slot already
+    if (onPool) {
+      queueSlotNorm(
+        pool!,
+        t,
+        s.at.x,
+        plan.n,
+        RESIDUAL_EXP,
+        plan.bits,
+        plan.epsN,
+        plan.epsExp,
+        s.at.normY,
+        s.at.z,
+      );
+      t = t + 1;
+      if (t === pool!.threads) t = 0;
+    } else norm(m, s.x, s.at.x, 0, RESIDUAL_EXP, plan, s.z, s.at.z, 0);
+  }
+  if (onPool) finishProducts(pool!, lut!, "norms");
+}
+
+/**
  * The attention block of layer `l` for slots 0 … n − 1 (n = 1: `step`'s position): norm, q/k/v, the
  * cache append, GQA attention, o, the residual, slot by slot but each projection once for all n. One
  * position's projections go through `product` (16 rows in the lanes, its input's byte planes), a
@@ -677,10 +911,7 @@ function attentionBatch(m: IntModel, st: IntState, l: number, n: number): void {
   const s = m.s;
   const L = m.layers[l];
   const la = s.cur.la;
-  for (let b = 0; b < n; b++) {
-    if (n > 1) useSlot(m, b); // one position is the step's own slot already
-    norm(m, s.x, s.at.x, 0, RESIDUAL_EXP, m.normWidth, s.z, s.at.z, 0);
-  }
+  normSlots(m, n);
   if (n === 1) {
     productInput(m, s.z, s.at.z, m.width, s.tabW);
     product(m, s.q, s.at.q, L.q, la, s.tabW, NORM_EXP, ACC_EXP, false);
@@ -712,10 +943,7 @@ function attentionBatch(m: IntModel, st: IntState, l: number, n: number): void {
 function mlpBatch(m: IntModel, L: IntLayer, n: number): void {
   const s = m.s;
   const la = s.cur.la;
-  for (let b = 0; b < n; b++) {
-    if (n > 1) useSlot(m, b); // one position is the step's own slot already
-    norm(m, s.x, s.at.x, 0, RESIDUAL_EXP, m.normWidth, s.z, s.at.z, 0);
-  }
+  normSlots(m, n);
   if (n === 1) {
     productInput(m, s.z, s.at.z, m.width, s.tabW);
     product(m, s.gate, s.at.gate, L.gate, la + 4, s.tabW, NORM_EXP, RESIDUAL_EXP, false);
@@ -725,10 +953,7 @@ function mlpBatch(m: IntModel, L: IntLayer, n: number): void {
     productBatch(m, n, L.gate, la + 4, at.z, at.gate, NORM_EXP, false, RESIDUAL_EXP, false);
     productBatch(m, n, L.up, la + 5, at.z, at.up, NORM_EXP, false, ACC_EXP, true);
   }
-  for (let b = 0; b < n; b++) {
-    if (n > 1) useSlot(m, b); // one position is the step's own slot already
-    s.slotExp[b] = gatedProduct(m);
-  }
+  gateSlots(m, n);
   if (n === 1) {
     productInput(m, s.a16, s.at.a16, m.ffn, s.tabF);
     product(m, s.proj, s.at.proj, L.down, la + 6, s.tabF, s.slotExp[0], RESIDUAL_EXP);

@@ -155,9 +155,10 @@ export interface Scratch {
   q: Int32Array;
   k: Int32Array;
   v: Int32Array;
-  /** The exponents of each batch slot's q heads (forward.ts `attendSlots`), and of one position's keys. */
+  /** The exponents of each batch slot's q, k and v heads (forward.ts `prepareHeads`). */
   qExp: Int32Array[];
-  kExp: Int32Array;
+  kExp: Int32Array[];
+  vExp: Int32Array[];
   att: Int32Array;
   proj: Int32Array;
   gate: Int32Array;
@@ -407,7 +408,8 @@ function newScratch(
     k: new Int32Array(kvDim),
     v: new Int32Array(kvDim),
     qExp: perSlot(sh.heads),
-    kExp: new Int32Array(sh.kvHeads),
+    kExp: perSlot(sh.kvHeads),
+    vExp: perSlot(sh.kvHeads),
     att: new Int32Array(qDim),
     proj: new Int32Array(sh.width),
     gate: new Int32Array(sh.ffn),

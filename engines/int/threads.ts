@@ -10,9 +10,13 @@
  * The control words (`GemvPool.ctrl`, shared with the workers): `SEQ` counts dispatches (a worker
  * wakes when it changes), `DONE` counts the workers finished with the current one, `SAT` sums their
  * saturations, `STOP` asks them to end; worker w's calls start at `workerAt[w]`: a count, then per
- * call the 13 arguments of `gemv_lut` (or of `gemv_lanesP`) and P (0 for `gemv_lut`), or the 12 of
- * `attend_heads` (a share of a layer's attention heads, `queueAttention`) and −1, or the 10 of
- * `cache_digits` (a decoded position's digits of half the kv heads, `queueHeadsByThread`) and −2.
+ * call `CALL_INTS` words, the arguments first and the kind in the last (`KIND`): the 13 arguments of
+ * `gemv_lut` (or of `gemv_lanesP`) and P (0 for `gemv_lut`), or the 12 of `attend_heads` (a share of a
+ * layer's attention heads, `queueAttention`) and −1, or the 10 of `cache_digits` (a decoded position's
+ * digits of half the kv heads, `queueHeadsByThread`) and −2, or one batch slot's `rmsnorm`,
+ * `norm_rope`, `quantize_heads` or `gated_product` (`queueSlotNorm` and the others) and −3 … −6. Each thread has
+ * its own list: a projection or attention gives every thread a call, a slot's work only the thread
+ * it was dealt to.
  *
  * @example
  * ```ts
@@ -36,13 +40,23 @@ export const SEQ = 0;
 export const DONE = 1;
 export const SAT = 2;
 export const STOP = 3;
-/** Words of one queued call (13 arguments and the lane count); calls one worker may hold per dispatch. */
-export const CALL_INTS = 14;
-export const MAX_CALLS = 8;
-/** The lane-count word of an `attend_heads` call (its 12 arguments in the first words). */
+/**
+ * Words of one queued call (up to 16 arguments, a spare, the kind); calls one worker may hold per
+ * dispatch (a batch of 32 slots' three head calls on two threads take 48).
+ */
+export const CALL_INTS = 18;
+export const MAX_CALLS = 64;
+/** The word of a call that says its kind: P ≥ 0 for a projection, else one of the kinds below. */
+const KIND = 17;
+/** An `attend_heads` call (its 12 arguments in the first words). */
 const ATTEND = -1;
-/** The lane-count word of a `cache_digits` call (its 10 arguments in the first words). */
+/** A `cache_digits` call (its 10 arguments in the first words). */
 const DIGITS = -2;
+/** A batch slot's `rmsnorm` (8 arguments), `norm_rope` (15), `quantize_heads` (5) or `gated_product` (11). */
+const NORM = -3;
+const NORM_ROPE = -4;
+const QUANTIZE_HEADS = -5;
+const GATED = -6;
 /**
  * A waiter's polls before it sleeps: at most about 3–4 ms, at least about 10 µs (`adaptSpin`). A
  * prefill's work between two dispatches (norms, rotations, the cache's appends for 16 positions) takes
@@ -99,12 +113,17 @@ function callsOf(pool: GemvPool, t: number): Int32Array {
   return t === 0 ? pool.mine : pool.ctrl;
 }
 
-/** Where thread t's next queued call's words start (after the pool's `queued` calls); counts it in. */
+/** Where thread t's next queued call's words start (after the calls it holds); counts it in. */
 function nextCall(pool: GemvPool, t: number): number {
+  const calls = callsOf(pool, t);
   const head = t === 0 ? 0 : pool.workerAt[t];
+  const held = calls[head];
+  if (held >= MAX_CALLS) {
+    throw new RangeError(`integer engine: more than ${MAX_CALLS} calls for one thread in a dispatch`);
+  }
   let i = head + 1;
-  for (let c = 0; c < pool.queued; c++) i = i + CALL_INTS;
-  callsOf(pool, t)[head] = pool.queued + 1;
+  for (let c = 0; c < held; c++) i = i + CALL_INTS;
+  calls[head] = held + 1;
   return i;
 }
 
@@ -192,7 +211,7 @@ export function queueGemv(
     calls[i + 10] = out + outOff;
     calls[i + 11] = outStride;
     calls[i + 12] = scratch;
-    calls[i + 13] = lanes;
+    calls[i + KIND] = lanes;
     scratch = scratch + scratchStep;
   }
   pool.queued = pool.queued + 1;
@@ -280,8 +299,7 @@ function attendCall(
   calls[i + 9] = blocks;
   calls[i + 10] = plane;
   calls[i + 11] = digitStride;
-  calls[i + 12] = 0;
-  calls[i + 13] = ATTEND;
+  calls[i + KIND] = ATTEND;
 }
 
 /**
@@ -359,7 +377,7 @@ export function queueHeadsByThread(
     calls[i + 7] = valueHeadStride;
     calls[i + 8] = plane;
     calls[i + 9] = digitStride;
-    calls[i + 13] = DIGITS;
+    calls[i + KIND] = DIGITS;
   }
   pool.queued = pool.queued + 1;
   let work = lut.attendAt;
@@ -371,48 +389,152 @@ export function queueHeadsByThread(
   pool.queued = pool.queued + 1;
 }
 
+/**
+ * Queues on thread t a batch slot's `rmsnorm(x, n, xExp, bits, epsN, epsExp, y, out)` (forward.ts
+ * `normSlots`). A slot's calls all go to one thread, in order, since they share the slot's scratch.
+ */
+export function queueSlotNorm(
+  pool: GemvPool,
+  t: number,
+  x: number,
+  n: number,
+  xExp: number,
+  bits: number,
+  epsN: number,
+  epsExp: number,
+  y: number,
+  out: number,
+): void {
+  const calls = callsOf(pool, t);
+  const i = nextCall(pool, t);
+  calls[i] = x;
+  calls[i + 1] = n;
+  calls[i + 2] = xExp;
+  calls[i + 3] = bits;
+  calls[i + 4] = epsN;
+  calls[i + 5] = epsExp;
+  calls[i + 6] = y;
+  calls[i + 7] = out;
+  calls[i + KIND] = NORM;
+  pool.queued = pool.queued + 1;
+}
+
+/**
+ * Queues on thread t `norm_rope` of one slot's heads (forward.ts `rotateHeads`
+ * gives its arguments: the vectors at `v`, `heads` of `hd`, the norm's plan, the slot's scratch `y` and
+ * `head`, the gain's table, the rotation's rows, `bits`, each head's exponent to `exps`).
+ */
+export function queueSlotNormRope(
+  pool: GemvPool,
+  t: number,
+  v: number,
+  heads: number,
+  hd: number,
+  xExp: number,
+  normBits: number,
+  epsN: number,
+  epsExp: number,
+  y: number,
+  head: number,
+  gains: number,
+  gainExp: number,
+  cos: number,
+  sin: number,
+  bits: number,
+  exps: number,
+): void {
+  const calls = callsOf(pool, t);
+  const i = nextCall(pool, t);
+  calls[i] = v;
+  calls[i + 1] = heads;
+  calls[i + 2] = hd;
+  calls[i + 3] = xExp;
+  calls[i + 4] = normBits;
+  calls[i + 5] = epsN;
+  calls[i + 6] = epsExp;
+  calls[i + 7] = y;
+  calls[i + 8] = head;
+  calls[i + 9] = gains;
+  calls[i + 10] = gainExp;
+  calls[i + 11] = cos;
+  calls[i + 12] = sin;
+  calls[i + 13] = bits;
+  calls[i + 14] = exps;
+  calls[i + KIND] = NORM_ROPE;
+  pool.queued = pool.queued + 1;
+}
+
+/** Queues on thread t `quantize_heads(v, heads, hd, bits, shifts)` of one slot's values. */
+export function queueSlotQuantizeHeads(
+  pool: GemvPool,
+  t: number,
+  v: number,
+  heads: number,
+  hd: number,
+  bits: number,
+  shifts: number,
+): void {
+  const calls = callsOf(pool, t);
+  const i = nextCall(pool, t);
+  calls[i] = v;
+  calls[i + 1] = heads;
+  calls[i + 2] = hd;
+  calls[i + 3] = bits;
+  calls[i + 4] = shifts;
+  calls[i + KIND] = QUANTIZE_HEADS;
+  pool.queued = pool.queued + 1;
+}
+
+/**
+ * Queues on thread t `gated_product(gate, up, n, t, mul, len1, half, a16, up16, prod, shifts)` of one
+ * slot (forward.ts `gatedProduct` gives its arguments).
+ */
+export function queueSlotGated(
+  pool: GemvPool,
+  t: number,
+  gate: number,
+  up: number,
+  n: number,
+  table: number,
+  mul: number,
+  len1: number,
+  half: number,
+  a16: number,
+  up16: number,
+  prod: number,
+  shifts: number,
+): void {
+  const calls = callsOf(pool, t);
+  const i = nextCall(pool, t);
+  calls[i] = gate;
+  calls[i + 1] = up;
+  calls[i + 2] = n;
+  calls[i + 3] = table;
+  calls[i + 4] = mul;
+  calls[i + 5] = len1;
+  calls[i + 6] = half;
+  calls[i + 7] = a16;
+  calls[i + 8] = up16;
+  calls[i + 9] = prod;
+  calls[i + 10] = shifts;
+  calls[i + KIND] = GATED;
+  pool.queued = pool.queued + 1;
+}
+
 /** Runs the calls at `calls[head]` (a count, then each call's words); returns their saturations (and faults). */
 export function runCalls(lut: LutProjections, calls: Int32Array, head: number): number {
   let saturated = 0;
   let i = head + 1;
   for (let c = 0; c < calls[head]; c++) {
-    if (calls[i + 13] === DIGITS) {
-      lut.cache_digits(
-        calls[i],
-        calls[i + 1],
-        calls[i + 2],
-        calls[i + 3],
-        calls[i + 4],
-        calls[i + 5],
-        calls[i + 6],
-        calls[i + 7],
-        calls[i + 8],
-        calls[i + 9],
-      );
-      i = i + CALL_INTS;
-      continue;
-    }
-    if (calls[i + 13] === ATTEND) {
-      saturated = saturated + lut.attend_heads(
-        calls[i],
-        calls[i + 1],
-        calls[i + 2],
-        calls[i + 3],
-        calls[i + 4],
-        calls[i + 5],
-        calls[i + 6],
-        calls[i + 7],
-        calls[i + 8],
-        calls[i + 9],
-        calls[i + 10],
-        calls[i + 11],
-      );
+    const kind = calls[i + KIND];
+    if (kind < 0) {
+      saturated = saturated + runModuleCall(lut, calls, i, kind);
       i = i + CALL_INTS;
       continue;
     }
     saturated = saturated + runOne(
       lut,
-      calls[i + 13],
+      kind,
       calls[i],
       calls[i + 1],
       calls[i + 2],
@@ -430,6 +552,95 @@ export function runCalls(lut: LutProjections, calls: Int32Array, head: number): 
     i = i + CALL_INTS;
   }
   return saturated;
+}
+
+/** One call of a kind below 0 (a module function other than a projection); returns its faults, if it counts any. */
+function runModuleCall(lut: LutProjections, calls: Int32Array, i: number, kind: number): number {
+  if (kind === NORM) {
+    lut.rmsnorm(
+      calls[i],
+      calls[i + 1],
+      calls[i + 2],
+      calls[i + 3],
+      calls[i + 4],
+      calls[i + 5],
+      calls[i + 6],
+      calls[i + 7],
+    );
+    return 0;
+  }
+  if (kind === NORM_ROPE) {
+    lut.norm_rope(
+      calls[i],
+      calls[i + 1],
+      calls[i + 2],
+      calls[i + 3],
+      calls[i + 4],
+      calls[i + 5],
+      calls[i + 6],
+      calls[i + 7],
+      calls[i + 8],
+      calls[i + 9],
+      calls[i + 10],
+      calls[i + 11],
+      calls[i + 12],
+      calls[i + 13],
+      calls[i + 14],
+    );
+    return 0;
+  }
+  if (kind === QUANTIZE_HEADS) {
+    lut.quantize_heads(calls[i], calls[i + 1], calls[i + 2], calls[i + 3], calls[i + 4]);
+    return 0;
+  }
+  if (kind === GATED) {
+    lut.gated_product(
+      calls[i],
+      calls[i + 1],
+      calls[i + 2],
+      calls[i + 3],
+      calls[i + 4],
+      calls[i + 5],
+      calls[i + 6],
+      calls[i + 7],
+      calls[i + 8],
+      calls[i + 9],
+      calls[i + 10],
+    );
+    return 0;
+  }
+  if (kind === DIGITS) {
+    lut.cache_digits(
+      calls[i],
+      calls[i + 1],
+      calls[i + 2],
+      calls[i + 3],
+      calls[i + 4],
+      calls[i + 5],
+      calls[i + 6],
+      calls[i + 7],
+      calls[i + 8],
+      calls[i + 9],
+    );
+    return 0;
+  }
+  if (kind === ATTEND) {
+    return lut.attend_heads(
+      calls[i],
+      calls[i + 1],
+      calls[i + 2],
+      calls[i + 3],
+      calls[i + 4],
+      calls[i + 5],
+      calls[i + 6],
+      calls[i + 7],
+      calls[i + 8],
+      calls[i + 9],
+      calls[i + 10],
+      calls[i + 11],
+    );
+  }
+  return 0;
 }
 
 /**

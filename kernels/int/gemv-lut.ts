@@ -40,7 +40,7 @@ export type LanesCall = (
   work: number,
 ) => number;
 
-/** The projections of the module, all a thread of the pool needs (engines/int/threads.ts). */
+/** The functions of the module a thread of the pool runs (engines/int/threads.ts). */
 export type LutProjections = Pick<
   LutSums,
   | "gemv_lut"
@@ -50,6 +50,10 @@ export type LutProjections = Pick<
   | "gemv_lanes32"
   | "attend_heads"
   | "cache_digits"
+  | "rmsnorm"
+  | "norm_rope"
+  | "quantize_heads"
+  | "gated_product"
 >;
 
 /** A WebAssembly instance with the integer engine's functions and the matrices in its memory (kernels/wasm/int-lut.ts). */
@@ -194,6 +198,25 @@ export interface LutSums {
     bits: number,
     exps: number,
   ): void;
+  /** `quantize` of each of `heads` heads of `hd` int32 at `v` in place, head h's shift at `shifts + 4h`. */
+  quantize_heads(v: number, heads: number, hd: number, bits: number, shifts: number): void;
+  /**
+   * SiLU(gate) · up of `n` int32 (a multiple of 4) requantised to 15 bits in `a16`, through `up16` and
+   * `prod`; the sum of its three shifts at `shifts` (engines/int/forward.ts `gatedProduct`).
+   */
+  gated_product(
+    gate: number,
+    up: number,
+    n: number,
+    t: number,
+    mul: number,
+    len1: number,
+    half: number,
+    a16: number,
+    up16: number,
+    prod: number,
+    shifts: number,
+  ): void;
   /** kernels/int/rope.ts `ropeHead` in place on 2 · `half` int32 at `v` (half a multiple of 4). */
   rope(v: number, half: number, cos: number, sin: number): void;
   mem8: Uint8Array;
@@ -253,7 +276,11 @@ export interface LutSums {
   attendBytes: number;
   attendPositions: number;
   attendTasksAt: number;
-  /** `norm_rope`'s exponents, one int32 per head (byte address and index). */
+  /**
+   * The batch slots' exponents (byte address and index): per slot (engines/int/forward.ts
+   * `headExpsOf`), its q heads', its k heads' (`norm_rope`), its v heads' shifts (`quantize_heads`) and
+   * its gated product's (`gated_product`).
+   */
   headExpsAt: number;
   headExpsIndex: number;
   /** The byte address of each of `LutRoom.tables` (kernels/wasm/int-lut.ts). */

@@ -31,7 +31,17 @@ import {
 } from "./int-attention.ts";
 import { gemvFn, planesFn } from "./int-gemv.ts";
 import { lanesFn, lanesWorkBytes } from "./int-lanes.ts";
-import { addSatFn, normRopeFn, quantizeFn, rmsnormFn, ropeFn, siluFn, swigluFn } from "./int-vector.ts";
+import {
+  addSatFn,
+  gatedProductFn,
+  normRopeFn,
+  quantizeFn,
+  quantizeHeadsFn,
+  rmsnormFn,
+  ropeFn,
+  siluFn,
+  swigluFn,
+} from "./int-vector.ts";
 import { get, localsAfter, set } from "./int-ops.ts";
 import type { LutMatrix } from "../int/gemv.ts";
 import type { LutSums } from "../int/gemv-lut.ts";
@@ -77,6 +87,12 @@ export function intLutFunctions(relaxed: boolean): Record<string, Func> {
     rmsnorm: index("rmsnorm"),
     quantize: index("quantize"),
     rope: index("rope"),
+  });
+  functions.quantize_heads = quantizeHeadsFn({ quantize: index("quantize") });
+  functions.gated_product = gatedProductFn({
+    silu: index("silu"),
+    quantize: index("quantize"),
+    swiglu: index("swiglu"),
   });
   return functions;
 }
@@ -230,6 +246,8 @@ export interface LutRoom {
   expMirrorBytes?: number;
   /** Tasks of `attend_heads` one dispatch may hand out (query heads × batch slots; `LutSums.attendTasksAt`). */
   attendTasks?: number;
+  /** int32 exponents of the batch slots' heads and gated products ((q + k + v heads + 1) × slots; `LutSums.headExpsAt`). */
+  headExps?: number;
   /** int32 entries of room for the engine's own vectors (`LutSums.vectorsAt`). */
   vectorInts?: number;
   /** RoPE's cos and sin tables ([position][head_dim / 2], Q14), copied as int32 (`LutSums.ropeCosAt`). */
@@ -386,9 +404,9 @@ function areasAt(
   const attendAt = align(lanesAt + lanesBytes * threads);
   const attendBytes = room.headDim && positions ? align(attendWorkBytes(room.headDim, positions)) : 0;
   const attendTasksAt = attendAt + attendBytes * threads;
-  // norm_rope's exponents, one int32 per head (at most as many as attention's tasks).
+  // The slots' exponents (`norm_rope`'s, `quantize_heads`' and `gated_product`'s), slot after slot.
   const headExpsAt = attendTasksAt + TASK_BYTES * (room.attendTasks ?? 0);
-  const end = align(headExpsAt + 4 * (room.attendTasks ?? 0));
+  const end = align(headExpsAt + 4 * (room.headExps ?? 0));
   return {
     planesAt,
     scratchAt,
@@ -532,6 +550,8 @@ export function createLutSums(
       | "attend_heads"
       | "cache_digits"
       | "norm_rope"
+      | "quantize_heads"
+      | "gated_product"
     >
     & { layout_codes(src: number, dst: number, pairs: number): void };
   const mem8 = new Uint8Array(exports.memory.buffer);
@@ -579,6 +599,8 @@ export function createLutSums(
       attend_heads: exports.attend_heads,
       cache_digits: exports.cache_digits,
       norm_rope: exports.norm_rope,
+      quantize_heads: exports.quantize_heads,
+      gated_product: exports.gated_product,
       mem8,
       mem32,
       planesAt,

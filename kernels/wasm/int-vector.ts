@@ -21,6 +21,12 @@
  * - `norm_rope(v, heads, hd, …) `: the q or k heads of one position normed, gained, requantised,
  *   rotated and requantised again, each head's exponent written out (`normRopeFn`), by calls of
  *   `rmsnorm`, `quantize` and `rope`: one call where the engine made five per head.
+ * - `quantize_heads(v, heads, hd, bits, shifts)`: `quantize` of each of `heads` heads of `hd` int32 at
+ *   `v` in place, head h's shift at `shifts + 4h` (one call for a position's values, which a thread of
+ *   the pool can take).
+ * - `gated_product(gate, up, n, t, mul, len1, half, a16, up16, prod, shifts)`: engines/int/forward.ts
+ *   `gatedProduct`, SiLU(gate) · up requantised to 15 bits in `a16`, by calls of `silu`, `quantize`
+ *   and `swiglu`; the sum of its three shifts at `shifts`.
  *
  * Each computes exactly the integers of its TypeScript definition (tests/kernels/int-lut.test.ts), with only the
  * opcodes `LUT_OPCODES` classifies (kernels/wasm/lut.ts): no multiply, no divide, no float.
@@ -374,5 +380,53 @@ export function normRopeFn(calls: { rmsnorm: number; quantize: number; rope: num
       inc(h, 1),
       op.br(0),
     ])]),
+  ]);
+}
+
+/**
+ * `quantize_heads(v, heads, hd, bits, shifts)`: `quantize(v + 4 · hd · h, hd, same, bits)` for each head
+ * h < `heads`, its shift at `shifts + 4h`. `hd` a multiple of 4.
+ *
+ * `calls` names the module's functions by index (kernels/wasm/int-lut.ts assembles them in order).
+ */
+export function quantizeHeadsFn(calls: { quantize: number }): Func {
+  const v = 0, heads = 1, hd = 2, bits = 3, shifts = 4;
+  const l = localsAfter(5);
+  const h = l.i32(), headBytes = l.i32();
+  return fn([I32, I32, I32, I32, I32], [], l.types, [
+    get(hd), op.i32(2), op.i32_shl, set(headBytes),
+    op.i32(0), set(h),
+    op.block([op.loop([
+      get(h), get(heads), op.i32_ge_s, op.br_if(1),
+      get(shifts),
+      get(v), get(hd), get(v), get(bits), op.call(calls.quantize),
+      op.i32_store(),
+      inc(shifts, 4),
+      get(v), get(headBytes), op.i32_add, set(v),
+      inc(h, 1),
+      op.br(0),
+    ])]),
+  ]);
+}
+
+/**
+ * `gated_product(gate, up, n, t, mul, len1, half, a16, up16, prod, shifts)`: `silu(gate, n, t, mul,
+ * len1, half)` in place, then `quantize` of gate into `a16` and of up into `up16` (15 bits), `swiglu`
+ * of the two into `prod`, and `quantize` of prod into `a16` (15 bits); the three shifts' sum at `shifts`.
+ * `n` a multiple of 4.
+ *
+ * `calls` names the module's functions by index (kernels/wasm/int-lut.ts assembles them in order).
+ */
+export function gatedProductFn(calls: { silu: number; quantize: number; swiglu: number }): Func {
+  const gate = 0, up = 1, n = 2, t = 3, mul = 4, len1 = 5, half = 6, a16 = 7, up16 = 8, prod = 9, shifts = 10;
+  const l = localsAfter(11);
+  const sum = l.i32();
+  return fn([I32, I32, I32, I32, I32, I32, I32, I32, I32, I32, I32], [], l.types, [
+    get(gate), get(n), get(t), get(mul), get(len1), get(half), op.call(calls.silu),
+    get(gate), get(n), get(a16), op.i32(15), op.call(calls.quantize), set(sum),
+    get(up), get(n), get(up16), op.i32(15), op.call(calls.quantize), get(sum), op.i32_add, set(sum),
+    get(a16), get(up16), get(n), get(prod), op.call(calls.swiglu),
+    get(prod), get(n), get(a16), op.i32(15), op.call(calls.quantize), get(sum), op.i32_add, set(sum),
+    get(shifts), get(sum), op.i32_store(),
   ]);
 }

@@ -571,6 +571,7 @@ test("norm_rope on WebAssembly equals the engine's per-head steps: norm, gain, q
     rope: { cos, sin },
     tables: [gain],
     attendTasks: heads,
+    headExps: heads,
   })!;
   const { lut } = made;
   const vAt = lut.vectorsAt, yAt = vAt + 4 * heads * hd, headAt = yAt + 4 * hd;
@@ -610,6 +611,29 @@ test("norm_rope on WebAssembly equals the engine's per-head steps: norm, gain, q
     );
     expect(Array.from(lut.mem32.subarray(vAt / 4, vAt / 4 + heads * hd))).toEqual(Array.from(want));
     expect(Array.from(lut.mem32.subarray(lut.headExpsIndex, lut.headExpsIndex + heads))).toEqual(wantExps);
+  }
+});
+
+test("quantize_heads quantizes each head in place as quantizeBits does, its shift per head", () => {
+  const hd = 32, heads = 4;
+  const made = createLutSums([], { vectorInts: heads * hd, headExps: heads })!;
+  const { lut } = made;
+  const vAt = lut.vectorsAt;
+  for (let trial = 0; trial < 40; trial++) {
+    const bits = [12, 15, 11][trial % 3];
+    // Each head at its own scale: all zero, small (a left shift), at the cache's width, past 2^30.
+    const v = Int32Array.from({ length: heads * hd }, (_, i) => {
+      const scale = [0, 3, 12, 31][(((i / hd) | 0) + trial) % 4];
+      return scale === 31 ? (i % 2 ? -(2 ** 31) : 2 ** 31 - 1) : rng.int(2 ** scale + 1) - (2 ** scale >> 1);
+    });
+    const want = Int32Array.from(v);
+    const wantShifts: number[] = [];
+    for (let h = 0; h < heads; h++) wantShifts.push(quantizeBits(want, h * hd, hd, 0, want, h * hd, bits));
+    lut.mem32.set(v, vAt / 4);
+    lut.mem32.fill(-99, lut.headExpsIndex, lut.headExpsIndex + heads);
+    lut.quantize_heads(vAt, heads, hd, bits, lut.headExpsAt);
+    expect(Array.from(lut.mem32.subarray(vAt / 4, vAt / 4 + heads * hd))).toEqual(Array.from(want));
+    expect(Array.from(lut.mem32.subarray(lut.headExpsIndex, lut.headExpsIndex + heads))).toEqual(wantShifts);
   }
 });
 
@@ -682,4 +706,48 @@ test("silu on WebAssembly equals the TypeScript table read: below, inside and be
   mem32.set(x, at / 4);
   made.lut.silu(at, 1024, made.lut.siluTAt, made.lut.siluMulAt, table.t.length - 1, table.half);
   expect(Array.from(mem32.subarray(at / 4, at / 4 + 1024))).toEqual(Array.from(x, (v) => silu(table, v)));
+});
+
+test("gated_product equals silu, quantizeBits and the exact product in turn, its three shifts summed", () => {
+  const tables = makeTables(PRESETS.default);
+  const table = prepareTable(tables.silu, tables.siluHalf);
+  const n = 256;
+  const made = createLutSums([], { vectorInts: 5 * n, silu: table, headExps: 1 })!;
+  const { lut } = made;
+  const { mem32 } = lut;
+  const gateAt = lut.vectorsAt, upAt = gateAt + 4 * n, a16At = upAt + 4 * n, up16At = a16At + 4 * n;
+  const prodAt = up16At + 4 * n;
+  const reach = table.half << 8;
+  for (let trial = 0; trial < 30; trial++) {
+    // Gates around the table's reach and beyond it, ups from zero to past 2^30.
+    const upScale = [0, 4, 16, 30][trial % 4];
+    const gate = Int32Array.from(
+      { length: n },
+      (_, i) => (i < 2 ? [2147483647, -2147483648][i] : rng.int(4 * reach) - 2 * reach),
+    );
+    const up = Int32Array.from({ length: n }, () => rng.int(2 ** upScale + 1) - (2 ** upScale >> 1));
+    const g = Int32Array.from(gate, (v) => silu(table, v));
+    const g16 = new Int32Array(n), u16 = new Int32Array(n), want = new Int32Array(n);
+    const s1 = quantizeBits(g, 0, n, 0, g16, 0, 15);
+    const s2 = quantizeBits(up, 0, n, 0, u16, 0, 15);
+    const prod = Int32Array.from(g16, (v, i) => Math.imul(v, u16[i]));
+    const s3 = quantizeBits(prod, 0, n, 0, want, 0, 15);
+    mem32.set(gate, gateAt / 4), mem32.set(up, upAt / 4);
+    mem32[lut.headExpsIndex] = -99;
+    lut.gated_product(
+      gateAt,
+      upAt,
+      n,
+      lut.siluTAt,
+      lut.siluMulAt,
+      table.t.length - 1,
+      table.half,
+      a16At,
+      up16At,
+      prodAt,
+      lut.headExpsAt,
+    );
+    expect(Array.from(mem32.subarray(a16At / 4, a16At / 4 + n))).toEqual(Array.from(want));
+    expect(mem32[lut.headExpsIndex]).toBe(s1 + s2 + s3);
+  }
 });
