@@ -33,14 +33,16 @@ import {
 import { gemvLanes, gemvLut, inputPlanes, type LutSums } from "../../kernels/int/gemv-lut.ts";
 import { assertBound, checked, holds } from "../../kernels/int/check.ts";
 import {
+  GATED,
   type GemvPool,
+  NORM,
+  NORM_ROPE,
+  QUANTIZE_HEADS,
   queueAttention,
+  queueCall,
   queueGemv,
   queueHeadsByThread,
-  queueSlotGated,
-  queueSlotNorm,
-  queueSlotNormRope,
-  queueSlotQuantizeHeads,
+  runCall,
   runQueued,
 } from "./threads.ts";
 import { mulS16, mulScale, multiples } from "../../kernels/int/mul.ts";
@@ -131,6 +133,20 @@ function headExpsOf(m: IntModel, lut: LutSums, b: number): number {
 }
 
 /**
+ * Runs the module call of kind `kind` (threads.ts `NORM` … `GATED`) whose arguments are in `m.s.call`:
+ * queued on the pool for thread `t` (its results read after the dispatch), or with `t` −1 here and now.
+ */
+function slotCall(m: IntModel, kind: number, t: number): void {
+  if (t >= 0) queueCall(m.pool!, t, kind, m.s.call);
+  else runCall(m.lut!, kind, m.s.call);
+}
+
+/** The thread that takes the next slot after thread `t`'s, in turn (`prepareHeads`, `gateSlots`, `normSlots`). */
+function nextThread(pool: GemvPool, t: number): number {
+  return t + 1 === pool.threads ? 0 : t + 1;
+}
+
+/**
  * `normRope` of each of `heads` heads of `v` (at byte `vAt` in the module's memory, or −1; at ACC_EXP),
  * with the gain `gain` (the module's copy: table `table` of `LutSums.tablesAt`), to `bits` bits at the
  * current slot's position; their exponents into `exps`. On the module's `norm_rope`, one call for all
@@ -156,45 +172,24 @@ function rotateHeads(
   if (lut !== null && headsOnModule(m)) {
     const plan = m.normHead;
     const rope = s.cur.ropeAt << 2;
-    if (t >= 0) {
-      queueSlotNormRope(
-        m.pool!,
-        t,
-        vAt,
-        heads,
-        m.headDim,
-        ACC_EXP,
-        plan.bits,
-        plan.epsN,
-        plan.epsExp,
-        s.at.normY,
-        s.at.head,
-        lut.tablesAt[table],
-        NORM_EXP + gainExp,
-        lut.ropeCosAt + rope,
-        lut.ropeSinAt + rope,
-        bits,
-        expsAt,
-      );
-      return;
-    }
-    lut.norm_rope(
-      vAt,
-      heads,
-      m.headDim,
-      ACC_EXP,
-      plan.bits,
-      plan.epsN,
-      plan.epsExp,
-      s.at.normY,
-      s.at.head,
-      lut.tablesAt[table],
-      NORM_EXP + gainExp,
-      lut.ropeCosAt + rope,
-      lut.ropeSinAt + rope,
-      bits,
-      expsAt,
-    );
+    const args = s.call;
+    args[0] = vAt;
+    args[1] = heads;
+    args[2] = m.headDim;
+    args[3] = ACC_EXP;
+    args[4] = plan.bits;
+    args[5] = plan.epsN;
+    args[6] = plan.epsExp;
+    args[7] = s.at.normY;
+    args[8] = s.at.head;
+    args[9] = lut.tablesAt[table];
+    args[10] = NORM_EXP + gainExp;
+    args[11] = lut.ropeCosAt + rope;
+    args[12] = lut.ropeSinAt + rope;
+    args[13] = bits;
+    args[14] = expsAt;
+    slotCall(m, NORM_ROPE, t);
+    if (t >= 0) return;
     let j = expsAt >> 2;
     for (let h = 0; h < heads; h++) {
       exps[h] = lut.mem32[j];
@@ -474,8 +469,7 @@ function prepareHeads(m: IntModel, L: IntLayer, l: number, n: number): void {
   for (let b = 0; b < n; b++) {
     if (n > 1) useSlot(m, b); // one position is the step's own slot already
     prepareSlot(m, L, l, b, onPool ? t : -1);
-    t = t + 1;
-    if (onPool && t === pool!.threads) t = 0;
+    if (onPool) t = nextThread(pool!, t);
   }
   if (!onPool) return;
   finishProducts(pool!, m.lut!, "heads");
@@ -493,11 +487,14 @@ function prepareSlot(m: IntModel, L: IntLayer, l: number, b: number, t: number):
   rotateHeads(m, s.k, s.at.k, m.kvHeads, L.kGain, L.kGainExp, (l << 1) + 1, CACHE_BITS, s.kExp[b], kAt, t);
   const vExp = s.vExp[b];
   if (lut !== null && headsOnModule(m)) {
-    if (t >= 0) {
-      queueSlotQuantizeHeads(m.pool!, t, s.at.v, m.kvHeads, m.headDim, CACHE_BITS, vAt);
-      return;
-    }
-    lut.quantize_heads(s.at.v, m.kvHeads, m.headDim, CACHE_BITS, vAt);
+    const args = s.call;
+    args[0] = s.at.v;
+    args[1] = m.kvHeads;
+    args[2] = m.headDim;
+    args[3] = CACHE_BITS;
+    args[4] = vAt;
+    slotCall(m, QUANTIZE_HEADS, t);
+    if (t >= 0) return;
     let j = vAt >> 2;
     for (let h = 0; h < m.kvHeads; h++) {
       vExp[h] = ACC_EXP + lut.mem32[j];
@@ -629,25 +626,8 @@ function gateSlots(m: IntModel, n: number): void {
   let t = 0;
   for (let b = 0; b < n; b++) {
     if (n > 1) useSlot(m, b); // one position is the step's own slot already
-    if (onPool) {
-      queueSlotGated(
-        pool!,
-        t,
-        s.at.gate,
-        s.at.up,
-        m.ffn,
-        lut!.siluTAt,
-        lut!.siluMulAt,
-        m.silu.t.length - 1,
-        m.silu.half,
-        s.at.a16,
-        s.at.up16,
-        s.at.prod,
-        gatedShiftOf(m, lut!, b),
-      );
-      t = t + 1;
-      if (t === pool!.threads) t = 0;
-    } else s.slotExp[b] = gatedProduct(m, b);
+    gatedProduct(m, b, onPool ? t : -1);
+    if (onPool) t = nextThread(pool!, t);
   }
   if (!onPool) return;
   finishProducts(pool!, lut!, "gated products");
@@ -668,26 +648,31 @@ function gatedShiftOf(m: IntModel, lut: LutSums, b: number): number {
   return headExpsOf(m, lut, b) + ((m.heads + m.kvHeads + m.kvHeads) << 2);
 }
 
-/** SiLU(gate) · up of the current slot (`b`), requantised to 15 bits in `a16`; returns its exponent. */
-function gatedProduct(m: IntModel, b: number): number {
+/**
+ * SiLU(gate) · up of the current slot (`b`), requantised to 15 bits in `a16`, its exponent in
+ * `slotExp[b]`; on the module's `gated_product` where it serves, with a thread `t` ≥ 0 queued for that
+ * thread (`gateSlots` reads the exponent after the dispatch).
+ */
+function gatedProduct(m: IntModel, b: number, t: number): void {
   const s = m.s;
   const lut = m.lut;
   if (lut !== null && gatedOnModule(m)) {
     const at = gatedShiftOf(m, lut, b);
-    lut.gated_product(
-      s.at.gate,
-      s.at.up,
-      m.ffn,
-      lut.siluTAt,
-      lut.siluMulAt,
-      m.silu.t.length - 1,
-      m.silu.half,
-      s.at.a16,
-      s.at.up16,
-      s.at.prod,
-      at,
-    );
-    return RESIDUAL_EXP + ACC_EXP + lut.mem32[at >> 2];
+    const args = s.call;
+    args[0] = s.at.gate;
+    args[1] = s.at.up;
+    args[2] = m.ffn;
+    args[3] = lut.siluTAt;
+    args[4] = lut.siluMulAt;
+    args[5] = m.silu.t.length - 1;
+    args[6] = m.silu.half;
+    args[7] = s.at.a16;
+    args[8] = s.at.up16;
+    args[9] = s.at.prod;
+    args[10] = at;
+    slotCall(m, GATED, t);
+    if (t < 0) s.slotExp[b] = RESIDUAL_EXP + ACC_EXP + lut.mem32[at >> 2];
+    return;
   }
   if (lut !== null && s.at.gate >= 0) {
     lut.silu(s.at.gate, m.ffn, lut.siluTAt, lut.siluMulAt, m.silu.t.length - 1, m.silu.half);
@@ -704,7 +689,7 @@ function gatedProduct(m: IntModel, b: number): number {
       s.prod[i] = mulS16(s.mt, 0, s.up16[i]);
     }
   }
-  return quantize(m, s.prod, s.at.prod, 0, m.ffn, eg + eu, s.a16, s.at.a16, 0, 15);
+  s.slotExp[b] = quantize(m, s.prod, s.at.prod, 0, m.ffn, eg + eu, s.a16, s.at.a16, 0, 15);
 }
 
 /** The final norm (and gain, for a tied head), then the head: the next token's logits in `st.logits`. */
@@ -882,20 +867,17 @@ function normSlots(m: IntModel, n: number): void {
   for (let b = 0; b < n; b++) {
     if (n > 1) useSlot(m, b); // one position is the step's own slot already
     if (onPool) {
-      queueSlotNorm(
-        pool!,
-        t,
-        s.at.x,
-        plan.n,
-        RESIDUAL_EXP,
-        plan.bits,
-        plan.epsN,
-        plan.epsExp,
-        s.at.normY,
-        s.at.z,
-      );
-      t = t + 1;
-      if (t === pool!.threads) t = 0;
+      const args = s.call;
+      args[0] = s.at.x;
+      args[1] = plan.n;
+      args[2] = RESIDUAL_EXP;
+      args[3] = plan.bits;
+      args[4] = plan.epsN;
+      args[5] = plan.epsExp;
+      args[6] = s.at.normY;
+      args[7] = s.at.z;
+      queueCall(pool!, t, NORM, args);
+      t = nextThread(pool!, t);
     } else norm(m, s.x, s.at.x, 0, RESIDUAL_EXP, plan, s.z, s.at.z, 0);
   }
   if (onPool) finishProducts(pool!, lut!, "norms");

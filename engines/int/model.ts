@@ -25,7 +25,7 @@ import {
   queryBits,
 } from "../../kernels/int/attention.ts";
 import type { LutSums } from "../../kernels/int/gemv-lut.ts";
-import type { GemvPool } from "./threads.ts";
+import { CALL_INTS, type GemvPool } from "./threads.ts";
 import { gainTables, type NormPlan, normPlan } from "../../kernels/int/norm.ts";
 import { type LookupTable, prepareTable } from "../../kernels/int/tables.ts";
 
@@ -170,6 +170,8 @@ export interface Scratch {
   head: Int32Array;
   /** The norms' 15-bit copy, for the module's `rmsnorm`. */
   normY: Int32Array;
+  /** The arguments of one module call a slot makes (forward.ts `slotCall`; threads.ts `queueCall`). */
+  call: Int32Array;
   /** Byte addresses of the vectors that are views of the module's memory (`useLut`); −1 for the others. */
   at: VectorAddresses;
   attn: AttentionScratch;
@@ -420,6 +422,7 @@ function newScratch(
     rope: new Int32Array(64),
     head: new Int32Array(sh.headDim),
     normY: new Int32Array(0),
+    call: new Int32Array(CALL_INTS),
     at: unplaced(),
     attn,
     ctx: attentionContext(sh, kvDim, exp, attn, layout),

@@ -14,7 +14,7 @@
  * `gemv_lut` (or of `gemv_lanesP`) and P (0 for `gemv_lut`), or the 12 of `attend_heads` (a share of a
  * layer's attention heads, `queueAttention`) and −1, or the 10 of `cache_digits` (a decoded position's
  * digits of half the kv heads, `queueHeadsByThread`) and −2, or one batch slot's `rmsnorm`,
- * `norm_rope`, `quantize_heads` or `gated_product` (`queueSlotNorm` and the others) and −3 … −6. Each thread has
+ * `norm_rope`, `quantize_heads` or `gated_product` (`queueCall`) and −3 … −6. Each thread has
  * its own list: a projection or attention gives every thread a call, a slot's work only the thread
  * it was dealt to.
  *
@@ -52,11 +52,14 @@ const KIND = 17;
 const ATTEND = -1;
 /** A `cache_digits` call (its 10 arguments in the first words). */
 const DIGITS = -2;
-/** A batch slot's `rmsnorm` (8 arguments), `norm_rope` (15), `quantize_heads` (5) or `gated_product` (11). */
-const NORM = -3;
-const NORM_ROPE = -4;
-const QUANTIZE_HEADS = -5;
-const GATED = -6;
+/**
+ * A batch slot's `rmsnorm` (8 arguments), `norm_rope` (15), `quantize_heads` (5) or `gated_product`
+ * (11), the arguments in the module function's order (`queueCall`, `runCall`).
+ */
+export const NORM = -3;
+export const NORM_ROPE = -4;
+export const QUANTIZE_HEADS = -5;
+export const GATED = -6;
 /**
  * A waiter's polls before it sleeps: at most about 3–4 ms, at least about 10 µs (`adaptSpin`). A
  * prefill's work between two dispatches (norms, rotations, the cache's appends for 16 positions) takes
@@ -390,135 +393,21 @@ export function queueHeadsByThread(
 }
 
 /**
- * Queues on thread t a batch slot's `rmsnorm(x, n, xExp, bits, epsN, epsExp, y, out)` (forward.ts
- * `normSlots`). A slot's calls all go to one thread, in order, since they share the slot's scratch.
+ * Queues on thread t a call of a batch slot's module function (kind `NORM` … `GATED`), its arguments
+ * the first words of `args` (forward.ts writes them). A slot's calls all go to one thread, in order,
+ * since they share the slot's scratch.
  */
-export function queueSlotNorm(
-  pool: GemvPool,
-  t: number,
-  x: number,
-  n: number,
-  xExp: number,
-  bits: number,
-  epsN: number,
-  epsExp: number,
-  y: number,
-  out: number,
-): void {
+export function queueCall(pool: GemvPool, t: number, kind: number, args: Int32Array): void {
   const calls = callsOf(pool, t);
   const i = nextCall(pool, t);
-  calls[i] = x;
-  calls[i + 1] = n;
-  calls[i + 2] = xExp;
-  calls[i + 3] = bits;
-  calls[i + 4] = epsN;
-  calls[i + 5] = epsExp;
-  calls[i + 6] = y;
-  calls[i + 7] = out;
-  calls[i + KIND] = NORM;
+  for (let w = 0; w < KIND; w++) calls[i + w] = args[w];
+  calls[i + KIND] = kind;
   pool.queued = pool.queued + 1;
 }
 
-/**
- * Queues on thread t `norm_rope` of one slot's heads (forward.ts `rotateHeads`
- * gives its arguments: the vectors at `v`, `heads` of `hd`, the norm's plan, the slot's scratch `y` and
- * `head`, the gain's table, the rotation's rows, `bits`, each head's exponent to `exps`).
- */
-export function queueSlotNormRope(
-  pool: GemvPool,
-  t: number,
-  v: number,
-  heads: number,
-  hd: number,
-  xExp: number,
-  normBits: number,
-  epsN: number,
-  epsExp: number,
-  y: number,
-  head: number,
-  gains: number,
-  gainExp: number,
-  cos: number,
-  sin: number,
-  bits: number,
-  exps: number,
-): void {
-  const calls = callsOf(pool, t);
-  const i = nextCall(pool, t);
-  calls[i] = v;
-  calls[i + 1] = heads;
-  calls[i + 2] = hd;
-  calls[i + 3] = xExp;
-  calls[i + 4] = normBits;
-  calls[i + 5] = epsN;
-  calls[i + 6] = epsExp;
-  calls[i + 7] = y;
-  calls[i + 8] = head;
-  calls[i + 9] = gains;
-  calls[i + 10] = gainExp;
-  calls[i + 11] = cos;
-  calls[i + 12] = sin;
-  calls[i + 13] = bits;
-  calls[i + 14] = exps;
-  calls[i + KIND] = NORM_ROPE;
-  pool.queued = pool.queued + 1;
-}
-
-/** Queues on thread t `quantize_heads(v, heads, hd, bits, shifts)` of one slot's values. */
-export function queueSlotQuantizeHeads(
-  pool: GemvPool,
-  t: number,
-  v: number,
-  heads: number,
-  hd: number,
-  bits: number,
-  shifts: number,
-): void {
-  const calls = callsOf(pool, t);
-  const i = nextCall(pool, t);
-  calls[i] = v;
-  calls[i + 1] = heads;
-  calls[i + 2] = hd;
-  calls[i + 3] = bits;
-  calls[i + 4] = shifts;
-  calls[i + KIND] = QUANTIZE_HEADS;
-  pool.queued = pool.queued + 1;
-}
-
-/**
- * Queues on thread t `gated_product(gate, up, n, t, mul, len1, half, a16, up16, prod, shifts)` of one
- * slot (forward.ts `gatedProduct` gives its arguments).
- */
-export function queueSlotGated(
-  pool: GemvPool,
-  t: number,
-  gate: number,
-  up: number,
-  n: number,
-  table: number,
-  mul: number,
-  len1: number,
-  half: number,
-  a16: number,
-  up16: number,
-  prod: number,
-  shifts: number,
-): void {
-  const calls = callsOf(pool, t);
-  const i = nextCall(pool, t);
-  calls[i] = gate;
-  calls[i + 1] = up;
-  calls[i + 2] = n;
-  calls[i + 3] = table;
-  calls[i + 4] = mul;
-  calls[i + 5] = len1;
-  calls[i + 6] = half;
-  calls[i + 7] = a16;
-  calls[i + 8] = up16;
-  calls[i + 9] = prod;
-  calls[i + 10] = shifts;
-  calls[i + KIND] = GATED;
-  pool.queued = pool.queued + 1;
+/** Runs a call of kind `kind` (below 0), its arguments the first words of `args`, here and now; returns its faults. */
+export function runCall(lut: LutProjections, kind: number, args: Int32Array): number {
+  return runModuleCall(lut, args, 0, kind);
 }
 
 /** Runs the calls at `calls[head]` (a count, then each call's words); returns their saturations (and faults). */
